@@ -1,0 +1,224 @@
+"""The MXFP4 format (OCP Microscaling Formats v1.0, section 5.3 / 6.3).
+
+Layout used throughout this project:
+
+* ``data``   -- uint8 ``[rows, K // 2]``: e2m1 codes, two per byte, element
+  ``2i`` of a row in the low nibble of byte ``i`` and ``2i + 1`` in the high
+  nibble (packed along K).
+* ``scales`` -- uint8 ``[rows, K // 32]``: one e8m0 exponent per 1x32 block
+  along K; value ``2**(b - 127)``; ``b = 0`` is ``2**-127`` (not zero) and
+  ``b = 255`` is NaN.
+
+An e2m1 code is ``s e e m``: sign in bit 3, then a 2-bit exponent (bias 1) and
+a 1-bit mantissa, giving magnitudes {0, 0.5, 1, 1.5, 2, 3, 4, 6}.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+BLOCK_SIZE = 32  # elements per shared e8m0 scale (OCP MX: k = 32)
+E8M0_BIAS = 127
+E8M0_NAN = 255
+E2M1_MAX = 6.0
+E2M1_EMAX = 2  # exponent of the largest normal e2m1 value (6 = 1.5 * 2**2)
+
+# Magnitude of each 3-bit code; bit 3 of a nibble is the sign.
+E2M1_MAGNITUDES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+E2M1_VALUES = E2M1_MAGNITUDES + tuple(-v for v in E2M1_MAGNITUDES)
+
+
+@dataclass(frozen=True)
+class MXFP4Tensor:
+    """A row-major MXFP4 matrix of logical shape ``[rows, k]`` (see module doc)."""
+
+    data: torch.Tensor
+    scales: torch.Tensor
+
+    @property
+    def rows(self) -> int:
+        return self.data.shape[0]
+
+    @property
+    def k(self) -> int:
+        return self.data.shape[1] * 2
+
+    @property
+    def device(self) -> torch.device:
+        return self.data.device
+
+    def to(self, device: torch.device | str) -> "MXFP4Tensor":
+        return MXFP4Tensor(self.data.to(device), self.scales.to(device))
+
+    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return dequantize(self, dtype)
+
+
+def check_mxfp4(name: str, t: MXFP4Tensor) -> None:
+    """Raise ``ValueError`` naming ``name`` unless ``t`` is a well-formed MXFP4Tensor."""
+    if not isinstance(t, MXFP4Tensor):
+        raise ValueError(f"{name}: expected an MXFP4Tensor, got {type(t).__name__}")
+    for part, tensor in (("data", t.data), ("scales", t.scales)):
+        if not isinstance(tensor, torch.Tensor):
+            raise ValueError(f"{name}.{part}: expected a torch.Tensor, got {type(tensor).__name__}")
+        if tensor.dtype != torch.uint8:
+            raise ValueError(f"{name}.{part}: dtype must be torch.uint8, got {tensor.dtype}")
+        if tensor.dim() != 2:
+            raise ValueError(f"{name}.{part}: must be 2-D, got shape {tuple(tensor.shape)}")
+        if not tensor.is_contiguous():
+            raise ValueError(f"{name}.{part}: must be contiguous (row-major), got strides {tensor.stride()}")
+    if t.data.device != t.scales.device:
+        raise ValueError(f"{name}: data is on {t.data.device} but scales are on {t.scales.device}")
+    rows, k = t.rows, t.k
+    if t.scales.shape[0] != rows:
+        raise ValueError(f"{name}.scales: has {t.scales.shape[0]} rows but {name}.data has {rows}")
+    if k % BLOCK_SIZE:
+        raise ValueError(f"{name}: K = {k} (2 x {t.data.shape[1]} packed bytes) is not a multiple of {BLOCK_SIZE}")
+    if t.scales.shape[1] != k // BLOCK_SIZE:
+        raise ValueError(
+            f"{name}.scales: shape {tuple(t.scales.shape)} does not match K = {k}: "
+            f"expected [{rows}, {k // BLOCK_SIZE}] (one e8m0 per 1x{BLOCK_SIZE} block)"
+        )
+
+
+# ---------------------------------------------------------------------------
+# e2m1 codes and nibble packing
+# ---------------------------------------------------------------------------
+
+
+def e2m1_table(dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> torch.Tensor:
+    return torch.tensor(E2M1_VALUES, dtype=dtype, device=device)
+
+
+def pack_nibbles(codes: torch.Tensor) -> torch.Tensor:
+    """``[rows, K]`` uint8 codes in 0..15 -> ``[rows, K // 2]`` bytes, even element low."""
+    if codes.shape[-1] % 2:
+        raise ValueError(f"codes: last dimension {codes.shape[-1]} must be even to pack two per byte")
+    codes = codes.to(torch.uint8)
+    return (codes[..., 0::2] & 0xF) | ((codes[..., 1::2] & 0xF) << 4)
+
+
+def unpack_nibbles(packed: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`pack_nibbles`."""
+    low = packed & 0xF
+    high = packed >> 4
+    return torch.stack((low, high), dim=-1).reshape(*packed.shape[:-1], packed.shape[-1] * 2)
+
+
+def e2m1_to_float(codes: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return e2m1_table(dtype, codes.device)[codes.long()]
+
+
+def float_to_e2m1(x: torch.Tensor) -> torch.Tensor:
+    """Round ``x`` (already divided by its block scale) to the nearest e2m1 code.
+
+    Round-to-nearest, ties to the even mantissa, saturating at +-6 (OCP MX
+    conversion rule for FP4 with saturation). NaN has no e2m1 encoding; callers
+    keep NaN out (quantize() marks the whole block NaN through its scale).
+    """
+    magnitude = x.abs().to(torch.float64).clamp(max=E2M1_MAX)
+    grid = torch.tensor(E2M1_MAGNITUDES, dtype=torch.float64, device=x.device)
+    # Index of the first grid point >= magnitude; candidates are it and the one below.
+    upper = torch.searchsorted(grid, magnitude.contiguous()).clamp(max=len(E2M1_MAGNITUDES) - 1)
+    lower = (upper - 1).clamp(min=0)
+    dist_up = grid[upper] - magnitude
+    dist_down = magnitude - grid[lower]
+    # Ties go to the code with an even mantissa bit (bit 0 of the 3-bit code).
+    tie_to_upper = (dist_up == dist_down) & (upper % 2 == 0)
+    code = torch.where((dist_up < dist_down) | tie_to_upper, upper, lower)
+    sign = (x < 0) & (code != 0)  # -0 becomes +0
+    return (code | (sign.long() << 3)).to(torch.uint8)
+
+
+# ---------------------------------------------------------------------------
+# e8m0 scales
+# ---------------------------------------------------------------------------
+
+
+def e8m0_to_float(biased: torch.Tensor, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """``2**(b - 127)``; 255 is NaN. Exact in float64 (2**-127 is a normal double)."""
+    value = torch.pow(torch.tensor(2.0, dtype=torch.float64, device=biased.device), biased.to(torch.float64) - E8M0_BIAS)
+    value = torch.where(biased == E8M0_NAN, torch.full_like(value, math.nan), value)
+    return value.to(dtype)
+
+
+def dequantize(t: MXFP4Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """``[rows, K]`` values of ``t``. Use float64 for an exact result at every scale."""
+    check_mxfp4("t", t)
+    values = e2m1_to_float(unpack_nibbles(t.data), torch.float64)
+    scales = e8m0_to_float(t.scales, torch.float64).repeat_interleave(BLOCK_SIZE, dim=1)
+    return (values * scales).to(dtype)
+
+
+# ---------------------------------------------------------------------------
+# quantize
+# ---------------------------------------------------------------------------
+
+
+def quantize(x: torch.Tensor) -> MXFP4Tensor:
+    """Quantize ``[rows, K]`` floats to MXFP4 with the OCP MX scale rule.
+
+    Per 1x32 block: shared exponent ``floor(log2(amax)) - emax_elem`` (emax_elem = 2
+    for e2m1), clamped to the e8m0 range [-127, 127]; elements are divided by the
+    scale, rounded to nearest-even and saturated at +-6. An all-zero block gets
+    ``b = 0`` (its elements are zero whatever the scale); a block holding NaN gets
+    ``b = 255``; +-inf counts as NaN (the format has no infinities).
+    """
+    if x.dim() != 2:
+        raise ValueError(f"x: must be 2-D [rows, K], got shape {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise ValueError(f"x: must be a floating-point tensor, got {x.dtype}")
+    rows, k = x.shape
+    if k % BLOCK_SIZE:
+        raise ValueError(f"x: K = {k} is not a multiple of {BLOCK_SIZE}")
+    blocks = x.to(torch.float64).reshape(rows, k // BLOCK_SIZE, BLOCK_SIZE)
+    bad = ~torch.isfinite(blocks).all(dim=-1)
+    amax = blocks.abs().nan_to_num(0.0, 0.0, 0.0).amax(dim=-1)
+    # frexp gives amax = m * 2**e with m in [0.5, 1): floor(log2(amax)) = e - 1, exactly.
+    _, exponent = torch.frexp(amax)
+    shared = (exponent.to(torch.int64) - 1 - E2M1_EMAX).clamp(-E8M0_BIAS, E8M0_BIAS)
+    biased = torch.where(amax == 0, torch.zeros_like(shared), shared + E8M0_BIAS)
+    biased = torch.where(bad, torch.full_like(biased, E8M0_NAN), biased).to(torch.uint8)
+    scale = torch.pow(torch.tensor(2.0, dtype=torch.float64, device=x.device), biased.to(torch.float64) - E8M0_BIAS)
+    scaled = torch.where(bad[..., None], torch.zeros_like(blocks), blocks / scale[..., None])
+    codes = float_to_e2m1(scaled).reshape(rows, k)
+    return MXFP4Tensor(pack_nibbles(codes).contiguous(), biased.contiguous())
+
+
+# ---------------------------------------------------------------------------
+# random operands for gates and benchmarks
+# ---------------------------------------------------------------------------
+
+
+def random_mxfp4(
+    rows: int,
+    k: int,
+    *,
+    generator: torch.Generator,
+    scale_range: tuple[int, int] = (E8M0_BIAS - 7, E8M0_BIAS + 6),
+    device: torch.device | str = "cpu",
+) -> MXFP4Tensor:
+    """Uniformly random e2m1 codes with random e8m0 scales in ``scale_range`` (inclusive).
+
+    Covers every code (both zeros, +-6) and a wide spread of block magnitudes,
+    which quantized Gaussian data does not.
+    """
+    lo, hi = scale_range
+    if not 0 <= lo <= hi <= 254:
+        raise ValueError(f"scale_range: {scale_range} must satisfy 0 <= lo <= hi <= 254 (255 is NaN)")
+    if k % BLOCK_SIZE:
+        raise ValueError(f"k: {k} is not a multiple of {BLOCK_SIZE}")
+    # Drawn where the generator lives: a CUDA/ROCm generator makes 16384 x 24576 operands in milliseconds.
+    where = generator.device
+    codes = torch.randint(0, 16, (rows, k), dtype=torch.uint8, generator=generator, device=where)
+    scales = torch.randint(lo, hi + 1, (rows, k // BLOCK_SIZE), dtype=torch.uint8, generator=generator, device=where)
+    return MXFP4Tensor(pack_nibbles(codes).contiguous(), scales).to(device)
+
+
+def randn_mxfp4(rows: int, k: int, *, generator: torch.Generator, device: torch.device | str = "cpu") -> MXFP4Tensor:
+    """Gaussian data quantized with :func:`quantize` -- the distribution real activations resemble."""
+    x = torch.randn(rows, k, generator=generator, dtype=torch.float32, device=generator.device)
+    return quantize(x).to(device)

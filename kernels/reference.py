@@ -1,0 +1,58 @@
+"""The one reference GEMM every correctness check compares against.
+
+``reference_gemm(a, b)`` returns C = A . B^T in float64 for MXFP4 A[M,K] and
+B[N,K], on whatever device the operands live.
+
+Why float64 is exact enough to be called exact here: every dequantized element
+is an e2m1 value (at most 2 significant bits) times a power of two within
+2**+-127, so every product a_i * b_i is exact in float64 (3 significant bits,
+exponent within +-260, far inside float64's +-1022). The only rounding is in the
+K-term sum: at most K * 2**-53 ~ 2.7e-12 of sum|a_i b_i| for K = 24576, nine
+orders of magnitude below bf16's unit roundoff 2**-8, which is what the gates
+test against. Scale 255 dequantizes to NaN and propagates through the sum.
+
+Memory: the operands are dequantized one K-chunk at a time, sized so the two
+float64 chunks stay within ``chunk_bytes`` (default 4 GiB); with the float64
+output (2 GiB at 16384 x 16384) a K = 24576 GEMM at 16384 x 16384 needs about
+6 GiB of device memory.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kernels.mxfp4 import BLOCK_SIZE, MXFP4Tensor, check_mxfp4, e2m1_to_float, e8m0_to_float, unpack_nibbles
+
+DEFAULT_CHUNK_BYTES = 4 << 30
+
+
+def _dequantize_columns(t: MXFP4Tensor, start: int, stop: int, absolute: bool) -> torch.Tensor:
+    """float64 values of columns [start, stop) of ``t``; block aligned."""
+    data = t.data[:, start // 2 : stop // 2]
+    scales = t.scales[:, start // BLOCK_SIZE : stop // BLOCK_SIZE]
+    values = e2m1_to_float(unpack_nibbles(data), torch.float64)
+    if absolute:
+        values = values.abs()
+    values = values.view(t.rows, -1, BLOCK_SIZE) * e8m0_to_float(scales, torch.float64)[..., None]
+    return values.view(t.rows, stop - start)
+
+
+def reference_gemm(
+    a: MXFP4Tensor, b: MXFP4Tensor, *, absolute: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES
+) -> torch.Tensor:
+    """float64 ``A . B^T`` (or ``|A| . |B|^T`` with ``absolute``: the scale of rounding errors)."""
+    check_mxfp4("a", a)
+    check_mxfp4("b", b)
+    if a.k != b.k:
+        raise ValueError(f"b: K = {b.k} does not match a's K = {a.k}")
+    if a.device != b.device:
+        raise ValueError(f"a, b: must be on one device, got {a.device} and {b.device}")
+    m, n, k = a.rows, b.rows, a.k
+    chunk = max(BLOCK_SIZE, (chunk_bytes // (8 * (m + n))) // BLOCK_SIZE * BLOCK_SIZE)
+    out = torch.zeros(m, n, dtype=torch.float64, device=a.device)
+    for start in range(0, k, chunk):
+        stop = min(k, start + chunk)
+        a_chunk = _dequantize_columns(a, start, stop, absolute)
+        b_chunk = _dequantize_columns(b, start, stop, absolute)
+        out.addmm_(a_chunk, b_chunk.T)
+    return out

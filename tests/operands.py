@@ -1,0 +1,37 @@
+"""Fresh random operands on the device under test, shared by every test module.
+
+Every run draws fresh random inputs (a correct kernel computes the same function
+on any valid input). The seed is printed in pytest's header and in every gate
+failure; set MXFP4_TEST_SEED to replay a run.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+import torch
+
+from kernels import platform
+from kernels.mxfp4 import MXFP4Tensor, randn_mxfp4, random_mxfp4
+
+SEED = int(os.environ.get("MXFP4_TEST_SEED", secrets.randbits(31)))
+DEVICE = platform.default_device()
+
+
+def generator(salt: int = 0) -> torch.Generator:
+    """A generator on the device under test, seeded from this run's SEED."""
+    return torch.Generator(device=DEVICE).manual_seed(SEED * 1_000_003 + salt)
+
+
+DATA_KINDS = ("randn", "wide_scales")
+
+
+def make_operands(kind: str, m: int, n: int, k: int, salt: int = 0) -> tuple[MXFP4Tensor, MXFP4Tensor]:
+    """``randn``: quantized Gaussian data; ``wide_scales``: every code, scales 2**-7..2**6."""
+    g = generator(salt)
+    if kind == "randn":
+        return randn_mxfp4(m, k, generator=g), randn_mxfp4(n, k, generator=g)
+    if kind == "wide_scales":
+        return random_mxfp4(m, k, generator=g), random_mxfp4(n, k, generator=g)
+    raise ValueError(f"kind: unknown data kind {kind!r}; expected one of {DATA_KINDS}")

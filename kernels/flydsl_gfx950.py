@@ -447,8 +447,8 @@ class FlyDSLGfx950FourWave(Kernel):
         "intrinsic_acc": {"lds_stages": 2, "agpr_accumulators": False},
     }
 
-    def check_shape(self, m: int, n: int, k: int) -> None:
-        super().check_shape(m, n, k)
+    def check_shape(self, m: int, n: int, k: int, config: str | None = None) -> None:
+        super().check_shape(m, n, k, config)
         for what, size in (("M x K/2 (A bytes)", m * k // 2), ("N x K/2 (B bytes)", n * k // 2), ("M x N x 2 (C bytes)", m * n * 2)):
             if size >= _INT32_LIMIT:
                 raise UnsupportedShape(f"{self.name}: {what} = {size} must be < 2**31 (32-bit buffer offsets)")

@@ -112,6 +112,12 @@ def e2m1_to_float(codes: torch.Tensor, dtype: torch.dtype = torch.float32) -> to
     return e2m1_table(dtype, codes.device)[codes.long()]
 
 
+# Midpoints between neighbouring e2m1 magnitudes, with the side a tie goes to:
+# ties round to the code whose mantissa bit (bit 0) is even, so a tie above an
+# even code stays down (strictly greater needed) and above an odd code goes up.
+_E2M1_MIDPOINTS = ((0.25, False), (0.75, True), (1.25, False), (1.75, True), (2.5, False), (3.5, True), (5.0, False))
+
+
 def float_to_e2m1(x: torch.Tensor) -> torch.Tensor:
     """Round ``x`` (already divided by its block scale) to the nearest e2m1 code.
 
@@ -119,18 +125,12 @@ def float_to_e2m1(x: torch.Tensor) -> torch.Tensor:
     conversion rule for FP4 with saturation). NaN has no e2m1 encoding; callers
     keep NaN out (quantize() marks the whole block NaN through its scale).
     """
-    magnitude = x.abs().to(torch.float64).clamp(max=E2M1_MAX)
-    grid = torch.tensor(E2M1_MAGNITUDES, dtype=torch.float64, device=x.device)
-    # Index of the first grid point >= magnitude; candidates are it and the one below.
-    upper = torch.searchsorted(grid, magnitude.contiguous()).clamp(max=len(E2M1_MAGNITUDES) - 1)
-    lower = (upper - 1).clamp(min=0)
-    dist_up = grid[upper] - magnitude
-    dist_down = magnitude - grid[lower]
-    # Ties go to the code with an even mantissa bit (bit 0 of the 3-bit code).
-    tie_to_upper = (dist_up == dist_down) & (upper % 2 == 0)
-    code = torch.where((dist_up < dist_down) | tie_to_upper, upper, lower)
-    sign = (x < 0) & (code != 0)  # -0 becomes +0
-    return (code | (sign.long() << 3)).to(torch.uint8)
+    magnitude = x.abs()
+    code = torch.zeros(x.shape, dtype=torch.uint8, device=x.device)
+    for midpoint, tie_goes_up in _E2M1_MIDPOINTS:
+        code += (magnitude >= midpoint) if tie_goes_up else (magnitude > midpoint)
+    negative = (x < 0) & (code != 0)  # -0 becomes +0
+    return code | (negative.to(torch.uint8) << 3)
 
 
 # ---------------------------------------------------------------------------
@@ -199,12 +199,13 @@ def random_mxfp4(
     *,
     generator: torch.Generator,
     scale_range: tuple[int, int] = (E8M0_BIAS - 7, E8M0_BIAS + 6),
-    device: torch.device | str = "cpu",
+    device: torch.device | str | None = None,
 ) -> MXFP4Tensor:
     """Uniformly random e2m1 codes with random e8m0 scales in ``scale_range`` (inclusive).
 
     Covers every code (both zeros, +-6) and a wide spread of block magnitudes,
-    which quantized Gaussian data does not.
+    which quantized Gaussian data does not. Made on the generator's device unless
+    ``device`` says otherwise.
     """
     lo, hi = scale_range
     if not 0 <= lo <= hi <= 254:
@@ -215,10 +216,14 @@ def random_mxfp4(
     where = generator.device
     codes = torch.randint(0, 16, (rows, k), dtype=torch.uint8, generator=generator, device=where)
     scales = torch.randint(lo, hi + 1, (rows, k // BLOCK_SIZE), dtype=torch.uint8, generator=generator, device=where)
-    return MXFP4Tensor(pack_nibbles(codes).contiguous(), scales).to(device)
+    result = MXFP4Tensor(pack_nibbles(codes).contiguous(), scales)
+    return result if device is None else result.to(device)
 
 
-def randn_mxfp4(rows: int, k: int, *, generator: torch.Generator, device: torch.device | str = "cpu") -> MXFP4Tensor:
+def randn_mxfp4(
+    rows: int, k: int, *, generator: torch.Generator, device: torch.device | str | None = None
+) -> MXFP4Tensor:
     """Gaussian data quantized with :func:`quantize` -- the distribution real activations resemble."""
     x = torch.randn(rows, k, generator=generator, dtype=torch.float32, device=generator.device)
-    return quantize(x).to(device)
+    result = quantize(x)
+    return result if device is None else result.to(device)

@@ -7,6 +7,7 @@ failure; set MXFP4_TEST_SEED to replay a run.
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 
@@ -27,6 +28,7 @@ def generator(salt: int = 0) -> torch.Generator:
 DATA_KINDS = ("randn", "wide_scales")
 
 
+@functools.lru_cache(maxsize=8)  # tests share operands within a run; nothing writes to them
 def make_operands(kind: str, m: int, n: int, k: int, salt: int = 0) -> tuple[MXFP4Tensor, MXFP4Tensor]:
     """``randn``: quantized Gaussian data; ``wide_scales``: every code, scales 2**-7..2**6."""
     g = generator(salt)

@@ -72,3 +72,8 @@ def test_large_shapes(kernel_config, shape, kind, gate_log):
     kernel.check_shape(*shape.mnk, config)
     a, b = make_operands(kind, *shape.mnk, salt=shape.m ^ shape.n ^ shape.k)
     assert_passes(kernel, config, a, b, kind, gate_log)
+
+
+def test_operands_are_on_the_device_under_test():
+    a, b = make_operands("randn", 128, 128, 256)
+    assert a.device.type == b.device.type == DEVICE.type

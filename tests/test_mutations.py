@@ -1,0 +1,181 @@
+"""The gates must reject real bugs: deliberately broken kernels, each at the sizes the gates run.
+
+Two families of mutants:
+
+* Triton source mutants: kernels/triton_mxfp4.py with one line changed the way
+  a real bug would change it (nibble order, K loop bound, scale pointer, B
+  addressing, a dropped block), imported as a separate module and run through
+  the same gate (kernels.accuracy.check_kernel). On a GPU the whole K sweep
+  runs; in the CPU interpreter the sweep's two ends (time).
+* torch mutants: the torch_dequant kernel with the same bugs injected into its
+  dequantize, over the whole K sweep on any device.
+
+A mutant that passes the gate fails this test. Each mutation is also checked to
+apply (the source text it edits exists), so a refactor cannot silently turn a
+mutant into the original kernel.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import kernels.triton_mxfp4 as triton_mxfp4
+from kernels import registry
+from kernels.accuracy import check_kernel
+from kernels.mxfp4 import BLOCK_SIZE, MXFP4Tensor
+from kernels.shapes import K_SWEEP
+from kernels.torch_dequant import TorchDequantGemm
+from operands import DATA_KINDS, DEVICE, SEED, make_operands
+from test_correctness import sweep_mn
+
+# name -> [(old, new), ...] edits of kernels/triton_mxfp4.py. Each edit must match exactly once.
+TRITON_MUTATIONS = {
+    "nibble_order_swapped": [
+        ("        a = tl.load(a_ptrs)\n", "        a = tl.load(a_ptrs)\n        a = ((a >> 4) | (a << 4)).to(tl.uint8)\n"),
+    ],
+    "k_tail_skipped": [
+        ("tl.range(0, tl.cdiv(K, BLOCK_K), num_stages", "tl.range(0, tl.cdiv(K, BLOCK_K) - 1, num_stages"),
+    ],
+    "scale_block_dropped": [
+        # The first 32-element block of A in the first K step reads as zeros.
+        ("        a = tl.load(a_ptrs)\n", "        a = tl.load(a_ptrs, mask=(k_step != 0) | (kb[None, :] >= 16), other=0)\n"),
+    ],
+    "wrong_scale_row": [
+        ("a_scale_ptr + rows_a[:, None] * scale_k", "a_scale_ptr + ((rows_a[:, None] + 1) % M) * scale_k"),
+    ],
+    "b_not_transposed": [
+        # B read as if it were stored [K/2, N] row-major.
+        ("b_ptr + rows_b[None, :] * packed_k + kb[:, None]", "b_ptr + kb[:, None] * N + rows_b[None, :]"),
+        ("b_ptr + rows_b[:, None] * packed_k + kb[None, :]", "b_ptr + kb[None, :] * N + rows_b[:, None]"),
+    ],
+}
+TRITON_KERNELS = ("triton_dot_scaled", "triton_upcast")
+
+
+def _mutant_module(mutation: str, tmp_dir: Path):
+    source = Path(triton_mxfp4.__file__).read_text()
+    for old, new in TRITON_MUTATIONS[mutation]:
+        count = source.count(old)
+        assert count == 1, f"mutation {mutation}: {old!r} occurs {count} times in kernels/triton_mxfp4.py"
+        source = source.replace(old, new)
+    # Unregistered copies: the registry keeps the real kernels.
+    source = source.replace("@register\n", "")
+    path = tmp_dir / f"mutant_{mutation}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"mutant_{mutation}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # triton.jit looks the source up through the module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def mutants(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("triton_mutants")
+    return {name: _mutant_module(name, directory) for name in TRITON_MUTATIONS}
+
+
+def _mutant_kernel(module, kernel_name: str):
+    cls = {"triton_dot_scaled": module.TritonDotScaled, "triton_upcast": module.TritonUpcast}[kernel_name]
+    return cls()
+
+
+def _sweep_for(kernel) -> tuple[int, ...]:
+    return K_SWEEP if DEVICE.type != "cpu" else (K_SWEEP[0], K_SWEEP[-1])
+
+
+@pytest.mark.parametrize("kind", DATA_KINDS)
+@pytest.mark.parametrize("mutation", sorted(TRITON_MUTATIONS))
+@pytest.mark.parametrize("kernel_name", TRITON_KERNELS)
+def test_triton_mutant_is_rejected(kernel_name, mutation, kind, mutants):
+    original = registry.get_kernel(kernel_name)
+    reason = original.unavailable_reason(DEVICE)
+    if reason:
+        pytest.skip(reason)
+    kernel = _mutant_kernel(mutants[mutation], kernel_name)
+    mn = sweep_mn(original, original.default_config)
+    for k in _sweep_for(original):
+        a, b = make_operands(kind, mn, mn, k, salt=k)
+        report = check_kernel(kernel, a, b)
+        assert not report.passed, f"{kernel_name} mutant {mutation} passed the gate at K={k} seed={SEED}: {report.summary()}"
+
+
+# ---------------------------------------------------------------------------
+# torch mutants
+# ---------------------------------------------------------------------------
+
+
+def _decode(t: MXFP4Tensor, *, swap_nibbles=False, scale_row_shift=0, drop_block=None, k_keep=None) -> torch.Tensor:
+    """A float32 dequantize with one injected bug (the correct one with no arguments)."""
+    lut = torch.tensor(
+        [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0], device=t.device
+    )
+    low, high = t.data & 0xF, t.data >> 4
+    if swap_nibbles:
+        low, high = high, low
+    values = lut[torch.stack((low, high), dim=-1).long()].view(t.rows, -1, BLOCK_SIZE)
+    scales = torch.roll(t.scales, shifts=scale_row_shift, dims=0)
+    factor = torch.exp2(scales.float() - 127.0)
+    if drop_block is not None:
+        factor[:, drop_block] = 0.0
+    out = (values * factor[..., None]).view(t.rows, -1)
+    if k_keep is not None:
+        out[:, k_keep:] = 0.0
+    return out
+
+
+# name -> (bug in A's dequantize, bug in B's dequantize, B transposed?)
+TORCH_MUTATIONS = {
+    "nibble_order_swapped": (dict(swap_nibbles=True), {}, True),
+    "k_tail_skipped": (dict(k_keep=-256), dict(k_keep=-256), True),  # the last 256-wide K step never runs
+    "scale_block_dropped": (dict(drop_block=0), {}, True),
+    "wrong_scale_row": (dict(scale_row_shift=1), {}, True),
+    "b_not_transposed": ({}, {}, False),  # B's [N, K] buffer read as [K, N]
+}
+NO_BUG = ({}, {}, True)
+
+
+class _TorchMutant(TorchDequantGemm):
+    name = "torch_mutant"
+
+    def __init__(self, bug: tuple[dict, dict, bool]):
+        self.bug = bug
+
+    def _prepare(self, a, b, out, config):
+        a_bug, b_bug, transpose_b = self.bug
+
+        def launch():
+            b_values = _decode(b, **b_bug)
+            b_operand = b_values.T if transpose_b else b_values.reshape(b.k, b.rows)
+            out.copy_(_decode(a, **a_bug) @ b_operand)
+
+        return launch
+
+
+def test_torch_mutant_harness_without_bug_passes():
+    """The mutant harness with no bug injected must pass, or the rejections below prove nothing."""
+    a, b = make_operands("wide_scales", 256, 256, K_SWEEP[0])
+    report = check_kernel(_TorchMutant(NO_BUG), a, b)
+    assert report.passed, report.summary()
+
+
+@pytest.mark.parametrize("kind", DATA_KINDS)
+@pytest.mark.parametrize("mutation", sorted(TORCH_MUTATIONS))
+def test_torch_mutant_is_rejected(mutation, kind):
+    kernel = _TorchMutant(TORCH_MUTATIONS[mutation])
+    for k in K_SWEEP:
+        a, b = make_operands(kind, 256, 256, k, salt=k)
+        report = check_kernel(kernel, a, b)
+        assert not report.passed, f"torch mutant {mutation} passed the gate at K={k} seed={SEED}: {report.summary()}"
+
+
+def test_every_triton_mutation_applies_to_a_kernel():
+    source = Path(triton_mxfp4.__file__).read_text()
+    for mutation, edits in TRITON_MUTATIONS.items():
+        for old, _new in edits:
+            assert source.count(old) == 1, f"{mutation}: {old!r} no longer matches kernels/triton_mxfp4.py"

@@ -1,0 +1,217 @@
+"""What the asv benchmarks share: parameters, the guarded project import, the measuring code.
+
+Reproduce one GEMM benchmark by hand (from the repository root)::
+
+    asv run --quick --show-stderr -b "GemmOnGpu.track_time\\('triton_dot_scaled', 'square_m08192" HEAD^!
+    python -c "from kernels import registry, timing; k = registry.get_kernel('triton_dot_scaled');
+               print(timing.measure_gemm(k, 8192, 8192, 8192, device='cuda').summary())"
+
+Three rules, because asv runs this suite (today's) against old commits:
+
+* Parameters are fixed data -- :data:`KERNELS`, :data:`CPU_SHAPES` and the shapes of
+  this checkout's kernels/shapes.py -- never the installed project's API: asv
+  numbers the parameter combinations once and every benchmark process, whatever
+  commit it has installed, must give the same index the same meaning. Append only.
+* The project under test (registry, kernels, operand generator, resource
+  inspector) is imported in ``setup``; a commit that lacks a module or a kernel
+  gives n/a with the reason (``NotImplementedError``), anything else fails loudly.
+* The measuring code -- kernels/timing.py and kernels/gpu_state.py -- is loaded
+  from this checkout, not from the commit: the timing method must not change
+  along the history, or a change of method would read as a change of speed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import types
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# Every kernel name the registry has ever had. Append only (a removed kernel
+# stays: its history stays readable). tests/test_asv_suite.py fails when the
+# registry has a kernel missing here.
+KERNELS = (
+    "flydsl_gfx950_4wave",
+    "torch_dequant",
+    "triton_dot_scaled",
+    "triton_upcast",
+)
+
+# Architectures a kernel may compile for without a GPU (resource history).
+COMPILE_ARCHS = ("gfx950", "sm_90")
+
+
+class Shape(tuple):
+    """(name, m, n, k) -- a plain tuple, so it pickles without the project."""
+
+    name = property(lambda self: self[0])
+    m = property(lambda self: self[1])
+    n = property(lambda self: self[2])
+    k = property(lambda self: self[3])
+
+
+# Shapes timed on a CPU. The GPU shapes take minutes per GEMM on a 2-core CPU,
+# so a CPU-only machine times the torch reference on these instead: small enough
+# for a few seconds per benchmark, large enough that the matmul, not Python, dominates.
+# Append only.
+CPU_SHAPES = (
+    Shape(("cpu_m00128_n00128_k02048", 128, 128, 2048)),
+    Shape(("cpu_m00256_n00256_k01024", 256, 256, 1024)),
+)
+
+# Backends not timed on a CPU, with the reason (skips are data, not scattered ifs).
+CPU_EXCLUDED_BACKENDS = {
+    "triton": "Triton runs on a CPU only in its interpreter, a correctness tool, not a performance path",
+    "flydsl": "FlyDSL kernels need a gfx950 GPU",
+}
+
+
+def _load_checkout_module(relative: str, name: str) -> types.ModuleType:
+    path = REPO_ROOT / relative
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _gpu_shapes() -> tuple[Shape, ...]:
+    shapes = _load_checkout_module("kernels/shapes.py", "asv_bench._checkout_shapes")
+    return tuple(Shape((s.name, s.m, s.n, s.k)) for s in shapes.BENCHMARK_SHAPES)
+
+
+GPU_SHAPES = _gpu_shapes()
+SHAPES_BY_NAME = {s.name: s for s in GPU_SHAPES + CPU_SHAPES}
+
+
+def measuring_code() -> types.ModuleType:
+    """This checkout's kernels/timing.py (with its kernels/gpu_state.py), whatever commit is installed.
+
+    Loaded as the package ``asv_bench._harness`` over this checkout's kernels/
+    directory: timing.py's relative import finds the checkout's gpu_state.py,
+    its absolute ``kernels.*`` imports (registry, operand generator) find the
+    commit under test.
+    """
+    name = "asv_bench._harness"
+    if name not in sys.modules:
+        package = types.ModuleType(name)
+        package.__path__ = [str(REPO_ROOT / "kernels")]
+        sys.modules[name] = package
+    return importlib.import_module(f"{name}.timing")
+
+
+# The measuring method's version; asv compares only results of equal version.
+# Bump it when kernels/timing.py changes how a time is taken.
+TIMING_METHOD_VERSION = "1"
+
+_timing = measuring_code()
+# GPU: 0.2-3 s of warm-up until steady, then 0.5 s of timed launches (at least 10).
+GPU_BUDGET = _timing.TimingBudget()
+# CPU: launches of 20-100 ms; at least 12 samples, so asv's Mann-Whitney test can
+# reach its p < 0.002 (it needs 1 / C(2n, n) below that: n >= 7 per side).
+CPU_BUDGET = _timing.TimingBudget(warmup_ms=100.0, max_warmup_ms=1500.0, rep_ms=1500.0, min_reps=12, max_reps=200)
+
+
+# ---------------------------------------------------------------------------
+# the project under test
+# ---------------------------------------------------------------------------
+
+
+def import_project(module: str) -> types.ModuleType:
+    """``kernels.<module>`` of the installed commit, or n/a when this commit has none."""
+    try:
+        imported = importlib.import_module(f"kernels.{module}")
+    except ModuleNotFoundError as exc:
+        if exc.name and (exc.name == "kernels" or exc.name.startswith("kernels.")):
+            raise NotImplementedError(f"this commit has no {exc.name}") from None
+        raise
+    _check_installed_copy(imported)
+    return imported
+
+
+def _check_installed_copy(module: types.ModuleType) -> None:
+    """Under asv the project must come from the commit's environment, not from a checkout on sys.path."""
+    env_dir = os.environ.get("ASV_ENV_DIR")
+    if env_dir and module.__file__ and not Path(module.__file__).resolve().is_relative_to(Path(env_dir).resolve()):
+        raise RuntimeError(
+            f"{module.__name__} was imported from {module.__file__}, outside the asv environment {env_dir}: "
+            f"the benchmark would measure that copy, not commit {os.environ.get('ASV_COMMIT', '?')}"
+        )
+
+
+def registered_kernel(name: str) -> Any:
+    registry = import_project("registry")
+    names = [k.name for k in registry.all_kernels()]
+    if name not in names:
+        raise NotImplementedError(f"this commit has no kernel {name!r} (it has {', '.join(names)})")
+    return registry.get_kernel(name)
+
+
+def _preload_project() -> None:
+    """Import the registry and its kernel modules with the suite.
+
+    Under ``--launch-method forkserver`` (ci.main_job on CPU-only machines) the
+    suite is imported once per commit and every benchmark forks from it, so the
+    seconds of importing triton and flydsl are paid once, not per benchmark.
+    Nothing here touches a GPU, so forked children still create their own
+    device context. Errors are left for ``setup`` to report per benchmark.
+    """
+    try:
+        import_project("registry").all_kernels()
+    except Exception:
+        pass
+
+
+def gpu_device() -> Any:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise NotImplementedError("no GPU on this machine (the GPU shapes run on CUDA/ROCm GPUs; see GemmOnCpu)")
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+def note(message: str) -> None:
+    """Why a benchmark is n/a or how a timing went: asv shows it with --show-stderr."""
+    print(message, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------
+# records of each timing, beside asv's results
+# ---------------------------------------------------------------------------
+
+
+def save_timing_record(benchmark: str, params: tuple[str, ...], record: dict[str, Any]) -> Path | None:
+    """Keep the full timing (samples, GPU state before/after, idle check) next to asv's results.
+
+    asv stores one number or a sample list per benchmark; the rest goes to
+    ``.asv/timings/<commit>/<benchmark>(<params>).json`` in the repository that asv runs from.
+    """
+    conf_dir = os.environ.get("ASV_CONF_DIR")
+    commit = os.environ.get("ASV_COMMIT")
+    if not conf_dir or not commit:
+        return None
+    path = Path(conf_dir) / ".asv" / "timings" / commit[:8] / f"{benchmark}({','.join(params)}).json"
+    write_json_atomic(path, {"benchmark": benchmark, "params": list(params), "commit": commit, **record})
+    return path
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+_preload_project()

@@ -1,0 +1,88 @@
+"""Let an asv environment see the Python that has the heavy stack (torch, triton, flydsl, nvidia-ml-py).
+
+asv builds one virtualenv per configuration and installs only the project into
+it, per commit (asv.conf.json: ``--no-deps``). The stack must come from outside:
+
+* ``VIRTUALENV_SYSTEM_SITE_PACKAGES=true`` (asv.conf.json matrix) covers a stack
+  installed in the base interpreter -- but virtualenv resolves a venv's python
+  to its base interpreter, so a stack inside a venv (the set-up script's
+  ``.venv``) stays invisible that way.
+* This script, run by asv's ``install_command`` with the environment's python,
+  writes ``mxfp4_stack.pth`` into the environment's site-packages listing the
+  stack's site-packages. Lines of a .pth go on sys.path after the environment's
+  own site-packages, so the commit's installed project wins over any copy in the
+  stack, and the stack's own .pth files (e.g. an editable install of a working
+  tree) are not processed.
+
+The stack's python is, first found: ``$MXFP4_STACK_PYTHON`` (ci.main_job sets it
+to its own interpreter), ``$VIRTUAL_ENV/bin/python`` (an activated venv),
+``<repository>/.venv/bin/python``. With none, the environment relies on system
+site-packages alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+PTH_NAME = "mxfp4_stack.pth"
+
+
+def stack_python(environ: dict[str, str], repo_root: Path) -> Path | None:
+    candidates = [
+        environ.get("MXFP4_STACK_PYTHON"),
+        environ.get("VIRTUAL_ENV") and str(Path(environ["VIRTUAL_ENV"]) / "bin" / "python"),
+        str(repo_root / ".venv" / "bin" / "python"),
+    ]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    if environ.get("MXFP4_STACK_PYTHON"):
+        raise SystemExit(f"link_stack: MXFP4_STACK_PYTHON={environ['MXFP4_STACK_PYTHON']} is not a file")
+    return None
+
+
+def site_dirs_of(python: Path) -> tuple[tuple[int, int], list[str]]:
+    probe = (
+        "import json, sys, sysconfig; "
+        "print(json.dumps([sys.version_info[:2], [sysconfig.get_paths()['purelib'], sysconfig.get_paths()['platlib']]]))"
+    )
+    out = subprocess.run([str(python), "-c", probe], check=True, capture_output=True, text=True).stdout
+    version, dirs = json.loads(out)
+    unique = [d for i, d in enumerate(dirs) if d not in dirs[:i] and Path(d).is_dir()]
+    return tuple(version), unique
+
+
+def main() -> int:
+    repo_root = Path(os.environ.get("ASV_CONF_DIR") or Path(__file__).resolve().parents[1])
+    python = stack_python(dict(os.environ), repo_root)
+    env_site = Path(sysconfig.get_paths()["purelib"])
+    target = env_site / PTH_NAME
+    if python is None:
+        print("link_stack: no stack interpreter found; relying on system site-packages", file=sys.stderr)
+        target.unlink(missing_ok=True)
+        return 0
+    version, dirs = site_dirs_of(python)
+    if tuple(version) != sys.version_info[:2]:
+        print(
+            f"link_stack: the stack at {python} is Python {version[0]}.{version[1]}, this asv environment is "
+            f"{sys.version_info[0]}.{sys.version_info[1]}: set asv.conf.json 'pythons' (or run asv with that python)",
+            file=sys.stderr,
+        )
+        return 2
+    dirs = [d for d in dirs if Path(d).resolve() != env_site.resolve()]
+    fd, tmp = tempfile.mkstemp(dir=env_site, prefix=f".{PTH_NAME}.")
+    with os.fdopen(fd, "w") as f:
+        f.write("".join(f"{d}\n" for d in dirs))
+    os.replace(tmp, target)
+    print(f"link_stack: {target} -> {', '.join(dirs)} (from {python})", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

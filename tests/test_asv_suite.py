@@ -1,0 +1,332 @@
+"""The asv suite (asv_bench/, asv.conf.json): its fixed parameters, its guarded imports, and -- end to
+end, with asv itself -- that a commit which slows a kernel is flagged and an unchanged commit is not.
+
+The end-to-end test builds a temporary git repository from this working tree with three commits
+(base; a documentation-only change; torch_dequant doing its work three times), runs ``asv continuous`` on
+the two pairs and ``asv publish``, on small CPU shapes (about 2 minutes on 2 cores).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from asv_bench import common
+from ci import main_job
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# Never copied into a temporary project: environments, results, caches, carried wheels.
+_NOT_COPIED = shutil.ignore_patterns(
+    ".git", ".venv", ".asv", "__pycache__", ".pytest_cache", ".benchmarks", "html", "results", ".whl", ".device", "out"
+)
+# The one benchmark the end-to-end tests time: torch's reference on a CPU shape (~25-80 ms a launch).
+CPU_TIME_BENCHMARK = r"GemmOnCpu\.track_time\('torch_dequant', 'cpu_m00256_n00256_k01024'\)"
+SLOWDOWN = """
+
+# Injected by tests/test_asv_suite.py: every torch_dequant launch does its work three times.
+def _inject_slowdown():
+    from kernels.registry import Kernel
+
+    for cls in [c for c in list(globals().values()) if isinstance(c, type) and issubclass(c, Kernel)]:
+        if getattr(cls, "name", None) == "torch_dequant":
+            prepare = cls._prepare
+
+            def twice(self, a, b, out, config, _prepare=prepare):
+                launch = _prepare(self, a, b, out, config)
+
+                def slow_launch():
+                    launch()
+                    launch()
+                    launch()
+
+                return slow_launch
+
+            cls._prepare = twice
+
+
+_inject_slowdown()
+"""
+
+
+# ---------------------------------------------------------------------------
+# helpers shared with tests/test_published_html.py
+# ---------------------------------------------------------------------------
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
+    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def make_project(where: Path) -> Path:
+    """A git repository (branch main, one commit) holding a copy of this working tree."""
+    repo = where / "project"
+    shutil.copytree(REPO_ROOT, repo, ignore=_NOT_COPIED)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    return repo
+
+
+def commit_change(repo: Path, path: str, text: str, message: str) -> str:
+    with open(repo / path, "a") as f:
+        f.write(text)
+    git(repo, "commit", "-q", "-am", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+def asv_env(home: Path) -> dict[str, str]:
+    """What asv needs in a test: its machine file in ``home``, the stack of this interpreter."""
+    env = {**os.environ, "HOME": str(home), "MXFP4_STACK_PYTHON": sys.executable}
+    env.pop("TRITON_INTERPRET", None)  # set by conftest on CPUs; benchmarks must not run interpreted
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    home.mkdir(parents=True, exist_ok=True)
+    return env
+
+
+def asv(repo: Path, env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "asv", *args], cwd=repo, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+# ---------------------------------------------------------------------------
+# fixed parameters
+# ---------------------------------------------------------------------------
+
+
+def test_every_registered_kernel_is_benchmarked():
+    from kernels import registry
+
+    missing = {k.name for k in registry.all_kernels()} - set(common.KERNELS)
+    assert not missing, f"add {sorted(missing)} to asv_bench.common.KERNELS (append only)"
+
+
+def test_gpu_shapes_are_the_benchmark_shapes_of_kernels_shapes():
+    from kernels import shapes
+
+    assert [tuple(s) for s in common.GPU_SHAPES] == [(s.name, s.m, s.n, s.k) for s in shapes.BENCHMARK_SHAPES]
+
+
+def test_cpu_shapes_say_so_and_fit_every_cpu_kernel():
+    from kernels import registry
+
+    cpu_kernels = [
+        k
+        for k in registry.all_kernels()
+        if not k.unavailable_reason("cpu") and k.backend not in common.CPU_EXCLUDED_BACKENDS
+    ]
+    assert cpu_kernels
+    for shape in common.CPU_SHAPES:
+        assert shape.name == f"cpu_m{shape.m:05d}_n{shape.n:05d}_k{shape.k:05d}"
+        for kernel in cpu_kernels:
+            kernel.check_shape(shape.m, shape.n, shape.k)
+
+
+def test_resource_targets_cover_every_compile_target():
+    from kernels import resources
+
+    pairs = {(kernel, arch) for kernel, arch, _ in resources.compile_targets()}
+    assert pairs <= {(k, a) for k in common.KERNELS for a in common.COMPILE_ARCHS}
+
+
+def test_gate_selection_keeps_lower_is_better_metrics_only():
+    gate = re.compile(main_job.GATE_BENCHMARKS)
+    assert gate.search("bench_gemm.GemmOnGpu.track_time('triton_dot_scaled', 'square_m08192_n08192_k08192')")
+    assert gate.search("bench_resources.CompiledResources.track_spill_bytes('triton_dot_scaled', 'sm_90')")
+    assert not gate.search("bench_gemm.GemmOnGpu.track_tflops('triton_dot_scaled', 'square_m08192_n08192_k08192')")
+    assert not gate.search("bench_resources.CompiledResources.track_occupancy('flydsl_gfx950_4wave', 'gfx950')")
+
+
+def test_asv_config_loads_and_keeps_readings_off_the_regressions_page():
+    from asv.config import Config
+
+    conf = Config.load(str(REPO_ROOT / "asv.conf.json"))
+    assert conf.benchmark_dir == "asv_bench" and conf.environment_type == "virtualenv"
+    assert conf.matrix["env"]["VIRTUALENV_SYSTEM_SITE_PACKAGES"] == "true"
+    skipped = [re.compile(k) for k, v in conf.regressions_first_commits.items() if v is None]
+    assert any(p.match("bench_gemm.GemmOnGpu.track_tflops") for p in skipped)
+    assert any(p.match("bench_resources.CompiledResources.track_occupancy") for p in skipped)
+    assert not any(p.match("bench_gemm.GemmOnGpu.track_time") for p in skipped)
+    assert all("--no-deps" in c for c in conf.install_command if "pip install" in c)
+
+
+def test_suite_gives_na_with_the_reason_on_a_commit_that_lacks_modules(tmp_path):
+    """An old commit: a kernels package with a registry of one other kernel and no resources module."""
+    old = tmp_path / "old" / "kernels"
+    old.mkdir(parents=True)
+    (old / "__init__.py").write_text("")
+    (old / "registry.py").write_text(
+        textwrap.dedent(
+            """
+            class _Old:
+                name = "old_kernel"
+            def all_kernels():
+                return [_Old()]
+            def get_kernel(name):
+                raise ValueError(name)
+            """
+        )
+    )
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.path[:0] = [{str(old.parent)!r}, {str(REPO_ROOT)!r}]
+        from asv_bench import bench_gemm, bench_resources
+        for call in (
+            lambda: bench_gemm.GemmOnCpu().setup("torch_dequant", "cpu_m00128_n00128_k02048"),
+            lambda: bench_resources.CompiledResources().setup(
+                bench_resources.CompiledResources().setup_cache(), "triton_dot_scaled", "sm_90"),
+        ):
+            try:
+                call()
+                print("ran")
+            except NotImplementedError as exc:
+                print("n/a:", exc)
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines == [
+        "n/a: this commit has no kernel 'torch_dequant' (it has old_kernel)",
+        "n/a: this commit has no kernels.resources",
+    ]
+
+
+def test_under_asv_a_project_outside_the_environment_is_refused(monkeypatch, tmp_path):
+    monkeypatch.setenv("ASV_ENV_DIR", str(tmp_path))
+    with pytest.raises(RuntimeError, match="outside the asv environment"):
+        common.import_project("registry")
+
+
+def test_main_job_tables_failures_and_spread_from_results():
+    nan = float("nan")
+    by_commit = {
+        "a" * 40: {
+            "bench_gemm.GemmOnGpu.track_tflops(triton_dot_scaled, square)": 500.0,
+            "bench_gemm.GemmOnGpu.track_tflops(torch_dequant, square)": nan,  # n/a: no row of its own
+            "bench_resources.CompiledResources.track_registers(triton_dot_scaled, sm_90)": None,  # failed
+        },
+        "b" * 40: {
+            "bench_gemm.GemmOnGpu.track_tflops(triton_dot_scaled, square)": 450.0,
+            "bench_resources.CompiledResources.track_registers(triton_dot_scaled, sm_90)": 255,
+        },
+    }
+    commits = ["a" * 40, "b" * 40, "c" * 40]  # c has no results at all
+    table = main_job.history_table(by_commit, commits, main_job.TFLOPS_KEY)
+    assert table.rows == {"GemmOnGpu(triton_dot_scaled, square)": {"aaaaaaaa": 500.0, "bbbbbbbb": 450.0}}
+    markdown = main_job.markdown_table("TFLOPS", table)
+    assert "| GemmOnGpu(triton_dot_scaled, square) | 500 | 450 |  |" in markdown
+    assert main_job.failures(by_commit, commits) == [
+        "cccccccc (no results: the build or install failed, see asv's output)",
+        "aaaaaaaa bench_resources.CompiledResources.track_registers(triton_dot_scaled, sm_90)",
+    ]
+    runs = [{"bench_gemm.GemmOnGpu.track_time(k, s)": 0.010}, {"bench_gemm.GemmOnGpu.track_time(k, s)": 0.011}]
+    spread = main_job.spread(runs, re.compile(r"^(bench_gemm\.\w+\.track_\w+)$"))
+    assert spread.rows["bench_gemm.GemmOnGpu.track_time(k, s)"]["spread"] == pytest.approx(0.001 / 0.0105)
+
+
+def test_machine_name_and_info_carry_the_gpu_and_the_stack():
+    info = {
+        "host": "Node-7",
+        "gpu": "NVIDIA H200 x8",
+        "os": "Linux 6.8",
+        "arch": "x86_64",
+        "cpu": "Xeon",
+        "num_cpu": 64,
+        "ram": "2000 GiB",
+        "gpu_driver": "570.124.06",
+        "gpu_runtime": "CUDA 12.8",
+        "torch": "2.11.0",
+        "triton": "3.6.0",
+        "flydsl": "none",
+        "idle_override": False,
+    }
+    assert main_job.machine_name(info) == "node-7-nvidia-h200"
+    fields = main_job.machine_fields(info)
+    assert fields["gpu"] == "NVIDIA H200 x8" and fields["gpu_driver"] == "570.124.06"
+    assert (fields["gpu_runtime"], fields["torch"], fields["triton"]) == ("CUDA 12.8", "2.11.0", "3.6.0")
+    assert fields["idle_check"] == "enforced"
+    assert main_job.machine_fields({**info, "idle_override": True})["idle_check"] == "OVERRIDDEN"
+
+
+# ---------------------------------------------------------------------------
+# end to end: asv flags a slowdown, not an unchanged commit
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_asv_continuous_flags_a_slowed_kernel_and_not_an_unchanged_commit(tmp_path):
+    repo = make_project(tmp_path)
+    base = git(repo, "rev-parse", "HEAD")
+    unchanged = commit_change(
+        repo, "README.md" if (repo / "README.md").exists() else "pyproject.toml", "\n", "docs only"
+    )
+    slowed = commit_change(repo, "kernels/torch_dequant.py", SLOWDOWN, "torch_dequant does its work three times")
+    env = asv_env(tmp_path / "home")
+    machine = ["--machine=ci-test"]
+    recorded = asv(
+        repo, env, "machine", "--yes", *machine, "--os=test", "--arch=x86_64", "--cpu=test", "--num_cpu=2", "--ram=24GB"
+    )
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    # factor 1.5 (asv's default is 1.1) against a 3x slowdown: margin both ways. On a shared 2-core
+    # machine two runs of one commit 20 s apart were seen to differ by up to 1.44x.
+    common_args = [*machine, "--launch-method=forkserver", "--factor=1.5", f"--bench={CPU_TIME_BENCHMARK}"]
+
+    same = asv(repo, env, "continuous", *common_args, base, unchanged)
+    assert same.returncode == 0, same.stdout[-4000:] + same.stderr[-2000:]
+    assert "GemmOnCpu.track_time" in same.stdout  # it did run
+    assert not [line for line in same.stdout.splitlines() if line.startswith("| +")], same.stdout[-3000:]
+    assert "PERFORMANCE DECREASED" not in same.stdout
+
+    slow = asv(repo, env, "continuous", *common_args, unchanged, slowed)
+    assert slow.returncode == 1, slow.stdout[-4000:] + slow.stderr[-2000:]
+    worse = [line for line in slow.stdout.splitlines() if line.startswith("| +")]
+    assert len(worse) == 1 and "GemmOnCpu.track_time('torch_dequant', 'cpu_m00256_n00256_k01024')" in worse[0], (
+        slow.stdout[-3000:]
+    )
+    ratio = float(worse[0].split("|")[4])
+    assert 2.0 < ratio < 4.5, worse[0]
+    assert "PERFORMANCE DECREASED" in slow.stdout
+
+    # asv kept the samples kernels.timing took (what its Mann-Whitney test ran on), not one number.
+    from asv.results import iter_results_for_machine_and_hash
+
+    (results,) = list(iter_results_for_machine_and_hash(str(repo / ".asv" / "results"), "ci-test", slowed))
+    key = "bench_gemm.GemmOnCpu.track_time"
+    params = results.get_result_params(key)
+    index = [tuple(p) for p in itertools.product(*params)].index(("'torch_dequant'", "'cpu_m00256_n00256_k01024'"))
+    samples = results.get_result_samples(key, params)[index]
+    assert samples and len(samples) >= common.CPU_BUDGET.min_reps, samples
+    assert results.get_result_value(key, params)[index] == pytest.approx(sorted(samples)[len(samples) // 2], rel=0.5)
+
+    # The published regressions page names it too, with the jump at the slowed commit.
+    published = asv(repo, env, "publish")
+    assert published.returncode == 0, published.stdout[-3000:] + published.stderr[-2000:]
+    html = repo / ".asv" / "html"
+    regressions = json.loads((html / "regressions.json").read_text())["regressions"]
+    revision_to_hash = json.loads((html / "index.json").read_text())["revision_to_hash"]
+    flagged = [r for r in regressions if r[0].startswith("bench_gemm.GemmOnCpu.track_time('torch_dequant'")]
+    assert len(flagged) == 1, regressions
+    _, _, _, _, last_value, best_value, jumps = flagged[0]
+    assert last_value / best_value > 2.0, flagged
+    steps = {revision_to_hash[str(after)]: after_value / before_value for _, after, before_value, after_value in jumps}
+    assert slowed in steps and steps[slowed] > 2.0, (jumps, revision_to_hash)
+    assert max(steps, key=steps.get) == slowed, (jumps, revision_to_hash)

@@ -1,0 +1,198 @@
+"""The one timing module (kernels.timing): statistics, rotation, warm-up, input sizing, and that it
+catches an injected slowdown. CPU tests use time.perf_counter; the device-event path is marked gpu."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from kernels import registry, timing
+
+FAST = timing.TimingBudget(warmup_ms=20, max_warmup_ms=400, rep_ms=150, min_reps=15, max_reps=200, chunk_ms=2)
+
+
+def _timing(samples) -> timing.Timing:
+    return timing.Timing(
+        samples_s=tuple(samples),
+        flops=2 * 10**12,
+        device="cpu",
+        clock="perf_counter",
+        input_sets=2,
+        inputs_cold=True,
+        warmup_launches=0,
+        warmup_s=0.0,
+        steady=True,
+    )
+
+
+def test_statistics_match_numpy():
+    samples = [3.0, 1.0, 4.0, 1.5, 5.0, 9.0, 2.5, 6.0]
+    t = _timing(samples)
+    assert t.median_s == pytest.approx(np.median(samples))
+    assert t.q25_s == pytest.approx(np.quantile(samples, 0.25))
+    assert t.q75_s == pytest.approx(np.quantile(samples, 0.75))
+    assert t.mad_s == pytest.approx(np.median(np.abs(np.array(samples) - np.median(samples))))
+    assert t.tflops == pytest.approx(2.0 / np.median(samples))  # 2e12 flop / median / 1e12
+    assert t.asv_samples() == {"samples": samples, "number": 1}
+
+
+def test_launches_rotate_through_the_input_sets_across_warm_up_and_timing():
+    calls: list[int] = []
+    launches = [lambda i=i: calls.append(i) for i in range(3)]
+    t = timing.benchmark(launches, flops=1, device="cpu", budget=FAST)
+    # Priming runs each set once; then one rotation continues through warm-up and timed launches.
+    assert calls[:3] == [0, 1, 2]
+    rotation = calls[3:]
+    assert rotation == [i % 3 for i in range(len(rotation))]
+    assert len(rotation) == t.warmup_launches + len(t.samples_s)
+
+
+def test_warm_up_waits_until_the_timings_are_steady():
+    # Clocks ramping up, caches filling: each call 25% faster than the last, then steady at 10 ms.
+    ramp = [0.060, 0.045, 0.034, 0.026, 0.020, 0.015]
+    calls = 0
+
+    def launch():
+        nonlocal calls
+        calls += 1
+        time.sleep(ramp[calls - 1] if calls <= len(ramp) else 0.010)
+
+    # 15% tolerance: sleep overshoots by a millisecond or so on a busy machine.
+    budget = timing.TimingBudget(warmup_ms=20, max_warmup_ms=2000, steady_tolerance=0.15, rep_ms=150, min_reps=10)
+    t = timing.benchmark([launch, launch], flops=1, device="cpu", budget=budget)
+    assert t.steady
+    assert t.warmup_launches >= len(ramp) - 2  # the two priming calls are not counted
+    assert t.median_s == pytest.approx(0.010, rel=0.3)  # no ramp call drags the median
+    assert min(t.samples_s) >= 0.0099
+
+
+def test_timings_that_never_settle_are_reported_as_not_steady():
+    durations = iter([0.001, 0.004] * 10_000)
+    t = timing.benchmark(
+        [lambda: time.sleep(next(durations))],
+        flops=1,
+        device="cpu",
+        budget=timing.TimingBudget(warmup_ms=10, max_warmup_ms=100, rep_ms=20, min_reps=5, chunk_ms=0.0),
+    )
+    assert not t.steady
+
+
+def _work(size=160):
+    a = torch.randn(size, size, generator=torch.Generator().manual_seed(0))
+
+    def launch():
+        for _ in range(4):
+            a @ a
+
+    return launch
+
+
+@pytest.fixture
+def one_thread():
+    # One thread: a second one on a shared 2-core machine times the neighbours, not the work.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_an_injected_slowdown_is_caught_and_an_unchanged_callable_is_not(one_thread):
+    work = _work()
+
+    def twice():  # the injected slowdown: the same work done twice
+        work()
+        work()
+
+    budget = timing.TimingBudget(warmup_ms=20, max_warmup_ms=400, rep_ms=300, min_reps=20, max_reps=300)
+    baseline = timing.benchmark([work], flops=1, device="cpu", budget=budget)
+    slowed = timing.benchmark([twice], flops=1, device="cpu", budget=budget)
+    again = timing.benchmark([work], flops=1, device="cpu", budget=budget)
+    verdict = timing.compare(baseline, slowed)
+    assert verdict.slower, verdict.summary()
+    assert 1.4 < verdict.ratio < 3.0, verdict.summary()
+    # The unchanged callable against itself: not flagged. (factor 1.3: a shared 2-core CI box
+    # drifts by more than the default 10% between two runs a second apart.)
+    unchanged = timing.compare(baseline, again, factor=1.3)
+    assert not unchanged.slower, unchanged.summary()
+
+
+def test_mann_whitney_against_known_values():
+    # Fully separated samples of 8: U = 64, mean 32, variance 8*8*17/12; with the continuity
+    # correction z = 31.5 / 9.522 = 3.308, one-sided p = 4.70e-4 (exact: 1 / C(16, 8) = 7.8e-5).
+    p = timing.mann_whitney_greater([10 + i for i in range(8)], [float(i) for i in range(8)])
+    assert p == pytest.approx(4.70e-4, rel=0.01)
+    assert timing.mann_whitney_greater([float(i) for i in range(8)], [10 + i for i in range(8)]) > 0.99
+    assert timing.mann_whitney_greater([1.0] * 5, [1.0] * 5) == 0.5  # all tied: no evidence either way
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        timing.mann_whitney_greater([1.0], [1.0, 2.0])
+
+
+def test_gemm_bytes_counts_packed_operands_scales_and_bf16_output():
+    m, n, k = 8192, 8192, 8192
+    assert timing.gemm_bytes(m, n, k) == 2 * (8192 * 4096 + 8192 * 256) + 8192 * 8192 * 2
+
+
+@pytest.mark.parametrize(
+    "shape, cache, expected_sets, cold",
+    [
+        ((8192, 8192, 8192), 60 * 10**6, 2, True),  # H200: one 196 MiB set already exceeds the 60 MB L2
+        ((8192, 8192, 8192), 256 << 20, 4, True),  # MI355X: 256 MiB of Infinity Cache -> 4 sets
+        ((16384, 16384, 16384), 256 << 20, 2, True),
+        ((256, 256, 8192), 256 << 20, timing.MAX_INPUT_SETS, False),  # small: capped, may stay cached
+    ],
+)
+def test_input_sets_are_sized_from_the_cache(shape, cache, expected_sets, cold):
+    sets, is_cold = timing.input_set_count(timing.gemm_bytes(*shape), cache, free_bytes=100 << 30)
+    assert (sets, is_cold) == (expected_sets, cold)
+
+
+def test_input_sets_that_do_not_fit_are_refused_with_the_sizes():
+    with pytest.raises(MemoryError, match="two GEMM input sets need"):
+        timing.input_set_count(timing.gemm_bytes(16384, 16384, 16384), 60 * 10**6, free_bytes=1 << 30)
+
+
+def test_measure_gemm_times_the_torch_reference_on_the_cpu():
+    kernel = registry.get_kernel("torch_dequant")
+    t = timing.measure_gemm(kernel, 128, 128, 1024, device="cpu", budget=FAST)
+    assert t.flops == registry.flops(128, 128, 1024)
+    assert t.clock == "perf_counter" and t.input_sets == timing.CPU_MAX_INPUT_SETS
+    assert t.idle == {"status": "no gpu", "waited_s": 0.0, "problems": [], "state": None}
+    assert len(t.samples_s) >= FAST.min_reps and all(s > 0 for s in t.samples_s)
+    assert t.to_json()["tflops"] == pytest.approx(t.tflops)
+    assert t.label == f"torch_dequant[{kernel.default_config}] 128x128x1024 on cpu"
+
+
+def test_measure_gemm_rejects_what_the_kernel_cannot_run():
+    with pytest.raises(registry.UnsupportedShape, match="K = 48"):
+        timing.measure_gemm(registry.get_kernel("torch_dequant"), 64, 64, 48, device="cpu", budget=FAST)
+    flydsl = [k for k in registry.all_kernels() if k.unavailable_reason("cpu")]
+    assert flydsl, "expected at least one kernel that cannot run on a CPU"
+    with pytest.raises(registry.UnsupportedDevice):
+        timing.measure_gemm(flydsl[0], 256, 256, 1024, device="cpu", budget=FAST)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA or ROCm GPU")
+def test_device_events_time_a_known_gpu_sleep():
+    # torch.cuda._sleep spins for a number of GPU cycles: events must see it, the host-side launch must not.
+    cycles = int(torch.cuda.get_device_properties(0).clock_rate * 1e3 * 1e-3)  # ~1 ms at the base clock
+    t = timing.benchmark([lambda: torch.cuda._sleep(cycles)] * 2, flops=1, device="cuda", budget=FAST)
+    assert t.clock == "device events"
+    assert 0.3e-3 < t.median_s < 3e-3, t.summary()
+
+
+@pytest.mark.gpu
+@pytest.mark.large
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA or ROCm GPU")
+def test_measure_gemm_on_the_gpu_records_gpu_state_and_a_sane_tflops():
+    runnable = [k for k in registry.all_kernels() if k.backend == "triton" and not k.unavailable_reason("cuda")]
+    if not runnable:
+        pytest.skip("no Triton kernel runs on this GPU")
+    t = timing.measure_gemm(runnable[0], 8192, 8192, 8192, device="cuda")
+    assert t.clock == "device events" and t.idle["status"] in ("idle", "overridden")
+    assert t.gpu_before and t.gpu_after and t.gpu_before["sm_clock_mhz"] > 0
+    assert 1 < t.tflops < 10_000, t.summary()
+    assert t.inputs_cold, t.summary()

@@ -232,9 +232,12 @@ def test_no_monitor_means_a_cpu_run():
 
 def test_the_timing_harness_refuses_a_busy_gpu(monkeypatch):
     """measure_gemm's idle step: a busy GPU raises instead of being timed."""
-    monkeypatch.setattr(gpu_state, "open_monitor", lambda device: gpu_state.NvmlMonitor(FakeNvml(processes=[4242]), 0))
+    # Two foreign processes: on a real GPU this pytest process may already hold a context, and
+    # then one unknown PID is taken to be its own (containers list host PIDs); one must remain.
+    monitor = gpu_state.NvmlMonitor(FakeNvml(processes=[4242, 4343]), 0)
+    monkeypatch.setattr(gpu_state, "open_monitor", lambda device: monitor)
     monkeypatch.delenv(gpu_state.ALLOW_BUSY_ENV, raising=False)
-    with pytest.raises(gpu_state.GpuBusyError, match="PIDs \\[4242\\]"):
+    with pytest.raises(gpu_state.GpuBusyError, match="other compute processes on GPU 0: PIDs \\[(4242, )?4343\\]"):
         timing._open_and_wait_idle(torch.device("cuda", 0), gpu_state.IdlePolicy(wait_s=0.0), log=None)
 
 

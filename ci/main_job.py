@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from ci.resources import write_json_atomic
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # What `asv continuous` gates on: every benchmark except the higher-is-better readings
 # (asv takes lower as better: a TFLOPS gain would fail the gate, a loss would pass it).
@@ -425,18 +427,6 @@ def make_html_offline(html: Path) -> bool:
         return False
     log(f"the HTML loads its {len(replaced)} libraries from {html / 'vendor'} (works offline)")
     return True
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True, default=str)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 # ---------------------------------------------------------------------------

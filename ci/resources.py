@@ -102,7 +102,7 @@ def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2, sort_keys=False)
+            json.dump(data, f, indent=2, sort_keys=False, default=str)  # Paths and the like as text
             f.write("\n")
         os.replace(tmp, path)
     except BaseException:

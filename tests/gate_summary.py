@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from collections import defaultdict
 
 from operands import DEVICE, SEED
 
+from ci.resources import write_json_atomic
 from kernels import platform
 
 
@@ -32,7 +30,4 @@ def summarize(reports, config, json_path: str | None) -> None:
         reporter.write_line("\n".join(lines))
     if json_path:
         payload = {"device": platform.gpu_name(DEVICE), "arch": platform.device_arch(DEVICE), "seed": SEED, "kernels": worst}
-        directory = os.path.dirname(os.path.abspath(json_path))
-        with tempfile.NamedTemporaryFile("w", dir=directory, delete=False, suffix=".tmp") as handle:
-            json.dump(payload, handle, indent=2)
-        os.replace(handle.name, json_path)
+        write_json_atomic(json_path, payload)

@@ -21,20 +21,19 @@ from __future__ import annotations
 
 import torch
 
-from kernels.mxfp4 import BLOCK_SIZE, MXFP4Tensor, check_mxfp4, e2m1_to_float, e8m0_to_float, unpack_nibbles
+from kernels.mxfp4 import BLOCK_SIZE, MXFP4Tensor, check_mxfp4, dequantize
 
 DEFAULT_CHUNK_BYTES = 4 << 30
 
 
 def _dequantize_columns(t: MXFP4Tensor, start: int, stop: int, absolute: bool) -> torch.Tensor:
     """float64 values of columns [start, stop) of ``t``; block aligned."""
-    data = t.data[:, start // 2 : stop // 2]
-    scales = t.scales[:, start // BLOCK_SIZE : stop // BLOCK_SIZE]
-    values = e2m1_to_float(unpack_nibbles(data), torch.float64)
-    if absolute:
-        values = values.abs()
-    values = values.view(t.rows, -1, BLOCK_SIZE) * e8m0_to_float(scales, torch.float64)[..., None]
-    return values.view(t.rows, stop - start)
+    columns = MXFP4Tensor(
+        t.data[:, start // 2 : stop // 2].contiguous(),
+        t.scales[:, start // BLOCK_SIZE : stop // BLOCK_SIZE].contiguous(),
+    )
+    values = dequantize(columns, torch.float64)
+    return values.abs() if absolute else values  # |v * s| = |v| * s: scales are positive (or NaN)
 
 
 def reference_gemm(

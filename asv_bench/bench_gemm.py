@@ -1,7 +1,7 @@
 """GEMM speed of every registered kernel, per commit.
 
 Two metrics per (kernel, shape), each measured in its own fresh process by
-kernels.timing.measure_gemm (idle check, rotated inputs, warm-up until steady,
+harness.timing.measure_gemm (idle check, rotated inputs, warm-up until steady,
 device events, median):
 
 * ``track_time`` -- seconds per GEMM, with every sample. asv keeps the samples
@@ -13,7 +13,7 @@ device events, median):
   (asv.conf.json ``regressions_first_commits``; ``asv continuous`` is run with
   ci.main_job.GATE_BENCHMARKS).
 
-Guards: GemmOnGpu -- the shapes of kernels/shapes.py BENCHMARK_SHAPES (8192^3,
+Guards: GemmOnGpu -- the shapes of harness/shapes.py BENCHMARK_SHAPES (8192^3,
 16384^3, three LLM layers) on the GPU; GemmOnCpu -- small CPU shapes, the timing
 history a CPU-only machine records (the torch reference's CPU path).
 """
@@ -25,7 +25,7 @@ from asv_bench import common
 
 class _GemmBenchmark:
     param_names = ("kernel", "shape")
-    # Bump when the timing method (kernels/timing.py) changes: asv then stops
+    # Bump when the timing method (harness/timing.py) changes: asv then stops
     # comparing new results with ones taken the old way.
     version = common.TIMING_METHOD_VERSION
 
@@ -50,13 +50,13 @@ class _GemmBenchmark:
             raise NotImplementedError(reason)
 
     def _measure(self, metric: str, kernel: str, shape: str):
-        timing = common.measuring_code()
-        result = timing.measure_gemm(
-            self.kernel,
+        result = common.timing.measure_gemm(
+            common.kernel_prepare(self.kernel),
             self.shape.m,
             self.shape.n,
             self.shape.k,
             device=self.device,
+            label=f"{kernel}[{self.kernel.default_config}] {shape} on {self.device}",
             budget=self.budget,
             log=common.note,
         )

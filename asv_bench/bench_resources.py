@@ -2,7 +2,7 @@
 
 Guards: register pressure, spills and scratch, LDS/shared memory and occupancy of
 the FlyDSL gfx950 kernel and the Triton kernels for sm_90, read by
-kernels.resources from the compiler's own output. No GPU is needed, so a
+harness.resources (this checkout's parser) from the compiler's own output. No GPU is needed, so a
 CPU-only machine publishes a real history of these.
 
 Each (kernel, arch) is compiled once per commit (``setup_cache``), in the
@@ -19,19 +19,20 @@ import traceback
 from asv_runner.benchmarks.mark import SkipNotImplemented
 
 from asv_bench import common
+from harness.resources import usage_from_artifact
 
 
 def _usage_or_reason(kernel_name: str, arch: str) -> dict:
     """The ResourceUsage of (kernel, arch) as a dict, {"n/a": reason}, or {"error": traceback}."""
     try:
-        resources = common.import_project("resources")
         kernel = common.registered_kernel(kernel_name)
         if arch not in kernel.compile_archs:
             archs = ", ".join(kernel.compile_archs) or "no arch"
             return {"n/a": f"{kernel_name} compiles without a GPU for {archs}, not {arch}"}
         config = kernel.default_config
         common.note(f"compiling {kernel_name} for {arch} ({config})")
-        return resources.inspect(kernel_name, arch, config).to_dict()
+        # The commit's kernel compiles itself; this checkout's parser reads the result.
+        return usage_from_artifact(kernel.compile_only(arch, config)).to_dict()
     except NotImplementedError as exc:
         return {"n/a": str(exc)}
     except Exception:

@@ -3,36 +3,41 @@
 Reproduce one GEMM benchmark by hand (from the repository root)::
 
     asv run --quick --show-stderr -b "GemmOnGpu.track_time\\('triton_dot_scaled', 'square_m08192" HEAD^!
-    python -c "from kernels import registry, timing; k = registry.get_kernel('triton_dot_scaled');
-               print(timing.measure_gemm(k, 8192, 8192, 8192, device='cuda').summary())"
 
 Three rules, because asv runs this suite (today's) against old commits:
 
 * Parameters are fixed data -- :data:`KERNELS`, :data:`CPU_SHAPES` and the shapes of
-  this checkout's kernels/shapes.py -- never the installed project's API: asv
-  numbers the parameter combinations once and every benchmark process, whatever
-  commit it has installed, must give the same index the same meaning. Append only.
-* The project under test (registry, kernels, operand generator, resource
-  inspector) is imported in ``setup``; a commit that lacks a module or a kernel
-  gives n/a with the reason (``NotImplementedError``), anything else fails loudly.
-* The measuring code -- kernels/timing.py and kernels/gpu_state.py -- is loaded
-  from this checkout, not from the commit: the timing method must not change
-  along the history, or a change of method would read as a change of speed.
+  harness/shapes.py -- never the installed project's API: asv numbers the
+  parameter combinations once and every benchmark process, whatever commit it has
+  installed, must give the same index the same meaning. Append only.
+* The project under test (its registry, kernels and MXFP4 type) is the commit's
+  installed ``kernels`` package, imported in ``setup``; a commit that lacks a module
+  or a kernel gives n/a with the reason (``NotImplementedError``), anything else fails loudly.
+* The measuring code -- the ``harness`` package: timing, GPU state, operand
+  generation, resource parsing -- is this checkout's, whatever commit is installed:
+  the method must not change along the history, or a change of method would read as
+  a change of speed. It is found the plain way, by putting this checkout on
+  ``sys.path``: AFTER the asv environment's site-packages, so ``kernels`` still
+  resolves to the commit's installed copy (the wheel ships only ``kernels``), and
+  ``harness`` -- which no commit installs -- to this checkout's.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
-import json
 import os
 import sys
-import tempfile
 import types
 from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.append(str(REPO_ROOT))
+
+from harness import shapes as _shapes  # noqa: E402  (after the path above)
+from harness import timing  # noqa: E402
+from harness.report import write_json_atomic  # noqa: E402
 
 # Every kernel name the registry has ever had. Append only (a removed kernel
 # stays: its history stays readable). tests/test_asv_suite.py fails when the
@@ -73,50 +78,19 @@ CPU_EXCLUDED_BACKENDS = {
 }
 
 
-def _load_checkout_module(relative: str, name: str) -> types.ModuleType:
-    path = REPO_ROOT / relative
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def _gpu_shapes() -> tuple[Shape, ...]:
-    shapes = _load_checkout_module("kernels/shapes.py", "asv_bench._checkout_shapes")
-    return tuple(Shape((s.name, s.m, s.n, s.k)) for s in shapes.BENCHMARK_SHAPES)
-
-
-GPU_SHAPES = _gpu_shapes()
+GPU_SHAPES = tuple(Shape((s.name, s.m, s.n, s.k)) for s in _shapes.BENCHMARK_SHAPES)
 SHAPES_BY_NAME = {s.name: s for s in GPU_SHAPES + CPU_SHAPES}
 
 
-def measuring_code() -> types.ModuleType:
-    """This checkout's kernels/timing.py (with its kernels/gpu_state.py), whatever commit is installed.
-
-    Loaded as the package ``asv_bench._harness`` over this checkout's kernels/
-    directory: timing.py's relative import finds the checkout's gpu_state.py,
-    its absolute ``kernels.*`` imports (registry, operand generator) find the
-    commit under test.
-    """
-    name = "asv_bench._harness"
-    if name not in sys.modules:
-        package = types.ModuleType(name)
-        package.__path__ = [str(REPO_ROOT / "kernels")]
-        sys.modules[name] = package
-    return importlib.import_module(f"{name}.timing")
-
-
 # The measuring method's version; asv compares only results of equal version.
-# Bump it when kernels/timing.py changes how a time is taken.
+# Bump it when harness/timing.py or harness/operands.py changes how a time is taken.
 TIMING_METHOD_VERSION = "1"
 
-_timing = measuring_code()
 # GPU: 0.2-3 s of warm-up until steady, then 0.5 s of timed launches (at least 10).
-GPU_BUDGET = _timing.TimingBudget()
+GPU_BUDGET = timing.TimingBudget()
 # CPU: launches of 20-100 ms; at least 12 samples, so asv's Mann-Whitney test can
 # reach its p < 0.002 (it needs 1 / C(2n, n) below that: n >= 7 per side).
-CPU_BUDGET = _timing.TimingBudget(warmup_ms=100.0, max_warmup_ms=1500.0, rep_ms=1500.0, min_reps=12, max_reps=200)
+CPU_BUDGET = timing.TimingBudget(warmup_ms=100.0, max_warmup_ms=1500.0, rep_ms=1500.0, min_reps=12, max_reps=200)
 
 
 # ---------------------------------------------------------------------------
@@ -152,6 +126,17 @@ def registered_kernel(name: str) -> Any:
     if name not in names:
         raise NotImplementedError(f"this commit has no kernel {name!r} (it has {', '.join(names)})")
     return registry.get_kernel(name)
+
+
+def kernel_prepare(kernel: Any, config: str | None = None):
+    """harness.timing's ``prepare(a, b, out)`` for a registered kernel of the installed commit:
+    the harness's raw operands wrapped in the commit's own MXFP4 type."""
+    mxfp4 = import_project("mxfp4")
+
+    def prepare(a, b, out):
+        return kernel.prepare(mxfp4.MXFP4Tensor(a.data, a.scales), mxfp4.MXFP4Tensor(b.data, b.scales), out, config)
+
+    return prepare
 
 
 def _preload_project() -> None:
@@ -200,18 +185,6 @@ def save_timing_record(benchmark: str, params: tuple[str, ...], record: dict[str
     path = Path(conf_dir) / ".asv" / "timings" / commit[:8] / f"{benchmark}({','.join(params)}).json"
     write_json_atomic(path, {"benchmark": benchmark, "params": list(params), "commit": commit, **record})
     return path
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 _preload_project()

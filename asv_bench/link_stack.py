@@ -27,8 +27,11 @@ import os
 import subprocess
 import sys
 import sysconfig
-import tempfile
 from pathlib import Path
+
+# Run as a script by asv's install_command: this checkout's root is not on the path yet.
+sys.path.append(str(Path(__file__).resolve().parents[1]))
+from harness.report import write_text_atomic  # noqa: E402
 
 PTH_NAME = "mxfp4_stack.pth"
 
@@ -76,10 +79,7 @@ def main() -> int:
         )
         return 2
     dirs = [d for d in dirs if Path(d).resolve() != env_site.resolve()]
-    fd, tmp = tempfile.mkstemp(dir=env_site, prefix=f".{PTH_NAME}.")
-    with os.fdopen(fd, "w") as f:
-        f.write("".join(f"{d}\n" for d in dirs))
-    os.replace(tmp, target)
+    write_text_atomic(target, "".join(f"{d}\n" for d in dirs))
     print(f"link_stack: {target} -> {', '.join(dirs)} (from {python})", file=sys.stderr)
     return 0
 

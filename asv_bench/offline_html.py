@@ -26,6 +26,8 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
+from harness.report import write_text_atomic
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_ASSETS = REPO_ROOT / ".asv" / "www-assets"
 
@@ -140,10 +142,7 @@ def localize(html_dir: Path, assets: Path) -> list[str]:
             f"{index} loads {', '.join(unknown)}, which asv_bench/offline_html.py does not know: "
             f"add them to ASSETS (asv's HTML changed)"
         )
-    fd, tmp = tempfile.mkstemp(dir=html_dir, prefix=".index.html.")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, index)
+    write_text_atomic(index, text)
     return replaced
 
 

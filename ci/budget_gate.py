@@ -6,9 +6,10 @@
     python -m ci.budget_gate --json gate.json     # machine-readable verdict
 
 How it works: HEAD (or ``--head``) and the merge-base of HEAD with ``--base`` are
-each checked out in a temporary ``git worktree``, and ``python -m ci.resources
---json`` runs inside each, so every commit compiles *its own* kernels (without a
-GPU: Triton for sm_90/gfx950, FlyDSL for gfx950). Then, per compile target
+each checked out in a temporary ``git worktree``, and this checkout's ``python -m
+ci.resources --json`` runs on each one's kernels (ci.commit_tree), so every commit
+compiles *its own* kernels (without a GPU: Triton for sm_90/gfx950, FlyDSL for
+gfx950) and one parser reads both. Then, per compile target
 (kernel/arch/config), the head is compared with the base and with the committed
 budget ``ci/register_budget.json`` (read from the head).
 
@@ -54,6 +55,8 @@ import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
+
+from harness.report import append_step_summary, markdown_table, text_table, write_json_atomic
 
 BUDGET_PATH = "ci/register_budget.json"
 BUDGET_SCHEMA = "mxfp4-register-budget/1"
@@ -161,17 +164,22 @@ class Measurement:
 
 
 def measure_tree(tree: Path, label: str, only: Mapping[str, str | None]) -> Measurement:
-    """Run ``python -m ci.resources --json`` inside ``tree``, so its own kernels compile."""
-    if not (tree / "ci" / "resources.py").exists():
-        return Measurement(None, f"{label} has no ci/resources.py (it predates the resource inspector)")
-    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "GITHUB_STEP_SUMMARY")}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tree), env.get("PYTHONPATH")) if p)
-    with tempfile.TemporaryDirectory(prefix="gate-results-") as tmp:
-        out = Path(tmp, "resources.json")
+    """Compile ``tree``'s kernels and read them with THIS checkout's ``ci.resources`` and harness parser.
+
+    Only the code under test comes from the commit (ci.commit_tree), so base and
+    head are read by one parser and one resource model: a parser change can never
+    show up as a register change between them.
+    """
+    from ci.commit_tree import has_kernels, kernels_of
+
+    if not has_kernels(tree):
+        return Measurement(None, f"{label} has no kernels package")
+    with kernels_of(tree) as (folder, env):
+        out = folder / "resources.json"
         cmd = [sys.executable, "-m", "ci.resources", "--json", str(out), "--allow-empty"]
         cmd += [f"--{name}={value}" for name, value in only.items() if value]
         print(f"budget_gate: measuring {label} in {tree}", file=sys.stderr, flush=True)
-        returncode, stderr_tail = _run_forwarding_stderr(cmd, tree, env, prefix=f"  [{label}] ")
+        returncode, stderr_tail = _run_forwarding_stderr(cmd, folder, env, prefix=f"  [{label}] ")
         # Exit 2 with a report: a target whose compiler output cannot be parsed (load_results names it).
         if returncode not in (0, 1, 2) or not out.exists():
             raise HarnessError(f"ci.resources failed in the {label} checkout (exit {returncode}): {stderr_tail}")
@@ -380,9 +388,7 @@ def render_suggestion(edits: Mapping[str, Mapping[str, int]]) -> str:
 
 
 def markdown_summary(verdict: str, base_note: str, rows, suggestion: str) -> str:
-    from ci.resources import format_markdown_table
-
-    parts = [f"### Register budget gate: {verdict.upper()}", "", base_note, "", format_markdown_table(rows)]
+    parts = [f"### Register budget gate: {verdict.upper()}", "", base_note, "", markdown_table(rows)]
     if suggestion:
         parts += ["", "```", suggestion, "```"]
     return "\n".join(parts)
@@ -431,7 +437,6 @@ def _run(args) -> int:
     from contextlib import nullcontext
 
     from ci import gitutil
-    from ci.resources import append_step_summary, format_text_table, write_json_atomic
 
     repo = gitutil.open_repo(args.repo)
     head_sha = gitutil.resolve_commit(repo, "HEAD" if args.working_tree else args.head)
@@ -469,7 +474,7 @@ def _run(args) -> int:
     suggestion = render_suggestion(edits)
 
     print(f"{base_note}\n")
-    print(format_text_table(rows))
+    print(text_table(rows))
     if suggestion:
         print("\n" + suggestion)
     failed = [c.target for c in checks if c.status == "fail"]

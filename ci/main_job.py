@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from ci.resources import write_json_atomic
+from harness.report import append_step_summary, markdown_table as render_markdown_table, write_json_atomic
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # What `asv continuous` gates on: every benchmark except the higher-is-better readings
@@ -86,16 +86,16 @@ def fingerprint() -> dict[str, Any]:
     }
     device = "cpu"
     if torch.cuda.is_available():
-        from kernels import platform as kplatform
+        from kernels import devices
 
         device = "cuda"
         info["gpu"] = f"{torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
-        info["gpu_arch"] = kplatform.device_arch(device)
+        info["gpu_arch"] = devices.device_arch(device)
         hip = getattr(torch.version, "hip", None)
         info["gpu_runtime"] = f"ROCm {hip}" if hip else f"CUDA {torch.version.cuda}"
         info["gpu_driver"] = _gpu_driver(bool(hip))
     info["kernels"] = _kernel_availability(device)
-    from kernels import gpu_state
+    from harness import gpu_state
 
     info["idle_override"] = gpu_state.override_requested()
     return info
@@ -372,18 +372,11 @@ def _cell(value: Any, percent: bool = False) -> str:
 
 
 def markdown_table(title: str, table: Table, percent_columns: Sequence[str] = ()) -> str:
-    if not table.rows:
-        return f"### {title}\n\n(no values)\n"
-    lines = [
-        f"### {title}",
-        "",
-        "| benchmark | " + " | ".join(table.columns) + " |",
-        "|---" * (len(table.columns) + 1) + "|",
+    rows = [
+        {"benchmark": row, **{c: _cell(values.get(c), c in percent_columns) if c in values else "" for c in table.columns}}
+        for row, values in table.rows.items()
     ]
-    for row, values in table.rows.items():
-        cells = [_cell(values.get(c), c in percent_columns) if c in values else "" for c in table.columns]
-        lines.append(f"| {row} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return f"### {title}\n\n" + render_markdown_table(rows, empty="(no values)") + "\n"
 
 
 def summary_markdown(report: dict[str, Any], tables: dict[str, Table]) -> str:
@@ -557,9 +550,7 @@ def _main(args: argparse.Namespace, started: float) -> int:
     }
     markdown = summary_markdown(report, tables)
     print(markdown)
-    if os.environ.get("GITHUB_STEP_SUMMARY"):
-        with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:
-            f.write(markdown + "\n")
+    append_step_summary(markdown)
     if args.json:
         write_json_atomic(args.json, report)
     log(

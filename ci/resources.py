@@ -3,8 +3,13 @@
     python -m ci.resources                        # table of every compile target
     python -m ci.resources --kernel triton_dot_scaled --arch sm_90
     python -m ci.resources --json results/resources.json
+    python -m ci.resources --kernel flydsl_gfx950_4wave --isa-dir out/   # also keep each ISA/PTX
 
-A compile target is (kernel, arch, config) from ``kernels.resources.compile_targets()``.
+A compile target is (kernel, arch, config): every config of every registered
+kernel, for each arch its ``compile_archs`` lists. The kernel compiles itself
+(``Kernel.compile_only``: the code under test); harness.resources reads the
+compiler's output (the one parser and resource model, also used by the asv
+resource history and the budget gate).
 For each: registers (total VGPRs on gfx950, registers per thread on sm_90), arch
 VGPRs / AGPRs / SGPRs, spills and scratch, shared memory / LDS, occupancy, MFMA
 count. Progress goes to stderr, the table to stdout, JSON (written atomically) to
@@ -19,29 +24,56 @@ compiler output the parser cannot read, unwritable output).
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import platform
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from harness.report import append_step_summary, check_writable, markdown_table, text_table, write_json_atomic, write_text_atomic
+from harness.resources import ResourceParseError, ResourceUsage, target_id, usage_from_artifact, usage_table
+
 SCHEMA = "mxfp4-resources/1"
 
 
-def measure(targets: Sequence[tuple[str, str, str]], progress=sys.stderr) -> dict[str, dict[str, Any]]:
-    """``{target_id: {"ok": True, "usage": {...}} | {"ok": False, "error": "..."}}`` for each target."""
-    from kernels.resources import ResourceParseError, inspect, target_id
+def compile_targets(arch: str | None = None) -> list[tuple[str, str, str]]:
+    """Every (kernel, arch, config) the registry says ``compile_only`` can build here, sorted."""
+    from kernels.registry import all_kernels
 
+    return sorted(
+        (k.name, a, config) for k in all_kernels() for a in k.compile_archs if arch in (None, a) for config in k.configs
+    )
+
+
+def inspect(kernel_name: str, arch: str, config: str, isa_dir: Path | None = None) -> ResourceUsage:
+    """Compile one target without a GPU and read its resource usage (optionally keeping its assembly)."""
+    from kernels.registry import get_kernel
+
+    artifact = get_kernel(kernel_name).compile_only(arch, config)
+    if (artifact.kernel, artifact.arch, artifact.config) != (kernel_name, arch, config):
+        raise ValueError(
+            f"{kernel_name}.compile_only({arch!r}, {config!r}) returned an artifact for "
+            f"{target_id(artifact.kernel, artifact.arch, artifact.config)}"
+        )
+    if isa_dir is not None:
+        suffix = ".s" if arch.startswith("gfx") else ".ptx"
+        write_text_atomic(isa_dir / f"{kernel_name}.{arch}.{config}{suffix}", artifact.assembly)
+        if artifact.extra.get("sass"):
+            write_text_atomic(isa_dir / f"{kernel_name}.{arch}.{config}.sass", artifact.extra["sass"])
+    return usage_from_artifact(artifact)
+
+
+def measure(
+    targets: Sequence[tuple[str, str, str]], progress=sys.stderr, isa_dir: Path | None = None
+) -> dict[str, dict[str, Any]]:
+    """``{target_id: {"ok": True, "usage": {...}} | {"ok": False, "error": "..."}}`` for each target."""
     results: dict[str, dict[str, Any]] = {}
     for index, (kernel, arch, config) in enumerate(targets, 1):
         name = target_id(kernel, arch, config)
         print(f"[{index}/{len(targets)}] compiling {name} ...", file=progress, flush=True)
         start = time.perf_counter()
         try:
-            usage = inspect(kernel, arch, config)
+            usage = inspect(kernel, arch, config, isa_dir)
         except ResourceParseError as exc:  # compiled, but its output is unreadable: a harness error
             results[name] = {"ok": False, "kind": "parse", "error": describe_error(exc)}
             print(f"    UNREADABLE compiler output: {results[name]['error']}", file=progress, flush=True)
@@ -95,24 +127,7 @@ def report(results: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
-    """Write JSON to a temporary file beside ``path`` and rename it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2, sort_keys=False, default=str)  # Paths and the like as text
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def results_table(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]]:
-    from kernels.resources import ResourceUsage, usage_table
-
     rows = []
     for name, result in sorted(results.items()):
         if result["ok"]:
@@ -120,37 +135,6 @@ def results_table(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, st
         else:
             rows.append({"target": name, "regs": "FAILED", "error": result["error"][:120]})
     return rows
-
-
-def format_text_table(rows: Sequence[Mapping[str, str]]) -> str:
-    if not rows:
-        return "(no rows)"
-    columns = list(dict.fromkeys(key for row in rows for key in row))
-    widths = {c: max(len(c), *(len(row.get(c, "")) for row in rows)) for c in columns}
-    lines = ["  ".join(c.ljust(widths[c]) for c in columns), "  ".join("-" * widths[c] for c in columns)]
-    lines += ["  ".join(row.get(c, "").ljust(widths[c]) for c in columns).rstrip() for row in rows]
-    return "\n".join(lines)
-
-
-def format_markdown_table(rows: Sequence[Mapping[str, str]]) -> str:
-    if not rows:
-        return "_(no rows)_"
-    columns = list(dict.fromkeys(key for row in rows for key in row))
-
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(row.get(c, "")) for c in columns) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def append_step_summary(markdown: str) -> None:
-    """Append to ``$GITHUB_STEP_SUMMARY`` when it is set (GitHub Actions' job summary)."""
-    path = os.environ.get("GITHUB_STEP_SUMMARY")
-    if path:
-        with open(path, "a") as f:
-            f.write(markdown.rstrip() + "\n\n")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -167,6 +151,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--arch", help="only this architecture (e.g. gfx950, sm_90)")
     parser.add_argument("--config", help="only this config name")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON (atomically)")
+    parser.add_argument("--isa-dir", metavar="DIR", type=Path, help="also keep each target's assembly (ISA / PTX / SASS) here")
     parser.add_argument("--list", action="store_true", help="list the compile targets and exit without compiling")
     parser.add_argument(
         "--allow-empty",
@@ -179,8 +164,6 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Iterable[str] | None = None) -> int:
     args = _parser().parse_args(None if argv is None else list(argv))
     try:
-        from kernels.resources import compile_targets, target_id
-
         targets = [t for t in compile_targets(arch=args.arch) if args.kernel in (None, t[0]) and args.config in (None, t[2])]
     except Exception as exc:  # registry import error
         print(f"ci.resources: error: {describe_error(exc)}", file=sys.stderr)
@@ -194,10 +177,18 @@ def main(argv: Iterable[str] | None = None) -> int:
         return 0
     if not targets:
         print("ci.resources: no kernel in the registry can be compiled without a GPU", file=sys.stderr)
+    try:  # before minutes of compiling, not after
+        if args.json:
+            check_writable(args.json, "--json")
+        if args.isa_dir:
+            check_writable(args.isa_dir / ".probe", "--isa-dir")
+    except OSError as exc:
+        print(f"ci.resources: error: {exc}", file=sys.stderr)
+        return 2
 
-    results = measure(targets)
+    results = measure(targets, isa_dir=args.isa_dir)
     rows = results_table(results)
-    print(format_text_table(rows))
+    print(text_table(rows))
     failed = sorted(name for name, result in results.items() if not result["ok"])
     unreadable = sorted(name for name, result in results.items() if result.get("kind") == "parse")
     if args.json:
@@ -206,7 +197,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         except OSError as exc:
             print(f"ci.resources: error: cannot write --json {args.json}: {exc}", file=sys.stderr)
             return 2
-    append_step_summary("### Kernel resources (compile-only)\n\n" + format_markdown_table(rows))
+    append_step_summary("### Kernel resources (compile-only)\n\n" + markdown_table(rows))
     if unreadable:
         print(f"ci.resources: error: cannot read the compiler output of {', '.join(unreadable)}", file=sys.stderr)
         return 2

@@ -29,4 +29,8 @@ else
   .venv/bin/python -m pip install -q -c ci/constraints-cpu.txt torch
   .venv/bin/python -m pip install -q -c ci/constraints-cpu.txt -e ".[test]"
 fi
+# The checkout root on the venv's path (a .pth, what an editable install writes): harness/,
+# ci/ and asv_bench/ import from any directory. asv's environments do not inherit it.
+site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+printf '%s\n' "$PWD" > "$site/mxfp4_checkout.pth"
 echo "setup: ready ($(.venv/bin/python -c 'import torch, triton, flydsl; print("torch", torch.__version__, "triton", triton.__version__, "flydsl", getattr(flydsl, "__version__", "?"))'))" >&2

@@ -23,7 +23,6 @@ import torch
 BLOCK_SIZE = 32  # elements per shared e8m0 scale (OCP MX: k = 32)
 E8M0_BIAS = 127
 E8M0_NAN = 255
-E2M1_MAX = 6.0
 E2M1_EMAX = 2  # exponent of the largest normal e2m1 value (6 = 1.5 * 2**2)
 
 # Magnitude of each 3-bit code; bit 3 of a nibble is the sign.
@@ -189,35 +188,8 @@ def quantize(x: torch.Tensor) -> MXFP4Tensor:
 
 
 # ---------------------------------------------------------------------------
-# random operands for gates and benchmarks
+# quantized Gaussian operands (uniformly random ones: harness.operands)
 # ---------------------------------------------------------------------------
-
-
-def random_mxfp4(
-    rows: int,
-    k: int,
-    *,
-    generator: torch.Generator,
-    scale_range: tuple[int, int] = (E8M0_BIAS - 7, E8M0_BIAS + 6),
-    device: torch.device | str | None = None,
-) -> MXFP4Tensor:
-    """Uniformly random e2m1 codes with random e8m0 scales in ``scale_range`` (inclusive).
-
-    Covers every code (both zeros, +-6) and a wide spread of block magnitudes,
-    which quantized Gaussian data does not. Made on the generator's device unless
-    ``device`` says otherwise.
-    """
-    lo, hi = scale_range
-    if not 0 <= lo <= hi <= 254:
-        raise ValueError(f"scale_range: {scale_range} must satisfy 0 <= lo <= hi <= 254 (255 is NaN)")
-    if k % BLOCK_SIZE:
-        raise ValueError(f"k: {k} is not a multiple of {BLOCK_SIZE}")
-    # Drawn where the generator lives: a CUDA/ROCm generator makes 16384 x 24576 operands in milliseconds.
-    where = generator.device
-    codes = torch.randint(0, 16, (rows, k), dtype=torch.uint8, generator=generator, device=where)
-    scales = torch.randint(lo, hi + 1, (rows, k // BLOCK_SIZE), dtype=torch.uint8, generator=generator, device=where)
-    result = MXFP4Tensor(pack_nibbles(codes).contiguous(), scales)
-    return result if device is None else result.to(device)
 
 
 def randn_mxfp4(

@@ -13,8 +13,10 @@ Contract of a kernel (C[M,N] = A[M,K] . B[N,K]^T, bf16 out, see kernels.mxfp4):
   ``launch`` callable that writes C into ``out``. Timing and gates call only
   ``launch``.
 * ``compile_only(arch, config)`` compiles without a GPU and returns the
-  assembly, for register/spill inspection; kernels that cannot do that raise
-  ``NotImplementedError``.
+  assembly, for register/spill inspection (read by harness.resources); kernels
+  that cannot do that raise ``NotImplementedError``. A kernel whose compiler
+  needs a fresh process says so (``_compile_needs_clean_process``) and the
+  one helper kernels.compile_child runs it there.
 * Anything a kernel does not support raises an error naming the constraint:
   :class:`UnsupportedShape` (a ``ValueError``) or :class:`UnsupportedDevice`.
 """
@@ -28,7 +30,7 @@ from typing import Any, Callable, ClassVar, Mapping
 
 import torch
 
-from kernels import platform
+from kernels import devices
 from kernels.mxfp4 import MXFP4Tensor, check_mxfp4
 
 BACKENDS = ("torch", "triton", "flydsl")
@@ -82,7 +84,7 @@ class Kernel(abc.ABC):
     name: ClassVar[str]
     backend: ClassVar[str]
     description: ClassVar[str]
-    # fnmatch patterns over kernels.platform.device_arch(): "cpu", "sm_9?", "gfx950", ...
+    # fnmatch patterns over kernels.devices.device_arch(): "cpu", "sm_9?", "gfx950", ...
     runs_on: ClassVar[tuple[str, ...]]
     # Architectures compile_only() can target on a machine without that GPU.
     compile_archs: ClassVar[tuple[str, ...]] = ()
@@ -94,8 +96,8 @@ class Kernel(abc.ABC):
 
     def unavailable_reason(self, device: torch.device | str) -> str | None:
         """Why this kernel cannot run on ``device``, or None when it can."""
-        arch = platform.device_arch(device)
-        if not platform.arch_matches(arch, self.runs_on):
+        arch = devices.device_arch(device)
+        if not devices.arch_matches(arch, self.runs_on):
             return f"{self.name} runs on {', '.join(self.runs_on)}; this device is {arch}"
         return self._runtime_unavailable_reason(torch.device(device))
 
@@ -121,7 +123,20 @@ class Kernel(abc.ABC):
         if arch not in self.compile_archs:
             raise NotImplementedError(f"{self.name} compiles without a GPU for {self.compile_archs or 'no arch'}, not {arch}")
         name = config or self.default_config
-        return self._compile_only(arch, name, self.config(name))
+        self.config(name)  # rejects an unknown config name here, not in a child process
+        if self._compile_needs_clean_process():
+            from kernels.compile_child import call_in_child
+
+            return call_in_child(
+                "kernels.compile_child:compile_registered",
+                dict(kernel=self.name, arch=arch, config=name, module=type(self).__module__),
+                what=f"{self.name} ({arch}, {name})",
+            )
+        return self.compile_only_here(arch, name)
+
+    def compile_only_here(self, arch: str, config: str) -> CompiledArtifact:
+        """Compile in this process (what kernels.compile_child's child calls)."""
+        return self._compile_only(arch, config, self.config(config))
 
     def config(self, name: str | None) -> Mapping[str, Any]:
         name = name or self.default_config
@@ -148,10 +163,10 @@ class Kernel(abc.ABC):
     def _compile_only(self, arch: str, config_name: str, config: Mapping[str, Any]) -> CompiledArtifact:
         raise NotImplementedError(f"{self.name} has no compile-only path")
 
-
-def flops(m: int, n: int, k: int) -> int:
-    """Floating-point operations of one GEMM (a multiply and an add per term)."""
-    return 2 * m * n * k
+    def _compile_needs_clean_process(self) -> bool:
+        """True when this process cannot compile for another arch (compiler switches read once
+        per process); compile_only then runs in kernels.compile_child."""
+        return False
 
 
 def validate_operands(a: MXFP4Tensor, b: MXFP4Tensor, out: torch.Tensor) -> tuple[int, int, int]:
@@ -210,6 +225,3 @@ def get_kernel(name: str) -> Kernel:
     except KeyError:
         raise ValueError(f"kernel: no kernel named {name!r}; registered: {sorted(_REGISTRY)}") from None
 
-
-def runnable_kernels(device: torch.device | str) -> list[Kernel]:
-    return [k for k in all_kernels() if k.unavailable_reason(device) is None]

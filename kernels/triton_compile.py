@@ -3,7 +3,7 @@
 Triton compiles ahead of time for any target it has a backend for, without a
 driver: ``triton.compile(ASTSource(...), target=GPUTarget(...))``. This module
 does that for one (kernel, config, arch) and returns a
-:class:`kernels.registry.CompiledArtifact` that :mod:`kernels.resources` reads.
+:class:`kernels.registry.CompiledArtifact` that :mod:`harness.resources` reads.
 
 * ``sm_90`` (Hopper; ``sm_XY`` in general): ``assembly`` is the PTX. The cubin
   Triton built is inspected with the ``cuobjdump`` shipped in the Triton wheel
@@ -20,18 +20,16 @@ so the ISA shows none of it; ``extra["dynamic_shared_bytes"]`` carries Triton's
 Works with Triton 3.6 and 3.9 (same ``ASTSource``/``GPUTarget``/``compile``
 spelling; the ptxas that Triton picks for a capability moved between them, so
 it is asked, not assumed). Under ``TRITON_INTERPRET=1`` ``triton.jit`` returns
-an interpreter wrapper that cannot be compiled; then the compile runs in a
-child process without that variable, which re-imports the kernel's module.
+an interpreter wrapper that cannot be compiled; then the request goes to a
+clean child process without that variable (kernels.compile_child), which
+re-imports the kernel's module and compiles the real ``JITFunction``.
 """
 
 from __future__ import annotations
 
 import inspect
-import os
-import pickle
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -39,9 +37,6 @@ from typing import Any, Iterable, Mapping
 
 from kernels.registry import CompiledArtifact
 
-# Seconds a child compile may take before it is called hung (a cold Triton
-# import plus one GEMM compile is ~5-10 s on a 2-core CPU).
-SUBPROCESS_TIMEOUT_S = 600
 # Seconds ptxas / cuobjdump may take on one kernel.
 TOOL_TIMEOUT_S = 300
 
@@ -89,7 +84,43 @@ def compile_for_arch(
     jit_fn = _jit_function(fn)
     if jit_fn is not None:
         return _compile_here(jit_fn, **request)
-    return _compile_in_child(fn, request)
+    python_fn = fn.fn
+    module, name = python_fn.__module__, python_fn.__name__
+    if module == "__main__" or python_fn.__qualname__ != name:
+        raise ValueError(
+            f"fn: {python_fn.__qualname__} is an interpreted Triton function (TRITON_INTERPRET=1) defined "
+            f"{'in __main__' if module == '__main__' else 'inside another scope'}; only a module-level kernel "
+            "can be compiled for a GPU in that mode (it is re-imported without the interpreter)"
+        )
+    from kernels.compile_child import call_in_child
+
+    request["constexprs"] = {k: _encode_constexpr(v) for k, v in request["constexprs"].items()}
+    return call_in_child(
+        "kernels.triton_compile:compile_module_function",
+        dict(request, module=module, name=name),
+        what=f"{module}.{name} for {arch} ({config_name})",
+    )
+
+
+def compile_module_function(module: str, name: str, **request) -> CompiledArtifact:
+    """In kernels.compile_child's child: the module-level kernel ``module.name``, compiled for real."""
+    import importlib
+
+    request["constexprs"] = {k: _decode_constexpr(v) for k, v in request["constexprs"].items()}
+    return compile_for_arch(getattr(importlib.import_module(module), name), **request)
+
+
+# The child's request travels as JSON; a Triton dtype constexpr (tl.bfloat16) travels by its name.
+def _encode_constexpr(value):
+    import triton.language as tl
+
+    return {"triton_dtype": value.name} if isinstance(value, tl.dtype) else value
+
+
+def _decode_constexpr(value):
+    import triton.language as tl
+
+    return tl.dtype(value["triton_dtype"]) if isinstance(value, dict) and "triton_dtype" in value else value
 
 
 def target_for_arch(arch: str):
@@ -217,47 +248,6 @@ def _amd_buffer_ops() -> bool:
         return False
 
 
-def _compile_in_child(fn, request: dict) -> CompiledArtifact:
-    """Compile in a child process without TRITON_INTERPRET (see the module docstring)."""
-    python_fn = fn.fn
-    module, name = python_fn.__module__, python_fn.__name__
-    if module == "__main__" or python_fn.__qualname__ != name:
-        raise ValueError(
-            f"fn: {python_fn.__qualname__} is an interpreted Triton function (TRITON_INTERPRET=1) defined "
-            f"{'in __main__' if module == '__main__' else 'inside another scope'}; only a module-level kernel "
-            "can be compiled for a GPU in that mode (it is re-imported without the interpreter)"
-        )
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    with tempfile.TemporaryDirectory(prefix="triton_compile_") as tmp:
-        request_path, result_path = Path(tmp, "request.pkl"), Path(tmp, "result.pkl")
-        request_path.write_bytes(pickle.dumps(dict(request, module=module, name=name)))
-        child = subprocess.run(
-            [sys.executable, "-m", "kernels.triton_compile", str(request_path), str(result_path)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=SUBPROCESS_TIMEOUT_S,
-        )
-        if child.returncode != 0 or not result_path.exists():
-            tail = "\n".join((child.stderr or child.stdout).strip().splitlines()[-15:])
-            raise RuntimeError(f"compiling {module}.{name} for {request['arch']} in a child process failed "
-                               f"(exit {child.returncode}):\n{tail}")
-        return pickle.loads(result_path.read_bytes())
-
-
-def _child_main(request_path: str, result_path: str) -> int:
-    import importlib
-
-    request = pickle.loads(Path(request_path).read_bytes())
-    fn = getattr(importlib.import_module(request.pop("module")), request.pop("name"))
-    artifact = compile_for_arch(fn, **request)
-    tmp = Path(result_path + ".tmp")
-    tmp.write_bytes(pickle.dumps(artifact))
-    os.replace(tmp, result_path)
-    return 0
-
-
 # ---------------------------------------------------------------------------
 # NVIDIA binary inspection (ptxas -v, cuobjdump)
 # ---------------------------------------------------------------------------
@@ -322,6 +312,3 @@ def _run(command: list[str]) -> str:
     # ptxas -v reports on stderr, cuobjdump on stdout.
     return (done.stdout + done.stderr).strip()
 
-
-if __name__ == "__main__":
-    sys.exit(_child_main(*sys.argv[1:3]))

@@ -14,14 +14,14 @@ if not torch.cuda.is_available():
 
 import pytest  # noqa: E402
 
-from kernels import platform  # noqa: E402
+from kernels import devices  # noqa: E402
 from operands import DEVICE, SEED  # noqa: E402
 
 
 
 def pytest_report_header(config):
-    arch = platform.device_arch(DEVICE)
-    return [f"mxfp4: device={DEVICE} ({platform.gpu_name(DEVICE)}, {arch}) seed={SEED} (MXFP4_TEST_SEED to replay)"]
+    arch = devices.device_arch(DEVICE)
+    return [f"mxfp4: device={DEVICE} ({devices.gpu_name(DEVICE)}, {arch}) seed={SEED} (MXFP4_TEST_SEED to replay)"]
 
 
 @pytest.fixture

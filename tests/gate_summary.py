@@ -6,8 +6,8 @@ from collections import defaultdict
 
 from operands import DEVICE, SEED
 
-from ci.resources import write_json_atomic
-from kernels import platform
+from harness.report import write_json_atomic
+from kernels import devices
 
 
 def summarize(reports, config, json_path: str | None) -> None:
@@ -19,7 +19,7 @@ def summarize(reports, config, json_path: str | None) -> None:
         row["min_cosine"] = min(row["min_cosine"], report.cosine)
         row["max_rel_err"] = max(row["max_rel_err"], report.rel_err)
         row["max_elem_ratio"] = max(row["max_elem_ratio"], report.worst_element_ratio)
-    lines = [f"gate summary on {platform.gpu_name(DEVICE)} ({platform.device_arch(DEVICE)}), seed {SEED}:"]
+    lines = [f"gate summary on {devices.gpu_name(DEVICE)} ({devices.device_arch(DEVICE)}), seed {SEED}:"]
     for key, row in sorted(worst.items()):
         lines.append(
             f"  {key:45s} runs={row['runs']:3d} failed={row['failed']} min_cos={row['min_cosine']:.9f} "
@@ -29,5 +29,5 @@ def summarize(reports, config, json_path: str | None) -> None:
     if reporter is not None:
         reporter.write_line("\n".join(lines))
     if json_path:
-        payload = {"device": platform.gpu_name(DEVICE), "arch": platform.device_arch(DEVICE), "seed": SEED, "kernels": worst}
+        payload = {"device": devices.gpu_name(DEVICE), "arch": devices.device_arch(DEVICE), "seed": SEED, "kernels": worst}
         write_json_atomic(json_path, payload)

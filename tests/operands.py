@@ -13,16 +13,30 @@ import secrets
 
 import torch
 
-from kernels import platform
-from kernels.mxfp4 import MXFP4Tensor, randn_mxfp4, random_mxfp4
+from harness.operands import TIMING_SCALE_RANGE, random_operand
+from kernels import devices
+from kernels.mxfp4 import MXFP4Tensor, randn_mxfp4
 
 SEED = int(os.environ.get("MXFP4_TEST_SEED", secrets.randbits(31)))
-DEVICE = platform.default_device()
+DEVICE = devices.default_device()
 
 
 def generator(salt: int = 0) -> torch.Generator:
     """A generator on the device under test, seeded from this run's SEED."""
     return torch.Generator(device=DEVICE).manual_seed(SEED * 1_000_003 + salt)
+
+
+def random_mxfp4(
+    rows: int,
+    k: int,
+    *,
+    generator: torch.Generator,
+    scale_range: tuple[int, int] = TIMING_SCALE_RANGE,
+    device: torch.device | str | None = None,
+) -> MXFP4Tensor:
+    """harness.operands' random operand (the one the timings use) as this commit's MXFP4Tensor."""
+    data, scales = random_operand(rows, k, generator=generator, scale_range=scale_range, device=device)
+    return MXFP4Tensor(data, scales)
 
 
 DATA_KINDS = ("randn", "wide_scales")

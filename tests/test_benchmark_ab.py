@@ -1,5 +1,5 @@
 """A quick local A/B with pytest-benchmark: every kernel and config that runs here, on one shape,
-timed by kernels.timing -- the same method as the asv suite, whose history this does not repeat.
+timed by harness.timing -- the same method as the asv suite, whose history this does not repeat.
 
     pytest tests/test_benchmark_ab.py --benchmark-only --benchmark-save=before
     # ... edit a kernel or a config ...
@@ -7,7 +7,7 @@ timed by kernels.timing -- the same method as the asv suite, whose history this 
 
 pytest-benchmark groups the results by shape, so one table compares kernels and configs side by
 side, and ``--benchmark-compare`` compares with a saved run. The samples it keeps are the ones
-kernels.timing.measure_gemm took (device events on a GPU): it replays them through its timer.
+harness.timing.measure_gemm took (device events on a GPU): it replays them through its timer.
 
 Shape: ``MXFP4_AB_SHAPE=M,N,K`` (default 8192^3 on a GPU, the first CPU shape of the asv suite on a
 CPU). Kernels: ``MXFP4_AB_KERNELS=name,name`` (default: all that run here).
@@ -20,8 +20,9 @@ import os
 import pytest
 import torch
 
-from asv_bench.common import CPU_BUDGET, CPU_EXCLUDED_BACKENDS, CPU_SHAPES
-from kernels import registry, timing
+from asv_bench.common import CPU_BUDGET, CPU_EXCLUDED_BACKENDS, CPU_SHAPES, kernel_prepare
+from harness import timing
+from kernels import registry
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
@@ -79,8 +80,9 @@ def test_ab(benchmark, kernel_name, config):
     budget = CPU_BUDGET if DEVICE.type == "cpu" else timing.TimingBudget()
     if DEVICE.type == "cpu":
         torch.set_num_threads(1)  # as the asv suite times the CPU
+    kernel = registry.get_kernel(kernel_name)
     measured = timing.measure_gemm(
-        registry.get_kernel(kernel_name), m, n, k, device=DEVICE, config=config, budget=budget
+        kernel_prepare(kernel, config), m, n, k, device=DEVICE, budget=budget, label=f"{kernel_name}[{config}]"
     )
     benchmark.group = f"{m}x{n}x{k} on {DEVICE.type}"
     benchmark.extra_info.update(
@@ -92,7 +94,7 @@ def test_ab(benchmark, kernel_name, config):
     )
     REPLAY.pending = list(measured.samples_s)
     benchmark.pedantic(REPLAY.advance, rounds=len(measured.samples_s), iterations=1)
-    # What pytest-benchmark stored is exactly what kernels.timing measured.
+    # What pytest-benchmark stored is exactly what harness.timing measured.
     if benchmark.stats is not None:  # None under --benchmark-disable
         assert benchmark.stats.stats.median == pytest.approx(measured.median_s, rel=1e-9)
         assert benchmark.stats.stats.rounds == len(measured.samples_s)

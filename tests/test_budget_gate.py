@@ -82,8 +82,8 @@ def probe_repo(tmp_path_factory, gate_env):
     root = tmp_path_factory.mktemp("gate") / "repo"
     # The project's code as it is (registry, compile, parsers, gate), with every
     # registered kernel module replaced: the probe is the only kernel.
-    for rel in ["pyproject.toml", *(str(p.relative_to(PROJECT)) for p in (PROJECT / "kernels").glob("*.py")),
-                *(str(p.relative_to(PROJECT)) for p in (PROJECT / "ci").glob("*.py"))]:
+    for rel in ["pyproject.toml", *(str(p.relative_to(PROJECT)) for d in ("kernels", "ci", "harness")
+                                    for p in (PROJECT / d).glob("*.py"))]:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(PROJECT / rel, root / rel)
     for module in KERNEL_MODULES:

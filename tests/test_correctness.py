@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from kernels import registry
-from kernels.accuracy import check_kernel
-from kernels.shapes import BENCHMARK_SHAPES, K_SWEEP, K_SWEEP_MN
+from ci.correctness import check_kernel
+from harness.shapes import BENCHMARK_SHAPES, K_SWEEP, K_SWEEP_MN
 from operands import DATA_KINDS, DEVICE, SEED, make_operands
 
 KERNEL_CONFIGS = [(k.name, config) for k in registry.all_kernels() for config in k.configs]

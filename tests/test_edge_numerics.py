@@ -2,7 +2,7 @@
 
 Shape: one 256 x 256 tile (128 in Triton's CPU interpreter) at K = 8192.
 Each case builds operands whose exact product is finite and checks the kernel
-with the same gate as the random sweeps (kernels.accuracy).
+with the same gate as the random sweeps (ci.correctness, harness.accuracy).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import zlib
 import pytest
 import torch
 
-from kernels import platform, registry
-from kernels.accuracy import check_kernel
+from kernels import devices, registry
+from ci.correctness import check_kernel
 from kernels.mxfp4 import BLOCK_SIZE, E8M0_NAN, MXFP4Tensor, pack_nibbles
 from operands import DEVICE, SEED, generator
 from test_correctness import runnable, sweep_mn
@@ -34,7 +34,7 @@ KNOWN_DEVIATIONS = {
 
 
 def expect_known_deviation(request, name: str, case: str) -> None:
-    arch = platform.device_arch(DEVICE)
+    arch = devices.device_arch(DEVICE)
     for (kernel, known_case, pattern), what in KNOWN_DEVIATIONS.items():
         if kernel == name and known_case == case and fnmatch.fnmatchcase(arch, pattern):
             request.applymarker(pytest.mark.xfail(reason=what, strict=True))

@@ -17,26 +17,20 @@ import re
 import pytest
 import torch
 
-from kernels import flydsl_gfx950 as fk
-from kernels import platform, preshuffle
-from kernels.accuracy import compare
-from kernels.mxfp4 import MXFP4Tensor, e2m1_to_float, random_mxfp4, unpack_nibbles
+from harness.resources import usage_from_artifact
+from kernels import devices, preshuffle
+from kernels.flydsl_gfx950 import KERNEL_NAME, COMPILE_ONLY_K
+from kernels.flydsl_gfx950 import index_math as fk
+from harness.accuracy import compare
+from kernels.mxfp4 import MXFP4Tensor, e2m1_to_float, unpack_nibbles
+from operands import random_mxfp4
 from kernels.reference import reference_gemm
 from kernels.registry import UnsupportedDevice, UnsupportedShape, get_kernel
 
-KERNEL = get_kernel(fk.KERNEL_NAME)
+KERNEL = get_kernel(KERNEL_NAME)
 LDS_LIMIT = 160 * 1024
 # The instruction line (not a comment) of the scaled MFMA, with its modifiers.
 MFMA_LINE = re.compile(r"^\s*v_mfma_scale_f32_16x16x128_f8f6f4\b(.*)$", re.MULTILINE)
-
-
-def _resources(assembly: str) -> dict[str, int]:
-    try:  # helper "resources" owns the real parser; fall back to this module's small one
-        from kernels.resources import parse_amdgpu_resources  # type: ignore[attr-defined]
-    except ImportError:
-        return fk.resource_summary(assembly)
-    parsed = parse_amdgpu_resources(assembly)
-    return {**fk.resource_summary(assembly), **{k: v for k, v in vars(parsed).items() if isinstance(v, int)}}
 
 
 # ---------------------------------------------------------------------------
@@ -59,22 +53,25 @@ def compiled(request):
 
 
 def test_compile_only_resources(compiled) -> None:
-    res = _resources(compiled.assembly)
+    """Read by harness.resources, the parser the budget gate and the asv history use."""
+    usage = usage_from_artifact(compiled)
     assert compiled.arch == "gfx950" and re.search(r"\.amdgcn_target \"amdgcn-amd-amdhsa-\w*-gfx950", compiled.assembly)
-    assert res["vgpr_spill"] == 0 and res["sgpr_spill"] == 0, res
-    assert res["scratch_bytes"] == 0, res
-    assert 0 < res["lds_bytes"] <= LDS_LIMIT, res
-    assert res["max_threads"] == fk.THREADS, res
-    # 2 halves x 8 x 8 tiles per K step, in the (unrolled) loop body.
-    assert res["scaled_mfma"] == 128, res
-    assert res["vgpr_total"] <= 512, res
-    assert compiled.compile_seconds > 0
+    assert compiled.extra["k"] == str(COMPILE_ONLY_K)
+    assert usage.spills_or_scratch() == {}, usage
+    assert usage.shared_bytes == fk.lds_bytes(KERNEL.config(compiled.config)["lds_stages"]) <= LDS_LIMIT, usage
+    assert usage.threads_per_group == fk.THREADS, usage
+    # 2 halves x 8 x 8 tiles per K step, in the (unrolled) loop body: the parser's count and the raw lines agree.
+    assert usage.mma_count == len(MFMA_LINE.findall(compiled.assembly)) == 128, usage
+    # gfx90a+ unified register file: total = arch VGPRs (allocated in 4s, .amdhsa_accum_offset) + AGPRs.
+    assert usage.arch_vgpr % 4 == 0 and usage.registers == usage.arch_vgpr + usage.agpr, usage
+    num_vgpr = int(re.search(r"^\s*\.set\s+\.L\w+\.num_vgpr,\s*(\d+)", compiled.assembly, re.MULTILINE).group(1))
+    assert usage.arch_vgpr == -(-num_vgpr // 4) * 4, (num_vgpr, usage)  # the raw count, rounded up to the granule
 
 
 def test_default_config_pins_accumulators_to_agprs() -> None:
     compiled = _compile("default")
-    res = _resources(compiled.assembly)
-    assert res["agpr"] == 256, res  # 64 tiles x 4 f32 accumulators per lane
+    usage = usage_from_artifact(compiled)
+    assert usage.agpr == 256, usage  # 64 tiles x 4 f32 accumulators per lane
     # The epilogue's guard against reading an accumulator an MFMA still writes.
     tail = compiled.assembly[compiled.assembly.rindex("v_mfma_scale") :]
     first_read = tail.index("v_accvgpr_read_b32")
@@ -175,7 +172,7 @@ def emulate_kernel(a: MXFP4Tensor, b: MXFP4Tensor, stages: int = 2) -> torch.Ten
         def copy_stage(k_step: int, stage: int) -> None:
             for wave in range(fk.WAVES):
                 for operand, mem, offsets, tile_mn in ((0, a_mem, fk.a_copy_offsets, tile_m), (1, b_mem, fk.b_copy_offsets, tile_n)):
-                    for j in range(fk._DMA_PER_WAVE):
+                    for j in range(fk.DMA_PER_WAVE):
                         chunk = fk.dma_chunk(wave, j)
                         uniform, per_lane = offsets(tile_mn, chunk, k_step, LANES, k_bytes)
                         src = (uniform + per_lane)[:, None] + BYTES16
@@ -192,28 +189,28 @@ def emulate_kernel(a: MXFP4Tensor, b: MXFP4Tensor, stages: int = 2) -> torch.Ten
                 wave_m, wave_n = wave >> 1, wave & 1
                 words = []
                 for mem, tile_mn, wave_mn in ((scale_mem[0], tile_m, wave_m), (scale_mem[1], tile_n, wave_n)):
-                    for pair in range(fk._SCALE_WORDS_PER_WAVE):
+                    for pair in range(fk.SCALE_WORDS_PER_WAVE):
                         uniform, per_lane = fk.scale_offsets(tile_mn, wave_mn, pair, k_step, LANES, k_steps)
                         raw = mem[(uniform + per_lane)[:, None] + torch.arange(4)].to(torch.int64)
                         words.append(raw[:, 0] | raw[:, 1] << 8 | raw[:, 2] << 16 | raw[:, 3] << 24)
-                for half in range(fk._HALVES):
+                for half in range(fk.HALVES):
 
                     def operands(operand: int, wave_mn: int, scale_words: list) -> torch.Tensor:
                         mats = []
-                        for tile in range(fk._TILES_PER_WAVE):
+                        for tile in range(fk.TILES_PER_WAVE):
                             base = fk.lds_chunk_offset(stage, operand, fk.operand_chunk(wave_mn, tile, half))
                             op = lds[(base + 16 * LANES)[:, None] + BYTES16]
                             mats.append(_mfma_operand(op, scale_words[tile >> 1], fk.scale_opsel(half, tile)))
                         return torch.stack(mats)  # [tile, 16, 128]
 
-                    a_mats = operands(0, wave_m, words[: fk._SCALE_WORDS_PER_WAVE])
-                    b_mats = operands(1, wave_n, words[fk._SCALE_WORDS_PER_WAVE :])
+                    a_mats = operands(0, wave_m, words[: fk.SCALE_WORDS_PER_WAVE])
+                    b_mats = operands(1, wave_n, words[fk.SCALE_WORDS_PER_WAVE :])
                     # as in the kernel: B operand first, so D[mt, nt] = B_nt . A_mt^T is the C^T tile
                     d = torch.einsum("nik,mjk->mnij", b_mats, a_mats)
                     acc[wave] += d[:, :, RESULT_ROWS, RESULT_COLS].reshape(64, 64, 4)
         for wave in range(fk.WAVES):
-            for mt in range(fk._TILES_PER_WAVE):
-                for nt in range(fk._TILES_PER_WAVE):
+            for mt in range(fk.TILES_PER_WAVE):
+                for nt in range(fk.TILES_PER_WAVE):
                     offset = fk.c_offset(tile_m, tile_n, wave >> 1, wave & 1, mt, nt, LANES, n)
                     c_mem[(offset // 2)[:, None] + torch.arange(4)] = acc[wave, mt * 8 + nt]
     return c_mem.reshape(m, n).to(torch.bfloat16)
@@ -257,8 +254,8 @@ def test_emulation_catches_injected_layout_faults(monkeypatch, fault, replacemen
 
 
 def _gfx950_or_skip() -> torch.device:
-    device = platform.default_device()
-    arch = platform.device_arch(device)
+    device = devices.default_device()
+    arch = devices.device_arch(device)
     if arch != "gfx950":
         pytest.skip(f"needs a gfx950 (MI355X) GPU; this device is {arch}")
     reason = KERNEL.unavailable_reason(device)
@@ -272,7 +269,7 @@ def _gfx950_or_skip() -> torch.device:
 @pytest.mark.parametrize("m,n,k", [(256, 256, 256), (512, 768, 1280), (1024, 512, 4096)])
 def test_runtime_matches_reference_on_gfx950(config, m, n, k) -> None:
     device = _gfx950_or_skip()
-    from kernels.accuracy import check_kernel  # lazily: the one runtime correctness path
+    from ci.correctness import check_kernel  # lazily: the one runtime correctness path
 
     a, b = (t.to(device) for t in _operands(m, n, k))
     report = check_kernel(KERNEL, a, b, config)
@@ -280,12 +277,12 @@ def test_runtime_matches_reference_on_gfx950(config, m, n, k) -> None:
 
 
 # ---------------------------------------------------------------------------
-# the linker provisioning of kernels.flydsl_toolchain
+# the linker provisioning of kernels.flydsl_gfx950.toolchain
 # ---------------------------------------------------------------------------
 
 
 def test_toolchain_prefers_rocm_then_shims_debian_lld_then_names_the_fix(tmp_path, monkeypatch) -> None:
-    from kernels import flydsl_toolchain as tc
+    from kernels.flydsl_gfx950 import toolchain as tc
 
     rocm = tmp_path / "rocm"
     tc.rocm_linker(rocm).parent.mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""The idle check and GPU state snapshots (kernels.gpu_state), driven by fake NVML / amdsmi libraries.
+"""The idle check and GPU state snapshots (harness.gpu_state), driven by fake NVML / amdsmi libraries.
 
 The backends take the library module as an argument, so these tests run the real
 backend code against fakes with the libraries' function names and units. The
@@ -12,7 +12,7 @@ import os
 import pytest
 import torch
 
-from kernels import gpu_state, timing
+from harness import gpu_state, timing
 
 
 class FakeNvml:

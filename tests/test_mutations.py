@@ -5,7 +5,7 @@ Two families of mutants:
 * Triton source mutants: kernels/triton_mxfp4.py with one line changed the way
   a real bug would change it (nibble order, K loop bound, scale pointer, B
   addressing, a dropped block), imported as a separate module and run through
-  the same gate (kernels.accuracy.check_kernel). On a GPU the whole K sweep
+  the same gate (ci.correctness.check_kernel). On a GPU the whole K sweep
   runs; in the CPU interpreter the sweep's two ends (time).
 * torch mutants: the torch_dequant kernel with the same bugs injected into its
   dequantize, over the whole K sweep on any device.
@@ -26,9 +26,9 @@ import torch
 
 import kernels.triton_mxfp4 as triton_mxfp4
 from kernels import registry
-from kernels.accuracy import check_kernel
+from ci.correctness import check_kernel
 from kernels.mxfp4 import BLOCK_SIZE, MXFP4Tensor
-from kernels.shapes import K_SWEEP
+from harness.shapes import K_SWEEP
 from kernels.torch_dequant import TorchDequantGemm
 from operands import DATA_KINDS, DEVICE, SEED, make_operands
 from test_correctness import sweep_mn

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from kernels import mxfp4
+from operands import random_mxfp4
 from kernels.reference import reference_gemm
 from operands import SEED
 
@@ -26,8 +27,8 @@ def exact_gemm(a: mxfp4.MXFP4Tensor, b: mxfp4.MXFP4Tensor) -> list[list[Fraction
 
 def test_reference_equals_exact_rational_result():
     g = torch.Generator().manual_seed(SEED)
-    a = mxfp4.random_mxfp4(5, 128, generator=g, scale_range=(1, 254))
-    b = mxfp4.random_mxfp4(3, 128, generator=g, scale_range=(1, 254))
+    a = random_mxfp4(5, 128, generator=g, scale_range=(1, 254))
+    b = random_mxfp4(3, 128, generator=g, scale_range=(1, 254))
     ref = reference_gemm(a, b)
     exact = exact_gemm(a, b)
     for i in range(5):
@@ -39,8 +40,8 @@ def test_reference_equals_exact_rational_result():
 
 def test_chunking_does_not_change_the_result():
     g = torch.Generator().manual_seed(SEED)
-    a = mxfp4.random_mxfp4(16, 4096, generator=g)
-    b = mxfp4.random_mxfp4(8, 4096, generator=g)
+    a = random_mxfp4(16, 4096, generator=g)
+    b = random_mxfp4(8, 4096, generator=g)
     whole = reference_gemm(a, b)
     chunked = reference_gemm(a, b, chunk_bytes=8 * 24 * 96)  # 96 columns per chunk: 43 chunks, ragged end
     torch.testing.assert_close(chunked, whole, rtol=4096 * 2.0**-52, atol=0)
@@ -48,8 +49,8 @@ def test_chunking_does_not_change_the_result():
 
 def test_nan_scale_poisons_exactly_its_row():
     g = torch.Generator().manual_seed(SEED)
-    a = mxfp4.random_mxfp4(4, 64, generator=g)
-    b = mxfp4.random_mxfp4(3, 64, generator=g)
+    a = random_mxfp4(4, 64, generator=g)
+    b = random_mxfp4(3, 64, generator=g)
     a.scales[2, 1] = mxfp4.E8M0_NAN
     ref = reference_gemm(a, b)
     assert torch.isnan(ref[2]).all()
@@ -58,8 +59,8 @@ def test_nan_scale_poisons_exactly_its_row():
 
 def test_absolute_is_the_sum_of_magnitudes():
     g = torch.Generator().manual_seed(SEED)
-    a = mxfp4.random_mxfp4(4, 64, generator=g)
-    b = mxfp4.random_mxfp4(3, 64, generator=g)
+    a = random_mxfp4(4, 64, generator=g)
+    b = random_mxfp4(3, 64, generator=g)
     expected = mxfp4.dequantize(a, torch.float64).abs() @ mxfp4.dequantize(b, torch.float64).abs().T
     torch.testing.assert_close(reference_gemm(a, b, absolute=True), expected, rtol=1e-14, atol=0)
 
@@ -67,4 +68,4 @@ def test_absolute_is_the_sum_of_magnitudes():
 def test_reference_rejects_mismatched_k():
     g = torch.Generator().manual_seed(SEED)
     with pytest.raises(ValueError, match="K = 64 does not match"):
-        reference_gemm(mxfp4.random_mxfp4(2, 32, generator=g), mxfp4.random_mxfp4(2, 64, generator=g))
+        reference_gemm(random_mxfp4(2, 32, generator=g), random_mxfp4(2, 64, generator=g))

@@ -1,4 +1,4 @@
-"""kernels.triton_compile, kernels.resources and ci.resources on real compiler output.
+"""kernels.triton_compile, harness.resources (the one parser) and ci.resources on real compiler output.
 
 The probe kernel below is a plain bf16 ``tl.dot`` GEMM: its tile and warp count
 move register use in known directions (fewer warps for the same tile -> more
@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels import resources
+from harness import resources
+from harness.resources import AmdLimits, NvidiaLimits, ResourceParseError, amd_occupancy, nvidia_occupancy
 from kernels.registry import CompiledArtifact, Kernel, _REGISTRY, all_kernels, register
-from kernels.resources import AmdLimits, NvidiaLimits, ResourceParseError, amd_occupancy, nvidia_occupancy
 
 PROJECT = Path(__file__).resolve().parents[1]
 
@@ -200,7 +200,9 @@ def test_gfx950_isa_fields_and_unified_register_accounting(gfx950):
 
 
 def test_flydsl_kernel_counts_agprs_in_the_unified_file():
-    usage = resources.inspect("flydsl_gfx950_4wave", "gfx950", "default")
+    from ci.resources import inspect
+
+    usage = inspect("flydsl_gfx950_4wave", "gfx950", "default")
     assert usage.agpr > 0, "the default config pins its accumulators to AGPRs"
     assert usage.registers == usage.arch_vgpr + usage.agpr
     assert usage.spills_or_scratch() == {}
@@ -304,7 +306,7 @@ def test_interpreter_mode_and_in_process_compiles_agree(probe, sm90):
         sys.path[:0] = [{str(PROJECT)!r}, {str(Path(probe.__file__).parent)!r}]
         import resource_probe_kernels as probe
         print(type(probe.probe_gemm_kernel).__name__)
-        from kernels.resources import usage_from_artifact
+        from harness.resources import usage_from_artifact
         artifact = probe.compile_probe("sm_90", "w8", {json.dumps(dict(TILE_128, num_warps=8))})
         print(usage_from_artifact(artifact).registers)
         """
@@ -340,7 +342,9 @@ def test_compile_for_arch_rejects_bad_requests(probe):
 
 def test_compile_targets_cover_every_compile_arch_and_config():
     expected = {(k.name, a, c) for k in all_kernels() for a in k.compile_archs for c in k.configs}
-    targets = resources.compile_targets()
+    from ci.resources import compile_targets
+
+    targets = compile_targets()
     assert set(targets) == expected and len(targets) == len(expected)
     assert ("flydsl_gfx950_4wave", "gfx950", "default") in expected
 
@@ -403,9 +407,9 @@ def test_sm90_numbers_match_the_driver(probe):
     """Registers, spills and occupancy from compile-only vs what CUDA reports for the loaded kernel."""
     import ctypes
 
-    from kernels import platform
+    from kernels import devices
 
-    arch = platform.device_arch("cuda")
+    arch = devices.device_arch("cuda")
     if arch != "sm_90":
         pytest.skip(f"the sm_90 model needs an sm_90 GPU, this is {arch}")
     libcuda = ctypes.CDLL("libcuda.so.1")

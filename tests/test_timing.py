@@ -1,5 +1,5 @@
-"""The one timing module (kernels.timing): statistics, rotation, warm-up, input sizing, and that it
-catches an injected slowdown. CPU tests use time.perf_counter; the device-event path is marked gpu."""
+"""The one timing module (harness.timing): statistics, rotation, warm-up, input sizing, and that it
+sees an injected slowdown. CPU tests use time.perf_counter; the device-event path is marked gpu."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from kernels import registry, timing
+from harness import operands, timing
+from kernels import registry
+from kernels.mxfp4 import MXFP4Tensor
 
 FAST = timing.TimingBudget(warmup_ms=20, max_warmup_ms=400, rep_ms=150, min_reps=15, max_reps=200, chunk_ms=2)
 
@@ -99,7 +101,7 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def test_an_injected_slowdown_is_caught_and_an_unchanged_callable_is_not(one_thread):
+def test_an_injected_slowdown_shows_in_the_medians_and_an_unchanged_callable_does_not(one_thread):
     work = _work()
 
     def twice():  # the injected slowdown: the same work done twice
@@ -110,24 +112,11 @@ def test_an_injected_slowdown_is_caught_and_an_unchanged_callable_is_not(one_thr
     baseline = timing.benchmark([work], flops=1, device="cpu", budget=budget)
     slowed = timing.benchmark([twice], flops=1, device="cpu", budget=budget)
     again = timing.benchmark([work], flops=1, device="cpu", budget=budget)
-    verdict = timing.compare(baseline, slowed)
-    assert verdict.slower, verdict.summary()
-    assert 1.4 < verdict.ratio < 3.0, verdict.summary()
-    # The unchanged callable against itself: not flagged. (factor 1.3: a shared 2-core CI box
-    # drifts by more than the default 10% between two runs a second apart.)
-    unchanged = timing.compare(baseline, again, factor=1.3)
-    assert not unchanged.slower, unchanged.summary()
-
-
-def test_mann_whitney_against_known_values():
-    # Fully separated samples of 8: U = 64, mean 32, variance 8*8*17/12; with the continuity
-    # correction z = 31.5 / 9.522 = 3.308, one-sided p = 4.70e-4 (exact: 1 / C(16, 8) = 7.8e-5).
-    p = timing.mann_whitney_greater([10 + i for i in range(8)], [float(i) for i in range(8)])
-    assert p == pytest.approx(4.70e-4, rel=0.01)
-    assert timing.mann_whitney_greater([float(i) for i in range(8)], [10 + i for i in range(8)]) > 0.99
-    assert timing.mann_whitney_greater([1.0] * 5, [1.0] * 5) == 0.5  # all tied: no evidence either way
-    with pytest.raises(ValueError, match="at least 2 samples"):
-        timing.mann_whitney_greater([1.0], [1.0, 2.0])
+    assert 1.4 < slowed.median_s / baseline.median_s < 3.0, (baseline.summary(), slowed.summary())
+    # The unchanged callable against itself: a shared 2-core CI box drifts by up to ~25% between
+    # two runs a second apart, so only a gap below the doubling is asserted. The PR speed gate
+    # does not rely on single runs like these: it interleaves fresh processes (ci.speed_gate).
+    assert again.median_s / baseline.median_s < 1.3, (baseline.summary(), again.summary())
 
 
 def test_gemm_bytes_counts_packed_operands_scales_and_bf16_output():
@@ -154,24 +143,45 @@ def test_input_sets_that_do_not_fit_are_refused_with_the_sizes():
         timing.input_set_count(timing.gemm_bytes(16384, 16384, 16384), 60 * 10**6, free_bytes=1 << 30)
 
 
+def _prepare(kernel, config=None):
+    """What the asv suite and the speed gate hand to measure_gemm: raw operands wrapped for this kernel."""
+
+    def prepare(a, b, out):
+        return kernel.prepare(MXFP4Tensor(a.data, a.scales), MXFP4Tensor(b.data, b.scales), out, config)
+
+    return prepare
+
+
 def test_measure_gemm_times_the_torch_reference_on_the_cpu():
     kernel = registry.get_kernel("torch_dequant")
-    t = timing.measure_gemm(kernel, 128, 128, 1024, device="cpu", budget=FAST)
-    assert t.flops == registry.flops(128, 128, 1024)
+    t = timing.measure_gemm(_prepare(kernel), 128, 128, 1024, device="cpu", budget=FAST, label="torch 128^2x1024")
+    assert t.flops == 2 * 128 * 128 * 1024
     assert t.clock == "perf_counter" and t.input_sets == timing.CPU_MAX_INPUT_SETS
     assert t.idle == {"status": "no gpu", "waited_s": 0.0, "problems": [], "state": None}
     assert len(t.samples_s) >= FAST.min_reps and all(s > 0 for s in t.samples_s)
     assert t.to_json()["tflops"] == pytest.approx(t.tflops)
-    assert t.label == f"torch_dequant[{kernel.default_config}] 128x128x1024 on cpu"
+    assert t.label == "torch 128^2x1024"
 
 
-def test_measure_gemm_rejects_what_the_kernel_cannot_run():
-    with pytest.raises(registry.UnsupportedShape, match="K = 48"):
-        timing.measure_gemm(registry.get_kernel("torch_dequant"), 64, 64, 48, device="cpu", budget=FAST)
-    flydsl = [k for k in registry.all_kernels() if k.unavailable_reason("cpu")]
-    assert flydsl, "expected at least one kernel that cannot run on a CPU"
-    with pytest.raises(registry.UnsupportedDevice):
-        timing.measure_gemm(flydsl[0], 256, 256, 1024, device="cpu", budget=FAST)
+def test_measure_gemm_hands_each_input_set_its_own_seeded_operands():
+    seen = []
+
+    def prepare(a, b, out):
+        seen.append((a, b, out))
+        return lambda: None
+
+    t = timing.measure_gemm(prepare, 64, 32, 256, device="cpu", budget=FAST, seed=7)
+    assert len(seen) == t.input_sets == timing.CPU_MAX_INPUT_SETS
+    for i, (a, b, out) in enumerate(seen):
+        expected_a, expected_b = operands.gemm_operands(64, 32, 256, seed=7 + i, device="cpu")
+        assert torch.equal(a.data, expected_a.data) and torch.equal(b.scales, expected_b.scales)
+        assert a.data.shape == (64, 128) and b.data.shape == (32, 128) and out.shape == (64, 32)
+    assert not torch.equal(seen[0][0].data, seen[1][0].data)  # consecutive launches never share inputs
+
+
+def test_measure_gemm_rejects_an_empty_shape():
+    with pytest.raises(ValueError, match="must be positive"):
+        timing.measure_gemm(lambda a, b, out: (lambda: None), 0, 64, 256, device="cpu", budget=FAST)
 
 
 @pytest.mark.gpu
@@ -191,7 +201,7 @@ def test_measure_gemm_on_the_gpu_records_gpu_state_and_a_sane_tflops():
     runnable = [k for k in registry.all_kernels() if k.backend == "triton" and not k.unavailable_reason("cuda")]
     if not runnable:
         pytest.skip("no Triton kernel runs on this GPU")
-    t = timing.measure_gemm(runnable[0], 8192, 8192, 8192, device="cuda")
+    t = timing.measure_gemm(_prepare(runnable[0]), 8192, 8192, 8192, device="cuda")
     assert t.clock == "device events" and t.idle["status"] in ("idle", "overridden")
     assert t.gpu_before and t.gpu_after and t.gpu_before["sm_clock_mhz"] > 0
     assert 1 < t.tflops < 10_000, t.summary()

@@ -1,4 +1,9 @@
-"""Find the linker FlyDSL needs to finish a gfx950 compile, or provision one.
+"""The compile-only toolchain of the FlyDSL gfx950 kernel: the linker, and the driver that dumps the ISA.
+
+:func:`compile_isa` compiles the kernel for gfx950 without a GPU and returns the
+final ISA text. FlyDSL's compile-only switches are environment variables read
+once per process, so it runs in a fresh process: the registry entry asks for
+one (``_compile_needs_clean_process``) and kernels.compile_child provides it.
 
 FlyDSL's ROCm backend links the assembled kernel with ``$ROCM_PATH/llvm/bin/ld.lld``
 (``/opt/rocm`` when ``ROCM_PATH`` is unset). A CPU-only CI machine has no ROCm, but
@@ -14,6 +19,8 @@ from __future__ import annotations
 import ctypes.util
 import os
 import shutil
+import tempfile
+import time
 from pathlib import Path
 
 DEFAULT_ROCM_PATH = "/opt/rocm"
@@ -78,3 +85,49 @@ def hip_runtime_missing_reason() -> str | None:
         if root and any((Path(root) / "lib").glob("libamdhip64.so*")):
             return None
     return "the FlyDSL runtime needs the HIP runtime (libamdhip64.so) from a ROCm install; none was found"
+
+
+def compile_isa(*, arch: str, config: dict, k: int) -> tuple[str, float]:
+    """(final ISA text, compile seconds) of the kernel for ``arch`` with ``config`` and K = ``k``.
+
+    Sets FlyDSL's switches before FlyDSL is first imported: call it in a fresh process.
+    """
+    import torch
+
+    from kernels.flydsl_gfx950.index_math import BLOCK_M
+
+    dump_dir = Path(tempfile.mkdtemp(prefix="flydsl-dump-"))
+    try:
+        os.environ.update(
+            {
+                "COMPILE_ONLY": "1",
+                "FLYDSL_GPU_ARCH": arch,  # without it FlyDSL silently targets gfx942
+                "FLYDSL_DEBUG_DUMP_ASM": "1",
+                "FLYDSL_DUMP_DIR": str(dump_dir),
+                "FLYDSL_RUNTIME_ENABLE_CACHE": "0",  # a cached binary would skip the ISA dump
+                "ROCM_PATH": rocm_path_for_compile(),
+            }
+        )
+        import flydsl.compiler as flyc
+
+        from kernels.flydsl_gfx950.kernel_body import build_launcher
+
+        m = n = 2 * BLOCK_M  # runtime values; any multiple of the tile gives the same code
+        placeholders = (
+            torch.empty(m * k // 2, dtype=torch.uint8),
+            torch.empty(n * k // 2, dtype=torch.uint8),
+            torch.empty(m * n, dtype=torch.bfloat16),
+            torch.empty(m * k // 32, dtype=torch.uint8),
+            torch.empty(n * k // 32, dtype=torch.uint8),
+            m,
+            n,
+        )
+        started = time.perf_counter()
+        flyc.compile(build_launcher(k=k, **config), *placeholders)
+        seconds = time.perf_counter() - started
+        isa_files = sorted(dump_dir.glob("*/22_final_isa.s"))
+        if len(isa_files) != 1:
+            raise RuntimeError(f"expected one final ISA dump under {dump_dir}, found {[str(p) for p in isa_files]}")
+        return isa_files[0].read_text(), seconds
+    finally:
+        shutil.rmtree(dump_dir, ignore_errors=True)

@@ -1,11 +1,11 @@
 """The one timing module. Everything that times a kernel uses it: the asv suite,
-the pytest-benchmark A/B runs and the PR gate.
+the pytest-benchmark A/B runs and the PR speed gate.
 
-How :func:`measure_gemm` times a registered kernel on one shape:
+How :func:`measure_gemm` times a GEMM on one shape:
 
-1. Idle check (kernels.gpu_state): no other compute process, utilization about
+1. Idle check (harness.gpu_state): no other compute process, utilization about
    zero, no throttling -- waited for up to a bound, then refused.
-2. Input sets: enough (A, B, C) sets that, rotating through them, every set has
+2. Input sets (harness.operands, seeded): enough (A, B, C) sets that, rotating through them, every set has
    been pushed out of the last-level cache before it is used again (the H200 has
    60 MB of L2, the MI355X 256 MiB of Infinity Cache). A GEMM that finds its
    operands in cache is faster than the one a model runs.
@@ -21,6 +21,9 @@ How :func:`measure_gemm` times a registered kernel on one shape:
 
 The asv suite compares results only within one asv_bench.common.TIMING_METHOD_VERSION:
 bump it when a change here changes what a time means.
+
+Imports nothing from kernels/ or ci/: the kernel arrives as a ``prepare``
+callable, so this module measures any commit's kernel the same way.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from . import gpu_state  # relative: the asv suite loads this module from its checkout (asv_bench.common)
+from harness import gpu_state
+from harness.operands import Operand, gemm_operands
 
 # Last-level cache of GPUs whose torch-reported L2 is not the last level: CDNA3/4
 # have a 256 MiB Infinity Cache (MALL) behind the per-XCD L2.
@@ -290,62 +294,6 @@ def _warm_up(clock: _EventClock | _HostClock, launches: Sequence[Callable[[], No
 
 
 # ---------------------------------------------------------------------------
-# comparing two timings (the A/B decision of the PR gate and pytest-benchmark runs)
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Comparison:
-    ratio: float  # candidate median / baseline median (> 1: slower)
-    p_value: float  # one-sided Mann-Whitney U: candidate slower than baseline
-    slower: bool  # ratio > factor and p_value < alpha
-    factor: float
-    alpha: float
-
-    def summary(self) -> str:
-        verdict = "SLOWER" if self.slower else "not slower"
-        return f"{verdict}: ratio {self.ratio:.3f} (factor {self.factor}), p = {self.p_value:.2g} (alpha {self.alpha})"
-
-
-def compare(baseline: Timing, candidate: Timing, *, factor: float = 1.1, alpha: float = 0.001) -> Comparison:
-    """Is ``candidate`` slower than ``baseline``? The rule asv applies: by more than ``factor``
-    and statistically significant (Mann-Whitney U on the samples; alpha 0.001 one-sided is
-    about asv's two-sided p < 0.002)."""
-    if factor < 1:
-        raise ValueError(f"factor: must be >= 1, got {factor}")
-    ratio = candidate.median_s / baseline.median_s
-    p = mann_whitney_greater(candidate.samples_s, baseline.samples_s)
-    return Comparison(ratio, p, ratio > factor and p < alpha, factor, alpha)
-
-
-def mann_whitney_greater(x: Sequence[float], y: Sequence[float]) -> float:
-    """One-sided p-value that ``x`` tends to be larger than ``y`` (normal approximation, tie-corrected)."""
-    n1, n2 = len(x), len(y)
-    if n1 < 2 or n2 < 2:
-        raise ValueError(f"need at least 2 samples on each side, got {n1} and {n2}")
-    pooled = sorted([(v, 0) for v in x] + [(v, 1) for v in y])
-    ranks = [0.0] * len(pooled)
-    tie_term = 0.0
-    i = 0
-    while i < len(pooled):
-        j = i
-        while j + 1 < len(pooled) and pooled[j + 1][0] == pooled[i][0]:
-            j += 1
-        for r in range(i, j + 1):
-            ranks[r] = (i + j) / 2 + 1
-        tie_term += (j - i + 1) ** 3 - (j - i + 1)
-        i = j + 1
-    rank_sum_x = sum(rank for rank, (_, side) in zip(ranks, pooled) if side == 0)
-    u = rank_sum_x - n1 * (n1 + 1) / 2
-    n = n1 + n2
-    variance = n1 * n2 / 12 * ((n + 1) - tie_term / (n * (n - 1)))
-    if variance <= 0:
-        return 0.5
-    z = (u - n1 * n2 / 2 - 0.5) / math.sqrt(variance)  # continuity correction
-    return 0.5 * math.erfc(z / math.sqrt(2))
-
-
-# ---------------------------------------------------------------------------
 # GEMM inputs and the one entry point for timing a registered kernel
 # ---------------------------------------------------------------------------
 
@@ -359,12 +307,19 @@ def last_level_cache_bytes(device: torch.device | str) -> int:
     device = torch.device(device)
     if device.type == "cpu":
         return _cpu_llc_bytes()
-    from kernels import platform
-
-    arch = platform.device_arch(device)
+    arch = _gpu_arch(device)
     if arch in _LLC_BYTES_BY_ARCH:
         return _LLC_BYTES_BY_ARCH[arch]
     return int(torch.cuda.get_device_properties(device).L2_cache_size)
+
+
+def _gpu_arch(device: torch.device) -> str:
+    """"gfx950" (ROCm gcnArchName without features) or "sm_90". kernels.devices has the same rule for
+    the registry; it is repeated here because the harness imports nothing from the code it measures."""
+    props = torch.cuda.get_device_properties(device)
+    if getattr(torch.version, "hip", None):
+        return props.gcnArchName.split(":")[0]
+    return f"sm_{props.major}{props.minor}"
 
 
 def _cpu_llc_bytes() -> int:
@@ -425,18 +380,26 @@ def input_set_count(
     return sets, (sets - 1) * set_bytes >= cache_bytes
 
 
+def gemm_flops(m: int, n: int, k: int) -> int:
+    """Floating-point operations of one GEMM: a multiply and an add per term."""
+    return 2 * m * n * k
+
+
+# prepare(a, b, out) -> launch: the caller wraps the raw operands in the commit's own MXFP4
+# type and runs the kernel's untimed preparation; launch() is the only thing timed.
+Prepare = Callable[[Operand, Operand, torch.Tensor], Callable[[], None]]
+
+
 @dataclass
 class GemmInputs:
-    sets: list[tuple[Any, Any, torch.Tensor]] = field(default_factory=list)  # (a, b, out) per set
+    sets: list[tuple[Operand, Operand, torch.Tensor]] = field(default_factory=list)  # (a, b, out) per set
     cold: bool = True
 
 
 def gemm_inputs(
     m: int, n: int, k: int, *, device: torch.device | str, seed: int = 0, max_sets: int | None = None
 ) -> GemmInputs:
-    """Random MXFP4 operand sets (kernels.mxfp4.random_mxfp4), generated on ``device``."""
-    from kernels.mxfp4 import random_mxfp4
-
+    """Random MXFP4 operand sets (harness.operands), generated on ``device``; set ``i`` is seeded ``seed + i``."""
     device = torch.device(device)
     if max_sets is None:
         max_sets = CPU_MAX_INPUT_SETS if device.type == "cpu" else MAX_INPUT_SETS
@@ -446,49 +409,43 @@ def gemm_inputs(
     )
     inputs = GemmInputs(cold=cold)
     for i in range(count):
-        generator = torch.Generator(device=device).manual_seed(seed + i)
-        a = random_mxfp4(m, k, generator=generator, device=device)
-        b = random_mxfp4(n, k, generator=generator, device=device)
+        a, b = gemm_operands(m, n, k, seed=seed + i, device=device)
         inputs.sets.append((a, b, torch.empty((m, n), dtype=torch.bfloat16, device=device)))
     return inputs
 
 
 def measure_gemm(
-    kernel: Any,
+    prepare: Prepare,
     m: int,
     n: int,
     k: int,
     *,
     device: torch.device | str,
-    config: str | None = None,
+    label: str = "",
     budget: TimingBudget = TimingBudget(),
     idle_policy: gpu_state.IdlePolicy | None = None,
     seed: int = 0,
     log: Callable[[str], None] | None = None,
 ) -> Timing:
-    """Time registered ``kernel`` (kernels.registry.Kernel) on an M x N x K GEMM; see the module doc.
+    """Time an M x N x K MXFP4 GEMM; see the module doc.
 
-    Raises the registry's UnsupportedDevice / UnsupportedShape when the kernel
-    cannot run here, gpu_state.GpuBusyError when the GPU does not become idle
-    (default policy: gpu_state.IdlePolicy.from_environment()).
+    ``prepare(a, b, out)`` is called once per input set with raw operands
+    (:class:`harness.operands.Operand`) and a bf16 ``out``; it returns the
+    zero-argument launch that is timed. The caller has already checked that
+    the kernel can run this shape here. Raises gpu_state.GpuBusyError when the
+    GPU does not become idle (default policy: gpu_state.IdlePolicy.from_environment()).
     """
-    from kernels import registry
-
     device = torch.device(device)
-    reason = kernel.unavailable_reason(device)
-    if reason:
-        raise registry.UnsupportedDevice(reason)
-    kernel.check_shape(m, n, k)
-    config_name = config or kernel.default_config
-    label = f"{kernel.name}[{config_name}] {m}x{n}x{k} on {device}"
-
+    if min(m, n, k) <= 0:
+        raise ValueError(f"shape: M, N, K must be positive, got {m} x {n} x {k}")
+    label = label or f"{m}x{n}x{k} on {device}"
     monitor, idle = _open_and_wait_idle(device, idle_policy or gpu_state.IdlePolicy.from_environment(), log)
     try:
         inputs = gemm_inputs(m, n, k, device=device, seed=seed)
-        launches = [kernel.prepare(a, b, out, config_name) for a, b, out in inputs.sets]
+        launches = [prepare(a, b, out) for a, b, out in inputs.sets]
         timing = benchmark(
             launches,
-            flops=registry.flops(m, n, k),
+            flops=gemm_flops(m, n, k),
             device=device,
             budget=budget,
             monitor=monitor,

@@ -58,14 +58,3 @@ BENCHMARK_SHAPES = SQUARE_SHAPES + LLM_SHAPES
 # and a CPU can check it in seconds.
 K_SWEEP_MN = 256
 K_SWEEP = tuple(range(8192, 24576 + 1, 2048))
-K_SWEEP_SHAPES = tuple(
-    GemmShape(f"ksweep_m{K_SWEEP_MN:05d}_n{K_SWEEP_MN:05d}_k{k:05d}", K_SWEEP_MN, K_SWEEP_MN, k, "K sweep 8192..24576")
-    for k in K_SWEEP
-)
-
-
-def by_name(name: str) -> GemmShape:
-    for shape in BENCHMARK_SHAPES + K_SWEEP_SHAPES:
-        if shape.name == name:
-            return shape
-    raise ValueError(f"shape: no shape named {name!r}")

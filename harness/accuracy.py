@@ -1,4 +1,7 @@
-"""How a kernel's bf16 output is judged against the float64 reference.
+"""How a kernel's bf16 output is judged against the float64 reference (the accuracy judgement).
+
+Pure: it takes tensors and returns a verdict; running a kernel and computing the
+reference is ci.correctness.check_kernel, the one path every gate goes through.
 
 Thresholds come from bf16 output rounding, the one error a correct fp4 GEMM
 must make (its products are exact and it accumulates in fp32):
@@ -103,21 +106,3 @@ def compare(out: torch.Tensor, reference: torch.Tensor, abs_reference: torch.Ten
         nonfinite=nonfinite,
         missing_nan=missing_nan,
     )
-
-
-def check_kernel(kernel, a, b, config: str | None = None) -> AccuracyReport:
-    """Run ``kernel`` once on (a, b) into a NaN-poisoned output and judge it.
-
-    The poison makes an unwritten element fail as ``nonfinite``; it is the
-    one path every correctness gate and mutation test goes through.
-    """
-    from kernels.reference import reference_gemm  # one reference, used here and nowhere else re-derived
-
-    out = torch.full((a.rows, b.rows), math.nan, dtype=torch.bfloat16, device=a.device)
-    launch = kernel.prepare(a, b, out, config)
-    launch()
-    if out.is_cuda:
-        torch.cuda.synchronize(out.device)
-    reference = reference_gemm(a, b)
-    abs_reference = reference_gemm(a, b, absolute=True)
-    return compare(out, reference, abs_reference, a.k)

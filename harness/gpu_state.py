@@ -1,6 +1,6 @@
 """What the GPU is doing: clocks, temperature, power, utilization, throttling, other processes.
 
-Two jobs, both for the timing module (kernels.timing):
+Two jobs, both for the timing module (harness.timing):
 
 * :func:`open_monitor` / :meth:`GpuMonitor.snapshot` -- a :class:`GpuState`
   recorded before and after every timed run, so a slow number can be told apart
@@ -83,16 +83,6 @@ class GpuState:
         d["throttle_reasons"] = list(self.throttle_reasons)
         d["process_ids"] = list(self.process_ids)
         return d
-
-    def summary(self) -> str:
-        def fmt(value: float | None, unit: str) -> str:
-            return "?" if value is None else f"{value:.0f} {unit}"
-
-        return (
-            f"{self.name}: SM {fmt(self.sm_clock_mhz, 'MHz')}, {fmt(self.temperature_c, 'C')}, "
-            f"{fmt(self.power_w, 'W')}, util {fmt(self.utilization_pct, '%')}, "
-            f"throttle [{', '.join(self.throttle_reasons) or 'none'}], processes {list(self.process_ids)}"
-        )
 
 
 class GpuMonitor(Protocol):

@@ -1,4 +1,7 @@
-"""Where are we running? One place for every device and architecture check.
+"""Where are we running? One place for every device and architecture check of the kernels.
+
+(Named ``devices``, not ``platform``: a module named after the standard library's
+shadows it for any command started from inside kernels/.)
 
 Architecture names are the compilers' own: ``"cpu"``, ``"sm_90"`` (CUDA compute
 capability 9.0), ``"gfx950"`` (ROCm gcnArchName without its feature suffix).
@@ -44,14 +47,6 @@ def device_arch(device: torch.device | str) -> str:
 
 def arch_matches(arch: str, patterns: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(arch, p) for p in patterns)
-
-
-def is_gfx950(device: torch.device | str) -> bool:
-    return device_arch(device) == "gfx950"
-
-
-def is_hopper(device: torch.device | str) -> bool:
-    return device_arch(device) == "sm_90"
 
 
 def gpu_name(device: torch.device | str) -> str:

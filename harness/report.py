@@ -1,0 +1,125 @@
+"""The one report module: tables, atomic JSON/text files, the GitHub step summary.
+
+Every command and gate writes through here, so a reader finds one answer to
+"how did this file get written" and "why does this table look like that":
+
+* :func:`write_json_atomic` / :func:`write_text_atomic` -- write a temporary file
+  beside the target, flush and ``fsync`` it, ``os.replace`` it into place, then
+  ``fsync`` the directory. A reader sees the old file or the new one, never half
+  of one, even if the writer is killed or the machine loses power.
+* :func:`markdown_table` / :func:`text_table` -- rows of ``{column: text}`` as a
+  GitHub-flavoured Markdown table or an aligned plain-text one (tabulate).
+* :func:`append_step_summary` -- append Markdown to ``$GITHUB_STEP_SUMMARY`` when
+  GitHub Actions provides it.
+
+Imports nothing from kernels/ or ci/ (harness rule).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
+    """Replace ``path`` with ``text`` atomically (see the module doc); returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_directory(path.parent)
+    return path
+
+
+def write_json_atomic(path: str | os.PathLike[str], data: Any) -> Path:
+    """JSON (indented, keys in insertion order, Paths and the like as text) via :func:`write_text_atomic`."""
+    # Serialize first: a value JSON cannot hold fails here, before any file is touched.
+    text = json.dumps(data, indent=2, default=str, allow_nan=True) + "\n"
+    return write_text_atomic(path, text)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the rename itself durable; a file system that cannot open directories is left as is."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def check_writable(path: str | os.PathLike[str], what: str) -> Path:
+    """Fail before the work, not after it: ``path``'s folder must exist (or be creatable) and be writable.
+
+    Raises ``OSError`` naming ``what`` (e.g. ``"--json"``) and the reason.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise OSError(f"{what} {path}: is a directory, expected a file path")
+    parent = path.parent if str(path.parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise OSError(f"{what} {path}: cannot write there ({exc.strerror or exc})") from None
+    return path
+
+
+def _columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    return list(dict.fromkeys(key for row in rows for key in row))
+
+
+def _cells(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], markdown: bool) -> list[list[str]]:
+    def cell(value: Any) -> str:
+        text = "" if value is None else str(value)
+        # A pipe or newline would break a Markdown row.
+        return text.replace("|", "\\|").replace("\n", " ") if markdown else text
+
+    return [[cell(row.get(c)) for c in columns] for row in rows]
+
+
+def markdown_table(rows: Sequence[Mapping[str, Any]], empty: str = "_(no rows)_") -> str:
+    """GitHub-flavoured Markdown; columns in order of first appearance; missing cells empty."""
+    if not rows:
+        return empty
+    from tabulate import tabulate  # here, not at the top: asv's install step writes files before tabulate exists
+
+    columns = _columns(rows)
+    return tabulate(_cells(rows, columns, True), headers=columns, tablefmt="github", disable_numparse=True)
+
+
+def text_table(rows: Sequence[Mapping[str, Any]], empty: str = "(no rows)") -> str:
+    """Aligned plain text for a terminal; the same columns as :func:`markdown_table`."""
+    if not rows:
+        return empty
+    from tabulate import tabulate
+
+    columns = _columns(rows)
+    return tabulate(_cells(rows, columns, False), headers=columns, tablefmt="simple", disable_numparse=True)
+
+
+def append_step_summary(markdown: str, environ: Mapping[str, str] | None = None) -> Path | None:
+    """Append ``markdown`` to ``$GITHUB_STEP_SUMMARY`` when set; returns its path or None."""
+    path = (os.environ if environ is None else environ).get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return None
+    with open(path, "a") as f:
+        f.write(markdown.rstrip() + "\n\n")
+    return Path(path)

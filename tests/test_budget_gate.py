@@ -286,7 +286,7 @@ def test_flydsl_kernel_vgpr_increase_fails(tmp_path, gate_env):
             shutil.copy2(PROJECT / rel, root / rel)
     repo = git.Repo.init(root, initial_branch="main")
     c0 = _commit(repo, "the project as it is")
-    source = root / "kernels/flydsl_gfx950.py"
+    source = root / "kernels/flydsl_gfx950/__init__.py"
     text, edits = re.subn(r'("default":\s*\{[^}]*"agpr_accumulators":\s*)True', r"\1False", source.read_text(), count=1)
     assert edits == 1, "the FlyDSL kernel's default config no longer has agpr_accumulators=True; update this edit"
     source.write_text(text)

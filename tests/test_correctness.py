@@ -1,6 +1,6 @@
 """Correctness gates: every registered kernel that can run here, against the float64 reference.
 
-Thresholds and their derivation live in kernels/accuracy.py. Fresh random
+Thresholds and their derivation live in harness/accuracy.py. Fresh random
 operands every run (tests/operands.py); the output is poisoned with NaN before
 each launch, so an unwritten element fails.
 """

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from test_asv_suite import CPU_TIME_BENCHMARK, asv_env, commit_change, make_project
+from test_asv_suite import CPU_TIME_BENCHMARK, asv_env, commit_change, make_project, markdown_rows
 
 CHROMIUM = shutil.which("chromium")
 CHROMIUM_FLAGS = [
@@ -143,7 +143,10 @@ def test_main_job_publishes_html_whose_graphs_render_with_data_points(tmp_path):
     registers = {k: v for k, v in report["tables"]["resources"]["rows"].items() if k.startswith("registers(")}
     assert {"registers(flydsl_gfx950_4wave, gfx950)", "registers(triton_dot_scaled, sm_90)"} <= set(registers)
     assert all(v > 0 for row in registers.values() for v in row.values()), registers
-    assert "| registers(triton_dot_scaled, sm_90) |" in job.stdout  # the Markdown summary
+    summary_rows = {row[0]: row[1:] for row in markdown_rows(job.stdout)}  # the Markdown summary
+    assert summary_rows["registers(triton_dot_scaled, sm_90)"] == [
+        f"{v:.4g}" for v in report["tables"]["resources"]["rows"]["registers(triton_dot_scaled, sm_90)"].values()
+    ]
 
     register_points = sum(1 for row in registers.values() for v in row.values() if v is not None and v == v)  # not NaN
     assert register_points >= 4

@@ -247,7 +247,7 @@ def test_gfx950_accum_offset_expression_falls_back_to_the_set_symbol(gfx950):
 
 
 # ---------------------------------------------------------------------------
-# occupancy models (hand-worked from the formulas in kernels/resources.py)
+# occupancy models (hand-worked from the formulas in harness/resources.py)
 # ---------------------------------------------------------------------------
 
 

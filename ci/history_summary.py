@@ -64,19 +64,21 @@ def collect_commit(
         and (not selection or any(re.search(p, k) for p in selection))
     }
     mine = {k: r for k, r in recs.items() if job in (r.get("job"), r.get("resumed_by"))}
+    recorded_failures = set()  # asv's None for these is already explained by the record
     for key, record in mine.items():
         row = gemm_row(key) or key
         if record["status"] == "measured":
             saved = values.get(key, {}).get("value")
             run.gemm[row] = {**record, "saved": _finite(saved)}
             if not _finite(saved):
+                recorded_failures.add(key)
                 run.harness_failures.append(f"{key}: measured, but asv did not save the value")
         elif record["status"] == "failed":
+            recorded_failures.add(key)
             target = run.harness_failures if record.get("failure") == "harness" else run.failures
             target.append(f"{key}: {record.get('reason', '')}")
         else:
             run.not_available[record.get("reason", "")] += 1
-    recorded_failures = {f.partition(":")[0] for f in run.failures + run.harness_failures}
     for key, entry in sorted(this_run.items()):
         match = RESOURCE_KEY.match(key)
         if match and (_finite(entry["value"]) or entry["value"] is None):

@@ -33,6 +33,8 @@ import fcntl
 import hashlib
 import json
 import os
+import sys
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -145,8 +147,12 @@ def update(sidecar: Path, changes: dict[str, dict[str, Any] | None]) -> dict[str
     with _locked(sidecar):
         try:
             records = load(sidecar)
-        except CorruptSidecar:
-            records = {}  # ci.main_job quarantines a corrupt sidecar before a run; a fresh one replaces it
+        except CorruptSidecar as exc:
+            # ci.main_job quarantines these before a run; under a plain `asv run` keep it beside, never drop it.
+            kept = sidecar.with_name(f"{sidecar.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}")
+            os.replace(sidecar, kept)
+            print(f"records: {exc}; kept as {kept}, starting a new one", file=sys.stderr, flush=True)
+            records = {}
         for key, record in changes.items():
             if record is None:
                 records.pop(key, None)

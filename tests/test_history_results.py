@@ -170,3 +170,12 @@ def test_records_say_why_a_benchmark_is_na(asv_process_env):
         _measure("triton_dot_scaled:m128_n128_k128_w8_s3", "cpu_m00128_n00128_k02048")
     (record,) = records.load(asv_process_env).values()
     assert record["status"] == "n/a" and "interpreter" in record["reason"]
+
+
+def test_a_corrupt_sidecar_is_kept_aside_not_overwritten_by_the_next_record(tmp_path):
+    sidecar = tmp_path / f"{COMMIT_A[:8]}-{ENV}{records.SUFFIX}"
+    sidecar.write_text('{"records": {"x": ')
+    records.update(sidecar, {"k": {"status": "n/a", "reason": "r"}})
+    assert records.load(sidecar) == {"k": {"status": "n/a", "reason": "r"}}
+    (kept,) = tmp_path.glob(f"{sidecar.name}.corrupt-*")
+    assert kept.read_text() == '{"records": {"x": '

@@ -115,12 +115,18 @@ def gemm_rows(runs: Sequence[CommitRun]) -> list[dict[str, str]]:
     return [{"benchmark": name, **{run.commit[:8]: _time_cell(run.gemm.get(name)) for run in runs}} for name in names]
 
 
+def _count_cell(value: float | None) -> str:
+    if value is None:
+        return "failed"
+    return str(int(value)) if float(value).is_integer() else f"{value:.4g}"
+
+
 def resource_rows(runs: Sequence[CommitRun]) -> list[dict[str, str]]:
     names = sorted({row for run in runs for row in run.resources if _finite(run.resources[row])})
     return [
         {
             "benchmark": name,
-            **{run.commit[:8]: ("failed" if run.resources.get(name, 0) is None else f"{run.resources[name]:.4g}") if name in run.resources else "" for run in runs},
+            **{run.commit[:8]: _count_cell(run.resources[name]) if name in run.resources else "" for run in runs},
         }
         for name in names
     ]

@@ -142,6 +142,19 @@ class ResultsBranch:
             email = "main-job@localhost"
             return {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
 
+    def _newest_known_tip(self) -> str | None:
+        """Without a push: the local branch, or the last fetched remote tip when the local one is behind it."""
+        local = self.local_tip()
+        if self.remote is None:
+            return local
+        try:
+            fetched = self.repo.git.rev_parse("--verify", "--quiet", self._tracking_ref)
+        except git.GitCommandError:
+            return local
+        if local is None or self.repo.is_ancestor(local, fetched):
+            return fetched
+        return local
+
     def _set_local(self, sha: str) -> None:
         self.repo.git.update_ref(f"refs/heads/{self.branch}", sha)
 
@@ -150,7 +163,7 @@ class ResultsBranch:
     ) -> str | None:
         """Commit ``files`` on the newest tip; with ``push``, push it, rebuilding on a rejection. Returns the tip."""
         for attempt in range(1, attempts + 1):
-            base = self.fetch() if push else (self.local_tip())
+            base = self.fetch() if push else self._newest_known_tip()
             sha = self.commit(files, message, base)
             if sha is None:
                 self.log(f"{self.branch}: nothing new to commit (the branch already holds these results)")

@@ -153,3 +153,16 @@ def test_a_rejection_that_is_not_a_race_is_reported_not_retried(remote_and_clone
         ResultsBranch(clone, "origin", log=lambda m: None).commit_and_push({"results/m/a.records": b"{}"}, "x", push=True)
     assert attempts == []
     assert subprocess.run(["git", "rev-parse", "--verify", "-q", BRANCH], cwd=remote).returncode != 0
+
+
+def test_without_a_push_the_local_commit_builds_on_what_was_fetched(remote_and_clones):
+    remote, (ours, theirs) = remote_and_clones
+    commit = git(ours, "rev-parse", "HEAD")
+    ResultsBranch(theirs, "origin", log=lambda m: None).commit_and_push(
+        {f"results/h200/{commit[:8]}-env.json": results_file("h200", commit, {"b.t": 2.0})}, "h200", push=True
+    )
+    local = ResultsBranch(ours, "origin", log=lambda m: None)
+    local.fetch()
+    local.commit_and_push({f"results/mi355x/{commit[:8]}-env.json": results_file("mi355x", commit, {"b.t": 1.0})}, "mine", push=False)
+    assert branch_files(ours) == {f"results/h200/{commit[:8]}-env.json", f"results/mi355x/{commit[:8]}-env.json"}
+    assert git(ours, "log", "--format=%s", BRANCH).splitlines() == ["mine", "h200"]

@@ -627,7 +627,8 @@ def calibrate(aa_rounds: Sequence[Round], plan: SequentialPlan = DEFAULT_PLAN, a
         noise_cv=cv,
         aa_estimate=estimate(np.exp(d), plan.per_look_confidence),
         threshold=threshold,
-        min_resolvable_effect=resolvable_effect(sd_upper, threshold, plan, 1 - alpha),
+        # A threshold of 100% or more (noise far beyond any band) leaves no slowdown it can resolve.
+        min_resolvable_effect=resolvable_effect(sd_upper, threshold, plan, 1 - alpha) if threshold < 1 else math.nan,
         plan=plan,
         alpha=alpha,
     )

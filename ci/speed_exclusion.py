@@ -1,0 +1,153 @@
+"""Which rounds the speed gate may use: a pure function over recorded measurements.
+
+A round pairs one base and one head process, adjacent in time, for one
+benchmark. It is EXCLUDED (``harness.paired.Round(excluded=reason)``: counted
+and reported, never in an estimate) when either side's measurement shows
+
+* a slowdown throttle reason (``harness.gpu_state.SLOWDOWN_REASONS``: power
+  cap, HW slowdown, thermal slowdown, power brake; amdsmi's throttle flag) in
+  its GPU state before or after the timed launches;
+* an SM clock below the clock floor in either state: ``--clock-floor-mhz``, or
+  by default :data:`DEFAULT_CLOCK_FLOOR_FRACTION` of the card's max SM clock
+  (as the state reports it). Clocks are sampled before and after the timed
+  launches, not during them;
+* a timing that never became steady (warm-up gave up: ``steady=False``);
+* a GPU that was busy (the idle check gave up waiting: GpuBusyError).
+
+Any other failure of a measurement is not a reason to drop a round: the gate
+stops with a harness error instead. Excluded rounds do not advance a look of the
+sequential plan; the orchestrator caps the rounds it attempts.
+
+The categorical reason ("throttled: hw_thermal_slowdown", "SM clock below the
+floor", ...) is what harness.paired counts; the detail (side, state, values)
+is kept with the round in the JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from harness.gpu_state import SLOWDOWN_REASONS
+from harness.paired import Round
+
+# nvbench's default --throttle-threshold: a clock under 75% of the GPU's default clock counts as
+# throttled. The max SM clock is the reference here, the one clock both NVML and amdsmi report.
+DEFAULT_CLOCK_FLOOR_FRACTION = 0.75
+
+
+@dataclass(frozen=True)
+class ExclusionRule:
+    clock_floor_mhz: float | None = None  # None: DEFAULT fraction of the state's max SM clock; 0 disables
+    clock_floor_fraction: float = DEFAULT_CLOCK_FLOOR_FRACTION
+    slowdown_reasons: frozenset[str] = field(default_factory=lambda: frozenset(SLOWDOWN_REASONS))
+    require_steady: bool = True
+
+    def floor_for(self, state: Mapping[str, Any]) -> tuple[float | None, str]:
+        """(floor in MHz or None when unknown/disabled, how it was set) for one GPU state."""
+        if self.clock_floor_mhz is not None:
+            return (self.clock_floor_mhz or None), f"{self.clock_floor_mhz:g} MHz (--clock-floor-mhz)"
+        top = state.get("max_sm_clock_mhz")
+        if not isinstance(top, (int, float)) or top <= 0:
+            return None, "unknown (no max SM clock reported)"
+        return self.clock_floor_fraction * top, f"{self.clock_floor_fraction:.0%} of max {top:g} MHz"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "clock_floor_mhz": self.clock_floor_mhz,
+            "clock_floor_fraction": self.clock_floor_fraction if self.clock_floor_mhz is None else None,
+            "slowdown_reasons": sorted(self.slowdown_reasons),
+            "require_steady": self.require_steady,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "ExclusionRule":
+        return cls(
+            clock_floor_mhz=data.get("clock_floor_mhz"),
+            clock_floor_fraction=data.get("clock_floor_fraction") or DEFAULT_CLOCK_FLOOR_FRACTION,
+            slowdown_reasons=frozenset(data.get("slowdown_reasons", SLOWDOWN_REASONS)),
+            require_steady=data.get("require_steady", True),
+        )
+
+
+def side_problem(side: str, record: Mapping[str, Any] | None, rule: ExclusionRule) -> tuple[str, str] | None:
+    """(reason, detail) when one side's measurement makes the round unusable, else None."""
+    if record is None:
+        return "not measured", f"{side}: no measurement"
+    if "error" in record:
+        if record.get("busy"):
+            return "GPU busy", f"{side}: {record['error']}"
+        return "measurement failed", f"{side}: {record['error']}"
+    for when in ("gpu_before", "gpu_after"):
+        state = record.get(when)
+        if not state:
+            continue
+        slowing = sorted(set(state.get("throttle_reasons") or ()) & rule.slowdown_reasons)
+        if slowing:
+            return f"throttled: {', '.join(slowing)}", f"{side} {when}: {_state_text(state)}"
+        floor, how = rule.floor_for(state)
+        clock = state.get("sm_clock_mhz")
+        if floor is not None and isinstance(clock, (int, float)) and clock < floor:
+            return "SM clock below the floor", f"{side} {when}: SM {clock:g} MHz < floor {floor:.0f} MHz ({how})"
+    if rule.require_steady and record.get("steady") is False:
+        return "timing not steady", (f"{side}: warm-up gave up after {record.get('warmup_launches')} launches "
+                                     f"({record.get('warmup_s', 0):.2f} s) without three chunks in tolerance")
+    return None
+
+
+def exclusion(records: Mapping[str, Mapping[str, Any] | None], rule: ExclusionRule) -> tuple[str | None, str]:
+    """(reason or None, detail) for one round of one benchmark; ``records`` maps side -> measurement.
+
+    Pure: the same records and rule always give the same answer (replay depends on it).
+    """
+    for side, record in records.items():
+        problem = side_problem(side, record, rule)
+        if problem is not None:
+            return problem
+    return None, ""
+
+
+def _state_text(state: Mapping[str, Any]) -> str:
+    return (f"SM {state.get('sm_clock_mhz')} MHz, {state.get('temperature_c')} C, {state.get('power_w')} W, "
+            f"throttle reasons {list(state.get('throttle_reasons') or [])}")
+
+
+@dataclass(frozen=True)
+class PairedRound:
+    """One round of one benchmark: where it came from, the pair, and why it was excluded."""
+
+    round_index: int
+    round: Round
+    detail: str
+    order: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"round_index": self.round_index, **self.round.to_json(), "detail": self.detail or None, "order": list(self.order)}
+
+
+def paired_rounds(
+    rounds: Sequence[Mapping[str, Any]], bench_id: str, base_side: str, head_side: str, rule: ExclusionRule
+) -> list[PairedRound]:
+    """The rounds (in time order) in which both sides measured ``bench_id``, each as a paired Round.
+
+    ``rounds`` are round records: ``{"index", "order", "processes": [{"side", "records": {id: timing}}]}``;
+    a round may hold more sides than the two paired here (ci.speed_rounds.measure_round).
+    """
+    paired = []
+    for rnd in rounds:
+        by_side = {p["side"]: p.get("records", {}) for p in rnd["processes"]}
+        if base_side not in by_side or head_side not in by_side:
+            continue
+        if bench_id not in by_side[base_side] and bench_id not in by_side[head_side]:
+            continue  # not measured in this round (decided earlier, or not selected)
+        records = {base_side: by_side[base_side].get(bench_id), head_side: by_side[head_side].get(bench_id)}
+        reason, detail = exclusion(records, rule)
+        if reason is None:
+            paired_round = Round(float(records[base_side]["tflops"]), float(records[head_side]["tflops"]))
+        else:
+            figures = [(r or {}).get("tflops") for r in (records[base_side], records[head_side])]
+            base, head = (float(x) if isinstance(x, (int, float)) else float("nan") for x in figures)
+            paired_round = Round(base, head, reason)
+        order = tuple(s for s in rnd.get("order", by_side) if s in (base_side, head_side))
+        paired.append(PairedRound(int(rnd["index"]), paired_round, detail, order))
+    return paired

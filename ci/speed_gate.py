@@ -1,0 +1,177 @@
+"""PR speed gate: is the head slower than its base, per (kernel, config, shape), with confidence?
+
+    python -m ci.speed_gate --base origin/main                      # HEAD vs its merge-base with origin/main
+    python -m ci.speed_gate --base main --kernel triton_dot_scaled --shape square_m08192_n08192_k08192
+    python -m ci.speed_gate --base main --working-tree              # your uncommitted edits vs the base
+    python -m ci.speed_gate --calibrate --json cal.json             # A/A rounds: noise, thresholds to paste
+    python -m ci.speed_gate --replay verdict.json --decisions 10    # disjoint decisions from recorded rounds
+
+How: the head and the merge-base of head and --base are checked out as git
+worktrees. Each side's kernels run under THIS checkout's harness in child
+processes (ci.commit_tree, ci.speed_child), so both are measured one way.
+1. Correctness first: per side, each selected (kernel, config) is run once at a
+   small shape and judged by ci.correctness.check_kernel. A wrong result at head
+   fails the gate and that kernel gets no speed number; a kernel that raises at
+   head is a harness error; a wrong or raising base is reported only.
+2. Rounds of fresh processes, the sides' order rotating (A B, B A, ...); each
+   process times every benchmark still undecided, in a fixed order, with
+   harness.timing.measure_gemm, and every sample is kept.
+3. A round is excluded when either side was throttled (a slowdown reason), ran
+   below the clock floor, never became steady, or found the GPU busy.
+4. Per benchmark, harness.paired decides on the head/base TFLOPS ratios of the
+   usable rounds (Hodges-Lehmann, exact signed-rank interval, sequential looks):
+   regression / improvement / no change / inconclusive against the band
+   [1 - t, 1 + t], t from ci/speed_thresholds.json (default 1%). Higher is better.
+   Measuring stops when every benchmark is decided or the round budget is spent.
+
+Defaults: on a GPU every registered kernel that runs there, every config, the
+five harness.shapes.BENCHMARK_SHAPES; on a CPU the asv suite's CPU shapes
+(Triton/FlyDSL are not timed on a CPU: asv_bench.common.CPU_EXCLUDED_BACKENDS).
+
+Exit: 0 pass (no regression, no wrong result; inconclusive benchmarks are listed
+with a warning and do not fail unless --fail-on-inconclusive), 1 a regression or
+a wrong result at head, 2 harness error (bad ref, selector matching nothing,
+malformed thresholds, a kernel raising at head, a child process dying).
+Output: Markdown on stdout and in $GITHUB_STEP_SUMMARY, progress on stderr,
+--json (every raw measurement; replayable), --plot (PNG). docs/SPEED_GATE.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Callable, Sequence
+
+from ci import speed_modes
+from ci.commit_tree import NotAKernelsTree, has_kernels
+from ci.speed_exclusion import DEFAULT_CLOCK_FLOOR_FRACTION
+from ci.speed_rounds import Side
+from ci.speed_run import (DEFAULT_MAX_MINUTES, GateError, calibrations_for, check_outputs, deadline, log, plan_from,
+                          round_budget, rule_from, run_rounds, survey_both, thresholds_for, timing_overrides)
+from ci.speed_select import check_selectors, select
+from ci.speed_thresholds import THRESHOLDS_PATH
+from ci.speed_verdict import CALIBRATION_PATH
+from harness.paired import DEFAULT_PLAN
+
+
+def _parser() -> argparse.ArgumentParser:
+    doc = __doc__ or ""
+    p = argparse.ArgumentParser(prog="python -m ci.speed_gate", description=doc.split("\n\n", 1)[0],
+                                epilog=doc.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = p.add_argument_group("what to compare")
+    g.add_argument("--base", metavar="REF", help="compare with the merge-base of the head and REF (default: origin/main, else main)")
+    g.add_argument("--head", metavar="REF", default="HEAD", help="the commit to gate (default: HEAD)")
+    g.add_argument("--working-tree", action="store_true", help="gate the current files, uncommitted edits included, as the head")
+    g.add_argument("--repo", metavar="DIR", default=".", help="the git repository (default: the current directory)")
+    g.add_argument("--kernel", action="append", default=[], metavar="NAME", help="only this kernel (repeatable; * and ? match)")
+    g.add_argument("--config", action="append", default=[], metavar="NAME", help="only this config of the kernels (repeatable; * and ? match)")
+    g.add_argument("--shape", action="append", default=[], metavar="NAME|MxNxK", help="only this shape: a harness.shapes name or MxNxK (repeatable)")
+    g.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="where to run (default: the GPU if torch sees one)")
+    g = p.add_argument_group("statistics and thresholds")
+    g.add_argument("--thresholds", metavar="PATH", help=f"thresholds file (default: the head's {THRESHOLDS_PATH})")
+    g.add_argument("--calibration", metavar="PATH", help=f"a --calibrate JSON for the resolvable effects (default: the head's {CALIBRATION_PATH} if present)")
+    g.add_argument("--min-rounds", type=int, metavar="N", help=f"usable rounds at the first look (default {DEFAULT_PLAN.min_rounds})")
+    g.add_argument("--max-rounds", type=int, metavar="N", help=f"usable rounds at the last look (default {DEFAULT_PLAN.max_rounds})")
+    g.add_argument("--looks", type=int, metavar="K", help=f"number of looks from min to max rounds (default {DEFAULT_PLAN.looks})")
+    g.add_argument("--alpha", type=float, metavar="A", help=f"family-wise error over the looks (default {DEFAULT_PLAN.alpha})")
+    g.add_argument("--round-budget", type=int, metavar="N", help="most rounds attempted, excluded ones included (default: 1.5 x max rounds)")
+    g.add_argument("--max-minutes", type=float, default=DEFAULT_MAX_MINUTES, metavar="M",
+                   help=f"start no round after M minutes; undecided benchmarks are then inconclusive (default {DEFAULT_MAX_MINUTES:g}: "
+                        "under the GPU job's 120-minute limit; 0: none)")
+    g.add_argument("--rounds", type=int, metavar="N", help="measure exactly N rounds of every benchmark, no early stop (a record to replay; --calibrate: default 16)")
+    g.add_argument("--fail-on-inconclusive", action="store_true", help="exit 1 when a benchmark is inconclusive (default: exit 0 with a warning)")
+    g = p.add_argument_group("measurement")
+    g.add_argument("--timing", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override a harness.timing.TimingBudget field per process, e.g. rep_ms=200 (repeatable)")
+    g.add_argument("--clock-floor-mhz", type=float, metavar="MHZ",
+                   help=f"exclude rounds with an SM clock below this (default {DEFAULT_CLOCK_FLOOR_FRACTION * 100:.0f}%% of the card's max SM clock; 0: no floor)")
+    g.add_argument("--allow-throttle", action="append", default=[], metavar="REASON",
+                   help="do not exclude rounds for this throttle reason, e.g. sw_power_cap (repeatable)")
+    g = p.add_argument_group("modes and output")
+    g.add_argument("--calibrate", action="store_true", help="A/A: rounds of the head against itself; prints noise, suggested thresholds, resolvable effects")
+    g.add_argument("--replay", metavar="JSON", help="re-decide from a recorded --json file (no GPU), with its plan/thresholds or the ones given")
+    g.add_argument("--sides", metavar="BASE,HEAD", help="with --replay: the two recorded sides to pair (default base,head)")
+    g.add_argument("--decisions", type=int, metavar="N", help="with --replay: take N decisions from the record and print verdict rates")
+    how = g.add_mutually_exclusive_group()
+    how.add_argument("--disjoint", dest="resampled", action="store_false", help="with --decisions: consume rounds in time order, no round in two decisions (default)")
+    how.add_argument("--resampled", dest="resampled", action="store_true", help="with --decisions: every decision reshuffles the whole record (overlapping)")
+    g.add_argument("--seed", type=int, default=0, help="with --resampled: the shuffle seed")
+    g.add_argument("--json", metavar="PATH", help="write the verdict and every raw measurement as JSON (atomically)")
+    g.add_argument("--plot", metavar="PATH", help="write a PNG of the per-round ratios, intervals and bands")
+    g.add_argument("--traceback", action="store_true", help="show the Python traceback of a harness error")
+    return p
+
+
+def run_gate(args: argparse.Namespace) -> int:
+    from ci import gitutil
+
+    plan, rule, timing = plan_from(args), rule_from(args), timing_overrides(args.timing)
+    limit = round_budget(args, plan)
+    check_outputs(args)
+    started = time.time()
+    stop_at = deadline(args, started)
+    repo = gitutil.open_repo(args.repo)
+    head_sha = gitutil.resolve_commit(repo, "HEAD" if args.working_tree else args.head)
+    if args.base is not None:
+        gitutil.resolve_commit(repo, args.base)  # an explicit base that names nothing: one clear line, exit 2
+    base = gitutil.resolve_base(repo, head_sha, args.base, head_may_be_base=args.working_tree)
+    if base.sha is None:
+        raise GateError(f"nothing to compare the head with: {base.note.split(';')[0]}")
+    head_label = "working tree" if args.working_tree else f"{args.head} ({head_sha[:12]})"
+    log(f"speed_gate: head {head_label}; base {base.sha[:12]} (merge-base of the head and {base.ref})")
+    with ExitStack() as stack:
+        head_tree = Path(repo.working_tree_dir) if args.working_tree else stack.enter_context(gitutil.checkout(repo, head_sha))
+        base_tree = stack.enter_context(gitutil.checkout(repo, base.sha))
+        if not has_kernels(head_tree):
+            raise NotAKernelsTree(f"the head {head_label} has no kernels/ package")
+        thresholds, calibrations = thresholds_for(args, head_tree), calibrations_for(args, head_tree)
+        sides = {"head": Side("head", head_tree), "base": Side("base", base_tree) if has_kernels(base_tree) else None}
+        surveys = survey_both(sides, args)
+        check_selectors(surveys, args.kernel, args.config)
+        selection = select(surveys["head"], surveys["base"], "" if sides["base"] else "the base has no kernels/ package")
+        device = surveys["head"]["device"]
+        rounds, results = run_rounds([sides["base"], sides["head"]] if sides["base"] else [], selection, device=device,
+                                     plan=plan, rule=rule, thresholds=thresholds, timing=timing, limit=limit,
+                                     fixed=args.rounds is not None, calibrations=calibrations, deadline=stop_at)
+    context = speed_modes.Context(
+        mode="gate", plan=plan, rule=rule, thresholds=thresholds, timing=timing, round_limit=limit,
+        base={"ref": base.ref, "sha": base.sha}, head={"ref": args.head, "sha": head_sha, "working_tree": args.working_tree},
+        environment=surveys["head"]["environment"], device=device, wall_s=time.time() - started, calibrations=calibrations,
+    )
+    return speed_modes.finish(args, context, results, selection.correctness, rounds)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(None if argv is None else list(argv))
+    runner: Callable[[argparse.Namespace], int] = (
+        speed_modes.run_replay if args.replay else speed_modes.run_calibrate if args.calibrate else run_gate
+    )
+    try:
+        if args.replay and args.calibrate:
+            raise GateError("--replay and --calibrate: choose one")
+        if (args.decisions is not None or args.sides) and not args.replay:
+            raise GateError("--decisions and --sides only apply to --replay")
+        return runner(args)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        if args.traceback:
+            raise
+        from ci.gitutil import GitError
+        from ci.speed_rounds import ChildFailed
+        from ci.speed_select import SelectionError
+        from ci.speed_thresholds import ThresholdsError
+        from ci.speed_verdict import RecordError
+
+        known = (GateError, GitError, ChildFailed, SelectionError, ThresholdsError, RecordError, NotAKernelsTree)
+        kind = "error" if isinstance(exc, known) else f"internal error ({type(exc).__name__})"
+        print(f"speed_gate: {kind}: {exc}", file=sys.stderr)
+        speed_modes.write_error_json(args, f"{kind}: {exc}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""Rounds of fresh processes, each measuring one commit's kernels with this checkout's harness.
+
+The speed gate's unit of measurement is a *round*: one fresh process per side,
+run one after another, each timing every benchmark of the round in one fixed
+order (ci.speed_child measure). Rounds rotate the order of the sides
+(:func:`rotating_order`: A B, B A, A B, ... for two sides), so drift and
+warm-up land on both sides alike. Any number of sides can share a round:
+
+    sides = [Side("base", base_tree), Side("base-again", base_tree2), Side("head", head_tree)]
+    for i in range(20):
+        record = measure_round(sides, rotating_order([s.name for s in sides], i), benchmarks,
+                               device="cuda", round_index=i, budget=TimingBudget(rep_ms=200))
+
+A round record is plain JSON (``RoundRecord.to_json``): the order, and per
+process its side, pid, wall time and every benchmark's full Timing (all
+samples, steady flag, input sets, GPU state before/after, idle report).
+ci.speed_exclusion pairs two sides of such records into harness.paired rounds.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field, is_dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from ci.commit_tree import kernels_of
+
+# One child: a survey runs a correctness check per (kernel, config); a round times every benchmark
+# (at the GPU shapes: operand generation, compilation, up to 3 s of warm-up and 0.5 s of launches each).
+CHILD_TIMEOUT_S = 3600
+
+
+class ChildFailed(RuntimeError):
+    """A child process died or wrote no answer; the message names the side and what it was doing."""
+
+
+@dataclass(frozen=True)
+class Side:
+    """A named tree whose ``kernels`` package is measured (a git worktree, or the working tree)."""
+
+    name: str
+    tree: Path
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    kernel: str
+    config: str
+    shape: str  # a harness.shapes name, an asv CPU shape name, or "MxNxK"
+    m: int
+    n: int
+    k: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.kernel}[{self.config}]/{self.shape}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, **asdict(self)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Benchmark":
+        """From a survey's or a record's benchmark entry (extra keys ignored)."""
+        return cls(data["kernel"], data["config"], data["shape"], int(data["m"]), int(data["n"]), int(data["k"]))
+
+
+@dataclass
+class ProcessRecord:
+    side: str
+    pid: int | None
+    wall_s: float
+    records: dict[str, Any]  # benchmark id -> Timing.to_json() or {"error", "error_type", "busy"}
+    budget: dict[str, Any] | None = None
+    started: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class RoundRecord:
+    index: int
+    order: list[str]
+    processes: list[ProcessRecord] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "order": list(self.order), "processes": [p.to_json() for p in self.processes]}
+
+
+def rotating_order(sides: Sequence[str], round_index: int) -> list[str]:
+    """Round ``i`` runs the sides rotated by ``i``: A B, B A, A B, ... (three sides: A B C, B C A, C A B).
+
+    Over every ``len(sides)`` consecutive rounds each side runs once in each position,
+    so a drift that is linear in time adds the same to every side.
+    """
+    if not sides:
+        raise ValueError("rotating_order: no sides")
+    shift = round_index % len(sides)
+    return list(sides[shift:]) + list(sides[:shift])
+
+
+def run_child(
+    tree: Path,
+    command: str,
+    request: Mapping[str, Any],
+    *,
+    what: str,
+    log: Callable[[str], None] | None = None,
+    timeout_s: float = CHILD_TIMEOUT_S,
+) -> dict[str, Any]:
+    """Run ``python -m ci.speed_child COMMAND`` on ``tree``'s kernels; return its JSON answer.
+
+    The child's stderr (progress) is echoed through ``log`` prefixed with ``what``.
+    Raises :class:`ChildFailed` when it exits non-zero or writes no answer.
+    """
+    with kernels_of(tree) as (folder, env), tempfile.TemporaryDirectory(prefix="speed-child-") as io_dir:
+        request_path, answer_path = Path(io_dir, "request.json"), Path(io_dir, "answer.json")
+        request_path.write_text(json.dumps(request))
+        cmd = [sys.executable, "-m", "ci.speed_child", command, str(request_path), str(answer_path)]
+        proc = subprocess.Popen(cmd, cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        lines: list[str] = []
+
+        def pump() -> None:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                lines.append(line.rstrip())
+                if log is not None:
+                    log(f"  [{what}] {line.rstrip()}")
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        try:
+            returncode = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise ChildFailed(f"{what}: ci.speed_child {command} took over {timeout_s:.0f} s") from None
+        except BaseException:  # interrupted (Ctrl-C, a cancelled job): leave no child timing on the GPU
+            proc.kill()
+            proc.wait()
+            raise
+        reader.join(timeout=10)
+        if returncode != 0 or not answer_path.exists():
+            useful = [line for line in lines if line.strip() and "Warning" not in line]
+            tail = " | ".join(useful[-3:]) or "(no output)"
+            raise ChildFailed(f"{what}: ci.speed_child {command} exited {returncode} in {tree}: {tail}")
+        return json.loads(answer_path.read_text())
+
+
+def survey_side(
+    side: Side,
+    *,
+    device: str,
+    kernels: Sequence[str] = (),
+    configs: Sequence[str] = (),
+    shapes: Sequence[str] = (),
+    check: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Which benchmarks ``side``'s commit has on this device, and its correctness results (ci.speed_child survey)."""
+    request = {"device": device, "kernels": list(kernels), "configs": list(configs), "shapes": list(shapes), "check": check}
+    return run_child(side.tree, "survey", request, what=f"{side.name} survey", log=log)
+
+
+def measure_round(
+    sides: Sequence[Side],
+    order: Sequence[str],
+    benchmarks: Sequence[Benchmark],
+    *,
+    device: str,
+    round_index: int = 0,
+    budget: Any = None,
+    seed: int = 0,
+    log: Callable[[str], None] | None = None,
+) -> RoundRecord:
+    """One round: a fresh process per side, in ``order``, each timing ``benchmarks`` in the order given.
+
+    ``budget``: a harness.timing.TimingBudget (every field sent), a mapping of TimingBudget fields
+    to override in the asv suite's budget for the device, or None for that budget as it is.
+    (This parent process never imports torch: it only starts the children.)
+    """
+    by_name = {s.name: s for s in sides}
+    missing = [name for name in order if name not in by_name]
+    if missing or len(set(order)) != len(order):
+        raise ValueError(f"order {list(order)} must name each of the sides {sorted(by_name)} at most once")
+    overrides = asdict(budget) if is_dataclass(budget) else dict(budget or {})
+    record = RoundRecord(round_index, list(order))
+    for name in order:
+        request = {"device": device, "benchmarks": [b.to_json() for b in benchmarks], "budget": overrides,
+                   "seed": seed, "side": name, "round": round_index}
+        started = time.time()
+        answer = run_child(by_name[name].tree, "measure", request, what=f"round {round_index + 1} {name}", log=log)
+        record.processes.append(ProcessRecord(name, answer.get("pid"), round(time.time() - started, 3),
+                                              answer.get("records", {}), answer.get("budget"), started))
+    return record

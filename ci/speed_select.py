@@ -1,0 +1,111 @@
+"""What the speed gate measures: the base's and the head's surveys (ci.speed_child survey) combined.
+
+A benchmark is (kernel, config, shape). Per benchmark, from what each side has
+on this device and from each side's correctness check:
+
+| status         | when                                                                  | timed |
+|----------------|-----------------------------------------------------------------------|-------|
+| gated          | runs at base and head, head's result is correct                       | yes   |
+| wrong result   | head's kernel computes a wrong result (the gate fails)                | no    |
+| new            | runs at head only (new kernel/config/shape, or the base raised)       | no    |
+| removed        | runs at base only (gone or n/a at head)                               | no    |
+| n/a            | runs on neither side here (device, shape constraints, CPU exclusion)   | no    |
+
+A kernel that raises in the head's correctness check (anything but the
+registry's UnsupportedShape / UnsupportedDevice) is a harness error naming
+kernel and side. One that raises at the base only is reported and its
+benchmarks are "new": a change that fixes a broken base must not be blocked.
+A selector that matches nothing, or a selection with nothing that runs, is a
+harness error.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from ci.speed_rounds import Benchmark
+
+
+class SelectionError(RuntimeError):
+    """The selection is unusable (a selector matches nothing, a kernel raised at head); the message says which."""
+
+
+@dataclass
+class Entry:
+    benchmark: Benchmark
+    status: str  # gated | wrong result | new | removed | n/a
+    note: str = ""
+
+
+@dataclass
+class Selection:
+    entries: list[Entry]
+    correctness: list[dict[str, Any]]  # each survey's correctness records, with "side"
+
+    @property
+    def gated(self) -> list[Benchmark]:
+        return [e.benchmark for e in self.entries if e.status == "gated"]
+
+
+def check_selectors(surveys: Mapping[str, Mapping[str, Any] | None], kernels: Sequence[str], configs: Sequence[str]) -> None:
+    """Every --kernel / --config / --shape selector must match something on some side."""
+    present = [s for s in surveys.values() if s is not None]
+    registered = [k for s in present for k in s["registered"]]
+    for pattern in kernels:
+        if not any(fnmatch.fnmatchcase(k["name"], pattern) for k in registered):
+            names = sorted({k["name"] for k in registered})
+            raise SelectionError(f"--kernel {pattern!r} matches no registered kernel (registered: {', '.join(names)})")
+    chosen = [k for k in registered if not kernels or any(fnmatch.fnmatchcase(k["name"], p) for p in kernels)]
+    for pattern in configs:
+        if not any(fnmatch.fnmatchcase(c, pattern) for k in chosen for c in k["configs"]):
+            have = sorted({f"{k['name']}[{c}]" for k in chosen for c in k["configs"]})
+            raise SelectionError(f"--config {pattern!r} matches no config of the selected kernels ({', '.join(have)})")
+    unknown = sorted({u for s in present for u in s.get("unknown_shapes", [])})
+    if unknown:
+        raise SelectionError(f"--shape {unknown[0]!r} is neither MxNxK nor a known shape name "
+                             "(harness/shapes.py BENCHMARK_SHAPES, asv_bench/common.py CPU_SHAPES)")
+
+
+def select(head: Mapping[str, Any], base: Mapping[str, Any] | None, base_note: str = "") -> Selection:
+    """Combine the surveys; raise SelectionError for a kernel raising at head or an empty selection."""
+    correctness = [dict(c, side="head") for c in head["correctness"]]
+    if base is not None:
+        correctness += [dict(c, side="base") for c in base["correctness"]]
+    checks = {(c["side"], c["kernel"], c["config"]): c for c in correctness}
+    for c in correctness:
+        if c["side"] == "head" and c["status"] == "error":
+            shape = "x".join(map(str, c["shape"]))
+            raise SelectionError(f"{c['kernel']}[{c['config']}] raised at head in its correctness check at {shape}: {c['message']}")
+
+    head_b = {Benchmark.from_json(b).id: b for b in head["benchmarks"]}
+    base_b = {Benchmark.from_json(b).id: b for b in base["benchmarks"]} if base is not None else {}
+    entries = []
+    for bench_id in list(head_b) + [i for i in base_b if i not in head_b]:
+        h, b = head_b.get(bench_id), base_b.get(bench_id)
+        bench = Benchmark.from_json(h or b)
+        key = (bench.kernel, bench.config)
+        head_check, base_check = checks.get(("head",) + key), checks.get(("base",) + key)
+        runs_head = h is not None and h["available"]
+        runs_base = b is not None and b["available"]
+        if runs_head and head_check and head_check["status"] == "n/a":
+            runs_head, h = False, dict(h, reason=f"correctness check not possible: {head_check['message']}")
+        base_raised = runs_base and base_check is not None and base_check["status"] == "error"
+        if runs_head and head_check and head_check["status"] == "fail":
+            entries.append(Entry(bench, "wrong result", f"head: {head_check['message']}"))
+        elif runs_head and runs_base and not base_raised:
+            note = f"base computed a wrong result ({base_check['message']})" if base_check and base_check["status"] == "fail" else ""
+            entries.append(Entry(bench, "gated", note))
+        elif runs_head:
+            why = (f"base raised: {base_check['message']}" if base_raised
+                   else base_note or "not in the base" if b is None else f"n/a at base: {b['reason']}")
+            entries.append(Entry(bench, "new", why))
+        elif runs_base:
+            entries.append(Entry(bench, "removed", "not in the head" if h is None else f"n/a at head: {h['reason']}"))
+        else:
+            entries.append(Entry(bench, "n/a", (h or b)["reason"]))
+    if not any(e.status in ("gated", "wrong result", "new", "removed") for e in entries):
+        reasons = sorted({e.note for e in entries}) or ["no benchmark matches the selectors"]
+        raise SelectionError("nothing to measure on this device: " + "; ".join(reasons[:5]))
+    return Selection(entries, correctness)

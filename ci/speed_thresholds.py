@@ -1,0 +1,129 @@
+"""The speed gate's thresholds: one committed file, ``ci/speed_thresholds.json``.
+
+A benchmark is named ``kernel[config]/shape`` (``triton_dot_scaled[m128_n256_k64_w8_s3]/square_m08192_n08192_k08192``).
+Its threshold ``t`` is the half-width of the band ``[1 - t, 1 + t]`` around a
+head/base TFLOPS ratio of 1 (harness.paired): the first override whose
+``match`` pattern matches the name, else ``default_threshold``. Patterns use
+``*`` (any run of characters) and ``?`` (one character); square brackets are
+literal, because they are part of every benchmark's name (fnmatch would read
+``[bf16]`` as a character class).
+
+Schema::
+
+    {
+      "schema": "mxfp4-speed-thresholds/1",
+      "default_threshold": 0.01,
+      "overrides": [
+        {"match": "torch_dequant[*]/*", "threshold": 0.065, "why": "A/A on the MI355X, 2026-12-01: round SD 4.1%"}
+      ]
+    }
+
+Every override says why (typically the ``--calibrate`` line it came from). A
+malformed file is a harness error naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+THRESHOLDS_PATH = "ci/speed_thresholds.json"
+THRESHOLDS_SCHEMA = "mxfp4-speed-thresholds/1"
+_TOP_KEYS = {"schema", "default_threshold", "overrides", "about"}
+_OVERRIDE_KEYS = {"match", "threshold", "why"}
+
+
+class ThresholdsError(ValueError):
+    """The thresholds file is malformed; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Override:
+    match: str
+    threshold: float
+    why: str
+
+    def matches(self, name: str) -> bool:
+        return _pattern(self.match).fullmatch(name) is not None
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    default: float
+    overrides: tuple[Override, ...]
+    source: str  # where they were read from (a path, or "recorded in <file>")
+
+    def lookup(self, name: str) -> tuple[float, str]:
+        """(threshold, where it came from) for benchmark ``name``: the first matching override, else the default."""
+        for override in self.overrides:
+            if override.matches(name):
+                return override.threshold, f"override {override.match!r}: {override.why}"
+        return self.default, "default_threshold"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": THRESHOLDS_SCHEMA,
+            "source": self.source,
+            "default_threshold": self.default,
+            "overrides": [{"match": o.match, "threshold": o.threshold, "why": o.why} for o in self.overrides],
+        }
+
+
+def _pattern(pattern: str) -> re.Pattern[str]:
+    """``*`` and ``?`` are wildcards; everything else, brackets included, is literal."""
+    return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern))
+
+
+def _threshold(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+        raise ThresholdsError(f"{where}: must be a fraction in (0, 1), e.g. 0.01 for 1% (got {value!r})")
+    return float(value)
+
+
+def parse_thresholds(data: Any, where: str) -> Thresholds:
+    """Validate the parsed JSON of a thresholds file; every error names ``where`` and the key."""
+    if not isinstance(data, dict):
+        raise ThresholdsError(f"{where}: expected a JSON object at the top level")
+    if data.get("schema") != THRESHOLDS_SCHEMA:
+        raise ThresholdsError(f"{where}: \"schema\" must be {THRESHOLDS_SCHEMA!r}, got {data.get('schema')!r}")
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise ThresholdsError(f"{where}: unknown key(s) {unknown}; known: {sorted(_TOP_KEYS)}")
+    if "default_threshold" not in data:
+        raise ThresholdsError(f"{where}: missing \"default_threshold\"")
+    default = _threshold(data["default_threshold"], f"{where}: default_threshold")
+    raw = data.get("overrides", [])
+    if not isinstance(raw, list):
+        raise ThresholdsError(f"{where}: \"overrides\" must be a list of {{match, threshold, why}} objects")
+    overrides = []
+    for i, entry in enumerate(raw):
+        at = f"{where}: overrides[{i}]"
+        if not isinstance(entry, dict):
+            raise ThresholdsError(f"{at}: expected an object with match, threshold, why")
+        extra = sorted(set(entry) - _OVERRIDE_KEYS)
+        missing = sorted(_OVERRIDE_KEYS - set(entry))
+        if extra or missing:
+            raise ThresholdsError(f"{at}: " + "; ".join(
+                part for part in (extra and f"unknown key(s) {extra}", missing and f"missing key(s) {missing}") if part))
+        if not isinstance(entry["match"], str) or not entry["match"].strip():
+            raise ThresholdsError(f"{at}.match: must be a non-empty pattern over kernel[config]/shape")
+        if not isinstance(entry["why"], str) or not entry["why"].strip():
+            raise ThresholdsError(f"{at}.why: every override says why (e.g. the --calibrate line it came from)")
+        overrides.append(Override(entry["match"], _threshold(entry["threshold"], f"{at}.threshold"), entry["why"].strip()))
+    return Thresholds(default, tuple(overrides), where)
+
+
+def load_thresholds(path: str | Path) -> Thresholds:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ThresholdsError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ThresholdsError(f"{path}: not valid JSON ({exc})") from None
+    return parse_thresholds(data, str(path))

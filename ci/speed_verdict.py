@@ -1,0 +1,196 @@
+"""From recorded rounds to verdicts, and the JSON record that keeps both.
+
+The live gate, ``--calibrate`` and ``--replay`` decide through the same
+functions here, from the same JSON (schema :data:`GATE_SCHEMA`): every raw
+measurement is kept, so a verdict can be recomputed without the GPU, with the
+recorded plan, thresholds and exclusion rule or with others.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ci.speed_exclusion import ExclusionRule, PairedRound, paired_rounds
+from ci.speed_rounds import Benchmark
+from ci.speed_select import Entry
+from ci.speed_thresholds import Thresholds
+from harness import paired
+from harness.paired import Decision, SequentialPlan, Verdict
+
+GATE_SCHEMA = "mxfp4-speed-gate/1"
+CALIBRATION_PATH = "ci/speed_calibration.json"
+# What can end the measuring before the plan's last look, and how the reason reads.
+RAN_OUT = {"round budget": "the round budget", "time budget": "the time budget (--max-minutes)",
+           "fixed rounds": "the fixed number of rounds (--rounds)", "end of record": "the recorded rounds"}
+# The resolvable effect is the slowdown flagged as regression with this probability by the last look.
+RESOLVE_POWER = 0.99
+
+
+class RecordError(ValueError):
+    """A recorded JSON file cannot be replayed or read as a calibration; the message names the file and key."""
+
+
+@dataclass
+class BenchmarkResult:
+    benchmark: Benchmark
+    status: str  # ci.speed_select statuses
+    note: str = ""
+    threshold: float | None = None
+    threshold_source: str = ""
+    decision: Decision | None = None
+    rounds: list[PairedRound] = field(default_factory=list)
+    resolvable: float | None = None
+    resolvable_source: str = ""
+    stopped_by: str = ""  # "decision" or a key of RAN_OUT
+
+    @property
+    def id(self) -> str:
+        return self.benchmark.id
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return None if self.decision is None else self.decision.verdict
+
+    def used_rounds(self) -> list[paired.Round]:
+        """The usable rounds the decision consumed (the base and head TFLOPS and the noise come from these)."""
+        seen = self.decision.rounds_seen if self.decision is not None else len(self.rounds)
+        return [r.round for r in self.rounds[:seen] if r.round.excluded is None]
+
+    def median_tflops(self, side: str) -> float | None:
+        used = self.used_rounds()
+        return statistics.median(getattr(r, side) for r in used) if used else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.benchmark.to_json(),
+            "status": self.status,
+            "note": self.note or None,
+            "threshold": self.threshold,
+            "threshold_source": self.threshold_source or None,
+            "verdict": None if self.verdict is None else self.verdict.value,
+            "decision": None if self.decision is None else self.decision.to_json(),
+            "stopped_by": self.stopped_by or None,
+            "base_tflops": self.median_tflops("base"),
+            "head_tflops": self.median_tflops("head"),
+            "resolvable_effect": self.resolvable,
+            "resolvable_effect_source": self.resolvable_source or None,
+            "rounds": [r.to_json() for r in self.rounds],
+        }
+
+
+def resolvable_effect(
+    bench_id: str, used: Sequence[paired.Round], threshold: float, plan: SequentialPlan, calibrations: Mapping[str, Any]
+) -> tuple[float | None, str]:
+    """The smallest slowdown flagged as regression w.p. RESOLVE_POWER by the plan's last look, at ``threshold``.
+
+    Noise from the calibration file when it has this benchmark (its 95% upper bound of
+    the round-ratio SD), else from this run's usable rounds (the same bound, via
+    harness.paired.calibrate: a constant effect does not change the spread of log ratios).
+    """
+    cal = calibrations.get(bench_id)
+    if cal is not None:
+        sd, source = float(cal["ratio_sd_upper"]), f"calibration ({cal.get('source', '?')})"
+    elif len(used) >= 3:
+        sd = paired.calibrate(used, plan).ratio_sd_upper
+        source = f"this run's {len(used)} rounds (95% upper SD bound)"
+    else:
+        return None, f"{len(used)} usable rounds: too few to estimate the noise"
+    return paired.resolvable_effect(sd, threshold, plan, RESOLVE_POWER), source
+
+
+def decide_entry(
+    entry: Entry,
+    rounds: Sequence[Mapping[str, Any]],
+    thresholds: Thresholds,
+    plan: SequentialPlan,
+    rule: ExclusionRule,
+    calibrations: Mapping[str, Any] = {},
+    *,
+    sides: tuple[str, str] = ("base", "head"),
+    ran_out: str = "",
+) -> BenchmarkResult:
+    """The result of one benchmark: its decision over the recorded rounds when it is gated.
+
+    ``ran_out`` says what ended the measuring when the plan is not through ("round budget",
+    "fixed rounds", "end of record"); an undecided benchmark is then inconclusive for that reason.
+    """
+    bench = entry.benchmark
+    result = BenchmarkResult(bench, entry.status, entry.note)
+    if entry.status != "gated":
+        return result
+    result.threshold, result.threshold_source = thresholds.lookup(bench.id)
+    result.rounds = paired_rounds(rounds, bench.id, sides[0], sides[1], rule)
+    decision = paired.sequential_decision([r.round for r in result.rounds], result.threshold, plan)
+    if decision.complete:
+        result.stopped_by = "decision"
+    elif ran_out:
+        result.stopped_by = ran_out
+        decision = _replace_reason(decision, f"{RAN_OUT[ran_out]} ran out before the look at {decision.next_look} usable "
+                                             f"rounds ({decision.rounds_used} usable, {decision.rounds_excluded} excluded): inconclusive")
+    result.decision = decision
+    result.resolvable, result.resolvable_source = resolvable_effect(bench.id, result.used_rounds(), result.threshold, plan, calibrations)
+    return result
+
+
+def _replace_reason(decision: Decision, reason: str) -> Decision:
+    from dataclasses import replace
+
+    return replace(decision, reason=reason)
+
+
+def exit_code(results: Sequence[BenchmarkResult], fail_on_inconclusive: bool) -> int:
+    """0 pass, 1 a regression or a wrong result at head (or an inconclusive one, when asked to fail on it)."""
+    failing = {Verdict.REGRESSION} | ({Verdict.INCONCLUSIVE} if fail_on_inconclusive else set())
+    bad = any(r.status == "wrong result" or (r.status == "gated" and r.verdict in failing) for r in results)
+    return 1 if bad else 0
+
+
+# ---------------------------------------------------------------------------
+# records
+# ---------------------------------------------------------------------------
+
+
+def load_record(path: str | Path) -> dict[str, Any]:
+    """A recorded verdict JSON (gate or calibration run), checked enough to replay."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise RecordError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("schema") != GATE_SCHEMA:
+        raise RecordError(f"{path}: not a {GATE_SCHEMA} record (\"schema\" is {data.get('schema') if isinstance(data, dict) else None!r})")
+    for key, kind in (("rounds", list), ("benchmarks", list), ("plan", dict), ("exclusion", dict), ("thresholds", dict)):
+        if not isinstance(data.get(key), kind):
+            raise RecordError(f"{path}: \"{key}\" is missing or not a {kind.__name__}")
+    return data
+
+
+def entries_of(record: Mapping[str, Any]) -> list[Entry]:
+    return [Entry(Benchmark.from_json(b), b["status"], b.get("note") or "") for b in record["benchmarks"]]
+
+
+def plan_of(data: Mapping[str, Any]) -> SequentialPlan:
+    points = tuple(data["look_points"])
+    return SequentialPlan(min_rounds=data["min_rounds"], max_rounds=data["max_rounds"], looks=points, alpha=data["alpha"])
+
+
+def load_calibrations(path: str | Path) -> dict[str, Any]:
+    """{benchmark id: calibration} from a ``--calibrate`` record; each entry carries its source."""
+    data = load_record(path)
+    cals = data.get("calibrations")
+    if not isinstance(cals, dict):
+        raise RecordError(f"{path}: no \"calibrations\" (write one with --calibrate --json {path})")
+    where = f"{path}, {data.get('created', '?')}, {data.get('environment', {}).get('gpu') or 'cpu'}"
+    out = {}
+    for bench_id, cal in cals.items():
+        if not isinstance(cal, dict) or not isinstance(cal.get("ratio_sd_upper"), (int, float)) or not math.isfinite(cal["ratio_sd_upper"]):
+            raise RecordError(f"{path}: calibrations[{bench_id!r}].ratio_sd_upper is missing or not a number")
+        out[bench_id] = dict(cal, source=where)
+    return out

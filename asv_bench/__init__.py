@@ -1,4 +1,5 @@
-"""The asv suite: GEMM throughput and time per commit (bench_gemm) and compiled resource usage per commit
+"""The asv suite: GEMM time per commit for every registered kernel configuration (bench_gemm; TFLOPS and each
+measurement's conditions in its records, asv_bench.records) and compiled resource usage per commit
 (bench_resources). Run from the repository root: ``asv run``, ``asv continuous``, ``asv publish`` (see
 asv.conf.json and ``python -m ci.main_job --help``).
 

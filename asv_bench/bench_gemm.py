@@ -1,21 +1,24 @@
-"""GEMM speed of every registered kernel, per commit.
+"""GEMM time of every registered kernel configuration, per commit: one measurement, time and TFLOPS.
 
-Two metrics per (kernel, shape), each measured in its own fresh process by
+``track_time(kernel_config, shape)`` times one GEMM in a fresh process with
 harness.timing.measure_gemm (idle check, rotated inputs, warm-up until steady,
-device events, median):
+device events) and returns every sample: asv keeps them, its value is their
+median, ``asv compare`` applies its Mann-Whitney test and ``asv publish`` its
+regression search. Seconds are lower-is-better, the one direction asv knows.
 
-* ``track_time`` -- seconds per GEMM, with every sample. asv keeps the samples
-  and applies its statistics: ``asv compare``/``continuous`` (Mann-Whitney U plus
-  the factor) and the regressions page of ``asv publish`` flag a slowdown. This
-  is the metric to gate on: asv treats lower as better for every benchmark.
-* ``track_tflops`` -- 2*M*N*K / median time, for reading. Higher is better, so
-  asv would call a drop an improvement: it is excluded from regression detection
-  (asv.conf.json ``regressions_first_commits``; ``asv continuous`` is run with
-  ci.main_job.GATE_BENCHMARKS).
+TFLOPS come from the same measurement (2*M*N*K / median): written with the
+measurement's conditions to the records sidecar (asv_bench.records), shown by
+ci.main_job's summary and beside each graph of the published HTML. They are
+not an asv benchmark: asv takes every benchmark as lower-is-better, so its
+benchmark list, regressions page and ``asv compare`` would call a TFLOPS gain
+a regression (asv has no higher-is-better setting; its issue 1617 asks for one).
+
+Every registered configuration is tracked: ``kernel_config`` is ``kernel:config``
+from asv_bench.common.KERNEL_CONFIGS (append only).
 
 Guards: GemmOnGpu -- the shapes of harness/shapes.py BENCHMARK_SHAPES (8192^3,
-16384^3, three LLM layers) on the GPU; GemmOnCpu -- small CPU shapes, the timing
-history a CPU-only machine records (the torch reference's CPU path).
+16384^3, three LLM layers) on the GPU; GemmOnCpu -- small CPU shapes, the
+torch kernel's CPU path (recorded, kept off the regressions page: asv.conf.json).
 """
 
 from __future__ import annotations
@@ -24,10 +27,11 @@ from asv_bench import common
 
 
 class _GemmBenchmark:
-    param_names = ("kernel", "shape")
-    # Bump when the timing method (harness/timing.py) changes: asv then stops
-    # comparing new results with ones taken the old way.
-    version = common.TIMING_METHOD_VERSION
+    param_names = ("kernel_config", "shape")
+    # TIMING_METHOD_VERSION: bumped when harness/timing.py changes what a time means. "/kc" marks the
+    # (kernel_config, shape) parameters: results of the old (kernel, shape) ones do not line up with them.
+    version = f"{common.TIMING_METHOD_VERSION}/kc"
+    budget: common.timing.TimingBudget
 
     def _device(self):
         raise NotImplementedError
@@ -35,48 +39,50 @@ class _GemmBenchmark:
     def _excluded(self, kernel) -> str | None:
         return None
 
-    def setup(self, kernel: str, shape: str) -> None:
-        self.device = self._device()
-        self.kernel = common.registered_kernel(kernel)
-        self.shape = common.SHAPES_BY_NAME[shape]
-        reason = self._excluded(self.kernel) or self.kernel.unavailable_reason(self.device)
-        if reason is None:
-            try:
-                self.kernel.check_shape(self.shape.m, self.shape.n, self.shape.k)
-            except ValueError as exc:  # the registry's UnsupportedShape
-                reason = str(exc)
-        if reason:
-            common.note(f"n/a: {reason}")
-            raise NotImplementedError(reason)
+    def setup(self, kernel_config: str, shape: str) -> None:
+        benchmark = f"{__name__.rpartition('.')[2]}.{type(self).__name__}.track_time"  # asv's name for it
+        self.record = common.MeasurementRecorder(benchmark, (kernel_config, shape))
+        self.resumed = self.record.resumable_samples()
+        if self.resumed is not None:
+            return  # measured by a run that was killed before asv saved it: nothing to set up
+        with self.record.reporting_setup():
+            kernel_name, config = common.split_kernel_config(kernel_config)
+            self.device = self._device()
+            self.kernel = common.registered_kernel(kernel_name)
+            self.config = common.kernel_config_of(self.kernel, config)
+            self.shape = common.SHAPES_BY_NAME[shape]
+            reason = self._excluded(self.kernel) or self.kernel.unavailable_reason(self.device)
+            if reason is None:
+                try:
+                    self.kernel.check_shape(self.shape.m, self.shape.n, self.shape.k, self.config)
+                except ValueError as exc:  # the registry's UnsupportedShape
+                    reason = str(exc)
+            if reason:
+                raise NotImplementedError(reason)
 
-    def _measure(self, metric: str, kernel: str, shape: str):
-        result = common.timing.measure_gemm(
-            common.kernel_prepare(self.kernel),
-            self.shape.m,
-            self.shape.n,
-            self.shape.k,
-            device=self.device,
-            label=f"{kernel}[{self.kernel.default_config}] {shape} on {self.device}",
-            budget=self.budget,
-            log=common.note,
-        )
+    def track_time(self, kernel_config: str, shape: str):
+        if self.resumed is not None:
+            return {"samples": self.resumed, "number": 1}
+        with self.record.reporting_failure():
+            result = common.timing.measure_gemm(
+                common.kernel_prepare(self.kernel, self.config),
+                self.shape.m,
+                self.shape.n,
+                self.shape.k,
+                device=self.device,
+                label=f"{kernel_config} {shape} on {self.device}",
+                budget=self.budget,
+                log=common.note,
+            )
         common.note(result.summary())
-        common.save_timing_record(f"{type(self).__name__}.{metric}", (kernel, shape), result.to_json())
-        return result
-
-    def track_time(self, kernel: str, shape: str):
-        return self._measure("track_time", kernel, shape).asv_samples()
+        self.record.measured(result, device_is_cpu=str(self.device) == "cpu")
+        return result.asv_samples()
 
     track_time.unit = "seconds"
 
-    def track_tflops(self, kernel: str, shape: str) -> float:
-        return self._measure("track_tflops", kernel, shape).tflops
-
-    track_tflops.unit = "TFLOPS"
-
 
 class GemmOnGpu(_GemmBenchmark):
-    params = (common.KERNELS, [s.name for s in common.GPU_SHAPES])
+    params = (common.KERNEL_CONFIGS, [s.name for s in common.GPU_SHAPES])
     # One fresh process per benchmark: CUDA/HIP context, JIT compilation of the
     # kernel, operand generation (several GiB at 16384^3), warm-up, timing.
     timeout = 600
@@ -87,13 +93,14 @@ class GemmOnGpu(_GemmBenchmark):
 
 
 class GemmOnCpu(_GemmBenchmark):
-    params = (common.KERNELS, [s.name for s in common.CPU_SHAPES])
+    params = (common.KERNEL_CONFIGS, [s.name for s in common.CPU_SHAPES])
     timeout = 300
     budget = common.CPU_BUDGET
 
     def _device(self):
-        # One thread: on a shared 2-core runner a second thread times the neighbours, not the
-        # kernel (a busy core stalls every multi-threaded op). The history is single-threaded.
+        # One thread: on a shared 2-core runner a second thread times the neighbours, not the kernel.
+        # Not pinned to a core: measured on the shared runner, pinning widened the spread between
+        # runs of one commit from 19% to 45% (a neighbour landing on the pinned core); see README.
         import torch
 
         torch.set_num_threads(1)

@@ -8,8 +8,10 @@ CPU-only machine publishes a real history of these.
 Each (kernel, arch) is compiled once per commit (``setup_cache``), in the
 kernel's default config at that commit; every metric reads that one result. A
 metric the arch does not have (AGPRs on sm_90, spill bytes on gfx950) is n/a.
-Lower is better for all of them except occupancy, which is recorded for reading
-and excluded from regression detection like TFLOPS (asv.conf.json).
+Lower is better for every one of them: asv knows no other direction. Occupancy
+(higher is better, and a function of the registers and LDS tracked here) is not
+an asv benchmark, so ``asv compare`` and the benchmark list never show a gain in
+it as a regression; ``python -m ci.resources`` prints it.
 """
 
 from __future__ import annotations
@@ -110,9 +112,3 @@ class CompiledResources:
         return self._field(usages, kernel, arch, "shared_bytes")
 
     track_shared_memory_bytes.unit = "bytes"
-
-    def track_occupancy(self, usages, kernel, arch):
-        """Waves per SIMD (gfx950) or warps per SM (sm_90); higher is better, for reading."""
-        return self._field(usages, kernel, arch, "occupancy")
-
-    track_occupancy.unit = "waves or warps"

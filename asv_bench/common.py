@@ -2,11 +2,11 @@
 
 Reproduce one GEMM benchmark by hand (from the repository root)::
 
-    asv run --quick --show-stderr -b "GemmOnGpu.track_time\\('triton_dot_scaled', 'square_m08192" HEAD^!
+    asv run --quick --show-stderr -b "GemmOnGpu.track_time\\('triton_dot_scaled:m128_n256_k64_w8_s3', 'square_m08192" HEAD^!
 
 Three rules, because asv runs this suite (today's) against old commits:
 
-* Parameters are fixed data -- :data:`KERNELS`, :data:`CPU_SHAPES` and the shapes of
+* Parameters are fixed data -- :data:`KERNELS`, :data:`KERNEL_CONFIGS`, :data:`CPU_SHAPES` and the shapes of
   harness/shapes.py -- never the installed project's API: asv numbers the
   parameter combinations once and every benchmark process, whatever commit it has
   installed, must give the same index the same meaning. Append only.
@@ -24,20 +24,22 @@ Three rules, because asv runs this suite (today's) against old commits:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
 import types
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.append(str(REPO_ROOT))
 
-from harness import shapes as _shapes  # noqa: E402  (after the path above)
+from asv_bench import records  # noqa: E402  (after the path above)
+from harness import gpu_state  # noqa: E402
+from harness import shapes as _shapes  # noqa: E402
 from harness import timing  # noqa: E402
-from harness.report import write_json_atomic  # noqa: E402
 
 # Every kernel name the registry has ever had. Append only (a removed kernel
 # stays: its history stays readable). tests/test_asv_suite.py fails when the
@@ -47,6 +49,20 @@ KERNELS = (
     "torch_dequant",
     "triton_dot_scaled",
     "triton_upcast",
+)
+
+# Every "kernel:config" the registry has ever had: the GEMM benchmarks track each
+# registered configuration, not only a kernel's default. Append only, like KERNELS
+# (tests/test_asv_suite.py fails when a registered configuration is missing here).
+KERNEL_CONFIGS = (
+    "flydsl_gfx950_4wave:default",
+    "flydsl_gfx950_4wave:intrinsic_acc",
+    "torch_dequant:bf16",
+    "torch_dequant:fp32",
+    "triton_dot_scaled:m128_n128_k128_w8_s3",
+    "triton_dot_scaled:m128_n256_k64_w8_s3",
+    "triton_upcast:m128_n128_k64_w8_s3",
+    "triton_upcast:m128_n128_k64_w8_s4",
 )
 
 # Architectures a kernel may compile for without a GPU (resource history).
@@ -128,6 +144,19 @@ def registered_kernel(name: str) -> Any:
     return registry.get_kernel(name)
 
 
+def split_kernel_config(kernel_config: str) -> tuple[str, str]:
+    kernel, _, config = kernel_config.partition(":")
+    return kernel, config
+
+
+def kernel_config_of(kernel: Any, config: str) -> str:
+    """``config`` when the installed commit's kernel has it; n/a with the reason otherwise."""
+    configs = list(getattr(kernel, "configs", {}) or {})
+    if config not in configs:
+        raise NotImplementedError(f"this commit's {kernel.name} has no config {config!r} (it has {', '.join(configs)})")
+    return config
+
+
 def kernel_prepare(kernel: Any, config: str | None = None):
     """harness.timing's ``prepare(a, b, out)`` for a registered kernel of the installed commit:
     the harness's raw operands wrapped in the commit's own MXFP4 type."""
@@ -168,23 +197,79 @@ def note(message: str) -> None:
 
 
 # ---------------------------------------------------------------------------
-# records of each timing, beside asv's results
+# the record of each measurement, beside asv's results (asv_bench.records)
 # ---------------------------------------------------------------------------
 
 
-def save_timing_record(benchmark: str, params: tuple[str, ...], record: dict[str, Any]) -> Path | None:
-    """Keep the full timing (samples, GPU state before/after, idle check) next to asv's results.
+def main_job_id(environ: dict[str, str] | None = None) -> str | None:
+    """The id of the ci.main_job run this process belongs to ($MXFP4_MAIN_JOB = "<checkout>::<id>")."""
+    tag = (os.environ if environ is None else environ).get(records.JOB_ENV, "")
+    return tag.rpartition("::")[2] or None
 
-    asv stores one number or a sample list per benchmark; the rest goes to
-    ``.asv/timings/<commit>/<benchmark>(<params>).json`` in the repository that asv runs from.
-    """
-    conf_dir = os.environ.get("ASV_CONF_DIR")
-    commit = os.environ.get("ASV_COMMIT")
-    if not conf_dir or not commit:
-        return None
-    path = Path(conf_dir) / ".asv" / "timings" / commit[:8] / f"{benchmark}({','.join(params)}).json"
-    write_json_atomic(path, {"benchmark": benchmark, "params": list(params), "commit": commit, **record})
-    return path
+
+class MeasurementRecorder:
+    """Writes one benchmark's record (measured, n/a with the reason, or failed) the moment it is known."""
+
+    def __init__(self, benchmark: str, params: tuple[str, ...]):
+        self.key = records.benchmark_key(benchmark, params)
+        self.sidecar = records.sidecar_in_this_run()
+        self.job = main_job_id()
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self.sidecar is not None:
+            records.update(self.sidecar, {self.key: {"job": self.job, **record}})
+
+    def resumable_samples(self) -> list[float] | None:
+        """Samples ci.main_job marked for reuse: measured by a killed run, never saved by asv."""
+        if self.sidecar is None:
+            return None
+        try:
+            record = records.load(self.sidecar).get(self.key)
+        except records.CorruptSidecar:
+            return None
+        if not (record and record.get("resume") and record.get("samples_s")):
+            return None
+        if record.get("method_version") != TIMING_METHOD_VERSION:
+            return None
+        self._write({**record, "resume": False, "resumed_by": self.job, "job": record.get("job")})
+        note(f"resumed: {self.key} was measured by main job {record.get('job')} (killed before asv saved it)")
+        return list(record["samples_s"])
+
+    @contextlib.contextmanager
+    def reporting_setup(self) -> Iterator[None]:
+        """n/a (NotImplementedError) and failures of ``setup`` go into the record, then on to asv."""
+        try:
+            yield
+        except NotImplementedError as exc:
+            note(f"n/a: {exc}")
+            self._write({"status": "n/a", "reason": str(exc)})
+            raise
+        except Exception as exc:
+            self._failed(exc)
+            raise
+
+    @contextlib.contextmanager
+    def reporting_failure(self) -> Iterator[None]:
+        try:
+            yield
+        except Exception as exc:
+            self._failed(exc)
+            raise
+
+    def _failed(self, exc: BaseException) -> None:
+        failure = "harness" if records.is_harness_failure(exc) else "benchmark"
+        self._write({"status": "failed", "failure": failure, "reason": f"{type(exc).__name__}: {str(exc)[:500]}"})
+
+    def measured(self, result: timing.Timing, *, device_is_cpu: bool) -> None:
+        self._write(
+            records.measured_record(
+                result.to_json(),
+                device_is_cpu=device_is_cpu,
+                method_version=TIMING_METHOD_VERSION,
+                job=self.job,
+                override_requested=gpu_state.override_requested(),
+            )
+        )
 
 
 _preload_project()

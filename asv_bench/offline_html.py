@@ -9,7 +9,7 @@ from ``vendor/`` beside it. Where the npm file is byte-identical to the CDN one
 verifies it; where npm ships another build (flot 0.8.3 unminified, stupidtable
 1.1.3 instead of 1.0.1, same API) it is dropped.
 
-    python -m asv_bench.offline_html --html .asv/html            # ci.main_job does this after publish
+    python -m asv_bench.offline_html --html .asv/html            # every asv publish does this (ci/asv_html.py)
 """
 
 from __future__ import annotations
@@ -17,12 +17,10 @@ from __future__ import annotations
 import argparse
 import base64
 import hashlib
-import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Sequence
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from asv_bench import common
-from ci import main_job
+from asv_bench import common, records
+from ci import fingerprint
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # Never copied into a temporary project: environments, results, caches, carried wheels.
@@ -30,7 +30,7 @@ _NOT_COPIED = shutil.ignore_patterns(
     ".git", ".venv", ".asv", "__pycache__", ".pytest_cache", ".benchmarks", "html", "results", ".whl", ".device", "out"
 )
 # The one benchmark the end-to-end tests time: torch's reference on a CPU shape (~25-80 ms a launch).
-CPU_TIME_BENCHMARK = r"GemmOnCpu\.track_time\('torch_dequant', 'cpu_m00256_n00256_k01024'\)"
+CPU_TIME_BENCHMARK = r"GemmOnCpu\.track_time\('torch_dequant:bf16', 'cpu_m00256_n00256_k01024'\)"
 SLOWDOWN = """
 
 # Injected by tests/test_asv_suite.py: every torch_dequant launch does its work three times.
@@ -116,11 +116,14 @@ def asv(repo: Path, env: dict[str, str], *args: str, timeout: float = 600) -> su
 # ---------------------------------------------------------------------------
 
 
-def test_every_registered_kernel_is_benchmarked():
+def test_every_registered_kernel_and_config_is_benchmarked():
     from kernels import registry
 
     missing = {k.name for k in registry.all_kernels()} - set(common.KERNELS)
     assert not missing, f"add {sorted(missing)} to asv_bench.common.KERNELS (append only)"
+    configs = {f"{k.name}:{c}" for k in registry.all_kernels() for c in k.configs}
+    assert not configs - set(common.KERNEL_CONFIGS), f"add {sorted(configs - set(common.KERNEL_CONFIGS))} to KERNEL_CONFIGS"
+    assert {common.split_kernel_config(kc)[0] for kc in common.KERNEL_CONFIGS} <= set(common.KERNELS)
 
 
 def test_gpu_shapes_are_the_benchmark_shapes_of_harness_shapes():
@@ -151,24 +154,27 @@ def test_resource_targets_cover_every_compile_target():
     assert pairs <= {(k, a) for k in common.KERNELS for a in common.COMPILE_ARCHS}
 
 
-def test_gate_selection_keeps_lower_is_better_metrics_only():
-    gate = re.compile(main_job.GATE_BENCHMARKS)
-    assert gate.search("bench_gemm.GemmOnGpu.track_time('triton_dot_scaled', 'square_m08192_n08192_k08192')")
-    assert gate.search("bench_resources.CompiledResources.track_spill_bytes('triton_dot_scaled', 'sm_90')")
-    assert not gate.search("bench_gemm.GemmOnGpu.track_tflops('triton_dot_scaled', 'square_m08192_n08192_k08192')")
-    assert not gate.search("bench_resources.CompiledResources.track_occupancy('flydsl_gfx950_4wave', 'gfx950')")
+def test_every_asv_benchmark_is_lower_is_better():
+    """asv has no higher-is-better setting (its issue 1617): a TFLOPS or occupancy benchmark would show a gain
+    as a regression in asv compare and the benchmark list. TFLOPS travel in the records instead."""
+    from ci.fingerprint import suite_benchmarks
+
+    names = {n.partition("(")[0] for n in suite_benchmarks()}
+    assert "bench_gemm.GemmOnGpu.track_time" in names and "bench_gemm.GemmOnCpu.track_time" in names
+    assert not [n for n in names if re.search(r"tflops|occupancy|throughput", n)], names
 
 
-def test_asv_config_loads_and_keeps_readings_off_the_regressions_page():
+def test_asv_config_loads_plugs_in_the_html_and_keeps_cpu_timings_off_the_regressions_page():
     from asv.config import Config
 
     conf = Config.load(str(REPO_ROOT / "asv.conf.json"))
     assert conf.benchmark_dir == "asv_bench" and conf.environment_type == "virtualenv"
+    assert conf.results_dir == records.DEFAULT_RESULTS_DIR
     assert conf.matrix["env"]["VIRTUALENV_SYSTEM_SITE_PACKAGES"] == "true"
+    assert conf.plugins == [".ci.asv_html"]
     skipped = [re.compile(k) for k, v in conf.regressions_first_commits.items() if v is None]
-    assert any(p.match("bench_gemm.GemmOnGpu.track_tflops") for p in skipped)
-    assert any(p.match("bench_resources.CompiledResources.track_occupancy") for p in skipped)
-    assert not any(p.match("bench_gemm.GemmOnGpu.track_time") for p in skipped)
+    assert any(p.match("bench_gemm.GemmOnCpu.track_time('torch_dequant:bf16', 'cpu_m00128_n00128_k02048')") for p in skipped)
+    assert not any(p.match("bench_gemm.GemmOnGpu.track_time('torch_dequant:bf16', 'square')") for p in skipped)
     assert all("--no-deps" in c for c in conf.install_command if "pip install" in c)
 
 
@@ -200,7 +206,7 @@ def test_suite_gives_na_with_the_reason_on_a_commit_that_lacks_modules(tmp_path)
         sys.path[:0] = [{str(old.parent)!r}, {str(REPO_ROOT)!r}]
         from asv_bench import bench_gemm, bench_resources
         for call in (
-            lambda: bench_gemm.GemmOnCpu().setup("torch_dequant", "cpu_m00128_n00128_k02048"),
+            lambda: bench_gemm.GemmOnCpu().setup("torch_dequant:bf16", "cpu_m00128_n00128_k02048"),
             lambda: bench_resources.CompiledResources().setup(
                 bench_resources.CompiledResources().setup_cache(), "triton_dot_scaled", "sm_90"),
         ):
@@ -227,33 +233,6 @@ def test_under_asv_a_project_outside_the_environment_is_refused(monkeypatch, tmp
         common.import_project("registry")
 
 
-def test_main_job_tables_failures_and_spread_from_results():
-    nan = float("nan")
-    by_commit = {
-        "a" * 40: {
-            "bench_gemm.GemmOnGpu.track_tflops(triton_dot_scaled, square)": 500.0,
-            "bench_gemm.GemmOnGpu.track_tflops(torch_dequant, square)": nan,  # n/a: no row of its own
-            "bench_resources.CompiledResources.track_registers(triton_dot_scaled, sm_90)": None,  # failed
-        },
-        "b" * 40: {
-            "bench_gemm.GemmOnGpu.track_tflops(triton_dot_scaled, square)": 450.0,
-            "bench_resources.CompiledResources.track_registers(triton_dot_scaled, sm_90)": 255,
-        },
-    }
-    commits = ["a" * 40, "b" * 40, "c" * 40]  # c has no results at all
-    table = main_job.history_table(by_commit, commits, main_job.TFLOPS_KEY)
-    assert table.rows == {"GemmOnGpu(triton_dot_scaled, square)": {"aaaaaaaa": 500.0, "bbbbbbbb": 450.0}}
-    markdown = main_job.markdown_table("TFLOPS", table)
-    assert ["GemmOnGpu(triton_dot_scaled, square)", "500", "450", ""] in markdown_rows(markdown)
-    assert main_job.failures(by_commit, commits) == [
-        "cccccccc (no results: the build or install failed, see asv's output)",
-        "aaaaaaaa bench_resources.CompiledResources.track_registers(triton_dot_scaled, sm_90)",
-    ]
-    runs = [{"bench_gemm.GemmOnGpu.track_time(k, s)": 0.010}, {"bench_gemm.GemmOnGpu.track_time(k, s)": 0.011}]
-    spread = main_job.spread(runs, re.compile(r"^(bench_gemm\.\w+\.track_\w+)$"))
-    assert spread.rows["bench_gemm.GemmOnGpu.track_time(k, s)"]["spread"] == pytest.approx(0.001 / 0.0105)
-
-
 def test_machine_name_and_info_carry_the_gpu_and_the_stack():
     info = {
         "host": "Node-7",
@@ -268,14 +247,13 @@ def test_machine_name_and_info_carry_the_gpu_and_the_stack():
         "torch": "2.11.0",
         "triton": "3.6.0",
         "flydsl": "none",
-        "idle_override": False,
     }
-    assert main_job.machine_name(info) == "node-7-nvidia-h200"
-    fields = main_job.machine_fields(info)
+    assert fingerprint.machine_name(info) == "node-7-nvidia-h200"
+    fields = fingerprint.machine_fields(info)
     assert fields["gpu"] == "NVIDIA H200 x8" and fields["gpu_driver"] == "570.124.06"
     assert (fields["gpu_runtime"], fields["torch"], fields["triton"]) == ("CUDA 12.8", "2.11.0", "3.6.0")
-    assert fields["idle_check"] == "enforced"
-    assert main_job.machine_fields({**info, "idle_override": True})["idle_check"] == "OVERRIDDEN"
+    # Nothing per measurement in the machine's fields: asv applies them to whole commits.
+    assert "idle_check" not in fields
 
 
 # ---------------------------------------------------------------------------
@@ -310,7 +288,7 @@ def test_asv_continuous_flags_a_slowed_kernel_and_not_an_unchanged_commit(tmp_pa
     slow = asv(repo, env, "continuous", *common_args, unchanged, slowed)
     assert slow.returncode == 1, slow.stdout[-4000:] + slow.stderr[-2000:]
     worse = [line for line in slow.stdout.splitlines() if line.startswith("| +")]
-    assert len(worse) == 1 and "GemmOnCpu.track_time('torch_dequant', 'cpu_m00256_n00256_k01024')" in worse[0], (
+    assert len(worse) == 1 and "GemmOnCpu.track_time('torch_dequant:bf16', 'cpu_m00256_n00256_k01024')" in worse[0], (
         slow.stdout[-3000:]
     )
     ratio = float(worse[0].split("|")[4])
@@ -323,22 +301,15 @@ def test_asv_continuous_flags_a_slowed_kernel_and_not_an_unchanged_commit(tmp_pa
     (results,) = list(iter_results_for_machine_and_hash(str(repo / ".asv" / "results"), "ci-test", slowed))
     key = "bench_gemm.GemmOnCpu.track_time"
     params = results.get_result_params(key)
-    index = [tuple(p) for p in itertools.product(*params)].index(("'torch_dequant'", "'cpu_m00256_n00256_k01024'"))
+    index = [tuple(p) for p in itertools.product(*params)].index(("'torch_dequant:bf16'", "'cpu_m00256_n00256_k01024'"))
     samples = results.get_result_samples(key, params)[index]
     assert samples and len(samples) >= common.CPU_BUDGET.min_reps, samples
     # asv's value is the median of exactly those samples (linear interpolation between the middle two).
     assert results.get_result_value(key, params)[index] == pytest.approx(statistics.median(samples), rel=1e-12)
 
-    # The published regressions page names it too, with the jump at the slowed commit.
+    # The regressions page leaves CPU timings out (asv.conf.json): on a shared runner they move 19-45%
+    # between runs of one commit; asv continuous above still compares them with its own statistics.
     published = asv(repo, env, "publish")
     assert published.returncode == 0, published.stdout[-3000:] + published.stderr[-2000:]
-    html = repo / ".asv" / "html"
-    regressions = json.loads((html / "regressions.json").read_text())["regressions"]
-    revision_to_hash = json.loads((html / "index.json").read_text())["revision_to_hash"]
-    flagged = [r for r in regressions if r[0].startswith("bench_gemm.GemmOnCpu.track_time('torch_dequant'")]
-    assert len(flagged) == 1, regressions
-    _, _, _, _, last_value, best_value, jumps = flagged[0]
-    assert last_value / best_value > 2.0, flagged
-    steps = {revision_to_hash[str(after)]: after_value / before_value for _, after, before_value, after_value in jumps}
-    assert slowed in steps and steps[slowed] > 2.0, (jumps, revision_to_hash)
-    assert max(steps, key=steps.get) == slowed, (jumps, revision_to_hash)
+    regressions = json.loads((repo / ".asv" / "html" / "regressions.json").read_text())["regressions"]
+    assert not [r for r in regressions if r[0].startswith("bench_gemm.GemmOnCpu")], regressions

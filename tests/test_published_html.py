@@ -1,9 +1,11 @@
-"""The main job end to end on a fresh CPU-only clone, and its HTML checked in a real browser.
+"""The main job end to end on a fresh CPU-only clone, its results branch, and its HTML in a real browser.
 
-``python -m ci.main_job`` runs over two commits of a temporary copy of this repository (one CPU
-timing and the register history, to stay quick), publishes, and the page is served on 127.0.0.1 to
-headless Chromium (Debian's ``chromium``). A probe page loads asv's index.html in a same-origin
-iframe and reports what flot drew: the series, the finite data points, the inked canvas pixels.
+``python -m ci.main_job --push-results`` runs over two commits of a temporary copy of this repository
+(one CPU timing, one GPU shape that is n/a here, the register history: quick), starting from a
+truncated and an invalid results file, pushing to a bare remote. The page is served on 127.0.0.1
+to headless Chromium (Debian's ``chromium``): a probe page loads asv's index.html in a same-origin
+iframe and reports what flot drew (series, finite points, inked canvas pixels) and what the notes
+panel beside the graph says; the page is also opened as a file, and published again by plain asv.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from test_asv_suite import CPU_TIME_BENCHMARK, asv_env, commit_change, make_project, markdown_rows
+from test_asv_suite import CPU_TIME_BENCHMARK, asv, asv_env, commit_change, make_project
+from test_results_branch import results_file
 
 CHROMIUM = shutil.which("chromium")
 CHROMIUM_FLAGS = [
@@ -33,7 +36,7 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-RESOURCE_BENCHMARK = r"CompiledResources\.track_registers\('(flydsl_gfx950_4wave|triton_dot_scaled)'"
+RESOURCE_BENCHMARK = r"CompiledResources\.track_registers\('triton_dot_scaled'"
 
 PROBE = b"""<!doctype html><html><body><pre id="result">pending</pre>
 <iframe id="asv" width="1200" height="800"></iframe>
@@ -41,20 +44,28 @@ PROBE = b"""<!doctype html><html><body><pre id="result">pending</pre>
 const frame = document.getElementById('asv');
 frame.src = 'index.html' + location.hash;
 function report(value) { document.getElementById('result').textContent = JSON.stringify(value); }
+let looks = 0;
 function check() {
+  looks++;
   try {
     const w = frame.contentWindow, $ = w.jQuery;
     const plot = $ && $('#main-graph').data('plot');
-    if (plot) {
-      const series = plot.getData();
-      const points = series.reduce((n, s) => n + s.data.filter(p => p && p[1] !== null && isFinite(p[1])).length, 0);
-      const canvas = $('#main-graph canvas.flot-base')[0];
-      let inked = 0;
-      if (canvas) {
-        const px = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
-        for (let i = 3; i < px.length; i += 4) if (px[i]) inked++;
+    const noData = $ && $('#error').is(':visible');  // asv's "No data for this combination of filters"
+    if (plot || noData) {
+      let points = 0, inked = 0, series = 0;
+      if (plot) {
+        series = plot.getData().length;
+        points = plot.getData().reduce((n, s) => n + s.data.filter(p => p && p[1] !== null && isFinite(p[1])).length, 0);
+        const canvas = $('#main-graph canvas.flot-base')[0];
+        if (canvas) {
+          const px = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+          for (let i = 3; i < px.length; i += 4) if (px[i]) inked++;
+        }
       }
-      report({series: series.length, points: points, inked: inked, page: w.location.pathname});
+      const notes = w.document.getElementById('mxfp4-notes');
+      if (!notes || notes.getAttribute('data-complete') !== '1') { setTimeout(check, 100); return; }
+      if (points === 0 && !noData && looks < 80) { setTimeout(check, 100); return; }  // graph data still loading
+      report({series: series, points: points, inked: inked, page: w.location.pathname, notes: notes.innerText});
       return;
     }
     if (w.location.pathname.endsWith('error.html')) { report({error: 'asv could not load its libraries'}); return; }
@@ -108,14 +119,37 @@ def probe_graph(html_dir: Path, benchmark: str, profile: Path) -> dict:
     return {"raw": text} if text == "pending" else json.loads(text)
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
-def test_main_job_publishes_html_whose_graphs_render_with_data_points(tmp_path):
+ENV_NAME = f"virtualenv-py{sys.version_info[0]}.{sys.version_info[1]}-VIRTUALENV_SYSTEM_SITE_PACKAGEStrue"
+GPU_SHAPE_ON_CPU = r"GemmOnGpu\.track_time\('torch_dequant:bf16', 'square_m08192"
+
+
+def chromium_dom(url: str, profile: Path) -> str:
+    proc = subprocess.run(
+        [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=10000", "--dump-dom", url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    """The main job on a fresh clone whose results directory holds a truncated and an invalid results file,
+    pushing to a bare remote: its report, output, clone and remote."""
+    tmp_path = tmp_path_factory.mktemp("published")
     repo = make_project(tmp_path)
-    second = commit_change(repo, "pyproject.toml", "\n", "a second commit")
-    # A fresh clone, as CI and a new machine have it.
-    clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", "--branch", "main", str(repo), str(clone)], check=True)
+    commit_change(repo, "pyproject.toml", "\n", "a second commit")
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(remote)], check=True)
+    clone = tmp_path / "clone"  # a fresh clone, as CI and a new machine have it
+    subprocess.run(["git", "clone", "-q", "--branch", "main", str(remote), str(clone)], check=True)
+    newest, oldest = subprocess.run(["git", "rev-list", "main"], cwd=clone, capture_output=True, text=True).stdout.split()
+    seeded = clone / ".asv" / "results" / "ci-test"
+    seeded.mkdir(parents=True)
+    truncated = results_file("ci-test", oldest, {"bench_gemm.GemmOnCpu.track_time": 0.01})
+    (seeded / f"{oldest[:8]}-{ENV_NAME}.json").write_bytes(truncated[: len(truncated) // 2])  # killed mid-write
+    (seeded / f"{newest[:8]}-{ENV_NAME}.json").write_text("this is not JSON")
     report_path = tmp_path / "report.json"
     job = subprocess.run(
         [
@@ -123,9 +157,12 @@ def test_main_job_publishes_html_whose_graphs_render_with_data_points(tmp_path):
             "-m",
             "ci.main_job",
             "--commits=2",
+            "--machine=ci-test",
             f"--bench={CPU_TIME_BENCHMARK}",
+            f"--bench={GPU_SHAPE_ON_CPU}",
             f"--bench={RESOURCE_BENCHMARK}",
             f"--json={report_path}",
+            "--push-results",
         ],
         cwd=clone,
         env=asv_env(tmp_path / "home"),
@@ -134,30 +171,81 @@ def test_main_job_publishes_html_whose_graphs_render_with_data_points(tmp_path):
         timeout=900,
     )
     assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-5000:]
-    report = json.loads(report_path.read_text())
-    html_dir = clone / ".asv" / "html"
-    assert report["html"] == str(html_dir / "index.html") and f"HTML: {html_dir / 'index.html'}" in job.stderr
-    assert report["html_offline"], "the page would need public CDNs to draw anything"
-    assert [c[:8] for c in report["commits"]] == [c[:8] for c in report["tables"]["resources"]["columns"]]
-    assert second[:8] == report["commits"][-1][:8]
-    registers = {k: v for k, v in report["tables"]["resources"]["rows"].items() if k.startswith("registers(")}
-    assert {"registers(flydsl_gfx950_4wave, gfx950)", "registers(triton_dot_scaled, sm_90)"} <= set(registers)
-    assert all(v > 0 for row in registers.values() for v in row.values()), registers
-    summary_rows = {row[0]: row[1:] for row in markdown_rows(job.stdout)}  # the Markdown summary
-    assert summary_rows["registers(triton_dot_scaled, sm_90)"] == [
-        f"{v:.4g}" for v in report["tables"]["resources"]["rows"]["registers(triton_dot_scaled, sm_90)"].values()
-    ]
+    return {"job": job, "report": json.loads(report_path.read_text()), "clone": clone, "remote": remote, "tmp": tmp_path}
 
-    register_points = sum(1 for row in registers.values() for v in row.values() if v is not None and v == v)  # not NaN
-    assert register_points >= 4
+
+@pytest.mark.slow
+def test_unreadable_results_are_moved_aside_and_every_commit_is_still_measured(published):
+    report, job = published["report"], published["job"]
+    moved = sorted(Path(q["path"]).name[:8] for q in report["quarantined"])
+    assert moved == sorted(c[:8] for c in report["commits"]), report["quarantined"]
+    for q in report["quarantined"]:
+        assert f"quarantined {published['clone'] / '.asv' / 'results' / q['path']}" in job.stderr
+        assert Path(q["moved_to"]).is_file()
+    assert set(report["status"].values()) == {"measured"}, report["status"]
+    assert "build or install failed" not in job.stdout and report["harness_problems"] == []
+
+
+@pytest.mark.slow
+def test_results_reach_the_results_branch_with_their_records(published):
+    remote, report = published["remote"], published["report"]
+    log = subprocess.run(["git", "log", "--format=%s", "asv-results"], cwd=remote, capture_output=True, text=True).stdout
+    assert log.splitlines() == [f"ci-test: 2 commits ({', '.join(c[:8] for c in reversed(report['commits']))}), main job {report['job']}"]
+    files = subprocess.run(["git", "ls-tree", "-r", "--name-only", "asv-results"], cwd=remote, capture_output=True, text=True)
+    names = set(files.stdout.split())
+    for commit in report["commits"]:
+        assert f"results/ci-test/{commit[:8]}-{ENV_NAME}.json" in names
+        assert f"results/ci-test/{commit[:8]}-{ENV_NAME}.records" in names
+    # One measurement, both numbers: TFLOPS in the summary come from the timed samples' median.
+    for commit in report["commits"]:
+        (record,) = report["measurements"][commit].values()
+        assert record["tflops"] == pytest.approx(2 * 256 * 256 * 1024 / record["median_s"] / 1e12)
+    assert "TFLOPS" in published["job"].stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
+def test_served_html_draws_the_graphs_and_says_why_an_empty_one_is_empty(published):
+    report, html_dir, tmp = published["report"], published["clone"] / ".asv" / "html", published["tmp"]
+    index = (html_dir / "index.html").read_text()
+    assert not re.findall(r'<(?:script|link)\b[^>]*(?:src|href)="https?://', index), "a CDN link is left"
+    registers = {k: v for k, v in report["resources"][report["commits"][-1]].items() if k.startswith("registers(")}
+    assert set(registers) == {"registers(triton_dot_scaled, gfx950)", "registers(triton_dot_scaled, sm_90)"}
+    assert all(v > 0 for v in registers.values()), registers
+    cpu = "bench_gemm.GemmOnCpu.track_time?p-kernel_config='torch_dequant:bf16'&p-shape='cpu_m00256_n00256_k01024'"
     for benchmark, points in (
-        ("bench_resources.CompiledResources.track_registers", register_points),  # (kernel, arch) x 2 commits
-        ("bench_gemm.GemmOnCpu.track_time", 2),  # torch_dequant on one CPU shape x 2 commits
+        ("bench_resources.CompiledResources.track_registers?p-kernel='triton_dot_scaled'", 4),  # 2 archs x 2 commits
+        (cpu, 2),
     ):
-        drawn = probe_graph(html_dir, benchmark, tmp_path / f"chromium-{benchmark}")
+        drawn = probe_graph(html_dir, benchmark, tmp / f"chromium-{benchmark[:40]}")
         assert "error" not in drawn and "raw" not in drawn, drawn
         assert drawn["points"] == points, drawn
         assert drawn["inked"] > 1000, drawn  # lines and points were drawn on the canvas
+    notes = probe_graph(html_dir, cpu, tmp / "chromium-notes")["notes"]
+    assert "TFLOPS" in notes and "off the regressions page" in notes, notes
+    tflops = report["measurements"][report["commits"][-1]]
+    assert f"{next(iter(tflops.values()))['tflops']:.4g}" in notes, notes
+    empty = probe_graph(html_dir, "bench_gemm.GemmOnGpu.track_time", tmp / "chromium-gpu")
+    assert empty["points"] == 0
+    assert "No data on ci-test: n/a: no GPU on this machine" in empty["notes"], empty
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
+def test_opened_as_a_file_the_page_says_how_to_view_it(published):
+    dom = chromium_dom((published["clone"] / ".asv" / "html" / "index.html").as_uri(), published["tmp"] / "chromium-file")
+    assert "This page needs a web server" in dom and "asv preview" in dom
+    assert "failed to load" not in dom  # not asv's "JavaScript dependencies failed to load" page
+
+
+@pytest.mark.slow
+def test_a_plain_asv_publish_leaves_no_cdn_link_either(published):
+    clone = published["clone"]
+    done = asv(clone, asv_env(published["tmp"] / "home"), "publish")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    index = (clone / ".asv" / "html" / "index.html").read_text()
+    assert not re.findall(r'<(?:script|link)\b[^>]*(?:src|href)="https?://', index)
+    assert (clone / ".asv" / "html" / "mxfp4" / "notes.js").is_file() and "mxfp4-file-notice" in index
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")

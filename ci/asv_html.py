@@ -1,0 +1,242 @@
+"""asv plug-in (asv.conf.json "plugins"): the published HTML works wherever it is viewed, whoever runs ``asv publish``.
+
+asv runs every :class:`asv.publishing.OutputPublisher` subclass after it has
+written the page and its graphs; this one, last, does three things to ``html_dir``:
+
+1. **No CDN link.** asv 0.6.6's index.html loads jQuery, flot and bootstrap from
+   public CDNs; a runner or laptop without them shows no graph. The libraries are
+   copied into ``vendor/`` (asv_bench.offline_html, npm once) and the page points at
+   them, so GitHub Pages, ``asv preview`` and an offline machine all draw the graphs.
+   When the libraries cannot be had, index.html is replaced by a page that says so
+   and ``asv publish`` fails: no page that silently needs the internet is left.
+2. **Opened as a file** (file://), the page says how to view it: browsers refuse
+   the page's own data requests (index.json, graphs/) from file:// URLs.
+3. **Notes** from the per-measurement records (asv_bench.records) in
+   ``mxfp4/``, shown by ``mxfp4/notes.js`` beside each graph: why a graph is
+   empty on a machine (e.g. no GPU: the GPU shapes are n/a there), each
+   measurement's TFLOPS (from the same samples as the time), and the flagged
+   ones (idle check overridden, warm-up never steady, throttled clocks).
+
+Imports asv (only asv loads it) and the standard library; not torch.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import shutil
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from asv import util
+from asv.publishing import OutputPublisher
+from asv.results import iter_results
+
+from asv_bench import offline_html, records
+from harness.report import write_json_atomic, write_text_atomic
+
+NOTES_JS = Path(__file__).with_name("asv_html_notes.js")
+NOTES_DIR = "mxfp4"
+
+# What every reader of a graph should know about it, beside the graph (benchmark name regex -> note).
+STANDING_NOTES = {
+    r"bench_gemm\.GemmOnCpu\.": (
+        "CPU timings are recorded for reading, not for finding regressions: on the shared 2-core runner one "
+        "commit's timing moved 19-45% between runs under a neighbour's load (pinned or not), so asv.conf.json "
+        "keeps them off the regressions page. On a CPU the two input sets may stay cache resident."
+    ),
+    r"bench_gemm\.GemmOn": (
+        "Lower is better (seconds per GEMM). TFLOPS below come from the same measurement (2*M*N*K / median); "
+        "they are not an asv benchmark, because asv would call a TFLOPS gain a regression."
+    ),
+}
+
+# Shown instead of the page, before any script of asv's runs, when it is opened from disk.
+FILE_URL_NOTICE = """<script>
+/* mxfp4: browsers refuse this page's own data requests from file:// URLs; say how to view it. */
+if (location.protocol === 'file:') {
+  window.js_load_failure = function () {};
+  var mxfp4FileNotice = function () {
+    document.title = 'asv results: open over http';
+    document.body.innerHTML = '<div id="mxfp4-file-notice" style="font: 16px sans-serif; margin: 3em; max-width: 50em">' +
+      '<h2>This page needs a web server</h2>' +
+      '<p>It reads its data (index.json, graphs/) with requests that browsers refuse for pages opened as files ' +
+      '(file://). View it over http, any of these ways:</p><ul>' +
+      '<li>from the checkout: <code>.venv/bin/asv preview</code>, then open the address it prints ' +
+      '(http://127.0.0.1:8080)</li>' +
+      '<li>from this folder: <code>python3 -m http.server 8080</code>, then open http://127.0.0.1:8080/</li>' +
+      '<li>publish the folder with GitHub Pages (it is a static site with its libraries in vendor/)</li></ul></div>';
+  };
+  document.addEventListener('DOMContentLoaded', mxfp4FileNotice);
+  window.addEventListener('load', function () { setTimeout(mxfp4FileNotice, 0); });
+}
+</script>
+"""
+
+
+class MissingLibraries(util.UserError):
+    pass
+
+
+class Mxfp4Html(OutputPublisher):
+    """Runs last (order) so that every other publisher's files are written before it edits the page."""
+
+    name = "mxfp4"
+    button_label = "MXFP4 notes"
+    description = "Offline libraries, file:// notice, notes beside each graph"
+    order = math.inf
+
+    @classmethod
+    def publish(cls, conf, repo, benchmarks, graphs, revisions):
+        html = Path(conf.html_dir)
+        notes = collect_notes(Path(conf.results_dir), benchmarks, revisions)
+        write_notes(html, notes)
+        finish_page(html)
+
+
+def finish_page(html: Path, assets: Path | None = None) -> None:
+    """Localize the libraries, add the file:// notice and the notes script to ``html``/index.html."""
+    try:
+        offline_html.localize(html, offline_html.ensure_assets(assets or offline_html.DEFAULT_ASSETS))
+    except (offline_html.AssetsUnavailable, FileNotFoundError) as exc:
+        write_text_atomic(html / "index.html", _missing_libraries_page(str(exc)))
+        raise MissingLibraries(
+            f"the published page would load its JavaScript from public CDNs, so it was replaced by a page that "
+            f"says why: {exc}. Run ci/setup.sh (installs npm) or python -m asv_bench.offline_html once, then publish again"
+        ) from None
+    shutil.copyfile(NOTES_JS, html / NOTES_DIR / "notes.js")
+    index = html / "index.html"
+    text = index.read_text()
+    if "mxfp4-file-notice" not in text:
+        text = text.replace("<head>", "<head>\n" + FILE_URL_NOTICE, 1)
+        text = text.replace("</head>", f'  <script src="{NOTES_DIR}/notes.js"></script>\n  </head>', 1)
+        write_text_atomic(index, text)
+    error_page = html / "error.html"
+    if error_page.is_file() and "mxfp4-file-notice" not in error_page.read_text():
+        write_text_atomic(error_page, error_page.read_text().replace("<body>", "<body>\n" + FILE_URL_NOTICE, 1))
+
+
+def _missing_libraries_page(reason: str) -> str:
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>asv results: libraries missing</title></head>"
+        "<body style='font: 16px sans-serif; margin: 3em'><h2>The graphs' JavaScript libraries are missing</h2>"
+        f"<p>{_html_escape(reason)}</p><p>Run <code>ci/setup.sh</code> (it installs npm) or "
+        "<code>python -m asv_bench.offline_html</code> once in the checkout, then <code>asv publish</code> again.</p>"
+        "</body></html>\n"
+    )
+
+
+def _html_escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+# ---------------------------------------------------------------------------
+# notes from the results and their records
+# ---------------------------------------------------------------------------
+
+
+def collect_notes(results_dir: Path, benchmarks: dict, revisions: dict[str, int]) -> dict[str, Any]:
+    """{"index": {...}, "per_benchmark": {name: {...}}} for the page; see write_notes."""
+    has_data: dict[tuple[str, str], bool] = defaultdict(bool)  # (benchmark, machine) -> any finite value
+    present: set[tuple[str, str]] = set()  # (benchmark, machine) with a results entry at all
+    saved: dict[tuple[str, str, str], float] = {}  # (machine, commit, "benchmark(params)") -> asv's value
+    for results in iter_results(str(results_dir)):
+        if results.commit_hash not in revisions:
+            continue
+        machine = results.params.get("machine", "?")
+        for key in results.get_result_keys(benchmarks):
+            values = results.get_result_value(key, benchmarks[key]["params"])
+            has_data[(key, machine)] |= any(_finite(v) for v in values)
+            present.add((key, machine))
+            combos = itertools.product(*benchmarks[key]["params"]) if benchmarks[key]["params"] else [()]
+            for combo, value in zip(combos, values):
+                if _finite(value):
+                    saved[(machine, results.commit_hash, f"{key}({', '.join(combo)})" if combo else key)] = value
+
+    by_stem = {commit[:8]: commit for commit in revisions}
+    per_benchmark: dict[str, dict] = defaultdict(lambda: defaultdict(dict))
+    latest: dict[tuple[str, str], tuple[int, dict[str, dict]]] = {}  # (benchmark, machine) -> newest records
+    for machine_dir in sorted(p for p in results_dir.iterdir() if p.is_dir()) if results_dir.is_dir() else []:
+        for sidecar in sorted(machine_dir.glob("*" + records.SUFFIX)):
+            commit = by_stem.get(sidecar.name[:8])
+            if commit is None:
+                continue
+            try:
+                entries = records.load(sidecar)
+            except records.CorruptSidecar:
+                continue  # ci.main_job quarantines these; a plain asv publish just leaves them out
+            unsaved = {k for k, r in entries.items() if not _is_saved(r, saved.get((machine_dir.name, commit, k)))}
+            _add_records(per_benchmark, latest, machine_dir.name, commit, revisions[commit], entries, unsaved)
+
+    empty = {}
+    machines = sorted({m for _, m in has_data} | {m for _, m in latest})
+    for name in sorted(benchmarks):
+        reasons = {
+            m: _why_empty(latest.get((name, m)), (name, m) in present) for m in machines if not has_data.get((name, m))
+        }
+        if reasons:
+            empty[name] = reasons
+    standing = {name: [note for pattern, note in STANDING_NOTES.items() if re.match(pattern, name)] for name in benchmarks}
+    index = {
+        "empty": empty,
+        "standing": {k: v for k, v in standing.items() if v},
+        "measured": sorted(per_benchmark),
+    }
+    return {"index": index, "per_benchmark": {k: dict(v) for k, v in per_benchmark.items()}}
+
+
+def _is_saved(record: dict[str, Any], value: float | None) -> bool:
+    """The record's measurement is the one asv holds (a later, unsaved re-measurement would differ)."""
+    return value is not None and math.isclose(value, record.get("median_s") or math.nan, rel_tol=1e-9)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not math.isnan(value)
+
+
+def _add_records(
+    per_benchmark, latest, machine: str, commit: str, revision: int, entries: dict[str, dict], unsaved: set[str]
+) -> None:
+    """Group one sidecar's records by benchmark; ``unsaved`` ones never reached asv's results (a killed run)."""
+    grouped: dict[str, dict[str, dict]] = defaultdict(dict)
+    for key, record in entries.items():
+        benchmark, _, params = key.partition("(")
+        grouped[benchmark][params.rstrip(")")] = record
+        if record["status"] == "measured":
+            per_benchmark[benchmark]["measured"].setdefault(machine, {}).setdefault(commit, {})[params.rstrip(")")] = {
+                "tflops": record.get("tflops"),
+                "median_s": record.get("median_s"),
+                "note": records.describe(record)
+                + ("; not the graph's value: its run was killed before asv saved it (the next main job resumes it)" if key in unsaved else ""),
+                "flagged": bool(record.get("flags")),
+            }
+    for benchmark, by_params in grouped.items():
+        if (benchmark, machine) not in latest or latest[(benchmark, machine)][0] < revision:
+            latest[(benchmark, machine)] = (revision, by_params)
+            # Why each parameter set has no point at the newest commit measured here (n/a or failed).
+            per_benchmark[benchmark]["unavailable"][machine] = {
+                params: records.describe(r) for params, r in by_params.items() if r["status"] != "measured"
+            }
+
+
+def _why_empty(newest: tuple[int, dict[str, dict]] | None, has_results: bool) -> str:
+    if newest is None and not has_results:
+        return "not run on this machine yet (no results)"
+    if newest is None:
+        return "every parameter set was n/a or failed here (asv run --show-stderr prints why; this benchmark keeps no records)"
+    by_params = newest[1]
+    reasons = Counter(records.describe(r) for r in by_params.values() if r["status"] != "measured")
+    if not reasons:
+        return "measured, but no value reached asv's results (see the main job's summary)"
+    total = len(by_params)
+    return "; ".join(f"{text} ({count} of {total} parameter sets)" for text, count in reasons.most_common())
+
+
+def write_notes(html: Path, notes: dict[str, Any]) -> None:
+    folder = html / NOTES_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(folder / "index.json", notes["index"])
+    for name, data in notes["per_benchmark"].items():
+        write_json_atomic(folder / f"{name}.json", data)

@@ -1,0 +1,229 @@
+"""asv's results directory as the main job keeps it: validated, quarantined, reconciled with the records.
+
+* :func:`validate_tree` -- every file under the results directory is read the way
+  asv reads it (results, machine.json, benchmarks.json) or the way
+  asv_bench.records does (sidecars) and checked for the shape asv relies on. A
+  file that fails (a run killed while asv wrote it in place, a bad merge) is moved
+  to ``.asv/quarantine/<time>/`` with a message naming it and why; the rest is
+  measured and published as usual. Unchecked, one truncated results file makes
+  every later ``asv run`` abort at its commit.
+* :func:`reconcile` -- a measurement record whose value never reached asv's
+  results file (asv writes once per commit, at its end; the run was killed) is
+  marked ``resume``: the next run's benchmark gives asv its samples instead of
+  measuring again. A record whose value did arrive drops its samples (asv keeps them).
+* :func:`values_by_key` -- asv's results as ``benchmark(params) -> value``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from asv_bench import records
+
+RESULTS_API_VERSION = 2  # asv.results.Results.api_version (asv 0.6.x)
+MACHINE_API_VERSION = 1  # asv.machine.Machine.api_version
+BENCHMARKS_API_VERSION = 2  # asv.benchmarks.Benchmarks.api_version
+
+
+class InvalidFile(ValueError):
+    """A file under the results directory that asv (or the records reader) cannot use; the message says why."""
+
+
+# ---------------------------------------------------------------------------
+# checks, one per kind of file
+# ---------------------------------------------------------------------------
+
+
+def _load_versioned(path: Path, api_version: int) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except UnicodeDecodeError as exc:
+        raise InvalidFile(f"not text ({exc})") from None
+    except ValueError as exc:
+        raise InvalidFile(f"not valid JSON, truncated or corrupt ({exc})") from None
+    if not isinstance(data, dict):
+        raise InvalidFile("not a JSON object")
+    if data.get("version") != api_version:
+        raise InvalidFile(f"format version {data.get('version')!r}, asv expects {api_version}")
+    return data
+
+
+def check_results_file(path: Path, machine: str) -> dict[str, Any]:
+    """What asv.results.Results.load needs, and what its readers assume (row lengths, parameter grid)."""
+    data = _load_versioned(path, RESULTS_API_VERSION)
+    missing = [k for k in ("commit_hash", "env_name", "params", "results", "result_columns", "requirements", "python", "date") if k not in data]
+    if missing:
+        raise InvalidFile(f"missing {', '.join(missing)}")
+    commit = data["commit_hash"]
+    if not (isinstance(commit, str) and len(commit) == 40 and path.name.startswith(commit[:8])):
+        raise InvalidFile(f"commit_hash {commit!r} does not match the file name")
+    if not isinstance(data["params"], dict) or data["params"].get("machine") != machine:
+        raise InvalidFile(f"machine {data['params'].get('machine') if isinstance(data['params'], dict) else '?'!r}, expected {machine!r}")
+    columns = data["result_columns"]
+    if not isinstance(columns, list) or "result" not in columns or "params" not in columns:
+        raise InvalidFile("result_columns lacks result/params")
+    if not isinstance(data["results"], dict):
+        raise InvalidFile("results is not an object")
+    for name, row in data["results"].items():
+        _check_row(name, row, columns)
+    return data
+
+
+def _check_row(name: str, row: Any, columns: list[str]) -> None:
+    if not isinstance(row, list) or len(row) > len(columns):
+        raise InvalidFile(f"{name}: malformed row")
+    cells = dict(zip(columns, row))
+    params, result = cells.get("params") or [], cells.get("result")
+    if not isinstance(params, list) or not all(isinstance(p, list) for p in params):
+        raise InvalidFile(f"{name}: malformed params")
+    if result is None:
+        return
+    expected = math.prod(len(p) for p in params) if params else 1
+    if not isinstance(result, list) or len(result) != expected:
+        raise InvalidFile(f"{name}: {len(result) if isinstance(result, list) else 'no'} values for {expected} parameter sets")
+    if not all(v is None or isinstance(v, (int, float)) for v in result):
+        raise InvalidFile(f"{name}: a value that is not a number")
+
+
+def check_file(path: Path, results_dir: Path) -> None:
+    """Raise InvalidFile when ``path`` (under ``results_dir``) would break asv or the records reader."""
+    relative = path.relative_to(results_dir)
+    if path.suffix == records.SUFFIX:
+        try:
+            records.load(path)
+        except records.CorruptSidecar as exc:
+            raise InvalidFile(str(exc).partition(": ")[2] or str(exc)) from None
+        return
+    if relative == Path("benchmarks.json"):
+        _load_versioned(path, BENCHMARKS_API_VERSION)
+        return
+    if path.name == "machine.json":
+        data = _load_versioned(path, MACHINE_API_VERSION)
+        if data.get("machine") != relative.parts[0]:
+            raise InvalidFile(f"machine {data.get('machine')!r} in the folder of {relative.parts[0]!r}")
+        return
+    if len(relative.parts) == 2:
+        check_results_file(path, relative.parts[0])
+
+
+# ---------------------------------------------------------------------------
+# quarantine
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Quarantined:
+    path: str  # relative to the results directory
+    reason: str
+    moved_to: str
+
+
+def validate_tree(results_dir: Path, quarantine_dir: Path, log: Callable[[str], None]) -> list[Quarantined]:
+    """Check every ``.json`` and sidecar under ``results_dir``; move each bad one aside, saying so."""
+    moved: list[Quarantined] = []
+    if not results_dir.is_dir():
+        return moved
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    candidates = sorted(p for p in results_dir.rglob("*") if p.is_file() and p.suffix in (".json", records.SUFFIX))
+    for path in candidates:
+        try:
+            check_file(path, results_dir)
+        except InvalidFile as exc:
+            relative = path.relative_to(results_dir)
+            target = quarantine_dir / stamp / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(path), str(target))
+            moved.append(Quarantined(str(relative), str(exc), str(target)))
+            log(f"quarantined {path}: {exc}. Moved to {target}; the rest of the history goes on (its commit is measured again)")
+    return moved
+
+
+# ---------------------------------------------------------------------------
+# asv's values, and the records beside them
+# ---------------------------------------------------------------------------
+
+
+def values_by_key(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``benchmark(params)`` -> {"value", "samples", "started_at"} from a checked results document."""
+    columns = data["result_columns"]
+    out: dict[str, dict[str, Any]] = {}
+    for name, row in data["results"].items():
+        cells = dict(zip(columns, row))
+        params = cells.get("params") or []
+        combos = list(itertools.product(*params)) if params else [()]
+        values = cells.get("result") or [None] * len(combos)
+        samples = cells.get("samples") or [None] * len(combos)
+        for combo, value, sample in zip(combos, values, samples):
+            key = f"{name}({', '.join(combo)})" if combo else name
+            out[key] = {"value": value, "samples": sample, "started_at": cells.get("started_at")}
+    return out
+
+
+def _same_value(record: dict[str, Any], entry: dict[str, Any] | None) -> bool:
+    value = None if entry is None else entry["value"]
+    if not isinstance(value, (int, float)) or math.isnan(value):
+        return False
+    return math.isclose(value, record.get("median_s", float("nan")), rel_tol=1e-9)
+
+
+@dataclass
+class Reconciled:
+    resumable: list[str] = field(default_factory=list)  # "<commit8> <key>" marked for reuse
+    compacted: int = 0  # records whose samples asv now keeps
+
+
+def reconcile(results_dir: Path, machine: str) -> Reconciled:
+    """Mark records asv never saved as resumable; drop the samples of those it did save."""
+    report = Reconciled()
+    for sidecar in sorted((results_dir / machine).glob("*" + records.SUFFIX)):
+        try:
+            entries = records.load(sidecar)
+        except records.CorruptSidecar:
+            continue  # validate_tree moves it aside
+        results_file = sidecar.with_suffix(".json")
+        try:
+            saved = values_by_key(check_results_file(results_file, machine)) if results_file.exists() else {}
+        except InvalidFile:
+            saved = {}
+        changes = {}
+        for key, record in entries.items():
+            if record["status"] != "measured":
+                continue
+            if _same_value(record, saved.get(key)):
+                if record.get("samples_s") or record.get("resume"):
+                    changes[key] = {**record, "samples_s": None, "resume": False}
+                    report.compacted += 1
+            elif record.get("samples_s") and not record.get("resume"):
+                changes[key] = {**record, "resume": True}
+                report.resumable.append(f"{sidecar.name[:8]} {key}")
+        if changes:
+            records.update(sidecar, changes)
+    return report
+
+
+def load_commit(results_dir: Path, machine: str, commit: str) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], dict | None]:
+    """(asv values by key, records by key, the results document or None) of one commit on ``machine``."""
+    folder = results_dir / machine
+    values: dict[str, dict[str, Any]] = {}
+    recs: dict[str, dict[str, Any]] = {}
+    document = None
+    for path in sorted(folder.glob(f"{commit[:8]}-*.json")):
+        try:
+            document = check_results_file(path, machine)
+        except InvalidFile:
+            continue
+        if document["commit_hash"] == commit:
+            values.update(values_by_key(document))
+    for sidecar in sorted(folder.glob(f"{commit[:8]}-*{records.SUFFIX}")):
+        try:
+            recs.update(records.load(sidecar))
+        except records.CorruptSidecar:
+            continue
+    return values, recs, document

@@ -1,0 +1,204 @@
+"""What one main-job run measured, read back from asv's results and the records, as tables and Markdown.
+
+Only this run's measurements are reported: a GEMM timing whose record carries this
+job's id (or was resumed by it), a resource count whose asv ``started_at`` is after
+the job started. Values from earlier runs are history; the HTML shows them.
+
+Each commit ends in one of: ``measured``; ``build failed`` (asv built nothing: every
+benchmark of the commit is a failure); ``not measured`` (asv stopped before it --
+a harness failure, never blamed on the commit).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from asv_bench import records
+from ci import history_results
+from harness.report import markdown_table
+
+GEMM_KEY = re.compile(r"^bench_gemm\.(\w+)\.track_time\('([^']*)', '([^']*)'\)$")
+RESOURCE_KEY = re.compile(r"^bench_resources\.CompiledResources\.track_(\w+)\('([^']*)', '([^']*)'\)$")
+
+MEASURED, BUILD_FAILED, NOT_MEASURED = "measured", "build failed", "not measured"
+
+
+@dataclass
+class CommitRun:
+    commit: str
+    status: str = NOT_MEASURED
+    gemm: dict[str, dict[str, Any]] = field(default_factory=dict)  # row -> record (+ "saved": asv has the value)
+    resources: dict[str, float | None] = field(default_factory=dict)  # row -> value (None: failed)
+    failures: list[str] = field(default_factory=list)  # "benchmark: why"
+    harness_failures: list[str] = field(default_factory=list)
+    not_available: Counter = field(default_factory=Counter)  # reason -> how many parameter sets
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+
+
+def gemm_row(key: str) -> str | None:
+    match = GEMM_KEY.match(key)
+    return f"{match.group(1)} {match.group(2)} {match.group(3)}" if match else None
+
+
+def collect_commit(
+    results_dir: Path, machine: str, commit: str, job: str, started_ms: float, selection: Sequence[str] = ()
+) -> CommitRun:
+    """This run's measurements of ``commit``; ``selection`` (the --bench regexes) leaves out the parameter
+    sets asv carried over from earlier runs within a benchmark it ran now."""
+    values, recs, _ = history_results.load_commit(results_dir, machine, commit)
+    run = CommitRun(commit)
+    this_run = {
+        k: v
+        for k, v in values.items()
+        if isinstance(v.get("started_at"), (int, float))
+        and v["started_at"] >= started_ms
+        and (not selection or any(re.search(p, k) for p in selection))
+    }
+    mine = {k: r for k, r in recs.items() if job in (r.get("job"), r.get("resumed_by"))}
+    recorded_failures = set()  # asv's None for these is already explained by the record
+    for key, record in mine.items():
+        row = gemm_row(key) or key
+        if record["status"] == "measured":
+            saved = values.get(key, {}).get("value")
+            run.gemm[row] = {**record, "saved": _finite(saved)}
+            if not _finite(saved):
+                recorded_failures.add(key)
+                run.harness_failures.append(f"{key}: measured, but asv did not save the value")
+        elif record["status"] == "failed":
+            recorded_failures.add(key)
+            target = run.harness_failures if record.get("failure") == "harness" else run.failures
+            target.append(f"{key}: {record.get('reason', '')}")
+        else:
+            run.not_available[record.get("reason", "")] += 1
+    for key, entry in sorted(this_run.items()):
+        match = RESOURCE_KEY.match(key)
+        if match and (_finite(entry["value"]) or entry["value"] is None):
+            run.resources[f"{match.group(1)}({match.group(2)}, {match.group(3)})"] = entry["value"]
+        if entry["value"] is None and key not in recorded_failures:
+            run.failures.append(f"{key}: failed (asv recorded no value; --show-stderr prints why)")
+    if this_run or mine:
+        numbers = [e for e in this_run.values() if _finite(e["value"])]
+        all_failed = this_run and not numbers and all(e["value"] is None for e in this_run.values())
+        run.status = BUILD_FAILED if all_failed and not any(r["status"] == "measured" for r in mine.values()) else MEASURED
+    if run.status == BUILD_FAILED:
+        run.failures = [f"{commit[:8]}: the build or install of this commit failed (asv's output above says why)"]
+    return run
+
+
+# ---------------------------------------------------------------------------
+# tables
+# ---------------------------------------------------------------------------
+
+
+def _time_cell(record: dict[str, Any] | None) -> str:
+    if record is None:
+        return ""
+    text = f"{record['median_s'] * 1e3:.4g} ms, {record['tflops']:.4g} TFLOPS"
+    if record.get("flags"):
+        text += " ⚑"
+    if record.get("resumed_by"):
+        text += " (resumed)"
+    return text
+
+
+def gemm_rows(runs: Sequence[CommitRun]) -> list[dict[str, str]]:
+    names = sorted({row for run in runs for row in run.gemm})
+    return [{"benchmark": name, **{run.commit[:8]: _time_cell(run.gemm.get(name)) for run in runs}} for name in names]
+
+
+def _count_cell(value: float | None) -> str:
+    if value is None:
+        return "failed"
+    return str(int(value)) if float(value).is_integer() else f"{value:.4g}"
+
+
+def resource_rows(runs: Sequence[CommitRun]) -> list[dict[str, str]]:
+    names = sorted({row for run in runs for row in run.resources if _finite(run.resources[row])})
+    return [
+        {
+            "benchmark": name,
+            **{run.commit[:8]: _count_cell(run.resources[name]) if name in run.resources else "" for run in runs},
+        }
+        for name in names
+    ]
+
+
+def flagged(runs: Sequence[CommitRun]) -> list[str]:
+    lines = []
+    for run in runs:
+        for row, record in sorted(run.gemm.items()):
+            if record.get("flags") or record.get("override_requested"):
+                detail = records.describe(record)
+                problems = (record.get("idle") or {}).get("problems") or []
+                if problems:
+                    detail += f" ({'; '.join(problems)})"
+                lines.append(f"{run.commit[:8]} {row}: {detail}")
+    return lines
+
+
+def spread_rows(head_runs: Sequence[dict[str, float]]) -> list[dict[str, str]]:
+    """The newest commit measured ``len(head_runs)`` times: each median and (max - min) / median."""
+    rows = []
+    for name in sorted({n for run in head_runs for n in run}):
+        values = [run.get(name) for run in head_runs]
+        numbers = sorted(v for v in values if v is not None)
+        if len(numbers) < 2:
+            continue
+        middle = statistics.median(numbers)
+        row = {"benchmark": name, **{f"run {i + 1}": "" if v is None else f"{v * 1e3:.4g} ms" for i, v in enumerate(values)}}
+        row["spread"] = f"{(numbers[-1] - numbers[0]) / middle * 100:.1f}%"
+        rows.append(row)
+    return rows
+
+
+def summary_markdown(report: dict[str, Any], runs: Sequence[CommitRun], spread: list[dict[str, str]] | None) -> str:
+    fp = report["fingerprint"]
+    parts = [
+        f"## asv main job: {report['machine']}",
+        "",
+        f"GPU: {fp['gpu']} ({fp['gpu_arch']}), driver {fp['gpu_driver']}, {fp['gpu_runtime']}; "
+        f"torch {fp['torch']}, triton {fp['triton']}, flydsl {fp['flydsl']}; {fp['cpu']} x{fp['num_cpu']}.",
+        "",
+        "Kernels here: " + "; ".join(f"`{k}`: {v}" for k, v in fp["kernels"].items()),
+        "",
+        f"Commits (oldest first): {', '.join(f'{r.commit[:8]} ({r.status})' for r in runs)}. "
+        f"Results branch: {report['results_branch']}. HTML: `{report['html']}`",
+        "",
+        "### GEMM time per commit, this run (median; TFLOPS from the same samples; ⚑ flagged, see below)",
+        "",
+        markdown_table(gemm_rows(runs), empty="_(no GEMM measured in this run)_"),
+        "",
+        "### Compiled resources per commit, this run",
+        "",
+        markdown_table(resource_rows(runs), empty="_(no resources measured in this run)_"),
+        "",
+    ]
+    if spread:
+        parts += ["### Same commit, repeated: spread = (max - min) / median", "", markdown_table(spread), ""]
+    notes = flagged(runs)
+    if notes:
+        parts += ["### Flagged measurements (recorded, marked, not clean)", "", *[f"- {n}" for n in notes], ""]
+    not_available = Counter()
+    for run in runs:
+        not_available.update(run.not_available)
+    if not_available:
+        parts += ["### Not measured on this machine (n/a)", ""]
+        parts += [f"- {reason} ({count} parameter sets over {len(runs)} commits)" for reason, count in not_available.most_common()]
+        parts.append("")
+    for title, items in (("Harness problems (not the commits' fault)", report["harness_problems"]), ("Failed benchmarks", report["failures"])):
+        if items:
+            parts += [f"### {title}", "", *[f"- {item}" for item in items], ""]
+    if report["quarantined"]:
+        parts += ["### Results files moved aside (unreadable)", ""]
+        parts += [f"- `{q['path']}`: {q['reason']} (now `{q['moved_to']}`)" for q in report["quarantined"]]
+        parts.append("")
+    return "\n".join(parts)

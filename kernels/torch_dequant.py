@@ -7,11 +7,15 @@ is part of the timed launch: it is work this path really does per GEMM.
 Configs: ``bf16`` dequantizes to bf16 (exact: e2m1 times a power of two fits
 bf16's 8 bits) and multiplies on the matrix units with fp32 accumulation;
 ``fp32`` does both in float32 (TF32 off), slower on GPUs but the same on CPUs.
+
+On the CPU the matmul runs with oneDNN switched off (:func:`_matmul_path`): its
+bf16 path drops subnormal operands on CPUs with AVX512-BF16.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+import contextlib
+from typing import Any, Callable, ContextManager, Iterator, Mapping
 
 import torch
 
@@ -33,6 +37,41 @@ def dequantize_fast(t: MXFP4Tensor, dtype: torch.dtype) -> torch.Tensor:
     return (values * scale_lut[t.scales.long()][..., None]).view(rows, -1)
 
 
+@contextlib.contextmanager
+def _onednn_disabled() -> Iterator[None]:
+    # Only the one switch: torch.backends.mkldnn.flags() would also reset oneDNN's determinism,
+    # TF32 and fp32-precision settings (and warns about TF32 on CPU-only builds).
+    enabled = torch.backends.mkldnn.enabled
+    torch.backends.mkldnn.enabled = False
+    try:
+        yield
+    finally:
+        torch.backends.mkldnn.enabled = enabled
+
+
+def _matmul_path(device: torch.device) -> ContextManager[None]:
+    """The library path this kernel's matmul takes on ``device``: on the CPU, never oneDNN.
+
+    Why (issue 7): on CPUs with AVX512-BF16, torch sends a bf16 matmul of 64 or
+    more rows to oneDNN, whose bf16 dot products (VDPBF16PS, AMX's TDPBF16PS)
+    treat subnormal inputs as zero. A scale byte 0 (2**-127) makes e2m1 values
+    0.5 .. 1.5 bf16 subnormals, so the ``bf16`` config silently dropped them:
+    tests/test_edge_numerics.py::test_extreme_scales_0_and_254 failed with
+    rel_err 0.225 on an AMD EPYC with avx512_bf16 (torch 2.13.0+cpu, oneDNN
+    3.12). The issue's repro of that product was exact with
+    ``torch.backends.mkldnn.enabled = False``, in fp32, or at 4 or 16 rows;
+    without oneDNN, torch's own CPU GEMM widens bf16 to fp32 and keeps
+    subnormals. The ``fp32`` config takes the same
+    path: an opted-in oneDNN reduced-precision fp32 mode would route it through
+    the same instructions. GPUs never use oneDNN: nothing changes there.
+
+    The switch is process-wide for the length of the matmul; a matmul on another
+    thread meanwhile also skips oneDNN, which only costs it speed.
+    tests/test_edge_numerics.py checks the switch's state at the matmul call.
+    """
+    return _onednn_disabled() if device.type == "cpu" else contextlib.nullcontext()
+
+
 @register
 class TorchDequantGemm(Kernel):
     name = "torch_dequant"
@@ -48,6 +87,7 @@ class TorchDequantGemm(Kernel):
 
         def launch() -> None:
             # PyTorch keeps TF32 off for float32 matmuls unless a caller opts in; this harness never does.
-            out.copy_(torch.matmul(dequantize_fast(a, dtype), dequantize_fast(b, dtype).T))
+            with _matmul_path(out.device):
+                out.copy_(torch.matmul(dequantize_fast(a, dtype), dequantize_fast(b, dtype).T))
 
         return launch

@@ -15,13 +15,18 @@ if not torch.cuda.is_available():
 import pytest  # noqa: E402
 
 from kernels import devices  # noqa: E402
+from known_deviations import describe_machine  # noqa: E402
 from operands import DEVICE, SEED  # noqa: E402
 
 
 
 def pytest_report_header(config):
     arch = devices.device_arch(DEVICE)
-    return [f"mxfp4: device={DEVICE} ({devices.gpu_name(DEVICE)}, {arch}) seed={SEED} (MXFP4_TEST_SEED to replay)"]
+    return [
+        f"mxfp4: device={DEVICE} ({devices.gpu_name(DEVICE)}, {arch}) seed={SEED} (MXFP4_TEST_SEED to replay)",
+        # Which CPU kind CI got decides which known deviations are expected (tests/known_deviations.py).
+        f"mxfp4: {describe_machine()}",
+    ]
 
 
 @pytest.fixture
@@ -29,15 +34,23 @@ def device() -> torch.device:
     return DEVICE
 
 
+GATE_RUNS = pytest.StashKey[list]()
+
+
 @pytest.fixture(scope="session")
 def gate_log(request):
-    """(kernel, config, data kind, AccuracyReport) of every gate run; summarized at the end.
+    """A gate_summary.GateRun for every gate run (K sweep, large shapes, edge cases); summarized at the end.
 
     With MXFP4_GATE_REPORT=path the summary is also written there as JSON.
     """
-    reports: list = []
-    yield reports
-    if reports:
+    return request.config.stash.setdefault(GATE_RUNS, [])
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    # Here, not in gate_log's teardown: output written there is captured with the last test's and
+    # never shown when that test passes.
+    runs = config.stash.get(GATE_RUNS, [])
+    if runs:
         from gate_summary import summarize
 
-        summarize(reports, request.config, os.environ.get("MXFP4_GATE_REPORT"))
+        summarize(runs, config, os.environ.get("MXFP4_GATE_REPORT"))

@@ -137,9 +137,20 @@ def float_to_e2m1(x: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------------------
 
 
+def exp2_float64(exponent: torch.Tensor) -> torch.Tensor:
+    """``2.0**exponent`` in float64 for integer exponents in [-1022, 1023], exact on every device.
+
+    Written as the float64 bit pattern (biased exponent, zero mantissa), not with
+    ``torch.pow``: CUDA's double-precision pow is not exact for every integer
+    exponent (on an H200, 2**-113 came out one ulp off), and the reference must be.
+    """
+    bits = (exponent.to(torch.int64) + 1023) << 52
+    return bits.view(torch.float64)
+
+
 def e8m0_to_float(biased: torch.Tensor, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """``2**(b - 127)``; 255 is NaN. Exact in float64 (2**-127 is a normal double)."""
-    value = torch.pow(torch.tensor(2.0, dtype=torch.float64, device=biased.device), biased.to(torch.float64) - E8M0_BIAS)
+    value = exp2_float64(biased.to(torch.int64) - E8M0_BIAS)
     value = torch.where(biased == E8M0_NAN, torch.full_like(value, math.nan), value)
     return value.to(dtype)
 
@@ -181,7 +192,7 @@ def quantize(x: torch.Tensor) -> MXFP4Tensor:
     shared = (exponent.to(torch.int64) - 1 - E2M1_EMAX).clamp(-E8M0_BIAS, E8M0_BIAS)
     biased = torch.where(amax == 0, torch.zeros_like(shared), shared + E8M0_BIAS)
     biased = torch.where(bad, torch.full_like(biased, E8M0_NAN), biased).to(torch.uint8)
-    scale = torch.pow(torch.tensor(2.0, dtype=torch.float64, device=x.device), biased.to(torch.float64) - E8M0_BIAS)
+    scale = exp2_float64(biased.to(torch.int64) - E8M0_BIAS)
     scaled = torch.where(bad[..., None], torch.zeros_like(blocks), blocks / scale[..., None])
     codes = float_to_e2m1(scaled).reshape(rows, k)
     return MXFP4Tensor(pack_nibbles(codes).contiguous(), biased.contiguous())

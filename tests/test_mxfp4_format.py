@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from kernels import mxfp4
-from operands import random_mxfp4
+from operands import DEVICE, random_mxfp4
 from operands import SEED
 
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
@@ -121,3 +121,12 @@ def test_random_operands_stay_on_the_generators_device():
         t = make(4, 64, generator=torch.Generator(device="cpu"))
         assert t.device == torch.device("cpu")
         assert make(4, 64, generator=torch.Generator(), device="meta").device == torch.device("meta")
+
+
+def test_every_e8m0_scale_is_an_exact_power_of_two_on_the_device_under_test():
+    """The reference's scales must be exact wherever it runs: CUDA's double pow was one ulp off at 2**-113."""
+    biased = torch.arange(255, dtype=torch.uint8, device=DEVICE)
+    got = mxfp4.e8m0_to_float(biased, torch.float64).cpu()
+    expected = torch.tensor([math.ldexp(1.0, b - 127) for b in range(255)], dtype=torch.float64)
+    assert torch.equal(got, expected), (got - expected).abs().max()
+    assert torch.isnan(mxfp4.e8m0_to_float(torch.tensor([255], dtype=torch.uint8, device=DEVICE))).all()

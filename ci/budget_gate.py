@@ -100,9 +100,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -324,7 +322,7 @@ def measure_tree(tree: Path, label: str, only: Mapping[str, str | None]) -> Meas
     head are read by one parser and one resource model: a parser change can never
     show up as a register change between them.
     """
-    from ci.commit_tree import has_kernels, kernels_of
+    from ci.commit_tree import has_kernels, kernels_of, run_forwarding_stderr
 
     if not has_kernels(tree):
         return Measurement(None, f"{label} has no kernels package")
@@ -333,35 +331,16 @@ def measure_tree(tree: Path, label: str, only: Mapping[str, str | None]) -> Meas
         cmd = [sys.executable, "-m", "ci.resources", "--json", str(out), "--allow-empty"]
         cmd += [f"--{name}={value}" for name, value in only.items() if value]
         print(f"budget_gate: measuring {label} in {tree}", file=sys.stderr, flush=True)
-        returncode, stderr_tail = _run_forwarding_stderr(cmd, folder, env, prefix=f"  [{label}] ")
+        run = run_forwarding_stderr(cmd, cwd=folder, env=env, timeout_s=CHILD_TIMEOUT_S,
+                                    log=lambda line: print(f"  [{label}] {line}", file=sys.stderr, flush=True))
+        if run.timed_out:
+            raise HarnessError(f"{' '.join(cmd)} took over {CHILD_TIMEOUT_S} s in {tree}")
+        returncode, stderr_tail = run.returncode, run.tail()
         # Exit 2 with a report: a target whose compiler output cannot be parsed (load_results names it).
         if returncode not in (0, 1, 2) or not out.exists():
             raise HarnessError(f"ci.resources failed in the {label} checkout (exit {returncode}): {stderr_tail}")
         text = out.read_text()
     return Measurement(load_results(text, f"{label} ci.resources JSON", tree))
-
-
-def _run_forwarding_stderr(cmd, cwd, env, prefix: str) -> tuple[int, str]:
-    """Run ``cmd`` (its table is not needed: the JSON is); echo its stderr (progress) with
-    ``prefix``; return the exit code and the last meaningful stderr line."""
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    lines: list[str] = []
-
-    def pump() -> None:
-        for line in proc.stderr:
-            lines.append(line.rstrip())
-            print(prefix + line.rstrip(), file=sys.stderr, flush=True)
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    try:
-        returncode = proc.wait(timeout=CHILD_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise HarnessError(f"{' '.join(cmd)} took over {CHILD_TIMEOUT_S} s in {cwd}") from None
-    reader.join(timeout=10)
-    useful = [line for line in lines if line.strip() and "Warning" not in line]
-    return returncode, (useful[-1] if useful else "(no output)")
 
 
 def load_results(text: str, where: str, tree: Path | None = None) -> dict[str, dict[str, Any]]:

@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
+import threading
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, Mapping, Sequence
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,3 +51,58 @@ def kernels_of(tree: Path) -> Iterator[tuple[Path, dict[str, str]]]:
         yield folder, env
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class ChildRun:
+    """How a child process ended: its exit code (None: killed at the time limit) and its stderr lines."""
+
+    returncode: int | None
+    lines: tuple[str, ...]
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+    def tail(self, count: int = 1) -> str:
+        """The last ``count`` meaningful stderr lines (library warnings skipped), for a one-line error."""
+        useful = [line for line in self.lines if line.strip() and "Warning" not in line]
+        return " | ".join(useful[-count:]) or "(no output)"
+
+
+def run_forwarding_stderr(
+    cmd: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    log: Callable[[str], None],
+    timeout_s: float,
+) -> ChildRun:
+    """Run ``cmd``, echoing each stderr line (its progress) through ``log`` as it comes; stdout is discarded.
+
+    The child is killed at ``timeout_s`` (``ChildRun.timed_out``) and on any interruption of
+    this process (Ctrl-C, a cancelled job), so no child is left measuring or compiling.
+    """
+    proc = subprocess.Popen(list(cmd), cwd=cwd, env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+
+    def pump() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line.rstrip())
+            log(line.rstrip())
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        returncode: int | None = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        returncode = None
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    reader.join(timeout=10)
+    return ChildRun(returncode, tuple(lines))

@@ -20,16 +20,14 @@ ci.speed_exclusion pairs two sides of such records into harness.paired rounds.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ci.commit_tree import kernels_of
+from ci.commit_tree import kernels_of, run_forwarding_stderr
 
 # One child: a survey runs a correctness check per (kernel, config); a round times every benchmark
 # (at the GPU shapes: operand generation, compilation, up to 3 s of warm-up and 0.5 s of launches each).
@@ -123,33 +121,13 @@ def run_child(
         request_path, answer_path = Path(io_dir, "request.json"), Path(io_dir, "answer.json")
         request_path.write_text(json.dumps(request))
         cmd = [sys.executable, "-m", "ci.speed_child", command, str(request_path), str(answer_path)]
-        proc = subprocess.Popen(cmd, cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        lines: list[str] = []
-
-        def pump() -> None:
-            assert proc.stderr is not None
-            for line in proc.stderr:
-                lines.append(line.rstrip())
-                if log is not None:
-                    log(f"  [{what}] {line.rstrip()}")
-
-        reader = threading.Thread(target=pump, daemon=True)
-        reader.start()
-        try:
-            returncode = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            raise ChildFailed(f"{what}: ci.speed_child {command} took over {timeout_s:.0f} s") from None
-        except BaseException:  # interrupted (Ctrl-C, a cancelled job): leave no child timing on the GPU
-            proc.kill()
-            proc.wait()
-            raise
-        reader.join(timeout=10)
-        if returncode != 0 or not answer_path.exists():
-            useful = [line for line in lines if line.strip() and "Warning" not in line]
-            tail = " | ".join(useful[-3:]) or "(no output)"
-            raise ChildFailed(f"{what}: ci.speed_child {command} exited {returncode} in {tree}: {tail}")
+        run = run_forwarding_stderr(
+            cmd, cwd=folder, env=env, timeout_s=timeout_s, log=(lambda line: log(f"  [{what}] {line}")) if log else (lambda line: None)
+        )
+        if run.timed_out:
+            raise ChildFailed(f"{what}: ci.speed_child {command} took over {timeout_s:.0f} s")
+        if run.returncode != 0 or not answer_path.exists():
+            raise ChildFailed(f"{what}: ci.speed_child {command} exited {run.returncode} in {tree}: {run.tail(3)}")
         return json.loads(answer_path.read_text())
 
 

@@ -54,7 +54,7 @@ from asv_bench import records
 from ci import fingerprint as machine_info
 from ci import history_results, history_summary, job_process
 from ci.results_branch import BRANCH, BranchError, ResultsBranch, merge_file
-from harness.report import append_step_summary, check_writable, write_json_atomic
+from harness.report import append_step_summary, check_writable, write_bytes_atomic, write_json_atomic
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 QUARANTINE_DIR = REPO_ROOT / ".asv" / "quarantine"
@@ -221,8 +221,7 @@ def import_from_branch(branch: ResultsBranch, tip: str | None, results_dir: Path
         if own and target.exists():
             data = merge_file(path, theirs=data, ours=target.read_bytes())
         if not target.exists() or target.read_bytes() != data:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+            write_bytes_atomic(target, data)  # a kill here must not leave a half results file
             imported += 1
     if skipped:
         log(f"{BRANCH}: {skipped} files left out (above); the rest of the history is used")

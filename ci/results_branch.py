@@ -34,6 +34,8 @@ from typing import Callable
 import git
 from gitdb import IStream
 
+from harness.report import write_bytes_atomic
+
 BRANCH = "asv-results"
 # A push that lost a race: the remote moved between our fetch and our push.
 _RETRYABLE = re.compile(r"non-fast-forward|fetch first|\[rejected\]|cannot lock ref|failed to update ref|stale info|incorrect old value", re.I)
@@ -193,9 +195,7 @@ class ResultsBranch:
         """Write the files under ``under`` of ``commit`` into ``dest`` (relative to ``under``); returns the count."""
         count = 0
         for path, data in self.files(commit, under).items():
-            target = dest / Path(path).relative_to(under)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+            write_bytes_atomic(dest / Path(path).relative_to(under), data)
             count += 1
         return count
 

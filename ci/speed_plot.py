@@ -15,6 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from harness.paired import Decision, Round, Verdict
+from harness.report import check_writable, write_bytes_atomic
 
 VERDICT_COLOURS = {
     Verdict.REGRESSION: "#c0392b",
@@ -22,18 +23,6 @@ VERDICT_COLOURS = {
     Verdict.NO_CHANGE: "#2e86c1",
     Verdict.INCONCLUSIVE: "#b9770e",
 }
-
-
-def _check_writable(path: str | os.PathLike) -> str:
-    path = os.fspath(path)
-    parent = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise OSError(f"speed plot: cannot write {path!r}: it is a directory")
-    if not os.path.isdir(parent):
-        raise OSError(f"speed plot: cannot write {path!r}: directory {parent!r} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise OSError(f"speed plot: cannot write {path!r}: directory {parent!r} is not writable")
-    return path
 
 
 def _draw(ax, name: str, rounds: Sequence[Round], decision: Decision) -> None:
@@ -89,7 +78,7 @@ def plot_rounds(benchmarks: Mapping[str, tuple[Sequence[Round], Decision]], path
     ones included) and the decision taken on them. Raises OSError naming the
     path when it cannot be written, before drawing anything; writes atomically.
     """
-    path = _check_writable(path)
+    path = str(check_writable(path, "speed plot"))
     if not benchmarks:
         raise ValueError("speed plot: no benchmarks to draw")
     n = len(benchmarks)
@@ -101,17 +90,8 @@ def plot_rounds(benchmarks: Mapping[str, tuple[Sequence[Round], Decision]], path
     axes[-1].set_xlabel("round (time order)")
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
-    tmp = f"{path}.tmp{os.getpid()}"
     try:
-        with open(tmp, "wb") as fh:
-            fh.write(buf.getvalue())
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        write_bytes_atomic(path, buf.getvalue())
     except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         raise OSError(f"speed plot: cannot write {path!r}: {exc.strerror or exc}") from exc
     return path

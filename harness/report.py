@@ -3,7 +3,7 @@
 Every command and gate writes through here, so a reader finds one answer to
 "how did this file get written" and "why does this table look like that":
 
-* :func:`write_json_atomic` / :func:`write_text_atomic` -- write a temporary file
+* :func:`write_json_atomic` / :func:`write_text_atomic` / :func:`write_bytes_atomic` -- write a temporary file
   beside the target, flush and ``fsync`` it, ``os.replace`` it into place, then
   ``fsync`` the directory. A reader sees the old file or the new one, never half
   of one, even if the writer is killed or the machine loses power.
@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 
-def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
-    """Replace ``path`` with ``text`` atomically (see the module doc); returns the path."""
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Replace ``path`` with ``data`` atomically (see the module doc); returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -40,6 +40,11 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
         raise
     _fsync_directory(path.parent)
     return path
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
+    """:func:`write_bytes_atomic` of ``text`` in UTF-8."""
+    return write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def write_json_atomic(path: str | os.PathLike[str], data: Any) -> Path:

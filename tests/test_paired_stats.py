@@ -453,14 +453,15 @@ def test_plot_writes_a_png(tmp_path):
 def test_plot_refuses_an_unwritable_path(tmp_path):
     from ci.speed_plot import plot_rounds
 
-    missing = tmp_path / "no such dir" / "speed.png"
-    with pytest.raises(OSError, match="does not exist") as err:
-        plot_rounds(_plot_input(), missing)
-    assert str(missing) in str(err.value) and not missing.parent.exists()
+    under_a_file = tmp_path / "a file" / "speed.png"
+    under_a_file.parent.write_text("not a folder")
+    with pytest.raises(OSError, match="cannot write there") as err:
+        plot_rounds(_plot_input(), under_a_file)
+    assert str(under_a_file) in str(err.value)
     with pytest.raises(OSError, match="is a directory"):
         plot_rounds(_plot_input(), tmp_path)
     if os.geteuid() != 0:  # root writes anywhere
         locked = tmp_path / "locked"
         locked.mkdir(mode=0o500)
-        with pytest.raises(OSError, match="not writable"):
+        with pytest.raises(OSError, match="cannot write there"):
             plot_rounds(_plot_input(), locked / "speed.png")

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from asv_bench.common import kernel_prepare  # what the asv suite and the speed gate hand to measure_gemm
 from harness import operands, timing
 from kernels import registry
 from kernels.mxfp4 import MXFP4Tensor
@@ -143,18 +144,9 @@ def test_input_sets_that_do_not_fit_are_refused_with_the_sizes():
         timing.input_set_count(timing.gemm_bytes(16384, 16384, 16384), 60 * 10**6, free_bytes=1 << 30)
 
 
-def _prepare(kernel, config=None):
-    """What the asv suite and the speed gate hand to measure_gemm: raw operands wrapped for this kernel."""
-
-    def prepare(a, b, out):
-        return kernel.prepare(MXFP4Tensor(a.data, a.scales), MXFP4Tensor(b.data, b.scales), out, config)
-
-    return prepare
-
-
 def test_measure_gemm_times_the_torch_reference_on_the_cpu():
     kernel = registry.get_kernel("torch_dequant")
-    t = timing.measure_gemm(_prepare(kernel), 128, 128, 1024, device="cpu", budget=FAST, label="torch 128^2x1024")
+    t = timing.measure_gemm(kernel_prepare(kernel), 128, 128, 1024, device="cpu", budget=FAST, label="torch 128^2x1024")
     assert t.flops == 2 * 128 * 128 * 1024
     assert t.clock == "perf_counter" and t.input_sets == timing.CPU_MAX_INPUT_SETS
     assert t.idle == {"status": "no gpu", "waited_s": 0.0, "problems": [], "state": None}
@@ -201,7 +193,7 @@ def test_measure_gemm_on_the_gpu_records_gpu_state_and_a_sane_tflops():
     runnable = [k for k in registry.all_kernels() if k.backend == "triton" and not k.unavailable_reason("cuda")]
     if not runnable:
         pytest.skip("no Triton kernel runs on this GPU")
-    t = timing.measure_gemm(_prepare(runnable[0]), 8192, 8192, 8192, device="cuda")
+    t = timing.measure_gemm(kernel_prepare(runnable[0]), 8192, 8192, 8192, device="cuda")
     assert t.clock == "device events" and t.idle["status"] in ("idle", "overridden")
     assert t.gpu_before and t.gpu_after and t.gpu_before["sm_clock_mhz"] > 0
     assert 1 < t.tflops < 10_000, t.summary()

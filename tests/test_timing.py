@@ -12,7 +12,6 @@ import torch
 from asv_bench.common import kernel_prepare  # what the asv suite and the speed gate hand to measure_gemm
 from harness import operands, timing
 from kernels import registry
-from kernels.mxfp4 import MXFP4Tensor
 
 FAST = timing.TimingBudget(warmup_ms=20, max_warmup_ms=400, rep_ms=150, min_reps=15, max_reps=200, chunk_ms=2)
 

@@ -44,6 +44,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from harness.report import markdown_table
+
 # Up to this many rounds the signed-rank null distribution is computed exactly;
 # above it, the normal approximation with continuity correction (a gate never
 # plans that many rounds: each one is two fresh processes).
@@ -830,18 +832,16 @@ def rate_table(trials: int = 2000, seed: int = 0, plan: SequentialPlan = DEFAULT
             effect = -threshold
         r = simulate(sd, effect, threshold, plan, trials=trials, seed=seed + i, **noise)
         rows.append(
-            f"| {label} | {effect:+.3%} | {threshold:.3%} ({source}) | "
-            + " | ".join(f"{r.rate(v):.2%}" for v in Verdict)
-            + f" | {r.mean_rounds:.1f} | {r.stopped_early / r.decisions:.0%} |"
+            {"scenario": label, "true effect": f"{effect:+.3%}", "threshold": f"{threshold:.3%} ({source})"}
+            | {v.value: f"{r.rate(v):.2%}" for v in Verdict}
+            | {"mean rounds": f"{r.mean_rounds:.1f}", "stopped early": f"{r.stopped_early / r.decisions:.0%}"}
         )
     head = (
         f"Plan: looks at {list(plan.look_points)} usable rounds, alpha {plan.alpha} (per look {plan.per_look_alpha:.5f}); "
         f"{trials} seeded trials per row (seed {seed}).\n\n"
-        "| scenario | true effect | threshold | " + " | ".join(v.value for v in Verdict) + " | mean rounds | stopped early |\n"
-        "|---|---|---|---|---|---|---|---|---|\n"
     )
     cal = "\n".join(f"- SD {sd:.1%}: {c.summary()}" for sd, c in thresholds.items())
-    return head + "\n".join(rows) + "\n\nCalibrations used for the suggested thresholds:\n" + cal + "\n"
+    return head + markdown_table(rows) + "\n\nCalibrations used for the suggested thresholds:\n" + cal + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

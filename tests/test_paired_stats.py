@@ -424,8 +424,10 @@ def test_paired_imports_only_numpy():
 def test_rate_table_cli():
     out = subprocess.run([sys.executable, "-m", "harness.paired", "--trials", "20"], cwd=PROJECT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "| scenario | true effect | threshold | regression | improvement | no change | inconclusive |" in out.stdout
-    assert out.stdout.count("\n| ") >= len(paired.SCENARIOS) + 1
+    table = [[c.strip() for c in line.strip()[1:-1].split("|")] for line in out.stdout.splitlines() if line.startswith("|")]
+    assert table[0] == ["scenario", "true effect", "threshold", "regression", "improvement", "no change", "inconclusive",
+                        "mean rounds", "stopped early"]
+    assert len(table) >= len(paired.SCENARIOS) + 2  # header, separator, one row per scenario
 
 
 def _plot_input():

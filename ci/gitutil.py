@@ -92,7 +92,7 @@ def resolve_base(
     to compare) -- unless ``head_may_be_base`` (uncommitted edits are compared with HEAD).
     """
     if base_ref is None:
-        candidates = [r for r in DEFAULT_BASE_REFS if _resolves(repo, r)]
+        candidates = [r for r in DEFAULT_BASE_REFS if resolves(repo, r)]
         if not candidates:
             missing = f"none of {', '.join(DEFAULT_BASE_REFS)} exists"
             if running_in_ci() if ci is None else ci:
@@ -101,7 +101,7 @@ def resolve_base(
                                f"or fetch main (`git fetch origin main:refs/remotes/origin/main`){shallow}")
             return Base(None, None, f"no base: {missing}; checked against budget only")
         base_ref = candidates[0]
-    elif not _resolves(repo, base_ref):
+    elif not resolves(repo, base_ref):
         hint = deepen_hint(base_ref, _remotes(repo)) if is_shallow(repo) else "try origin/main, main or a sha"
         raise GitError(f"--base {base_ref!r} does not name a commit; {hint}")
     base_tip = resolve_commit(repo, base_ref)
@@ -134,7 +134,7 @@ def _remotes(repo: git.Repo) -> list[str]:
     return [remote.name for remote in repo.remotes]
 
 
-def _resolves(repo: git.Repo, ref: str) -> bool:
+def resolves(repo: git.Repo, ref: str) -> bool:
     try:
         repo.commit(ref)
         return True

@@ -52,7 +52,7 @@ from typing import Any, Sequence
 
 from asv_bench import records
 from ci import fingerprint as machine_info
-from ci import history_results, history_summary, job_process
+from ci import gitutil, history_results, history_summary, job_process
 from ci.results_branch import BRANCH, BranchError, ResultsBranch, merge_file
 from harness.report import append_step_summary, check_writable, write_bytes_atomic, write_json_atomic
 
@@ -160,12 +160,10 @@ def recent_commits(branch: str, count: int) -> list[str]:
 def ensure_local_branch(branch: str, remote: str) -> None:
     """asv (run, publish) reads ``branch`` as a local branch; a fresh clone of another checked-out branch has
     it only as ``<remote>/<branch>``: create the local branch from it, saying so."""
-    def exists(ref: str) -> bool:
-        return subprocess.run(["git", "rev-parse", "--verify", "-q", ref], cwd=REPO_ROOT, capture_output=True).returncode == 0
-
-    if exists(f"refs/heads/{branch}") or not exists(f"refs/remotes/{remote}/{branch}"):
+    repo = gitutil.open_repo(REPO_ROOT)
+    if gitutil.resolves(repo, f"refs/heads/{branch}") or not gitutil.resolves(repo, f"refs/remotes/{remote}/{branch}"):
         return
-    subprocess.run(["git", "branch", "--track", branch, f"{remote}/{branch}"], cwd=REPO_ROOT, check=True, capture_output=True)
+    repo.git.branch("--track", branch, f"{remote}/{branch}")
     log(f"created the local branch {branch} from {remote}/{branch} (asv reads the history from a local branch)")
 
 

@@ -8,7 +8,7 @@ regression search. Seconds are lower-is-better, the one direction asv knows.
 
 TFLOPS come from the same measurement (2*M*N*K / median): written with the
 measurement's conditions to the records sidecar (asv_bench.records), shown by
-ci.main_job's summary and beside each graph of the published HTML. They are
+ci.history.main_job's summary and beside each graph of the published HTML. They are
 not an asv benchmark: asv takes every benchmark as lower-is-better, so its
 benchmark list, regressions page and ``asv compare`` would call a TFLOPS gain
 a regression (asv has no higher-is-better setting; its issue 1617 asks for one).

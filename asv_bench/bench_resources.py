@@ -11,7 +11,7 @@ metric the arch does not have (AGPRs on sm_90, spill bytes on gfx950) is n/a.
 Lower is better for every one of them: asv knows no other direction. Occupancy
 (higher is better, and a function of the registers and LDS tracked here) is not
 an asv benchmark, so ``asv compare`` and the benchmark list never show a gain in
-it as a regression; ``python -m ci.resources`` prints it.
+it as a regression; ``python -m ci.budget.resources`` prints it.
 """
 
 from __future__ import annotations

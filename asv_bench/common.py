@@ -171,7 +171,7 @@ def kernel_prepare(kernel: Any, config: str | None = None):
 def _preload_project() -> None:
     """Import the registry and its kernel modules with the suite.
 
-    Under ``--launch-method forkserver`` (ci.main_job on CPU-only machines) the
+    Under ``--launch-method forkserver`` (ci.history.main_job on CPU-only machines) the
     suite is imported once per commit and every benchmark forks from it, so the
     seconds of importing triton and flydsl are paid once, not per benchmark.
     Nothing here touches a GPU, so forked children still create their own
@@ -202,7 +202,7 @@ def note(message: str) -> None:
 
 
 def main_job_id(environ: dict[str, str] | None = None) -> str | None:
-    """The id of the ci.main_job run this process belongs to ($MXFP4_MAIN_JOB = "<checkout>::<id>")."""
+    """The id of the ci.history.main_job run this process belongs to ($MXFP4_MAIN_JOB = "<checkout>::<id>")."""
     tag = (os.environ if environ is None else environ).get(records.JOB_ENV, "")
     return tag.rpartition("::")[2] or None
 
@@ -220,7 +220,7 @@ class MeasurementRecorder:
             records.update(self.sidecar, {self.key: {"job": self.job, **record}})
 
     def resumable_samples(self) -> list[float] | None:
-        """Samples ci.main_job marked for reuse: measured by a killed run, never saved by asv."""
+        """Samples ci.history.main_job marked for reuse: measured by a killed run, never saved by asv."""
         if self.sidecar is None:
             return None
         try:

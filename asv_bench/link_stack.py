@@ -14,7 +14,7 @@ it, per commit (asv.conf.json: ``--no-deps``). The stack must come from outside:
   stack, and the stack's own .pth files (e.g. an editable install of a working
   tree) are not processed.
 
-The stack's python is, first found: ``$MXFP4_STACK_PYTHON`` (ci.main_job sets it
+The stack's python is, first found: ``$MXFP4_STACK_PYTHON`` (ci.history.main_job sets it
 to its own interpreter), ``$VIRTUAL_ENV/bin/python`` (an activated venv),
 ``<repository>/.venv/bin/python``. With none, the environment relies on system
 site-packages alone.

@@ -9,7 +9,7 @@ from ``vendor/`` beside it. Where the npm file is byte-identical to the CDN one
 verifies it; where npm ships another build (flot 0.8.3 unminified, stupidtable
 1.1.3 instead of 1.0.1, same API) it is dropped.
 
-    python -m asv_bench.offline_html --html .asv/html            # every asv publish does this (ci/asv_html.py)
+    python -m asv_bench.offline_html --html .asv/html            # every asv publish does this (ci/history/asv_html.py)
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ measurement, by the benchmark process the moment the measurement ends:
 The sidecar is JSON but not named ``.json``: asv reads every ``*.json`` under the
 results directory as a results file. Each write is atomic (harness.report), under a
 lock, so a killed run leaves the sidecar whole with every finished measurement in it.
-That is what lets ``ci.main_job`` resume a killed run: a record whose measurement
+That is what lets ``ci.history.main_job`` resume a killed run: a record whose measurement
 never reached asv's results file (asv writes once per commit, at the end) is marked
 ``resume`` and the next run's benchmark hands asv the recorded samples instead of
 measuring again. Only the benchmark in flight is lost.
@@ -22,7 +22,7 @@ A record's ``status`` is ``measured``, ``n/a`` (with the reason: why a graph is 
 or ``failed`` (with ``failure``: ``harness`` when the measuring code could not measure,
 e.g. a busy GPU, else ``benchmark``).
 
-Imports only the standard library and harness.report: the asv suite, ci.main_job and
+Imports only the standard library and harness.report: the asv suite, ci.history.main_job and
 the publish plug-in all read and write through here.
 """
 
@@ -42,7 +42,7 @@ from harness.report import write_json_atomic
 
 SUFFIX = ".records"
 FORMAT_VERSION = 1
-MACHINE_ENV = "MXFP4_ASV_MACHINE"  # set by ci.main_job; asv tells a benchmark its commit and env, not its machine
+MACHINE_ENV = "MXFP4_ASV_MACHINE"  # set by ci.history.main_job; asv tells a benchmark its commit and env, not its machine
 RESULTS_DIR_ENV = "MXFP4_ASV_RESULTS_DIR"
 JOB_ENV = "MXFP4_MAIN_JOB"  # "<checkout>::<job id>", inherited by every process of one main-job run
 DEFAULT_RESULTS_DIR = ".asv/results"  # asv.conf.json "results_dir" (a test keeps the two equal)
@@ -148,7 +148,7 @@ def update(sidecar: Path, changes: dict[str, dict[str, Any] | None]) -> dict[str
         try:
             records = load(sidecar)
         except CorruptSidecar as exc:
-            # ci.main_job quarantines these before a run; under a plain `asv run` keep it beside, never drop it.
+            # ci.history.main_job quarantines these before a run; under a plain `asv run` keep it beside, never drop it.
             kept = sidecar.with_name(f"{sidecar.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}")
             os.replace(sidecar, kept)
             print(f"records: {exc}; kept as {kept}, starting a new one", file=sys.stderr, flush=True)
@@ -199,7 +199,7 @@ def measured_record(
         "tflops": timing["tflops"],
         "flops": timing["flops"],
         "n": len(timing["samples_s"]),
-        "samples_s": list(timing["samples_s"]),  # dropped by ci.main_job once asv's results file holds them
+        "samples_s": list(timing["samples_s"]),  # dropped by ci.history.main_job once asv's results file holds them
         "relative_iqr": (timing["q75_s"] - timing["q25_s"]) / timing["median_s"],
         "flags": quality_flags(timing, device_is_cpu),
         "idle": idle,

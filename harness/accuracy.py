@@ -1,7 +1,7 @@
 """How a kernel's bf16 output is judged against the float64 reference (the accuracy judgement).
 
 Pure: it takes tensors and returns a verdict; running a kernel and computing the
-reference is ci.correctness.check_kernel, the one path every gate goes through.
+reference is ci.common.correctness.check_kernel, the one path every gate goes through.
 
 Thresholds come from bf16 output rounding, the one error a correct fp4 GEMM
 must make (its products are exact and it accumulates in fp32):

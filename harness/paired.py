@@ -1,4 +1,4 @@
-"""Paired-ratio statistics of the PR speed gate (``python -m ci.speed_gate``).
+"""Paired-ratio statistics of the PR speed gate (``python -m ci.speed``).
 
 The gate measures base (A) and head (B) in interleaved rounds of fresh
 processes (A B, B A, A B, ...). Each process yields, per benchmark, one TFLOPS

@@ -2,7 +2,7 @@
 
 Reads a compile-only artifact (``kernels.registry.CompiledArtifact``: what a
 kernel's ``compile_only`` produced without a GPU) into a :class:`ResourceUsage`.
-This is the one ISA/PTX parser and resource model: ``python -m ci.resources``,
+This is the one ISA/PTX parser and resource model: ``python -m ci.budget.resources``,
 the asv resource history and the budget gate all read compilers' output here. Every
 number comes from the compiler's own output; occupancy is derived here from
 those numbers with the documented hardware limits below.

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from asv_bench import common, records
-from ci import fingerprint
+from ci.history import machine_info as fingerprint
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # Never copied into a temporary project: environments, results, caches, carried wheels.
@@ -148,7 +148,7 @@ def test_cpu_shapes_say_so_and_fit_every_cpu_kernel():
 
 
 def test_resource_targets_cover_every_compile_target():
-    from ci import resources
+    from ci.budget import resources
 
     pairs = {(kernel, arch) for kernel, arch, _ in resources.compile_targets()}
     assert pairs <= {(k, a) for k in common.KERNELS for a in common.COMPILE_ARCHS}
@@ -157,7 +157,7 @@ def test_resource_targets_cover_every_compile_target():
 def test_every_asv_benchmark_is_lower_is_better():
     """asv has no higher-is-better setting (its issue 1617): a TFLOPS or occupancy benchmark would show a gain
     as a regression in asv compare and the benchmark list. TFLOPS travel in the records instead."""
-    from ci.fingerprint import suite_benchmarks
+    from ci.history.machine_info import suite_benchmarks
 
     names = {n.partition("(")[0] for n in suite_benchmarks()}
     assert "bench_gemm.GemmOnGpu.track_time" in names and "bench_gemm.GemmOnCpu.track_time" in names

@@ -1,4 +1,4 @@
-"""ci.budget_gate end to end, in temporary git repositories, and its decision logic.
+"""ci.budget.gate end to end, in temporary git repositories, and its decision logic.
 
 Each repository holds a copy of the project's registry, compile and gate code
 with two kernels in place of the project's: a probe Triton GEMM
@@ -10,7 +10,7 @@ one inject real changes -- fewer warps for the same tile (more registers per
 thread), a tile that spills, a renamed config, unreadable compiler output, SGPR
 growth inside the budget's room, a budget edit that tightens one field while
 another grows, more copies -- and the gate, run as CI runs it (``python -m
-ci.budget_gate``), must pass or fail each for the right reason. A second
+ci.budget``), must pass or fail each for the right reason. A second
 repository copies the whole project and moves the FlyDSL kernel's accumulators
 out of its AGPRs.
 """
@@ -28,7 +28,7 @@ from pathlib import Path
 import git
 import pytest
 
-from ci.budget_gate import BUDGET_SCHEMA, Budget, evaluate, parse_budget, suggested_entry, update_budget_file
+from ci.budget.gate import BUDGET_SCHEMA, Budget, evaluate, parse_budget, suggested_entry, update_budget_file
 from kernels.registry import KERNEL_MODULES
 from test_resources import PROBE_KERNEL_SOURCE
 
@@ -136,16 +136,16 @@ def run_gate(repo_dir: Path, *args: str, env_extra: dict | None = None) -> subpr
     env.update(env_extra or {})
     env["PYTHONPATH"] = str(repo_dir)
     return subprocess.run(
-        [sys.executable, "-m", "ci.budget_gate", *args], cwd=repo_dir, env=env, capture_output=True, text=True, timeout=900
+        [sys.executable, "-m", "ci.budget.gate", *args], cwd=repo_dir, env=env, capture_output=True, text=True, timeout=900
     )
 
 
 def _measure_budget(repo_dir: Path, env_extra: dict) -> dict:
-    """A budget that accepts exactly what the kernels measure now (from a real ci.resources run)."""
+    """A budget that accepts exactly what the kernels measure now (from a real ci.budget.resources run)."""
     out = repo_dir.parent / "measured.json"
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH")}
     env.update(env_extra, PYTHONPATH=str(repo_dir))
-    done = subprocess.run([sys.executable, "-m", "ci.resources", "--json", str(out)], cwd=repo_dir, env=env,
+    done = subprocess.run([sys.executable, "-m", "ci.budget.resources", "--json", str(out)], cwd=repo_dir, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     targets = json.loads(out.read_text())["targets"]
@@ -651,7 +651,7 @@ def test_a_legacy_base_budget_is_read_for_its_limits():
 
 
 def test_help_explains_the_gate():
-    done = subprocess.run([sys.executable, "-m", "ci.budget_gate", "--help"], cwd=PROJECT, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "ci.budget.gate", "--help"], cwd=PROJECT, capture_output=True, text=True)
     assert done.returncode == 0
     for phrase in ("--base", "--working-tree", "--update-budget", "tolerance", "spills", "160 KiB", "no base",
                    "git fetch", "CI=true", "Exit: 0 pass, 1 gate failed, 2"):

@@ -12,7 +12,7 @@ import pytest
 
 from gate_summary import GateRun
 from kernels import registry
-from ci.correctness import check_kernel
+from ci.common.correctness import check_kernel
 from harness.shapes import BENCHMARK_SHAPES, K_SWEEP, K_SWEEP_MN
 from known_deviations import expect_known_deviation
 from operands import DATA_KINDS, DEVICE, SEED, make_operands

@@ -5,7 +5,7 @@ interpreter) at K = 8192, for every registered config of every kernel: the
 torch_dequant bug of issue 7 lived in one config. Each case builds operands
 whose exact product is finite (but where a scale is 255), runs the kernel once,
 checks the pattern the case is about (exact zeros, where the NaNs are) and then
-the same gate as the random sweeps (ci.correctness, harness.accuracy). Every gate lands in the
+the same gate as the random sweeps (ci.common.correctness, harness.accuracy). Every gate lands in the
 gate summary and the JSON gate report as data kind ``edge:<case>``.
 
 Also here, for issue 7: the platform under torch_dequant on the CPU -- torch's
@@ -23,7 +23,7 @@ import torch
 
 from gate_summary import GateRun
 from kernels import registry
-from ci.correctness import check_kernel
+from ci.common.correctness import check_kernel
 from harness.accuracy import AccuracyReport, compare
 from kernels.mxfp4 import BLOCK_SIZE, E8M0_NAN, MXFP4Tensor, dequantize, pack_nibbles
 from known_deviations import describe_machine, expect_known_deviation

@@ -269,7 +269,7 @@ def _gfx950_or_skip() -> torch.device:
 @pytest.mark.parametrize("m,n,k", [(256, 256, 256), (512, 768, 1280), (1024, 512, 4096)])
 def test_runtime_matches_reference_on_gfx950(config, m, n, k) -> None:
     device = _gfx950_or_skip()
-    from ci.correctness import check_kernel  # lazily: the one runtime correctness path
+    from ci.common.correctness import check_kernel  # lazily: the one runtime correctness path
 
     a, b = (t.to(device) for t in _operands(m, n, k))
     report = check_kernel(KERNEL, a, b, config)

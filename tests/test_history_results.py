@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from asv_bench import bench_gemm, common, records
-from ci import history_results, history_summary
+from ci.history import results as history_results
+from ci.history import summary as history_summary
 from harness import gpu_state
 
 COMMIT_A = "a" * 40

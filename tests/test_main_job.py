@@ -1,4 +1,4 @@
-"""ci.main_job under bad input and faults, on temporary copies of this repository.
+"""ci.history.main_job under bad input and faults, on temporary copies of this repository.
 
 Fast: input that selects nothing or cannot be written is refused (exit 2) before anything runs;
 one job per checkout; a killed job's leftover processes and temporary files are removed by the next.
@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from asv_bench import records
-from ci import job_process, main_job
+from ci.common import job_process
+from ci.history import main_job
 from test_asv_suite import asv_env, make_project
 
 FOUR_CPU_TIMINGS = r"GemmOnCpu\.track_time\('torch_dequant:(bf16|fp32)'"
@@ -27,7 +28,7 @@ FOUR_CPU_TIMINGS = r"GemmOnCpu\.track_time\('torch_dequant:(bf16|fp32)'"
 
 def run_job(repo: Path, home: Path, *args: str, timeout: float = 900, **popen) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "ci.main_job", *args], cwd=repo, env=asv_env(home), capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "ci.history.main_job", *args], cwd=repo, env=asv_env(home), capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -143,7 +144,7 @@ def test_sigkill_mid_run_then_a_rerun_leaves_no_process_and_loses_only_the_bench
     repo = make_project(tmp_path)
     home = tmp_path / "home"
     results = repo / ".asv" / "results"
-    args = [sys.executable, "-m", "ci.main_job", "--commits=1", f"--bench={FOUR_CPU_TIMINGS}", "--no-publish"]
+    args = [sys.executable, "-m", "ci.history.main_job", "--commits=1", f"--bench={FOUR_CPU_TIMINGS}", "--no-publish"]
     first = subprocess.Popen(args, cwd=repo, env=asv_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and len(_measured(list(results.glob("*/*.records")))) < 2:

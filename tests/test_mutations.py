@@ -5,7 +5,7 @@ Three families of mutants:
 * Triton source mutants: kernels/triton_mxfp4.py with one line changed the way
   a real bug would change it (nibble order, K loop bound, scale pointer, B
   addressing, a dropped block), imported as a separate module and run through
-  the same gate (ci.correctness.check_kernel). On a GPU the whole K sweep
+  the same gate (ci.common.correctness.check_kernel). On a GPU the whole K sweep
   runs; in the CPU interpreter the sweep's two ends (time).
 * torch mutants: the torch_dequant kernel with the same bugs injected into its
   dequantize, over the whole K sweep on any device; plus the scale-edge bugs
@@ -34,7 +34,7 @@ import torch
 import kernels.torch_dequant as torch_dequant
 import kernels.triton_mxfp4 as triton_mxfp4
 from kernels import registry
-from ci.correctness import check_kernel
+from ci.common.correctness import check_kernel
 from kernels.mxfp4 import BLOCK_SIZE, E8M0_NAN, MXFP4Tensor
 from harness.shapes import K_SWEEP
 from kernels.torch_dequant import TorchDequantGemm

@@ -440,7 +440,7 @@ def _plot_input():
 
 
 def test_plot_writes_a_png(tmp_path):
-    from ci.speed_plot import plot_rounds
+    from ci.speed.plot import plot_rounds
 
     path = tmp_path / "speed.png"
     assert plot_rounds(_plot_input(), path) == str(path)
@@ -453,7 +453,7 @@ def test_plot_writes_a_png(tmp_path):
 
 
 def test_plot_refuses_an_unwritable_path(tmp_path):
-    from ci.speed_plot import plot_rounds
+    from ci.speed.plot import plot_rounds
 
     under_a_file = tmp_path / "a file" / "speed.png"
     under_a_file.parent.write_text("not a folder")

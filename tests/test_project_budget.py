@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ci import budget_gate
-from ci.resources import compile_targets
+from ci.budget import gate as budget_gate
+from ci.budget.resources import compile_targets
 from harness.resources import target_id
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,7 +18,7 @@ def test_the_working_tree_passes_the_budget_gate(tmp_path):
     verdict_path = tmp_path / "verdict.json"
     # --base HEAD: the working tree against the commit under it -- a base that exists in any clone, CI's too.
     done = subprocess.run(
-        [sys.executable, "-m", "ci.budget_gate", "--working-tree", "--base", "HEAD", "--json", str(verdict_path)],
+        [sys.executable, "-m", "ci.budget.gate", "--working-tree", "--base", "HEAD", "--json", str(verdict_path)],
         cwd=ROOT, capture_output=True, text=True, timeout=900,
     )
     assert done.returncode == 0, f"budget gate exit {done.returncode}:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
@@ -34,7 +34,7 @@ def test_the_working_tree_passes_the_budget_gate(tmp_path):
         assert check["head"]["registers"] > 0 and check["head"]["kernel"] == name.split("/")[0], (name, check["head"])
     # The ratchet is applied: no budget has room a change could spend without a note.
     assert verdict["tightened_budget"] == {}, (
-        f"the budget has room; tighten it: python -m ci.budget_gate --working-tree --update-budget\n{verdict['tightened_budget']}")
+        f"the budget has room; tighten it: python -m ci.budget --working-tree --update-budget\n{verdict['tightened_budget']}")
     flydsl = judged["flydsl_gfx950_4wave/gfx950/default"]["head"]
     assert flydsl["accvgpr_copies_in_loop"] == 0 < flydsl["accvgpr_copies"], flydsl  # AGPR accumulators: copies outside the loop
 

@@ -1,6 +1,6 @@
 """The main job end to end on a fresh CPU-only clone, its results branch, and its HTML in a real browser.
 
-``python -m ci.main_job --push-results`` runs over two commits of a temporary copy of this repository
+``python -m ci.history --push-results`` runs over two commits of a temporary copy of this repository
 (one CPU timing, one GPU shape that is n/a here, the register history: quick), starting from a
 truncated and an invalid results file, pushing to a bare remote. The page is served on 127.0.0.1
 to headless Chromium (Debian's ``chromium``): a probe page loads asv's index.html in a same-origin
@@ -155,7 +155,7 @@ def published(tmp_path_factory):
         [
             sys.executable,
             "-m",
-            "ci.main_job",
+            "ci.history.main_job",
             "--commits=2",
             "--machine=ci-test",
             f"--bench={CPU_TIME_BENCHMARK}",

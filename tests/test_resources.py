@@ -1,4 +1,4 @@
-"""kernels.triton_compile, harness.resources (the one parser) and ci.resources on real compiler output.
+"""kernels.triton_compile, harness.resources (the one parser) and ci.budget.resources on real compiler output.
 
 The probe kernel below is a plain bf16 ``tl.dot`` GEMM: its tile and warp count
 move register use in known directions (fewer warps for the same tile -> more
@@ -200,7 +200,7 @@ def test_gfx950_isa_fields_and_unified_register_accounting(gfx950):
 
 
 def test_flydsl_kernel_counts_agprs_in_the_unified_file(tmp_path):
-    from ci.resources import inspect
+    from ci.budget.resources import inspect
 
     usage = inspect("flydsl_gfx950_4wave", "gfx950", "default", isa_dir=tmp_path)
     assert usage.agpr > 0, "the default config pins its accumulators to AGPRs"
@@ -216,7 +216,7 @@ def test_flydsl_kernel_counts_agprs_in_the_unified_file(tmp_path):
 
 def test_flydsl_accumulators_left_to_llvm_copy_between_vgprs_and_agprs_inside_the_loop(tmp_path):
     """intrinsic_acc: the arch VGPRs fill up (256) and LLVM parks values in AGPRs, every K step."""
-    from ci.resources import inspect
+    from ci.budget.resources import inspect
 
     usage = inspect("flydsl_gfx950_4wave", "gfx950", "intrinsic_acc", isa_dir=tmp_path)
     assert usage.arch_vgpr == 256 and usage.agpr > 0
@@ -390,7 +390,7 @@ def test_compile_for_arch_rejects_bad_requests(probe):
 
 def test_compile_targets_cover_every_compile_arch_and_config():
     expected = {(k.name, a, c) for k in all_kernels() for a in k.compile_archs for c in k.configs}
-    from ci.resources import compile_targets
+    from ci.budget.resources import compile_targets
 
     targets = compile_targets()
     assert set(targets) == expected and len(targets) == len(expected)
@@ -429,7 +429,7 @@ def fake_kernels():
 
 
 def test_ci_resources_exit_codes(fake_kernels, tmp_path, capsys):
-    from ci import resources as cli
+    from ci.budget import resources as cli
 
     out = tmp_path / "r.json"
     assert cli.main(["--kernel", "test_compile_error", "--json", str(out)]) == 1

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ci import results_branch
-from ci.results_branch import BRANCH, BranchError, ResultsBranch
+from ci.history import results_branch
+from ci.history.results_branch import BRANCH, BranchError, ResultsBranch
 from test_asv_suite import git
 
 

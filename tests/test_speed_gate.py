@@ -1,9 +1,9 @@
-"""ci.speed_gate: its pure parts on faked data, and the command end to end in a temporary git repository.
+"""ci.speed.gate: its pure parts on faked data, and the command end to end in a temporary git repository.
 
 The repository is a copy of this working tree (tests/test_asv_suite.make_project) with one branch
 per change off the first commit: a documentation-only commit, torch_dequant doing its work three
 times, torch_dequant raising, torch_dequant returning a 5% wrong result. The gate runs as CI runs it
-(``python -m ci.speed_gate``), on the CPU (torch_dequant; Triton is excluded from CPU timing), one
+(``python -m ci.speed``), on the CPU (torch_dequant; Triton is excluded from CPU timing), one
 benchmark at a tiny shape, a one-look plan of 2 rounds and a short timing budget: what is tested
 is the orchestration, not the CPU's speed. Thresholds are wide where a wrong verdict under a
 shared 2-core CPU's noise would otherwise be possible (a no-op gate run at 50%: a "regression"
@@ -24,12 +24,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ci.speed_exclusion import ExclusionRule, exclusion, paired_rounds
-from ci.speed_modes import calibrate_results
-from ci.speed_rounds import Benchmark, rotating_order
-from ci.speed_select import Entry, SelectionError, check_selectors
-from ci.speed_thresholds import ThresholdsError, parse_thresholds
-from ci.speed_verdict import decide_entry
+from ci.speed.exclusion import ExclusionRule, exclusion, paired_rounds
+from ci.speed.modes import calibrate_results
+from ci.speed.rounds import Benchmark, rotating_order
+from ci.speed.selection import Entry, SelectionError, check_selectors
+from ci.speed.thresholds import ThresholdsError, parse_thresholds
+from ci.speed.verdict import decide_entry
 from harness import paired
 from harness.paired import Round, SequentialPlan, Verdict
 from test_asv_suite import SLOWDOWN, git, make_project
@@ -215,7 +215,7 @@ def run_gate(repo: Path, *args: str, summary: Path | None = None, timeout: float
     env["PYTHONPATH"] = str(repo)
     if summary is not None:
         env["GITHUB_STEP_SUMMARY"] = str(summary)
-    return subprocess.run([sys.executable, "-m", "ci.speed_gate", "--repo", str(repo), *args], cwd=repo, env=env,
+    return subprocess.run([sys.executable, "-m", "ci.speed.gate", "--repo", str(repo), *args], cwd=repo, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -115,7 +115,7 @@ def test_an_injected_slowdown_shows_in_the_medians_and_an_unchanged_callable_doe
     assert 1.4 < slowed.median_s / baseline.median_s < 3.0, (baseline.summary(), slowed.summary())
     # The unchanged callable against itself: a shared 2-core CI box drifts by up to ~25% between
     # two runs a second apart, so only a gap below the doubling is asserted. The PR speed gate
-    # does not rely on single runs like these: it interleaves fresh processes (ci.speed_gate).
+    # does not rely on single runs like these: it interleaves fresh processes (ci.speed.gate).
     assert again.median_s / baseline.median_s < 1.3, (baseline.summary(), again.summary())
 
 

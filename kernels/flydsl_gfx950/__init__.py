@@ -18,7 +18,7 @@ kernels.mxfp4). The kernel consumes
 
 Runtime path: written against the installed FlyDSL 0.5.0 API; NOT YET RUN ON A
 GFX950. The compile-only path (``compile_only("gfx950")``) runs on any machine with
-an ``ld.lld`` (see toolchain.py); ``python -m ci.resources --kernel
+an ``ld.lld`` (see toolchain.py); ``python -m ci.budget.resources --kernel
 flydsl_gfx950_4wave --isa-dir DIR`` writes its ISA and resource table.
 """
 

@@ -131,7 +131,7 @@ def paired_rounds(
     """The rounds (in time order) in which both sides measured ``bench_id``, each as a paired Round.
 
     ``rounds`` are round records: ``{"index", "order", "processes": [{"side", "records": {id: timing}}]}``;
-    a round may hold more sides than the two paired here (ci.speed_rounds.measure_round).
+    a round may hold more sides than the two paired here (ci.speed.rounds.measure_round).
     """
     paired = []
     for rnd in rounds:

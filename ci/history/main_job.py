@@ -1,18 +1,18 @@
 """The main job: benchmark the recent history of main with asv, keep it on the results branch, publish the HTML.
 
-    python -m ci.main_job                                  # last 3 commits of main, publish
-    python -m ci.main_job --commits 1 --push-results       # the history workflow (.github/workflows/history.yml)
-    python -m ci.main_job --commits 5 --repeat-head 1 --bench triton_dot_scaled
+    python -m ci.history                                  # last 3 commits of main, publish
+    python -m ci.history --commits 1 --push-results       # the history workflow (.github/workflows/history.yml)
+    python -m ci.history --commits 5 --repeat-head 1 --bench triton_dot_scaled
 
 Steps (progress on stderr, asv's own "[ 42%]" lines included):
 
 1. Before any work: ``--json`` must be writable, every ``--bench`` regex must select a
    benchmark, the results remote must answer; one main job per checkout (a killed
-   one's leftover processes and temporary files are removed: ci.job_process).
+   one's leftover processes and temporary files are removed: ci.common.job_process).
 2. Fingerprint this machine in a child process (GPU, driver, stack, which kernels
    run here): the asv machine ``<host>-<gpu>``.
 3. Results: every file under ``.asv/results`` is validated; an unreadable one is
-   moved to ``.asv/quarantine/`` with a message (ci.history_results). The results
+   moved to ``.asv/quarantine/`` with a message (ci.history.results). The results
    branch (``asv-results``) is fetched and merged in. Measurements a killed run
    finished but asv never saved are marked for reuse.
 4. ``asv run`` over the last ``--commits`` first-parent commits of ``--branch``;
@@ -22,9 +22,9 @@ Steps (progress on stderr, asv's own "[ 42%]" lines included):
 5. This machine's results and records are committed to the results branch
    (GitPython, never touching the work tree); with ``--push-results`` pushed, and on
    a rejection (another runner pushed first) rebuilt on the new tip and pushed
-   again (ci.results_branch).
+   again (ci.history.results_branch).
 6. ``asv publish`` from the results (the branch's, all machines); the plug-in
-   ci.asv_html makes the page work offline, on GitHub Pages, and as a file.
+   ci.history.asv_html makes the page work offline, on GitHub Pages, and as a file.
 
 Output: a Markdown summary of this run's measurements (time, TFLOPS, flags,
 resources, failures) on stdout and into $GITHUB_STEP_SUMMARY; ``--json PATH``.
@@ -51,12 +51,15 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from asv_bench import records
-from ci import fingerprint as machine_info
-from ci import gitutil, history_results, history_summary, job_process
-from ci.results_branch import BRANCH, BranchError, ResultsBranch, merge_file
+from ci.history import machine_info
+from ci.common import gitutil
+from ci.history import results as history_results
+from ci.history import summary as history_summary
+from ci.common import job_process
+from ci.history.results_branch import BRANCH, BranchError, ResultsBranch, merge_file
 from harness.report import append_step_summary, check_writable, write_bytes_atomic, write_json_atomic
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 QUARANTINE_DIR = REPO_ROOT / ".asv" / "quarantine"
 
 
@@ -178,7 +181,7 @@ def asv_environment(args: argparse.Namespace, job: job_process.Job) -> dict[str,
     env["MXFP4_STACK_PYTHON"] = sys.executable
     # Triton's CPU interpreter would turn GPU benchmarks into hour-long CPU runs.
     env.pop("TRITON_INTERPRET", None)
-    # Every process asv starts inherits the tag (ci.job_process reaps them after a kill) and writes its
+    # Every process asv starts inherits the tag (ci.common.job_process reaps them after a kill) and writes its
     # temporary files (forkserver socket, result files) where the next job can remove them.
     env[records.JOB_ENV] = job.tag
     env["TMPDIR"] = str(job.tmp_dir)
@@ -261,7 +264,7 @@ def machine_files(results_dir: Path, machine: str) -> dict[str, bytes]:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m ci.main_job", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m ci.history", description=__doc__.split("\n\n")[0])
     parser.add_argument("--commits", type=int, default=3, help="how many recent first-parent commits of the branch (default 3)")
     parser.add_argument("--branch", default="main", help="branch whose history is benchmarked (default main)")
     parser.add_argument("--bench", action="append", default=[], help="asv -b regex (repeatable); each must select a benchmark")
@@ -373,7 +376,7 @@ def _main(args: argparse.Namespace, job: job_process.Job, started: float) -> int
 
     html = REPO_ROOT / conf["html_dir"]
     if not args.no_publish:
-        log("[6/6] asv publish (all machines' results; ci/asv_html.py makes the page work offline)")
+        log("[6/6] asv publish (all machines' results; ci/history/asv_html.py makes the page work offline)")
         if run_streaming([*asv, "publish"], env) != 0:
             problems.append("asv publish failed (its output above says why)")
 

@@ -1,8 +1,8 @@
 """What the speed gate's modes share: option checks, both surveys, the round loop.
 
-ci.speed_gate is the command line; this module runs the rounds
-(ci.speed_rounds) until every gated benchmark is decided and decides each one
-(ci.speed_verdict); ci.speed_modes writes the outputs and holds --calibrate
+ci.speed.gate is the command line; this module runs the rounds
+(ci.speed.rounds) until every gated benchmark is decided and decides each one
+(ci.speed.verdict); ci.speed.modes writes the outputs and holds --calibrate
 and --replay.
 """
 
@@ -16,12 +16,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from ci.commit_tree import REPO_ROOT
-from ci.speed_exclusion import ExclusionRule
-from ci.speed_rounds import Side, measure_round, rotating_order, survey_side
-from ci.speed_select import Entry, Selection
-from ci.speed_thresholds import THRESHOLDS_PATH, Thresholds, load_thresholds
-from ci.speed_verdict import CALIBRATION_PATH, BenchmarkResult, decide_entry, load_calibrations
+from ci.common.commit_tree import REPO_ROOT
+from ci.speed.exclusion import ExclusionRule
+from ci.speed.rounds import Side, measure_round, rotating_order, survey_side
+from ci.speed.selection import Entry, Selection
+from ci.speed.thresholds import THRESHOLDS_PATH, Thresholds, load_thresholds
+from ci.speed.verdict import CALIBRATION_PATH, BenchmarkResult, decide_entry, load_calibrations
 from harness.paired import DEFAULT_PLAN, SequentialPlan
 
 

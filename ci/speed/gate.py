@@ -1,16 +1,16 @@
 """PR speed gate: is the head slower than its base, per (kernel, config, shape), with confidence?
 
-    python -m ci.speed_gate --base origin/main                      # HEAD vs its merge-base with origin/main
-    python -m ci.speed_gate --base main --kernel triton_dot_scaled --shape square_m08192_n08192_k08192
-    python -m ci.speed_gate --base main --working-tree              # your uncommitted edits vs the base
-    python -m ci.speed_gate --calibrate --json cal.json             # A/A rounds: noise, thresholds to paste
-    python -m ci.speed_gate --replay verdict.json --decisions 10    # disjoint decisions from recorded rounds
+    python -m ci.speed --base origin/main                      # HEAD vs its merge-base with origin/main
+    python -m ci.speed --base main --kernel triton_dot_scaled --shape square_m08192_n08192_k08192
+    python -m ci.speed --base main --working-tree              # your uncommitted edits vs the base
+    python -m ci.speed --calibrate --json cal.json             # A/A rounds: noise, thresholds to paste
+    python -m ci.speed --replay verdict.json --decisions 10    # disjoint decisions from recorded rounds
 
 How: the head and the merge-base of head and --base are checked out as git
 worktrees. Each side's kernels run under THIS checkout's harness in child
-processes (ci.commit_tree, ci.speed_child), so both are measured one way.
+processes (ci.common.commit_tree, ci.speed.child), so both are measured one way.
 1. Correctness first: per side, each selected (kernel, config) is run once at a
-   small shape and judged by ci.correctness.check_kernel. A wrong result at head
+   small shape and judged by ci.common.correctness.check_kernel. A wrong result at head
    fails the gate and that kernel gets no speed number; a kernel that raises at
    head is a harness error; a wrong or raising base is reported only.
 2. Rounds of fresh processes, the sides' order rotating (A B, B A, ...); each
@@ -45,21 +45,21 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ci import speed_modes
-from ci.commit_tree import NotAKernelsTree, has_kernels
-from ci.speed_exclusion import DEFAULT_CLOCK_FLOOR_FRACTION
-from ci.speed_rounds import Side
-from ci.speed_run import (DEFAULT_MAX_MINUTES, GateError, calibrations_for, check_outputs, deadline, log, plan_from,
+from ci.speed import modes as speed_modes
+from ci.common.commit_tree import NotAKernelsTree, has_kernels
+from ci.speed.exclusion import DEFAULT_CLOCK_FLOOR_FRACTION
+from ci.speed.rounds import Side
+from ci.speed.run import (DEFAULT_MAX_MINUTES, GateError, calibrations_for, check_outputs, deadline, log, plan_from,
                           round_budget, rule_from, run_rounds, survey_both, thresholds_for, timing_overrides)
-from ci.speed_select import check_selectors, select
-from ci.speed_thresholds import THRESHOLDS_PATH
-from ci.speed_verdict import CALIBRATION_PATH
+from ci.speed.selection import check_selectors, select
+from ci.speed.thresholds import THRESHOLDS_PATH
+from ci.speed.verdict import CALIBRATION_PATH
 from harness.paired import DEFAULT_PLAN
 
 
 def _parser() -> argparse.ArgumentParser:
     doc = __doc__ or ""
-    p = argparse.ArgumentParser(prog="python -m ci.speed_gate", description=doc.split("\n\n", 1)[0],
+    p = argparse.ArgumentParser(prog="python -m ci.speed", description=doc.split("\n\n", 1)[0],
                                 epilog=doc.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_argument_group("what to compare")
     g.add_argument("--base", metavar="REF", help="compare with the merge-base of the head and REF (default: origin/main, else main)")
@@ -106,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def run_gate(args: argparse.Namespace) -> int:
-    from ci import gitutil
+    from ci.common import gitutil
 
     plan, rule, timing = plan_from(args), rule_from(args), timing_overrides(args.timing)
     limit = round_budget(args, plan)
@@ -160,11 +160,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if args.traceback:
             raise
-        from ci.gitutil import GitError
-        from ci.speed_rounds import ChildFailed
-        from ci.speed_select import SelectionError
-        from ci.speed_thresholds import ThresholdsError
-        from ci.speed_verdict import RecordError
+        from ci.common.gitutil import GitError
+        from ci.speed.rounds import ChildFailed
+        from ci.speed.selection import SelectionError
+        from ci.speed.thresholds import ThresholdsError
+        from ci.speed.verdict import RecordError
 
         known = (GateError, GitError, ChildFailed, SelectionError, ThresholdsError, RecordError, NotAKernelsTree)
         kind = "error" if isinstance(exc, known) else f"internal error ({type(exc).__name__})"

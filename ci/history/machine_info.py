@@ -19,7 +19,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class FingerprintError(RuntimeError):
@@ -140,7 +140,7 @@ def _kernel_availability(device: str) -> dict[str, str]:
 
 
 def fingerprint_in_child(python: str, env: dict[str, str]) -> dict[str, Any]:
-    code = "import json, ci.fingerprint as m; print(json.dumps(m.fingerprint()))"
+    code = "import json, ci.history.machine_info as m; print(json.dumps(m.fingerprint()))"
     proc = subprocess.run([python, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise FingerprintError(f"fingerprinting this machine failed:\n{proc.stderr[-3000:]}")

@@ -1,9 +1,9 @@
 """Compile every kernel the registry can build without a GPU and report its resources.
 
-    python -m ci.resources                        # table of every compile target
-    python -m ci.resources --kernel triton_dot_scaled --arch sm_90
-    python -m ci.resources --json results/resources.json
-    python -m ci.resources --kernel flydsl_gfx950_4wave --isa-dir out/   # also keep each ISA/PTX
+    python -m ci.budget.resources                        # table of every compile target
+    python -m ci.budget.resources --kernel triton_dot_scaled --arch sm_90
+    python -m ci.budget.resources --json results/resources.json
+    python -m ci.budget.resources --kernel flydsl_gfx950_4wave --isa-dir out/   # also keep each ISA/PTX
 
 A compile target is (kernel, arch, config): every config of every registered
 kernel, for each arch its ``compile_archs`` lists. The kernel compiles itself
@@ -13,7 +13,7 @@ resource history and the budget gate).
 For each: registers (total VGPRs on gfx950, registers per thread on sm_90), arch
 VGPRs / AGPRs / SGPRs, spills and scratch, shared memory / LDS, occupancy, MFMA
 count. Progress goes to stderr, the table to stdout, JSON (written atomically) to
-``--json``. The budget gate (ci.budget_gate) runs this command inside a checkout
+``--json``. The budget gate (ci.budget.gate) runs this command inside a checkout
 of each commit it compares, so the JSON layout (``SCHEMA``) is append-only.
 
 Exit: 0 every target compiled; 1 a target failed to compile (its error is in the
@@ -139,7 +139,7 @@ def results_table(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, st
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m ci.resources",
+        prog="python -m ci.budget.resources",
         description=(
             "Compile every (kernel, arch, config) the kernel registry can build without a GPU "
             "(Triton for sm_90/gfx950, FlyDSL for gfx950) and report registers, spills/scratch, "
@@ -166,24 +166,24 @@ def main(argv: Iterable[str] | None = None) -> int:
     try:
         targets = [t for t in compile_targets(arch=args.arch) if args.kernel in (None, t[0]) and args.config in (None, t[2])]
     except Exception as exc:  # registry import error
-        print(f"ci.resources: error: {describe_error(exc)}", file=sys.stderr)
+        print(f"ci.budget.resources: error: {describe_error(exc)}", file=sys.stderr)
         return 2
     if not targets and (args.kernel or args.arch or args.config) and not args.allow_empty:
-        print(f"ci.resources: error: no compile target matches --kernel {args.kernel} --arch {args.arch} "
+        print(f"ci.budget.resources: error: no compile target matches --kernel {args.kernel} --arch {args.arch} "
               f"--config {args.config}", file=sys.stderr)
         return 2
     if args.list:
         print("\n".join(target_id(*t) for t in targets))
         return 0
     if not targets:
-        print("ci.resources: no kernel in the registry can be compiled without a GPU", file=sys.stderr)
+        print("ci.budget.resources: no kernel in the registry can be compiled without a GPU", file=sys.stderr)
     try:  # before minutes of compiling, not after
         if args.json:
             check_writable(args.json, "--json")
         if args.isa_dir:
             check_writable(args.isa_dir / ".probe", "--isa-dir")
     except OSError as exc:
-        print(f"ci.resources: error: {exc}", file=sys.stderr)
+        print(f"ci.budget.resources: error: {exc}", file=sys.stderr)
         return 2
 
     results = measure(targets, isa_dir=args.isa_dir)
@@ -195,14 +195,14 @@ def main(argv: Iterable[str] | None = None) -> int:
         try:
             write_json_atomic(args.json, report(results))
         except OSError as exc:
-            print(f"ci.resources: error: cannot write --json {args.json}: {exc}", file=sys.stderr)
+            print(f"ci.budget.resources: error: cannot write --json {args.json}: {exc}", file=sys.stderr)
             return 2
     append_step_summary("### Kernel resources (compile-only)\n\n" + markdown_table(rows))
     if unreadable:
-        print(f"ci.resources: error: cannot read the compiler output of {', '.join(unreadable)}", file=sys.stderr)
+        print(f"ci.budget.resources: error: cannot read the compiler output of {', '.join(unreadable)}", file=sys.stderr)
         return 2
     if failed:
-        print(f"ci.resources: {len(failed)} of {len(results)} target(s) failed to compile: {', '.join(failed)}", file=sys.stderr)
+        print(f"ci.budget.resources: {len(failed)} of {len(results)} target(s) failed to compile: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
 

@@ -166,7 +166,7 @@ def collect_notes(results_dir: Path, benchmarks: dict, revisions: dict[str, int]
             try:
                 entries = records.load(sidecar)
             except records.CorruptSidecar:
-                continue  # ci.main_job quarantines these; a plain asv publish just leaves them out
+                continue  # ci.history.main_job quarantines these; a plain asv publish just leaves them out
             unsaved = {k for k, r in entries.items() if not _is_saved(r, saved.get((machine_dir.name, commit, k)))}
             _add_records(per_benchmark, latest, machine_dir.name, commit, revisions[commit], entries, unsaved)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
-from ci.speed_verdict import RESOLVE_POWER, BenchmarkResult
+from ci.speed.verdict import RESOLVE_POWER, BenchmarkResult
 from harness.paired import Calibration, Rates, SequentialPlan, Verdict
 from harness.report import markdown_table
 
@@ -162,7 +162,7 @@ def gate_markdown(
     if notes:
         parts += ["**Notes**", *notes, ""]
     if correctness:
-        parts += ["**Correctness before timing** (ci.correctness.check_kernel):", *correctness_lines(correctness), ""]
+        parts += ["**Correctness before timing** (ci.common.correctness.check_kernel):", *correctness_lines(correctness), ""]
     excluded = excluded_rows(results)
     if excluded:
         parts += [f"**Excluded rounds** ({len(excluded)}): not used in any estimate.", "", markdown_table(excluded), ""]

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ci.speed_exclusion import ExclusionRule, PairedRound, paired_rounds
-from ci.speed_rounds import Benchmark
-from ci.speed_select import Entry
-from ci.speed_thresholds import Thresholds
+from ci.speed.exclusion import ExclusionRule, PairedRound, paired_rounds
+from ci.speed.rounds import Benchmark
+from ci.speed.selection import Entry
+from ci.speed.thresholds import Thresholds
 from harness import paired
 from harness.paired import Decision, SequentialPlan, Verdict
 
@@ -38,7 +38,7 @@ class RecordError(ValueError):
 @dataclass
 class BenchmarkResult:
     benchmark: Benchmark
-    status: str  # ci.speed_select statuses
+    status: str  # ci.speed.selection statuses
     note: str = ""
     threshold: float | None = None
     threshold_source: str = ""

@@ -1,14 +1,14 @@
 """Register budget gate: a change must not grow any resource it has not budgeted on purpose.
 
-    python -m ci.budget_gate                      # HEAD vs merge-base with origin/main (or main)
-    python -m ci.budget_gate --base main --kernel flydsl_gfx950_4wave
-    python -m ci.budget_gate --working-tree       # your uncommitted edits vs the base
-    python -m ci.budget_gate --update-budget      # also write the tightened entries (ratchet)
-    python -m ci.budget_gate --json gate.json     # machine-readable verdict
+    python -m ci.budget                      # HEAD vs merge-base with origin/main (or main)
+    python -m ci.budget --base main --kernel flydsl_gfx950_4wave
+    python -m ci.budget --working-tree       # your uncommitted edits vs the base
+    python -m ci.budget --update-budget      # also write the tightened entries (ratchet)
+    python -m ci.budget --json gate.json     # machine-readable verdict
 
 How it works: HEAD (or ``--head``) and the merge-base of HEAD with ``--base`` are
 each checked out in a temporary ``git worktree``, and this checkout's ``python -m
-ci.resources --json`` runs on each one's kernels (ci.commit_tree), so every commit
+ci.budget.resources --json`` runs on each one's kernels (ci.common.commit_tree), so every commit
 compiles *its own* kernels (without a GPU: Triton for sm_90/gfx950, FlyDSL for
 gfx950) and one parser reads both. Then, per compile target
 (kernel/arch/config), the head is compared with the base and with the committed
@@ -316,19 +316,19 @@ class Measurement:
 
 
 def measure_tree(tree: Path, label: str, only: Mapping[str, str | None]) -> Measurement:
-    """Compile ``tree``'s kernels and read them with THIS checkout's ``ci.resources`` and harness parser.
+    """Compile ``tree``'s kernels and read them with THIS checkout's ``ci.budget.resources`` and harness parser.
 
-    Only the code under test comes from the commit (ci.commit_tree), so base and
+    Only the code under test comes from the commit (ci.common.commit_tree), so base and
     head are read by one parser and one resource model: a parser change can never
     show up as a register change between them.
     """
-    from ci.commit_tree import has_kernels, kernels_of, run_forwarding_stderr
+    from ci.common.commit_tree import has_kernels, kernels_of, run_forwarding_stderr
 
     if not has_kernels(tree):
         return Measurement(None, f"{label} has no kernels package")
     with kernels_of(tree) as (folder, env):
         out = folder / "resources.json"
-        cmd = [sys.executable, "-m", "ci.resources", "--json", str(out), "--allow-empty"]
+        cmd = [sys.executable, "-m", "ci.budget.resources", "--json", str(out), "--allow-empty"]
         cmd += [f"--{name}={value}" for name, value in only.items() if value]
         print(f"budget_gate: measuring {label} in {tree}", file=sys.stderr, flush=True)
         run = run_forwarding_stderr(cmd, cwd=folder, env=env, timeout_s=CHILD_TIMEOUT_S,
@@ -338,13 +338,13 @@ def measure_tree(tree: Path, label: str, only: Mapping[str, str | None]) -> Meas
         returncode, stderr_tail = run.returncode, run.tail()
         # Exit 2 with a report: a target whose compiler output cannot be parsed (load_results names it).
         if returncode not in (0, 1, 2) or not out.exists():
-            raise HarnessError(f"ci.resources failed in the {label} checkout (exit {returncode}): {stderr_tail}")
+            raise HarnessError(f"ci.budget.resources failed in the {label} checkout (exit {returncode}): {stderr_tail}")
         text = out.read_text()
-    return Measurement(load_results(text, f"{label} ci.resources JSON", tree))
+    return Measurement(load_results(text, f"{label} ci.budget.resources JSON", tree))
 
 
 def load_results(text: str, where: str, tree: Path | None = None) -> dict[str, dict[str, Any]]:
-    """Validate ci.resources JSON: ``{target: {"ok": bool, "usage"|"error": ...}}``."""
+    """Validate ci.budget.resources JSON: ``{target: {"ok": bool, "usage"|"error": ...}}``."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -676,7 +676,7 @@ def update_budget_file(path: Path, edits: Mapping[str, Mapping[str, Any]]) -> di
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m ci.budget_gate",
+        prog="python -m ci.budget",
         description=__doc__.split("\n\n", 1)[0],
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -703,7 +703,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     except Exception as exc:
         if args.traceback:
             raise
-        from ci.gitutil import GitError
+        from ci.common.gitutil import GitError
 
         kind = "error" if isinstance(exc, (HarnessError, GitError)) else f"internal error ({type(exc).__name__})"
         print(f"budget_gate: {kind}: {exc}", file=sys.stderr)
@@ -713,7 +713,7 @@ def main(argv: Iterable[str] | None = None) -> int:
 def _run(args) -> int:
     from contextlib import nullcontext
 
-    from ci import gitutil
+    from ci.common import gitutil
 
     repo = gitutil.open_repo(args.repo)
     head_sha = gitutil.resolve_commit(repo, "HEAD" if args.working_tree else args.head)
@@ -734,7 +734,7 @@ def _run(args) -> int:
         budget = parse_budget(budget_path.read_text(), str(args.budget or BUDGET_PATH))
         head = measure_tree(head_dir, "head", only)
     if head.results is None:
-        raise HarnessError(f"the head has no ci/resources.py ({head.note})")
+        raise HarnessError(f"the head has no ci/budget/resources.py ({head.note})")
 
     base_results, base_budget, base_note = None, None, base.note
     if base.sha is not None:
@@ -805,7 +805,7 @@ def _nothing_selected(only: Mapping[str, str | None], names: set[str]) -> str:
 
 def _base_budget(repo, sha: str) -> Budget | None:
     """The base's budget (to see what this change's edit loosened); None when absent or unreadable there."""
-    from ci import gitutil
+    from ci.common import gitutil
 
     text = gitutil.read_file(repo, sha, BUDGET_PATH)
     if text is None:

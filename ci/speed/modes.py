@@ -2,7 +2,7 @@
 
 The JSON record (schema ``mxfp4-speed-gate/1``, docs/SPEED_GATE.md) keeps every
 raw measurement; ``--replay`` decides from it again through the same functions
-the live gate uses (ci.speed_verdict), and ``--replay --decisions N`` takes N
+the live gate uses (ci.speed.verdict), and ``--replay --decisions N`` takes N
 decisions from it with harness.paired.replay.
 """
 
@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ci.speed_exclusion import ExclusionRule, paired_rounds
-from ci.speed_report import (calibration_markdown, correctness_lines, excluded_rows, gate_markdown, plan_text,
+from ci.speed.exclusion import ExclusionRule, paired_rounds
+from ci.speed.report import (calibration_markdown, correctness_lines, excluded_rows, gate_markdown, plan_text,
                              rates_markdown)
-from ci.speed_rounds import Side
-from ci.speed_run import (GateError, check_outputs, deadline, log, plan_from, rule_from, run_rounds, survey_both,
+from ci.speed.rounds import Side
+from ci.speed.run import (GateError, check_outputs, deadline, log, plan_from, rule_from, run_rounds, survey_both,
                           thresholds_for, timing_overrides)
-from ci.speed_select import check_selectors, select
-from ci.speed_thresholds import Thresholds, load_thresholds, parse_thresholds
-from ci.speed_verdict import (GATE_SCHEMA, BenchmarkResult, RecordError, decide_entry, entries_of, exit_code,
+from ci.speed.selection import check_selectors, select
+from ci.speed.thresholds import Thresholds, load_thresholds, parse_thresholds
+from ci.speed.verdict import (GATE_SCHEMA, BenchmarkResult, RecordError, decide_entry, entries_of, exit_code,
                               load_calibrations, load_record, plan_of)
 from harness import paired
 from harness.paired import SequentialPlan, Verdict
@@ -70,7 +70,7 @@ def record_json(context: Context, results: Sequence[BenchmarkResult], correctnes
         "schema": GATE_SCHEMA,
         "mode": context.mode,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": ["python", "-m", "ci.speed_gate", *sys.argv[1:]],
+        "command": ["python", "-m", "ci.speed.gate", *sys.argv[1:]],
         "verdict": "fail" if code else "pass",
         "exit_code": code,
         "inconclusive_policy": "fail (--fail-on-inconclusive)" if fail_on_inconclusive else "pass with a warning",
@@ -135,7 +135,7 @@ def finish(args: argparse.Namespace, context: Context, results: Sequence[Benchma
 
 
 def _plot(path: str, results: Sequence[BenchmarkResult]) -> None:
-    from ci.speed_plot import plot_rounds
+    from ci.speed.plot import plot_rounds
 
     drawn = {r.id: ([p.round for p in r.rounds], r.decision) for r in results if r.decision is not None and r.rounds}
     if drawn:
@@ -165,10 +165,10 @@ def experiment_record(
     environment: Mapping[str, Any] | None = None,
     note: str = "",
 ) -> dict[str, Any]:
-    """A replayable record of rounds measured outside the gate (ci.speed_rounds.measure_round, any sides).
+    """A replayable record of rounds measured outside the gate (ci.speed.rounds.measure_round, any sides).
 
     Write it with harness.report.write_json_atomic; then
-    ``python -m ci.speed_gate --replay FILE --sides base,head-1% [--decisions 10]`` decides from it.
+    ``python -m ci.speed --replay FILE --sides base,head-1% [--decisions 10]`` decides from it.
     """
     thresholds = thresholds or Thresholds(0.01, (), "default")
     return {
@@ -207,7 +207,7 @@ def calibrate_results(
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
-    from ci import gitutil
+    from ci.common import gitutil
 
     plan, rule, timing = plan_from(args), rule_from(args), timing_overrides(args.timing)
     n = args.rounds if args.rounds is not None else DEFAULT_CALIBRATION_ROUNDS
@@ -241,7 +241,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         "suggested threshold: the smallest at which A/A says 'no change' w.p. "
         f"{1 - plan.alpha:.0%} by the last look; resolvable: the slowdown flagged as regression w.p. {1 - plan.alpha:.0%} at it.",
     ]) + "\n".join(f"- {n}" for n in notes)
-    markdown += "\n\n**Correctness before timing** (ci.correctness.check_kernel):\n" + "\n".join(correctness_lines(correctness))
+    markdown += "\n\n**Correctness before timing** (ci.common.correctness.check_kernel):\n" + "\n".join(correctness_lines(correctness))
     excluded = excluded_rows(results)
     if excluded:
         markdown += f"\n\n**Excluded rounds** ({len(excluded)}): not used in any calibration.\n\n{markdown_table(excluded)}"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from asv_bench import records
-from ci import history_results
+from ci.history import results as history_results
 from harness.report import markdown_table
 
 GEMM_KEY = re.compile(r"^bench_gemm\.(\w+)\.track_time\('([^']*)', '([^']*)'\)$")

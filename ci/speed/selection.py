@@ -1,4 +1,4 @@
-"""What the speed gate measures: the base's and the head's surveys (ci.speed_child survey) combined.
+"""What the speed gate measures: the base's and the head's surveys (ci.speed.child survey) combined.
 
 A benchmark is (kernel, config, shape). Per benchmark, from what each side has
 on this device and from each side's correctness check:
@@ -25,7 +25,7 @@ import fnmatch
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ci.speed_rounds import Benchmark
+from ci.speed.rounds import Benchmark
 
 
 class SelectionError(RuntimeError):

@@ -1,18 +1,18 @@
 """Record rounds of N commits side by side on one GPU, for the speed gate's error rates.
 
-    python -m ci.speed_experiment --side base=main --side base-again=main \\
+    python -m ci.speed.experiment --side base=main --side base-again=main \\
         --side slow-0.5=exp/slow-0p5 --side slow-1.0=exp/slow-1p0 \\
         --kernel triton_dot_scaled --config m128_n128_k128_w8_s3 --shape square_m08192_n08192_k08192 \\
         --seconds 480 --timing rep_ms=200 --json rounds.json
 
-Each round runs one fresh process per side (ci.speed_rounds.measure_round, the
+Each round runs one fresh process per side (ci.speed.rounds.measure_round, the
 gate's own child protocol and measuring code), the sides' order rotating from
-round to round. Every side is checked for correctness first (ci.speed_child
+round to round. Every side is checked for correctness first (ci.speed.child
 survey). The record is rewritten atomically after every round, so a run cut
 short by a time limit keeps every finished round; it is the speed gate's
-``--replay`` format (ci.speed_modes.experiment_record):
+``--replay`` format (ci.speed.modes.experiment_record):
 
-    python -m ci.speed_gate --replay rounds.json --sides base,slow-0.5 --decisions 10 --disjoint
+    python -m ci.speed --replay rounds.json --sides base,slow-0.5 --decisions 10 --disjoint
 
 This is how the gate's false-alarm and detection rates were measured on a GPU
 (docs/SPEED_GATE.md): a GPU's time is scarce, so decisions are replayed through
@@ -28,9 +28,9 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Sequence
 
-from ci import gitutil
-from ci.speed_modes import experiment_record
-from ci.speed_rounds import Benchmark, Side, measure_round, rotating_order, survey_side
+from ci.common import gitutil
+from ci.speed.modes import experiment_record
+from ci.speed.rounds import Benchmark, Side, measure_round, rotating_order, survey_side
 from harness.report import check_writable, write_json_atomic
 
 
@@ -62,7 +62,7 @@ def _budget(texts: Sequence[str]) -> dict[str, float]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ci.speed_experiment", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m ci.speed.experiment", description=__doc__.split("\n\n")[0])
     parser.add_argument("--side", action="append", required=True, metavar="NAME=REF", help="a side (repeatable, >= 2)")
     parser.add_argument("--repo", default=".", help="the git repository holding the refs")
     parser.add_argument("--kernel", action="append", default=[], required=True)

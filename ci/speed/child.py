@@ -1,14 +1,14 @@
 """The speed gate's child process: one commit's kernels, this checkout's measuring code.
 
-    python -m ci.speed_child survey  REQUEST.json OUT.json
-    python -m ci.speed_child measure REQUEST.json OUT.json
+    python -m ci.speed.child survey  REQUEST.json OUT.json
+    python -m ci.speed.child measure REQUEST.json OUT.json
 
-It is started by ci.speed_rounds through ci.commit_tree.kernels_of, so ``kernels``
+It is started by ci.speed.rounds through ci.common.commit_tree.kernels_of, so ``kernels``
 is the commit's and everything else (harness, ci, asv_bench) this checkout's.
 Requests and answers are JSON files (written atomically); progress goes to stderr.
 
 * ``survey`` -- which benchmarks exist for this commit on this device, and is
-  each selected (kernel, config) correct: ``ci.correctness.check_kernel`` at a
+  each selected (kernel, config) correct: ``ci.common.correctness.check_kernel`` at a
   small shape the kernel accepts (:func:`check_shape`). Nothing is timed.
 * ``measure`` -- one fresh process of one round: every requested benchmark, in
   the order given, with ``harness.timing.measure_gemm``; the whole Timing
@@ -117,7 +117,7 @@ def _shapes(requested: list[str], device: str) -> tuple[list[dict[str, Any]], li
 
 
 def _accuracy_report(kernel: Any, config: str, mnk: tuple[int, int, int], device: str, mxfp4: Any) -> Any:
-    from ci.correctness import check_kernel
+    from ci.common.correctness import check_kernel
     from harness.operands import gemm_operands
 
     m, n, k = mnk
@@ -265,8 +265,8 @@ COMMANDS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {"survey": sur
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 3 or argv[0] not in COMMANDS:
-        print(f"usage: python -m ci.speed_child {{{','.join(COMMANDS)}}} REQUEST.json OUT.json\n"
-              "(started by python -m ci.speed_gate; see ci/speed_child.py)", file=sys.stderr)
+        print(f"usage: python -m ci.speed.child {{{','.join(COMMANDS)}}} REQUEST.json OUT.json\n"
+              "(started by python -m ci.speed; see ci/speed/child.py)", file=sys.stderr)
         return 2
     from harness.report import write_json_atomic
 

@@ -2,7 +2,7 @@
 
 The speed gate's unit of measurement is a *round*: one fresh process per side,
 run one after another, each timing every benchmark of the round in one fixed
-order (ci.speed_child measure). Rounds rotate the order of the sides
+order (ci.speed.child measure). Rounds rotate the order of the sides
 (:func:`rotating_order`: A B, B A, A B, ... for two sides), so drift and
 warm-up land on both sides alike. Any number of sides can share a round:
 
@@ -14,7 +14,7 @@ warm-up land on both sides alike. Any number of sides can share a round:
 A round record is plain JSON (``RoundRecord.to_json``): the order, and per
 process its side, pid, wall time and every benchmark's full Timing (all
 samples, steady flag, input sets, GPU state before/after, idle report).
-ci.speed_exclusion pairs two sides of such records into harness.paired rounds.
+ci.speed.exclusion pairs two sides of such records into harness.paired rounds.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ci.commit_tree import kernels_of, run_forwarding_stderr
+from ci.common.commit_tree import kernels_of, run_forwarding_stderr
 
 # One child: a survey runs a correctness check per (kernel, config); a round times every benchmark
 # (at the GPU shapes: operand generation, compilation, up to 3 s of warm-up and 0.5 s of launches each).
@@ -112,7 +112,7 @@ def run_child(
     log: Callable[[str], None] | None = None,
     timeout_s: float = CHILD_TIMEOUT_S,
 ) -> dict[str, Any]:
-    """Run ``python -m ci.speed_child COMMAND`` on ``tree``'s kernels; return its JSON answer.
+    """Run ``python -m ci.speed.child COMMAND`` on ``tree``'s kernels; return its JSON answer.
 
     The child's stderr (progress) is echoed through ``log`` prefixed with ``what``.
     Raises :class:`ChildFailed` when it exits non-zero or writes no answer.
@@ -120,14 +120,14 @@ def run_child(
     with kernels_of(tree) as (folder, env), tempfile.TemporaryDirectory(prefix="speed-child-") as io_dir:
         request_path, answer_path = Path(io_dir, "request.json"), Path(io_dir, "answer.json")
         request_path.write_text(json.dumps(request))
-        cmd = [sys.executable, "-m", "ci.speed_child", command, str(request_path), str(answer_path)]
+        cmd = [sys.executable, "-m", "ci.speed.child", command, str(request_path), str(answer_path)]
         run = run_forwarding_stderr(
             cmd, cwd=folder, env=env, timeout_s=timeout_s, log=(lambda line: log(f"  [{what}] {line}")) if log else (lambda line: None)
         )
         if run.timed_out:
-            raise ChildFailed(f"{what}: ci.speed_child {command} took over {timeout_s:.0f} s")
+            raise ChildFailed(f"{what}: ci.speed.child {command} took over {timeout_s:.0f} s")
         if run.returncode != 0 or not answer_path.exists():
-            raise ChildFailed(f"{what}: ci.speed_child {command} exited {run.returncode} in {tree}: {run.tail(3)}")
+            raise ChildFailed(f"{what}: ci.speed.child {command} exited {run.returncode} in {tree}: {run.tail(3)}")
         return json.loads(answer_path.read_text())
 
 
@@ -141,7 +141,7 @@ def survey_side(
     check: bool = True,
     log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Which benchmarks ``side``'s commit has on this device, and its correctness results (ci.speed_child survey)."""
+    """Which benchmarks ``side``'s commit has on this device, and its correctness results (ci.speed.child survey)."""
     request = {"device": device, "kernels": list(kernels), "configs": list(configs), "shapes": list(shapes), "check": check}
     return run_child(side.tree, "survey", request, what=f"{side.name} survey", log=log)
 

@@ -1,4 +1,4 @@
-/* mxfp4 notes beside asv's graphs (ci/asv_html.py publishes mxfp4/index.json and mxfp4/<benchmark>.json).
+/* mxfp4 notes beside asv's graphs (ci/history/asv_html.py publishes mxfp4/index.json and mxfp4/<benchmark>.json).
  *
  * On a graph page: a panel under the graph with the benchmark's standing notes, why the graph is
  * empty on a machine (from the per-measurement records: e.g. no GPU, so the GPU shapes are n/a),

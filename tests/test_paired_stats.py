@@ -23,7 +23,11 @@ import numpy as np
 import pytest
 
 from harness import paired
-from harness.paired import Estimate, Round, SequentialPlan, Verdict
+from harness.paired import signed_rank
+from harness.paired.hodges_lehmann import Estimate
+from harness.paired.rounds import Round
+from harness.paired.sequential import SequentialPlan
+from harness.paired.verdict import Verdict
 
 PROJECT = Path(__file__).resolve().parents[1]
 PLAN = paired.DEFAULT_PLAN
@@ -93,6 +97,26 @@ def test_signed_rank_distribution_matches_enumeration(n):
     counts = brute_signed_rank_counts(n)
     assert [int(round(p * 2**n)) for p in paired.signed_rank_pmf(n)] == counts
     assert np.all(paired.signed_rank_pmf(n) * 2**n == np.asarray(counts, dtype=float))  # exact, not approximately
+
+
+@pytest.mark.parametrize("n", [13, 20, 31, 50])
+def test_signed_rank_distribution_matches_scipy_exact_test(n):
+    """Beyond brute-force sizes: the DP's tails give scipy's exact two-sided signed-rank p-values."""
+    from scipy import stats
+
+    cdf = signed_rank.signed_rank_cdf(n)
+    total = n * (n + 1) // 2
+    ranks = np.arange(1, n + 1, dtype=float)
+    for t_plus in sorted({0, 1, n, total // 4, total // 3, total // 2}):
+        # Signs that make T+ = t_plus: greedy from the top rank down.
+        positive, left = np.zeros(n, dtype=bool), t_plus
+        for rank in range(n, 0, -1):
+            if rank <= left:
+                positive[rank - 1], left = True, left - rank
+        d = np.where(positive, ranks, -ranks)
+        tail = min(t_plus, total - t_plus)
+        expected = stats.wilcoxon(d, method="exact").pvalue
+        assert min(1.0, 2 * cdf[tail]) == pytest.approx(expected, rel=1e-12, abs=1e-300), t_plus
 
 
 @pytest.mark.parametrize("n, confidence", [(6, 0.95), (8, 0.9), (11, 0.95), (11, 0.99), (12, 0.998)])
@@ -415,10 +439,15 @@ def test_replay_reports_a_short_record():
 # ------------------------------------------------------------------ hygiene, CLI, plot
 
 
-def test_paired_imports_only_numpy():
-    code = "import sys, harness.paired; print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'scipy', 'kernels', 'ci', 'matplotlib', 'triton'}))"
+def test_paired_imports_only_numpy_and_scipy():
+    # scipy.stats supplies the quantiles (t, chi-square, normal); nothing heavier or gate-side may come in.
+    modules = sorted(p.stem for p in (PROJECT / "harness" / "paired").glob("*.py") if p.stem != "__main__")
+    code = (
+        f"import importlib, sys\nfor m in {modules!r}: importlib.import_module('harness.paired.' + m if m != '__init__' else 'harness.paired')\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'kernels', 'ci', 'matplotlib', 'triton'}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert len(modules) >= 9 and out.stdout.strip() == "[]"
 
 
 def test_rate_table_cli():

@@ -31,7 +31,9 @@ from ci.speed.selection import Entry, SelectionError, check_selectors
 from ci.speed.thresholds import ThresholdsError, parse_thresholds
 from ci.speed.verdict import decide_entry
 from harness import paired
-from harness.paired import Round, SequentialPlan, Verdict
+from harness.paired.rounds import Round
+from harness.paired.sequential import SequentialPlan
+from harness.paired.verdict import Verdict
 from test_asv_suite import SLOWDOWN, git, make_project
 
 BENCH = "torch_dequant[bf16]/256x256x1024"

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from harness.gpu_state import SLOWDOWN_REASONS
-from harness.paired import Round
+from harness.paired.rounds import Round
 
 # nvbench's default --throttle-threshold: a clock under 75% of the GPU's default clock counts as
 # throttled. The max SM clock is the reference here, the one clock both NVML and amdsmi report.

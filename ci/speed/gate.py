@@ -54,7 +54,7 @@ from ci.speed.run import (DEFAULT_MAX_MINUTES, GateError, calibrations_for, chec
 from ci.speed.selection import check_selectors, select
 from ci.speed.thresholds import THRESHOLDS_PATH
 from ci.speed.verdict import CALIBRATION_PATH
-from harness.paired import DEFAULT_PLAN
+from harness.paired.sequential import DEFAULT_PLAN
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -28,7 +28,8 @@ from ci.speed.thresholds import Thresholds, load_thresholds, parse_thresholds
 from ci.speed.verdict import (GATE_SCHEMA, BenchmarkResult, RecordError, decide_entry, entries_of, exit_code,
                               load_calibrations, load_record, plan_of)
 from harness import paired
-from harness.paired import SequentialPlan, Verdict
+from harness.paired.sequential import SequentialPlan
+from harness.paired.verdict import Verdict
 from harness.report import append_step_summary, markdown_table, write_json_atomic
 
 RATES_SCHEMA = "mxfp4-speed-replay-rates/1"

@@ -14,7 +14,9 @@ from typing import Mapping, Sequence
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from harness.paired import Decision, Round, Verdict
+from harness.paired.rounds import Round
+from harness.paired.sequential import Decision
+from harness.paired.verdict import Verdict
 from harness.report import check_writable, write_bytes_atomic
 
 VERDICT_COLOURS = {

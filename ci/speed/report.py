@@ -10,7 +10,10 @@ import math
 from typing import Any, Mapping, Sequence
 
 from ci.speed.verdict import RESOLVE_POWER, BenchmarkResult
-from harness.paired import Calibration, Rates, SequentialPlan, Verdict
+from harness.paired.calibration import Calibration
+from harness.paired.rates import Rates
+from harness.paired.sequential import SequentialPlan
+from harness.paired.verdict import Verdict
 from harness.report import markdown_table
 
 VERDICT_TEXT = {

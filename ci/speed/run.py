@@ -22,7 +22,7 @@ from ci.speed.rounds import Side, measure_round, rotating_order, survey_side
 from ci.speed.selection import Entry, Selection
 from ci.speed.thresholds import THRESHOLDS_PATH, Thresholds, load_thresholds
 from ci.speed.verdict import CALIBRATION_PATH, BenchmarkResult, decide_entry, load_calibrations
-from harness.paired import DEFAULT_PLAN, SequentialPlan
+from harness.paired.sequential import DEFAULT_PLAN, SequentialPlan
 
 
 # ---------------------------------------------------------------------------

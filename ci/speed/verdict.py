@@ -20,7 +20,8 @@ from ci.speed.rounds import Benchmark
 from ci.speed.selection import Entry
 from ci.speed.thresholds import Thresholds
 from harness import paired
-from harness.paired import Decision, SequentialPlan, Verdict
+from harness.paired.sequential import Decision, SequentialPlan
+from harness.paired.verdict import Verdict
 
 GATE_SCHEMA = "mxfp4-speed-gate/1"
 CALIBRATION_PATH = "ci/speed_calibration.json"

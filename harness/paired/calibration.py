@@ -1,0 +1,161 @@
+"""A/A calibration: a benchmark's noise from one commit against itself, and the thresholds it supports.
+
+The planning formulas (:func:`threshold_for`, :func:`resolvable_effect`) treat the
+HL log ratio as normal with the asymptotic standard error of
+:func:`hl_standard_error`; tests/test_paired_stats.py checks both against
+:func:`harness.paired.simulation.simulate`. ``z(p)`` in their formulas is the
+Student-t quantile at ``max_rounds - 1`` degrees of freedom (scipy.stats).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+from scipy import stats
+
+from harness.paired.hodges_lehmann import Estimate, estimate, log_ratios
+from harness.paired.rounds import Round
+from harness.paired.sequential import DEFAULT_PLAN, SequentialPlan
+
+# HL's asymptotic variance for normal data is pi*sigma^2/(3n) (efficiency 3/pi
+# relative to the mean); the gate's planning formulas use it.
+_HL_VAR_FACTOR = math.pi / 3.0
+
+
+def _t_quantile(p: float, df: int) -> float:
+    """Student-t quantile; the planning formulas use t rather than normal quantiles because
+    the rank interval's width, like a t interval's, is itself estimated from the rounds."""
+    return float(stats.t.ppf(p, df))
+
+
+def hl_standard_error(ratio_sd: float, n: int) -> float:
+    """Asymptotic SD of the HL estimate of ``n`` log ratios with SD ``ratio_sd`` (normal noise)."""
+    return ratio_sd * math.sqrt(_HL_VAR_FACTOR / n)
+
+
+def threshold_for(ratio_sd: float, plan: SequentialPlan, alpha: float = 0.01) -> float:
+    """Smallest threshold at which an A/A comparison says "no change" w.p. ``>= 1 - alpha`` at ``max_rounds``.
+
+    With ``se = ratio_sd * sqrt(pi / (3 n))`` at ``n = max_rounds``, the HL log
+    ratio of an A/A comparison is ~ N(0, se^2) and the interval is about
+    ``HL +- z(1 - a/2) se`` (``a`` the plan's per-look alpha). Both ends lie in the
+    band when ``|HL| <= z(1 - alpha/2) se``, i.e. for
+    ``t = exp((z(1 - a/2) + z(1 - alpha/2)) se) - 1``
+    (``log(1 - t) <= -log(1 + t)``, so the lower edge is then met too).
+    """
+    n = plan.max_rounds
+    se = hl_standard_error(ratio_sd, n)
+    return math.expm1((_t_quantile(1 - plan.per_look_alpha / 2, n - 1) + _t_quantile(1 - alpha / 2, n - 1)) * se)
+
+
+def resolvable_effect(ratio_sd: float, threshold: float, plan: SequentialPlan, power: float = 0.99) -> float:
+    """Smallest slowdown (a fraction of TFLOPS) flagged as regression w.p. ``>= power`` by ``max_rounds``.
+
+    Regression needs ``HL + z(1 - a/2) se < log(1 - t)``; with the true log
+    ratio ``-D`` and ``HL ~ N(-D, se^2)`` that holds w.p. ``power`` when
+    ``D = -log(1 - t) + (z(1 - a/2) + z(power)) se``: the slowdown is
+    ``1 - (1 - t) exp(-(z(1 - a/2) + z(power)) se)``. Effects between the
+    threshold and this are caught sometimes and otherwise come out inconclusive.
+    """
+    n = plan.max_rounds
+    se = hl_standard_error(ratio_sd, n)
+    return -math.expm1(math.log1p(-threshold) - (_t_quantile(1 - plan.per_look_alpha / 2, n - 1) + _t_quantile(power, n - 1)) * se)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Noise of one benchmark from A/A rounds (one commit against itself), and what the gate resolves.
+
+    ``ratio_sd``: sample SD of the per-round log ratios (~ the relative SD of a
+    round's ratio). ``ratio_sd_upper``: its one-sided 95% upper confidence bound
+    (normal theory, exact chi-square quantile); the planning figures use it,
+    because a few A/A rounds estimate an SD loosely. ``ratio_sd_robust``:
+    1.4826 x MAD of the log ratios; far below ``ratio_sd`` means outlier rounds.
+    ``noise_cv``: CV of the single-process TFLOPS of all usable A/A processes
+    (what one process is worth without pairing; drift lands here).
+    ``threshold``: :func:`suggest_threshold`. ``min_resolvable_effect``: the
+    smallest slowdown flagged as regression with probability ``1 - alpha`` at
+    that threshold within ``plan.max_rounds``.
+    """
+
+    n_rounds: int
+    n_excluded: int
+    ratio_sd: float
+    ratio_sd_upper: float
+    ratio_sd_robust: float
+    noise_cv: float
+    aa_estimate: Estimate
+    threshold: float
+    min_resolvable_effect: float
+    plan: SequentialPlan
+    alpha: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "n_rounds": self.n_rounds,
+            "n_excluded": self.n_excluded,
+            "ratio_sd": self.ratio_sd,
+            "ratio_sd_upper": self.ratio_sd_upper,
+            "ratio_sd_robust": self.ratio_sd_robust,
+            "noise_cv": self.noise_cv,
+            "aa_estimate": self.aa_estimate.to_json(),
+            "suggested_threshold": self.threshold,
+            "min_resolvable_effect": self.min_resolvable_effect,
+            "plan": self.plan.to_json(),
+            "alpha": self.alpha,
+        }
+
+    def summary(self) -> str:
+        return (
+            f"A/A: {self.n_rounds} rounds ({self.n_excluded} excluded), process CV {self.noise_cv:.3%}, "
+            f"round ratio SD {self.ratio_sd:.3%} (95% upper {self.ratio_sd_upper:.3%}); "
+            f"threshold >= {self.threshold:.3%} for 'no change' w.p. {1 - self.alpha:.0%}; "
+            f"resolves a {self.min_resolvable_effect:.3%} slowdown w.p. {1 - self.alpha:.0%} in {self.plan.max_rounds} rounds"
+        )
+
+
+def calibrate(aa_rounds: Sequence[Round], plan: SequentialPlan = DEFAULT_PLAN, alpha: float = 0.01) -> Calibration:
+    """Calibrate a benchmark from A/A rounds; ``alpha`` is the miss rate the suggestions allow.
+
+    See :func:`threshold_for` and :func:`resolvable_effect` for the formulas;
+    tests/test_paired_stats.py checks both against :func:`harness.paired.simulation.simulate`.
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1) (got {alpha})")
+    usable = [r for r in aa_rounds if r.excluded is None]
+    n = len(usable)
+    if n < 3:
+        raise ValueError(f"calibration needs >= 3 usable A/A rounds (got {n} of {len(aa_rounds)})")
+    d = log_ratios(r.ratio for r in usable)
+    sd = float(np.std(d, ddof=1))
+    sd_upper = sd * math.sqrt((n - 1) / float(stats.chi2.ppf(0.05, n - 1)))
+    robust = 1.4826 * float(np.median(np.abs(d - np.median(d))))
+    tflops = np.asarray([x for r in usable for x in (r.base, r.head)], dtype=float)
+    cv = float(np.std(tflops, ddof=1) / np.mean(tflops))
+    threshold = threshold_for(sd_upper, plan, alpha)
+    return Calibration(
+        n_rounds=n,
+        n_excluded=len(aa_rounds) - n,
+        ratio_sd=sd,
+        ratio_sd_upper=sd_upper,
+        ratio_sd_robust=robust,
+        noise_cv=cv,
+        aa_estimate=estimate(np.exp(d), plan.per_look_confidence),
+        threshold=threshold,
+        # A threshold of 100% or more (noise far beyond any band) leaves no slowdown it can resolve.
+        min_resolvable_effect=resolvable_effect(sd_upper, threshold, plan, 1 - alpha) if threshold < 1 else math.nan,
+        plan=plan,
+        alpha=alpha,
+    )
+
+
+def suggest_threshold(calibration: Calibration) -> float:
+    """The smallest threshold at which an A/A comparison says "no change" w.p. ``1 - calibration.alpha``.
+
+    Computed from the calibration's upper SD bound and plan (:func:`threshold_for`).
+    """
+    return threshold_for(calibration.ratio_sd_upper, calibration.plan, calibration.alpha)
+

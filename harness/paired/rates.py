@@ -1,0 +1,95 @@
+"""Verdict rates over many gate decisions, and replaying the gate over a recorded run of rounds."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from harness.paired.rounds import Round
+from harness.paired.sequential import DEFAULT_PLAN, Decision, SequentialPlan, sequential_decision
+from harness.paired.verdict import Verdict, check_threshold
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Verdict counts over many decisions, and what it took to reach them."""
+
+    counts: tuple[tuple[str, int], ...]
+    decisions: int
+    mean_rounds: float
+    stopped_early: int
+    params: tuple[tuple[str, Any], ...] = ()
+    incomplete: int = 0  # replay only: decisions the record ran out of rounds for
+
+    def rate(self, verdict: Verdict | str) -> float:
+        return dict(self.counts).get(Verdict(verdict).value, 0) / self.decisions if self.decisions else math.nan
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "decisions": self.decisions,
+            "counts": dict(self.counts),
+            "rates": {v.value: self.rate(v) for v in Verdict},
+            "mean_rounds": self.mean_rounds,
+            "stopped_early": self.stopped_early,
+            "incomplete": self.incomplete,
+            "params": dict(self.params),
+        }
+
+
+def rates_of(decisions: Sequence[Decision], params: dict[str, Any], incomplete: int = 0) -> Rates:
+    """Count the verdicts of ``decisions``; ``params`` records what produced them."""
+    counts = {v.value: 0 for v in Verdict}
+    for dec in decisions:
+        counts[dec.verdict.value] += 1
+    mean_rounds = float(np.mean([d.rounds_used for d in decisions])) if decisions else math.nan
+    return Rates(tuple(counts.items()), len(decisions), mean_rounds, sum(d.stopped_early for d in decisions), tuple(params.items()), incomplete)
+
+
+def replay(
+    recorded_rounds: Sequence[Round],
+    threshold: float,
+    plan: SequentialPlan = DEFAULT_PLAN,
+    decisions: int = 10,
+    disjoint: bool = True,
+    seed: int = 0,
+) -> tuple[Rates, list[Decision]]:
+    """Take ``decisions`` gate decisions from recorded rounds, through the gate's own statistics.
+
+    ``disjoint=True``: the rounds are consumed in time order, each decision taking
+    the rounds its sequential plan needs (as repeated live gate runs would), so no
+    round serves two decisions. When the record runs out first, the shortfall is
+    reported in ``Rates.incomplete`` (and those decisions are not counted).
+    ``disjoint=False``: each decision sees the whole record in its own seeded
+    random order -- decisions share rounds, so they are not independent and the
+    time order (drift) is lost; a fallback when the record is short, to be labelled so.
+    """
+    check_threshold(threshold)
+    if decisions < 1:
+        raise ValueError(f"decisions must be >= 1 (got {decisions})")
+    done: list[Decision] = []
+    incomplete = 0
+    if disjoint:
+        start = 0
+        for _ in range(decisions):
+            dec = sequential_decision(recorded_rounds[start:], threshold, plan)
+            if not dec.complete:
+                incomplete = decisions - len(done)
+                break
+            done.append(dec)
+            start += dec.rounds_seen
+    else:
+        rng = np.random.default_rng(seed)
+        for _ in range(decisions):
+            order = rng.permutation(len(recorded_rounds))
+            dec = sequential_decision([recorded_rounds[i] for i in order], threshold, plan)
+            if dec.complete:
+                done.append(dec)
+            else:
+                incomplete += 1
+    params = {"threshold": threshold, "plan": plan.look_points, "alpha": plan.alpha, "disjoint": disjoint, "recorded_rounds": len(recorded_rounds)}
+    if not disjoint:
+        params["seed"] = seed
+    return rates_of(done, params, incomplete), done

@@ -1,0 +1,204 @@
+"""The sequential plan: when the gate looks, what each look may spend, and the decision over the looks.
+
+The gate looks at planned usable-round counts and stops at the first look whose
+interval clears the band. Each of the ``K`` looks uses ``alpha / K``
+(Bonferroni), so with probability ``>= 1 - alpha`` *every* interval the gate
+computes covers the true ratio, whichever look it stops at.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from harness.paired.hodges_lehmann import Estimate, estimate
+from harness.paired.rounds import Round
+from harness.paired.signed_rank import min_rounds_for
+from harness.paired.verdict import Verdict, check_threshold, decide
+
+
+@dataclass(frozen=True)
+class SequentialPlan:
+    """When the gate looks and how much error each look may spend.
+
+    ``looks`` is either the number of looks, spread evenly from ``min_rounds`` to
+    ``max_rounds`` (both included), or the explicit tuple of usable-round counts.
+    Round counts are of *usable* rounds: excluded rounds do not advance a look
+    (the orchestrator caps the rounds it attempts). ``alpha`` is the family-wise
+    error: each look's interval has confidence ``1 - alpha / K`` for ``K`` looks
+    (Bonferroni), so all intervals cover the true ratio together with probability
+    ``>= 1 - alpha``. Bonferroni is conservative here (the looks share rounds) but
+    needs no distributional assumption beyond the signed-rank test's own.
+    """
+
+    min_rounds: int = 10
+    max_rounds: int = 30
+    looks: int | tuple[int, ...] = 3
+    alpha: float = 0.01
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_rounds <= self.max_rounds:
+            raise ValueError(f"need 1 <= min_rounds <= max_rounds (got {self.min_rounds}, {self.max_rounds})")
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha must be in (0, 1) (got {self.alpha})")
+        points = self.look_points
+        if isinstance(self.looks, tuple):
+            if list(points) != sorted(set(points)) or points[0] < self.min_rounds or points[-1] != self.max_rounds:
+                raise ValueError(f"looks {self.looks} must increase strictly from >= min_rounds to max_rounds ({self.min_rounds}..{self.max_rounds})")
+        elif self.looks < 1:
+            raise ValueError(f"looks must be >= 1 (got {self.looks})")
+        need = min_rounds_for(self.per_look_confidence)
+        if points[0] < need:
+            raise ValueError(
+                f"the first look at {points[0]} rounds can never decide: an exact interval at confidence "
+                f"{self.per_look_confidence:.5f} (alpha {self.alpha} / {len(points)} looks) needs >= {need} rounds; "
+                f"raise min_rounds, alpha, or use fewer looks"
+            )
+
+    @property
+    def look_points(self) -> tuple[int, ...]:
+        """Usable-round counts at which the gate computes an interval."""
+        if isinstance(self.looks, tuple):
+            return tuple(int(x) for x in self.looks)
+        if self.looks == 1 or self.min_rounds == self.max_rounds:
+            return (self.max_rounds,)
+        raw = np.linspace(self.min_rounds, self.max_rounds, self.looks)
+        return tuple(sorted({int(round(x)) for x in raw}))
+
+    @property
+    def per_look_alpha(self) -> float:
+        return self.alpha / len(self.look_points)
+
+    @property
+    def per_look_confidence(self) -> float:
+        return 1.0 - self.per_look_alpha
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "min_rounds": self.min_rounds,
+            "max_rounds": self.max_rounds,
+            "look_points": list(self.look_points),
+            "alpha": self.alpha,
+            "per_look_confidence": self.per_look_confidence,
+            "error_control": "bonferroni over looks",
+        }
+
+
+DEFAULT_PLAN = SequentialPlan()
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The gate's decision for one benchmark.
+
+    ``complete`` is True when the gate may stop for this benchmark: a look cleared
+    the band (``stopped_early`` when before the last look) or the last look was
+    taken (inconclusive if it did not clear). While not complete, ``next_look`` is
+    the usable-round count to reach before asking again, and ``estimate`` covers
+    the usable rounds so far (for progress reports; not a look).
+    ``rounds_used`` usable rounds and ``rounds_excluded`` excluded rounds make up
+    the ``rounds_seen`` leading rounds the decision consumed.
+    """
+
+    verdict: Verdict
+    estimate: Estimate
+    rounds_used: int
+    rounds_excluded: int
+    stopped_early: bool
+    reason: str
+    threshold: float
+    complete: bool
+    next_look: int | None
+    excluded_reasons: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def rounds_seen(self) -> int:
+        return self.rounds_used + self.rounds_excluded
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict.value,
+            "estimate": self.estimate.to_json(),
+            "threshold": self.threshold,
+            "band": [1.0 - self.threshold, 1.0 + self.threshold],
+            "higher_is_better": True,
+            "rounds_used": self.rounds_used,
+            "rounds_excluded": self.rounds_excluded,
+            "excluded_reasons": dict(self.excluded_reasons),
+            "stopped_early": self.stopped_early,
+            "complete": self.complete,
+            "next_look": self.next_look,
+            "reason": self.reason,
+        }
+
+
+def next_look(rounds_so_far: int, plan: SequentialPlan) -> int | None:
+    """The first planned look after ``rounds_so_far`` usable rounds, or None past the last.
+
+    Pure schedule; :func:`sequential_decision` says whether a look already decided
+    (its ``complete`` / ``next_look`` fields are what an orchestrator loops on).
+    """
+    for point in plan.look_points:
+        if point > rounds_so_far:
+            return point
+    return None
+
+
+def _fmt_interval(est: Estimate) -> str:
+    if not est.bounded:
+        return f"HL {est.point:.4f}, interval unbounded at {est.n} rounds"
+    return f"HL {est.point:.4f}, {est.confidence:.2%} interval [{est.low:.4f}, {est.high:.4f}]"
+
+
+def sequential_decision(rounds: Sequence[Round], threshold: float, plan: SequentialPlan = DEFAULT_PLAN) -> Decision:
+    """Replay the gate's planned looks over ``rounds`` (in time order) and decide.
+
+    At each look point ``m`` the interval of the first ``m`` usable rounds is
+    computed at ``plan.per_look_confidence``; the first look that gives
+    regression / improvement / no change stops the gate. Usable rounds beyond
+    the stopping look (or beyond ``max_rounds``) are ignored, so handing this the
+    whole record or a growing prefix gives the same decision.
+    """
+    check_threshold(threshold)
+    ratios: list[float] = []
+    positions: list[int] = []  # index in `rounds` of each usable round
+    for pos, rnd in enumerate(rounds):
+        if rnd.excluded is None:
+            ratios.append(rnd.ratio)
+            positions.append(pos)
+
+    def excluded_before(end: int) -> tuple[int, tuple[tuple[str, int], ...]]:
+        reasons: dict[str, int] = {}
+        for rnd in rounds[:end]:
+            if rnd.excluded is not None:
+                reasons[rnd.excluded] = reasons.get(rnd.excluded, 0) + 1
+        return sum(reasons.values()), tuple(sorted(reasons.items()))
+
+    usable = len(ratios)
+    points = plan.look_points
+    est: Estimate | None = None
+    for look_no, m in enumerate(points, start=1):
+        if m > usable:
+            break
+        est = estimate(ratios[:m], plan.per_look_confidence)
+        verdict = decide(est, threshold)
+        last = look_no == len(points)
+        if verdict is not Verdict.INCONCLUSIVE or last:
+            n_excl, reasons = excluded_before(positions[m - 1] + 1)
+            band = f"band [{1 - threshold:.4f}, {1 + threshold:.4f}]"
+            if verdict is Verdict.INCONCLUSIVE:
+                why = f"{_fmt_interval(est)} straddles an edge of the {band} after all {m} planned rounds"
+            else:
+                where = "below" if verdict is Verdict.REGRESSION else "above" if verdict is Verdict.IMPROVEMENT else "inside"
+                why = f"{_fmt_interval(est)} lies {where} the {band} at look {look_no}/{len(points)} ({m} rounds)"
+            return Decision(verdict, est, m, n_excl, not last, why, threshold, True, None, reasons)
+    # Not enough usable rounds for the next look: report progress, keep going.
+    pending = next_look(usable, plan)
+    assert pending is not None
+    progress = estimate(ratios[: plan.max_rounds], plan.per_look_confidence)
+    n_excl, reasons = excluded_before(len(rounds))
+    why = f"{usable} usable rounds; next look at {pending}"
+    return Decision(Verdict.INCONCLUSIVE, progress, usable, n_excl, False, why, threshold, False, pending, reasons)
+

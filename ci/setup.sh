@@ -5,12 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # lld-19 links FlyDSL's gfx950 code objects when ROCm is absent (kernels/flydsl_gfx950/toolchain.py);
-# chromium renders the published asv HTML in the tests; npm fetches the HTML's JavaScript
-# libraries so the published pages work offline (asv_bench/offline_html.py); shellcheck lets
-# actionlint check the workflows' shell steps (tests/test_workflows.py) on every machine alike.
+# chromium renders the published asv HTML in the tests (its JavaScript libraries are committed in
+# ci/history/vendor/); shellcheck lets actionlint check the workflows' shell steps
+# (tests/test_workflows.py) on every machine alike.
 packages=()
 for pkg in lld-19 chromium shellcheck; do dpkg -s "$pkg" >/dev/null 2>&1 || packages+=("$pkg"); done
-command -v npm >/dev/null || packages+=(npm)
 if [ ${#packages[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "setup: apt-get install ${packages[*]}" >&2

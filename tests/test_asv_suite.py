@@ -171,7 +171,7 @@ def test_asv_config_loads_plugs_in_the_html_and_keeps_cpu_timings_off_the_regres
     assert conf.benchmark_dir == "asv_bench" and conf.environment_type == "virtualenv"
     assert conf.results_dir == records.DEFAULT_RESULTS_DIR
     assert conf.matrix["env"]["VIRTUALENV_SYSTEM_SITE_PACKAGES"] == "true"
-    assert conf.plugins == [".ci.asv_html"]
+    assert conf.plugins == [".ci.history.asv_html"]
     skipped = [re.compile(k) for k, v in conf.regressions_first_commits.items() if v is None]
     assert any(p.match("bench_gemm.GemmOnCpu.track_time('torch_dequant:bf16', 'cpu_m00128_n00128_k02048')") for p in skipped)
     assert not any(p.match("bench_gemm.GemmOnGpu.track_time('torch_dequant:bf16', 'square')") for p in skipped)

@@ -82,7 +82,7 @@ def test_no_module_is_named_after_a_standard_library_module():
     assert not shadowing, f"these shadow the standard library for commands run from their folder: {shadowing}"
 
 
-@pytest.mark.parametrize("command", ["ci.budget.gate", "ci.speed.gate", "ci.budget.resources", "ci.history.main_job", "asv_bench.offline_html"])
+@pytest.mark.parametrize("command", ["ci.budget.gate", "ci.speed.gate", "ci.budget.resources", "ci.history.main_job", "ci.history"])
 @pytest.mark.parametrize("where", ["kernels", "harness", "ci", "tests"])
 def test_every_command_answers_help_from_any_directory_of_the_checkout(command, where):
     """ci/setup.sh puts the checkout on the venv's path; a command must not depend on the current directory."""

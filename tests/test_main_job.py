@@ -21,6 +21,8 @@ import pytest
 from asv_bench import records
 from ci.common import job_process
 from ci.history import main_job
+from ci.history import run as history_run
+from ci.history.options import HistoryOptions
 from test_asv_suite import asv_env, make_project
 
 FOUR_CPU_TIMINGS = r"GemmOnCpu\.track_time\('torch_dequant:(bf16|fp32)'"
@@ -119,9 +121,62 @@ def test_a_second_job_in_the_same_checkout_is_refused(tmp_path):
 
 def test_bench_patterns_are_checked_like_asv_does():
     names = ["bench_gemm.GemmOnCpu.track_time('torch_dequant:bf16', 'cpu_m00128_n00128_k02048')", "bench_x.track_y"]
-    assert main_job.unmatched_patterns([r"torch_dequant:bf16", "track_y", "nope"], names) == ["nope"]
-    with pytest.raises(main_job.HarnessError, match="not a regular expression"):
-        main_job.unmatched_patterns(["("], names)
+    assert history_run.unmatched_patterns([r"torch_dequant:bf16", "track_y", "nope"], names) == ["nope"]
+    with pytest.raises(history_run.HarnessError, match="not a regular expression"):
+        history_run.unmatched_patterns(["("], names)
+
+
+# ---------------------------------------------------------------------------
+# the front: every option checked before any work, one frozen value out
+# ---------------------------------------------------------------------------
+
+
+def test_the_front_turns_the_command_line_into_one_frozen_options_value(tmp_path):
+    options = main_job.parse_options(
+        ["--commits=2", "--bench=track_time", "--bench=GemmOnCpu", "--machine=ci-test", "--push-results",
+         "--results-remote=upstream", f"--json={tmp_path / 'out' / 'report.json'}", "--no-publish"]
+    )
+    assert options == HistoryOptions(
+        commits=2, bench=("track_time", "GemmOnCpu"), machine="ci-test", push_results=True,
+        results_remote="upstream", json=tmp_path / "out" / "report.json", publish=False,
+    )
+    with pytest.raises(AttributeError):
+        options.commits = 5  # frozen: nothing below the front changes an option
+    assert main_job.parse_options([]) == HistoryOptions()
+
+
+@pytest.mark.parametrize(
+    "argv, problem",
+    [
+        (["--results-remote=x"], "--results-remote 'x' is only used with --push-results"),
+        (["--commits=0"], "--commits must be >= 1 (got 0)"),
+        (["--repeat-head=-1"], "--repeat-head must be >= 0 (got -1)"),
+        (["--json=/proc/no/such/report.json"], "--json /proc/no/such/report.json: cannot write there"),
+        (["--bench=("], "--bench '(' is not a regular expression"),
+        (["--machine=../elsewhere"], "--machine '../elsewhere': expected 1-100 letters"),
+        (["--wheelhouse=/no/such/wheels"], "--wheelhouse /no/such/wheels: not a directory"),
+    ],
+)
+def test_a_bad_option_exits_2_naming_it_before_any_work(argv, problem, capsys, monkeypatch):
+    monkeypatch.setattr(history_run, "run", lambda options: pytest.fail(f"the work started with {options}"))
+    with pytest.raises(SystemExit) as exited:
+        main_job.main(argv)
+    assert exited.value.code == 2
+    assert problem in capsys.readouterr().err
+
+
+def test_results_remote_without_push_results_exits_2_from_the_command_line():
+    done = subprocess.run([sys.executable, "-m", "ci.history", "--results-remote", "x"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--results-remote 'x' is only used with --push-results" in done.stderr
+    assert "Traceback" not in done.stderr and "fingerprinting" not in done.stderr
+
+
+def test_nothing_below_the_front_parses_the_command_line():
+    below = [p for p in Path(main_job.__file__).parent.glob("*.py") if p.stem not in ("main_job", "__main__")]
+    assert len(below) >= 8, below
+    for path in below:
+        text = path.read_text()
+        assert "argparse" not in text and "sys.argv" not in text, f"{path.name} reads the command line"
 
 
 # ---------------------------------------------------------------------------

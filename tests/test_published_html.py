@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from ci.history import offline_html
 from test_asv_suite import CPU_TIME_BENCHMARK, asv, asv_env, commit_change, make_project
 from test_results_branch import results_file
 
@@ -246,6 +247,41 @@ def test_a_plain_asv_publish_leaves_no_cdn_link_either(published):
     index = (clone / ".asv" / "html" / "index.html").read_text()
     assert not re.findall(r'<(?:script|link)\b[^>]*(?:src|href)="https?://', index)
     assert (clone / ".asv" / "html" / "mxfp4" / "notes.js").is_file() and "mxfp4-file-notice" in index
+
+
+def test_the_vendored_libraries_are_the_locked_bytes_with_their_licenses():
+    assets = offline_html.locked_assets()
+    assert offline_html.sha256_mismatches(assets) == []
+    for asset in assets.values():
+        assert re.fullmatch(r"[a-z0-9-]+@\d+\.\d+\.\d+", asset.package), asset
+        assert (offline_html.VENDOR_DIR / asset.license).is_file(), asset
+    committed = {p.name for p in offline_html.VENDOR_DIR.iterdir() if p.is_file()} - {offline_html.LOCK_FILE.name}
+    assert committed == {a.file for a in assets.values()}, "a vendored file without its row in lock.json, or the reverse"
+    assert sum((offline_html.VENDOR_DIR / a.file).stat().st_size for a in assets.values()) < 2_000_000
+
+
+def test_asvs_own_page_is_pointed_at_the_vendored_libraries_and_an_altered_one_is_refused(tmp_path):
+    from asv import __file__ as asv_file
+
+    html = tmp_path / "html"
+    shutil.copytree(Path(asv_file).parent / "www", html)
+    replaced = offline_html.localize(html)
+    index = (html / "index.html").read_text()
+    assert set(replaced) == set(offline_html.locked_assets())
+    assert not re.findall(r'<(?:script|link)\b[^>]*(?:src|href)="https?://', index), "a CDN link is left"
+    for asset in offline_html.locked_assets().values():
+        assert (html / "vendor" / asset.file).read_bytes() == (offline_html.VENDOR_DIR / asset.file).read_bytes()
+    # jQuery's npm file is the CDN's byte for byte: the browser still checks it.
+    assert re.search(r'src="vendor/jquery-jquery.min.js"[^>]*integrity="sha', index), index[:3000]
+
+    altered = tmp_path / "vendor"
+    shutil.copytree(offline_html.VENDOR_DIR, altered)
+    (altered / "bootstrap-bootstrap.min.css").write_bytes(b"/* not the locked file */")
+    fresh = tmp_path / "fresh"
+    shutil.copytree(Path(asv_file).parent / "www", fresh)
+    with pytest.raises(offline_html.AssetsUnavailable, match=r"bootstrap-bootstrap\.min\.css has sha256 [0-9a-f]{64}, not"):
+        offline_html.localize(fresh, vendor_dir=altered)
+    assert "https://cdn.jsdelivr.net/npm/bootstrap" in (fresh / "index.html").read_text()  # left as asv wrote it
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")

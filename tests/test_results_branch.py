@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ci.common import gitutil
 from ci.history import results_branch
 from ci.history.results_branch import BRANCH, BranchError, ResultsBranch
 from test_asv_suite import git
@@ -166,3 +167,41 @@ def test_without_a_push_the_local_commit_builds_on_what_was_fetched(remote_and_c
     local.commit_and_push({f"results/mi355x/{commit[:8]}-env.json": results_file("mi355x", commit, {"b.t": 1.0})}, "mine", push=False)
     assert branch_files(ours) == {f"results/h200/{commit[:8]}-env.json", f"results/mi355x/{commit[:8]}-env.json"}
     assert git(ours, "log", "--format=%s", BRANCH).splitlines() == ["mine", "h200"]
+
+
+# ---------------------------------------------------------------------------
+# the history job's git look-ups (ci.common.gitutil), on the same clones
+# ---------------------------------------------------------------------------
+
+
+def test_first_parent_commits_follow_the_branch_not_what_was_merged_into_it(remote_and_clones):
+    _, (clone, _) = remote_and_clones
+    base = git(clone, "rev-parse", "HEAD")
+    git(clone, "checkout", "-q", "-b", "side")
+    (clone / "side.txt").write_text("side\n")
+    git(clone, "add", "-A")
+    git(clone, "commit", "-q", "-m", "on the side")
+    side = git(clone, "rev-parse", "HEAD")
+    git(clone, "checkout", "-q", "main")
+    git(clone, "merge", "-q", "--no-ff", "-m", "merge side", "side")
+    merge = git(clone, "rev-parse", "HEAD")
+    repo = gitutil.open_repo(clone)
+    assert gitutil.first_parent_commits(repo, "main", 5) == [merge, base]
+    assert gitutil.first_parent_commits(repo, "main", 1) == [merge]
+    assert {merge, side, base} <= gitutil.all_commits(repo)
+    with pytest.raises(gitutil.GitError, match="git rev-list no-such-branch"):
+        gitutil.first_parent_commits(repo, "no-such-branch", 3)
+
+
+def test_a_local_branch_is_created_only_where_just_the_remote_has_it(remote_and_clones):
+    remote, (clone, other) = remote_and_clones
+    git(other, "push", "-q", "origin", "HEAD:refs/heads/nightly")
+    git(clone, "fetch", "-q", "origin")
+    repo = gitutil.open_repo(clone)
+    assert gitutil.remote_names(repo) == ["origin"]
+    assert gitutil.ensure_local_branch(repo, "nightly", "origin") is True
+    assert git(clone, "rev-parse", "nightly") == git(remote, "rev-parse", "nightly")
+    assert git(clone, "rev-parse", "--abbrev-ref", "nightly@{upstream}") == "origin/nightly"
+    assert gitutil.ensure_local_branch(repo, "nightly", "origin") is False  # exists now: left as it is
+    assert gitutil.ensure_local_branch(repo, "nowhere", "origin") is False  # nothing to track
+    assert not gitutil.resolves(repo, "refs/heads/nowhere")

@@ -5,7 +5,10 @@ of HEAD and a base ref; a base that cannot be found is an error, with how to
 deepen a shallow clone), ``uncommitted_files`` names what a commit-based run
 leaves out, ``checkout`` materializes any commit in a temporary
 ``git worktree`` so that commit's own code can be run, and ``read_file`` reads
-one file of a commit without checking it out.
+one file of a commit without checking it out. The history job lists a branch's
+recent commits (``first_parent_commits``), every commit a clone has
+(``all_commits``), its remotes, and creates a local branch from a remote one.
+Every git command of ci/ runs here or through GitPython, never as a subprocess.
 """
 
 from __future__ import annotations
@@ -102,12 +105,12 @@ def resolve_base(
             return Base(None, None, f"no base: {missing}; checked against budget only")
         base_ref = candidates[0]
     elif not resolves(repo, base_ref):
-        hint = deepen_hint(base_ref, _remotes(repo)) if is_shallow(repo) else "try origin/main, main or a sha"
+        hint = deepen_hint(base_ref, remote_names(repo)) if is_shallow(repo) else "try origin/main, main or a sha"
         raise GitError(f"--base {base_ref!r} does not name a commit; {hint}")
     base_tip = resolve_commit(repo, base_ref)
     merge_bases = repo.merge_base(head_sha, base_tip)
     if not merge_bases:
-        hint = f"; {deepen_hint(base_ref, _remotes(repo))}" if is_shallow(repo) else ""
+        hint = f"; {deepen_hint(base_ref, remote_names(repo))}" if is_shallow(repo) else ""
         raise GitError(f"the head ({head_sha[:12]}) and {base_ref!r} have no common ancestor{hint}")
     sha = merge_bases[0].hexsha
     if sha == head_sha and not head_may_be_base:
@@ -130,8 +133,33 @@ def uncommitted_files(repo: git.Repo) -> list[str]:
     return sorted(paths)
 
 
-def _remotes(repo: git.Repo) -> list[str]:
+def remote_names(repo: git.Repo) -> list[str]:
     return [remote.name for remote in repo.remotes]
+
+
+def first_parent_commits(repo: git.Repo, ref: str, count: int) -> list[str]:
+    """The last ``count`` commits of ``ref`` along first parents (a branch's own history), newest first."""
+    try:
+        commits = repo.git.rev_list("--first-parent", f"--max-count={count}", ref, "--").split()
+    except git.GitCommandError as exc:
+        raise GitError(f"git rev-list {ref}: {exc.stderr.strip()}") from None
+    if not commits:
+        raise GitError(f"{ref} has no commits")
+    return commits
+
+
+def all_commits(repo: git.Repo) -> set[str]:
+    """Every commit reachable from any ref of the clone (what it can check out)."""
+    return set(repo.git.rev_list("--all").split())
+
+
+def ensure_local_branch(repo: git.Repo, branch: str, remote: str) -> bool:
+    """Create ``branch`` tracking ``remote``/``branch`` when only the remote-tracking ref exists (a fresh clone
+    of another branch). True when it was created; False when the local branch exists or there is nothing to track."""
+    if resolves(repo, f"refs/heads/{branch}") or not resolves(repo, f"refs/remotes/{remote}/{branch}"):
+        return False
+    repo.git.branch("--track", branch, f"{remote}/{branch}")
+    return True
 
 
 def resolves(repo: git.Repo, ref: str) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -91,3 +92,19 @@ def output_value(path: str | Path | None, flag: str) -> Path | None:
     except OSError as exc:
         raise OptionsError(str(exc)) from None
     return Path(path)
+
+
+# An asv machine name is a folder of .asv/results and of the results branch (results/<machine>/).
+_MACHINE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def machine_value(name: str | None, flag: str = "--machine") -> str | None:
+    """An asv machine name: letters, digits, '.', '_', '-' (a path component), or None for the default."""
+    if name is None:
+        return None
+    if not _MACHINE_NAME.fullmatch(name):
+        raise OptionsError(
+            f"{flag} {name!r}: expected 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit "
+            "(it names a folder of the results)"
+        )
+    return name

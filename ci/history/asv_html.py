@@ -4,11 +4,12 @@ asv runs every :class:`asv.publishing.OutputPublisher` subclass after it has
 written the page and its graphs; this one, last, does three things to ``html_dir``:
 
 1. **No CDN link.** asv 0.6.6's index.html loads jQuery, flot and bootstrap from
-   public CDNs; a runner or laptop without them shows no graph. The libraries are
-   copied into ``vendor/`` (asv_bench.offline_html, npm once) and the page points at
-   them, so GitHub Pages, ``asv preview`` and an offline machine all draw the graphs.
-   When the libraries cannot be had, index.html is replaced by a page that says so
-   and ``asv publish`` fails: no page that silently needs the internet is left.
+   public CDNs; a runner or laptop without them shows no graph. The libraries,
+   committed and pinned in ``ci/history/vendor/`` (ci.history.offline_html), are
+   copied into ``vendor/`` and the page points at them, so GitHub Pages,
+   ``asv preview`` and an offline machine all draw the graphs. When a library is
+   missing, altered or unknown, index.html is replaced by a page that says so and
+   ``asv publish`` fails: no page that silently needs the internet is left.
 2. **Opened as a file** (file://), the page says how to view it: browsers refuse
    the page's own data requests (index.json, graphs/) from file:// URLs.
 3. **Notes** from the per-measurement records (asv_bench.records) in
@@ -34,7 +35,8 @@ from asv import util
 from asv.publishing import OutputPublisher
 from asv.results import iter_results
 
-from asv_bench import offline_html, records
+from asv_bench import records
+from ci.history import offline_html
 from harness.report import write_json_atomic, write_text_atomic
 
 NOTES_JS = Path(__file__).with_name("asv_html_notes.js")
@@ -96,15 +98,15 @@ class Mxfp4Html(OutputPublisher):
         finish_page(html)
 
 
-def finish_page(html: Path, assets: Path | None = None) -> None:
+def finish_page(html: Path) -> None:
     """Localize the libraries, add the file:// notice and the notes script to ``html``/index.html."""
     try:
-        offline_html.localize(html, offline_html.ensure_assets(assets or offline_html.DEFAULT_ASSETS))
+        offline_html.localize(html)
     except (offline_html.AssetsUnavailable, FileNotFoundError) as exc:
         write_text_atomic(html / "index.html", _missing_libraries_page(str(exc)))
         raise MissingLibraries(
             f"the published page would load its JavaScript from public CDNs, so it was replaced by a page that "
-            f"says why: {exc}. Run ci/setup.sh (installs npm) or python -m asv_bench.offline_html once, then publish again"
+            f"says why: {exc}. Restore ci/history/vendor/ from git (git checkout -- ci/history/vendor), then publish again"
         ) from None
     shutil.copyfile(NOTES_JS, html / NOTES_DIR / "notes.js")
     index = html / "index.html"
@@ -122,8 +124,8 @@ def _missing_libraries_page(reason: str) -> str:
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>asv results: libraries missing</title></head>"
         "<body style='font: 16px sans-serif; margin: 3em'><h2>The graphs' JavaScript libraries are missing</h2>"
-        f"<p>{_html_escape(reason)}</p><p>Run <code>ci/setup.sh</code> (it installs npm) or "
-        "<code>python -m asv_bench.offline_html</code> once in the checkout, then <code>asv publish</code> again.</p>"
+        f"<p>{_html_escape(reason)}</p><p>The libraries are committed in <code>ci/history/vendor/</code>: restore "
+        "them (<code>git checkout -- ci/history/vendor</code>), then <code>asv publish</code> again.</p>"
         "</body></html>\n"
     )
 

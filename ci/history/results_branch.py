@@ -34,8 +34,6 @@ from typing import Callable
 import git
 from gitdb import IStream
 
-from harness.report import write_bytes_atomic
-
 BRANCH = "asv-results"
 # A push that lost a race: the remote moved between our fetch and our push.
 _RETRYABLE = re.compile(r"non-fast-forward|fetch first|\[rejected\]|cannot lock ref|failed to update ref|stale info|incorrect old value", re.I)
@@ -190,14 +188,6 @@ class ResultsBranch:
             self.repo.git.update_ref(self._tracking_ref, sha)
             return sha
         raise BranchError(f"git push {self.remote} {self.branch}: still rejected after {attempts} attempts")
-
-    def export(self, commit: str | None, under: str, dest: Path) -> int:
-        """Write the files under ``under`` of ``commit`` into ``dest`` (relative to ``under``); returns the count."""
-        count = 0
-        for path, data in self.files(commit, under).items():
-            write_bytes_atomic(dest / Path(path).relative_to(under), data)
-            count += 1
-        return count
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,110 @@
+"""Driving asv for the main job: its environment, ``asv run`` over the commits, live output, a clean stop.
+
+asv runs as a child process (``python -m asv``) in the checkout; its output is
+echoed to stderr as it comes ("[ 42%]" lines included). On an interrupt asv is
+sent SIGINT first (it stops its own benchmark processes), then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from asv_bench import records
+from ci.common import job_process
+from ci.history import results as history_results
+from ci.history import summary as history_summary
+from ci.history.messages import log
+from ci.history.options import HistoryOptions
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ASV = [sys.executable, "-m", "asv"]
+
+
+def run_streaming(cmd: list[str], env: dict[str, str]) -> int:
+    """Run ``cmd``, echoing its output live to stderr; on an interrupt, stop it before re-raising."""
+    log("$ " + " ".join(cmd))
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    try:
+        for line in proc.stdout:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+        return proc.wait()
+    except BaseException:
+        _stop(proc)
+        raise
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """asv cleans up its benchmark processes on SIGINT; give it a few seconds, then kill it."""
+    for sig, wait_s in ((signal.SIGINT, 10.0), (signal.SIGKILL, 5.0)):
+        if proc.poll() is not None:
+            return
+        proc.send_signal(sig)
+        try:
+            proc.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def asv_environment(options: HistoryOptions, job: job_process.Job) -> dict[str, str]:
+    env = dict(os.environ)
+    # asv_bench/link_stack.py links this interpreter's site-packages into asv's environments.
+    env["MXFP4_STACK_PYTHON"] = sys.executable
+    # Triton's CPU interpreter would turn GPU benchmarks into hour-long CPU runs.
+    env.pop("TRITON_INTERPRET", None)
+    # Every process asv starts inherits the tag (ci.common.job_process reaps them after a kill) and writes its
+    # temporary files (forkserver socket, result files) where the next job can remove them.
+    env[records.JOB_ENV] = job.tag
+    env["TMPDIR"] = str(job.tmp_dir)
+    if options.wheelhouse is not None:
+        # Offline machines: asv's environment gets its few requirements (asv_runner, build, ...) from here.
+        env["PIP_FIND_LINKS"] = str(options.wheelhouse)
+        env["PIP_NO_INDEX"] = "1"
+    return env
+
+
+def asv_config() -> dict[str, Any]:
+    import asv.util
+
+    return asv.util.load_json(str(REPO_ROOT / "asv.conf.json"), js_comments=True)
+
+
+class AsvCodes(list):
+    """asv's exit codes, and the newest commit's GEMM medians after each of its runs (for the spread)."""
+
+    head_medians: list[dict[str, float]]
+
+
+def run_asv(
+    options: HistoryOptions, env: dict[str, str], commits: Sequence[str], gpu: str, machine: str, job: job_process.Job
+) -> AsvCodes:
+    """``asv run`` over ``commits`` (newest first), then the newest again ``options.repeat_head`` times."""
+    launch = options.launch_method
+    if launch == "auto":
+        launch = "spawn" if gpu != "none" else "forkserver"
+    # --record-samples: keep every timing sample, so `asv compare` can apply its Mann-Whitney test.
+    common = [f"--machine={machine}", f"--launch-method={launch}", "--record-samples", *[f"--bench={b}" for b in options.bench]]
+    if options.show_stderr:
+        common.append("--show-stderr")
+    hashfile = job.tmp_dir / "commits.txt"
+    hashfile.write_text("\n".join(commits) + "\n")
+    log(f"[3/6] asv run over {len(commits)} commits of {options.branch} ({launch}); asv prints its own progress")
+    codes = AsvCodes([run_streaming([*ASV, "run", f"HASHFILE:{hashfile}", *common], env)])
+    results_dir = Path(env[records.RESULTS_DIR_ENV])
+    codes.head_medians = [_head_medians(results_dir, machine, commits[0])]
+    for i in range(options.repeat_head):
+        log(f"[4/6] repeat {i + 1}/{options.repeat_head} of {commits[0][:8]} (same commit, for the spread)")
+        codes.append(run_streaming([*ASV, "run", f"{commits[0]}^!", *common], env))
+        codes.head_medians.append(_head_medians(results_dir, machine, commits[0]))
+    return codes
+
+
+def _head_medians(results_dir: Path, machine: str, commit: str) -> dict[str, float]:
+    _, recs, _ = history_results.load_commit(results_dir, machine, commit)
+    return {history_summary.gemm_row(k) or k: r["median_s"] for k, r in recs.items() if r["status"] == "measured"}

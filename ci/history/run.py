@@ -1,0 +1,208 @@
+"""The main job's work, from checked options to an exit code (the steps are listed in ci.history.main_job).
+
+:func:`run` takes one :class:`~ci.history.options.HistoryOptions` (its front,
+ci.history.main_job, built and checked it) and never reads ``argv``.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Sequence
+
+from asv_bench import records
+from ci.common import gitutil, job_process
+from ci.history import asv_driver, branch_sync, machine_info
+from ci.history import results as history_results
+from ci.history import summary as history_summary
+from ci.history.messages import HarnessError, log
+from ci.history.options import HistoryOptions
+from ci.history.results_branch import BRANCH, BranchError, ResultsBranch
+from harness.report import append_step_summary, write_json_atomic
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+QUARANTINE_DIR = REPO_ROOT / ".asv" / "quarantine"
+
+
+def unmatched_patterns(patterns: Sequence[str], names: Sequence[str]) -> list[str]:
+    """The ``--bench`` regexes that select nothing (asv: re.search over ``name(params)``)."""
+    unmatched = []
+    for pattern in patterns:
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise HarnessError(f"--bench {pattern!r} is not a regular expression: {exc}") from None
+        if not any(regex.search(name) for name in names):
+            unmatched.append(pattern)
+    return unmatched
+
+
+def check_bench_selection(patterns: Sequence[str], names: Sequence[str]) -> None:
+    unmatched = unmatched_patterns(patterns, names)
+    if unmatched:
+        examples = ", ".join(names[i] for i in range(0, len(names), max(1, len(names) // 4)))
+        raise HarnessError(
+            f"--bench {', '.join(repr(p) for p in unmatched)} selects no benchmark of the suite "
+            f"({len(names)} names, e.g. {examples}); nothing was run"
+        )
+
+
+def check_results_remote(options: HistoryOptions) -> None:
+    """With ``--push-results``, the remote must exist and answer before any work (git ls-remote)."""
+    if not options.push_results:
+        return
+    try:
+        ResultsBranch(REPO_ROOT, options.results_remote, log=log).check_remote()
+    except BranchError as exc:
+        raise HarnessError(f"--push-results: {exc}") from None
+
+
+def run(options: HistoryOptions) -> int:
+    """The whole job; 0 recorded, 1 the newest commit failed, 2 the harness failed, 130 interrupted."""
+    started = time.time()
+    try:
+        check_results_remote(options)
+        job = job_process.start(REPO_ROOT, log)
+    except (HarnessError, job_process.JobConflict) as exc:
+        log(f"error: {exc}")
+        return 2
+    job_process.raise_on_termination()
+    interrupted = None
+    try:
+        return _steps(options, job, started)
+    except (HarnessError, gitutil.GitError) as exc:
+        log(f"error: {exc}")
+        return 2
+    except job_process.Interrupted as exc:
+        interrupted = exc
+        return 130
+    except Exception:
+        # A bug or an environment the job did not foresee is still the harness's failure, never a result.
+        log(f"error: the main job itself failed (exit 2):\n{traceback.format_exc()}")
+        return 2
+    finally:
+        # A second Ctrl-C must not break the clean-up into a traceback.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        ended = job_process.finish(job)
+        if interrupted is not None:
+            log(
+                f"interrupted ({interrupted}): asv and {len(ended)} leftover processes stopped; finished measurements "
+                f"are kept in .asv/results and resumed by the next run; nothing was committed or pushed"
+            )
+
+
+def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int:
+    env = asv_driver.asv_environment(options, job)
+    conf = asv_driver.asv_config()
+    results_dir = REPO_ROOT / conf["results_dir"]
+    problems: list[str] = []
+
+    log("[1/6] fingerprinting this machine (in a child process)")
+    try:
+        info = machine_info.fingerprint_in_child(sys.executable, env)
+        check_bench_selection(options.bench, info["benchmarks"])
+        machine = options.machine or machine_info.machine_name(info)
+        machine_info.record_machine(machine, machine_info.machine_fields(info), asv_driver.ASV, env)
+    except machine_info.FingerprintError as exc:
+        raise HarnessError(str(exc)) from None
+    env.update({records.MACHINE_ENV: machine, records.RESULTS_DIR_ENV: str(results_dir)})
+    log(f"machine {machine}: {info['gpu']} ({info['gpu_arch']}), {info['gpu_runtime']}, driver {info['gpu_driver']}")
+    for kernel, status in info["kernels"].items():
+        log(f"  {kernel}: {status}")
+
+    log(f"[2/6] results: validating {results_dir}, merging the {BRANCH} branch")
+    quarantined = history_results.validate_tree(results_dir, QUARANTINE_DIR, log)
+    repo = gitutil.open_repo(REPO_ROOT)
+    has_remote = options.results_remote in gitutil.remote_names(repo)
+    branch = ResultsBranch(REPO_ROOT, options.results_remote if has_remote else None, log=log)
+    tip = branch_sync.fetch_tip(branch, options.push_results, problems)
+    imported = branch_sync.import_from_branch(branch, tip, results_dir, machine)
+    reconciled = history_results.reconcile(results_dir, machine)
+    log(f"{imported} files from {BRANCH}; {len(reconciled.resumable)} measurements of a killed run will be resumed")
+
+    # asv (run, publish) reads the history from a local branch; a fresh clone of another branch has only the remote's.
+    if gitutil.ensure_local_branch(repo, options.branch, options.results_remote):
+        log(f"created the local branch {options.branch} from {options.results_remote}/{options.branch} "
+            "(asv reads the history from a local branch)")
+    commits = gitutil.first_parent_commits(repo, options.branch, options.commits)
+    codes = asv_driver.run_asv(options, env, commits, info["gpu"], machine, job)
+    quarantined += history_results.validate_tree(results_dir, QUARANTINE_DIR, log)
+    history_results.reconcile(results_dir, machine)
+    if 1 in codes:
+        problems.append(f"asv run exited 1 (asv itself failed; its output above says why): exit codes {codes}")
+
+    pushing = f" and pushing to {options.results_remote}" if options.push_results else ""
+    log(f"[5/6] committing {machine}'s results to {BRANCH}{pushing}")
+    message = f"{machine}: {len(commits)} commits ({', '.join(c[:8] for c in commits)}), main job {job.id}"
+    try:
+        files = branch_sync.machine_files(results_dir, machine)
+        tip = branch.commit_and_push(files, message, push=options.push_results)
+        branch_sync.import_from_branch(branch, tip, results_dir, machine)  # what other runners pushed meanwhile
+        branch_state = f"`{BRANCH}` at {tip[:8] if tip else 'none'}" + (" (pushed)" if options.push_results else " (local)")
+    except BranchError as exc:
+        problems.append(f"results branch: {exc}")
+        branch_state = f"`{BRANCH}` not updated ({exc})"
+
+    html = REPO_ROOT / conf["html_dir"]
+    if options.publish:
+        log("[6/6] asv publish (all machines' results; ci/history/asv_html.py makes the page work offline)")
+        if asv_driver.run_streaming([*asv_driver.ASV, "publish"], env) != 0:
+            problems.append("asv publish failed (its output above says why)")
+
+    started_ms = started * 1000.0
+    runs = [
+        history_summary.collect_commit(results_dir, machine, c, job.id, started_ms, options.bench) for c in reversed(commits)
+    ]
+    spread = history_summary.spread_rows(codes.head_medians) if options.repeat_head else None
+    report = _report(job, started, info, machine, runs, problems, quarantined, branch_state, html)
+    markdown = history_summary.summary_markdown(report, runs, spread)
+    print(markdown)
+    append_step_summary(markdown)
+    if options.json is not None:
+        write_json_atomic(options.json, report)
+    log(f"done in {report['seconds']:.0f} s. HTML: {html / 'index.html'} -- serve it with: asv preview (from {REPO_ROOT})")
+    return _exit_code(runs, report["harness_problems"])
+
+
+def _report(job, started, info, machine, runs, problems, quarantined, branch_state, html) -> dict[str, Any]:
+    """The run as JSON (``--json``; the Markdown summary is drawn from it): every harness problem included."""
+    problems = list(problems)
+    for run in runs:
+        if run.status == history_summary.NOT_MEASURED:
+            problems.append(f"{run.commit[:8]}: not measured (asv stopped before it; its output above says why)")
+        problems += [f"{run.commit[:8]} {item}" for item in run.harness_failures]
+    return {
+        "machine": machine,
+        "fingerprint": {k: v for k, v in info.items() if k != "benchmarks"},
+        "job": job.id,
+        "commits": [r.commit for r in runs],
+        "status": {r.commit: r.status for r in runs},
+        "results_branch": branch_state,
+        "html": str(html / "index.html"),
+        "quarantined": [vars(q) for q in quarantined],
+        "harness_problems": problems,
+        "failures": [f"{run.commit[:8]} {item}" for run in runs for item in run.failures],
+        "measurements": {r.commit: r.gemm for r in runs},
+        "resources": {r.commit: r.resources for r in runs},
+        "seconds": round(time.time() - started, 1),
+    }
+
+
+def _exit_code(runs, problems: list[str]) -> int:
+    """2 on any harness problem; else 1 when the newest commit failed (older failures are history); else 0."""
+    newest = runs[-1]
+    failures = [f"{run.commit[:8]} {item}" for run in runs for item in run.failures]
+    if problems:
+        log(f"harness problems (exit 2): {'; '.join(problems)}")
+        return 2
+    if newest.failures:
+        log(f"{len(newest.failures)} failures at {newest.commit[:8]}, the newest commit")
+        return 1
+    if failures:
+        log(f"{len(failures)} failures in older commits (listed in the summary); none at {newest.commit[:8]}")
+    return 0

@@ -26,6 +26,7 @@ import pytest
 
 from ci.speed.exclusion import ExclusionRule, exclusion, paired_rounds
 from ci.speed.modes import calibrate_results
+from ci.speed.reasons import Excluded, Exclusion, Status
 from ci.speed.rounds import Benchmark, rotating_order
 from ci.speed.selection import Entry, SelectionError, check_selectors
 from ci.speed.thresholds import ThresholdsError, parse_thresholds
@@ -102,22 +103,27 @@ def test_exclusion_rule_on_faked_gpu_states():
     rule = ExclusionRule()
     assert exclusion({"base": timing(100), "head": timing(99)}, rule) == (None, "")
     reason, detail = exclusion({"base": timing(100), "head": timing(99, after=gpu_state(reasons=["hw_thermal_slowdown"]))}, rule)
-    assert reason == "throttled: hw_thermal_slowdown" and detail.startswith("head gpu_after")
+    assert reason == Exclusion(Excluded.THROTTLED, ("hw_thermal_slowdown",)) and detail.startswith("head gpu_after")
+    assert reason.label == "throttled: hw_thermal_slowdown"  # the recorded form, as before the codes
     # gpu_idle and sync_boost are not slowdowns; sw_power_cap is one unless allowed.
     assert exclusion({"base": timing(100, before=gpu_state(reasons=["gpu_idle", "sync_boost"])), "head": timing(99)}, rule)[0] is None
     capped = {"base": timing(100, after=gpu_state(reasons=["sw_power_cap"])), "head": timing(99)}
-    assert exclusion(capped, rule)[0] == "throttled: sw_power_cap"
+    assert exclusion(capped, rule)[0] == Exclusion(Excluded.THROTTLED, ("sw_power_cap",))
+    assert exclusion(capped, rule)[0].label == "throttled: sw_power_cap"
     assert exclusion(capped, ExclusionRule(slowdown_reasons=rule.slowdown_reasons - {"sw_power_cap"}))[0] is None
     # The default floor is 75% of the max SM clock: 1485 MHz on a 1980 MHz card.
     slow_clock = {"base": timing(100, before=gpu_state(clock=1400.0)), "head": timing(99)}
     reason, detail = exclusion(slow_clock, rule)
-    assert reason == "SM clock below the floor" and "1400 MHz < floor 1485 MHz" in detail
+    assert reason == Exclusion(Excluded.BELOW_CLOCK_FLOOR) and "1400 MHz < floor 1485 MHz" in detail
+    assert reason.label == "SM clock below the floor"
     assert exclusion({"base": timing(100, before=gpu_state(clock=1500.0)), "head": timing(99)}, rule)[0] is None
     assert exclusion(slow_clock, ExclusionRule(clock_floor_mhz=1300.0))[0] is None
     assert exclusion(slow_clock, ExclusionRule(clock_floor_mhz=0.0))[0] is None  # 0: no floor
-    assert exclusion({"base": timing(100), "head": timing(99, steady=False)}, rule)[0] == "timing not steady"
+    unsteady = exclusion({"base": timing(100), "head": timing(99, steady=False)}, rule)[0]
+    assert unsteady == Exclusion(Excluded.UNSTEADY) and unsteady.label == "timing not steady"
     busy = {"error": "GPU 0 is not idle after waiting 120 s", "error_type": "GpuBusyError", "busy": True}
-    assert exclusion({"base": busy, "head": timing(99)}, rule)[0] == "GPU busy"
+    busy_reason = exclusion({"base": busy, "head": timing(99)}, rule)[0]
+    assert busy_reason == Exclusion(Excluded.GPU_BUSY) and busy_reason.label == "GPU busy"
     # The CPU has no GPU state: only steadiness applies.
     assert exclusion({"base": dict(timing(1), gpu_before=None, gpu_after=None), "head": timing(1)}, rule)[0] is None
 
@@ -132,6 +138,7 @@ def test_a_throttled_round_is_excluded_from_the_decision():
     rounds[1] = _round(1, ["head", "base"], timing(100.0), timing(50.0, before=gpu_state(reasons=["sw_thermal_slowdown"])))
     paired_list = paired_rounds(rounds, BENCH, "base", "head", ExclusionRule())
     assert [p.round.excluded for p in paired_list] == [None, "throttled: sw_thermal_slowdown", None, None]
+    assert [p.exclusion for p in paired_list] == [None, Exclusion(Excluded.THROTTLED, ("sw_thermal_slowdown",)), None, None]
     assert paired_list[1].order == ("head", "base") and "head gpu_before" in paired_list[1].detail
     decision = paired.sequential_decision([p.round for p in paired_list], 0.01, SequentialPlan(3, 3, 1, 0.3))
     assert decision.rounds_used == 3 and decision.rounds_excluded == 1 and decision.verdict is Verdict.REGRESSION
@@ -188,9 +195,9 @@ def test_calibration_suggests_overrides_the_thresholds_file_accepts():
     noisy = [dict(r, processes=[dict(p, records={"x[y]/z": timing(100.0 * (1 + 9.0 * (p["side"] == "head") * (r["index"] % 2)))})
                                 for p in r["processes"]]) for r in rounds]
     thresholds = parse_thresholds({"schema": "mxfp4-speed-thresholds/1", "default_threshold": 0.01}, "t.json")
-    results = [decide_entry(Entry(Benchmark("torch_dequant", "bf16", "256x256x1024", 256, 256, 1024), "gated"), rounds,
+    results = [decide_entry(Entry(Benchmark("torch_dequant", "bf16", "256x256x1024", 256, 256, 1024), Status.GATED), rounds,
                             thresholds, paired.DEFAULT_PLAN, ExclusionRule()),
-               decide_entry(Entry(Benchmark("x", "y", "z", 1, 1, 32), "gated"), noisy, thresholds, paired.DEFAULT_PLAN, ExclusionRule())]
+               decide_entry(Entry(Benchmark("x", "y", "z", 1, 1, 32), Status.GATED), noisy, thresholds, paired.DEFAULT_PLAN, ExclusionRule())]
     calibrations, overrides, notes = calibrate_results(results, paired.DEFAULT_PLAN, "a test")
     cal = calibrations[BENCH]
     assert cal.n_rounds == 16 and 0.001 < cal.ratio_sd < 0.005 and cal.threshold < 0.01

@@ -263,6 +263,8 @@ COMMANDS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {"survey": sur
 
 
 def main(argv: list[str] | None = None) -> int:
+    # This child's front: its argv is fixed by ci.speed.rounds.run_child (a command and two JSON paths), and
+    # the options it works with arrive in the request file, already checked by the parent's front.
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 3 or argv[0] not in COMMANDS:
         print(f"usage: python -m ci.speed.child {{{','.join(COMMANDS)}}} REQUEST.json OUT.json\n"

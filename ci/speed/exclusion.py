@@ -18,9 +18,10 @@ Any other failure of a measurement is not a reason to drop a round: the gate
 stops with a harness error instead. Excluded rounds do not advance a look of the
 sequential plan; the orchestrator caps the rounds it attempts.
 
-The categorical reason ("throttled: hw_thermal_slowdown", "SM clock below the
-floor", ...) is what harness.paired counts; the detail (side, state, values)
-is kept with the round in the JSON.
+The reason is a code (ci.speed.reasons.Exclusion); its label ("throttled:
+hw_thermal_slowdown", "SM clock below the floor", ...) is what harness.paired
+counts and the JSON keeps; the detail (side, state, values) is kept with the
+round in the JSON. ci.speed.report says it in words.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from ci.speed.reasons import Excluded, Exclusion
 from harness.gpu_state import SLOWDOWN_REASONS
 from harness.paired.rounds import Round
 
@@ -70,32 +72,31 @@ class ExclusionRule:
         )
 
 
-def side_problem(side: str, record: Mapping[str, Any] | None, rule: ExclusionRule) -> tuple[str, str] | None:
+def side_problem(side: str, record: Mapping[str, Any] | None, rule: ExclusionRule) -> tuple[Exclusion, str] | None:
     """(reason, detail) when one side's measurement makes the round unusable, else None."""
     if record is None:
-        return "not measured", f"{side}: no measurement"
+        return Exclusion(Excluded.NOT_MEASURED), f"{side}: no measurement"
     if "error" in record:
-        if record.get("busy"):
-            return "GPU busy", f"{side}: {record['error']}"
-        return "measurement failed", f"{side}: {record['error']}"
+        code = Excluded.GPU_BUSY if record.get("busy") else Excluded.MEASUREMENT_FAILED
+        return Exclusion(code), f"{side}: {record['error']}"
     for when in ("gpu_before", "gpu_after"):
         state = record.get(when)
         if not state:
             continue
         slowing = sorted(set(state.get("throttle_reasons") or ()) & rule.slowdown_reasons)
         if slowing:
-            return f"throttled: {', '.join(slowing)}", f"{side} {when}: {_state_text(state)}"
+            return Exclusion(Excluded.THROTTLED, tuple(slowing)), f"{side} {when}: {_state_text(state)}"
         floor, how = rule.floor_for(state)
         clock = state.get("sm_clock_mhz")
         if floor is not None and isinstance(clock, (int, float)) and clock < floor:
-            return "SM clock below the floor", f"{side} {when}: SM {clock:g} MHz < floor {floor:.0f} MHz ({how})"
+            return Exclusion(Excluded.BELOW_CLOCK_FLOOR), f"{side} {when}: SM {clock:g} MHz < floor {floor:.0f} MHz ({how})"
     if rule.require_steady and record.get("steady") is False:
-        return "timing not steady", (f"{side}: warm-up gave up after {record.get('warmup_launches')} launches "
-                                     f"({record.get('warmup_s', 0):.2f} s) without three chunks in tolerance")
+        return Exclusion(Excluded.UNSTEADY), (f"{side}: warm-up gave up after {record.get('warmup_launches')} launches "
+                                              f"({record.get('warmup_s', 0):.2f} s) without three chunks in tolerance")
     return None
 
 
-def exclusion(records: Mapping[str, Mapping[str, Any] | None], rule: ExclusionRule) -> tuple[str | None, str]:
+def exclusion(records: Mapping[str, Mapping[str, Any] | None], rule: ExclusionRule) -> tuple[Exclusion | None, str]:
     """(reason or None, detail) for one round of one benchmark; ``records`` maps side -> measurement.
 
     Pure: the same records and rule always give the same answer (replay depends on it).
@@ -120,6 +121,7 @@ class PairedRound:
     round: Round
     detail: str
     order: tuple[str, ...]
+    exclusion: Exclusion | None = None  # the code behind ``round.excluded`` (its label)
 
     def to_json(self) -> dict[str, Any]:
         return {"round_index": self.round_index, **self.round.to_json(), "detail": self.detail or None, "order": list(self.order)}
@@ -147,7 +149,7 @@ def paired_rounds(
         else:
             figures = [(r or {}).get("tflops") for r in (records[base_side], records[head_side])]
             base, head = (float(x) if isinstance(x, (int, float)) else float("nan") for x in figures)
-            paired_round = Round(base, head, reason)
+            paired_round = Round(base, head, reason.label)
         order = tuple(s for s in rnd.get("order", by_side) if s in (base_side, head_side))
-        paired.append(PairedRound(int(rnd["index"]), paired_round, detail, order))
+        paired.append(PairedRound(int(rnd["index"]), paired_round, detail, order, reason))
     return paired

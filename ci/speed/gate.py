@@ -40,36 +40,38 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from contextlib import ExitStack
-from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, NoReturn, Sequence
 
-from ci.speed import modes as speed_modes
-from ci.common.commit_tree import NotAKernelsTree, has_kernels
+from ci.common.options import OptionsError, add_json, add_max_minutes, add_timing
 from ci.speed.exclusion import DEFAULT_CLOCK_FLOOR_FRACTION
-from ci.speed.rounds import Side
-from ci.speed.run import (DEFAULT_MAX_MINUTES, GateError, calibrations_for, check_outputs, deadline, log, plan_from,
-                          round_budget, rule_from, run_rounds, survey_both, thresholds_for, timing_overrides)
-from ci.speed.selection import check_selectors, select
+from ci.speed.options import DEFAULT_MAX_MINUTES, Mode, SpeedOptions, speed_options
 from ci.speed.thresholds import THRESHOLDS_PATH
 from ci.speed.verdict import CALIBRATION_PATH
+from harness.gpu_state import SLOWDOWN_REASONS
 from harness.paired.sequential import DEFAULT_PLAN
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """A bad option is one line on stderr, as every other harness error of the gate (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"speed_gate: error: {message} (python -m ci.speed --help)", file=sys.stderr)
+        sys.exit(2)
 
 
 def _parser() -> argparse.ArgumentParser:
     doc = __doc__ or ""
-    p = argparse.ArgumentParser(prog="python -m ci.speed", description=doc.split("\n\n", 1)[0],
-                                epilog=doc.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _OneLineParser(prog="python -m ci.speed", description=doc.split("\n\n", 1)[0],
+                       epilog=doc.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_argument_group("what to compare")
     g.add_argument("--base", metavar="REF", help="compare with the merge-base of the head and REF (default: origin/main, else main)")
-    g.add_argument("--head", metavar="REF", default="HEAD", help="the commit to gate (default: HEAD)")
+    g.add_argument("--head", metavar="REF", help="the commit to gate (default: HEAD)")
     g.add_argument("--working-tree", action="store_true", help="gate the current files, uncommitted edits included, as the head")
     g.add_argument("--repo", metavar="DIR", default=".", help="the git repository (default: the current directory)")
     g.add_argument("--kernel", action="append", default=[], metavar="NAME", help="only this kernel (repeatable; * and ? match)")
     g.add_argument("--config", action="append", default=[], metavar="NAME", help="only this config of the kernels (repeatable; * and ? match)")
     g.add_argument("--shape", action="append", default=[], metavar="NAME|MxNxK", help="only this shape: a harness.shapes name or MxNxK (repeatable)")
-    g.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="where to run (default: the GPU if torch sees one)")
+    g.add_argument("--device", choices=("auto", "cpu", "cuda"), help="where to run (default auto: the GPU if torch sees one)")
     g = p.add_argument_group("statistics and thresholds")
     g.add_argument("--thresholds", metavar="PATH", help=f"thresholds file (default: the head's {THRESHOLDS_PATH})")
     g.add_argument("--calibration", metavar="PATH", help=f"a --calibrate JSON for the resolvable effects (default: the head's {CALIBRATION_PATH} if present)")
@@ -78,99 +80,74 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--looks", type=int, metavar="K", help=f"number of looks from min to max rounds (default {DEFAULT_PLAN.looks})")
     g.add_argument("--alpha", type=float, metavar="A", help=f"family-wise error over the looks (default {DEFAULT_PLAN.alpha})")
     g.add_argument("--round-budget", type=int, metavar="N", help="most rounds attempted, excluded ones included (default: 1.5 x max rounds)")
-    g.add_argument("--max-minutes", type=float, default=DEFAULT_MAX_MINUTES, metavar="M",
-                   help=f"start no round after M minutes; undecided benchmarks are then inconclusive (default {DEFAULT_MAX_MINUTES:g}: "
-                        "under the GPU job's 120-minute limit; 0: none)")
+    add_max_minutes(g, DEFAULT_MAX_MINUTES, "start no round after M minutes; undecided benchmarks are then inconclusive "
+                                            "(under the GPU job's 120-minute limit)")
     g.add_argument("--rounds", type=int, metavar="N", help="measure exactly N rounds of every benchmark, no early stop (a record to replay; --calibrate: default 16)")
     g.add_argument("--fail-on-inconclusive", action="store_true", help="exit 1 when a benchmark is inconclusive (default: exit 0 with a warning)")
     g = p.add_argument_group("measurement")
-    g.add_argument("--timing", action="append", default=[], metavar="FIELD=VALUE",
-                   help="override a harness.timing.TimingBudget field per process, e.g. rep_ms=200 (repeatable)")
+    add_timing(g)
     g.add_argument("--clock-floor-mhz", type=float, metavar="MHZ",
                    help=f"exclude rounds with an SM clock below this (default {DEFAULT_CLOCK_FLOOR_FRACTION * 100:.0f}%% of the card's max SM clock; 0: no floor)")
     g.add_argument("--allow-throttle", action="append", default=[], metavar="REASON",
-                   help="do not exclude rounds for this throttle reason, e.g. sw_power_cap (repeatable)")
+                   help=f"do not exclude rounds for this throttle reason (repeatable; one of {', '.join(sorted(SLOWDOWN_REASONS))})")
     g = p.add_argument_group("modes and output")
     g.add_argument("--calibrate", action="store_true", help="A/A: rounds of the head against itself; prints noise, suggested thresholds, resolvable effects")
     g.add_argument("--replay", metavar="JSON", help="re-decide from a recorded --json file (no GPU), with its plan/thresholds or the ones given")
     g.add_argument("--sides", metavar="BASE,HEAD", help="with --replay: the two recorded sides to pair (default base,head)")
     g.add_argument("--decisions", type=int, metavar="N", help="with --replay: take N decisions from the record and print verdict rates")
     how = g.add_mutually_exclusive_group()
-    how.add_argument("--disjoint", dest="resampled", action="store_false", help="with --decisions: consume rounds in time order, no round in two decisions (default)")
-    how.add_argument("--resampled", dest="resampled", action="store_true", help="with --decisions: every decision reshuffles the whole record (overlapping)")
-    g.add_argument("--seed", type=int, default=0, help="with --resampled: the shuffle seed")
-    g.add_argument("--json", metavar="PATH", help="write the verdict and every raw measurement as JSON (atomically)")
+    how.add_argument("--disjoint", dest="resampled", action="store_false", default=None,
+                     help="with --decisions: consume rounds in time order, no round in two decisions (default)")
+    how.add_argument("--resampled", dest="resampled", action="store_true", default=None,
+                     help="with --decisions: every decision reshuffles the whole record (overlapping)")
+    g.add_argument("--seed", type=int, help="with --resampled: the shuffle seed (default 0)")
+    add_json(g, "the verdict and every raw measurement")
     g.add_argument("--plot", metavar="PATH", help="write a PNG of the per-round ratios, intervals and bands")
     g.add_argument("--traceback", action="store_true", help="show the Python traceback of a harness error")
     return p
 
 
-def run_gate(args: argparse.Namespace) -> int:
-    from ci.common import gitutil
-
-    plan, rule, timing = plan_from(args), rule_from(args), timing_overrides(args.timing)
-    limit = round_budget(args, plan)
-    check_outputs(args)
-    started = time.time()
-    stop_at = deadline(args, started)
-    repo = gitutil.open_repo(args.repo)
-    head_sha = gitutil.resolve_commit(repo, "HEAD" if args.working_tree else args.head)
-    if args.base is not None:
-        gitutil.resolve_commit(repo, args.base)  # an explicit base that names nothing: one clear line, exit 2
-    base = gitutil.resolve_base(repo, head_sha, args.base, head_may_be_base=args.working_tree)
-    if base.sha is None:
-        raise GateError(f"nothing to compare the head with: {base.note.split(';')[0]}")
-    head_label = "working tree" if args.working_tree else f"{args.head} ({head_sha[:12]})"
-    log(f"speed_gate: head {head_label}; base {base.sha[:12]} (merge-base of the head and {base.ref})")
-    with ExitStack() as stack:
-        head_tree = Path(repo.working_tree_dir) if args.working_tree else stack.enter_context(gitutil.checkout(repo, head_sha))
-        base_tree = stack.enter_context(gitutil.checkout(repo, base.sha))
-        if not has_kernels(head_tree):
-            raise NotAKernelsTree(f"the head {head_label} has no kernels/ package")
-        thresholds, calibrations = thresholds_for(args, head_tree), calibrations_for(args, head_tree)
-        sides = {"head": Side("head", head_tree), "base": Side("base", base_tree) if has_kernels(base_tree) else None}
-        surveys = survey_both(sides, args)
-        check_selectors(surveys, args.kernel, args.config)
-        selection = select(surveys["head"], surveys["base"], "" if sides["base"] else "the base has no kernels/ package")
-        device = surveys["head"]["device"]
-        rounds, results = run_rounds([sides["base"], sides["head"]] if sides["base"] else [], selection, device=device,
-                                     plan=plan, rule=rule, thresholds=thresholds, timing=timing, limit=limit,
-                                     fixed=args.rounds is not None, calibrations=calibrations, deadline=stop_at)
-    context = speed_modes.Context(
-        mode="gate", plan=plan, rule=rule, thresholds=thresholds, timing=timing, round_limit=limit,
-        base={"ref": base.ref, "sha": base.sha}, head={"ref": args.head, "sha": head_sha, "working_tree": args.working_tree},
-        environment=surveys["head"]["environment"], device=device, wall_s=time.time() - started, calibrations=calibrations,
-    )
-    return speed_modes.finish(args, context, results, selection.correctness, rounds)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(None if argv is None else list(argv))
-    runner: Callable[[argparse.Namespace], int] = (
-        speed_modes.run_replay if args.replay else speed_modes.run_calibrate if args.calibrate else run_gate
-    )
+    given = vars(_parser().parse_args(None if argv is None else list(argv)))
     try:
-        if args.replay and args.calibrate:
-            raise GateError("--replay and --calibrate: choose one")
-        if (args.decisions is not None or args.sides) and not args.replay:
-            raise GateError("--decisions and --sides only apply to --replay")
-        return runner(args)
+        options = speed_options(given, command=sys.argv[1:] if argv is None else argv)
+    except OptionsError as exc:  # before any worktree, survey or round
+        return _harness_error(f"error: {exc}", given["json"])
+    return run(options)
+
+
+def run(options: SpeedOptions) -> int:
+    """Run the mode asked for; a harness error is one line on stderr (and the --json record) and exit 2."""
+    from ci.speed import modes
+
+    runner: Callable[[SpeedOptions], int] = {Mode.GATE: modes.run_gate, Mode.CALIBRATE: modes.run_calibrate,
+                                             Mode.REPLAY: modes.run_replay}[options.mode]
+    try:
+        return runner(options)
     except KeyboardInterrupt:
         raise
     except Exception as exc:
-        if args.traceback:
+        if options.traceback:
             raise
+        from ci.common.commit_tree import NotAKernelsTree
         from ci.common.gitutil import GitError
         from ci.speed.rounds import ChildFailed
+        from ci.speed.run import GateError
         from ci.speed.selection import SelectionError
         from ci.speed.thresholds import ThresholdsError
         from ci.speed.verdict import RecordError
 
         known = (GateError, GitError, ChildFailed, SelectionError, ThresholdsError, RecordError, NotAKernelsTree)
         kind = "error" if isinstance(exc, known) else f"internal error ({type(exc).__name__})"
-        print(f"speed_gate: {kind}: {exc}", file=sys.stderr)
-        speed_modes.write_error_json(args, f"{kind}: {exc}")
-        return 2
+        return _harness_error(f"{kind}: {exc}", options.json)
+
+
+def _harness_error(message: str, json_path: object) -> int:
+    from ci.speed.outputs import write_error_json
+
+    print(f"speed_gate: {message}", file=sys.stderr)
+    write_error_json(json_path, message)  # type: ignore[arg-type]
+    return 2
 
 
 if __name__ == "__main__":

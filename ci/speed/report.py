@@ -1,20 +1,25 @@
-"""The speed gate's Markdown: one table row per benchmark, correctness lines, excluded rounds, GPU state.
+"""The speed gate's words: Markdown tables, correctness lines, excluded rounds, GPU state.
 
 Rendered from the same BenchmarkResult objects the exit code and the JSON come
-from, through harness.report (the one table writer).
+from, through harness.report (the one table writer). The outcomes arrive as
+codes (ci.speed.reasons, harness.paired.Verdict); this module is where they
+become words. It imports no deciding module, so they can all use it.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from ci.speed.verdict import RESOLVE_POWER, BenchmarkResult
+from ci.speed.reasons import Check, Excluded, Exclusion, Status, Stop
 from harness.paired.calibration import Calibration
 from harness.paired.rates import Rates
-from harness.paired.sequential import SequentialPlan
+from harness.paired.sequential import Decision, SequentialPlan
 from harness.paired.verdict import Verdict
 from harness.report import markdown_table
+
+if TYPE_CHECKING:
+    from ci.speed.verdict import BenchmarkResult
 
 VERDICT_TEXT = {
     Verdict.REGRESSION: "**REGRESSION**",
@@ -22,6 +27,38 @@ VERDICT_TEXT = {
     Verdict.NO_CHANGE: "no change",
     Verdict.INCONCLUSIVE: "inconclusive ⚠",
 }
+STATUS_TEXT = {
+    Status.GATED: "gated",
+    Status.WRONG_RESULT: "**WRONG RESULT**",
+    Status.NEW: "new",
+    Status.REMOVED: "removed",
+    Status.NOT_APPLICABLE: "n/a",
+}
+CHECK_TEXT = {Check.PASS: "pass", Check.FAIL: "**WRONG RESULT**", Check.ERROR: "**RAISED**", Check.NOT_APPLICABLE: "n/a"}
+# Why a benchmark's measuring ended before a look decided: in a verdict cell, and in the decision's reason.
+STOP_TEXT = {Stop.ROUND_BUDGET: "round budget spent", Stop.TIME_BUDGET: "time budget spent", Stop.FIXED_ROUNDS: "--rounds reached",
+             Stop.END_OF_RECORD: "record ran out"}
+RAN_OUT_TEXT = {Stop.ROUND_BUDGET: "the round budget", Stop.TIME_BUDGET: "the time budget (--max-minutes)",
+                Stop.FIXED_ROUNDS: "the fixed number of rounds (--rounds)", Stop.END_OF_RECORD: "the recorded rounds"}
+EXCLUDED_TEXT = {
+    Excluded.NOT_MEASURED: "not measured",
+    Excluded.GPU_BUSY: "GPU busy",
+    Excluded.MEASUREMENT_FAILED: "measurement failed",
+    Excluded.THROTTLED: "throttled",
+    Excluded.BELOW_CLOCK_FLOOR: "SM clock below the floor",
+    Excluded.UNSTEADY: "timing not steady",
+}
+
+
+def exclusion_text(exclusion: Exclusion) -> str:
+    words = EXCLUDED_TEXT[exclusion.code]
+    return f"{words}: {', '.join(exclusion.throttle)}" if exclusion.throttle else words
+
+
+def ran_out_reason(stop: Stop, decision: Decision) -> str:
+    """The reason an undecided benchmark is inconclusive, when ``stop`` ended its measuring."""
+    return (f"{RAN_OUT_TEXT[stop]} ran out before the look at {decision.next_look} usable rounds "
+            f"({decision.rounds_used} usable, {decision.rounds_excluded} excluded): inconclusive")
 
 
 def _pct(x: float | None, signed: bool = False) -> str:
@@ -44,20 +81,16 @@ def ratio_text(result: BenchmarkResult) -> str:
 
 
 def verdict_text(result: BenchmarkResult) -> str:
-    if result.status == "wrong result":
-        return "**WRONG RESULT**"
-    if result.status != "gated":
-        return result.status
+    if result.status is not Status.GATED:
+        return STATUS_TEXT[result.status]
     text = VERDICT_TEXT[result.verdict]
-    ended = {"round budget": "round budget spent", "time budget": "time budget spent", "fixed rounds": "--rounds reached",
-             "end of record": "record ran out"}
-    return text + (f" ({ended[result.stopped_by]})" if result.stopped_by in ended else "")
+    return text + (f" ({STOP_TEXT[result.stopped_by]})" if result.stopped_by in STOP_TEXT else "")
 
 
 def benchmark_rows(results: Sequence[BenchmarkResult]) -> list[dict[str, str]]:
     rows = []
     for r in results:
-        if r.status not in ("gated", "wrong result"):
+        if r.status not in (Status.GATED, Status.WRONG_RESULT):
             continue
         d = r.decision
         rows.append({
@@ -75,20 +108,21 @@ def benchmark_rows(results: Sequence[BenchmarkResult]) -> list[dict[str, str]]:
 
 def excluded_rows(results: Sequence[BenchmarkResult]) -> list[dict[str, str]]:
     return [
-        {"round": str(p.round_index + 1), "benchmark": r.id, "reason": p.round.excluded, "detail": p.detail}
-        for r in results for p in r.rounds if p.round.excluded is not None
+        {"round": str(p.round_index + 1), "benchmark": r.id, "reason": exclusion_text(p.exclusion), "detail": p.detail}
+        for r in results for p in r.rounds if p.exclusion is not None
     ]
 
 
 def other_rows(results: Sequence[BenchmarkResult]) -> list[dict[str, str]]:
-    return [{"benchmark": r.id, "status": r.status, "why": r.note} for r in results if r.status not in ("gated", "wrong result")]
+    return [{"benchmark": r.id, "status": STATUS_TEXT[r.status], "why": r.note} for r in results
+            if r.status not in (Status.GATED, Status.WRONG_RESULT)]
 
 
 def correctness_lines(correctness: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = []
     for c in sorted(correctness, key=lambda c: (c["side"] != "head", c["kernel"], c["config"])):
         shape = "x".join(map(str, c["shape"]))
-        status = {"pass": "pass", "fail": "**WRONG RESULT**", "error": "**RAISED**", "n/a": "n/a"}[c["status"]]
+        status = CHECK_TEXT[Check.of(c)]
         lines.append(f"- {c['side']} `{c['kernel']}[{c['config']}]` at {shape}: {status}: {c['message']}")
     return lines
 
@@ -143,14 +177,15 @@ def gate_markdown(
     correctness: Sequence[Mapping[str, Any]],
     rounds: Sequence[Mapping[str, Any]],
     fail_on_inconclusive: bool,
+    resolve_power: float,
 ) -> str:
     parts = [f"### {title}", "", *header_lines, ""]
-    inconclusive = [r.id for r in results if r.status == "gated" and r.verdict is Verdict.INCONCLUSIVE]
+    inconclusive = [r.id for r in results if r.status is Status.GATED and r.verdict is Verdict.INCONCLUSIVE]
     if inconclusive:
         effect = "fails the gate (--fail-on-inconclusive)" if fail_on_inconclusive else "does not fail the gate (exit 0)"
         parts += [f"> ⚠ **{len(inconclusive)} inconclusive**: no look's interval cleared the band, so the change could not be "
                   f"told from the threshold with this noise in these rounds; this {effect}. {', '.join(inconclusive[:8])}", ""]
-    wrong = [r for r in results if r.status == "wrong result"]
+    wrong = [r for r in results if r.status is Status.WRONG_RESULT]
     for r in wrong:
         parts += [f"> ❌ **{r.id}: wrong result at head, not timed.** {r.note}", ""]
     overridden = idle_overrides(rounds)
@@ -158,10 +193,10 @@ def gate_markdown(
         parts += [f"> ⚠ the idle check was overridden (MXFP4_ALLOW_BUSY_GPU) in {len(overridden)} process(es): "
                   f"{'; '.join(overridden[:4])}", ""]
     parts += [markdown_table(benchmark_rows(results), empty="_(no benchmark was gated)_"), ""]
-    parts += [f"_resolvable_: the smallest slowdown flagged as a regression with probability {RESOLVE_POWER:.0%} by the last "
+    parts += [f"_resolvable_: the smallest slowdown flagged as a regression with probability {resolve_power:.0%} by the last "
               "look at this threshold (noise from the calibration file where it has the benchmark, else from this run's rounds). "
               "Higher TFLOPS is better; head/base < 1 is a slowdown.", ""]
-    notes = [f"- {r.id}: {r.note}" for r in results if r.status == "gated" and r.note]
+    notes = [f"- {r.id}: {r.note}" for r in results if r.status is Status.GATED and r.note]
     if notes:
         parts += ["**Notes**", *notes, ""]
     if correctness:

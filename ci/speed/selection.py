@@ -25,6 +25,7 @@ import fnmatch
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from ci.speed.reasons import Check, Status
 from ci.speed.rounds import Benchmark
 
 
@@ -35,8 +36,12 @@ class SelectionError(RuntimeError):
 @dataclass
 class Entry:
     benchmark: Benchmark
-    status: str  # gated | wrong result | new | removed | n/a
+    status: Status
     note: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, Status):  # a bare string would compare unequal to every code, silently
+            raise TypeError(f"Entry.status must be a ci.speed.reasons.Status, got {self.status!r}")
 
 
 @dataclass
@@ -46,7 +51,7 @@ class Selection:
 
     @property
     def gated(self) -> list[Benchmark]:
-        return [e.benchmark for e in self.entries if e.status == "gated"]
+        return [e.benchmark for e in self.entries if e.status is Status.GATED]
 
 
 def check_selectors(surveys: Mapping[str, Mapping[str, Any] | None], kernels: Sequence[str], configs: Sequence[str]) -> None:
@@ -75,7 +80,7 @@ def select(head: Mapping[str, Any], base: Mapping[str, Any] | None, base_note: s
         correctness += [dict(c, side="base") for c in base["correctness"]]
     checks = {(c["side"], c["kernel"], c["config"]): c for c in correctness}
     for c in correctness:
-        if c["side"] == "head" and c["status"] == "error":
+        if c["side"] == "head" and Check.of(c) is Check.ERROR:
             shape = "x".join(map(str, c["shape"]))
             raise SelectionError(f"{c['kernel']}[{c['config']}] raised at head in its correctness check at {shape}: {c['message']}")
 
@@ -89,23 +94,23 @@ def select(head: Mapping[str, Any], base: Mapping[str, Any] | None, base_note: s
         head_check, base_check = checks.get(("head",) + key), checks.get(("base",) + key)
         runs_head = h is not None and h["available"]
         runs_base = b is not None and b["available"]
-        if runs_head and head_check and head_check["status"] == "n/a":
+        if runs_head and head_check and Check.of(head_check) is Check.NOT_APPLICABLE:
             runs_head, h = False, dict(h, reason=f"correctness check not possible: {head_check['message']}")
-        base_raised = runs_base and base_check is not None and base_check["status"] == "error"
-        if runs_head and head_check and head_check["status"] == "fail":
-            entries.append(Entry(bench, "wrong result", f"head: {head_check['message']}"))
+        base_raised = runs_base and base_check is not None and Check.of(base_check) is Check.ERROR
+        if runs_head and head_check and Check.of(head_check) is Check.FAIL:
+            entries.append(Entry(bench, Status.WRONG_RESULT, f"head: {head_check['message']}"))
         elif runs_head and runs_base and not base_raised:
-            note = f"base computed a wrong result ({base_check['message']})" if base_check and base_check["status"] == "fail" else ""
-            entries.append(Entry(bench, "gated", note))
+            note = f"base computed a wrong result ({base_check['message']})" if base_check and Check.of(base_check) is Check.FAIL else ""
+            entries.append(Entry(bench, Status.GATED, note))
         elif runs_head:
             why = (f"base raised: {base_check['message']}" if base_raised
                    else base_note or "not in the base" if b is None else f"n/a at base: {b['reason']}")
-            entries.append(Entry(bench, "new", why))
+            entries.append(Entry(bench, Status.NEW, why))
         elif runs_base:
-            entries.append(Entry(bench, "removed", "not in the head" if h is None else f"n/a at head: {h['reason']}"))
+            entries.append(Entry(bench, Status.REMOVED, "not in the head" if h is None else f"n/a at head: {h['reason']}"))
         else:
-            entries.append(Entry(bench, "n/a", (h or b)["reason"]))
-    if not any(e.status in ("gated", "wrong result", "new", "removed") for e in entries):
+            entries.append(Entry(bench, Status.NOT_APPLICABLE, (h or b)["reason"]))
+    if all(e.status is Status.NOT_APPLICABLE for e in entries):
         reasons = sorted({e.note for e in entries}) or ["no benchmark matches the selectors"]
         raise SelectionError("nothing to measure on this device: " + "; ".join(reasons[:5]))
     return Selection(entries, correctness)

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ci.speed.exclusion import ExclusionRule, PairedRound, paired_rounds
+from ci.speed.reasons import Status, Stop
+from ci.speed.report import ran_out_reason
 from ci.speed.rounds import Benchmark
 from ci.speed.selection import Entry
 from ci.speed.thresholds import Thresholds
@@ -25,9 +27,6 @@ from harness.paired.verdict import Verdict
 
 GATE_SCHEMA = "mxfp4-speed-gate/1"
 CALIBRATION_PATH = "ci/speed_calibration.json"
-# What can end the measuring before the plan's last look, and how the reason reads.
-RAN_OUT = {"round budget": "the round budget", "time budget": "the time budget (--max-minutes)",
-           "fixed rounds": "the fixed number of rounds (--rounds)", "end of record": "the recorded rounds"}
 # The resolvable effect is the slowdown flagged as regression with this probability by the last look.
 RESOLVE_POWER = 0.99
 
@@ -39,7 +38,7 @@ class RecordError(ValueError):
 @dataclass
 class BenchmarkResult:
     benchmark: Benchmark
-    status: str  # ci.speed.selection statuses
+    status: Status
     note: str = ""
     threshold: float | None = None
     threshold_source: str = ""
@@ -47,7 +46,7 @@ class BenchmarkResult:
     rounds: list[PairedRound] = field(default_factory=list)
     resolvable: float | None = None
     resolvable_source: str = ""
-    stopped_by: str = ""  # "decision" or a key of RAN_OUT
+    stopped_by: Stop | None = None
 
     @property
     def id(self) -> str:
@@ -69,13 +68,13 @@ class BenchmarkResult:
     def to_json(self) -> dict[str, Any]:
         return {
             **self.benchmark.to_json(),
-            "status": self.status,
+            "status": self.status.value,
             "note": self.note or None,
             "threshold": self.threshold,
             "threshold_source": self.threshold_source or None,
             "verdict": None if self.verdict is None else self.verdict.value,
             "decision": None if self.decision is None else self.decision.to_json(),
-            "stopped_by": self.stopped_by or None,
+            "stopped_by": None if self.stopped_by is None else self.stopped_by.value,
             "base_tflops": self.median_tflops("base"),
             "head_tflops": self.median_tflops("head"),
             "resolvable_effect": self.resolvable,
@@ -113,26 +112,25 @@ def decide_entry(
     calibrations: Mapping[str, Any] = {},
     *,
     sides: tuple[str, str] = ("base", "head"),
-    ran_out: str = "",
+    ran_out: Stop | None = None,
 ) -> BenchmarkResult:
     """The result of one benchmark: its decision over the recorded rounds when it is gated.
 
-    ``ran_out`` says what ended the measuring when the plan is not through ("round budget",
-    "fixed rounds", "end of record"); an undecided benchmark is then inconclusive for that reason.
+    ``ran_out`` says what ended the measuring when the plan is not through (the round or time
+    budget, --rounds, the end of a record); an undecided benchmark is then inconclusive for that reason.
     """
     bench = entry.benchmark
     result = BenchmarkResult(bench, entry.status, entry.note)
-    if entry.status != "gated":
+    if entry.status is not Status.GATED:
         return result
     result.threshold, result.threshold_source = thresholds.lookup(bench.id)
     result.rounds = paired_rounds(rounds, bench.id, sides[0], sides[1], rule)
     decision = paired.sequential_decision([r.round for r in result.rounds], result.threshold, plan)
     if decision.complete:
-        result.stopped_by = "decision"
-    elif ran_out:
+        result.stopped_by = Stop.DECISION
+    elif ran_out is not None:
         result.stopped_by = ran_out
-        decision = _replace_reason(decision, f"{RAN_OUT[ran_out]} ran out before the look at {decision.next_look} usable "
-                                             f"rounds ({decision.rounds_used} usable, {decision.rounds_excluded} excluded): inconclusive")
+        decision = _replace_reason(decision, ran_out_reason(ran_out, decision))
     result.decision = decision
     result.resolvable, result.resolvable_source = resolvable_effect(bench.id, result.used_rounds(), result.threshold, plan, calibrations)
     return result
@@ -147,7 +145,7 @@ def _replace_reason(decision: Decision, reason: str) -> Decision:
 def exit_code(results: Sequence[BenchmarkResult], fail_on_inconclusive: bool) -> int:
     """0 pass, 1 a regression or a wrong result at head (or an inconclusive one, when asked to fail on it)."""
     failing = {Verdict.REGRESSION} | ({Verdict.INCONCLUSIVE} if fail_on_inconclusive else set())
-    bad = any(r.status == "wrong result" or (r.status == "gated" and r.verdict in failing) for r in results)
+    bad = any(r.status is Status.WRONG_RESULT or (r.status is Status.GATED and r.verdict in failing) for r in results)
     return 1 if bad else 0
 
 
@@ -174,7 +172,7 @@ def load_record(path: str | Path) -> dict[str, Any]:
 
 
 def entries_of(record: Mapping[str, Any]) -> list[Entry]:
-    return [Entry(Benchmark.from_json(b), b["status"], b.get("note") or "") for b in record["benchmarks"]]
+    return [Entry(Benchmark.from_json(b), Status(b["status"]), b.get("note") or "") for b in record["benchmarks"]]
 
 
 def plan_of(data: Mapping[str, Any]) -> SequentialPlan:

@@ -1,0 +1,171 @@
+"""What the speed gate writes: Markdown (stdout and the step summary), the JSON record, the PNG.
+
+Every mode (ci.speed.modes) ends in :func:`finish` or writes its own record with
+:func:`record_json`. The JSON record (schema ``mxfp4-speed-gate/1``,
+docs/SPEED_GATE.md) keeps every raw measurement, so ``--replay`` can decide
+from it again; :func:`experiment_record` writes the same format for rounds
+measured outside the gate (ci.speed.experiment).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ci.speed.exclusion import ExclusionRule
+from ci.speed.reasons import Status
+from ci.speed.report import gate_markdown, plan_text
+from ci.speed.run import log
+from ci.speed.thresholds import Thresholds
+from ci.speed.verdict import GATE_SCHEMA, RESOLVE_POWER, BenchmarkResult, exit_code
+from harness import paired
+from harness.paired import SequentialPlan, Verdict
+from harness.report import append_step_summary, write_json_atomic
+
+
+@dataclass
+class Context:
+    """What a record says besides its results: how it was measured and decided."""
+
+    mode: str  # gate | calibrate | replay (ci.speed.options.Mode values)
+    plan: SequentialPlan
+    rule: ExclusionRule
+    thresholds: Thresholds
+    base: dict[str, Any]
+    head: dict[str, Any]
+    environment: dict[str, Any]
+    device: str
+    timing: dict[str, Any] = field(default_factory=dict)
+    round_limit: int | None = None
+    wall_s: float = 0.0
+    calibrations: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def summary_ids(results: Sequence[BenchmarkResult]) -> dict[str, list[str]]:
+    """The JSON record's "summary": benchmark ids by verdict (gated) or by status (the others)."""
+    out: dict[str, list[str]] = {v.value: [] for v in Verdict}
+    out.update({s.value: [] for s in Status if s is not Status.GATED})
+    for r in results:
+        out[r.verdict.value if r.status is Status.GATED else r.status.value].append(r.id)
+    return out
+
+
+def record_json(context: Context, results: Sequence[BenchmarkResult], correctness: Sequence[Mapping[str, Any]],
+                rounds: Sequence[Mapping[str, Any]], code: int, fail_on_inconclusive: bool, command: Sequence[str]) -> dict[str, Any]:
+    """The verdict record: a gate's, a calibration's or a replay's (docs/SPEED_GATE.md has the schema)."""
+    return {
+        "schema": GATE_SCHEMA,
+        "mode": context.mode,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": ["python", "-m", "ci.speed.gate", *command],
+        "verdict": "fail" if code else "pass",
+        "exit_code": code,
+        "inconclusive_policy": "fail (--fail-on-inconclusive)" if fail_on_inconclusive else "pass with a warning",
+        "base": context.base,
+        "head": context.head,
+        "device": context.device,
+        "environment": context.environment,
+        "plan": context.plan.to_json(),
+        "round_limit": context.round_limit,
+        "timing_overrides": context.timing,
+        "exclusion": context.rule.to_json(),
+        "thresholds": context.thresholds.to_json(),
+        "calibrations_used": {k: {"ratio_sd_upper": v["ratio_sd_upper"], "source": v.get("source")} for k, v in context.calibrations.items()},
+        "wall_s": round(context.wall_s, 1),
+        "summary": summary_ids(results),
+        "correctness": list(correctness),
+        "benchmarks": [r.to_json() for r in results],
+        "rounds": list(rounds),
+        **context.extra,
+    }
+
+
+def header_lines(context: Context, rounds: Sequence[Mapping[str, Any]]) -> list[str]:
+    env = context.environment or {}
+    base, head = context.base, context.head
+    lines = [f"base `{(base.get('sha') or '?')[:12]}` (merge-base of the head and `{base.get('ref')}`) · head "
+             + ("the working tree" if head.get("working_tree") else f"`{(head.get('sha') or '?')[:12]}` ({head.get('ref')})")]
+    floor = (f"{context.rule.clock_floor_mhz:g} MHz" if context.rule.clock_floor_mhz is not None
+             else f"{context.rule.clock_floor_fraction:.0%} of the max SM clock")
+    lines += [
+        f"device: {env.get('gpu') or 'CPU'} ({context.device}) · torch {env.get('torch', '?')} · "
+        f"{len(rounds)} rounds of fresh processes, order rotating (A B, B A, …) · {context.wall_s:.0f} s",
+        f"plan: {plan_text(context.plan)} · round budget {context.round_limit} · thresholds: `{context.thresholds.source}` "
+        f"(default ±{context.thresholds.default:.2%}, {len(context.thresholds.overrides)} override(s))",
+        f"a round is excluded when either side is throttled ({', '.join(sorted(context.rule.slowdown_reasons)) or 'none'}), "
+        f"its SM clock is below {floor}, its timing never became steady, or the GPU was busy",
+    ]
+    if context.extra.get("replayed_from"):
+        lines.insert(0, f"**replayed** from `{context.extra['replayed_from']}` (no GPU)")
+    return lines
+
+
+def finish(context: Context, results: Sequence[BenchmarkResult], correctness: Sequence[Mapping[str, Any]],
+           rounds: Sequence[Mapping[str, Any]], *, fail_on_inconclusive: bool, json_path: Path | None, plot_path: Path | None,
+           command: Sequence[str]) -> int:
+    """Markdown to stdout and the step summary, the JSON record, the plot; returns the exit code."""
+    code = exit_code(results, fail_on_inconclusive)
+    ids = summary_ids(results)
+    inconclusive = len(ids[Verdict.INCONCLUSIVE.value])
+    title = f"Speed gate: {'FAIL' if code else 'PASS'}" + (f" ({inconclusive} inconclusive ⚠)" if inconclusive else "")
+    markdown = gate_markdown(title=title, header_lines=header_lines(context, rounds), results=results,
+                             correctness=correctness, rounds=rounds, fail_on_inconclusive=fail_on_inconclusive,
+                             resolve_power=RESOLVE_POWER)
+    print(markdown)
+    append_step_summary(markdown)
+    if json_path is not None:
+        write_json_atomic(json_path, record_json(context, results, correctness, rounds, code, fail_on_inconclusive, command))
+    if plot_path is not None:
+        _plot(plot_path, results)
+    failed = [f"{v} in {', '.join(ids[v])}" for v in (Verdict.REGRESSION.value, Status.WRONG_RESULT.value) if ids[v]]
+    log(f"speed_gate: {'FAIL: ' + '; '.join(failed) if code and failed else 'FAIL' if code else 'PASS'}"
+        + (f" ({inconclusive} inconclusive)" if inconclusive else ""))
+    return code
+
+
+def _plot(path: Path, results: Sequence[BenchmarkResult]) -> None:
+    from ci.speed.plot import plot_rounds
+
+    drawn = {r.id: ([p.round for p in r.rounds], r.decision) for r in results if r.decision is not None and r.rounds}
+    if drawn:
+        plot_rounds(drawn, path)
+    else:
+        log(f"speed_gate: no benchmark was timed: no plot written to {path}")
+
+
+def write_error_json(path: str | Path | None, message: str) -> None:
+    """A harness error still leaves a verdict file, when one was asked for and can be written."""
+    if not path:
+        return
+    try:
+        write_json_atomic(path, {"schema": GATE_SCHEMA, "mode": "error", "verdict": "error", "exit_code": 2, "error": message})
+    except OSError:
+        pass
+
+
+def experiment_record(
+    rounds: Sequence[Mapping[str, Any]],
+    benchmarks: Sequence[Any],
+    *,
+    plan: SequentialPlan = paired.DEFAULT_PLAN,
+    rule: ExclusionRule | None = None,
+    thresholds: Thresholds | None = None,
+    device: str = "cuda",
+    environment: Mapping[str, Any] | None = None,
+    note: str = "",
+) -> dict[str, Any]:
+    """A replayable record of rounds measured outside the gate (ci.speed.rounds.measure_round, any sides).
+
+    Write it with harness.report.write_json_atomic; then
+    ``python -m ci.speed --replay FILE --sides base,head-1% [--decisions 10]`` decides from it.
+    """
+    thresholds = thresholds or Thresholds(0.01, (), "default")
+    return {
+        "schema": GATE_SCHEMA, "mode": "experiment", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "note": note,
+        "device": device, "environment": dict(environment or {}), "plan": plan.to_json(),
+        "exclusion": (rule or ExclusionRule()).to_json(), "thresholds": thresholds.to_json(),
+        "benchmarks": [dict(b.to_json(), status=Status.GATED.value) for b in benchmarks], "correctness": [], "rounds": list(rounds),
+    }

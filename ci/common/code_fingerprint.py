@@ -142,7 +142,7 @@ def fingerprint_tree(
 
     Results are cached per kernels/ content within this process, so a tree compiled once is not compiled again.
     """
-    key = (kernels_content_digest(tree), tuple(archs), tuple(kernels or ()), with_environment)
+    key = (kernels_content_digest(tree), tuple(archs), tuple(sorted(kernels or ())), with_environment)
     if key not in _CACHE:
         _CACHE[key] = _fingerprint_tree(Path(tree), list(archs), kernels, with_environment, log)
     return _CACHE[key]

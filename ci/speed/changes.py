@@ -43,6 +43,7 @@ class Options:
     archs: tuple[str, ...]
     json: Path | None
     costs: dict[str, float] | None
+    kernels: tuple[str, ...] = ()  # only these registered kernels (empty: all)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--repo", metavar="DIR", default=".", type=Path, help="the git repository (default: .)")
     parser.add_argument("--arch", default=",".join(DEFAULT_ARCHS), help=f"target archs, comma-separated (default {','.join(DEFAULT_ARCHS)})")
     parser.add_argument("--costs", metavar="PATH", type=Path, help="GPU seconds per benchmark id from a previous gate run (JSON)")
+    parser.add_argument("--kernel", action="append", default=[], metavar="NAME", help="only this registered kernel (repeatable)")
     add_json(parser, "the decision")
     return parser
 
@@ -69,7 +71,7 @@ def options_from_args(argv: Sequence[str] | None) -> Options:
             costs = changes_report.load_costs(args.costs)
         except (OSError, ValueError) as exc:
             raise OptionsError(f"--costs: {exc}") from None
-    return Options(args.base, args.head, args.repo, archs, output_value(args.json, "--json"), costs)
+    return Options(args.base, args.head, args.repo, archs, output_value(args.json, "--json"), costs, tuple(args.kernel))
 
 
 def run(options: Options, log=lambda line: print(line, file=sys.stderr, flush=True)) -> tuple[dict, str]:
@@ -80,14 +82,14 @@ def run(options: Options, log=lambda line: print(line, file=sys.stderr, flush=Tr
     started = time.perf_counter()
     with gitutil.checkout(repo, head_sha) as head_tree:
         log(f"fingerprinting head {head_sha[:12]} ...")
-        head = fingerprint_tree(head_tree, options.archs, log=log)
+        head = fingerprint_tree(head_tree, options.archs, kernels=options.kernels, log=log)
     if base.sha is None:
         log(base.note)
         base_fp = TreeFingerprints({}, {a: [] for a in options.archs}, {})
     else:
         with gitutil.checkout(repo, base.sha) as base_tree:
             log(f"fingerprinting base {base.sha[:12]} ...")
-            base_fp = fingerprint_tree(base_tree, options.archs, log=log)
+            base_fp = fingerprint_tree(base_tree, options.archs, kernels=options.kernels, log=log)
     data = changes_report.report_data(base.sha, head_sha, base_fp, head, compare(base_fp, head), options.costs)
     data["fingerprint_seconds"] = round(time.perf_counter() - started, 1)
     return data, changes_report.markdown(data)

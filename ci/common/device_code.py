@@ -1,0 +1,204 @@
+"""A commit's compiled device code, read in a child process that imports that commit's kernels.
+
+    python -m ci.common.device_code REQUEST.json RESULT.json
+
+runs under ``ci.common.commit_tree.kernels_of(tree)`` (the tree's ``kernels``,
+this checkout's ``harness`` and ``ci``). It loads the tree's registry and writes:
+
+* ``kernels``: per registered kernel its module, backend, configs, ``runs_on``
+  and ``compile_archs`` (what the fingerprint's launch path starts from);
+* ``benchmarks``: per requested arch, the (kernel, config, shape) the speed gate
+  would time there: the kernel runs on that arch and the shape (harness.shapes)
+  meets the config's constraints;
+* ``compiled``: per compile target (kernel/arch/config) the digest of its
+  normalized device code, the text the instruction mix is read from, and its
+  resource usage (harness.resources) -- or the compile error.
+
+Compiling goes through ``Kernel.compile_only`` (Triton's kernels.triton_compile,
+FlyDSL's toolchain in kernels.compile_child): the same compile-only path as the
+resource tracks and the budget gate, nothing of its own.
+
+Why one compile per (kernel, config, arch) and not per shape: the benchmark
+shapes are runtime arguments. Triton specializes integer arguments only by
+divisibility by 16 (and equality to 1); every benchmark dimension is a
+multiple of 16 (the configs' tiles require it), so all benchmark shapes run the
+same binary, which kernels.triton_compile builds with exactly that
+specialization. FlyDSL bakes K into the code as a loop trip count
+(kernels.flydsl_gfx950.COMPILE_ONLY_K); the loop body, hence any code change,
+is the same for every K.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+# What the launch carries besides the instructions (shared memory size, warps): part of the code's identity.
+LAUNCH_METADATA = ("function", "dynamic_shared_bytes", "num_warps", "num_stages", "k")
+
+# AMDGPU / PTX lines that do not change what executes: debug line info, source
+# file names (paths of the checkout), call-frame info for debuggers, producer ident.
+_DEBUG_DIRECTIVE = re.compile(r"^\s*\.(loc|file|ident|cfi_\w+)\b")
+_DEBUG_LABEL = re.compile(r"^\s*\.Ltmp\d+:\s*$")
+_DEBUG_SECTION = re.compile(r"^\s*\.section\s+\"?\.debug_")
+_SECTION_START = re.compile(r"^\s*(\.section|\.text\b|\.data\b|\.amdgpu_metadata\b)")
+_SASS_ADDRESS = re.compile(r"/\*[0-9a-f]{4,}\*/")
+
+
+def normalized_amdgpu(text: str) -> str:
+    """AMDGPU assembly without comments, debug sections, line info and file paths."""
+    kept, in_debug = [], False
+    for line in text.splitlines():
+        if _DEBUG_SECTION.match(line):
+            in_debug = True
+            continue
+        if in_debug and not _SECTION_START.match(line):
+            continue
+        in_debug = False
+        line = line.split(";", 1)[0].strip()  # ';' starts a comment in AMDGPU assembly
+        if line and not _DEBUG_DIRECTIVE.match(line) and not _DEBUG_LABEL.match(line):
+            kept.append(" ".join(line.split()))
+    return "\n".join(kept)
+
+
+def normalized_ptx(text: str) -> str:
+    """PTX without comments, ``.loc``/``.file`` and the ``.section .debug_*`` blocks."""
+    kept, in_debug = [], False
+    for line in text.splitlines():
+        if in_debug:
+            in_debug = line.strip() != "}"
+            continue
+        if _DEBUG_SECTION.match(line):
+            in_debug = "}" not in line
+            continue
+        line = line.split("//", 1)[0].strip()
+        if line and not _DEBUG_DIRECTIVE.match(line) and not _DEBUG_LABEL.match(line):
+            kept.append(" ".join(line.split()))
+    return "\n".join(kept)
+
+
+def normalized_sass(text: str) -> str:
+    """cuobjdump SASS without the address comments (instructions and encodings, with their scheduling bits, stay)."""
+    lines = (" ".join(_SASS_ADDRESS.sub("", line).split()) for line in text.splitlines())
+    return "\n".join(line for line in lines if line)
+
+
+def device_code(artifact: Any) -> tuple[str, str]:
+    """(kind, normalized text) of what runs: SASS when cuobjdump gave it, else the PTX; the AMDGPU ISA on gfx."""
+    extra = dict(artifact.extra)
+    if artifact.arch.startswith("gfx"):
+        kind, text = "amdgcn", normalized_amdgpu(artifact.assembly)
+    elif extra.get("sass"):
+        kind, text = "sass", normalized_sass(extra["sass"])
+    else:
+        kind, text = "ptx", normalized_ptx(artifact.assembly)
+    launch = "\n".join(f"{key}={extra[key]}" for key in LAUNCH_METADATA if key in extra)
+    return kind, f"{text}\n--launch--\n{launch}"
+
+
+def mix_source(artifact: Any) -> tuple[str, str]:
+    """(kind, raw text) the instruction mix reads: the ISA, the SASS, or the PTX."""
+    if artifact.arch.startswith("gfx"):
+        return "amdgcn", artifact.assembly
+    sass = dict(artifact.extra).get("sass")
+    return ("sass", sass) if sass else ("ptx", artifact.assembly)
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# ---------------------------------------------------------------------------
+# the child
+# ---------------------------------------------------------------------------
+
+
+def describe_registry(archs: Sequence[str]) -> dict[str, Any]:
+    """The tree's kernels and, per arch, the benchmarks the speed gate would time there."""
+    from harness.shapes import BENCHMARK_SHAPES
+    from kernels import devices
+    from kernels.registry import all_kernels
+
+    kernels = [
+        {"name": k.name, "module": type(k).__module__, "backend": k.backend, "configs": list(k.configs),
+         "runs_on": list(k.runs_on), "compile_archs": list(k.compile_archs)}
+        for k in all_kernels()
+    ]
+    benchmarks: dict[str, list[dict[str, Any]]] = {arch: [] for arch in archs}
+    for kernel in all_kernels():
+        for arch in archs:
+            if not devices.arch_matches(arch, kernel.runs_on):
+                continue
+            for config in kernel.configs:
+                for shape in BENCHMARK_SHAPES:
+                    if _supports(kernel, shape.mnk, config):
+                        benchmarks[arch].append({"kernel": kernel.name, "config": config, "shape": shape.name,
+                                                 "m": shape.m, "n": shape.n, "k": shape.k})
+    return {"kernels": kernels, "benchmarks": benchmarks}
+
+
+def _supports(kernel: Any, mnk: tuple[int, int, int], config: str) -> bool:
+    from kernels.registry import UnsupportedShape
+
+    try:
+        kernel.check_shape(*mnk, config)
+        return True
+    except UnsupportedShape:
+        return False
+
+
+def compile_targets(targets: Sequence[Sequence[str]]) -> dict[str, dict[str, Any]]:
+    """``{kernel/arch/config: {"ok": True, digest, kind, mix_kind, mix_text, usage} | {"ok": False, "error"}}``."""
+    from harness.resources import target_id, usage_from_artifact
+    from kernels.registry import get_kernel
+
+    results: dict[str, dict[str, Any]] = {}
+    for kernel, arch, config in targets:
+        name = target_id(kernel, arch, config)
+        print(f"compiling {name} ...", file=sys.stderr, flush=True)
+        try:
+            artifact = get_kernel(kernel).compile_only(arch, config)
+            kind, text = device_code(artifact)
+            mix_kind, mix_text = mix_source(artifact)
+        except Exception as exc:  # a kernel that fails to compile is a result: "measure", with why
+            results[name] = {"ok": False, "error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:600]}"}
+            continue
+        try:
+            usage = usage_from_artifact(artifact).to_dict()
+        except Exception as exc:  # resources are for the report; the fingerprint does not need them
+            usage = {"error": f"{type(exc).__name__}: {exc}"}
+        results[name] = {"ok": True, "digest": digest(text), "kind": kind, "mix_kind": mix_kind,
+                         "mix_text": mix_text, "usage": usage}
+    return results
+
+
+def run_request(request: Mapping[str, Any]) -> dict[str, Any]:
+    """What the child computes for one request: ``{"archs": [...], "compile": bool, "kernels": [names] | None}``."""
+    archs = list(request["archs"])
+    described = describe_registry(archs)
+    wanted = request.get("kernels")
+    targets = sorted(
+        (k["name"], arch, config)
+        for k in described["kernels"] if wanted is None or k["name"] in wanted
+        for arch in archs if arch in k["compile_archs"]
+        for config in k["configs"]
+    )
+    described["compiled"] = compile_targets(targets) if request.get("compile", True) else {}
+    return described
+
+
+def main(argv: Sequence[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m ci.common.device_code REQUEST.json RESULT.json", file=sys.stderr)
+        return 2
+    result = run_request(json.loads(Path(argv[0]).read_text()))
+    Path(argv[1]).write_text(json.dumps(result))  # read by the parent only after a clean exit
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

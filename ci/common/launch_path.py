@@ -1,0 +1,134 @@
+"""The host-side launch path of a kernel: its module and every project module it imports, normalized.
+
+A kernel's timed ``launch`` runs code from its own module and from the project
+modules that module imports (the registry, kernels.mxfp4, the preshuffle, ...).
+:func:`launch_path_files` follows the ``import`` statements of a commit's
+``kernels/`` package from a module, statically (the ``ast``, nothing is
+imported), and returns ``{relative path: digest}`` of every file on that path.
+Each digest is over :func:`normalized_source`: the module's syntax tree without
+docstrings, dumped without line/column attributes -- so comments, docstrings
+and formatting do not count, while any change to what Python executes does.
+
+Followed: ``import kernels.x``, ``from kernels.x import y`` (also ``y`` when it
+is a submodule), relative imports, and the ``__init__.py`` of every package on
+the way (Python runs them on import). Imports inside functions count too (the
+Triton kernels import their compile helpers lazily): over-including a module
+can only cost a measurement, never skip one.
+
+Not followed: the registry's ``importlib.import_module`` of every name in
+``KERNEL_MODULES``. It loads all kernels so they can be found, but one kernel's
+module does not run in another kernel's timed region; following it would make
+every kernel "changed" by any kernel's edit (a torch_dequant-only PR would
+re-measure the Triton kernels).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from pathlib import Path
+
+PACKAGE = "kernels"
+
+
+class ModuleNotInTree(LookupError):
+    """A project module on the launch path has no file in the tree; the message names it."""
+
+
+class SourceUnparsable(SyntaxError):
+    """A module on the launch path is not valid Python; the message names the file."""
+
+
+def normalized_source(text: str, where: str = "<source>") -> str:
+    """The module's syntax tree without docstrings, as text: equal for comment/docstring/format-only edits."""
+    try:
+        tree = ast.parse(text, filename=where)
+    except SyntaxError as exc:
+        raise SourceUnparsable(f"{where}: line {exc.lineno}: {exc.msg}") from None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and _has_docstring(node):
+            node.body = node.body[1:] or [ast.Pass()]
+    return ast.dump(tree, include_attributes=False)
+
+
+def _has_docstring(node: ast.AST) -> bool:
+    body = getattr(node, "body", [])
+    return bool(body) and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+        and isinstance(body[0].value.value, str)
+
+
+def source_digest(text: str, where: str = "<source>") -> str:
+    return hashlib.sha256(normalized_source(text, where).encode()).hexdigest()
+
+
+def module_file(tree: Path, module: str) -> Path:
+    """The file of project module ``module`` (``kernels.x.y``) in ``tree``; ModuleNotInTree if none."""
+    parts = module.split(".")
+    base = Path(tree).joinpath(*parts)
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    raise ModuleNotInTree(f"module {module} has no {'/'.join(parts)}.py or {'/'.join(parts)}/__init__.py in the tree")
+
+
+def _is_package(tree: Path, module: str) -> bool:
+    return Path(tree).joinpath(*module.split("."), "__init__.py").is_file()
+
+
+def _imported_modules(tree: Path, module: str, syntax: ast.AST) -> set[str]:
+    """Project modules the statements of ``module`` import (with their parent packages)."""
+    package = module if _is_package(tree, module) else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(syntax):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            found.add(base)
+            # ``from kernels import preshuffle`` imports a submodule, not a name.
+            found.update(f"{base}.{alias.name}" for alias in node.names
+                         if _is_package(tree, base) and _exists(tree, f"{base}.{alias.name}"))
+    project = {m for m in found if m == PACKAGE or m.startswith(PACKAGE + ".")}
+    with_parents = set(project)
+    for m in project:
+        parts = m.split(".")
+        with_parents.update(".".join(parts[:i]) for i in range(1, len(parts)))
+    return with_parents
+
+
+def _exists(tree: Path, module: str) -> bool:
+    try:
+        module_file(tree, module)
+        return True
+    except ModuleNotInTree:
+        return False
+
+
+def launch_path_files(tree: Path, module: str) -> dict[str, str]:
+    """``{path relative to tree: normalized-source digest}`` for ``module`` and every project module it imports."""
+    tree = Path(tree)
+    parts = module.split(".")
+    pending = {module} | {".".join(parts[:i]) for i in range(1, len(parts))}
+    seen: set[str] = set()
+    digests: dict[str, str] = {}
+    while pending:
+        name = pending.pop()
+        seen.add(name)
+        path = module_file(tree, name)
+        relative = path.relative_to(tree).as_posix()
+        text = path.read_text()
+        digests[relative] = source_digest(text, relative)
+        pending |= _imported_modules(tree, name, ast.parse(text)) - seen
+    return dict(sorted(digests.items()))
+
+
+def combined_digest(files: dict[str, str]) -> str:
+    """One digest over a ``{path: digest}`` map (the path counts: a moved module is a change)."""
+    h = hashlib.sha256()
+    for path, digest in sorted(files.items()):
+        h.update(f"{path}\0{digest}\n".encode())
+    return h.hexdigest()

@@ -1,0 +1,119 @@
+"""Which benchmarks a PR can change, decided on a CPU before any GPU time.
+
+    python -m ci.speed.changes --base origin/main                 # head = HEAD
+    python -m ci.speed.changes --base HEAD~1 --arch sm_90 --json changes.json
+
+Builds worktrees of the merge-base and the head, computes each benchmark's speed
+fingerprint (ci.common.code_fingerprint: launch path + compiled device code per
+arch) and prints Markdown: per benchmark "unchanged (identical code)", "changed:
+what" or "measure: reason"; for each compiled code that changed, its instruction
+mix and register/LDS/occupancy diff; and the GPU seconds the skips save (from
+``--costs``, a ``{benchmark id: seconds}`` JSON of a previous gate run, else an
+estimate by shape). The JSON (``--json``) has ``to_measure`` and ``unchanged``
+(speed gate ids ``kernel[config]/shape``) and ``gpu_needed``, which the workflow
+reads to start the GPU job or not. The Markdown also goes to $GITHUB_STEP_SUMMARY.
+
+Exit: 0 decided (whatever the decision); 2 harness error (bad option, git,
+neither side's kernels readable) -- then ``gpu_needed`` is true in the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from ci.common import gitutil
+from ci.common.code_fingerprint import DEFAULT_ARCHS, TreeFingerprints, compare, fingerprint_tree
+from ci.common.options import OptionsError, add_json, output_value
+from ci.speed import changes_report
+from harness.report import append_step_summary, write_json_atomic
+
+KNOWN_ARCHS = ("sm_90", "gfx950")
+
+
+@dataclass(frozen=True)
+class Options:
+    base: str | None
+    head: str
+    repo: Path
+    archs: tuple[str, ...]
+    json: Path | None
+    costs: dict[str, float] | None
+    kernels: tuple[str, ...] = ()  # only these registered kernels (empty: all)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m ci.speed.changes", description=__doc__.split("\n\n")[0],
+                                     epilog="Exit codes: 0 decided, 2 harness error.")
+    parser.add_argument("--base", metavar="REF", help="compare with the merge-base of the head and REF (default: origin/main, else main)")
+    parser.add_argument("--head", metavar="REF", default="HEAD", help="the commit to check (default: HEAD)")
+    parser.add_argument("--repo", metavar="DIR", default=".", type=Path, help="the git repository (default: .)")
+    parser.add_argument("--arch", default=",".join(DEFAULT_ARCHS), help=f"target archs, comma-separated (default {','.join(DEFAULT_ARCHS)})")
+    parser.add_argument("--costs", metavar="PATH", type=Path, help="GPU seconds per benchmark id from a previous gate run (JSON)")
+    parser.add_argument("--kernel", action="append", default=[], metavar="NAME", help="only this registered kernel (repeatable)")
+    add_json(parser, "the decision")
+    return parser
+
+
+def options_from_args(argv: Sequence[str] | None) -> Options:
+    args = _parser().parse_args(argv)
+    archs = tuple(a.strip() for a in args.arch.split(",") if a.strip())
+    unknown = [a for a in archs if a not in KNOWN_ARCHS]
+    if not archs or unknown:
+        raise OptionsError(f"--arch {args.arch!r}: expected a comma-separated subset of {', '.join(KNOWN_ARCHS)}")
+    costs = None
+    if args.costs is not None:
+        try:
+            costs = changes_report.load_costs(args.costs)
+        except (OSError, ValueError) as exc:
+            raise OptionsError(f"--costs: {exc}") from None
+    return Options(args.base, args.head, args.repo, archs, output_value(args.json, "--json"), costs, tuple(args.kernel))
+
+
+def run(options: Options, log=lambda line: print(line, file=sys.stderr, flush=True)) -> tuple[dict, str]:
+    """(JSON data, Markdown) for the options; gitutil.GitError when the commits cannot be read."""
+    repo = gitutil.open_repo(options.repo)
+    head_sha = gitutil.resolve_commit(repo, options.head)
+    base = gitutil.resolve_base(repo, head_sha, options.base, head_may_be_base=True)
+    started = time.perf_counter()
+    with gitutil.checkout(repo, head_sha) as head_tree:
+        log(f"fingerprinting head {head_sha[:12]} ...")
+        head = fingerprint_tree(head_tree, options.archs, kernels=options.kernels, log=log)
+    if base.sha is None:
+        log(base.note)
+        base_fp = TreeFingerprints({}, {a: [] for a in options.archs}, {})
+    else:
+        with gitutil.checkout(repo, base.sha) as base_tree:
+            log(f"fingerprinting base {base.sha[:12]} ...")
+            base_fp = fingerprint_tree(base_tree, options.archs, kernels=options.kernels, log=log)
+    data = changes_report.report_data(base.sha, head_sha, base_fp, head, compare(base_fp, head), options.costs)
+    data["fingerprint_seconds"] = round(time.perf_counter() - started, 1)
+    return data, changes_report.markdown(data)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        options = options_from_args(argv)
+    except OptionsError as exc:
+        print(f"ci.speed.changes: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        data, text = run(options)
+    except gitutil.GitError as exc:
+        print(f"ci.speed.changes: error: {exc}", file=sys.stderr)
+        if options.json:
+            write_json_atomic(options.json, {"schema": changes_report.SCHEMA, "gpu_needed": True, "error": str(exc)})
+        return 2
+    print(text)
+    append_step_summary(text)
+    if options.json:
+        write_json_atomic(options.json, data)
+    return 2 if data["failures"] and not any(data["by_arch"].values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""What ci.speed.changes reports: the per-benchmark decision, the code diffs, the GPU seconds saved.
+
+All of it from one data object (:func:`report_data`); the Markdown is drawn
+from that object, so the summary and the JSON the workflow reads cannot disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+from ci.common.code_fingerprint import Comparison, Outcome, TreeFingerprints
+from harness.instruction_mix import instruction_mix, mix_diff
+from harness.report import markdown_table
+
+SCHEMA = "mxfp4-changes/1"
+# Estimated GPU seconds per benchmark with the warm-worker engine when no earlier
+# gate run gives its cost: 8192^3 ~ 10 s, 16384^3 ~ 15 s; other sizes by FLOPs,
+# +5 s per 8x the work (log scale), never below 10 s.
+_REFERENCE_FLOPS = 8192**3
+_REFERENCE_SECONDS = 10.0
+_SECONDS_PER_8X = 5.0
+RESOURCE_FIELDS = ("registers", "arch_vgpr", "agpr", "sgpr", "vgpr_spills", "spill_store_bytes", "scratch_bytes",
+                   "shared_bytes", "occupancy", "mma_count", "accvgpr_copies", "accvgpr_copies_in_loop")
+
+
+def estimated_cost_s(m: int, n: int, k: int) -> float:
+    return max(_REFERENCE_SECONDS, _REFERENCE_SECONDS + _SECONDS_PER_8X * math.log(m * n * k / _REFERENCE_FLOPS, 8))
+
+
+def load_costs(path: Path) -> dict[str, float]:
+    """``{benchmark id: GPU seconds}`` from a previous gate run: a flat map or one under ``"costs"``."""
+    data = json.loads(Path(path).read_text())
+    costs = data.get("costs", data) if isinstance(data, dict) else None
+    if not isinstance(costs, dict) or not all(isinstance(v, (int, float)) for v in costs.values()):
+        raise ValueError(f"--costs {path}: expected {{benchmark id: seconds}} (optionally under \"costs\")")
+    return {str(k): float(v) for k, v in costs.items()}
+
+
+def report_data(base_sha: str | None, head_sha: str, base: TreeFingerprints, head: TreeFingerprints,
+                comparisons: Mapping[str, Mapping[str, Comparison]], costs: Mapping[str, float] | None) -> dict[str, Any]:
+    benchmarks = {(arch, f"{b['kernel']}[{b['config']}]/{b['shape']}"): b
+                  for side in (head, base) for arch, listed in side.benchmarks.items() for b in listed}
+    by_arch: dict[str, dict[str, Any]] = {}
+    to_measure: set[str] = set()
+    unchanged: set[str] = set()
+    saved: dict[str, float] = {}
+    for arch, results in comparisons.items():
+        by_arch[arch] = {bench_id: _comparison_json(c) for bench_id, c in sorted(results.items())}
+        for bench_id, c in results.items():
+            if c.outcome is Outcome.IDENTICAL:
+                unchanged.add(bench_id)
+                b = benchmarks[(arch, bench_id)]
+                cost = (costs or {}).get(bench_id)
+                saved[arch] = saved.get(arch, 0.0) + (cost if cost is not None else estimated_cost_s(b["m"], b["n"], b["k"]))
+            else:
+                to_measure.add(bench_id)
+    nothing_listed = not any(comparisons.values())
+    return {
+        "schema": SCHEMA,
+        "base": base_sha,
+        "head": head_sha,
+        "archs": list(comparisons),
+        # A side whose registry could not be read lists nothing: the GPU job must run then.
+        "gpu_needed": bool(to_measure) or nothing_listed,
+        "gpu_needed_by_arch": {arch: any(c.outcome is not Outcome.IDENTICAL for c in results.values())
+                               for arch, results in comparisons.items()},
+        "to_measure": sorted(to_measure),
+        "unchanged": sorted(unchanged - to_measure),
+        "by_arch": by_arch,
+        "failures": {side: t.failure for side, t in (("base", base), ("head", head)) if t.failure},
+        "saved": {"gpu_seconds_by_arch": {a: round(s, 1) for a, s in saved.items()},
+                  "estimated": costs is None, "benchmarks_skipped": len(unchanged - to_measure)},
+        "code_changes": code_changes(base, head),
+    }
+
+
+def _comparison_json(c: Comparison) -> dict[str, Any]:
+    return {"outcome": c.outcome.name, "summary": c.describe(), "what": list(c.what),
+            "reason": c.reason.name if c.reason else None, "detail": c.detail}
+
+
+def code_changes(base: TreeFingerprints, head: TreeFingerprints) -> list[dict[str, Any]]:
+    """For each compile target whose code differs: instruction mix and resources, base vs head."""
+    out = []
+    for target, new in sorted(head.compiled.items()):
+        old = base.compiled.get(target)
+        if not (old and old["ok"] and new["ok"]) or old["digest"] == new["digest"]:
+            continue
+        rows = mix_diff(instruction_mix(old["mix_kind"], old["mix_text"]), instruction_mix(new["mix_kind"], new["mix_text"]))
+        out.append({"target": target, "dialect": new["mix_kind"], "instruction_mix": rows,
+                    "resources": resource_diff(old["usage"], new["usage"])})
+    return out
+
+
+def resource_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[str, str]]:
+    rows = []
+    for name in RESOURCE_FIELDS:
+        a, b = old.get(name), new.get(name)
+        if a is None and b is None:
+            continue
+        delta = f"{b - a:+d}" if isinstance(a, int) and isinstance(b, int) and a != b else ("" if a == b else "changed")
+        rows.append({"resource": name, "base": str(a), "head": str(b), "delta": delta})
+    return rows
+
+
+def markdown(data: Mapping[str, Any]) -> str:
+    lines = [f"### Code changes: {str(data['base'])[:12]} -> {data['head'][:12]}", ""]
+    for side, failure in data["failures"].items():
+        lines.append(f"- **{side} kernels could not be read**: {failure}")
+    need = "yes" if data["gpu_needed"] else "no"
+    saved = data["saved"]
+    seconds = ", ".join(f"{arch} {s:.0f} s" for arch, s in saved["gpu_seconds_by_arch"].items()) or "0 s"
+    lines += [f"GPU needed: **{need}** ({len(data['to_measure'])} to measure, {saved['benchmarks_skipped']} unchanged). "
+              f"GPU time saved by the skips: {seconds}{' (estimated)' if saved['estimated'] else ''}.", ""]
+    for arch, results in data["by_arch"].items():
+        rows = [{"benchmark": bench_id, "decision": r["summary"]} for bench_id, r in results.items()]
+        lines += [f"#### {arch}", "", markdown_table(rows, empty="_(no benchmark runs on this arch)_"), ""]
+    for change in data["code_changes"]:
+        lines += [f"#### {change['target']}: instruction mix ({change['dialect']}, static counts)", "",
+                  markdown_table(change["instruction_mix"]), "", "Resources:", "",
+                  markdown_table(change["resources"]), ""]
+    return "\n".join(lines)

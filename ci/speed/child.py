@@ -54,7 +54,7 @@ def resolve_device(requested: str) -> str:
     return requested
 
 
-def _setup_device(device: str) -> None:
+def setup_device(device: str) -> None:
     if device == "cpu":
         import torch
 
@@ -129,7 +129,7 @@ def survey(request: dict[str, Any]) -> dict[str, Any]:
     from asv_bench import common
 
     device = resolve_device(request.get("device", "auto"))
-    _setup_device(device)
+    setup_device(device)
     registry = common.import_project("registry")
     mxfp4 = common.import_project("mxfp4")
     # A commit older than the n/a exceptions has none: nothing is then treated as n/a by type.
@@ -141,7 +141,7 @@ def survey(request: dict[str, Any]) -> dict[str, Any]:
         "schema": CHILD_SCHEMA,
         "kind": "survey",
         "device": device,
-        "environment": _environment(device),
+        "environment": device_environment(device),
         "kernels_source": os.path.dirname(os.path.realpath(registry.__file__)),
         "registered": [{"name": k.name, "backend": k.backend, "configs": list(k.configs)} for k in kernels],
         "shapes": shapes,
@@ -195,7 +195,7 @@ def _check(kernel: Any, config: str, device: str, mxfp4: Any, not_applicable: tu
     return entry
 
 
-def _environment(device: str) -> dict[str, Any]:
+def device_environment(device: str) -> dict[str, Any]:
     import platform
 
     import torch
@@ -232,13 +232,14 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
     from harness import gpu_state
 
     device = resolve_device(request.get("device", "auto"))
-    _setup_device(device)
+    setup_device(device)
     budget = timing_budget(device, request.get("budget"))
     records: dict[str, Any] = {}
     answer = {"schema": CHILD_SCHEMA, "kind": "measure", "device": device, "pid": os.getpid(),
               "budget": asdict(budget), "started": time.time(), "records": records}
     for bench in request["benchmarks"]:
         label = f"{bench['id']} [{request.get('side', '?')}]"
+        began, measured_at = time.perf_counter(), time.time()
         try:
             kernel = common.registered_kernel(bench["kernel"])
             timing = common.timing.measure_gemm(
@@ -255,6 +256,9 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
         else:
             records[bench["id"]] = timing.to_json()
             log(timing.summary())
+        # Cost accounting (ci.speed.warm.cost_summary): in a fresh process a benchmark's seconds
+        # include its operands and its compilation, not only the timing.
+        records[bench["id"]].update(measured_at=measured_at, measure_s=round(time.perf_counter() - began, 4))
     answer["finished"] = time.time()
     return answer
 

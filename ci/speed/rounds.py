@@ -70,12 +70,19 @@ class Benchmark:
 
 @dataclass
 class ProcessRecord:
+    """One side's measurements in one round: a fresh process, or (ci.speed.warm) that side's warm workers."""
+
     side: str
-    pid: int | None
+    pid: int | None  # None when several workers (devices) measured this side
     wall_s: float
     records: dict[str, Any]  # benchmark id -> Timing.to_json() or {"error", "error_type", "busy"}
     budget: dict[str, Any] | None = None
     started: float | None = None
+    # Cost accounting: seconds of starting (process start to ready: imports, device, and for warm
+    # workers operands and compilation) and of measuring, summed over this side's processes.
+    startup_s: float | None = None
+    measure_s: float | None = None
+    workers: list[dict[str, Any]] | None = None  # warm: per worker {device, pid, generation, started_round, ...}
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,9 +93,16 @@ class RoundRecord:
     index: int
     order: list[str]
     processes: list[ProcessRecord] = field(default_factory=list)
+    engine: str = "fresh"  # "fresh": a process per side per round; "warm": ci.speed.warm's workers
+    devices: list[dict[str, Any]] | None = None  # warm: per device its benchmarks, wall seconds, failure
+    wall_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "order": list(self.order), "processes": [p.to_json() for p in self.processes]}
+        out = {"index": self.index, "order": list(self.order), "processes": [p.to_json() for p in self.processes],
+               "engine": self.engine, "wall_s": self.wall_s}
+        if self.devices is not None:
+            out["devices"] = self.devices
+        return out
 
 
 def rotating_order(sides: Sequence[str], round_index: int) -> list[str]:
@@ -169,11 +183,39 @@ def measure_round(
         raise ValueError(f"order {list(order)} must name each of the sides {sorted(by_name)} at most once")
     overrides = asdict(budget) if is_dataclass(budget) else dict(budget or {})
     record = RoundRecord(round_index, list(order))
+    round_started = time.time()
     for name in order:
         request = {"device": device, "benchmarks": [b.to_json() for b in benchmarks], "budget": overrides,
                    "seed": seed, "side": name, "round": round_index}
         started = time.time()
         answer = run_child(by_name[name].tree, "measure", request, what=f"round {round_index + 1} {name}", log=log)
-        record.processes.append(ProcessRecord(name, answer.get("pid"), round(time.time() - started, 3),
-                                              answer.get("records", {}), answer.get("budget"), started))
+        wall = round(time.time() - started, 3)
+        records = answer.get("records", {})
+        measure_s = round(sum(r.get("measure_s", 0.0) for r in records.values() if isinstance(r, dict)), 3)
+        record.processes.append(ProcessRecord(name, answer.get("pid"), wall, records, answer.get("budget"), started,
+                                              startup_s=round(max(wall - measure_s, 0.0), 3), measure_s=measure_s))
+    record.wall_s = round(time.time() - round_started, 3)
     return record
+
+
+class FreshEngine:
+    """Today's rounds behind the engine interface of ci.speed.warm.WarmEngine: a fresh process per side per round."""
+
+    kind = "fresh"
+
+    def __init__(self, sides: Sequence[Side], *, device: str, budget: Any = None, seed: int = 0,
+                 log: Callable[[str], None] | None = None):
+        self.sides, self.device, self.budget, self.seed, self.log = list(sides), device, budget, seed, log
+
+    def measure_round(self, order: Sequence[str], benchmarks: Sequence[Benchmark], *, round_index: int) -> RoundRecord:
+        return measure_round(self.sides, order, benchmarks, device=self.device, round_index=round_index,
+                             budget=self.budget, seed=self.seed, log=self.log)
+
+    def close(self) -> None:
+        """Nothing outlives a fresh round."""
+
+    def __enter__(self) -> "FreshEngine":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,264 @@
+"""A warm worker: one side's kernels, set up once, timed on request.
+
+    python -m ci.speed.worker      (started by ci.speed.warm; not a command for people)
+
+Started like ci.speed.child (ci.common.commit_tree.kernels_of: the commit's ``kernels``,
+this checkout's harness), but long-lived: the imports, the device context, the
+operands and the compilation are paid once, and each request then costs only the
+timing itself (a fresh process per measurement spends ~90% of a GPU's time starting).
+
+The protocol is line-delimited JSON: one request a line on stdin, one answer a
+line on stdout; progress and logs go to stderr. Anything else that writes to
+stdout (a kernel's print) is sent to stderr, so the answers stay parseable.
+
+    {"op": "start", "device": "auto", "budget": {...}, "seed": 0, "side": "base"}
+        -> {"ok": true, "pid", "device", "environment", "ready_at"}
+    {"op": "prepare", "benchmarks": [Benchmark.to_json(), ...]}
+        -> {"ok": true, "prepared": {id: {"prepare_s", "error"?}}}
+        hold exactly these benchmarks: operands generated, launches prepared and run once
+        (compilation); benchmarks not listed are released (their memory is freed).
+    {"op": "measure", "benchmark": id, "own_pids": [...], "after_own_work": bool}
+        -> {"ok": true, "record": Timing.to_json() + measured_at, measure_s}
+        the record is what ci.speed.child's measure gives for one benchmark: the whole
+        Timing, or {"error", "error_type", "busy"} when it could not be timed.
+    {"op": "quit"} -> {"ok": true}, then the process exits.
+
+A request that cannot be served answers {"ok": false, "error": ...}; the worker lives on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Callable, TextIO
+
+from ci.speed.child import device_environment, log, resolve_device, setup_device, timing_budget
+
+PROTOCOL = "mxfp4-speed-worker/1"
+
+
+@dataclass
+class Prepared:
+    """One benchmark, ready to time: its launches (one per input set) hold their operands."""
+
+    bench: dict[str, Any]
+    launches: list[Callable[[], None]] = field(default_factory=list)
+    inputs_cold: bool = True
+    prepare_s: float = 0.0
+    error: dict[str, Any] | None = None  # the measurement record to answer when set-up failed
+
+
+class Worker:
+    """The state of one worker process: its device, budget and prepared benchmarks."""
+
+    def __init__(self) -> None:
+        self.device = "cpu"
+        self.side = "?"
+        self.seed = 0
+        self.budget: Any = None
+        self.prepared: dict[str, Prepared] = {}
+        self.monitor: Any = None
+        self.monitor_problem: str | None = None
+
+    # -- requests -----------------------------------------------------------
+
+    def start(self, request: dict[str, Any]) -> dict[str, Any]:
+        self.device = resolve_device(request.get("device", "auto"))
+        setup_device(self.device)
+        self.side = request.get("side", "?")
+        self.seed = int(request.get("seed", 0))
+        self.budget = timing_budget(self.device, request.get("budget"))
+        if self.device == "cuda":
+            import torch
+
+            torch.empty(1, device="cuda")  # create the context now: it is part of starting, not of measuring
+        return {"pid": os.getpid(), "device": self.device, "environment": device_environment(self.device),
+                "budget": asdict(self.budget), "ready_at": time.time()}
+
+    def prepare(self, request: dict[str, Any]) -> dict[str, Any]:
+        wanted = {b["id"]: b for b in request["benchmarks"]}
+        released = [i for i in self.prepared if i not in wanted]
+        for bench_id in released:
+            del self.prepared[bench_id]
+        if released:
+            self._free_memory()
+        for bench_id, bench in wanted.items():
+            if bench_id not in self.prepared:
+                self.prepared[bench_id] = self._prepare_one(bench)
+        return {"prepared": {i: {"prepare_s": round(p.prepare_s, 4), **({"error": p.error["error"]} if p.error else {})}
+                             for i, p in self.prepared.items()}}
+
+    def measure(self, request: dict[str, Any]) -> dict[str, Any]:
+        from harness import gpu_state, timing
+
+        bench_id = request["benchmark"]
+        prepared = self.prepared.get(bench_id)
+        if prepared is None:
+            raise KeyError(f"benchmark {bench_id!r} is not prepared in this worker (prepare it first)")
+        began, measured_at = time.perf_counter(), time.time()
+        if prepared.error is not None:
+            return {"record": {**prepared.error, "measured_at": measured_at}, "measure_s": 0.0}
+        bench = prepared.bench
+        label = f"{bench_id} [{self.side}]"
+        try:
+            idle = self._wait_idle(frozenset(request.get("own_pids", ())), bool(request.get("after_own_work")))
+            result = timing.benchmark(prepared.launches, flops=timing.gemm_flops(bench["m"], bench["n"], bench["k"]),
+                                      device=self.device, budget=self.budget, monitor=self.monitor,
+                                      inputs_cold=prepared.inputs_cold, label=label)
+        except gpu_state.GpuBusyError as exc:  # the parent excludes the round: the GPU was not ours
+            record = {"error": str(exc), "error_type": type(exc).__name__, "busy": True}
+            log(f"{label}: GPU busy: {exc}")
+        except Exception as exc:
+            record = _error_record(exc)
+            log(f"{label}: FAILED: {record['error']}")
+        else:
+            result = replace(result, idle=idle.to_json())
+            record = result.to_json()
+            log(result.summary())
+        record["measured_at"] = measured_at
+        return {"record": record, "measure_s": round(time.perf_counter() - began, 4)}
+
+    def quit(self) -> None:
+        if self.monitor is not None:
+            self.monitor.close()
+            self.monitor = None
+
+    # -- helpers ------------------------------------------------------------
+
+    def _prepare_one(self, bench: dict[str, Any]) -> Prepared:
+        from asv_bench import common
+        from harness import timing
+
+        began = time.perf_counter()
+        prepared = Prepared(bench)
+        try:
+            kernel = common.registered_kernel(bench["kernel"])
+            prepare = common.kernel_prepare(kernel, bench["config"])
+            inputs = timing.gemm_inputs(bench["m"], bench["n"], bench["k"], device=self.device, seed=self.seed)
+            prepared.launches = [prepare(a, b, out) for a, b, out in inputs.sets]
+            prepared.inputs_cold = inputs.cold
+            for launch in prepared.launches:  # compile now: start-up, not measuring
+                launch()
+            _synchronize(self.device)
+        except Exception as exc:
+            prepared.error = _error_record(exc)
+            prepared.launches = []
+            log(f"{bench['id']} [{self.side}]: set-up FAILED: {prepared.error['error']}")
+        prepared.prepare_s = time.perf_counter() - began
+        return prepared
+
+    def _free_memory(self) -> None:
+        import gc
+
+        gc.collect()
+        if self.device == "cuda":
+            import torch
+
+            torch.cuda.empty_cache()
+
+    def _wait_idle(self, partner_pids: frozenset[int], after_own_work: bool) -> Any:
+        """harness.timing's idle check, knowing that the other workers of this device are ours.
+
+        Both sides' workers hold a context on the device all the time, so the partner's
+        pid is not "another process". Right after our own measurement the utilization
+        (averaged over up to a second by the driver) still shows that work: then only
+        the process list and the throttle reasons count, polled quickly.
+        """
+        from harness import gpu_state
+
+        if self.monitor is None and self.monitor_problem is None and self.device != "cpu":
+            try:
+                self.monitor = gpu_state.open_monitor(self.device)
+            except gpu_state.MonitorUnavailable as exc:
+                if not gpu_state.override_requested():
+                    raise gpu_state.MonitorUnavailable(
+                        f"{exc}. Cannot check that the GPU is idle, so not timing; set {gpu_state.ALLOW_BUSY_ENV}=1 "
+                        "to time anyway.") from None
+                self.monitor_problem = f"not monitored: {exc}"
+        if self.monitor is None:
+            if self.monitor_problem:
+                return gpu_state.IdleReport("overridden", 0.0, (self.monitor_problem,), None)
+            return gpu_state.IdleReport("no gpu", 0.0, (), None)
+        policy = gpu_state.IdlePolicy.from_environment()
+        if after_own_work:
+            policy = replace(policy, max_utilization_pct=float("inf"), poll_s=min(policy.poll_s, 0.05))
+        ours = frozenset({os.getpid()}) | partner_pids
+        began = time.monotonic()
+        while True:
+            state = self.monitor.snapshot()
+            problems = gpu_state.idle_problems(state, policy, own_pids=_own_pids(ours, state.process_ids), own_context=False)
+            waited = time.monotonic() - began
+            if not problems:
+                return gpu_state.IdleReport("idle", waited, (), state)
+            if gpu_state.override_requested():
+                return gpu_state.IdleReport("overridden", waited, tuple(problems), state)
+            if waited >= policy.wait_s:
+                raise gpu_state.GpuBusyError(
+                    f"GPU {state.index} ({state.name}) is not idle after waiting {waited:.0f} s: {'; '.join(problems)}. "
+                    f"Not recording a benchmark on a busy GPU (set {gpu_state.ALLOW_BUSY_ENV}=1 for a local experiment).")
+            time.sleep(min(policy.poll_s, max(policy.wait_s - waited, 0.0)))
+
+
+def _own_pids(ours: frozenset[int], listed: tuple[int, ...]) -> frozenset[int]:
+    """Our pids as the management library lists them. In a container it lists host pids, none of
+    ours: then as many listed processes as we have workers on the device are taken to be ours."""
+    if ours & set(listed):
+        return ours
+    return ours | frozenset(listed[: len(ours)])
+
+
+def _synchronize(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _error_record(exc: BaseException) -> dict[str, Any]:
+    return {"error": f"{type(exc).__name__}: {exc}", "error_type": type(exc).__name__, "busy": False,
+            "traceback": "".join(traceback.format_exception(exc))[-4000:]}
+
+
+def serve(requests: TextIO, answers: TextIO) -> int:
+    """Answer ``requests`` line by line until "quit" or end of input."""
+    worker = Worker()
+    handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+        "start": worker.start, "prepare": worker.prepare, "measure": worker.measure}
+    for line in requests:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+            op = request.get("op")
+            if op == "quit":
+                worker.quit()
+                answers.write(json.dumps({"ok": True, "protocol": PROTOCOL}) + "\n")
+                answers.flush()
+                return 0
+            if op not in handlers:
+                raise ValueError(f"unknown op {op!r}; expected one of {sorted(handlers) + ['quit']}")
+            answer = {"ok": True, "protocol": PROTOCOL, **handlers[op](request)}
+        except Exception as exc:
+            answer = {"ok": False, "protocol": PROTOCOL, "error": f"{type(exc).__name__}: {exc}",
+                      "traceback": "".join(traceback.format_exception(exc))[-4000:]}
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
+    worker.quit()
+    return 0
+
+
+def main() -> int:
+    # The answers get a private copy of stdout; file descriptor 1 becomes stderr, so a stray print
+    # (a kernel's, a library's, even from C) cannot corrupt the protocol.
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return serve(sys.stdin, answers)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

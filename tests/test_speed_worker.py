@@ -1,0 +1,219 @@
+"""ci.speed.warm and ci.speed.worker: warm workers on the CPU, one device and three simulated ones.
+
+Each side is a folder holding a copy of this checkout's kernels/ (ci.common.commit_tree
+needs nothing more); the head's torch_dequant carries a sabotage switch: a file named
+by MXFP4_TEST_SABOTAGE saying "exit D" or "hang D" makes its launch exit or hang in the
+worker pinned to device D. torch_dequant at tiny shapes with a tiny timing budget:
+what is tested is the engine (processes, protocol, order, devices, failures), not the
+CPU's speed. On the CPU a "device" is only an index and a pinned CUDA_VISIBLE_DEVICES.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from ci.speed.devices import assign_devices, estimated_seconds, pinned_environment, visible_devices_variable
+from ci.speed.rounds import Benchmark, Side, rotating_order
+from ci.speed.warm import WarmEngine, cost_summary, open_engine
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SABOTAGE_ENV = "MXFP4_TEST_SABOTAGE"
+# Steady after any three chunks; ~50 ms of timed launches: the engine is under test, not the CPU.
+BUDGET = {"warmup_ms": 10, "max_warmup_ms": 2000, "rep_ms": 40, "min_reps": 3, "steady_tolerance": 1000}
+
+SABOTAGE = """
+
+# Injected by tests/test_speed_worker.py: exit or hang on the device a file names.
+def _inject_sabotage():
+    import os as _os
+    import time as _time
+
+    prepare = TorchDequantGemm._prepare
+    state = {"primed": False}
+
+    def sabotaged(self, a, b, out, config, _prepare=prepare):
+        launch = _prepare(self, a, b, out, config)
+
+        def sabotaged_launch():
+            launch()
+            path = _os.environ.get("MXFP4_TEST_SABOTAGE", "")
+            if not path or not _os.path.exists(path):
+                return
+            action, _, device = open(path).read().partition(" ")
+            if device.strip() == _os.environ.get("CUDA_VISIBLE_DEVICES"):
+                if action == "exit":
+                    _os._exit(3)
+                if action == "hang":
+                    _time.sleep(3600)
+
+        return sabotaged_launch
+
+    TorchDequantGemm._prepare = sabotaged
+
+
+_inject_sabotage()
+"""
+
+
+def bench(m: int, n: int, k: int) -> Benchmark:
+    return Benchmark("torch_dequant", "bf16", f"{m}x{n}x{k}", m, n, k)
+
+
+@pytest.fixture(scope="module")
+def sides(tmp_path_factory) -> list[Side]:
+    root = tmp_path_factory.mktemp("speed-worker")
+    for name in ("base", "head"):
+        shutil.copytree(REPO_ROOT / "kernels", root / name / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
+    with open(root / "head" / "kernels" / "torch_dequant.py", "a") as f:
+        f.write(SABOTAGE)
+    return [Side("base", root / "base"), Side("head", root / "head")]
+
+
+@pytest.fixture
+def sabotage(tmp_path, monkeypatch) -> Path:
+    """Write "exit D" / "hang D" to this file to sabotage the head's worker on device D."""
+    path = tmp_path / "sabotage"
+    monkeypatch.setenv(SABOTAGE_ENV, str(path))
+    return path
+
+
+# ---------------------------------------------------------------------------
+# the spreading, pure
+# ---------------------------------------------------------------------------
+
+
+def test_assign_devices_balances_by_cost_and_uses_every_device():
+    benches = [bench(256, 256, 1024 * (i + 1)) for i in range(7)]
+    cost = {b.id: float(b.k) for b in benches}.__getitem__
+    plan = assign_devices(benches, [0, 1, 2], lambda b: cost(b.id))
+    assert sorted(b.id for bs in plan.values() for b in bs) == sorted(b.id for b in benches)  # each once
+    loads = {d: sum(b.k for b in bs) for d, bs in plan.items()}
+    assert max(loads.values()) - min(loads.values()) <= max(b.k for b in benches)  # longest-first greedy bound
+    assert all(plan.values())
+    # Fewer benchmarks than devices: every device listed, the spare one empty; earlier load is respected.
+    assert assign_devices(benches[:2], [0, 1, 2], estimated_seconds, load={0: 100.0}) == {0: [], 1: [benches[0]], 2: [benches[1]]}
+    with pytest.raises(ValueError, match="twice"):
+        assign_devices(benches, [0, 0])
+    with pytest.raises(ValueError, match="no devices"):
+        assign_devices(benches, [])
+
+
+def test_a_worker_is_pinned_within_what_the_parent_sees(tmp_path):
+    no_rocm = tmp_path / "no-kfd"
+    assert visible_devices_variable({}, rocm_marker=no_rocm) == "CUDA_VISIBLE_DEVICES"
+    assert visible_devices_variable({"HIP_VISIBLE_DEVICES": "1"}, rocm_marker=no_rocm) == "HIP_VISIBLE_DEVICES"
+    assert pinned_environment(2, {}, "CUDA_VISIBLE_DEVICES") == {"CUDA_VISIBLE_DEVICES": "2"}
+    assert pinned_environment(1, {"CUDA_VISIBLE_DEVICES": "4,6"}, "CUDA_VISIBLE_DEVICES") == {"CUDA_VISIBLE_DEVICES": "6"}
+    with pytest.raises(ValueError, match="only 2 device"):
+        pinned_environment(2, {"CUDA_VISIBLE_DEVICES": "4,6"}, "CUDA_VISIBLE_DEVICES")
+
+
+# ---------------------------------------------------------------------------
+# warm workers, end to end on the CPU
+# ---------------------------------------------------------------------------
+
+
+def _records(rnd: dict, side: str) -> dict:
+    return next(p for p in rnd["processes"] if p["side"] == side)["records"]
+
+
+def test_warm_workers_alternate_measure_many_times_and_restart(sides, capsys):
+    benches = [bench(128, 128, 512), bench(128, 128, 1024)]
+    names = [s.name for s in sides]
+    started = time.perf_counter()
+    with WarmEngine(sides, device="cpu", budget=BUDGET, restart_every=2) as engine:
+        rounds = [engine.measure_round(rotating_order(names, i), benches, round_index=i).to_json() for i in range(3)]
+    warm_wall = time.perf_counter() - started
+
+    assert [r["order"] for r in rounds] == [["base", "head"], ["head", "base"], ["base", "head"]]
+    assert [[p["side"] for p in r["processes"]] for r in rounds] == [r["order"] for r in rounds]
+    for side in names:
+        pids = [{rec["worker_pid"] for rec in _records(r, side).values()} for r in rounds]
+        # Several measurements from one process: both benchmarks, two rounds; then a fresh worker.
+        assert pids[0] == pids[1] and len(pids[0]) == 1 and pids[2].isdisjoint(pids[0])
+        assert [{rec["worker_generation"] for rec in _records(r, side).values()} for r in rounds] == [{0}, {0}, {1}]
+        assert [p["pid"] for r in rounds for p in r["processes"] if p["side"] == side] == [min(p) for p in pids]
+    assert {rec["worker_pid"] for r in rounds for rec in _records(r, "base").values()}.isdisjoint(
+        {rec["worker_pid"] for r in rounds for rec in _records(r, "head").values()})
+    for rnd in rounds:
+        # Benchmark by benchmark, the sides in the round's order, each pair adjacent in time.
+        times = [(_records(rnd, side)[b.id]["measured_at"], b.id, side) for b in benches for side in rnd["order"]]
+        assert [(bid, side) for _, bid, side in sorted(times)] == [(b.id, s) for b in benches for s in rnd["order"]]
+        for side in names:
+            for b in benches:
+                rec = _records(rnd, side)[b.id]
+                assert "error" not in rec, rec
+                assert rec["device_index"] == 0 and rec["flops"] == 2 * b.m * b.n * b.k and len(rec["samples_s"]) >= 3
+                assert rec["idle"]["status"] == "no gpu" and rec["measure_s"] > 0
+        assert rnd["engine"] == "warm" and rnd["devices"][0]["device"] == 0
+
+    # Start-up is paid in the rounds that start workers, measuring in every round.
+    startup = [[p["startup_s"] for p in r["processes"]] for r in rounds]
+    assert all(s > 0.5 for s in startup[0] + startup[2]) and all(s < 0.5 for s in startup[1])
+    cost = cost_summary(rounds)
+    assert cost["processes_started"] == 4 and cost["measure_s"] > 0
+
+    # The fresh path, for comparison in the same run: same record shape, a process per side and round.
+    started = time.perf_counter()
+    with open_engine("fresh", sides, device="cpu", budget=BUDGET) as fresh:
+        fresh_round = fresh.measure_round(["base", "head"], benches, round_index=3).to_json()
+    fresh_wall = time.perf_counter() - started
+    fresh_record = _records(fresh_round, "base")[benches[0].id]
+    assert set(_records(rounds[0], "base")[benches[0].id]) >= set(fresh_record) - {"traceback"}
+    assert fresh_round["engine"] == "fresh" and all(p["startup_s"] > 0 and p["measure_s"] > 0 for p in fresh_round["processes"])
+    fresh_cost = cost_summary([fresh_round])
+    with capsys.disabled():
+        print(f"\nwarm: 3 rounds x 2 benchmarks x 2 sides in {warm_wall:.1f} s: start-up {cost['startup_s']:.1f} s "
+              f"(4 processes), measuring {cost['measure_s']:.1f} s; fresh: 1 round in {fresh_wall:.1f} s: "
+              f"start-up {fresh_cost['startup_s']:.1f} s, measuring {fresh_cost['measure_s']:.1f} s")
+
+
+def test_three_devices_keep_pairs_together_and_report_a_failing_device(sides, sabotage):
+    benches = [bench(128, 128, 256 * (i + 1)) for i in range(4)]
+    names = [s.name for s in sides]
+    with WarmEngine(sides, device="cpu", budget=BUDGET, devices=[0, 1, 2], measure_timeout_s=20) as engine:
+        first = engine.measure_round(names, benches, round_index=0).to_json()
+        device_of = {}
+        for b in benches:
+            base, head = _records(first, "base")[b.id], _records(first, "head")[b.id]
+            assert "error" not in base and "error" not in head
+            assert base["device_index"] == head["device_index"]  # base and head of a benchmark: one device
+            device_of[b.id] = base["device_index"]
+        assert set(device_of.values()) == {0, 1, 2}  # every device used
+        assert [d["device"] for d in first["devices"]] == [0, 1, 2]
+        assert {w["device"] for p in first["processes"] for w in p["workers"]} == {0, 1, 2}
+        assert len({w["pid"] for p in first["processes"] for w in p["workers"]}) == 6
+
+        # A worker that dies mid-run: its device's benchmarks are reported, naming side and benchmark.
+        sabotage.write_text("exit 2")
+        began = time.perf_counter()
+        second = engine.measure_round(list(reversed(names)), benches, round_index=1).to_json()
+        assert time.perf_counter() - began < 60  # not a hang
+        on_two = [b.id for b in benches if device_of[b.id] == 2]
+        (failed,) = [d for d in second["devices"] if d["error"]]
+        assert failed["device"] == 2 and failed["benchmarks"] == on_two
+        assert "head worker 0 on device 2" in failed["error"] and "exited 3" in failed["error"]
+        assert f"measuring {on_two[0]}" in failed["error"]
+        for b in benches:
+            rec = _records(second, "head")[b.id]
+            if device_of[b.id] == 2:
+                assert rec["device_failed"] and rec["device_index"] == 2 and rec["busy"] is False
+            else:
+                assert "error" not in rec and rec["device_index"] == device_of[b.id]  # the others go on
+
+        # A worker that hangs: killed at the read's time limit, its device reported; the failed device stays reported.
+        sabotage.write_text("hang 1")
+        began = time.perf_counter()
+        third = engine.measure_round(names, benches, round_index=2).to_json()
+        assert time.perf_counter() - began < 60
+        errors = {d["device"]: d["error"] for d in third["devices"] if d["error"]}
+        assert set(errors) == {1, 2}
+        assert "head worker 0 on device 1" in errors[1] and "no answer" in errors[1] and "within 20 s" in errors[1]
+        assert "failed earlier" in errors[2]
+        for b in benches:
+            rec = _records(third, "head")[b.id]
+            assert ("error" in rec) == (device_of[b.id] != 0)

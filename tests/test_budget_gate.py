@@ -28,7 +28,12 @@ from pathlib import Path
 import git
 import pytest
 
-from ci.budget.gate import BUDGET_SCHEMA, Budget, evaluate, parse_budget, suggested_entry, update_budget_file
+from ci.budget.budget_file import BUDGET_SCHEMA, Budget, parse_budget, suggested_entry, update_budget_file
+from ci.budget.compare import evaluate
+from ci.budget.errors import HarnessError
+from ci.budget.findings import Reason
+from ci.budget.options import GateOptions
+from ci.common.options import OptionsError
 from kernels.registry import KERNEL_MODULES
 from test_resources import PROBE_KERNEL_SOURCE
 
@@ -165,8 +170,10 @@ def probe_repo(tmp_path_factory, gate_env):
     root = tmp_path_factory.mktemp("gate") / "repo"
     # The project's code as it is (registry, compile, parsers, gate), with every
     # registered kernel module replaced: the probe and the canned kernel are the only kernels.
-    for rel in ["pyproject.toml", *(str(p.relative_to(PROJECT)) for d in ("kernels", "ci", "harness")
-                                    for p in (PROJECT / d).glob("*.py"))]:
+    # kernels/: its top level only (its subpackages are kernel modules, replaced below); ci/ and harness/: whole.
+    for rel in ["pyproject.toml", *(str(p.relative_to(PROJECT)) for d, pattern in
+                                    (("kernels", "*.py"), ("ci", "**/*.py"), ("harness", "**/*.py"))
+                                    for p in (PROJECT / d).glob(pattern))]:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(PROJECT / rel, root / rel)
     for module in KERNEL_MODULES:
@@ -691,3 +698,72 @@ def test_flydsl_kernel_vgpr_increase_fails(tmp_path, gate_env):
     assert check["base"]["accvgpr_copies_in_loop"] == 0 < check["head"]["accvgpr_copies_in_loop"]
     assert any(r.startswith("accvgpr_copies_in_loop grew by") for r in check["reasons"])
     assert "budget_gate: FAIL: 1 target(s) failed: flydsl_gfx950_4wave/gfx950/default" in done.stdout
+
+
+# ---------------------------------------------------------------------------
+# the budget file, the reason codes, the front
+# ---------------------------------------------------------------------------
+
+
+def test_a_key_given_twice_in_the_budget_is_an_error_naming_the_key_and_the_file(tmp_path):
+    good = json.loads((PROJECT / "ci/register_budget.json").read_text())
+    text = json.dumps(good, indent=2)
+    twice_at_top = text.replace('"targets": {', '"schema": "mxfp4-register-budget/2",\n  "targets": {', 1)
+    entry = '"max_registers": '
+    twice_in_entry = text.replace(entry, f'{entry}1, {entry}', 1)
+    for doubled, key in ((twice_at_top, "schema"), (twice_in_entry, "max_registers")):
+        assert doubled != text
+        with pytest.raises(HarnessError, match=re.escape(f"my/budget.json: duplicate key {key!r}")):
+            parse_budget(doubled, "my/budget.json")
+    # --update-budget never rewrites such a file either (json would keep the last value without a word).
+    path = tmp_path / "budget.json"
+    path.write_text(twice_in_entry)
+    with pytest.raises(HarnessError, match="duplicate key 'max_registers'"):
+        update_budget_file(path, {})
+
+
+def test_outcomes_carry_reason_codes_and_the_decision_reads_only_the_codes():
+    spilled = _usage(120, "gfx950", vgpr_spills=4)
+    (check,) = evaluate({"k/gfx950/a": {"ok": True, "usage": spilled}}, {"k/gfx950/a": {"ok": True, "usage": _usage(112, "gfx950")}},
+                        _budget({"k/gfx950/a": GFX_ENTRY}), _budget({"k/gfx950/a": GFX_ENTRY}))
+    assert {Reason.SPILLS, Reason.OVER_BUDGET, Reason.WORSE_THAN_BASE} <= check.codes and check.status == "fail"
+    assert check.suggested_budget is None  # SPILLS is not budgetable: decided by the code, not the sentence
+    grown = {f.metric for f in check.findings if f.code is Reason.WORSE_THAN_BASE}
+    assert grown == {"registers", "arch_vgpr", "vgpr_spills"}
+    # A sentence reworded would change nothing: the status comes from Reason.fails.
+    assert check.failed == any(f.code.fails for f in check.findings)
+    within = _one(_usage(112, "gfx950", sgpr=70), _usage(112, "gfx950", sgpr=68), dict(GFX_ENTRY, max_sgpr=80),
+                  dict(GFX_ENTRY, max_sgpr=80))
+    assert [f.code for f in within.findings] == [Reason.WORSE_THAN_BASE_WITHIN_TOLERANCE] and within.status == "pass"
+    assert within.findings[0].to_json()["code"] == "WORSE_THAN_BASE_WITHIN_TOLERANCE"
+    step = _one(_usage(112, "gfx950", sgpr=101), _usage(112, "gfx950", sgpr=99), dict(GFX_ENTRY, max_sgpr=104),
+                dict(GFX_ENTRY, max_sgpr=104))
+    (lost,) = step.findings
+    assert lost.code is Reason.WORSE_THAN_BASE and (lost.step.then, lost.step.now) == (8, 7)
+
+
+def test_every_reason_has_a_sentence():
+    from ci.budget import wording
+
+    assert set(wording._SENTENCES) == set(Reason)
+
+
+def test_options_are_checked_before_any_work(tmp_path):
+    """An unwritable --json is exit 2 at once: no checkout, no compile (here, not even a git repository)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+
+    def gate(*args: str) -> subprocess.CompletedProcess:  # this checkout's gate, run outside any repository
+        env = dict(os.environ, PYTHONPATH=str(PROJECT))
+        return subprocess.run([sys.executable, "-m", "ci.budget", *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    done = gate("--json", str(blocker / "gate.json"))
+    _assert_harness_error(done, f"--json {blocker / 'gate.json'}: cannot write there")
+    assert "measuring" not in done.stderr and "not inside a git repository" not in done.stderr
+    _assert_harness_error(gate("--working-tree", "--head", "HEAD~1"), "--head HEAD~1 and --working-tree exclude each other")
+    _assert_harness_error(gate("--budget", str(tmp_path / "none.json")), f"budget file {tmp_path / 'none.json'} does not exist")
+    with pytest.raises(OptionsError, match="--kernel 'a/b': expected one name"):
+        GateOptions.checked(kernel="a/b")
+    assert GateOptions.checked(kernel="k", arch="gfx950").selects("k/gfx950/c")
+    assert not GateOptions.checked(kernel="k", arch="gfx950").selects("k/sm_90/c")

@@ -200,7 +200,7 @@ def test_gfx950_isa_fields_and_unified_register_accounting(gfx950):
 
 
 def test_flydsl_kernel_counts_agprs_in_the_unified_file(tmp_path):
-    from ci.budget.resources import inspect
+    from ci.budget.compiling import inspect
 
     usage = inspect("flydsl_gfx950_4wave", "gfx950", "default", isa_dir=tmp_path)
     assert usage.agpr > 0, "the default config pins its accumulators to AGPRs"
@@ -216,7 +216,7 @@ def test_flydsl_kernel_counts_agprs_in_the_unified_file(tmp_path):
 
 def test_flydsl_accumulators_left_to_llvm_copy_between_vgprs_and_agprs_inside_the_loop(tmp_path):
     """intrinsic_acc: the arch VGPRs fill up (256) and LLVM parks values in AGPRs, every K step."""
-    from ci.budget.resources import inspect
+    from ci.budget.compiling import inspect
 
     usage = inspect("flydsl_gfx950_4wave", "gfx950", "intrinsic_acc", isa_dir=tmp_path)
     assert usage.arch_vgpr == 256 and usage.agpr > 0

@@ -1,0 +1,172 @@
+"""The budget gate's outputs from its checks: the table, the entries to paste, Markdown and the JSON verdict.
+
+Everything here is made from the same :class:`~ci.budget.compare.TargetCheck`
+list that decided the verdict; sentences come from ci.budget.wording.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+
+from ci.budget.budget_file import BUDGET_PATH
+from ci.budget.metrics import SPILL_FIELDS
+from harness.report import markdown_table
+
+if TYPE_CHECKING:
+    from ci.budget.compare import TargetCheck
+
+GATE_SCHEMA = "mxfp4-budget-gate/2"
+DIRTY_FILES_SHOWN = 10
+
+
+def _delta(base: Mapping | None, head: Mapping | None, name: str) -> str:
+    h = None if head is None else head.get(name)
+    b = None if base is None else base.get(name)
+    if h is None:
+        return "-" if b is None else f"{b} -> gone"
+    if b is None or b == h:
+        return str(h)
+    return f"{b} -> {h} ({h - b:+d})"
+
+
+def table_rows(checks: Iterable[TargetCheck]) -> list[dict[str, str]]:
+    rows = []
+    for c in checks:
+        head, base = c.head, c.base
+        spills = ", ".join(f"{f}={head[f]}" for f in SPILL_FIELDS if head and head.get(f)) or ("0" if head else "-")
+        limit = "" if head is None else f"/{head.get('register_limit')}"
+        rows.append(
+            {
+                "target": c.target,
+                "status": c.status.upper(),
+                "regs": _delta(base, head, "registers") + limit,
+                "arch_vgpr": _delta(base, head, "arch_vgpr"),
+                "agpr": _delta(base, head, "agpr"),
+                "sgpr": _delta(base, head, "sgpr"),
+                "shared_B": _delta(base, head, "shared_bytes"),
+                "occupancy": _delta(base, head, "occupancy") + ("" if head is None else f" {head.get('occupancy_unit')}"),
+                "acc_copies": _delta(base, head, "accvgpr_copies"),
+                "in_loop": _delta(base, head, "accvgpr_copies_in_loop"),
+                "spills": spills,
+                "why": "; ".join(_clip(text, 240) for text in c.reasons + c.notes),
+            }
+        )
+    return rows
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def suggested_edits(checks: Iterable[TargetCheck]) -> dict[str, dict[str, Any]]:
+    return {c.target: c.suggested_budget for c in checks if c.status == "fail" and c.suggested_budget}
+
+
+def tightened_edits(checks: Iterable[TargetCheck]) -> dict[str, dict[str, Any]]:
+    return {c.target: c.tightened_budget for c in checks if c.status == "pass" and c.tightened_budget}
+
+
+def _entries_text(edits: Mapping[str, Mapping[str, Any]]) -> str:
+    return ",\n".join(f"    {json.dumps(t)}: {json.dumps(e)}" for t, e in sorted(edits.items()))
+
+
+def render_suggestion(edits: Mapping[str, Mapping[str, Any]]) -> str:
+    if not edits:
+        return ""
+    return (
+        f"To accept these numbers on purpose, edit {BUDGET_PATH} -- under \"targets\", set:\n{_entries_text(edits)}\n"
+        "(spills, scratch, LDS over the hardware limit and compile failures cannot be accepted by a budget edit)"
+    )
+
+
+def render_ratchet(edits: Mapping[str, Mapping[str, Any]]) -> str:
+    if not edits:
+        return ""
+    return (
+        f"Ratchet: these targets now use less than their budget. Tighten {BUDGET_PATH} so the next change cannot "
+        f"spend the room silently -- under \"targets\", set (or rerun with --update-budget):\n{_entries_text(edits)}"
+    )
+
+
+def dirty_warning(files: Sequence[str], head_sha: str) -> str:
+    if not files:
+        return ""
+    shown = ", ".join(files[:DIRTY_FILES_SHOWN]) + (f" and {len(files) - DIRTY_FILES_SHOWN} more" if len(files) > DIRTY_FILES_SHOWN else "")
+    return (f"budget_gate: WARNING: {len(files)} uncommitted file(s) NOT measured (this run checks commit "
+            f"{head_sha[:12]}; add --working-tree to include them): {shown}")
+
+
+def update_line(updated: Mapping[str, Mapping[str, int]], path) -> str:
+    """What ``--update-budget`` did."""
+    return "budget_gate: --update-budget: " + (
+        f"tightened {', '.join(f'{t} ({json.dumps(c)})' for t, c in sorted(updated.items()))} in {path}"
+        if updated else f"nothing to tighten in {path}")
+
+
+def verdict_line(checks: Sequence[TargetCheck]) -> str:
+    failed = [c.target for c in checks if c.status == "fail"]
+    if failed:
+        return f"budget_gate: FAIL: {len(failed)} target(s) failed: {', '.join(failed)}"
+    return f"budget_gate: PASS: {len(checks)} target(s) checked"
+
+
+@dataclass(frozen=True)
+class GateReport:
+    """Everything one run shows, made once from its checks (stdout, the step summary and --json read it)."""
+
+    verdict: str  # "pass" | "fail"
+    base_note: str
+    rows: list[dict[str, str]]
+    suggestion: str
+    ratchet: str
+    dirty: str
+
+
+def gate_report(checks: Sequence[TargetCheck], base_note: str, dirty: str) -> GateReport:
+    verdict = "fail" if any(c.status == "fail" for c in checks) else "pass"
+    return GateReport(verdict, base_note, table_rows(checks), render_suggestion(suggested_edits(checks)),
+                      render_ratchet(tightened_edits(checks)), dirty)
+
+
+def markdown_summary(report: GateReport) -> str:
+    parts = [f"### Register budget gate: {report.verdict.upper()}", ""]
+    if report.dirty:
+        parts += [f"**{report.dirty}**", ""]
+    parts += [report.base_note, "", markdown_table(report.rows)]
+    for block in (report.suggestion, report.ratchet):
+        if block:
+            parts += ["", "```", block, "```"]
+    return "\n".join(parts)
+
+
+def check_json(check: TargetCheck) -> dict[str, Any]:
+    """One target in the JSON verdict: the sentences people read, and the codes behind them."""
+    return {
+        "target": check.target,
+        "status": check.status,
+        "reasons": check.reasons,
+        "notes": check.notes,
+        "findings": [f.to_json() for f in check.findings],
+        "head": check.head,
+        "base": check.base,
+        "budget": check.budget,
+        "suggested_budget": check.suggested_budget,
+        "tightened_budget": check.tightened_budget,
+    }
+
+
+def gate_json(report: GateReport, checks: Sequence[TargetCheck], *, base: Mapping[str, Any], head: Mapping[str, Any],
+              dirty_files: Sequence[str], budget_updated: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {
+        "schema": GATE_SCHEMA,
+        "verdict": report.verdict,
+        "base": dict(base),
+        "head": dict(head),
+        "uncommitted_files_not_measured": list(dirty_files),
+        "targets": [check_json(c) for c in checks],
+        "suggested_budget": suggested_edits(checks),
+        "tightened_budget": tightened_edits(checks),
+        "budget_updated": budget_updated,
+    }

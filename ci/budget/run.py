@@ -1,0 +1,97 @@
+"""One run of the budget gate, from checked options to the exit code: resolve, measure, compare, report.
+
+Git goes through ci.common.gitutil (the head and base checkouts, the base's
+budget); compiling through ci.budget.measure; the decision through
+ci.budget.compare; every output through ci.budget.report.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Mapping
+
+from ci.budget.budget_file import BUDGET_PATH, read_base_budget, read_budget, update_budget_file
+from ci.budget.compare import evaluate
+from ci.budget.errors import HarnessError
+from ci.budget.measure import measure_tree
+from ci.budget.options import GateOptions
+from ci.budget.report import (dirty_warning, gate_json, gate_report, markdown_summary, tightened_edits, update_line,
+                              verdict_line)
+from ci.common import gitutil
+from harness.report import append_step_summary, text_table, write_json_atomic
+
+
+def _progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def run(options: GateOptions) -> int:
+    """0 pass, 1 failed; a harness problem raises HarnessError or gitutil.GitError (the front turns it into 2)."""
+    repo = gitutil.open_repo(options.repo)
+    head_sha = gitutil.resolve_commit(repo, "HEAD" if options.working_tree else options.head)
+    base = gitutil.resolve_base(repo, head_sha, options.base, head_may_be_base=options.working_tree)
+    head_label = "working tree" if options.working_tree else f"head {options.head} ({head_sha[:12]})"
+    _progress(f"budget_gate: {head_label}; {base.note}")
+    dirty_files = [] if options.working_tree else gitutil.uncommitted_files(repo)  # what a commit-based run leaves out
+    dirty = dirty_warning(dirty_files, head_sha)
+    if dirty:
+        _progress(dirty)
+
+    only = options.selectors
+    working_dir = Path(repo.working_tree_dir)
+    head_tree = nullcontext(working_dir) if options.working_tree else gitutil.checkout(repo, head_sha)
+    with head_tree as head_dir:
+        budget = read_budget(options.budget or head_dir / BUDGET_PATH, str(options.budget or BUDGET_PATH))
+        head = measure_tree(head_dir, "head", only)
+    if head.results is None:
+        raise HarnessError(f"the head has no ci/budget/resources.py ({head.note})")
+
+    base_results, base_budget, base_note = None, None, base.note
+    if base.sha is not None:
+        base_budget = read_base_budget(repo, base.sha)
+        with gitutil.checkout(repo, base.sha) as base_dir:
+            measured = measure_tree(base_dir, "base", only)
+        base_results = measured.results
+        if base_results is None:
+            base_note += f"; {measured.note}: checked against budget only"
+
+    checks = evaluate(head.results, base_results, budget, base_budget, options.selects)
+    if not checks:
+        raise HarnessError(_nothing_selected(only, set(head.results) | set(base_results or {}) | set(budget.entries)))
+    report = gate_report(checks, base_note, dirty)
+
+    update_path = options.budget or working_dir / BUDGET_PATH
+    tightened = tightened_edits(checks)
+    updated = update_budget_file(update_path, tightened) if options.update_budget and tightened else {}
+
+    print(f"{base_note}\n")
+    print(text_table(report.rows))
+    for block in (report.suggestion, report.ratchet):
+        if block:
+            print("\n" + block)
+    if options.update_budget:
+        print("\n" + update_line(updated, update_path))
+    if dirty:
+        print("\n" + dirty)
+    print("\n" + verdict_line(checks))
+    append_step_summary(markdown_summary(report))
+    if options.json:
+        write_json_atomic(options.json, gate_json(
+            report, checks,
+            base={"ref": base.ref, "sha": base.sha, "note": base_note},
+            head={"ref": options.head, "sha": head_sha, "working_tree": options.working_tree},
+            dirty_files=dirty_files,
+            budget_updated={"path": str(update_path), "changes": updated} if updated else None,
+        ))
+    return 1 if report.verdict == "fail" else 0
+
+
+def _nothing_selected(only: Mapping[str, str | None], names: set[str]) -> str:
+    asked = " ".join(f"--{k} {v}" for k, v in only.items() if v)
+    if not asked:
+        return "no compile target and no budget entry: nothing was checked"
+    known = [sorted({n.split("/")[i] for n in names}) for i in range(3)]
+    return (f"{asked} matches no target at head, base or in the budget; known kernels: {', '.join(known[0]) or '-'}; "
+            f"archs: {', '.join(known[1]) or '-'}; configs: {', '.join(known[2]) or '-'}")

@@ -95,3 +95,35 @@ def pinned_environment(device: int, environ: Mapping[str, str] | None = None, va
 def device_listing(assignment: Mapping[int, Iterable[Any]]) -> list[dict[str, Any]]:
     """The assignment as JSON: which device measured which benchmark (by id)."""
     return [{"device": d, "benchmarks": [b.id for b in benches]} for d, benches in assignment.items()]
+
+
+def visible_gpu_count(environ: Mapping[str, str] | None = None) -> int:
+    """How many GPUs this process may use, without importing torch (the parent only starts processes).
+
+    The visible-devices variable when the runner set one, else NVML's (or amdsmi's) count; 1 when
+    neither answers, so a machine this cannot read is measured on one GPU, as before.
+    """
+    environ = os.environ if environ is None else environ
+    current = environ.get(visible_devices_variable(environ), "").strip()
+    if current:
+        return len([e for e in current.split(",") if e.strip()])
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return max(1, int(pynvml.nvmlDeviceGetCount()))
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no NVML (CPU, ROCm): try amdsmi, then one
+        pass
+    try:
+        import amdsmi
+
+        amdsmi.amdsmi_init()
+        try:
+            return max(1, len(amdsmi.amdsmi_get_processor_handles()))
+        finally:
+            amdsmi.amdsmi_shut_down()
+    except Exception:  # noqa: BLE001
+        return 1

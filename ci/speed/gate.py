@@ -86,6 +86,12 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--fail-on-inconclusive", action="store_true", help="exit 1 when a benchmark is inconclusive (default: exit 0 with a warning)")
     g = p.add_argument_group("measurement")
     add_timing(g)
+    g.add_argument("--engine", choices=("warm", "fresh"),
+                   help="warm (default): one long-lived worker per side and GPU, timed on request, replaced every "
+                        "--restart-every rounds; fresh: a fresh process per side and round (the engine before issue 21)")
+    g.add_argument("--restart-every", type=int, metavar="N", help="with the warm engine: new worker processes every N rounds (default 4)")
+    g.add_argument("--gpus", metavar="all|N|LIST", help="GPUs to spread the benchmarks over, base and head of one "
+                   "benchmark always on one GPU (default all visible; N: the first N; LIST: 0,2)")
     g.add_argument("--clock-floor-mhz", type=float, metavar="MHZ",
                    help=f"exclude rounds with an SM clock below this (default {DEFAULT_CLOCK_FLOOR_FRACTION * 100:.0f}%% of the card's max SM clock; 0: no floor)")
     g.add_argument("--allow-throttle", action="append", default=[], metavar="REASON",

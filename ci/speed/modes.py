@@ -27,6 +27,7 @@ from ci.speed.run import GateError, calibrations_for, deadline, log, run_rounds,
 from ci.speed.selection import check_selectors, select
 from ci.speed.thresholds import parse_thresholds
 from ci.speed.verdict import BenchmarkResult, RecordError, decide_entry, entries_of, load_record, plan_of
+from ci.speed.warm import cost_summary
 from harness import paired
 from harness.paired.sequential import SequentialPlan
 from harness.report import append_step_summary, markdown_table, write_json_atomic
@@ -69,12 +70,14 @@ def run_gate(options: SpeedOptions) -> int:
         device = surveys["head"]["device"]
         rounds, results = run_rounds([sides["base"], sides["head"]] if sides["base"] else [], selection, device=device,
                                      plan=plan, rule=rule, thresholds=thresholds, timing=timing, limit=limit,
-                                     fixed=options.rounds is not None, calibrations=calibrations, deadline=stop_at)
+                                     fixed=options.rounds is not None, calibrations=calibrations, deadline=stop_at,
+                                     **engine_options(options))
     context = Context(
         mode="gate", plan=plan, rule=rule, thresholds=thresholds, timing=timing, round_limit=limit,
         base={"ref": base.ref, "sha": base.sha},
         head={"ref": options.head, "sha": head_sha, "working_tree": options.working_tree},
         environment=surveys["head"]["environment"], device=device, wall_s=time.time() - started, calibrations=dict(calibrations),
+        extra={"engine": engine_options(options), "cost": cost_summary(rounds)},
     )
     return _finish(options, context, results, selection.correctness, rounds)
 
@@ -133,7 +136,7 @@ def run_calibrate(options: SpeedOptions) -> int:
         log(f"speed_gate: calibrating {sha[:12]} against itself: {n} A/A rounds")
         rounds, results = run_rounds([Side("base", tree_a), Side("head", tree_b)], selection, device=survey["device"],
                                      plan=plan, rule=rule, thresholds=thresholds, timing=timing, limit=n, fixed=True,
-                                     deadline=stop_at)
+                                     deadline=stop_at, **engine_options(options))
     env = survey["environment"]
     where = f"{env.get('gpu') or 'CPU'}, {time.strftime('%Y-%m-%d')}"
     calibrations, overrides, notes = calibrate_results(results, plan, f"{where} at {sha[:12]}")
@@ -221,3 +224,9 @@ def _replay_rates(options: SpeedOptions, record, entries, plan, rule, thresholds
                                          "plan": plan.to_json(), "exclusion": rule.to_json(), "thresholds": thresholds.to_json(),
                                          "disjoint": not options.resampled, "rates": {k: r.to_json() for k, r in rates.items()}})
     return 0
+
+
+def engine_options(options: SpeedOptions) -> dict[str, Any]:
+    """The measuring engine the options ask for, as ci.speed.run.run_rounds takes it (and the record keeps)."""
+    return {"engine": options.engine, "restart_every": options.restart_every,
+            "gpus": list(options.gpus) if options.gpus is not None else None}

@@ -30,7 +30,8 @@ CALIBRATION_MIN_ROUNDS = 3  # harness.paired.calibrate needs an SD over at least
 # Options that choose what is measured and how: a --replay measures nothing, so it refuses them.
 MEASURING_ONLY = {"base": "--base", "head": "--head", "working_tree": "--working-tree", "kernel": "--kernel",
                   "config": "--config", "shape": "--shape", "device": "--device", "timing": "--timing",
-                  "rounds": "--rounds", "round_budget": "--round-budget"}
+                  "rounds": "--rounds", "round_budget": "--round-budget", "engine": "--engine",
+                  "restart_every": "--restart-every", "gpus": "--gpus"}
 
 
 class Mode(enum.Enum):
@@ -62,6 +63,9 @@ class SpeedOptions:
     max_minutes: float | None = DEFAULT_MAX_MINUTES  # None: no limit
     fail_on_inconclusive: bool = False
     timing: tuple[tuple[str, Any], ...] = ()  # harness.timing.TimingBudget overrides
+    engine: str = "warm"  # "warm": long-lived workers (ci.speed.warm); "fresh": a fresh process per side and round
+    restart_every: int = 4  # warm workers are replaced every this many rounds (between-process variation is sampled)
+    gpus: tuple[int, ...] | None = None  # devices to spread benchmarks over; None: every visible GPU
     replay: Path | None = None
     sides: tuple[str, str] = ("base", "head")
     decisions: int | None = None
@@ -130,6 +134,9 @@ def speed_options(given: Mapping[str, Any], command: Sequence[str] = ()) -> Spee
         max_minutes=minutes_value(given["max_minutes"]),
         fail_on_inconclusive=given["fail_on_inconclusive"],
         timing=tuple(timing_value(given["timing"]).items()),
+        engine=given.get("engine") or "warm",
+        restart_every=positive_int_value(given.get("restart_every"), "--restart-every") or 4,
+        gpus=_gpus(given.get("gpus")),
         replay=_replay_file(given["replay"]),
         sides=_sides(given["sides"]),
         decisions=positive_int_value(given["decisions"], "--decisions"),
@@ -140,6 +147,24 @@ def speed_options(given: Mapping[str, Any], command: Sequence[str] = ()) -> Spee
         traceback=given["traceback"],
         command=tuple(command),
     )
+
+
+def _gpus(text: str | None) -> tuple[int, ...] | None:
+    """``--gpus``: "all" (None: every visible GPU), a count ``N`` (the first N) or a list ``0,2,3``."""
+    if text is None or text.strip() == "all":
+        return None
+    items = [t.strip() for t in text.split(",")]
+    if not all(t.isdigit() for t in items):
+        raise OptionsError(f"--gpus {text!r}: expected 'all', a count N, or device indices like 0,1")
+    if len(items) == 1:
+        count = int(items[0])
+        if count < 1:
+            raise OptionsError(f"--gpus {text!r}: the count must be >= 1")
+        return tuple(range(count))
+    indices = tuple(int(t) for t in items)
+    if len(set(indices)) != len(indices):
+        raise OptionsError(f"--gpus {text!r}: a device is named twice")
+    return indices
 
 
 def _check_mode(given: Mapping[str, Any], mode: Mode) -> None:

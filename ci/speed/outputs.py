@@ -92,15 +92,26 @@ def header_lines(context: Context, rounds: Sequence[Mapping[str, Any]]) -> list[
              else f"{context.rule.clock_floor_fraction:.0%} of the max SM clock")
     lines += [
         f"device: {env.get('gpu') or 'CPU'} ({context.device}) · torch {env.get('torch', '?')} · "
-        f"{len(rounds)} rounds of fresh processes, order rotating (A B, B A, …) · {context.wall_s:.0f} s",
+        f"{len(rounds)} rounds {_engine_text(context.extra.get('engine'))}, order rotating (A B, B A, …) · {context.wall_s:.0f} s",
         f"plan: {plan_text(context.plan)} · round budget {context.round_limit} · thresholds: `{context.thresholds.source}` "
         f"(default ±{context.thresholds.default:.2%}, {len(context.thresholds.overrides)} override(s))",
         f"a round is excluded when either side is throttled ({', '.join(sorted(context.rule.slowdown_reasons)) or 'none'}), "
         f"its SM clock is below {floor}, its timing never became steady, or the GPU was busy",
     ]
+    cost = context.extra.get("cost")
+    if cost:
+        lines.append(f"GPU runner: {cost['measure_s']:.1f} s measuring, {cost['startup_s']:.1f} s starting "
+                     f"{cost['processes_started']} process(es) (summed over processes); wall per GPU: "
+                     + ", ".join(f"{d}: {w:.0f} s" for d, w in cost["device_wall_s"].items()))
     if context.extra.get("replayed_from"):
         lines.insert(0, f"**replayed** from `{context.extra['replayed_from']}` (no GPU)")
     return lines
+
+
+def _engine_text(engine: Mapping[str, Any] | None) -> str:
+    if not engine or engine.get("engine") == "fresh":
+        return "of fresh processes"
+    return f"from warm workers (new processes every {engine.get('restart_every')} rounds)"
 
 
 def finish(context: Context, results: Sequence[BenchmarkResult], correctness: Sequence[Mapping[str, Any]],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -19,9 +20,11 @@ from ci.common.commit_tree import REPO_ROOT
 from ci.speed.exclusion import ExclusionRule
 from ci.speed.options import SpeedOptions
 from ci.speed.reasons import Status, Stop
-from ci.speed.rounds import Side, measure_round, rotating_order, survey_side
+from ci.speed.devices import visible_gpu_count
+from ci.speed.rounds import Side, rotating_order, survey_side
 from ci.speed.selection import Entry, Selection
 from ci.speed.thresholds import THRESHOLDS_PATH, Thresholds, load_thresholds
+from ci.speed.warm import DEFAULT_RESTART_EVERY, open_engine
 from ci.speed.verdict import CALIBRATION_PATH, BenchmarkResult, decide_entry, load_calibrations
 from harness.paired.sequential import SequentialPlan
 
@@ -74,11 +77,30 @@ def run_rounds(
     fixed: bool,
     calibrations: Mapping[str, Any] | None = None,
     deadline: float | None = None,
+    engine: str = "warm",
+    restart_every: int = DEFAULT_RESTART_EVERY,
+    gpus: Sequence[int] | None = None,
 ) -> tuple[list[dict[str, Any]], list[BenchmarkResult]]:
     """Rounds until every gated benchmark is decided (or all ``limit`` of them when ``fixed``); then decide each.
 
     No round starts after ``deadline`` (time.time()): what is undecided then is inconclusive.
+    ``engine``: "warm" (ci.speed.warm: workers kept alive, replaced every ``restart_every`` rounds,
+    benchmarks spread over ``gpus``, default every visible GPU) or "fresh" (a process per side and round).
     """
+    with ExitStack() as stack:
+        if not sides:
+            measurer = None
+        elif engine == "warm":
+            devices = list(gpus) if gpus is not None else list(range(visible_gpu_count() if device != "cpu" else 1))
+            measurer = stack.enter_context(open_engine("warm", sides, device=device, budget=timing, log=log,
+                                                       restart_every=restart_every, devices=devices))
+        else:
+            measurer = stack.enter_context(open_engine("fresh", sides, device=device, budget=timing, log=log))
+        return _rounds_until_decided(sides, selection, measurer, plan=plan, rule=rule, thresholds=thresholds,
+                                     limit=limit, fixed=fixed, calibrations=calibrations, deadline=deadline)
+
+
+def _rounds_until_decided(sides, selection, measurer, *, plan, rule, thresholds, limit, fixed, calibrations, deadline):
     rounds: list[dict[str, Any]] = []
     active = selection.gated
     names = [s.name for s in sides]
@@ -91,7 +113,7 @@ def run_rounds(
         i = len(rounds)
         order = rotating_order(names, i)
         log(f"speed_gate: round {i + 1}/{limit} ({' '.join(order)}): {len(active)} benchmark(s)")
-        record = measure_round(sides, order, active, device=device, round_index=i, budget=timing, log=log).to_json()
+        record = measurer.measure_round(order, active, round_index=i).to_json()
         for proc in record["processes"]:
             for bench_id, rec in proc["records"].items():
                 if "error" in rec and not rec.get("busy"):

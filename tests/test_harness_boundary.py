@@ -57,12 +57,11 @@ def test_the_import_scan_sees_every_import_form(tmp_path):
 
 
 def test_importing_every_harness_module_loads_no_kernels_module():
-    # Every module, those of subpackages (harness.resources.amdgpu, ...) too.
     modules = [
         ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
         for p in sorted((ROOT / "harness").rglob("*.py"))
+        if p.stem != "__main__"  # running a command is not importing it
     ]
-    assert "harness.resources.amdgpu" in modules and "harness.timing" in modules, modules
     script = (
         "import importlib, sys\n"
         f"for m in {modules!r}: importlib.import_module(m)\n"

@@ -28,7 +28,7 @@ from asv_bench import common
 
 class _GemmBenchmark:
     param_names = ("kernel_config", "shape")
-    # TIMING_METHOD_VERSION: bumped when harness/timing.py changes what a time means. "/kc" marks the
+    # TIMING_METHOD_VERSION: bumped when harness/timing/ changes what a time means. "/kc" marks the
     # (kernel_config, shape) parameters: results of the old (kernel, shape) ones do not line up with them.
     version = f"{common.TIMING_METHOD_VERSION}/kc"
     budget: common.timing.TimingBudget

@@ -99,7 +99,7 @@ SHAPES_BY_NAME = {s.name: s for s in GPU_SHAPES + CPU_SHAPES}
 
 
 # The measuring method's version; asv compares only results of equal version.
-# Bump it when harness/timing.py or harness/operands.py changes how a time is taken.
+# Bump it when harness/timing/ or harness/operands.py changes how a time is taken.
 TIMING_METHOD_VERSION = "1"
 
 # GPU: 0.2-3 s of warm-up until steady, then 0.5 s of timed launches (at least 10).

@@ -13,10 +13,13 @@ Some compilers cannot be driven twice, or at all, from the process that asks:
 Protocol: ``python -m kernels.compile_child REQUEST.json RESULT.json``. The
 request names a function (``"module:function"``) and its keyword arguments
 (JSON); the child imports the module, calls the function, which returns a
-:class:`~kernels.registry.CompiledArtifact`, and writes it as JSON. The child
-imports the SAME ``kernels`` package as the parent -- its folder goes first on
-``PYTHONPATH`` and the child starts in that folder, so a worktree's kernels stay
-a worktree's kernels -- and does not inherit ``TRITON_INTERPRET``. Errors come
+:class:`~kernels.artifact.CompiledArtifact`, and writes it as JSON. This module
+knows no kernel and no registry: the caller names the function
+(``kernels.registry:compile_registered``,
+``kernels.triton_compile:compile_module_function``). The child imports the SAME
+``kernels`` package as the parent -- its folder goes first on ``PYTHONPATH`` and
+the child starts in that folder, so a worktree's kernels stay a worktree's
+kernels -- and does not inherit ``TRITON_INTERPRET``. Errors come
 back with the child's last lines of stderr.
 """
 
@@ -32,7 +35,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Mapping
 
-from kernels.registry import CompiledArtifact
+from kernels.artifact import CompiledArtifact
 
 # A cold Triton/FlyDSL import plus one GEMM compile takes 5-30 s on a 2-core CPU.
 CHILD_TIMEOUT_S = 900
@@ -69,14 +72,6 @@ def call_in_child(function: str, kwargs: Mapping[str, Any], *, what: str, timeou
             tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
             raise RuntimeError(f"compiling {what} in a child process failed (exit {proc.returncode}):\n{tail}")
         return CompiledArtifact(**json.loads(result.read_text()))
-
-
-def compile_registered(kernel: str, arch: str, config: str, module: str) -> CompiledArtifact:
-    """In the child: the registered kernel's in-process compile (``module`` registers it)."""
-    from kernels.registry import get_kernel
-
-    importlib.import_module(module)
-    return get_kernel(kernel).compile_only_here(arch, config)
 
 
 def main(argv: list[str]) -> int:

@@ -16,7 +16,7 @@ Contract of a kernel (C[M,N] = A[M,K] . B[N,K]^T, bf16 out, see kernels.mxfp4):
   assembly, for register/spill inspection (read by harness.resources); kernels
   that cannot do that raise ``NotImplementedError``. A kernel whose compiler
   needs a fresh process says so (``_compile_needs_clean_process``) and the
-  one helper kernels.compile_child runs it there.
+  one helper kernels.compile_child runs :func:`compile_registered` there.
 * Anything a kernel does not support raises an error naming the constraint:
   :class:`UnsupportedShape` (a ``ValueError``) or :class:`UnsupportedDevice`.
 """
@@ -25,13 +25,18 @@ from __future__ import annotations
 
 import abc
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping
 
 import torch
 
 from kernels import devices
+from kernels.artifact import CompiledArtifact
+from kernels.compile_child import call_in_child
 from kernels.mxfp4 import MXFP4Tensor, check_mxfp4
+
+# CompiledArtifact is defined in kernels.artifact (kernels.compile_child sends it back without
+# knowing the registry); kernel modules import it from here with the rest of the kernel contract.
 
 BACKENDS = ("torch", "triton", "flydsl")
 
@@ -66,18 +71,6 @@ class ShapeConstraints:
             if value <= 0 or value % multiple:
                 reason = f" ({self.why})" if self.why else ""
                 raise UnsupportedShape(f"{kernel}: {dim} = {value} must be a positive multiple of {multiple}{reason}")
-
-
-@dataclass(frozen=True)
-class CompiledArtifact:
-    """What a compile without a GPU produced: enough to read resource usage."""
-
-    kernel: str
-    config: str
-    arch: str  # "gfx950", "sm_90", ...
-    assembly: str  # AMDGPU ISA text (with .amdgpu_metadata) or PTX
-    compile_seconds: float
-    extra: Mapping[str, str] = field(default_factory=dict)  # e.g. {"ptxas_verbose": ..., "sass": ...}
 
 
 class Kernel(abc.ABC):
@@ -125,17 +118,15 @@ class Kernel(abc.ABC):
         name = config or self.default_config
         self.config(name)  # rejects an unknown config name here, not in a child process
         if self._compile_needs_clean_process():
-            from kernels.compile_child import call_in_child
-
             return call_in_child(
-                "kernels.compile_child:compile_registered",
+                "kernels.registry:compile_registered",
                 dict(kernel=self.name, arch=arch, config=name, module=type(self).__module__),
                 what=f"{self.name} ({arch}, {name})",
             )
         return self.compile_only_here(arch, name)
 
     def compile_only_here(self, arch: str, config: str) -> CompiledArtifact:
-        """Compile in this process (what kernels.compile_child's child calls)."""
+        """Compile in this process (what :func:`compile_registered` calls in the child)."""
         return self._compile_only(arch, config, self.config(config))
 
     def config(self, name: str | None) -> Mapping[str, Any]:
@@ -225,3 +216,8 @@ def get_kernel(name: str) -> Kernel:
     except KeyError:
         raise ValueError(f"kernel: no kernel named {name!r}; registered: {sorted(_REGISTRY)}") from None
 
+
+def compile_registered(kernel: str, arch: str, config: str, module: str) -> CompiledArtifact:
+    """In kernels.compile_child's child: the registered kernel's in-process compile (``module`` registers it)."""
+    importlib.import_module(module)
+    return get_kernel(kernel).compile_only_here(arch, config)

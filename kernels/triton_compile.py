@@ -3,7 +3,7 @@
 Triton compiles ahead of time for any target it has a backend for, without a
 driver: ``triton.compile(ASTSource(...), target=GPUTarget(...))``. This module
 does that for one (kernel, config, arch) and returns a
-:class:`kernels.registry.CompiledArtifact` that :mod:`harness.resources` reads.
+:class:`kernels.artifact.CompiledArtifact` that :mod:`harness.resources` reads.
 
 * ``sm_90`` (Hopper; ``sm_XY`` in general): ``assembly`` is the PTX. The cubin
   Triton built is inspected with the ``cuobjdump`` shipped in the Triton wheel
@@ -35,7 +35,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from kernels.registry import CompiledArtifact
+from kernels.artifact import CompiledArtifact
+from kernels.compile_child import call_in_child
 
 # Seconds ptxas / cuobjdump may take on one kernel.
 TOOL_TIMEOUT_S = 300
@@ -92,8 +93,6 @@ def compile_for_arch(
             f"{'in __main__' if module == '__main__' else 'inside another scope'}; only a module-level kernel "
             "can be compiled for a GPU in that mode (it is re-imported without the interpreter)"
         )
-    from kernels.compile_child import call_in_child
-
     request["constexprs"] = {k: _encode_constexpr(v) for k, v in request["constexprs"].items()}
     return call_in_child(
         "kernels.triton_compile:compile_module_function",

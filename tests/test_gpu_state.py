@@ -12,7 +12,8 @@ import os
 import pytest
 import torch
 
-from harness import gpu_state, timing
+from harness import gpu_state
+from harness.timing import gemm as timing_gemm  # measure_gemm's idle step
 
 
 class FakeNvml:
@@ -238,7 +239,7 @@ def test_the_timing_harness_refuses_a_busy_gpu(monkeypatch):
     monkeypatch.setattr(gpu_state, "open_monitor", lambda device: monitor)
     monkeypatch.delenv(gpu_state.ALLOW_BUSY_ENV, raising=False)
     with pytest.raises(gpu_state.GpuBusyError, match="other compute processes on GPU 0: PIDs \\[(4242, )?4343\\]"):
-        timing._open_and_wait_idle(torch.device("cuda", 0), gpu_state.IdlePolicy(wait_s=0.0), log=None)
+        timing_gemm._open_and_wait_idle(torch.device("cuda", 0), gpu_state.IdlePolicy(wait_s=0.0), log=None)
 
 
 def test_the_timing_harness_refuses_an_unmonitored_gpu_unless_overridden(monkeypatch):
@@ -248,9 +249,9 @@ def test_the_timing_harness_refuses_an_unmonitored_gpu_unless_overridden(monkeyp
     monkeypatch.setattr(gpu_state, "open_monitor", unavailable)
     monkeypatch.delenv(gpu_state.ALLOW_BUSY_ENV, raising=False)
     with pytest.raises(gpu_state.MonitorUnavailable, match="not timing"):
-        timing._open_and_wait_idle(torch.device("cuda", 0), gpu_state.IdlePolicy(), log=None)
+        timing_gemm._open_and_wait_idle(torch.device("cuda", 0), gpu_state.IdlePolicy(), log=None)
     monkeypatch.setenv(gpu_state.ALLOW_BUSY_ENV, "1")
-    monitor, report = timing._open_and_wait_idle(torch.device("cuda", 0), gpu_state.IdlePolicy(), log=None)
+    monitor, report = timing_gemm._open_and_wait_idle(torch.device("cuda", 0), gpu_state.IdlePolicy(), log=None)
     assert monitor is None and report.status == "overridden" and "nvidia-ml-py" in report.problems[0]
 
 

@@ -72,6 +72,14 @@ def test_importing_every_harness_module_loads_no_kernels_module():
     assert done.stdout.strip() == "[]", f"importing the harness pulled in: {done.stdout}"
 
 
+def test_the_clean_child_helper_imports_no_registry():
+    """kernels.registry uses kernels.compile_child, never the other way round: no import circle."""
+    script = "import sys, kernels.compile_child; print(sorted(m for m in sys.modules if m.startswith('kernels')))"
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "['kernels', 'kernels.artifact', 'kernels.compile_child']", done.stdout
+
+
 def test_no_module_is_named_after_a_standard_library_module():
     shadowing = [
         str(path.relative_to(ROOT))

@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from harness import resources
+from harness.resources import amdgpu
 from harness.resources import AmdLimits, NvidiaLimits, ResourceParseError, amd_occupancy, nvidia_occupancy
 from kernels.registry import CompiledArtifact, Kernel, _REGISTRY, all_kernels, register
 
@@ -186,9 +187,11 @@ def test_gfx950_isa_fields_and_unified_register_accounting(gfx950):
     assert usage.registers == info.metadata[".vgpr_count"] and usage.arch_vgpr == info.arch_vgpr
     # LLVM: total = roundup(arch, 4) + AGPRs when AGPRs are used, else the arch count itself.
     if usage.agpr:
-        assert usage.registers == usage.arch_vgpr + usage.agpr
+        assert usage.registers == -(-usage.arch_vgpr // 4) * 4 + usage.agpr
     else:
-        assert 0 <= usage.arch_vgpr - usage.registers < 4
+        assert usage.arch_vgpr == usage.registers
+    # The accumulators start at the arch count rounded up to 4: the allocation, not the count.
+    assert info.accum_offset == -(-max(1, usage.arch_vgpr) // 4) * 4
     assert usage.register_headroom == 512 - usage.registers
     assert usage.arch_vgpr_headroom == 256 - usage.arch_vgpr
     # Triton's LDS is dynamic: the ISA says 0, the launch size comes from Triton's metadata.
@@ -247,7 +250,7 @@ def test_accvgpr_copies_inside_loops():
         "\tv_mov_b32 v3, v4",
         "\ts_endpgm",
     ])
-    assert resources._accvgpr_copies(isa) == {"accvgpr_copies": 5, "accvgpr_copies_in_loop": 3}
+    assert amdgpu._accvgpr_copies(isa) == {"accvgpr_copies": 5, "accvgpr_copies_in_loop": 3}
 
 
 def test_sm90_has_no_vgpr_agpr_copies_and_old_records_still_read(sm90):
@@ -291,11 +294,71 @@ def test_gfx950_accum_offset_expression_falls_back_to_the_set_symbol(gfx950):
     num_vgpr = int(symbol.group(2))
     expression = f".amdhsa_accum_offset ((alignto(max(1, {symbol.group(1)}), 4))/4)*4"
     parsed = resources.parse_amdgpu_isa(isa.replace(accum.group(0), expression))
-    assert parsed.arch_vgpr == int(accum.group(1)) == -(-max(1, num_vgpr) // 4) * 4
+    assert parsed.accum_offset == int(accum.group(1)) == -(-max(1, num_vgpr) // 4) * 4
+    assert parsed.arch_vgpr == num_vgpr
+
+
+def test_gfx950_arch_vgpr_sources_in_order(gfx950):
+    """The .set symbol, else the NumVgprs comment, else the total (no AGPRs) or the accum offset (AGPRs)."""
+    isa = gfx950.assembly
+    info = resources.parse_amdgpu_isa(isa)
+    total = info.metadata[".vgpr_count"]
+    assert info.metadata[".agpr_count"] == 0, "the probe uses no AGPRs: the cases below assume it"
+    symbol_line = re.search(r"^\s*\.set \S+\.num_vgpr, (\d+)\n", isa, re.MULTILINE)
+    comment_line = re.search(r"^; NumVgprs: (\d+)\n", isa, re.MULTILINE)
+    assert symbol_line and comment_line, "the probe's ISA has both the resource symbol and the info comment"
+    assert info.arch_vgpr == int(symbol_line.group(1)) == int(comment_line.group(1))
+    # Each source, made to disagree with the others, is the one read.
+    no_symbol = _edit(isa, symbol_line.group(0), "")
+    assert resources.parse_amdgpu_isa(_edit(no_symbol, comment_line.group(0), "; NumVgprs: 7\n")).arch_vgpr == 7
+    no_count = _edit(no_symbol, comment_line.group(0), "")
+    assert resources.parse_amdgpu_isa(no_count).arch_vgpr == total
+    # With AGPRs and no exact count, the allocation (.amdhsa_accum_offset) is all there is.
+    with_agprs = re.sub(r"\.agpr_count:\s+0\b", ".agpr_count: 8", no_count)
+    with_agprs = re.sub(r"\.vgpr_count:\s+\d+", f".vgpr_count: {info.accum_offset + 8}", with_agprs)
+    assert resources.parse_amdgpu_isa(with_agprs).arch_vgpr == info.accum_offset
+    # A count above the total is inconsistent output, not a number to report.
+    too_many = _edit(isa, symbol_line.group(0), symbol_line.group(0).replace(symbol_line.group(1), str(total + 1)))
+    with pytest.raises(ResourceParseError, match=re.escape(f"reports {total + 1} arch VGPRs, more than its .vgpr_count {total}")):
+        resources.parse_amdgpu_isa(too_many)
+
+
+def test_triton_gfx950_arch_vgpr_is_the_compilers_count_not_the_accum_offset_granule():
+    """triton_dot_scaled on gfx950 reported 104 arch VGPRs (its accum offset) for a 102-VGPR total."""
+    from kernels.registry import get_kernel
+
+    kernel = get_kernel("triton_dot_scaled")
+    artifact = kernel.compile_only("gfx950", "m128_n128_k128_w8_s3")
+    usage = resources.usage_from_artifact(artifact)
+    info = resources.parse_amdgpu_isa(artifact.assembly)
+    reported = int(re.search(r"^; NumVgprs: (\d+)$", artifact.assembly, re.MULTILINE).group(1))
+    assert usage.arch_vgpr == reported <= usage.registers, (reported, usage)
+    assert usage.agpr == 0 and usage.registers == reported  # no AGPRs: the total is the arch count
+    assert info.accum_offset == -(-reported // 4) * 4
+    if reported % 4:  # 102 with today's compiler: the granule would say 104, more than the total
+        assert usage.arch_vgpr < info.accum_offset
+
+
+def test_arch_vgpr_never_exceeds_the_total_on_any_compile_target():
+    """Every (kernel, arch, config) the registry compiles here: arch VGPRs <= total, LLVM's unified-file rule."""
+    from ci.budget.resources import compile_targets
+    from kernels.registry import get_kernel
+
+    targets = compile_targets()
+    assert targets
+    for kernel, arch, config in targets:
+        usage = resources.usage_from_artifact(get_kernel(kernel).compile_only(arch, config))
+        if usage.arch_vgpr is None:  # sm_90: one register file, no arch/AGPR split
+            assert arch != "gfx950" and usage.agpr is None, usage
+            continue
+        assert 0 < usage.arch_vgpr <= usage.registers, usage
+        assert usage.arch_vgpr_headroom == 256 - usage.arch_vgpr >= 0, usage
+        rounded = -(-usage.arch_vgpr // 4) * 4
+        assert usage.registers == (rounded + usage.agpr if usage.agpr else usage.arch_vgpr), usage
 
 
 # ---------------------------------------------------------------------------
-# occupancy models (hand-worked from the formulas in harness/resources.py)
+# occupancy models (hand-worked from the formulas in harness/resources/occupancy.py)
 # ---------------------------------------------------------------------------
 
 

@@ -1,0 +1,88 @@
+"""Timing zero-argument launches: priming, warm-up until steady, then one sample per launch.
+
+Steps 3 to 5 of the method in :mod:`harness.timing`; the inputs, the idle check
+and the GEMM around them are :mod:`harness.timing.gemm`'s.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+from harness import gpu_state
+from harness.timing.clocks import Clock, clock_for
+from harness.timing.result import Timing, TimingBudget
+
+
+def benchmark(
+    launches: Sequence[Callable[[], None]],
+    *,
+    flops: int,
+    device: torch.device | str,
+    budget: TimingBudget = TimingBudget(),
+    monitor: gpu_state.GpuMonitor | None = None,
+    inputs_cold: bool = True,
+    label: str = "",
+) -> Timing:
+    """Time zero-argument ``launches`` (one per input set, used in rotation); see the module doc."""
+    if not launches:
+        raise ValueError("launches: need at least one launch callable")
+    if flops <= 0:
+        raise ValueError(f"flops: must be positive, got {flops}")
+    device = torch.device(device)
+    clock = clock_for(device)
+
+    for launch in launches:  # priming: compilation and first-touch allocations stay out of the warm-up
+        launch()
+    clock.sync()
+
+    warm = _warm_up(clock, launches, budget)
+    before = monitor.snapshot().to_json() if monitor is not None else None
+    reps = int(min(max(math.ceil(budget.rep_ms * 1e-3 / warm.per_launch_s), budget.min_reps), budget.max_reps))
+    # Continue the rotation where the warm-up stopped: the first timed set is not the one just used.
+    samples = clock.time_each(launches, warm.launches, reps)
+    after = monitor.snapshot().to_json() if monitor is not None else None
+    return Timing(
+        samples_s=tuple(samples),
+        flops=flops,
+        device=str(device),
+        clock=clock.name,
+        input_sets=len(launches),
+        inputs_cold=inputs_cold,
+        warmup_launches=warm.launches,
+        warmup_s=warm.seconds,
+        steady=warm.steady,
+        label=label,
+        gpu_before=before,
+        gpu_after=after,
+    )
+
+
+@dataclass(frozen=True)
+class _WarmUp:
+    launches: int
+    seconds: float
+    per_launch_s: float
+    steady: bool
+
+
+def _warm_up(clock: Clock, launches: Sequence[Callable[[], None]], budget: TimingBudget) -> _WarmUp:
+    chunk = 1
+    done = 0
+    per_launch: list[float] = []
+    begin = time.perf_counter()
+    while True:
+        seconds = clock.time_chunk(launches, done, chunk)
+        done += chunk
+        per_launch.append(seconds / chunk)
+        elapsed = time.perf_counter() - begin
+        last = per_launch[-3:]
+        steady = len(last) == 3 and max(last) <= min(last) * (1 + budget.steady_tolerance)
+        if (steady and elapsed * 1e3 >= budget.warmup_ms) or elapsed * 1e3 >= budget.max_warmup_ms:
+            return _WarmUp(done, elapsed, per_launch[-1], steady)
+        # Chunks long enough to amortize the synchronisation between them.
+        chunk = max(1, min(math.ceil(budget.chunk_ms * 1e-3 / max(per_launch[-1], 1e-9)), 1 << 16))

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The H200 cost experiment of issues 17 and 21 (docs/SPEED_GATE.md, "GPU cost"): run from the repository
+# root on the lent H200 with the wheels and a git bundle of main in .dev/ (see /work/.library: device).
+# Every gate run writes its JSON record and Markdown under $OUT; wall seconds are printed per run.
+set -u
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .dev/whl/*.whl >/dev/null 2>&1 || exit 2
+export PYTHONPATH=/tmp/site
+rm -rf /tmp/r && git clone -q .dev/repo.bundle /tmp/r && cd /tmp/r || exit 2
+git config user.email exp@example.invalid && git config user.name exp
+python3 docs/data/make_experiment_branches.py || exit 2
+export PYTHONPATH=/tmp/r:/tmp/site
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv | tee "$OUT/gpu_before.csv"
+gate() {  # gate NAME ARGS...: one gate run, its wall time, exit code, Markdown and JSON
+  local name=$1; shift
+  local t0; t0=$(date +%s.%N)
+  python3 -m ci.speed "$@" --json "$OUT/$name.json" > "$OUT/$name.md" 2> "$OUT/$name.log"
+  local rc=$?
+  echo "$name: exit $rc, wall $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s" | tee -a "$OUT/runs.txt"
+  grep -E "^speed_gate: (PASS|FAIL)|GPU runner|unchanged" "$OUT/$name.md" "$OUT/$name.log" | head -5
+}
+TRACKED=(--kernel triton_dot_scaled --config m128_n128_k128_w8_s3)
+S8=(--shape square_m08192_n08192_k08192)
+if [ "${1:-1}" = 1 ]; then  # part 1: identical code, one benchmark per engine, a wrong kernel
+  gate docs_only --base main --head exp/docs-only
+  gate comment_only --base main --head exp/comment-only
+  gate torch_only --base main --head exp/torch-only "${S8[@]}" --max-minutes 2
+  gate slow_one --base main --head exp/slow "${TRACKED[@]}" "${S8[@]}" --max-minutes 2
+  gate wrong_at_8192 --base main --head exp/wrong-at-8192 "${TRACKED[@]}" "${S8[@]}" --max-minutes 1
+  gate slow_one_fresh --base main --head exp/slow "${TRACKED[@]}" "${S8[@]}" --engine fresh --max-minutes 2
+else  # part 2: a kernel PR of 10 benchmarks (both configs x five shapes), slowed and A/A
+  gate slow_ten --base main --head exp/slow --kernel triton_dot_scaled --max-minutes 4
+  gate aa_ten --base main --head exp/docs-only --kernel triton_dot_scaled --measure-identical --max-minutes 4
+fi
+nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv | tee "$OUT/gpu_after.csv"
+cat "$OUT/runs.txt"

@@ -112,7 +112,8 @@ def unchanged_entries(decision: CodeDecision, kernels: Sequence[str], configs: S
                 chosen.append((text, (names[text].m, names[text].n, names[text].k)))
         pairs = dict.fromkeys((b.kernel, b.config) for b in runs_here)
         runs_here = [Benchmark(k, c, name, *mnk) for k, c in pairs for name, mnk in chosen]
-    return [Entry(b, Status.UNCHANGED_IDENTICAL, "unchanged (identical code)") for b in runs_here]
+    why = f"the same {decision.arch} speed fingerprint at base and head"
+    return [Entry(b, Status.UNCHANGED_IDENTICAL, why) for b in runs_here]
 
 
 def measured_pairs(decision: CodeDecision, kernels: Sequence[str], configs: Sequence[str]) -> list[tuple[str, str]] | None:
@@ -220,8 +221,9 @@ def preface_lines(decision: CodeDecision | None, measured: Sequence[tuple[str, s
     if decision.arch is not None:
         from harness.report import markdown_table
 
-        rows = [{"kernel[config]": f"{k}[{c}]", "code": decision.why_measured(k, c)} for k, c in (measured or sorted(decision.pairs))]
-        lines += [markdown_table(rows, empty="_(nothing differs)_"), ""]
+        shown = sorted(decision.pairs) if measured is None else measured
+        rows = [{"kernel[config]": f"{k}[{c}]", "code": decision.why_measured(k, c)} for k, c in shown]
+        lines += [markdown_table(rows, empty="_every selected kernel[config] has identical code: nothing is measured_"), ""]
         from ci.speed.changes_report import code_changes_lines
 
         lines += code_changes_lines(decision.data.get("code_changes") or [])

@@ -23,10 +23,12 @@ FRONTS = {
     "ci/budget/gate.py": "front of python -m ci.budget",
     "ci/budget/resources.py": "front of python -m ci.budget.resources",
     "ci/history/main_job.py": "front of python -m ci.history",
+    "ci/speed/changes.py": "front of python -m ci.speed.changes",
 }
 # Child entry points: started by a front with a fixed argv (a command and JSON file paths), not options.
 CHILD_ENTRY_POINTS = {
     "ci/speed/child.py": "python -m ci.speed.child COMMAND REQUEST.json OUT.json",
+    "ci/common/device_code.py": "python -m ci.common.device_code REQUEST.json RESULT.json",
 }
 # Shared option adders (asv's common_args): may import argparse to type the parser they add to; never read sys.argv.
 SHARED_ADDERS = {

@@ -282,7 +282,9 @@ def test_a_large_slowdown_fails_naming_the_benchmark(slow_run):
 @pytest.mark.slow
 def test_a_noop_commit_passes(gate_repo, tmp_path):
     repo, c0, wide = gate_repo
-    done = run_gate(repo, "--base", c0, "--head", "noop", *SMALL, "--thresholds", str(wide), "--json", str(tmp_path / "v.json"))
+    # --measure-identical: a docs-only head has identical code and would be skipped (tests/test_speed_unchanged.py).
+    done = run_gate(repo, "--base", c0, "--head", "noop", *SMALL, "--thresholds", str(wide), "--json", str(tmp_path / "v.json"),
+                    "--measure-identical")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (bench,) = json.loads((tmp_path / "v.json").read_text())["benchmarks"]
     assert bench["status"] == "gated" and bench["verdict"] in ("no change", "inconclusive") and bench["threshold"] == 0.5

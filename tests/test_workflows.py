@@ -253,3 +253,45 @@ def test_project_rules_reject_a_bad_workflow(bad_workflow):
     data["jobs"]["build"]["permissions"] = {"contents": "write"}
     bad_workflow.write_text(yaml.safe_dump(data))
     assert any(p.startswith("build: write permission") for p in policy_problems(bad_workflow))
+
+
+# ---------------------------------------------------------------------------
+# the GPU job starts only when the CPU job's decision says so (issue 17)
+# ---------------------------------------------------------------------------
+
+PR_CHECKS = WORKFLOW_DIR / "pr-checks.yml"
+GPU_JOB = "gates-gpu"
+
+
+def test_the_gpu_job_reads_the_output_the_changes_command_writes(tmp_path):
+    import re
+
+    from ci.speed.changes_report import SCHEMA, append_github_output
+
+    jobs = _load(PR_CHECKS)["jobs"]
+    condition = jobs[GPU_JOB]["if"]
+    (need, job_output), = re.findall(r"needs\.([\w-]+)\.outputs\.([\w-]+) == 'true'", condition)
+    assert need in jobs[GPU_JOB]["needs"]
+    # The job's output comes from one step's output, and that step runs the command with --github-output.
+    (step_id, step_output), = re.findall(r"steps\.([\w-]+)\.outputs\.([\w-]+)", jobs[need]["outputs"][job_output])
+    (step,) = [s for s in jobs[need]["steps"] if s.get("id") == step_id]
+    assert "ci.speed.changes" in step["run"] and "--github-output" in step["run"] and "--json changes.json" in step["run"]
+    # What the command's writer puts into $GITHUB_OUTPUT, for both decisions.
+    for gpu_needed, value in ((False, "false"), (True, "true")):
+        out = tmp_path / f"github-output-{value}"
+        append_github_output({"schema": SCHEMA, "gpu_needed": gpu_needed}, out)
+        assert out.read_text().splitlines() == [f"{step_output}={value}"]
+    # The GPU job decides by the same file: it downloads it and hands it to the gate.
+    gate_runs = " ".join(s.get("run", "") for s in jobs[GPU_JOB]["steps"])
+    assert "--changes speed-changes/changes.json" in gate_runs
+    downloads = [s for s in jobs[GPU_JOB]["steps"] if str(s.get("uses", "")).startswith("actions/download-artifact@")]
+    uploads = [s for s in jobs[need]["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
+    assert downloads and uploads and downloads[0]["with"]["name"] == uploads[0]["with"]["name"]
+
+
+def test_a_changed_output_name_would_be_caught(tmp_path):
+    # The check above must be able to fail: a workflow reading another name finds no matching writer.
+    from ci.speed.changes_report import github_output_text
+
+    assert github_output_text({"gpu_needed": False}).split("=")[0] != "gpu-needed"
+    assert github_output_text({}) == "gpu_needed=true\n"  # no decision: the GPU job runs

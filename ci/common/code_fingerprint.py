@@ -40,6 +40,9 @@ DEFAULT_ARCHS = ("sm_90", "gfx950")
 # Loading a registry and compiling 8 targets takes ~20 s cold on a 2-core CPU; a hung compiler must not hold the job.
 CHILD_TIMEOUT_S = 900
 TORCH_OPS = "none (torch ops)"
+# On a CPU run nothing is compiled for a device: what runs is the launch path (torch ops on the CPU).
+CPU_ARCH = "cpu"
+NO_DEVICE_CODE = "none (cpu: no compiled device code)"
 
 
 class UnknownReason(enum.Enum):
@@ -179,6 +182,8 @@ def launch_part(tree: Path, module: str) -> Part:
 
 
 def device_part(kernel: Mapping[str, Any], arch: str, config: str, compiled: Mapping[str, Mapping[str, Any]]) -> Part:
+    if arch == CPU_ARCH:
+        return Part(NO_DEVICE_CODE)
     if kernel["backend"] == "torch":
         # Its device code is torch's kernels: fixed by the launch path and the torch version.
         return Part(TORCH_OPS)

@@ -8,8 +8,9 @@ this checkout's ``harness`` and ``ci``). It loads the tree's registry and writes
 * ``kernels``: per registered kernel its module, backend, configs, ``runs_on``
   and ``compile_archs`` (what the fingerprint's launch path starts from);
 * ``benchmarks``: per requested arch, the (kernel, config, shape) the speed gate
-  would time there: the kernel runs on that arch and the shape (harness.shapes)
-  meets the config's constraints;
+  would time there: the kernel runs on that arch and the shape (harness.shapes;
+  for arch ``cpu`` the asv CPU shapes, backends not timed on a CPU left out, as
+  ci.speed.child survey does) meets the config's constraints;
 * ``compiled``: per compile target (kernel/arch/config) the digest of its
   normalized device code, the text the instruction mix is read from, and its
   resource usage (harness.resources) -- or the compile error.
@@ -119,6 +120,8 @@ def digest(text: str) -> str:
 
 def describe_registry(archs: Sequence[str]) -> dict[str, Any]:
     """The tree's kernels and, per arch, the benchmarks the speed gate would time there."""
+    from asv_bench.common import CPU_EXCLUDED_BACKENDS as cpu_excluded
+    from asv_bench.common import CPU_SHAPES as cpu_shapes
     from harness.shapes import BENCHMARK_SHAPES
     from kernels import devices
     from kernels.registry import all_kernels
@@ -131,11 +134,11 @@ def describe_registry(archs: Sequence[str]) -> dict[str, Any]:
     benchmarks: dict[str, list[dict[str, Any]]] = {arch: [] for arch in archs}
     for kernel in all_kernels():
         for arch in archs:
-            if not devices.arch_matches(arch, kernel.runs_on):
+            if not devices.arch_matches(arch, kernel.runs_on) or (arch == "cpu" and kernel.backend in cpu_excluded):
                 continue
             for config in kernel.configs:
-                for shape in BENCHMARK_SHAPES:
-                    if _supports(kernel, shape.mnk, config):
+                for shape in (cpu_shapes if arch == "cpu" else BENCHMARK_SHAPES):
+                    if _supports(kernel, (shape.m, shape.n, shape.k), config):
                         benchmarks[arch].append({"kernel": kernel.name, "config": config, "shape": shape.name,
                                                  "m": shape.m, "n": shape.n, "k": shape.k})
     return {"kernels": kernels, "benchmarks": benchmarks}

@@ -11,7 +11,9 @@ mix and register/LDS/occupancy diff; and the GPU seconds the skips save (from
 ``--costs``, a ``{benchmark id: seconds}`` JSON of a previous gate run, else an
 estimate by shape). The JSON (``--json``) has ``to_measure`` and ``unchanged``
 (speed gate ids ``kernel[config]/shape``) and ``gpu_needed``, which the workflow
-reads to start the GPU job or not. The Markdown also goes to $GITHUB_STEP_SUMMARY.
+reads to start the GPU job or not; with ``--github-output`` the command also
+appends ``gpu_needed=true|false`` to $GITHUB_OUTPUT (when that is set), so the
+workflow needs no JSON tool. The Markdown also goes to $GITHUB_STEP_SUMMARY.
 
 Exit: 0 decided (whatever the decision); 2 harness error (bad option, git,
 neither side's kernels readable) -- then ``gpu_needed`` is true in the JSON.
@@ -20,16 +22,19 @@ neither side's kernels readable) -- then ``gpu_needed`` is true in the JSON.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from ci.common import gitutil
-from ci.common.code_fingerprint import DEFAULT_ARCHS, TreeFingerprints, compare, fingerprint_tree
+from ci.common.code_fingerprint import DEFAULT_ARCHS
 from ci.common.options import OptionsError, add_json, output_value
 from ci.speed import changes_report
+from ci.speed.fingerprints import decide, fingerprint_sides
 from harness.report import append_step_summary, write_json_atomic
 
 KNOWN_ARCHS = ("sm_90", "gfx950")
@@ -44,6 +49,7 @@ class Options:
     json: Path | None
     costs: dict[str, float] | None
     kernels: tuple[str, ...] = ()  # only these registered kernels (empty: all)
+    github_output: Path | None = None  # append gpu_needed=true|false here ($GITHUB_OUTPUT)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -55,6 +61,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--arch", default=",".join(DEFAULT_ARCHS), help=f"target archs, comma-separated (default {','.join(DEFAULT_ARCHS)})")
     parser.add_argument("--costs", metavar="PATH", type=Path, help="GPU seconds per benchmark id from a previous gate run (JSON)")
     parser.add_argument("--kernel", action="append", default=[], metavar="NAME", help="only this registered kernel (repeatable)")
+    parser.add_argument("--github-output", action="store_true",
+                        help="append gpu_needed=true|false to the file named by $GITHUB_OUTPUT (a workflow step's outputs)")
     add_json(parser, "the decision")
     return parser
 
@@ -71,7 +79,13 @@ def options_from_args(argv: Sequence[str] | None) -> Options:
             costs = changes_report.load_costs(args.costs)
         except (OSError, ValueError) as exc:
             raise OptionsError(f"--costs: {exc}") from None
-    return Options(args.base, args.head, args.repo, archs, output_value(args.json, "--json"), costs, tuple(args.kernel))
+    github_output = None
+    if args.github_output:
+        if not os.environ.get("GITHUB_OUTPUT"):
+            raise OptionsError("--github-output: $GITHUB_OUTPUT is not set (it is, in a GitHub Actions step)")
+        github_output = Path(os.environ["GITHUB_OUTPUT"])
+    return Options(args.base, args.head, args.repo, archs, output_value(args.json, "--json"), costs, tuple(args.kernel),
+                   github_output)
 
 
 def run(options: Options, log=lambda line: print(line, file=sys.stderr, flush=True)) -> tuple[dict, str]:
@@ -80,18 +94,13 @@ def run(options: Options, log=lambda line: print(line, file=sys.stderr, flush=Tr
     head_sha = gitutil.resolve_commit(repo, options.head)
     base = gitutil.resolve_base(repo, head_sha, options.base, head_may_be_base=True)
     started = time.perf_counter()
-    with gitutil.checkout(repo, head_sha) as head_tree:
-        log(f"fingerprinting head {head_sha[:12]} ...")
-        head = fingerprint_tree(head_tree, options.archs, kernels=options.kernels, log=log)
-    if base.sha is None:
-        log(base.note)
-        base_fp = TreeFingerprints({}, {a: [] for a in options.archs}, {})
-    else:
-        with gitutil.checkout(repo, base.sha) as base_tree:
-            log(f"fingerprinting base {base.sha[:12]} ...")
-            base_fp = fingerprint_tree(base_tree, options.archs, kernels=options.kernels, log=log)
-    data = changes_report.report_data(base.sha, head_sha, base_fp, head, compare(base_fp, head), options.costs)
-    data["fingerprint_seconds"] = round(time.perf_counter() - started, 1)
+    with ExitStack() as stack:
+        head_tree = stack.enter_context(gitutil.checkout(repo, head_sha))
+        base_tree = None if base.sha is None else stack.enter_context(gitutil.checkout(repo, base.sha))
+        if base.sha is None:
+            log(base.note)
+        base_fp, head_fp = fingerprint_sides(base_tree, head_tree, options.archs, kernels=options.kernels, log=log)
+    data = decide(base.sha, head_sha, base_fp, head_fp, options.costs, started)
     return data, changes_report.markdown(data)
 
 
@@ -105,13 +114,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         data, text = run(options)
     except gitutil.GitError as exc:
         print(f"ci.speed.changes: error: {exc}", file=sys.stderr)
+        failed = {"schema": changes_report.SCHEMA, "gpu_needed": True, "error": str(exc)}
         if options.json:
-            write_json_atomic(options.json, {"schema": changes_report.SCHEMA, "gpu_needed": True, "error": str(exc)})
+            write_json_atomic(options.json, failed)
+        if options.github_output:
+            changes_report.append_github_output(failed, options.github_output)
         return 2
     print(text)
     append_step_summary(text)
     if options.json:
         write_json_atomic(options.json, data)
+    if options.github_output:
+        changes_report.append_github_output(data, options.github_output)
     return 2 if data["failures"] and not any(data["by_arch"].values()) else 0
 
 

@@ -16,6 +16,9 @@ from harness.instruction_mix import instruction_mix, mix_diff
 from harness.report import markdown_table
 
 SCHEMA = "mxfp4-changes/1"
+# The step output the PR workflow's GPU job reads (`needs.<job>.outputs.gpu_needed`): tests/test_workflows.py
+# checks that the workflow's `if:` names exactly this.
+GPU_NEEDED_OUTPUT = "gpu_needed"
 # Estimated GPU seconds per benchmark with the warm-worker engine when no earlier
 # gate run gives its cost: 8192^3 ~ 10 s, 16384^3 ~ 15 s; other sizes by FLOPs,
 # +5 s per 8x the work (log scale), never below 10 s.
@@ -37,6 +40,16 @@ def load_costs(path: Path) -> dict[str, float]:
     if not isinstance(costs, dict) or not all(isinstance(v, (int, float)) for v in costs.values()):
         raise ValueError(f"--costs {path}: expected {{benchmark id: seconds}} (optionally under \"costs\")")
     return {str(k): float(v) for k, v in costs.items()}
+
+
+def github_output_text(data: Mapping[str, Any]) -> str:
+    """The $GITHUB_OUTPUT lines of a decision: ``gpu_needed=true|false`` (true when the data has no decision)."""
+    return f"{GPU_NEEDED_OUTPUT}={'false' if data.get('gpu_needed') is False else 'true'}\n"
+
+
+def append_github_output(data: Mapping[str, Any], path: Path) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(github_output_text(data))
 
 
 def report_data(base_sha: str | None, head_sha: str, base: TreeFingerprints, head: TreeFingerprints,
@@ -74,7 +87,20 @@ def report_data(base_sha: str | None, head_sha: str, base: TreeFingerprints, hea
         "saved": {"gpu_seconds_by_arch": {a: round(s, 1) for a, s in saved.items()},
                   "estimated": costs is None, "benchmarks_skipped": len(unchanged - to_measure)},
         "code_changes": code_changes(base, head),
+        # What the speed gate needs to list the skipped benchmarks and check selectors without a survey.
+        "benchmarks_by_arch": {arch: (head if arch in head.benchmarks and not head.failure else base).benchmarks.get(arch, [])
+                               for arch in comparisons},
+        "registered": registered(head if not head.failure else base),
     }
+
+
+def registered(tree: TreeFingerprints) -> list[dict[str, Any]]:
+    """``[{name, configs}]`` of a tree's fingerprinted kernels (as a survey's "registered")."""
+    configs: dict[str, list[str]] = {}
+    for kernel, config, _arch in tree.fingerprints:
+        if config not in configs.setdefault(kernel, []):
+            configs[kernel].append(config)
+    return [{"name": name, "configs": cs} for name, cs in sorted(configs.items())]
 
 
 def _comparison_json(c: Comparison) -> dict[str, Any]:
@@ -118,8 +144,15 @@ def markdown(data: Mapping[str, Any]) -> str:
     for arch, results in data["by_arch"].items():
         rows = [{"benchmark": bench_id, "decision": r["summary"]} for bench_id, r in results.items()]
         lines += [f"#### {arch}", "", markdown_table(rows, empty="_(no benchmark runs on this arch)_"), ""]
-    for change in data["code_changes"]:
+    lines += code_changes_lines(data["code_changes"])
+    return "\n".join(lines)
+
+
+def code_changes_lines(changes: Any) -> list[str]:
+    """Per compiled code that changed: its instruction mix and resources, base vs head (Markdown lines)."""
+    lines: list[str] = []
+    for change in changes:
         lines += [f"#### {change['target']}: instruction mix ({change['dialect']}, static counts)", "",
                   markdown_table(change["instruction_mix"]), "", "Resources:", "",
                   markdown_table(change["resources"]), ""]
-    return "\n".join(lines)
+    return lines

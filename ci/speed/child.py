@@ -135,6 +135,8 @@ def survey(request: dict[str, Any]) -> dict[str, Any]:
     # A commit older than the n/a exceptions has none: nothing is then treated as n/a by type.
     not_applicable = tuple(getattr(registry, name) for name in ("UnsupportedShape", "UnsupportedDevice") if hasattr(registry, name))
     kernel_patterns, config_patterns = request.get("kernels", []), request.get("configs", [])
+    # Only these (kernel, config)s (the gate leaves out those with identical code at base and head).
+    pairs = None if request.get("pairs") is None else {tuple(p) for p in request["pairs"]}
     shapes, unknown_shapes = _shapes(request.get("shapes", []), device)
     kernels = registry.all_kernels()
     answer: dict[str, Any] = {
@@ -155,7 +157,7 @@ def survey(request: dict[str, Any]) -> dict[str, Any]:
         excluded = common.CPU_EXCLUDED_BACKENDS.get(kernel.backend) if device == "cpu" else None
         unavailable = excluded or kernel.unavailable_reason(device)
         for config in kernel.configs:
-            if not _fnmatch_any(config, config_patterns):
+            if not _fnmatch_any(config, config_patterns) or (pairs is not None and (kernel.name, config) not in pairs):
                 continue
             available_any = False
             for shape in shapes:

@@ -9,6 +9,11 @@
 How: the head and the merge-base of head and --base are checked out as git
 worktrees. Each side's kernels run under THIS checkout's harness in child
 processes (ci.common.commit_tree, ci.speed.child), so both are measured one way.
+0. Before any GPU time, each side's speed fingerprints for the runner's arch
+   (ci.speed.fingerprints, or the CPU job's --changes file): a (kernel, config)
+   whose code is identical at base and head is "unchanged (identical code)",
+   a pass, not surveyed or measured (--measure-identical measures it anyway).
+   When nothing selected differs, no child touches the GPU: exit 0 at once.
 1. Correctness first: per side, each selected (kernel, config) is run once at a
    small shape and judged by ci.common.correctness.check_kernel. A wrong result at head
    fails the gate and that kernel gets no speed number; a kernel that raises at
@@ -43,6 +48,7 @@ import sys
 from typing import Callable, NoReturn, Sequence
 
 from ci.common.options import OptionsError, add_json, add_max_minutes, add_timing
+from ci.speed.arch import ARCH_CHOICES
 from ci.speed.exclusion import DEFAULT_CLOCK_FLOOR_FRACTION
 from ci.speed.options import DEFAULT_MAX_MINUTES, Mode, SpeedOptions, speed_options
 from ci.speed.thresholds import THRESHOLDS_PATH
@@ -72,6 +78,12 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--config", action="append", default=[], metavar="NAME", help="only this config of the kernels (repeatable; * and ? match)")
     g.add_argument("--shape", action="append", default=[], metavar="NAME|MxNxK", help="only this shape: a harness.shapes name or MxNxK (repeatable)")
     g.add_argument("--device", choices=("auto", "cpu", "cuda"), help="where to run (default auto: the GPU if torch sees one)")
+    g = p.add_argument_group("what to skip: identical code (ci.speed.unchanged)")
+    g.add_argument("--arch", choices=ARCH_CHOICES, help="the arch whose code is fingerprinted (default auto: cpu on a CPU run, "
+                                                        "else the GPU's, read through amdsmi/NVML without torch)")
+    g.add_argument("--changes", metavar="PATH", help="decide from this python -m ci.speed.changes --json file (of the same "
+                                                     "base and head) instead of fingerprinting here")
+    g.add_argument("--measure-identical", action="store_true", help="measure benchmarks whose code is identical at base and head too")
     g = p.add_argument_group("statistics and thresholds")
     g.add_argument("--thresholds", metavar="PATH", help=f"thresholds file (default: the head's {THRESHOLDS_PATH})")
     g.add_argument("--calibration", metavar="PATH", help=f"a --calibrate JSON for the resolvable effects (default: the head's {CALIBRATION_PATH} if present)")
@@ -141,9 +153,10 @@ def run(options: SpeedOptions) -> int:
         from ci.speed.run import GateError
         from ci.speed.selection import SelectionError
         from ci.speed.thresholds import ThresholdsError
+        from ci.speed.unchanged import ChangesFileError
         from ci.speed.verdict import RecordError
 
-        known = (GateError, GitError, ChildFailed, SelectionError, ThresholdsError, RecordError, NotAKernelsTree)
+        known = (GateError, GitError, ChildFailed, SelectionError, ThresholdsError, RecordError, NotAKernelsTree, ChangesFileError)
         kind = "error" if isinstance(exc, known) else f"internal error ({type(exc).__name__})"
         return _harness_error(f"{kind}: {exc}", options.json)
 

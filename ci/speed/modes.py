@@ -24,7 +24,8 @@ from ci.speed.reasons import Status, Stop
 from ci.speed.report import calibration_markdown, correctness_lines, excluded_rows, plan_text, rates_markdown
 from ci.speed.rounds import Side
 from ci.speed.run import GateError, calibrations_for, deadline, log, run_rounds, survey_both, thresholds_for
-from ci.speed.selection import check_selectors, select
+from ci.speed import unchanged
+from ci.speed.selection import Selection, check_selectors, select
 from ci.speed.thresholds import parse_thresholds
 from ci.speed.verdict import BenchmarkResult, RecordError, decide_entry, entries_of, load_record, plan_of
 from ci.speed.warm import cost_summary
@@ -64,20 +65,36 @@ def run_gate(options: SpeedOptions) -> int:
             raise NotAKernelsTree(f"the head {head_label} has no kernels/ package")
         thresholds, calibrations = thresholds_for(options, head_tree), calibrations_for(options, head_tree)
         sides = {"head": Side("head", head_tree), "base": Side("base", base_tree) if has_kernels(base_tree) else None}
-        surveys = survey_both(sides, options)
-        check_selectors(surveys, options.kernels, options.configs)
-        selection = select(surveys["head"], surveys["base"], "" if sides["base"] else "the base has no kernels/ package")
-        device = surveys["head"]["device"]
-        rounds, results = run_rounds([sides["base"], sides["head"]] if sides["base"] else [], selection, device=device,
-                                     plan=plan, rule=rule, thresholds=thresholds, timing=timing, limit=limit,
-                                     fixed=options.rounds is not None, calibrations=calibrations, deadline=stop_at,
-                                     **engine_options(options))
+        # Before any child that touches the GPU: which (kernel, config)s have identical code at base and head.
+        decision = unchanged.code_decision(options, base.sha, head_sha, base_tree if sides["base"] else None, head_tree, log)
+        skipped = unchanged.unchanged_entries(decision, options.kernels, options.configs, options.shapes)
+        pairs = unchanged.measured_pairs(decision, options.kernels, options.configs)
+        if skipped and pairs == []:  # nothing selected differs: no survey, no round, no GPU
+            check_selectors({"head": {"registered": decision.data.get("registered", []), "unknown_shapes": []}},
+                            options.kernels, options.configs)
+            selection, rounds, environment = Selection(skipped, []), [], {}
+            device = "cpu" if decision.arch == "cpu" else "cuda"
+            results = [decide_entry(e, rounds, thresholds, plan, rule) for e in skipped]
+            log(f"speed_gate: all {len(skipped)} selected benchmark(s) have identical code at base and head: nothing to measure")
+        else:
+            surveys = survey_both(sides, options, pairs=pairs if skipped else None)
+            check_selectors(surveys, options.kernels, options.configs)
+            selection = select(surveys["head"], surveys["base"], "" if sides["base"] else "the base has no kernels/ package",
+                               others=skipped)
+            device, environment = surveys["head"]["device"], surveys["head"]["environment"]
+            rounds, results = run_rounds([sides["base"], sides["head"]] if sides["base"] else [], selection, device=device,
+                                         plan=plan, rule=rule, thresholds=thresholds, timing=timing, limit=limit,
+                                         fixed=options.rounds is not None, calibrations=calibrations, deadline=stop_at,
+                                         **engine_options(options))
+    costs = unchanged.cost_record(decision, skipped, rounds)
     context = Context(
         mode="gate", plan=plan, rule=rule, thresholds=thresholds, timing=timing, round_limit=limit,
         base={"ref": base.ref, "sha": base.sha},
         head={"ref": options.head, "sha": head_sha, "working_tree": options.working_tree},
-        environment=surveys["head"]["environment"], device=device, wall_s=time.time() - started, calibrations=dict(calibrations),
-        extra={"engine": engine_options(options), "cost": cost_summary(rounds)},
+        environment=environment, device=device, wall_s=time.time() - started, calibrations=dict(calibrations),
+        extra={**costs, "engine": engine_options(options), "cost": cost_summary(rounds)}, preface=unchanged.preface_lines(decision, pairs, costs),
+        changes={r.id: decision.why_measured(r.benchmark.kernel, r.benchmark.config) for r in results
+                 if r.status is not Status.UNCHANGED_IDENTICAL},
     )
     return _finish(options, context, results, selection.correctness, rounds)
 

@@ -31,7 +31,10 @@ CALIBRATION_MIN_ROUNDS = 3  # harness.paired.calibrate needs an SD over at least
 MEASURING_ONLY = {"base": "--base", "head": "--head", "working_tree": "--working-tree", "kernel": "--kernel",
                   "config": "--config", "shape": "--shape", "device": "--device", "timing": "--timing",
                   "rounds": "--rounds", "round_budget": "--round-budget", "engine": "--engine",
-                  "restart_every": "--restart-every", "gpus": "--gpus"}
+                  "restart_every": "--restart-every", "gpus": "--gpus", "arch": "--arch", "changes": "--changes",
+                  "measure_identical": "--measure-identical"}
+# Options of the gate's change-aware selection only (ci.speed.unchanged): an A/A calibration compares nothing.
+GATE_ONLY = {"changes": "--changes", "measure_identical": "--measure-identical"}
 
 
 class Mode(enum.Enum):
@@ -53,6 +56,10 @@ class SpeedOptions:
     configs: tuple[str, ...] = ()
     shapes: tuple[str, ...] = ()
     device: str = "auto"
+    arch: str = "auto"  # the fingerprints' arch (ci.speed.arch)
+    changes: Path | None = None  # a ci.speed.changes JSON to decide by, instead of computing the fingerprints
+    changes_data: Mapping[str, Any] | None = None  # its content, read and checked
+    measure_identical: bool = False  # measure benchmarks with identical code too
     thresholds: Thresholds | None = None  # None: the head's file (or the record's, in a replay)
     calibrations: Mapping[str, Any] | None = None  # None: the head's calibration file if any (or the record's)
     plan: SequentialPlan | None = None  # None: harness.paired.DEFAULT_PLAN (or the record's)
@@ -124,6 +131,10 @@ def speed_options(given: Mapping[str, Any], command: Sequence[str] = ()) -> Spee
         configs=tuple(given["config"]),
         shapes=tuple(given["shape"]),
         device=given["device"] or "auto",
+        arch=given["arch"] or "auto",
+        changes=Path(given["changes"]) if given["changes"] else None,
+        changes_data=_changes(given["changes"]),
+        measure_identical=bool(given["measure_identical"]),
         thresholds=_thresholds(given["thresholds"]),
         calibrations=_calibrations(given["calibration"]),
         plan=plan,
@@ -181,6 +192,10 @@ def _check_mode(given: Mapping[str, Any], mode: Mode) -> None:
         raise OptionsError("--disjoint and --resampled only apply to --replay --decisions")
     if given["seed"] is not None and not given["resampled"]:
         raise OptionsError("--seed only applies to --resampled")
+    if mode is Mode.CALIBRATE:
+        for dest, flag in GATE_ONLY.items():
+            if given[dest] not in (None, False):
+                raise OptionsError(f"{flag} does not apply to --calibrate (the head is measured against itself)")
     if mode is Mode.CALIBRATE and given["base"] is not None:
         raise OptionsError("--base does not apply to --calibrate (the head is measured against itself)")
     if given["working_tree"] and given["head"] is not None:
@@ -240,6 +255,17 @@ def _calibrations(path: str | None) -> Mapping[str, Any] | None:
         return MappingProxyType(load_calibrations(path))
     except RecordError as exc:
         raise OptionsError(f"--calibration {exc}") from None
+
+
+def _changes(path: str | None) -> Mapping[str, Any] | None:
+    if not path:
+        return None
+    from ci.speed.unchanged import ChangesFileError, load_changes
+
+    try:
+        return MappingProxyType(load_changes(Path(path)))
+    except ChangesFileError as exc:
+        raise OptionsError(str(exc)) from None
 
 
 def _replay_file(path: str | None) -> Path | None:

@@ -25,6 +25,9 @@ from harness.paired import SequentialPlan, Verdict
 from harness.report import append_step_summary, write_json_atomic
 
 
+ALL_UNCHANGED = "PASS: unchanged (identical code), 0 GPU seconds"
+
+
 @dataclass
 class Context:
     """What a record says besides its results: how it was measured and decided."""
@@ -42,6 +45,8 @@ class Context:
     wall_s: float = 0.0
     calibrations: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    preface: list[str] = field(default_factory=list)  # Markdown above the verdict (the code changes, the costs)
+    changes: dict[str, str] | None = None  # benchmark id -> what differs in its code (a "code" column)
 
 
 def summary_ids(results: Sequence[BenchmarkResult]) -> dict[str, list[str]]:
@@ -122,9 +127,12 @@ def finish(context: Context, results: Sequence[BenchmarkResult], correctness: Se
     ids = summary_ids(results)
     inconclusive = len(ids[Verdict.INCONCLUSIVE.value])
     title = f"Speed gate: {'FAIL' if code else 'PASS'}" + (f" ({inconclusive} inconclusive ⚠)" if inconclusive else "")
+    all_unchanged = bool(results) and all(r.status is Status.UNCHANGED_IDENTICAL for r in results)
+    if all_unchanged:
+        title = f"Speed gate: {ALL_UNCHANGED}"
     markdown = gate_markdown(title=title, header_lines=header_lines(context, rounds), results=results,
                              correctness=correctness, rounds=rounds, fail_on_inconclusive=fail_on_inconclusive,
-                             resolve_power=RESOLVE_POWER)
+                             resolve_power=RESOLVE_POWER, preface=context.preface, changes=context.changes)
     print(markdown)
     append_step_summary(markdown)
     if json_path is not None:
@@ -132,8 +140,11 @@ def finish(context: Context, results: Sequence[BenchmarkResult], correctness: Se
     if plot_path is not None:
         _plot(plot_path, results)
     failed = [f"{v} in {', '.join(ids[v])}" for v in (Verdict.REGRESSION.value, Status.WRONG_RESULT.value) if ids[v]]
-    log(f"speed_gate: {'FAIL: ' + '; '.join(failed) if code and failed else 'FAIL' if code else 'PASS'}"
-        + (f" ({inconclusive} inconclusive)" if inconclusive else ""))
+    if all_unchanged:
+        log(f"speed_gate: {ALL_UNCHANGED}")
+    else:
+        log(f"speed_gate: {'FAIL: ' + '; '.join(failed) if code and failed else 'FAIL' if code else 'PASS'}"
+            + (f" ({inconclusive} inconclusive)" if inconclusive else ""))
     return code
 
 

@@ -21,6 +21,7 @@ class Status(enum.Enum):
     NEW = "new"  # runs at head only
     REMOVED = "removed"  # runs at base only
     NOT_APPLICABLE = "n/a"  # runs on neither side here
+    UNCHANGED_IDENTICAL = "unchanged (identical code)"  # same speed fingerprint at base and head: a pass, not measured
 
 
 class Check(enum.Enum):

@@ -33,6 +33,7 @@ STATUS_TEXT = {
     Status.NEW: "new",
     Status.REMOVED: "removed",
     Status.NOT_APPLICABLE: "n/a",
+    Status.UNCHANGED_IDENTICAL: "unchanged (identical code)",
 }
 CHECK_TEXT = {Check.PASS: "pass", Check.FAIL: "**WRONG RESULT**", Check.ERROR: "**RAISED**", Check.NOT_APPLICABLE: "n/a"}
 # Why a benchmark's measuring ended before a look decided: in a verdict cell, and in the decision's reason.
@@ -87,7 +88,8 @@ def verdict_text(result: BenchmarkResult) -> str:
     return text + (f" ({STOP_TEXT[result.stopped_by]})" if result.stopped_by in STOP_TEXT else "")
 
 
-def benchmark_rows(results: Sequence[BenchmarkResult]) -> list[dict[str, str]]:
+def benchmark_rows(results: Sequence[BenchmarkResult], changes: Mapping[str, str] | None = None) -> list[dict[str, str]]:
+    """One row per gated or wrong benchmark; with ``changes`` ({benchmark id: what differs}) a "code" column."""
     rows = []
     for r in results:
         if r.status not in (Status.GATED, Status.WRONG_RESULT):
@@ -103,6 +105,8 @@ def benchmark_rows(results: Sequence[BenchmarkResult]) -> list[dict[str, str]]:
             "verdict": verdict_text(r),
             "rounds used/excluded": "-" if d is None else f"{d.rounds_used}/{d.rounds_excluded}",
         })
+        if changes is not None:
+            rows[-1]["code"] = changes.get(r.id, "-")
     return rows
 
 
@@ -178,8 +182,11 @@ def gate_markdown(
     rounds: Sequence[Mapping[str, Any]],
     fail_on_inconclusive: bool,
     resolve_power: float,
+    preface: Sequence[str] = (),
+    changes: Mapping[str, str] | None = None,
 ) -> str:
-    parts = [f"### {title}", "", *header_lines, ""]
+    """The verdict; ``preface`` (the code changes, what was skipped) goes above it, ``changes`` into a "code" column."""
+    parts = [f"### {title}", "", *header_lines, "", *preface]
     inconclusive = [r.id for r in results if r.status is Status.GATED and r.verdict is Verdict.INCONCLUSIVE]
     if inconclusive:
         effect = "fails the gate (--fail-on-inconclusive)" if fail_on_inconclusive else "does not fail the gate (exit 0)"
@@ -192,7 +199,7 @@ def gate_markdown(
     if overridden:
         parts += [f"> ⚠ the idle check was overridden (MXFP4_ALLOW_BUSY_GPU) in {len(overridden)} process(es): "
                   f"{'; '.join(overridden[:4])}", ""]
-    parts += [markdown_table(benchmark_rows(results), empty="_(no benchmark was gated)_"), ""]
+    parts += [markdown_table(benchmark_rows(results, changes), empty="_(no benchmark was gated)_"), ""]
     parts += [f"_resolvable_: the smallest slowdown flagged as a regression with probability {resolve_power:.0%} by the last "
               "look at this threshold (noise from the calibration file where it has the benchmark, else from this run's rounds). "
               "Higher TFLOPS is better; head/base < 1 is a slowdown.", ""]

@@ -153,10 +153,15 @@ def survey_side(
     configs: Sequence[str] = (),
     shapes: Sequence[str] = (),
     check: bool = True,
+    pairs: Sequence[Sequence[str]] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Which benchmarks ``side``'s commit has on this device, and its correctness results (ci.speed.child survey)."""
-    request = {"device": device, "kernels": list(kernels), "configs": list(configs), "shapes": list(shapes), "check": check}
+    """Which benchmarks ``side``'s commit has on this device, and its correctness results (ci.speed.child survey).
+
+    ``pairs``: only these (kernel, config)s, within the selectors; None: every selected one.
+    """
+    request = {"device": device, "kernels": list(kernels), "configs": list(configs), "shapes": list(shapes), "check": check,
+               "pairs": None if pairs is None else [list(p) for p in pairs]}
     return run_child(side.tree, "survey", request, what=f"{side.name} survey", log=log)
 
 

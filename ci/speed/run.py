@@ -47,13 +47,16 @@ def deadline(options: SpeedOptions, started: float) -> float | None:
     return started + 60.0 * options.max_minutes if options.max_minutes else None
 
 
-def survey_both(sides: dict[str, Side | None], options: SpeedOptions, check: bool = True) -> dict[str, dict[str, Any] | None]:
-    """Both surveys at once (nothing is timed yet); a side without kernels/ surveys as None."""
+def survey_both(sides: dict[str, Side | None], options: SpeedOptions, check: bool = True,
+                pairs: Sequence[tuple[str, str]] | None = None) -> dict[str, dict[str, Any] | None]:
+    """Both surveys at once (nothing is timed yet); a side without kernels/ surveys as None.
+
+    ``pairs``: survey only these (kernel, config)s (None: every selected one)."""
     def one(side: Side | None) -> dict[str, Any] | None:
         if side is None:
             return None
         return survey_side(side, device=options.device, kernels=options.kernels, configs=options.configs,
-                           shapes=options.shapes, check=check, log=log)
+                           shapes=options.shapes, check=check, pairs=pairs, log=log)
 
     with ThreadPoolExecutor(max_workers=len(sides)) as pool:
         futures = {name: pool.submit(one, side) for name, side in sides.items()}

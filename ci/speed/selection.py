@@ -10,6 +10,7 @@ on this device and from each side's correctness check:
 | new            | runs at head only (new kernel/config/shape, or the base raised)       | no    |
 | removed        | runs at base only (gone or n/a at head)                               | no    |
 | n/a            | runs on neither side here (device, shape constraints, CPU exclusion)   | no    |
+| unchanged      | identical speed fingerprint at base and head (ci.speed.unchanged)      | no    |
 
 A kernel that raises in the head's correctness check (anything but the
 registry's UnsupportedShape / UnsupportedDevice) is a harness error naming
@@ -73,8 +74,11 @@ def check_selectors(surveys: Mapping[str, Mapping[str, Any] | None], kernels: Se
                              "(harness/shapes.py BENCHMARK_SHAPES, asv_bench/common.py CPU_SHAPES)")
 
 
-def select(head: Mapping[str, Any], base: Mapping[str, Any] | None, base_note: str = "") -> Selection:
-    """Combine the surveys; raise SelectionError for a kernel raising at head or an empty selection."""
+def select(head: Mapping[str, Any], base: Mapping[str, Any] | None, base_note: str = "", others: Sequence[Entry] = ()) -> Selection:
+    """Combine the surveys; raise SelectionError for a kernel raising at head or an empty selection.
+
+    ``others``: entries decided without a survey (unchanged, identical code), listed after the surveyed ones.
+    """
     correctness = [dict(c, side="head") for c in head["correctness"]]
     if base is not None:
         correctness += [dict(c, side="base") for c in base["correctness"]]
@@ -110,6 +114,7 @@ def select(head: Mapping[str, Any], base: Mapping[str, Any] | None, base_note: s
             entries.append(Entry(bench, Status.REMOVED, "not in the head" if h is None else f"n/a at head: {h['reason']}"))
         else:
             entries.append(Entry(bench, Status.NOT_APPLICABLE, (h or b)["reason"]))
+    entries += others
     if all(e.status is Status.NOT_APPLICABLE for e in entries):
         reasons = sorted({e.note for e in entries}) or ["no benchmark matches the selectors"]
         raise SelectionError("nothing to measure on this device: " + "; ".join(reasons[:5]))

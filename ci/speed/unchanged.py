@@ -1,0 +1,230 @@
+"""The gate's change-aware selection: which benchmarks have identical code at base and head, decided before any GPU time.
+
+From the decision data of ci.speed.fingerprints (computed by the gate, or the
+CPU job's ``changes.json`` given with ``--changes``) for the runner's arch
+(ci.speed.arch): a (kernel, config) whose fingerprint is identical at base and
+head has every benchmark "unchanged (identical code)" (Status.UNCHANGED_IDENTICAL):
+not surveyed, not checked, not measured, a pass. The others are surveyed and
+measured as before, each with what differs or why it is measured. Also here:
+what the skips saved and what the measuring cost (:func:`cost_record`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ci.speed.changes_report import SCHEMA, estimated_cost_s
+from ci.speed.child import parse_shape
+from ci.speed.reasons import Status
+from ci.speed.rounds import Benchmark
+from ci.speed.selection import Entry
+
+_ID = re.compile(r"^(?P<kernel>[^\[]+)\[(?P<config>[^\]]*)\]/(?P<shape>.+)$")
+IDENTICAL = "IDENTICAL"  # ci.common.code_fingerprint.Outcome.IDENTICAL.name, as the JSON keeps it
+
+
+class ChangesFileError(ValueError):
+    """A --changes file that cannot be used: unreadable, another schema, other commits, or without the arch."""
+
+
+@dataclass
+class CodeDecision:
+    """Per selected (kernel, config) on the arch: identical or not, and the words for it."""
+
+    arch: str | None
+    how: str  # how the arch was found, and where the fingerprints came from
+    pairs: dict[tuple[str, str], tuple[bool, str]] = field(default_factory=dict)  # -> (identical, describe())
+    listed: list[Benchmark] = field(default_factory=list)  # the benchmarks the fingerprints list on the arch
+    data: Mapping[str, Any] = field(default_factory=dict)  # the decision data (code_changes, registered, ...)
+    measure_identical: bool = False
+
+    @property
+    def identical_pairs(self) -> set[tuple[str, str]]:
+        return set() if self.measure_identical else {p for p, (same, _) in self.pairs.items() if same}
+
+    def why_measured(self, kernel: str, config: str) -> str:
+        if self.arch is None:
+            return f"measure: the runner's arch is unknown ({self.how})"
+        same, text = self.pairs.get((kernel, config), (False, "measure: not fingerprinted on this arch"))
+        return "measured (--measure-identical): " + text if same else text
+
+
+def load_changes(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ChangesFileError(f"--changes {path}: cannot read ({exc})") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise ChangesFileError(f"--changes {path}: not a {SCHEMA} file (python -m ci.speed.changes --json)")
+    if data.get("error"):
+        raise ChangesFileError(f"--changes {path}: the CPU job failed: {data['error']}")
+    return data
+
+
+def check_changes_commits(data: Mapping[str, Any], path: Path, base_sha: str, head_sha: str) -> None:
+    """The file must be of this comparison: the same merge-base and head."""
+    for side, expected in (("base", base_sha), ("head", head_sha)):
+        if data.get(side) != expected:
+            raise ChangesFileError(f"--changes {path}: its {side} is {str(data.get(side))[:12]}, this gate's {side} is "
+                                   f"{expected[:12]}: fingerprints of other commits")
+
+
+def decision_from_data(data: Mapping[str, Any], arch: str, how: str, measure_identical: bool) -> CodeDecision:
+    """The per-(kernel, config) decision for ``arch`` from decision data (ci.speed.changes_report.report_data)."""
+    results = (data.get("by_arch") or {}).get(arch)
+    if results is None:
+        raise ChangesFileError(f"the changes data has no fingerprints for {arch} (it has {', '.join(data.get('archs') or [])})")
+    pairs: dict[tuple[str, str], tuple[bool, str]] = {}
+    for bench_id, result in results.items():
+        match = _ID.match(bench_id)
+        if match is None:
+            continue
+        key = (match["kernel"], match["config"])
+        same = result["outcome"] == IDENTICAL
+        if key not in pairs or not same:  # any non-identical benchmark of the pair measures the pair
+            pairs[key] = (same and pairs.get(key, (True, ""))[0], result["summary"])
+    listed = [Benchmark.from_json(b) for b in (data.get("benchmarks_by_arch") or {}).get(arch, [])]
+    return CodeDecision(arch, how, pairs, listed, data, measure_identical)
+
+
+def selected(name: str, patterns: Sequence[str]) -> bool:
+    return not patterns or any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def unchanged_entries(decision: CodeDecision, kernels: Sequence[str], configs: Sequence[str],
+                      shapes: Sequence[str]) -> list[Entry]:
+    """The selected benchmarks of identical (kernel, config)s, named as a survey would name them."""
+    identical = {p for p in decision.identical_pairs if selected(p[0], kernels) and selected(p[1], configs)}
+    runs_here = [b for b in decision.listed if (b.kernel, b.config) in identical]
+    if shapes:  # as ci.speed.child._shapes: MxNxK is a shape of its own; a name must be one the arch lists
+        names = {b.shape: b for b in decision.listed}
+        chosen = []
+        for text in dict.fromkeys(shapes):
+            mnk = parse_shape(text)
+            if mnk is not None:
+                chosen.append(("x".join(map(str, mnk)), mnk))
+            elif text in names:
+                chosen.append((text, (names[text].m, names[text].n, names[text].k)))
+        pairs = dict.fromkeys((b.kernel, b.config) for b in runs_here)
+        runs_here = [Benchmark(k, c, name, *mnk) for k, c in pairs for name, mnk in chosen]
+    why = f"the same {decision.arch} speed fingerprint at base and head"
+    return [Entry(b, Status.UNCHANGED_IDENTICAL, why) for b in runs_here]
+
+
+def measured_pairs(decision: CodeDecision, kernels: Sequence[str], configs: Sequence[str]) -> list[tuple[str, str]] | None:
+    """The (kernel, config)s to survey and measure; None: every selected one (no decision to go by)."""
+    if decision.arch is None or decision.measure_identical:
+        return None
+    return sorted(p for p in decision.pairs if p not in decision.identical_pairs
+                  and selected(p[0], kernels) and selected(p[1], configs))
+
+
+# ---------------------------------------------------------------------------
+# what it saved and what it cost
+# ---------------------------------------------------------------------------
+
+
+def measured_costs(rounds: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """``{benchmark id: seconds}``: each measuring process's wall time shared equally by the benchmarks it timed.
+
+    The same form ci.speed.changes --costs reads (it takes the record's "costs").
+    """
+    costs: dict[str, float] = {}
+    for rnd in rounds:
+        for proc in rnd["processes"]:
+            ids = list(proc["records"])
+            for bench_id in ids:
+                costs[bench_id] = costs.get(bench_id, 0.0) + proc["wall_s"] / len(ids)
+    return {k: round(v, 2) for k, v in costs.items()}
+
+
+def rounds_measured(rounds: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """``{benchmark id: rounds it was measured in}``: the rounds to its verdict (the gate stops measuring a decided one)."""
+    counts: dict[str, int] = {}
+    for rnd in rounds:
+        for bench_id in {b for proc in rnd["processes"] for b in proc["records"]}:
+            counts[bench_id] = counts.get(bench_id, 0) + 1
+    return counts
+
+
+def cost_record(decision: CodeDecision | None, skipped: Sequence[Entry], rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The JSON record's "code" and "costs" parts: what was skipped, the seconds saved (estimated) and spent."""
+    spent = sum(proc["wall_s"] for rnd in rounds for proc in rnd["processes"])
+    saved = {e.benchmark.id: round(estimated_cost_s(e.benchmark.m, e.benchmark.n, e.benchmark.k), 1) for e in skipped}
+    return {
+        "code": None if decision is None else {
+            "arch": decision.arch, "how": decision.how, "measure_identical": decision.measure_identical,
+            "decisions": {f"{k}[{c}]": text for (k, c), (_, text) in sorted(decision.pairs.items())},
+            "code_changes": list(decision.data.get("code_changes") or []),
+        },
+        "skipped_identical": [e.benchmark.id for e in skipped],
+        "gpu_seconds_saved_estimated": round(sum(saved.values()), 1),
+        "gpu_seconds_spent": round(spent, 1),
+        "costs": measured_costs(rounds),
+        "rounds_to_verdict": rounds_measured(rounds),
+    }
+
+
+def cost_lines(record: Mapping[str, Any]) -> list[str]:
+    skipped = record["skipped_identical"]
+    return [f"GPU time: **{record['gpu_seconds_spent']:.0f} s** measuring · {len(skipped)} benchmark(s) unchanged "
+            f"(identical code), not measured: ~{record['gpu_seconds_saved_estimated']:.0f} s saved (estimated)"]
+
+
+# ---------------------------------------------------------------------------
+# the gate's step
+# ---------------------------------------------------------------------------
+
+
+def code_decision(options: Any, base_sha: str, head_sha: str, base_tree: Path | None, head_tree: Path,
+                  log: Any = lambda line: None) -> CodeDecision:
+    """Fingerprint both trees for the runner's arch (or read --changes) and decide per (kernel, config).
+
+    Nothing here starts a child that touches the GPU: the fingerprint children compile on the CPU.
+    """
+    from ci.speed.arch import resolve_arch
+
+    arch, how = resolve_arch(options.arch, options.device)
+    if arch is None:
+        log(f"speed_gate: the runner's arch is unknown ({how}): every benchmark is measured")
+        return CodeDecision(None, how, measure_identical=options.measure_identical)
+    if options.changes_data is not None:
+        check_changes_commits(options.changes_data, options.changes, base_sha, head_sha)
+        try:
+            return decision_from_data(options.changes_data, arch, f"{arch} ({how}); fingerprints from --changes "
+                                      f"{options.changes}", options.measure_identical)
+        except ChangesFileError as exc:
+            raise ChangesFileError(f"--changes {options.changes}: {exc}") from None
+    import time
+
+    from ci.speed.fingerprints import decide, fingerprint_sides
+
+    started = time.perf_counter()
+    base, head = fingerprint_sides(base_tree, head_tree, [arch], log=lambda line: log(f"  [fingerprint] {line}"))
+    data = decide(base_sha, head_sha, base, head, started=started)
+    log(f"speed_gate: fingerprints for {arch} in {data['fingerprint_seconds']:.0f} s")
+    return decision_from_data(data, arch, f"{arch} ({how}); fingerprints computed in {data['fingerprint_seconds']:.0f} s",
+                              options.measure_identical)
+
+
+def preface_lines(decision: CodeDecision | None, measured: Sequence[tuple[str, str]] | None, costs: Mapping[str, Any]) -> list[str]:
+    """Above the verdict: the arch, what each measured (kernel, config) changed, the ISA and resource diffs, the costs."""
+    if decision is None:
+        return []
+    lines = [f"**Code** for {decision.arch or 'an unknown arch'}: {decision.how}"
+             + (" · --measure-identical: identical code measured too" if decision.measure_identical else ""), ""]
+    if decision.arch is not None:
+        from harness.report import markdown_table
+
+        shown = sorted(decision.pairs) if measured is None else measured
+        rows = [{"kernel[config]": f"{k}[{c}]", "code": decision.why_measured(k, c)} for k, c in shown]
+        lines += [markdown_table(rows, empty="_every selected kernel[config] has identical code: nothing is measured_"), ""]
+        from ci.speed.changes_report import code_changes_lines
+
+        lines += code_changes_lines(decision.data.get("code_changes") or [])
+    return lines + cost_lines(costs) + [""]

@@ -6,7 +6,7 @@ set -u
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .dev/whl/*.whl >/dev/null 2>&1 || exit 2
 export PYTHONPATH=/tmp/site
-rm -rf /tmp/r && git clone -q .dev/repo.bundle /tmp/r && cd /tmp/r || exit 2
+rm -rf /tmp/r && git clone -q -b main .dev/repo.bundle /tmp/r && cd /tmp/r || exit 2
 git config user.email exp@example.invalid && git config user.name exp
 python3 docs/data/make_experiment_branches.py || exit 2
 export PYTHONPATH=/tmp/r:/tmp/site

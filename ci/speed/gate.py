@@ -54,7 +54,7 @@ from ci.speed.options import DEFAULT_MAX_MINUTES, Mode, SpeedOptions, speed_opti
 from ci.speed.thresholds import THRESHOLDS_PATH
 from ci.speed.verdict import CALIBRATION_PATH
 from harness.gpu_state import SLOWDOWN_REASONS
-from harness.paired.sequential import DEFAULT_PLAN
+from harness.paired.sequential import DEFAULT_PLAN, WARM_PLAN
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -87,10 +87,13 @@ def _parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("statistics and thresholds")
     g.add_argument("--thresholds", metavar="PATH", help=f"thresholds file (default: the head's {THRESHOLDS_PATH})")
     g.add_argument("--calibration", metavar="PATH", help=f"a --calibrate JSON for the resolvable effects (default: the head's {CALIBRATION_PATH} if present)")
-    g.add_argument("--min-rounds", type=int, metavar="N", help=f"usable rounds at the first look (default {DEFAULT_PLAN.min_rounds})")
-    g.add_argument("--max-rounds", type=int, metavar="N", help=f"usable rounds at the last look (default {DEFAULT_PLAN.max_rounds})")
-    g.add_argument("--looks", type=int, metavar="K", help=f"number of looks from min to max rounds (default {DEFAULT_PLAN.looks})")
-    g.add_argument("--alpha", type=float, metavar="A", help=f"family-wise error over the looks (default {DEFAULT_PLAN.alpha})")
+    g.add_argument("--min-rounds", type=int, metavar="N", help=f"usable rounds at the first look (default {WARM_PLAN.min_rounds}; fresh engine {DEFAULT_PLAN.min_rounds})")
+    g.add_argument("--max-rounds", type=int, metavar="N", help=f"usable rounds at the last look (default {WARM_PLAN.max_rounds}; fresh engine {DEFAULT_PLAN.max_rounds})")
+    g.add_argument("--looks", type=int, metavar="K", help=f"number of looks from min to max rounds (default {WARM_PLAN.look_points}; fresh engine {DEFAULT_PLAN.looks})")
+    g.add_argument("--alpha", type=float, metavar="A", help="per-benchmark family-wise error over the looks (default: --pr-alpha shared by the gated benchmarks; fresh engine 0.01 each)")
+    g.add_argument("--pr-alpha", type=float, metavar="A",
+                   help="chance that an unchanged head fails anywhere in the PR, shared by the gated benchmarks "
+                        "(Bonferroni; default 0.01; the warm engine's t plan; --alpha sets a per-benchmark alpha instead)")
     g.add_argument("--round-budget", type=int, metavar="N", help="most rounds attempted, excluded ones included (default: 1.5 x max rounds)")
     add_max_minutes(g, DEFAULT_MAX_MINUTES, "start no round after M minutes; undecided benchmarks are then inconclusive "
                                             "(under the GPU job's 120-minute limit)")

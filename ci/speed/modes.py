@@ -82,6 +82,7 @@ def run_gate(options: SpeedOptions) -> int:
             selection = select(surveys["head"], surveys["base"], "" if sides["base"] else "the base has no kernels/ package",
                                others=skipped)
             device, environment = surveys["head"]["device"], surveys["head"]["environment"]
+            plan = options.plan_for(len(selection.gated))
             rounds, results = run_rounds([sides["base"], sides["head"]] if sides["base"] else [], selection, device=device,
                                          plan=plan, rule=rule, thresholds=thresholds, timing=timing, limit=limit,
                                          fixed=options.rounds is not None, calibrations=calibrations, deadline=stop_at,

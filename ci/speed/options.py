@@ -22,6 +22,7 @@ from ci.speed.exclusion import ExclusionRule
 from ci.speed.thresholds import Thresholds, ThresholdsError, load_thresholds
 from harness.gpu_state import SLOWDOWN_REASONS
 from harness.paired import DEFAULT_PLAN, SequentialPlan
+from harness.paired.sequential import WARM_PLAN
 
 # The PR workflow's GPU job has 120 minutes (.github/workflows/pr-checks.yml), correctness gates and set-up included:
 # a gate that is still measuring then is killed with no verdict at all.
@@ -70,6 +71,8 @@ class SpeedOptions:
     max_minutes: float | None = DEFAULT_MAX_MINUTES  # None: no limit
     fail_on_inconclusive: bool = False
     timing: tuple[tuple[str, Any], ...] = ()  # harness.timing.TimingBudget overrides
+    pr_alpha: float = 0.01  # the chance that an unchanged head fails anywhere in the PR (split over the gated benchmarks)
+    plan_alpha_given: bool = False  # --alpha given: a per-benchmark alpha, used as it is
     engine: str = "warm"  # "warm": long-lived workers (ci.speed.warm); "fresh": a fresh process per side and round
     restart_every: int = 4  # warm workers are replaced every this many rounds (between-process variation is sampled)
     gpus: tuple[int, ...] | None = None  # devices to spread benchmarks over; None: every visible GPU
@@ -87,8 +90,24 @@ class SpeedOptions:
     def timing_overrides(self) -> dict[str, Any]:
         return dict(self.timing)
 
-    def the_plan(self, recorded: SequentialPlan = DEFAULT_PLAN) -> SequentialPlan:
-        return self.plan or recorded
+    def the_plan(self, recorded: SequentialPlan | None = None) -> SequentialPlan:
+        """--min-rounds/--max-rounds/--looks/--alpha as given, else the recorded plan (a replay), else the engine's default."""
+        if self.plan is not None:
+            return self.plan
+        if recorded is not None:
+            return recorded
+        return WARM_PLAN if self.engine == "warm" else DEFAULT_PLAN
+
+    def plan_for(self, gated: int) -> SequentialPlan:
+        """The plan for a run gating ``gated`` benchmarks: the per-PR alpha shared among them (Bonferroni).
+
+        With --alpha (a per-benchmark alpha) or a signed-rank plan (whose first look needs more rounds as
+        alpha falls) the plan is used as it is; the summary then states the per-PR bound, ``gated x alpha``.
+        """
+        plan = self.the_plan()
+        if self.plan_alpha_given or plan.method != "t" or gated <= 1:
+            return plan
+        return replace(plan, alpha=self.pr_alpha / gated)
 
     def exclusion_rule(self, recorded: ExclusionRule | None = None) -> ExclusionRule:
         """The rule asked for: the recorded one (or the default) with --clock-floor-mhz and --allow-throttle applied."""
@@ -118,7 +137,7 @@ def speed_options(given: Mapping[str, Any], command: Sequence[str] = ()) -> Spee
     if mode is Mode.CALIBRATE and rounds is not None and rounds < CALIBRATION_MIN_ROUNDS:
         raise OptionsError(f"--calibrate needs --rounds >= {CALIBRATION_MIN_ROUNDS} (got --rounds {rounds})")
     round_budget = positive_int_value(given["round_budget"], "--round-budget")
-    first_look = (plan or DEFAULT_PLAN).min_rounds
+    first_look = (plan or (DEFAULT_PLAN if given.get("engine") == "fresh" else WARM_PLAN)).min_rounds
     if round_budget is not None and round_budget < first_look:
         raise OptionsError(f"--round-budget {round_budget} is below the first look ({first_look} rounds)")
     return SpeedOptions(
@@ -146,6 +165,8 @@ def speed_options(given: Mapping[str, Any], command: Sequence[str] = ()) -> Spee
         fail_on_inconclusive=given["fail_on_inconclusive"],
         timing=tuple(timing_value(given["timing"]).items()),
         engine=given.get("engine") or "warm",
+        pr_alpha=_pr_alpha(given.get("pr_alpha")),
+        plan_alpha_given=given.get("alpha") is not None,
         restart_every=positive_int_value(given.get("restart_every"), "--restart-every") or 4,
         gpus=_gpus(given.get("gpus")),
         replay=_replay_file(given["replay"]),
@@ -158,6 +179,14 @@ def speed_options(given: Mapping[str, Any], command: Sequence[str] = ()) -> Spee
         traceback=given["traceback"],
         command=tuple(command),
     )
+
+
+def _pr_alpha(value: float | None) -> float:
+    if value is None:
+        return 0.01
+    if not (math.isfinite(value) and 0 < value < 1):
+        raise OptionsError(f"--pr-alpha must be a number in (0, 1) (got {value})")
+    return value
 
 
 def _gpus(text: str | None) -> tuple[int, ...] | None:
@@ -213,8 +242,11 @@ def _plan(given: Mapping[str, Any]) -> SequentialPlan | None:
         raise OptionsError(f"--alpha must be a number in (0, 1) (got {alpha})")
     for k in ("min_rounds", "max_rounds", "looks"):
         positive_int_value(chosen.get(k), "--" + k.replace("_", "-"))
-    start = {"min_rounds": DEFAULT_PLAN.min_rounds, "max_rounds": DEFAULT_PLAN.max_rounds, "looks": DEFAULT_PLAN.looks,
-             "alpha": DEFAULT_PLAN.alpha}
+    default = DEFAULT_PLAN if given.get("engine") == "fresh" or given.get("replay") else WARM_PLAN
+    start = {"min_rounds": default.min_rounds, "max_rounds": default.max_rounds, "looks": default.looks,
+             "alpha": default.alpha, "method": default.method}
+    if "looks" in chosen or "min_rounds" in chosen or "max_rounds" in chosen:
+        start["looks"] = chosen.get("looks", 3 if isinstance(default.looks, tuple) else default.looks)
     if "max_rounds" in chosen and "min_rounds" not in chosen:
         start["min_rounds"] = min(start["min_rounds"], chosen["max_rounds"])
     try:

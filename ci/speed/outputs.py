@@ -98,7 +98,7 @@ def header_lines(context: Context, rounds: Sequence[Mapping[str, Any]]) -> list[
     lines += [
         f"device: {env.get('gpu') or 'CPU'} ({context.device}) · torch {env.get('torch', '?')} · "
         f"{len(rounds)} rounds {_engine_text(context.extra.get('engine'))}, order rotating (A B, B A, …) · {context.wall_s:.0f} s",
-        f"plan: {plan_text(context.plan)} · round budget {context.round_limit} · thresholds: `{context.thresholds.source}` "
+        f"plan: {plan_text(context.plan, sum(1 for p in _gated_ids(rounds)) or None)} · round budget {context.round_limit} · thresholds: `{context.thresholds.source}` "
         f"(default ±{context.thresholds.default:.2%}, {len(context.thresholds.overrides)} override(s))",
         f"a round is excluded when either side is throttled ({', '.join(sorted(context.rule.slowdown_reasons)) or 'none'}), "
         f"its SM clock is below {floor}, its timing never became steady, or the GPU was busy",
@@ -111,6 +111,11 @@ def header_lines(context: Context, rounds: Sequence[Mapping[str, Any]]) -> list[
     if context.extra.get("replayed_from"):
         lines.insert(0, f"**replayed** from `{context.extra['replayed_from']}` (no GPU)")
     return lines
+
+
+def _gated_ids(rounds: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The benchmarks measured in ``rounds`` (every id any process timed)."""
+    return {bench_id for rnd in rounds for proc in rnd.get("processes", []) for bench_id in proc.get("records", {})}
 
 
 def _engine_text(engine: Mapping[str, Any] | None) -> str:

@@ -168,9 +168,14 @@ def idle_overrides(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
     return found
 
 
-def plan_text(plan: SequentialPlan) -> str:
-    return (f"looks at {'/'.join(map(str, plan.look_points))} usable rounds, family-wise alpha {plan.alpha:g} "
-            f"(each look {plan.per_look_confidence:.2%})")
+def plan_text(plan: SequentialPlan, gated: int | None = None) -> str:
+    """The plan in words; with ``gated``, the bound on a false alarm anywhere in the PR (Bonferroni: gated x alpha)."""
+    interval = "t interval" if plan.method == "t" else "signed-rank interval"
+    text = (f"looks at {'/'.join(map(str, plan.look_points))} usable rounds, {interval}, alpha {plan.alpha:.3g} per benchmark "
+            f"over its looks (each look {plan.per_look_confidence:.3%})")
+    if gated:
+        text += f" · a false alarm anywhere in this PR ({gated} gated): <= {min(1.0, gated * plan.alpha):.3g}"
+    return text
 
 
 def gate_markdown(

@@ -177,7 +177,8 @@ def entries_of(record: Mapping[str, Any]) -> list[Entry]:
 
 def plan_of(data: Mapping[str, Any]) -> SequentialPlan:
     points = tuple(data["look_points"])
-    return SequentialPlan(min_rounds=data["min_rounds"], max_rounds=data["max_rounds"], looks=points, alpha=data["alpha"])
+    return SequentialPlan(min_rounds=data["min_rounds"], max_rounds=data["max_rounds"], looks=points, alpha=data["alpha"],
+                          method=data.get("method", "signed_rank"))  # records before issue 21 have no method
 
 
 def load_calibrations(path: str | Path) -> dict[str, Any]:

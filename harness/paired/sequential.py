@@ -16,7 +16,10 @@ import numpy as np
 from harness.paired.hodges_lehmann import Estimate, estimate
 from harness.paired.rounds import Round
 from harness.paired.signed_rank import min_rounds_for
+from harness.paired.t_interval import METHOD as T_METHOD, t_estimate
 from harness.paired.verdict import Verdict, check_threshold, decide
+
+METHODS = {"signed_rank": estimate, "t": t_estimate}
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class SequentialPlan:
     max_rounds: int = 30
     looks: int | tuple[int, ...] = 3
     alpha: float = 0.01
+    method: str = "signed_rank"  # the interval: "signed_rank" (Hodges-Lehmann, exact) or "t" (harness.paired.t_interval)
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_rounds <= self.max_rounds:
@@ -49,7 +53,9 @@ class SequentialPlan:
                 raise ValueError(f"looks {self.looks} must increase strictly from >= min_rounds to max_rounds ({self.min_rounds}..{self.max_rounds})")
         elif self.looks < 1:
             raise ValueError(f"looks must be >= 1 (got {self.looks})")
-        need = min_rounds_for(self.per_look_confidence)
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {sorted(METHODS)} (got {self.method!r})")
+        need = min_rounds_for(self.per_look_confidence) if self.method == "signed_rank" else 2
         if points[0] < need:
             raise ValueError(
                 f"the first look at {points[0]} rounds can never decide: an exact interval at confidence "
@@ -83,10 +89,19 @@ class SequentialPlan:
             "alpha": self.alpha,
             "per_look_confidence": self.per_look_confidence,
             "error_control": "bonferroni over looks",
+            "method": self.method,
         }
 
 
 DEFAULT_PLAN = SequentialPlan()
+# Warm workers make a round cheap (two timings, no process start): decide as soon as the t interval
+# can (5 rounds: ±0.28% at the H200's 0.055% round SD with 10 benchmarks sharing a 1% per-PR alpha).
+WARM_PLAN = SequentialPlan(min_rounds=5, max_rounds=20, looks=(5, 10, 20), alpha=0.01, method="t")
+
+
+def interval(ratios: Sequence[float], confidence: float, method: str) -> Estimate:
+    """The plan's interval over ``ratios``."""
+    return METHODS[method](ratios, confidence)
 
 
 @dataclass(frozen=True)
@@ -148,8 +163,12 @@ def next_look(rounds_so_far: int, plan: SequentialPlan) -> int | None:
 
 def _fmt_interval(est: Estimate) -> str:
     if not est.bounded:
-        return f"HL {est.point:.4f}, interval unbounded at {est.n} rounds"
-    return f"HL {est.point:.4f}, {est.confidence:.2%} interval [{est.low:.4f}, {est.high:.4f}]"
+        return f"{_label(est)} {est.point:.4f}, interval unbounded at {est.n} rounds"
+    return f"{_label(est)} {est.point:.4f}, {est.confidence:.2%} interval [{est.low:.4f}, {est.high:.4f}]"
+
+
+def _label(est: Estimate) -> str:
+    return "mean" if est.method == T_METHOD else "HL"
 
 
 def sequential_decision(rounds: Sequence[Round], threshold: float, plan: SequentialPlan = DEFAULT_PLAN) -> Decision:
@@ -182,7 +201,7 @@ def sequential_decision(rounds: Sequence[Round], threshold: float, plan: Sequent
     for look_no, m in enumerate(points, start=1):
         if m > usable:
             break
-        est = estimate(ratios[:m], plan.per_look_confidence)
+        est = interval(ratios[:m], plan.per_look_confidence, plan.method)
         verdict = decide(est, threshold)
         last = look_no == len(points)
         if verdict is not Verdict.INCONCLUSIVE or last:
@@ -197,7 +216,7 @@ def sequential_decision(rounds: Sequence[Round], threshold: float, plan: Sequent
     # Not enough usable rounds for the next look: report progress, keep going.
     pending = next_look(usable, plan)
     assert pending is not None
-    progress = estimate(ratios[: plan.max_rounds], plan.per_look_confidence)
+    progress = interval(ratios[: plan.max_rounds], plan.per_look_confidence, plan.method)
     n_excl, reasons = excluded_before(len(rounds))
     why = f"{usable} usable rounds; next look at {pending}"
     return Decision(Verdict.INCONCLUSIVE, progress, usable, n_excl, False, why, threshold, False, pending, reasons)

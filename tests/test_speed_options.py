@@ -10,6 +10,7 @@ import pytest
 from ci.speed import gate
 from ci.speed.options import Mode, speed_options
 from harness.paired import DEFAULT_PLAN
+from harness.paired.sequential import WARM_PLAN
 
 RECORD = "docs/data/h200_speed_gate_rounds.json"
 
@@ -28,7 +29,8 @@ def options_of(*argv: str):
     (["--rounds", "0"], "--rounds must be >= 1"),
     (["--round-budget", "2"], "--round-budget 2 is below the first look"),
     (["--alpha", "1.5"], "--alpha must be a number in (0, 1)"),
-    (["--min-rounds", "2", "--max-rounds", "2"], "plan: the first look at 2 rounds can never decide"),
+    (["--engine", "fresh", "--min-rounds", "2", "--max-rounds", "2"], "plan: the first look at 2 rounds can never decide"),
+    (["--min-rounds", "1", "--max-rounds", "1"], "plan: the first look at 1 rounds can never decide"),
     (["--calibrate", "--rounds", "2"], "--calibrate needs --rounds >= 3"),
     (["--calibrate", "--base", "main"], "--base does not apply to --calibrate"),
     (["--replay", RECORD, "--calibrate"], "--replay and --calibrate: choose one"),
@@ -71,7 +73,11 @@ def test_the_options_are_one_frozen_object_with_the_rule_and_plan_asked_for():
     assert options.mode is Mode.GATE and options.head == "HEAD" and options.device == "auto"
     rule = options.exclusion_rule()
     assert "sw_power_cap" not in rule.slowdown_reasons and "hw_slowdown" in rule.slowdown_reasons and rule.clock_floor_mhz == 1000
-    assert options.the_plan().max_rounds == 20 and options.the_plan().min_rounds == DEFAULT_PLAN.min_rounds
+    # A partial plan is completed from the engine's default plan: the warm engine's t plan, the fresh engine's signed-rank plan.
+    assert options.the_plan().max_rounds == 20 and options.the_plan().min_rounds == WARM_PLAN.min_rounds
+    assert options.the_plan().method == "t"
+    fresh = options_of("--engine", "fresh", "--max-rounds", "20").the_plan()
+    assert fresh.min_rounds == DEFAULT_PLAN.min_rounds and fresh.method == "signed_rank"
     assert options.round_limit() == 30 and options.timing_overrides == {"rep_ms": 200.0} and options.max_minutes is None
     with pytest.raises(dataclasses.FrozenInstanceError):
         options.head = "main"  # type: ignore[misc]

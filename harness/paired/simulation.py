@@ -22,6 +22,8 @@ def synthetic_rounds(
     outlier_size: float = 0.05,
     exclude_rate: float = 0.0,
     level: float = 100.0,
+    process_sd: float = 0.0,
+    restart_every: int = 1,
 ) -> list[Round]:
     """``n`` rounds of interleaved fresh processes (A B, B A, ...) with log-normal noise.
 
@@ -30,7 +32,11 @@ def synthetic_rounds(
     ratio has SD ``ratio_sd``. With ``outlier_rate`` a process is slowed by
     ``outlier_size`` (interference). With ``exclude_rate`` a round is marked
     excluded and its head is slowed by 20%, so an estimate that failed to drop
-    excluded rounds would be visibly biased.
+    excluded rounds would be visibly biased. ``process_sd`` with ``restart_every``
+    models warm workers: each pair of worker processes, replaced every
+    ``restart_every`` rounds, adds one offset ``N(0, process_sd^2)`` to the log
+    ratio of all its rounds (allocation placement, code layout), so rounds of one
+    generation are correlated, which an interval over rounds does not know.
     """
     sigma = ratio_sd / math.sqrt(2.0)
     j = np.arange(2 * n, dtype=float).reshape(n, 2)
@@ -41,6 +47,9 @@ def synthetic_rounds(
     a_first = (np.arange(n) % 2) == 0
     base = np.where(a_first, logs[:, 0], logs[:, 1])
     head = np.where(a_first, logs[:, 1], logs[:, 0]) + math.log1p(true_effect)
+    if process_sd:
+        generation = np.arange(n) // max(1, restart_every)
+        head = head + rng.normal(0.0, process_sd, size=int(generation[-1]) + 1)[generation]
     excluded = rng.random(n) < exclude_rate if exclude_rate else np.zeros(n, dtype=bool)
     head = np.where(excluded, head + math.log(0.8), head)
     return [Round(float(b), float(h), "synthetic: throttled" if x else None) for b, h, x in zip(np.exp(base), np.exp(head), excluded)]
@@ -58,7 +67,7 @@ def simulate(
     """Rates of each verdict over ``trials`` synthetic gate runs (:func:`synthetic_rounds`).
 
     ``true_effect`` is head's TFLOPS change as a fraction (-0.005: 0.5% slower).
-    ``noise`` passes ``drift``, ``outlier_rate``, ``outlier_size``, ``exclude_rate``.
+    ``noise`` passes ``drift``, ``outlier_rate``, ``outlier_size``, ``exclude_rate``, ``process_sd``, ``restart_every``.
     Every trial goes through :func:`sequential_decision`, the gate's own code.
     """
     rng = np.random.default_rng(seed)

@@ -19,6 +19,9 @@ from test_speed_gate import BENCH, SMALL, run_gate
 
 TRITON_EDIT = "\n\ndef _unused_helper_added_by_the_test():\n    return 1\n"
 ALL_UNCHANGED = "PASS: unchanged (identical code), 0 GPU seconds"
+TORCH_PIN = "2.13.0"  # ci/constraints-cpu.txt's torch pin, which the "pin" head raises
+PIN_WARNING = (f"this PR changes pinned dependencies (torch {TORCH_PIN} -> 9.9.9); the gate measures both sides in the "
+               "runner's one environment, so their effect is not measured here")
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +35,11 @@ def repo(tmp_path_factory):
         with open(root / path, "a") as f:
             f.write(text)
         git(root, "commit", "-q", "-am", branch)
+    # pin: a raised torch pin, kernels untouched: identical code, and a warning that the pin is not measured.
+    git(root, "checkout", "-q", "-b", "pin", c0)
+    constraints = root / "ci/constraints-cpu.txt"
+    constraints.write_text(constraints.read_text().replace(f"torch=={TORCH_PIN}\n", "torch==9.9.9\n", 1))
+    git(root, "commit", "-q", "-am", "pin")
     git(root, "checkout", "-q", "main")
     wide = root.parent / "wide.json"
     wide.write_text(json.dumps({"schema": "mxfp4-speed-thresholds/1", "default_threshold": 0.01, "overrides": [
@@ -39,7 +47,7 @@ def repo(tmp_path_factory):
     return root, c0, wide
 
 
-@pytest.mark.parametrize("head", ["docs", "triton"])
+@pytest.mark.parametrize("head", ["docs", "triton", "pin"])
 def test_identical_code_is_not_measured_and_costs_no_gpu_second(repo, tmp_path, head):
     root, c0, _ = repo
     started = time.perf_counter()
@@ -59,6 +67,15 @@ def test_identical_code_is_not_measured_and_costs_no_gpu_second(repo, tmp_path, 
     assert record["summary"]["unchanged (identical code)"] == ids and record["skipped_identical"] == ids
     assert record["gpu_seconds_saved_estimated"] > 0 and record["code"]["arch"] == "cpu"
     assert "unchanged (identical code)" in (tmp_path / "summary.md").read_text()
+    # Compact: no measuring lines where nothing was measured, and no unknown version shown as "?".
+    assert f"every selected benchmark has identical code: nothing measured, 0 GPU seconds, ~{record['gpu_seconds_saved_estimated']:.0f} s saved (estimated)" in done.stdout
+    for line in ("plan:", "a round is excluded", "GPU runner:", "device:", "torch ?", "no benchmark was gated", "_resolvable_"):
+        assert line not in done.stdout, line
+    assert "**Not gated**" in done.stdout and "**Code** for cpu: cpu (--device cpu)" in done.stdout
+    if head == "pin":
+        assert PIN_WARNING in done.stdout and record["dependency_changes"] == [f"torch {TORCH_PIN} -> 9.9.9"]
+    else:
+        assert "pinned dependencies" not in done.stdout and record["dependency_changes"] == []
     print(f"{head}: whole gate {seconds:.1f} s")
 
 
@@ -71,6 +88,7 @@ def test_a_torch_dequant_change_is_measured_and_says_what_differs(repo, tmp_path
     (bench,) = record["benchmarks"]
     assert bench["id"] == BENCH and bench["status"] == "gated"
     assert "launch path: kernels/torch_dequant.py" in done.stdout  # the code column and the table above the verdict
+    assert "plan:" in done.stdout and "_resolvable_" in done.stdout and "torch ?" not in done.stdout  # the full header
     assert record["code"]["decisions"]["torch_dequant[bf16]"] == "changed: launch path: kernels/torch_dequant.py"
     assert record["skipped_identical"] == [] and record["rounds_to_verdict"] == {BENCH: 2}
     # The measured cost, in the form ci.speed.changes --costs reads; the GPU seconds spent are its sum.

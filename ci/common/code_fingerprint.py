@@ -109,6 +109,7 @@ class Outcome(enum.Enum):
     IDENTICAL = "unchanged (identical code)"
     DIFFERS = "changed"
     UNKNOWN = "measure"
+    REMOVED = "removed at head"  # the base has the benchmark, the head does not: nothing to measure or skip
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,8 @@ class Comparison:
             return self.outcome.value
         if self.outcome is Outcome.DIFFERS:
             return "changed: " + "; ".join(self.what)
+        if self.outcome is Outcome.REMOVED:
+            return self.outcome.value
         return f"measure: {self.reason.value}" + (f" ({self.detail})" if self.detail else "")
 
 
@@ -309,7 +312,8 @@ def benchmark_id(benchmark: Mapping[str, Any]) -> str:
 
 def compare(base: TreeFingerprints, head: TreeFingerprints) -> dict[str, dict[str, Comparison]]:
     """``{arch: {benchmark id: Comparison}}`` for every benchmark the head has on each arch
-    (the base's benchmarks when the head's registry could not be loaded: they are all "measure")."""
+    (the base's benchmarks when the head's registry could not be loaded: they are all "measure"),
+    then the base's benchmarks the head no longer has: "removed at head", so a removal does not vanish."""
     out: dict[str, dict[str, Comparison]] = {}
     listed = base if head.failure and not base.failure else head
     for arch, benchmarks in listed.benchmarks.items():
@@ -322,4 +326,7 @@ def compare(base: TreeFingerprints, head: TreeFingerprints) -> dict[str, dict[st
             else:
                 result = compare_fingerprints(base.fingerprints.get(key), head.fingerprints.get(key))
             out[arch][benchmark_id(bench)] = result
+        if not (head.failure or base.failure):
+            for bench in base.benchmarks.get(arch, []):
+                out[arch].setdefault(benchmark_id(bench), Comparison(Outcome.REMOVED))
     return out

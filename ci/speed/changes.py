@@ -34,6 +34,7 @@ from ci.common import gitutil
 from ci.common.code_fingerprint import DEFAULT_ARCHS
 from ci.common.options import OptionsError, add_json, output_value
 from ci.speed import changes_report
+from ci.speed.dependencies import dependency_changes
 from ci.speed.fingerprints import decide, fingerprint_sides
 from harness.report import append_step_summary, write_json_atomic
 
@@ -101,6 +102,7 @@ def run(options: Options, log=lambda line: print(line, file=sys.stderr, flush=Tr
             log(base.note)
         base_fp, head_fp = fingerprint_sides(base_tree, head_tree, options.archs, kernels=options.kernels, log=log)
     data = decide(base.sha, head_sha, base_fp, head_fp, options.costs, started)
+    data["dependency_changes"] = dependency_changes(repo, base.sha, head_sha)
     return data, changes_report.markdown(data)
 
 

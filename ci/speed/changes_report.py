@@ -11,7 +11,8 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
-from ci.common.code_fingerprint import Comparison, Outcome, TreeFingerprints
+from ci.common.code_fingerprint import Comparison, Outcome, TreeFingerprints, benchmark_id
+from ci.speed.dependencies import warning_lines
 from harness.instruction_mix import instruction_mix, mix_diff
 from harness.report import markdown_table
 
@@ -59,10 +60,14 @@ def report_data(base_sha: str | None, head_sha: str, base: TreeFingerprints, hea
     by_arch: dict[str, dict[str, Any]] = {}
     to_measure: set[str] = set()
     unchanged: set[str] = set()
+    removed: dict[str, list[dict[str, Any]]] = {}
     saved: dict[str, float] = {}
     for arch, results in comparisons.items():
         by_arch[arch] = {bench_id: _comparison_json(c) for bench_id, c in sorted(results.items())}
+        removed[arch] = [benchmarks[(arch, i)] for i, c in sorted(results.items()) if c.outcome is Outcome.REMOVED]
         for bench_id, c in results.items():
+            if c.outcome is Outcome.REMOVED:
+                continue
             if c.outcome is Outcome.IDENTICAL:
                 unchanged.add(bench_id)
                 b = benchmarks[(arch, bench_id)]
@@ -78,10 +83,13 @@ def report_data(base_sha: str | None, head_sha: str, base: TreeFingerprints, hea
         "archs": list(comparisons),
         # A side whose registry could not be read lists nothing: the GPU job must run then.
         "gpu_needed": bool(to_measure) or nothing_listed,
-        "gpu_needed_by_arch": {arch: any(c.outcome is not Outcome.IDENTICAL for c in results.values())
+        "gpu_needed_by_arch": {arch: any(c.outcome not in (Outcome.IDENTICAL, Outcome.REMOVED) for c in results.values())
                                for arch, results in comparisons.items()},
         "to_measure": sorted(to_measure),
         "unchanged": sorted(unchanged - to_measure),
+        # Base-only benchmarks: nothing to measure, but the summary and the gate list them.
+        "removed": sorted({benchmark_id(b) for listed in removed.values() for b in listed} - to_measure - unchanged),
+        "removed_by_arch": removed,
         "by_arch": by_arch,
         "failures": {side: t.failure for side, t in (("base", base), ("head", head)) if t.failure},
         "saved": {"gpu_seconds_by_arch": {a: round(s, 1) for a, s in saved.items()},
@@ -136,10 +144,12 @@ def markdown(data: Mapping[str, Any]) -> str:
     lines = [f"### Code changes: {str(data['base'])[:12]} -> {data['head'][:12]}", ""]
     for side, failure in data["failures"].items():
         lines.append(f"- **{side} kernels could not be read**: {failure}")
+    lines += warning_lines(data.get("dependency_changes") or [])
     need = "yes" if data["gpu_needed"] else "no"
     saved = data["saved"]
     seconds = ", ".join(f"{arch} {s:.0f} s" for arch, s in saved["gpu_seconds_by_arch"].items()) or "0 s"
-    lines += [f"GPU needed: **{need}** ({len(data['to_measure'])} to measure, {saved['benchmarks_skipped']} unchanged). "
+    removed = f", {len(data['removed'])} removed at head" if data.get("removed") else ""
+    lines += [f"GPU needed: **{need}** ({len(data['to_measure'])} to measure, {saved['benchmarks_skipped']} unchanged{removed}). "
               f"GPU time saved by the skips: {seconds}{' (estimated)' if saved['estimated'] else ''}.", ""]
     for arch, results in data["by_arch"].items():
         rows = [{"benchmark": bench_id, "decision": r["summary"]} for bench_id, r in results.items()]

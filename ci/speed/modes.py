@@ -24,7 +24,7 @@ from ci.speed.reasons import Status, Stop
 from ci.speed.report import calibration_markdown, correctness_lines, excluded_rows, plan_text, rates_markdown
 from ci.speed.rounds import Side
 from ci.speed.run import GateError, calibrations_for, deadline, log, run_rounds, survey_both, thresholds_for
-from ci.speed import unchanged
+from ci.speed import dependencies, unchanged
 from ci.speed.selection import Selection, check_selectors, select
 from ci.speed.thresholds import parse_thresholds
 from ci.speed.verdict import BenchmarkResult, RecordError, decide_entry, entries_of, load_record, plan_of
@@ -69,31 +69,35 @@ def run_gate(options: SpeedOptions) -> int:
         decision = unchanged.code_decision(options, base.sha, head_sha, base_tree if sides["base"] else None, head_tree, log)
         skipped = unchanged.unchanged_entries(decision, options.kernels, options.configs, options.shapes)
         pairs = unchanged.measured_pairs(decision, options.kernels, options.configs)
+        # A survey narrowed to the changed pairs does not see kernels gone at head: the fingerprints list them.
+        removed = unchanged.removed_entries(decision, options.kernels, options.configs, options.shapes) if skipped else []
         if skipped and pairs == []:  # nothing selected differs: no survey, no round, no GPU
             check_selectors({"head": {"registered": decision.data.get("registered", []), "unknown_shapes": []}},
                             options.kernels, options.configs)
-            selection, rounds, environment = Selection(skipped, []), [], {}
+            selection, rounds, environment = Selection(skipped + removed, []), [], {}
             device = "cpu" if decision.arch == "cpu" else "cuda"
-            results = [decide_entry(e, rounds, thresholds, plan, rule) for e in skipped]
+            results = [decide_entry(e, rounds, thresholds, plan, rule) for e in selection.entries]
             log(f"speed_gate: all {len(skipped)} selected benchmark(s) have identical code at base and head: nothing to measure")
         else:
             surveys = survey_both(sides, options, pairs=pairs if skipped else None)
             check_selectors(surveys, options.kernels, options.configs)
             selection = select(surveys["head"], surveys["base"], "" if sides["base"] else "the base has no kernels/ package",
-                               others=skipped)
+                               others=skipped + removed)
             device, environment = surveys["head"]["device"], surveys["head"]["environment"]
             plan = options.plan_for(len(selection.gated))
             rounds, results = run_rounds([sides["base"], sides["head"]] if sides["base"] else [], selection, device=device,
                                          plan=plan, rule=rule, thresholds=thresholds, timing=timing, limit=limit,
                                          fixed=options.rounds is not None, calibrations=calibrations, deadline=stop_at,
                                          **engine_options(options))
-    costs = unchanged.cost_record(decision, skipped, rounds)
+    costs = unchanged.cost_record(decision, skipped, rounds, removed)
+    dependency_changes = dependencies.dependency_changes(repo, base.sha, None if options.working_tree else head_sha)
     context = Context(
         mode="gate", plan=plan, rule=rule, thresholds=thresholds, timing=timing, round_limit=limit,
         base={"ref": base.ref, "sha": base.sha},
         head={"ref": options.head, "sha": head_sha, "working_tree": options.working_tree},
         environment=environment, device=device, wall_s=time.time() - started, calibrations=dict(calibrations),
-        extra={**costs, "engine": engine_options(options), "cost": cost_summary(rounds)}, preface=unchanged.preface_lines(decision, pairs, costs),
+        extra={**costs, "dependency_changes": dependency_changes, "engine": engine_options(options), "cost": cost_summary(rounds)},
+        preface=unchanged.preface_lines(decision, pairs if skipped else None, costs, dependency_changes),
         changes={r.id: decision.why_measured(r.benchmark.kernel, r.benchmark.config) for r in results
                  if r.status is not Status.UNCHANGED_IDENTICAL},
     )

@@ -89,16 +89,25 @@ def record_json(context: Context, results: Sequence[BenchmarkResult], correctnes
 
 
 def header_lines(context: Context, rounds: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Base and head; with rounds, also the device, the plan, the exclusion rule and the runner's time.
+
+    Without a round (nothing was measured) the plan and the rule say nothing, so only what is known is shown.
+    """
     env = context.environment or {}
     base, head = context.base, context.head
     lines = [f"base `{(base.get('sha') or '?')[:12]}` (merge-base of the head and `{base.get('ref')}`) · head "
              + ("the working tree" if head.get("working_tree") else f"`{(head.get('sha') or '?')[:12]}` ({head.get('ref')})")]
+    if context.extra.get("replayed_from"):
+        lines.insert(0, f"**replayed** from `{context.extra['replayed_from']}` (no GPU)")
+    device = f"device: {env.get('gpu') or 'CPU'} ({context.device})" + (f" · torch {env['torch']}" if env.get("torch") else "")
+    if not rounds:
+        return lines + ([device] if env else [])
     floor = (f"{context.rule.clock_floor_mhz:g} MHz" if context.rule.clock_floor_mhz is not None
              else f"{context.rule.clock_floor_fraction:.0%} of the max SM clock")
     lines += [
-        f"device: {env.get('gpu') or 'CPU'} ({context.device}) · torch {env.get('torch', '?')} · "
-        f"{len(rounds)} rounds {_engine_text(context.extra.get('engine'))}, order rotating (A B, B A, …) · {context.wall_s:.0f} s",
-        f"plan: {plan_text(context.plan, sum(1 for p in _gated_ids(rounds)) or None)} · round budget {context.round_limit} · thresholds: `{context.thresholds.source}` "
+        f"{device} · {len(rounds)} rounds {_engine_text(context.extra.get('engine'))}, order rotating (A B, B A, …) · "
+        f"{context.wall_s:.0f} s",
+        f"plan: {plan_text(context.plan, len(_gated_ids(rounds)) or None)} · round budget {context.round_limit} · thresholds: `{context.thresholds.source}` "
         f"(default ±{context.thresholds.default:.2%}, {len(context.thresholds.overrides)} override(s))",
         f"a round is excluded when either side is throttled ({', '.join(sorted(context.rule.slowdown_reasons)) or 'none'}), "
         f"its SM clock is below {floor}, its timing never became steady, or the GPU was busy",
@@ -108,8 +117,6 @@ def header_lines(context: Context, rounds: Sequence[Mapping[str, Any]]) -> list[
         lines.append(f"GPU runner: {cost['measure_s']:.1f} s measuring, {cost['startup_s']:.1f} s starting "
                      f"{cost['processes_started']} process(es) (summed over processes); wall per GPU: "
                      + ", ".join(f"{d}: {w:.0f} s" for d, w in cost["device_wall_s"].items()))
-    if context.extra.get("replayed_from"):
-        lines.insert(0, f"**replayed** from `{context.extra['replayed_from']}` (no GPU)")
     return lines
 
 
@@ -132,7 +139,9 @@ def finish(context: Context, results: Sequence[BenchmarkResult], correctness: Se
     ids = summary_ids(results)
     inconclusive = len(ids[Verdict.INCONCLUSIVE.value])
     title = f"Speed gate: {'FAIL' if code else 'PASS'}" + (f" ({inconclusive} inconclusive ⚠)" if inconclusive else "")
-    all_unchanged = bool(results) and all(r.status is Status.UNCHANGED_IDENTICAL for r in results)
+    # Nothing measured because every selected benchmark has identical code (or is gone at head).
+    all_unchanged = (not rounds and any(r.status is Status.UNCHANGED_IDENTICAL for r in results)
+                     and all(r.status in (Status.UNCHANGED_IDENTICAL, Status.REMOVED) for r in results))
     if all_unchanged:
         title = f"Speed gate: {ALL_UNCHANGED}"
     markdown = gate_markdown(title=title, header_lines=header_lines(context, rounds), results=results,

@@ -204,10 +204,14 @@ def gate_markdown(
     if overridden:
         parts += [f"> ⚠ the idle check was overridden (MXFP4_ALLOW_BUSY_GPU) in {len(overridden)} process(es): "
                   f"{'; '.join(overridden[:4])}", ""]
-    parts += [markdown_table(benchmark_rows(results, changes), empty="_(no benchmark was gated)_"), ""]
-    parts += [f"_resolvable_: the smallest slowdown flagged as a regression with probability {resolve_power:.0%} by the last "
-              "look at this threshold (noise from the calibration file where it has the benchmark, else from this run's rounds). "
-              "Higher TFLOPS is better; head/base < 1 is a slowdown.", ""]
+    rows = benchmark_rows(results, changes)
+    if rows:
+        parts += [markdown_table(rows), ""]
+        parts += [f"_resolvable_: the smallest slowdown flagged as a regression with probability {resolve_power:.0%} by the "
+                  "last look at this threshold (noise from the calibration file where it has the benchmark, else from this "
+                  "run's rounds). Higher TFLOPS is better; head/base < 1 is a slowdown.", ""]
+    elif rounds:  # measured, yet nothing gated: say so; with no round at all the preface says why
+        parts += ["_(no benchmark was gated)_", ""]
     notes = [f"- {r.id}: {r.note}" for r in results if r.status is Status.GATED and r.note]
     if notes:
         parts += ["**Notes**", *notes, ""]

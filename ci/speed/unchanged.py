@@ -26,6 +26,8 @@ from ci.speed.selection import Entry
 
 _ID = re.compile(r"^(?P<kernel>[^\[]+)\[(?P<config>[^\]]*)\]/(?P<shape>.+)$")
 IDENTICAL = "IDENTICAL"  # ci.common.code_fingerprint.Outcome.IDENTICAL.name, as the JSON keeps it
+REMOVED = "REMOVED"  # Outcome.REMOVED.name: at base only
+REMOVED_NOTE = "removed at head"
 
 
 class ChangesFileError(ValueError):
@@ -40,6 +42,7 @@ class CodeDecision:
     how: str  # how the arch was found, and where the fingerprints came from
     pairs: dict[tuple[str, str], tuple[bool, str]] = field(default_factory=dict)  # -> (identical, describe())
     listed: list[Benchmark] = field(default_factory=list)  # the benchmarks the fingerprints list on the arch
+    removed: list[Benchmark] = field(default_factory=list)  # the base's benchmarks on the arch that the head lacks
     data: Mapping[str, Any] = field(default_factory=dict)  # the decision data (code_changes, registered, ...)
     measure_identical: bool = False
 
@@ -84,12 +87,15 @@ def decision_from_data(data: Mapping[str, Any], arch: str, how: str, measure_ide
         match = _ID.match(bench_id)
         if match is None:
             continue
+        if result["outcome"] == REMOVED:  # nothing at head to measure or skip: listed as removed instead
+            continue
         key = (match["kernel"], match["config"])
         same = result["outcome"] == IDENTICAL
         if key not in pairs or not same:  # any non-identical benchmark of the pair measures the pair
             pairs[key] = (same and pairs.get(key, (True, ""))[0], result["summary"])
     listed = [Benchmark.from_json(b) for b in (data.get("benchmarks_by_arch") or {}).get(arch, [])]
-    return CodeDecision(arch, how, pairs, listed, data, measure_identical)
+    removed = [Benchmark.from_json(b) for b in (data.get("removed_by_arch") or {}).get(arch, [])]
+    return CodeDecision(arch, how, pairs, listed, removed, data, measure_identical)
 
 
 def selected(name: str, patterns: Sequence[str]) -> bool:
@@ -114,6 +120,18 @@ def unchanged_entries(decision: CodeDecision, kernels: Sequence[str], configs: S
         runs_here = [Benchmark(k, c, name, *mnk) for k, c in pairs for name, mnk in chosen]
     why = f"the same {decision.arch} speed fingerprint at base and head"
     return [Entry(b, Status.UNCHANGED_IDENTICAL, why) for b in runs_here]
+
+
+def removed_entries(decision: CodeDecision, kernels: Sequence[str], configs: Sequence[str],
+                    shapes: Sequence[str]) -> list[Entry]:
+    """The selected benchmarks the base has on the arch and the head does not: "removed", never measured.
+
+    The gate adds them when its survey is narrowed to the changed (kernel, config)s, which leaves them out.
+    """
+    wanted = {s for text in shapes for s in (text, "x".join(map(str, parse_shape(text) or ())))}
+    return [Entry(b, Status.REMOVED, f"{REMOVED_NOTE} ({decision.arch})") for b in decision.removed
+            if selected(b.kernel, kernels) and selected(b.config, configs)
+            and (not shapes or b.shape in wanted or f"{b.m}x{b.n}x{b.k}" in wanted)]
 
 
 def measured_pairs(decision: CodeDecision, kernels: Sequence[str], configs: Sequence[str]) -> list[tuple[str, str]] | None:
@@ -152,7 +170,8 @@ def rounds_measured(rounds: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     return counts
 
 
-def cost_record(decision: CodeDecision | None, skipped: Sequence[Entry], rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def cost_record(decision: CodeDecision | None, skipped: Sequence[Entry], rounds: Sequence[Mapping[str, Any]],
+                removed: Sequence[Entry] = ()) -> dict[str, Any]:
     """The JSON record's "code" and "costs" parts: what was skipped, the seconds saved (estimated) and spent."""
     spent = sum(proc["wall_s"] for rnd in rounds for proc in rnd["processes"])
     saved = {e.benchmark.id: round(estimated_cost_s(e.benchmark.m, e.benchmark.n, e.benchmark.k), 1) for e in skipped}
@@ -163,6 +182,7 @@ def cost_record(decision: CodeDecision | None, skipped: Sequence[Entry], rounds:
             "code_changes": list(decision.data.get("code_changes") or []),
         },
         "skipped_identical": [e.benchmark.id for e in skipped],
+        "removed_at_head": [e.benchmark.id for e in removed],
         "gpu_seconds_saved_estimated": round(sum(saved.values()), 1),
         "gpu_seconds_spent": round(spent, 1),
         "costs": measured_costs(rounds),
@@ -212,12 +232,23 @@ def code_decision(options: Any, base_sha: str, head_sha: str, base_tree: Path | 
                               options.measure_identical)
 
 
-def preface_lines(decision: CodeDecision | None, measured: Sequence[tuple[str, str]] | None, costs: Mapping[str, Any]) -> list[str]:
-    """Above the verdict: the arch, what each measured (kernel, config) changed, the ISA and resource diffs, the costs."""
+def preface_lines(decision: CodeDecision | None, measured: Sequence[tuple[str, str]] | None, costs: Mapping[str, Any],
+                  dependency_changes: Sequence[str] = ()) -> list[str]:
+    """Above the verdict: the arch, what each measured (kernel, config) changed, the ISA and resource diffs, the costs.
+
+    ``measured == []`` (every selected benchmark has identical code): the code line and one line of what it saved.
+    """
+    from ci.speed.dependencies import warning_lines
+
     if decision is None:
-        return []
+        return warning_lines(list(dependency_changes))
     lines = [f"**Code** for {decision.arch or 'an unknown arch'}: {decision.how}"
              + (" · --measure-identical: identical code measured too" if decision.measure_identical else ""), ""]
+    lines += warning_lines(list(dependency_changes))
+    if measured == []:
+        removed = len(costs.get("removed_at_head") or [])
+        return lines + [f"every selected benchmark has identical code{f' ({removed} removed at head)' if removed else ''}: "
+                        f"nothing measured, 0 GPU seconds, ~{costs['gpu_seconds_saved_estimated']:.0f} s saved (estimated)", ""]
     if decision.arch is not None:
         from harness.report import markdown_table
 

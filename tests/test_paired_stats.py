@@ -496,3 +496,59 @@ def test_plot_refuses_an_unwritable_path(tmp_path):
         locked.mkdir(mode=0o500)
         with pytest.raises(OSError, match="cannot write there"):
             plot_rounds(_plot_input(), locked / "speed.png")
+
+
+# --- the warm engine's t plan (issue 21) -------------------------------------------------------------
+
+
+def test_t_interval_matches_scipys_t_interval_on_the_log_scale():
+    from scipy import stats
+
+    from harness.paired.t_interval import t_estimate
+
+    ratios = [0.9921, 0.9932, 0.9918, 0.9940, 0.9926]
+    logs = np.log(ratios)
+    low, high = stats.t.interval(0.99, len(logs) - 1, loc=logs.mean(), scale=stats.sem(logs))
+    est = t_estimate(ratios, 0.99)
+    assert est.point == pytest.approx(math.exp(logs.mean()), rel=1e-12)
+    assert (est.low, est.high) == (pytest.approx(math.exp(low), rel=1e-12), pytest.approx(math.exp(high), rel=1e-12))
+    assert not t_estimate([0.99], 0.99).bounded  # one round: no spread, no interval
+
+
+def test_t_interval_covers_at_its_stated_confidence_at_five_rounds():
+    from harness.paired.t_interval import t_estimate
+
+    rng = np.random.default_rng(3)
+    trials, effect = 4000, math.log(0.993)
+    hits = 0
+    for _ in range(trials):
+        est = t_estimate(np.exp(rng.normal(effect, 0.00055, 5)), 0.95)
+        hits += est.low <= 0.993 <= est.high
+    assert 0.94 <= hits / trials <= 0.96  # binomial SD at 4000 trials: 0.0034
+
+
+def test_the_warm_plan_decides_a_074_percent_slowdown_at_its_first_look_and_an_aa_as_no_change():
+    from dataclasses import replace
+
+    from harness.paired.sequential import WARM_PLAN
+    from harness.paired.simulation import simulate
+
+    plan = replace(WARM_PLAN, alpha=WARM_PLAN.alpha / 10)  # 10 benchmarks share the per-PR alpha
+    slow = simulate(0.00055, -0.0074, 0.003, plan, trials=400, seed=11, process_sd=0.0007, restart_every=2)
+    same = simulate(0.00055, 0.0, 0.003, plan, trials=400, seed=12, process_sd=0.0007, restart_every=2)
+    assert dict(slow.counts)["regression"] == 400 and slow.mean_rounds <= 10
+    assert dict(same.counts)["regression"] == 0 and dict(same.counts)["improvement"] == 0
+    assert dict(same.counts)["no change"] >= 390
+
+
+def test_the_per_pr_alpha_is_shared_by_the_gated_benchmarks():
+    from ci.speed.options import speed_options
+    from ci.speed.gate import _parser
+
+    def options(*argv):
+        return speed_options(vars(_parser().parse_args(list(argv))))
+
+    assert options().plan_for(10).alpha == pytest.approx(0.001)
+    assert options("--pr-alpha", "0.05").plan_for(5).alpha == pytest.approx(0.01)
+    assert options("--alpha", "0.02").plan_for(10).alpha == 0.02  # a per-benchmark alpha, as given
+    assert options("--engine", "fresh").plan_for(10).alpha == 0.01  # the signed-rank plan: per benchmark, bound stated

@@ -1,0 +1,34 @@
+"""Simulated verdict rates of the warm engine's t plan (docs/SPEED_GATE.md, "A verdict in seconds").
+
+    python docs/data/warm_plan_rates.py > docs/data/warm_plan_rates.json
+
+Noise from the H200 (issue 21): per-round SD of the log ratio 0.055% in one process (0.091% with
+a fresh process per round, so about 0.07% between processes); torch_dequant under its power cap 1.4%.
+Each trial goes through harness.paired.sequential.sequential_decision, the gate's own code, with
+rounds correlated within a worker generation (process_sd, restart_every 2).
+"""
+
+import json
+from dataclasses import replace
+
+from harness.paired.sequential import WARM_PLAN
+from harness.paired.simulation import simulate
+
+TRIALS = 4000
+CASES = [  # (name, round SD, process SD, threshold)
+    ("triton in-process SD", 0.00055, 0.0, 0.003),
+    ("triton + process SD 0.07%", 0.00055, 0.0007, 0.003),
+    ("triton fresh-process SD", 0.00091, 0.0007, 0.003),
+    ("torch_dequant power-capped", 0.014, 0.005, 0.10),
+]
+rows = []
+for gated in (1, 10, 30):
+    plan = replace(WARM_PLAN, alpha=WARM_PLAN.alpha / gated)  # the per-PR alpha shared by the gated benchmarks
+    for name, sd, process_sd, threshold in CASES:
+        for effect in (0.0, -0.0074, -threshold, -2 * threshold):
+            rates = simulate(sd, effect, threshold, plan, trials=TRIALS, seed=7, process_sd=process_sd, restart_every=2)
+            counts = dict(rates.counts)
+            rows.append({"gated": gated, "case": name, "round_sd": sd, "process_sd": process_sd, "threshold": threshold,
+                         "effect": effect, "alpha_per_benchmark": plan.alpha, "trials": TRIALS,
+                         **{k.replace(" ", "_"): v / TRIALS for k, v in counts.items()}, "mean_rounds": rates.mean_rounds})
+print(json.dumps(rows, indent=1))

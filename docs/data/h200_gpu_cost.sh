@@ -10,14 +10,15 @@ rm -rf /tmp/r && git clone -q -b main .dev/repo.bundle /tmp/r && cd /tmp/r || ex
 git config user.email exp@example.invalid && git config user.name exp
 python3 docs/data/make_experiment_branches.py || exit 2
 export PYTHONPATH=/tmp/r:/tmp/site
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv | tee "$OUT/gpu_before.csv"
-gate() {  # gate NAME ARGS...: one gate run, its wall time, exit code, Markdown and JSON
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv | tee /tmp/gpu_before.csv
+LOGS=/tmp/h200_logs; mkdir -p "$LOGS"
+gate() {  # gate NAME ARGS...: one gate run with the H200 thresholds; wall time, exit code, Markdown, log and JSON
   local name=$1; shift
   local t0; t0=$(date +%s.%N)
-  python3 -m ci.speed "$@" --json "$OUT/$name.json" > "$OUT/$name.md" 2> "$OUT/$name.log"
+  python3 -m ci.speed --thresholds ci/speed_thresholds_h200.json "$@" --json "$LOGS/$name.json" > "$LOGS/$name.md" 2> "$LOGS/$name.log"
   local rc=$?
-  echo "$name: exit $rc, wall $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s" | tee -a "$OUT/runs.txt"
-  grep -E "^speed_gate: (PASS|FAIL)|GPU runner|unchanged" "$OUT/$name.md" "$OUT/$name.log" | head -5
+  echo "$name: exit $rc, wall $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s" | tee -a "$LOGS/runs.txt"
+  grep -E "^speed_gate: (PASS|FAIL)|GPU (runner|time)|^\| .*(regression|no change|inconclusive|wrong)" "$LOGS/$name.md" "$LOGS/$name.log" | cut -c1-220 | head -8
 }
 TRACKED=(--kernel triton_dot_scaled --config m128_n128_k128_w8_s3)
 S8=(--shape square_m08192_n08192_k08192)
@@ -32,5 +33,7 @@ else  # part 2: a kernel PR of 10 benchmarks (both configs x five shapes), slowe
   gate slow_ten --base main --head exp/slow --kernel triton_dot_scaled --max-minutes 4
   gate aa_ten --base main --head exp/docs-only --kernel triton_dot_scaled --measure-identical --max-minutes 4
 fi
-nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv | tee "$OUT/gpu_after.csv"
-cat "$OUT/runs.txt"
+nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv | tee /tmp/gpu_after.csv
+mv /tmp/gpu_before.csv /tmp/gpu_after.csv "$LOGS/"
+tar -C /tmp -czf "$OUT/h200_part${1:-1}.tar.gz" h200_logs  # one file back: the device returns at most 8
+cat "$LOGS/runs.txt"

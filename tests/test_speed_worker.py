@@ -249,10 +249,15 @@ def _ended(pid: int) -> bool:
     return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
 
 
+def test_spares_by_default_only_where_their_imports_do_not_share_the_timed_cores(sides):
+    assert not WarmEngine(sides, device="cpu").use_spares  # a CPU's timing and a spare's imports: the same cores
+    assert WarmEngine(sides, device="cuda").use_spares and WarmEngine(sides, device="cpu", spares=True).use_spares
+
+
 def test_a_restart_promotes_prespawned_spares_and_counts_only_their_device_start_up(sides):
     benches = [bench(128, 128, 512)]
     names = [s.name for s in sides]
-    with WarmEngine(sides, device="cpu", budget=BUDGET, restart_every=1) as engine:
+    with WarmEngine(sides, device="cpu", budget=BUDGET, restart_every=1, spares=True) as engine:
         first = engine.measure_round(names, benches, round_index=0).to_json()
         spare_pids = {side: spare.pid for side, spare in engine.devices[0].spares.items()}
         assert sorted(spare_pids) == sorted(names)  # spawned while generation 0 measured
@@ -288,7 +293,7 @@ def test_a_dead_spare_is_replaced_and_reported_and_no_process_outlives_the_engin
     benches = [bench(128, 128, 512)]
     names = [s.name for s in sides]
     logs: list[str] = []
-    with WarmEngine(sides, device="cpu", budget=BUDGET, restart_every=1, log=logs.append) as engine:
+    with WarmEngine(sides, device="cpu", budget=BUDGET, restart_every=1, spares=True, log=logs.append) as engine:
         engine.measure_round(names, benches, round_index=0)
         dead = engine.devices[0].spares["head"].pid
         os.kill(dead, signal.SIGKILL)

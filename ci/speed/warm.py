@@ -22,7 +22,8 @@ one timing per benchmark and round:
   kernels' imports, CPU only, while it measures) and promoted at the restart
   (device context, compilation from the warm cache, operands): only that counts
   as ``startup_s``, the rest is ``overlapped_startup_s``; a spare that died is
-  replaced by a fresh start, reported (``spare_failed``);
+  replaced by a fresh start, reported (``spare_failed``). Not on a CPU device
+  unless asked (``spares=True``): there the imports would take the timed cores;
 * a round first readies every device (starts, restarts, prepares), then
   measures on every device: no device's start-up runs beside a timing;
 * a worker that dies or hangs fails its device: every benchmark of that device
@@ -119,7 +120,7 @@ class WarmEngine:
         start_timeout_s: float = START_TIMEOUT_S,
         setup_timeout_s: float = SETUP_TIMEOUT_S,
         measure_timeout_s: float = MEASURE_TIMEOUT_S,
-        spares: bool = True,
+        spares: bool | None = None,
         environ: Mapping[str, str] | None = None,
         log: Callable[[str], None] | None = None,
     ):
@@ -131,7 +132,9 @@ class WarmEngine:
         self.device, self.seed, self.restart_every, self.cost = device, seed, restart_every, cost
         self.budget = asdict(budget) if is_dataclass(budget) else dict(budget or {})
         self.timeouts = {"start": start_timeout_s, "setup": setup_timeout_s, "measure": measure_timeout_s}
-        self.use_spares, self.environ, self.log = spares, environ, log
+        # A spare's imports run beside the timing: harmless to a GPU's, not to a CPU's (the same cores).
+        self.use_spares = spares if spares is not None else device != "cpu"
+        self.environ, self.log = environ, log
         self.devices = {d: _Device(d) for d in devices}
         self.assigned: dict[str, int] = {}  # benchmark id -> device, for the whole run
         self._known_cost: dict[str, float] = {}

@@ -10,7 +10,9 @@ CPU's speed. On the CPU a "device" is only an index and a pinned CUDA_VISIBLE_DE
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -18,7 +20,8 @@ import pytest
 
 from ci.speed.devices import assign_devices, estimated_seconds, pinned_environment, visible_devices_variable
 from ci.speed.rounds import Benchmark, Side, rotating_order
-from ci.speed.warm import WarmEngine, cost_summary, open_engine
+from ci.speed.cost import cost_summary
+from ci.speed.warm import WarmEngine, open_engine
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SABOTAGE_ENV = "MXFP4_TEST_SABOTAGE"
@@ -125,7 +128,8 @@ def test_warm_workers_alternate_measure_many_times_and_restart(sides, capsys):
     benches = [bench(128, 128, 512), bench(128, 128, 1024)]
     names = [s.name for s in sides]
     started = time.perf_counter()
-    with WarmEngine(sides, device="cpu", budget=BUDGET, restart_every=2) as engine:
+    # Cold restarts (no spares): start-up is paid in full in the rounds that start workers.
+    with WarmEngine(sides, device="cpu", budget=BUDGET, restart_every=2, spares=False) as engine:
         rounds = [engine.measure_round(rotating_order(names, i), benches, round_index=i).to_json() for i in range(3)]
     warm_wall = time.perf_counter() - started
 
@@ -217,3 +221,92 @@ def test_three_devices_keep_pairs_together_and_report_a_failing_device(sides, sa
         for b in benches:
             rec = _records(third, "head")[b.id]
             assert ("error" in rec) == (device_of[b.id] != 0)
+
+
+# ---------------------------------------------------------------------------
+# spares: the next generation started while the current one measures
+# ---------------------------------------------------------------------------
+
+
+def _worker(rnd: dict, side: str) -> dict:
+    (worker,) = next(p for p in rnd["processes"] if p["side"] == side)["workers"]
+    return worker
+
+
+def _wait_preloaded(engine: WarmEngine, timeout_s: float = 180.0) -> None:
+    """Until every spare of device 0 is ready for "go" (a busy CPU imports torch slowly)."""
+    deadline = time.monotonic() + timeout_s
+    while any(spare.preloaded_at is None and spare.failure is None for spare in engine.devices[0].spares.values()):
+        assert time.monotonic() < deadline, "the spares did not preload"
+        time.sleep(0.1)
+
+
+def _ended(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+
+
+def test_spares_by_default_only_where_their_imports_do_not_share_the_timed_cores(sides):
+    assert not WarmEngine(sides, device="cpu").use_spares  # a CPU's timing and a spare's imports: the same cores
+    assert WarmEngine(sides, device="cuda").use_spares and WarmEngine(sides, device="cpu", spares=True).use_spares
+
+
+def test_a_restart_promotes_prespawned_spares_and_counts_only_their_device_start_up(sides):
+    benches = [bench(128, 128, 512)]
+    names = [s.name for s in sides]
+    with WarmEngine(sides, device="cpu", budget=BUDGET, restart_every=1, spares=True) as engine:
+        first = engine.measure_round(names, benches, round_index=0).to_json()
+        spare_pids = {side: spare.pid for side, spare in engine.devices[0].spares.items()}
+        assert sorted(spare_pids) == sorted(names)  # spawned while generation 0 measured
+        _wait_preloaded(engine)
+        second = engine.measure_round(list(reversed(names)), benches, round_index=1).to_json()
+    for rnd in (first, second):
+        for side in names:
+            assert "error" not in _records(rnd, side)[benches[0].id]
+    restart_began = next(p for p in second["processes"])["started"]
+    for side in names:
+        cold, promoted = _worker(first, side), _worker(second, side)
+        assert not cold["prespawned"] and cold["overlapped_startup_s"] == 0
+        assert promoted["prespawned"] and promoted["pid"] == spare_pids[side] and promoted["generation"] == 1
+        assert promoted["spawned_at"] < restart_began  # started before the restart round began
+        assert _records(second, side)[benches[0].id]["worker_pid"] == spare_pids[side]
+        # The phases: a cold worker imports after "go"; a spare had imported before the round began.
+        c, w = cold["phases"], promoted["phases"]
+        assert c["go_at"] <= c["spawned_at"] < c["preloaded_at"] < c["started_at"]
+        assert w["spawned_at"] < w["preloaded_at"] < restart_began <= w["go_at"] < w["started_at"]
+        assert promoted["overlapped_startup_s"] >= w["preloaded_at"] - w["spawned_at"] - 1e-3
+        assert cold["startup_s"] >= c["started_at"] - c["spawned_at"] - 1e-3  # its imports held the runner
+        # Counted start-up: from "go" to started, the spare skips the imports (generous: a busy CPU).
+        assert w["started_at"] - w["go_at"] < 0.5 * (c["started_at"] - c["go_at"])
+        assert promoted["startup_s"] < cold["startup_s"]
+    cost = cost_summary([first, second])
+    assert cost["overlapped_startup_s"] == pytest.approx(
+        sum(_worker(second, side)["overlapped_startup_s"] for side in names), abs=0.01)
+    assert cost["overlapped_startup_s"] > 0 and cost["processes_started"] == 4
+    assert set(cost) == {"startup_s", "overlapped_startup_s", "measure_s", "processes_started", "device_wall_s"}
+
+
+def test_a_dead_spare_is_replaced_and_reported_and_no_process_outlives_the_engine(sides):
+    benches = [bench(128, 128, 512)]
+    names = [s.name for s in sides]
+    logs: list[str] = []
+    with WarmEngine(sides, device="cpu", budget=BUDGET, restart_every=1, spares=True, log=logs.append) as engine:
+        engine.measure_round(names, benches, round_index=0)
+        dead = engine.devices[0].spares["head"].pid
+        os.kill(dead, signal.SIGKILL)
+        second = engine.measure_round(names, benches, round_index=1).to_json()
+        head, base = _worker(second, "head"), _worker(second, "base")
+        assert head["pid"] != dead and not head["prespawned"]  # a fresh worker instead, and it measured
+        assert "error" not in _records(second, "head")[benches[0].id]
+        assert "head worker 1 on device 0" in head["spare_failed"] and f"pid {dead}" in head["spare_failed"]
+        assert base["prespawned"] and "spare_failed" not in base
+        assert any("head spare could not be promoted" in line and str(dead) in line for line in logs)
+        # A worker that died, and spares still preloading, when the engine closes: all ended anyway.
+        os.kill(engine.devices[0].workers["base"].pid, signal.SIGKILL)
+        started = engine.process_ids()
+        assert len(started) == 7  # 2 cold, 2 spares (one died), 1 replacement, 2 new spares
+    assert all(_ended(pid) for pid in started), [p for p in started if not _ended(p)]
+    assert any("spare worker(s) not needed" in line for line in logs)

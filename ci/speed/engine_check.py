@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ci.common.commit_tree import REPO_ROOT
+from ci.speed.cost import cost_summary
 from ci.speed.rounds import Benchmark, FreshEngine, Side, rotating_order
-from ci.speed.warm import WarmEngine, cost_summary
+from ci.speed.warm import WarmEngine
 
 BENCHMARKS = (Benchmark("triton_dot_scaled", "m128_n256_k64_w8_s3", "8192x8192x8192", 8192, 8192, 8192),
               Benchmark("torch_dequant", "bf16", "8192x8192x8192", 8192, 8192, 8192))

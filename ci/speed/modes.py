@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ci.common.commit_tree import NotAKernelsTree, has_kernels
+from ci.speed.cost import cost_summary
 from ci.speed.exclusion import ExclusionRule, paired_rounds
 from ci.speed.options import SpeedOptions
 from ci.speed.outputs import Context, finish, record_json
@@ -28,7 +29,6 @@ from ci.speed import dependencies, unchanged
 from ci.speed.selection import Selection, check_selectors, select
 from ci.speed.thresholds import parse_thresholds
 from ci.speed.verdict import BenchmarkResult, RecordError, decide_entry, entries_of, load_record, plan_of
-from ci.speed.warm import cost_summary
 from harness import paired
 from harness.paired.sequential import SequentialPlan
 from harness.report import append_step_summary, markdown_table, write_json_atomic

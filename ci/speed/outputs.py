@@ -115,7 +115,9 @@ def header_lines(context: Context, rounds: Sequence[Mapping[str, Any]]) -> list[
     cost = context.extra.get("cost")
     if cost:
         lines.append(f"GPU runner: {cost['measure_s']:.1f} s measuring, {cost['startup_s']:.1f} s starting "
-                     f"{cost['processes_started']} process(es) (summed over processes); wall per GPU: "
+                     f"{cost['processes_started']} process(es) (summed over processes"
+                     + (f"; {cost['overlapped_startup_s']:.1f} s more start-up overlapped measuring"
+                        if cost.get("overlapped_startup_s") else "") + "); wall per GPU: "
                      + ", ".join(f"{d}: {w:.0f} s" for d, w in cost["device_wall_s"].items()))
     return lines
 

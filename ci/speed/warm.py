@@ -17,6 +17,15 @@ one timing per benchmark and round:
 * benchmarks are spread over ``devices`` (ci.speed.devices.assign_devices) once
   and stay there: base and head of one benchmark on one device, never compared
   across devices; each record carries its ``device_index``;
+* a restart costs the runner little: the next generation's processes are spawned
+  as soon as a generation is ready (ci.speed.spares: interpreter, torch, the
+  kernels' imports, CPU only, while it measures) and promoted at the restart
+  (device context, compilation from the warm cache, operands): only that counts
+  as ``startup_s``, the rest is ``overlapped_startup_s``; a spare that died is
+  replaced by a fresh start, reported (``spare_failed``). Not on a CPU device
+  unless asked (``spares=True``): there the imports would take the timed cores;
+* a round first readies every device (starts, restarts, prepares), then
+  measures on every device: no device's start-up runs beside a timing;
 * a worker that dies or hangs fails its device: every benchmark of that device
   gets an error record naming the side, the benchmark and the cause (the gate
   stops on it as on any failed measurement); the other devices go on.
@@ -25,7 +34,9 @@ The round record is ci.speed.rounds.RoundRecord, as the fresh engine's: one
 ProcessRecord per side, its records keyed by benchmark id (what
 ci.speed.exclusion and ci.speed.verdict read), with fields added: per record
 ``device_index``, ``worker_pid``, ``worker_generation``, ``measure_s``,
-``measured_at``; per side ``startup_s``, ``measure_s``, ``workers``; per round
+``measured_at``; per side ``startup_s``, ``measure_s``, ``workers`` (each with ``prespawned``,
+``spawned_at``, ``overlapped_startup_s``, in the round it started ``phases``: the times it was
+spawned, preloaded, told "go", started; maybe ``spare_failed``); per round
 ``engine``, ``devices``, ``wall_s``.
 
     with open_engine("warm", sides, device="cuda", devices=[0, 1], restart_every=4) as engine:
@@ -35,6 +46,7 @@ ci.speed.exclusion and ci.speed.verdict read), with fields added: per record
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, is_dataclass
@@ -42,6 +54,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ci.speed.devices import assign_devices, estimated_seconds, pinned_environment
 from ci.speed.rounds import Benchmark, FreshEngine, ProcessRecord, RoundRecord, Side
+from ci.speed.spares import Spare, preload_request
 from ci.speed.worker_process import WorkerFailed, WorkerProcess
 
 DEFAULT_RESTART_EVERY = 4
@@ -50,6 +63,7 @@ DEFAULT_RESTART_EVERY = 4
 AFTER_OWN_WORK_S = 2.0
 START_TIMEOUT_S = 300.0  # imports and the device context
 SETUP_TIMEOUT_S = 1800.0  # operands and compilation of one device's benchmarks (a cold Triton cache)
+RETIRE_EXIT_S = 1.0  # a replaced worker that answered "quit" and has not exited yet is killed after this long
 MEASURE_TIMEOUT_S = 600.0  # the idle wait (120 s by default), warm-up and the timed launches
 
 
@@ -57,6 +71,8 @@ MEASURE_TIMEOUT_S = 600.0  # the idle wait (120 s by default), warm-up and the t
 class _Device:
     index: int
     workers: dict[str, WorkerProcess] = field(default_factory=dict)
+    spares: dict[str, Spare] = field(default_factory=dict)  # side -> the next generation's process, preloading
+    prespawned: dict[str, bool] = field(default_factory=dict)  # side -> this generation's worker was a spare
     generation: int = -1
     started_round: int | None = None
     rounds_served: int = 0
@@ -68,10 +84,24 @@ class _Device:
 class _DeviceRound:
     """One device's part of a round."""
 
-    records: dict[str, dict[str, Any]]  # side -> benchmark id -> record
-    workers: dict[str, dict[str, Any]]  # side -> the worker that measured, and its seconds
-    summary: dict[str, Any]
+    order: list[str]
+    benches: list[Benchmark]
+    began: float = field(default_factory=time.time)
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)  # side -> benchmark id -> record
+    workers: dict[str, dict[str, Any]] = field(default_factory=dict)  # side -> the worker that measured, and its seconds
+    summary: dict[str, Any] = field(default_factory=dict)
     budget: dict[str, Any] | None = None
+    startup: dict[str, float] = field(default_factory=dict)  # side -> seconds of start-up that held the device
+    overlapped: dict[str, float] = field(default_factory=dict)  # side -> seconds of a spare's start-up during measuring
+    spare_failed: dict[str, str] = field(default_factory=dict)  # side -> why its spare could not be promoted
+    phases: dict[str, dict[str, float]] = field(default_factory=dict)  # side -> when its new worker passed each step
+    measure: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        for side in self.order:
+            self.records[side] = {}
+            self.startup[side] = self.overlapped[side] = self.measure[side] = 0.0
 
 
 class WarmEngine:
@@ -90,6 +120,7 @@ class WarmEngine:
         start_timeout_s: float = START_TIMEOUT_S,
         setup_timeout_s: float = SETUP_TIMEOUT_S,
         measure_timeout_s: float = MEASURE_TIMEOUT_S,
+        spares: bool | None = None,
         environ: Mapping[str, str] | None = None,
         log: Callable[[str], None] | None = None,
     ):
@@ -101,10 +132,14 @@ class WarmEngine:
         self.device, self.seed, self.restart_every, self.cost = device, seed, restart_every, cost
         self.budget = asdict(budget) if is_dataclass(budget) else dict(budget or {})
         self.timeouts = {"start": start_timeout_s, "setup": setup_timeout_s, "measure": measure_timeout_s}
+        # A spare's imports run beside the timing: harmless to a GPU's, not to a CPU's (the same cores).
+        self.use_spares = spares if spares is not None else device != "cpu"
         self.environ, self.log = environ, log
         self.devices = {d: _Device(d) for d in devices}
         self.assigned: dict[str, int] = {}  # benchmark id -> device, for the whole run
         self._known_cost: dict[str, float] = {}
+        self._spawned: list[WorkerProcess] = []  # every process this engine started: none outlives close()
+        self._lock = threading.Lock()
 
     # -- the round --------------------------------------------------------------
 
@@ -114,11 +149,13 @@ class WarmEngine:
             raise ValueError(f"order {list(order)} must name each of the sides {sorted(self.sides)} at most once")
         plan = self._assign(benchmarks)
         began = time.time()
-        busy = {d: benches for d, benches in plan.items() if benches}
-        with ThreadPoolExecutor(max_workers=max(1, len(busy))) as pool:
-            futures = {d: pool.submit(self._device_round, self.devices[d], list(order), benches, round_index)
-                       for d, benches in busy.items()}
-            parts = {d: f.result() for d, f in futures.items()}
+        parts = {d: _DeviceRound(list(order), benches, began) for d, benches in plan.items() if benches}
+        # Every device is ready before any measures: one device's start-up (its context, its
+        # compilation, a CPU-heavy Triton build) never runs beside another device's timing.
+        _each(list(parts), lambda d: self._ready(self.devices[d], parts[d], round_index))
+        _each(list(parts), lambda d: self._measure_all(self.devices[d], parts[d], round_index))
+        for d, part in parts.items():
+            self._summarize(self.devices[d], part)
         record = RoundRecord(round_index, list(order), engine=self.kind,
                              devices=[parts[d].summary for d in sorted(parts)], wall_s=round(time.time() - began, 3))
         for side in order:
@@ -148,67 +185,129 @@ class WarmEngine:
             plan[self.assigned[bench.id]].append(bench)
         return plan
 
-    def _device_round(self, dev: _Device, order: list[str], benches: list[Benchmark], round_index: int) -> _DeviceRound:
-        began = time.time()
-        part = _DeviceRound({side: {} for side in order}, {}, {})
-        startup = {side: 0.0 for side in order}
-        measure = {side: 0.0 for side in order}
-        error = dev.failure and f"device {dev.index} failed earlier: {dev.failure}"
-        if not error:
-            try:
-                if dev.workers and dev.rounds_served >= self.restart_every:
-                    self._stop(dev)
-                if not dev.workers:
-                    part.budget = self._start(dev, order, round_index, startup)
-                self._prepare(dev, benches, startup)
-                for bench in benches:
-                    for side in order:
-                        part.records[side][bench.id] = self._measure(dev, side, bench, round_index, measure)
-                dev.rounds_served += 1
-            except WorkerFailed as exc:
-                error = dev.failure = str(exc)
-                self._stop(dev)
-                if self.log:
-                    self.log(f"speed_gate: device {dev.index} failed in round {round_index + 1}: {exc}")
-        if error:
-            for bench in benches:
-                for side in order:
+    def _ready(self, dev: _Device, part: _DeviceRound, round_index: int) -> None:
+        """Phase one: the device's workers started (a restart when due) and holding ``part.benches``."""
+        if dev.failure:
+            part.error = f"device {dev.index} failed earlier: {dev.failure}"
+            return
+        retiring: dict[str, threading.Thread] = {}
+        try:
+            if dev.workers and dev.rounds_served >= self.restart_every:
+                retiring = self._retire(dev)
+            if not dev.workers:
+                part.budget = self._start(dev, part, round_index)
+            self._prepare(dev, part.benches, part.startup)
+        except WorkerFailed as exc:
+            self._fail(dev, part, exc, round_index)
+        finally:
+            for side, ending in retiring.items():  # gone before anything is timed: no stranger on the device
+                began = time.time()
+                ending.join()
+                part.startup[side] = part.startup.get(side, 0.0) + time.time() - began
+
+    def _measure_all(self, dev: _Device, part: _DeviceRound, round_index: int) -> None:
+        """Phase two: benchmark by benchmark, the sides in order; the next generation's spares start meanwhile."""
+        if part.error:
+            return
+        try:
+            if self.use_spares and not dev.spares:
+                self._spawn_spares(dev, part)
+            for bench in part.benches:
+                for side in part.order:
+                    part.records[side][bench.id] = self._measure(dev, side, bench, round_index, part.measure)
+            dev.rounds_served += 1
+        except WorkerFailed as exc:
+            self._fail(dev, part, exc, round_index)
+
+    def _fail(self, dev: _Device, part: _DeviceRound, exc: WorkerFailed, round_index: int) -> None:
+        part.error = dev.failure = str(exc)
+        self._stop(dev)
+        self._kill_spares(dev)
+        self._say(f"speed_gate: device {dev.index} failed in round {round_index + 1}: {exc}")
+
+    def _summarize(self, dev: _Device, part: _DeviceRound) -> None:
+        if part.error:
+            for bench in part.benches:
+                for side in part.order:
                     part.records[side].setdefault(bench.id, {
-                        "error": f"WorkerFailed: {error}", "error_type": "WorkerFailed", "busy": False,
+                        "error": f"WorkerFailed: {part.error}", "error_type": "WorkerFailed", "busy": False,
                         "device_index": dev.index, "device_failed": True})
-        for side in order:
+        for side in part.order:
             worker = dev.workers.get(side)
-            part.workers[side] = {"device": dev.index, "pid": worker.pid if worker else None,
-                                  "generation": dev.generation, "started_round": dev.started_round,
-                                  "startup_s": round(startup[side], 3), "measure_s": round(measure[side], 3),
-                                  "benchmarks": [b.id for b in benches]}
-        part.summary = {"device": dev.index, "benchmarks": [b.id for b in benches], "generation": dev.generation,
-                        "wall_s": round(time.time() - began, 3), "error": error or None}
-        return part
+            part.workers[side] = {
+                "device": dev.index, "pid": worker.pid if worker else None, "generation": dev.generation,
+                "started_round": dev.started_round, "prespawned": dev.prespawned.get(side, False),
+                "spawned_at": worker.spawned_at if worker else None,
+                "startup_s": round(part.startup[side], 3), "overlapped_startup_s": round(part.overlapped[side], 3),
+                "measure_s": round(part.measure[side], 3), "benchmarks": [b.id for b in part.benches],
+                **({"phases": part.phases[side]} if side in part.phases else {}),
+                **({"spare_failed": part.spare_failed[side]} if side in part.spare_failed else {})}
+        part.summary = {"device": dev.index, "benchmarks": [b.id for b in part.benches], "generation": dev.generation,
+                        "wall_s": round(time.time() - part.began, 3), "error": part.error or None}
 
     # -- the workers ------------------------------------------------------------
 
-    def _start(self, dev: _Device, order: list[str], round_index: int, startup: dict[str, float]) -> dict[str, Any] | None:
-        """A new generation of workers on ``dev``, one per side, started side by side."""
+    def _spawn(self, dev: _Device, side: str, generation: int) -> WorkerProcess:
+        worker = WorkerProcess(self.sides[side].tree, side=side, device_index=dev.index, generation=generation,
+                               extra_env=pinned_environment(dev.index, self.environ), log=self.log)
+        with self._lock:
+            self._spawned.append(worker)
+        return worker
+
+    def _spawn_spares(self, dev: _Device, part: _DeviceRound) -> None:
+        """The next generation's processes, preloading (CPU only) while this one measures."""
+        env = pinned_environment(dev.index, self.environ)
+        kernels = [b.kernel for b in part.benches]
+        for side in part.order:
+            spare = Spare(self.sides[side].tree, side=side, device_index=dev.index, generation=dev.generation + 1,
+                          kernels=kernels, timeout_s=self.timeouts["start"], extra_env=env, log=self.log)
+            with self._lock:
+                self._spawned.append(spare.worker)
+            dev.spares[side] = spare
+
+    def _start(self, dev: _Device, part: _DeviceRound, round_index: int) -> dict[str, Any] | None:
+        """A new generation of workers on ``dev``, one per side, side by side: its spares promoted, or fresh ones."""
         dev.generation += 1
         dev.started_round, dev.rounds_served = round_index, 0
-        env = pinned_environment(dev.index, self.environ)
+        spares, dev.spares = dev.spares, {}
         request = {"op": "start", "device": self.device, "budget": self.budget, "seed": self.seed}
+        kernels = [b.kernel for b in part.benches]
 
         def start(side: str) -> dict[str, Any]:
-            worker = WorkerProcess(self.sides[side].tree, side=side, device_index=dev.index, generation=dev.generation,
-                                   extra_env=env, log=self.log)
+            go_at = time.time()
+            worker, spare = None, spares.pop(side, None)
+            if spare is not None:
+                try:
+                    worker, part.overlapped[side] = spare.promote(self.timeouts["start"])
+                except WorkerFailed as exc:
+                    part.spare_failed[side] = str(exc)
+                    self._say(f"speed_gate: device {dev.index}: the {side} spare could not be promoted "
+                              f"(starting a fresh worker instead): {exc}")
+            dev.prespawned[side] = worker is not None
+            if worker is None:
+                worker = dev.workers[side] = self._spawn(dev, side, dev.generation)
+                worker.request(preload_request(kernels), timeout_s=self.timeouts["start"], what="preload")
+                preloaded_at = time.time()
+            else:
+                assert spare is not None and spare.preloaded_at is not None
+                preloaded_at = spare.preloaded_at
             dev.workers[side] = worker
             answer = worker.request({**request, "side": side}, timeout_s=self.timeouts["start"], what="start")
-            startup[side] += time.time() - worker.spawned_at
+            part.phases[side] = {"spawned_at": worker.spawned_at, "preloaded_at": preloaded_at, "go_at": go_at,
+                                 "started_at": time.time()}
+            part.startup[side] += time.time() - go_at
             return answer
 
-        answers = _each_side(order, start)
+        try:
+            answers = _each(list(part.order), start)
+        finally:
+            for spare in spares.values():  # a side not in this round's order: its spare is not needed
+                spare.kill()
         resolved = {a["device"] for a in answers.values()}
         if len(resolved) > 1:
             raise WorkerFailed(f"the sides' workers on device {dev.index} resolved different devices: {sorted(resolved)}")
         dev.last_work_end = 0.0
-        return answers[order[0]].get("budget")
+        return answers[part.order[0]].get("budget")
 
     def _prepare(self, dev: _Device, benches: list[Benchmark], startup: dict[str, float]) -> None:
         """Each worker holds exactly ``benches`` prepared (operands, compiled launches)."""
@@ -219,7 +318,7 @@ class WarmEngine:
             dev.workers[side].request(request, timeout_s=self.timeouts["setup"], what=f"preparing {[b.id for b in benches]}")
             startup[side] += time.time() - began
 
-        _each_side(list(dev.workers), prepare)
+        _each(list(dev.workers), prepare)
         dev.last_work_end = time.time()  # preparing ran every launch once
 
     def _measure(self, dev: _Device, side: str, bench: Benchmark, round_index: int, measure: dict[str, float]) -> dict[str, Any]:
@@ -233,14 +332,45 @@ class WarmEngine:
         return {**answer["record"], "device_index": dev.index, "worker_pid": worker.pid,
                 "worker_generation": dev.generation, "measure_s": answer["measure_s"]}
 
+    def _retire(self, dev: _Device) -> dict[str, threading.Thread]:
+        """The old generation ends (quit, exit) while the new one starts: its teardown costs no wait of its own."""
+        retiring = {side: threading.Thread(target=worker.quit, args=(RETIRE_EXIT_S,), daemon=True)
+                    for side, worker in dev.workers.items()}
+        for ending in retiring.values():
+            ending.start()
+        dev.workers.clear()
+        return retiring
+
     def _stop(self, dev: _Device) -> None:
-        _each_side(list(dev.workers), lambda side: dev.workers[side].quit())
+        _each(list(dev.workers), lambda side: dev.workers[side].quit())
         dev.workers.clear()
 
+    def _kill_spares(self, dev: _Device) -> None:
+        spares, dev.spares = dev.spares, {}
+        for spare in spares.values():
+            spare.kill()
+
+    def _say(self, message: str) -> None:
+        if self.log:
+            self.log(message)
+
+    def process_ids(self) -> list[int]:
+        """Every process this engine has started (workers and spares), ended or not."""
+        with self._lock:
+            return [worker.pid for worker in self._spawned]
+
     def close(self) -> None:
-        """End every worker (asked to quit, killed when it does not)."""
+        """End every worker (asked to quit, killed when it does not) and every spare; then anything still alive."""
+        unused = [spare.pid for dev in self.devices.values() for spare in dev.spares.values()]
         for dev in self.devices.values():
+            self._kill_spares(dev)
             self._stop(dev)
+        with self._lock:
+            spawned = list(self._spawned)
+        for worker in spawned:  # one that an exception left behind
+            worker.kill()
+        if unused:
+            self._say(f"speed_gate: {len(unused)} spare worker(s) not needed, ended: pids {unused}")
 
     def __enter__(self) -> "WarmEngine":
         return self
@@ -249,10 +379,10 @@ class WarmEngine:
         self.close()
 
 
-def _each_side(sides: list[str], action: Callable[[str], Any]) -> dict[str, Any]:
-    """``action`` for every side at once; the first failure is raised after all have ended."""
-    with ThreadPoolExecutor(max_workers=max(1, len(sides))) as pool:
-        futures = {side: pool.submit(action, side) for side in sides}
+def _each(keys: list[Any], action: Callable[[Any], Any]) -> dict[Any, Any]:
+    """``action`` for every key (side, device) at once; the first failure is raised after all have ended."""
+    with ThreadPoolExecutor(max_workers=max(1, len(keys))) as pool:
+        futures = {key: pool.submit(action, key) for key in keys}
     errors = [f.exception() for f in futures.values() if f.exception() is not None]
     if errors:
         raise errors[0]
@@ -269,25 +399,3 @@ def open_engine(kind: str, sides: Sequence[Side], **options: Any) -> WarmEngine 
             raise ValueError(f"the fresh engine has no option(s) {unknown}")
         return FreshEngine(sides, **options)
     raise ValueError(f"engine: expected 'warm' or 'fresh', got {kind!r}")
-
-
-def cost_summary(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Seconds spent starting processes vs measuring, over round records (either engine).
-
-    ``startup_s`` and ``measure_s`` sum every process's own seconds (two workers starting side
-    by side count twice: each holds the device); ``device_wall_s`` is each device's wall time.
-    """
-    startup = measure = 0.0
-    processes: set[tuple[Any, ...]] = set()
-    device_wall: dict[str, float] = {}
-    for rnd in rounds:
-        for proc in rnd["processes"]:
-            startup += proc.get("startup_s") or 0.0
-            measure += proc.get("measure_s") or 0.0
-            for worker in proc.get("workers") or [{"pid": proc.get("pid"), "round": rnd["index"]}]:
-                processes.add((worker.get("pid"), worker.get("round")))
-        for dev in rnd.get("devices") or [{"device": "default", "wall_s": rnd.get("wall_s") or 0.0}]:
-            key = str(dev["device"])
-            device_wall[key] = round(device_wall.get(key, 0.0) + (dev.get("wall_s") or 0.0), 3)
-    return {"startup_s": round(startup, 3), "measure_s": round(measure, 3), "processes_started": len(processes),
-            "device_wall_s": device_wall}

@@ -11,6 +11,10 @@ The protocol is line-delimited JSON: one request a line on stdin, one answer a
 line on stdout; progress and logs go to stderr. Anything else that writes to
 stdout (a kernel's print) is sent to stderr, so the answers stay parseable.
 
+    {"op": "preload", "kernels": [name, ...]}
+        -> {"ok": true, "pid", "preload_s", "preloaded"}
+        the CPU-only part of starting (torch, the harness, the side's kernels), for a spare
+        started while other workers measure; nothing here touches the device (no context).
     {"op": "start", "device": "auto", "budget": {...}, "seed": 0, "side": "base"}
         -> {"ok": true, "pid", "device", "environment", "ready_at"}
     {"op": "prepare", "benchmarks": [Benchmark.to_json(), ...]}
@@ -65,6 +69,20 @@ class Worker:
         self.monitor_problem: str | None = None
 
     # -- requests -----------------------------------------------------------
+
+    def preload(self, request: dict[str, Any]) -> dict[str, Any]:
+        began = time.perf_counter()
+        import torch  # noqa: F401  (imported, not initialized: no device call here)
+        from asv_bench import common
+
+        preloaded = []
+        for name in request.get("kernels", ()):
+            try:  # a kernel this commit lacks is reported by prepare, as without a preload
+                common.registered_kernel(name)
+                preloaded.append(name)
+            except Exception as exc:
+                log(f"preload of kernel {name!r} [{self.side}]: {type(exc).__name__}: {exc}")
+        return {"pid": os.getpid(), "preload_s": round(time.perf_counter() - began, 4), "preloaded": preloaded}
 
     def start(self, request: dict[str, Any]) -> dict[str, Any]:
         self.device = resolve_device(request.get("device", "auto"))
@@ -227,7 +245,7 @@ def serve(requests: TextIO, answers: TextIO) -> int:
     """Answer ``requests`` line by line until "quit" or end of input."""
     worker = Worker()
     handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
-        "start": worker.start, "prepare": worker.prepare, "measure": worker.measure}
+        "preload": worker.preload, "start": worker.start, "prepare": worker.prepare, "measure": worker.measure}
     for line in requests:
         if not line.strip():
             continue

@@ -1,0 +1,86 @@
+"""Spare workers: the next generation's processes, started while the current one measures.
+
+Starting a warm worker (ci.speed.worker) on an H200 takes ~4.3 s, most of it the
+interpreter and ``import torch`` -- work for the CPU alone. A :class:`Spare` does
+that part early: it is spawned while the current generation measures and asked to
+``preload`` (imports of torch, the harness and the side's kernels; no device
+context, no compilation, no operands, nothing that touches the GPU). It then waits,
+reading its stdin, for "go": at the restart ci.speed.warm promotes it (``start``,
+then ``prepare``), and only that part holds the runner.
+
+A spare whose parent dies reads end-of-file on stdin and exits: it never outlives
+the engine by more than its imports.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from ci.speed.worker_process import WorkerFailed, WorkerProcess
+
+
+def preload_request(kernels: Sequence[str]) -> dict[str, Any]:
+    return {"op": "preload", "kernels": sorted(set(kernels))}
+
+
+class Spare:
+    """One pre-spawned worker, preloading in a background thread until :meth:`promote`."""
+
+    def __init__(
+        self,
+        tree: Path,
+        *,
+        side: str,
+        device_index: int,
+        generation: int,
+        kernels: Sequence[str],
+        timeout_s: float,
+        extra_env: Mapping[str, str] | None = None,
+        log: Callable[[str], None] | None = None,
+    ):
+        self.worker = WorkerProcess(tree, side=side, device_index=device_index, generation=generation,
+                                    extra_env=extra_env, log=log)
+        self.preloaded_at: float | None = None
+        self.failure: str | None = None
+        self._thread = threading.Thread(target=self._preload, args=(kernels, timeout_s), daemon=True)
+        self._thread.start()
+
+    @property
+    def pid(self) -> int:
+        return self.worker.pid
+
+    def _preload(self, kernels: Sequence[str], timeout_s: float) -> None:
+        try:
+            self.worker.request(preload_request(kernels), timeout_s=timeout_s, what="preload (as a spare)")
+            self.preloaded_at = time.time()
+        except WorkerFailed as exc:
+            self.failure = str(exc)
+
+    def promote(self, timeout_s: float) -> tuple[WorkerProcess, float]:
+        """The worker, ready for "go", and its seconds of start-up that overlapped the measuring.
+
+        Waiting here for a preload still running counts as start-up (the runner waits); a spare
+        that died or failed its preload raises :class:`WorkerFailed`, the caller starts a fresh one.
+        """
+        go_at = time.time()
+        self._thread.join(timeout=timeout_s)
+        if self._thread.is_alive():
+            self.worker.kill()
+            self._thread.join(timeout=5)
+            raise WorkerFailed(f"{self.worker.name} (pid {self.pid}, a spare) did not preload within {timeout_s:.0f} s (killed)")
+        if self.failure is not None:
+            self.worker.kill()
+            raise WorkerFailed(self.failure)
+        if not self.worker.alive:
+            self.worker.kill()
+            raise WorkerFailed(f"{self.worker.name} (pid {self.pid}, a spare) died before it was promoted: "
+                               f"{self.worker.stderr_tail()}")
+        assert self.preloaded_at is not None
+        return self.worker, max(min(self.preloaded_at, go_at) - self.worker.spawned_at, 0.0)
+
+    def kill(self) -> None:
+        self.worker.kill()
+        self._thread.join(timeout=5)

@@ -6,6 +6,12 @@ device events) and returns every sample: asv keeps them, its value is their
 median, ``asv compare`` applies its Mann-Whitney test and ``asv publish`` its
 regression search. Seconds are lower-is-better, the one direction asv knows.
 
+The output of the timed launches is then checked at the timed shape
+(harness.output_check through asv_bench.common.check_timed_output: a whole-output
+NaN/Inf scan, sampled rows and columns against the commit's float64 reference): a
+wrong one raises, so asv records the benchmark as failed and the records sidecar
+says "wrong result" -- the history never holds the speed of a wrong kernel.
+
 TFLOPS come from the same measurement (2*M*N*K / median): written with the
 measurement's conditions to the records sidecar (asv_bench.records), shown by
 ci.history.main_job's summary and beside each graph of the published HTML. They are
@@ -64,8 +70,9 @@ class _GemmBenchmark:
         if self.resumed is not None:
             return {"samples": self.resumed, "number": 1}
         with self.record.reporting_failure():
+            kept = common.output_check.KeptOutput(common.kernel_prepare(self.kernel, self.config))
             result = common.timing.measure_gemm(
-                common.kernel_prepare(self.kernel, self.config),
+                kept,
                 self.shape.m,
                 self.shape.n,
                 self.shape.k,
@@ -74,7 +81,10 @@ class _GemmBenchmark:
                 budget=self.budget,
                 log=common.note,
             )
+            # A wrong output at the timed shape raises (WrongResult): asv records a failure, not a speed.
+            checked = common.check_timed_output(kept)
         common.note(result.summary())
+        common.note(checked.summary())
         self.record.measured(result, device_is_cpu=str(self.device) == "cpu")
         return result.asv_samples()
 

@@ -38,6 +38,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from asv_bench import records  # noqa: E402  (after the path above)
 from harness import gpu_state  # noqa: E402
+from harness import output_check  # noqa: E402
 from harness import shapes as _shapes  # noqa: E402
 from harness import timing  # noqa: E402
 
@@ -168,6 +169,22 @@ def kernel_prepare(kernel: Any, config: str | None = None):
     return prepare
 
 
+def commit_reference(a, b, absolute: bool):
+    """harness.output_check's ``reference``: the installed commit's float64 reference GEMM (every commit has one)."""
+    reference, mxfp4 = import_project("reference"), import_project("mxfp4")
+    return reference.reference_gemm(mxfp4.MXFP4Tensor(a.data, a.scales), mxfp4.MXFP4Tensor(b.data, b.scales),
+                                    absolute=absolute, chunk_bytes=output_check.REFERENCE_CHUNK_BYTES)
+
+
+def check_timed_output(kept: output_check.KeptOutput) -> output_check.OutputReport:
+    """The timed launches' output at the timed shape (harness.output_check); raises WrongResult when it is wrong,
+    so asv records the benchmark as failed, never the speed of a wrong kernel."""
+    report = kept.check(commit_reference)
+    if not report.passed:
+        raise output_check.WrongResult(report)
+    return report
+
+
 def _preload_project() -> None:
     """Import the registry and its kernel modules with the suite.
 
@@ -257,7 +274,7 @@ class MeasurementRecorder:
             raise
 
     def _failed(self, exc: BaseException) -> None:
-        failure = "harness" if records.is_harness_failure(exc) else "benchmark"
+        failure = records.failure_kind(exc)
         self._write({"status": "failed", "failure": failure, "reason": f"{type(exc).__name__}: {str(exc)[:500]}"})
 
     def measured(self, result: timing.Timing, *, device_is_cpu: bool) -> None:

@@ -20,7 +20,8 @@ measuring again. Only the benchmark in flight is lost.
 Records are keyed like asv's regex selection: ``bench_gemm.GemmOnCpu.track_time('torch_dequant:bf16', 'cpu_m...')``.
 A record's ``status`` is ``measured``, ``n/a`` (with the reason: why a graph is empty)
 or ``failed`` (with ``failure``: ``harness`` when the measuring code could not measure,
-e.g. a busy GPU, else ``benchmark``).
+e.g. a busy GPU; ``wrong result`` when the timed output was wrong at the timed shape, so
+no number was recorded; else ``benchmark``).
 
 Imports only the standard library and harness.report: the asv suite, ci.history.main_job and
 the publish plug-in all read and write through here.
@@ -226,6 +227,14 @@ def _gpu_summary(state: dict[str, Any] | None) -> dict[str, Any] | None:
 def is_harness_failure(exc: BaseException) -> bool:
     """The measuring code, not the kernel, could not measure (a busy or unwatchable GPU, no memory for inputs)."""
     return type(exc).__name__ in {"GpuBusyError", "MonitorUnavailable", "OutOfMemoryError"} or isinstance(exc, MemoryError)
+
+
+def failure_kind(exc: BaseException) -> str:
+    """A failed record's ``failure``: ``harness`` (could not measure), ``wrong result`` (the timed output was
+    wrong at the timed shape: harness.output_check.WrongResult) or ``benchmark`` (the kernel failed otherwise)."""
+    if is_harness_failure(exc):
+        return "harness"
+    return "wrong result" if type(exc).__name__ == "WrongResult" else "benchmark"
 
 
 def describe(record: dict[str, Any]) -> str:

@@ -48,11 +48,12 @@ class AccuracyReport:
 
     @property
     def failures(self) -> list[str]:
+        return nan_failures(self.nonfinite, self.missing_nan) + self.value_failures
+
+    @property
+    def value_failures(self) -> list[str]:
+        """The failures of the finite elements' values (error norm, cosine, worst element)."""
         problems = []
-        if self.nonfinite:
-            problems.append(f"{self.nonfinite} elements are NaN/Inf where the reference is finite (unwritten or overflowed)")
-        if self.missing_nan:
-            problems.append(f"{self.missing_nan} elements are finite where the reference is NaN (scale 255 not propagated)")
         if not self.rel_err <= MAX_REL_ERR:
             problems.append(f"relative error {self.rel_err:.3e} > {MAX_REL_ERR:.3e} (bf16 rounding bound)")
         if not 1.0 - self.cosine <= MAX_ONE_MINUS_COS:
@@ -93,8 +94,7 @@ def compare(out: torch.Tensor, reference: torch.Tensor, abs_reference: torch.Ten
     rel_err = diff_norm / ref_norm if ref_norm > 0 else (0.0 if diff_norm == 0 else math.inf)
     c_norm = float(torch.linalg.vector_norm(cv))
     cosine = float(torch.dot(cv, rv)) / (c_norm * ref_norm) if c_norm > 0 and ref_norm > 0 else float(diff_norm == 0)
-    allowed = U_BF16 * reference.abs() + ACC_SIGMAS * math.sqrt(k) * U_FP32 * abs_reference
-    ratio = torch.where(valid, (c - reference).abs() / allowed.clamp_min(torch.finfo(torch.float64).tiny), 0.0)
+    ratio = _element_ratio(c, reference, abs_reference, k, valid)
     worst = int(torch.argmax(ratio))
     n = out.shape[1]
     return AccuracyReport(
@@ -106,3 +106,25 @@ def compare(out: torch.Tensor, reference: torch.Tensor, abs_reference: torch.Ten
         nonfinite=nonfinite,
         missing_nan=missing_nan,
     )
+
+
+def nan_failures(nonfinite: int, missing_nan: int) -> list[str]:
+    problems = []
+    if nonfinite:
+        problems.append(f"{nonfinite} elements are NaN/Inf where the reference is finite (unwritten or overflowed)")
+    if missing_nan:
+        problems.append(f"{missing_nan} elements are finite where the reference is NaN (scale 255 not propagated)")
+    return problems
+
+
+def _element_ratio(c: torch.Tensor, reference: torch.Tensor, abs_reference: torch.Tensor, k: int,
+                   valid: torch.Tensor) -> torch.Tensor:
+    """|C - R| / allowed per element (float64 C); 0 where the element is not ``valid``."""
+    allowed = U_BF16 * reference.abs() + ACC_SIGMAS * math.sqrt(k) * U_FP32 * abs_reference
+    return torch.where(valid, (c - reference).abs() / allowed.clamp_min(torch.finfo(torch.float64).tiny), 0.0)
+
+
+def element_ratio(out: torch.Tensor, reference: torch.Tensor, abs_reference: torch.Tensor, k: int) -> torch.Tensor:
+    """:func:`compare`'s element-wise judgement as a tensor: > 1 fails; 0 where C or the reference is not finite."""
+    c = out.to(torch.float64)
+    return _element_ratio(c, reference, abs_reference, k, ~torch.isnan(reference) & torch.isfinite(c))

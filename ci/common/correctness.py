@@ -4,6 +4,11 @@
 speed gate's pre-check go through: a NaN-poisoned output (an unwritten element
 fails as non-finite), one launch, the commit's float64 reference
 (kernels.reference), the harness's judgement (harness.accuracy).
+
+``check_output`` judges the output of a launch that was timed, at the shape it
+was timed at, with its operands (harness.output_check: a whole-output NaN/Inf
+scan and sampled rows and columns against the reference): the speed gate's
+warm worker and fresh child run it on every benchmark before its speed counts.
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ import math
 
 import torch
 
+from harness import output_check
 from harness.accuracy import AccuracyReport, compare
+from harness.operands import Operand
 from kernels.mxfp4 import MXFP4Tensor
 from kernels.reference import reference_gemm
 
@@ -30,3 +37,21 @@ def check_kernel(kernel, a: MXFP4Tensor, b: MXFP4Tensor, config: str | None = No
     """Run ``kernel`` once on (a, b) and judge its output against the float64 reference."""
     out = run_once(kernel, a, b, config)
     return compare(out, reference_gemm(a, b), reference_gemm(a, b, absolute=True), a.k)
+
+
+def commit_reference(a: Operand, b: Operand, absolute: bool) -> torch.Tensor:
+    """harness.output_check's ``reference``: this process's kernels.reference (the commit's, in a gate's child)."""
+    return reference_gemm(MXFP4Tensor(a.data, a.scales), MXFP4Tensor(b.data, b.scales), absolute=absolute,
+                          chunk_bytes=output_check.REFERENCE_CHUNK_BYTES)
+
+
+def check_output(out: torch.Tensor, a, b, *, seed: int = 0) -> output_check.OutputReport:
+    """Judge ``out`` = A . B^T at its shape (``a``, ``b``: MXFP4 operands with .data and .scales)."""
+    if out.is_cuda:
+        torch.cuda.synchronize(out.device)
+    return output_check.check_output(out, a, b, commit_reference, seed=seed)
+
+
+def check_kept_output(kept: output_check.KeptOutput, *, seed: int = 0) -> output_check.OutputReport:
+    """Judge the output a harness.output_check.KeptOutput kept (the timed launches' first input set)."""
+    return kept.check(commit_reference, seed=seed)

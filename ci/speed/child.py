@@ -13,7 +13,9 @@ Requests and answers are JSON files (written atomically); progress goes to stder
 * ``measure`` -- one fresh process of one round: every requested benchmark, in
   the order given, with ``harness.timing.measure_gemm``; the whole Timing
   (every sample, steady flag, input sets, GPU state before/after, idle report)
-  is kept.
+  is kept. The output of the timed launches is then checked at the benchmark's
+  shape (ci.common.correctness.check_output); a wrong one gives a "wrong_result"
+  error record instead of the timing.
 
 The CPU rules are the asv suite's (asv_bench.common): the same CPU shapes, the
 same backends excluded from CPU timing (CPU_EXCLUDED_BACKENDS: Triton runs on a
@@ -229,9 +231,17 @@ def timing_budget(device: str, overrides: dict[str, Any] | None) -> Any:
     return replace(budget, **(overrides or {}))
 
 
+def wrong_result_record(report: Any) -> dict[str, Any]:
+    """The measurement record of a benchmark whose output is wrong at its shape (a harness.output_check.OutputReport):
+    an error record the gate turns into a wrong result (ci.speed.selection.mark_wrong_at_shape), never a speed."""
+    return {"error": report.summary(), "error_type": "WrongResult", "busy": False, "wrong_result": report.to_json()}
+
+
 def measure(request: dict[str, Any]) -> dict[str, Any]:
     from asv_bench import common
+    from ci.common.correctness import check_kept_output
     from harness import gpu_state
+    from harness.output_check import KeptOutput
 
     device = resolve_device(request.get("device", "auto"))
     setup_device(device)
@@ -244,10 +254,13 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
         began, measured_at = time.perf_counter(), time.time()
         try:
             kernel = common.registered_kernel(bench["kernel"])
+            kept = KeptOutput(common.kernel_prepare(kernel, bench["config"]))
             timing = common.timing.measure_gemm(
-                common.kernel_prepare(kernel, bench["config"]), bench["m"], bench["n"], bench["k"],
+                kept, bench["m"], bench["n"], bench["k"],
                 device=device, label=label, budget=budget, seed=int(request.get("seed", 0)), log=log,
             )
+            # What was timed must be right at this shape: the first set's output, from the last timed launch of it.
+            report = check_kept_output(kept, seed=int(request.get("seed", 0)))
         except gpu_state.GpuBusyError as exc:  # the parent excludes the round: the GPU was not ours
             records[bench["id"]] = {"error": str(exc), "error_type": type(exc).__name__, "busy": True}
             log(f"{label}: GPU busy: {exc}")
@@ -256,8 +269,12 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
                                     "busy": False, "traceback": "".join(traceback.format_exception(exc))[-4000:]}
             log(f"{label}: FAILED: {type(exc).__name__}: {exc}")
         else:
-            records[bench["id"]] = timing.to_json()
-            log(timing.summary())
+            if report.passed:
+                records[bench["id"]] = {**timing.to_json(), "output_check": report.summary()}
+                log(timing.summary())
+            else:
+                records[bench["id"]] = wrong_result_record(report)
+                log(f"{label}: {report.summary()}")
         # Cost accounting (ci.speed.warm.cost_summary): in a fresh process a benchmark's seconds
         # include its operands and its compilation, not only the timing.
         records[bench["id"]].update(measured_at=measured_at, measure_s=round(time.perf_counter() - began, 4))

@@ -119,11 +119,14 @@ def _rounds_until_decided(sides, selection, measurer, *, plan, rule, thresholds,
         record = measurer.measure_round(order, active, round_index=i).to_json()
         for proc in record["processes"]:
             for bench_id, rec in proc["records"].items():
-                if "error" in rec and not rec.get("busy"):
+                if "error" in rec and not rec.get("busy") and not rec.get("wrong_result"):
                     raise GateError(f"{bench_id} failed at {proc['side']} in round {i + 1}: {rec['error']}")
         rounds.append(record)
+        wrong = selection.mark_wrong_at_shape(record)  # a wrong output at the timed shape: never a speed
+        for bench_id in sorted(wrong):
+            log(f"speed_gate:   {bench_id}: {next(e for e in selection.entries if e.benchmark.id == bench_id).note}")
         still = []
-        for bench in active:
+        for bench in (b for b in active if b.id not in wrong):
             result = decide_entry(Entry(bench, Status.GATED), rounds, thresholds, plan, rule)
             d = result.decision
             est = d.estimate

@@ -12,6 +12,11 @@ on this device and from each side's correctness check:
 | n/a            | runs on neither side here (device, shape constraints, CPU exclusion)   | no    |
 | unchanged      | identical speed fingerprint at base and head (ci.speed.unchanged)      | no    |
 
+The output of the timed launches is checked too, at the benchmark's own shape
+(ci.common.correctness.check_output, in the worker or child that times it): a
+wrong head there makes the benchmark "wrong result", a wrong base only "new"
+(:meth:`Selection.mark_wrong_at_shape`, after the round that found it).
+
 A kernel that raises in the head's correctness check (anything but the
 registry's UnsupportedShape / UnsupportedDevice) is a harness error naming
 kernel and side. One that raises at the base only is reported and its
@@ -53,6 +58,37 @@ class Selection:
     @property
     def gated(self) -> list[Benchmark]:
         return [e.benchmark for e in self.entries if e.status is Status.GATED]
+
+    def mark_wrong_at_shape(self, round_record: Mapping[str, Any]) -> set[str]:
+        """Take the gated benchmarks whose timed output was wrong at their shape in this round off the gate.
+
+        The round's wrong-result records (ci.speed.child.wrong_result_record) name them. A wrong
+        head makes the benchmark WRONG_RESULT (the gate fails); a wrong base only makes it NEW,
+        reported, since the head may be what fixes it. Each becomes a correctness record too.
+        Returns the ids of the benchmarks taken off.
+        """
+        wrong: dict[str, dict[str, str]] = {}
+        for proc in round_record["processes"]:
+            for bench_id, rec in proc["records"].items():
+                if isinstance(rec, Mapping) and rec.get("wrong_result"):
+                    wrong.setdefault(bench_id, {})[proc["side"]] = rec["error"]
+        taken = set()
+        for entry in self.entries:
+            sides = wrong.get(entry.benchmark.id)
+            if not sides or entry.status is not Status.GATED:
+                continue
+            bench = entry.benchmark
+            for side, message in sides.items():
+                self.correctness.append({"side": side, "kernel": bench.kernel, "config": bench.config,
+                                         "shape": [bench.m, bench.n, bench.k], "status": Check.FAIL.value,
+                                         "message": message, "timed_shape": True})
+            if "head" in sides:
+                entry.status, entry.note = Status.WRONG_RESULT, f"head: {sides['head']}"
+            else:
+                side, message = next(iter(sides.items()))
+                entry.status, entry.note = Status.NEW, f"{side} computed a wrong result, not compared: {message}"
+            taken.add(bench.id)
+        return taken
 
 
 def check_selectors(surveys: Mapping[str, Mapping[str, Any] | None], kernels: Sequence[str], configs: Sequence[str]) -> None:

@@ -20,11 +20,13 @@ stdout (a kernel's print) is sent to stderr, so the answers stay parseable.
     {"op": "prepare", "benchmarks": [Benchmark.to_json(), ...]}
         -> {"ok": true, "prepared": {id: {"prepare_s", "error"?}}}
         hold exactly these benchmarks: operands generated, launches prepared and run once
-        (compilation); benchmarks not listed are released (their memory is freed).
+        (compilation), that output checked at the benchmark's shape (ci.common.correctness.check_output);
+        benchmarks not listed are released (their memory is freed).
     {"op": "measure", "benchmark": id, "own_pids": [...], "after_own_work": bool}
         -> {"ok": true, "record": Timing.to_json() + measured_at, measure_s}
         the record is what ci.speed.child's measure gives for one benchmark: the whole
-        Timing, or {"error", "error_type", "busy"} when it could not be timed.
+        Timing, or {"error", "error_type", "busy"} when it could not be timed, with "wrong_result"
+        (and error_type "WrongResult", never timed) when the output was wrong at its shape.
     {"op": "quit"} -> {"ok": true}, then the process exits.
 
 A request that cannot be served answers {"ok": false, "error": ...}; the worker lives on.
@@ -40,7 +42,7 @@ import traceback
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, TextIO
 
-from ci.speed.child import device_environment, log, resolve_device, setup_device, timing_budget
+from ci.speed.child import device_environment, log, resolve_device, setup_device, timing_budget, wrong_result_record
 
 PROTOCOL = "mxfp4-speed-worker/1"
 
@@ -53,7 +55,8 @@ class Prepared:
     launches: list[Callable[[], None]] = field(default_factory=list)
     inputs_cold: bool = True
     prepare_s: float = 0.0
-    error: dict[str, Any] | None = None  # the measurement record to answer when set-up failed
+    error: dict[str, Any] | None = None  # the measurement record to answer when set-up failed or the output is wrong
+    output_check: str = ""  # harness.output_check's summary of the first launch's output
 
 
 class Worker:
@@ -135,7 +138,7 @@ class Worker:
             log(f"{label}: FAILED: {record['error']}")
         else:
             result = replace(result, idle=idle.to_json())
-            record = result.to_json()
+            record = {**result.to_json(), "output_check": prepared.output_check}
             log(result.summary())
         record["measured_at"] = measured_at
         return {"record": record, "measure_s": round(time.perf_counter() - began, 4)}
@@ -149,19 +152,28 @@ class Worker:
 
     def _prepare_one(self, bench: dict[str, Any]) -> Prepared:
         from asv_bench import common
+        from ci.common.correctness import check_kept_output
         from harness import timing
+        from harness.output_check import KeptOutput
 
         began = time.perf_counter()
         prepared = Prepared(bench)
         try:
             kernel = common.registered_kernel(bench["kernel"])
-            prepare = common.kernel_prepare(kernel, bench["config"])
+            kept = KeptOutput(common.kernel_prepare(kernel, bench["config"]))
             inputs = timing.gemm_inputs(bench["m"], bench["n"], bench["k"], device=self.device, seed=self.seed)
-            prepared.launches = [prepare(a, b, out) for a, b, out in inputs.sets]
+            prepared.launches = [kept(a, b, out) for a, b, out in inputs.sets]
             prepared.inputs_cold = inputs.cold
             for launch in prepared.launches:  # compile now: start-up, not measuring
                 launch()
             _synchronize(self.device)
+            # What is timed must be right at this shape: the first set's output, written by the launch just run.
+            report = check_kept_output(kept, seed=self.seed)
+            prepared.output_check = report.summary()
+            if not report.passed:
+                prepared.error = wrong_result_record(report)
+                prepared.launches = []
+                log(f"{bench['id']} [{self.side}]: {report.summary()}")
         except Exception as exc:
             prepared.error = _error_record(exc)
             prepared.launches = []

@@ -86,6 +86,6 @@ def run_track(
             continue
         outcome.copied[commit] = source
         outcome.saved_seconds += copied.seconds_saved
-        log(f"{commit[:8]}: {copies.note(source)} ({copied.rows} benchmarks, {copied.records} records copied; "
+        log(f"{commit[:8]}: {copies.note(source)} ({copied.rows} asv benchmarks, {copied.records} parameter sets copied; "
             f"{copied.seconds_saved:.0f} GPU seconds saved)")
     return outcome

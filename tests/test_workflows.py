@@ -39,8 +39,9 @@ WORKFLOWS = sorted([*WORKFLOW_DIR.glob("*.yml"), *WORKFLOW_DIR.glob("*.yaml")])
 
 GPU_LABEL = "mi355x"
 FORK_APPROVAL_ENVIRONMENT = "gpu-fork-pr"
-# The one job allowed a write scope: it pushes the asv history to the results branch.
-WRITERS = {("history.yml", "history-gfx950"): {"contents": "write"}}
+# The jobs allowed a write scope: they push the asv history to the results branch, each its own
+# machine folder (the GPU runner's timings; the compile-only counts, computed on GitHub's runner).
+WRITERS = {("history.yml", "history-gfx950"): {"contents": "write"}, ("history.yml", "history-compile"): {"contents": "write"}}
 
 # A workflow with one of each mistake the linters must catch (an attacker-controlled branch
 # name expanded into a script, an action by tag on the removed node20 runtime, credentials

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -20,6 +21,7 @@ from ci.history import results as history_results
 from ci.history import summary as history_summary
 from ci.history.messages import log
 from ci.history.options import HistoryOptions
+from ci.history.tracks import TrackRun
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ASV = [sys.executable, "-m", "asv"]
@@ -79,29 +81,48 @@ class AsvCodes(list):
     """asv's exit codes, and the newest commit's GEMM medians after each of its runs (for the spread)."""
 
     head_medians: list[dict[str, float]]
+    seconds: float  # wall time of the asv runs (environment builds included)
+
+
+def launch_method(options: HistoryOptions, has_gpu: bool) -> str:
+    if options.launch_method != "auto":
+        return options.launch_method
+    return "spawn" if has_gpu else "forkserver"
+
+
+def asv_run_args(options: HistoryOptions, track: TrackRun, launch: str) -> list[str]:
+    """What every ``asv run`` of one track gets: its machine, launch method and the track's one ``-b`` regex."""
+    # --record-samples: keep every timing sample, so `asv compare` can apply its Mann-Whitney test.
+    args = [f"--machine={track.machine}", f"--launch-method={launch}", "--record-samples", f"--bench={track.bench}"]
+    if options.show_stderr:
+        args.append("--show-stderr")
+    return args
 
 
 def run_asv(
-    options: HistoryOptions, env: dict[str, str], commits: Sequence[str], gpu: str, machine: str, job: job_process.Job
+    options: HistoryOptions, env: dict[str, str], commits: Sequence[str], has_gpu: bool, track: TrackRun,
+    job: job_process.Job, repeat_head: int = 0,
 ) -> AsvCodes:
-    """``asv run`` over ``commits`` (newest first), then the newest again ``options.repeat_head`` times."""
-    launch = options.launch_method
-    if launch == "auto":
-        launch = "spawn" if gpu != "none" else "forkserver"
-    # --record-samples: keep every timing sample, so `asv compare` can apply its Mann-Whitney test.
-    common = [f"--machine={machine}", f"--launch-method={launch}", "--record-samples", *[f"--bench={b}" for b in options.bench]]
-    if options.show_stderr:
-        common.append("--show-stderr")
-    hashfile = job.tmp_dir / "commits.txt"
-    hashfile.write_text("\n".join(commits) + "\n")
-    log(f"[3/6] asv run over {len(commits)} commits of {options.branch} ({launch}); asv prints its own progress")
-    codes = AsvCodes([run_streaming([*ASV, "run", f"HASHFILE:{hashfile}", *common], env)])
-    results_dir = Path(env[records.RESULTS_DIR_ENV])
-    codes.head_medians = [_head_medians(results_dir, machine, commits[0])]
-    for i in range(options.repeat_head):
-        log(f"[4/6] repeat {i + 1}/{options.repeat_head} of {commits[0][:8]} (same commit, for the spread)")
-        codes.append(run_streaming([*ASV, "run", f"{commits[0]}^!", *common], env))
-        codes.head_medians.append(_head_medians(results_dir, machine, commits[0]))
+    """``asv run`` of one track over ``commits`` (newest first), then the newest again ``repeat_head`` times."""
+    launch = launch_method(options, has_gpu)
+    env = {**env, records.MACHINE_ENV: track.machine}
+    common = asv_run_args(options, track, launch)
+    started = time.monotonic()
+    codes = AsvCodes()
+    codes.head_medians = []
+    if commits:
+        hashfile = job.tmp_dir / f"commits-{track.kind}.txt"
+        hashfile.write_text("\n".join(commits) + "\n")
+        log(f"[3/6] asv run ({track.kind} tracks, machine {track.machine}) over {len(commits)} commits of "
+            f"{options.branch} ({launch}); asv prints its own progress")
+        codes.append(run_streaming([*ASV, "run", f"HASHFILE:{hashfile}", *common], env))
+        results_dir = Path(env[records.RESULTS_DIR_ENV])
+        codes.head_medians.append(_head_medians(results_dir, track.machine, commits[0]))
+        for i in range(repeat_head):
+            log(f"[4/6] repeat {i + 1}/{repeat_head} of {commits[0][:8]} (same commit, for the spread)")
+            codes.append(run_streaming([*ASV, "run", f"{commits[0]}^!", *common], env))
+            codes.head_medians.append(_head_medians(results_dir, track.machine, commits[0]))
+    codes.seconds = time.monotonic() - started
     return codes
 
 

@@ -12,6 +12,7 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Sequence
 
 from asv_bench import records
 from ci.common import gitutil
@@ -32,9 +33,10 @@ def fetch_tip(branch: ResultsBranch, push: bool, problems: list[str]) -> str | N
         return branch.local_tip()
 
 
-def import_from_branch(branch: ResultsBranch, tip: str | None, results_dir: Path, machine: str) -> int:
+def import_from_branch(branch: ResultsBranch, tip: str | None, results_dir: Path, machine: str | Sequence[str]) -> int:
     """Bring the branch's results into ``results_dir``: other machines' as they are (they own them), this
     machine's merged under the local copy; files of commits this clone lacks, or unreadable ones, are left out."""
+    own_machines = {machine} if isinstance(machine, str) else set(machine)  # a run may write several (ci.history.tracks)
     known = gitutil.all_commits(branch.repo)
     imported = skipped = 0
     for path, data in branch.files(tip, "results/").items():
@@ -47,7 +49,7 @@ def import_from_branch(branch: ResultsBranch, tip: str | None, results_dir: Path
             log(f"{BRANCH}: not using {path}: {problem}")
             skipped += 1
             continue
-        own = relative.parts[0] == machine
+        own = relative.parts[0] in own_machines
         if own and target.exists():
             data = merge_file(path, theirs=data, ours=target.read_bytes())
         if not target.exists() or target.read_bytes() != data:

@@ -3,6 +3,7 @@
     python -m ci.history                                  # last 3 commits of main, publish
     python -m ci.history --commits 1 --push-results       # the history workflow (.github/workflows/history.yml)
     python -m ci.history --commits 5 --repeat-head 1 --bench triton_dot_scaled
+    python -m ci.history --commits 1 --tracks gpu --push-results --remeasure   # the scheduled run (drift)
 
 Steps (progress on stderr, asv's own "[ 42%]" lines included):
 
@@ -17,8 +18,14 @@ Steps (progress on stderr, asv's own "[ 42%]" lines included):
    moved to ``.asv/quarantine/`` with a message (ci.history.results). The results
    branch (``asv-results``) is fetched and merged in. Measurements a killed run
    finished but asv never saved are marked for reuse.
-4. ``asv run`` over the last ``--commits`` first-parent commits of ``--branch``;
-   ``--repeat-head N`` runs the newest again N times (its spread). Every GEMM
+4. ``--tracks`` (ci.history.tracks): ``gpu`` the GEMM timings of this machine, ``cpu``
+   the compile-only resource counts (asv machine ``compile-only``, no GPU), ``all`` both.
+   The timing track first fingerprints each commit on the CPU (ci.history.identical):
+   a commit whose code equals a measured commit's on this machine is not measured, its
+   results are that commit's, copied with the note "identical code to <sha12>: not
+   re-measured" (``--remeasure``: measure the newest anyway). Then ``asv run`` over the
+   rest of the last ``--commits`` first-parent commits of ``--branch`` (each benchmark
+   once per commit); ``--repeat-head N`` runs the newest again N times (its spread). Every GEMM
    measurement writes its record -- TFLOPS, idle check, clocks, throttling,
    steadiness -- beside asv's results (asv_bench.records).
 5. This machine's results and records are committed to the results branch
@@ -51,7 +58,7 @@ from typing import Sequence
 from ci.common import options as common_options
 from ci.common.options import OptionsError
 from ci.history import run
-from ci.history.options import DEFAULT_RESULTS_REMOTE, LAUNCH_METHODS, HistoryOptions
+from ci.history.options import DEFAULT_RESULTS_REMOTE, LAUNCH_METHODS, TRACKS, HistoryOptions
 from ci.history.results_branch import BRANCH
 
 _DEFAULTS = {f.name: f.default for f in fields(HistoryOptions)}
@@ -84,6 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "only with --push-results: without it the branch is read from "
                         f"{DEFAULT_RESULTS_REMOTE} when that exists)")
     parser.add_argument("--no-publish", action="store_true", help="skip asv publish")
+    parser.add_argument("--tracks", choices=TRACKS, default=_DEFAULTS["tracks"],
+                        help="gpu: the GEMM timings of this machine (GemmOnGpu; GemmOnCpu without a GPU); cpu: the "
+                        "compile-only resource counts, recorded under the asv machine 'compile-only'; all: both "
+                        f"(default {_DEFAULTS['tracks']}; the GPU runner's workflow runs gpu, its CPU job cpu)")
+    parser.add_argument("--remeasure", action="store_true",
+                        help="measure the newest commit even when its code is identical to a measured commit's "
+                        "(the scheduled run: drift of the driver, firmware or machine still shows)")
     common_options.add_json(parser, "the report")
     return parser
 
@@ -112,6 +126,8 @@ def options_from(args: argparse.Namespace) -> HistoryOptions:
         results_remote=args.results_remote or DEFAULT_RESULTS_REMOTE,
         publish=not args.no_publish,
         json=common_options.output_value(args.json, "--json"),
+        tracks=args.tracks,
+        remeasure=args.remeasure,
     )
 
 

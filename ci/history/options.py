@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LAUNCH_METHODS = ("auto", "spawn", "forkserver")
+TRACKS = ("all", "gpu", "cpu")  # ci.history.tracks says what each selects
 DEFAULT_RESULTS_REMOTE = "origin"
 
 
@@ -27,3 +28,5 @@ class HistoryOptions:
     results_remote: str = DEFAULT_RESULTS_REMOTE  # set by hand only together with push_results
     publish: bool = True
     json: Path | None = None  # checked writable
+    tracks: str = "all"  # one of TRACKS: the GPU runner runs "gpu", a CPU job "cpu", a developer "all"
+    remeasure: bool = False  # measure even a commit whose code is identical to a measured one's (the schedule)

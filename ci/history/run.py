@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from asv_bench import records
 from ci.common import gitutil, job_process
-from ci.history import asv_driver, branch_sync, machine_info
+from ci.history import asv_driver, branch_sync, machine_info, track_steps, tracks
 from ci.history import results as history_results
 from ci.history import summary as history_summary
 from ci.history.messages import HarnessError, log
@@ -107,11 +107,18 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
         info = machine_info.fingerprint_in_child(sys.executable, env)
         check_bench_selection(options.bench, info["benchmarks"])
         machine = options.machine or machine_info.machine_name(info)
-        machine_info.record_machine(machine, machine_info.machine_fields(info), asv_driver.ASV, env)
+        runs = tracks.plan(options.tracks, info["gpu"] != "none", machine, options.bench, info["benchmarks"])
+        if not runs:
+            raise HarnessError(f"--tracks {options.tracks} with --bench {', '.join(options.bench)}: no benchmark of "
+                               "these tracks is selected; nothing was run")
+        for track in runs:
+            machine_info.record_machine(track.machine, _machine_fields(info, track), asv_driver.ASV, env)
     except machine_info.FingerprintError as exc:
         raise HarnessError(str(exc)) from None
-    env.update({records.MACHINE_ENV: machine, records.RESULTS_DIR_ENV: str(results_dir)})
-    log(f"machine {machine}: {info['gpu']} ({info['gpu_arch']}), {info['gpu_runtime']}, driver {info['gpu_driver']}")
+    machines = [track.machine for track in runs]
+    env[records.RESULTS_DIR_ENV] = str(results_dir)
+    log(f"machine {machine}: {info['gpu']} ({info['gpu_arch']}), {info['gpu_runtime']}, driver {info['gpu_driver']}; "
+        f"tracks {options.tracks}: " + "; ".join(f"{t.kind} -> {t.machine}" for t in runs))
     for kernel, status in info["kernels"].items():
         log(f"  {kernel}: {status}")
 
@@ -121,28 +128,34 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
     has_remote = options.results_remote in gitutil.remote_names(repo)
     branch = ResultsBranch(REPO_ROOT, options.results_remote if has_remote else None, log=log)
     tip = branch_sync.fetch_tip(branch, options.push_results, problems)
-    imported = branch_sync.import_from_branch(branch, tip, results_dir, machine)
-    reconciled = history_results.reconcile(results_dir, machine)
-    log(f"{imported} files from {BRANCH}; {len(reconciled.resumable)} measurements of a killed run will be resumed")
+    imported = branch_sync.import_from_branch(branch, tip, results_dir, machines)
+    resumable = sum(len(history_results.reconcile(results_dir, m).resumable) for m in machines)
+    log(f"{imported} files from {BRANCH}; {resumable} measurements of a killed run will be resumed")
 
     # asv (run, publish) reads the history from a local branch; a fresh clone of another branch has only the remote's.
     if gitutil.ensure_local_branch(repo, options.branch, options.results_remote):
         log(f"created the local branch {options.branch} from {options.results_remote}/{options.branch} "
             "(asv reads the history from a local branch)")
     commits = gitutil.first_parent_commits(repo, options.branch, options.commits)
-    codes = asv_driver.run_asv(options, env, commits, info["gpu"], machine, job)
+    started_ms = started * 1000.0
+    outcomes = [
+        track_steps.run_track(options, env, commits, info, track, job, results_dir, REPO_ROOT, started_ms) for track in runs
+    ]
     quarantined += history_results.validate_tree(results_dir, QUARANTINE_DIR, log)
-    history_results.reconcile(results_dir, machine)
-    if 1 in codes:
-        problems.append(f"asv run exited 1 (asv itself failed; its output above says why): exit codes {codes}")
+    for outcome in outcomes:
+        history_results.reconcile(results_dir, outcome.track.machine)
+        problems += outcome.problems
+        if 1 in outcome.codes:
+            problems.append(f"asv run ({outcome.track.kind} tracks) exited 1 (asv itself failed; its output above says "
+                            f"why): exit codes {list(outcome.codes)}")
 
     pushing = f" and pushing to {options.results_remote}" if options.push_results else ""
-    log(f"[5/6] committing {machine}'s results to {BRANCH}{pushing}")
-    message = f"{machine}: {len(commits)} commits ({', '.join(c[:8] for c in commits)}), main job {job.id}"
+    log(f"[5/6] committing {', '.join(machines)}'s results to {BRANCH}{pushing}")
+    message = f"{', '.join(machines)}: {len(commits)} commits ({', '.join(c[:8] for c in commits)}), main job {job.id}"
     try:
-        files = branch_sync.machine_files(results_dir, machine)
+        files = {path: data for m in machines for path, data in branch_sync.machine_files(results_dir, m).items()}
         tip = branch.commit_and_push(files, message, push=options.push_results)
-        branch_sync.import_from_branch(branch, tip, results_dir, machine)  # what other runners pushed meanwhile
+        branch_sync.import_from_branch(branch, tip, results_dir, machines)  # what other runners pushed meanwhile
         branch_state = f"`{BRANCH}` at {tip[:8] if tip else 'none'}" + (" (pushed)" if options.push_results else " (local)")
     except BranchError as exc:
         problems.append(f"results branch: {exc}")
@@ -154,34 +167,52 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
         if asv_driver.run_streaming([*asv_driver.ASV, "publish"], env) != 0:
             problems.append("asv publish failed (its output above says why)")
 
-    started_ms = started * 1000.0
-    runs = [
-        history_summary.collect_commit(results_dir, machine, c, job.id, started_ms, options.bench) for c in reversed(commits)
-    ]
-    spread = history_summary.spread_rows(codes.head_medians) if options.repeat_head else None
-    report = _report(job, started, info, machine, runs, problems, quarantined, branch_state, html)
-    markdown = history_summary.summary_markdown(report, runs, spread)
+    per_track = {
+        o.track.kind: [history_summary.collect_commit(results_dir, o.track.machine, c, job.id, started_ms, options.bench)
+                       for c in reversed(commits)]
+        for o in outcomes
+    }
+    commit_runs = history_summary.merge_tracks(per_track)
+    timing = next((o for o in outcomes if o.track.timings), None)
+    spread = history_summary.spread_rows(timing.codes.head_medians) if options.repeat_head and timing else None
+    report = _report(job, started, info, machine, commit_runs, per_track, problems, quarantined, branch_state, html)
+    report["tracks"] = {o.track.kind: o.track.machine for o in outcomes}
+    report["cost"] = {o.track.kind: o.cost() for o in outcomes}
+    markdown = history_summary.summary_markdown(report, commit_runs, spread)
     print(markdown)
     append_step_summary(markdown)
     if options.json is not None:
         write_json_atomic(options.json, report)
+    for line in history_summary.cost_lines(report["cost"]):
+        log(line)
     log(f"done in {report['seconds']:.0f} s. HTML: {html / 'index.html'} -- serve it with: asv preview (from {REPO_ROOT})")
-    return _exit_code(runs, report["harness_problems"])
+    return _exit_code(commit_runs, report["harness_problems"])
 
 
-def _report(job, started, info, machine, runs, problems, quarantined, branch_state, html) -> dict[str, Any]:
+def _machine_fields(info: dict[str, Any], track: tracks.TrackRun) -> dict[str, str]:
+    fields = machine_info.machine_fields(info)
+    if not track.timings:
+        # Compile-only counts are the compiler's for a fixed target: no GPU, driver or runtime of any machine in them.
+        fields |= {"gpu": "none (compile-only)", "gpu_driver": "none", "gpu_runtime": "none"}
+    return fields
+
+
+def _report(job, started, info, machine, runs, per_track, problems, quarantined, branch_state, html) -> dict[str, Any]:
     """The run as JSON (``--json``; the Markdown summary is drawn from it): every harness problem included."""
     problems = list(problems)
-    for run in runs:
-        if run.status == history_summary.NOT_MEASURED:
-            problems.append(f"{run.commit[:8]}: not measured (asv stopped before it; its output above says why)")
-        problems += [f"{run.commit[:8]} {item}" for item in run.harness_failures]
+    for kind, track_runs in per_track.items():
+        for run in track_runs:
+            if run.status == history_summary.NOT_MEASURED:
+                problems.append(f"{run.commit[:8]}: not measured ({kind} tracks; asv stopped before it; its output "
+                                "above says why)")
+            problems += [f"{run.commit[:8]} {item}" for item in run.harness_failures]
     return {
         "machine": machine,
         "fingerprint": {k: v for k, v in info.items() if k != "benchmarks"},
         "job": job.id,
         "commits": [r.commit for r in runs],
         "status": {r.commit: r.status for r in runs},
+        "identical_to": {r.commit: r.identical_to for r in runs if r.identical_to},
         "results_branch": branch_state,
         "html": str(html / "index.html"),
         "quarantined": [vars(q) for q in quarantined],

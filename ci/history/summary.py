@@ -6,7 +6,9 @@ the job started. Values from earlier runs are history; the HTML shows them.
 
 Each commit ends in one of: ``measured``; ``build failed`` (asv built nothing: every
 benchmark of the commit is a failure); ``not measured`` (asv stopped before it --
-a harness failure, never blamed on the commit).
+a harness failure, never blamed on the commit); ``identical code`` (its fingerprints equal
+those of a measured commit: that commit's results were copied under it by this run,
+ci.history.copies, and ``identical_to`` names it).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from harness.report import markdown_table
 GEMM_KEY = re.compile(r"^bench_gemm\.(\w+)\.track_time\('([^']*)', '([^']*)'\)$")
 RESOURCE_KEY = re.compile(r"^bench_resources\.CompiledResources\.track_(\w+)\('([^']*)', '([^']*)'\)$")
 
-MEASURED, BUILD_FAILED, NOT_MEASURED = "measured", "build failed", "not measured"
+MEASURED, BUILD_FAILED, NOT_MEASURED, IDENTICAL = "measured", "build failed", "not measured", "identical code"
 
 
 @dataclass
@@ -38,6 +40,12 @@ class CommitRun:
     failures: list[str] = field(default_factory=list)  # "benchmark: why"
     harness_failures: list[str] = field(default_factory=list)
     not_available: Counter = field(default_factory=Counter)  # reason -> how many parameter sets
+    identical_to: str | None = None  # IDENTICAL: the measured commit whose results were copied
+
+    def describe_status(self) -> str:
+        if self.status == IDENTICAL and self.identical_to:
+            return f"identical code to {self.identical_to[:12]}: not re-measured"
+        return self.status
 
 
 def _finite(value: Any) -> bool:
@@ -63,7 +71,7 @@ def collect_commit(
         and v["started_at"] >= started_ms
         and (not selection or any(re.search(p, k) for p in selection))
     }
-    mine = {k: r for k, r in recs.items() if job in (r.get("job"), r.get("resumed_by"))}
+    mine = {k: r for k, r in recs.items() if job in (r.get("job"), r.get("resumed_by"), r.get("copied_by"))}
     recorded_failures = set()  # asv's None for these is already explained by the record
     for key, record in mine.items():
         row = gemm_row(key) or key
@@ -89,6 +97,9 @@ def collect_commit(
         numbers = [e for e in this_run.values() if _finite(e["value"])]
         all_failed = this_run and not numbers and all(e["value"] is None for e in this_run.values())
         run.status = BUILD_FAILED if all_failed and not any(r["status"] == "measured" for r in mine.values()) else MEASURED
+    copied = {r.get("identical_to") for r in mine.values() if r.get("copied_by") == job}
+    if copied and all(r.get("copied_by") == job for r in mine.values()) and not this_run:
+        run.status, run.identical_to = IDENTICAL, sorted(c for c in copied if c)[0]
     if run.status == BUILD_FAILED:
         run.failures = [f"{commit[:8]}: the build or install of this commit failed (asv's output above says why)"]
     return run
@@ -107,6 +118,8 @@ def _time_cell(record: dict[str, Any] | None) -> str:
         text += " ⚑"
     if record.get("resumed_by"):
         text += " (resumed)"
+    if record.get("identical_to"):
+        text += f" (= {record['identical_to'][:8]}, identical code)"
     return text
 
 
@@ -170,7 +183,7 @@ def summary_markdown(report: dict[str, Any], runs: Sequence[CommitRun], spread: 
         "",
         "Kernels here: " + "; ".join(f"`{k}`: {v}" for k, v in fp["kernels"].items()),
         "",
-        f"Commits (oldest first): {', '.join(f'{r.commit[:8]} ({r.status})' for r in runs)}. "
+        f"Commits (oldest first): {', '.join(f'{r.commit[:8]} ({r.describe_status()})' for r in runs)}. "
         f"Results branch: {report['results_branch']}. HTML: `{report['html']}`",
         "",
         "### GEMM time per commit, this run (median; TFLOPS from the same samples; ⚑ flagged, see below)",
@@ -182,6 +195,8 @@ def summary_markdown(report: dict[str, Any], runs: Sequence[CommitRun], spread: 
         markdown_table(resource_rows(runs), empty="_(no resources measured in this run)_"),
         "",
     ]
+    if report.get("cost"):
+        parts += ["### What this run cost", "", *[f"- {line}" for line in cost_lines(report["cost"])], ""]
     if spread:
         parts += ["### Same commit, repeated: spread = (max - min) / median", "", markdown_table(spread), ""]
     notes = flagged(runs)
@@ -202,3 +217,50 @@ def summary_markdown(report: dict[str, Any], runs: Sequence[CommitRun], spread: 
         parts += [f"- `{q['path']}`: {q['reason']} (now `{q['moved_to']}`)" for q in report["quarantined"]]
         parts.append("")
     return "\n".join(parts)
+
+
+# ---------------------------------------------------------------------------
+# the tracks of one commit together, and what they cost
+# ---------------------------------------------------------------------------
+
+
+def merge_tracks(per_track: dict[str, Sequence[CommitRun]]) -> list[CommitRun]:
+    """One CommitRun per commit from each track's (timings from "gpu", resource counts from "cpu")."""
+    merged = []
+    for parts in zip(*per_track.values()):
+        by_kind = dict(zip(per_track, parts))
+        run = CommitRun(parts[0].commit)
+        for part in parts:
+            run.gemm.update(part.gemm)
+            run.resources.update(part.resources)
+            run.failures += [f for f in part.failures if f not in run.failures]
+            run.harness_failures += part.harness_failures
+            run.not_available.update(part.not_available)
+        statuses = {part.status for part in parts}
+        timing = by_kind.get("gpu")
+        if BUILD_FAILED in statuses:
+            run.status = BUILD_FAILED
+        elif statuses == {NOT_MEASURED}:
+            run.status = NOT_MEASURED
+        elif timing is not None and timing.status == IDENTICAL:
+            run.status, run.identical_to = IDENTICAL, timing.identical_to
+        else:
+            run.status = NOT_MEASURED if NOT_MEASURED in statuses else MEASURED
+        merged.append(run)
+    return merged
+
+
+def cost_lines(cost: dict[str, dict[str, Any]]) -> list[str]:
+    """The report's ``cost`` in words: GPU seconds spent and saved, and where the CPU tracks ran."""
+    lines = []
+    for kind, data in cost.items():
+        if kind == "gpu":
+            lines.append(
+                f"timing tracks ({data['machine']}): {data['benchmark_seconds']:.0f} s of benchmarks measured "
+                f"({data['measured_commits']} commits; asv's wall time {data['asv_wall_seconds']:.0f} s with builds), "
+                f"{data['saved_seconds']:.0f} s saved by identical-code skips ({len(data['identical'])} commits); "
+                f"fingerprints {data['fingerprint_seconds']:.0f} s on the CPU; each benchmark measured once per commit"
+            )
+        else:
+            lines.append(f"compile-only tracks ({data['machine']}): asv's wall time {data['asv_wall_seconds']:.0f} s, no GPU")
+    return lines

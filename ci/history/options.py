@@ -27,3 +27,6 @@ class HistoryOptions:
     results_remote: str = DEFAULT_RESULTS_REMOTE  # set by hand only together with push_results
     publish: bool = True
     json: Path | None = None  # checked writable
+    # --drop: regexes of point ids ('<machine>/<commit8>-<env>/<benchmark>(<params>)') that may leave the
+    # results branch; every other recorded point must stay (ci.history.result_points). Each compiled.
+    drop: tuple[str, ...] = ()

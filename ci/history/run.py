@@ -74,7 +74,7 @@ def run(options: HistoryOptions) -> int:
     interrupted = None
     try:
         return _steps(options, job, started)
-    except (HarnessError, gitutil.GitError) as exc:
+    except (HarnessError, gitutil.GitError, job_process.JobConflict) as exc:
         log(f"error: {exc}")
         return 2
     except job_process.Interrupted as exc:
@@ -107,6 +107,7 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
         info = machine_info.fingerprint_in_child(sys.executable, env)
         check_bench_selection(options.bench, info["benchmarks"])
         machine = options.machine or machine_info.machine_name(info)
+        job_process.lock_machine(job, machine)  # one job per machine name on this host, as per checkout
         machine_info.record_machine(machine, machine_info.machine_fields(info), asv_driver.ASV, env)
     except machine_info.FingerprintError as exc:
         raise HarnessError(str(exc)) from None
@@ -140,8 +141,8 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
     log(f"[5/6] committing {machine}'s results to {BRANCH}{pushing}")
     message = f"{machine}: {len(commits)} commits ({', '.join(c[:8] for c in commits)}), main job {job.id}"
     try:
-        files = branch_sync.machine_files(results_dir, machine)
-        tip = branch.commit_and_push(files, message, push=options.push_results)
+        files = branch_sync.machine_files(results_dir, machine, options.drop)
+        tip = branch.commit_and_push(files, message, push=options.push_results, drop=options.drop)
         branch_sync.import_from_branch(branch, tip, results_dir, machine)  # what other runners pushed meanwhile
         branch_state = f"`{BRANCH}` at {tip[:8] if tip else 'none'}" + (" (pushed)" if options.push_results else " (local)")
     except BranchError as exc:

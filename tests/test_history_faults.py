@@ -333,3 +333,58 @@ def test_disk_full_under_git_leaves_the_branch_as_it_was(tmp_path, remote_and_cl
                        r"\(\w{8}\), every recorded point is still on it"):
         branch.commit_and_push({_path(commit): results_bytes(commit, [4.0] * 8), **big}, "on a full disk", push=True)
     assert git(remote, "rev-parse", BRANCH) == before_tip and _on_branch(remote, commit) == dict.fromkeys(SHAPES, 3.0)
+
+
+def test_the_main_job_on_a_disk_that_fills_during_asv_exits_2_and_keeps_every_point(tmp_path, remote_and_clone, full_disk,
+                                                                                     monkeypatch, capsys):
+    """The reported case: asv's build failed for want of space and rewrote an older commit's results empty;
+    the job exited 0 blaming the build, and the points were gone locally and on the branch."""
+    import signal
+
+    from ci.history import asv_driver, machine_info
+    from ci.history import run as history_run
+    from ci.history.options import HistoryOptions
+
+    remote, clone = remote_and_clone
+    mount, mounted = full_disk
+    if not mounted:
+        pytest.skip("needs a tmpfs (root) under asv's results")
+    older, _, _ = _recorded(remote_and_clone, [2.5] * 8)
+    (clone / "x.txt").write_text("newest\n")
+    git(clone, "add", "-A")
+    git(clone, "commit", "-q", "-m", "newest")
+    results_dir = mount / "results"
+
+    def asv_on_a_filling_disk(options, env, commits, gpu, machine, job):
+        (results_dir / MACHINE / f"{older[:8]}-{ENV}.json").write_bytes(results_bytes(older, [None] * 8))
+        _fill(mount)
+        codes = asv_driver.AsvCodes([2])
+        codes.head_medians = [{}]
+        return codes
+
+    info = {"benchmarks": [KEY], "gpu": "none", "gpu_arch": "-", "gpu_runtime": "-", "gpu_driver": "-", "kernels": {},
+            "torch": "-", "triton": "-", "flydsl": "-", "cpu": "-", "num_cpu": 1}
+    monkeypatch.setattr(history_run, "REPO_ROOT", clone)
+    monkeypatch.setattr(history_run, "QUARANTINE_DIR", clone / ".asv" / "quarantine")
+    monkeypatch.setattr(asv_driver, "asv_config", lambda: {"results_dir": str(results_dir), "html_dir": str(tmp_path / "html")})
+    monkeypatch.setattr(asv_driver, "run_asv", asv_on_a_filling_disk)
+    monkeypatch.setattr(machine_info, "fingerprint_in_child", lambda python, env: info)
+    monkeypatch.setattr(machine_info, "record_machine", lambda *a: None)
+    monkeypatch.setattr(machine_info, "machine_fields", lambda info: {})
+    monkeypatch.setenv("MXFP4_MAIN_JOB_LOCKS", str(tmp_path / "locks"))
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        code = history_run.run(HistoryOptions(commits=2, machine=MACHINE, push_results=True, publish=False))
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    stderr = capsys.readouterr().err
+    assert code == 2, stderr[-3000:]
+    assert "No space left on device" in stderr and "Kept:" in stderr.replace("kept:", "Kept:"), stderr[-3000:]
+    assert "Traceback" not in stderr
+    assert _on_branch(remote, older) == dict.fromkeys(SHAPES, 2.5)  # pushed, every point kept
+    (mount / "filler").unlink()  # space again: the next run brings them back locally
+    branch = ResultsBranch(clone, "origin", log=lambda m: None)
+    branch_sync.import_from_branch(branch, branch.fetch(), results_dir, MACHINE)
+    assert points((results_dir / MACHINE / f"{older[:8]}-{ENV}.json").read_bytes()) == dict.fromkeys(SHAPES, 2.5)

@@ -69,8 +69,9 @@ def _write_kept(target: Path, data: bytes, written: int, tip: str | None) -> Non
         raise HarnessError(
             f"cannot write {target} ({exc.strerror or exc}): kept: the {BRANCH} branch as it is "
             f"({tip[:8] if tip else 'empty'}: every recorded point is still there), {target.name} as it was before "
-            f"(files are replaced whole, never half-written), and the {written} files already brought over from the "
-            "branch. Free space (or fix the permissions) and run again"
+            "this write (files are replaced whole, never half-written)"
+            + (f", and the {written} files already brought over from the branch" if written else "")
+            + ". Free space (or fix the permissions) and run again: the next run brings the branch's points back here"
         ) from None
 
 

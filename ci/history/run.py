@@ -132,8 +132,12 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
             "(asv reads the history from a local branch)")
     commits = gitutil.first_parent_commits(repo, options.branch, options.commits)
     codes = asv_driver.run_asv(options, env, commits, info["gpu"], machine, job)
+    disk = history_results.full_disk_problem(results_dir, BRANCH)
     quarantined += history_results.validate_tree(results_dir, QUARANTINE_DIR, log)
-    history_results.reconcile(results_dir, machine)
+    if disk:
+        problems.append(disk)  # exit 2: what looks like a failed build may be the disk; reconcile waits for the next run
+    else:
+        history_results.reconcile(results_dir, machine)
     if 1 in codes:
         problems.append(f"asv run exited 1 (asv itself failed; its output above says why): exit codes {codes}")
 
@@ -143,11 +147,15 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
     try:
         files = branch_sync.machine_files(results_dir, machine, options.drop)
         tip = branch.commit_and_push(files, message, push=options.push_results, drop=options.drop)
-        branch_sync.import_from_branch(branch, tip, results_dir, machine)  # what other runners pushed meanwhile
         branch_state = f"`{BRANCH}` at {tip[:8] if tip else 'none'}" + (" (pushed)" if options.push_results else " (local)")
     except BranchError as exc:
         problems.append(f"results branch: {exc}")
         branch_state = f"`{BRANCH}` not updated ({exc})"
+    else:
+        try:
+            branch_sync.import_from_branch(branch, tip, results_dir, machine)  # what other runners pushed meanwhile
+        except HarnessError as exc:
+            problems.append(f"after the commit to {BRANCH}: {exc}")  # the summary still says what was measured
 
     html = REPO_ROOT / conf["html_dir"]
     if options.publish:

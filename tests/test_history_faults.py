@@ -106,7 +106,8 @@ _JOB = """
 import sys, time
 from pathlib import Path
 from ci.common import job_process
-gate, checkout, machine = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+gate, checkout, machine, ready = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
+ready.touch()
 while not gate.exists():
     time.sleep(0.001)
 try:
@@ -125,9 +126,12 @@ job_process.finish(job)
 def _start_together(tmp_path: Path, checkouts: list[Path], machine: str) -> list[subprocess.CompletedProcess]:
     gate = tmp_path / "go"
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "MXFP4_MAIN_JOB_LOCKS": str(tmp_path / "locks")}
-    procs = [subprocess.Popen([sys.executable, "-c", _JOB, str(gate), str(c), machine], env=env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for c in checkouts]
-    time.sleep(2.0)  # every interpreter started and waiting at the gate
+    ready = [tmp_path / f"ready{i}" for i in range(len(checkouts))]
+    procs = [subprocess.Popen([sys.executable, "-c", _JOB, str(gate), str(c), machine, str(r)], env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for c, r in zip(checkouts, ready)]
+    deadline = time.monotonic() + 120
+    while not all(r.exists() for r in ready) and time.monotonic() < deadline:
+        time.sleep(0.01)  # every interpreter started, its imports done, waiting at the gate
     gate.touch()
     done = []
     for proc in procs:

@@ -7,34 +7,48 @@ holding the GPU and asv's temporary files. So:
 
 * every process of a run inherits ``MXFP4_MAIN_JOB=<checkout>::<job id>``
   (asv passes its environment on to every benchmark process it starts);
+* one job per checkout and one per machine name on this host: each job holds an
+  exclusive ``flock`` on ``.asv/main_job.lock`` and on ``<locks>/<machine>.lock``
+  (``$MXFP4_MAIN_JOB_LOCKS``, default /tmp/mxfp4-main-job-locks: two clones with one
+  asv machine name would measure on one GPU at once) for its whole life. The kernel
+  grants it to exactly one of any number of jobs started together, and drops it when
+  the job dies, however it dies: no stale lock, no race between "is it alive?" and
+  "it is mine" (the job file alone had one: two jobs started together both got in);
 * ``.asv/main_job.json`` names the running job: its pid, the pid's start time
   (so a recycled pid is not mistaken for it), and its temporary directory
   (asv's TMPDIR, forkserver socket included);
-* at start, a job whose process is alive is refused (exit 2); one that is dead
-  was killed: every process still tagged with this checkout is ended (its
-  process group when it leads one), and its temporary directory removed.
+* at start, a job that finds a lock held is refused (exit 2, naming the holder); one
+  that gets it finds a job file only from a killed job: every process still tagged
+  with this checkout is ended (its process group when it leads one), and its
+  temporary directory removed.
 
 Linux only (``/proc``), like the runners.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import re
 import shutil
 import signal
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from asv_bench.records import JOB_ENV
 from harness.report import write_json_atomic
 
 
+LOCKS_ENV = "MXFP4_MAIN_JOB_LOCKS"
+DEFAULT_LOCKS = Path("/tmp/mxfp4-main-job-locks")  # host-wide, not $TMPDIR: two clones may set theirs apart
+
+
 class JobConflict(RuntimeError):
-    """Another main job is running in this checkout."""
+    """Another main job is running in this checkout, or under this machine name on this host."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +57,7 @@ class Job:
     checkout: Path
     tmp_dir: Path
     job_file: Path
+    locks: list[int] = field(default_factory=list)  # file descriptors holding a flock, released by finish()
 
     @property
     def tag(self) -> str:
@@ -118,15 +133,87 @@ def _is_zombie(pid: int) -> bool:
         return True
 
 
+def _holder(lock_path: Path) -> str:
+    """Who holds ``lock_path``, from what the holder wrote into it (a moment after taking it)."""
+    for _ in range(20):
+        try:
+            data = json.loads(lock_path.read_text() or "null")
+        except (OSError, ValueError):
+            data = None
+        if isinstance(data, dict) and isinstance(data.get("pid"), int):
+            return f"pid {data['pid']} (job {data.get('job')}, in {data.get('checkout')}, since {data.get('started')})"
+        time.sleep(0.05)
+    return "a job that has not yet said who it is"
+
+
+def _hold(lock_path: Path, what: str, holder: dict) -> int:
+    """An exclusive flock on ``lock_path`` (the file descriptor), or JobConflict naming who has it."""
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)  # not inherited by asv's processes (O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        owner = _holder(lock_path)
+        pid = re.match(r"pid (\d+)", owner)
+        stop = f", or stop it (kill -INT {pid.group(1)})" if pid else ""
+        raise JobConflict(f"another main job is running {what}: {owner}, holding {lock_path}. Wait for it{stop}") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(holder).encode(), 0)
+    return fd
+
+
+def _holder_info(job_id: str, checkout: Path) -> dict:
+    return {"pid": os.getpid(), "job": job_id, "checkout": str(checkout), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+
+def lock_machine(job: Job, machine: str) -> None:
+    """Hold the lock of ``machine`` (an asv machine name) on this host for the rest of ``job``; JobConflict if taken."""
+    folder = Path(os.environ.get(LOCKS_ENV) or DEFAULT_LOCKS)
+    if not folder.is_dir():
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.chmod(0o1777)  # shared by every user's clones, like /tmp itself
+        except OSError:
+            pass
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", machine)
+    job.locks.append(_hold(folder / f"{name}.lock", f"under the machine name {machine!r} on this host", _holder_info(job.id, job.checkout)))
+
+
 def start(checkout: Path, log) -> Job:
-    """Claim the checkout for a new job: refuse a live one, clean up after a killed one."""
+    """Claim the checkout for a new job: refuse a live one (its lock is held), clean up after a killed one."""
     job_file = checkout / ".asv" / "main_job.json"
-    previous = _read(job_file)
-    if previous and _start_time(previous["pid"]) == previous.get("start_time"):
-        raise JobConflict(
-            f"another main job is running in this checkout: pid {previous['pid']} since {previous.get('started')} "
-            f"({job_file}). Wait for it, or stop it (kill -INT {previous['pid']})"
+    job_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    lock = _hold(checkout / ".asv" / "main_job.lock", "in this checkout", _holder_info(job_id, checkout))
+    try:
+        previous = _read(job_file)
+        if previous and previous.get("job") != job_id and _start_time(previous["pid"]) == previous.get("start_time") \
+                and previous["pid"] != os.getpid():
+            # A job of a version without the lock file, still running.
+            raise JobConflict(
+                f"another main job is running in this checkout: pid {previous['pid']} since {previous.get('started')} "
+                f"({job_file}). Wait for it, or stop it (kill -INT {previous['pid']})"
+            )
+        _clean_up_after(previous, checkout, log)
+        job = Job(id=job_id, checkout=checkout, tmp_dir=Path(tempfile.mkdtemp(prefix="mxfp4-main-job-")), job_file=job_file, locks=[lock])
+        write_json_atomic(
+            job_file,
+            {
+                "job": job.id,
+                "pid": os.getpid(),
+                "start_time": _start_time(os.getpid()),
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "tmp_dir": str(job.tmp_dir),
+            },
         )
+    except BaseException:
+        os.close(lock)
+        raise
+    return job
+
+
+def _clean_up_after(previous: dict | None, checkout: Path, log) -> None:
+    """What a killed job left: its tagged processes and its temporary directory."""
     strays = tagged_processes(checkout)
     if strays:
         for line in end_processes(strays):
@@ -134,23 +221,6 @@ def start(checkout: Path, log) -> Job:
     if previous and previous.get("tmp_dir") and Path(previous["tmp_dir"]).is_dir():
         shutil.rmtree(previous["tmp_dir"], ignore_errors=True)
         log(f"removed the temporary files of killed main job {previous.get('job')}: {previous['tmp_dir']}")
-    job = Job(
-        id=time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6],
-        checkout=checkout,
-        tmp_dir=Path(tempfile.mkdtemp(prefix="mxfp4-main-job-")),
-        job_file=job_file,
-    )
-    write_json_atomic(
-        job_file,
-        {
-            "job": job.id,
-            "pid": os.getpid(),
-            "start_time": _start_time(os.getpid()),
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "tmp_dir": str(job.tmp_dir),
-        },
-    )
-    return job
 
 
 def finish(job: Job) -> list[str]:
@@ -160,6 +230,8 @@ def finish(job: Job) -> list[str]:
     current = _read(job.job_file)
     if current and current.get("job") == job.id:
         job.job_file.unlink(missing_ok=True)
+    while job.locks:
+        os.close(job.locks.pop())  # releases the flock; the lock file stays (removing it would race a new job)
     return ended
 
 

@@ -1,9 +1,12 @@
 """The results branch <-> ``.asv/results``: what the branch adds to this checkout, and what this machine adds to it.
 
 Other machines' files are taken as they are (they own them); this machine's are
-merged under the local copy (ci.history.results_branch.merge_file). A file the
-branch holds for a commit this clone lacks, or an unreadable one, is left out
-with a message: the rest of the history is still used.
+merged point by point with the local copy (ci.history.results_branch.merge_file):
+a point either side has a value for is kept. A file the branch holds for a commit
+this clone lacks, or an unreadable one, is left out with a message: the rest of the
+history is still used. A write that fails (disk full, read-only) is a harness
+error saying what was kept: every file is replaced atomically, so a failed write
+leaves the old file whole, and the branch is never touched by an import.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Sequence
 
 from asv_bench import records
 from ci.common import gitutil
+from ci.history import result_points
 from ci.history import results as history_results
 from ci.history.messages import HarnessError, log
 from ci.history.results_branch import BRANCH, BranchError, ResultsBranch, merge_file
@@ -53,11 +57,24 @@ def import_from_branch(branch: ResultsBranch, tip: str | None, results_dir: Path
         if own and target.exists():
             data = merge_file(path, theirs=data, ours=target.read_bytes())
         if not target.exists() or target.read_bytes() != data:
-            write_bytes_atomic(target, data)  # a kill here must not leave a half results file
+            _write_kept(target, data, imported, tip)  # a kill here must not leave a half results file
             imported += 1
     if skipped:
         log(f"{BRANCH}: {skipped} files left out (above); the rest of the history is used")
     return imported
+
+
+def _write_kept(target: Path, data: bytes, written: int, tip: str | None) -> None:
+    try:
+        write_bytes_atomic(target, data)
+    except OSError as exc:
+        raise HarnessError(
+            f"cannot write {target} ({exc.strerror or exc}): kept: the {BRANCH} branch as it is "
+            f"({tip[:8] if tip else 'empty'}: every recorded point is still there), {target.name} as it was before "
+            "this write (files are replaced whole, never half-written)"
+            + (f", and the {written} files already brought over from the branch" if written else "")
+            + ". Free space (or fix the permissions) and run again: the next run brings the branch's points back here"
+        ) from None
 
 
 def _branch_file_problem(relative: Path, data: bytes, known: set[str]) -> str | None:
@@ -78,12 +95,39 @@ def _branch_file_problem(relative: Path, data: bytes, known: set[str]) -> str | 
     return None
 
 
-def machine_files(results_dir: Path, machine: str) -> dict[str, bytes]:
-    """What this machine contributes to the branch: its folder, and the suite's benchmarks.json."""
+def machine_files(results_dir: Path, machine: str, drop: tuple[str, ...] = ()) -> dict[str, bytes]:
+    """What this machine contributes to the branch: its folder, and the suite's benchmarks.json.
+
+    With ``drop`` (``--drop`` regexes of point ids), the points named are first removed from the local files
+    too: else the next run would put them back on the branch.
+    """
     files = {}
     for path in sorted((results_dir / machine).glob("*")):
         if path.is_file() and path.suffix in (".json", records.SUFFIX):
-            files[f"results/{machine}/{path.name}"] = path.read_bytes()
+            key = f"results/{machine}/{path.name}"
+            data = path.read_bytes()
+            if drop:
+                data = _drop_locally(path, key, data, drop)
+            files[key] = data
     if (results_dir / "benchmarks.json").is_file():
         files["results/benchmarks.json"] = (results_dir / "benchmarks.json").read_bytes()
     return files
+
+
+def _drop_locally(path: Path, key: str, data: bytes, drop: tuple[str, ...]) -> bytes:
+    kept = merge_file(key, None, data, drop)
+    if kept != data:
+        before = set(_point_ids(key, data))
+        gone = sorted(before - set(_point_ids(key, kept)))
+        if gone:
+            log(f"--drop: removing {len(gone)} points of {path.name}: {', '.join(gone[:5])}{' ...' if len(gone) > 5 else ''}")
+        _write_kept(path, kept, 0, None)
+    return kept
+
+
+def _point_ids(key: str, data: bytes) -> list[str]:
+    document = json.loads(data)
+    prefix = result_points.point_prefix(key)
+    if isinstance(document.get("records"), dict):
+        return [prefix + k for k in document["records"]]
+    return [prefix + k for k, v in result_points.values(document).items() if v is not None]

@@ -98,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--remeasure", action="store_true",
                         help="measure the newest commit even when its code is identical to a measured commit's "
                         "(the scheduled run: drift of the driver, firmware or machine still shows)")
+    parser.add_argument("--drop", action="append", default=[], metavar="PATTERN",
+                        help=f"let the recorded points this regex finds in '<machine>/<commit8>-<env>/<benchmark>(<params>)' "
+                        f"leave {BRANCH} (repeatable); without it, a commit that would lose a recorded point exits 2")
     common_options.add_json(parser, "the report")
     return parser
 
@@ -128,7 +131,19 @@ def options_from(args: argparse.Namespace) -> HistoryOptions:
         json=common_options.output_value(args.json, "--json"),
         tracks=args.tracks,
         remeasure=args.remeasure,
+        drop=tuple(_drop_value(pattern) for pattern in args.drop),
     )
+
+
+def _drop_value(pattern: str) -> str:
+    """--drop: a regex that is not empty (an empty one would let every point go)."""
+    if not pattern.strip():
+        raise OptionsError("--drop must name the points to remove (got an empty pattern, which would match every point)")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise OptionsError(f"--drop {pattern!r} is not a regular expression: {exc}") from None
+    return pattern
 
 
 def _bench_value(pattern: str) -> str:

@@ -12,13 +12,18 @@
   marked ``resume``: the next run's benchmark gives asv its samples instead of
   measuring again. A record whose value did arrive drops its samples (asv keeps them).
 * :func:`values_by_key` -- asv's results as ``benchmark(params) -> value``.
+* :func:`full_disk_problem` -- after asv ran: can the results directory still be
+  written? asv writes its files in place and reports a build that failed for want
+  of space as a build failure; a full disk must be the harness's error, not the code's.
 """
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import math
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -111,6 +116,35 @@ def check_file(path: Path, results_dir: Path) -> None:
         return
     if len(relative.parts) == 2:
         check_results_file(path, relative.parts[0])
+
+
+# ---------------------------------------------------------------------------
+# a full disk
+# ---------------------------------------------------------------------------
+
+_PROBE_BYTES = 1 << 20  # more than a results file of the whole suite: asv's next write would fit
+
+
+def full_disk_problem(results_dir: Path, branch: str) -> str | None:
+    """A harness problem when ``results_dir`` cannot take another results file (no space, no quota, read-only)."""
+    probe = results_dir / f".write-probe-{os.getpid()}"
+    try:
+        results_dir.mkdir(parents=True, exist_ok=True)
+        with open(probe, "wb", buffering=0) as f:
+            f.write(b"\0" * _PROBE_BYTES)
+            os.fsync(f.fileno())
+    except OSError as exc:
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        return (
+            f"{results_dir} cannot be written ({exc.strerror or exc}) after asv ran: "
+            + ("the disk is full, so " if full else "")
+            + "this run's build failures and missing values may be the disk's, not the code's. Kept: every point "
+            f"recorded before stays on {branch} (a point without a new value keeps its old one) and comes back to "
+            f"{results_dir} when it can be written; files asv could not finish are quarantined"
+        )
+    finally:
+        probe.unlink(missing_ok=True)
+    return None
 
 
 # ---------------------------------------------------------------------------

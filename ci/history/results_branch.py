@@ -13,8 +13,14 @@ on the remote's newest tip (in a private index: the checkout's work tree, index
 and HEAD are never touched), pushes without force, and on a rejected push
 (another runner pushed first) fetches and builds it again on the new tip, up to
 a bound. Where a file of this machine already exists on the branch with other
-content (two runs of one machine raced), results are merged per benchmark, this
-run's values winning; nothing of another machine is ever replaced.
+content (two runs of one machine raced, two clones share a machine name), results
+are merged per measured point (ci.history.result_points): this run's numbers win,
+every point it lacks is kept; nothing of another machine is ever replaced.
+
+The branch never shrinks silently: before a commit, every point the previous tip
+holds must still have its value in the new tree, else :class:`ShrinkError` (nothing
+committed), unless a ``--drop`` pattern names the point. A write that fails (a full
+disk under ``.git``) is a :class:`BranchError` saying that the branch was left as it was.
 
 The credentials are git's own (the workflow's credential helper); nothing here reads a token.
 """
@@ -34,6 +40,8 @@ from typing import Callable
 import git
 from gitdb import IStream
 
+from ci.history import result_points
+
 BRANCH = "asv-results"
 # A push that lost a race: the remote moved between our fetch and our push.
 _RETRYABLE = re.compile(r"non-fast-forward|fetch first|\[rejected\]|cannot lock ref|failed to update ref|stale info|incorrect old value", re.I)
@@ -41,6 +49,10 @@ _RETRYABLE = re.compile(r"non-fast-forward|fetch first|\[rejected\]|cannot lock 
 
 class BranchError(RuntimeError):
     """The results branch could not be read or written; the message says what git said."""
+
+
+class ShrinkError(BranchError):
+    """A commit would remove recorded points from the branch that no ``--drop`` names; nothing was committed."""
 
 
 class ResultsBranch:
@@ -104,23 +116,40 @@ class ResultsBranch:
 
     # -- writing ----------------------------------------------------------------
 
-    def commit(self, files: dict[str, bytes], message: str, base: str | None) -> str | None:
-        """A commit on ``base`` adding/merging ``files``; None when it would change nothing."""
-        with tempfile.TemporaryDirectory() as tmp:
-            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-            if base is not None:
-                self.repo.git.read_tree(base, env=env)
-            else:
-                self.repo.git.read_tree("--empty", env=env)
-            for path, data in sorted(files.items()):
-                merged = merge_file(path, self._blob(base, path), data)
-                sha = self.repo.odb.store(IStream("blob", len(merged), io.BytesIO(merged))).hexsha.decode()
-                self.repo.git.update_index("--add", "--cacheinfo", f"100644,{sha},{path}", env=env)
-            tree = self.repo.git.write_tree(env=env)
-        if base is not None and self.repo.commit(base).tree.hexsha == tree:
-            return None
-        parents = ["-p", base] if base is not None else []
-        return self.repo.git.commit_tree(tree, *parents, "-m", message, env=self._identity())
+    def commit(self, files: dict[str, bytes], message: str, base: str | None, drop: tuple[str, ...] = ()) -> str | None:
+        """A commit on ``base`` adding/merging ``files`` point by point; None when it would change nothing.
+
+        Raises :class:`ShrinkError` when a point of ``base`` would lose its value and no ``drop`` pattern names it.
+        """
+        lost: list[str] = []
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+                if base is not None:
+                    self.repo.git.read_tree(base, env=env)
+                else:
+                    self.repo.git.read_tree("--empty", env=env)
+                for path, data in sorted(files.items()):
+                    theirs = self._blob(base, path)
+                    merged = merge_file(path, theirs, data, drop)
+                    lost += _lost(path, theirs, merged, drop)
+                    if lost:
+                        continue
+                    sha = self.repo.odb.store(IStream("blob", len(merged), io.BytesIO(merged))).hexsha.decode()
+                    self.repo.git.update_index("--add", "--cacheinfo", f"100644,{sha},{path}", env=env)
+                if lost:
+                    raise ShrinkError(_shrink_message(lost, base, self.branch))
+                tree = self.repo.git.write_tree(env=env)
+            if base is not None and self.repo.commit(base).tree.hexsha == tree:
+                return None
+            parents = ["-p", base] if base is not None else []
+            return self.repo.git.commit_tree(tree, *parents, "-m", message, env=self._identity())
+        except (OSError, git.GitCommandError) as exc:
+            # A full disk or an unwritable .git: the objects were not written, the branch ref was never moved.
+            detail = _git_said(exc.stderr) if isinstance(exc, git.GitCommandError) else (exc.strerror or str(exc))
+            kept = f"{base[:8]}" if base else "no commit yet"
+            raise BranchError(f"cannot write the {self.branch} commit ({detail}); the branch is left as it was ({kept}), "
+                              "every recorded point is still on it") from None
 
     def _blob(self, commit: str | None, path: str) -> bytes | None:
         if commit is None:
@@ -159,12 +188,22 @@ class ResultsBranch:
         self.repo.git.update_ref(f"refs/heads/{self.branch}", sha)
 
     def commit_and_push(
-        self, files: dict[str, bytes], message: str, *, push: bool, attempts: int = 6, before_push: Callable[[], None] | None = None
+        self,
+        files: dict[str, bytes],
+        message: str,
+        *,
+        push: bool,
+        attempts: int = 6,
+        before_push: Callable[[], None] | None = None,
+        drop: tuple[str, ...] = (),
     ) -> str | None:
-        """Commit ``files`` on the newest tip; with ``push``, push it, rebuilding on a rejection. Returns the tip."""
+        """Commit ``files`` on the newest tip; with ``push``, push it, rebuilding on a rejection. Returns the tip.
+
+        ``drop``: regexes of point ids (ci.history.result_points) that may leave the branch; any other loss is a ShrinkError.
+        """
         for attempt in range(1, attempts + 1):
             base = self.fetch() if push else self._newest_known_tip()
-            sha = self.commit(files, message, base)
+            sha = self.commit(files, message, base, drop)
             if sha is None:
                 self.log(f"{self.branch}: nothing new to commit (the branch already holds these results)")
                 if base is not None:
@@ -195,18 +234,56 @@ class ResultsBranch:
 # ---------------------------------------------------------------------------
 
 
-def merge_file(path: str, theirs: bytes | None, ours: bytes) -> bytes:
-    """Ours, except asv results and records files: per benchmark, their entries that ours lacks are kept."""
-    if theirs is None or theirs == ours:
+def merge_file(path: str, theirs: bytes | None, ours: bytes, drop: tuple[str, ...] = ()) -> bytes:
+    """Ours, except asv results and records files: merged per measured point (ci.history.result_points),
+    then without the points a ``drop`` pattern names."""
+    if theirs == ours and not drop:
         return ours
     try:
-        old, new = json.loads(theirs), json.loads(ours)
+        new = json.loads(ours)
+        old = json.loads(theirs) if theirs is not None else None
     except ValueError:
-        return ours  # theirs is unreadable; ours was validated before the commit
-    if path.endswith(".records") and isinstance(old.get("records"), dict) and isinstance(new.get("records"), dict):
-        merged = {**old, **new, "records": {**old["records"], **new["records"]}}
-    elif path.endswith(".json") and isinstance(old.get("results"), dict) and old.get("result_columns") == new.get("result_columns"):
-        merged = {**new, "results": {**old["results"], **new["results"]}}
+        return ours  # theirs is unreadable (ours was validated before the commit): nothing readable to keep
+    prefix = result_points.point_prefix(path)
+    if path.endswith(".records") and isinstance(new.get("records"), dict):
+        merged = new if not isinstance(old, dict) or not isinstance(old.get("records"), dict) else {
+            **old, **new, "records": {**old["records"], **new["records"]}}
+        merged = result_points.drop_records(merged, prefix, drop)[0]
+    elif path.endswith(".json") and isinstance(new.get("results"), dict) and "result_columns" in new:
+        merged = new if not _is_results(old) else result_points.merge_documents(old, new)
+        merged = result_points.drop_points(merged, prefix, drop)[0]
     else:
         return ours
-    return (json.dumps(merged, indent=None, separators=(",", ":")) + "\n").encode()
+    if merged == new and theirs is None:
+        return ours
+    return result_points.dumps(merged)
+
+
+def _git_said(stderr: str) -> str:
+    """GitPython's "stderr: 'fatal: ...'" as git's own words."""
+    return stderr.strip().removeprefix("stderr:").strip().strip("'").strip()
+
+
+def _is_results(data) -> bool:
+    return isinstance(data, dict) and isinstance(data.get("results"), dict) and isinstance(data.get("result_columns"), list)
+
+
+def _lost(path: str, theirs: bytes | None, merged: bytes, drop: tuple[str, ...]) -> list[str]:
+    """The points of ``theirs`` (a results file of the branch) without a value in ``merged`` that no ``drop`` names."""
+    if theirs is None or not path.endswith(".json"):
+        return []
+    try:
+        old, new = json.loads(theirs), json.loads(merged)
+    except ValueError:
+        return []  # an unreadable file on the branch holds no point anyone can read
+    if not _is_results(old) or not _is_results(new):
+        return []
+    patterns = [re.compile(p) for p in drop]
+    return [p for p in result_points.lost_points(old, new, result_points.point_prefix(path)) if not any(r.search(p) for r in patterns)]
+
+
+def _shrink_message(lost: list[str], base: str | None, branch: str) -> str:
+    shown = ", ".join(lost[:8]) + (f" and {len(lost) - 8} more" if len(lost) > 8 else "")
+    return (f"this commit would remove {len(lost)} recorded points from {branch} ({shown}); nothing was committed, "
+            f"the branch is left at {base[:8] if base else '?'}. If they should go, name them with --drop PATTERN "
+            "(a regex searched in '<machine>/<commit8>-<env>/<benchmark>(<params>)')")

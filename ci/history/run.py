@@ -74,7 +74,7 @@ def run(options: HistoryOptions) -> int:
     interrupted = None
     try:
         return _steps(options, job, started)
-    except (HarnessError, gitutil.GitError) as exc:
+    except (HarnessError, gitutil.GitError, job_process.JobConflict) as exc:
         log(f"error: {exc}")
         return 2
     except job_process.Interrupted as exc:
@@ -112,6 +112,7 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
             raise HarnessError(f"--tracks {options.tracks} with --bench {', '.join(options.bench)}: no benchmark of "
                                "these tracks is selected; nothing was run")
         for track in runs:
+            job_process.lock_machine(job, track.machine)  # one job per machine name on this host, as per checkout
             machine_info.record_machine(track.machine, _machine_fields(info, track), asv_driver.ASV, env)
     except machine_info.FingerprintError as exc:
         raise HarnessError(str(exc)) from None
@@ -141,9 +142,13 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
     outcomes = [
         track_steps.run_track(options, env, commits, info, track, job, results_dir, REPO_ROOT, started_ms) for track in runs
     ]
+    disk = history_results.full_disk_problem(results_dir, BRANCH)
     quarantined += history_results.validate_tree(results_dir, QUARANTINE_DIR, log)
+    if disk:
+        problems.append(disk)  # exit 2: what looks like a failed build may be the disk; reconcile waits for the next run
     for outcome in outcomes:
-        history_results.reconcile(results_dir, outcome.track.machine)
+        if not disk:
+            history_results.reconcile(results_dir, outcome.track.machine)
         problems += outcome.problems
         if 1 in outcome.codes:
             problems.append(f"asv run ({outcome.track.kind} tracks) exited 1 (asv itself failed; its output above says "
@@ -153,13 +158,17 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
     log(f"[5/6] committing {', '.join(machines)}'s results to {BRANCH}{pushing}")
     message = f"{', '.join(machines)}: {len(commits)} commits ({', '.join(c[:8] for c in commits)}), main job {job.id}"
     try:
-        files = {path: data for m in machines for path, data in branch_sync.machine_files(results_dir, m).items()}
-        tip = branch.commit_and_push(files, message, push=options.push_results)
-        branch_sync.import_from_branch(branch, tip, results_dir, machines)  # what other runners pushed meanwhile
+        files = {path: data for m in machines for path, data in branch_sync.machine_files(results_dir, m, options.drop).items()}
+        tip = branch.commit_and_push(files, message, push=options.push_results, drop=options.drop)
         branch_state = f"`{BRANCH}` at {tip[:8] if tip else 'none'}" + (" (pushed)" if options.push_results else " (local)")
     except BranchError as exc:
         problems.append(f"results branch: {exc}")
         branch_state = f"`{BRANCH}` not updated ({exc})"
+    else:
+        try:
+            branch_sync.import_from_branch(branch, tip, results_dir, machines)  # what other runners pushed meanwhile
+        except HarnessError as exc:
+            problems.append(f"after the commit to {BRANCH}: {exc}")  # the summary still says what was measured
 
     html = REPO_ROOT / conf["html_dir"]
     if options.publish:

@@ -22,8 +22,8 @@ from ci.speed.options import SpeedOptions
 from ci.speed.outputs import Context, finish, record_json
 from ci.speed.reasons import Status, Stop
 from ci.speed.report import calibration_markdown, correctness_lines, excluded_rows, plan_text, rates_markdown
-from ci.speed.rounds import Side
-from ci.speed.run import GateError, calibrations_for, deadline, log, run_rounds, survey_both, thresholds_for
+from ci.speed.rounds import Side, set_deadline
+from ci.speed.run import BASE_UNMEASURABLE, GateError, calibrations_for, deadline, log, run_rounds, survey_both, thresholds_for
 from ci.speed import dependencies, unchanged
 from ci.speed.selection import Selection, check_selectors, select
 from ci.speed.thresholds import parse_thresholds
@@ -48,6 +48,7 @@ def run_gate(options: SpeedOptions) -> int:
     plan, rule, timing, limit = options.the_plan(), options.exclusion_rule(), options.timing_overrides, options.round_limit()
     started = time.time()
     stop_at = deadline(options, started)
+    set_deadline(stop_at)
     repo = gitutil.open_repo(options.repo)
     head_sha = gitutil.resolve_commit(repo, "HEAD" if options.working_tree else options.head)
     if options.base is not None:
@@ -80,9 +81,11 @@ def run_gate(options: SpeedOptions) -> int:
             log(f"speed_gate: all {len(skipped)} selected benchmark(s) have identical code at base and head: nothing to measure")
         else:
             surveys = survey_both(sides, options, pairs=pairs if skipped else None)
+            base_note = "" if sides["base"] else "the base has no kernels/ package"
+            if surveys["base"] is not None and BASE_UNMEASURABLE in surveys["base"]:  # a broken base: all new
+                base_note, surveys["base"], sides["base"] = surveys["base"][BASE_UNMEASURABLE], None, None
             check_selectors(surveys, options.kernels, options.configs)
-            selection = select(surveys["head"], surveys["base"], "" if sides["base"] else "the base has no kernels/ package",
-                               others=skipped + removed)
+            selection = select(surveys["head"], surveys["base"], base_note, others=skipped + removed)
             device, environment = surveys["head"]["device"], surveys["head"]["environment"]
             plan = options.plan_for(len(selection.gated))
             rounds, results = run_rounds([sides["base"], sides["head"]] if sides["base"] else [], selection, device=device,
@@ -143,6 +146,7 @@ def run_calibrate(options: SpeedOptions) -> int:
     n = options.rounds if options.rounds is not None else DEFAULT_CALIBRATION_ROUNDS
     started = time.time()
     stop_at = deadline(options, started)
+    set_deadline(stop_at)
     repo = gitutil.open_repo(options.repo)
     sha = gitutil.resolve_commit(repo, "HEAD" if options.working_tree else options.head)
     with ExitStack() as stack:

@@ -21,7 +21,7 @@ from ci.speed.exclusion import ExclusionRule
 from ci.speed.options import SpeedOptions
 from ci.speed.reasons import Status, Stop
 from ci.speed.devices import visible_gpu_count
-from ci.speed.rounds import Side, rotating_order, survey_side
+from ci.speed.rounds import ChildFailed, Side, rotating_order, survey_side
 from ci.speed.selection import Entry, Selection
 from ci.speed.thresholds import THRESHOLDS_PATH, Thresholds, load_thresholds
 from ci.speed.warm import DEFAULT_RESTART_EVERY, open_engine
@@ -51,6 +51,9 @@ def survey_both(sides: dict[str, Side | None], options: SpeedOptions, check: boo
                 pairs: Sequence[tuple[str, str]] | None = None) -> dict[str, dict[str, Any] | None]:
     """Both surveys at once (nothing is timed yet); a side without kernels/ surveys as None.
 
+    A base whose survey fails (its kernels do not import, its child dies) also surveys as None,
+    with ``BASE_UNMEASURABLE`` saying why: the head's benchmarks are then "new", so a change that
+    fixes a broken base is not blocked by it. A head whose survey fails is a harness error.
     ``pairs``: survey only these (kernel, config)s (None: every selected one)."""
     def one(side: Side | None) -> dict[str, Any] | None:
         if side is None:
@@ -60,11 +63,29 @@ def survey_both(sides: dict[str, Side | None], options: SpeedOptions, check: boo
 
     with ThreadPoolExecutor(max_workers=len(sides)) as pool:
         futures = {name: pool.submit(one, side) for name, side in sides.items()}
-        surveys = {name: f.result() for name, f in futures.items()}
+        surveys = {name: _survey_result(name, f.result) for name, f in futures.items()}
     devices = {s["device"] for s in surveys.values() if s is not None}
     if len(devices) > 1:
         raise GateError(f"the sides resolved different devices: {sorted(devices)}")
     return surveys
+
+
+BASE_UNMEASURABLE = "base_unmeasurable"  # a survey's key: why the base could not be surveyed
+
+
+def _survey_result(name: str, result) -> dict[str, Any] | None:
+    try:
+        return result()
+    except ChildFailed as exc:
+        if name != "base":
+            raise
+        log(f"speed_gate: the base could not be surveyed; its benchmarks count as new: {exc}")
+        return {BASE_UNMEASURABLE: f"the base could not be surveyed ({_last_line(exc)})"}
+
+
+def _last_line(exc: Exception, limit: int = 300) -> str:
+    lines = str(exc).strip().splitlines()
+    return (lines[-1] if lines else type(exc).__name__)[:limit]
 
 
 def run_rounds(
@@ -108,6 +129,7 @@ def _rounds_until_decided(sides, selection, measurer, *, plan, rule, thresholds,
     active = selection.gated
     names = [s.name for s in sides]
     out_of_time = False
+    base_failed: dict[str, str] = {}  # benchmark id -> why the base could not be measured
     while active and len(rounds) < limit:
         if deadline is not None and time.time() >= deadline:
             out_of_time = True
@@ -120,10 +142,16 @@ def _rounds_until_decided(sides, selection, measurer, *, plan, rule, thresholds,
         for proc in record["processes"]:
             for bench_id, rec in proc["records"].items():
                 if "error" in rec and not rec.get("busy"):
-                    raise GateError(f"{bench_id} failed at {proc['side']} in round {i + 1}: {rec['error']}")
+                    if proc["side"] != "base":
+                        raise GateError(f"{bench_id} failed at {proc['side']} in round {i + 1}: {rec['error']}")
+                    # Only the head's own failures fail: a base that raises makes the benchmark new.
+                    base_failed.setdefault(bench_id, f"base raised in round {i + 1}: {rec['error']}")
+                    log(f"speed_gate:   {bench_id}: {base_failed[bench_id]} -> new (not gated)")
         rounds.append(record)
         still = []
         for bench in active:
+            if bench.id in base_failed:
+                continue
             result = decide_entry(Entry(bench, Status.GATED), rounds, thresholds, plan, rule)
             d = result.decision
             est = d.estimate
@@ -135,7 +163,9 @@ def _rounds_until_decided(sides, selection, measurer, *, plan, rule, thresholds,
                 still.append(bench)
         active = still
     ran_out = Stop.TIME_BUDGET if out_of_time else Stop.FIXED_ROUNDS if fixed else Stop.ROUND_BUDGET
-    results = [decide_entry(e, rounds, thresholds, plan, rule, calibrations or {}, ran_out=ran_out) for e in selection.entries]
+    entries = [Entry(e.benchmark, Status.NEW, base_failed[e.benchmark.id]) if e.benchmark.id in base_failed else e
+               for e in selection.entries]
+    results = [decide_entry(e, rounds, thresholds, plan, rule, calibrations or {}, ran_out=ran_out) for e in entries]
     return rounds, results
 
 

@@ -93,7 +93,9 @@ Output: a head-vs-base table on stdout, progress on stderr, Markdown in
 $GITHUB_STEP_SUMMARY when set, ``--json PATH`` (written atomically).
 Exit: 0 pass, 1 gate failed, 2 harness error (bad or unresolvable ref, selectors
 matching nothing, malformed budget, compiler output that cannot be parsed, ...),
-with a one-line message.
+with a one-line message; 130/143 after SIGINT/SIGTERM (children stopped, worktrees
+and temporary folders removed). A base that cannot be measured at all (its kernels
+do not import) leaves every target new: checked against the budget only.
 """
 
 from __future__ import annotations
@@ -143,9 +145,14 @@ def main(argv: Iterable[str] | None = None) -> int:
         print(f"budget_gate: error: {exc}", file=sys.stderr)
         return 2
     from ci.budget.run import run  # after the options: --help and a bad option need no compiler stack
+    from ci.common import interrupts
 
+    interrupts.install()
     try:
         return run(options)
+    except interrupts.Interrupted as exc:  # the worktrees and temporary folders are gone by now (their `with`s)
+        print(interrupts.interrupted_line("budget_gate", exc), file=sys.stderr)
+        return interrupts.exit_code(exc)
     except Exception as exc:
         if options.traceback:
             raise

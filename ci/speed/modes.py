@@ -58,6 +58,11 @@ def run_gate(options: SpeedOptions) -> int:
         raise GateError(f"nothing to compare the head with: {base.note.split(';')[0]}")
     head_label = "working tree" if options.working_tree else f"{options.head} ({head_sha[:12]})"
     log(f"speed_gate: head {head_label}; base {base.sha[:12]} (merge-base of the head and {base.ref})")
+    dirty = [] if options.working_tree else gitutil.uncommitted_files(repo)
+    if dirty:
+        shown = ", ".join(dirty[:5]) + (f" and {len(dirty) - 5} more" if len(dirty) > 5 else "")
+        log(f"speed_gate: WARNING: {len(dirty)} uncommitted file(s) NOT measured (this run measures the committed "
+            f"head {head_sha[:12]}; add --working-tree to measure them): {shown}")
     with ExitStack() as stack:
         head_tree = (Path(repo.working_tree_dir) if options.working_tree
                      else stack.enter_context(gitutil.checkout(repo, head_sha)))

@@ -20,6 +20,7 @@ ci.speed.exclusion pairs two sides of such records into harness.paired rounds.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 import time
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ci.common.commit_tree import kernels_of, run_forwarding_stderr
+from ci.common.interrupts import MARKER
 
 # One child: a survey runs a correctness check per (kernel, config); a round times every benchmark
 # (at the GPU shapes: operand generation, compilation, up to 3 s of warm-up and 0.5 s of launches each).
@@ -152,7 +154,7 @@ def run_child(
     Raises :class:`ChildFailed` when it exits non-zero or writes no answer.
     """
     timeout_s = child_timeout() if timeout_s is None else timeout_s
-    with kernels_of(tree) as (folder, env), tempfile.TemporaryDirectory(prefix="speed-child-") as io_dir:
+    with kernels_of(tree) as (folder, env), tempfile.TemporaryDirectory(prefix=f"{MARKER}{os.getpid()}-speed-child-") as io_dir:
         request_path, answer_path = Path(io_dir, "request.json"), Path(io_dir, "answer.json")
         request_path.write_text(json.dumps(request))
         cmd = [sys.executable, "-m", "ci.speed.child", command, str(request_path), str(answer_path)]

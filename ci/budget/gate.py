@@ -108,7 +108,7 @@ from ci.budget.budget_file import BUDGET_PATH
 from ci.budget.errors import HarnessError
 from ci.budget.options import GateOptions
 from ci.common.gitutil import GitError
-from ci.common.options import OptionsError, add_json
+from ci.common.options import OptionsError, add_json, step_summary_value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -141,6 +141,7 @@ def main(argv: Iterable[str] | None = None) -> int:
             update_budget=args.update_budget, kernel=args.kernel, arch=args.arch, config=args.config,
             repo=args.repo, json=args.json, traceback=args.traceback,
         )
+        step_summary_value()
     except OptionsError as exc:
         print(f"budget_gate: error: {exc}", file=sys.stderr)
         return 2

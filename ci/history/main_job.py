@@ -98,6 +98,7 @@ def options_from(args: argparse.Namespace) -> HistoryOptions:
         raise OptionsError("--results-remote must name a git remote (got an empty name)")
     if args.repeat_head < 0:
         raise OptionsError(f"--repeat-head must be >= 0 (got {args.repeat_head})")
+    common_options.step_summary_value()
     if args.wheelhouse is not None and not args.wheelhouse.is_dir():
         raise OptionsError(f"--wheelhouse {args.wheelhouse}: not a directory")
     return HistoryOptions(

@@ -48,7 +48,7 @@ import argparse
 import sys
 from typing import Callable, NoReturn, Sequence
 
-from ci.common.options import OptionsError, add_json, add_max_minutes, add_timing
+from ci.common.options import OptionsError, add_json, add_max_minutes, add_timing, step_summary_value
 from ci.speed.arch import ARCH_CHOICES
 from ci.speed.exclusion import DEFAULT_CLOCK_FLOOR_FRACTION
 from ci.speed.options import DEFAULT_MAX_MINUTES, Mode, SpeedOptions, speed_options
@@ -133,6 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     given = vars(_parser().parse_args(None if argv is None else list(argv)))
     try:
         options = speed_options(given, command=sys.argv[1:] if argv is None else argv)
+        step_summary_value()
     except OptionsError as exc:  # before any worktree, survey or round
         return _harness_error(f"error: {exc}", given["json"])
     from ci.common import interrupts

@@ -26,7 +26,7 @@ from ci.speed.rounds import Side, set_deadline
 from ci.speed.run import BASE_UNMEASURABLE, GateError, calibrations_for, deadline, log, run_rounds, survey_both, thresholds_for
 from ci.speed import dependencies, unchanged
 from ci.speed.selection import Selection, check_selectors, select
-from ci.speed.thresholds import parse_thresholds
+from ci.speed.thresholds import ThresholdsError, parse_thresholds
 from ci.speed.verdict import BenchmarkResult, RecordError, decide_entry, entries_of, load_record, plan_of
 from ci.speed.warm import cost_summary
 from harness import paired
@@ -202,6 +202,17 @@ def run_calibrate(options: SpeedOptions) -> int:
 
 def run_replay(options: SpeedOptions) -> int:
     record = load_record(options.replay)
+    try:
+        return _replay(options, record)
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+        if isinstance(exc, (RecordError, ThresholdsError, GateError)):
+            raise
+        # A record edited by hand or cut short: name the file and what was wrong in it, not "internal error".
+        what = f"lacks {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
+        raise RecordError(f"{options.replay}: malformed record ({what})") from None
+
+
+def _replay(options: SpeedOptions, record: dict[str, Any]) -> int:
     sides = options.sides
     recorded_sides = {p["side"] for rnd in record["rounds"] for p in rnd["processes"]}
     if not set(sides) <= recorded_sides:

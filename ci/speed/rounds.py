@@ -111,7 +111,7 @@ class RoundRecord:
 # every child -- survey, correctness, a fresh round -- is killed there, so a hanging kernel cannot
 # outlive the limit (a process-wide value: the children are started from several threads and modules).
 _deadline: float | None = None
-CHILD_GRACE_S = 60.0  # a child started just before the deadline still gets this long to answer
+CHILD_GRACE_S = 30.0  # a child started just before the deadline still gets this long to answer
 
 
 def set_deadline(deadline: float | None) -> None:

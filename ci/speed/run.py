@@ -64,7 +64,7 @@ def survey_both(sides: dict[str, Side | None], options: SpeedOptions, check: boo
     with ThreadPoolExecutor(max_workers=len(sides)) as pool:
         futures = {name: pool.submit(one, side) for name, side in sides.items()}
         surveys = {name: _survey_result(name, f.result) for name, f in futures.items()}
-    devices = {s["device"] for s in surveys.values() if s is not None}
+    devices = {s["device"] for s in surveys.values() if s is not None and BASE_UNMEASURABLE not in s}
     if len(devices) > 1:
         raise GateError(f"the sides resolved different devices: {sorted(devices)}")
     return surveys

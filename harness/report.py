@@ -21,7 +21,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
@@ -30,6 +30,9 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        # mkstemp creates 0600; the file is meant for others (a web server, another user, CI artifacts):
+        # keep the mode of the file it replaces, else what a plain open() would give under the umask.
+        os.chmod(tmp, _mode_for(path))
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -42,6 +45,16 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
     return path
 
 
+def _mode_for(path: Path) -> int:
+    """The replaced file's permission bits, or 0666 less the process umask for a new file."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)  # the only portable way to read it: set and restore at once
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     """:func:`write_bytes_atomic` of ``text`` in UTF-8."""
     return write_bytes_atomic(path, text.encode("utf-8"))
@@ -50,8 +63,12 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
 def write_json_atomic(path: str | os.PathLike[str], data: Any) -> Path:
     """JSON (indented, keys in insertion order, Paths and the like as text) via :func:`write_text_atomic`."""
     # Serialize first: a value JSON cannot hold fails here, before any file is touched.
-    text = json.dumps(data, indent=2, default=str, allow_nan=True) + "\n"
-    return write_text_atomic(path, text)
+    return write_text_atomic(path, json_text(data))
+
+
+def json_text(data: Any) -> str:
+    """The text :func:`write_json_atomic` writes: indented, insertion order, Paths and the like as text."""
+    return json.dumps(data, indent=2, default=str, allow_nan=True) + "\n"
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -85,6 +102,32 @@ def check_writable(path: str | os.PathLike[str], what: str) -> Path:
     except OSError as exc:
         raise OSError(f"{what} {path}: cannot write there ({exc.strerror or exc})") from None
     return path
+
+
+def fallback_path(path: str | os.PathLike[str], what: str) -> Path:
+    """Where the data meant for ``path`` go when ``path`` cannot be written: the system temp dir, a named file."""
+    import time
+
+    label = "".join(c if c.isalnum() else "_" for c in what).strip("_") or "output"
+    return Path(tempfile.gettempdir()) / f"{label}-{os.getpid()}-{time.time_ns()}-{Path(path).name or 'output'}"
+
+
+def write_or_fallback(path: str | os.PathLike[str], data: bytes, what: str, log: Callable[[str], None]) -> Path:
+    """Write ``data`` to ``path`` atomically; when that fails (disk full, a folder gone read-only), write them to
+    :func:`fallback_path` and say so through ``log``, so measured results are never lost. Returns where they are.
+    Raises ``OSError`` only when the fallback cannot be written either (both paths in the message)."""
+    try:
+        return write_bytes_atomic(path, data)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+    try:
+        spare = fallback_path(path, what)
+        write_bytes_atomic(spare, data)
+    except OSError as exc:
+        raise OSError(f"{what} {path}: cannot write there ({reason}), nor to a fallback file in "
+                      f"{tempfile.gettempdir()} ({exc.strerror or exc})") from None
+    log(f"{what} {path}: cannot write there ({reason}); the data are in {spare}")
+    return spare
 
 
 def _columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -127,4 +170,30 @@ def append_step_summary(markdown: str, environ: Mapping[str, str] | None = None)
         return None
     with open(path, "a") as f:
         f.write(markdown.rstrip() + "\n\n")
+    return Path(path)
+
+
+def append_step_summary_or_fallback(markdown: str, log: Callable[[str], None], environ: Mapping[str, str] | None = None) -> Path | None:
+    """:func:`append_step_summary`; when ``$GITHUB_STEP_SUMMARY`` cannot be written, the Markdown goes to a
+    named fallback file (:func:`write_or_fallback`) and ``log`` says where, instead of a traceback at the end."""
+    try:
+        return append_step_summary(markdown, environ)
+    except OSError as exc:
+        path = (os.environ if environ is None else environ).get("GITHUB_STEP_SUMMARY", "")
+        spare = fallback_path(path, "GITHUB_STEP_SUMMARY")
+        write_bytes_atomic(spare, (markdown.rstrip() + "\n").encode("utf-8"))
+        log(f"$GITHUB_STEP_SUMMARY {path}: cannot write there ({exc.strerror or exc}); the summary is in {spare}")
+        return spare
+
+
+def check_step_summary(environ: Mapping[str, str] | None = None) -> Path | None:
+    """``$GITHUB_STEP_SUMMARY`` checked appendable before the work (``OSError`` naming it), or None when unset."""
+    path = (os.environ if environ is None else environ).get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return None
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as exc:
+        raise OSError(f"$GITHUB_STEP_SUMMARY {path}: cannot write there ({exc.strerror or exc})") from None
     return Path(path)

@@ -767,3 +767,27 @@ def test_options_are_checked_before_any_work(tmp_path):
         GateOptions.checked(kernel="a/b")
     assert GateOptions.checked(kernel="k", arch="gfx950").selects("k/gfx950/c")
     assert not GateOptions.checked(kernel="k", arch="gfx950").selects("k/sm_90/c")
+
+
+def test_a_base_that_does_not_import_does_not_block_its_fix(probe_repo, tmp_path):
+    """Issue 18: a broken base makes the head's targets new (checked against the budget only); exit 0, not 2."""
+    root, c0 = probe_repo
+    repo = git.Repo(root)
+    canned = root / "kernels/flydsl_gfx950.py"
+    fixed = canned.read_text()
+    _branch_from(repo, c0, "broken_base")
+    canned.write_text(fixed + "\nraise RuntimeError('injected: the base does not import')\n")
+    broken = _commit(repo, "break the canned kernel's import")
+    _branch_from(repo, broken, "fix_broken_base")
+    canned.write_text(fixed)
+    _commit(repo, "fix it")
+    repo.git.checkout("main", quiet=True)
+    out = tmp_path / "gate.json"
+    done = _run_canned(root, "fix_broken_base", "broken_base", out)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the base could not be measured" in done.stdout and "every target is new, checked against budget only" in done.stdout
+    assert "injected: the base does not import" in done.stderr and "Traceback" not in done.stdout
+    verdict = json.loads(out.read_text())
+    assert verdict["verdict"] == "pass" and {c["target"] for c in verdict["targets"]} == {EXACT, ROOMY}
+    # Only the head's own failures fail: the same break at head is still a harness error.
+    _assert_harness_error(_run_canned(root, "broken_base", c0, tmp_path / "head.json"), "ci.budget.resources failed in the head")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ci.budget.errors import HarnessError
+from ci.common.json_file import JsonFileError, parse_json
 from ci.budget.metrics import BUDGET_KEYS, FAMILY_KEYS, METRIC_BY_FIELD, SPILL_FIELDS
 from harness.report import write_json_atomic
 
@@ -47,29 +48,12 @@ class Budget:
         return dict(entry, tolerance=dict(override)) if override else dict(entry)
 
 
-class _DuplicateKey(ValueError):
-    def __init__(self, key: str):
-        super().__init__(key)
-        self.key = key
-
-
-def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in seen:
-            raise _DuplicateKey(key)
-        seen[key] = value
-    return seen
-
-
 def load_json(text: str, where: str) -> Any:
     """``text`` as JSON, refusing a key given twice in one object (the error names the key and ``where``)."""
     try:
-        return json.loads(text, object_pairs_hook=_refuse_duplicates)
-    except _DuplicateKey as dup:
-        raise HarnessError(f"{where}: duplicate key {dup.key!r}: each key may appear once per object") from None
-    except json.JSONDecodeError as exc:
-        raise HarnessError(f"{where}: not valid JSON ({exc})") from None
+        return parse_json(text, where)
+    except JsonFileError as exc:
+        raise HarnessError(str(exc)) from None
 
 
 def parse_budget(text: str, where: str, *, allow_legacy: bool = False) -> Budget:

@@ -93,7 +93,9 @@ Output: a head-vs-base table on stdout, progress on stderr, Markdown in
 $GITHUB_STEP_SUMMARY when set, ``--json PATH`` (written atomically).
 Exit: 0 pass, 1 gate failed, 2 harness error (bad or unresolvable ref, selectors
 matching nothing, malformed budget, compiler output that cannot be parsed, ...),
-with a one-line message.
+with a one-line message; 130/143 after SIGINT/SIGTERM (children stopped, worktrees
+and temporary folders removed). A base that cannot be measured at all (its kernels
+do not import) leaves every target new: checked against the budget only.
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ from ci.budget.budget_file import BUDGET_PATH
 from ci.budget.errors import HarnessError
 from ci.budget.options import GateOptions
 from ci.common.gitutil import GitError
-from ci.common.options import OptionsError, add_json
+from ci.common.options import OptionsError, add_json, step_summary_value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -139,13 +141,19 @@ def main(argv: Iterable[str] | None = None) -> int:
             update_budget=args.update_budget, kernel=args.kernel, arch=args.arch, config=args.config,
             repo=args.repo, json=args.json, traceback=args.traceback,
         )
+        step_summary_value()
     except OptionsError as exc:
         print(f"budget_gate: error: {exc}", file=sys.stderr)
         return 2
     from ci.budget.run import run  # after the options: --help and a bad option need no compiler stack
+    from ci.common import interrupts
 
+    interrupts.install()
     try:
         return run(options)
+    except interrupts.Interrupted as exc:  # the worktrees and temporary folders are gone by now (their `with`s)
+        print(interrupts.interrupted_line("budget_gate", exc), file=sys.stderr)
+        return interrupts.exit_code(exc)
     except Exception as exc:
         if options.traceback:
             raise

@@ -15,12 +15,12 @@ from typing import Mapping
 from ci.budget.budget_file import BUDGET_PATH, read_base_budget, read_budget, update_budget_file
 from ci.budget.compare import evaluate
 from ci.budget.errors import HarnessError
-from ci.budget.measure import measure_tree
+from ci.budget.measure import Measurement, measure_tree
 from ci.budget.options import GateOptions
 from ci.budget.report import (dirty_warning, gate_json, gate_report, markdown_summary, tightened_edits, update_line,
                               verdict_line)
 from ci.common import gitutil
-from harness.report import append_step_summary, text_table, write_json_atomic
+from harness.report import append_step_summary_or_fallback, json_text, text_table, write_or_fallback
 
 
 def _progress(text: str) -> None:
@@ -52,10 +52,16 @@ def run(options: GateOptions) -> int:
     if base.sha is not None:
         base_budget = read_base_budget(repo, base.sha)
         with gitutil.checkout(repo, base.sha) as base_dir:
-            measured = measure_tree(base_dir, "base", only)
+            try:
+                measured = measure_tree(base_dir, "base", only)
+            except HarnessError as exc:
+                # A change that fixes a base that no longer compiles must not be blocked by it: only the
+                # head's own failures fail. Its targets are then new, checked against the budget only.
+                _progress(f"budget_gate: the base could not be measured: {exc}")
+                measured = Measurement(None, f"the base could not be measured ({_first_line(exc)})")
         base_results = measured.results
         if base_results is None:
-            base_note += f"; {measured.note}: checked against budget only"
+            base_note += f"; {measured.note}: every target is new, checked against budget only"
 
     checks = evaluate(head.results, base_results, budget, base_budget, options.selects)
     if not checks:
@@ -76,16 +82,21 @@ def run(options: GateOptions) -> int:
     if dirty:
         print("\n" + dirty)
     print("\n" + verdict_line(checks))
-    append_step_summary(markdown_summary(report))
-    if options.json:
-        write_json_atomic(options.json, gate_json(
+    append_step_summary_or_fallback(markdown_summary(report), _progress)
+    if options.json:  # an unwritable --json at the end: the verdict goes to a named fallback file, not nowhere
+        write_or_fallback(options.json, json_text(gate_json(
             report, checks,
             base={"ref": base.ref, "sha": base.sha, "note": base_note},
             head={"ref": options.head, "sha": head_sha, "working_tree": options.working_tree},
             dirty_files=dirty_files,
             budget_updated={"path": str(update_path), "changes": updated} if updated else None,
-        ))
+        )).encode("utf-8"), "--json", _progress)
     return 1 if report.verdict == "fail" else 0
+
+
+def _first_line(exc: Exception, limit: int = 300) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[-1] if text else type(exc).__name__)[:limit]
 
 
 def _nothing_selected(only: Mapping[str, str | None], names: set[str]) -> str:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -35,6 +36,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ci.common import launch_path
 from ci.common.commit_tree import REPO_ROOT, kernels_of, run_forwarding_stderr
+from ci.common.interrupts import MARKER
 
 DEFAULT_ARCHS = ("sm_90", "gfx950")
 # Loading a registry and compiling 8 targets takes ~20 s cold on a 2-core CPU; a hung compiler must not hold the job.
@@ -204,7 +206,7 @@ class ChildFailed(RuntimeError):
 
 def _run_child(tree: Path, request: Mapping[str, Any], log: Callable[[str], None]) -> dict[str, Any]:
     try:
-        with kernels_of(tree) as (folder, env), tempfile.TemporaryDirectory(prefix="fingerprint-") as tmp:
+        with kernels_of(tree) as (folder, env), tempfile.TemporaryDirectory(prefix=f"{MARKER}{os.getpid()}-fingerprint-") as tmp:
             request_path, result_path = Path(tmp, "request.json"), Path(tmp, "result.json")
             request_path.write_text(json.dumps(request))
             cmd = [sys.executable, "-m", "ci.common.device_code", str(request_path), str(result_path)]

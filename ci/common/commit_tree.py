@@ -19,12 +19,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
+
+from ci.common.interrupts import temp_dir, tracked
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,7 +44,7 @@ def kernels_of(tree: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     if not has_kernels(tree):
         raise NotAKernelsTree(f"{tree} has no kernels/__init__.py")
     kernels_dir = Path(tree) / "kernels"
-    folder = Path(tempfile.mkdtemp(prefix="commit-kernels-"))
+    folder = temp_dir("commit-kernels")
     try:
         (folder / "kernels").symlink_to(kernels_dir.resolve(), target_is_directory=True)
         env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "GITHUB_STEP_SUMMARY")}
@@ -84,6 +85,11 @@ def run_forwarding_stderr(
     this process (Ctrl-C, a cancelled job), so no child is left measuring or compiling.
     """
     proc = subprocess.Popen(list(cmd), cwd=cwd, env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    with tracked(proc):  # killed by ci.common.interrupts on SIGINT/SIGTERM, whichever thread waits here
+        return _wait_forwarding(proc, log, timeout_s)
+
+
+def _wait_forwarding(proc: subprocess.Popen, log: Callable[[str], None], timeout_s: float) -> ChildRun:
     lines: list[str] = []
 
     def pump() -> None:

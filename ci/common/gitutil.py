@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
 import git
+
+from ci.common.interrupts import sweep_stale, temp_dir
 
 DEFAULT_BASE_REFS = ("origin/main", "main")
 
@@ -179,10 +181,28 @@ def read_file(repo: git.Repo, sha: str, path: str) -> str | None:
     return blob.data_stream.read().decode("utf-8")
 
 
+_swept: set[str] = set()  # repositories already swept by this process
+
+
+def prune_stale_worktrees(repo: git.Repo, log=None) -> None:
+    """Once per repository and process: remove what killed gate runs left (their temporary folders, worktrees
+    included: ci.common.interrupts.sweep_stale), then let git forget the worktrees whose folder is gone."""
+    key = str(repo.git_dir)
+    if key in _swept:
+        return
+    _swept.add(key)
+    sweep_stale(log if log is not None else (lambda line: print(f"gitutil: {line}", file=sys.stderr, flush=True)))
+    try:
+        repo.git.worktree("prune")
+    except git.GitCommandError:
+        pass  # a read-only repository: the stale entries stay listed, harmlessly
+
+
 @contextmanager
 def checkout(repo: git.Repo, sha: str) -> Iterator[Path]:
     """A temporary detached worktree of ``sha``; removed (and pruned) on exit."""
-    parent = Path(tempfile.mkdtemp(prefix="gate-worktree-"))
+    prune_stale_worktrees(repo)
+    parent = temp_dir("worktree")
     path = parent / sha[:12]
     try:
         repo.git.worktree("add", "--detach", "--quiet", str(path), sha)

@@ -14,7 +14,7 @@ import argparse
 import math
 import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 
 class OptionsError(ValueError):
@@ -92,6 +92,16 @@ def output_value(path: str | Path | None, flag: str) -> Path | None:
     except OSError as exc:
         raise OptionsError(str(exc)) from None
     return Path(path)
+
+
+def step_summary_value(environ: Mapping[str, str] | None = None) -> Path | None:
+    """``$GITHUB_STEP_SUMMARY``, when set, must be appendable before any work (the summary is written last)."""
+    from harness.report import check_step_summary
+
+    try:
+        return check_step_summary(environ)
+    except OSError as exc:
+        raise OptionsError(str(exc)) from None
 
 
 # An asv machine name is a folder of .asv/results and of the results branch (results/<machine>/).

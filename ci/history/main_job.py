@@ -43,7 +43,8 @@ branch by ci.history.branch_sync); it takes the checked options, never ``argv``.
 Exit: 0 recorded; 1 the newest commit failed to build or a benchmark of it
 failed (older commits' failures are listed: they are history); 2 the harness
 failed (bad input, asv could not run, a commit not measured, the push failed);
-130 interrupted (Ctrl-C, SIGTERM), after stopping asv and every benchmark process.
+130/143 interrupted (Ctrl-C / SIGTERM), after stopping asv and every benchmark process; a results
+folder (.asv) that cannot be written is a harness error naming it.
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ def options_from(args: argparse.Namespace) -> HistoryOptions:
         raise OptionsError("--results-remote must name a git remote (got an empty name)")
     if args.repeat_head < 0:
         raise OptionsError(f"--repeat-head must be >= 0 (got {args.repeat_head})")
+    common_options.step_summary_value()
     if args.wheelhouse is not None and not args.wheelhouse.is_dir():
         raise OptionsError(f"--wheelhouse {args.wheelhouse}: not a directory")
     return HistoryOptions(
@@ -166,7 +168,23 @@ def parse_options(argv: Sequence[str] | None = None) -> HistoryOptions:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run.run(parse_options(argv))
+    options = parse_options(argv)
+    from ci.history.messages import log
+    from harness.report import check_writable
+
+    # The job writes its lock, asv's results and the records under .asv before anything else: a folder it
+    # cannot write is one line naming it (exit 2), not a traceback minutes later.
+    try:
+        check_writable(run.REPO_ROOT / ".asv" / "main_job.json", "the results folder (.asv):")
+    except OSError as exc:
+        log(f"error: {exc} (exit 2)")
+        return 2
+    try:
+        return run.run(options)
+    except OSError as exc:
+        where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
+        log(f"error: cannot write{where}: {exc.strerror or exc} (exit 2)")
+        return 2
 
 
 if __name__ == "__main__":

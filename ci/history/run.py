@@ -62,7 +62,7 @@ def check_results_remote(options: HistoryOptions) -> None:
 
 
 def run(options: HistoryOptions) -> int:
-    """The whole job; 0 recorded, 1 the newest commit failed, 2 the harness failed, 130 interrupted."""
+    """The whole job; 0 recorded, 1 the newest commit failed, 2 the harness failed, 130/143 interrupted."""
     started = time.time()
     try:
         check_results_remote(options)
@@ -79,7 +79,7 @@ def run(options: HistoryOptions) -> int:
         return 2
     except job_process.Interrupted as exc:
         interrupted = exc
-        return 130
+        return 128 + exc.signum  # 130 Ctrl-C, 143 SIGTERM
     except Exception:
         # A bug or an environment the job did not foresee is still the harness's failure, never a result.
         log(f"error: the main job itself failed (exit 2):\n{traceback.format_exc()}")

@@ -6,11 +6,11 @@ from that object, so the summary and the JSON the workflow reads cannot disagree
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, Mapping
 
+from ci.common.json_file import JsonFileError, read_json
 from ci.common.code_fingerprint import Comparison, Outcome, TreeFingerprints, benchmark_id
 from ci.speed.dependencies import warning_lines
 from harness.instruction_mix import instruction_mix, mix_diff
@@ -36,7 +36,10 @@ def estimated_cost_s(m: int, n: int, k: int) -> float:
 
 def load_costs(path: Path) -> dict[str, float]:
     """``{benchmark id: GPU seconds}`` from a previous gate run: a flat map or one under ``"costs"``."""
-    data = json.loads(Path(path).read_text())
+    try:
+        data = read_json(path, f"--costs {path}")
+    except JsonFileError as exc:
+        raise ValueError(str(exc)) from None
     costs = data.get("costs", data) if isinstance(data, dict) else None
     if not isinstance(costs, dict) or not all(isinstance(v, (int, float)) for v in costs.values()):
         raise ValueError(f"--costs {path}: expected {{benchmark id: seconds}} (optionally under \"costs\")")

@@ -36,7 +36,8 @@ five harness.shapes.BENCHMARK_SHAPES; on a CPU the asv suite's CPU shapes
 Exit: 0 pass (no regression, no wrong result; inconclusive benchmarks are listed
 with a warning and do not fail unless --fail-on-inconclusive), 1 a regression or
 a wrong result at head, 2 harness error (bad ref, selector matching nothing,
-malformed thresholds, a kernel raising at head, a child process dying).
+malformed thresholds, a kernel raising at head, a child process dying); 130/143
+after SIGINT/SIGTERM (children stopped, worktrees and temporary folders removed).
 Output: Markdown on stdout and in $GITHUB_STEP_SUMMARY, progress on stderr,
 --json (every raw measurement; replayable), --plot (PNG). docs/SPEED_GATE.md.
 """
@@ -47,7 +48,7 @@ import argparse
 import sys
 from typing import Callable, NoReturn, Sequence
 
-from ci.common.options import OptionsError, add_json, add_max_minutes, add_timing
+from ci.common.options import OptionsError, add_json, add_max_minutes, add_timing, step_summary_value
 from ci.speed.arch import ARCH_CHOICES
 from ci.speed.exclusion import DEFAULT_CLOCK_FLOOR_FRACTION
 from ci.speed.options import DEFAULT_MAX_MINUTES, Mode, SpeedOptions, speed_options
@@ -132,9 +133,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     given = vars(_parser().parse_args(None if argv is None else list(argv)))
     try:
         options = speed_options(given, command=sys.argv[1:] if argv is None else argv)
+        step_summary_value()
     except OptionsError as exc:  # before any worktree, survey or round
         return _harness_error(f"error: {exc}", given["json"])
-    return run(options)
+    from ci.common import interrupts
+
+    interrupts.install()
+    try:
+        return run(options)
+    except interrupts.Interrupted as exc:  # the worktrees and temporary folders are gone by now (their `with`s)
+        message = interrupts.interrupted_line("speed_gate", exc)
+        _harness_error(message.split(": ", 1)[1], options.json)
+        return interrupts.exit_code(exc)
 
 
 def run(options: SpeedOptions) -> int:
@@ -143,9 +153,11 @@ def run(options: SpeedOptions) -> int:
 
     runner: Callable[[SpeedOptions], int] = {Mode.GATE: modes.run_gate, Mode.CALIBRATE: modes.run_calibrate,
                                              Mode.REPLAY: modes.run_replay}[options.mode]
+    from ci.common.interrupts import Interrupted
+
     try:
         return runner(options)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):
         raise
     except Exception as exc:
         if options.traceback:

@@ -23,11 +23,11 @@ from ci.speed.options import SpeedOptions
 from ci.speed.outputs import Context, finish, record_json
 from ci.speed.reasons import Status, Stop
 from ci.speed.report import calibration_markdown, correctness_lines, excluded_rows, plan_text, rates_markdown
-from ci.speed.rounds import Side
-from ci.speed.run import GateError, calibrations_for, deadline, log, run_rounds, survey_both, thresholds_for
+from ci.speed.rounds import Side, set_deadline
+from ci.speed.run import BASE_UNMEASURABLE, GateError, calibrations_for, deadline, log, run_rounds, survey_both, thresholds_for
 from ci.speed import dependencies, unchanged
 from ci.speed.selection import Selection, check_selectors, select
-from ci.speed.thresholds import parse_thresholds
+from ci.speed.thresholds import ThresholdsError, parse_thresholds
 from ci.speed.verdict import BenchmarkResult, RecordError, decide_entry, entries_of, load_record, plan_of
 from harness import paired
 from harness.paired.sequential import SequentialPlan
@@ -48,6 +48,7 @@ def run_gate(options: SpeedOptions) -> int:
     plan, rule, timing, limit = options.the_plan(), options.exclusion_rule(), options.timing_overrides, options.round_limit()
     started = time.time()
     stop_at = deadline(options, started)
+    set_deadline(stop_at)
     repo = gitutil.open_repo(options.repo)
     head_sha = gitutil.resolve_commit(repo, "HEAD" if options.working_tree else options.head)
     if options.base is not None:
@@ -57,6 +58,11 @@ def run_gate(options: SpeedOptions) -> int:
         raise GateError(f"nothing to compare the head with: {base.note.split(';')[0]}")
     head_label = "working tree" if options.working_tree else f"{options.head} ({head_sha[:12]})"
     log(f"speed_gate: head {head_label}; base {base.sha[:12]} (merge-base of the head and {base.ref})")
+    dirty = [] if options.working_tree else gitutil.uncommitted_files(repo)
+    if dirty:
+        shown = ", ".join(dirty[:5]) + (f" and {len(dirty) - 5} more" if len(dirty) > 5 else "")
+        log(f"speed_gate: WARNING: {len(dirty)} uncommitted file(s) NOT measured (this run measures the committed "
+            f"head {head_sha[:12]}; add --working-tree to measure them): {shown}")
     with ExitStack() as stack:
         head_tree = (Path(repo.working_tree_dir) if options.working_tree
                      else stack.enter_context(gitutil.checkout(repo, head_sha)))
@@ -80,9 +86,11 @@ def run_gate(options: SpeedOptions) -> int:
             log(f"speed_gate: all {len(skipped)} selected benchmark(s) have identical code at base and head: nothing to measure")
         else:
             surveys = survey_both(sides, options, pairs=pairs if skipped else None)
+            base_note = "" if sides["base"] else "the base has no kernels/ package"
+            if surveys["base"] is not None and BASE_UNMEASURABLE in surveys["base"]:  # a broken base: all new
+                base_note, surveys["base"], sides["base"] = surveys["base"][BASE_UNMEASURABLE], None, None
             check_selectors(surveys, options.kernels, options.configs)
-            selection = select(surveys["head"], surveys["base"], "" if sides["base"] else "the base has no kernels/ package",
-                               others=skipped + removed)
+            selection = select(surveys["head"], surveys["base"], base_note, others=skipped + removed)
             device, environment = surveys["head"]["device"], surveys["head"]["environment"]
             plan = options.plan_for(len(selection.gated))
             rounds, results = run_rounds([sides["base"], sides["head"]] if sides["base"] else [], selection, device=device,
@@ -143,6 +151,7 @@ def run_calibrate(options: SpeedOptions) -> int:
     n = options.rounds if options.rounds is not None else DEFAULT_CALIBRATION_ROUNDS
     started = time.time()
     stop_at = deadline(options, started)
+    set_deadline(stop_at)
     repo = gitutil.open_repo(options.repo)
     sha = gitutil.resolve_commit(repo, "HEAD" if options.working_tree else options.head)
     with ExitStack() as stack:
@@ -193,6 +202,17 @@ def run_calibrate(options: SpeedOptions) -> int:
 
 def run_replay(options: SpeedOptions) -> int:
     record = load_record(options.replay)
+    try:
+        return _replay(options, record)
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+        if isinstance(exc, (RecordError, ThresholdsError, GateError)):
+            raise
+        # A record edited by hand or cut short: name the file and what was wrong in it, not "internal error".
+        what = f"lacks {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
+        raise RecordError(f"{options.replay}: malformed record ({what})") from None
+
+
+def _replay(options: SpeedOptions, record: dict[str, Any]) -> int:
     sides = options.sides
     recorded_sides = {p["side"] for rnd in record["rounds"] for p in rnd["processes"]}
     if not set(sides) <= recorded_sides:

@@ -22,7 +22,7 @@ from ci.speed.thresholds import Thresholds
 from ci.speed.verdict import GATE_SCHEMA, RESOLVE_POWER, BenchmarkResult, exit_code
 from harness import paired
 from harness.paired import SequentialPlan, Verdict
-from harness.report import append_step_summary, write_json_atomic
+from harness.report import append_step_summary_or_fallback, json_text, write_json_atomic, write_or_fallback
 
 
 ALL_UNCHANGED = "PASS: unchanged (identical code), 0 GPU seconds"
@@ -150,11 +150,17 @@ def finish(context: Context, results: Sequence[BenchmarkResult], correctness: Se
                              correctness=correctness, rounds=rounds, fail_on_inconclusive=fail_on_inconclusive,
                              resolve_power=RESOLVE_POWER, preface=context.preface, changes=context.changes)
     print(markdown)
-    append_step_summary(markdown)
+    # The measured rounds must survive an output that became unwritable during the run (disk full, a folder
+    # gone read-only): each output falls back to a named file in the temp dir, and the run's verdict stands.
+    append_step_summary_or_fallback(markdown, log)
     if json_path is not None:
-        write_json_atomic(json_path, record_json(context, results, correctness, rounds, code, fail_on_inconclusive, command))
+        record = record_json(context, results, correctness, rounds, code, fail_on_inconclusive, command)
+        write_or_fallback(json_path, json_text(record).encode("utf-8"), "--json", log)
     if plot_path is not None:
-        _plot(plot_path, results)
+        try:
+            _plot(plot_path, results)
+        except OSError as exc:
+            log(f"speed_gate: {exc}; no plot (the rounds are in the --json record)")
     failed = [f"{v} in {', '.join(ids[v])}" for v in (Verdict.REGRESSION.value, Status.WRONG_RESULT.value) if ids[v]]
     if all_unchanged:
         log(f"speed_gate: {ALL_UNCHANGED}")

@@ -20,6 +20,7 @@ ci.speed.exclusion pairs two sides of such records into harness.paired rounds.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 import time
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ci.common.commit_tree import kernels_of, run_forwarding_stderr
+from ci.common.interrupts import MARKER
 
 # One child: a survey runs a correctness check per (kernel, config); a round times every benchmark
 # (at the GPU shapes: operand generation, compilation, up to 3 s of warm-up and 0.5 s of launches each).
@@ -105,6 +107,25 @@ class RoundRecord:
         return out
 
 
+# The run's --max-minutes deadline (time.time()), set once by the gate before its first child:
+# every child -- survey, correctness, a fresh round -- is killed there, so a hanging kernel cannot
+# outlive the limit (a process-wide value: the children are started from several threads and modules).
+_deadline: float | None = None
+CHILD_GRACE_S = 30.0  # a child started just before the deadline still gets this long to answer
+
+
+def set_deadline(deadline: float | None) -> None:
+    global _deadline
+    _deadline = deadline
+
+
+def child_timeout() -> float:
+    """A child's time limit: what is left until the deadline (at least CHILD_GRACE_S), else CHILD_TIMEOUT_S."""
+    if _deadline is None:
+        return CHILD_TIMEOUT_S
+    return min(CHILD_TIMEOUT_S, max(CHILD_GRACE_S, _deadline - time.time()))
+
+
 def rotating_order(sides: Sequence[str], round_index: int) -> list[str]:
     """Round ``i`` runs the sides rotated by ``i``: A B, B A, A B, ... (three sides: A B C, B C A, C A B).
 
@@ -124,14 +145,16 @@ def run_child(
     *,
     what: str,
     log: Callable[[str], None] | None = None,
-    timeout_s: float = CHILD_TIMEOUT_S,
+    timeout_s: float | None = None,
 ) -> dict[str, Any]:
     """Run ``python -m ci.speed.child COMMAND`` on ``tree``'s kernels; return its JSON answer.
 
+    ``timeout_s``: None for :func:`child_timeout` (what is left of the run's --max-minutes).
     The child's stderr (progress) is echoed through ``log`` prefixed with ``what``.
     Raises :class:`ChildFailed` when it exits non-zero or writes no answer.
     """
-    with kernels_of(tree) as (folder, env), tempfile.TemporaryDirectory(prefix="speed-child-") as io_dir:
+    timeout_s = child_timeout() if timeout_s is None else timeout_s
+    with kernels_of(tree) as (folder, env), tempfile.TemporaryDirectory(prefix=f"{MARKER}{os.getpid()}-speed-child-") as io_dir:
         request_path, answer_path = Path(io_dir, "request.json"), Path(io_dir, "answer.json")
         request_path.write_text(json.dumps(request))
         cmd = [sys.executable, "-m", "ci.speed.child", command, str(request_path), str(answer_path)]

@@ -21,10 +21,11 @@ from ci.speed.exclusion import ExclusionRule
 from ci.speed.options import SpeedOptions
 from ci.speed.reasons import Status, Stop
 from ci.speed.devices import visible_gpu_count
-from ci.speed.rounds import Side, rotating_order, survey_side
+from ci.speed.rounds import ChildFailed, Side, child_timeout, rotating_order, survey_side
 from ci.speed.selection import Entry, Selection
 from ci.speed.thresholds import THRESHOLDS_PATH, Thresholds, load_thresholds
-from ci.speed.warm import DEFAULT_RESTART_EVERY, open_engine
+from ci.speed.warm import (DEFAULT_RESTART_EVERY, MEASURE_TIMEOUT_S, SETUP_TIMEOUT_S, START_TIMEOUT_S,
+                            open_engine)
 from ci.speed.verdict import CALIBRATION_PATH, BenchmarkResult, decide_entry, load_calibrations
 from harness.paired.sequential import SequentialPlan
 
@@ -51,6 +52,9 @@ def survey_both(sides: dict[str, Side | None], options: SpeedOptions, check: boo
                 pairs: Sequence[tuple[str, str]] | None = None) -> dict[str, dict[str, Any] | None]:
     """Both surveys at once (nothing is timed yet); a side without kernels/ surveys as None.
 
+    A base whose survey fails (its kernels do not import, its child dies) also surveys as None,
+    with ``BASE_UNMEASURABLE`` saying why: the head's benchmarks are then "new", so a change that
+    fixes a broken base is not blocked by it. A head whose survey fails is a harness error.
     ``pairs``: survey only these (kernel, config)s (None: every selected one)."""
     def one(side: Side | None) -> dict[str, Any] | None:
         if side is None:
@@ -60,11 +64,29 @@ def survey_both(sides: dict[str, Side | None], options: SpeedOptions, check: boo
 
     with ThreadPoolExecutor(max_workers=len(sides)) as pool:
         futures = {name: pool.submit(one, side) for name, side in sides.items()}
-        surveys = {name: f.result() for name, f in futures.items()}
-    devices = {s["device"] for s in surveys.values() if s is not None}
+        surveys = {name: _survey_result(name, f.result) for name, f in futures.items()}
+    devices = {s["device"] for s in surveys.values() if s is not None and BASE_UNMEASURABLE not in s}
     if len(devices) > 1:
         raise GateError(f"the sides resolved different devices: {sorted(devices)}")
     return surveys
+
+
+BASE_UNMEASURABLE = "base_unmeasurable"  # a survey's key: why the base could not be surveyed
+
+
+def _survey_result(name: str, result) -> dict[str, Any] | None:
+    try:
+        return result()
+    except ChildFailed as exc:
+        if name != "base":
+            raise
+        log(f"speed_gate: the base could not be surveyed; its benchmarks count as new: {exc}")
+        return {BASE_UNMEASURABLE: f"the base could not be surveyed ({_last_line(exc)})"}
+
+
+def _last_line(exc: Exception, limit: int = 300) -> str:
+    lines = str(exc).strip().splitlines()
+    return (lines[-1] if lines else type(exc).__name__)[:limit]
 
 
 def run_rounds(
@@ -95,8 +117,12 @@ def run_rounds(
             measurer = None
         elif engine == "warm":
             devices = list(gpus) if gpus is not None else list(range(visible_gpu_count() if device != "cpu" else 1))
-            measurer = stack.enter_context(open_engine("warm", sides, device=device, budget=timing, log=log,
-                                                       restart_every=restart_every, devices=devices))
+            # Every read from a worker is bounded by what is left of --max-minutes: a hanging kernel cannot hold the runner.
+            left = child_timeout()
+            measurer = stack.enter_context(open_engine(
+                "warm", sides, device=device, budget=timing, log=log, restart_every=restart_every, devices=devices,
+                start_timeout_s=min(START_TIMEOUT_S, left), setup_timeout_s=min(SETUP_TIMEOUT_S, left),
+                measure_timeout_s=min(MEASURE_TIMEOUT_S, left)))
         else:
             measurer = stack.enter_context(open_engine("fresh", sides, device=device, budget=timing, log=log))
         return _rounds_until_decided(sides, selection, measurer, plan=plan, rule=rule, thresholds=thresholds,
@@ -108,6 +134,7 @@ def _rounds_until_decided(sides, selection, measurer, *, plan, rule, thresholds,
     active = selection.gated
     names = [s.name for s in sides]
     out_of_time = False
+    base_failed: dict[str, str] = {}  # benchmark id -> why the base could not be measured
     while active and len(rounds) < limit:
         if deadline is not None and time.time() >= deadline:
             out_of_time = True
@@ -120,13 +147,19 @@ def _rounds_until_decided(sides, selection, measurer, *, plan, rule, thresholds,
         for proc in record["processes"]:
             for bench_id, rec in proc["records"].items():
                 if "error" in rec and not rec.get("busy") and not rec.get("wrong_result"):
-                    raise GateError(f"{bench_id} failed at {proc['side']} in round {i + 1}: {rec['error']}")
+                    if proc["side"] != "base":
+                        raise GateError(f"{bench_id} failed at {proc['side']} in round {i + 1}: {rec['error']}")
+                    # Only the head's own failures fail: a base that raises makes the benchmark new.
+                    base_failed.setdefault(bench_id, f"base raised in round {i + 1}: {rec['error']}")
+                    log(f"speed_gate:   {bench_id}: {base_failed[bench_id]} -> new (not gated)")
         rounds.append(record)
         wrong = selection.mark_wrong_at_shape(record)  # a wrong output at the timed shape: never a speed
         for bench_id in sorted(wrong):
             log(f"speed_gate:   {bench_id}: {next(e for e in selection.entries if e.benchmark.id == bench_id).note}")
         still = []
         for bench in (b for b in active if b.id not in wrong):
+            if bench.id in base_failed:
+                continue
             result = decide_entry(Entry(bench, Status.GATED), rounds, thresholds, plan, rule)
             d = result.decision
             est = d.estimate
@@ -138,7 +171,9 @@ def _rounds_until_decided(sides, selection, measurer, *, plan, rule, thresholds,
                 still.append(bench)
         active = still
     ran_out = Stop.TIME_BUDGET if out_of_time else Stop.FIXED_ROUNDS if fixed else Stop.ROUND_BUDGET
-    results = [decide_entry(e, rounds, thresholds, plan, rule, calibrations or {}, ran_out=ran_out) for e in selection.entries]
+    entries = [Entry(e.benchmark, Status.NEW, base_failed[e.benchmark.id]) if e.benchmark.id in base_failed else e
+               for e in selection.entries]
+    results = [decide_entry(e, rounds, thresholds, plan, rule, calibrations or {}, ran_out=ran_out) for e in entries]
     return rounds, results
 
 

@@ -26,11 +26,12 @@ runner's, ``ci/speed_thresholds_h200.json`` an H200's (``--thresholds``).
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ci.common.json_file import JsonFileError, parse_json
 
 THRESHOLDS_PATH = "ci/speed_thresholds.json"
 THRESHOLDS_SCHEMA = "mxfp4-speed-thresholds/1"
@@ -125,7 +126,7 @@ def load_thresholds(path: str | Path) -> Thresholds:
     except OSError as exc:
         raise ThresholdsError(f"{path}: cannot read ({exc.strerror or exc})") from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ThresholdsError(f"{path}: not valid JSON ({exc})") from None
+        data = parse_json(text, str(path))
+    except JsonFileError as exc:
+        raise ThresholdsError(str(exc)) from None
     return parse_thresholds(data, str(path))

@@ -12,12 +12,12 @@ what the skips saved and what the measuring cost (:func:`cost_record`).
 from __future__ import annotations
 
 import fnmatch
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ci.common.json_file import JsonFileError, read_json
 from ci.speed.changes_report import SCHEMA, estimated_cost_s
 from ci.speed.child import parse_shape
 from ci.speed.reasons import Status
@@ -59,9 +59,9 @@ class CodeDecision:
 
 def load_changes(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ChangesFileError(f"--changes {path}: cannot read ({exc})") from None
+        data = read_json(path, f"--changes {path}")
+    except JsonFileError as exc:
+        raise ChangesFileError(str(exc)) from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ChangesFileError(f"--changes {path}: not a {SCHEMA} file (python -m ci.speed.changes --json)")
     if data.get("error"):

@@ -8,13 +8,13 @@ recorded plan, thresholds and exclusion rule or with others.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ci.common.json_file import JsonFileError, read_json
 from ci.speed.exclusion import ExclusionRule, PairedRound, paired_rounds
 from ci.speed.reasons import Status, Stop
 from ci.speed.report import ran_out_reason
@@ -158,11 +158,9 @@ def load_record(path: str | Path) -> dict[str, Any]:
     """A recorded verdict JSON (gate or calibration run), checked enough to replay."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise RecordError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except json.JSONDecodeError as exc:
-        raise RecordError(f"{path}: not valid JSON ({exc})") from None
+        data = read_json(path)
+    except JsonFileError as exc:
+        raise RecordError(str(exc)) from None
     if not isinstance(data, dict) or data.get("schema") != GATE_SCHEMA:
         raise RecordError(f"{path}: not a {GATE_SCHEMA} record (\"schema\" is {data.get('schema') if isinstance(data, dict) else None!r})")
     for key, kind in (("rounds", list), ("benchmarks", list), ("plan", dict), ("exclusion", dict), ("thresholds", dict)):

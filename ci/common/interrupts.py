@@ -1,0 +1,118 @@
+"""SIGINT/SIGTERM for the gates, and what a SIGKILLed run left behind.
+
+On SIGINT (Ctrl-C) or SIGTERM (a cancelled CI job) a gate must not leave a child
+measuring or compiling, a ``git worktree`` registered, or a temporary folder in
+/tmp, and must say in one line what stopped -- no traceback. So:
+
+* :func:`install` makes both signals kill every child started through
+  :func:`tracked` (ci.common.commit_tree's runner) and then raise
+  :class:`~ci.common.job_process.Interrupted` in the main thread; every ``with``
+  block on the way out (worktrees, temporary folders) then cleans up as usual;
+  the front prints :func:`interrupted_line` and exits :func:`exit_code` (130/143).
+* a SIGKILL runs no cleanup at all. Every temporary folder of the gates is made
+  by :func:`temp_dir`, whose name carries the owner's pid; :func:`sweep_stale`
+  (called before the first worktree of a run) removes those whose owner is dead
+  and prunes the worktrees git still lists for them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+from ci.common.job_process import Interrupted
+
+MARKER = "mxfp4-gate-"  # every temporary folder of the gates: mxfp4-gate-<pid>-<kind>-<random>
+_OWNED = re.compile(re.escape(MARKER) + r"(\d+)-")
+
+_children: set[subprocess.Popen] = set()
+_lock = threading.Lock()
+
+
+@contextmanager
+def tracked(proc: subprocess.Popen) -> Iterator[subprocess.Popen]:
+    """While inside, ``proc`` is killed when the run is interrupted (even when a worker thread waits on it)."""
+    with _lock:
+        _children.add(proc)
+    try:
+        yield proc
+    finally:
+        with _lock:
+            _children.discard(proc)
+
+
+def stop_children() -> int:
+    """Kill every tracked child now; returns how many were running."""
+    with _lock:
+        running = [p for p in _children if p.poll() is None]
+    for proc in running:
+        try:
+            proc.kill()
+        except OSError:
+            pass
+    return len(running)
+
+
+def install() -> None:
+    """SIGINT and SIGTERM: stop the tracked children, then raise Interrupted in the main thread."""
+
+    def handler(signum, frame):
+        stop_children()
+        raise Interrupted(signum)
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def exit_code(exc: Interrupted) -> int:
+    """The shell's convention: 128 + the signal (130 for SIGINT, 143 for SIGTERM)."""
+    return 128 + exc.signum
+
+
+def interrupted_line(prog: str, exc: Interrupted) -> str:
+    return (f"{prog}: interrupted by {signal.Signals(exc.signum).name}: stopped its child processes and removed its "
+            "worktrees and temporary folders; no verdict")
+
+
+def temp_dir(kind: str) -> Path:
+    """A new temporary folder named for this process, so that a later run can sweep it once we are gone."""
+    return Path(tempfile.mkdtemp(prefix=f"{MARKER}{os.getpid()}-{kind}-"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def sweep_stale(log: Callable[[str], None] | None = None, root: Path | None = None) -> list[Path]:
+    """Remove the temporary folders (worktrees included) of gate runs whose process is dead; returns them.
+
+    Call ``git worktree prune`` afterwards in the repository: git then forgets the removed worktrees."""
+    removed = []
+    folder = Path(tempfile.gettempdir()) if root is None else root
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        owner = _OWNED.match(entry.name)
+        if owner is None or int(owner.group(1)) == os.getpid() or _alive(int(owner.group(1))):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry)
+        if log is not None:
+            log(f"removed {entry}, left by a gate run that was killed (pid {owner.group(1)})")
+    return removed

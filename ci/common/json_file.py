@@ -1,0 +1,55 @@
+"""The one way the tools read a JSON file someone wrote: a key given twice in one object is an error.
+
+Python's ``json`` keeps the last of two equal keys silently, so a thresholds file,
+a budget, a calibration or a replayed record with a key pasted twice would
+quietly mean something other than what its reviewer read. Every reader of such
+a file (ci.budget.budget_file, ci.speed.thresholds, ci.speed.verdict's records and
+calibrations, ci.speed.unchanged's --changes file) goes through :func:`parse_json`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+class JsonFileError(ValueError):
+    """Not valid JSON, or a key given twice; the message names the file (``where``) and what is wrong."""
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _DuplicateKey(key)
+        seen[key] = value
+    return seen
+
+
+def parse_json(text: str, where: str) -> Any:
+    """``text`` as JSON; :class:`JsonFileError` naming ``where`` for bad JSON or a duplicate key."""
+    try:
+        return json.loads(text, object_pairs_hook=_refuse_duplicates)
+    except _DuplicateKey as dup:
+        raise JsonFileError(f"{where}: duplicate key {dup.key!r}: each key may appear once per object") from None
+    except json.JSONDecodeError as exc:
+        raise JsonFileError(f"{where}: not valid JSON ({exc})") from None
+
+
+def read_json(path: str | Path, where: str | None = None) -> Any:
+    """The file at ``path`` through :func:`parse_json`; an unreadable file is a :class:`JsonFileError` too."""
+    where = str(path) if where is None else where
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise JsonFileError(f"{where}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise JsonFileError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return parse_json(text, where)

@@ -118,4 +118,4 @@ def test_a_compact_preface_when_nothing_is_measured():
     text = "\n".join(lines)
     assert costs["removed_at_head"] == ["gone[c]/s"]
     assert "every selected benchmark has identical code (1 removed at head): nothing measured, 0 GPU seconds, ~10 s saved" in text
-    assert "pinned dependencies (torch 2.13.0 -> 2.14.0)" in text and "GPU time:" not in text and "|" not in text
+    assert "pinned dependencies (torch 2.13.0 -> 2.14.0)" in text and "GPU runner time:" not in text and "|" not in text

@@ -192,8 +192,9 @@ def cost_record(decision: CodeDecision | None, skipped: Sequence[Entry], rounds:
 
 def cost_lines(record: Mapping[str, Any]) -> list[str]:
     skipped = record["skipped_identical"]
-    return [f"GPU time: **{record['gpu_seconds_spent']:.0f} s** measuring · {len(skipped)} benchmark(s) unchanged "
-            f"(identical code), not measured: ~{record['gpu_seconds_saved_estimated']:.0f} s saved (estimated)"]
+    return [f"GPU runner time: **{record['gpu_seconds_spent']:.0f} s** (measuring processes' wall time, start-up included, "
+            f"summed) · {len(skipped)} benchmark(s) unchanged (identical code), not measured: "
+            f"~{record['gpu_seconds_saved_estimated']:.0f} s saved (estimated)"]
 
 
 # ---------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from ci.history import results as history_results
 from ci.history.messages import HarnessError
 from ci.history.results_branch import BRANCH, BranchError, ResultsBranch, ShrinkError
 from test_asv_suite import git
+from test_results_branch import bare_remote_with_clones
 
 MACHINE = "ci-test"
 ENV = "virtualenv-py3.11"
@@ -66,16 +67,7 @@ def points(data: bytes) -> dict[str, float]:
 
 @pytest.fixture
 def remote_and_clone(tmp_path):
-    source = tmp_path / "source"
-    source.mkdir()
-    git(source, "init", "-q", "-b", "main")
-    (source / "README.md").write_text("x\n")
-    git(source, "add", "-A")
-    git(source, "commit", "-q", "-m", "base")
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "clone", "-q", "--bare", str(source), str(remote))
-    clone = tmp_path / "clone"
-    git(tmp_path, "clone", "-q", str(remote), str(clone))
+    remote, (clone,) = bare_remote_with_clones(tmp_path, ("clone",))
     return remote, clone
 
 

@@ -38,8 +38,8 @@ def results_file(machine: str, commit: str, benchmarks: dict[str, float]) -> byt
     return json.dumps(data).encode()
 
 
-@pytest.fixture
-def remote_and_clones(tmp_path):
+def bare_remote_with_clones(tmp_path: Path, names: tuple[str, ...]) -> tuple[Path, list[Path]]:
+    """A bare remote holding one commit on main, and a clone of it per name (runners, or one machine's clones)."""
     source = tmp_path / "source"
     source.mkdir()
     git(source, "init", "-q", "-b", "main")
@@ -49,11 +49,16 @@ def remote_and_clones(tmp_path):
     remote = tmp_path / "remote.git"
     git(tmp_path, "clone", "-q", "--bare", str(source), str(remote))
     clones = []
-    for name in ("mi355x", "h200"):
+    for name in names:
         clone = tmp_path / name
         git(tmp_path, "clone", "-q", str(remote), str(clone))
         clones.append(clone)
     return remote, clones
+
+
+@pytest.fixture
+def remote_and_clones(tmp_path):
+    return bare_remote_with_clones(tmp_path, ("mi355x", "h200"))
 
 
 def branch_files(repo: Path) -> set[str]:

@@ -1,0 +1,141 @@
+"""The per-kernel TFLOPS pages (ci/history/kernel_page.py), from a synthetic results folder, in headless Chromium.
+
+Four commits on an H200 machine: triton_dot_scaled at 8192^3 steps +7% TFLOPS at the third commit
+and -3% at the fourth, with compile-only register counts; a CPU-only machine with CPU timings and
+the GPU shapes n/a. Chromium renders the page (plotly.js from the published folder, no network)
+and its DOM is read back; a screenshot goes to /tmp/kernel_page.png.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from asv.step_detect import detect_regressions, detect_steps
+
+from asv_bench import records
+from ci.history import device_peaks, kernel_page, tflops_points
+
+CHROMIUM = shutil.which("chromium")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]
+COMMITS = [f"{i:x}" * 40 for i in (10, 11, 12, 13)]  # aaaa..., bbbb..., cccc..., dddd...
+GPU_KEY = "bench_gemm.GemmOnGpu.track_time('triton_dot_scaled:m128_n128_k128_w8_s3', 'square_m08192_n08192_k08192')"
+OTHER_SHAPE = "bench_gemm.GemmOnGpu.track_time('triton_dot_scaled:m128_n128_k128_w8_s3', 'square_m16384_n16384_k16384')"
+CPU_KEY = "bench_gemm.GemmOnCpu.track_time('torch_dequant:bf16', 'cpu_m00256_n00256_k01024')"
+NA_KEY = "bench_gemm.GemmOnGpu.track_time('torch_dequant:bf16', 'square_m08192_n08192_k08192')"
+BASE_TFLOPS = 500.0
+TFLOPS_BY_COMMIT = [BASE_TFLOPS, BASE_TFLOPS, BASE_TFLOPS * 1.07, BASE_TFLOPS * 1.07 * 0.97]
+
+
+def _measured(tflops: float, flops: float, flags=(), device="NVIDIA H200") -> dict:
+    gpu = None if device == "cpu" else {"name": device, "sm_clock_mhz": 1980, "max_sm_clock_mhz": 1980}
+    return {"status": "measured", "tflops": tflops, "median_s": flops / tflops / 1e12, "flops": flops, "n": 20,
+            "relative_iqr": 0.004, "flags": list(flags), "gpu_before": gpu, "gpu_after": gpu, "clock": "device events"}
+
+
+def _results_file(folder: Path, commit: str, order: int, results: dict) -> str:
+    stem = records.results_file_stem(commit, "env")
+    data = {"commit_hash": commit, "env_name": "env", "date": order, "params": {"machine": folder.name}, "version": 2,
+            "result_columns": ["result", "params", "version", "started_at", "duration"], "results": results}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{stem}.json").write_text(json.dumps(data))
+    return stem
+
+
+def make_results(root: Path, with_gpu: bool = True) -> Path:
+    results = root / "results"
+    for order, (commit, tflops) in enumerate(zip(COMMITS, TFLOPS_BY_COMMIT), start=1):
+        if with_gpu:
+            stem = _results_file(results / "h200", commit, order, {})
+            flags = [records.FLAG_THROTTLED] if order == 2 else []
+            records.save(results / "h200" / f"{stem}{records.SUFFIX}", {
+                GPU_KEY: _measured(tflops, 2 * 8192**3, flags),
+                OTHER_SHAPE: _measured(600.0, 2 * 16384**3),
+            })
+            registers = {"bench_resources.CompiledResources.track_registers": [
+                [168 + order, 40 + order], [["'triton_dot_scaled'"], ["'gfx950'", "'sm_90'"]], "1", 0, 1.0]}
+            _results_file(results / "compile-only", commit, order, registers)
+        stem = _results_file(results / "cpu-box", commit, order, {})
+        records.save(results / "cpu-box" / f"{stem}{records.SUFFIX}", {
+            CPU_KEY: _measured(0.05 * (1.3 if order == 4 else 1.0), 2 * 256 * 256 * 1024, device="cpu"),
+            NA_KEY: {"status": "n/a", "reason": "no GPU on this machine"},
+        })
+    return results
+
+
+def test_steps_are_gains_and_regressions_by_tflops_and_cpu_noise_is_not_a_regression(tmp_path):
+    history = tflops_points.read_history(make_results(tmp_path))
+    by_line = tflops_points.lines(history.points)
+    kinds = [s.kind for s in tflops_points.steps(by_line[("h200", "triton_dot_scaled:m128_n128_k128_w8_s3", "square_m08192_n08192_k08192")])]
+    assert kinds == ["none", "gain", "regression"]
+    cpu = tflops_points.steps(by_line[("cpu-box", "torch_dequant:bf16", "cpu_m00256_n00256_k01024")])
+    assert [s.kind for s in cpu] == ["none", "none", "none"], "a 30% CPU step is within the CPU runner's measured noise"
+    assert history.resources[("triton_dot_scaled", "sm_90", "registers")][-1] == (4, COMMITS[3], 44.0)
+    assert {p.machine for p in history.points} == {"h200", "cpu-box"}
+
+
+def test_asv_never_calls_the_tflops_gain_a_regression():
+    """asv tracks the same measurement as seconds: the +7% TFLOPS step is a time drop, which asv's step detection
+    (what its regressions page lists, ci's asv.conf.json threshold aside) does not report; the -3% step is a rise in time."""
+    seconds = [2 * 8192**3 / t / 1e12 for t in TFLOPS_BY_COMMIT[:3] for _ in range(3)]
+    latest, best, regressions = detect_regressions(detect_steps(seconds), threshold=0.0)
+    assert regressions is None, regressions
+    slower = [2 * 8192**3 / t / 1e12 for t in TFLOPS_BY_COMMIT[2:] for _ in range(4)]
+    assert detect_regressions(detect_steps(slower), threshold=0.0)[2], "a TFLOPS drop is a time rise: asv reports it"
+
+
+def test_peaks_name_their_source_and_the_math_the_kernel_runs():
+    h200 = device_peaks.peak_for("triton_dot_scaled:m128_n128_k128_w8_s3", "NVIDIA H200")
+    assert h200.tflops == 989.0 and "BF16" in h200.math and "datasheet" in h200.source
+    mi355 = device_peaks.peak_for("flydsl_gfx950_4wave:default", "AMD Instinct MI355X")
+    assert "MXFP4" in mi355.math and "unverified" in mi355.source
+    assert device_peaks.peak_for("torch_dequant:bf16", "cpu") is None
+
+
+def _render(page: Path, profile: Path, screenshot: Path | None = None) -> str:
+    args = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=15000"]
+    if screenshot is not None:
+        subprocess.run([*args, "--window-size=1400,1500", f"--screenshot={screenshot}", page.as_uri()], capture_output=True, timeout=120)
+    proc = subprocess.run([*args, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    return proc.stdout
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
+def test_the_kernel_page_draws_tflops_higher_is_better_with_the_steps_marked(tmp_path):
+    html = tmp_path / "html"
+    written = kernel_page.publish(html, make_results(tmp_path))
+    page = html / "kernels" / "triton_dot_scaled.html"
+    assert page in written and (html / "kernels" / "plotly.min.js").is_file()
+    assert not re.findall(r"<script[^>]*src=['\"]https?://", page.read_text()), "a CDN link"
+    dom = _render(page, tmp_path / "chromium", Path("/tmp/kernel_page.png"))
+    assert "class=\"main-svg\"" in dom, "plotly drew nothing: " + dom[:2000]
+    y_titles = re.findall(r'class="g-y?title"[^>]*>.*?<text[^>]*>([^<]*)</text>', dom)
+    assert "TFLOPS" in y_titles, y_titles
+    assert "higher is better" in dom
+    rows = re.findall(r'<tr class="(gain|regression)"><td>[a-z]+</td><td class="change">([^<]*)</td>', dom)
+    assert rows == [("gain", "+7.0%"), ("regression", "-3.0%")], rows
+    assert "gain: TFLOPS up beyond noise" in dom and "regression: TFLOPS down beyond noise" in dom  # the markers' legend
+    assert "989 TFLOPS" in dom and "datasheet" in dom  # the peak and its source
+    assert "register headroom sm_90" in dom
+    assert "CPU: not the GPU history" not in dom  # no CPU line for this kernel
+    assert "no change detected over 4 commits" in dom  # the 16384^3 line
+    assert "id=\"no-gpu\"" not in dom
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
+def test_on_a_machine_without_a_gpu_the_pages_say_where_gpu_history_comes_from(tmp_path):
+    html = tmp_path / "html"
+    kernel_page.publish(html, make_results(tmp_path, with_gpu=False))
+    index = _render(html / "kernels" / "index.html", tmp_path / "chromium-index")
+    assert "GPU history comes from the GPU runner" in index and "asv-results" in index
+    dom = _render(html / "kernels" / "torch_dequant.html", tmp_path / "chromium-page")
+    assert "GPU history comes from the GPU runner" in dom
+    assert "CPU: not the GPU history" in dom  # the CPU line's name
+    assert "no GPU on this machine" in dom  # why the GPU shapes have no points
+    assert 'class="regression"' not in dom  # CPU noise is not a regression
+    assert "No compile-only register counts" in dom  # why the resource rows are empty

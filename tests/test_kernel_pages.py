@@ -125,6 +125,13 @@ def test_the_kernel_page_draws_tflops_higher_is_better_with_the_steps_marked(tmp
     assert "CPU: not the GPU history" not in dom  # no CPU line for this kernel
     assert "no change detected over 4 commits" in dom  # the 16384^3 line
     assert "id=\"no-gpu\"" not in dom
+    # Hover: TFLOPS, time, clocks and flags of each point; a click opens the commit on asv's graph.
+    text = page.read_text()
+    for part in ("TFLOPS</b>", "time (median)", "clocks %{customdata[2]}", "flags %{customdata[3]}"):
+        assert part in text, part
+    assert "SM 1980 MHz before" in text and records.FLAG_THROTTLED in text
+    link = "../index.html#bench_gemm.GemmOnGpu.track_time?p-kernel_config=%27triton_dot_scaled%3Am128_n128_k128_w8_s3%27"
+    assert f"{link}&amp;p-shape=%27square_m08192_n08192_k08192%27&amp;commits={COMMITS[2]}" in dom
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
@@ -138,4 +145,4 @@ def test_on_a_machine_without_a_gpu_the_pages_say_where_gpu_history_comes_from(t
     assert "CPU: not the GPU history" in dom  # the CPU line's name
     assert "no GPU on this machine" in dom  # why the GPU shapes have no points
     assert 'class="regression"' not in dom  # CPU noise is not a regression
-    assert "No compile-only register counts" in dom  # why the resource rows are empty
+    assert "No compile-only register counts in these results" in dom  # why the resource rows are empty

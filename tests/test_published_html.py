@@ -77,14 +77,32 @@ check();
 </script></body></html>"""
 
 
+# What the regressions page says about itself (ci/history/asv_html_notes.js), once asv has drawn it.
+REGRESSIONS_PROBE = b"""<!doctype html><html><body><pre id="result">pending</pre>
+<iframe id="asv" width="1200" height="800" src="index.html#/regressions"></iframe>
+<script>
+const frame = document.getElementById('asv');
+function check() {
+  try {
+    const why = frame.contentWindow.document.getElementById('mxfp4-regressions-why');
+    if (why) { document.getElementById('result').textContent = why.innerText; return; }
+  } catch (e) { document.getElementById('result').textContent = 'error: ' + e; return; }
+  setTimeout(check, 100);
+}
+check();
+</script></body></html>"""
+PROBES = {"/__probe__.html": PROBE, "/__regressions__.html": REGRESSIONS_PROBE}
+
+
 class _Handler(http.server.SimpleHTTPRequestHandler):
     def do_GET(self):
-        if self.path.startswith("/__probe__.html"):
+        probe = PROBES.get(self.path.split("#")[0].split("?")[0])
+        if probe is not None:
             self.send_response(200)
             self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(PROBE)))
+            self.send_header("Content-Length", str(len(probe)))
             self.end_headers()
-            self.wfile.write(PROBE)
+            self.wfile.write(probe)
             return
         super().do_GET()
 
@@ -98,13 +116,13 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
             pass
 
 
-def probe_graph(html_dir: Path, benchmark: str, profile: Path) -> dict:
-    """What Chromium's flot drew for ``benchmark`` on the published page."""
+def served_dom(html_dir: Path, path: str, profile: Path) -> str:
+    """Chromium's DOM of ``path`` served from ``html_dir`` on 127.0.0.1 (probe pages included)."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Handler, directory=str(html_dir)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/__probe__.html#{benchmark}"
+        url = f"http://127.0.0.1:{server.server_address[1]}/{path}"
         proc = subprocess.run(
             [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=20000", "--dump-dom", url],
             capture_output=True,
@@ -114,8 +132,15 @@ def probe_graph(html_dir: Path, benchmark: str, profile: Path) -> dict:
     finally:
         server.shutdown()
         server.server_close()
-    match = re.search(r'<pre id="result">([^<]*)</pre>', proc.stdout)
-    assert match, f"no probe result in Chromium's DOM (exit {proc.returncode}): {proc.stderr[-2000:]}"
+    assert proc.stdout, f"no DOM from Chromium (exit {proc.returncode}): {proc.stderr[-2000:]}"
+    return proc.stdout
+
+
+def probe_graph(html_dir: Path, benchmark: str, profile: Path) -> dict:
+    """What Chromium's flot drew for ``benchmark`` on the published page."""
+    dom = served_dom(html_dir, f"__probe__.html#{benchmark}", profile)
+    match = re.search(r'<pre id="result">([^<]*)</pre>', dom)
+    assert match, f"no probe result in Chromium's DOM: {dom[-2000:]}"
     text = match.group(1).replace("&quot;", '"')
     return {"raw": text} if text == "pending" else json.loads(text)
 
@@ -229,6 +254,31 @@ def test_served_html_draws_the_graphs_and_says_why_an_empty_one_is_empty(publish
     empty = probe_graph(html_dir, "bench_gemm.GemmOnGpu.track_time", tmp / "chromium-gpu")
     assert empty["points"] == 0
     assert "No data on ci-test: n/a: no GPU on this machine" in empty["notes"], empty
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
+def test_on_a_machine_without_a_gpu_the_tflops_pages_say_where_gpu_history_comes_from(published):
+    html_dir, tmp = published["clone"] / ".asv" / "html", published["tmp"]
+    assert 'href="kernels/index.html"' in (html_dir / "index.html").read_text()  # asv's navigation bar links them
+    index = served_dom(html_dir, "kernels/index.html", tmp / "chromium-kernels")
+    assert "TFLOPS by kernel (higher is better)" in index and "GPU history comes from the GPU runner" in index
+    page = served_dom(html_dir, "kernels/torch_dequant.html", tmp / "chromium-kernel")
+    assert "class=\"main-svg\"" in page, "plotly drew nothing"
+    assert "GPU history comes from the GPU runner" in page and "asv-results" in page
+    assert "CPU: not the GPU history" in page  # the CPU timing's line is marked CPU
+    assert "this machine has no GPU" in page
+    assert 'class="regression"' not in page
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
+def test_the_empty_regressions_page_says_why(published):
+    dom = served_dom(published["clone"] / ".asv" / "html", "__regressions__.html", published["tmp"] / "chromium-regressions")
+    why = re.search(r'<pre id="result">([^<]*)</pre>', dom).group(1)
+    assert "No regression listed: none detected over 2 commits on ci-test" in why, why
+    assert "No GPU timings in these results" in why and "GPU history comes from the GPU runner" in why, why
+    assert "a TFLOPS gain is a drop in seconds and is never listed here" in why, why
 
 
 @pytest.mark.slow

@@ -17,6 +17,10 @@ written the page and its graphs; this one, last, does three things to ``html_dir
    empty on a machine (e.g. no GPU: the GPU shapes are n/a there), each
    measurement's TFLOPS (from the same samples as the time), and the flagged
    ones (idle check overridden, warm-up never steady, throttled clocks).
+4. **TFLOPS by kernel**: ``kernels/index.html`` and ``kernels/<kernel>.html``
+   (ci.history.kernel_page: TFLOPS by commit, higher is better, fraction of peak,
+   register/LDS headroom), linked from asv's navigation bar. asv's own graphs stay
+   seconds, lower is better: a TFLOPS gain is a time drop there, never a regression.
 
 Imports asv (only asv loads it) and the standard library; not torch.
 """
@@ -24,6 +28,7 @@ Imports asv (only asv loads it) and the standard library; not torch.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import re
 import shutil
@@ -36,7 +41,7 @@ from asv.publishing import OutputPublisher
 from asv.results import iter_results
 
 from asv_bench import records
-from ci.history import offline_html
+from ci.history import kernel_page, offline_html, tflops_points
 from harness.report import write_json_atomic, write_text_atomic
 
 NOTES_JS = Path(__file__).with_name("asv_html_notes.js")
@@ -51,7 +56,8 @@ STANDING_NOTES = {
     ),
     r"bench_gemm\.GemmOn": (
         "Lower is better (seconds per GEMM). TFLOPS below come from the same measurement (2*M*N*K / median); "
-        "they are not an asv benchmark, because asv would call a TFLOPS gain a regression."
+        "they are not an asv benchmark, because asv would call a TFLOPS gain a regression. TFLOPS by commit, "
+        "higher is better: the 'TFLOPS by kernel' pages (kernels/index.html)."
     ),
 }
 
@@ -78,6 +84,15 @@ if (location.protocol === 'file:') {
 """
 
 
+# asv's navigation bar gets a link to the kernel pages, after its Regressions item.
+REGRESSIONS_NAV_ITEM = '<li id="nav-li-regressions"><a href="#/regressions">Regressions</a></li>'
+KERNEL_PAGES_LINK_ID = "mxfp4-kernel-pages"
+KERNEL_PAGES_LINK = (
+    f'\n\t<li id="{KERNEL_PAGES_LINK_ID}"><a href="{kernel_page.PAGES_DIR}/index.html" '
+    'title="TFLOPS by commit per kernel, from the same measurements as these seconds">TFLOPS by kernel (higher is better)</a></li>'
+)
+
+
 class MissingLibraries(util.UserError):
     pass
 
@@ -95,6 +110,7 @@ class Mxfp4Html(OutputPublisher):
         html = Path(conf.html_dir)
         notes = collect_notes(Path(conf.results_dir), benchmarks, revisions)
         write_notes(html, notes)
+        kernel_page.publish(html, Path(conf.results_dir), revisions)
         finish_page(html)
 
 
@@ -115,6 +131,8 @@ def finish_page(html: Path) -> None:
         text = text.replace("<head>", "<head>\n" + FILE_URL_NOTICE, 1)
         text = text.replace("</head>", f'  <script src="{NOTES_DIR}/notes.js"></script>\n  </head>', 1)
         write_text_atomic(index, text)
+    if KERNEL_PAGES_LINK_ID not in text and REGRESSIONS_NAV_ITEM in text:
+        write_text_atomic(index, text.replace(REGRESSIONS_NAV_ITEM, REGRESSIONS_NAV_ITEM + KERNEL_PAGES_LINK, 1))
     error_page = html / "error.html"
     if error_page.is_file() and "mxfp4-file-notice" not in error_page.read_text():
         write_text_atomic(error_page, error_page.read_text().replace("<body>", "<body>\n" + FILE_URL_NOTICE, 1))
@@ -174,9 +192,12 @@ def collect_notes(results_dir: Path, benchmarks: dict, revisions: dict[str, int]
 
     empty = {}
     machines = sorted({m for _, m in has_data} | {m for _, m in latest})
+    without_gpu = _machines_without_gpu(results_dir)
     for name in sorted(benchmarks):
         reasons = {
-            m: _why_empty(latest.get((name, m)), (name, m) in present) for m in machines if not has_data.get((name, m))
+            m: _not_run_here(name, m, without_gpu) or _why_empty(latest.get((name, m)), (name, m) in present)
+            for m in machines
+            if not has_data.get((name, m))
         }
         if reasons:
             empty[name] = reasons
@@ -185,8 +206,40 @@ def collect_notes(results_dir: Path, benchmarks: dict, revisions: dict[str, int]
         "empty": empty,
         "standing": {k: v for k, v in standing.items() if v},
         "measured": sorted(per_benchmark),
+        # What the regressions page says about itself (notes.js): over how many commits, whether any GPU timed.
+        "regressions_context": {
+            "commits": len(revisions),
+            "machines": machines,
+            "gpu_machines": sorted({m for (name, m), has in has_data.items() if has and name.startswith("bench_gemm.GemmOnGpu.")}),
+            "gpu_history_help": kernel_page.GPU_HISTORY_HELP,
+        },
     }
     return {"index": index, "per_benchmark": {k: dict(v) for k, v in per_benchmark.items()}}
+
+
+def _machines_without_gpu(results_dir: Path) -> set[str]:
+    """Machines whose machine.json (ci.history.machine_info) says ``gpu: none``: a CPU-only machine, or compile-only."""
+    found = set()
+    for info in results_dir.glob("*/machine.json") if results_dir.is_dir() else []:
+        try:
+            gpu = str(json.loads(info.read_text()).get("gpu", ""))
+        except (OSError, ValueError, AttributeError):
+            continue
+        if gpu.startswith("none"):
+            found.add(info.parent.name)
+    return found
+
+
+def _not_run_here(name: str, machine: str, without_gpu: set[str]) -> str | None:
+    """Why the main job never runs ``name`` on ``machine`` (ci.history.tracks), or None when it may."""
+    if name.startswith("bench_gemm.GemmOnGpu.") and machine in without_gpu:
+        return ("n/a: no GPU on this machine (the GPU shapes are measured by the GPU runner, whose results reach "
+                "this page from the asv-results branch; TFLOPS by kernel: kernels/index.html)")
+    if machine == tflops_points.COMPILE_MACHINE and name.startswith("bench_gemm."):
+        return "not measured here: this machine holds the compile-only resource counts, no timings"
+    if name.startswith("bench_resources.") and machine != tflops_points.COMPILE_MACHINE:
+        return f"not measured here: compile-only counts are recorded under the machine '{tflops_points.COMPILE_MACHINE}'"
+    return None
 
 
 def _is_saved(record: dict[str, Any], value: float | None) -> bool:

@@ -5,6 +5,8 @@
  * the TFLOPS of the newest measurements (the same samples as the time) and every flagged
  * measurement (idle check overridden, warm-up never steady, clocks throttled).
  * On the benchmark grid: an empty thumbnail says why it is empty.
+ * On the regressions page: over how many commits and machines it looked, why it is empty (e.g. no
+ * GPU timings here: where GPU history comes from), and that a TFLOPS gain is never listed there.
  * asv's own scripts are untouched; this one watches the page and adds to it.
  */
 'use strict';
@@ -177,8 +179,40 @@
     });
   }
 
+  // The regressions page says what it covers, and why it is empty when it is (asv says nothing).
+  function explainRegressions() {
+    var body = document.getElementById('regressions-body');
+    var shownPage = document.getElementById('regressions-display');
+    if (!body || !shownPage || shownPage.style.display === 'none' || !body.querySelector('.regression-div')) return;
+    var listed = body.querySelectorAll('.regression-div table.table:not(.ignored) tr td').length > 0;
+    var context = index.regressions_context || { commits: 0, machines: [], gpu_machines: [] };
+    var html = '';
+    if (!listed) {
+      html += '<p><b>No regression listed</b>: none detected over ' + context.commits + ' commit' +
+        (context.commits === 1 ? '' : 's') + ' on ' + esc(context.machines.join(', ') || 'no machine') + '.</p>';
+    }
+    if (!context.gpu_machines.length) {
+      html += '<p class="mxfp4-no-gpu"><b>No GPU timings in these results</b> (no GPU on these machines), so no GEMM ' +
+        'regression can be listed. ' + (context.gpu_history_help || '') + '</p>';
+    }
+    html += '<p>CPU timings (GemmOnCpu) are kept off this page: their run-to-run noise on the shared runner is 19-45%. ' +
+      'asv lists rises in seconds only; a TFLOPS gain is a drop in seconds and is never listed here. ' +
+      '<a href="kernels/index.html">TFLOPS by kernel (higher is better)</a>.</p>';
+    var box = document.getElementById('mxfp4-regressions-why');
+    if (box && box.getAttribute('data-html') === html && box.parentNode === body) return;
+    if (!box) {
+      box = document.createElement('div');
+      box.id = 'mxfp4-regressions-why';
+      box.style.cssText = 'margin: 8px 0; padding: 6px 10px; background: #fffdf3; border-left: 4px solid #e0c060; font: 13px sans-serif';
+    }
+    box.innerHTML = html;
+    box.setAttribute('data-html', html);
+    body.insertBefore(box, body.firstChild);
+  }
+
   function tick() {
     if (!index) return;
+    explainRegressions();
     var name = currentBenchmark();
     var graphVisible = document.getElementById('graph-display') &&
       document.getElementById('graph-display').style.display !== 'none';

@@ -107,7 +107,7 @@ def kernel_figure(kernel: str, history: History) -> tuple[go.Figure, dict]:
                 row=1, col=1,
             )
     _resource_rows(fig, kernel, history)
-    _explain_empty_rows(fig, mine, said)
+    _explain_empty_rows(fig, mine, said, bool(history.resources))
     # Every row labels its commits: a row above an empty one still reads on its own.
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=commit_axis, showticklabels=True)
     fig.update_xaxes(title_text="commit (oldest to newest)", row=4, col=1)
@@ -141,7 +141,7 @@ def _resource_rows(fig: go.Figure, kernel: str, history: History) -> None:
                                      mode="lines+markers", hovertemplate="%{y:.1f} KiB free<extra>%{fullData.name}</extra>"), row=4, col=1)
 
 
-def _explain_empty_rows(fig: go.Figure, mine: list[Point], said: dict) -> None:
+def _explain_empty_rows(fig: go.Figure, mine: list[Point], said: dict, compiled_any: bool) -> None:
     has_rows = {1: bool(mine), 2: bool(said["peaks"])}
     has_rows[3] = any(t.yaxis == "y3" for t in fig.data)
     has_rows[4] = any(t.yaxis == "y4" for t in fig.data)
@@ -149,9 +149,12 @@ def _explain_empty_rows(fig: go.Figure, mine: list[Point], said: dict) -> None:
         1: "No TFLOPS measured for this kernel in these results (see the reasons below the graph).",
         2: "No peak to compare with: " + ("no GPU measurement here (CPU timings have no device peak)." if not any(not p.is_cpu for p in mine)
                                           else "this device's peak for the kernel's math is not in ci/history/device_peaks.py."),
-        3: "No compile-only register counts for this kernel (asv machine 'compile-only': python -m ci.history --tracks cpu).",
-        4: "No compile-only LDS counts for this kernel (asv machine 'compile-only': python -m ci.history --tracks cpu).",
+        3: "No compile-only register counts in these results (asv machine 'compile-only': python -m ci.history --tracks cpu).",
+        4: "No compile-only LDS counts in these results (asv machine 'compile-only': python -m ci.history --tracks cpu).",
     }
+    if compiled_any:  # the compile-only track ran: this kernel has no count there (n/a on both archs, or failed)
+        reasons[3] = reasons[4] = ("No compile-only count for this kernel: n/a when it does not compile without a GPU for gfx950 or sm_90 "
+                                   "(python -m ci.budget.resources says why), or it was left out of the run (--bench)")
     for row, has in has_rows.items():
         if not has:
             said["empty_rows"][row] = reasons[row]

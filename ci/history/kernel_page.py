@@ -90,7 +90,7 @@ def _common_notes() -> str:
 def kernel_page(kernel: str, history: History) -> str:
     fig, said = kernel_figure(kernel, history)
     graph = fig.to_html(full_html=False, include_plotlyjs=False, div_id="kernel-graph", config={"displaylogo": False})
-    parts = [f"<p><a href='index.html'>all kernels</a> &middot; <a href='../index.html'>asv's graphs (seconds, lower is better)</a></p>",
+    parts = ["<p><a href='index.html'>all kernels</a> &middot; <a href='../index.html'>asv's graphs (seconds, lower is better)</a></p>",
              f"<h1>{html_text.escape(kernel)}</h1>", _no_gpu_note(history), _common_notes(), graph, _click_to_commit()]
     parts.append(_changes_table(said["steps"], said["quiet"]))
     parts.append(_peaks(said["peaks"], any(not p.is_cpu for p in history.points if p.kernel_config.startswith(kernel + ":"))))

@@ -1,6 +1,6 @@
-"""The front of ``python -m ci.bisect``: argparse -> one frozen :class:`BisectOptions`, checked whole, then the run.
+"""The front of ``python -m ci.bisection``: argparse -> one frozen :class:`BisectOptions`, checked whole, then the run.
 
-    python -m ci.bisect --good A --bad B --bench 'kernel[config]/shape' [--json out.json] [-- <speed gate args>]
+    python -m ci.bisection --good A --bad B --bench 'kernel[config]/shape' [--json out.json] [-- <speed gate args>]
 
 Arguments after ``--`` go to every ``python -m ci.speed`` comparison (``--device``, ``--thresholds``,
 ``--max-rounds``, ...). Exit 0: a culprit is named; 1: inconclusive, no regression, or no code change
@@ -36,7 +36,7 @@ class BisectOptions:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ci.bisect", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m ci.bisection", description=__doc__.splitlines()[0])
     parser.add_argument("--good", required=True, help="a commit measured at the old speed")
     parser.add_argument("--bad", required=True, help="a later first-parent commit measured slower")
     parser.add_argument("--bench", required=True, metavar="ID", help="the speed gate's benchmark id, kernel[config]/shape")
@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def options_from(argv: Sequence[str] | None) -> BisectOptions:
-    from ci.bisect.measurer import parse_bench
+    from ci.bisection.measurer import parse_bench
 
     args = build_parser().parse_args(argv)
     try:
@@ -77,7 +77,7 @@ def first_parent_range(repo_path: Path, good: str, bad: str) -> list[str]:
 
 def run(options: BisectOptions, measure=None, key=None, log: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> int:
     """Bisect with ``measure`` and ``key`` (default: the speed gate and the code fingerprint); write the outputs."""
-    from ci.bisect import engine, measurer, report
+    from ci.bisection import engine, measurer, report
     from harness.report import append_step_summary_or_fallback, write_json_atomic
 
     measure = measure or measurer.SpeedGateMeasurer(options.kernel, options.config, options.shape, options.repo,
@@ -85,12 +85,12 @@ def run(options: BisectOptions, measure=None, key=None, log: Callable[[str], Non
     key = key or measurer.FingerprintKey(options.repo, options.kernel, options.config, options.archs, log)
     commits = first_parent_range(options.repo, options.good, options.bad)
     if commits[-1:] != [options.bad]:
-        log(f"ci.bisect: {options.good[:12]} is not on {options.bad[:12]}'s first-parent line")
+        log(f"ci.bisection: {options.good[:12]} is not on {options.bad[:12]}'s first-parent line")
         return 2
     try:
         result = engine.bisect(options.good, commits, key, measure, log)
     except measurer.MeasureError as exc:
-        log(f"ci.bisect: {exc}")
+        log(f"ci.bisection: {exc}")
         return 2
     text = report.markdown(result, options.bench)
     print(text)
@@ -104,6 +104,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         options = options_from(argv)
     except OptionsError as exc:
-        print(f"ci.bisect: {exc}", file=sys.stderr)
+        print(f"ci.bisection: {exc}", file=sys.stderr)
         return 2
     return run(options)

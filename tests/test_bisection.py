@@ -1,4 +1,4 @@
-"""ci.bisect on a temporary repository with a simulated measurer: culprits, fingerprint skips, inconclusive steps."""
+"""ci.bisection on a temporary repository with a simulated measurer: culprits, fingerprint skips, inconclusive steps."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.bisect import engine, measurer, options as bisect_options, report
+from ci.bisection import engine, measurer, options as bisect_options, report
 
 THRESHOLD = 0.01  # the simulated gate's band
 HALF_WIDTH = 0.004  # and its interval's half width: steps near the threshold are inconclusive

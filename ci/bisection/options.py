@@ -36,7 +36,8 @@ class BisectOptions:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ci.bisection", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m ci.bisection",
+                                     description="Find the commit that made a benchmark slower: bisection with the speed gate.")
     parser.add_argument("--good", required=True, help="a commit measured at the old speed")
     parser.add_argument("--bad", required=True, help="a later first-parent commit measured slower")
     parser.add_argument("--bench", required=True, metavar="ID", help="the speed gate's benchmark id, kernel[config]/shape")

@@ -150,8 +150,9 @@ def test_the_front_checks_options_and_writes_the_record(tmp_path, monkeypatch, c
     assert bisect_options.main(["--good", shas[-1], "--bad", shas[0], "--bench", "k[c]/s", "--repo", str(repo)]) == 2
     out = tmp_path / "bisect.json"
     opts = bisect_options.options_from(["--good", shas[0], "--bad", shas[-1], "--bench", "k[c]/s", "--repo", str(repo),
-                                        "--json", str(out)])
+                                        "--json", str(out), "--", "--device", "cuda"])
     assert (opts.kernel, opts.config, opts.shape) == ("k", "c", "s")
+    assert opts.gate_args == ("--device", "cuda")  # passed through to every python -m ci.speed
     assert bisect_options.run(opts, SimulatedGate(repo), code_key(repo), log=lambda line: None) == 0
     record = json.loads(out.read_text())
     assert record["outcome"] == "culprit" and record["culprit"] == shas[2]
@@ -168,3 +169,28 @@ def test_the_gates_record_is_read_for_verdict_ratio_and_interval():
         measurer.measurement_from_record({"benchmarks": []}, "a", "b")
     with pytest.raises(measurer.MeasureError):
         measurer.measurement_from_record({"benchmarks": [{"verdict": None, "status": "skipped"}]}, "a", "b")
+
+
+def test_the_real_measurer_runs_the_speed_gate_with_the_benchmark_and_reads_its_record(tmp_path, monkeypatch):
+    seen = {}
+
+    def fake_run(command, cwd, env, stdout):
+        seen["command"] = command
+        out = Path(command[command.index("--json") + 1])
+        out.write_text(json.dumps({"benchmarks": [{"verdict": "no change", "decision": {"estimate": {"point": 1.001, "low": 0.995, "high": 1.006}}}]}))
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(measurer.subprocess, "run", fake_run)
+    gate = measurer.SpeedGateMeasurer("k", "c", "s", tmp_path, ("--device", "cuda"))
+    m = gate("a" * 40, "b" * 40)
+    assert m.verdict == "no change" and m.ratio == 1.001
+    command = seen["command"]
+    assert command[1:3] == ["-m", "ci.speed"] and command[command.index("--base") + 1] == "a" * 40
+    assert command[command.index("--shape") + 1] == "s" and "--measure-identical" in command and command[-2:] == ["--device", "cuda"]
+
+    def failing_run(command, cwd, env, stdout):
+        return subprocess.CompletedProcess(command, 2)
+
+    monkeypatch.setattr(measurer.subprocess, "run", failing_run)
+    with pytest.raises(measurer.MeasureError):
+        gate("a" * 40, "b" * 40)

@@ -62,7 +62,9 @@ class SpeedGateMeasurer:
         with tempfile.TemporaryDirectory(prefix="bisect-") as scratch:
             out = Path(scratch) / "verdict.json"
             command = [sys.executable, "-m", "ci.speed", "--base", base, "--head", head, "--kernel", self.kernel,
-                       "--config", self.config, "--shape", self.shape, "--json", str(out), *self.gate_args]
+                       "--config", self.config, "--shape", self.shape, "--json", str(out),
+                       # A midpoint may have the good end's code again (a revert): measured, never skipped unseen.
+                       "--measure-identical", *self.gate_args]
             self.log("running " + " ".join(command))
             done = subprocess.run(command, cwd=self.repo, env=dict(os.environ), stdout=sys.stderr)
             if done.returncode not in (0, 1):

@@ -1,0 +1,196 @@
+"""ci.bisection on a temporary repository with a simulated measurer: culprits, fingerprint skips, inconclusive steps."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ci.bisection import engine, measurer, options as bisect_options, report
+
+THRESHOLD = 0.01  # the simulated gate's band
+HALF_WIDTH = 0.004  # and its interval's half width: steps near the threshold are inconclusive
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def make_repo(tmp_path: Path, steps: list[tuple[str, float]], side_branch_at: int | None = None) -> tuple[Path, list[str]]:
+    """One commit per (code, tflops): code.txt stands for the speed fingerprint, speed.txt for the true speed."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "t@t")
+    git(repo, "config", "user.name", "t")
+    shas = []
+    for i, (code, tflops) in enumerate(steps):
+        if side_branch_at == i:
+            git(repo, "checkout", "-q", "-b", "side")
+            (repo / "side.txt").write_text("side")
+            git(repo, "add", "-A")
+            git(repo, "commit", "-q", "-m", "side work")
+            git(repo, "checkout", "-q", "main")
+        (repo / "code.txt").write_text(code)
+        (repo / "speed.txt").write_text(str(tflops))
+        (repo / "n.txt").write_text(str(i))
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", f"commit {i}")
+        if side_branch_at == i:
+            git(repo, "merge", "-q", "--no-ff", "-m", "merge side", "side")
+        shas.append(git(repo, "rev-parse", "HEAD"))
+    return repo, shas
+
+
+class SimulatedGate:
+    """The speed gate's verdict from the true speeds in the tree: ratio head/base +- HALF_WIDTH against the band."""
+
+    def __init__(self, repo: Path):
+        self.repo = repo
+        self.calls: list[tuple[str, str]] = []
+
+    def speed(self, sha: str) -> float:
+        return float(git(self.repo, "show", f"{sha}:speed.txt"))
+
+    def __call__(self, base: str, head: str) -> engine.Measurement:
+        self.calls.append((base, head))
+        ratio = self.speed(head) / self.speed(base)
+        low, high = ratio - HALF_WIDTH, ratio + HALF_WIDTH
+        if high < 1 - THRESHOLD:
+            verdict = engine.REGRESSION
+        elif low > 1 + THRESHOLD:
+            verdict = engine.IMPROVEMENT
+        elif low > 1 - THRESHOLD and high < 1 + THRESHOLD:
+            verdict = engine.NO_CHANGE
+        else:
+            verdict = engine.INCONCLUSIVE
+        return engine.Measurement(base, head, verdict, ratio, low, high, THRESHOLD)
+
+
+def code_key(repo: Path):
+    return lambda sha: git(repo, "show", f"{sha}:code.txt")
+
+
+def run_bisect(repo: Path, good: str, bad: str):
+    gate = SimulatedGate(repo)
+    commits = bisect_options.first_parent_range(repo, good, bad)
+    return engine.bisect(good, commits, code_key(repo), gate), gate
+
+
+@pytest.mark.parametrize("culprit", range(1, 10))
+def test_the_culprit_is_named_within_the_bound_wherever_it_is(tmp_path, culprit):
+    steps = [(f"v{i}", 100.0 if i < culprit else 95.0) for i in range(10)]
+    repo, shas = make_repo(tmp_path, steps)
+    result, gate = run_bisect(repo, shas[0], shas[-1])
+    assert result.outcome is engine.Outcome.CULPRIT and result.culprit == shas[culprit]
+    assert len(gate.calls) <= 1 + math.ceil(math.log2(9)) == result.comparison_bound
+    assert all(base == shas[0] for base, _ in gate.calls)  # always against the known-good end
+
+
+def test_identical_code_commits_are_skipped_and_never_measured(tmp_path):
+    # Commits 2, 3, 6, 7 keep their parent's code: the slowdown at 5 must still be found, and 6, 7 are not candidates.
+    codes = ["a", "b", "c", "c", "c", "d", "d", "d", "e"]
+    steps = [(code, 100.0 if i < 5 else 96.0) for i, code in enumerate(codes)]
+    repo, shas = make_repo(tmp_path, steps)
+    result, gate = run_bisect(repo, shas[0], shas[-1])
+    assert set(result.skipped) == {shas[3], shas[4], shas[6], shas[7]}
+    assert result.candidates == [shas[1], shas[2], shas[5], shas[8]]
+    assert not {head for _, head in gate.calls} & set(result.skipped)
+    assert result.culprit == shas[5] and len(gate.calls) <= 1 + math.ceil(math.log2(4))
+
+
+def test_a_step_below_the_gates_resolution_is_inconclusive_with_its_interval(tmp_path):
+    steps = [(f"v{i}", 100.0 if i < 4 else 99.0) for i in range(8)]  # 1%: the interval straddles the band edge
+    repo, shas = make_repo(tmp_path, steps)
+    result, gate = run_bisect(repo, shas[0], shas[-1])
+    assert result.outcome is engine.Outcome.INCONCLUSIVE and result.culprit is None
+    assert result.interval == (shas[0], shas[-1]) and result.remaining() == shas[1:]
+    text = report.markdown(result, "k[c]/s")
+    assert "Inconclusive" in text and "0.9900" in text and "[0.9860, 0.9940]" in text
+
+
+def test_an_inconclusive_midpoint_stops_with_the_narrowed_interval(tmp_path):
+    # A 1% step at 5, then 4% at 7: the bad end is a clear regression; the first midpoint (4) is clean,
+    # the second (6) sits 1% down, inside the gate's blind zone: the interval stops at (4, 8].
+    speeds = [100, 100, 100, 100, 100, 99, 99, 95, 95]
+    repo, shas = make_repo(tmp_path, [(f"v{i}", float(s)) for i, s in enumerate(speeds)])
+    result, gate = run_bisect(repo, shas[0], shas[-1])
+    assert [head for _, head in gate.calls] == [shas[8], shas[4], shas[6]]
+    assert result.outcome is engine.Outcome.INCONCLUSIVE
+    assert result.interval == (shas[4], shas[8]) and result.remaining() == shas[5:9]
+
+
+def test_no_code_change_and_no_regression(tmp_path):
+    repo, shas = make_repo(tmp_path, [("same", 100.0 if i < 3 else 90.0) for i in range(5)])
+    result, gate = run_bisect(repo, shas[0], shas[-1])
+    assert result.outcome is engine.Outcome.NO_CODE_CHANGE and not gate.calls
+    assert "No code change" in report.markdown(result, "k[c]/s")
+    (tmp_path / "two").mkdir()
+    repo2, shas2 = make_repo(tmp_path / "two", [(f"v{i}", 100.0) for i in range(5)])
+    result2, gate2 = run_bisect(repo2, shas2[0], shas2[-1])
+    assert result2.outcome is engine.Outcome.NO_REGRESSION and len(gate2.calls) == 1
+
+
+def test_only_first_parent_commits_are_bisected(tmp_path):
+    repo, shas = make_repo(tmp_path, [(f"v{i}", 100.0 if i < 5 else 95.0) for i in range(8)], side_branch_at=3)
+    commits = bisect_options.first_parent_range(repo, shas[0], shas[-1])
+    side = git(repo, "rev-parse", "side")
+    assert side not in commits and commits[-1] == shas[-1]
+    result, _ = run_bisect(repo, shas[0], shas[-1])
+    assert result.culprit == shas[5]
+
+
+def test_the_front_checks_options_and_writes_the_record(tmp_path, monkeypatch, capsys):
+    repo, shas = make_repo(tmp_path, [(f"v{i}", 100.0 if i < 2 else 94.0) for i in range(5)])
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    assert bisect_options.main(["--good", shas[0], "--bad", shas[-1], "--bench", "no-brackets", "--repo", str(repo)]) == 2
+    assert bisect_options.main(["--good", shas[-1], "--bad", shas[0], "--bench", "k[c]/s", "--repo", str(repo)]) == 2
+    out = tmp_path / "bisect.json"
+    opts = bisect_options.options_from(["--good", shas[0], "--bad", shas[-1], "--bench", "k[c]/s", "--repo", str(repo),
+                                        "--json", str(out), "--", "--device", "cuda"])
+    assert (opts.kernel, opts.config, opts.shape) == ("k", "c", "s")
+    assert opts.gate_args == ("--device", "cuda")  # passed through to every python -m ci.speed
+    assert bisect_options.run(opts, SimulatedGate(repo), code_key(repo), log=lambda line: None) == 0
+    record = json.loads(out.read_text())
+    assert record["outcome"] == "culprit" and record["culprit"] == shas[2]
+    assert record["comparisons"] <= record["comparison_bound"]
+    assert "Culprit" in capsys.readouterr().out
+
+
+def test_the_gates_record_is_read_for_verdict_ratio_and_interval():
+    record = {"verdict": "fail", "benchmarks": [{"verdict": "regression", "threshold": 0.01, "status": "gated",
+                                                 "decision": {"estimate": {"point": 0.97, "low": 0.96, "high": 0.98}}}]}
+    m = measurer.measurement_from_record(record, "a", "b")
+    assert (m.verdict, m.ratio, m.low, m.high) == ("regression", 0.97, 0.96, 0.98)
+    with pytest.raises(measurer.MeasureError):
+        measurer.measurement_from_record({"benchmarks": []}, "a", "b")
+    with pytest.raises(measurer.MeasureError):
+        measurer.measurement_from_record({"benchmarks": [{"verdict": None, "status": "skipped"}]}, "a", "b")
+
+
+def test_the_real_measurer_runs_the_speed_gate_with_the_benchmark_and_reads_its_record(tmp_path, monkeypatch):
+    seen = {}
+
+    def fake_run(command, cwd, env, stdout):
+        seen["command"] = command
+        out = Path(command[command.index("--json") + 1])
+        out.write_text(json.dumps({"benchmarks": [{"verdict": "no change", "decision": {"estimate": {"point": 1.001, "low": 0.995, "high": 1.006}}}]}))
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(measurer.subprocess, "run", fake_run)
+    gate = measurer.SpeedGateMeasurer("k", "c", "s", tmp_path, ("--device", "cuda"))
+    m = gate("a" * 40, "b" * 40)
+    assert m.verdict == "no change" and m.ratio == 1.001
+    command = seen["command"]
+    assert command[1:3] == ["-m", "ci.speed"] and command[command.index("--base") + 1] == "a" * 40
+    assert command[command.index("--shape") + 1] == "s" and "--measure-identical" in command and command[-2:] == ["--device", "cuda"]
+
+    def failing_run(command, cwd, env, stdout):
+        return subprocess.CompletedProcess(command, 2)
+
+    monkeypatch.setattr(measurer.subprocess, "run", failing_run)
+    with pytest.raises(measurer.MeasureError):
+        gate("a" * 40, "b" * 40)

@@ -1,0 +1,105 @@
+"""ci.history.regressions: series read from asv results + records, change points as commits, the drift guard."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from asv_bench import records
+from ci.history import regressions
+
+ENV = "virtualenv-py3.11"
+KEY = "bench_gemm.GemmOnCpu.track_time"
+PARAMS = [["'torch_dequant:bf16'"], ["'cpu_m00128_n00128_k02048'"]]
+BENCH = f"{KEY}('torch_dequant:bf16', 'cpu_m00128_n00128_k02048')"
+FLOPS = 2 * 128 * 128 * 2048
+
+
+def write_commit(results_dir: Path, machine: str, commit: str, times: list[float], **record_extra) -> None:
+    """One commit's results file (asv's own Results.save) and its records sidecar."""
+    from asv.results import Results
+    from asv.runner import BenchmarkResult
+
+    results = Results({"machine": machine}, {}, commit, 0, "3.11", ENV, {})
+    benchmark = {"name": KEY, "params": PARAMS, "version": "1/kc"}
+    result = BenchmarkResult(result=[float(np.median(times))], samples=[list(times)], number=[1], errcode=0, stderr="", profile=None)
+    results.add_result(benchmark, result, record_samples=True)
+    results.save(str(results_dir))
+    (results_dir / machine / "machine.json").write_text(json.dumps({"machine": machine, "version": 1}))
+    sidecar = results_dir / machine / (records.results_file_stem(commit, ENV) + records.SUFFIX)
+    records.save(sidecar, {BENCH: {"status": "measured", "job": "j", "median_s": float(np.median(times)),
+                                   "tflops": FLOPS / float(np.median(times)) / 1e12, "flops": FLOPS, "flags": [],
+                                   "samples_s": None, **record_extra}})
+
+
+def commit(i: int) -> str:
+    return f"{i:02x}" * 20
+
+
+def history(tmp_path: Path, tflops_levels: list[float], machine: str = "h200-a", seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    shas = [commit(i) for i in range(len(tflops_levels))]
+    for sha, level in zip(shas, tflops_levels):
+        tflops = level * (1 + rng.normal(0, 0.002)) * (1 + rng.normal(0, 0.003, 8))
+        write_commit(tmp_path, machine, sha, list(FLOPS / (tflops * 1e12)))
+    return shas
+
+
+def test_series_holds_every_sample_as_tflops_and_never_mixes_machines(tmp_path):
+    shas = history(tmp_path, [100.0] * 4, machine="h200-a")
+    history(tmp_path, [50.0] * 4, machine="h200-b")
+    [series] = regressions.machine_series(tmp_path, "h200-a", shas).values()
+    assert series.benchmark == BENCH and series.commits == shas
+    assert all(len(s) == 8 for s in series.samples)
+    assert np.allclose(series.medians(), 100.0, rtol=0.02)
+
+
+def test_copied_identical_code_results_are_not_counted_twice(tmp_path):
+    shas = history(tmp_path, [100.0] * 3)
+    write_commit(tmp_path, "h200-a", commit(9), [FLOPS / 100e12] * 4, identical_to=shas[-1], copied_by="j")
+    [series] = regressions.machine_series(tmp_path, "h200-a", [*shas, commit(9)]).values()
+    assert series.commits == shas
+
+
+def test_a_change_point_names_the_commits_around_it(tmp_path):
+    shas = history(tmp_path, [100.0] * 6 + [97.0] * 6)
+    [series] = regressions.machine_series(tmp_path, "h200-a", shas).values()
+    [change] = regressions.change_points(series)
+    assert (change.last_before, change.first_after) == (shas[5], shas[6])
+    assert change.change.direction == "regression"
+    assert "regression -3." in change.line() and shas[5][:12] in change.line()
+
+
+def test_the_drift_guard_fires_on_small_steps_that_add_up(tmp_path):
+    # Four 1% steps: none over the 2% floor alone, 4% together.
+    levels = [100.0] * 4 + [99.0, 98.0, 97.0, 96.0]
+    shas = history(tmp_path, levels)
+    [report] = regressions.drift_report(tmp_path, "h200-a", shas)
+    assert report.failed and report.drop == pytest.approx(0.04, abs=0.01)
+    assert report.best in shas[:4] and report.newest == shas[-1]
+    assert "FAILS" in report.line() and report.best[:12] in report.line()
+
+
+def test_the_drift_guard_passes_a_flat_history_and_a_drop_inside_its_threshold(tmp_path):
+    shas = history(tmp_path, [100.0] * 9 + [98.8])
+    [report] = regressions.drift_report(tmp_path, "h200-a", shas)
+    assert not report.failed and report.threshold == pytest.approx(regressions.DRIFT_FLOOR)
+
+
+def test_the_drift_threshold_grows_with_the_benchmarks_noise():
+    rng = np.random.default_rng(1)
+    noisy = regressions.Series("m", "b", [commit(i) for i in range(10)],
+                               [np.array([100 * (1 + rng.normal(0, 0.03))]) for _ in range(10)])
+    found = regressions.drift(noisy)
+    assert found.threshold > regressions.DRIFT_FLOOR
+    assert found.threshold == pytest.approx(1 - np.exp(-regressions.DRIFT_K * found.noise))
+
+
+def test_the_drift_guard_looks_only_at_its_window():
+    series = regressions.Series("m", "b", [commit(i) for i in range(15)],
+                                [np.array([200.0])] * 3 + [np.array([100.0])] * 12)
+    assert not regressions.drift(series, window=10).failed
+    assert regressions.drift(series, window=15).failed

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 
 import torch
 
@@ -11,6 +14,12 @@ import torch
 # without a GPU this is the only way Triton code executes at all.
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+# The main job's machine lock is host-wide on purpose (one job per machine name on a runner:
+# ci.common.job_process). This session's jobs lock in a folder of their own, so they never meet
+# another session's jobs on the same host (two checkouts' suites at once), module fixtures included.
+os.environ["MXFP4_MAIN_JOB_LOCKS"] = tempfile.mkdtemp(prefix="mxfp4-test-locks-")
+atexit.register(shutil.rmtree, os.environ["MXFP4_MAIN_JOB_LOCKS"], True)
 
 import pytest  # noqa: E402
 
@@ -54,3 +63,4 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         from gate_summary import summarize
 
         summarize(runs, config, os.environ.get("MXFP4_GATE_REPORT"))
+

@@ -131,6 +131,10 @@ def run_track(
             continue
         outcome.copied[commit] = source
         outcome.saved_seconds += copied.seconds_saved
+        if source == commit:
+            log(f"{commit[:8]}: already measured on {track.machine}: its {copied.records} points kept as they are "
+                "(--remeasure measures it again and adds the new samples to them)")
+            continue
         log(f"{commit[:8]}: {copies.note(source)} ({copied.rows} asv benchmarks, {copied.records} parameter sets copied; "
             f"{copied.seconds_saved:.0f} GPU seconds saved)")
     return outcome

@@ -158,3 +158,28 @@ def test_a_rerun_on_one_commit_adds_samples_and_the_output_fits_one_screen(tmp_p
         assert str(log_file) in done.stderr
     logged = log_file.read_text()
     assert "### GEMM time per commit" in logged and "asv run" in logged and "track_time" in logged
+
+
+# ---------------------------------------------------------------------------
+# the budget gate's table: base, head and budget side by side, one unit per column
+# ---------------------------------------------------------------------------
+
+
+def test_the_budget_table_has_base_head_and_budget_side_by_side_in_one_unit_each():
+    from ci.budget.compare import TargetCheck
+    from ci.budget.report import table_rows
+
+    base = {"registers": 120, "shared_bytes": 65536, "occupancy": 2, "occupancy_unit": "waves/SIMD", "agpr": 4}
+    head = {**base, "registers": 128, "shared_bytes": 131072, "register_limit": 512, "agpr": 8}
+    check = TargetCheck("k/gfx950/default", base=base, head=head, status="fail",
+                        budget={"max_registers": 124, "max_shared_bytes": 131072, "min_occupancy": 1, "max_agpr": 8})
+    (row,) = table_rows([check])
+    columns = list(row)
+    for label in ("regs", "LDS bytes", "occupancy"):
+        at = columns.index(f"{label} base")
+        assert columns[at: at + 3] == [f"{label} base", f"{label} head", f"{label} budget"]
+    assert (row["regs base"], row["regs head"], row["regs budget"]) == ("120", "128", "<= 124")
+    assert (row["LDS bytes base"], row["LDS bytes head"], row["LDS bytes budget"]) == ("65536", "131072", "<= 131072")
+    assert row["occupancy budget"] == ">= 1" and row["occupancy unit"] == "waves/SIMD"
+    assert row["other regs (base/head/budget)"] == "agpr 4/8/8"
+    assert not any("KiB" in cell for cell in row.values())

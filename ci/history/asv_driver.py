@@ -36,12 +36,13 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 ASV = [sys.executable, "-m", "asv"]
 
 
-def run_streaming(cmd: list[str], env: dict[str, str], label: str = "asv", echo: bool = False) -> int:
-    """Run ``cmd``, its output to the log file and its progress to the screen; on an interrupt, stop it first."""
+def run_streaming(cmd: list[str], env: dict[str, str], label: str = "asv", echo: bool = False, quiet: bool = False) -> int:
+    """Run ``cmd``, its output to the log file and its progress to the screen (``quiet``: none, for short work);
+    on an interrupt, stop it first."""
     log(f"{label}: $ " + " ".join(cmd[len(ASV):] if cmd[: len(ASV)] == ASV else cmd) + " (output in the log file)")
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
-    progress = AsvProgress(label, echo=echo)
+    progress = AsvProgress(label, echo=echo, quiet=quiet)
     try:
         for line in proc.stdout:
             progress.feed(line)
@@ -57,7 +58,7 @@ def publish_in_place(env: dict[str, str], html_dir: Path, scratch: Path) -> int:
     """``asv publish`` into ``scratch``, then copied into ``html_dir`` without removing the folder itself."""
     if scratch.exists():
         shutil.rmtree(scratch)
-    code = run_streaming([*ASV, "publish", f"--html-dir={scratch}"], env, label="asv publish")
+    code = run_streaming([*ASV, "publish", f"--html-dir={scratch}"], env, label="asv publish", quiet=True)
     if code == 0:
         sync_tree(scratch, html_dir)
         shutil.rmtree(scratch, ignore_errors=True)
@@ -156,8 +157,6 @@ def run_asv(
     if commits:
         hashfile = job.tmp_dir / f"commits-{track.kind}.txt"
         hashfile.write_text("\n".join(commits) + "\n")
-        log(f"asv run ({track.kind} tracks, machine {track.machine}) over {len(commits)} commits of "
-            f"{options.branch} ({launch})")
         codes.append(run_streaming([*ASV, "run", f"HASHFILE:{hashfile}", *common], env, f"asv run {track.kind}",
                                    options.show_stderr))
         results_dir = Path(env[records.RESULTS_DIR_ENV])

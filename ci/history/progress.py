@@ -32,11 +32,12 @@ class Steps:
 class AsvProgress:
     """Feed it asv's output line by line: everything to the log file, progress to the screen."""
 
-    def __init__(self, label: str, stream: TextIO | None = None, echo: bool = False):
+    def __init__(self, label: str, stream: TextIO | None = None, echo: bool = False, quiet: bool = False):
         self.label = label
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
         self.echo = echo  # --show-stderr: the whole output on the screen too
+        self.quiet = quiet  # short work (asv publish): nothing on the screen
         self.shown = -PLAIN_STEP_PERCENT
         self.bar_drawn = False
 
@@ -45,10 +46,12 @@ class AsvProgress:
         if self.echo:
             self.stream.write(line if line.endswith("\n") else line + "\n")
             return
-        match = _PERCENT.match(line.strip())
+        match = None if self.quiet else _PERCENT.match(line.strip())
         if not match:
             return
         percent, what = float(match.group(1)), match.group(2).split()[0] if match.group(2).split() else ""
+        if "." not in what and percent < 100:
+            return  # asv's "For <commit>", "Building ...", "Benchmarking ...": the step line said it already
         if self.tty:
             filled = int(percent / 5)
             self.stream.write(f"\r  {self.label} [{'#' * filled}{' ' * (20 - filled)}] {percent:3.0f}% {what[:60]:<60}")

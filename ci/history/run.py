@@ -108,7 +108,7 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
     problems: list[str] = []
 
     # The total is known once the tracks are: 1 and 2 here, each track's own, the commit, the publish.
-    steps = Steps(0)
+    steps = Steps(3 + {"gpu": 2, "cpu": 1}.get(options.tracks, 3) + (1 if options.publish else 0))  # until the tracks are known
     steps.start("fingerprinting this machine (in a child process)")
     try:
         info = machine_info.fingerprint_in_child(sys.executable, env)
@@ -209,7 +209,7 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
     if options.json is not None:
         write_json_atomic(options.json, report)
     for line in history_summary.cost_lines(report["cost"]):
-        log(line)
+        log_detail(line)  # on the screen in the summary above
     if options.json is not None:
         log(f"report written to {options.json}")
     log(f"done in {report['seconds']:.0f} s. HTML: {html / 'index.html'} -- serve it with: asv preview (from {REPO_ROOT}). "

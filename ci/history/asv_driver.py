@@ -27,7 +27,7 @@ from asv_bench import records
 from ci.common import job_process
 from ci.history import results as history_results
 from ci.history import summary as history_summary
-from ci.history.messages import log
+from ci.history.messages import log, log_detail
 from ci.history.progress import AsvProgress
 from ci.history.options import HistoryOptions
 from ci.history.tracks import TrackRun
@@ -39,7 +39,7 @@ ASV = [sys.executable, "-m", "asv"]
 def run_streaming(cmd: list[str], env: dict[str, str], label: str = "asv", echo: bool = False, quiet: bool = False) -> int:
     """Run ``cmd``, its output to the log file and its progress to the screen (``quiet``: none, for short work);
     on an interrupt, stop it first."""
-    log(f"{label}: $ " + " ".join(cmd[len(ASV):] if cmd[: len(ASV)] == ASV else cmd) + " (output in the log file)")
+    log_detail(f"main_job: {label}: $ " + " ".join(cmd))
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     progress = AsvProgress(label, echo=echo, quiet=quiet)

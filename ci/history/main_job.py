@@ -6,7 +6,7 @@
     python -m ci.history --commits 1 --tracks gpu --push-results --remeasure   # the scheduled run (drift)
 
 Steps (numbered ``[k/n]`` on stderr; asv's and pip's own output goes to ``.asv/main_job.log``, written as
-it goes, and the screen gets asv's progress: a bar on a terminal, a line per tenth in CI; ci.history.progress):
+it goes, and the screen gets asv's progress: a bar on a terminal, a line per quarter or minute in CI; ci.history.progress):
 
 1. Before any work: every option is checked (this module, the front: ``--json``
    writable, ``--commits`` >= 1, ``--results-remote`` only with ``--push-results``,

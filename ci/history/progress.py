@@ -2,19 +2,22 @@
 
 asv prints a line per benchmark (and pip prints its warnings while asv builds an environment): all of it
 goes to the job's log file (ci.history.messages.log_detail). The screen gets, per ``asv run``, a progress
-bar rewritten in place where stderr is a terminal, or in CI a plain line at every tenth of the way.
+bar rewritten in place where stderr is a terminal, or in CI a plain line per quarter
+of the way or per minute.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+import time
 from typing import TextIO
 
 from ci.history.messages import log, log_detail
 
 _PERCENT = re.compile(r"^\[\s*(\d+(?:\.\d+)?)%\]\s*[·.]*\s*(.*)$")
-PLAIN_STEP_PERCENT = 10  # CI: one line per tenth of an asv run
+PLAIN_STEP_PERCENT = 25  # CI: a line per quarter of an asv run,
+PLAIN_EVERY_S = 60.0  # or per minute on long work, whichever comes first
 
 
 class Steps:
@@ -39,6 +42,7 @@ class AsvProgress:
         self.echo = echo  # --show-stderr: the whole output on the screen too
         self.quiet = quiet  # short work (asv publish): nothing on the screen
         self.shown = -PLAIN_STEP_PERCENT
+        self.shown_at = time.monotonic()
         self.bar_drawn = False
 
     def feed(self, line: str) -> None:
@@ -57,8 +61,10 @@ class AsvProgress:
             self.stream.write(f"\r  {self.label} [{'#' * filled}{' ' * (20 - filled)}] {percent:3.0f}% {what[:60]:<60}")
             self.stream.flush()
             self.bar_drawn = True
-        elif percent >= self.shown + PLAIN_STEP_PERCENT or (percent >= 100 and self.shown < 100):
+        elif (percent >= self.shown + PLAIN_STEP_PERCENT or (percent >= 100 and self.shown < 100)
+              or time.monotonic() - self.shown_at >= PLAIN_EVERY_S):
             self.shown = int(percent // PLAIN_STEP_PERCENT) * PLAIN_STEP_PERCENT
+            self.shown_at = time.monotonic()
             log(f"  {self.label}: {percent:.0f}% {what}")
 
     def close(self) -> None:

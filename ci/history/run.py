@@ -129,7 +129,7 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
     log(f"machine {machine}: {info['gpu']} ({info['gpu_arch']}), {info['gpu_runtime']}, driver {info['gpu_driver']}; "
         f"tracks {options.tracks}: " + "; ".join(f"{t.kind} -> {t.machine}" for t in runs))
     for kernel, status in info["kernels"].items():
-        log(f"  {kernel}: {status}")
+        log_detail(f"  {kernel}: {status}")  # on the screen in the summary's "Kernels here"
 
     steps.start(f"results: validating {results_dir}, merging the {BRANCH} branch")
     quarantined = history_results.validate_tree(results_dir, QUARANTINE_DIR, log)

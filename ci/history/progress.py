@@ -41,7 +41,7 @@ class AsvProgress:
         self.tty = self.stream.isatty()
         self.echo = echo  # --show-stderr: the whole output on the screen too
         self.quiet = quiet  # short work (asv publish): nothing on the screen
-        self.shown = -PLAIN_STEP_PERCENT
+        self.shown = 0.0  # the first line at a quarter: "0%" says nothing the step line did not
         self.shown_at = time.monotonic()
         self.bar_drawn = False
 

@@ -173,7 +173,7 @@ def spread_rows(head_runs: Sequence[dict[str, float]]) -> list[dict[str, str]]:
     return rows
 
 
-SHORT_TABLE_ROWS = 8  # the screen's tables; the log file and $GITHUB_STEP_SUMMARY get every row
+SHORT_TABLE_ROWS = 6  # the screen's tables; the log file and $GITHUB_STEP_SUMMARY get every row
 
 
 def _table(rows: list[dict[str, str]], empty: str, short: str | None) -> str:

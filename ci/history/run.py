@@ -66,14 +66,15 @@ def check_results_remote(options: HistoryOptions) -> None:
 def run(options: HistoryOptions) -> int:
     """The whole job; 0 recorded, 1 the newest commit failed, 2 the harness failed, 130/143 interrupted."""
     started = time.time()
-    log_to(LOG_FILE)
-    log(f"full output (asv, pip, every benchmark's row) in {LOG_FILE}, written as it goes")
     try:
         check_results_remote(options)
         job = job_process.start(REPO_ROOT, log)
     except (HarnessError, job_process.JobConflict) as exc:
         log(f"error: {exc}")
         return 2
+    # Only once the checkout is this job's: a refused second job must not truncate the running one's log.
+    log_to(LOG_FILE)
+    log(f"full output (asv, pip, every benchmark's row) in {LOG_FILE}, written as it goes")
     job_process.raise_on_termination()
     interrupted = None
     try:

@@ -133,11 +133,16 @@ def run(options: ResourcesOptions) -> int:
     results = measure(options.targets, isa_dir=options.isa_dir)
     rows = results_table(results)
     print(text_table(rows))
+    if options.isa_dir is not None:
+        kept = sorted(p.name for p in Path(options.isa_dir).glob("*")) if Path(options.isa_dir).is_dir() else []
+        print(f"ci.budget.resources: assembly of {len(results)} target(s) written to {options.isa_dir} "
+              f"({len(kept)} files there)", file=sys.stderr)
     failed = sorted(name for name, result in results.items() if not result["ok"])
     unreadable = sorted(name for name, result in results.items() if result.get("kind") == "parse")
     if options.json:
         try:
             write_json_atomic(options.json, resources_report(results))
+            print(f"ci.budget.resources: --json written to {options.json}", file=sys.stderr)
         except OSError as exc:
             print(f"ci.budget.resources: error: cannot write --json {options.json}: {exc}", file=sys.stderr)
             return 2

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from ci.budget.budget_file import BUDGET_PATH
-from ci.budget.metrics import SPILL_FIELDS
+from ci.budget.metrics import METRIC_BY_FIELD, SPILL_FIELDS
 from harness.report import markdown_table
 
 if TYPE_CHECKING:
@@ -21,14 +21,31 @@ GATE_SCHEMA = "mxfp4-budget-gate/2"
 DIRTY_FILES_SHOWN = 10
 
 
-def _delta(base: Mapping | None, head: Mapping | None, name: str) -> str:
-    h = None if head is None else head.get(name)
-    b = None if base is None else base.get(name)
-    if h is None:
-        return "-" if b is None else f"{b} -> gone"
-    if b is None or b == h:
-        return str(h)
-    return f"{b} -> {h} ({h - b:+d})"
+# Side by side, one unit per column: the merge-base's value, the head's and the budget's limit.
+SIDE_BY_SIDE = (("regs", "registers"), ("LDS bytes", "shared_bytes"), ("occupancy", "occupancy"))
+OTHER_COUNTS = (("arch_vgpr", "arch_vgpr"), ("agpr", "agpr"), ("sgpr", "sgpr"), ("acc_copies", "accvgpr_copies"),
+                ("in_loop", "accvgpr_copies_in_loop"))
+
+
+def _value(record: Mapping | None, name: str) -> str:
+    value = None if record is None else record.get(name)
+    return "-" if value is None else str(value)
+
+
+def _limit(budget: Mapping | None, name: str) -> str:
+    metric = METRIC_BY_FIELD[name]
+    value = None if budget is None or metric.budget_key is None else budget.get(metric.budget_key)
+    return "-" if value is None else f"{'<=' if metric.higher_is_worse else '>='} {value}"
+
+
+def _others(base: Mapping | None, head: Mapping | None, budget: Mapping | None) -> str:
+    """The gfx-only register counts, where any is known: ``name base/head/budget`` (register counts, one unit)."""
+    parts = []
+    for label, name in OTHER_COUNTS:
+        if (head or {}).get(name) is None and (base or {}).get(name) is None:
+            continue
+        parts.append(f"{label} {_value(base, name)}/{_value(head, name)}/{_limit(budget, name).removeprefix('<= ')}")
+    return ", ".join(parts) or "-"
 
 
 def table_rows(checks: Iterable[TargetCheck]) -> list[dict[str, str]]:
@@ -36,23 +53,17 @@ def table_rows(checks: Iterable[TargetCheck]) -> list[dict[str, str]]:
     for c in checks:
         head, base = c.head, c.base
         spills = ", ".join(f"{f}={head[f]}" for f in SPILL_FIELDS if head and head.get(f)) or ("0" if head else "-")
-        limit = "" if head is None else f"/{head.get('register_limit')}"
-        rows.append(
-            {
-                "target": c.target,
-                "status": c.status.upper(),
-                "regs": _delta(base, head, "registers") + limit,
-                "arch_vgpr": _delta(base, head, "arch_vgpr"),
-                "agpr": _delta(base, head, "agpr"),
-                "sgpr": _delta(base, head, "sgpr"),
-                "shared_B": _delta(base, head, "shared_bytes"),
-                "occupancy": _delta(base, head, "occupancy") + ("" if head is None else f" {head.get('occupancy_unit')}"),
-                "acc_copies": _delta(base, head, "accvgpr_copies"),
-                "in_loop": _delta(base, head, "accvgpr_copies_in_loop"),
-                "spills": spills,
-                "why": "; ".join(_clip(text, 240) for text in c.reasons + c.notes),
-            }
-        )
+        row = {"target": c.target, "status": c.status.upper()}
+        for label, name in SIDE_BY_SIDE:
+            row |= {f"{label} base": _value(base, name), f"{label} head": _value(head, name),
+                    f"{label} budget": _limit(c.budget, name)}
+        unit = (head or base or {}).get("occupancy_unit")
+        row["occupancy unit"] = unit or "-"
+        row["regs limit"] = _value(head, "register_limit")
+        row["other regs (base/head/budget)"] = _others(base, head, c.budget)
+        row["spills"] = spills
+        row["why"] = "; ".join(_clip(text, 240) for text in c.reasons + c.notes)
+        rows.append(row)
     return rows
 
 

@@ -1,13 +1,21 @@
 """Driving asv for the main job: its environment, ``asv run`` over the commits, live output, a clean stop.
 
-asv runs as a child process (``python -m asv``) in the checkout; its output is
-echoed to stderr as it comes ("[ 42%]" lines included). On an interrupt asv is
-sent SIGINT first (it stops its own benchmark processes), then SIGKILL.
+asv runs as a child process (``python -m asv``) in the checkout; its output goes to the
+job's log file as it comes, and its progress to the screen (ci.history.progress). On an
+interrupt asv is sent SIGINT first (it stops its own benchmark processes), then SIGKILL.
+
+Re-runs add, never replace: ``asv run --append-samples`` keeps the samples a previous run of
+the same commit and machine saved, and adds this run's (asv recomputes its statistics over
+all of them). ``asv publish`` writes into a fresh folder that is then copied into the html
+folder file by file: asv itself deletes the folder, which leaves a running ``asv preview``
+serving a deleted directory.
 """
 
 from __future__ import annotations
 
+import filecmp
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,7 +27,8 @@ from asv_bench import records
 from ci.common import job_process
 from ci.history import results as history_results
 from ci.history import summary as history_summary
-from ci.history.messages import log
+from ci.history.messages import log, log_detail
+from ci.history.progress import AsvProgress
 from ci.history.options import HistoryOptions
 from ci.history.tracks import TrackRun
 
@@ -27,19 +36,52 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 ASV = [sys.executable, "-m", "asv"]
 
 
-def run_streaming(cmd: list[str], env: dict[str, str]) -> int:
-    """Run ``cmd``, echoing its output live to stderr; on an interrupt, stop it before re-raising."""
-    log("$ " + " ".join(cmd))
+def run_streaming(cmd: list[str], env: dict[str, str], label: str = "asv", echo: bool = False, quiet: bool = False) -> int:
+    """Run ``cmd``, its output to the log file and its progress to the screen (``quiet``: none, for short work);
+    on an interrupt, stop it first."""
+    log_detail(f"main_job: {label}: $ " + " ".join(cmd))
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
+    progress = AsvProgress(label, echo=echo, quiet=quiet)
     try:
         for line in proc.stdout:
-            sys.stderr.write(line)
-            sys.stderr.flush()
+            progress.feed(line)
         return proc.wait()
     except BaseException:
         _stop(proc)
         raise
+    finally:
+        progress.close()
+
+
+def publish_in_place(env: dict[str, str], html_dir: Path, scratch: Path) -> int:
+    """``asv publish`` into ``scratch``, then copied into ``html_dir`` without removing the folder itself."""
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    code = run_streaming([*ASV, "publish", f"--html-dir={scratch}"], env, label="asv publish", quiet=True)
+    if code == 0:
+        sync_tree(scratch, html_dir)
+        shutil.rmtree(scratch, ignore_errors=True)
+    return code
+
+
+def sync_tree(source: Path, target: Path) -> None:
+    """Make ``target`` hold exactly ``source``'s files; ``target`` and its folders stay (a server's cwd survives)."""
+    target.mkdir(parents=True, exist_ok=True)
+    wanted = set()
+    for path in sorted(source.rglob("*")):
+        relative = path.relative_to(source)
+        wanted.add(relative)
+        destination = target / relative
+        if path.is_dir():
+            destination.mkdir(exist_ok=True)
+        elif not destination.is_file() or not filecmp.cmp(path, destination, shallow=False):
+            partial = destination.with_name(destination.name + ".partial")
+            shutil.copyfile(path, partial)
+            os.replace(partial, destination)
+    for path in sorted(target.rglob("*"), reverse=True):  # deepest first: a folder is empty when its turn comes
+        if path.relative_to(target) not in wanted:
+            path.rmdir() if path.is_dir() and not path.is_symlink() else path.unlink()
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -93,7 +135,9 @@ def launch_method(options: HistoryOptions, has_gpu: bool) -> str:
 def asv_run_args(options: HistoryOptions, track: TrackRun, launch: str) -> list[str]:
     """What every ``asv run`` of one track gets: its machine, launch method and the track's one ``-b`` regex."""
     # --record-samples: keep every timing sample, so `asv compare` can apply its Mann-Whitney test.
-    args = [f"--machine={track.machine}", f"--launch-method={launch}", "--record-samples", f"--bench={track.bench}"]
+    # --append-samples: a second run of a commit adds its samples to the first's instead of replacing them.
+    args = [f"--machine={track.machine}", f"--launch-method={launch}", "--record-samples", "--append-samples",
+            f"--bench={track.bench}"]
     if options.show_stderr:
         args.append("--show-stderr")
     return args
@@ -113,14 +157,14 @@ def run_asv(
     if commits:
         hashfile = job.tmp_dir / f"commits-{track.kind}.txt"
         hashfile.write_text("\n".join(commits) + "\n")
-        log(f"[3/6] asv run ({track.kind} tracks, machine {track.machine}) over {len(commits)} commits of "
-            f"{options.branch} ({launch}); asv prints its own progress")
-        codes.append(run_streaming([*ASV, "run", f"HASHFILE:{hashfile}", *common], env))
+        codes.append(run_streaming([*ASV, "run", f"HASHFILE:{hashfile}", *common], env, f"asv run {track.kind}",
+                                   options.show_stderr))
         results_dir = Path(env[records.RESULTS_DIR_ENV])
         codes.head_medians.append(_head_medians(results_dir, track.machine, commits[0]))
         for i in range(repeat_head):
-            log(f"[4/6] repeat {i + 1}/{repeat_head} of {commits[0][:8]} (same commit, for the spread)")
-            codes.append(run_streaming([*ASV, "run", f"{commits[0]}^!", *common], env))
+            log(f"repeat {i + 1}/{repeat_head} of {commits[0][:8]} (same commit, for the spread)")
+            codes.append(run_streaming([*ASV, "run", f"{commits[0]}^!", *common], env, f"repeat {i + 1}",
+                                       options.show_stderr))
             codes.head_medians.append(_head_medians(results_dir, track.machine, commits[0]))
     codes.seconds = time.monotonic() - started
     return codes

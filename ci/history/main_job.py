@@ -5,7 +5,8 @@
     python -m ci.history --commits 5 --repeat-head 1 --bench triton_dot_scaled
     python -m ci.history --commits 1 --tracks gpu --push-results --remeasure   # the scheduled run (drift)
 
-Steps (progress on stderr, asv's own "[ 42%]" lines included):
+Steps (numbered ``[k/n]`` on stderr; asv's and pip's own output goes to ``.asv/main_job.log``, written as
+it goes, and the screen gets asv's progress: a bar on a terminal, a line per quarter or minute in CI; ci.history.progress):
 
 1. Before any work: every option is checked (this module, the front: ``--json``
    writable, ``--commits`` >= 1, ``--results-remote`` only with ``--push-results``,
@@ -25,7 +26,9 @@ Steps (progress on stderr, asv's own "[ 42%]" lines included):
    results are that commit's, copied with the note "identical code to <sha12>: not
    re-measured" (``--remeasure``: measure the newest anyway). Then ``asv run`` over the
    rest of the last ``--commits`` first-parent commits of ``--branch`` (each benchmark
-   once per commit); ``--repeat-head N`` runs the newest again N times (its spread). Every GEMM
+   once per commit); ``--repeat-head N`` runs the newest again N times (its spread). A commit
+   measured before keeps its samples: asv appends the new ones (``--append-samples``), and a line
+   says how many samples each point now holds. Every GEMM
    measurement writes its record -- TFLOPS, idle check, clocks, throttling,
    steadiness -- beside asv's results (asv_bench.records).
 5. This machine's results and records are committed to the results branch
@@ -33,10 +36,13 @@ Steps (progress on stderr, asv's own "[ 42%]" lines included):
    a rejection (another runner pushed first) rebuilt on the new tip and pushed
    again (ci.history.results_branch).
 6. ``asv publish`` from the results (the branch's, all machines); the plug-in
-   ci.history.asv_html makes the page work offline, on GitHub Pages, and as a file.
+   ci.history.asv_html makes the page work offline, on GitHub Pages, and as a file. It is
+   published into a scratch folder and copied into the html folder file by file, so a running
+   ``asv preview`` keeps serving it.
 
 Output: a Markdown summary of this run's measurements (time, TFLOPS, flags,
-resources, failures) on stdout and into $GITHUB_STEP_SUMMARY; ``--json PATH``.
+resources, failures) on stdout, its tables cut to a few rows (every row in the log file and
+$GITHUB_STEP_SUMMARY); ``--json PATH``.
 The work itself is ci.history.run (asv driven by ci.history.asv_driver, the
 branch by ci.history.branch_sync); it takes the checked options, never ``argv``.
 

@@ -1,12 +1,34 @@
-"""How the main job speaks: progress lines on stderr, and the error that ends it with exit 2."""
+"""How the main job speaks: progress lines on stderr (and into its log file), and the error that ends it with exit 2."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+from typing import TextIO
+
+_log_file: TextIO | None = None
+
+
+def log_to(path: Path | None) -> None:
+    """From now on every line (and :func:`log_detail`) is also appended to ``path``, written as it goes."""
+    global _log_file
+    if _log_file is not None:
+        _log_file.close()
+    _log_file = None
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _log_file = path.open("w", encoding="utf-8", buffering=1)
 
 
 def log(message: str) -> None:
     print(f"main_job: {message}", file=sys.stderr, flush=True)
+    log_detail(f"main_job: {message}")
+
+
+def log_detail(text: str) -> None:
+    """Only into the log file: asv's and pip's own output, the full tables (the screen gets the short form)."""
+    if _log_file is not None:
+        _log_file.write(text if text.endswith("\n") else text + "\n")
 
 
 class HarnessError(RuntimeError):

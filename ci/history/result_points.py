@@ -72,6 +72,18 @@ def values(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def sample_counts(data: dict[str, Any]) -> dict[str, int]:
+    """``benchmark(params)`` -> how many timing samples asv keeps for that point (``--record-samples``)."""
+    columns = data.get("result_columns") or []
+    out = {}
+    for name, row in (data.get("results") or {}).items():
+        for combo, cells in _row_points(_cells(columns, row)).items():
+            samples = cells.get("samples")
+            if isinstance(samples, list) and cells.get("result") is not None:
+                out[_key(name, combo)] = len(samples)
+    return out
+
+
 def _union(first: list[str], second: list[str]) -> list[str]:
     return list(dict.fromkeys([*first, *second]))
 

@@ -19,13 +19,15 @@ from ci.common import gitutil, job_process
 from ci.history import asv_driver, branch_sync, machine_info, track_steps, tracks
 from ci.history import results as history_results
 from ci.history import summary as history_summary
-from ci.history.messages import HarnessError, log
+from ci.history.messages import HarnessError, log, log_detail, log_to
 from ci.history.options import HistoryOptions
+from ci.history.progress import Steps
 from ci.history.results_branch import BRANCH, BranchError, ResultsBranch
 from harness.report import append_step_summary, write_json_atomic
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 QUARANTINE_DIR = REPO_ROOT / ".asv" / "quarantine"
+LOG_FILE = REPO_ROOT / ".asv" / "main_job.log"  # everything: asv's and pip's output, the full tables
 
 
 def unmatched_patterns(patterns: Sequence[str], names: Sequence[str]) -> list[str]:
@@ -70,6 +72,9 @@ def run(options: HistoryOptions) -> int:
     except (HarnessError, job_process.JobConflict) as exc:
         log(f"error: {exc}")
         return 2
+    # Only once the checkout is this job's: a refused second job must not truncate the running one's log.
+    log_to(LOG_FILE)
+    log(f"full output (asv, pip, every benchmark's row) in {LOG_FILE}, written as it goes")
     job_process.raise_on_termination()
     interrupted = None
     try:
@@ -94,6 +99,7 @@ def run(options: HistoryOptions) -> int:
                 f"interrupted ({interrupted}): asv and {len(ended)} leftover processes stopped; finished measurements "
                 f"are kept in .asv/results and resumed by the next run; nothing was committed or pushed"
             )
+        log_to(None)
 
 
 def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int:
@@ -102,7 +108,9 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
     results_dir = REPO_ROOT / conf["results_dir"]
     problems: list[str] = []
 
-    log("[1/6] fingerprinting this machine (in a child process)")
+    # The total is known once the tracks are: 1 and 2 here, each track's own, the commit, the publish.
+    steps = Steps(3 + {"gpu": 2, "cpu": 1}.get(options.tracks, 3) + (1 if options.publish else 0))  # until the tracks are known
+    steps.start("fingerprinting this machine (in a child process)")
     try:
         info = machine_info.fingerprint_in_child(sys.executable, env)
         check_bench_selection(options.bench, info["benchmarks"])
@@ -117,13 +125,14 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
     except machine_info.FingerprintError as exc:
         raise HarnessError(str(exc)) from None
     machines = [track.machine for track in runs]
+    steps.total = 3 + sum(track_steps.steps_of(t) for t in runs) + (1 if options.publish else 0)
     env[records.RESULTS_DIR_ENV] = str(results_dir)
     log(f"machine {machine}: {info['gpu']} ({info['gpu_arch']}), {info['gpu_runtime']}, driver {info['gpu_driver']}; "
         f"tracks {options.tracks}: " + "; ".join(f"{t.kind} -> {t.machine}" for t in runs))
     for kernel, status in info["kernels"].items():
-        log(f"  {kernel}: {status}")
+        log_detail(f"  {kernel}: {status}")  # on the screen in the summary's "Kernels here"
 
-    log(f"[2/6] results: validating {results_dir}, merging the {BRANCH} branch")
+    steps.start(f"results: validating {results_dir}, merging the {BRANCH} branch")
     quarantined = history_results.validate_tree(results_dir, QUARANTINE_DIR, log)
     repo = gitutil.open_repo(REPO_ROOT)
     has_remote = options.results_remote in gitutil.remote_names(repo)
@@ -131,7 +140,9 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
     tip = branch_sync.fetch_tip(branch, options.push_results, problems)
     imported = branch_sync.import_from_branch(branch, tip, results_dir, machines)
     resumable = sum(len(history_results.reconcile(results_dir, m).resumable) for m in machines)
-    log(f"{imported} files from {BRANCH}; {resumable} measurements of a killed run will be resumed")
+    here = sum(1 for m in machines for p in (results_dir / m).glob("*") if p.is_file()) if results_dir.is_dir() else 0
+    log(f"{here} results files of {', '.join(machines)} here ({imported} brought in or updated from {BRANCH}, the rest "
+        f"already up to date); {resumable} measurements of a killed run will be resumed")
 
     # asv (run, publish) reads the history from a local branch; a fresh clone of another branch has only the remote's.
     if gitutil.ensure_local_branch(repo, options.branch, options.results_remote):
@@ -140,7 +151,8 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
     commits = gitutil.first_parent_commits(repo, options.branch, options.commits)
     started_ms = started * 1000.0
     outcomes = [
-        track_steps.run_track(options, env, commits, info, track, job, results_dir, REPO_ROOT, started_ms) for track in runs
+        track_steps.run_track(options, env, commits, info, track, job, results_dir, REPO_ROOT, started_ms, steps)
+        for track in runs
     ]
     disk = history_results.full_disk_problem(results_dir, BRANCH)
     quarantined += history_results.validate_tree(results_dir, QUARANTINE_DIR, log)
@@ -151,11 +163,11 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
             history_results.reconcile(results_dir, outcome.track.machine)
         problems += outcome.problems
         if 1 in outcome.codes:
-            problems.append(f"asv run ({outcome.track.kind} tracks) exited 1 (asv itself failed; its output above says "
-                            f"why): exit codes {list(outcome.codes)}")
+            problems.append(f"asv run ({outcome.track.kind} tracks) exited 1 (asv itself failed; its output in {LOG_FILE} "
+                            f"says why): exit codes {list(outcome.codes)}")
 
     pushing = f" and pushing to {options.results_remote}" if options.push_results else ""
-    log(f"[5/6] committing {', '.join(machines)}'s results to {BRANCH}{pushing}")
+    steps.start(f"committing {', '.join(machines)}'s results to {BRANCH}{pushing}")
     message = f"{', '.join(machines)}: {len(commits)} commits ({', '.join(c[:8] for c in commits)}), main job {job.id}"
     try:
         files = {path: data for m in machines for path, data in branch_sync.machine_files(results_dir, m, options.drop).items()}
@@ -172,9 +184,10 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
 
     html = REPO_ROOT / conf["html_dir"]
     if options.publish:
-        log("[6/6] asv publish (all machines' results; ci/history/asv_html.py makes the page work offline)")
-        if asv_driver.run_streaming([*asv_driver.ASV, "publish"], env) != 0:
-            problems.append("asv publish failed (its output above says why)")
+        steps.start(f"asv publish into {html} (all machines' results; ci/history/asv_html.py makes the page work "
+                    "offline; a running asv preview keeps serving it)")
+        if asv_driver.publish_in_place(env, html, job.tmp_dir / "html") != 0:
+            problems.append(f"asv publish failed (its output in {LOG_FILE} says why)")
 
     per_track = {
         o.track.kind: [history_summary.collect_commit(results_dir, o.track.machine, c, job.id, started_ms, options.bench)
@@ -187,14 +200,21 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
     report = _report(job, started, info, machine, commit_runs, per_track, problems, quarantined, branch_state, html)
     report["tracks"] = {o.track.kind: o.track.machine for o in outcomes}
     report["cost"] = {o.track.kind: o.cost() for o in outcomes}
+    # point -> [samples before this run, samples now]: a re-run adds to the first run's samples, never replaces them
+    report["samples"] = {o.track.kind: {c: {k: list(v) for k, v in points.items()} for c, points in o.samples.items()}
+                         for o in outcomes}
     markdown = history_summary.summary_markdown(report, commit_runs, spread)
-    print(markdown)
+    log_detail(markdown)
+    print(history_summary.summary_markdown(report, commit_runs, spread, short=str(LOG_FILE)))
     append_step_summary(markdown)
     if options.json is not None:
         write_json_atomic(options.json, report)
     for line in history_summary.cost_lines(report["cost"]):
-        log(line)
-    log(f"done in {report['seconds']:.0f} s. HTML: {html / 'index.html'} -- serve it with: asv preview (from {REPO_ROOT})")
+        log_detail(line)  # on the screen in the summary above
+    if options.json is not None:
+        log(f"report written to {options.json}")
+    log(f"done in {report['seconds']:.0f} s. HTML: {html / 'index.html'} -- serve it with: asv preview (from {REPO_ROOT}). "
+        f"Full output: {LOG_FILE}")
     return _exit_code(commit_runs, report["harness_problems"])
 
 
@@ -213,7 +233,7 @@ def _report(job, started, info, machine, runs, per_track, problems, quarantined,
         for run in track_runs:
             if run.status == history_summary.NOT_MEASURED:
                 problems.append(f"{run.commit[:8]}: not measured ({kind} tracks; asv stopped before it; its output "
-                                "above says why)")
+                                f"in {LOG_FILE} says why)")
             problems += [f"{run.commit[:8]} {item}" for item in run.harness_failures]
     return {
         "machine": machine,

@@ -173,7 +173,20 @@ def spread_rows(head_runs: Sequence[dict[str, float]]) -> list[dict[str, str]]:
     return rows
 
 
-def summary_markdown(report: dict[str, Any], runs: Sequence[CommitRun], spread: list[dict[str, str]] | None) -> str:
+SHORT_TABLE_ROWS = 6  # the screen's tables; the log file and $GITHUB_STEP_SUMMARY get every row
+
+
+def _table(rows: list[dict[str, str]], empty: str, short: str | None) -> str:
+    if short is None or len(rows) <= SHORT_TABLE_ROWS:
+        return markdown_table(rows, empty=empty)
+    shown = markdown_table(rows[:SHORT_TABLE_ROWS], empty=empty)
+    return f"{shown}\n\n_... {len(rows) - SHORT_TABLE_ROWS} more rows: the full table is in `{short}`_"
+
+
+def summary_markdown(
+    report: dict[str, Any], runs: Sequence[CommitRun], spread: list[dict[str, str]] | None, short: str | None = None,
+) -> str:
+    """The run in Markdown; ``short`` (the log file's path): the screen's form, each table cut to a few rows."""
     fp = report["fingerprint"]
     parts = [
         f"## asv main job: {report['machine']}",
@@ -188,18 +201,20 @@ def summary_markdown(report: dict[str, Any], runs: Sequence[CommitRun], spread: 
         "",
         "### GEMM time per commit, this run (median; TFLOPS from the same samples; ⚑ flagged, see below)",
         "",
-        markdown_table(gemm_rows(runs), empty="_(no GEMM measured in this run)_"),
+        _table(gemm_rows(runs), "_(no GEMM measured in this run)_", short),
         "",
         "### Compiled resources per commit, this run",
         "",
-        markdown_table(resource_rows(runs), empty="_(no resources measured in this run)_"),
+        _table(resource_rows(runs), "_(no resources measured in this run)_", short),
         "",
     ]
     if report.get("cost"):
         parts += ["### What this run cost", "", *[f"- {line}" for line in cost_lines(report["cost"])], ""]
     if spread:
-        parts += ["### Same commit, repeated: spread = (max - min) / median", "", markdown_table(spread), ""]
+        parts += ["### Same commit, repeated: spread = (max - min) / median", "", _table(spread, "", short), ""]
     notes = flagged(runs)
+    if short is not None and len(notes) > SHORT_TABLE_ROWS:
+        notes = notes[:SHORT_TABLE_ROWS] + [f"... {len(notes) - SHORT_TABLE_ROWS} more in `{short}`"]
     if notes:
         parts += ["### Flagged measurements (recorded, marked, not clean)", "", *[f"- {n}" for n in notes], ""]
     not_available = Counter()

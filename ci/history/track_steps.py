@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ci.common import gitutil, job_process
-from ci.history import asv_driver, copies, identical, tracks
+from ci.history import asv_driver, copies, identical, result_points, tracks
+from ci.history import results as history_results
 from ci.history.messages import log
 from ci.history.options import HistoryOptions
+from ci.history.progress import Steps
 from ci.history.tracks import TrackRun
 
 
@@ -34,6 +36,7 @@ class TrackOutcome:
     benchmark_seconds: float = 0.0  # asv's durations of what this run measured
     saved_seconds: float = 0.0  # the measured commits' durations of what the copies reused
     copied: dict[str, str] = field(default_factory=dict)  # commit -> measured commit, copied
+    samples: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)  # commit -> point -> (before, after)
 
     def cost(self) -> dict[str, Any]:
         """The JSON of what this track spent and saved (the report's ``cost``)."""
@@ -49,18 +52,58 @@ class TrackOutcome:
         return data
 
 
+def steps_of(track: TrackRun) -> int:
+    """How many numbered steps :func:`run_track` prints for ``track``."""
+    return 2 if track.timings else 1
+
+
+def sample_counts(results_dir: Path, machine: str, commits: Sequence[str]) -> dict[str, dict[str, int]]:
+    """commit -> point -> how many samples asv's results file holds for it now."""
+    out = {}
+    for commit in commits:
+        document = history_results.load_commit(results_dir, machine, commit)[2]
+        out[commit] = result_points.sample_counts(document) if document else {}
+    return out
+
+
+def _measure(options, env, commits, has_gpu, track, job, results_dir, outcome_of) -> TrackOutcome:
+    """asv over ``commits``; a commit measured before keeps its samples, and the line says how many it holds now."""
+    before = sample_counts(results_dir, track.machine, commits)
+    outcome = outcome_of(asv_driver.run_asv(options, env, commits, has_gpu, track, job, options.repeat_head if track.timings else 0))
+    after = sample_counts(results_dir, track.machine, commits)
+    for commit in commits:
+        points = {key: (before[commit].get(key, 0), n) for key, n in after[commit].items()}
+        outcome.samples[commit] = points
+        for line in rerun_lines(commit, points):
+            log(line)
+    return outcome
+
+
+def rerun_lines(commit: str, points: dict[str, tuple[int, int]]) -> list[str]:
+    """One line per commit that already had samples: the points kept them, and hold this many now."""
+    added = {key: counts for key, counts in points.items() if counts[0] > 0}
+    if not added:
+        return []
+    kept = sum(b for b, _ in added.values())
+    now = sorted({a for _, a in added.values()})
+    holds = f"{now[0]}" if len(now) == 1 else f"{now[0]}-{now[-1]}"
+    return [f"{commit[:8]}: measured again, samples added to the previous ones (none replaced): {len(added)} points "
+            f"kept {kept} samples and now hold {holds} samples each"]
+
+
 def run_track(
     options: HistoryOptions, env: dict[str, str], commits: Sequence[str], info: dict[str, Any], track: TrackRun,
-    job: job_process.Job, results_dir: Path, repo_root: Path, started_ms: float,
+    job: job_process.Job, results_dir: Path, repo_root: Path, started_ms: float, steps: Steps | None = None,
 ) -> TrackOutcome:
     has_gpu = info["gpu"] != "none"
+    steps = steps or Steps(steps_of(track))
     if not track.timings:
-        codes = asv_driver.run_asv(options, env, commits, has_gpu, track, job)
-        return TrackOutcome(track, codes)
+        steps.start(f"asv run: {track.kind} tracks (machine {track.machine}), {len(commits)} commits")
+        return _measure(options, env, commits, has_gpu, track, job, results_dir, lambda codes: TrackOutcome(track, codes))
 
     known = identical.recorded(results_dir, track.machine)
-    log(f"[3/6] fingerprinting {len(commits)} commits for {info['gpu_arch']} on the CPU (identical code is not measured; "
-        f"{len(known)} fingerprinted commits of {track.machine} known)")
+    steps.start(f"fingerprinting {len(commits)} commits for {info['gpu_arch']} on the CPU (identical code is not "
+                f"measured; {len(known)} fingerprinted commits of {track.machine} known)")
     names = set(info["benchmarks"])
     plan = identical.plan(
         commits, known,
@@ -70,8 +113,10 @@ def run_track(
     )
     for line in identical.describe(plan):
         log(f"  {line}")
-    codes = asv_driver.run_asv(options, env, plan.measure, has_gpu, track, job, options.repeat_head)
-    outcome = TrackOutcome(track, codes, plan)
+    steps.start(f"asv run: {track.kind} tracks (machine {track.machine}), {len(plan.measure)} of {len(commits)} "
+                "commits to measure")
+    outcome = _measure(options, env, plan.measure, has_gpu, track, job, results_dir,
+                       lambda codes: TrackOutcome(track, codes, plan))
     timing_rows = tracks.timing_track(has_gpu)
     for commit in plan.measure:
         identical.stamp(results_dir, track.machine, commit, plan.fingerprints.get(commit, {}), job.id)
@@ -86,6 +131,10 @@ def run_track(
             continue
         outcome.copied[commit] = source
         outcome.saved_seconds += copied.seconds_saved
+        if source == commit:
+            log(f"{commit[:8]}: already measured on {track.machine}: its {copied.records} points kept as they are "
+                "(--remeasure measures it again and adds the new samples to them)")
+            continue
         log(f"{commit[:8]}: {copies.note(source)} ({copied.rows} asv benchmarks, {copied.records} parameter sets copied; "
             f"{copied.seconds_saved:.0f} GPU seconds saved)")
     return outcome

@@ -175,7 +175,7 @@ def _plot(path: Path, results: Sequence[BenchmarkResult]) -> None:
 
     drawn = {r.id: ([p.round for p in r.rounds], r.decision) for r in results if r.decision is not None and r.rounds}
     if drawn:
-        plot_rounds(drawn, path)
+        log(f"speed_gate: plot of {len(drawn)} benchmarks' rounds written to {plot_rounds(drawn, path)}")
     else:
         log(f"speed_gate: no benchmark was timed: no plot written to {path}")
 

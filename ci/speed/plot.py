@@ -13,6 +13,7 @@ from typing import Mapping, Sequence
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from harness.paired.rounds import Round
 from harness.paired.sequential import Decision
@@ -70,6 +71,7 @@ def _draw(ax, name: str, rounds: Sequence[Round], decision: Decision) -> None:
     ax.set_ylabel("head / base TFLOPS\n(higher is better)", fontsize=8)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.tick_params(labelsize=8)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole: no "2.5" tick
     ax.grid(axis="y", lw=0.3)
 
 

@@ -103,3 +103,17 @@ def test_the_drift_guard_looks_only_at_its_window():
                                 [np.array([200.0])] * 3 + [np.array([100.0])] * 12)
     assert not regressions.drift(series, window=10).failed
     assert regressions.drift(series, window=15).failed
+
+
+def test_the_main_jobs_history_checks_report_change_points_and_drift_per_machine(tmp_path):
+    shas = history(tmp_path, [100.0] * 6 + [99.0, 98.0, 97.0, 96.0, 96.0, 96.0])
+    history(tmp_path, [50.0] * 12, machine="h200-b")  # another machine: never in h200-a's checks
+    checks = regressions.history_checks(tmp_path, "h200-a", shas)
+    assert checks["machine"] == "h200-a" and checks["benchmarks"] == 1 and checks["commits"] == 12
+    assert checks["change_points"] and all(c["machine"] == "h200-a" for c in checks["change_points"])
+    assert len(checks["drift_failed"]) == 1 and "FAILS" in checks["drift_failed"][0]
+    text = "\n".join(regressions.history_markdown(checks))
+    assert "change point:" in text and "**drift**" in text
+    flat = regressions.history_checks(tmp_path, "h200-b", shas)
+    assert flat["change_points"] == [] and flat["drift_failed"] == []
+    assert "no change point" in "\n".join(regressions.history_markdown(flat))

@@ -175,3 +175,30 @@ def drift_report(results_dir: Path, machine: str, commits_oldest_first: Sequence
         if found is not None:
             out.append(found)
     return out
+
+
+# ---------------------------------------------------------------------------
+# what the main job reports
+# ---------------------------------------------------------------------------
+
+HISTORY_COMMITS = 50  # the newest first-parent commits of main the change points and the drift guard look at
+
+
+def history_checks(results_dir: Path, machine: str, commits_oldest_first: Sequence[str]) -> dict[str, Any]:
+    """Change points and the drift guard over one machine's GEMM history (never mixed with another machine's)."""
+    series = machine_series(results_dir, machine, commits_oldest_first)
+    changes = [c for s in series.values() for c in change_points(s)]
+    drifts = [d for s in series.values() if (d := drift(s)) is not None]
+    return {"machine": machine, "commits": len(commits_oldest_first), "benchmarks": len(series),
+            "change_points": [c.to_json() for c in changes], "change_point_lines": [c.line() for c in changes],
+            "drift": [d.to_json() for d in drifts], "drift_failed": [d.line() for d in drifts if d.failed]}
+
+
+def history_markdown(checks: dict[str, Any]) -> list[str]:
+    lines = [f"### History of {checks['machine']}: change points and drift ({checks['benchmarks']} benchmarks, "
+             f"{checks['commits']} commits)", ""]
+    lines += [f"- change point: {line}" for line in checks["change_point_lines"]] or [
+        "- no change point at level 0.01 (docs/CHANGE_POINTS.md)"]
+    lines += [f"- **drift**: {line}" for line in checks["drift_failed"]] or [
+        f"- drift guard: every benchmark within its threshold of the best of its last {DRIFT_WINDOW} measured commits"]
+    return lines

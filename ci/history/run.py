@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from asv_bench import records
 from ci.common import gitutil, job_process
-from ci.history import asv_driver, branch_sync, machine_info, track_steps, tracks
+from ci.history import asv_driver, branch_sync, machine_info, regressions, track_steps, tracks
 from ci.history import results as history_results
 from ci.history import summary as history_summary
 from ci.history.messages import HarnessError, log, log_detail, log_to
@@ -203,9 +203,13 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
     # point -> [samples before this run, samples now]: a re-run adds to the first run's samples, never replaces them
     report["samples"] = {o.track.kind: {c: {k: list(v) for k, v in points.items()} for c, points in o.samples.items()}
                          for o in outcomes}
-    markdown = history_summary.summary_markdown(report, commit_runs, spread)
+    if timing is not None:  # change points and the drift guard over main's history on this machine (issue 20)
+        history = list(reversed(gitutil.first_parent_commits(repo, options.branch, regressions.HISTORY_COMMITS)))
+        report["history"] = regressions.history_checks(results_dir, timing.track.machine, history)
+    checks = "\n".join(regressions.history_markdown(report["history"])) if report.get("history") else ""
+    markdown = "\n\n".join(filter(None, [history_summary.summary_markdown(report, commit_runs, spread), checks]))
     log_detail(markdown)
-    print(history_summary.summary_markdown(report, commit_runs, spread, short=str(LOG_FILE)))
+    print("\n\n".join(filter(None, [history_summary.summary_markdown(report, commit_runs, spread, short=str(LOG_FILE)), checks])))
     append_step_summary(markdown)
     if options.json is not None:
         write_json_atomic(options.json, report)
@@ -215,7 +219,12 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
         log(f"report written to {options.json}")
     log(f"done in {report['seconds']:.0f} s. HTML: {html / 'index.html'} -- serve it with: asv preview (from {REPO_ROOT}). "
         f"Full output: {LOG_FILE}")
-    return _exit_code(commit_runs, report["harness_problems"])
+    code = _exit_code(commit_runs, report["harness_problems"])
+    drifted = (report.get("history") or {}).get("drift_failed")
+    if code == 0 and drifted:
+        log(f"drift guard (exit 1): {len(drifted)} benchmark(s) below the best of their recent history: {'; '.join(drifted)}")
+        return 1
+    return code
 
 
 def _machine_fields(info: dict[str, Any], track: tracks.TrackRun) -> dict[str, str]:

@@ -4,7 +4,7 @@ The page a kernel engineer opens first: the kernel's shapes on one TFLOPS-by-com
 is better), the fraction of the device's peak with the peak's source, register/LDS headroom and
 spills on the same commit axis, the steps beyond noise listed as gains and regressions, and why
 anything is empty. Written by the asv publish plug-in (ci/history/asv_html.py) from the results
-it publishes, and by ``python -m ci.history.kernel_page`` from a results folder.
+it publishes (every ``asv publish``, the main job's included): one way to make them.
 
 plotly draws it; plotly.js is written once to html/kernels/plotly.min.js from the pinned plotly
 package and loaded by a relative path: no CDN, no network when viewed, and the page works from
@@ -15,7 +15,6 @@ Imports plotly and this package's data modules.
 
 from __future__ import annotations
 
-import argparse
 import html as html_text
 from pathlib import Path
 
@@ -171,16 +170,3 @@ def index_page(history: History) -> str:
     return _page("TFLOPS by kernel", "<p><a href='../index.html'>asv's graphs (seconds, lower is better)</a></p>"
                  "<h1>TFLOPS by kernel (higher is better)</h1>" + _no_gpu_note(history) + _common_notes() + listing)
 
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ci.history.kernel_page", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--results", type=Path, default=Path(".asv/results"), help="asv results folder (default .asv/results)")
-    parser.add_argument("--html", type=Path, default=Path(".asv/html"), help="published HTML folder; pages go to its kernels/")
-    args = parser.parse_args(argv)
-    for path in publish(args.html, args.results):
-        print(f"wrote {path}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

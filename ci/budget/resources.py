@@ -28,7 +28,7 @@ import argparse
 import sys
 from typing import Iterable
 
-from ci.budget.compiling import compile_targets, run  # noqa: F401  (compile_targets: what this command can compile)
+from ci.budget.compiling import run
 from ci.budget.options import ResourcesOptions
 from ci.common.options import OptionsError, add_json
 

@@ -108,12 +108,22 @@ def test_the_drift_guard_looks_only_at_its_window():
 def test_the_main_jobs_history_checks_report_change_points_and_drift_per_machine(tmp_path):
     shas = history(tmp_path, [100.0] * 6 + [99.0, 98.0, 97.0, 96.0, 96.0, 96.0])
     history(tmp_path, [50.0] * 12, machine="h200-b")  # another machine: never in h200-a's checks
-    checks = regressions.history_checks(tmp_path, "h200-a", shas)
+    checks = regressions.history_checks(tmp_path, "h200-a", shas, timed_on_gpu=True)
     assert checks["machine"] == "h200-a" and checks["benchmarks"] == 1 and checks["commits"] == 12
     assert checks["change_points"] and all(c["machine"] == "h200-a" for c in checks["change_points"])
     assert len(checks["drift_failed"]) == 1 and "FAILS" in checks["drift_failed"][0]
     text = "\n".join(regressions.history_markdown(checks))
     assert "change point:" in text and "**drift**" in text
-    flat = regressions.history_checks(tmp_path, "h200-b", shas)
+    flat = regressions.history_checks(tmp_path, "h200-b", shas, timed_on_gpu=True)
     assert flat["change_points"] == [] and flat["drift_failed"] == []
     assert "no change point" in "\n".join(regressions.history_markdown(flat))
+
+
+def test_a_cpu_machines_timings_and_a_short_history_never_fail_the_drift_guard(tmp_path):
+    shas = history(tmp_path, [100.0] * 6 + [90.0] * 6)  # a 10% drop: fails on a GPU machine
+    assert regressions.history_checks(tmp_path, "h200-a", shas, timed_on_gpu=True)["drift_failed"]
+    cpu = regressions.history_checks(tmp_path, "h200-a", shas, timed_on_gpu=False)
+    assert cpu["drift_failed"] == [] and cpu["change_points"] == [] and cpu["not_checked"]
+    assert "not checked" in "\n".join(regressions.history_markdown(cpu))
+    short = history(tmp_path / "short", [100.0, 100.0, 95.0, 90.0])  # 4 commits: no noise estimate yet
+    assert regressions.history_checks(tmp_path / "short", "h200-a", short, timed_on_gpu=True)["drift"] == []

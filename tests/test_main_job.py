@@ -214,9 +214,13 @@ def test_sigkill_mid_run_then_a_rerun_leaves_no_process_and_loses_only_the_bench
     assert left, "expected asv's forkserver (its own process group) to outlive the kill"
     first_job = json.loads((repo / ".asv" / "main_job.json").read_text())
 
+    # Under CPU load asv's forkserver sometimes notices the kill and ends itself before the next run looks:
+    # then there is nothing left to end (the assertions below still check that nothing is left).
+    alive_before = [pid for pid in left if Path(f"/proc/{pid}").exists() and _state(pid) != "Z"]
     second = run_job(repo, home, "--commits=1", f"--bench={FOUR_CPU_TIMINGS}", "--no-publish", "--json=report.json")
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-5000:]
-    assert "ended a process left by a killed main job" in second.stderr
+    if alive_before:
+        assert "ended a process left by a killed main job" in second.stderr, (alive_before, second.stderr[-3000:])
     assert not any(Path(f"/proc/{pid}").exists() and _state(pid) != "Z" for pid in left)
     assert job_process.tagged_processes(repo) == []
     assert not Path(first_job["tmp_dir"]).exists()

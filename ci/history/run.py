@@ -205,7 +205,8 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
                          for o in outcomes}
     if timing is not None:  # change points and the drift guard over main's history on this machine (issue 20)
         history = list(reversed(gitutil.first_parent_commits(repo, options.branch, regressions.HISTORY_COMMITS)))
-        report["history"] = regressions.history_checks(results_dir, timing.track.machine, history)
+        report["history"] = regressions.history_checks(results_dir, timing.track.machine, history,
+                                                       timed_on_gpu=info["gpu"] != "none")
     checks = "\n".join(regressions.history_markdown(report["history"])) if report.get("history") else ""
     markdown = "\n\n".join(filter(None, [history_summary.summary_markdown(report, commit_runs, spread), checks]))
     log_detail(markdown)

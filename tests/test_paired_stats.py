@@ -552,3 +552,55 @@ def test_the_per_pr_alpha_is_shared_by_the_gated_benchmarks():
     assert options("--pr-alpha", "0.05").plan_for(5).alpha == pytest.approx(0.01)
     assert options("--alpha", "0.02").plan_for(10).alpha == 0.02  # a per-benchmark alpha, as given
     assert options("--engine", "fresh").plan_for(10).alpha == 0.01  # the signed-rank plan: per benchmark, bound stated
+
+
+def test_the_warm_plan_spends_alpha_per_tail_and_says_so():
+    from dataclasses import replace
+
+    from harness.paired.sequential import WARM_PLAN
+
+    plan = replace(WARM_PLAN, alpha=0.001)
+    assert plan.per_look_confidence == pytest.approx(1 - 2 * 0.001 / 3)  # two-sided at 2 alpha / K: alpha in each tail
+    assert replace(plan, alpha_per_tail=False).per_look_confidence == pytest.approx(1 - 0.001 / 3)
+    assert plan.to_json()["alpha_per_tail"] is True and "per tail" in plan.to_json()["error_control"]
+    with pytest.raises(ValueError, match="leaves no interval"):
+        replace(plan, looks=(5,), min_rounds=5, max_rounds=5, alpha=0.5)
+    with pytest.raises(ValueError, match="needs method 't'"):
+        SequentialPlan(10, 30, 3, 0.01, futility=True)  # the signed-rank plan has no predicted last look
+
+
+def test_each_tail_of_a_look_misses_with_alpha_per_look():
+    """The per-tail claim: the interval lies wholly below the truth (a false "regression" at a zero-width band)
+    with probability alpha / K, not alpha / (2K) and not 2 alpha / K."""
+    from dataclasses import replace
+
+    from harness.paired.sequential import WARM_PLAN, interval
+
+    plan = replace(WARM_PLAN, looks=(10,), min_rounds=10, max_rounds=10, alpha=0.05, futility=False)
+    rng = np.random.default_rng(21)
+    below = sum(interval(np.exp(rng.normal(0.0, 0.001, 10)), plan.per_look_confidence, plan.method).high < 1.0
+                for _ in range(4000))
+    assert 0.05 - 0.012 <= below / 4000 <= 0.05 + 0.012  # binomial SD at 4000 trials: 0.0034
+
+
+def test_an_effect_at_the_band_edge_stops_early_as_inconclusive_at_the_threshold_edge():
+    from dataclasses import replace
+
+    from harness.paired.sequential import WARM_PLAN
+
+    plan = replace(WARM_PLAN, alpha=0.001)
+    rng = np.random.default_rng(5)
+    edge = [paired.sequential_decision(paired.synthetic_rounds(20, 0.001, -0.0035, rng), 0.003, plan) for _ in range(200)]
+    stopped = [d for d in edge if d.at_threshold_edge]
+    assert len(stopped) >= 100, len(stopped)  # -0.35% against a 0.3% band at 0.1% round SD: 20 rounds cannot tell (125 seen)
+    assert all(d.verdict is Verdict.INCONCLUSIVE and d.complete and d.rounds_used < 20 for d in stopped)
+    assert all("at the threshold edge" in d.reason and d.to_json()["at_threshold_edge"] for d in stopped)
+    assert not any(d.verdict is Verdict.NO_CHANGE or d.verdict is Verdict.IMPROVEMENT for d in edge)
+    # A clear effect is decided, never given up on; a wide interval (straddling both edges) is not futile.
+    clear = paired.sequential_decision(paired.synthetic_rounds(20, 0.001, -0.01, rng), 0.003, plan)
+    assert clear.verdict is Verdict.REGRESSION and not clear.at_threshold_edge
+    noisy = paired.sequential_decision(paired.synthetic_rounds(20, 0.02, 0.0, rng)[:5], 0.003, plan)
+    assert not noisy.complete and not noisy.at_threshold_edge
+    without = paired.sequential_decision(paired.synthetic_rounds(20, 0.001, -0.0035, np.random.default_rng(5)), 0.003,
+                                         replace(plan, futility=False))
+    assert not without.at_threshold_edge and without.rounds_used == 20  # the rule is what stops it

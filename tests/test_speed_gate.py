@@ -45,7 +45,7 @@ BENCH = "torch_dequant[bf16]/256x256x1024"
 # 300 ms cap, three launches of the 3x-slowed kernel under a load average of 5 ran over it and the
 # gate, rightly, excluded the round.
 SMALL = ["--kernel", "torch_dequant", "--config", "bf16", "--shape", "256x256x1024",
-         "--min-rounds", "2", "--max-rounds", "2", "--alpha", "0.5", "--round-budget", "2",
+         "--min-rounds", "2", "--max-rounds", "2", "--alpha", "0.25", "--round-budget", "2",  # a 50% interval (alpha per tail)
          *[f"--timing={t}" for t in ("warmup_ms=30", "max_warmup_ms=5000", "rep_ms=150", "min_reps=5", "steady_tolerance=1000")]]
 
 RAISES = """

@@ -20,8 +20,10 @@ from test_speed_gate import run_gate
 SHAPE = "cpu_m00128_n00128_k02048"
 BENCH = f"torch_dequant[bf16]/{SHAPE}"
 # One benchmark, a one-look plan of 2 rounds, a short timing budget (as tests/test_speed_gate.py's SMALL).
+# A 50% interval: the warm plan's alpha is per tail (0.25 each side), the fresh engine's two-sided (0.5).
+ALPHA = {"warm": "0.25", "fresh": "0.5"}
 ARGS = ["--kernel", "torch_dequant", "--config", "bf16", "--shape", SHAPE,
-        "--min-rounds", "2", "--max-rounds", "2", "--alpha", "0.5", "--round-budget", "2",
+        "--min-rounds", "2", "--max-rounds", "2", "--round-budget", "2",
         *[f"--timing={t}" for t in ("warmup_ms=30", "max_warmup_ms=5000", "rep_ms=100", "min_reps=5", "steady_tolerance=1000")]]
 
 WRONG_AT_SHAPE = """
@@ -65,7 +67,7 @@ def repo(tmp_path_factory):
 
 @pytest.mark.parametrize("engine", ["warm", "fresh"])
 def test_a_head_wrong_only_at_the_timed_shape_fails_the_gate(repo, tmp_path, engine):
-    done = run_gate(repo, "--base", "main", "--head", "wrong", *ARGS, "--engine", engine, "--json", str(tmp_path / "v.json"))
+    done = run_gate(repo, "--base", "main", "--head", "wrong", *ARGS, "--alpha", ALPHA[engine], "--engine", engine, "--json", str(tmp_path / "v.json"))
     out = done.stdout + done.stderr
     assert done.returncode == 1, out[-4000:]
     assert "wrong result at 128x128x2048: " in out and "first bad element C[0," in out
@@ -85,7 +87,7 @@ def test_a_head_wrong_only_at_the_timed_shape_fails_the_gate(repo, tmp_path, eng
 
 
 def test_a_base_wrong_only_at_the_timed_shape_is_reported_and_does_not_fail(repo, tmp_path):
-    done = run_gate(repo, "--base", "wrong", "--head", "fixed", *ARGS, "--json", str(tmp_path / "v.json"))
+    done = run_gate(repo, "--base", "wrong", "--head", "fixed", *ARGS, "--alpha", ALPHA["warm"], "--json", str(tmp_path / "v.json"))
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-4000:]
     record = json.loads((tmp_path / "v.json").read_text())

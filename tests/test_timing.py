@@ -197,3 +197,22 @@ def test_measure_gemm_on_the_gpu_records_gpu_state_and_a_sane_tflops():
     assert t.gpu_before and t.gpu_after and t.gpu_before["sm_clock_mhz"] > 0
     assert 1 < t.tflops < 10_000, t.summary()
     assert t.inputs_cold, t.summary()
+
+
+def test_a_primed_timing_skips_priming_and_still_warms_up_until_steady():
+    """A warm worker's repeat timing (``primed``): no priming launch, the warm-up and samples as before."""
+    calls = {"a": 0, "b": 0}
+
+    def launch(name):
+        def run():
+            calls[name] += 1
+        return run
+
+    budget = timing.TimingBudget(warmup_ms=0.0, chunk_ms=0.0, rep_ms=0.0, min_reps=6, max_reps=6, steady_tolerance=1000.0)
+    first = timing.benchmark([launch("a"), launch("b")], flops=1, device="cpu", budget=budget)
+    primed_from = dict(calls)
+    again = timing.benchmark([launch("a"), launch("b")], flops=1, device="cpu", budget=budget, primed=True)
+    launched_again = sum(calls.values()) - sum(primed_from.values())
+    assert sum(primed_from.values()) == 2 + first.warmup_launches + 6  # priming: one launch per input set
+    assert launched_again == again.warmup_launches + 6  # primed: warm-up and samples only
+    assert again.warmup_launches >= 3 and len(again.samples_s) == 6  # three chunks make "steady"

@@ -100,6 +100,9 @@ def asv_environment(options: HistoryOptions, job: job_process.Job) -> dict[str, 
     env = dict(os.environ)
     # asv_bench/link_stack.py links this interpreter's site-packages into asv's environments.
     env["MXFP4_STACK_PYTHON"] = sys.executable
+    # asv's forkserver imports the suite once and forks each benchmark from it: a CUDA driver initialized
+    # there would be unusable in the children. torch's availability check through NVML leaves it untouched.
+    env.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     # Triton's CPU interpreter would turn GPU benchmarks into hour-long CPU runs.
     env.pop("TRITON_INTERPRET", None)
     # Every process asv starts inherits the tag (ci.common.job_process reaps them after a kill) and writes its

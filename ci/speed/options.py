@@ -244,7 +244,8 @@ def _plan(given: Mapping[str, Any]) -> SequentialPlan | None:
         positive_int_value(chosen.get(k), "--" + k.replace("_", "-"))
     default = DEFAULT_PLAN if given.get("engine") == "fresh" or given.get("replay") else WARM_PLAN
     start = {"min_rounds": default.min_rounds, "max_rounds": default.max_rounds, "looks": default.looks,
-             "alpha": default.alpha, "method": default.method}
+             "alpha": default.alpha, "method": default.method, "alpha_per_tail": default.alpha_per_tail,
+             "futility": default.futility}
     if "looks" in chosen or "min_rounds" in chosen or "max_rounds" in chosen:
         start["looks"] = chosen.get("looks", 3 if isinstance(default.looks, tuple) else default.looks)
     if "max_rounds" in chosen and "min_rounds" not in chosen:

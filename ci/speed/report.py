@@ -85,6 +85,8 @@ def verdict_text(result: BenchmarkResult) -> str:
     if result.status is not Status.GATED:
         return STATUS_TEXT[result.status]
     text = VERDICT_TEXT[result.verdict]
+    if result.decision is not None and result.decision.at_threshold_edge:
+        return text + " (at the threshold edge)"
     return text + (f" ({STOP_TEXT[result.stopped_by]})" if result.stopped_by in STOP_TEXT else "")
 
 
@@ -171,8 +173,11 @@ def idle_overrides(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
 def plan_text(plan: SequentialPlan, gated: int | None = None) -> str:
     """The plan in words; with ``gated``, the bound on a false alarm anywhere in the PR (Bonferroni: gated x alpha)."""
     interval = "t interval" if plan.method == "t" else "signed-rank interval"
-    text = (f"looks at {'/'.join(map(str, plan.look_points))} usable rounds, {interval}, alpha {plan.alpha:.3g} per benchmark "
-            f"over its looks (each look {plan.per_look_confidence:.3%})")
+    per = "a false regression and a missed one each" if plan.alpha_per_tail else "per benchmark"
+    text = (f"looks at {'/'.join(map(str, plan.look_points))} usable rounds, {interval}, alpha {plan.alpha:.3g} {per} "
+            f"over its looks (each look {plan.per_look_confidence:.3%} two-sided)")
+    if plan.futility:
+        text += "; stops early when the effect cannot be told from the band's edge"
     if gated:
         text += f" · a false alarm anywhere in this PR ({gated} gated): <= {min(1.0, gated * plan.alpha):.3g}"
     return text

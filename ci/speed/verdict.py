@@ -176,7 +176,8 @@ def entries_of(record: Mapping[str, Any]) -> list[Entry]:
 def plan_of(data: Mapping[str, Any]) -> SequentialPlan:
     points = tuple(data["look_points"])
     return SequentialPlan(min_rounds=data["min_rounds"], max_rounds=data["max_rounds"], looks=points, alpha=data["alpha"],
-                          method=data.get("method", "signed_rank"))  # records before issue 21 have no method
+                          method=data.get("method", "signed_rank"),  # records before issue 21 have no method
+                          alpha_per_tail=bool(data.get("alpha_per_tail", False)), futility=bool(data.get("futility", False)))
 
 
 def load_calibrations(path: str | Path) -> dict[str, Any]:

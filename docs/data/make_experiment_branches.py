@@ -7,6 +7,8 @@ exp/comment-only  kernels/triton_mxfp4.py: comments, a docstring, layout  (ident
 exp/torch-only    kernels/torch_dequant.py: the launch closure restructured, same work (launch path differs)
 exp/slow          kernels/triton_mxfp4.py: one extra elementwise pass over C after the kernel (~+0.7%)
 exp/wrong-at-8192 kernels/triton_mxfp4.py: C's first row zeroed when M == 8192 (right at 256 x 256)
+exp/all-launch-paths kernels/mxfp4.py (imported by every kernel): a helper added, nothing it runs changed
+                  (every benchmark's launch-path fingerprint differs: the whole default selection is measured)
 """
 
 import subprocess
@@ -51,4 +53,7 @@ KERNEL_CALL = "**meta, **launch_options)\n"
 branch("exp/wrong-at-8192", "kernels/triton_mxfp4.py", KERNEL_CALL,
        KERNEL_CALL + "            if m == 8192:\n                out[0].zero_()  # wrong only at the timed shape\n",
        "triton_mxfp4: wrong only at M == 8192 (gate experiment)")
+branch("exp/all-launch-paths", "kernels/mxfp4.py", "from __future__ import annotations\n",
+       "from __future__ import annotations\n\n\ndef _experiment_helper(x: int) -> int:\n    return x + 1\n",
+       "mxfp4: an unused helper in the module every kernel imports (every launch path's source differs)")
 git("checkout", "-q", "main")

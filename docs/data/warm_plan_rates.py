@@ -6,6 +6,9 @@ Noise from the H200 (issue 21): per-round SD of the log ratio 0.055% in one proc
 a fresh process per round, so about 0.07% between processes); torch_dequant under its power cap 1.4%.
 Each trial goes through harness.paired.sequential.sequential_decision, the gate's own code, with
 rounds correlated within a worker generation (process_sd, restart_every 2).
+
+Two plans side by side: "before" (alpha two-sided, no futility stop: the plan measured on the H200
+on 2026-12-02) and "now" (WARM_PLAN: alpha per tail, futility stop at the threshold edge).
 """
 
 import json
@@ -21,14 +24,16 @@ CASES = [  # (name, round SD, process SD, threshold)
     ("triton fresh-process SD", 0.00091, 0.0007, 0.003),
     ("torch_dequant power-capped", 0.014, 0.005, 0.10),
 ]
+PLANS = {"before": replace(WARM_PLAN, alpha_per_tail=False, futility=False), "now": WARM_PLAN}
 rows = []
-for gated in (1, 10, 30):
-    plan = replace(WARM_PLAN, alpha=WARM_PLAN.alpha / gated)  # the per-PR alpha shared by the gated benchmarks
-    for name, sd, process_sd, threshold in CASES:
-        for effect in (0.0, -0.0074, -threshold, -2 * threshold):
-            rates = simulate(sd, effect, threshold, plan, trials=TRIALS, seed=7, process_sd=process_sd, restart_every=2)
-            counts = dict(rates.counts)
-            rows.append({"gated": gated, "case": name, "round_sd": sd, "process_sd": process_sd, "threshold": threshold,
-                         "effect": effect, "alpha_per_benchmark": plan.alpha, "trials": TRIALS,
-                         **{k.replace(" ", "_"): v / TRIALS for k, v in counts.items()}, "mean_rounds": rates.mean_rounds})
+for plan_name, warm_plan in PLANS.items():
+    for gated in (1, 10, 30):
+        plan = replace(warm_plan, alpha=warm_plan.alpha / gated)  # the per-PR alpha shared by the gated benchmarks
+        for name, sd, process_sd, threshold in CASES:
+            for effect in sorted({0.0, -0.0074, -threshold, -1.17 * threshold, -1.33 * threshold, -1.67 * threshold, -2 * threshold}):
+                rates = simulate(sd, effect, threshold, plan, trials=TRIALS, seed=7, process_sd=process_sd, restart_every=2)
+                counts = dict(rates.counts)
+                rows.append({"plan": plan_name, "gated": gated, "case": name, "round_sd": sd, "process_sd": process_sd,
+                             "threshold": threshold, "effect": effect, "alpha_per_benchmark": plan.alpha, "trials": TRIALS,
+                             **{k.replace(" ", "_"): v / TRIALS for k, v in counts.items()}, "mean_rounds": rates.mean_rounds})
 print(json.dumps(rows, indent=1))

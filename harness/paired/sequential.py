@@ -4,6 +4,20 @@ The gate looks at planned usable-round counts and stops at the first look whose
 interval clears the band. Each of the ``K`` looks uses ``alpha / K``
 (Bonferroni), so with probability ``>= 1 - alpha`` *every* interval the gate
 computes covers the true ratio, whichever look it stops at.
+
+Two options of the warm plan (issue 21), both off in the fresh engine's plan:
+
+- ``alpha_per_tail``: ``alpha`` bounds each wrong verdict separately. A false
+  "regression" needs the interval above the truth to miss it (the upper tail); a
+  false "no change" or "improvement" for a real regression needs the lower tail.
+  A two-sided interval at ``1 - 2 alpha / K`` misses on each side with ``alpha / K``,
+  so an unchanged head fails with probability ``<= alpha`` over all looks.
+- ``futility``: stop at an early look as "inconclusive (at the threshold edge)"
+  when even the last look could not tell the effect from the band's edge: the
+  interval the last look would give -- centred at today's mean, with a *low*
+  (10%) bound of today's spread, so a benchmark is not given up on too early --
+  still contains the edge. Stopping to say inconclusive never adds a false
+  regression; what it costs in detection is simulated in docs/SPEED_GATE.md.
 """
 
 from __future__ import annotations
@@ -11,9 +25,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import numpy as np
+import math
 
-from harness.paired.hodges_lehmann import Estimate, estimate
+import numpy as np
+from scipy import stats
+
+from harness.paired.hodges_lehmann import Estimate, estimate, log_ratios
 from harness.paired.rounds import Round
 from harness.paired.signed_rank import min_rounds_for
 from harness.paired.t_interval import METHOD as T_METHOD, t_estimate
@@ -41,6 +58,8 @@ class SequentialPlan:
     looks: int | tuple[int, ...] = 3
     alpha: float = 0.01
     method: str = "signed_rank"  # the interval: "signed_rank" (Hodges-Lehmann, exact) or "t" (harness.paired.t_interval)
+    alpha_per_tail: bool = False  # alpha bounds a false regression and a missed one each (see the module doc)
+    futility: bool = False  # stop early when the last look could not tell the effect from the band's edge (t only)
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_rounds <= self.max_rounds:
@@ -55,6 +74,10 @@ class SequentialPlan:
             raise ValueError(f"looks must be >= 1 (got {self.looks})")
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {sorted(METHODS)} (got {self.method!r})")
+        if not self.per_look_alpha < 1:
+            raise ValueError(f"alpha {self.alpha} per tail over {len(points)} look(s) leaves no interval: need alpha < {len(points) / 2:g}")
+        if self.futility and self.method != "t":
+            raise ValueError("futility stopping predicts the last look's t interval: it needs method 't'")
         need = min_rounds_for(self.per_look_confidence) if self.method == "signed_rank" else 2
         if points[0] < need:
             raise ValueError(
@@ -75,7 +98,8 @@ class SequentialPlan:
 
     @property
     def per_look_alpha(self) -> float:
-        return self.alpha / len(self.look_points)
+        """The two-sided miss probability of each look's interval."""
+        return (2.0 if self.alpha_per_tail else 1.0) * self.alpha / len(self.look_points)
 
     @property
     def per_look_confidence(self) -> float:
@@ -88,15 +112,19 @@ class SequentialPlan:
             "look_points": list(self.look_points),
             "alpha": self.alpha,
             "per_look_confidence": self.per_look_confidence,
-            "error_control": "bonferroni over looks",
+            "error_control": "bonferroni over looks" + (", alpha per tail" if self.alpha_per_tail else ""),
             "method": self.method,
+            "alpha_per_tail": self.alpha_per_tail,
+            "futility": self.futility,
         }
 
 
 DEFAULT_PLAN = SequentialPlan()
 # Warm workers make a round cheap (two timings, no process start): decide as soon as the t interval
-# can (5 rounds: ±0.28% at the H200's 0.055% round SD with 10 benchmarks sharing a 1% per-PR alpha).
-WARM_PLAN = SequentialPlan(min_rounds=5, max_rounds=20, looks=(5, 10, 20), alpha=0.01, method="t")
+# can (5 rounds: ±0.23% at the H200's 0.055% round SD with 10 benchmarks sharing a 1% per-PR alpha),
+# and give up early on an effect that sits at the band's edge (docs/SPEED_GATE.md: the simulated rates).
+WARM_PLAN = SequentialPlan(min_rounds=5, max_rounds=20, looks=(5, 10, 20), alpha=0.01, method="t",
+                           alpha_per_tail=True, futility=True)
 
 
 def interval(ratios: Sequence[float], confidence: float, method: str) -> Estimate:
@@ -127,6 +155,7 @@ class Decision:
     complete: bool
     next_look: int | None
     excluded_reasons: tuple[tuple[str, int], ...] = ()
+    at_threshold_edge: bool = False  # stopped early by the plan's futility rule
 
     @property
     def rounds_seen(self) -> int:
@@ -146,6 +175,7 @@ class Decision:
             "complete": self.complete,
             "next_look": self.next_look,
             "reason": self.reason,
+            "at_threshold_edge": self.at_threshold_edge,
         }
 
 
@@ -159,6 +189,29 @@ def next_look(rounds_so_far: int, plan: SequentialPlan) -> int | None:
         if point > rounds_so_far:
             return point
     return None
+
+
+def futile_edge(ratios: Sequence[float], now: Estimate, threshold: float, plan: SequentialPlan) -> float | None:
+    """The band edge (as a ratio) that the last look could not tell the effect from, or None.
+
+    ``now`` is this look's interval over ``ratios``.
+    The last look's half-width is predicted from a low (10%) confidence bound of
+    the spread so far: if the real spread is larger the last look is wider still,
+    so the prediction errs towards going on. Only an interval that straddles one
+    edge (not both) can be futile: one wider than the band has not seen enough.
+    """
+    d = log_ratios(ratios)
+    n, last = int(d.size), plan.look_points[-1]
+    if n < 3 or n >= last:
+        return None
+    mean, sd = float(np.mean(d)), float(np.std(d, ddof=1))
+    sd_low = sd * math.sqrt(float(stats.chi2.ppf(0.10, n - 1)) / (n - 1))
+    half_last = float(stats.t.ppf(1 - plan.per_look_alpha / 2, last - 1)) * sd_low / math.sqrt(last)
+    edges = [e for e in (1.0 - threshold, 1.0 + threshold) if now.low < e < now.high]
+    if len(edges) != 1:
+        return None
+    edge = edges[0]
+    return edge if abs(mean - math.log(edge)) < half_last else None
 
 
 def _fmt_interval(est: Estimate) -> str:
@@ -213,6 +266,12 @@ def sequential_decision(rounds: Sequence[Round], threshold: float, plan: Sequent
                 where = "below" if verdict is Verdict.REGRESSION else "above" if verdict is Verdict.IMPROVEMENT else "inside"
                 why = f"{_fmt_interval(est)} lies {where} the {band} at look {look_no}/{len(points)} ({m} rounds)"
             return Decision(verdict, est, m, n_excl, not last, why, threshold, True, None, reasons)
+        edge = futile_edge(ratios[:m], est, threshold, plan) if plan.futility else None
+        if edge is not None:
+            n_excl, reasons = excluded_before(positions[m - 1] + 1)
+            why = (f"{_fmt_interval(est)} straddles the band edge {edge:.4f} at look {look_no}/{len(points)} ({m} rounds), "
+                   f"and {points[-1]} rounds could not tell the effect from that edge: stopped, inconclusive (at the threshold edge)")
+            return Decision(verdict, est, m, n_excl, True, why, threshold, True, None, reasons, at_threshold_edge=True)
     # Not enough usable rounds for the next look: report progress, keep going.
     pending = next_look(usable, plan)
     assert pending is not None

@@ -27,8 +27,13 @@ def benchmark(
     monitor: gpu_state.GpuMonitor | None = None,
     inputs_cold: bool = True,
     label: str = "",
+    primed: bool = False,
 ) -> Timing:
-    """Time zero-argument ``launches`` (one per input set, used in rotation); see the module doc."""
+    """Time zero-argument ``launches`` (one per input set, used in rotation); see the module doc.
+
+    ``primed``: every launch already ran in this process (a warm worker timing a benchmark
+    again), so step 3 is skipped; the warm-up and its steadiness check still run.
+    """
     if not launches:
         raise ValueError("launches: need at least one launch callable")
     if flops <= 0:
@@ -36,9 +41,10 @@ def benchmark(
     device = torch.device(device)
     clock = clock_for(device)
 
-    for launch in launches:  # priming: compilation and first-touch allocations stay out of the warm-up
-        launch()
-    clock.sync()
+    if not primed:
+        for launch in launches:  # priming: compilation and first-touch allocations stay out of the warm-up
+            launch()
+        clock.sync()
 
     warm = _warm_up(clock, launches, budget)
     before = monitor.snapshot().to_json() if monitor is not None else None

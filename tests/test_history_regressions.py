@@ -127,3 +127,40 @@ def test_a_cpu_machines_timings_and_a_short_history_never_fail_the_drift_guard(t
     assert "not checked" in "\n".join(regressions.history_markdown(cpu))
     short = history(tmp_path / "short", [100.0, 100.0, 95.0, 90.0])  # 4 commits: no noise estimate yet
     assert regressions.history_checks(tmp_path / "short", "h200-a", short, timed_on_gpu=True)["drift"] == []
+
+
+def _gpu_machine(results_dir: Path, machine: str, gpu: str) -> None:
+    """The asv machine file as the main job writes it (ci.history.machine_info.machine_fields), with its GPU."""
+    (results_dir / machine / "machine.json").write_text(json.dumps({"machine": machine, "gpu": gpu, "version": 1}))
+
+
+def test_two_machines_of_one_kind_2pct_apart_are_a_spread_not_a_change_point(tmp_path):
+    from ci.history import machine_spread
+
+    shas = history(tmp_path, [100.0] * 12, machine="h200-a", seed=1)
+    history(tmp_path, [98.0] * 12, machine="h200-b", seed=2)  # 2% slower, the same commits, no step
+    history(tmp_path, [300.0] * 12, machine="mi355x-a", seed=3)  # another kind: compared with nobody
+    _gpu_machine(tmp_path, "h200-a", "NVIDIA H200 x1")
+    _gpu_machine(tmp_path, "h200-b", "NVIDIA H200 x8")
+    _gpu_machine(tmp_path, "mi355x-a", "AMD Instinct MI355X x8")
+    assert machine_spread.machines_by_kind(tmp_path) == {"NVIDIA H200": ["h200-a", "h200-b"], "AMD Instinct MI355X": ["mi355x-a"]}
+    for machine in ("h200-a", "h200-b"):  # each compared only with itself: the offset is no change
+        checks = regressions.history_checks(tmp_path, machine, shas, timed_on_gpu=True)
+        assert checks["change_points"] == [] and checks["drift_failed"] == [], checks
+    [row] = machine_spread.spread(tmp_path, shas)
+    assert row["kind"] == "NVIDIA H200" and row["machines"] == ["h200-a", "h200-b"] and row["commits"] == 12
+    assert row["ratio"] == pytest.approx(0.98, abs=0.004) and row["tflops"][0] == pytest.approx(100.0, rel=0.01)
+    text = "\n".join(machine_spread.spread_markdown([row]))
+    assert "Machine-to-machine spread" in text and f"{(row['ratio'] - 1) * 100:+.1f}%" in text and "h200-b" in text
+
+    # Commits only one machine measured are not compared; a CPU machine has no kind.
+    later = [commit(i) for i in range(12, 15)]
+    for sha in later:
+        write_commit(tmp_path, "h200-a", sha, [FLOPS / 50e12] * 4)  # half the TFLOPS, measured on one machine only
+    _gpu_machine(tmp_path, "h200-a", "NVIDIA H200 x1")
+    [row] = machine_spread.spread(tmp_path, shas + later)
+    assert row["commits"] == 12 and row["ratio"] == pytest.approx(0.98, abs=0.004)
+    (tmp_path / "cpu-box").mkdir()
+    _gpu_machine(tmp_path, "cpu-box", "none")
+    assert "cpu-box" not in str(machine_spread.machines_by_kind(tmp_path))
+    assert machine_spread.spread_markdown([]) == []

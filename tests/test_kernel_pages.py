@@ -18,7 +18,7 @@ import pytest
 from asv.step_detect import detect_regressions, detect_steps
 
 from asv_bench import records
-from ci.history import device_peaks, kernel_page, tflops_points
+from ci.history import device_peaks, kernel_figure, kernel_page, tflops_points
 
 CHROMIUM = shutil.which("chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
@@ -146,3 +146,74 @@ def test_on_a_machine_without_a_gpu_the_pages_say_where_gpu_history_comes_from(t
     assert "no GPU on this machine" in dom  # why the GPU shapes have no points
     assert 'class="regression"' not in dom  # CPU noise is not a regression
     assert "No compile-only register counts in these results" in dom  # why the resource rows are empty
+
+
+# ---------------------------------------------------------------------------
+# change points drawn on the page (ci/history/page_changes.py)
+# ---------------------------------------------------------------------------
+
+STEP_AT = 6  # the first commit at the new level
+
+
+def make_step_history(root: Path, step: float, commits: int = 12, noise: float = 0.003, seed: int = 3) -> tuple[Path, list[str]]:
+    """One H200 line at 8192^3 over ``commits`` commits, TFLOPS x (1 + step) from commit STEP_AT on, with noise."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    results, shas = root / "results", [f"{i + 1:02x}" * 20 for i in range(commits)]
+    for order, sha in enumerate(shas, start=1):
+        level = BASE_TFLOPS * ((1 + step) if order > STEP_AT else 1.0) * (1 + rng.normal(0, noise))
+        stem = _results_file(results / "h200", sha, order, {})
+        records.save(results / "h200" / f"{stem}{records.SUFFIX}", {GPU_KEY: _measured(level, 2 * 8192**3)})
+    return results, shas
+
+
+def test_a_three_percent_drop_is_a_change_point_over_its_commit_range_and_a_flat_history_has_none(tmp_path):
+    from ci.history import page_changes
+
+    results, shas = make_step_history(tmp_path / "step", -0.03)
+    history = tflops_points.read_history(results)
+    changes = page_changes.find(results, history)
+    [(line, change)] = page_changes.for_kernel(changes, "triton_dot_scaled")
+    assert line == ("h200", "triton_dot_scaled:m128_n128_k128_w8_s3", "square_m08192_n08192_k08192")
+    assert (change.last_before, change.first_after) == (shas[STEP_AT - 1], shas[STEP_AT])
+    assert change.change.direction == "regression" and change.change.relative_change == pytest.approx(-0.03, abs=0.006)
+    low, high = change.change.interval
+    assert low < change.change.relative_change < high < 0
+    assert page_changes.size_label(change).startswith("regression \u22123.")
+    fig, _ = kernel_figure.kernel_figure("triton_dot_scaled", history, page_changes.for_kernel(changes, "triton_dot_scaled"))
+    [band] = [s for s in fig.layout.shapes if s.name and s.name.startswith("change point")]
+    assert (band.x0, band.x1) == (STEP_AT - 1 + 0.5, STEP_AT + 0.5) and band.fillcolor == page_changes.REGRESSION_COLOUR
+
+    gain_results, _ = make_step_history(tmp_path / "gain", +0.07)
+    gain = page_changes.find(gain_results, tflops_points.read_history(gain_results))
+    [[found]] = gain.values()
+    assert found.change.direction == "improvement" and page_changes.size_label(found).startswith("improvement +7.")
+
+    for seed in range(5):  # flat, with noise: no mark
+        flat, _ = make_step_history(tmp_path / f"flat{seed}", 0.0, noise=0.005, seed=seed)
+        assert page_changes.find(flat, tflops_points.read_history(flat)) == {}, seed
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
+def test_the_kernel_page_shades_the_change_points_commit_range_with_its_size(tmp_path):
+    results, shas = make_step_history(tmp_path, -0.03)
+    html = tmp_path / "html"
+    kernel_page.publish(html, results)
+    dom = _render(html / "kernels" / "triton_dot_scaled.html", tmp_path / "chromium", Path("/tmp/kernel_page_change_point.png"))
+    assert "class=\"main-svg\"" in dom, "plotly drew nothing: " + dom[:2000]
+    labels = re.findall(r'class="annotation-text[^"]*"[^>]*>(?:<[^>]*>)*(regression|improvement) ([^ <]+) \[([^,<]+), ([^\]<]+)\]', dom)
+    assert [(kind, size[:2]) for kind, size, _, _ in labels] == [("regression", "\u22123")], labels
+    # One band in REGRESSION_COLOUR, one commit column wide: the suspected range is (commit 5, commit 6].
+    shaded = re.findall(r'<path data-index="\d+" fill-rule="evenodd" d="M([\d.]+),[\d.]+H([\d.]+)V[^"]*" style="opacity: 0\.18;[^"]*fill: rgb\(215, 48, 39\)', dom)
+    assert len(shaded) == 1, shaded
+    columns = [float(x) for x in re.findall(r'class="xgrid crisp" transform="translate\(([\d.]+),0\)"', dom)]
+    assert float(shaded[0][1]) - float(shaded[0][0]) == pytest.approx(columns[1] - columns[0], abs=0.5), (shaded, columns[:3])
+    rows = re.findall(r"<tr class=\"(\w+)-range\"><td>(\w+)</td><td class=\"change\">([^<]*)</td><td class=\"range\">([^<]*)</td>", dom)
+    assert [(r[0], r[1], r[3]) for r in rows] == [("regression", "regression", f"{shas[STEP_AT - 1][:8]}..{shas[STEP_AT][:8]}")], rows
+    assert "id=\"no-change-points\"" not in dom
+    flat, _ = make_step_history(tmp_path / "flat", 0.0, noise=0.005)
+    kernel_page.publish(tmp_path / "flat-html", flat)
+    quiet = _render(tmp_path / "flat-html" / "kernels" / "triton_dot_scaled.html", tmp_path / "chromium-flat")
+    assert "id=\"no-change-points\"" in quiet and "opacity: 0.18;" not in quiet
+    assert not re.findall(r'class="annotation-text[^"]*"[^>]*>(?:<[^>]*>)*(regression|improvement) [^ <]+ \[', quiet)

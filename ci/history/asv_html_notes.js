@@ -197,6 +197,8 @@
     }
     html += '<p>CPU timings (GemmOnCpu) are kept off this page: their run-to-run noise on the shared runner is 19-45%. ' +
       'asv lists rises in seconds only; a TFLOPS gain is a drop in seconds and is never listed here. ' +
+      'A GPU GEMM timing is listed from a 2% rise (torch_dequant 12%, its time moves ~10% between processes), ' +
+      'the rest from 5% (asv.conf.json; docs/CHANGE_POINTS.md). ' +
       '<a href="kernels/index.html">TFLOPS by kernel (higher is better)</a>.</p>';
     var box = document.getElementById('mxfp4-regressions-why');
     if (box && box.getAttribute('data-html') === html && box.parentNode === body) return;

@@ -5,7 +5,8 @@ their short hash): a kernel engineer sees a TFLOPS step and the register or LDS 
 commit one above the other. Each line is one (machine, kernel config, shape); a point's hover says
 its TFLOPS, time, clocks and flags, a click opens the commit on asv's graph. Steps beyond noise
 (ci.history.tflops_points.steps) are drawn as green up-triangles (gain) and red down-triangles
-(regression); flagged measurements are drawn as crosses. An empty row says why it is empty.
+(regression); change points (ci.history.page_changes) as shaded commit ranges labelled with their
+size and interval; flagged measurements are drawn as crosses. An empty row says why it is empty.
 
 Imports plotly and this package's data modules.
 """
@@ -18,7 +19,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from ci.history import device_peaks
+from ci.history import device_peaks, page_changes
 from ci.history.tflops_points import History, Point, lines, steps
 
 # Architectural limits (harness.resources.occupancy.LIMITS), repeated: the page must not import the harness's parsers.
@@ -61,8 +62,11 @@ HOVER = (
 )
 
 
-def kernel_figure(kernel: str, history: History) -> tuple[go.Figure, dict]:
-    """The figure and what the page says beside it: {"steps": [...], "quiet": [...], "peaks": {...}, "empty_rows": {...}}."""
+def kernel_figure(kernel: str, history: History, changes: list | None = None) -> tuple[go.Figure, dict]:
+    """The figure and what the page says beside it: {"steps": [...], "quiet": [...], "peaks": {...}, "empty_rows": {...}}.
+
+    ``changes``: this kernel's change points (ci.history.page_changes.for_kernel), drawn as shaded commit ranges.
+    """
     commit_axis = [c[:8] for c, _ in sorted(history.commits.items(), key=lambda item: (item[1], item[0]))]
     fig = make_subplots(rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.06, row_heights=[0.4, 0.2, 0.2, 0.2], subplot_titles=ROW_TITLES)
     mine = [p for p in history.points if p.kernel_config.partition(":")[0] == kernel]
@@ -106,6 +110,7 @@ def kernel_figure(kernel: str, history: History) -> tuple[go.Figure, dict]:
                            hovertemplate=f"<b>{kind}</b> %{{customdata[0]}} TFLOPS at %{{customdata[1]}}<extra></extra>"),
                 row=1, col=1,
             )
+    page_changes.draw(fig, changes or [], commit_axis)
     _resource_rows(fig, kernel, history)
     _explain_empty_rows(fig, mine, said, bool(history.resources))
     # Every row labels its commits: a row above an empty one still reads on its own.

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import plotly.offline
 
+from ci.history import page_changes
 from ci.history.kernel_figure import asv_graph_url, kernel_figure
 from ci.history.tflops_points import History, read_history
 from harness.report import write_text_atomic
@@ -37,20 +38,22 @@ STYLE = """body { font: 15px/1.45 sans-serif; margin: 1.2em 2em; color: #222; ma
 .note { background: #f4f6f8; border-left: 4px solid #8aa; padding: .5em 1em; margin: .6em 0 }
 .no-gpu { border-left-color: #d9a400; background: #fff8e1 }
 table { border-collapse: collapse; margin: .5em 0 } td, th { border: 1px solid #ccc; padding: 2px 8px; text-align: left }
-tr.gain td.change { color: #1a9850; font-weight: bold } tr.regression td.change { color: #d73027; font-weight: bold }
+tr.gain td.change, tr.gain-range td.change { color: #1a9850; font-weight: bold }
+tr.regression td.change, tr.regression-range td.change { color: #d73027; font-weight: bold }
 code { background: #eef; padding: 0 3px }"""
 
 
 def publish(html_dir: Path, results_dir: Path, revisions: dict[str, int] | None = None) -> list[Path]:
     """Write the kernel pages under ``html_dir``/kernels; returns the files written."""
     history = read_history(results_dir, revisions)
+    changes = page_changes.find(results_dir, history)
     folder = html_dir / PAGES_DIR
     folder.mkdir(parents=True, exist_ok=True)
     written = [folder / PLOTLY_JS]
     write_text_atomic(written[0], plotly.offline.get_plotlyjs())
     for kernel in history.kernels():
         page = folder / f"{kernel}.html"
-        write_text_atomic(page, kernel_page(kernel, history))
+        write_text_atomic(page, kernel_page(kernel, history, changes))
         written.append(page)
     write_text_atomic(folder / "index.html", index_page(history))
     written.append(folder / "index.html")
@@ -82,16 +85,21 @@ def _common_notes() -> str:
         "asv keeps as seconds (no extra measurement). asv's own graphs show those seconds, lower is better: a TFLOPS gain is a "
         "time drop there, an improvement, never a regression. Each line is one machine; machines are never mixed. "
         "Crosses are flagged measurements (idle check overridden, clocks throttled, warm-up never steady, inputs may be "
-        "cache resident); hover a point for TFLOPS, time, clocks and flags, click it to open the commit on asv's graph.</div>"
+        "cache resident); hover a point for TFLOPS, time, clocks and flags, click it to open the commit on asv's graph. "
+        "Shaded ranges are change points (red: TFLOPS down, a regression; green: up), labelled with the size and its "
+        "95% interval; triangles compare one commit with the previous one.</div>"
     )
 
 
-def kernel_page(kernel: str, history: History) -> str:
-    fig, said = kernel_figure(kernel, history)
+def kernel_page(kernel: str, history: History, changes: dict | None = None) -> str:
+    """``changes``: every line's change points (ci.history.page_changes.find); this kernel's are drawn and listed."""
+    mine = page_changes.for_kernel(changes or {}, kernel)
+    fig, said = kernel_figure(kernel, history, mine)
     graph = fig.to_html(full_html=False, include_plotlyjs=False, div_id="kernel-graph", config={"displaylogo": False})
     parts = ["<p><a href='index.html'>all kernels</a> &middot; <a href='../index.html'>asv's graphs (seconds, lower is better)</a></p>",
              f"<h1>{html_text.escape(kernel)}</h1>", _no_gpu_note(history), _common_notes(), graph, _click_to_commit()]
-    parts.append(_changes_table(said["steps"], said["quiet"]))
+    parts.append(_change_points(mine, history))
+    parts.append(_changes_table(said["steps"], said["quiet"], mine))
     parts.append(_peaks(said["peaks"], any(not p.is_cpu for p in history.points if p.kernel_config.startswith(kernel + ":"))))
     parts.append(_empty_rows(said["empty_rows"]))
     parts.append(_unavailable(kernel, history))
@@ -103,17 +111,39 @@ def _click_to_commit() -> str:
             " var d = e.points[0].customdata; if (d && d[4]) location.href = d[4]; });</script>")
 
 
-def _changes_table(found: list, quiet: list) -> str:
+def _change_points(found: list, history: History) -> str:
+    """The change points drawn as shaded ranges, as a table: the suspected commits, the size and its interval."""
+    text = f"<h2>Change points</h2><p>{html_text.escape(page_changes.METHOD)}. CPU lines are not checked (their timings moved 19-45% between runs).</p>"
+    if not found:
+        return text + f"<p class='note' id='no-change-points'>No change point on any GPU line of this kernel over {len(history.commits)} commits.</p>"
+    rows = []
+    for (machine, kernel_config, shape), change in found:
+        c = change.change
+        rows.append(
+            f"<tr class='{'regression' if c.direction == 'regression' else 'gain'}-range'><td>{c.direction}</td>"
+            f"<td class='change'>{html_text.escape(page_changes.size_label(change))}</td>"
+            f"<td class='range'>{change.last_before[:8]}..{change.first_after[:8]}</td><td>{c.p_value:.2g} (level {c.level:.2g})</td>"
+            f"<td>{html_text.escape(f'{kernel_config} {shape} on {machine}')}</td></tr>")
+    return text + ("<table id='change-points'><tr><th></th><th>TFLOPS change [95% interval, %]</th><th>suspected commits "
+                   "(after the first, up to the second)</th><th>p</th><th>line</th></tr>" + "".join(rows) + "</table>")
+
+
+def _changes_table(found: list, quiet: list, change_points: list) -> str:
     rows = []
     for name, step in found:
+        line = (step.after.machine, step.after.kernel_config, step.after.shape)
+        confirmed = "yes" if page_changes.confirms(change_points, line, step.after.commit, step.kind) else "no"
         rows.append(
             f"<tr class='{step.kind}'><td>{step.kind}</td><td class='change'>{step.change:+.1%}</td>"
             f"<td>{step.before.tflops:.4g} &rarr; {step.after.tflops:.4g}</td><td>&plusmn;{step.noise:.1%}</td>"
-            f"<td><a href='{html_text.escape(asv_graph_url(step.after))}'>{step.after.commit[:8]}</a></td><td>{html_text.escape(name)}</td></tr>"
+            f"<td><a href='{html_text.escape(asv_graph_url(step.after))}'>{step.after.commit[:8]}</a></td><td>{html_text.escape(name)}</td><td class='confirmed'>{confirmed}</td></tr>"
         )
-    text = "<h2>Changes beyond noise</h2>"
+    text = ("<h2>Changes beyond noise, commit to commit</h2><p>Each commit against the previous one of its line (the triangles): "
+            "a quick look that also sees the newest commit, where a change point needs two commits after it. A step that is "
+            "not a change point is one measurement the history does not (yet) confirm; the change points above are the "
+            "main job's verdict.</p>")
     if rows:
-        text += ("<table id='changes'><tr><th></th><th>TFLOPS change</th><th>TFLOPS</th><th>noise</th><th>commit</th><th>line</th></tr>"
+        text += ("<table id='changes'><tr><th></th><th>TFLOPS change</th><th>TFLOPS</th><th>noise</th><th>commit</th><th>line</th><th>a change point</th></tr>"
                  + "".join(rows) + "</table>")
     else:
         text += "<p class='note' id='no-changes'>No change beyond noise in any line.</p>"

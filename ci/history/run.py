@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from asv_bench import records
 from ci.common import gitutil, job_process
-from ci.history import asv_driver, branch_sync, machine_info, regressions, track_steps, tracks
+from ci.history import asv_driver, branch_sync, machine_info, machine_spread, regressions, track_steps, tracks
 from ci.history import results as history_results
 from ci.history import summary as history_summary
 from ci.history.messages import HarnessError, log, log_detail, log_to
@@ -207,7 +207,10 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
         history = list(reversed(gitutil.first_parent_commits(repo, options.branch, regressions.HISTORY_COMMITS)))
         report["history"] = regressions.history_checks(results_dir, timing.track.machine, history,
                                                        timed_on_gpu=info["gpu"] != "none")
-    checks = "\n".join(regressions.history_markdown(report["history"])) if report.get("history") else ""
+        # Two runners of one GPU model on the results branch: how far apart they measure the same commits.
+        report["machine_spread"] = machine_spread.spread(results_dir, history)
+    checks = "\n".join(regressions.history_markdown(report["history"]) + machine_spread.spread_markdown(
+        report.get("machine_spread") or [])) if report.get("history") else ""
     markdown = "\n\n".join(filter(None, [history_summary.summary_markdown(report, commit_runs, spread), checks]))
     log_detail(markdown)
     print("\n\n".join(filter(None, [history_summary.summary_markdown(report, commit_runs, spread, short=str(LOG_FILE)), checks])))

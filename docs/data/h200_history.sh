@@ -6,7 +6,8 @@
 #   .dev/repo.bundle  a git bundle with the branch $BASE (default main) holding this script's commit;
 #   .dev/whl/*.whl    asv, asv-runner, gitpython, gitdb, smmap, virtualenv 20.29.3, distlib, platformdirs, json5,
 #                     pympler, importlib-metadata < 8.8, zipp: installed with --target into $SITE (/work/shared/H200.md);
-#   .dev/whl/env/     build, pyproject-hooks, packaging, wheel, setuptools: only for asv's environments
+#   .dev/whl/env/     asv-runner (asv installs it into each environment), build, pyproject-hooks, packaging, wheel,
+#                     setuptools: only for asv's environments
 #                     (--wheelhouse: PIP_FIND_LINKS, PIP_NO_INDEX), never on the image's path (a newer packaging
 #                     there shadows the image's).
 # Everything comes back as ONE file, $OUT/h200_history.tar.gz (the device returns at most 8). The whole script keeps
@@ -24,11 +25,10 @@ WORK=${WORK:-/tmp/r}
 LOGS=${LOGS:-/tmp/h200_history}
 OUT=${OUT:-/tmp/out}
 WHL=$(pwd)/.dev/whl
-KERNEL_CONFIG="triton_dot_scaled:m128_n128_k128_w8_s3"
-if [ "${HISTORY_DEVICE:-gpu}" = cpu ]; then
-  BENCH="GemmOnCpu\\.track_time\\('${KERNEL_CONFIG}', '${CPU_SHAPE:-cpu_m00128_n00128_k02048}'\\)"
+if [ "${HISTORY_DEVICE:-gpu}" = cpu ]; then  # the Triton kernels need a GPU (or the interpreter): time the torch peer
+  BENCH="GemmOnCpu\\.track_time\\('${CPU_KERNEL_CONFIG:-torch_dequant:bf16}', '${CPU_SHAPE:-cpu_m00128_n00128_k02048}'\\)"
 else
-  BENCH="GemmOnGpu\\.track_time\\('${KERNEL_CONFIG}', 'square_m08192_n08192_k08192'\\)"
+  BENCH="GemmOnGpu\\.track_time\\('triton_dot_scaled:m128_n128_k128_w8_s3', 'square_m08192_n08192_k08192'\\)"
 fi
 GATE_ARGS=(--thresholds ci/speed_thresholds_h200.json --max-minutes 2)
 
@@ -68,6 +68,9 @@ export PYTHONPATH=$SITE
 rm -rf "$WORK" && git clone -q -b "$BASE" .dev/repo.bundle "$WORK" && cd "$WORK" || exit 2
 git config user.email exp@example.invalid && git config user.name exp
 step make_history_branch 60 python3 docs/data/make_history_branch.py | tee "$LOGS/make_history_branch.txt" || exit 2
+git rev-parse -q --verify main >/dev/null || git branch main  # asv.conf.json's branch (a dry run's bundle may lack it)
+# asv publish draws the branches asv.conf.json names: exp/history too, in this scratch clone only (restored after the job)
+sed -i 's#"branches": \["main"\]#"branches": ["main", "exp/history"]#' asv.conf.json && grep -q '"exp/history"' asv.conf.json || exit 2
 export PYTHONPATH=$WORK:$SITE
 export MXFP4_STACK_PYTHON=$(command -v python3)  # asv's environments link the image's torch (asv_bench/link_stack.py)
 
@@ -76,6 +79,7 @@ MAIN_JSON=$LOGS/main_job.json
 step main_job 360 python3 -m ci.history --branch exp/history --commits "$COMMITS" --tracks gpu --bench "$BENCH" \
   --wheelhouse "$WHL/env" --json "$MAIN_JSON" > "$LOGS/main_job.md" 2> "$LOGS/main_job.stderr"
 echo "main job exit $? (1 expected: the drift guard)"; tail -n 40 "$LOGS/main_job.md"
+git checkout -q asv.conf.json  # the speed gate below sees a clean tree
 
 # c. what it found: the commits measured or copied, change points, the drift guard
 [ -f "$MAIN_JSON" ] || { echo "no main-job JSON: nothing to bisect"; exit 2; }

@@ -89,8 +89,9 @@ report = json.load(open(sys.argv[1]))
 names = dict(line.split(" ", 1) for line in subprocess.run(["git", "log", "--format=%H %s", f"{sys.argv[2]}..exp/history"],
                                                            capture_output=True, text=True).stdout.splitlines())
 name = lambda sha: (names.get(sha) or "?").split(":")[0]
+copies = {c: o for cost in (report.get("cost") or {}).values() for c, o in (cost.get("identical") or {}).items()}
 for commit in report.get("commits", []):
-    copied = report.get("identical_to", {}).get(commit)
+    copied = copies.get(commit)
     print(f"{name(commit):4} {commit[:12]} {report['status'].get(commit)}" + (f" (copy of {name(copied)})" if copied else ""))
 print("cost:", json.dumps(report.get("cost")))
 history = report.get("history") or {}

@@ -1,15 +1,16 @@
-"""ci.bisection on a temporary repository with a simulated measurer: culprits, fingerprint skips, inconclusive steps."""
+"""ci.bisect on a temporary repository with a simulated measurer: culprits, fingerprint skips, inconclusive steps."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from ci.bisection import engine, measurer, options as bisect_options, report
+from ci.bisect import engine, measurer, options as bisect_options, report
 
 THRESHOLD = 0.01  # the simulated gate's band
 HALF_WIDTH = 0.004  # and its interval's half width: steps near the threshold are inconclusive
@@ -194,3 +195,89 @@ def test_the_real_measurer_runs_the_speed_gate_with_the_benchmark_and_reads_its_
     monkeypatch.setattr(measurer.subprocess, "run", failing_run)
     with pytest.raises(measurer.MeasureError):
         gate("a" * 40, "b" * 40)
+
+
+# ---------------------------------------------------------------------------
+# --from-change-point: good, bad and the benchmark from the main job's JSON
+# ---------------------------------------------------------------------------
+
+GPU_KEY = "bench_gemm.GemmOnGpu.track_time('triton_dot_scaled:m128_n128_k128_w8_s3', 'square_m08192_n08192_k08192')"
+OTHER_KEY = "bench_gemm.GemmOnGpu.track_time('torch_dequant:bf16', 'square_m08192_n08192_k08192')"
+
+
+def change(benchmark: str, last_before: str, first_after: str, direction: str = "regression") -> dict:
+    """One entry of the main job's history.change_points, as ci.history.regressions.CommitChange.to_json writes it."""
+    return {"machine": "h200", "benchmark": benchmark, "last_before": last_before, "first_after": first_after,
+            "change": {"index": 3, "direction": direction, "relative_change": -0.01 if direction == "regression" else 0.02}}
+
+
+def main_job_report(tmp_path: Path, changes: list[dict] | None, **history) -> Path:
+    path = tmp_path / f"main_job_{len(list(tmp_path.glob('main_job_*.json')))}.json"
+    report = {"machine": "h200", "commits": []}
+    if changes is not None:
+        report["history"] = {"machine": "h200", "not_checked": None, "change_points": changes, **history}
+    path.write_text(json.dumps(report))
+    return path
+
+
+def test_from_change_point_takes_good_bad_and_the_gate_id_from_the_report_and_finds_the_culprit(tmp_path, monkeypatch):
+    steps = [("v0", 100.0), ("v1", 100.0), ("v1", 100.0), ("v3", 95.0), ("v4", 95.0), ("v5", 90.0), ("v6", 90.0)]
+    repo, shas = make_repo(tmp_path, steps)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    report = main_job_report(tmp_path, [change(GPU_KEY, shas[1], shas[3]), change(OTHER_KEY, shas[0], shas[6], "improvement"),
+                                        change(GPU_KEY, shas[4], shas[5])])
+    out = tmp_path / "bisect.json"
+    opts = bisect_options.options_from(["--from-change-point", str(report), "--index", "2", "--repo", str(repo),
+                                        "--json", str(out), "--", "--max-minutes", "2"])
+    assert (opts.good, opts.bad) == (shas[4], shas[5])  # the second regression: the improvement is never picked
+    assert (opts.bench, opts.kernel, opts.config, opts.shape) == (
+        "triton_dot_scaled[m128_n128_k128_w8_s3]/square_m08192_n08192_k08192", "triton_dot_scaled", "m128_n128_k128_w8_s3",
+        "square_m08192_n08192_k08192")
+    assert opts.gate_args == ("--max-minutes", "2")
+    first = bisect_options.options_from(["--from-change-point", str(report), "--index", "1", "--repo", str(repo),
+                                         "--bench", "triton_dot_scaled[m128_n128_k128_w8_s3]/square_m08192_n08192_k08192"])
+    assert (first.good, first.bad) == (shas[1], shas[3])
+    assert bisect_options.run(first, SimulatedGate(repo), code_key(repo), log=lambda line: None) == 0
+    assert bisect_options.run(opts, SimulatedGate(repo), code_key(repo), log=lambda line: None) == 0
+    assert json.loads(out.read_text())["culprit"] == shas[5]
+    single = main_job_report(tmp_path, [change(GPU_KEY, shas[1], shas[3])])  # one regression: no --index needed
+    assert bisect_options.options_from(["--from-change-point", str(single), "--repo", str(repo)]).bad == shas[3]
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("no history", "no 'history' section"),
+    ("not checked", "was not checked"),
+    ("no change points", "no change point"),
+    ("only improvements", "only a slowdown is bisected"),
+    ("ambiguous", "pick one with --index"),
+    ("index out of range", "--index 3"),
+    ("other benchmark", "no regression change point of that benchmark"),
+    ("not json", "not a readable JSON report"),
+    ("with --good", "leave out --good and --bad"),
+    ("index alone", "it needs --from-change-point"),
+    ("nothing", "--good, --bad, --bench: required"),
+])
+def test_from_change_point_refuses_a_report_or_a_choice_it_cannot_use(tmp_path, monkeypatch, capsys, case, expected):
+    repo, shas = make_repo(tmp_path, [(f"v{i}", 100.0 if i < 2 else 94.0) for i in range(4)])
+    two = [change(GPU_KEY, shas[0], shas[1]), change(GPU_KEY, shas[1], shas[2])]
+    reports = {
+        "no history": lambda: main_job_report(tmp_path, None),
+        "not checked": lambda: main_job_report(tmp_path, [], not_checked="CPU timings are not checked"),
+        "no change points": lambda: main_job_report(tmp_path, []),
+        "only improvements": lambda: main_job_report(tmp_path, [change(GPU_KEY, shas[0], shas[2], "improvement")]),
+        "ambiguous": lambda: main_job_report(tmp_path, two),
+        "index out of range": lambda: main_job_report(tmp_path, two),
+        "other benchmark": lambda: main_job_report(tmp_path, two),
+        "not json": lambda: (tmp_path / "broken.json").write_text("{not json") and tmp_path / "broken.json",
+    }
+    extra = {"index out of range": ["--index", "3"], "other benchmark": ["--bench", "k[c]/s"],
+             "with --good": ["--good", shas[0]]}
+    if case in ("index alone", "nothing"):
+        argv = ["--index", "1", "--good", shas[0], "--bad", shas[-1], "--bench", "k[c]/s"] if case == "index alone" else []
+    else:
+        report = reports[case]() if case in reports else main_job_report(tmp_path, two)
+        argv = ["--from-change-point", str(report), *extra.get(case, [])]
+    with pytest.raises(bisect_options.OptionsError, match=re.escape(expected)):
+        bisect_options.options_from([*argv, "--repo", str(repo)])
+    assert bisect_options.main([*argv, "--repo", str(repo)]) == 2
+    assert expected in capsys.readouterr().err

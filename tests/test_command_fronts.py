@@ -25,7 +25,7 @@ FRONTS = {
     "ci/history/main_job.py": "front of python -m ci.history",
     "ci/speed/changes.py": "front of python -m ci.speed.changes",
     "ci/speed/engine_check.py": "front of python -m ci.speed.engine_check (the engines side by side on a GPU)",
-    "ci/bisection/options.py": "front of python -m ci.bisection",
+    "ci/bisect/options.py": "front of python -m ci.bisect",
 }
 # Child entry points: started by a front with a fixed argv (a command and JSON file paths), not options.
 CHILD_ENTRY_POINTS = {

@@ -5,6 +5,7 @@ and the harness writes the MXFP4 layout exactly as the format module does."""
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -90,7 +91,19 @@ def test_no_module_is_named_after_a_standard_library_module():
     assert not shadowing, f"these shadow the standard library for commands run from their folder: {shadowing}"
 
 
-@pytest.mark.parametrize("command", ["ci.budget.gate", "ci.speed.gate", "ci.budget.resources", "ci.history.main_job", "ci.history"])
+def test_ci_bisect_stands_in_for_the_standard_library_bisect_when_run_from_ci():
+    """ci/bisect is named after a standard library module (issue 20's command name): from ci/, where it shadows
+    the standard library's, ``import bisect`` must still give the standard library's functions."""
+    probe = "import bisect, random; print(bisect.__file__); print(callable(bisect.insort) and random.random() < 1)"
+    found = subprocess.run([sys.executable, "-c", probe], cwd=ROOT / "ci", capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert found.returncode == 0, found.stderr[-2000:]
+    where, works = found.stdout.split()
+    assert not Path(where).resolve().is_relative_to(ROOT) and works == "True", found.stdout
+
+
+@pytest.mark.parametrize("command", ["ci.budget.gate", "ci.speed.gate", "ci.budget.resources", "ci.history.main_job", "ci.history",
+                                     "ci.bisect"])
 @pytest.mark.parametrize("where", ["kernels", "harness", "ci", "tests"])
 def test_every_command_answers_help_from_any_directory_of_the_checkout(command, where):
     """ci/setup.sh puts the checkout on the venv's path; a command must not depend on the current directory."""

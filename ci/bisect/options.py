@@ -1,6 +1,10 @@
-"""The front of ``python -m ci.bisection``: argparse -> one frozen :class:`BisectOptions`, checked whole, then the run.
+"""The front of ``python -m ci.bisect``: argparse -> one frozen :class:`BisectOptions`, checked whole, then the run.
 
-    python -m ci.bisection --good A --bad B --bench 'kernel[config]/shape' [--json out.json] [-- <speed gate args>]
+    python -m ci.bisect --good A --bad B --bench 'kernel[config]/shape' [--json out.json] [-- <speed gate args>]
+    python -m ci.bisect --from-change-point REPORT.json [--bench ID] [--index N] [--json out.json] [-- <speed gate args>]
+
+``--from-change-point`` takes good, bad and the benchmark from a regression change point of the main
+job's JSON report (ci.bisect.change_point); it excludes --good/--bad.
 
 Arguments after ``--`` go to every ``python -m ci.speed`` comparison (``--device``, ``--thresholds``,
 ``--max-rounds``, ...). Exit 0: a culprit is named; 1: inconclusive, no regression, or no code change
@@ -36,11 +40,18 @@ class BisectOptions:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ci.bisection",
+    parser = argparse.ArgumentParser(prog="python -m ci.bisect",
                                      description="Find the commit that made a benchmark slower: bisection with the speed gate.")
-    parser.add_argument("--good", required=True, help="a commit measured at the old speed")
-    parser.add_argument("--bad", required=True, help="a later first-parent commit measured slower")
-    parser.add_argument("--bench", required=True, metavar="ID", help="the speed gate's benchmark id, kernel[config]/shape")
+    parser.add_argument("--good", help="a commit measured at the old speed")
+    parser.add_argument("--bad", help="a later first-parent commit measured slower")
+    parser.add_argument("--from-change-point", metavar="REPORT", type=Path,
+                        help="instead of --good/--bad/--bench: a regression change point of this main-job JSON "
+                             "(python -m ci.history --json): good = the last commit before its suspected range, bad = its end")
+    parser.add_argument("--index", type=int, metavar="N",
+                        help="with --from-change-point: the N-th regression change point (from 1, after --bench narrowed them)")
+    parser.add_argument("--bench", metavar="ID",
+                        help="the speed gate's benchmark id, kernel[config]/shape (with --from-change-point: which "
+                             "benchmark's change points; the asv key works too)")
     parser.add_argument("--arch", default=",".join(DEFAULT_ARCHS), help="fingerprint archs, comma-separated (default %(default)s)")
     parser.add_argument("--repo", default=".", help="the repository (default: the current directory)")
     add_json(parser, "the bisection (schema mxfp4-bisect/1)")
@@ -49,9 +60,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def options_from(argv: Sequence[str] | None) -> BisectOptions:
-    from ci.bisection.measurer import parse_bench
+    from ci.bisect import change_point
+    from ci.bisect.measurer import parse_bench
 
     args = build_parser().parse_args(argv)
+    if args.from_change_point is not None:
+        if args.good is not None or args.bad is not None:
+            raise OptionsError("--from-change-point takes good and bad from the report: leave out --good and --bad")
+        chosen = change_point.choose(args.from_change_point, args.bench, args.index)
+        args.good, args.bad, args.bench = chosen.good, chosen.bad, chosen.bench
+    else:
+        missing = [name for name in ("good", "bad", "bench") if getattr(args, name) is None]
+        if missing:
+            raise OptionsError(f"--{', --'.join(missing)}: required (or --from-change-point REPORT)")
+        if args.index is not None:
+            raise OptionsError("--index picks a change point: it needs --from-change-point")
     try:
         kernel, config, shape = parse_bench(args.bench)
     except ValueError as exc:
@@ -78,7 +101,7 @@ def first_parent_range(repo_path: Path, good: str, bad: str) -> list[str]:
 
 def run(options: BisectOptions, measure=None, key=None, log: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> int:
     """Bisect with ``measure`` and ``key`` (default: the speed gate and the code fingerprint); write the outputs."""
-    from ci.bisection import engine, measurer, report
+    from ci.bisect import engine, measurer, report
     from harness.report import append_step_summary_or_fallback, write_json_atomic
 
     measure = measure or measurer.SpeedGateMeasurer(options.kernel, options.config, options.shape, options.repo,
@@ -86,12 +109,12 @@ def run(options: BisectOptions, measure=None, key=None, log: Callable[[str], Non
     key = key or measurer.FingerprintKey(options.repo, options.kernel, options.config, options.archs, log)
     commits = first_parent_range(options.repo, options.good, options.bad)
     if commits[-1:] != [options.bad]:
-        log(f"ci.bisection: {options.good[:12]} is not on {options.bad[:12]}'s first-parent line")
+        log(f"ci.bisect: {options.good[:12]} is not on {options.bad[:12]}'s first-parent line")
         return 2
     try:
         result = engine.bisect(options.good, commits, key, measure, log)
     except measurer.MeasureError as exc:
-        log(f"ci.bisection: {exc}")
+        log(f"ci.bisect: {exc}")
         return 2
     text = report.markdown(result, options.bench)
     print(text)
@@ -105,6 +128,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         options = options_from(argv)
     except OptionsError as exc:
-        print(f"ci.bisection: {exc}", file=sys.stderr)
+        print(f"ci.bisect: {exc}", file=sys.stderr)
         return 2
     return run(options)

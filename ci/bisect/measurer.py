@@ -1,10 +1,10 @@
-"""The real measurer and fingerprint key of ci.bisection.engine: the speed gate and ci.common.code_fingerprint.
+"""The real measurer and fingerprint key of ci.bisect.engine: the speed gate and ci.common.code_fingerprint.
 
 :class:`SpeedGateMeasurer` runs ``python -m ci.speed --base <good> --head <commit> --kernel K
 --config C --shape S --json <file>`` (the gate's interleaved A/B engine, its thresholds and
 sequential plan) and reads the benchmark's verdict, ratio and interval from the JSON: the
 same record the PR gate writes, never its log. Exit 0 and 1 are verdicts; anything else
-is a harness error (:class:`MeasureError`, exit 2 of ci.bisection).
+is a harness error (:class:`MeasureError`, exit 2 of ci.bisect).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Hashable, Sequence
 
-from ci.bisection.engine import Measurement
+from ci.bisect.engine import Measurement
 from ci.common import gitutil
 from ci.common.code_fingerprint import fingerprint_tree
 

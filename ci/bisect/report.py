@@ -1,8 +1,8 @@
-"""The bisection's Markdown step summary, from the same :class:`ci.bisection.engine.Bisection` as the JSON."""
+"""The bisection's Markdown step summary, from the same :class:`ci.bisect.engine.Bisection` as the JSON."""
 
 from __future__ import annotations
 
-from ci.bisection.engine import Bisection, Outcome
+from ci.bisect.engine import Bisection, Outcome
 
 
 def _cell(value: float | None, digits: int = 4) -> str:

@@ -1,0 +1,92 @@
+"""Good, bad and the benchmark of a bisection, from a change point of the main job's JSON (``--from-change-point``).
+
+The main job (``python -m ci.history --json REPORT``) reports each change point of a GPU
+machine's history under ``history.change_points``: the asv benchmark key, the last commit
+measured at the old level (``last_before``) and the first at the new (``first_after``), so
+the culprit is in ``(last_before, first_after]`` -- exactly a bisection's good and bad ends.
+Only regressions are bisected (the speed gate's engine looks for a slowdown); an
+improvement is never picked. Which change point: ``--bench`` (the speed gate's id or the asv
+key) narrows the list, ``--index N`` (from 1, in the report's order) picks one of those left;
+with several left and no ``--index`` the choice is ambiguous and nothing is guessed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ci.common.options import OptionsError
+from ci.history.summary import GEMM_KEY
+
+REGRESSION = "regression"  # harness.changepoints' direction of a TFLOPS drop
+
+
+@dataclass(frozen=True)
+class ChosenChange:
+    good: str  # the last commit measured at the old level
+    bad: str  # the first measured at the new level
+    bench: str  # the speed gate's id, kernel[config]/shape
+    line: str  # the main job's own line for it, to say what was picked
+
+
+def gate_bench_id(asv_key: str) -> str:
+    """``bench_gemm.GemmOnGpu.track_time('kernel:config', 'shape')`` -> ``kernel[config]/shape``."""
+    match = GEMM_KEY.match(asv_key)
+    kernel, sep, config = match.group(2).partition(":") if match else ("", "", "")
+    if not (kernel and sep and config):
+        raise OptionsError(f"--from-change-point: benchmark {asv_key!r} is not a GEMM timing (kernel:config, shape)")
+    return f"{kernel}[{config}]/{match.group(3)}"
+
+
+def _load_changes(report_path: Path) -> list[dict[str, Any]]:
+    try:
+        report = json.loads(Path(report_path).read_text())
+    except (OSError, ValueError) as exc:
+        raise OptionsError(f"--from-change-point {report_path}: not a readable JSON report ({exc})") from None
+    history = report.get("history") if isinstance(report, dict) else None
+    if not isinstance(history, dict):
+        raise OptionsError(f"--from-change-point {report_path}: no 'history' section (is it python -m ci.history --json's "
+                           "report of a run that measured GEMM timings?)")
+    if history.get("not_checked"):
+        raise OptionsError(f"--from-change-point {report_path}: machine {history.get('machine')} was not checked for "
+                           f"change points: {history['not_checked']}")
+    changes = history.get("change_points")
+    if not isinstance(changes, list):
+        raise OptionsError(f"--from-change-point {report_path}: 'history.change_points' is missing")
+    return changes
+
+
+def _describe(changes: list[dict[str, Any]]) -> str:
+    return "; ".join(f"{i}: {c.get('benchmark')} in {str(c.get('last_before'))[:12]}..{str(c.get('first_after'))[:12]}"
+                     for i, c in enumerate(changes, 1))
+
+
+def choose(report_path: Path, bench: str | None = None, index: int | None = None) -> ChosenChange:
+    """The one regression change point that ``bench`` and ``index`` select; OptionsError says why there is none."""
+    changes = _load_changes(report_path)
+    if not changes:
+        raise OptionsError(f"--from-change-point {report_path}: the report has no change point: nothing to bisect")
+    regressions = [c for c in changes if (c.get("change") or {}).get("direction") == REGRESSION]
+    if not regressions:
+        raise OptionsError(f"--from-change-point {report_path}: its {len(changes)} change point(s) are improvements; "
+                           "only a slowdown is bisected")
+    if bench is not None:
+        regressions = [c for c in regressions if bench in (c.get("benchmark"), gate_bench_id(str(c.get("benchmark"))))]
+        if not regressions:
+            raise OptionsError(f"--bench {bench}: no regression change point of that benchmark in {report_path}")
+    if index is None:
+        if len(regressions) > 1:
+            raise OptionsError(f"--from-change-point {report_path}: {len(regressions)} regression change points, pick "
+                               f"one with --index N (or narrow with --bench): {_describe(regressions)}")
+        index = 1
+    if not 1 <= index <= len(regressions):
+        raise OptionsError(f"--index {index}: the report has {len(regressions)} regression change point(s)"
+                           f"{' of that benchmark' if bench else ''}: {_describe(regressions)}")
+    picked = regressions[index - 1]
+    good, bad = picked.get("last_before"), picked.get("first_after")
+    if not (isinstance(good, str) and isinstance(bad, str) and good and bad):
+        raise OptionsError(f"--from-change-point {report_path}: change point {index} names no commit range")
+    line = f"{picked.get('benchmark')} on {picked.get('machine')}: suspected in {good[:12]}..{bad[:12]}"
+    return ChosenChange(good, bad, gate_bench_id(str(picked.get("benchmark"))), line)

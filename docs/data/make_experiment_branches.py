@@ -7,6 +7,7 @@ exp/comment-only  kernels/triton_mxfp4.py: comments, a docstring, layout  (ident
 exp/torch-only    kernels/torch_dequant.py: the launch closure restructured, same work (launch path differs)
 exp/slow          kernels/triton_mxfp4.py: one extra elementwise pass over C after the kernel (~+0.7%)
 exp/wrong-at-8192 kernels/triton_mxfp4.py: C's first row zeroed when M == 8192 (right at 256 x 256)
+exp/faster       on exp/slow: the extra pass removed again (an improvement against exp/slow, its merge-base)
 exp/all-launch-paths kernels/mxfp4.py (imported by every kernel): a helper added, nothing it runs changed
                   (every benchmark's launch-path fingerprint differs: the whole default selection is measured)
 """
@@ -49,6 +50,10 @@ Path("kernels/triton_mxfp4.py").write_text(Path("kernels/triton_mxfp4.py").read_
     "        def _slow_pass() -> None:\n            out.mul_(1)  # a read and a write of C; values unchanged\n\n"
     "        def launch() -> None:\n            _slow_pass()\n", 1))
 git("commit", "-q", "-am", "triton_mxfp4: the extra pass as a function")
+git("checkout", "-q", "-B", "exp/faster", "exp/slow")
+Path("kernels/triton_mxfp4.py").write_text(Path("kernels/triton_mxfp4.py").read_text().replace(
+    "        def launch() -> None:\n            _slow_pass()\n", "        def launch() -> None:\n", 1))
+git("commit", "-q", "-am", "triton_mxfp4: the extra pass removed (an improvement against exp/slow)")
 KERNEL_CALL = "**meta, **launch_options)\n"
 branch("exp/wrong-at-8192", "kernels/triton_mxfp4.py", KERNEL_CALL,
        KERNEL_CALL + "            if m == 8192:\n                out[0].zero_()  # wrong only at the timed shape\n",

@@ -217,3 +217,17 @@ def test_the_kernel_page_shades_the_change_points_commit_range_with_its_size(tmp
     quiet = _render(tmp_path / "flat-html" / "kernels" / "triton_dot_scaled.html", tmp_path / "chromium-flat")
     assert "id=\"no-change-points\"" in quiet and "opacity: 0.18;" not in quiet
     assert not re.findall(r'class="annotation-text[^"]*"[^>]*>(?:<[^>]*>)*(regression|improvement) [^ <]+ \[', quiet)
+
+
+def test_the_asv_plugin_loads_without_plotly_and_publishing_names_what_is_missing():
+    """asv imports the plug-in for every command: `asv run` on a GPU runner without plotly (the H200
+    image has none) must still measure; only publishing needs plotly, and says so."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['plotly'] = None\n"
+            "import ci.history.asv_html as h\n"
+            "try:\n    h.kernel_pages_link()\nexcept h.MissingLibraries as exc:\n    print('missing:', exc)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "missing: the kernel pages need plotly" in done.stdout, done.stdout

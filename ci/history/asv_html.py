@@ -41,7 +41,7 @@ from asv.publishing import OutputPublisher
 from asv.results import iter_results
 
 from asv_bench import records
-from ci.history import kernel_page, offline_html, tflops_points
+from ci.history import offline_html, tflops_points
 from harness.report import write_json_atomic, write_text_atomic
 
 NOTES_JS = Path(__file__).with_name("asv_html_notes.js")
@@ -87,10 +87,21 @@ if (location.protocol === 'file:') {
 # asv's navigation bar gets a link to the kernel pages, after its Regressions item.
 REGRESSIONS_NAV_ITEM = '<li id="nav-li-regressions"><a href="#/regressions">Regressions</a></li>'
 KERNEL_PAGES_LINK_ID = "mxfp4-kernel-pages"
-KERNEL_PAGES_LINK = (
-    f'\n\t<li id="{KERNEL_PAGES_LINK_ID}"><a href="{kernel_page.PAGES_DIR}/index.html" '
-    'title="TFLOPS by commit per kernel, from the same measurements as these seconds">TFLOPS by kernel (higher is better)</a></li>'
-)
+
+
+def kernel_pages_link() -> str:
+    return (f'\n\t<li id="{KERNEL_PAGES_LINK_ID}"><a href="{_kernel_page().PAGES_DIR}/index.html" '
+            'title="TFLOPS by commit per kernel, from the same measurements as these seconds">TFLOPS by kernel (higher is better)</a></li>')
+
+
+def _kernel_page():
+    """ci.history.kernel_page, imported when publishing: asv loads this plug-in for every command,
+    and ``asv run`` must measure and record on a machine without plotly (the H200 image has none)."""
+    try:
+        from ci.history import kernel_page
+    except ModuleNotFoundError as exc:
+        raise MissingLibraries(f"the kernel pages need {exc.name} (pinned in ci/constraints-cpu.txt): {exc}") from None
+    return kernel_page
 
 
 class MissingLibraries(util.UserError):
@@ -110,7 +121,7 @@ class Mxfp4Html(OutputPublisher):
         html = Path(conf.html_dir)
         notes = collect_notes(Path(conf.results_dir), benchmarks, revisions)
         write_notes(html, notes)
-        kernel_page.publish(html, Path(conf.results_dir), revisions)
+        _kernel_page().publish(html, Path(conf.results_dir), revisions)
         finish_page(html)
 
 
@@ -132,7 +143,7 @@ def finish_page(html: Path) -> None:
         text = text.replace("</head>", f'  <script src="{NOTES_DIR}/notes.js"></script>\n  </head>', 1)
         write_text_atomic(index, text)
     if KERNEL_PAGES_LINK_ID not in text and REGRESSIONS_NAV_ITEM in text:
-        write_text_atomic(index, text.replace(REGRESSIONS_NAV_ITEM, REGRESSIONS_NAV_ITEM + KERNEL_PAGES_LINK, 1))
+        write_text_atomic(index, text.replace(REGRESSIONS_NAV_ITEM, REGRESSIONS_NAV_ITEM + kernel_pages_link(), 1))
     error_page = html / "error.html"
     if error_page.is_file() and "mxfp4-file-notice" not in error_page.read_text():
         write_text_atomic(error_page, error_page.read_text().replace("<body>", "<body>\n" + FILE_URL_NOTICE, 1))
@@ -211,7 +222,7 @@ def collect_notes(results_dir: Path, benchmarks: dict, revisions: dict[str, int]
             "commits": len(revisions),
             "machines": machines,
             "gpu_machines": sorted({m for (name, m), has in has_data.items() if has and name.startswith("bench_gemm.GemmOnGpu.")}),
-            "gpu_history_help": kernel_page.GPU_HISTORY_HELP,
+            "gpu_history_help": _kernel_page().GPU_HISTORY_HELP,
         },
     }
     return {"index": index, "per_benchmark": {k: dict(v) for k, v in per_benchmark.items()}}

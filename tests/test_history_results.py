@@ -180,3 +180,32 @@ def test_a_corrupt_sidecar_is_kept_aside_not_overwritten_by_the_next_record(tmp_
     assert records.load(sidecar) == {"k": {"status": "n/a", "reason": "r"}}
     (kept,) = tmp_path.glob(f"{sidecar.name}.corrupt-*")
     assert kept.read_text() == '{"records": {"x": '
+
+
+def test_a_commit_whose_only_benchmark_was_wrong_is_failed_for_that_reason_not_a_build_failure(asv_process_env, monkeypatch):
+    """Seen on the H200: a kernel wrong only at 8192^3 was reported as "build failed" by the main job."""
+    from kernels.torch_dequant import TorchDequantGemm
+
+    shape = "cpu_m00128_n00128_k02048"
+    prepare = TorchDequantGemm._prepare
+
+    def wrong_at_the_timed_shape(self, *args, **kwargs):
+        launch = prepare(self, *args, **kwargs)
+        out = args[2] if len(args) > 2 else kwargs["out"]
+
+        def run():
+            launch()
+            out[0].zero_()
+        return run
+
+    monkeypatch.setattr(TorchDequantGemm, "_prepare", wrong_at_the_timed_shape)
+    with pytest.raises(Exception, match="wrong result at 128x128x2048"):
+        _measure("torch_dequant:bf16", shape)
+    write_results(asv_process_env.parents[1], COMMIT_A, [None, None])  # asv's bare failure for it
+    run = history_summary.collect_commit(asv_process_env.parents[1], MACHINE, COMMIT_A, "job-1", 0.0)
+    assert run.status == history_summary.FAILED, run.status
+    assert any("wrong result at 128x128x2048" in f for f in run.failures), run.failures
+    assert not any("build" in f for f in run.failures) and not run.gemm
+    # Without the record (asv built nothing), the same bare failure is the build's.
+    records.save(asv_process_env, {})
+    assert history_summary.collect_commit(asv_process_env.parents[1], MACHINE, COMMIT_A, "job-1", 0.0).status == history_summary.BUILD_FAILED

@@ -129,10 +129,12 @@ class AsvCodes(list):
     seconds: float  # wall time of the asv runs (environment builds included)
 
 
-def launch_method(options: HistoryOptions, has_gpu: bool) -> str:
-    if options.launch_method != "auto":
-        return options.launch_method
-    return "spawn" if has_gpu else "forkserver"
+def launch_method(options: HistoryOptions) -> str:
+    """auto is forkserver with or without a GPU: the suite (torch, triton, the kernels) is imported once per
+    commit and each benchmark forks from it, creating its own device context. On the H200 that measured the
+    full GPU suite of one commit in 99 s of asv time against ~10 s of start-up per benchmark with spawn
+    (docs/SPEED_GATE.md, "The history job on the H200"); spawn stays available (--launch-method spawn)."""
+    return "forkserver" if options.launch_method == "auto" else options.launch_method
 
 
 def asv_run_args(options: HistoryOptions, track: TrackRun, launch: str) -> list[str]:
@@ -147,11 +149,11 @@ def asv_run_args(options: HistoryOptions, track: TrackRun, launch: str) -> list[
 
 
 def run_asv(
-    options: HistoryOptions, env: dict[str, str], commits: Sequence[str], has_gpu: bool, track: TrackRun,
+    options: HistoryOptions, env: dict[str, str], commits: Sequence[str], track: TrackRun,
     job: job_process.Job, repeat_head: int = 0,
 ) -> AsvCodes:
     """``asv run`` of one track over ``commits`` (newest first), then the newest again ``repeat_head`` times."""
-    launch = launch_method(options, has_gpu)
+    launch = launch_method(options)
     env = {**env, records.MACHINE_ENV: track.machine}
     common = asv_run_args(options, track, launch)
     started = time.monotonic()

@@ -4,8 +4,10 @@ Only this run's measurements are reported: a GEMM timing whose record carries th
 job's id (or was resumed by it), a resource count whose asv ``started_at`` is after
 the job started. Values from earlier runs are history; the HTML shows them.
 
-Each commit ends in one of: ``measured``; ``build failed`` (asv built nothing: every
-benchmark of the commit is a failure); ``not measured`` (asv stopped before it --
+Each commit ends in one of: ``measured``; ``failed`` (built, but every benchmark it ran
+failed for a reason its record names: a wrong result at the timed shape, a kernel that
+raised); ``build failed`` (asv built nothing: every benchmark of the commit is a failure
+and no record explains one); ``not measured`` (asv stopped before it --
 a harness failure, never blamed on the commit); ``identical code`` (its fingerprints equal
 those of a measured commit: that commit's results were copied under it by this run,
 ci.history.copies, and ``identical_to`` names it).
@@ -28,7 +30,7 @@ from harness.report import markdown_table
 GEMM_KEY = re.compile(r"^bench_gemm\.(\w+)\.track_time\('([^']*)', '([^']*)'\)$")
 RESOURCE_KEY = re.compile(r"^bench_resources\.CompiledResources\.track_(\w+)\('([^']*)', '([^']*)'\)$")
 
-MEASURED, BUILD_FAILED, NOT_MEASURED, IDENTICAL = "measured", "build failed", "not measured", "identical code"
+MEASURED, FAILED, BUILD_FAILED, NOT_MEASURED, IDENTICAL = "measured", "failed", "build failed", "not measured", "identical code"
 
 
 @dataclass
@@ -96,7 +98,10 @@ def collect_commit(
     if this_run or mine:
         numbers = [e for e in this_run.values() if _finite(e["value"])]
         all_failed = this_run and not numbers and all(e["value"] is None for e in this_run.values())
-        run.status = BUILD_FAILED if all_failed and not any(r["status"] == "measured" for r in mine.values()) else MEASURED
+        if not all_failed or any(r["status"] == "measured" for r in mine.values()):
+            run.status = MEASURED
+        else:  # nothing measured: the benchmarks' own records say why, or the commit never built
+            run.status = FAILED if any(r["status"] == "failed" for r in mine.values()) else BUILD_FAILED
     copied = {r.get("identical_to") for r in mine.values() if r.get("copied_by") == job}
     if copied and all(r.get("copied_by") == job for r in mine.values()) and not this_run:
         run.status, run.identical_to = IDENTICAL, sorted(c for c in copied if c)[0]
@@ -255,6 +260,8 @@ def merge_tracks(per_track: dict[str, Sequence[CommitRun]]) -> list[CommitRun]:
         timing = by_kind.get("gpu")
         if BUILD_FAILED in statuses:
             run.status = BUILD_FAILED
+        elif FAILED in statuses and MEASURED not in statuses:
+            run.status = FAILED
         elif statuses == {NOT_MEASURED}:
             run.status = NOT_MEASURED
         elif timing is not None and timing.status == IDENTICAL:

@@ -66,10 +66,10 @@ def sample_counts(results_dir: Path, machine: str, commits: Sequence[str]) -> di
     return out
 
 
-def _measure(options, env, commits, has_gpu, track, job, results_dir, outcome_of) -> TrackOutcome:
+def _measure(options, env, commits, track, job, results_dir, outcome_of) -> TrackOutcome:
     """asv over ``commits``; a commit measured before keeps its samples, and the line says how many it holds now."""
     before = sample_counts(results_dir, track.machine, commits)
-    outcome = outcome_of(asv_driver.run_asv(options, env, commits, has_gpu, track, job, options.repeat_head if track.timings else 0))
+    outcome = outcome_of(asv_driver.run_asv(options, env, commits, track, job, options.repeat_head if track.timings else 0))
     after = sample_counts(results_dir, track.machine, commits)
     for commit in commits:
         points = {key: (before[commit].get(key, 0), n) for key, n in after[commit].items()}
@@ -99,7 +99,7 @@ def run_track(
     steps = steps or Steps(steps_of(track))
     if not track.timings:
         steps.start(f"asv run: {track.kind} tracks (machine {track.machine}), {len(commits)} commits")
-        return _measure(options, env, commits, has_gpu, track, job, results_dir, lambda codes: TrackOutcome(track, codes))
+        return _measure(options, env, commits, track, job, results_dir, lambda codes: TrackOutcome(track, codes))
 
     known = identical.recorded(results_dir, track.machine)
     steps.start(f"fingerprinting {len(commits)} commits for {info['gpu_arch']} on the CPU (identical code is not "
@@ -115,7 +115,7 @@ def run_track(
         log(f"  {line}")
     steps.start(f"asv run: {track.kind} tracks (machine {track.machine}), {len(plan.measure)} of {len(commits)} "
                 "commits to measure")
-    outcome = _measure(options, env, plan.measure, has_gpu, track, job, results_dir,
+    outcome = _measure(options, env, plan.measure, track, job, results_dir,
                        lambda codes: TrackOutcome(track, codes, plan))
     timing_rows = tracks.timing_track(has_gpu)
     for commit in plan.measure:

@@ -116,7 +116,9 @@ def kernel_figure(kernel: str, history: History, changes: list | None = None) ->
     # Every row labels its commits: a row above an empty one still reads on its own.
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=commit_axis, showticklabels=True)
     fig.update_xaxes(title_text="commit (oldest to newest)", row=4, col=1)
-    fig.update_yaxes(title_text="TFLOPS", rangemode="tozero", row=1, col=1)
+    # Not from zero: the steps this page exists for are 1-3% (a zero-based axis drew the H200's +1% and +3%
+    # steps as one flat line); the fraction-of-peak row below keeps zero for scale.
+    fig.update_yaxes(title_text="TFLOPS", rangemode="normal", row=1, col=1)
     fig.update_yaxes(title_text="% of peak", rangemode="tozero", row=2, col=1)
     fig.update_yaxes(title_text="registers", row=3, col=1)
     fig.update_yaxes(title_text="KiB", row=4, col=1)

@@ -69,6 +69,7 @@ def colour(change: regressions.CommitChange) -> str:
 def draw(fig: go.Figure, found: list[tuple[LineKey, regressions.CommitChange]], commit_axis: list[str]) -> None:
     """A shaded range per change point on the TFLOPS row, with its label; labels stack so that none hides another."""
     column = {c: i for i, c in enumerate(commit_axis)}
+    drawn = False
     for number, ((machine, kernel_config, shape), change) in enumerate(found):
         start, end = column.get(change.last_before[:8]), column.get(change.first_after[:8])
         if start is None or end is None:
@@ -76,10 +77,15 @@ def draw(fig: go.Figure, found: list[tuple[LineKey, regressions.CommitChange]], 
         # Category positions are column indices: the band covers the columns of the suspected commits.
         fig.add_vrect(x0=start + 0.5, x1=end + 0.5, row=1, col=1, fillcolor=colour(change), opacity=0.18, line_width=0,
                       layer="below", name=f"change point: {size_label(change)}")
-        fig.add_annotation(x=end, y=0.97 - 0.07 * (number % 8), xref="x", yref="y domain", showarrow=False,
-                           text=f"<b>{size_label(change)}</b> ({kernel_config} {shape}, {machine})",
+        # The label runs into the wider side of the graph from the band, never past the commit axis.
+        left_half = end + 0.5 < len(commit_axis) / 2
+        fig.add_annotation(x=end + 0.5 if left_half else start + 0.5, y=0.97 - 0.07 * (number % 8), xref="x", yref="y domain",
+                           showarrow=False, text=f"<b>{size_label(change)}</b> ({kernel_config} {shape}, {machine})",
                            font={"size": 11, "color": colour(change)}, bgcolor="rgba(255,255,255,0.8)",
-                           xanchor="right", name="change-point")
+                           xanchor="left" if left_half else "right", name="change-point")
+        drawn = True
+    if drawn:  # the axis is the commits': labels must not widen it (plotly's autorange makes room for them)
+        fig.update_xaxes(range=[-0.5, len(commit_axis) - 0.5], row=1, col=1)
 
 
 def confirms(found: list[tuple[LineKey, regressions.CommitChange]], line: LineKey, commit: str, kind: str) -> bool:

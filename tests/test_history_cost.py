@@ -97,6 +97,10 @@ def test_a_commit_with_identical_fingerprints_is_not_measured_and_gets_the_measu
 
     same = identical.plan([COMMIT_B], known, lambda c: {k: PRINT for k in KEYS}, lambda k: True)
     assert same.measure == [] and same.identical == {COMMIT_B: COMMIT_A}
+    again = identical.plan([COMMIT_A], known, lambda c: {k: PRINT for k in KEYS}, lambda k: True)
+    assert again.identical == {COMMIT_A: COMMIT_A}  # measured before: said as such, not "identical to itself"
+    assert identical.describe(again) == [f"{COMMIT_A[:12]}: already measured on this machine, same code: not measured "
+                                         "(--remeasure measures it again)"]
 
     copied = copies.copy_results(results_dir, MACHINE, COMMIT_A, COMMIT_B, 1234, tracks.CPU_TIMINGS, "j2")
     assert copied.rows == 1 and copied.records == 2

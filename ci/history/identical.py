@@ -181,7 +181,8 @@ def _why_measured(prints: Fingerprints) -> str:
 
 
 def describe(plan_: Plan) -> list[str]:
-    lines = [f"{c[:12]}: identical code to {s[:12]}: not measured" for c, s in plan_.identical.items()]
+    lines = [f"{c[:12]}: already measured on this machine, same code: not measured (--remeasure measures it again)"
+             if c == s else f"{c[:12]}: identical code to {s[:12]}: not measured" for c, s in plan_.identical.items()]
     lines += [f"{c[:12]}: measured ({plan_.reasons.get(c, '')})" for c in plan_.measure]
     return lines
 

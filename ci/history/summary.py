@@ -45,6 +45,8 @@ class CommitRun:
     identical_to: str | None = None  # IDENTICAL: the measured commit whose results were copied
 
     def describe_status(self) -> str:
+        if self.status == IDENTICAL and self.identical_to == self.commit:
+            return "already measured on this machine, same code: not re-measured"
         if self.status == IDENTICAL and self.identical_to:
             return f"identical code to {self.identical_to[:12]}: not re-measured"
         return self.status

@@ -114,7 +114,8 @@ def header_lines(context: Context, rounds: Sequence[Mapping[str, Any]]) -> list[
     ]
     cost = context.extra.get("cost")
     if cost:
-        lines.append(f"GPU runner: {cost['measure_s']:.1f} s measuring, {cost['startup_s']:.1f} s starting "
+        lines.append(f"GPU runner: **{cost['measure_s'] + cost['startup_s']:.0f} s**: {cost['measure_s']:.1f} s measuring, "
+                     f"{cost['startup_s']:.1f} s starting "
                      f"{cost['processes_started']} process(es) (summed over processes"
                      + (f"; {cost['overlapped_startup_s']:.1f} s more start-up overlapped measuring"
                         if cost.get("overlapped_startup_s") else "") + "); wall per GPU: "

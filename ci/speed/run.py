@@ -21,11 +21,11 @@ from ci.speed.exclusion import ExclusionRule
 from ci.speed.options import SpeedOptions
 from ci.speed.reasons import Status, Stop
 from ci.speed.devices import visible_gpu_count
-from ci.speed.rounds import ChildFailed, Side, child_timeout, rotating_order, survey_side
+from ci.speed.rounds import ChildFailed, FreshEngine, Side, child_timeout, rotating_order, survey_side
 from ci.speed.selection import Entry, Selection
 from ci.speed.thresholds import THRESHOLDS_PATH, Thresholds, load_thresholds
 from ci.speed.warm import (DEFAULT_RESTART_EVERY, MEASURE_TIMEOUT_S, SETUP_TIMEOUT_S, START_TIMEOUT_S,
-                            open_engine)
+                            WarmEngine, open_engine)
 from ci.speed.verdict import CALIBRATION_PATH, BenchmarkResult, decide_entry, load_calibrations
 from harness.paired.sequential import SequentialPlan
 
@@ -129,7 +129,20 @@ def run_rounds(
                                      limit=limit, fixed=fixed, calibrations=calibrations, deadline=deadline)
 
 
-def _rounds_until_decided(sides, selection, measurer, *, plan, rule, thresholds, limit, fixed, calibrations, deadline):
+def _rounds_until_decided(
+    sides: Sequence[Side],
+    selection: Selection,
+    measurer: WarmEngine | FreshEngine | None,
+    *,
+    plan: SequentialPlan,
+    rule: ExclusionRule,
+    thresholds: Thresholds,
+    limit: int,
+    fixed: bool,
+    calibrations: Mapping[str, Any] | None,
+    deadline: float | None,
+) -> tuple[list[dict[str, Any]], list[BenchmarkResult]]:
+    """Round after round until each gated benchmark's plan decides (or ``limit`` rounds, or ``deadline``)."""
     rounds: list[dict[str, Any]] = []
     active = selection.gated
     names = [s.name for s in sides]

@@ -82,8 +82,12 @@ def test_a_killed_jobs_processes_and_temporary_files_are_removed_by_the_next(tmp
     )
     stray = _tagged_sleeper(f"{checkout}::old")
     other_checkout = _tagged_sleeper(f"{tmp_path / 'elsewhere'}::old")  # not this checkout's: left alone
-    time.sleep(0.3)
-    group = [int(p) for p in subprocess.run(["pgrep", "-g", str(stray.pid)], capture_output=True, text=True).stdout.split()]
+    deadline = time.monotonic() + 30  # under CPU load the shell may take a while to start its two sleeps
+    while True:
+        group = [int(p) for p in subprocess.run(["pgrep", "-g", str(stray.pid)], capture_output=True, text=True).stdout.split()]
+        if len(group) == 3 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert len(group) == 3  # sh and its two sleeps
     messages = []
     try:

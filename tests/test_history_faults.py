@@ -99,6 +99,7 @@ import sys, time
 from pathlib import Path
 from ci.common import job_process
 gate, checkout, machine, ready = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
+release = gate.with_name("release")
 ready.touch()
 while not gate.exists():
     time.sleep(0.001)
@@ -110,7 +111,9 @@ except job_process.JobConflict as exc:
     print(f"error: {exc}", file=sys.stderr)
     sys.exit(2)
 print("in", flush=True)
-time.sleep(3)
+deadline = time.monotonic() + 120
+while not release.exists() and time.monotonic() < deadline:  # held until every other job has had its try
+    time.sleep(0.01)
 job_process.finish(job)
 """
 
@@ -125,6 +128,12 @@ def _start_together(tmp_path: Path, checkouts: list[Path], machine: str) -> list
     while not all(r.exists() for r in ready) and time.monotonic() < deadline:
         time.sleep(0.01)  # every interpreter started, its imports done, waiting at the gate
     gate.touch()
+    # Whoever got in holds the lock until all the others have ended (or a minute passed): on a loaded CPU a
+    # job may reach the lock seconds late, and must still find it held.
+    deadline = time.monotonic() + 60
+    while sum(p.poll() is not None for p in procs) < len(procs) - 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (tmp_path / "release").touch()
     done = []
     for proc in procs:
         out, err = proc.communicate(timeout=60)

@@ -253,3 +253,37 @@ def test_real_gfx950_isa_mix_agrees_with_the_resource_parser(tmp_path):
     assert mix["scaled MFMA"] > 0 and mix["scaled MFMA"] + mix["other MFMA"] == usage["mma_count"]
     assert mix["global/buffer load"] > 0 and mix["LDS read"] > 0 and mix["s_waitcnt"] > 0
     assert mix["v_accvgpr move"] == usage["accvgpr_copies"]
+
+
+def test_sources_are_parsed_one_thread_at_a_time(monkeypatch):
+    """Base and head are fingerprinted in two threads; CPython 3.11's AST constructor is not thread-safe
+    (a CPU-hog run failed with "AST constructor recursion depth mismatch"), so parsing is serialized."""
+    import ast
+    import threading
+    import time
+
+    from ci.common import launch_path
+
+    inside, most = 0, 0
+    guard = threading.Lock()
+    real_parse = ast.parse
+
+    def slow_parse(*args, **kwargs):
+        nonlocal inside, most
+        with guard:
+            inside += 1
+            most = max(most, inside)
+        time.sleep(0.02)  # long enough for another thread to enter if nothing stops it
+        try:
+            return real_parse(*args, **kwargs)
+        finally:
+            with guard:
+                inside -= 1
+
+    monkeypatch.setattr(launch_path.ast, "parse", slow_parse)
+    threads = [threading.Thread(target=launch_path.source_digest, args=("x = 1\n",)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert most == 1, f"{most} threads were parsing at once"

@@ -26,9 +26,20 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import threading
 from pathlib import Path
 
 PACKAGE = "kernels"
+# CPython 3.11 keeps the AST constructor's recursion depth per interpreter, not per thread: two threads
+# parsing at once (the speed gate fingerprints base and head side by side) can fail with "SystemError:
+# AST constructor recursion depth mismatch" -- seen under a CPU hog. Parsing is milliseconds: one at a time.
+_PARSE_LOCK = threading.Lock()
+
+
+def parse(text: str, where: str = "<source>") -> ast.Module:
+    """``ast.parse``, one thread at a time."""
+    with _PARSE_LOCK:
+        return ast.parse(text, filename=where)
 
 
 class ModuleNotInTree(LookupError):
@@ -42,7 +53,7 @@ class SourceUnparsable(SyntaxError):
 def normalized_source(text: str, where: str = "<source>") -> str:
     """The module's syntax tree without docstrings, as text: equal for comment/docstring/format-only edits."""
     try:
-        tree = ast.parse(text, filename=where)
+        tree = parse(text, where)
     except SyntaxError as exc:
         raise SourceUnparsable(f"{where}: line {exc.lineno}: {exc.msg}") from None
     for node in ast.walk(tree):
@@ -122,7 +133,7 @@ def launch_path_files(tree: Path, module: str) -> dict[str, str]:
         relative = path.relative_to(tree).as_posix()
         text = path.read_text()
         digests[relative] = source_digest(text, relative)
-        pending |= _imported_modules(tree, name, ast.parse(text)) - seen
+        pending |= _imported_modules(tree, name, parse(text, relative)) - seen
     return dict(sorted(digests.items()))
 
 

@@ -178,7 +178,7 @@ def test_a_hanging_kernel_is_stopped_by_max_minutes(fault_repo):
     started = time.monotonic()
     done = run_gate(repo, "--base", c0, "--head", "hangs", *SMALL, "--max-minutes", "0.05", timeout=300)
     assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "head survey: ci.speed.child survey took over 30 s" in done.stderr and "Traceback" not in done.stderr
+    assert "head survey: " in done.stderr and "within 30 s" in done.stderr and "Traceback" not in done.stderr
     assert time.monotonic() - started < 200
 
 
@@ -193,7 +193,7 @@ def test_a_signal_stops_the_gate_removes_its_worktrees_and_says_so(fault_repo, t
     seen = []
     for line in gate.stderr:  # wait until the surveys (one of them hanging) are running
         seen.append(line)
-        if "[head survey]" in line or "[base survey]" in line:
+        if "surveying base and head" in line:
             break
     time.sleep(3)
     assert _leftovers(gate.pid), "the gate's worktrees should exist while it runs"

@@ -216,3 +216,34 @@ def test_a_primed_timing_skips_priming_and_still_warms_up_until_steady():
     assert sum(primed_from.values()) == 2 + first.warmup_launches + 6  # priming: one launch per input set
     assert launched_again == again.warmup_launches + 6  # primed: warm-up and samples only
     assert again.warmup_launches >= 3 and len(again.samples_s) == 6  # three chunks make "steady"
+
+
+def test_a_settled_timing_warms_up_with_one_launch_and_judges_steadiness_on_its_samples():
+    """A warm worker's repeat timing on a GPU (``settled``): one warm-up launch, then the samples."""
+    calls = {"a": 0, "b": 0}
+
+    def launch(name):
+        def run():
+            calls[name] += 1
+        return run
+
+    budget = timing.TimingBudget(warmup_ms=10_000.0, chunk_ms=0.0, rep_ms=0.0, min_reps=6, max_reps=6, steady_tolerance=1000.0)
+    settled = timing.benchmark([launch("a"), launch("b")], flops=1, device="cpu", budget=budget, primed=True, settled=True)
+    assert settled.warmup_launches == 1 and sum(calls.values()) == 1 + 6  # no priming, no 10 s warm-up
+    assert settled.steady  # any spread is within a tolerance of 1000x
+    with pytest.raises(ValueError, match="settled"):
+        timing.benchmark([launch("a")], flops=1, device="cpu", budget=budget, settled=True)
+
+
+@pytest.mark.parametrize("samples, steady", [
+    ([1.0] * 9, True),
+    ([1.0, 1.02, 0.99] * 3, True),  # noise within 3%: the thirds' medians agree
+    ([1.0] * 3 + [1.0] * 3 + [1.1] * 3, False),  # the last third 10% slower: a clock falling
+    ([1.2] * 3 + [1.0] * 6, False),  # the first third slow: not settled when timing began
+    ([5.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0], True),  # one slow launch moves no median
+    ([1.0, 1.0], False),  # too few to judge
+])
+def test_samples_steady_compares_the_medians_of_the_thirds(samples, steady):
+    from harness.timing.sampling import samples_steady
+
+    assert samples_steady(samples, 0.03) is steady

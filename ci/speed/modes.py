@@ -24,7 +24,8 @@ from ci.speed.outputs import Context, finish, record_json
 from ci.speed.reasons import Status, Stop
 from ci.speed.report import calibration_markdown, correctness_lines, excluded_rows, plan_text, rates_markdown
 from ci.speed.rounds import Side, set_deadline
-from ci.speed.run import BASE_UNMEASURABLE, GateError, calibrations_for, deadline, log, run_rounds, survey_both, thresholds_for
+from ci.speed.run import (BASE_UNMEASURABLE, GateError, calibrations_for, deadline, log, open_measurer, run_rounds,
+                          survey_both, thresholds_for)
 from ci.speed import dependencies, unchanged
 from ci.speed.selection import Selection, check_selectors, select
 from ci.speed.thresholds import ThresholdsError, parse_thresholds
@@ -85,7 +86,11 @@ def run_gate(options: SpeedOptions) -> int:
             results = [decide_entry(e, rounds, thresholds, plan, rule) for e in selection.entries]
             log(f"speed_gate: all {len(skipped)} selected benchmark(s) have identical code at base and head: nothing to measure")
         else:
-            surveys = survey_both(sides, options, pairs=pairs if skipped else None)
+            # The warm engine's workers answer the surveys and then measure: one start per side.
+            present = [side for side in (sides["base"], sides["head"]) if side is not None]
+            measurer = stack.enter_context(open_measurer(present, device=options.device or "auto", timing=timing,
+                                                         **engine_options(options)))
+            surveys = survey_both(sides, options, pairs=pairs if skipped else None, engine=measurer)
             base_note = "" if sides["base"] else "the base has no kernels/ package"
             if surveys["base"] is not None and BASE_UNMEASURABLE in surveys["base"]:  # a broken base: all new
                 base_note, surveys["base"], sides["base"] = surveys["base"][BASE_UNMEASURABLE], None, None
@@ -96,7 +101,7 @@ def run_gate(options: SpeedOptions) -> int:
             rounds, results = run_rounds([sides["base"], sides["head"]] if sides["base"] else [], selection, device=device,
                                          plan=plan, rule=rule, thresholds=thresholds, timing=timing, limit=limit,
                                          fixed=options.rounds is not None, calibrations=calibrations, deadline=stop_at,
-                                         **engine_options(options))
+                                         measurer=measurer, **engine_options(options))
     costs = unchanged.cost_record(decision, skipped, rounds, removed)
     dependency_changes = dependencies.dependency_changes(repo, base.sha, None if options.working_tree else head_sha)
     context = Context(

@@ -183,9 +183,22 @@ def survey_side(
 
     ``pairs``: only these (kernel, config)s, within the selectors; None: every selected one.
     """
-    request = {"device": device, "kernels": list(kernels), "configs": list(configs), "shapes": list(shapes), "check": check,
-               "pairs": None if pairs is None else [list(p) for p in pairs]}
+    request = survey_request(device=device, kernels=kernels, configs=configs, shapes=shapes, check=check, pairs=pairs)
     return run_child(side.tree, "survey", request, what=f"{side.name} survey", log=log)
+
+
+def survey_request(
+    *,
+    device: str,
+    kernels: Sequence[str] = (),
+    configs: Sequence[str] = (),
+    shapes: Sequence[str] = (),
+    check: bool = True,
+    pairs: Sequence[Sequence[str]] | None = None,
+) -> dict[str, Any]:
+    """What ci.speed.child survey is asked (by a survey child, or by a warm worker's "survey")."""
+    return {"device": device, "kernels": list(kernels), "configs": list(configs), "shapes": list(shapes), "check": check,
+            "pairs": None if pairs is None else [list(p) for p in pairs]}
 
 
 def measure_round(

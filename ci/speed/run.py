@@ -21,7 +21,7 @@ from ci.speed.exclusion import ExclusionRule
 from ci.speed.options import SpeedOptions
 from ci.speed.reasons import Status, Stop
 from ci.speed.devices import visible_gpu_count
-from ci.speed.rounds import ChildFailed, FreshEngine, Side, child_timeout, rotating_order, survey_side
+from ci.speed.rounds import ChildFailed, FreshEngine, Side, child_timeout, rotating_order, survey_request, survey_side
 from ci.speed.selection import Entry, Selection
 from ci.speed.thresholds import THRESHOLDS_PATH, Thresholds, load_thresholds
 from ci.speed.warm import (DEFAULT_RESTART_EVERY, MEASURE_TIMEOUT_S, SETUP_TIMEOUT_S, START_TIMEOUT_S,
@@ -49,22 +49,34 @@ def deadline(options: SpeedOptions, started: float) -> float | None:
 
 
 def survey_both(sides: dict[str, Side | None], options: SpeedOptions, check: bool = True,
-                pairs: Sequence[tuple[str, str]] | None = None) -> dict[str, dict[str, Any] | None]:
+                pairs: Sequence[tuple[str, str]] | None = None,
+                engine: WarmEngine | FreshEngine | None = None) -> dict[str, dict[str, Any] | None]:
     """Both surveys at once (nothing is timed yet); a side without kernels/ surveys as None.
 
     A base whose survey fails (its kernels do not import, its child dies) also surveys as None,
     with ``BASE_UNMEASURABLE`` saying why: the head's benchmarks are then "new", so a change that
     fixes a broken base is not blocked by it. A head whose survey fails is a harness error.
-    ``pairs``: survey only these (kernel, config)s (None: every selected one)."""
-    def one(side: Side | None) -> dict[str, Any] | None:
-        if side is None:
-            return None
-        return survey_side(side, device=options.device, kernels=options.kernels, configs=options.configs,
-                           shapes=options.shapes, check=check, pairs=pairs, log=log)
+    ``pairs``: survey only these (kernel, config)s (None: every selected one).
+    ``engine``: a warm engine surveys in the workers that will measure (no process of its own);
+    otherwise each survey is a child process (ci.speed.child survey)."""
+    present = {name: side for name, side in sides.items() if side is not None}
+    if isinstance(engine, WarmEngine) and present:
+        request = survey_request(device=options.device, kernels=options.kernels, configs=options.configs,
+                                 shapes=options.shapes, check=check, pairs=pairs)
+        log(f"speed_gate: surveying {' and '.join(sorted(present))} in the workers that will measure them")
+        answers = engine.survey({name: request for name in present})
+        surveys = {name: _survey_result(name, lambda a=answers[name], n=name: _worker_survey(n, a)) if name in present else None
+                   for name in sides}
+    else:
+        def one(side: Side | None) -> dict[str, Any] | None:
+            if side is None:
+                return None
+            return survey_side(side, device=options.device, kernels=options.kernels, configs=options.configs,
+                               shapes=options.shapes, check=check, pairs=pairs, log=log)
 
-    with ThreadPoolExecutor(max_workers=len(sides)) as pool:
-        futures = {name: pool.submit(one, side) for name, side in sides.items()}
-        surveys = {name: _survey_result(name, f.result) for name, f in futures.items()}
+        with ThreadPoolExecutor(max_workers=len(sides)) as pool:
+            futures = {name: pool.submit(one, side) for name, side in sides.items()}
+            surveys = {name: _survey_result(name, f.result) for name, f in futures.items()}
     devices = {s["device"] for s in surveys.values() if s is not None and BASE_UNMEASURABLE not in s}
     if len(devices) > 1:
         raise GateError(f"the sides resolved different devices: {sorted(devices)}")
@@ -72,6 +84,13 @@ def survey_both(sides: dict[str, Side | None], options: SpeedOptions, check: boo
 
 
 BASE_UNMEASURABLE = "base_unmeasurable"  # a survey's key: why the base could not be surveyed
+
+
+def _worker_survey(name: str, answer: dict[str, Any] | Exception) -> dict[str, Any]:
+    """A warm worker's survey, or its failure as a failed survey child's (ChildFailed, naming the side)."""
+    if isinstance(answer, Exception):
+        raise ChildFailed(f"{name} survey: {answer}")
+    return answer
 
 
 def _survey_result(name: str, result) -> dict[str, Any] | None:
@@ -105,28 +124,46 @@ def run_rounds(
     engine: str = "warm",
     restart_every: int = DEFAULT_RESTART_EVERY,
     gpus: Sequence[int] | None = None,
+    measurer: WarmEngine | FreshEngine | None = None,
 ) -> tuple[list[dict[str, Any]], list[BenchmarkResult]]:
     """Rounds until every gated benchmark is decided (or all ``limit`` of them when ``fixed``); then decide each.
 
     No round starts after ``deadline`` (time.time()): what is undecided then is inconclusive.
-    ``engine``: "warm" (ci.speed.warm: workers kept alive, replaced every ``restart_every`` rounds,
-    benchmarks spread over ``gpus``, default every visible GPU) or "fresh" (a process per side and round).
+    ``measurer``: an engine already open (the one that surveyed, :func:`open_measurer`); else one is
+    opened here from ``engine``, ``restart_every`` and ``gpus`` and closed at the end.
     """
     with ExitStack() as stack:
-        if not sides:
-            measurer = None
-        elif engine == "warm":
-            devices = list(gpus) if gpus is not None else list(range(visible_gpu_count() if device != "cpu" else 1))
-            # Every read from a worker is bounded by what is left of --max-minutes: a hanging kernel cannot hold the runner.
-            left = child_timeout()
-            measurer = stack.enter_context(open_engine(
-                "warm", sides, device=device, budget=timing, log=log, restart_every=restart_every, devices=devices,
-                start_timeout_s=min(START_TIMEOUT_S, left), setup_timeout_s=min(SETUP_TIMEOUT_S, left),
-                measure_timeout_s=min(MEASURE_TIMEOUT_S, left)))
-        else:
-            measurer = stack.enter_context(open_engine("fresh", sides, device=device, budget=timing, log=log))
-        return _rounds_until_decided(sides, selection, measurer, plan=plan, rule=rule, thresholds=thresholds,
-                                     limit=limit, fixed=fixed, calibrations=calibrations, deadline=deadline)
+        if measurer is None and sides:
+            measurer = stack.enter_context(open_measurer(sides, device=device, timing=timing, engine=engine,
+                                                         restart_every=restart_every, gpus=gpus))
+        return _rounds_until_decided(sides, selection, measurer if sides else None, plan=plan, rule=rule,
+                                     thresholds=thresholds, limit=limit, fixed=fixed, calibrations=calibrations,
+                                     deadline=deadline)
+
+
+def open_measurer(
+    sides: Sequence[Side],
+    *,
+    device: str,
+    timing: dict[str, Any],
+    engine: str = "warm",
+    restart_every: int = DEFAULT_RESTART_EVERY,
+    gpus: Sequence[int] | None = None,
+) -> WarmEngine | FreshEngine:
+    """The engine that measures ``sides`` (a context manager: closing it ends every process it started).
+
+    ``engine``: "warm" (ci.speed.warm: workers kept alive, replaced every ``restart_every`` rounds,
+    benchmarks spread over ``gpus``, default every visible GPU; they also answer the surveys) or
+    "fresh" (a process per side and round). ``device`` may still be "auto" (the workers resolve it).
+    """
+    if engine == "warm":
+        devices = list(gpus) if gpus is not None else list(range(visible_gpu_count() if device != "cpu" else 1))
+        # Every read from a worker is bounded by what is left of --max-minutes: a hanging kernel cannot hold the runner.
+        left = child_timeout()
+        return open_engine("warm", sides, device=device, budget=timing, log=log, restart_every=restart_every, devices=devices,
+                           start_timeout_s=min(START_TIMEOUT_S, left), setup_timeout_s=min(SETUP_TIMEOUT_S, left),
+                           measure_timeout_s=min(MEASURE_TIMEOUT_S, left))
+    return open_engine("fresh", sides, device=device, budget=timing, log=log)
 
 
 def _rounds_until_decided(

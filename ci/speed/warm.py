@@ -24,6 +24,11 @@ one timing per benchmark and round:
   as ``startup_s``, the rest is ``overlapped_startup_s``; a spare that died is
   replaced by a fresh start, reported (``spare_failed``). Not on a CPU device
   unless asked (``spares=True``): there the imports would take the timed cores;
+* the surveys (which benchmarks each side has, correctness at a small shape)
+  are asked of the first device's workers (:meth:`WarmEngine.survey`), which
+  then measure: no process is started for a survey alone; the survey's seconds
+  count in the first round (``startup_s``; the device's ``wall_s`` and
+  ``survey_wall_s``);
 * a round first readies every device (starts, restarts, prepares), then
   measures on every device: no device's start-up runs beside a timing;
 * a worker that dies or hangs fails its device: every benchmark of that device
@@ -78,6 +83,8 @@ class _Device:
     rounds_served: int = 0
     last_work_end: float = 0.0
     failure: str | None = None
+    budget: dict[str, Any] | None = None  # the timing budget the workers resolved at their start
+    carried: "_DeviceRound | None" = None  # the survey's start-up, counted in the first round (see WarmEngine.survey)
 
 
 @dataclass
@@ -95,6 +102,8 @@ class _DeviceRound:
     overlapped: dict[str, float] = field(default_factory=dict)  # side -> seconds of a spare's start-up during measuring
     spare_failed: dict[str, str] = field(default_factory=dict)  # side -> why its spare could not be promoted
     phases: dict[str, dict[str, float]] = field(default_factory=dict)  # side -> when its new worker passed each step
+    start_failed: dict[str, "WorkerFailed"] = field(default_factory=dict)  # side -> why it did not start (the survey's start)
+    carried_wall_s: float = 0.0  # the survey's wall time on this device, before this round began
     measure: dict[str, float] = field(default_factory=dict)
     error: str | None = None
 
@@ -133,6 +142,7 @@ class WarmEngine:
         self.budget = asdict(budget) if is_dataclass(budget) else dict(budget or {})
         self.timeouts = {"start": start_timeout_s, "setup": setup_timeout_s, "measure": measure_timeout_s}
         # A spare's imports run beside the timing: harmless to a GPU's, not to a CPU's (the same cores).
+        self.spares_asked = spares
         self.use_spares = spares if spares is not None else device != "cpu"
         self.environ, self.log = environ, log
         self.devices = {d: _Device(d) for d in devices}
@@ -140,6 +150,44 @@ class WarmEngine:
         self._known_cost: dict[str, float] = {}
         self._spawned: list[WorkerProcess] = []  # every process this engine started: none outlives close()
         self._lock = threading.Lock()
+
+    # -- the survey -------------------------------------------------------------
+
+    def survey(self, requests: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any] | WorkerFailed]:
+        """Each side's survey (ci.speed.child.survey of its request), asked of that side's worker on the first device.
+
+        The workers that survey are the generation that then measures: one start per side for the
+        survey and the rounds, where a survey child of its own cost a second one (~5 s on an H200:
+        the interpreter, torch, the device context, the compilation). Their start-up and the survey's
+        seconds are counted in the first round's ``startup_s``. A side whose worker cannot start or
+        survey gets its :class:`WorkerFailed` back: the caller decides what a broken side means.
+        """
+        dev = self.devices[min(self.devices)]
+        scratch = _DeviceRound(list(requests), [])
+
+        def one(side: str) -> dict[str, Any] | WorkerFailed:
+            try:
+                began = time.time()
+                try:
+                    answer = dev.workers[side].request({"op": "survey", "request": dict(requests[side])},
+                                                       timeout_s=self.timeouts["setup"], what="the survey")
+                finally:
+                    scratch.startup[side] += time.time() - began
+            except WorkerFailed as exc:
+                return exc
+            return answer["survey"]
+
+        try:
+            dev.budget = self._start(dev, scratch, round_index=None, sides_may_fail=True)
+        finally:
+            dev.carried = scratch
+        answers: dict[str, dict[str, Any] | WorkerFailed] = dict(scratch.start_failed)  # a side that did not start
+        answers.update(_each([side for side in requests if side in dev.workers], one))
+        scratch.carried_wall_s = time.time() - scratch.began
+        resolved = {a["device"] for a in answers.values() if isinstance(a, dict)}
+        if resolved == {"cpu"}:  # "auto" found no GPU: one device, and no spares importing beside the timing
+            self.use_spares = self.spares_asked if self.spares_asked is not None else False
+        return answers
 
     # -- the round --------------------------------------------------------------
 
@@ -149,7 +197,9 @@ class WarmEngine:
             raise ValueError(f"order {list(order)} must name each of the sides {sorted(self.sides)} at most once")
         plan = self._assign(benchmarks)
         began = time.time()
-        parts = {d: _DeviceRound(list(order), benches, began) for d, benches in plan.items() if benches}
+        # A device whose workers surveyed joins its first round even without benchmarks: its start-up is counted.
+        parts = {d: _DeviceRound(list(order), benches, began) for d, benches in plan.items()
+                 if benches or self.devices[d].carried is not None}
         # Every device is ready before any measures: one device's start-up (its context, its
         # compilation, a CPU-heavy Triton build) never runs beside another device's timing.
         _each(list(parts), lambda d: self._ready(self.devices[d], parts[d], round_index))
@@ -194,6 +244,8 @@ class WarmEngine:
         try:
             if dev.workers and dev.rounds_served >= self.restart_every:
                 retiring = self._retire(dev)
+            if dev.carried is not None:
+                self._carry_in(dev, part, round_index)
             if not dev.workers:
                 part.budget = self._start(dev, part, round_index)
             self._prepare(dev, part.benches, part.startup)
@@ -205,9 +257,23 @@ class WarmEngine:
                 ending.join()
                 part.startup[side] = part.startup.get(side, 0.0) + time.time() - began
 
+    def _carry_in(self, dev: _Device, part: _DeviceRound, round_index: int) -> None:
+        """The survey's start of this device's workers becomes part of the first round (its seconds held the runner)."""
+        scratch, dev.carried = dev.carried, None
+        assert scratch is not None
+        if dev.workers:
+            dev.started_round = round_index
+            part.budget = dev.budget
+        for side in scratch.order:
+            part.startup[side] = part.startup.get(side, 0.0) + scratch.startup[side]
+            part.overlapped[side] = part.overlapped.get(side, 0.0) + scratch.overlapped[side]
+        part.phases.update(scratch.phases)
+        part.spare_failed.update(scratch.spare_failed)
+        part.carried_wall_s = scratch.carried_wall_s
+
     def _measure_all(self, dev: _Device, part: _DeviceRound, round_index: int) -> None:
         """Phase two: benchmark by benchmark, the sides in order; the next generation's spares start meanwhile."""
-        if part.error:
+        if part.error or not part.benches:
             return
         try:
             if self.use_spares and not dev.spares:
@@ -243,7 +309,8 @@ class WarmEngine:
                 **({"phases": part.phases[side]} if side in part.phases else {}),
                 **({"spare_failed": part.spare_failed[side]} if side in part.spare_failed else {})}
         part.summary = {"device": dev.index, "benchmarks": [b.id for b in part.benches], "generation": dev.generation,
-                        "wall_s": round(time.time() - part.began, 3), "error": part.error or None}
+                        "wall_s": round(time.time() - part.began + part.carried_wall_s, 3), "error": part.error or None,
+                        **({"survey_wall_s": round(part.carried_wall_s, 3)} if part.carried_wall_s else {})}
 
     # -- the workers ------------------------------------------------------------
 
@@ -265,15 +332,32 @@ class WarmEngine:
                 self._spawned.append(spare.worker)
             dev.spares[side] = spare
 
-    def _start(self, dev: _Device, part: _DeviceRound, round_index: int) -> dict[str, Any] | None:
-        """A new generation of workers on ``dev``, one per side, side by side: its spares promoted, or fresh ones."""
+    def _start(self, dev: _Device, part: _DeviceRound, round_index: int | None,
+               sides_may_fail: bool = False) -> dict[str, Any] | None:
+        """A new generation of workers on ``dev``, one per side, side by side: its spares promoted, or fresh ones.
+
+        ``round_index`` None: started for the survey, before the first round. ``sides_may_fail``: a side
+        that fails to start leaves the others started (the survey reports each side on its own).
+        """
         dev.generation += 1
         dev.started_round, dev.rounds_served = round_index, 0
         spares, dev.spares = dev.spares, {}
         request = {"op": "start", "device": self.device, "budget": self.budget, "seed": self.seed}
         kernels = [b.kernel for b in part.benches]
 
-        def start(side: str) -> dict[str, Any]:
+        def start(side: str) -> dict[str, Any] | None:
+            try:
+                return start_one(side)
+            except WorkerFailed as exc:
+                if not sides_may_fail:
+                    raise
+                failed = dev.workers.pop(side, None)
+                if failed is not None:
+                    failed.kill()
+                part.start_failed[side] = exc
+                return None
+
+        def start_one(side: str) -> dict[str, Any]:
             go_at = time.time()
             worker, spare = None, spares.pop(side, None)
             if spare is not None:
@@ -303,11 +387,12 @@ class WarmEngine:
         finally:
             for spare in spares.values():  # a side not in this round's order: its spare is not needed
                 spare.kill()
-        resolved = {a["device"] for a in answers.values()}
+        started = [a for a in answers.values() if a is not None]
+        resolved = {a["device"] for a in started}
         if len(resolved) > 1:
             raise WorkerFailed(f"the sides' workers on device {dev.index} resolved different devices: {sorted(resolved)}")
         dev.last_work_end = 0.0
-        return answers[part.order[0]].get("budget")
+        return started[0].get("budget") if started else None
 
     def _prepare(self, dev: _Device, benches: list[Benchmark], startup: dict[str, float]) -> None:
         """Each worker holds exactly ``benches`` prepared (operands, compiled launches)."""

@@ -17,6 +17,10 @@ stdout (a kernel's print) is sent to stderr, so the answers stay parseable.
         started while other workers measure; nothing here touches the device (no context).
     {"op": "start", "device": "auto", "budget": {...}, "seed": 0, "side": "base"}
         -> {"ok": true, "pid", "device", "environment", "ready_at"}
+    {"op": "survey", "request": {...}}
+        -> {"ok": true, "survey": ci.speed.child.survey(request)}
+        which benchmarks this commit has on this device, and each selected (kernel, config)'s
+        correctness at a small shape: the survey a child process would answer, without a start of its own.
     {"op": "prepare", "benchmarks": [Benchmark.to_json(), ...]}
         -> {"ok": true, "prepared": {id: {"prepare_s", "error"?}}}
         hold exactly these benchmarks: operands generated, launches prepared and run once
@@ -45,10 +49,10 @@ from typing import Any, Callable, TextIO
 from ci.speed.child import device_environment, log, resolve_device, setup_device, timing_budget, wrong_result_record
 
 PROTOCOL = "mxfp4-speed-worker/1"
-# A benchmark this worker timed before needs no priming and less warm-up: its code is loaded and the
-# GPU has just run the other side's same launches. The warm-up's steadiness check still decides when
-# timing starts (three chunks in agreement), so a GPU that is not settled still gets its full warm-up.
-REPEAT_WARMUP_MS = 50.0
+# A benchmark this worker timed before needs no priming; on a GPU, no warm-up beyond one launch either:
+# the GPU has been timing until now, at its working clocks (harness.timing.benchmark(settled=True): steadiness
+# is then judged on the timed launches, and an unsteady timing still excludes its round). A CPU keeps
+# its warm-up, retried until steady: its timed cores are shared with whatever else runs.
 
 
 @dataclass
@@ -105,6 +109,11 @@ class Worker:
         return {"pid": os.getpid(), "device": self.device, "environment": device_environment(self.device),
                 "budget": asdict(self.budget), "ready_at": time.time()}
 
+    def survey(self, request: dict[str, Any]) -> dict[str, Any]:
+        from ci.speed.child import survey
+
+        return {"survey": survey(dict(request["request"], device=self.device))}
+
     def prepare(self, request: dict[str, Any]) -> dict[str, Any]:
         wanted = {b["id"]: b for b in request["benchmarks"]}
         released = [i for i in self.prepared if i not in wanted]
@@ -134,10 +143,10 @@ class Worker:
         try:
             idle = self._wait_idle(frozenset(request.get("own_pids", ())), bool(request.get("after_own_work")))
             again = bench_id in self.timed
-            budget = replace(self.budget, warmup_ms=min(self.budget.warmup_ms, REPEAT_WARMUP_MS)) if again else self.budget
             result = timing.benchmark(prepared.launches, flops=timing.gemm_flops(bench["m"], bench["n"], bench["k"]),
-                                      device=self.device, budget=budget, monitor=self.monitor,
-                                      inputs_cold=prepared.inputs_cold, label=label, primed=again)
+                                      device=self.device, budget=self.budget, monitor=self.monitor,
+                                      inputs_cold=prepared.inputs_cold, label=label, primed=again,
+                                      settled=again and self.device != "cpu")
             self.timed.add(bench_id)
         except gpu_state.GpuBusyError as exc:  # the parent excludes the round: the GPU was not ours
             record = {"error": str(exc), "error_type": type(exc).__name__, "busy": True}
@@ -266,7 +275,8 @@ def serve(requests: TextIO, answers: TextIO) -> int:
     """Answer ``requests`` line by line until "quit" or end of input."""
     worker = Worker()
     handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
-        "preload": worker.preload, "start": worker.start, "prepare": worker.prepare, "measure": worker.measure}
+        "preload": worker.preload, "start": worker.start, "survey": worker.survey, "prepare": worker.prepare,
+        "measure": worker.measure}
     for line in requests:
         if not line.strip():
             continue

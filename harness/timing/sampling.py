@@ -28,12 +28,19 @@ def benchmark(
     inputs_cold: bool = True,
     label: str = "",
     primed: bool = False,
+    settled: bool = False,
 ) -> Timing:
     """Time zero-argument ``launches`` (one per input set, used in rotation); see the module doc.
 
     ``primed``: every launch already ran in this process (a warm worker timing a benchmark
-    again), so step 3 is skipped; the warm-up and its steadiness check still run.
+    again), so step 3 is skipped. ``settled`` (with ``primed``): the device has just run this
+    same work (the other side's timing of it, on a GPU): step 4 is one timed launch, which
+    absorbs the switch between processes and sizes step 5, and whether the timing was steady
+    is judged on the timed launches themselves (:func:`samples_steady`), so a device that had
+    not settled is still reported unsteady.
     """
+    if settled and not primed:
+        raise ValueError("settled: only a primed timing (every launch already ran) can skip its warm-up")
     if not launches:
         raise ValueError("launches: need at least one launch callable")
     if flops <= 0:
@@ -46,12 +53,13 @@ def benchmark(
             launch()
         clock.sync()
 
-    warm = _warm_up(clock, launches, budget)
+    warm = _one_launch(clock, launches) if settled else _warm_up(clock, launches, budget)
     before = monitor.snapshot().to_json() if monitor is not None else None
     reps = int(min(max(math.ceil(budget.rep_ms * 1e-3 / warm.per_launch_s), budget.min_reps), budget.max_reps))
     # Continue the rotation where the warm-up stopped: the first timed set is not the one just used.
     samples = clock.time_each(launches, warm.launches, reps)
     after = monitor.snapshot().to_json() if monitor is not None else None
+    steady = samples_steady(samples, budget.steady_tolerance) if settled else warm.steady
     return Timing(
         samples_s=tuple(samples),
         flops=flops,
@@ -61,7 +69,7 @@ def benchmark(
         inputs_cold=inputs_cold,
         warmup_launches=warm.launches,
         warmup_s=warm.seconds,
-        steady=warm.steady,
+        steady=steady,
         label=label,
         gpu_before=before,
         gpu_after=after,
@@ -74,6 +82,23 @@ class _WarmUp:
     seconds: float
     per_launch_s: float
     steady: bool
+
+
+def samples_steady(samples: Sequence[float], tolerance: float) -> bool:
+    """The warm-up's rule applied to timed launches: the medians of their first, middle and last
+    thirds agree within ``tolerance`` (a clock still rising or falling moves them apart)."""
+    if len(samples) < 3:
+        return False
+    third = len(samples) // 3
+    blocks = (samples[:third], samples[third:len(samples) - third], samples[len(samples) - third:])
+    medians = [sorted(block)[len(block) // 2] for block in blocks]
+    return max(medians) <= min(medians) * (1 + tolerance)
+
+
+def _one_launch(clock: Clock, launches: Sequence[Callable[[], None]]) -> _WarmUp:
+    begin = time.perf_counter()
+    seconds = clock.time_chunk(launches, 0, 1)
+    return _WarmUp(1, time.perf_counter() - begin, seconds, True)
 
 
 def _warm_up(clock: Clock, launches: Sequence[Callable[[], None]], budget: TimingBudget) -> _WarmUp:

@@ -1,0 +1,29 @@
+# shellcheck shell=bash
+# Shared by the H200 experiment scripts (sourced, not run): a time budget, timed steps, the device's set-up.
+# The caller sets BUDGET_S (seconds the whole call may take), LOGS (what comes back) and, before
+# h200_setup, WORK (the clone to run in) and WHL (the carried wheels, .dev/whl).
+T0=$(date +%s)
+
+left() { echo $(( BUDGET_S - ($(date +%s) - T0) )); }
+
+step() {  # step NAME CAP COMMAND...: under timeout min(CAP, what is left - 20 s); wall time and exit code
+  local name=$1 cap=$2; shift 2
+  local limit; limit=$(( $(left) - 20 )); [ "$limit" -gt "$cap" ] && limit=$cap
+  if [ "$limit" -lt 5 ]; then echo "$name: skipped, the budget is spent" | tee -a "$LOGS/runs.txt"; return 124; fi
+  local t0; t0=$(date +%s.%N)
+  timeout -k 10 "$limit" "$@"
+  local rc=$?
+  echo "$name: exit $rc, wall $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s (limit $limit s)" | tee -a "$LOGS/runs.txt"
+  return $rc
+}
+
+h200_setup() {  # the wheels into $SITE, a clone of the bundled main in $WORK with the experiment branches
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv \
+    | tee "$LOGS/gpu_before.csv"
+  step install 90 python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$WHL"/*.whl \
+    > "$LOGS/install.log" 2>&1 || exit 2
+  rm -rf "$WORK" && git clone -q -b main "$BUNDLE" "$WORK" && cd "$WORK" || exit 2
+  git config user.email exp@example.invalid && git config user.name exp
+  python3 docs/data/make_experiment_branches.py || exit 2
+  export PYTHONPATH=$WORK:$SITE
+}

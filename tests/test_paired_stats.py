@@ -550,6 +550,7 @@ def test_the_per_pr_alpha_is_shared_by_the_gated_benchmarks():
 
     assert options().plan_for(10).alpha == pytest.approx(0.001)
     assert options("--pr-alpha", "0.05").plan_for(5).alpha == pytest.approx(0.01)
+    assert options("--pr-alpha", "0.05").plan_for(1).alpha == 0.05  # one gated benchmark has the PR's alpha to itself
     assert options("--alpha", "0.02").plan_for(10).alpha == 0.02  # a per-benchmark alpha, as given
     assert options("--engine", "fresh").plan_for(10).alpha == 0.01  # the signed-rank plan: per benchmark, bound stated
 
@@ -560,8 +561,9 @@ def test_the_warm_plan_spends_alpha_per_tail_and_says_so():
     from harness.paired.sequential import WARM_PLAN
 
     plan = replace(WARM_PLAN, alpha=0.001)
-    assert plan.per_look_confidence == pytest.approx(1 - 2 * 0.001 / 3)  # two-sided at 2 alpha / K: alpha in each tail
-    assert replace(plan, alpha_per_tail=False).per_look_confidence == pytest.approx(1 - 0.001 / 3)
+    looks = len(plan.look_points)
+    assert plan.per_look_confidence == pytest.approx(1 - 2 * 0.001 / looks)  # two-sided at 2 alpha / K: alpha in each tail
+    assert replace(plan, alpha_per_tail=False, miss_alpha=None).per_look_confidence == pytest.approx(1 - 0.001 / looks)
     assert plan.to_json()["alpha_per_tail"] is True and "per tail" in plan.to_json()["error_control"]
     with pytest.raises(ValueError, match="leaves no interval"):
         replace(plan, looks=(5,), min_rounds=5, max_rounds=5, alpha=0.5)
@@ -576,7 +578,7 @@ def test_each_tail_of_a_look_misses_with_alpha_per_look():
 
     from harness.paired.sequential import WARM_PLAN, interval
 
-    plan = replace(WARM_PLAN, looks=(10,), min_rounds=10, max_rounds=10, alpha=0.05, futility=False)
+    plan = replace(WARM_PLAN, looks=(10,), min_rounds=10, max_rounds=10, alpha=0.05, futility=False, miss_alpha=None)
     rng = np.random.default_rng(21)
     below = sum(interval(np.exp(rng.normal(0.0, 0.001, 10)), plan.per_look_confidence, plan.method).high < 1.0
                 for _ in range(4000))
@@ -604,3 +606,131 @@ def test_an_effect_at_the_band_edge_stops_early_as_inconclusive_at_the_threshold
     without = paired.sequential_decision(paired.synthetic_rounds(20, 0.001, -0.0035, np.random.default_rng(5)), 0.003,
                                          replace(plan, futility=False))
     assert not without.at_threshold_edge and without.rounds_used == 20  # the rule is what stops it
+
+
+# ------------------------------------------------------------------ the miss alpha (warm plan, version 4)
+
+H200_ROUND_SD, H200_THRESHOLD = 0.0009, 0.003  # the fresh-process round SD the H200 showed; its Triton threshold
+
+
+def binomial_slack(p: float, trials: int, sds: float = 3.5) -> float:
+    """``sds`` binomial SDs of a rate ``p`` over ``trials``: what a seeded simulation may stray by."""
+    return sds * math.sqrt(p * (1 - p) / trials)
+
+
+def test_the_miss_interval_lies_above_the_truth_with_miss_alpha_per_look():
+    """At a true effect of exactly -threshold, a look says "no change" when its miss interval lies wholly above
+    the truth (the band is wide enough that the upper end never leaves it): miss_alpha / K per look, not
+    miss_alpha / (2K) (two-sided at 1 - miss_alpha / K), not miss_alpha (no split) and not alpha / K (the fa interval)."""
+    from dataclasses import replace
+
+    from harness.paired.sequential import WARM_PLAN, look_verdict
+
+    plan = replace(WARM_PLAN, alpha=0.001, miss_alpha=0.1, futility=False)
+    per_look = plan.miss_alpha / len(plan.look_points)
+    threshold, trials = 0.01, 8000
+    rng = np.random.default_rng(31)
+    said = [look_verdict(np.exp(rng.normal(math.log1p(-threshold), 0.001, 10)), threshold, plan) for _ in range(trials)]
+    no_change = [est for verdict, est, _ in said if verdict is Verdict.NO_CHANGE]
+    assert not any(verdict is Verdict.IMPROVEMENT for verdict, _, _ in said)
+    assert abs(len(no_change) / trials - per_look) <= binomial_slack(per_look, trials)  # 0.02 +- 0.0055
+    # "No change" is reported with the interval it was decided on.
+    assert all(est.confidence == pytest.approx(plan.per_look_miss_confidence) for est in no_change)
+
+
+def test_a_miss_alpha_decides_an_aa_pr_in_fewer_rounds_with_no_more_false_alarms():
+    from dataclasses import replace
+
+    from harness.paired.sequential import WARM_PLAN
+    from harness.paired.simulation import simulate
+
+    with_miss = WARM_PLAN.with_alpha(0.001)  # ten gated benchmarks share a 1% per-PR alpha; the miss alpha stays 1%
+    without = replace(with_miss, miss_alpha=None)
+    assert with_miss.miss_alpha == 0.01
+    trials = 400
+    fast = simulate(H200_ROUND_SD, 0.0, H200_THRESHOLD, with_miss, trials=trials, seed=41)
+    slow = simulate(H200_ROUND_SD, 0.0, H200_THRESHOLD, without, trials=trials, seed=41)  # the same rounds
+    assert fast.mean_rounds < slow.mean_rounds, (fast.mean_rounds, slow.mean_rounds)
+    for rates in (fast, slow):
+        counts = dict(rates.counts)
+        assert counts["regression"] / trials <= 0.001 + binomial_slack(0.001, trials)
+        assert counts["no change"] >= 0.98 * trials
+
+
+def test_at_minus_the_threshold_a_miss_is_within_miss_alpha_and_a_false_alarm_within_alpha():
+    """The truth sits at the band's lower edge: "no change" (or "improvement") is a missed regression, bounded
+    by miss_alpha per benchmark; "regression" is a false alarm (the truth is not beyond the threshold),
+    bounded by alpha. Futility off: it only removes chances to err, so the bounds are tested without it."""
+    from dataclasses import replace
+
+    from harness.paired.sequential import WARM_PLAN
+    from harness.paired.simulation import simulate
+
+    plan = replace(WARM_PLAN.with_alpha(0.001), futility=False)
+    trials = 5000
+    counts = dict(simulate(H200_ROUND_SD, -H200_THRESHOLD, H200_THRESHOLD, plan, trials=trials, seed=43).counts)
+    missed = (counts["no change"] + counts["improvement"]) / trials
+    assert missed <= plan.miss_alpha + binomial_slack(plan.miss_alpha, trials), counts
+    assert counts["regression"] / trials <= plan.alpha + binomial_slack(plan.alpha, trials), counts
+
+
+def test_no_change_is_decided_on_the_miss_interval_and_says_so():
+    from harness.paired.sequential import WARM_PLAN, interval
+
+    plan = WARM_PLAN.with_alpha(0.001)
+    rng = np.random.default_rng(45)
+    rounds = paired.synthetic_rounds(20, H200_ROUND_SD, 0.0, rng)
+    same = paired.sequential_decision(rounds, H200_THRESHOLD, plan)
+    assert same.verdict is Verdict.NO_CHANGE and same.estimate.confidence == pytest.approx(plan.per_look_miss_confidence)
+    assert f"{plan.per_look_miss_confidence:.2%} interval" in same.reason
+    # The reported interval is the narrower miss interval, not the false-alarm one of the same rounds.
+    false_alarm = interval([r.ratio for r in rounds[: same.rounds_used]], plan.per_look_confidence, plan.method)
+    assert false_alarm.low < same.estimate.low <= same.estimate.high < false_alarm.high
+    slow = paired.sequential_decision(paired.synthetic_rounds(20, H200_ROUND_SD, -0.01, rng), H200_THRESHOLD, plan)
+    assert slow.verdict is Verdict.REGRESSION and slow.estimate.confidence == pytest.approx(plan.per_look_confidence)
+    assert f"{plan.per_look_confidence:.2%} interval" in slow.reason
+
+
+def test_the_miss_alpha_is_checked():
+    from dataclasses import replace
+
+    from harness.paired.sequential import WARM_PLAN
+
+    for bad in (0.0, 1.0, -0.1, math.nan):
+        with pytest.raises(ValueError, match=r"miss_alpha must be in \(0, 1\)"):
+            replace(WARM_PLAN, miss_alpha=bad)
+    with pytest.raises(ValueError, match="miss_alpha 0.005 is below alpha 0.01: need miss_alpha >= alpha"):
+        replace(WARM_PLAN, miss_alpha=0.005)
+    with pytest.raises(ValueError, match="it needs alpha_per_tail"):
+        SequentialPlan(10, 30, 3, 0.01, miss_alpha=0.05)
+    with pytest.raises(ValueError, match="leaves no interval"):
+        replace(WARM_PLAN, looks=(20,), min_rounds=20, miss_alpha=0.6)
+    # A larger alpha takes the miss alpha with it (a miss interval is never wider than the false-alarm one).
+    assert WARM_PLAN.with_alpha(0.05).miss_alpha == 0.05 and WARM_PLAN.with_alpha(0.001).miss_alpha == WARM_PLAN.miss_alpha
+    assert replace(WARM_PLAN, miss_alpha=None).with_alpha(0.05).miss_alpha is None
+
+
+def test_a_plan_survives_its_json_record_and_an_old_record_has_no_miss_alpha():
+    from ci.speed.verdict import plan_of
+    from harness.paired.sequential import WARM_PLAN
+
+    plan = WARM_PLAN.with_alpha(0.001)
+    record = json.loads(json.dumps(plan.to_json()))
+    assert plan_of(record) == plan and record["miss_alpha"] == 0.01
+    assert "miss alpha 0.01" in record["error_control"]
+    assert record["per_look_miss_confidence"] == pytest.approx(plan.per_look_miss_confidence)
+    old = {k: v for k, v in record.items() if "miss" not in k}  # a record from before the miss alpha
+    assert plan_of(old).miss_alpha is None and plan_of(old).per_look_miss_confidence == plan_of(old).per_look_confidence
+    recorded = json.loads((PROJECT / "docs/data/h200_speed_gate_rounds.json").read_text())["plan"]
+    assert "miss_alpha" not in recorded and plan_of(recorded).miss_alpha is None
+
+
+def test_the_plan_text_states_the_per_pr_false_alarm_and_the_per_benchmark_miss():
+    from ci.speed.report import plan_text
+    from harness.paired.sequential import WARM_PLAN
+
+    text = plan_text(WARM_PLAN.with_alpha(0.001), 10)
+    assert "a false alarm anywhere in this PR (10 gated): <= 0.01" in text
+    assert "a benchmark slower by the threshold or more is called 'no change' with probability <= 0.01" in text
+    assert "miss alpha 0.01" in text and f"{WARM_PLAN.with_alpha(0.001).per_look_miss_confidence:.3%}" in text
+    assert "probability <= 0.02" in plan_text(paired.DEFAULT_PLAN.with_alpha(0.02), 3)  # no miss alpha: alpha bounds both

@@ -29,6 +29,14 @@ def options_of(*argv: str):
     (["--rounds", "0"], "--rounds must be >= 1"),
     (["--round-budget", "2"], "--round-budget 2 is below the first look"),
     (["--alpha", "1.5"], "--alpha must be a number in (0, 1)"),
+    (["--pr-alpha", "nan"], "--pr-alpha must be a number in (0, 1) (got nan)"),
+    (["--pr-alpha", "0"], "--pr-alpha must be a number in (0, 1) (got 0.0)"),
+    (["--miss-alpha", "nan"], "--miss-alpha must be a number in (0, 1) (got nan)"),
+    (["--miss-alpha", "0"], "--miss-alpha must be a number in (0, 1) (got 0.0)"),
+    (["--miss-alpha", "-0.01"], "--miss-alpha must be a number in (0, 1) (got -0.01)"),
+    (["--miss-alpha", "1"], "--miss-alpha must be a number in (0, 1) (got 1.0)"),
+    (["--alpha", "0.02", "--miss-alpha", "0.01"], "plan: miss_alpha 0.01 is below alpha 0.02: need miss_alpha >= alpha"),
+    (["--engine", "fresh", "--miss-alpha", "0.05"], "plan: miss_alpha bounds one tail (a missed regression): it needs alpha_per_tail"),
     (["--engine", "fresh", "--min-rounds", "2", "--max-rounds", "2"], "plan: the first look at 2 rounds can never decide"),
     (["--min-rounds", "1", "--max-rounds", "1"], "plan: the first look at 1 rounds can never decide"),
     (["--calibrate", "--rounds", "2"], "--calibrate needs --rounds >= 3"),
@@ -88,3 +96,16 @@ def test_a_replay_keeps_the_recorded_plan_and_rule_unless_asked():
     assert options.mode is Mode.REPLAY and options.sides == ("base", "slow-1.0") and options.resampled is False  # disjoint
     recorded = dataclasses.replace(DEFAULT_PLAN, alpha=0.2)
     assert options.the_plan(recorded) is recorded and options.plan is None
+
+
+def test_the_miss_alpha_stays_per_benchmark_while_the_pr_alpha_is_shared():
+    default = options_of().plan_for(10)
+    assert default.alpha == pytest.approx(0.001) and default.miss_alpha == WARM_PLAN.miss_alpha == 0.01
+    asked = options_of("--miss-alpha", "0.05").plan_for(10)
+    assert asked.alpha == pytest.approx(0.001) and asked.miss_alpha == 0.05 and asked.look_points == WARM_PLAN.look_points
+    # An alpha above the miss alpha takes it along: a per-benchmark --alpha, or the per-PR alpha over one benchmark.
+    assert options_of("--alpha", "0.02").plan_for(10).miss_alpha == 0.02
+    single = options_of("--pr-alpha", "0.05").plan_for(1)
+    assert single.alpha == 0.05 and single.miss_alpha == 0.05
+    assert options_of("--alpha", "0.02", "--miss-alpha", "0.03").plan_for(10).miss_alpha == 0.03
+    assert options_of("--engine", "fresh").plan_for(10).miss_alpha is None  # the signed-rank plan: alpha bounds both

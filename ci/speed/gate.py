@@ -95,6 +95,9 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--pr-alpha", type=float, metavar="A",
                    help="chance that an unchanged head fails anywhere in the PR, shared by the gated benchmarks "
                         "(Bonferroni; default 0.01; the warm engine's t plan; --alpha sets a per-benchmark alpha instead)")
+    g.add_argument("--miss-alpha", type=float, metavar="A",
+                   help="chance that a benchmark slower by its threshold or more is called 'no change', per benchmark "
+                        f"(the warm engine's t plan; default {WARM_PLAN.miss_alpha}, raised to the plan's alpha if below it)")
     g.add_argument("--round-budget", type=int, metavar="N", help="most rounds attempted, excluded ones included (default: 1.5 x max rounds)")
     add_max_minutes(g, DEFAULT_MAX_MINUTES, "start no round after M minutes; undecided benchmarks are then inconclusive "
                                             "(under the GPU job's 120-minute limit)")

@@ -91,7 +91,7 @@ class SpeedOptions:
         return dict(self.timing)
 
     def the_plan(self, recorded: SequentialPlan | None = None) -> SequentialPlan:
-        """--min-rounds/--max-rounds/--looks/--alpha as given, else the recorded plan (a replay), else the engine's default."""
+        """--min-rounds/--max-rounds/--looks/--alpha/--miss-alpha as given, else the recorded plan (a replay), else the engine's default."""
         if self.plan is not None:
             return self.plan
         if recorded is not None:
@@ -103,11 +103,13 @@ class SpeedOptions:
 
         With --alpha (a per-benchmark alpha) or a signed-rank plan (whose first look needs more rounds as
         alpha falls) the plan is used as it is; the summary then states the per-PR bound, ``gated x alpha``.
+        Only the false-alarm alpha is shared: the miss alpha bounds one benchmark's missed regression and
+        stays per benchmark (raised to the alpha where below it: SequentialPlan.with_alpha).
         """
         plan = self.the_plan()
-        if self.plan_alpha_given or plan.method != "t" or gated <= 1:
+        if self.plan_alpha_given or plan.method != "t" or gated < 1:
             return plan
-        return replace(plan, alpha=self.pr_alpha / gated)
+        return plan.with_alpha(self.pr_alpha / gated)
 
     def exclusion_rule(self, recorded: ExclusionRule | None = None) -> ExclusionRule:
         """The rule asked for: the recorded one (or the default) with --clock-floor-mhz and --allow-throttle applied."""
@@ -182,10 +184,13 @@ def speed_options(given: Mapping[str, Any], command: Sequence[str] = ()) -> Spee
 
 
 def _pr_alpha(value: float | None) -> float:
-    if value is None:
-        return 0.01
-    if not (math.isfinite(value) and 0 < value < 1):
-        raise OptionsError(f"--pr-alpha must be a number in (0, 1) (got {value})")
+    return 0.01 if value is None else _probability(value, "--pr-alpha")
+
+
+def _probability(value: float | None, flag: str) -> float | None:
+    """An error probability as given: None (not given) or a number in (0, 1)."""
+    if value is not None and not (math.isfinite(value) and 0 < value < 1):
+        raise OptionsError(f"{flag} must be a number in (0, 1) (got {value})")
     return value
 
 
@@ -233,23 +238,25 @@ def _check_mode(given: Mapping[str, Any], mode: Mode) -> None:
 
 def _plan(given: Mapping[str, Any]) -> SequentialPlan | None:
     """The plan asked for, completed by harness.paired.DEFAULT_PLAN's values; None when no part of it was given."""
-    names = ("min_rounds", "max_rounds", "looks", "alpha")
-    chosen = {k: given[k] for k in names if given[k] is not None}
+    names = ("min_rounds", "max_rounds", "looks", "alpha", "miss_alpha")
+    chosen = {k: given.get(k) for k in names if given.get(k) is not None}
     if not chosen:
         return None
-    alpha = chosen.get("alpha")
-    if alpha is not None and not (math.isfinite(alpha) and 0 < alpha < 1):
-        raise OptionsError(f"--alpha must be a number in (0, 1) (got {alpha})")
+    for k in ("alpha", "miss_alpha"):
+        _probability(chosen.get(k), "--" + k.replace("_", "-"))
     for k in ("min_rounds", "max_rounds", "looks"):
         positive_int_value(chosen.get(k), "--" + k.replace("_", "-"))
     default = DEFAULT_PLAN if given.get("engine") == "fresh" or given.get("replay") else WARM_PLAN
     start = {"min_rounds": default.min_rounds, "max_rounds": default.max_rounds, "looks": default.looks,
              "alpha": default.alpha, "method": default.method, "alpha_per_tail": default.alpha_per_tail,
-             "futility": default.futility}
+             "futility": default.futility, "miss_alpha": default.miss_alpha}
     if "looks" in chosen or "min_rounds" in chosen or "max_rounds" in chosen:
         start["looks"] = chosen.get("looks", 3 if isinstance(default.looks, tuple) else default.looks)
     if "max_rounds" in chosen and "min_rounds" not in chosen:
         start["min_rounds"] = min(start["min_rounds"], chosen["max_rounds"])
+    if "alpha" in chosen and "miss_alpha" not in chosen and start["miss_alpha"] is not None:
+        # --alpha above the default miss alpha takes it along; --miss-alpha below --alpha, both given, is refused.
+        start["miss_alpha"] = max(start["miss_alpha"], chosen["alpha"])
     try:
         return SequentialPlan(**{**start, **chosen})
     except ValueError as exc:

@@ -171,16 +171,27 @@ def idle_overrides(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def plan_text(plan: SequentialPlan, gated: int | None = None) -> str:
-    """The plan in words; with ``gated``, the bound on a false alarm anywhere in the PR (Bonferroni: gated x alpha)."""
-    interval = "t interval" if plan.method == "t" else "signed-rank interval"
-    per = "a false regression and a missed one each" if plan.alpha_per_tail else "per benchmark"
-    text = (f"looks at {'/'.join(map(str, plan.look_points))} usable rounds, {interval}, alpha {plan.alpha:.3g} {per} "
-            f"over its looks (each look {plan.per_look_confidence:.3%} two-sided)")
+    """The plan in words; with ``gated``, the bound on a false alarm anywhere in the PR (Bonferroni: gated x alpha)
+    and on a missed regression of one benchmark (per benchmark, not shared)."""
+    text = f"looks at {'/'.join(map(str, plan.look_points))} usable rounds, {_interval_text(plan)}"
     if plan.futility:
         text += "; stops early when the effect cannot be told from the band's edge"
     if gated:
-        text += f" · a false alarm anywhere in this PR ({gated} gated): <= {min(1.0, gated * plan.alpha):.3g}"
+        text += (f" · a false alarm anywhere in this PR ({gated} gated): <= {min(1.0, gated * plan.alpha):.3g}"
+                 f" · a benchmark slower by the threshold or more is called 'no change' with probability"
+                 f" <= {plan.miss_side_alpha:.3g}")
     return text
+
+
+def _interval_text(plan: SequentialPlan) -> str:
+    """Which interval each look computes, at what confidence, and what error each verdict spends."""
+    interval = "t interval" if plan.method == "t" else "signed-rank interval"
+    each_look = f"each look {plan.per_look_confidence:.3%} two-sided"
+    if plan.miss_alpha is not None:
+        return (f"{interval}, alpha {plan.alpha:.3g} a false regression and miss alpha {plan.miss_alpha:.3g} a missed one "
+                f"over its looks ({each_look}; 'no change' on a {plan.per_look_miss_confidence:.3%} interval)")
+    per = "a false regression and a missed one each" if plan.alpha_per_tail else "per benchmark"
+    return f"{interval}, alpha {plan.alpha:.3g} {per} over its looks ({each_look})"
 
 
 def gate_markdown(

@@ -177,7 +177,8 @@ def plan_of(data: Mapping[str, Any]) -> SequentialPlan:
     points = tuple(data["look_points"])
     return SequentialPlan(min_rounds=data["min_rounds"], max_rounds=data["max_rounds"], looks=points, alpha=data["alpha"],
                           method=data.get("method", "signed_rank"),  # records before issue 21 have no method
-                          alpha_per_tail=bool(data.get("alpha_per_tail", False)), futility=bool(data.get("futility", False)))
+                          alpha_per_tail=bool(data.get("alpha_per_tail", False)), futility=bool(data.get("futility", False)),
+                          miss_alpha=data.get("miss_alpha"))  # records before the warm plan's version 4 have none
 
 
 def load_calibrations(path: str | Path) -> dict[str, Any]:

@@ -41,14 +41,15 @@ def threshold_for(ratio_sd: float, plan: SequentialPlan, alpha: float = 0.01) ->
 
     With ``se = ratio_sd * sqrt(pi / (3 n))`` at ``n = max_rounds``, the HL log
     ratio of an A/A comparison is ~ N(0, se^2) and the interval is about
-    ``HL +- z(1 - a/2) se`` (``a`` the plan's per-look alpha). Both ends lie in the
+    ``HL +- z(1 - a/2) se`` (``a`` the plan's per-look alpha of the interval "no
+    change" is decided on: the miss interval's, when the plan has one). Both ends lie in the
     band when ``|HL| <= z(1 - alpha/2) se``, i.e. for
     ``t = exp((z(1 - a/2) + z(1 - alpha/2)) se) - 1``
     (``log(1 - t) <= -log(1 + t)``, so the lower edge is then met too).
     """
     n = plan.max_rounds
     se = hl_standard_error(ratio_sd, n)
-    return math.expm1((_t_quantile(1 - plan.per_look_alpha / 2, n - 1) + _t_quantile(1 - alpha / 2, n - 1)) * se)
+    return math.expm1((_t_quantile(1 - plan.per_look_miss_alpha / 2, n - 1) + _t_quantile(1 - alpha / 2, n - 1)) * se)
 
 
 def resolvable_effect(ratio_sd: float, threshold: float, plan: SequentialPlan, power: float = 0.99) -> float:

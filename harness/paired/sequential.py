@@ -18,11 +18,23 @@ Two options of the warm plan (issue 21), both off in the fresh engine's plan:
   (10%) bound of today's spread, so a benchmark is not given up on too early --
   still contains the edge. Stopping to say inconclusive never adds a false
   regression; what it costs in detection is simulated in docs/SPEED_GATE.md.
+
+A third option, ``miss_alpha`` (issue 21, version 4 of the warm plan), gives the miss
+side its own error. The false-alarm guarantee is per PR, so ``alpha`` is split over
+the gated benchmarks; a missed regression is an error of one benchmark, so its bound
+need not be. Each look then computes two intervals over the same rounds: the
+false-alarm interval at ``1 - 2 alpha / K`` decides "regression" and "improvement",
+the (narrower) miss interval at ``1 - 2 miss_alpha / K`` decides "no change". A real
+regression of the threshold or more is called "no change" only when the miss
+interval lies wholly above the truth (``miss_alpha / K`` per look), or "improvement"
+only when the wider false-alarm interval does (a subset of that event): at most
+``miss_alpha`` over the K looks. A false "regression" still needs the false-alarm
+interval, so the per-PR bound is unchanged.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import math
@@ -51,6 +63,8 @@ class SequentialPlan:
     (Bonferroni), so all intervals cover the true ratio together with probability
     ``>= 1 - alpha``. Bonferroni is conservative here (the looks share rounds) but
     needs no distributional assumption beyond the signed-rank test's own.
+    ``miss_alpha`` (None: ``alpha``) bounds a missed regression on its own; it needs
+    ``alpha_per_tail`` and is at least ``alpha`` (see the module doc).
     """
 
     min_rounds: int = 10
@@ -60,6 +74,7 @@ class SequentialPlan:
     method: str = "signed_rank"  # the interval: "signed_rank" (Hodges-Lehmann, exact) or "t" (harness.paired.t_interval)
     alpha_per_tail: bool = False  # alpha bounds a false regression and a missed one each (see the module doc)
     futility: bool = False  # stop early when the last look could not tell the effect from the band's edge (t only)
+    miss_alpha: float | None = None  # a missed regression's own bound, "no change" decided on it (None: alpha)
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_rounds <= self.max_rounds:
@@ -76,6 +91,7 @@ class SequentialPlan:
             raise ValueError(f"method must be one of {sorted(METHODS)} (got {self.method!r})")
         if not self.per_look_alpha < 1:
             raise ValueError(f"alpha {self.alpha} per tail over {len(points)} look(s) leaves no interval: need alpha < {len(points) / 2:g}")
+        self._check_miss_alpha()
         if self.futility and self.method != "t":
             raise ValueError("futility stopping predicts the last look's t interval: it needs method 't'")
         need = min_rounds_for(self.per_look_confidence) if self.method == "signed_rank" else 2
@@ -85,6 +101,20 @@ class SequentialPlan:
                 f"{self.per_look_confidence:.5f} (alpha {self.alpha} / {len(points)} looks) needs >= {need} rounds; "
                 f"raise min_rounds, alpha, or use fewer looks"
             )
+
+    def _check_miss_alpha(self) -> None:
+        if self.miss_alpha is None:
+            return
+        if not 0 < self.miss_alpha < 1:  # NaN fails this too
+            raise ValueError(f"miss_alpha must be in (0, 1) (got {self.miss_alpha})")
+        if self.miss_alpha < self.alpha:
+            # A miss interval wider than the false-alarm one would make "no change" harder than "regression" to reach.
+            raise ValueError(f"miss_alpha {self.miss_alpha} is below alpha {self.alpha}: need miss_alpha >= alpha")
+        if not self.alpha_per_tail:
+            raise ValueError("miss_alpha bounds one tail (a missed regression): it needs alpha_per_tail")
+        if not self.per_look_miss_alpha < 1:
+            raise ValueError(f"miss_alpha {self.miss_alpha} per tail over {len(self.look_points)} look(s) leaves no interval: "
+                             f"need miss_alpha < {len(self.look_points) / 2:g}")
 
     @property
     def look_points(self) -> tuple[int, ...]:
@@ -103,7 +133,38 @@ class SequentialPlan:
 
     @property
     def per_look_confidence(self) -> float:
+        """The false-alarm interval's confidence: "regression" and "improvement" are decided on it."""
         return 1.0 - self.per_look_alpha
+
+    @property
+    def miss_side_alpha(self) -> float:
+        """The bound on a missed regression (of the threshold or more called "no change") over the looks."""
+        return self.alpha if self.miss_alpha is None else self.miss_alpha
+
+    @property
+    def per_look_miss_alpha(self) -> float:
+        """The two-sided miss probability of each look's miss interval (the one "no change" is decided on)."""
+        return (2.0 if self.alpha_per_tail else 1.0) * self.miss_side_alpha / len(self.look_points)
+
+    @property
+    def per_look_miss_confidence(self) -> float:
+        return 1.0 - self.per_look_miss_alpha
+
+    def with_alpha(self, alpha: float) -> "SequentialPlan":
+        """This plan at false-alarm ``alpha``, its miss alpha raised to ``alpha`` where below it.
+
+        A miss interval is never wider than the false-alarm one: a larger per-benchmark
+        ``alpha`` (``--alpha 0.05``, or a per-PR alpha over few benchmarks) takes the miss alpha with it.
+        """
+        miss = None if self.miss_alpha is None else max(self.miss_alpha, alpha)
+        return replace(self, alpha=alpha, miss_alpha=miss)
+
+    def error_control(self) -> str:
+        """How the plan spends its error, in words (the record's ``error_control``)."""
+        text = "bonferroni over looks" + (", alpha per tail" if self.alpha_per_tail else "")
+        if self.miss_alpha is not None:
+            text += f", miss alpha {self.miss_alpha:g} (a missed regression, per benchmark; 'no change' decided on it)"
+        return text
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -112,24 +173,44 @@ class SequentialPlan:
             "look_points": list(self.look_points),
             "alpha": self.alpha,
             "per_look_confidence": self.per_look_confidence,
-            "error_control": "bonferroni over looks" + (", alpha per tail" if self.alpha_per_tail else ""),
+            "error_control": self.error_control(),
             "method": self.method,
             "alpha_per_tail": self.alpha_per_tail,
             "futility": self.futility,
+            "miss_alpha": self.miss_alpha,
+            "per_look_miss_confidence": self.per_look_miss_confidence,
         }
 
 
 DEFAULT_PLAN = SequentialPlan()
 # Warm workers make a round cheap (two timings, no process start): decide as soon as the t interval
-# can (5 rounds: ±0.23% at the H200's 0.055% round SD with 10 benchmarks sharing a 1% per-PR alpha),
-# and give up early on an effect that sits at the band's edge (docs/SPEED_GATE.md: the simulated rates).
-WARM_PLAN = SequentialPlan(min_rounds=5, max_rounds=20, looks=(5, 10, 20), alpha=0.01, method="t",
-                           alpha_per_tail=True, futility=True)
+# can, and give up early on an effect that sits at the band's edge (docs/SPEED_GATE.md: the simulated rates).
+# Version 4: "no change" is decided on a miss interval at 1% per benchmark (not split over the gated
+# benchmarks, as the false-alarm alpha is by ci.speed.options), and five looks so that a benchmark
+# that just misses a look does not wait twice as long for the next one.
+WARM_PLAN = SequentialPlan(min_rounds=5, max_rounds=20, looks=(5, 7, 10, 14, 20), alpha=0.01, method="t",
+                           alpha_per_tail=True, futility=True, miss_alpha=0.01)
 
 
 def interval(ratios: Sequence[float], confidence: float, method: str) -> Estimate:
     """The plan's interval over ``ratios``."""
     return METHODS[method](ratios, confidence)
+
+
+def look_verdict(ratios: Sequence[float], threshold: float, plan: SequentialPlan) -> tuple[Verdict, Estimate, Estimate]:
+    """One look's verdict, the interval it was decided on, and the false-alarm interval (futility's).
+
+    "Regression" and "improvement" need the false-alarm interval; "no change" needs
+    the miss interval (the same interval when the plan has no ``miss_alpha``).
+    """
+    false_alarm = interval(ratios, plan.per_look_confidence, plan.method)
+    verdict = decide(false_alarm, threshold)
+    if verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT) or plan.miss_alpha is None:
+        return verdict, false_alarm, false_alarm
+    miss = interval(ratios, plan.per_look_miss_confidence, plan.method)
+    if decide(miss, threshold) is Verdict.NO_CHANGE:  # a narrower miss interval may say "regression": not its call
+        return Verdict.NO_CHANGE, miss, false_alarm
+    return Verdict.INCONCLUSIVE, false_alarm, false_alarm
 
 
 @dataclass(frozen=True)
@@ -228,7 +309,8 @@ def sequential_decision(rounds: Sequence[Round], threshold: float, plan: Sequent
     """Replay the gate's planned looks over ``rounds`` (in time order) and decide.
 
     At each look point ``m`` the interval of the first ``m`` usable rounds is
-    computed at ``plan.per_look_confidence``; the first look that gives
+    computed at ``plan.per_look_confidence`` (and, for "no change", at
+    ``plan.per_look_miss_confidence``: :func:`look_verdict`); the first look that gives
     regression / improvement / no change stops the gate. Usable rounds beyond
     the stopping look (or beyond ``max_rounds``) are ignored, so handing this the
     whole record or a growing prefix gives the same decision.
@@ -254,8 +336,7 @@ def sequential_decision(rounds: Sequence[Round], threshold: float, plan: Sequent
     for look_no, m in enumerate(points, start=1):
         if m > usable:
             break
-        est = interval(ratios[:m], plan.per_look_confidence, plan.method)
-        verdict = decide(est, threshold)
+        verdict, est, false_alarm = look_verdict(ratios[:m], threshold, plan)
         last = look_no == len(points)
         if verdict is not Verdict.INCONCLUSIVE or last:
             n_excl, reasons = excluded_before(positions[m - 1] + 1)
@@ -266,7 +347,9 @@ def sequential_decision(rounds: Sequence[Round], threshold: float, plan: Sequent
                 where = "below" if verdict is Verdict.REGRESSION else "above" if verdict is Verdict.IMPROVEMENT else "inside"
                 why = f"{_fmt_interval(est)} lies {where} the {band} at look {look_no}/{len(points)} ({m} rounds)"
             return Decision(verdict, est, m, n_excl, not last, why, threshold, True, None, reasons)
-        edge = futile_edge(ratios[:m], est, threshold, plan) if plan.futility else None
+        # Futility asks of the false-alarm interval, as before the miss alpha: giving up on the narrower
+        # miss interval too would need its own prediction, and stopping as inconclusive adds no wrong verdict.
+        edge = futile_edge(ratios[:m], false_alarm, threshold, plan) if plan.futility else None
         if edge is not None:
             n_excl, reasons = excluded_before(positions[m - 1] + 1)
             why = (f"{_fmt_interval(est)} straddles the band edge {edge:.4f} at look {look_no}/{len(points)} ({m} rounds), "

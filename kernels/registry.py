@@ -200,7 +200,16 @@ def _load() -> None:
     global _loaded
     if not _loaded:
         for module in KERNEL_MODULES:
-            importlib.import_module(module)
+            before = dict(_REGISTRY)
+            try:
+                importlib.import_module(module)
+            except BaseException:
+                # A module that registered and then failed is gone from sys.modules, not from the
+                # registry: undo its registrations, so the next try raises this error again rather
+                # than "registered twice" for a class it is about to define anew.
+                _REGISTRY.clear()
+                _REGISTRY.update(before)
+                raise
         _loaded = True
 
 

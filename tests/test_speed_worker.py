@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 
 from ci.speed.devices import assign_devices, estimated_seconds, pinned_environment, visible_devices_variable
-from ci.speed.rounds import Benchmark, Side, rotating_order
+from ci.speed.rounds import Benchmark, Side, rotating_order, survey_request
 from ci.speed.cost import cost_summary
 from ci.speed.warm import WarmEngine, open_engine
+from ci.speed.worker_process import WorkerFailed
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SABOTAGE_ENV = "MXFP4_TEST_SABOTAGE"
@@ -174,6 +175,36 @@ def test_warm_workers_alternate_measure_many_times_and_restart(sides, capsys):
         print(f"\nwarm: 3 rounds x 2 benchmarks x 2 sides in {warm_wall:.1f} s: start-up {cost['startup_s']:.1f} s "
               f"(4 processes), measuring {cost['measure_s']:.1f} s; fresh: 1 round in {fresh_wall:.1f} s: "
               f"start-up {fresh_cost['startup_s']:.1f} s, measuring {fresh_cost['measure_s']:.1f} s")
+
+
+def test_the_workers_that_survey_are_the_ones_that_measure_and_the_survey_is_counted(sides, tmp_path):
+    """The surveys are asked of the first device's workers: no process of their own, their seconds in round 1."""
+    request = survey_request(device="cpu", kernels=["torch_dequant"], configs=["bf16"], shapes=["128x128x512"])
+    broken = tmp_path / "broken"
+    shutil.copytree(sides[0].tree / "kernels", broken / "kernels")
+    with open(broken / "kernels" / "torch_dequant.py", "a") as f:
+        f.write("\nraise RuntimeError('injected: this side does not import')\n")
+    with WarmEngine([*sides, Side("broken", broken)], device="cpu", budget=BUDGET, devices=[0, 1]) as engine:
+        answers = engine.survey({"base": request, "head": request, "broken": request})
+        assert isinstance(answers["broken"], WorkerFailed) and "injected: this side does not import" in str(answers["broken"])
+        for side in ("base", "head"):
+            (check,) = answers[side]["correctness"]
+            assert answers[side]["device"] == "cpu" and check["status"] == "pass", answers[side]
+            assert [b["shape"] for b in answers[side]["benchmarks"]] == ["128x128x512"]
+        surveyed = {side: engine.devices[0].workers[side].pid for side in ("base", "head")}
+        benches = [bench(128, 128, 512), bench(128, 128, 1024), bench(128, 128, 256)]
+        first = engine.measure_round(["base", "head"], benches, round_index=0).to_json()
+        second = engine.measure_round(["head", "base"], benches, round_index=1).to_json()
+    on_device_0 = [b for b in benches if _records(first, "base")[b.id]["device_index"] == 0]
+    assert on_device_0, "the surveying device measures too"
+    for side, pid in surveyed.items():
+        assert {_records(first, side)[b.id]["worker_pid"] for b in on_device_0} == {pid}  # no second start
+    survey_device = next(d for d in first["devices"] if d["device"] == 0)
+    assert survey_device["survey_wall_s"] > 0 and survey_device["wall_s"] > survey_device["survey_wall_s"]
+    assert all("survey_wall_s" not in d for d in second["devices"])
+    worker = next(w for w in next(p for p in first["processes"] if p["side"] == "head")["workers"] if w["device"] == 0)
+    assert worker["startup_s"] > 0 and worker["started_round"] == 0 and worker["generation"] == 0
+    assert cost_summary([first, second])["processes_started"] == 4  # two devices x two sides, the survey's included
 
 
 def test_three_devices_keep_pairs_together_and_report_a_failing_device(sides, sabotage):

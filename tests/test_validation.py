@@ -95,3 +95,25 @@ def test_every_backend_is_registered():
     """A kernel module that silently stopped registering would drop out of every gate and benchmark."""
     assert {k.backend for k in registry.all_kernels()} == set(registry.BACKENDS)
     assert len(registry.all_kernels()) >= 4
+
+
+def test_a_kernel_module_that_fails_after_registering_raises_its_own_error_on_every_try(tmp_path, monkeypatch):
+    """The registry undoes a failed module's registrations: a second lookup names the real error,
+    not "registered twice" (what a gate's survey reported for a base whose kernel did not import)."""
+    import sys
+
+    from kernels import registry
+
+    (tmp_path / "fails_after_registering.py").write_text(
+        "from kernels.registry import Kernel, register\n\n\n"
+        "@register\nclass Half(Kernel):\n    name = 'half_registered'\n    backend = 'torch'\n\n"
+        "    def _prepare(self, a, b, out, config):\n        raise NotImplementedError\n\n\n"
+        "raise RuntimeError('injected: fails after registering')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "KERNEL_MODULES", (*registry.KERNEL_MODULES, "fails_after_registering"))
+    monkeypatch.setattr(registry, "_loaded", False)
+    before = sorted(registry._REGISTRY)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="injected: fails after registering"):
+            registry.all_kernels()
+        assert sorted(registry._REGISTRY) == before and "fails_after_registering" not in sys.modules

@@ -15,19 +15,26 @@ processes (ci.common.commit_tree, ci.speed.child), so both are measured one way.
    a pass, not surveyed or measured (--measure-identical measures it anyway).
    When nothing selected differs, no child touches the GPU: exit 0 at once.
 1. Correctness first: per side, each selected (kernel, config) is run once at a
-   small shape and judged by ci.common.correctness.check_kernel. A wrong result at head
-   fails the gate and that kernel gets no speed number; a kernel that raises at
-   head is a harness error; a wrong or raising base is reported only.
-2. Rounds of fresh processes, the sides' order rotating (A B, B A, ...); each
-   process times every benchmark still undecided, in a fixed order, with
-   harness.timing.measure_gemm, and every sample is kept.
+   small shape and judged by ci.common.correctness.check_kernel (the survey, asked
+   of the side's warm worker, ci.speed.worker). A wrong result at head fails the
+   gate and that kernel gets no speed number; a kernel that raises at head is a
+   harness error; a wrong or raising base is reported only (its benchmarks "new").
+2. Rounds, the sides' order rotating (A B, B A, ...): one warm worker per side
+   and GPU (ci.speed.warm; replaced every --restart-every rounds) times every
+   benchmark still undecided, the sides of one benchmark back to back, with
+   harness.timing, checking the timed output at the benchmark's shape; every
+   sample is kept. --engine fresh: a fresh process per side and round instead.
 3. A round is excluded when either side was throttled (a slowdown reason), ran
    below the clock floor, never became steady, or found the GPU busy.
 4. Per benchmark, harness.paired decides on the head/base TFLOPS ratios of the
-   usable rounds (Hodges-Lehmann, exact signed-rank interval, sequential looks):
+   usable rounds (warm engine: mean log ratio, Student-t intervals, looks at 5, 7,
+   10, 14, 20 rounds; fresh: Hodges-Lehmann, exact signed-rank interval):
    regression / improvement / no change / inconclusive against the band
    [1 - t, 1 + t], t from ci/speed_thresholds.json (default 1%). Higher is better.
-   Measuring stops when every benchmark is decided or the round budget is spent.
+   An unchanged head fails anywhere in the PR with probability <= --pr-alpha; a
+   benchmark slower by t or more is called "no change" with probability <= --miss-alpha.
+   Measuring stops when every benchmark is decided, stopped at the threshold's
+   edge, or the round budget or --max-minutes is spent.
 
 Defaults: on a GPU every registered kernel that runs there, every config, the
 five harness.shapes.BENCHMARK_SHAPES; on a CPU the asv suite's CPU shapes

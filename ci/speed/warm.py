@@ -183,6 +183,9 @@ class WarmEngine:
             dev.carried = scratch
         answers: dict[str, dict[str, Any] | WorkerFailed] = dict(scratch.start_failed)  # a side that did not start
         answers.update(_each([side for side in requests if side in dev.workers], one))
+        for side, answer in answers.items():  # a side that could not survey is not measured: its worker ends
+            if isinstance(answer, WorkerFailed) and side in dev.workers:
+                dev.workers.pop(side).quit()
         scratch.carried_wall_s = time.time() - scratch.began
         resolved = {a["device"] for a in answers.values() if isinstance(a, dict)}
         if resolved == {"cpu"}:  # "auto" found no GPU: one device, and no spares importing beside the timing

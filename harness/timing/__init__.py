@@ -13,6 +13,9 @@ How :func:`measure_gemm` times a GEMM on one shape:
 4. Warm-up until steady: chunks of launches are timed until three in a row agree
    within ``steady_tolerance`` (clocks and caches have settled) -- at least
    ``warmup_ms``, at most ``max_warmup_ms`` (then the timing says ``steady=False``).
+   A warm worker timing a benchmark again on a GPU that has just been timing it
+   (``benchmark(primed=True, settled=True)``) skips steps 3 and 4 but for one
+   launch, and its steadiness is judged on the timed launches of step 5.
 5. Timed launches: as many as fit ``rep_ms`` (within ``min_reps``..``max_reps``),
    one device-event pair per launch (``torch.cuda.Event`` works on CUDA and ROCm;
    the CPU uses ``time.perf_counter``), inputs rotated.

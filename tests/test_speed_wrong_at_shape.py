@@ -97,3 +97,27 @@ def test_a_base_wrong_only_at_the_timed_shape_is_reported_and_does_not_fail(repo
     assert "wrong result at 128x128x2048" in done.stdout  # reported
     checks = {(c["side"], c.get("timed_shape", False)): c["status"] for c in record["correctness"]}
     assert checks[("base", True)] == "fail" and ("head", True) not in checks
+
+
+def test_once_the_pr_has_failed_no_round_starts_unless_all_verdicts_are_asked(repo, tmp_path):
+    """The wrong shape fails the PR in round 1; the other shape (right there) is then not measured on:
+    the status is known. --all-verdicts measures it to its verdict."""
+    other = "96x128x1024"  # M != 128: the injected fault is not there
+    args = [*ARGS, "--shape", other, "--alpha", ALPHA["warm"]]
+    stopped = run_gate(repo, "--base", "main", "--head", "wrong", *args, "--json", str(tmp_path / "stop.json"))
+    assert stopped.returncode == 1, (stopped.stdout + stopped.stderr)[-4000:]
+    record = json.loads((tmp_path / "stop.json").read_text())
+    assert len(record["rounds"]) == 1 and "the PR fails" in stopped.stderr
+    by_id = {b["id"]: b for b in record["benchmarks"]}
+    assert by_id[BENCH]["status"] == "wrong result"
+    undecided = by_id[f"torch_dequant[bf16]/{other}"]
+    assert undecided["stopped_by"] == "pr failed" and undecided["verdict"] == "inconclusive"
+    assert "measuring stopped once the PR had failed" in undecided["decision"]["reason"]
+    assert "not decided: the PR had already failed" in stopped.stdout
+
+    every = run_gate(repo, "--base", "main", "--head", "wrong", *args, "--all-verdicts", "--json", str(tmp_path / "all.json"))
+    assert every.returncode == 1, (every.stdout + every.stderr)[-4000:]
+    record = json.loads((tmp_path / "all.json").read_text())
+    assert len(record["rounds"]) == 2  # the plan's one look, at 2 rounds
+    measured = next(b for b in record["benchmarks"] if b["id"] == f"torch_dequant[bf16]/{other}")
+    assert measured["stopped_by"] == "decision" and measured["decision"]["rounds_used"] == 2

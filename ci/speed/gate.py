@@ -34,7 +34,9 @@ processes (ci.common.commit_tree, ci.speed.child), so both are measured one way.
    An unchanged head fails anywhere in the PR with probability <= --pr-alpha; a
    benchmark slower by t or more is called "no change" with probability <= --miss-alpha.
    Measuring stops when every benchmark is decided, stopped at the threshold's
-   edge, or the round budget or --max-minutes is spent.
+   edge, or the round budget or --max-minutes is spent -- or, unless
+   --all-verdicts, once the PR has failed (a regression decided or a wrong result
+   at head): the status is known, the undecided benchmarks say so.
 
 Defaults: on a GPU every registered kernel that runs there, every config, the
 five harness.shapes.BENCHMARK_SHAPES; on a CPU the asv suite's CPU shapes
@@ -110,6 +112,9 @@ def _parser() -> argparse.ArgumentParser:
                                             "(under the GPU job's 120-minute limit)")
     g.add_argument("--rounds", type=int, metavar="N", help="measure exactly N rounds of every benchmark, no early stop (a record to replay; --calibrate: default 16)")
     g.add_argument("--fail-on-inconclusive", action="store_true", help="exit 1 when a benchmark is inconclusive (default: exit 0 with a warning)")
+    g.add_argument("--all-verdicts", action="store_true",
+                   help="measure on after the PR has failed (a regression decided, a wrong result at head) until every "
+                        "benchmark has its verdict (default: no round starts once the PR's status is known)")
     g = p.add_argument_group("measurement")
     add_timing(g)
     g.add_argument("--engine", choices=("warm", "fresh"),

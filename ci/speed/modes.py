@@ -101,7 +101,8 @@ def run_gate(options: SpeedOptions) -> int:
             rounds, results = run_rounds([sides["base"], sides["head"]] if sides["base"] else [], selection, device=device,
                                          plan=plan, rule=rule, thresholds=thresholds, timing=timing, limit=limit,
                                          fixed=options.rounds is not None, calibrations=calibrations, deadline=stop_at,
-                                         measurer=measurer, **engine_options(options))
+                                         measurer=measurer, stop_when_failed=not options.all_verdicts,
+                                         **engine_options(options))
     costs = unchanged.cost_record(decision, skipped, rounds, removed)
     dependency_changes = dependencies.dependency_changes(repo, base.sha, None if options.working_tree else head_sha)
     context = Context(
@@ -237,7 +238,7 @@ def _replay(options: SpeedOptions, record: dict[str, Any]) -> int:
     if options.decisions is not None:
         return _replay_rates(options, record, entries, plan, rule, thresholds)
     # An undecided benchmark keeps the recorded reason the measuring ended; otherwise the record is what ran out.
-    measuring_ended = {Stop.ROUND_BUDGET, Stop.TIME_BUDGET, Stop.FIXED_ROUNDS}
+    measuring_ended = {Stop.ROUND_BUDGET, Stop.TIME_BUDGET, Stop.FIXED_ROUNDS, Stop.PR_FAILED}
     stopped = {b["id"]: Stop(b["stopped_by"]) for b in record["benchmarks"] if b.get("stopped_by")}
     results = [decide_entry(e, record["rounds"], thresholds, plan, rule, calibrations, sides=sides,
                             ran_out=stopped[e.benchmark.id] if stopped.get(e.benchmark.id) in measuring_ended else Stop.END_OF_RECORD)

@@ -70,6 +70,7 @@ class SpeedOptions:
     round_budget: int | None = None
     max_minutes: float | None = DEFAULT_MAX_MINUTES  # None: no limit
     fail_on_inconclusive: bool = False
+    all_verdicts: bool = False  # measure on after the PR has failed, until every benchmark has its verdict
     timing: tuple[tuple[str, Any], ...] = ()  # harness.timing.TimingBudget overrides
     pr_alpha: float = 0.01  # the chance that an unchanged head fails anywhere in the PR (split over the gated benchmarks)
     plan_alpha_given: bool = False  # --alpha given: a per-benchmark alpha, used as it is
@@ -165,6 +166,7 @@ def speed_options(given: Mapping[str, Any], command: Sequence[str] = ()) -> Spee
         round_budget=round_budget,
         max_minutes=minutes_value(given["max_minutes"]),
         fail_on_inconclusive=given["fail_on_inconclusive"],
+        all_verdicts=bool(given.get("all_verdicts")),
         timing=tuple(timing_value(given["timing"]).items()),
         engine=given.get("engine") or "warm",
         pr_alpha=_pr_alpha(given.get("pr_alpha")),

@@ -45,6 +45,7 @@ class Stop(enum.Enum):
     TIME_BUDGET = "time budget"  # --max-minutes
     FIXED_ROUNDS = "fixed rounds"  # --rounds
     END_OF_RECORD = "end of record"  # --replay: the recorded rounds ran out
+    PR_FAILED = "pr failed"  # another benchmark had already failed the PR (a regression or a wrong result)
 
     @property
     def ran_out(self) -> bool:

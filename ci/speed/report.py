@@ -37,8 +37,10 @@ STATUS_TEXT = {
 }
 CHECK_TEXT = {Check.PASS: "pass", Check.FAIL: "**WRONG RESULT**", Check.ERROR: "**RAISED**", Check.NOT_APPLICABLE: "n/a"}
 # Why a benchmark's measuring ended before a look decided: in a verdict cell, and in the decision's reason.
-STOP_TEXT = {Stop.ROUND_BUDGET: "round budget spent", Stop.TIME_BUDGET: "time budget spent", Stop.FIXED_ROUNDS: "--rounds reached",
+STOP_TEXT = {Stop.PR_FAILED: "not decided: the PR had already failed", Stop.ROUND_BUDGET: "round budget spent", Stop.TIME_BUDGET: "time budget spent", Stop.FIXED_ROUNDS: "--rounds reached",
              Stop.END_OF_RECORD: "record ran out"}
+# The PR's status was known (it fails): the rest of the runner's time would only have refined the report.
+PR_FAILED_TEXT = "not decided: measuring stopped once the PR had failed"
 RAN_OUT_TEXT = {Stop.ROUND_BUDGET: "the round budget", Stop.TIME_BUDGET: "the time budget (--max-minutes)",
                 Stop.FIXED_ROUNDS: "the fixed number of rounds (--rounds)", Stop.END_OF_RECORD: "the recorded rounds"}
 EXCLUDED_TEXT = {
@@ -58,6 +60,9 @@ def exclusion_text(exclusion: Exclusion) -> str:
 
 def ran_out_reason(stop: Stop, decision: Decision) -> str:
     """The reason an undecided benchmark is inconclusive, when ``stop`` ended its measuring."""
+    if stop is Stop.PR_FAILED:
+        return (f"{PR_FAILED_TEXT} on another benchmark, before the look at {decision.next_look} usable rounds "
+                f"({decision.rounds_used} usable, {decision.rounds_excluded} excluded); --all-verdicts measures it to its verdict")
     return (f"{RAN_OUT_TEXT[stop]} ran out before the look at {decision.next_look} usable rounds "
             f"({decision.rounds_used} usable, {decision.rounds_excluded} excluded): inconclusive")
 

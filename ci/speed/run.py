@@ -28,6 +28,7 @@ from ci.speed.warm import (DEFAULT_RESTART_EVERY, MEASURE_TIMEOUT_S, SETUP_TIMEO
                             WarmEngine, open_engine)
 from ci.speed.verdict import CALIBRATION_PATH, BenchmarkResult, decide_entry, load_calibrations
 from harness.paired.sequential import SequentialPlan
+from harness.paired.verdict import Verdict
 
 
 class GateError(RuntimeError):
@@ -125,12 +126,15 @@ def run_rounds(
     restart_every: int = DEFAULT_RESTART_EVERY,
     gpus: Sequence[int] | None = None,
     measurer: WarmEngine | FreshEngine | None = None,
+    stop_when_failed: bool = False,
 ) -> tuple[list[dict[str, Any]], list[BenchmarkResult]]:
     """Rounds until every gated benchmark is decided (or all ``limit`` of them when ``fixed``); then decide each.
 
     No round starts after ``deadline`` (time.time()): what is undecided then is inconclusive.
     ``measurer``: an engine already open (the one that surveyed, :func:`open_measurer`); else one is
     opened here from ``engine``, ``restart_every`` and ``gpus`` and closed at the end.
+    ``stop_when_failed``: no round starts once the PR has failed (a regression decided, or a wrong
+    result at head): its status is known, and the undecided benchmarks say so (Stop.PR_FAILED).
     """
     with ExitStack() as stack:
         if measurer is None and sides:
@@ -138,7 +142,7 @@ def run_rounds(
                                                          restart_every=restart_every, gpus=gpus))
         return _rounds_until_decided(sides, selection, measurer if sides else None, plan=plan, rule=rule,
                                      thresholds=thresholds, limit=limit, fixed=fixed, calibrations=calibrations,
-                                     deadline=deadline)
+                                     deadline=deadline, stop_when_failed=stop_when_failed and not fixed)
 
 
 def open_measurer(
@@ -178,14 +182,23 @@ def _rounds_until_decided(
     fixed: bool,
     calibrations: Mapping[str, Any] | None,
     deadline: float | None,
+    stop_when_failed: bool = False,
 ) -> tuple[list[dict[str, Any]], list[BenchmarkResult]]:
-    """Round after round until each gated benchmark's plan decides (or ``limit`` rounds, or ``deadline``)."""
+    """Round after round until each gated benchmark's plan decides (or ``limit`` rounds, or ``deadline``,
+    or, with ``stop_when_failed``, the PR has failed)."""
     rounds: list[dict[str, Any]] = []
     active = selection.gated
     names = [s.name for s in sides]
-    out_of_time = False
+    out_of_time = pr_failed = False
     base_failed: dict[str, str] = {}  # benchmark id -> why the base could not be measured
+    regressed: list[str] = []
     while active and len(rounds) < limit:
+        failing = regressed + [e.benchmark.id for e in selection.entries if e.status is Status.WRONG_RESULT]
+        if stop_when_failed and failing:
+            pr_failed = True
+            log(f"speed_gate: the PR fails ({', '.join(failing[:3])}{' ...' if len(failing) > 3 else ''}): no more rounds; "
+                f"{len(active)} benchmark(s) not decided (--all-verdicts measures them to their verdicts)")
+            break
         if deadline is not None and time.time() >= deadline:
             out_of_time = True
             log(f"speed_gate: the time budget is spent after {len(rounds)} rounds; {len(active)} benchmark(s) undecided")
@@ -217,10 +230,13 @@ def _rounds_until_decided(
             state = f"{d.verdict.value.upper()}" if d.complete else f"next look at {d.next_look} usable rounds"
             log(f"speed_gate:   {bench.id}: head/base {est.point:.4f} {interval}, {d.rounds_used} usable, "
                 f"{d.rounds_excluded} excluded -> {state}")
+            if d.complete and d.verdict is Verdict.REGRESSION:
+                regressed.append(bench.id)
             if fixed or not d.complete:
                 still.append(bench)
         active = still
-    ran_out = Stop.TIME_BUDGET if out_of_time else Stop.FIXED_ROUNDS if fixed else Stop.ROUND_BUDGET
+    ran_out = (Stop.PR_FAILED if pr_failed else Stop.TIME_BUDGET if out_of_time else Stop.FIXED_ROUNDS if fixed
+               else Stop.ROUND_BUDGET)
     entries = [Entry(e.benchmark, Status.NEW, base_failed[e.benchmark.id]) if e.benchmark.id in base_failed else e
                for e in selection.entries]
     results = [decide_entry(e, rounds, thresholds, plan, rule, calibrations or {}, ran_out=ran_out) for e in entries]

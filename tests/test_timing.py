@@ -247,3 +247,44 @@ def test_samples_steady_compares_the_medians_of_the_thirds(samples, steady):
     from harness.timing.sampling import samples_steady
 
     assert samples_steady(samples, 0.03) is steady
+
+
+class _ScriptedClock:
+    """A clock whose launches take the scripted seconds, in order (then the last one again)."""
+
+    name = "scripted"
+
+    def __init__(self, seconds):
+        self.seconds, self.used = list(seconds), 0
+
+    def _next(self):
+        value = self.seconds[min(self.used, len(self.seconds) - 1)]
+        self.used += 1
+        return value
+
+    def time_chunk(self, launches, start, count):
+        return sum(self._next() for _ in range(count))
+
+    def time_each(self, launches, start, count):
+        return [self._next() for _ in range(count)]
+
+    def sync(self):
+        pass
+
+
+@pytest.mark.parametrize("drifting", [False, True])
+def test_a_settled_timing_that_was_not_steady_warms_up_fully_and_times_again(monkeypatch, drifting):
+    """Settled samples that drift (a clock falling) are not kept: they become warm-up, then the
+    warm-up is retried until steady and the benchmark is timed again. Steady ones are kept as they are."""
+    from harness.timing import sampling
+
+    first = [1.0] + ([1.0] * 2 + [1.0] * 2 + [1.2] * 2 if drifting else [1.0] * 6)  # one warm-up launch, six samples
+    clock = _ScriptedClock(first + [0.9] * 100)  # then: settled at 0.9
+    monkeypatch.setattr(sampling, "clock_for", lambda device: clock)
+    budget = timing.TimingBudget(warmup_ms=0.0, chunk_ms=0.0, rep_ms=0.0, min_reps=6, max_reps=6, steady_tolerance=0.03)
+    t = timing.benchmark([lambda: None], flops=1, device="cpu", budget=budget, primed=True, settled=True)
+    assert t.steady and len(t.samples_s) == 6
+    if drifting:
+        assert t.samples_s == (0.9,) * 6 and t.warmup_launches == 1 + 6 + 3  # the discarded timing, three steady chunks
+    else:
+        assert t.samples_s == (1.0,) * 6 and t.warmup_launches == 1 and clock.used == 7

@@ -5,12 +5,13 @@
 #                                                 # and A/A; the main job over a kernel wrong at 8192^3
 #   bash docs/data/h200_gpu_cost_v4.sh rerun      # slow_one, slow_ten and the main job again, after the PR-level stop
 #   bash docs/data/h200_gpu_cost_v4.sh all        # the full default selection, every launch path changed
+#   bash docs/data/h200_gpu_cost_v4.sh steady     # torch_dequant[bf16] A/A at its two unsteady shapes, after the fallback
 # Each gate run is preceded by its CPU step, as in .github/workflows/pr-checks.yml: python -m ci.speed.changes
 # (the fingerprints) writes changes.json and the gate reads it with --changes, so the gate's wall is the GPU job's.
 # Everything comes back as one file, $OUT/h200_gpu_cost_v4_<part>.tar.gz.
 set -u -o pipefail
 export PYTHONUNBUFFERED=1
-PART=${1:?verdicts, rerun or all}
+PART=${1:?verdicts, rerun, all or steady}
 BUDGET_S=${BUDGET_S:-585}
 SITE=/tmp/site WORK=/tmp/r4 LOGS=/tmp/h200_gpu_cost_v4 OUT=${OUT:-/tmp/out}
 WHL=$(pwd)/.dev/whl BUNDLE=$(pwd)/.dev/repo.bundle
@@ -53,6 +54,9 @@ if [ "$PART" = verdicts ]; then
   gate slow_ten 200 main exp/slow --kernel triton_dot_scaled --max-minutes 3
   gate aa_ten 200 main exp/docs-only --kernel triton_dot_scaled --measure-identical --max-minutes 3
   main_job_wrong_at_8192
+elif [ "$PART" = steady ]; then  # after the fallback: unsteady settled samples -> the full warm-up, timed again
+  gate aa_torch_bf16 200 main exp/docs-only --kernel torch_dequant --config bf16 --measure-identical --max-minutes 2.5 \
+    --shape square_m08192_n08192_k08192 --shape square_m16384_n16384_k16384
 elif [ "$PART" = rerun ]; then  # after the PR-level stop (no round once the PR has failed) and the wheel fix
   gate slow_one 90 main exp/slow "${TRACKED[@]}" --max-minutes 1
   gate slow_ten 200 main exp/slow --kernel triton_dot_scaled --max-minutes 3

@@ -36,8 +36,8 @@ def benchmark(
     again), so step 3 is skipped. ``settled`` (with ``primed``): the device has just run this
     same work (the other side's timing of it, on a GPU): step 4 is one timed launch, which
     absorbs the switch between processes and sizes step 5, and whether the timing was steady
-    is judged on the timed launches themselves (:func:`samples_steady`), so a device that had
-    not settled is still reported unsteady.
+    is judged on the timed launches themselves (:func:`samples_steady`); when they were not
+    steady they count as warm-up, and the full warm-up and a second timing follow.
     """
     if settled and not primed:
         raise ValueError("settled: only a primed timing (every launch already ran) can skip its warm-up")
@@ -54,12 +54,18 @@ def benchmark(
         clock.sync()
 
     warm = _one_launch(clock, launches) if settled else _warm_up(clock, launches, budget)
-    before = monitor.snapshot().to_json() if monitor is not None else None
-    reps = int(min(max(math.ceil(budget.rep_ms * 1e-3 / warm.per_launch_s), budget.min_reps), budget.max_reps))
-    # Continue the rotation where the warm-up stopped: the first timed set is not the one just used.
-    samples = clock.time_each(launches, warm.launches, reps)
-    after = monitor.snapshot().to_json() if monitor is not None else None
+    samples, before, after = _timed(clock, launches, warm, budget, monitor)
     steady = samples_steady(samples, budget.steady_tolerance) if settled else warm.steady
+    if settled and not steady:
+        # The device had not settled after all (a power cap swinging the clock, say): what was timed
+        # becomes warm-up, and the full warm-up, retried until steady, precedes a second timing.
+        began = time.perf_counter()
+        full = _warm_up(clock, launches, budget)
+        discarded = warm.launches + len(samples)
+        warm = _WarmUp(discarded + full.launches, warm.seconds + sum(samples) + (time.perf_counter() - began),
+                       full.per_launch_s, full.steady)
+        samples, before, after = _timed(clock, launches, warm, budget, monitor)
+        steady = full.steady
     return Timing(
         samples_s=tuple(samples),
         flops=flops,
@@ -82,6 +88,17 @@ class _WarmUp:
     seconds: float
     per_launch_s: float
     steady: bool
+
+
+def _timed(clock: Clock, launches: Sequence[Callable[[], None]], warm: "_WarmUp", budget: TimingBudget,
+           monitor: gpu_state.GpuMonitor | None) -> tuple[list[float], dict | None, dict | None]:
+    """Step 5 after ``warm``: the samples, and the GPU's state just before and after them."""
+    before = monitor.snapshot().to_json() if monitor is not None else None
+    reps = int(min(max(math.ceil(budget.rep_ms * 1e-3 / warm.per_launch_s), budget.min_reps), budget.max_reps))
+    # Continue the rotation where the warm-up stopped: the first timed set is not the one just used.
+    samples = clock.time_each(launches, warm.launches, reps)
+    after = monitor.snapshot().to_json() if monitor is not None else None
+    return samples, before, after
 
 
 def samples_steady(samples: Sequence[float], tolerance: float) -> bool:

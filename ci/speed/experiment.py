@@ -32,7 +32,7 @@ from ci.common.options import OptionsError, add_json, add_timing
 from ci.speed.options import ExperimentOptions, experiment_options
 from ci.speed.outputs import experiment_record
 from ci.speed.reasons import Check
-from ci.speed.rounds import Benchmark, Side, measure_round, rotating_order, survey_side
+from ci.speed.rounds import Benchmark, Side, measure_round, rotating_order, survey_request, survey_side
 from harness.report import write_json_atomic
 
 
@@ -82,8 +82,9 @@ def record_experiment(options: ExperimentOptions) -> int:
                  for name, ref in options.sides]
         benchmarks: list[Benchmark] = []
         for side in sides:
-            survey = survey_side(side, device=options.device, kernels=options.kernels, configs=options.configs,
-                                 shapes=options.shapes, log=log)
+            request = survey_request(device=options.device, kernels=options.kernels, configs=options.configs,
+                                     shapes=options.shapes)
+            survey = survey_side(side, request, log=log)
             bad = [c for c in survey.get("correctness", []) if Check.of(c) not in (Check.PASS, Check.NOT_APPLICABLE)]
             if bad:
                 log(f"{side.name}: correctness problems, not timing: {bad}")

@@ -168,22 +168,9 @@ def run_child(
         return json.loads(answer_path.read_text())
 
 
-def survey_side(
-    side: Side,
-    *,
-    device: str,
-    kernels: Sequence[str] = (),
-    configs: Sequence[str] = (),
-    shapes: Sequence[str] = (),
-    check: bool = True,
-    pairs: Sequence[Sequence[str]] | None = None,
-    log: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
-    """Which benchmarks ``side``'s commit has on this device, and its correctness results (ci.speed.child survey).
-
-    ``pairs``: only these (kernel, config)s, within the selectors; None: every selected one.
-    """
-    request = survey_request(device=device, kernels=kernels, configs=configs, shapes=shapes, check=check, pairs=pairs)
+def survey_side(side: Side, request: Mapping[str, Any], *, log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Which benchmarks ``side``'s commit has on this device, and its correctness results (ci.speed.child
+    survey) -- in a child process of its own; ``request`` is :func:`survey_request`'s."""
     return run_child(side.tree, "survey", request, what=f"{side.name} survey", log=log)
 
 

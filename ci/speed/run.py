@@ -61,9 +61,9 @@ def survey_both(sides: dict[str, Side | None], options: SpeedOptions, check: boo
     ``engine``: a warm engine surveys in the workers that will measure (no process of its own);
     otherwise each survey is a child process (ci.speed.child survey)."""
     present = {name: side for name, side in sides.items() if side is not None}
+    request = survey_request(device=options.device, kernels=options.kernels, configs=options.configs,
+                             shapes=options.shapes, check=check, pairs=pairs)
     if isinstance(engine, WarmEngine) and present:
-        request = survey_request(device=options.device, kernels=options.kernels, configs=options.configs,
-                                 shapes=options.shapes, check=check, pairs=pairs)
         log(f"speed_gate: surveying {' and '.join(sorted(present))} in the workers that will measure them")
         answers = engine.survey({name: request for name in present})
         surveys = {name: _survey_result(name, lambda a=answers[name], n=name: _worker_survey(n, a)) if name in present else None
@@ -72,8 +72,7 @@ def survey_both(sides: dict[str, Side | None], options: SpeedOptions, check: boo
         def one(side: Side | None) -> dict[str, Any] | None:
             if side is None:
                 return None
-            return survey_side(side, device=options.device, kernels=options.kernels, configs=options.configs,
-                               shapes=options.shapes, check=check, pairs=pairs, log=log)
+            return survey_side(side, request, log=log)
 
         with ThreadPoolExecutor(max_workers=len(sides)) as pool:
             futures = {name: pool.submit(one, side) for name, side in sides.items()}

@@ -32,17 +32,8 @@ else
 fi
 GATE_ARGS=(--thresholds ci/speed_thresholds_h200.json --max-minutes 2)
 
-left() { echo $(( BUDGET_S - ($(date +%s) - T0) )); }
-step() {  # step NAME CAP COMMAND...: run under timeout min(CAP, what is left - 20 s for the tar); wall time and exit code
-  local name=$1 cap=$2; shift 2
-  local limit; limit=$(( $(left) - 20 )); [ "$limit" -gt "$cap" ] && limit=$cap
-  if [ "$limit" -lt 5 ]; then echo "$name: skipped, the budget is spent" | tee -a "$LOGS/runs.txt"; return 124; fi
-  local t0; t0=$(date +%s.%N)
-  timeout -k 10 "$limit" "$@"
-  local rc=$?
-  echo "$name: exit $rc, wall $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s (limit $limit s; $(left) s of the budget left)" | tee -a "$LOGS/runs.txt"
-  return $rc
-}
+# shellcheck source=docs/data/h200_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/h200_lib.sh"  # left, step
 finish() {
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv > "$LOGS/gpu_after.csv"
   if [ -d "$WORK/.asv" ]; then
@@ -72,7 +63,8 @@ git rev-parse -q --verify main >/dev/null || git branch main  # asv.conf.json's 
 # asv publish draws the branches asv.conf.json names: exp/history too, in this scratch clone only (restored after the job)
 sed -i 's#"branches": \["main"\]#"branches": ["main", "exp/history"]#' asv.conf.json && grep -q '"exp/history"' asv.conf.json || exit 2
 export PYTHONPATH=$WORK:$SITE
-export MXFP4_STACK_PYTHON=$(command -v python3)  # asv's environments link the image's torch (asv_bench/link_stack.py)
+MXFP4_STACK_PYTHON=$(command -v python3)  # asv's environments link the image's torch (asv_bench/link_stack.py)
+export MXFP4_STACK_PYTHON
 
 # b. the main job over exp/history's commits, the tracked config only
 MAIN_JSON=$LOGS/main_job.json

@@ -18,17 +18,8 @@ OUT=${OUT:-/tmp/out}
 WHL=$(pwd)/.dev/whl
 TRACKED_8192="GemmOnGpu\\.track_time\\('triton_dot_scaled:m128_n128_k128_w8_s3', 'square_m08192_n08192_k08192'\\)"
 
-left() { echo $(( BUDGET_S - ($(date +%s) - T0) )); }
-step() {  # step NAME CAP COMMAND...: under timeout min(CAP, what is left - 20 s); wall time and exit code
-  local name=$1 cap=$2; shift 2
-  local limit; limit=$(( $(left) - 20 )); [ "$limit" -gt "$cap" ] && limit=$cap
-  if [ "$limit" -lt 5 ]; then echo "$name: skipped, the budget is spent" | tee -a "$LOGS/runs.txt"; return 124; fi
-  local t0; t0=$(date +%s.%N)
-  timeout -k 10 "$limit" "$@"
-  local rc=$?
-  echo "$name: exit $rc, wall $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s (limit $limit s)" | tee -a "$LOGS/runs.txt"
-  return $rc
-}
+# shellcheck source=docs/data/h200_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/h200_lib.sh"  # left, step
 job() {  # job NAME CAP ARGS...: one main job, its Markdown, stderr, JSON and log kept under its name
   local name=$1 cap=$2; shift 2
   step "$name" "$cap" python3 -m ci.history --tracks gpu --no-publish --wheelhouse "$WHL/env" --json "$LOGS/$name.json" "$@" \
@@ -64,7 +55,8 @@ rm -rf "$WORK" && git clone -q -b main .dev/repo.bundle "$WORK" && cd "$WORK" ||
 git config user.email exp@example.invalid && git config user.name exp
 python3 docs/data/make_experiment_branches.py || exit 2
 export PYTHONPATH=$WORK:$SITE
-export MXFP4_STACK_PYTHON=$(command -v python3)
+MXFP4_STACK_PYTHON=$(command -v python3)
+export MXFP4_STACK_PYTHON
 
 # 1. one commit, the whole GPU suite, benchmarks forked from a process that imported the suite
 job full_main 300 --branch main --commits 1 --launch-method forkserver

@@ -2,18 +2,18 @@
 # Shared by the H200 experiment scripts (sourced, not run): a time budget, timed steps, the device's set-up.
 # The caller sets BUDGET_S (seconds the whole call may take), LOGS (what comes back) and, before
 # h200_setup, WORK (the clone to run in) and WHL (the carried wheels, .dev/whl).
-T0=$(date +%s)
+T0=${T0:-$(date +%s)}
 
 left() { echo $(( BUDGET_S - ($(date +%s) - T0) )); }
 
-step() {  # step NAME CAP COMMAND...: under timeout min(CAP, what is left - 20 s); wall time and exit code
+step() {  # step NAME CAP COMMAND...: under timeout min(CAP, what is left - 20 s for the tar); wall time and exit code
   local name=$1 cap=$2; shift 2
   local limit; limit=$(( $(left) - 20 )); [ "$limit" -gt "$cap" ] && limit=$cap
   if [ "$limit" -lt 5 ]; then echo "$name: skipped, the budget is spent" | tee -a "$LOGS/runs.txt"; return 124; fi
   local t0; t0=$(date +%s.%N)
   timeout -k 10 "$limit" "$@"
   local rc=$?
-  echo "$name: exit $rc, wall $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s (limit $limit s)" | tee -a "$LOGS/runs.txt"
+  echo "$name: exit $rc, wall $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s (limit $limit s; $(left) s of the budget left)" | tee -a "$LOGS/runs.txt"
   return $rc
 }
 

@@ -114,6 +114,8 @@ def test_once_the_pr_has_failed_no_round_starts_unless_all_verdicts_are_asked(re
     assert undecided["stopped_by"] == "pr failed" and undecided["verdict"] == "inconclusive"
     assert "measuring stopped once the PR had failed" in undecided["decision"]["reason"]
     assert "not decided: the PR had already failed" in stopped.stdout
+    assert "(1 not decided: the PR had failed)" in stopped.stdout.splitlines()[0] and "inconclusive" not in stopped.stdout.splitlines()[0]
+    assert "**1 not decided**" in stopped.stdout and "**1 inconclusive**" not in stopped.stdout
 
     every = run_gate(repo, "--base", "main", "--head", "wrong", *args, "--all-verdicts", "--json", str(tmp_path / "all.json"))
     assert every.returncode == 1, (every.stdout + every.stderr)[-4000:]

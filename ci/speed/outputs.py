@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ci.speed.exclusion import ExclusionRule
-from ci.speed.reasons import Status
+from ci.speed.reasons import Status, Stop
 from ci.speed.report import gate_markdown, plan_text
 from ci.speed.run import log
 from ci.speed.thresholds import Thresholds
@@ -140,8 +140,10 @@ def finish(context: Context, results: Sequence[BenchmarkResult], correctness: Se
     """Markdown to stdout and the step summary, the JSON record, the plot; returns the exit code."""
     code = exit_code(results, fail_on_inconclusive)
     ids = summary_ids(results)
-    inconclusive = len(ids[Verdict.INCONCLUSIVE.value])
-    title = f"Speed gate: {'FAIL' if code else 'PASS'}" + (f" ({inconclusive} inconclusive ⚠)" if inconclusive else "")
+    undecided = sum(r.status is Status.GATED and r.stopped_by is Stop.PR_FAILED for r in results)
+    inconclusive = len(ids[Verdict.INCONCLUSIVE.value]) - undecided
+    title = (f"Speed gate: {'FAIL' if code else 'PASS'}" + (f" ({inconclusive} inconclusive ⚠)" if inconclusive else "")
+             + (f" ({undecided} not decided: the PR had failed)" if undecided else ""))
     # Nothing measured because every selected benchmark has identical code (or is gone at head).
     all_unchanged = (not rounds and any(r.status is Status.UNCHANGED_IDENTICAL for r in results)
                      and all(r.status in (Status.UNCHANGED_IDENTICAL, Status.REMOVED) for r in results))

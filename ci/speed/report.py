@@ -213,7 +213,13 @@ def gate_markdown(
 ) -> str:
     """The verdict; ``preface`` (the code changes, what was skipped) goes above it, ``changes`` into a "code" column."""
     parts = [f"### {title}", "", *header_lines, "", *preface]
-    inconclusive = [r.id for r in results if r.status is Status.GATED and r.verdict is Verdict.INCONCLUSIVE]
+    undecided = [r.id for r in results if r.status is Status.GATED and r.stopped_by is Stop.PR_FAILED]
+    inconclusive = [r.id for r in results if r.status is Status.GATED and r.verdict is Verdict.INCONCLUSIVE
+                    and r.stopped_by is not Stop.PR_FAILED]
+    if undecided:
+        parts += [f"> **{len(undecided)} not decided**: the PR had failed (the regression or wrong result below), so "
+                  "no round started after it: its status was known. `--all-verdicts` measures every benchmark to its "
+                  f"verdict. {', '.join(undecided[:8])}", ""]
     if inconclusive:
         effect = "fails the gate (--fail-on-inconclusive)" if fail_on_inconclusive else "does not fail the gate (exit 0)"
         parts += [f"> ⚠ **{len(inconclusive)} inconclusive**: no look's interval cleared the band, so the change could not be "

@@ -44,6 +44,8 @@ ci.speed.exclusion and ci.speed.verdict read), with fields added: per record
 spawned, preloaded, told "go", started; maybe ``spare_failed``); per round
 ``engine``, ``devices``, ``wall_s``.
 
+Each device's state and its part of a round are ci.speed.warm_state's (bookkeeping, no processes).
+
     with open_engine("warm", sides, device="cuda", devices=[0, 1], restart_every=4) as engine:
         for i in range(rounds):
             record = engine.measure_round(rotating_order(names, i), benchmarks, round_index=i).to_json()
@@ -53,14 +55,14 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import asdict, is_dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from ci.speed.devices import assign_devices, estimated_seconds, pinned_environment
 from ci.speed.rounds import Benchmark, FreshEngine, ProcessRecord, RoundRecord, Side
 from ci.speed.spares import Spare, preload_request
 from ci.speed.worker_process import WorkerFailed, WorkerProcess
+from ci.speed.warm_state import Device, DevicePart, carry_in, each, summarize
 
 DEFAULT_RESTART_EVERY = 4
 # NVML averages utilization over at most a second: within this long after our own work, a
@@ -70,47 +72,6 @@ START_TIMEOUT_S = 300.0  # imports and the device context
 SETUP_TIMEOUT_S = 1800.0  # operands and compilation of one device's benchmarks (a cold Triton cache)
 RETIRE_EXIT_S = 1.0  # a replaced worker that answered "quit" and has not exited yet is killed after this long
 MEASURE_TIMEOUT_S = 600.0  # the idle wait (120 s by default), warm-up and the timed launches
-
-
-@dataclass
-class _Device:
-    index: int
-    workers: dict[str, WorkerProcess] = field(default_factory=dict)
-    spares: dict[str, Spare] = field(default_factory=dict)  # side -> the next generation's process, preloading
-    prespawned: dict[str, bool] = field(default_factory=dict)  # side -> this generation's worker was a spare
-    generation: int = -1
-    started_round: int | None = None
-    rounds_served: int = 0
-    last_work_end: float = 0.0
-    failure: str | None = None
-    budget: dict[str, Any] | None = None  # the timing budget the workers resolved at their start
-    carried: "_DeviceRound | None" = None  # the survey's start-up, counted in the first round (see WarmEngine.survey)
-
-
-@dataclass
-class _DeviceRound:
-    """One device's part of a round."""
-
-    order: list[str]
-    benches: list[Benchmark]
-    began: float = field(default_factory=time.time)
-    records: dict[str, dict[str, Any]] = field(default_factory=dict)  # side -> benchmark id -> record
-    workers: dict[str, dict[str, Any]] = field(default_factory=dict)  # side -> the worker that measured, and its seconds
-    summary: dict[str, Any] = field(default_factory=dict)
-    budget: dict[str, Any] | None = None
-    startup: dict[str, float] = field(default_factory=dict)  # side -> seconds of start-up that held the device
-    overlapped: dict[str, float] = field(default_factory=dict)  # side -> seconds of a spare's start-up during measuring
-    spare_failed: dict[str, str] = field(default_factory=dict)  # side -> why its spare could not be promoted
-    phases: dict[str, dict[str, float]] = field(default_factory=dict)  # side -> when its new worker passed each step
-    start_failed: dict[str, "WorkerFailed"] = field(default_factory=dict)  # side -> why it did not start (the survey's start)
-    carried_wall_s: float = 0.0  # the survey's wall time on this device, before this round began
-    measure: dict[str, float] = field(default_factory=dict)
-    error: str | None = None
-
-    def __post_init__(self) -> None:
-        for side in self.order:
-            self.records[side] = {}
-            self.startup[side] = self.overlapped[side] = self.measure[side] = 0.0
 
 
 class WarmEngine:
@@ -145,7 +106,7 @@ class WarmEngine:
         self.spares_asked = spares
         self.use_spares = spares if spares is not None else device != "cpu"
         self.environ, self.log = environ, log
-        self.devices = {d: _Device(d) for d in devices}
+        self.devices = {d: Device(d) for d in devices}
         self.assigned: dict[str, int] = {}  # benchmark id -> device, for the whole run
         self._known_cost: dict[str, float] = {}
         self._spawned: list[WorkerProcess] = []  # every process this engine started: none outlives close()
@@ -163,7 +124,7 @@ class WarmEngine:
         survey gets its :class:`WorkerFailed` back: the caller decides what a broken side means.
         """
         dev = self.devices[min(self.devices)]
-        scratch = _DeviceRound(list(requests), [])
+        scratch = DevicePart(list(requests), [])
 
         def one(side: str) -> dict[str, Any] | WorkerFailed:
             try:
@@ -182,7 +143,7 @@ class WarmEngine:
         finally:
             dev.carried = scratch
         answers: dict[str, dict[str, Any] | WorkerFailed] = dict(scratch.start_failed)  # a side that did not start
-        answers.update(_each([side for side in requests if side in dev.workers], one))
+        answers.update(each([side for side in requests if side in dev.workers], one))
         for side, answer in answers.items():  # a side that could not survey is not measured: its worker ends
             if isinstance(answer, WorkerFailed) and side in dev.workers:
                 dev.workers.pop(side).quit()
@@ -201,14 +162,14 @@ class WarmEngine:
         plan = self._assign(benchmarks)
         began = time.time()
         # A device whose workers surveyed joins its first round even without benchmarks: its start-up is counted.
-        parts = {d: _DeviceRound(list(order), benches, began) for d, benches in plan.items()
+        parts = {d: DevicePart(list(order), benches, began) for d, benches in plan.items()
                  if benches or self.devices[d].carried is not None}
         # Every device is ready before any measures: one device's start-up (its context, its
         # compilation, a CPU-heavy Triton build) never runs beside another device's timing.
-        _each(list(parts), lambda d: self._ready(self.devices[d], parts[d], round_index))
-        _each(list(parts), lambda d: self._measure_all(self.devices[d], parts[d], round_index))
+        each(list(parts), lambda d: self._ready(self.devices[d], parts[d], round_index))
+        each(list(parts), lambda d: self._measure_all(self.devices[d], parts[d], round_index))
         for d, part in parts.items():
-            self._summarize(self.devices[d], part)
+            summarize(self.devices[d], part)
         record = RoundRecord(round_index, list(order), engine=self.kind,
                              devices=[parts[d].summary for d in sorted(parts)], wall_s=round(time.time() - began, 3))
         for side in order:
@@ -238,7 +199,7 @@ class WarmEngine:
             plan[self.assigned[bench.id]].append(bench)
         return plan
 
-    def _ready(self, dev: _Device, part: _DeviceRound, round_index: int) -> None:
+    def _ready(self, dev: Device, part: DevicePart, round_index: int) -> None:
         """Phase one: the device's workers started (a restart when due) and holding ``part.benches``."""
         if dev.failure:
             part.error = f"device {dev.index} failed earlier: {dev.failure}"
@@ -248,7 +209,7 @@ class WarmEngine:
             if dev.workers and dev.rounds_served >= self.restart_every:
                 retiring = self._retire(dev)
             if dev.carried is not None:
-                self._carry_in(dev, part, round_index)
+                carry_in(dev, part, round_index)
             if not dev.workers:
                 part.budget = self._start(dev, part, round_index)
             self._prepare(dev, part.benches, part.startup)
@@ -260,21 +221,7 @@ class WarmEngine:
                 ending.join()
                 part.startup[side] = part.startup.get(side, 0.0) + time.time() - began
 
-    def _carry_in(self, dev: _Device, part: _DeviceRound, round_index: int) -> None:
-        """The survey's start of this device's workers becomes part of the first round (its seconds held the runner)."""
-        scratch, dev.carried = dev.carried, None
-        assert scratch is not None
-        if dev.workers:
-            dev.started_round = round_index
-            part.budget = dev.budget
-        for side in scratch.order:
-            part.startup[side] = part.startup.get(side, 0.0) + scratch.startup[side]
-            part.overlapped[side] = part.overlapped.get(side, 0.0) + scratch.overlapped[side]
-        part.phases.update(scratch.phases)
-        part.spare_failed.update(scratch.spare_failed)
-        part.carried_wall_s = scratch.carried_wall_s
-
-    def _measure_all(self, dev: _Device, part: _DeviceRound, round_index: int) -> None:
+    def _measure_all(self, dev: Device, part: DevicePart, round_index: int) -> None:
         """Phase two: benchmark by benchmark, the sides in order; the next generation's spares start meanwhile."""
         if part.error or not part.benches:
             return
@@ -288,43 +235,22 @@ class WarmEngine:
         except WorkerFailed as exc:
             self._fail(dev, part, exc, round_index)
 
-    def _fail(self, dev: _Device, part: _DeviceRound, exc: WorkerFailed, round_index: int) -> None:
+    def _fail(self, dev: Device, part: DevicePart, exc: WorkerFailed, round_index: int) -> None:
         part.error = dev.failure = str(exc)
         self._stop(dev)
         self._kill_spares(dev)
         self._say(f"speed_gate: device {dev.index} failed in round {round_index + 1}: {exc}")
 
-    def _summarize(self, dev: _Device, part: _DeviceRound) -> None:
-        if part.error:
-            for bench in part.benches:
-                for side in part.order:
-                    part.records[side].setdefault(bench.id, {
-                        "error": f"WorkerFailed: {part.error}", "error_type": "WorkerFailed", "busy": False,
-                        "device_index": dev.index, "device_failed": True})
-        for side in part.order:
-            worker = dev.workers.get(side)
-            part.workers[side] = {
-                "device": dev.index, "pid": worker.pid if worker else None, "generation": dev.generation,
-                "started_round": dev.started_round, "prespawned": dev.prespawned.get(side, False),
-                "spawned_at": worker.spawned_at if worker else None,
-                "startup_s": round(part.startup[side], 3), "overlapped_startup_s": round(part.overlapped[side], 3),
-                "measure_s": round(part.measure[side], 3), "benchmarks": [b.id for b in part.benches],
-                **({"phases": part.phases[side]} if side in part.phases else {}),
-                **({"spare_failed": part.spare_failed[side]} if side in part.spare_failed else {})}
-        part.summary = {"device": dev.index, "benchmarks": [b.id for b in part.benches], "generation": dev.generation,
-                        "wall_s": round(time.time() - part.began + part.carried_wall_s, 3), "error": part.error or None,
-                        **({"survey_wall_s": round(part.carried_wall_s, 3)} if part.carried_wall_s else {})}
-
     # -- the workers ------------------------------------------------------------
 
-    def _spawn(self, dev: _Device, side: str, generation: int) -> WorkerProcess:
+    def _spawn(self, dev: Device, side: str, generation: int) -> WorkerProcess:
         worker = WorkerProcess(self.sides[side].tree, side=side, device_index=dev.index, generation=generation,
                                extra_env=pinned_environment(dev.index, self.environ), log=self.log)
         with self._lock:
             self._spawned.append(worker)
         return worker
 
-    def _spawn_spares(self, dev: _Device, part: _DeviceRound) -> None:
+    def _spawn_spares(self, dev: Device, part: DevicePart) -> None:
         """The next generation's processes, preloading (CPU only) while this one measures."""
         env = pinned_environment(dev.index, self.environ)
         kernels = [b.kernel for b in part.benches]
@@ -335,7 +261,7 @@ class WarmEngine:
                 self._spawned.append(spare.worker)
             dev.spares[side] = spare
 
-    def _start(self, dev: _Device, part: _DeviceRound, round_index: int | None,
+    def _start(self, dev: Device, part: DevicePart, round_index: int | None,
                sides_may_fail: bool = False) -> dict[str, Any] | None:
         """A new generation of workers on ``dev``, one per side, side by side: its spares promoted, or fresh ones.
 
@@ -386,7 +312,7 @@ class WarmEngine:
             return answer
 
         try:
-            answers = _each(list(part.order), start)
+            answers = each(list(part.order), start)
         finally:
             for spare in spares.values():  # a side not in this round's order: its spare is not needed
                 spare.kill()
@@ -397,7 +323,7 @@ class WarmEngine:
         dev.last_work_end = 0.0
         return started[0].get("budget") if started else None
 
-    def _prepare(self, dev: _Device, benches: list[Benchmark], startup: dict[str, float]) -> None:
+    def _prepare(self, dev: Device, benches: list[Benchmark], startup: dict[str, float]) -> None:
         """Each worker holds exactly ``benches`` prepared (operands, compiled launches)."""
         request = {"op": "prepare", "benchmarks": [b.to_json() for b in benches]}
 
@@ -406,10 +332,10 @@ class WarmEngine:
             dev.workers[side].request(request, timeout_s=self.timeouts["setup"], what=f"preparing {[b.id for b in benches]}")
             startup[side] += time.time() - began
 
-        _each(list(dev.workers), prepare)
+        each(list(dev.workers), prepare)
         dev.last_work_end = time.time()  # preparing ran every launch once
 
-    def _measure(self, dev: _Device, side: str, bench: Benchmark, round_index: int, measure: dict[str, float]) -> dict[str, Any]:
+    def _measure(self, dev: Device, side: str, bench: Benchmark, round_index: int, measure: dict[str, float]) -> dict[str, Any]:
         worker = dev.workers[side]
         answer = worker.request(
             {"op": "measure", "benchmark": bench.id, "own_pids": [w.pid for w in dev.workers.values()],
@@ -420,7 +346,7 @@ class WarmEngine:
         return {**answer["record"], "device_index": dev.index, "worker_pid": worker.pid,
                 "worker_generation": dev.generation, "measure_s": answer["measure_s"]}
 
-    def _retire(self, dev: _Device) -> dict[str, threading.Thread]:
+    def _retire(self, dev: Device) -> dict[str, threading.Thread]:
         """The old generation ends (quit, exit) while the new one starts: its teardown costs no wait of its own."""
         retiring = {side: threading.Thread(target=worker.quit, args=(RETIRE_EXIT_S,), daemon=True)
                     for side, worker in dev.workers.items()}
@@ -429,11 +355,11 @@ class WarmEngine:
         dev.workers.clear()
         return retiring
 
-    def _stop(self, dev: _Device) -> None:
-        _each(list(dev.workers), lambda side: dev.workers[side].quit())
+    def _stop(self, dev: Device) -> None:
+        each(list(dev.workers), lambda side: dev.workers[side].quit())
         dev.workers.clear()
 
-    def _kill_spares(self, dev: _Device) -> None:
+    def _kill_spares(self, dev: Device) -> None:
         spares, dev.spares = dev.spares, {}
         for spare in spares.values():
             spare.kill()
@@ -465,16 +391,6 @@ class WarmEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _each(keys: list[Any], action: Callable[[Any], Any]) -> dict[Any, Any]:
-    """``action`` for every key (side, device) at once; the first failure is raised after all have ended."""
-    with ThreadPoolExecutor(max_workers=max(1, len(keys))) as pool:
-        futures = {key: pool.submit(action, key) for key in keys}
-    errors = [f.exception() for f in futures.values() if f.exception() is not None]
-    if errors:
-        raise errors[0]
-    return {side: f.result() for side, f in futures.items()}
 
 
 def open_engine(kind: str, sides: Sequence[Side], **options: Any) -> WarmEngine | FreshEngine:

@@ -199,8 +199,8 @@ def test_measure_gemm_on_the_gpu_records_gpu_state_and_a_sane_tflops():
     assert t.inputs_cold, t.summary()
 
 
-def test_a_primed_timing_skips_priming_and_still_warms_up_until_steady():
-    """A warm worker's repeat timing (``primed``): no priming launch, the warm-up and samples as before."""
+def _counted_launches():
+    """``(calls, launch)``: ``launch(name)`` is a launch that counts its runs in ``calls[name]``."""
     calls = {"a": 0, "b": 0}
 
     def launch(name):
@@ -208,6 +208,12 @@ def test_a_primed_timing_skips_priming_and_still_warms_up_until_steady():
             calls[name] += 1
         return run
 
+    return calls, launch
+
+
+def test_a_primed_timing_skips_priming_and_still_warms_up_until_steady():
+    """A warm worker's repeat timing (``primed``): no priming launch, the warm-up and samples as before."""
+    calls, launch = _counted_launches()
     budget = timing.TimingBudget(warmup_ms=0.0, chunk_ms=0.0, rep_ms=0.0, min_reps=6, max_reps=6, steady_tolerance=1000.0)
     first = timing.benchmark([launch("a"), launch("b")], flops=1, device="cpu", budget=budget)
     primed_from = dict(calls)
@@ -220,13 +226,7 @@ def test_a_primed_timing_skips_priming_and_still_warms_up_until_steady():
 
 def test_a_settled_timing_warms_up_with_one_launch_and_judges_steadiness_on_its_samples():
     """A warm worker's repeat timing on a GPU (``settled``): one warm-up launch, then the samples."""
-    calls = {"a": 0, "b": 0}
-
-    def launch(name):
-        def run():
-            calls[name] += 1
-        return run
-
+    calls, launch = _counted_launches()
     budget = timing.TimingBudget(warmup_ms=10_000.0, chunk_ms=0.0, rep_ms=0.0, min_reps=6, max_reps=6, steady_tolerance=1000.0)
     settled = timing.benchmark([launch("a"), launch("b")], flops=1, device="cpu", budget=budget, primed=True, settled=True)
     assert settled.warmup_launches == 1 and sum(calls.values()) == 1 + 6  # no priming, no 10 s warm-up
@@ -256,6 +256,7 @@ class _ScriptedClock:
 
     def __init__(self, seconds):
         self.seconds, self.used = list(seconds), 0
+        self.timed_from: list[int] = []  # the input set each timing (time_each) started its rotation at
 
     def _next(self):
         value = self.seconds[min(self.used, len(self.seconds) - 1)]
@@ -266,6 +267,7 @@ class _ScriptedClock:
         return sum(self._next() for _ in range(count))
 
     def time_each(self, launches, start, count):
+        self.timed_from.append(start)
         return [self._next() for _ in range(count)]
 
     def sync(self):
@@ -286,5 +288,6 @@ def test_a_settled_timing_that_was_not_steady_warms_up_fully_and_times_again(mon
     assert t.steady and len(t.samples_s) == 6
     if drifting:
         assert t.samples_s == (0.9,) * 6 and t.warmup_launches == 1 + 6 + 3  # the discarded timing, three steady chunks
+        assert clock.timed_from == [1, 3]  # each timing goes on from where its own warm-up left the rotation
     else:
         assert t.samples_s == (1.0,) * 6 and t.warmup_launches == 1 and clock.used == 7

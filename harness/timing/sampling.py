@@ -53,19 +53,19 @@ def benchmark(
             launch()
         clock.sync()
 
+    began = time.perf_counter()
     warm = _one_launch(clock, launches) if settled else _warm_up(clock, launches, budget)
     samples, before, after = _timed(clock, launches, warm, budget, monitor)
     steady = samples_steady(samples, budget.steady_tolerance) if settled else warm.steady
     if settled and not steady:
         # The device had not settled after all (a power cap swinging the clock, say): what was timed
         # becomes warm-up, and the full warm-up, retried until steady, precedes a second timing.
-        began = time.perf_counter()
+        discarded, discarded_s = warm.launches + len(samples), time.perf_counter() - began
         full = _warm_up(clock, launches, budget)
-        discarded = warm.launches + len(samples)
-        warm = _WarmUp(discarded + full.launches, warm.seconds + sum(samples) + (time.perf_counter() - began),
-                       full.per_launch_s, full.steady)
-        samples, before, after = _timed(clock, launches, warm, budget, monitor)
+        samples, before, after = _timed(clock, launches, full, budget, monitor)
         steady = full.steady
+        # The record's warm-up: everything before the kept timing, the discarded one included.
+        warm = _WarmUp(discarded + full.launches, discarded_s + full.seconds, full.per_launch_s, full.steady)
     return Timing(
         samples_s=tuple(samples),
         flops=flops,
@@ -92,7 +92,8 @@ class _WarmUp:
 
 def _timed(clock: Clock, launches: Sequence[Callable[[], None]], warm: "_WarmUp", budget: TimingBudget,
            monitor: gpu_state.GpuMonitor | None) -> tuple[list[float], dict | None, dict | None]:
-    """Step 5 after ``warm``: the samples, and the GPU's state just before and after them."""
+    """Step 5 right after ``warm`` (its launches started the rotation at the first input set): the
+    samples, and the GPU's state just before and after them."""
     before = monitor.snapshot().to_json() if monitor is not None else None
     reps = int(min(max(math.ceil(budget.rep_ms * 1e-3 / warm.per_launch_s), budget.min_reps), budget.max_reps))
     # Continue the rotation where the warm-up stopped: the first timed set is not the one just used.

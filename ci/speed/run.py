@@ -13,6 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -66,7 +67,7 @@ def survey_both(sides: dict[str, Side | None], options: SpeedOptions, check: boo
     if isinstance(engine, WarmEngine) and present:
         log(f"speed_gate: surveying {' and '.join(sorted(present))} in the workers that will measure them")
         answers = engine.survey({name: request for name in present})
-        surveys = {name: _survey_result(name, lambda a=answers[name], n=name: _worker_survey(n, a)) if name in present else None
+        surveys = {name: _survey_result(name, partial(_worker_survey, name, answers[name])) if name in present else None
                    for name in sides}
     else:
         def one(side: Side | None) -> dict[str, Any] | None:

@@ -51,8 +51,8 @@ from ci.speed.child import device_environment, log, resolve_device, setup_device
 PROTOCOL = "mxfp4-speed-worker/1"
 # A benchmark this worker timed before needs no priming; on a GPU, no warm-up beyond one launch either:
 # the GPU has been timing until now, at its working clocks (harness.timing.benchmark(settled=True): steadiness
-# is then judged on the timed launches, and an unsteady timing still excludes its round). A CPU keeps
-# its warm-up, retried until steady: its timed cores are shared with whatever else runs.
+# is then judged on the timed launches; unsteady ones become warm-up, and the full warm-up and a second
+# timing follow). A CPU keeps its warm-up, retried until steady: its timed cores are shared with whatever else runs.
 
 
 @dataclass

@@ -129,7 +129,11 @@ class SequentialPlan:
     @property
     def per_look_alpha(self) -> float:
         """The two-sided miss probability of each look's interval."""
-        return (2.0 if self.alpha_per_tail else 1.0) * self.alpha / len(self.look_points)
+        return self._per_look(self.alpha)
+
+    def _per_look(self, alpha: float) -> float:
+        """``alpha`` (over all looks) as each look's two-sided miss probability: Bonferroni, per tail or not."""
+        return (2.0 if self.alpha_per_tail else 1.0) * alpha / len(self.look_points)
 
     @property
     def per_look_confidence(self) -> float:
@@ -144,7 +148,7 @@ class SequentialPlan:
     @property
     def per_look_miss_alpha(self) -> float:
         """The two-sided miss probability of each look's miss interval (the one "no change" is decided on)."""
-        return (2.0 if self.alpha_per_tail else 1.0) * self.miss_side_alpha / len(self.look_points)
+        return self._per_look(self.miss_side_alpha)
 
     @property
     def per_look_miss_confidence(self) -> float:

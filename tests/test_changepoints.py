@@ -1,23 +1,17 @@
-"""harness.changepoints on series whose change points are known."""
+"""harness.changepoints on series whose change points are known: where, how large, how often wrong, how incremental.
+
+The rates asserted here are the claims of docs/CHANGE_POINTS.md on fewer series (fixed seeds): issue 31's
+"a regression fixed 5 or 10 commits later" at 50 and 1000 commits, and pure noise at both lengths.
+docs/data/changepoint_quality.py measures them on more.
+"""
 
 from __future__ import annotations
-
-import itertools
 
 import numpy as np
 import pytest
 
 from harness import changepoints as cp
-
-
-def _brute_q(x: np.ndarray, tau: int) -> float:
-    """Matteson & James's Q-hat written from the paper's sums, for checking the vectorized one."""
-    left, right = x[:tau], x[tau:]
-    a, b = len(left), len(right)
-    cross = sum(abs(i - j) for i in left for j in right) * 2 / (a * b)
-    within_left = sum(abs(i - k) for i, k in itertools.combinations(left, 2)) * 2 / (a * (a - 1))
-    within_right = sum(abs(i - k) for i, k in itertools.combinations(right, 2)) * 2 / (b * (b - 1))
-    return a * b / len(x) * (cross - within_left - within_right)
+from harness.changepoints import incremental, scan
 
 
 def _series(levels, per_commit=10, noise=0.01, within=0.01, seed=1):
@@ -25,12 +19,16 @@ def _series(levels, per_commit=10, noise=0.01, within=0.01, seed=1):
     return [level * (1 + rng.normal(0, noise)) * (1 + rng.normal(0, within, per_commit)) for level in levels]
 
 
-def test_energy_statistic_matches_the_papers_sums():
-    x = np.random.default_rng(3).normal(size=11)
-    q, tau = cp.best_split(x)
-    expected = {t: _brute_q(x, t) for t in range(2, 10)}
-    assert tau == max(expected, key=expected.get)
-    assert q == pytest.approx(expected[tau])
+def _bump(rng: np.random.Generator, n: int, start: int, length: int, drop: float = 0.03, noise: float = 0.003) -> np.ndarray:
+    """Log levels: ``noise`` commit noise, a ``drop`` lasting ``length`` commits from ``start``, then back."""
+    x = rng.normal(0, noise, n)
+    x[start:start + length] += np.log1p(-drop)
+    return x
+
+
+def _edges_found(levels: np.ndarray, edges: list[int]) -> bool:
+    found = [c.position for c in cp.find(levels)]
+    return all(any(abs(p - e) <= 2 for p in found) for e in edges)
 
 
 def test_a_clear_drop_is_a_regression_at_its_commit():
@@ -41,6 +39,7 @@ def test_a_clear_drop_is_a_regression_at_its_commit():
     low, high = change.interval
     assert low < change.relative_change < high and high < 0
     assert change.p_value <= change.level
+    assert change.before == (0, 8) and change.after == (8, 16)
 
 
 def test_a_gain_is_an_improvement_and_lower_is_better_reverses():
@@ -51,81 +50,145 @@ def test_a_gain_is_an_improvement_and_lower_is_better_reverses():
     assert as_time.direction == cp.REGRESSION
 
 
-@pytest.mark.parametrize("test, run", [(cp.T_TEST, 4), (cp.PERMUTATION, 8)])
-def test_two_steps_are_both_found(test, run):
-    series = _series([100.0] * run + [97.0] * run + [91.0] * run, noise=0.003, within=0.005)
-    changes = cp.detect(series, test=test)
-    assert [c.index for c in changes] == [run, 2 * run]
+def test_two_steps_are_both_found_and_each_sized_between_its_neighbours():
+    series = _series([100.0] * 6 + [97.0] * 6 + [91.0] * 6, noise=0.003, within=0.005)
+    changes = cp.detect(series)
+    assert [c.index for c in changes] == [6, 12]
     assert all(c.direction == cp.REGRESSION for c in changes)
-    assert changes[0].after == (run, 2 * run) and changes[1].before == (run, 2 * run)
+    assert changes[0].after == (6, 12) and changes[1].before == (6, 12)
+    assert changes[1].relative_change == pytest.approx(91 / 97 - 1, abs=0.01)
 
 
-@pytest.mark.parametrize("test", [cp.T_TEST, cp.PERMUTATION])
-def test_a_flat_noisy_series_has_no_change(test):
-    assert cp.detect(_series([100.0] * 30, noise=0.02, seed=5), test=test) == []
+def test_a_flat_noisy_series_has_no_change():
+    for seed in range(5):
+        assert cp.detect(_series([100.0] * 30, noise=0.02, seed=seed)) == [], seed
 
 
-@pytest.mark.parametrize("test", [cp.T_TEST, cp.PERMUTATION])
-def test_one_outlier_commit_is_not_a_change(test):
-    levels = [100.0] * 20
-    levels[9] = 80.0
-    assert cp.detect(_series(levels, noise=0.005, seed=2), test=test) == []
-
-
-def test_a_permutation_test_cannot_cut_a_four_plus_four_segment():
-    # The exact test's floor: 2 / C(8, 4) = 0.029 > 0.01, however large the step (the module doc says so).
-    series = _series([100.0] * 4 + [50.0] * 4, noise=0.001)
-    assert cp.detect(series, test=cp.PERMUTATION) == []
-    assert [c.index for c in cp.detect(series, test=cp.T_TEST)] == [4]
+def test_one_or_two_stray_commits_are_not_a_change():
+    levels = [100.0] * 30
+    levels[9] = 80.0  # one bad runner day
+    assert cp.detect(_series(levels, noise=0.005, seed=2)) == []
+    levels[16] = levels[17] = 85.0  # two in a row (Hampel's window of five keeps three and more)
+    assert cp.detect(_series(levels, noise=0.005, seed=3)) == []
+    levels[24] = levels[25] = levels[26] = 85.0  # three in a row are a short regression: both edges
+    assert [c.index for c in cp.detect(_series(levels, noise=0.005, seed=3))] == [24, 27]
 
 
 def test_the_result_is_seeded():
-    series = _series([100.0] * 8 + [98.5] * 8, seed=9)
+    series = _series([100.0] * 8 + [98.5] * 8, seed=9, noise=0.002)
     assert cp.detect(series, seed=4) == cp.detect(series, seed=4)
 
 
 def test_many_noisy_samples_widen_the_interval_not_the_location():
-    quiet = _series([100.0] * 8 + [95.0] * 8, within=0.001, seed=7)
-    noisy = _series([100.0] * 8 + [95.0] * 8, within=0.05, seed=7)
+    quiet = _series([100.0] * 8 + [95.0] * 8, within=0.001, seed=7, noise=0.003)
+    noisy = _series([100.0] * 8 + [95.0] * 8, within=0.05, seed=7, noise=0.003)
     [a], [b] = cp.detect(quiet), cp.detect(noisy)
+    assert a.index == b.index == 8
     assert (b.interval[1] - b.interval[0]) > (a.interval[1] - a.interval[0])
 
 
-def test_short_series_and_empty_commits():
+def test_a_noise_free_step_is_found_and_a_tiny_one_is_not_reported():
+    assert [c.index for c in cp.detect([100.0] * 10 + [70.0] * 5 + [100.0] * 10)] == [10, 15]
+    assert cp.detect([100.0] * 10 + [99.9] * 10) == []  # 0.1%: under min_change, however certain
+
+
+def test_short_series_and_bad_commits():
     assert cp.detect([[1.0], [2.0], [1.0]]) == []
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="commit 1 has no finite sample"):
         cp.detect([[1.0], [float("nan")], [1.0], [1.0]])
-    with pytest.raises(ValueError):
-        cp.detect([[1.0]] * 5, test="z")
+    with pytest.raises(ValueError, match="commit 2 has a sample <= 0"):
+        cp.detect([[1.0], [1.0], [0.0], [1.0]])
 
 
-def _rates_script():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "docs" / "data" / "changepoint_rates.py"
-    spec = importlib.util.spec_from_file_location("changepoint_rates", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+# ---------------------------------------------------------------------------
+# issue 31: a regression fixed some commits later; and what pure noise costs
+# ---------------------------------------------------------------------------
 
 
-def test_measured_rates_false_positives_near_alpha_and_large_steps_found():
-    """The published table's generator, on fewer trials: the claims docs/CHANGE_POINTS.md makes must hold."""
-    rates = _rates_script()
-    flat = rates.rate(300, cp.T_TEST, 24, seed=11)
-    assert flat["flagged"] <= 0.03  # alpha 0.01; 0.03 is beyond the binomial's 99.9% for 300 trials
-    with_outliers = rates.rate(200, cp.T_TEST, 24, seed=12, outliers=True)
-    assert with_outliers["flagged"] <= 0.05
-    big = rates.rate(100, cp.T_TEST, 24, seed=13, step_sigma=5.0)
-    assert big["detected"] >= 0.95 and big["exact"] >= 0.85
-    small = rates.rate(100, cp.T_TEST, 24, seed=14, step_sigma=0.5)
-    assert small["detected"] <= 0.2  # a half-sigma step is below what 24 commits resolve: the table says so
+@pytest.mark.parametrize("length", [5, 10])
+def test_a_drop_fixed_five_or_ten_commits_later_has_both_edges_in_50_commits(length):
+    rng = np.random.default_rng(31 + length)
+    hits = sum(_edges_found(_bump(rng, 50, 20, length), [20, 20 + length]) for _ in range(40))
+    assert hits >= 36, f"{hits} of 40"  # >= 90%
 
 
-def test_the_rates_table_renders_every_row():
-    rates = _rates_script()
-    document = {"rows": [{"test": "t", "scenario": "flat", "commits": 12, "flagged": 0.01, "detected": 0, "exact": 0},
-                         {"test": "t", "scenario": "step 1 sigma", "commits": 12, "flagged": 0.5, "detected": 0.4, "exact": 0.3}]}
-    table = rates.markdown_table(document)
-    assert "| flat | flagged | 1.0% |" in table and "40.0% (30.0%)" in table
+def test_a_drop_fixed_ten_commits_later_has_both_edges_in_1000_commits():
+    rng = np.random.default_rng(1031)
+    hits = 0
+    for _ in range(20):
+        start = int(rng.integers(100, 880))
+        hits += _edges_found(_bump(rng, 1000, start, 10), [start, start + 10])
+    assert hits >= 18, f"{hits} of 20"
+
+
+@pytest.mark.parametrize("commits, series, allowed", [(50, 300, 6), (1000, 60, 2)])
+def test_pure_noise_rarely_has_a_change_point(commits, series, allowed):
+    """<= 1% of series flagged (docs/CHANGE_POINTS.md); ``allowed`` is that rate's 99.9% binomial bound here."""
+    rng = np.random.default_rng(commits)
+    flagged = sum(bool(cp.find(rng.normal(0, 0.003, commits))) for _ in range(series))
+    assert flagged <= allowed, f"{flagged} of {series} pure-noise series flagged"
+
+
+def test_a_slow_wander_of_the_runner_is_not_cut_into_steps():
+    """An AR(1) wander (SD 0.25%, time constant ~30 commits) over 0.1% commit noise, 1000 commits: the noise at each
+    scale is measured, so the wander is not a staircase (without that, 20-40 change points per series)."""
+    rng = np.random.default_rng(5)
+    counts = []
+    for _ in range(10):
+        wander = np.empty(1000)
+        value = 0.0
+        for i in range(1000):
+            value = 0.97 * value + rng.normal(0, 0.0025 * np.sqrt(1 - 0.97**2))
+            wander[i] = value
+        counts.append(len(cp.find(wander + rng.normal(0, 0.001, 1000))))
+    assert sum(counts) <= 6, counts
+
+
+# ---------------------------------------------------------------------------
+# locality and the incremental answer
+# ---------------------------------------------------------------------------
+
+
+def _history(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    x = rng.normal(0, 0.003, n)
+    for _ in range(int(rng.integers(5, 30))):
+        start, length = int(rng.integers(0, n - 5)), int(rng.integers(2, 200))
+        x[start:start + length] += rng.choice((-1, 1)) * rng.uniform(0.005, 0.05)
+    return x, rng.uniform(0, 0.001, n)
+
+
+def test_the_incremental_answer_is_the_full_computations():
+    rng = np.random.default_rng(27)
+    for _ in range(8):
+        n = int(rng.integers(4000, 7000))
+        levels, errors = _history(rng, n)
+        cut = int(rng.integers(n // 2, n - 1))
+        _, memo, first = cp.detect_growing(levels[:cut], errors[:cut], None)
+        grown, _, work = cp.detect_growing(levels, errors, memo)
+        full = cp.describe(levels, errors, cp.find(levels), higher_is_better=True, threshold=cp.DEFAULT_THRESHOLD,
+                           with_intervals=True, bootstrap=cp.DEFAULT_BOOTSTRAP, confidence=cp.DEFAULT_CONFIDENCE, seed=0)
+        assert first.full and not work.full and work.recomputed_from == cut - incremental.REACH
+        assert grown == full
+        # Sizes and intervals computed anew: the changes in the recomputed tail, and at most the one before it (its
+        # right side may now end at a new neighbour); the others' were reused.
+        assert work.described <= sum(c.index >= work.recomputed_from for c in full) + 1
+
+
+def test_a_changed_old_commit_or_other_settings_recompute_everything():
+    rng = np.random.default_rng(3)
+    levels, errors = _history(rng, 5000)
+    _, memo, _ = cp.detect_growing(levels[:4000], errors[:4000], None)
+    changed = levels.copy()
+    changed[10] += 0.01  # an old commit measured again
+    assert cp.detect_growing(changed, errors, memo)[2].full
+    assert cp.detect_growing(levels, errors, memo, threshold=5.0)[2].full
+    assert not cp.detect_growing(levels, errors, incremental.Memo.from_json(memo.to_json()))[2].full  # JSON round trip
+
+
+def test_what_the_scan_says_about_a_commit_depends_on_its_neighbourhood_only():
+    rng = np.random.default_rng(11)
+    levels, _ = _history(rng, 6000)
+    before = [c for c in cp.find(levels[:4000]) if c.position < 4000 - incremental.REACH]
+    after = [c for c in cp.find(levels) if c.position < 4000 - incremental.REACH]
+    assert before == after and before
+    assert scan.REACH < incremental.REACH < 4000

@@ -1,0 +1,112 @@
+"""Change points of a growing series, recomputed only where new commits can change them.
+
+What the detector says about a commit depends on the commits within :data:`REACH` of it
+(harness.changepoints.scan and .segments). So when a series grows from n to n + k commits,
+only changes at positions >= n - REACH can differ: they are recomputed over the series' tail
+(from a point aligned to the noise blocks, far enough back that every recomputed position
+sees all it depends on); those before are kept from the :class:`Memo`. The sizes and
+intervals of kept changes are reused unless a neighbouring change moved. The answer is the
+full computation's (tests/test_changepoints.py compares them on generated series).
+
+The memo is plain JSON (the site build keeps one per series): what was computed, on which
+levels (a digest of them: an old commit measured again, or a commit inserted before the
+newest, changes the prefix and forces a full computation), with which settings.
+
+Only numpy and the standard library.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from harness.changepoints import scan, segments
+
+# A recomputed position needs every commit within its reach: candidates (scan.REACH), then the confirmation
+# between neighbouring candidates, each up to CONFIRM_WINDOW away and itself a candidate.
+REACH = scan.REACH + 2 * segments.CONFIRM_WINDOW + 2 * max(scan.SCALES)
+VERSION = 1  # bump when the method changes: old memos are then recomputed
+
+
+@dataclass
+class Memo:
+    settings: dict[str, Any]
+    length: int
+    digest: str
+    confirmed: list[tuple[int, float]] = field(default_factory=list)  # (position, z)
+    described: list[dict[str, Any]] = field(default_factory=list)  # ChangePoint.to_json(), one per confirmed
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Memo":
+        return cls(settings=dict(data["settings"]), length=int(data["length"]), digest=str(data["digest"]),
+                   confirmed=[(int(p), float(z)) for p, z in data["confirmed"]], described=list(data["described"]))
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one update computed: for the cost table and the tests."""
+
+    full: bool
+    recomputed_from: int  # first position whose change was computed anew (0: all)
+    described: int  # changes sized anew (the others reused)
+
+
+def digest(levels: np.ndarray, errors: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(levels).tobytes() + np.ascontiguousarray(errors).tobytes()).hexdigest()
+
+
+def _as_change(data: dict[str, Any]) -> segments.ChangePoint:
+    return segments.ChangePoint(**{**data, "interval": tuple(data["interval"]), "before": tuple(data["before"]),
+                                   "after": tuple(data["after"])})
+
+
+def update(levels: np.ndarray, errors: np.ndarray, memo: Memo | None, settings: dict[str, Any],
+           find, describe) -> tuple[list[segments.ChangePoint], Memo, Work]:
+    """The change points of ``levels`` (all commits so far), from ``memo`` where it still holds.
+
+    ``find(levels) -> [Confirmed]`` and ``describe(levels, errors, confirmed, only) -> [ChangePoint | None]`` are
+    the full computation's two halves (harness.changepoints.detect_growing binds them to the settings).
+    """
+    n = len(levels)
+    settings = {**settings, "version": VERSION}
+    start = 0 if memo is None else memo.length - REACH
+    reusable = (memo is not None and memo.settings == settings and memo.length <= n and start > 0
+                and digest(levels[: memo.length], errors[: memo.length]) == memo.digest)
+    if not reusable:
+        confirmed = find(levels)
+        changes = describe(levels, errors, confirmed, None)
+        return changes, _memo(settings, levels, errors, confirmed, changes), Work(True, 0, len(changes))
+    assert memo is not None
+    origin = (start - REACH) // scan.ALIGN * scan.ALIGN if start > REACH else 0
+    tail = [segments.Confirmed(c.position + origin, c.z) for c in find(levels[origin:]) if c.position + origin >= start]
+    kept = [segments.Confirmed(p, z) for p, z in memo.confirmed if p < start]
+    confirmed = kept + tail
+    # A kept change keeps its size and interval when its neighbours are the same as before: both sides are bounded
+    # by the neighbouring changes (and CONFIRM_WINDOW), and its levels did not change (the digest).
+    old = {p: i for i, (p, _) in enumerate(memo.confirmed)}
+    now = [(c.position, c.z) for c in confirmed]
+    reused = {i: old[c.position] for i, c in enumerate(confirmed)
+              if i < len(kept) and _neighbours(memo.confirmed, old[c.position]) == _neighbours(now, i)
+              and c.position + segments.CONFIRM_WINDOW <= memo.length}
+    fresh = describe(levels, errors, confirmed, set(range(len(confirmed))) - set(reused))
+    changes = [_as_change(memo.described[reused[i]]) if i in reused else fresh[i] for i in range(len(confirmed))]
+    return changes, _memo(settings, levels, errors, confirmed, changes), Work(False, start, len(confirmed) - len(reused))
+
+
+def _neighbours(confirmed: list[tuple[int, float]], i: int) -> tuple[int | None, int | None]:
+    before = confirmed[i - 1][0] if i > 0 else None
+    after = confirmed[i + 1][0] if i + 1 < len(confirmed) else None
+    return before, after
+
+
+def _memo(settings: dict[str, Any], levels: np.ndarray, errors: np.ndarray, confirmed, changes) -> Memo:
+    return Memo(settings=settings, length=len(levels), digest=digest(levels, errors),
+                confirmed=[(c.position, c.z) for c in confirmed],
+                described=[json.loads(json.dumps(c.to_json())) for c in changes])

@@ -1,0 +1,205 @@
+"""Where a series' level may change: a multi-scale moving-sum scan, local noise, candidates merged bottom-up.
+
+The series is one value per commit (the log of the commit's median, so a step is relative).
+At every commit boundary p and every scale h of :data:`SCALES`, the two windows either side,
+``x[p-h:p]`` and ``x[p:p+h]`` (shorter at the series' ends, never under two commits), are
+compared: their mean difference over the noise that difference would have without a change.
+
+* **Noise, measured locally.** The commit-to-commit noise sigma is 1.4826 x the MAD of
+  successive differences / sqrt 2 (a step moves one difference only), estimated per block of
+  :data:`NOISE_BLOCK` commits and taken at each commit as the median of the blocks within
+  :data:`NOISE_SPAN` blocks of it: a runner whose noise changes over months is judged by its
+  noise of the time.
+* **Noise at the scale tested.** Successive differences see white noise only; a runner's level
+  also wanders slowly (clocks, driver, room temperature), which makes the difference of two
+  wide windows vary more than sigma x sqrt(2 / h) says. Where the data allow (24 h positions
+  around p) the scan's own robust spread at scale h is used when it is larger: a long-run
+  variance at that scale, as MOSUM procedures for dependent data do (Cho and Kirch, 2022,
+  "Two-stage data segmentation permitting multiscale change points, heavy tails and
+  dependence", AISM). A slow wander is then not a step.
+* **Candidates.** At each scale, the positions where |z| >= threshold and is the largest within
+  +- max(1, h/2). Scales are merged bottom-up (the smallest first; a candidate of a wider scale
+  is kept only when no kept candidate lies within its h), the rule of the multiscale MOSUM
+  procedure (Messer et al. 2014; Meier, Kirch and Cho 2021, the ``mosum`` package's
+  ``multiscale.bottomUp``). Narrow windows find short segments (a regression fixed five commits
+  later is two clean steps to a window of 2-4 commits); wide ones find small lasting steps.
+
+Every quantity at a commit is computed from data within a bounded distance of it
+(:data:`REACH`): what the scan says about an old commit never changes when new commits arrive
+farther than that away. harness.changepoints.incremental relies on it.
+
+Only numpy.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+SCALES = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+MIN_SIDE = 3  # commits on each side of a change, at least
+NOISE_BLOCK = 64  # commits per block of the noise estimate
+NOISE_SPAN = 2  # blocks either side whose estimates are pooled
+LONG_RUN_POSITIONS = 20  # a scale's spread needs this many x h positions around
+SPREAD_BLOCKS = 8  # a scale's spread is estimated per block of ~SPREAD_BLOCKS x h positions, pooled over 3 blocks
+_MAD_TO_SD = 1.4826
+OUTLIER_REACH = 2  # commits either side of the Hampel window
+OUTLIER_SIGMAS = 3.0
+_TINY = 1e-9  # log units: the noise of a noise-free series, so that any difference is a certain one
+
+
+def spread_block(h: int) -> int:
+    """Block length of scale h's spread estimate: a power of two, so that every block size divides the largest."""
+    return 1 << math.ceil(math.log2(SPREAD_BLOCKS * h))
+
+
+# The farthest a commit's data can move what the scan says elsewhere: the noise blocks pooled, the widest
+# spread blocks, the widest window and its local-maximum reach, and the bottom-up merge's chain of scales.
+ALIGN = max(spread_block(max(SCALES)), NOISE_BLOCK)
+REACH = (2 * NOISE_SPAN + 2) * NOISE_BLOCK + 2 * spread_block(max(SCALES)) + 2 * max(SCALES) + sum(SCALES)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    position: int  # the first commit at the new level
+    scale: int
+    z: float
+
+
+def _robust_sd(values: np.ndarray, axis: int = -1) -> np.ndarray:
+    centre = np.median(values, axis=axis, keepdims=True)
+    return _MAD_TO_SD * np.median(np.abs(values - centre), axis=axis)
+
+
+def _blockwise(values: np.ndarray, block: int, span: int, minimum: int) -> np.ndarray:
+    """Robust SD of ``values`` (NaN: no value) per block of ``block``, pooled as the median of the blocks within
+    ``span`` either side; NaN where those blocks hold under ``minimum`` values together. One estimate per block."""
+    n_blocks = max(1, math.ceil(len(values) / block))
+    padded = np.full(n_blocks * block, np.nan)
+    padded[: len(values)] = values
+    rows = padded.reshape(n_blocks, block)
+    counts = np.count_nonzero(~np.isnan(rows), axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an empty block or window: no estimate there
+        centre = np.nanmedian(rows, axis=1, keepdims=True)
+        per_block = _MAD_TO_SD * np.nanmedian(np.abs(rows - centre), axis=1)
+        per_block[counts < 2] = np.nan
+        pooled = np.nanmedian(sliding_window_view(np.pad(per_block, span, constant_values=np.nan), 2 * span + 1), axis=1)
+    together = sliding_window_view(np.pad(counts, span), 2 * span + 1).sum(axis=1)
+    pooled[together < minimum] = np.nan
+    return pooled
+
+
+def noise(levels: np.ndarray) -> np.ndarray:
+    """sigma at each commit boundary p (index p: between commits p-1 and p), from successive differences."""
+    n = len(levels)
+    diffs = np.diff(levels)  # diffs[i] sits at boundary i + 1
+    per_block = _blockwise(diffs, NOISE_BLOCK, NOISE_SPAN, minimum=3) / math.sqrt(2)
+    sigma = np.repeat(per_block, NOISE_BLOCK)[: max(n - 1, 0)]
+    at_boundary = np.concatenate([[np.nan], sigma, [np.nan]])[:n + 1]
+    # A block without an estimate (too few differences) takes its neighbours'; a series without any, zero noise.
+    finite = at_boundary[np.isfinite(at_boundary)]
+    fallback = float(np.median(finite)) if finite.size else 0.0
+    at_boundary = np.where(np.isfinite(at_boundary), at_boundary, fallback)
+    return np.maximum(at_boundary, _TINY)
+
+
+def without_outliers(levels: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+    """Hampel's identifier over +-OUTLIER_REACH commits: a commit more than OUTLIER_SIGMAS x sigma from the median
+    of its neighbourhood takes that median. One or two stray commits (a bad runner day) are no segment; three or
+    more at a new level keep their level, and a step's edge is untouched (a median of five preserves it)."""
+    n = len(levels)
+    if n < 2 * OUTLIER_REACH + 1:
+        return levels
+    window = sliding_window_view(np.pad(levels, OUTLIER_REACH, mode="edge"), 2 * OUTLIER_REACH + 1)
+    centre = np.median(window, axis=1)
+    sd = np.concatenate([[sigma[1]], sigma[1:n]])  # each commit's noise (boundary i sits before commit i)
+    return np.where(np.abs(levels - centre) > OUTLIER_SIGMAS * sd, centre, levels)
+
+
+def window_mean(levels: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Mean of ``levels[s:s+l]`` for each (s, l), each summed on its own: the same numbers give the same mean
+    wherever the series starts (a running sum would not, and the incremental answer must equal the full one)."""
+    out = np.empty(len(starts))
+    for length in np.unique(lengths):
+        picked = lengths == length
+        at = starts[picked]
+        if len(at) > 8:
+            sums = sliding_window_view(levels, int(length)).sum(axis=1)[at]
+        else:  # the few shortened windows at the series' ends
+            sums = levels[at[:, None] + np.arange(int(length))].sum(axis=1)
+        out[picked] = sums / length
+    return out
+
+
+def scale_scan(levels: np.ndarray, sigma: np.ndarray, h: int, narrower: np.ndarray | None = None,
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(positions p, mean difference after - before, z, inflation) at scale h; windows shrink at the ends to
+    MIN_SIDE. ``inflation`` is indexed by boundary (0..n): the long-run factor z was divided by (>= 1); where too
+    few positions measure it, the narrower scale's (``narrower``): a wander seen at 16 commits is there at 32."""
+    n = len(levels)
+    positions = np.arange(MIN_SIDE, n - MIN_SIDE + 1)
+    a, b = np.minimum(h, positions), np.minimum(h, n - positions)
+    difference = window_mean(levels, positions, b) - window_mean(levels, positions - a, a)
+    width = np.sqrt(1.0 / a + 1.0 / b)
+    white = sigma[positions] * width
+    inflation = _long_run_inflation(difference, positions, a, b, white, h, n)
+    inflation = np.where(np.isfinite(inflation), inflation, 1.0 if narrower is None else narrower)
+    return positions, difference, difference / (white * inflation[positions]), inflation
+
+
+def _long_run_inflation(difference: np.ndarray, positions: np.ndarray, a: np.ndarray, b: np.ndarray,
+                        white: np.ndarray, h: int, n: int) -> np.ndarray:
+    """How much more than white noise the scale-h difference varies around each position (>= 1; NaN where too few
+    positions around measure it)."""
+    block = spread_block(h)
+    full = (a == h) & (b == h)
+    standardised = np.full(n + 1, np.nan)
+    standardised[positions[full]] = difference[full] / white[full]
+    # At least 20h positions around: a step contaminates 2h of them, so a few steps cannot pass for a wander.
+    per_block = _blockwise(standardised, block, span=1, minimum=LONG_RUN_POSITIONS * h)
+    # The newest commits have no block after them: they take the estimate of the blocks just before (a wander is
+    # slow), up to two blocks back.
+    measured = per_block.copy()
+    for i in range(1, len(per_block)):
+        if np.isnan(measured[i]):
+            earlier = measured[max(0, i - 2):i]
+            earlier = earlier[np.isfinite(earlier)]
+            if earlier.size:
+                per_block[i] = earlier[-1]
+    at_boundary = np.repeat(per_block, block)[: n + 1]
+    return np.maximum(at_boundary, 1.0)  # NaN (not measurable here) stays NaN
+
+
+def candidates(levels: np.ndarray, sigma: np.ndarray, threshold: float) -> tuple[list[Candidate], dict[int, np.ndarray]]:
+    """Local maxima of |z| >= threshold at every scale, merged bottom-up (smallest scale first), by position;
+    and each scale's long-run inflation by boundary (for the confirmation's wider windows)."""
+    n = len(levels)
+    kept: list[Candidate] = []
+    inflations: dict[int, np.ndarray] = {}
+    previous = 0
+    for h in SCALES:
+        if h > 2 and 2 * h > n:
+            break
+        positions, _, z, inflations[h] = scale_scan(levels, sigma, h, inflations.get(previous))
+        previous = h
+        if not len(z):
+            continue
+        strength = np.abs(z)
+        reach = max(1, h // 2)
+        padded = np.pad(strength, reach, constant_values=-np.inf)
+        peak = sliding_window_view(padded, 2 * reach + 1).max(axis=1)
+        found = np.nonzero((strength >= threshold) & (strength == peak))[0]
+        narrower = [c.position for c in kept]
+        for i in found:
+            p = int(positions[i])
+            # Kept when no narrower scale has a candidate within h, and no stronger one of this scale is within h
+            # (kept or not): each decision looks at its own neighbourhood only, never along a chain of them.
+            stronger = any(abs(int(positions[j]) - p) < h and strength[j] > strength[i] for j in found)
+            if not stronger and all(abs(p - q) >= h for q in narrower):
+                kept.append(Candidate(p, h, float(z[i])))
+    return sorted(kept, key=lambda c: c.position), inflations

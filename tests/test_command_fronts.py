@@ -23,6 +23,7 @@ FRONTS = {
     "ci/budget/gate.py": "front of python -m ci.budget",
     "ci/budget/resources.py": "front of python -m ci.budget.resources",
     "ci/history/main_job.py": "front of python -m ci.history",
+    "ci/history/publish.py": "front of python -m ci.history.publish",
     "ci/speed/changes.py": "front of python -m ci.speed.changes",
     "ci/speed/engine_check.py": "front of python -m ci.speed.engine_check (the engines side by side on a GPU)",
     "ci/bisect/options.py": "front of python -m ci.bisect",

@@ -1,4 +1,5 @@
-"""ci.history.regressions: series read from asv results + records, change points as commits, the drift guard."""
+"""ci.history.regressions: series read from asv results + records (through ci.history.store), change points as
+commits, the drift guard."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from asv_bench import records
-from ci.history import regressions
+from ci.history import regressions, store
 
 ENV = "virtualenv-py3.11"
 KEY = "bench_gemm.GemmOnCpu.track_time"
@@ -53,8 +54,12 @@ def test_series_holds_every_sample_as_tflops_and_never_mixes_machines(tmp_path):
     history(tmp_path, [50.0] * 4, machine="h200-b")
     [series] = regressions.machine_series(tmp_path, "h200-a", shas).values()
     assert series.benchmark == BENCH and series.commits == shas
-    assert all(len(s) == 8 for s in series.samples)
+    # Each commit's level is the median over its 8 samples; their spread (0.3%) gives its standard error.
     assert np.allclose(series.medians(), 100.0, rtol=0.02)
+    assert np.all(series.errors > 0) and np.all(series.errors < 0.003)
+    one = history(tmp_path / "one", [100.0] * 3)
+    write_commit(tmp_path / "one", "h200-a", commit(7), [FLOPS / 100e12])  # a single sample: no error estimate
+    assert regressions.machine_series(tmp_path / "one", "h200-a", [*one, commit(7)])[BENCH].errors[-1] == 0.0
 
 
 def test_copied_identical_code_results_are_not_counted_twice(tmp_path):
@@ -67,7 +72,7 @@ def test_copied_identical_code_results_are_not_counted_twice(tmp_path):
 def test_a_change_point_names_the_commits_around_it(tmp_path):
     shas = history(tmp_path, [100.0] * 6 + [97.0] * 6)
     [series] = regressions.machine_series(tmp_path, "h200-a", shas).values()
-    [change] = regressions.change_points(series)
+    [change], _ = regressions.change_points(series)
     assert (change.last_before, change.first_after) == (shas[5], shas[6])
     assert change.change.direction == "regression"
     assert "regression -3." in change.line() and shas[5][:12] in change.line()
@@ -77,7 +82,7 @@ def test_the_drift_guard_fires_on_small_steps_that_add_up(tmp_path):
     # Four 1% steps: none over the 2% floor alone, 4% together.
     levels = [100.0] * 4 + [99.0, 98.0, 97.0, 96.0]
     shas = history(tmp_path, levels)
-    [report] = regressions.drift_report(tmp_path, "h200-a", shas)
+    report = regressions.drift(regressions.machine_series(tmp_path, "h200-a", shas)[BENCH])
     assert report.failed and report.drop == pytest.approx(0.04, abs=0.01)
     assert report.best in shas[:4] and report.newest == shas[-1]
     assert "FAILS" in report.line() and report.best[:12] in report.line()
@@ -85,48 +90,51 @@ def test_the_drift_guard_fires_on_small_steps_that_add_up(tmp_path):
 
 def test_the_drift_guard_passes_a_flat_history_and_a_drop_inside_its_threshold(tmp_path):
     shas = history(tmp_path, [100.0] * 9 + [98.8])
-    [report] = regressions.drift_report(tmp_path, "h200-a", shas)
+    report = regressions.drift(regressions.machine_series(tmp_path, "h200-a", shas)[BENCH])
     assert not report.failed and report.threshold == pytest.approx(regressions.DRIFT_FLOOR)
 
 
 def test_the_drift_threshold_grows_with_the_benchmarks_noise():
     rng = np.random.default_rng(1)
-    noisy = regressions.Series("m", "b", [commit(i) for i in range(10)],
-                               [np.array([100 * (1 + rng.normal(0, 0.03))]) for _ in range(10)])
+    noisy = regressions.Series("m", "b", [commit(i) for i in range(10)], np.log(100 * (1 + rng.normal(0, 0.03, 10))))
     found = regressions.drift(noisy)
     assert found.threshold > regressions.DRIFT_FLOOR
     assert found.threshold == pytest.approx(1 - np.exp(-regressions.DRIFT_K * found.noise))
 
 
 def test_the_drift_guard_looks_only_at_its_window():
-    series = regressions.Series("m", "b", [commit(i) for i in range(15)],
-                                [np.array([200.0])] * 3 + [np.array([100.0])] * 12)
+    series = regressions.Series("m", "b", [commit(i) for i in range(15)], np.log([200.0] * 3 + [100.0] * 12))
     assert not regressions.drift(series, window=10).failed
     assert regressions.drift(series, window=15).failed
+
+
+def checks_of(results_dir: Path, machine: str, shas: list[str], timed_on_gpu: bool = True) -> dict:
+    order = {sha: i for i, sha in enumerate(shas)}
+    return regressions.history_checks(store.read_history(results_dir, order), machine, timed_on_gpu=timed_on_gpu)
 
 
 def test_the_main_jobs_history_checks_report_change_points_and_drift_per_machine(tmp_path):
     shas = history(tmp_path, [100.0] * 6 + [99.0, 98.0, 97.0, 96.0, 96.0, 96.0])
     history(tmp_path, [50.0] * 12, machine="h200-b")  # another machine: never in h200-a's checks
-    checks = regressions.history_checks(tmp_path, "h200-a", shas, timed_on_gpu=True)
+    checks = checks_of(tmp_path, "h200-a", shas)
     assert checks["machine"] == "h200-a" and checks["benchmarks"] == 1 and checks["commits"] == 12
     assert checks["change_points"] and all(c["machine"] == "h200-a" for c in checks["change_points"])
     assert len(checks["drift_failed"]) == 1 and "FAILS" in checks["drift_failed"][0]
     text = "\n".join(regressions.history_markdown(checks))
     assert "change point:" in text and "**drift**" in text
-    flat = regressions.history_checks(tmp_path, "h200-b", shas, timed_on_gpu=True)
+    flat = checks_of(tmp_path, "h200-b", shas)
     assert flat["change_points"] == [] and flat["drift_failed"] == []
     assert "no change point" in "\n".join(regressions.history_markdown(flat))
 
 
 def test_a_cpu_machines_timings_and_a_short_history_never_fail_the_drift_guard(tmp_path):
     shas = history(tmp_path, [100.0] * 6 + [90.0] * 6)  # a 10% drop: fails on a GPU machine
-    assert regressions.history_checks(tmp_path, "h200-a", shas, timed_on_gpu=True)["drift_failed"]
-    cpu = regressions.history_checks(tmp_path, "h200-a", shas, timed_on_gpu=False)
+    assert checks_of(tmp_path, "h200-a", shas)["drift_failed"]
+    cpu = checks_of(tmp_path, "h200-a", shas, timed_on_gpu=False)
     assert cpu["drift_failed"] == [] and cpu["change_points"] == [] and cpu["not_checked"]
     assert "not checked" in "\n".join(regressions.history_markdown(cpu))
     short = history(tmp_path / "short", [100.0, 100.0, 95.0, 90.0])  # 4 commits: no noise estimate yet
-    assert regressions.history_checks(tmp_path / "short", "h200-a", short, timed_on_gpu=True)["drift"] == []
+    assert checks_of(tmp_path / "short", "h200-a", short)["drift"] == []
 
 
 def _gpu_machine(results_dir: Path, machine: str, gpu: str) -> None:
@@ -145,9 +153,9 @@ def test_two_machines_of_one_kind_2pct_apart_are_a_spread_not_a_change_point(tmp
     _gpu_machine(tmp_path, "mi355x-a", "AMD Instinct MI355X x8")
     assert machine_spread.machines_by_kind(tmp_path) == {"NVIDIA H200": ["h200-a", "h200-b"], "AMD Instinct MI355X": ["mi355x-a"]}
     for machine in ("h200-a", "h200-b"):  # each compared only with itself: the offset is no change
-        checks = regressions.history_checks(tmp_path, machine, shas, timed_on_gpu=True)
+        checks = checks_of(tmp_path, machine, shas)
         assert checks["change_points"] == [] and checks["drift_failed"] == [], checks
-    [row] = machine_spread.spread(tmp_path, shas)
+    [row] = machine_spread.spread(tmp_path, store.read_history(tmp_path, {sha: i for i, sha in enumerate(shas)}))
     assert row["kind"] == "NVIDIA H200" and row["machines"] == ["h200-a", "h200-b"] and row["commits"] == 12
     assert row["ratio"] == pytest.approx(0.98, abs=0.004) and row["tflops"][0] == pytest.approx(100.0, rel=0.01)
     text = "\n".join(machine_spread.spread_markdown([row]))
@@ -158,7 +166,7 @@ def test_two_machines_of_one_kind_2pct_apart_are_a_spread_not_a_change_point(tmp
     for sha in later:
         write_commit(tmp_path, "h200-a", sha, [FLOPS / 50e12] * 4)  # half the TFLOPS, measured on one machine only
     _gpu_machine(tmp_path, "h200-a", "NVIDIA H200 x1")
-    [row] = machine_spread.spread(tmp_path, shas + later)
+    [row] = machine_spread.spread(tmp_path, store.read_history(tmp_path, {sha: i for i, sha in enumerate(shas + later)}), newest=15)
     assert row["commits"] == 12 and row["ratio"] == pytest.approx(0.98, abs=0.004)
     (tmp_path / "cpu-box").mkdir()
     _gpu_machine(tmp_path, "cpu-box", "none")

@@ -41,7 +41,9 @@ GPU_LABEL = "mi355x"
 FORK_APPROVAL_ENVIRONMENT = "gpu-fork-pr"
 # The jobs allowed a write scope: they push the asv history to the results branch, each its own
 # machine folder (the GPU runner's timings; the compile-only counts, computed on GitHub's runner).
-WRITERS = {("history.yml", "history-gfx950"): {"contents": "write"}, ("history.yml", "history-compile"): {"contents": "write"}}
+WRITERS = {("history.yml", "history-gfx950"): {"contents": "write"}, ("history.yml", "history-compile"): {"contents": "write"},
+           # Deploys the published history to GitHub Pages (issue 27); it checks out and runs nothing of the repository.
+           ("history.yml", "site-deploy"): {"pages": "write", "id-token": "write"}}
 
 # A workflow with one of each mistake the linters must catch (an attacker-controlled branch
 # name expanded into a script, an action by tag on the removed node20 runtime, credentials
@@ -296,3 +298,65 @@ def test_a_changed_output_name_would_be_caught(tmp_path):
 
     assert github_output_text({"gpu_needed": False}).split("=")[0] != "gpu-needed"
     assert github_output_text({}) == "gpu_needed=true\n"  # no decision: the GPU job runs
+
+
+# ---------------------------------------------------------------------------
+# the published history: built off the GPU runner, deployed by a job that runs nothing (issue 27)
+# ---------------------------------------------------------------------------
+
+HISTORY = WORKFLOW_DIR / "history.yml"
+
+
+def publishing_problems(workflow: dict[str, Any]) -> list[str]:
+    """What breaks the publishing rules: the GPU job publishes nothing, a CPU job builds the site read-only, and the
+    deploying job holds pages/id-token alone, checks out nothing and runs nothing but the Pages action."""
+    jobs, problems = workflow["jobs"], []
+    for job_id, job in jobs.items():
+        runs = " ".join(str(step.get("run", "")) for step in job.get("steps", []))
+        if GPU_LABEL in _labels(job) and "ci.history" in runs and "--no-publish" not in runs:
+            problems.append(f"{job_id}: the GPU runner's main job publishes (no --no-publish)")
+        if GPU_LABEL in _labels(job) and "ci.history.publish" in runs:
+            problems.append(f"{job_id}: the site is built on the GPU runner")
+    builders = [j for j, job in jobs.items() if any("ci.history.publish" in str(s.get("run", "")) for s in job.get("steps", []))]
+    deployers = [j for j, job in jobs.items() if any(str(s.get("uses", "")).startswith("actions/deploy-pages@") for s in job.get("steps", []))]
+    if not builders or not deployers:
+        problems.append(f"no site build ({builders}) or no Pages deployment ({deployers})")
+    for job_id in builders:
+        if jobs[job_id].get("permissions") != {"contents": "read"}:
+            problems.append(f"{job_id}: builds the site with {jobs[job_id].get('permissions')}, not contents: read")
+        if not any(str(s.get("uses", "")).startswith("actions/upload-pages-artifact@") for s in jobs[job_id]["steps"]):
+            problems.append(f"{job_id}: does not hand the site to Pages")
+    for job_id in deployers:
+        job = jobs[job_id]
+        if job.get("permissions") != {"pages": "write", "id-token": "write"}:
+            problems.append(f"{job_id}: deploys with {job.get('permissions')}")
+        if any("run" in s or not str(s.get("uses", "")).startswith("actions/deploy-pages@") for s in job["steps"]):
+            problems.append(f"{job_id}: runs more than the Pages deployment (a checkout or a script)")
+        needs = job.get("needs", [])
+        if not set([needs] if isinstance(needs, str) else needs) & set(builders):
+            problems.append(f"{job_id}: does not wait for the site build")
+    return problems
+
+
+def test_the_history_is_published_off_the_gpu_runner_by_a_least_privilege_deploy():
+    workflow = _load(HISTORY)
+    assert publishing_problems(workflow) == []
+    assert {"push", "schedule"} <= _triggers(workflow)
+
+
+def test_the_publishing_rules_catch_each_fault():
+    import copy
+
+    good = _load(HISTORY)
+    cases = {
+        "publishes": lambda w: w["jobs"]["history-gfx950"]["steps"][-1].update(run="python -m ci.history --commits 1 --tracks gpu"),
+        "builds with write": lambda w: w["jobs"]["site-build"].update(permissions={"contents": "write"}),
+        "deploys with more": lambda w: w["jobs"]["site-deploy"]["permissions"].update(contents="write"),
+        "checks out": lambda w: w["jobs"]["site-deploy"]["steps"].insert(0, {"uses": "actions/checkout@abc"}),
+        "no deploy": lambda w: w["jobs"].pop("site-deploy"),
+    }
+    for name, fault in cases.items():
+        bad = copy.deepcopy(good)
+        fault(bad)
+        assert publishing_problems(bad), f"the rules let a workflow that {name} pass"
+

@@ -1,7 +1,8 @@
 """Good, bad and the benchmark of a bisection, from a change point of the main job's JSON (``--from-change-point``).
 
 The main job (``python -m ci.history --json REPORT``) reports each change point of a GPU
-machine's history under ``history.change_points``: the asv benchmark key, the last commit
+machine's history under ``history.change_points``, the site build (``python -m ci.history.publish
+--json``, what the Pages workflow keeps) under ``machines[].change_points``: the asv benchmark key, the last commit
 measured at the old level (``last_before``) and the first at the new (``first_after``), so
 the culprit is in ``(last_before, first_after]`` -- exactly a bisection's good and bad ends.
 Only regressions are bisected (the speed gate's engine looks for a slowdown); an
@@ -45,6 +46,12 @@ def _load_changes(report_path: Path) -> list[dict[str, Any]]:
         report = json.loads(Path(report_path).read_text())
     except (OSError, ValueError) as exc:
         raise OptionsError(f"--from-change-point {report_path}: not a readable JSON report ({exc})") from None
+    if isinstance(report, dict) and isinstance(report.get("machines"), list):  # the site build's (ci.history.publish --json)
+        checked = [m for m in report["machines"] if isinstance(m, dict) and not m.get("not_checked")]
+        changes = [c for m in checked for c in m.get("change_points") or [] if isinstance(c, dict)]
+        if not checked:
+            raise OptionsError(f"--from-change-point {report_path}: no machine of the report was checked for change points")
+        return changes
     history = report.get("history") if isinstance(report, dict) else None
     if not isinstance(history, dict):
         raise OptionsError(f"--from-change-point {report_path}: no 'history' section (is it python -m ci.history --json's "

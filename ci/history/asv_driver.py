@@ -6,9 +6,9 @@ interrupt asv is sent SIGINT first (it stops its own benchmark processes), then 
 
 Re-runs add, never replace: ``asv run --append-samples`` keeps the samples a previous run of
 the same commit and machine saved, and adds this run's (asv recomputes its statistics over
-all of them). ``asv publish`` writes into a fresh folder that is then copied into the html
-folder file by file: asv itself deletes the folder, which leaves a running ``asv preview``
-serving a deleted directory.
+all of them). A published site is written into a fresh folder and copied into the html
+folder file by file (:func:`sync_tree`): asv itself deletes its folder, which leaves a running
+``asv preview`` serving a deleted directory.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 from asv_bench import records
 from ci.common import job_process
-from ci.history import results as history_results
+from ci.history import store
 from ci.history import summary as history_summary
 from ci.history.messages import log, log_detail
 from ci.history.progress import AsvProgress
@@ -52,17 +52,6 @@ def run_streaming(cmd: list[str], env: dict[str, str], label: str = "asv", echo:
         raise
     finally:
         progress.close()
-
-
-def publish_in_place(env: dict[str, str], html_dir: Path, scratch: Path) -> int:
-    """``asv publish`` into ``scratch``, then copied into ``html_dir`` without removing the folder itself."""
-    if scratch.exists():
-        shutil.rmtree(scratch)
-    code = run_streaming([*ASV, "publish", f"--html-dir={scratch}"], env, label="asv publish", quiet=True)
-    if code == 0:
-        sync_tree(scratch, html_dir)
-        shutil.rmtree(scratch, ignore_errors=True)
-    return code
 
 
 def sync_tree(source: Path, target: Path) -> None:
@@ -176,5 +165,5 @@ def run_asv(
 
 
 def _head_medians(results_dir: Path, machine: str, commit: str) -> dict[str, float]:
-    _, recs, _ = history_results.load_commit(results_dir, machine, commit)
+    _, recs, _ = store.read_commit(results_dir, machine, commit)
     return {history_summary.gemm_row(k) or k: r["median_s"] for k, r in recs.items() if r["status"] == "measured"}

@@ -21,6 +21,10 @@ written the page and its graphs; this one, last, does three things to ``html_dir
    (ci.history.kernel_page: TFLOPS by commit, higher is better, fraction of peak,
    register/LDS headroom), linked from asv's navigation bar. asv's own graphs stay
    seconds, lower is better: a TFLOPS gain is a time drop there, never a regression.
+   The site build (ci.history.site_build) writes these pages itself from the whole
+   history (``MXFP4_KERNEL_PAGES=site``); a plain ``asv publish`` writes them here.
+5. **One way to say a step**: asv's step detection, which its Regressions page lists,
+   is the project's change-point detector (ci.history.asv_steps).
 
 Imports asv (only asv loads it) and the standard library; not torch.
 """
@@ -30,6 +34,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import re
 import shutil
 from collections import Counter, defaultdict
@@ -41,7 +46,7 @@ from asv.publishing import OutputPublisher
 from asv.results import iter_results
 
 from asv_bench import records
-from ci.history import offline_html, tflops_points
+from ci.history import asv_steps, offline_html, store
 from harness.report import write_json_atomic, write_text_atomic
 
 NOTES_JS = Path(__file__).with_name("asv_html_notes.js")
@@ -87,6 +92,9 @@ if (location.protocol === 'file:') {
 # asv's navigation bar gets a link to the kernel pages, after its Regressions item.
 REGRESSIONS_NAV_ITEM = '<li id="nav-li-regressions"><a href="#/regressions">Regressions</a></li>'
 KERNEL_PAGES_LINK_ID = "mxfp4-kernel-pages"
+SITE_STAMP_ID = "mxfp4-site-stamp"
+KERNEL_PAGES_ENV = "MXFP4_KERNEL_PAGES"  # "site": ci.history.site_build writes the kernel pages (ci.history.asv_window)
+STAMP_ENV = "MXFP4_SITE_STAMP"  # which results commit the site was built from, and when
 
 
 def kernel_pages_link() -> str:
@@ -108,6 +116,10 @@ class MissingLibraries(util.UserError):
     pass
 
 
+# asv's Regressions page lists the steps of the project's change-point detector (ci.history.asv_steps).
+asv_steps.install()
+
+
 class Mxfp4Html(OutputPublisher):
     """Runs last (order) so that every other publisher's files are written before it edits the page."""
 
@@ -121,12 +133,15 @@ class Mxfp4Html(OutputPublisher):
         html = Path(conf.html_dir)
         notes = collect_notes(Path(conf.results_dir), benchmarks, revisions)
         write_notes(html, notes)
-        _kernel_page().publish(html, Path(conf.results_dir), revisions)
-        finish_page(html)
+        # The site build (ci.history.site_build) publishes asv over the newest commits only and writes the kernel
+        # pages itself, from the whole history; a plain `asv publish` writes them here, from what asv sees.
+        if os.environ.get(KERNEL_PAGES_ENV) != "site":
+            _kernel_page().publish(html, Path(conf.results_dir), revisions)
+        finish_page(html, os.environ.get(STAMP_ENV, ""))
 
 
-def finish_page(html: Path) -> None:
-    """Localize the libraries, add the file:// notice and the notes script to ``html``/index.html."""
+def finish_page(html: Path, stamp: str = "") -> None:
+    """Localize the libraries, add the file:// notice, the notes script and the site's stamp to ``html``/index.html."""
     try:
         offline_html.localize(html)
     except (offline_html.AssetsUnavailable, FileNotFoundError) as exc:
@@ -143,7 +158,12 @@ def finish_page(html: Path) -> None:
         text = text.replace("</head>", f'  <script src="{NOTES_DIR}/notes.js"></script>\n  </head>', 1)
         write_text_atomic(index, text)
     if KERNEL_PAGES_LINK_ID not in text and REGRESSIONS_NAV_ITEM in text:
-        write_text_atomic(index, text.replace(REGRESSIONS_NAV_ITEM, REGRESSIONS_NAV_ITEM + kernel_pages_link(), 1))
+        text = text.replace(REGRESSIONS_NAV_ITEM, REGRESSIONS_NAV_ITEM + kernel_pages_link(), 1)
+        write_text_atomic(index, text)
+    if stamp and SITE_STAMP_ID not in text and "</body>" in text:
+        banner = (f'<div id="{SITE_STAMP_ID}" style="position: fixed; bottom: 0; right: 0; font: 11px sans-serif; '
+                  f'background: #f4f6f8; padding: 2px 8px; z-index: 1000">{_html_escape(stamp)}</div>')
+        write_text_atomic(index, text.replace("</body>", banner + "</body>", 1))
     error_page = html / "error.html"
     if error_page.is_file() and "mxfp4-file-notice" not in error_page.read_text():
         write_text_atomic(error_page, error_page.read_text().replace("<body>", "<body>\n" + FILE_URL_NOTICE, 1))
@@ -201,6 +221,7 @@ def collect_notes(results_dir: Path, benchmarks: dict, revisions: dict[str, int]
             unsaved = {k for k, r in entries.items() if not _is_saved(r, saved.get((machine_dir.name, commit, k)))}
             _add_records(per_benchmark, latest, machine_dir.name, commit, revisions[commit], entries, unsaved)
 
+    _keep_newest_and_flagged(per_benchmark, revisions)
     empty = {}
     machines = sorted({m for _, m in has_data} | {m for _, m in latest})
     without_gpu = _machines_without_gpu(results_dir)
@@ -228,6 +249,17 @@ def collect_notes(results_dir: Path, benchmarks: dict, revisions: dict[str, int]
     return {"index": index, "per_benchmark": {k: dict(v) for k, v in per_benchmark.items()}}
 
 
+def _keep_newest_and_flagged(per_benchmark: dict, revisions: dict[str, int]) -> None:
+    """Per benchmark and machine, only the newest commit's measurements and the flagged ones: what notes.js shows.
+    One note per point of a long history made the notes of one benchmark larger than its graph."""
+    for data in per_benchmark.values():
+        for machine, by_commit in data.get("measured", {}).items():
+            newest = max(by_commit, key=lambda c: revisions.get(c, -1))
+            data["measured"][machine] = {
+                commit: kept for commit, entries in by_commit.items()
+                if (kept := {params: m for params, m in entries.items() if commit == newest or m["flagged"]})}
+
+
 def _machines_without_gpu(results_dir: Path) -> set[str]:
     """Machines whose machine.json (ci.history.machine_info) says ``gpu: none``: a CPU-only machine, or compile-only."""
     found = set()
@@ -246,10 +278,10 @@ def _not_run_here(name: str, machine: str, without_gpu: set[str]) -> str | None:
     if name.startswith("bench_gemm.GemmOnGpu.") and machine in without_gpu:
         return ("n/a: no GPU on this machine (the GPU shapes are measured by the GPU runner, whose results reach "
                 "this page from the asv-results branch; TFLOPS by kernel: kernels/index.html)")
-    if machine == tflops_points.COMPILE_MACHINE and name.startswith("bench_gemm."):
+    if machine == store.COMPILE_MACHINE and name.startswith("bench_gemm."):
         return "not measured here: this machine holds the compile-only resource counts, no timings"
-    if name.startswith("bench_resources.") and machine != tflops_points.COMPILE_MACHINE:
-        return f"not measured here: compile-only counts are recorded under the machine '{tflops_points.COMPILE_MACHINE}'"
+    if name.startswith("bench_resources.") and machine != store.COMPILE_MACHINE:
+        return f"not measured here: compile-only counts are recorded under the machine '{store.COMPILE_MACHINE}'"
     return None
 
 

@@ -21,6 +21,8 @@ from asv_bench import records
 from ci.common import gitutil
 from ci.history import result_points
 from ci.history import results as history_results
+from ci.history.ledger import Ledger
+from ci.history.ledger import git_blob_id as ledger_blob_of
 from ci.history.messages import HarnessError, log
 from ci.history.results_branch import BRANCH, BranchError, ResultsBranch, merge_file
 from harness.report import write_bytes_atomic
@@ -37,17 +39,26 @@ def fetch_tip(branch: ResultsBranch, push: bool, problems: list[str]) -> str | N
         return branch.local_tip()
 
 
-def import_from_branch(branch: ResultsBranch, tip: str | None, results_dir: Path, machine: str | Sequence[str]) -> int:
+def import_from_branch(branch: ResultsBranch, tip: str | None, results_dir: Path, machine: str | Sequence[str],
+                       ledger: Ledger | None = None) -> int:
     """Bring the branch's results into ``results_dir``: other machines' as they are (they own them), this
-    machine's merged under the local copy; files of commits this clone lacks, or unreadable ones, are left out."""
+    machine's merged under the local copy; files of commits this clone lacks, or unreadable ones, are left out.
+
+    Only files whose blob differs from what the ledger says the local file holds are read and written: a
+    branch of 10,000 commits costs one listing and the new commits' files."""
     own_machines = {machine} if isinstance(machine, str) else set(machine)  # a run may write several (ci.history.tracks)
-    known = gitutil.all_commits(branch.repo)
+    ledger = ledger or Ledger(results_dir)
+    known: set[str] | None = None
     imported = skipped = 0
-    for path, data in branch.files(tip, "results/").items():
+    for path, blob in branch.tree(tip, "results/").items():
         relative = Path(path).relative_to("results")
         target = results_dir / relative
         if relative == Path("benchmarks.json") and target.exists():
             continue
+        if target.exists() and ledger.blob(relative.as_posix()) == blob:
+            continue  # the local file is the branch's (or was merged from it and not changed since)
+        data = branch.blob(blob)
+        known = known if known is not None else gitutil.all_commits(branch.repo)
         problem = _branch_file_problem(relative, data, known)
         if problem:
             log(f"{BRANCH}: not using {path}: {problem}")
@@ -59,6 +70,8 @@ def import_from_branch(branch: ResultsBranch, tip: str | None, results_dir: Path
         if not target.exists() or target.read_bytes() != data:
             _write_kept(target, data, imported, tip)  # a kill here must not leave a half results file
             imported += 1
+        ledger.record(relative.as_posix(), blob if ledger_blob_of(data) == blob else ledger_blob_of(data))
+    ledger.save()
     if skipped:
         log(f"{BRANCH}: {skipped} files left out (above); the rest of the history is used")
     return imported
@@ -95,22 +108,28 @@ def _branch_file_problem(relative: Path, data: bytes, known: set[str]) -> str | 
     return None
 
 
-def machine_files(results_dir: Path, machine: str, drop: tuple[str, ...] = ()) -> dict[str, bytes]:
+def machine_files(results_dir: Path, machine: str, drop: tuple[str, ...] = (), ledger: Ledger | None = None,
+                  on_branch: dict[str, str] | None = None) -> dict[str, bytes]:
     """What this machine contributes to the branch: its folder, and the suite's benchmarks.json.
 
+    With ``on_branch`` (path -> blob id of the branch's tip, ResultsBranch.tree) and a ledger, only the files whose
+    content differs from the branch's are offered: the commit step then costs what changed, not the history.
     With ``drop`` (``--drop`` regexes of point ids), the points named are first removed from the local files
-    too: else the next run would put them back on the branch.
+    too: else the next run would put them back on the branch; every file is offered then.
     """
     files = {}
     for path in sorted((results_dir / machine).glob("*")):
         if path.is_file() and path.suffix in (".json", records.SUFFIX):
             key = f"results/{machine}/{path.name}"
+            if not drop and on_branch is not None and ledger is not None and on_branch.get(key) == ledger.blob(f"{machine}/{path.name}"):
+                continue
             data = path.read_bytes()
             if drop:
                 data = _drop_locally(path, key, data, drop)
             files[key] = data
-    if (results_dir / "benchmarks.json").is_file():
-        files["results/benchmarks.json"] = (results_dir / "benchmarks.json").read_bytes()
+    benchmarks = results_dir / "benchmarks.json"
+    if benchmarks.is_file() and (on_branch is None or ledger is None or on_branch.get("results/benchmarks.json") != ledger.blob("benchmarks.json")):
+        files["results/benchmarks.json"] = benchmarks.read_bytes()
     return files
 
 

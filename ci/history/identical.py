@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from asv_bench import records
 from ci.common import code_fingerprint, gitutil
-from ci.history import results as history_results
+from ci.history import store
 
 Fingerprints = dict[str, dict[str, str] | None]  # asv key -> {part: digest}, None when a part is unknown
 
@@ -73,23 +73,24 @@ class Recorded:
     stamped_at: float = 0.0
 
 
-def recorded(results_dir: Path, machine: str) -> dict[str, Recorded]:
-    """commit -> its fingerprinted measurements, read from the machine's records beside asv's results."""
+def recorded(results_dir: Path, machine: str, kept: store.Store | None = None) -> dict[str, Recorded]:
+    """commit -> its fingerprinted measurements, read from the machine's records beside asv's results (through
+    ``kept``, the history store's summaries, when given: only new files are read)."""
+    own = kept is None
+    kept = kept or store.Store(None)
+    try:
+        summaries = kept.summaries(results_dir, machines=(machine,)).get(machine, [])
+    finally:
+        if own:
+            kept.close()
     out: dict[str, Recorded] = {}
-    for sidecar in sorted((results_dir / machine).glob("*" + records.SUFFIX)):
-        results_file = sidecar.with_suffix(".json")
-        try:
-            commit = history_results.check_results_file(results_file, machine)["commit_hash"]
-            entries = records.load(sidecar)
-        except (OSError, history_results.InvalidFile, records.CorruptSidecar):
-            continue
-        stamped = {k: r for k, r in entries.items() if r["status"] == "measured" and isinstance(r.get("fingerprint"), dict)}
-        if stamped:
-            originals = {r.get("identical_to") or commit for r in stamped.values()}
-            out[commit] = Recorded(
-                commit, {k: r["fingerprint"] for k, r in stamped.items()},
-                original=originals.pop() if len(originals) == 1 else commit,
-                stamped_at=max(float(r.get("fingerprint_at") or 0.0) for r in stamped.values()))
+    for summary in summaries:
+        prints = summary["fingerprints"]
+        if prints["of"]:
+            originals = prints["originals"]
+            out[summary["commit"]] = Recorded(summary["commit"], prints["of"],
+                                              original=originals[0] if len(originals) == 1 else summary["commit"],
+                                              stamped_at=prints["at"])
     return out
 
 
@@ -154,6 +155,12 @@ def plan(
     result = Plan()
     candidates = dict(known)
     for commit in reversed(commits):
+        if commit in known and commit not in remeasure and any(selected(k) for k in known[commit].fingerprints):
+            # Measured on this machine before (benchmarks of this run among them): not fingerprinted again (a compile
+            # per arch) nor measured; the scheduled run's --remeasure measures a known commit again (drift from
+            # outside the code).
+            result.identical[commit] = known[commit].original if known[commit].original in candidates else commit
+            continue
         prints = {k: v for k, v in fingerprints_of(commit).items() if selected(k)}
         result.fingerprints[commit] = prints
         same = match(prints, candidates)

@@ -2,9 +2,15 @@
 
 The page a kernel engineer opens first: the kernel's shapes on one TFLOPS-by-commit view (higher
 is better), the fraction of the device's peak with the peak's source, register/LDS headroom and
-spills on the same commit axis, the steps beyond noise listed as gains and regressions, and why
-anything is empty. Written by the asv publish plug-in (ci/history/asv_html.py) from the results
-it publishes (every ``asv publish``, the main job's included): one way to make them.
+spills on the same commit axis, the change points (the main job's detector) and each line's drift
+guard, and why anything is empty.
+
+Light at any history length: ``<kernel>.html`` shows the newest ``window`` commits in full detail;
+when the history is longer, ``<kernel>-all.html`` shows all of it, each line thinned to about
+ALL_POINTS points (per bucket its lowest and highest TFLOPS, and every flagged measurement and every
+change point's commits kept: ci.history.store.thinned), with every change point. Written by the site
+build (ci.history.site_build) from the history store and the machines' checks, or by a plain
+``asv publish`` through the plug-in (ci/history/asv_html.py), which reads the results itself.
 
 plotly draws it; plotly.js is written once to html/kernels/plotly.min.js from the pinned plotly
 package and loaded by a relative path: no CDN, no network when viewed, and the page works from
@@ -18,15 +24,18 @@ from __future__ import annotations
 import html as html_text
 from pathlib import Path
 
+import plotly.io
 import plotly.offline
 
-from ci.history import page_changes
-from ci.history.kernel_figure import asv_graph_url, kernel_figure
-from ci.history.tflops_points import History, read_history
+from ci.history import page_changes, regressions, store
+from ci.history.kernel_figure import CLICK_TO_COMMIT, kernel_figure
+from ci.history.store import History
 from harness.report import write_text_atomic
 
 PAGES_DIR = "kernels"
 PLOTLY_JS = "plotly.min.js"
+WINDOW = 200  # commits on a kernel page; the whole history is on <kernel>-all.html
+ALL_POINTS = 1500  # points per line on <kernel>-all.html
 GPU_HISTORY_HELP = (
     "GPU history comes from the GPU runner: the main job on a GPU machine (MI355X, H200) measures the GEMM "
     "timings and pushes them to the <code>asv-results</code> branch. To see it here, run the main job in a clone "
@@ -43,19 +52,39 @@ tr.regression td.change, tr.regression-range td.change { color: #d73027; font-we
 code { background: #eef; padding: 0 3px }"""
 
 
-def publish(html_dir: Path, results_dir: Path, revisions: dict[str, int] | None = None) -> list[Path]:
-    """Write the kernel pages under ``html_dir``/kernels; returns the files written."""
-    history = read_history(results_dir, revisions)
-    changes = page_changes.find(results_dir, history)
+def publish(html_dir: Path, results_dir: Path, revisions: dict[str, int] | None = None, window: int = WINDOW) -> list[Path]:
+    """Write the kernel pages of ``results_dir``'s whole history under ``html_dir``/kernels (a plain asv publish)."""
+    kept = store.Store(store.default_path(results_dir))
+    try:
+        history = store.history(kept.summaries(results_dir), revisions)
+        checks = regressions.all_checks(history, kept)
+    finally:
+        kept.close()
+    return publish_history(html_dir, history, checks, window)
+
+
+def publish_history(html_dir: Path, history: History, checks: list[dict], window: int = WINDOW, stamp: str = "") -> list[Path]:
+    """Write the kernel pages from ``history`` and its machines' ``checks`` (regressions.all_checks); returns the files."""
+    changes = page_changes.from_checks(checks)
+    drifts = page_changes.drift_by_line(checks)
     folder = html_dir / PAGES_DIR
     folder.mkdir(parents=True, exist_ok=True)
     written = [folder / PLOTLY_JS]
     write_text_atomic(written[0], plotly.offline.get_plotlyjs())
+    recent = store.newest(history, window)
+    longer = len(history.commits) > len(recent.commits)
+    keep = {c for found in changes.values() for change in found for c in (change.last_before, change.first_after)}
+    whole = store.thinned(history, ALL_POINTS, keep) if longer else None
     for kernel in history.kernels():
+        mine = page_changes.for_kernel(changes, kernel)
         page = folder / f"{kernel}.html"
-        write_text_atomic(page, kernel_page(kernel, history, changes))
+        write_text_atomic(page, kernel_page(kernel, recent, mine, drifts, stamp, total=len(history.commits) if longer else 0))
         written.append(page)
-    write_text_atomic(folder / "index.html", index_page(history))
+        if whole is not None:
+            page = folder / f"{kernel}-all.html"
+            write_text_atomic(page, kernel_page(kernel, whole, mine, drifts, stamp, total=len(history.commits), whole=True))
+            written.append(page)
+    write_text_atomic(folder / "index.html", index_page(history, stamp))
     written.append(folder / "index.html")
     return written
 
@@ -87,72 +116,92 @@ def _common_notes() -> str:
         "Crosses are flagged measurements (idle check overridden, clocks throttled, warm-up never steady, inputs may be "
         "cache resident); hover a point for TFLOPS, time, clocks and flags, click it to open the commit on asv's graph. "
         "Shaded ranges are change points (red: TFLOPS down, a regression; green: up), labelled with the size and its "
-        "95% interval; triangles compare one commit with the previous one.</div>"
+        "95% interval; the newest commits are the drift guard's (the table below the graph).</div>"
     )
 
 
-def kernel_page(kernel: str, history: History, changes: dict | None = None) -> str:
-    """``changes``: every line's change points (ci.history.page_changes.find); this kernel's are drawn and listed."""
-    mine = page_changes.for_kernel(changes or {}, kernel)
-    fig, said = kernel_figure(kernel, history, mine)
-    graph = fig.to_html(full_html=False, include_plotlyjs=False, div_id="kernel-graph", config={"displaylogo": False})
+def kernel_page(kernel: str, history: History, changes: list, drifts: dict, stamp: str = "", total: int = 0,
+                whole: bool = False) -> str:
+    """``changes``: this kernel's change points (page_changes.for_kernel); ``drifts``: the drift guard per line;
+    ``total``: commits in the whole history when this page shows fewer (a window, or a thinned whole)."""
+    axis = "ordinal" if whole else "category"
+    note = f" (all {total} commits, each line thinned to ~{ALL_POINTS} points)" if whole else (
+        f" (the newest {len(history.commits)} of {total})" if total else "")
+    fig, said = kernel_figure(kernel, history, changes, axis=axis, title_note=note)
+    graph = plotly.io.to_html(fig, validate=False, full_html=False, include_plotlyjs=False, div_id="kernel-graph",
+                              config={"displaylogo": False})
     parts = ["<p><a href='index.html'>all kernels</a> &middot; <a href='../index.html'>asv's graphs (seconds, lower is better)</a></p>",
-             f"<h1>{html_text.escape(kernel)}</h1>", _no_gpu_note(history), _common_notes(), graph, _click_to_commit()]
-    parts.append(_change_points(mine, history))
-    parts.append(_changes_table(said["steps"], said["quiet"], mine))
+             f"<h1>{html_text.escape(kernel)}{' (whole history)' if whole else ''}</h1>", _stamp(stamp), _views(kernel, history, total, whole),
+             _no_gpu_note(history), _common_notes(), graph, _click_to_commit()]
+    parts.append(_change_points(changes, history, whole))
+    parts.append(_drift_table(said["lines"], drifts))
     parts.append(_peaks(said["peaks"], any(not p.is_cpu for p in history.points if p.kernel_config.startswith(kernel + ":"))))
     parts.append(_empty_rows(said["empty_rows"]))
     parts.append(_unavailable(kernel, history))
     return _page(f"{kernel}: TFLOPS by commit", "\n".join(p for p in parts if p))
 
 
+def _stamp(stamp: str) -> str:
+    return f"<p class='stamp' id='site-stamp'>{html_text.escape(stamp)}</p>" if stamp else ""
+
+
+def _views(kernel: str, history: History, total: int, whole: bool) -> str:
+    if not total:
+        return ""
+    name = html_text.escape(kernel)
+    if whole:
+        return (f"<p class='note' id='views'>All {total} commits, each line thinned to about {ALL_POINTS} points: per "
+                "bucket of commits its lowest and highest TFLOPS, and every flagged measurement and change point kept. "
+                f"<a href='{name}.html'>The newest commits in full detail</a>.</p>")
+    return (f"<p class='note' id='views'>The newest {len(history.commits)} of {total} commits. "
+            f"<a href='{name}-all.html'>The whole history</a> (every change point, each line thinned).</p>")
+
+
 def _click_to_commit() -> str:
-    return ("<script>document.getElementById('kernel-graph').on('plotly_click', function (e) {"
-            " var d = e.points[0].customdata; if (d && d[4]) location.href = d[4]; });</script>")
+    return CLICK_TO_COMMIT
 
 
-def _change_points(found: list, history: History) -> str:
+def _change_points(found: list, history: History, whole: bool) -> str:
     """The change points drawn as shaded ranges, as a table: the suspected commits, the size and its interval."""
-    text = f"<h2>Change points</h2><p>{html_text.escape(page_changes.METHOD)}. CPU lines are not checked (their timings moved 19-45% between runs).</p>"
+    text = (f"<h2>Change points</h2><p>{html_text.escape(page_changes.METHOD)}. CPU lines are not checked (their timings "
+            "moved 19-45% between runs).</p>")
+    shown = found if whole else [(line, c) for line, c in found if c.first_after in history.commits]
     if not found:
         return text + f"<p class='note' id='no-change-points'>No change point on any GPU line of this kernel over {len(history.commits)} commits.</p>"
     rows = []
-    for (machine, kernel_config, shape), change in found:
+    for (machine, kernel_config, shape), change in sorted(shown, key=lambda item: item[1].change.index, reverse=True):
         c = change.change
         rows.append(
             f"<tr class='{'regression' if c.direction == 'regression' else 'gain'}-range'><td>{c.direction}</td>"
             f"<td class='change'>{html_text.escape(page_changes.size_label(change))}</td>"
-            f"<td class='range'>{change.last_before[:8]}..{change.first_after[:8]}</td><td>{c.p_value:.2g} (level {c.level:.2g})</td>"
+            f"<td class='range'>{change.last_before[:8]}..{change.first_after[:8]}</td><td>{c.after[1] - c.after[0]}</td>"
             f"<td>{html_text.escape(f'{kernel_config} {shape} on {machine}')}</td></tr>")
+    older = len(found) - len(shown)
+    more = (f"<p>{older} older change points of this kernel: on <a href='{html_text.escape(found[0][0][1].partition(':')[0])}-all.html'>"
+            "the whole history</a>.</p>") if older else ""
+    if not rows:
+        return text + f"<p class='note' id='no-change-points'>No change point in these {len(history.commits)} commits.</p>" + more
     return text + ("<table id='change-points'><tr><th></th><th>TFLOPS change [95% interval, %]</th><th>suspected commits "
-                   "(after the first, up to the second)</th><th>p</th><th>line</th></tr>" + "".join(rows) + "</table>")
+                   "(after the first, up to the second)</th><th>commits at the new level (up to the next change)</th><th>line</th></tr>"
+                   + "".join(rows) + "</table>" + more)
 
 
-def _changes_table(found: list, quiet: list, change_points: list) -> str:
+def _drift_table(lines_shown: list, drifts: dict) -> str:
+    """The drift guard per line: its newest commit against the best of its recent ones (regressions.drift)."""
     rows = []
-    for name, step in found:
-        line = (step.after.machine, step.after.kernel_config, step.after.shape)
-        confirmed = "yes" if page_changes.confirms(change_points, line, step.after.commit, step.kind) else "no"
-        rows.append(
-            f"<tr class='{step.kind}'><td>{step.kind}</td><td class='change'>{step.change:+.1%}</td>"
-            f"<td>{step.before.tflops:.4g} &rarr; {step.after.tflops:.4g}</td><td>&plusmn;{step.noise:.1%}</td>"
-            f"<td><a href='{html_text.escape(asv_graph_url(step.after))}'>{step.after.commit[:8]}</a></td><td>{html_text.escape(name)}</td><td class='confirmed'>{confirmed}</td></tr>"
-        )
-    text = ("<h2>Changes beyond noise, commit to commit</h2><p>Each commit against the previous one of its line (the triangles): "
-            "a quick look that also sees the newest commit, where a change point needs two commits after it. A step that is "
-            "not a change point is one measurement the history does not (yet) confirm; the change points above are the "
-            "main job's verdict.</p>")
-    if rows:
-        text += ("<table id='changes'><tr><th></th><th>TFLOPS change</th><th>TFLOPS</th><th>noise</th><th>commit</th><th>line</th><th>a change point</th></tr>"
-                 + "".join(rows) + "</table>")
-    else:
-        text += "<p class='note' id='no-changes'>No change beyond noise in any line.</p>"
-    if quiet:
-        text += "<ul class='quiet'>" + "".join(
-            f"<li>{html_text.escape(name)}: no change detected over {n} commit{'s' if n != 1 else ''}"
-            + (" (one point: nothing to compare yet)" if n == 1 else "") + "</li>" for name, n in quiet) + "</ul>"
-    return text + ("<p>Noise: the two measurements' relative IQRs added, at least 2% on a GPU and 45% on a CPU "
-                   "(one commit's CPU timing moved 19-45% between runs on the shared runner).</p>")
+    for name, key, line in lines_shown:
+        d = drifts.get(key)
+        if d is None:
+            continue
+        verdict = "below its threshold" if not d["failed"] else "FAILS"
+        rows.append(f"<tr class='{'regression' if d['failed'] else 'quiet'}'><td>{html_text.escape(name)}</td>"
+                    f"<td class='change'>{-d['drop']:+.2%}</td><td>{d['threshold']:.2%}</td><td>{verdict}</td></tr>")
+    if not rows:
+        return ""
+    return ("<h2>The newest commit: the drift guard</h2><p>Each GPU line's newest commit against the best of its last "
+            f"{regressions.DRIFT_WINDOW} measured commits (a change point needs three commits after it; this looks at the "
+            "newest now). Threshold: max(2%, 3 x the line's commit-to-commit noise).</p>"
+            "<table id='drift'><tr><th>line</th><th>newest vs best</th><th>threshold</th><th></th></tr>" + "".join(rows) + "</table>")
 
 
 def _peaks(peaks: dict, has_gpu: bool) -> str:
@@ -186,7 +235,7 @@ def _unavailable(kernel: str, history: History) -> str:
     return f"<h2>Not measured at the newest commit</h2><ul id='unavailable'>{items}</ul>"
 
 
-def index_page(history: History) -> str:
+def index_page(history: History, stamp: str = "") -> str:
     kernels = history.kernels()
     items = []
     for kernel in kernels:
@@ -198,5 +247,5 @@ def index_page(history: History) -> str:
         "<p class='note'>No results to show: no GEMM records and no compile-only counts in the results folder. "
         f"Run the main job (<code>python -m ci.history</code>). {GPU_HISTORY_HELP}</p>")
     return _page("TFLOPS by kernel", "<p><a href='../index.html'>asv's graphs (seconds, lower is better)</a></p>"
-                 "<h1>TFLOPS by kernel (higher is better)</h1>" + _no_gpu_note(history) + _common_notes() + listing)
+                 "<h1>TFLOPS by kernel (higher is better)</h1>" + _stamp(stamp) + _no_gpu_note(history) + _common_notes() + listing)
 

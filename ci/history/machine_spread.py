@@ -19,11 +19,12 @@ import itertools
 import json
 import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from ci.history import regressions
+from ci.history import regressions, store
+from ci.history.store import History
 from harness.report import markdown_table
 
 NO_GPU = re.compile(r"^none\b")
@@ -51,13 +52,15 @@ def machines_by_kind(results_dir: Path) -> dict[str, list[str]]:
     return kinds
 
 
-def spread(results_dir: Path, commits_oldest_first: Sequence[str]) -> list[dict[str, Any]]:
-    """One row per (pair of machines of one kind, benchmark both measured at a common commit)."""
+def spread(results_dir: Path, history: History, newest: int = regressions.HISTORY_COMMITS) -> list[dict[str, Any]]:
+    """One row per (pair of machines of one kind, benchmark both measured at a common commit among the ``newest``
+    commits of ``history``: how far apart they measure now)."""
+    recent = store.newest(history, newest)
     rows = []
     for kind, machines in sorted(machines_by_kind(results_dir).items()):
         if len(machines) < 2:
             continue
-        series = {m: regressions.machine_series(results_dir, m, commits_oldest_first) for m in machines}
+        series = {m: regressions.series_of(recent, m) for m in machines}
         for first, second in itertools.combinations(machines, 2):
             for benchmark in sorted(set(series[first]) & set(series[second])):
                 a, b = series[first][benchmark], series[second][benchmark]

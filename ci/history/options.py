@@ -33,3 +33,18 @@ class HistoryOptions:
     # --drop: regexes of point ids ('<machine>/<commit8>-<env>/<benchmark>(<params>)') that may leave the
     # results branch; every other recorded point must stay (ci.history.result_points). Each compiled.
     drop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SiteOptions:
+    """``python -m ci.history.publish``: the published history, built from the results (ci.history.site_build)."""
+
+    out: Path  # the site's folder (created); every file of it is the build's
+    results_dir: Path  # where the results are (brought from the branch into it with from_branch)
+    from_branch: bool = True  # bring every machine's results from the results branch first (the Pages job)
+    results_remote: str | None = DEFAULT_RESULTS_REMOTE  # None: the local branch
+    branch: str = "main"  # the history's branch: asv's commit order
+    asv_window: int = 1000  # newest commits on asv's own pages (0: every commit)
+    page_window: int = 200  # newest commits on a kernel page (the whole history: <kernel>-all.html)
+    site_url: str | None = None  # where the site is served (links in the JSON)
+    json: Path | None = None  # the history checks and the cost, for machines (schema mxfp4-history-changes/1)

@@ -1,49 +1,56 @@
 """Change points on the kernel pages: the main job's detector over each GPU line, drawn as shaded commit ranges.
 
-The same method, level and series as the main job's summary and JSON (ci.history.regressions:
-E-divisive means over one (machine, benchmark), every sample of each commit, level 0.01,
-docs/CHANGE_POINTS.md), so the page and the summary never disagree about a change. A change is
-drawn where it is suspected: the commits after the last one measured at the old level up to the
-first at the new (``(last_before, first_after]``), shaded in red for a TFLOPS drop (a regression)
-and green for a gain (an improvement), labelled with its size and 95% interval.
+The same method, settings and series as the main job's summary and JSON (ci.history.regressions,
+harness.changepoints, docs/CHANGE_POINTS.md): the site build computes each machine's checks once
+and both the pages and the JSON are drawn from them, so they never disagree about a change. A
+change is drawn where it is suspected: the commits after the last one measured at the old level up
+to the first at the new (``(last_before, first_after]``), shaded in red for a TFLOPS drop (a
+regression) and green for a gain (an improvement), labelled with its size and 95% interval.
 
 Only GPU lines are checked, as in the main job: a CPU machine's timings moved 19-45% between runs
 (ci.history.regressions.CPU_NOT_CHECKED). Machines are never mixed: a series is one machine's.
-
-The consecutive-step triangles (ci.history.tflops_points.steps) stay as a quick look at one
-commit against the previous one, the newest commit included (a change point needs two commits
-after it); the page says which is which and whether a step is confirmed by a change point.
+The newest commits, where a change point needs three commits after it, are the drift guard's
+(shown per line beside the change points).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
 import plotly.graph_objects as go
 
 from ci.history import regressions
 from ci.history.summary import GEMM_KEY
-from ci.history.tflops_points import History
 from harness import changepoints
 
 LineKey = tuple[str, str, str]  # (machine, kernel config, shape): one line of the page
 GAIN_COLOUR, REGRESSION_COLOUR = "#1a9850", "#d73027"
-METHOD = ("E-divisive means over each GPU line's commits (every sample of each commit), "
-          "level 0.01 (docs/CHANGE_POINTS.md), as in the main job's summary")
+METHOD = ("Multi-scale local comparison of each GPU line's commit levels (the median of every sample of each commit), "
+          "each change confirmed between its neighbouring changes; under 1% of pure-noise histories of 1000 commits get "
+          "any, and a change must move the level by at least 0.5% (docs/CHANGE_POINTS.md); as in the main job's summary")
 
 
-def find(results_dir: Path, history: History) -> dict[LineKey, list[regressions.CommitChange]]:
-    """Each GPU line's change points, by (machine, kernel config, shape); lines without one are left out."""
-    commits = [c for c, _ in sorted(history.commits.items(), key=lambda item: (item[1], item[0]))]
+def from_checks(checks: list[dict[str, Any]]) -> dict[LineKey, list[regressions.CommitChange]]:
+    """Each GPU line's change points, by (machine, kernel config, shape), from the machines' history checks
+    (ci.history.regressions.history_checks); lines without one are left out."""
     out: dict[LineKey, list[regressions.CommitChange]] = {}
-    for machine in sorted({p.machine for p in history.points if not p.is_cpu}):
-        for key, series in regressions.machine_series(results_dir, machine, commits).items():
-            match = GEMM_KEY.match(key)
+    for machine in checks:
+        for entry in machine["change_points"]:
+            match = GEMM_KEY.match(entry["benchmark"])
             if match is None or match.group(1) != "GemmOnGpu":
                 continue
-            found = regressions.change_points(series)
-            if found:
-                out[(machine, match.group(2), match.group(3))] = found
+            out.setdefault((entry["machine"], match.group(2), match.group(3)), []).append(regressions.CommitChange.from_json(entry))
+    return out
+
+
+def drift_by_line(checks: list[dict[str, Any]]) -> dict[LineKey, dict[str, Any]]:
+    """(machine, kernel config, shape) -> the drift guard's verdict on its newest commit (Drift.to_json())."""
+    out = {}
+    for machine in checks:
+        for entry in machine["drift"]:
+            match = GEMM_KEY.match(entry["benchmark"])
+            if match is not None:
+                out[(entry["machine"], match.group(2), match.group(3))] = entry
     return out
 
 
@@ -66,29 +73,29 @@ def colour(change: regressions.CommitChange) -> str:
     return REGRESSION_COLOUR if change.change.direction == changepoints.REGRESSION else GAIN_COLOUR
 
 
-def draw(fig: go.Figure, found: list[tuple[LineKey, regressions.CommitChange]], commit_axis: list[str]) -> None:
-    """A shaded range per change point on the TFLOPS row, with its label; labels stack so that none hides another."""
-    column = {c: i for i, c in enumerate(commit_axis)}
+def draw(fig: go.Figure, found: list[tuple[LineKey, regressions.CommitChange]], position: dict[str, int], columns: int) -> None:
+    """A shaded range per change point on the TFLOPS row, with its label; labels stack so that none hides another.
+
+    ``position``: commit -> its column on the axis (category index or ordinal); a range reaching outside the
+    axis (a window of the newest commits) is cut at its edge."""
     drawn = False
     for number, ((machine, kernel_config, shape), change) in enumerate(found):
-        start, end = column.get(change.last_before[:8]), column.get(change.first_after[:8])
-        if start is None or end is None:
+        end = position.get(change.first_after)
+        if end is None:
             continue
+        start = position.get(change.last_before, -1)
         # Category positions are column indices: the band covers the columns of the suspected commits.
-        fig.add_vrect(x0=start + 0.5, x1=end + 0.5, row=1, col=1, fillcolor=colour(change), opacity=0.18, line_width=0,
+        fig.add_vrect(x0=start + 0.5, x1=end + 0.5, row=1, col=1, exclude_empty_subplots=False, fillcolor=colour(change), opacity=0.18, line_width=0,
                       layer="below", name=f"change point: {size_label(change)}")
         # The label runs into the wider side of the graph from the band, never past the commit axis.
-        left_half = end + 0.5 < len(commit_axis) / 2
-        fig.add_annotation(x=end + 0.5 if left_half else start + 0.5, y=0.97 - 0.07 * (number % 8), xref="x", yref="y domain",
-                           showarrow=False, text=f"<b>{size_label(change)}</b> ({kernel_config} {shape}, {machine})",
-                           font={"size": 11, "color": colour(change)}, bgcolor="rgba(255,255,255,0.8)",
-                           xanchor="left" if left_half else "right", name="change-point")
+        left_half = end + 0.5 < columns / 2
+        if number < 12:  # beyond a dozen, the table below the graph lists them; labels would hide the lines
+            fig.add_annotation(x=end + 0.5 if left_half else start + 0.5, y=0.97 - 0.07 * (number % 8), xref="x", yref="y domain",
+                               showarrow=False, text=f"<b>{size_label(change)}</b> ({kernel_config} {shape}, {machine})",
+                               font={"size": 11, "color": colour(change)}, bgcolor="rgba(255,255,255,0.8)",
+                               xanchor="left" if left_half else "right", name="change-point")
         drawn = True
     if drawn:  # the axis is the commits': labels must not widen it (plotly's autorange makes room for them)
-        fig.update_xaxes(range=[-0.5, len(commit_axis) - 0.5], row=1, col=1)
+        fig.update_xaxes(range=[-0.5, columns - 0.5], row=1, col=1)
 
 
-def confirms(found: list[tuple[LineKey, regressions.CommitChange]], line: LineKey, commit: str, kind: str) -> bool:
-    """Whether a consecutive step (gain or regression) at ``commit`` is a change point of the same line and sign."""
-    direction = changepoints.REGRESSION if kind == "regression" else changepoints.IMPROVEMENT
-    return any(key == line and c.first_after == commit and c.change.direction == direction for key, c in found)

@@ -26,10 +26,25 @@ class Steps:
     def __init__(self, total: int):
         self.total = total
         self.done = 0
+        self.seconds: dict[str, float] = {}  # "k: first words of the step" -> its wall seconds (the report's cost)
+        self._current: tuple[str, float] | None = None
 
     def start(self, text: str) -> None:
+        self._close()
         self.done += 1
         log(f"[{self.done}/{self.total}] {text}")
+        self._current = (f"{self.done}: {' '.join(text.split()[:3]).rstrip(':,')}", time.monotonic())
+
+    def _close(self) -> None:
+        if self._current is not None:
+            name, since = self._current
+            self.seconds[name] = round(time.monotonic() - since, 2)
+            self._current = None
+
+    def finish(self) -> dict[str, float]:
+        """Each step's wall seconds, the last one closed now."""
+        self._close()
+        return dict(self.seconds)
 
 
 class AsvProgress:

@@ -1,21 +1,21 @@
 """The history as series, its change points, and the drift guard: what the PR gate cannot see one change at a time.
 
-* :func:`machine_series` -- one machine's TFLOPS history per GEMM benchmark, oldest
-  first: each measured commit with all its samples (asv's timed samples in seconds,
-  turned into TFLOPS with the record's FLOP count; the record's median TFLOPS when
-  asv kept no samples). Commits whose results were copied from an identical-code
-  commit (ci.history.copies) are left out: they are the same measurement twice and
-  would make one run weigh double. Machines are never mixed: a series belongs to one
-  (machine, benchmark).
-* :func:`change_points` -- harness.changepoints over each series, mapped to commits:
-  a change at index i is suspected in (commits[i-1], commits[i]] -- the commits
-  between the last measured at the old level and the first at the new.
-* :func:`drift` -- the drift guard. Fails a benchmark whose newest TFLOPS is more
-  than a threshold below the best of its last ``window`` measured commits. The
-  threshold is ``k`` times the benchmark's commit-to-commit noise (the SD of the log
-  of commit medians over the window, robustly: 1.4826 x MAD of successive differences
-  / sqrt 2, so a step inside the window does not inflate it), and at least ``floor``.
-  Every step may have passed the gate while the sum did not: this looks at the sum.
+* :func:`series_of` -- one machine's TFLOPS history per GEMM benchmark, oldest first, from the
+  history store (ci.history.store, the one reader of the results folder): each measured commit's
+  level (the log of its median TFLOPS over every sample) and that median's standard error.
+  Commits whose results were copied from an identical-code commit (ci.history.copies) are left out:
+  they are the same measurement twice and would make one run weigh double. Machines are never
+  mixed: a series belongs to one (machine, benchmark).
+* :func:`change_points` -- harness.changepoints over each series, mapped to commits: a change at
+  index i is suspected in (commits[i-1], commits[i]] -- the commits between the last measured at the
+  old level and the first at the new. With a memo (the history store keeps one per series) only the
+  series' tail is recomputed; the answer is the full computation's.
+* :func:`drift` -- the drift guard. Fails a benchmark whose newest TFLOPS is more than a threshold
+  below the best of its last ``window`` measured commits. The threshold is ``k`` times the
+  benchmark's commit-to-commit noise (the SD of the log of commit medians over the window,
+  robustly: 1.4826 x MAD of successive differences / sqrt 2, so a step inside the window does not
+  inflate it), and at least ``floor``. Every step may have passed the gate while the sum did not:
+  this looks at the sum.
 
 Defaults and why (docs/CHANGE_POINTS.md): ``k = 3`` (a one-sided 3-sigma margin on the
 difference of a single commit against a window's best, whose own upward bias is about
@@ -26,13 +26,14 @@ the runners, PERF_NOTES, is the better judge), ``window = 10``.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from ci.history import results as history_results
+from ci.history import store
+from ci.history.store import History
 from ci.history.summary import GEMM_KEY
 from harness import changepoints
 
@@ -45,45 +46,44 @@ _MAD_TO_SD = 1.4826
 
 @dataclass
 class Series:
-    """One (machine, benchmark): measured commits oldest first, each with its TFLOPS samples."""
+    """One (machine, benchmark): measured commits oldest first, each with its level (log median TFLOPS) and error."""
 
     machine: str
     benchmark: str
     commits: list[str]
-    samples: list[np.ndarray]
+    levels: np.ndarray
+    errors: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def __post_init__(self) -> None:
+        self.levels = np.asarray(self.levels, dtype=float)
+        self.errors = np.zeros(len(self.levels)) if len(self.errors) != len(self.levels) else np.asarray(self.errors, dtype=float)
 
     def medians(self) -> np.ndarray:
-        return np.array([float(np.median(s)) for s in self.samples])
+        return np.exp(self.levels)
+
+    @property
+    def on_gpu(self) -> bool:
+        return ".GemmOnGpu." in self.benchmark
 
 
-def _tflops_samples(entry: dict[str, Any] | None, record: dict[str, Any]) -> np.ndarray | None:
-    flops = record.get("flops")
-    raw = (entry or {}).get("samples") or record.get("samples_s")
-    if isinstance(flops, (int, float)) and raw:
-        times = np.array([t for t in raw if isinstance(t, (int, float)) and t > 0], dtype=float)
-        if times.size:
-            return flops / times / 1e12
-    tflops = record.get("tflops")
-    if isinstance(tflops, (int, float)) and math.isfinite(tflops) and tflops > 0:
-        return np.array([float(tflops)])
-    return None
+def series_of(history: History, machine: str) -> dict[str, Series]:
+    """benchmark key -> its series on ``machine`` in the history's commit order (copies of identical code left out)."""
+    grouped: dict[str, list[store.Point]] = {}
+    for point in history.points:
+        if point.machine == machine and point.copied_from is None and GEMM_KEY.match(point.benchmark):
+            grouped.setdefault(point.benchmark, []).append(point)
+    out = {}
+    for key, points in sorted(grouped.items()):
+        points.sort(key=lambda p: (p.order, p.commit))
+        out[key] = Series(machine, key, [p.commit for p in points], np.array([p.level for p in points]),
+                          np.array([p.error for p in points]))
+    return out
 
 
 def machine_series(results_dir: Path, machine: str, commits_oldest_first: Sequence[str]) -> dict[str, Series]:
     """benchmark key -> its series on ``machine`` over ``commits_oldest_first`` (commits without a value left out)."""
-    out: dict[str, Series] = {}
-    for commit in commits_oldest_first:
-        values, recs, _ = history_results.load_commit(results_dir, machine, commit)
-        for key, record in sorted(recs.items()):
-            if record.get("status") != "measured" or record.get("identical_to") or not GEMM_KEY.match(key):
-                continue
-            samples = _tflops_samples(values.get(key), record)
-            if samples is None:
-                continue
-            series = out.setdefault(key, Series(machine, key, [], []))
-            series.commits.append(commit)
-            series.samples.append(samples)
-    return out
+    order = {commit: i for i, commit in enumerate(commits_oldest_first)}
+    return series_of(store.read_history(results_dir, order), machine)
 
 
 # ---------------------------------------------------------------------------
@@ -102,6 +102,13 @@ class CommitChange:
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "change": self.change.to_json()}
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "CommitChange":
+        c = data["change"]
+        change = changepoints.ChangePoint(**{**c, "interval": tuple(c["interval"]), "before": tuple(c["before"]),
+                                             "after": tuple(c["after"])})
+        return cls(data["machine"], data["benchmark"], data["last_before"], data["first_after"], change)
+
     def line(self) -> str:
         c = self.change
         low, high = c.interval
@@ -110,11 +117,14 @@ class CommitChange:
                 f"in {self.last_before[:12]}..{self.first_after[:12]}")
 
 
-def change_points(series: Series, **options: Any) -> list[CommitChange]:
-    """harness.changepoints.detect over a series (TFLOPS: higher is better), each change named by its commits."""
-    found = changepoints.detect(series.samples, higher_is_better=True, **options)
-    return [CommitChange(series.machine, series.benchmark, series.commits[c.index - 1], series.commits[c.index], c)
-            for c in found]
+def change_points(series: Series, memo: dict[str, Any] | None = None) -> tuple[list[CommitChange], dict[str, Any]]:
+    """harness.changepoints over a series (TFLOPS: higher is better), each change named by its commits; and the
+    memo to pass next time (only the tail a new commit can change is recomputed then)."""
+    found, new_memo, _ = changepoints.detect_growing(
+        series.levels, series.errors, changepoints.Memo.from_json(memo) if memo else None, higher_is_better=True)
+    changes = [CommitChange(series.machine, series.benchmark, series.commits[c.index - 1], series.commits[c.index], c)
+               for c in found]
+    return changes, new_memo.to_json()
 
 
 # ---------------------------------------------------------------------------
@@ -167,21 +177,11 @@ def drift(series: Series, *, window: int = DRIFT_WINDOW, k: float = DRIFT_K, flo
                  failed=drop > threshold)
 
 
-def drift_report(results_dir: Path, machine: str, commits_oldest_first: Sequence[str], **options: Any) -> list[Drift]:
-    """The drift guard over every GEMM benchmark measured on ``machine``; the caller fails when any ``failed``."""
-    out = []
-    for series in machine_series(results_dir, machine, commits_oldest_first).values():
-        found = drift(series, **options)
-        if found is not None:
-            out.append(found)
-    return out
-
-
 # ---------------------------------------------------------------------------
 # what the main job reports
 # ---------------------------------------------------------------------------
 
-HISTORY_COMMITS = 50  # the newest first-parent commits of main the change points and the drift guard look at
+HISTORY_COMMITS = 50  # change points whose new level starts within the newest this many measured commits are "recent"
 # The drift guard's noise comes from successive commits: with fewer than this many it would be a guess, and the
 # 2% floor alone would fail on one noisy pair.
 DRIFT_MIN_COMMITS = 5
@@ -189,18 +189,40 @@ CPU_NOT_CHECKED = ("CPU timings are not checked: on the shared CPU machines one 
                    "(README), far above any step worth reporting; the GPU runner's history is checked")
 
 
-def history_checks(results_dir: Path, machine: str, commits_oldest_first: Sequence[str], *, timed_on_gpu: bool) -> dict[str, Any]:
+def history_checks(history: History, machine: str, *, timed_on_gpu: bool, kept: store.Store | None = None) -> dict[str, Any]:
     """Change points and the drift guard over one machine's GEMM history (never mixed with another machine's).
 
-    Only a GPU machine's timings are checked: a CPU machine's are reported as not checked, with why.
+    Only a GPU machine's timings are checked: a CPU machine's are reported as not checked, with why. Every change
+    point of the whole history is listed; ``recent`` marks those whose first commit at the new level is among the
+    newest HISTORY_COMMITS measured commits (what a job on main reports as new). ``kept``: the store whose
+    memos let each series recompute only its tail.
     """
-    series = machine_series(results_dir, machine, commits_oldest_first) if timed_on_gpu else {}
-    changes = [c for s in series.values() for c in change_points(s)]
+    series = series_of(history, machine) if timed_on_gpu else {}
+    changes, recent = [], []
+    for key, line in series.items():
+        name = f"change-points|{machine}|{key}"
+        found, memo = change_points(line, kept.memo(name) if kept else None)
+        if kept is not None:
+            kept.keep_memo(name, memo)
+        newest = set(line.commits[-HISTORY_COMMITS:])
+        changes += found
+        recent += [c.first_after in newest for c in found]
+    if kept is not None:
+        kept.commit()
     drifts = [d for s in series.values() if len(s.commits) >= DRIFT_MIN_COMMITS and (d := drift(s)) is not None]
-    return {"machine": machine, "commits": len(commits_oldest_first), "benchmarks": len(series),
+    return {"machine": machine, "commits": len({c for s in series.values() for c in s.commits}), "benchmarks": len(series),
             "not_checked": None if timed_on_gpu else CPU_NOT_CHECKED,
-            "change_points": [c.to_json() for c in changes], "change_point_lines": [c.line() for c in changes],
+            "change_points": [{**c.to_json(), "recent": r} for c, r in zip(changes, recent)],
+            "change_point_lines": [c.line() for c in changes],
             "drift": [d.to_json() for d in drifts], "drift_failed": [d.line() for d in drifts if d.failed]}
+
+
+def all_checks(history: History, kept: store.Store | None = None) -> list[dict[str, Any]]:
+    """:func:`history_checks` of every machine with GEMM timings (compile-only has none), by machine name."""
+    timed = {}
+    for point in history.points:
+        timed[point.machine] = timed.get(point.machine, False) or not point.is_cpu
+    return [history_checks(history, machine, timed_on_gpu=gpu, kept=kept) for machine, gpu in sorted(timed.items())]
 
 
 def history_markdown(checks: dict[str, Any]) -> list[str]:
@@ -208,8 +230,12 @@ def history_markdown(checks: dict[str, Any]) -> list[str]:
              f"{checks['commits']} commits)", ""]
     if checks.get("not_checked"):
         return lines + [f"- {checks['not_checked']}"]
-    lines += [f"- change point: {line}" for line in checks["change_point_lines"]] or [
-        "- no change point at level 0.01 (docs/CHANGE_POINTS.md)"]
+    recent = [line for line, c in zip(checks["change_point_lines"], checks["change_points"]) if c.get("recent", True)]
+    older = len(checks["change_point_lines"]) - len(recent)
+    lines += [f"- change point: {line}" for line in recent] or [
+        f"- no change point in the newest {HISTORY_COMMITS} measured commits (docs/CHANGE_POINTS.md)"]
+    if older:
+        lines.append(f"- {older} older change points: on the kernel pages and in the JSON (`change_points`)")
     lines += [f"- **drift**: {line}" for line in checks["drift_failed"]] or [
         f"- drift guard: every benchmark with >= {DRIFT_MIN_COMMITS} measured commits is within its threshold of the best "
         f"of its last {DRIFT_WINDOW}"]

@@ -11,7 +11,8 @@
   results file (asv writes once per commit, at its end; the run was killed) is
   marked ``resume``: the next run's benchmark gives asv its samples instead of
   measuring again. A record whose value did arrive drops its samples (asv keeps them).
-* :func:`values_by_key` -- asv's results as ``benchmark(params) -> value``.
+* :func:`values_by_key` -- asv's results as ``benchmark(params) -> value`` (ci.history.store reads the folder
+  with it, for everyone).
 * :func:`full_disk_problem` -- after asv ran: can the results directory still be
   written? asv writes its files in place and reports a build that failed for want
   of space as a build failure; a full disk must be the harness's error, not the code's.
@@ -159,16 +160,24 @@ class Quarantined:
     moved_to: str
 
 
-def validate_tree(results_dir: Path, quarantine_dir: Path, log: Callable[[str], None]) -> list[Quarantined]:
-    """Check every ``.json`` and sidecar under ``results_dir``; move each bad one aside, saying so."""
+def validate_tree(results_dir: Path, quarantine_dir: Path, log: Callable[[str], None], ledger=None) -> list[Quarantined]:
+    """Check every ``.json`` and sidecar under ``results_dir``; move each bad one aside, saying so.
+
+    ``ledger`` (ci.history.ledger.Ledger): a file unchanged since it last passed is not read again, and each file
+    that passes is recorded there."""
     moved: list[Quarantined] = []
     if not results_dir.is_dir():
         return moved
     stamp = time.strftime("%Y%m%dT%H%M%S")
     candidates = sorted(p for p in results_dir.rglob("*") if p.is_file() and p.suffix in (".json", records.SUFFIX))
     for path in candidates:
+        relative_name = path.relative_to(results_dir).as_posix()
+        if ledger is not None and ledger.unchanged(relative_name):
+            continue
         try:
             check_file(path, results_dir)
+            if ledger is not None:
+                ledger.blob(relative_name)  # hashed and recorded: it passed as it is now
         except InvalidFile as exc:
             relative = path.relative_to(results_dir)
             target = quarantine_dir / stamp / relative
@@ -213,10 +222,16 @@ class Reconciled:
     compacted: int = 0  # records whose samples asv now keeps
 
 
-def reconcile(results_dir: Path, machine: str) -> Reconciled:
-    """Mark records asv never saved as resumable; drop the samples of those it did save."""
+def reconcile(results_dir: Path, machine: str, ledger=None) -> Reconciled:
+    """Mark records asv never saved as resumable; drop the samples of those it did save.
+
+    ``ledger`` (ci.history.ledger.Ledger): a sidecar reconciled before and unchanged since, beside an unchanged
+    results file, is skipped (a run that wrote either changed its stat)."""
     report = Reconciled()
     for sidecar in sorted((results_dir / machine).glob("*" + records.SUFFIX)):
+        if ledger is not None and ledger.reconciled(f"{machine}/{sidecar.name}") and ledger.unchanged(
+                f"{machine}/{sidecar.with_suffix('.json').name}"):
+            continue
         try:
             entries = records.load(sidecar)
         except records.CorruptSidecar:
@@ -239,25 +254,7 @@ def reconcile(results_dir: Path, machine: str) -> Reconciled:
                 report.resumable.append(f"{sidecar.name[:8]} {key}")
         if changes:
             records.update(sidecar, changes)
+        if ledger is not None:
+            ledger.mark_reconciled(f"{machine}/{sidecar.name}")
+            ledger.blob(f"{machine}/{sidecar.with_suffix('.json').name}")
     return report
-
-
-def load_commit(results_dir: Path, machine: str, commit: str) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], dict | None]:
-    """(asv values by key, records by key, the results document or None) of one commit on ``machine``."""
-    folder = results_dir / machine
-    values: dict[str, dict[str, Any]] = {}
-    recs: dict[str, dict[str, Any]] = {}
-    document = None
-    for path in sorted(folder.glob(f"{commit[:8]}-*.json")):
-        try:
-            document = check_results_file(path, machine)
-        except InvalidFile:
-            continue
-        if document["commit_hash"] == commit:
-            values.update(values_by_key(document))
-    for sidecar in sorted(folder.glob(f"{commit[:8]}-*{records.SUFFIX}")):
-        try:
-            recs.update(records.load(sidecar))
-        except records.CorruptSidecar:
-            continue
-    return values, recs, document

@@ -97,6 +97,13 @@ class ResultsBranch:
     def _tracking_ref(self) -> str:
         return f"refs/remotes/{self.remote}/{self.branch}"
 
+    def tracking_tip(self, remote: str) -> str | None:
+        """``refs/remotes/<remote>/<branch>`` as the last fetch left it, or None."""
+        try:
+            return self.repo.git.rev_parse("--verify", "--quiet", f"refs/remotes/{remote}/{self.branch}") or None
+        except git.GitCommandError:
+            return None
+
     def local_tip(self) -> str | None:
         try:
             return self.repo.git.rev_parse("--verify", "--quiet", f"refs/heads/{self.branch}")
@@ -105,14 +112,24 @@ class ResultsBranch:
 
     def files(self, commit: str | None, under: str = "") -> dict[str, bytes]:
         """path -> content of every file under ``under`` in ``commit``'s tree."""
+        return {path: self.blob(sha) for path, sha in self.tree(commit, under).items()}
+
+    def tree(self, commit: str | None, under: str = "") -> dict[str, str]:
+        """path -> blob id of every file under ``under`` in ``commit``'s tree (one ``git ls-tree``, no content read)."""
         if commit is None:
             return {}
-        tree = self.repo.commit(commit).tree
-        return {
-            item.path: item.data_stream.read()
-            for item in tree.traverse()
-            if item.type == "blob" and item.path.startswith(under)
-        }
+        out = {}
+        listing = self.repo.git.ls_tree("-r", "-z", "--full-tree", commit, *([under] if under else []))
+        for entry in filter(None, listing.split("\0")):
+            meta, _, path = entry.partition("\t")
+            _, kind, sha = meta.split()
+            if kind == "blob":
+                out[path] = sha
+        return out
+
+    def blob(self, sha: str) -> bytes:
+        """A blob's content, through git's long-running ``cat-file --batch`` (GitPython's object database)."""
+        return self.repo.odb.stream(bytes.fromhex(sha)).read()
 
     # -- writing ----------------------------------------------------------------
 
@@ -129,16 +146,26 @@ class ResultsBranch:
                     self.repo.git.read_tree(base, env=env)
                 else:
                     self.repo.git.read_tree("--empty", env=env)
+                # The base's blob ids listed once: each file's old content is then read by id, never by walking the
+                # tree (a machine folder holds a file per commit: walking it per file grew with the square of the history).
+                theirs_ids = self.tree(base, "results/") if base is not None else {}
+                index_lines = []
                 for path, data in sorted(files.items()):
-                    theirs = self._blob(base, path)
+                    theirs_id = theirs_ids.get(path) if path.startswith("results/") else None
+                    theirs = self.blob(theirs_id) if theirs_id else (self._blob(base, path) if not path.startswith("results/") else None)
                     merged = merge_file(path, theirs, data, drop)
                     lost += _lost(path, theirs, merged, drop)
                     if lost:
                         continue
                     sha = self.repo.odb.store(IStream("blob", len(merged), io.BytesIO(merged))).hexsha.decode()
-                    self.repo.git.update_index("--add", "--cacheinfo", f"100644,{sha},{path}", env=env)
+                    index_lines.append(f"100644 {sha}\t{path}\n")
                 if lost:
                     raise ShrinkError(_shrink_message(lost, base, self.branch))
+                if index_lines:  # one git process for every file of the commit
+                    listing = Path(tmp) / "index-info"
+                    listing.write_text("".join(index_lines))
+                    with open(listing, "rb") as stdin:
+                        self.repo.git.update_index("--add", "--index-info", istream=stdin, env=env)
                 tree = self.repo.git.write_tree(env=env)
             if base is not None and self.repo.commit(base).tree.hexsha == tree:
                 return None

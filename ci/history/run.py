@@ -16,11 +16,12 @@ from typing import Any, Sequence
 
 from asv_bench import records
 from ci.common import gitutil, job_process
-from ci.history import asv_driver, branch_sync, machine_info, machine_spread, regressions, track_steps, tracks
+from ci.history import asv_driver, branch_sync, machine_info, machine_spread, regressions, site_build, store, track_steps, tracks
 from ci.history import results as history_results
 from ci.history import summary as history_summary
+from ci.history.ledger import Ledger
 from ci.history.messages import HarnessError, log, log_detail, log_to
-from ci.history.options import HistoryOptions
+from ci.history.options import HistoryOptions, SiteOptions
 from ci.history.progress import Steps
 from ci.history.results_branch import BRANCH, BranchError, ResultsBranch
 from harness.report import append_step_summary, write_json_atomic
@@ -133,13 +134,14 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
         log_detail(f"  {kernel}: {status}")  # on the screen in the summary's "Kernels here"
 
     steps.start(f"results: validating {results_dir}, merging the {BRANCH} branch")
-    quarantined = history_results.validate_tree(results_dir, QUARANTINE_DIR, log)
+    ledger = Ledger(results_dir)  # what each file was when last checked: unchanged files are not read again
+    quarantined = history_results.validate_tree(results_dir, QUARANTINE_DIR, log, ledger)
     repo = gitutil.open_repo(REPO_ROOT)
     has_remote = options.results_remote in gitutil.remote_names(repo)
     branch = ResultsBranch(REPO_ROOT, options.results_remote if has_remote else None, log=log)
     tip = branch_sync.fetch_tip(branch, options.push_results, problems)
-    imported = branch_sync.import_from_branch(branch, tip, results_dir, machines)
-    resumable = sum(len(history_results.reconcile(results_dir, m).resumable) for m in machines)
+    imported = branch_sync.import_from_branch(branch, tip, results_dir, machines, ledger)
+    resumable = sum(len(history_results.reconcile(results_dir, m, ledger).resumable) for m in machines)
     here = sum(1 for m in machines for p in (results_dir / m).glob("*") if p.is_file()) if results_dir.is_dir() else 0
     log(f"{here} results files of {', '.join(machines)} here ({imported} brought in or updated from {BRANCH}, the rest "
         f"already up to date); {resumable} measurements of a killed run will be resumed")
@@ -155,12 +157,12 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
         for track in runs
     ]
     disk = history_results.full_disk_problem(results_dir, BRANCH)
-    quarantined += history_results.validate_tree(results_dir, QUARANTINE_DIR, log)
+    quarantined += history_results.validate_tree(results_dir, QUARANTINE_DIR, log, ledger)
     if disk:
         problems.append(disk)  # exit 2: what looks like a failed build may be the disk; reconcile waits for the next run
     for outcome in outcomes:
         if not disk:
-            history_results.reconcile(results_dir, outcome.track.machine)
+            history_results.reconcile(results_dir, outcome.track.machine, ledger)
         problems += outcome.problems
         if 1 in outcome.codes:
             problems.append(f"asv run ({outcome.track.kind} tracks) exited 1 (asv itself failed; its output in {LOG_FILE} "
@@ -170,7 +172,11 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
     steps.start(f"committing {', '.join(machines)}'s results to {BRANCH}{pushing}")
     message = f"{', '.join(machines)}: {len(commits)} commits ({', '.join(c[:8] for c in commits)}), main job {job.id}"
     try:
-        files = {path: data for m in machines for path, data in branch_sync.machine_files(results_dir, m, options.drop).items()}
+        # Only what differs from the branch's tip is offered (the ledger knows each file's blob); a push that loses a
+        # race rebuilds on the new tip, where the merge per point keeps everyone's.
+        on_branch = branch.tree(tip, "results/")
+        files = {path: data for m in machines
+                 for path, data in branch_sync.machine_files(results_dir, m, options.drop, ledger, on_branch).items()}
         tip = branch.commit_and_push(files, message, push=options.push_results, drop=options.drop)
         branch_state = f"`{BRANCH}` at {tip[:8] if tip else 'none'}" + (" (pushed)" if options.push_results else " (local)")
     except BranchError as exc:
@@ -178,16 +184,20 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
         branch_state = f"`{BRANCH}` not updated ({exc})"
     else:
         try:
-            branch_sync.import_from_branch(branch, tip, results_dir, machines)  # what other runners pushed meanwhile
+            branch_sync.import_from_branch(branch, tip, results_dir, machines, ledger)  # what other runners pushed meanwhile
         except HarnessError as exc:
             problems.append(f"after the commit to {BRANCH}: {exc}")  # the summary still says what was measured
 
     html = REPO_ROOT / conf["html_dir"]
+    site = None
     if options.publish:
-        steps.start(f"asv publish into {html} (all machines' results; ci/history/asv_html.py makes the page work "
-                    "offline; a running asv preview keeps serving it)")
-        if asv_driver.publish_in_place(env, html, job.tmp_dir / "html") != 0:
-            problems.append(f"asv publish failed (its output in {LOG_FILE} says why)")
+        steps.start(f"publishing into {html} (every machine's results: asv's pages over the newest commits, the kernel "
+                    "pages over all of them, change points and the drift guard; a running asv preview keeps serving it)")
+        try:
+            site = site_build.build(SiteOptions(out=html, results_dir=results_dir, from_branch=False, results_remote=None,
+                                                branch=options.branch))
+        except (HarnessError, BranchError) as exc:
+            problems.append(f"publishing: {exc}")
 
     per_track = {
         o.track.kind: [history_summary.collect_commit(results_dir, o.track.machine, c, job.id, started_ms, options.bench)
@@ -198,17 +208,19 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
     timing = next((o for o in outcomes if o.track.timings), None)
     spread = history_summary.spread_rows(timing.codes.head_medians) if options.repeat_head and timing else None
     report = _report(job, started, info, machine, commit_runs, per_track, problems, quarantined, branch_state, html)
+    report["step_seconds"] = steps.finish()  # where a run's time goes (docs/PERF_NOTES.md, the history at scale)
     report["tracks"] = {o.track.kind: o.track.machine for o in outcomes}
     report["cost"] = {o.track.kind: o.cost() for o in outcomes}
     # point -> [samples before this run, samples now]: a re-run adds to the first run's samples, never replaces them
     report["samples"] = {o.track.kind: {c: {k: list(v) for k, v in points.items()} for c, points in o.samples.items()}
                          for o in outcomes}
-    if timing is not None:  # change points and the drift guard over main's history on this machine (issue 20)
-        history = list(reversed(gitutil.first_parent_commits(repo, options.branch, regressions.HISTORY_COMMITS)))
-        report["history"] = regressions.history_checks(results_dir, timing.track.machine, history,
-                                                       timed_on_gpu=info["gpu"] != "none")
+    if timing is not None and site is not None:
+        # Change points and the drift guard over this machine's history, as the site build computed them (issue 20);
+        # without a publish (the GPU runner's --no-publish) they are the Pages job's (python -m ci.history.publish).
+        empty = regressions.history_checks(store.History(), timing.track.machine, timed_on_gpu=info["gpu"] != "none")
+        report["history"] = next((m for m in site["machines"] if m["machine"] == timing.track.machine), empty)
         # Two runners of one GPU model on the results branch: how far apart they measure the same commits.
-        report["machine_spread"] = machine_spread.spread(results_dir, history)
+        report["machine_spread"] = site["machine_spread"]
     checks = "\n".join(regressions.history_markdown(report["history"]) + machine_spread.spread_markdown(
         report.get("machine_spread") or [])) if report.get("history") else ""
     markdown = "\n\n".join(filter(None, [history_summary.summary_markdown(report, commit_runs, spread), checks]))

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from asv_bench import records
-from ci.history import results as history_results
+from ci.history import store
 from harness.report import markdown_table
 
 GEMM_KEY = re.compile(r"^bench_gemm\.(\w+)\.track_time\('([^']*)', '([^']*)'\)$")
@@ -66,7 +66,7 @@ def collect_commit(
 ) -> CommitRun:
     """This run's measurements of ``commit``; ``selection`` (the --bench regexes) leaves out the parameter
     sets asv carried over from earlier runs within a benchmark it ran now."""
-    values, recs, _ = history_results.load_commit(results_dir, machine, commit)
+    values, recs, _ = store.read_commit(results_dir, machine, commit)
     run = CommitRun(commit)
     this_run = {
         k: v

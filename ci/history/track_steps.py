@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 from ci.common import gitutil, job_process
 from ci.history import asv_driver, copies, identical, result_points, tracks
-from ci.history import results as history_results
+from ci.history import store
 from ci.history.messages import log
 from ci.history.options import HistoryOptions
 from ci.history.progress import Steps
@@ -52,6 +52,17 @@ class TrackOutcome:
         return data
 
 
+def _without_counts(results_dir: Path, machine: str, commits: Sequence[str]) -> list[str]:
+    """The commits with no compile-only count recorded on ``machine`` yet (the counts are the compiler's: a
+    commit compiled once has them for good)."""
+    kept = store.Store(store.default_path(results_dir))
+    try:
+        counted = {s["commit"] for s in kept.summaries(results_dir, machines=(machine,)).get(machine, []) if s["resources"]}
+    finally:
+        kept.close()
+    return [c for c in commits if c not in counted]
+
+
 def steps_of(track: TrackRun) -> int:
     """How many numbered steps :func:`run_track` prints for ``track``."""
     return 2 if track.timings else 1
@@ -61,7 +72,7 @@ def sample_counts(results_dir: Path, machine: str, commits: Sequence[str]) -> di
     """commit -> point -> how many samples asv's results file holds for it now."""
     out = {}
     for commit in commits:
-        document = history_results.load_commit(results_dir, machine, commit)[2]
+        document = store.read_commit(results_dir, machine, commit)[2]
         out[commit] = result_points.sample_counts(document) if document else {}
     return out
 
@@ -98,10 +109,19 @@ def run_track(
     has_gpu = info["gpu"] != "none"
     steps = steps or Steps(steps_of(track))
     if not track.timings:
-        steps.start(f"asv run: {track.kind} tracks (machine {track.machine}), {len(commits)} commits")
-        return _measure(options, env, commits, track, job, results_dir, lambda codes: TrackOutcome(track, codes))
+        todo = list(commits) if options.remeasure else _without_counts(results_dir, track.machine, commits)
+        for commit in commits:
+            if commit not in todo:
+                log(f"{commit[:8]}: already has its compile-only counts on {track.machine}: not compiled again "
+                    "(--remeasure compiles it again)")
+        steps.start(f"asv run: {track.kind} tracks (machine {track.machine}), {len(todo)} of {len(commits)} commits")
+        return _measure(options, env, todo, track, job, results_dir, lambda codes: TrackOutcome(track, codes))
 
-    known = identical.recorded(results_dir, track.machine)
+    kept = store.Store(store.default_path(results_dir), log)
+    try:
+        known = identical.recorded(results_dir, track.machine, kept)
+    finally:
+        kept.close()
     steps.start(f"fingerprinting {len(commits)} commits for {info['gpu_arch']} on the CPU (identical code is not "
                 f"measured; {len(known)} fingerprinted commits of {track.machine} known)")
     names = set(info["benchmarks"])

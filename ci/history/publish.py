@@ -1,0 +1,77 @@
+"""The published history: build the site from the results branch, off the GPU runner.
+
+    python -m ci.history.publish --out site --json changes.json      # the Pages workflow (every machine's results)
+    python -m ci.history.publish --local --out .asv/html             # this checkout's .asv/results, as it is
+
+Steps (ci.history.site_build): every machine's results from the ``asv-results`` branch (only the
+files that changed since the last build are read: a ledger of blob ids), each results file summarized
+once (the history store), change points and the drift guard per GPU line (recomputed only where new
+commits can change them), asv's own pages over the newest ``--asv-window`` commits, the kernel pages
+over the whole history (the newest ``--page-window`` commits in detail, the whole history thinned),
+a stamp saying which results commit the site was built from and when.
+
+Exit: 0 built (change points and drift are reported, never a failure here: the issue filer and the
+kernel pages say them); 2 the build failed (no results branch, asv publish failed, bad input).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from ci.common import options as common_options
+from ci.common.options import OptionsError
+from ci.history.options import DEFAULT_RESULTS_REMOTE, SiteOptions
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m ci.history.publish", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / ".asv" / "html", help="the site's folder (default .asv/html)")
+    parser.add_argument("--results-dir", type=Path, default=None,
+                        help="results folder (default .asv/results, or .asv/site-results when reading the branch)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--results-remote", default=DEFAULT_RESULTS_REMOTE, metavar="REMOTE",
+                       help=f"git remote whose asv-results branch is read (default {DEFAULT_RESULTS_REMOTE}; falls back to the local branch)")
+    where.add_argument("--local-branch", action="store_true", help="read the local asv-results branch, fetch nothing")
+    where.add_argument("--local", action="store_true", help="publish the results folder as it is (no branch)")
+    parser.add_argument("--branch", default="main", help="the history's branch (default main)")
+    parser.add_argument("--asv-window", type=int, default=1000, metavar="N",
+                        help="newest commits on asv's own pages (default 1000; 0: every commit)")
+    parser.add_argument("--page-window", type=int, default=200, metavar="N",
+                        help="newest commits shown in detail on a kernel page (default 200)")
+    parser.add_argument("--site-url", metavar="URL", help="where the site is served (for the links in --json)")
+    common_options.add_json(parser, "the change points, drift guard and build cost")
+    return parser
+
+
+def options_from(argv: Sequence[str] | None = None) -> SiteOptions:
+    args = build_parser().parse_args(argv)
+    if args.asv_window < 0 or args.page_window < 1:
+        raise OptionsError(f"--asv-window {args.asv_window} / --page-window {args.page_window}: expected >= 0 / >= 1")
+    results_dir = args.results_dir or REPO_ROOT / ".asv" / ("results" if args.local else "site-results")
+    out = args.out.resolve()
+    if out == REPO_ROOT or REPO_ROOT.is_relative_to(out):
+        raise OptionsError(f"--out {args.out}: the site's folder is emptied and rewritten; it cannot hold the checkout")
+    json_path = common_options.output_value(args.json, "--json")
+    return SiteOptions(out=out, results_dir=results_dir.resolve(), from_branch=not args.local,
+                       results_remote=None if args.local_branch or args.local else args.results_remote, branch=args.branch,
+                       asv_window=args.asv_window, page_window=args.page_window, site_url=args.site_url, json=json_path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        options = options_from(argv)
+    except OptionsError as exc:
+        print(f"python -m ci.history.publish: error: {exc}", file=sys.stderr)
+        return 2
+    from ci.history import site_build
+
+    return site_build.run(options)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

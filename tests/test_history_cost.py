@@ -134,6 +134,31 @@ def test_remeasure_a_changed_kernel_or_an_unknown_fingerprint_is_measured(tmp_pa
     assert identical.stamp(results_dir, MACHINE, COMMIT_A, same, "someone-else") == 0
 
 
+def test_a_commit_measured_on_this_machine_is_not_fingerprinted_again_whatever_its_environments(tmp_path):
+    """The main job with nothing new costs no compile: a known commit is not fingerprinted (unless --remeasure). Its
+    fingerprints are those of all its results files: one per asv environment, merged (not the last one read)."""
+    results_dir = tmp_path / "results"
+    measured_commit(results_dir, COMMIT_A, [0.01, 0.02], job="j1")
+    identical.stamp(results_dir, MACHINE, COMMIT_A, {k: PRINT for k in KEYS}, "j1")
+    other_env = results_dir / MACHINE / f"{COMMIT_A[:8]}-zz-other-env{records.SUFFIX}"  # sorts after ENV's files
+    gpu_key = "bench_gemm.GemmOnGpu.track_time('triton_dot_scaled:m128_n128_k128_w8_s3', 'square_m08192_n08192_k08192')"
+    write_results(results_dir, COMMIT_A, [0.01, 0.02], env="zz-other-env")
+    records.save(other_env, {gpu_key: {"status": "measured", "job": "j0", "median_s": 0.01, "tflops": 1.0, "fingerprint": PRINT}})
+    known = identical.recorded(results_dir, MACHINE)
+    assert set(known[COMMIT_A].fingerprints) == {*KEYS, gpu_key}
+
+    def never(commit):
+        raise AssertionError(f"{commit[:8]} fingerprinted again")
+
+    plan = identical.plan([COMMIT_A], known, never, lambda k: k in KEYS)
+    assert plan.identical == {COMMIT_A: COMMIT_A} and plan.measure == []
+    forced = identical.plan([COMMIT_A], known, lambda c: {k: PRINT for k in KEYS}, lambda k: k in KEYS, remeasure=[COMMIT_A])
+    assert forced.measure == [COMMIT_A]
+    # Known only for benchmarks this run does not select (another track): fingerprinted and measured.
+    other = identical.plan([COMMIT_A], known, lambda c: {"x": PRINT}, lambda k: k == "x")
+    assert other.measure == [COMMIT_A]
+
+
 def test_within_one_run_a_newer_identical_commit_equals_the_older_one_measured_in_it():
     commits = ["c" * 40, "b" * 40, "a" * 40]  # newest first, as asv takes them
     prints = {"a" * 40: {KEYS[0]: PRINT}, "b" * 40: {KEYS[0]: PRINT}, "c" * 40: {KEYS[0]: {**PRINT, "device code": "y"}}}

@@ -25,19 +25,19 @@ KEY = "bench_gemm.GemmOnCpu.track_time"
 PARAMS = [["'torch_dequant:bf16'", "'torch_dequant:fp32'"], ["'cpu_m00128_n00128_k02048'"]]
 
 
-def write_results(results_dir: Path, commit: str, values: list[float | None]) -> Path:
+def write_results(results_dir: Path, commit: str, values: list[float | None], env: str = ENV) -> Path:
     """A results file written by asv's own Results.save, one value per parameter set of KEY."""
     from asv.results import Results
     from asv.runner import BenchmarkResult
 
-    results = Results({"machine": MACHINE}, {}, commit, 0, "3.11", ENV, {})
+    results = Results({"machine": MACHINE}, {}, commit, 0, "3.11", env, {})
     benchmark = {"name": KEY, "params": PARAMS, "version": "1/kc"}
     samples = [None if v is None else [v, v] for v in values]
     result = BenchmarkResult(result=[v is not None or None for v in values], samples=samples, number=[1] * len(values), errcode=0, stderr="", profile=None)
     results.add_result(benchmark, result, record_samples=True)
     results.save(str(results_dir))
     (results_dir / MACHINE / "machine.json").write_text(json.dumps({"machine": MACHINE, "version": 1}))
-    return results_dir / MACHINE / f"{commit[:8]}-{ENV}.json"
+    return results_dir / MACHINE / f"{commit[:8]}-{env}.json"
 
 
 def test_a_truncated_and_an_invalid_results_file_are_moved_aside_with_a_message_and_the_rest_stays(tmp_path):

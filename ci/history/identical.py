@@ -83,15 +83,17 @@ def recorded(results_dir: Path, machine: str, kept: store.Store | None = None) -
     finally:
         if own:
             kept.close()
-    out: dict[str, Recorded] = {}
-    for summary in summaries:
+    merged: dict[str, dict[str, Any]] = {}
+    for summary in summaries:  # a commit can have one results file per asv environment: their fingerprints together
         prints = summary["fingerprints"]
         if prints["of"]:
-            originals = prints["originals"]
-            out[summary["commit"]] = Recorded(summary["commit"], prints["of"],
-                                              original=originals[0] if len(originals) == 1 else summary["commit"],
-                                              stamped_at=prints["at"])
-    return out
+            into = merged.setdefault(summary["commit"], {"of": {}, "originals": set(), "at": 0.0})
+            into["of"].update(prints["of"])
+            into["originals"].update(prints["originals"])
+            into["at"] = max(into["at"], prints["at"])
+    return {commit: Recorded(commit, prints["of"], original=next(iter(prints["originals"])) if len(prints["originals"]) == 1 else commit,
+                             stamped_at=prints["at"])
+            for commit, prints in merged.items()}
 
 
 def match(fingerprints: Fingerprints, candidates: Mapping[str, Recorded]) -> str | None:

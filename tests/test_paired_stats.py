@@ -112,7 +112,7 @@ def test_plan_looks_and_bonferroni_per_tail():
     assert PLAN.look_points == (5, 7, 10, 14, 20) and PLAN.alpha_per_tail and PLAN.futility and PLAN.miss_alpha == 0.01
     assert PLAN.per_look_confidence == pytest.approx(1 - 2 * PLAN.alpha / 5)  # two-sided at 2 alpha / K: alpha per tail
     assert PLAN.per_look_miss_confidence == pytest.approx(1 - 2 * PLAN.miss_alpha / 5)
-    # A plan recorded before alpha per tail (version 1 of the warm plan) replays with its own per-look confidence.
+    # A plan recorded before alpha per tail (the gate's version 2, the first warm plan) replays with its own per-look confidence.
     old = replace(PLAN, looks=(5, 10, 20), alpha_per_tail=False, futility=False, miss_alpha=None)
     assert old.per_look_confidence == pytest.approx(1 - PLAN.alpha / 3)
     assert replace(PLAN, min_rounds=8, max_rounds=8, looks=1).look_points == (8,)

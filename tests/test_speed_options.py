@@ -110,7 +110,7 @@ def test_every_plan_key_is_in_the_help_and_the_docs():
 def test_a_replay_completes_a_partial_plan_from_the_recorded_plan_not_another():
     options = options_of("--replay", RECORD, "--decisions", "4", "--plan", "max_rounds=14")
     assert options.mode is Mode.REPLAY and options.decisions == 4
-    first = plan_of(json.load(open("docs/data/h200_gpu_cost/slow_one.json"))["plan"])  # version 1: no rule of version 3
+    first = plan_of(json.load(open("docs/data/h200_gpu_cost/slow_one.json"))["plan"])  # version 2: no rule of version 3
     replanned = options.the_plan(first)
     assert replanned.max_rounds == 14 and not replanned.alpha_per_tail and not replanned.futility and replanned.alpha == first.alpha
     recorded = WARM_PLAN.with_alpha(0.2)

@@ -763,10 +763,15 @@ def test_options_are_checked_before_any_work(tmp_path):
     assert "measuring" not in done.stderr and "not inside a git repository" not in done.stderr
     _assert_harness_error(gate("--working-tree", "--head", "HEAD~1"), "--head HEAD~1 and --working-tree exclude each other")
     _assert_harness_error(gate("--budget", str(tmp_path / "none.json")), f"budget file {tmp_path / 'none.json'} does not exist")
-    with pytest.raises(OptionsError, match="--kernel 'a/b': expected one name"):
+    with pytest.raises(OptionsError, match="--kernel 'a/b': expected a name or a pattern"):
         GateOptions.checked(kernel="a/b")
+    with pytest.raises(OptionsError, match="--arch 'gfx942': expected a comma-separated subset of sm_90, gfx950"):
+        GateOptions.checked(arch="gfx942")
     assert GateOptions.checked(kernel="k", arch="gfx950").selects("k/gfx950/c")
     assert not GateOptions.checked(kernel="k", arch="gfx950").selects("k/sm_90/c")
+    # The shared selectors' one meaning (ci.common.options): repeatable names with * and ?, archs comma-separated.
+    both = GateOptions.checked(kernel=["flydsl_*", "k"], arch="gfx950,sm_90", config=["c?"])
+    assert both.selects("flydsl_gfx950_4wave/gfx950/c1") and both.selects("k/sm_90/c2") and not both.selects("k/sm_90/default")
 
 
 def test_a_base_that_does_not_import_does_not_block_its_fix(probe_repo, tmp_path):

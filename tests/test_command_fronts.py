@@ -19,24 +19,21 @@ REPO = Path(__file__).resolve().parents[1]
 # Module (path from the repository root) -> why it may read the command line.
 FRONTS = {
     "ci/speed/gate.py": "front of python -m ci.speed",
-    "ci/speed/experiment.py": "front of python -m ci.speed.experiment",
     "ci/budget/gate.py": "front of python -m ci.budget",
     "ci/budget/resources.py": "front of python -m ci.budget.resources",
     "ci/history/main_job.py": "front of python -m ci.history",
     "ci/history/publish.py": "front of python -m ci.history.publish",
     "ci/speed/changes.py": "front of python -m ci.speed.changes",
-    "ci/speed/engine_check.py": "front of python -m ci.speed.engine_check (the engines side by side on a GPU)",
     "ci/bisect/options.py": "front of python -m ci.bisect",
 }
 # Child entry points: started by a front with a fixed argv (a command and JSON file paths), not options.
 CHILD_ENTRY_POINTS = {
-    "ci/speed/child.py": "python -m ci.speed.child COMMAND REQUEST.json OUT.json",
     "ci/common/device_code.py": "python -m ci.common.device_code REQUEST.json OUT.json (compile-only, in a commit's tree)",
     "ci/speed/worker.py": "python -m ci.speed.worker (requests on stdin)",
 }
 # Shared option adders (asv's common_args): may import argparse to type the parser they add to; never read sys.argv.
 SHARED_ADDERS = {
-    "ci/common/options.py": "add_timing, add_json, add_machine, add_max_minutes",
+    "ci/common/options.py": "add_commits, add_repo, add_selection, add_arch, add_traceback, add_timing, add_json, add_machine, add_max_minutes",
 }
 
 

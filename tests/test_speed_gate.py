@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -33,19 +34,20 @@ from ci.speed.thresholds import ThresholdsError, parse_thresholds
 from ci.speed.verdict import decide_entry
 from harness import paired
 from harness.paired.rounds import Round
-from harness.paired.sequential import SequentialPlan
+from harness.paired.sequential import WARM_PLAN
 from harness.paired.verdict import Verdict
 from test_asv_suite import SLOWDOWN, git, make_project
 
 BENCH = "torch_dequant[bf16]/256x256x1024"
-# One benchmark at a tiny shape; a one-look plan of 2 rounds (A B, B A: the fewest whose interval,
-# the range of the two ratios, is bounded, at 50%); ~0.2 s of timed launches per benchmark. Warm-up:
+THREE_ROUNDS = replace(WARM_PLAN, min_rounds=3, max_rounds=3, looks=1).with_alpha(0.3)  # one look at 3 rounds, a wide interval
+# One benchmark at a tiny shape; a one-look plan of 2 rounds (A B, B A: the fewest with a t interval;
+# at 50% its half-width is the two log ratios' SD over sqrt(2)); ~0.2 s of timed launches per benchmark. Warm-up:
 # steady after any three chunks (tolerance 1000x), at most 5 s: on a shared 2-core CPU chunks rarely
 # agree within 3%, and a timing that never became steady excludes its round (a GPU rule). With a
 # 300 ms cap, three launches of the 3x-slowed kernel under a load average of 5 ran over it and the
 # gate, rightly, excluded the round.
 SMALL = ["--kernel", "torch_dequant", "--config", "bf16", "--shape", "256x256x1024",
-         "--min-rounds", "2", "--max-rounds", "2", "--alpha", "0.25", "--round-budget", "2",  # a 50% interval (alpha per tail)
+         "--plan", "min_rounds=2", "--plan", "max_rounds=2", "--plan", "alpha=0.25", "--plan", "round_budget=2",  # a 50% interval (alpha per tail)
          *[f"--timing={t}" for t in ("warmup_ms=30", "max_warmup_ms=5000", "rep_ms=150", "min_reps=5", "steady_tolerance=1000")]]
 
 RAISES = """
@@ -144,7 +146,7 @@ def test_a_throttled_round_is_excluded_from_the_decision():
     assert [p.round.excluded for p in paired_list] == [None, "throttled: sw_thermal_slowdown", None, None]
     assert [p.exclusion for p in paired_list] == [None, Exclusion(Excluded.THROTTLED, ("sw_thermal_slowdown",)), None, None]
     assert paired_list[1].order == ("head", "base") and "head gpu_before" in paired_list[1].detail
-    decision = paired.sequential_decision([p.round for p in paired_list], 0.01, SequentialPlan(3, 3, 1, 0.3))
+    decision = paired.sequential_decision([p.round for p in paired_list], 0.01, THREE_ROUNDS)
     assert decision.rounds_used == 3 and decision.rounds_excluded == 1 and decision.verdict is Verdict.REGRESSION
     assert dict(decision.excluded_reasons) == {"throttled: sw_thermal_slowdown": 1}
     assert decision.estimate.point > 0.89  # the throttled round's 0.5 never entered the estimate
@@ -200,9 +202,9 @@ def test_calibration_suggests_overrides_the_thresholds_file_accepts():
                                 for p in r["processes"]]) for r in rounds]
     thresholds = parse_thresholds({"schema": "mxfp4-speed-thresholds/1", "default_threshold": 0.01}, "t.json")
     results = [decide_entry(Entry(Benchmark("torch_dequant", "bf16", "256x256x1024", 256, 256, 1024), Status.GATED), rounds,
-                            thresholds, paired.DEFAULT_PLAN, ExclusionRule()),
-               decide_entry(Entry(Benchmark("x", "y", "z", 1, 1, 32), Status.GATED), noisy, thresholds, paired.DEFAULT_PLAN, ExclusionRule())]
-    calibrations, overrides, notes = calibrate_results(results, paired.DEFAULT_PLAN, "a test")
+                            thresholds, WARM_PLAN, ExclusionRule()),
+               decide_entry(Entry(Benchmark("x", "y", "z", 1, 1, 32), Status.GATED), noisy, thresholds, WARM_PLAN, ExclusionRule())]
+    calibrations, overrides, notes = calibrate_results(results, WARM_PLAN, "a test")
     cal = calibrations[BENCH]
     assert cal.n_rounds == 16 and 0.001 < cal.ratio_sd < 0.005 and cal.threshold < 0.01
     (override,) = overrides  # the second benchmark is too noisy for any threshold under 100%: named, not suggested
@@ -213,8 +215,8 @@ def test_calibration_suggests_overrides_the_thresholds_file_accepts():
 
 
 def test_calibration_of_very_noisy_rounds_reports_instead_of_raising():
-    rounds = [Round(1.0, r) for r in (0.99, 1.0, 0.79)]
-    cal = paired.calibrate(rounds, SequentialPlan(3, 3, 1, 0.3), alpha=0.3)
+    rounds = [Round(1.0, r) for r in (0.99, 1.0, 0.7)]  # a round SD of ~20%: no threshold under 100% in 3 rounds
+    cal = paired.calibrate(rounds, THREE_ROUNDS, alpha=0.3)
     assert cal.threshold > 1 and cal.min_resolvable_effect != cal.min_resolvable_effect  # NaN: nothing resolvable
 
 
@@ -265,7 +267,7 @@ def slow_run(gate_repo, tmp_path_factory):
 def test_a_large_slowdown_fails_naming_the_benchmark(slow_run):
     done, out, seconds = slow_run
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
-    print(f"one gate run (2 surveys + 2 rounds of 2 processes): {seconds:.1f} s")
+    print(f"one gate run (2 workers: surveys + 2 rounds): {seconds:.1f} s")
     assert "**REGRESSION**" in done.stdout and BENCH in done.stdout
     assert f"FAIL: regression in {BENCH}" in done.stderr and "round 2/2" in done.stderr
     record = json.loads((out / "verdict.json").read_text())
@@ -326,8 +328,8 @@ def test_a_selector_matching_nothing_is_a_harness_error(gate_repo):
     (["--json", "{file}/verdict.json"], "--json {file}/verdict.json: cannot write there"),
     (["--thresholds", "{bad}"], "default_threshold: must be a fraction in (0, 1)"),
     (["--shape", "256x256x1024", "--timing", "rep_sec=1"], "--timing 'rep_sec=1'"),
-    (["--engine", "fresh", "--min-rounds", "2", "--max-rounds", "2"], "plan: the first look at 2 rounds can never decide"),
-    (["--min-rounds", "1", "--max-rounds", "1"], "plan: the first look at 1 rounds can never decide"),  # the t plan needs 2
+    (["--plan", "min_rounds=1", "--plan", "max_rounds=1"], "plan: the first look at 1 rounds can never decide"),  # the t plan needs 2
+    (["--plan", "looks=5,7"], "plan: looks (5, 7) must increase strictly from >= min_rounds to max_rounds"),
 ])
 def test_bad_arguments_fail_before_measuring(gate_repo, tmp_path, args, message):
     repo, c0, _ = gate_repo
@@ -352,7 +354,7 @@ def test_replay_reproduces_the_recorded_verdict(slow_run, tmp_path):
     assert again["mode"] == "replay" and again["summary"] == recorded["summary"]
     assert again["benchmarks"][0]["decision"] == recorded["benchmarks"][0]["decision"]
     assert again["rounds"] == recorded["rounds"]  # the raw record travels on: a replay can be replayed
-    rates = run_gate(Path.cwd(), "--replay", str(out / "verdict.json"), "--decisions", "1", "--disjoint")
+    rates = run_gate(Path.cwd(), "--replay", str(out / "verdict.json"), "--decisions", "1")
     assert rates.returncode == 0 and BENCH in rates.stdout and "| 100.00%" in rates.stdout, rates.stdout + rates.stderr
 
 
@@ -376,6 +378,40 @@ def test_replay_excludes_a_throttled_round_and_reports_it(slow_run, tmp_path):
     assert [r["excluded"] for r in bench["rounds"]] == [None, "throttled: hw_thermal_slowdown"]
     assert run_gate(Path.cwd(), "--replay", str(faked), "--fail-on-inconclusive").returncode == 1
     # A clock floor above the faked 1600 MHz excludes every round.
-    floor = run_gate(Path.cwd(), "--replay", str(faked), "--clock-floor-mhz", "1700", "--json", str(tmp_path / "floor.json"))
+    floor = run_gate(Path.cwd(), "--replay", str(faked), "--plan", "clock_floor_mhz=1700", "--json", str(tmp_path / "floor.json"))
     (bench,) = json.loads((tmp_path / "floor.json").read_text())["benchmarks"]
     assert floor.returncode == 0 and bench["decision"]["rounds_excluded"] == 2 and bench["decision"]["rounds_used"] == 0
+
+
+@pytest.mark.slow
+def test_calibrate_writes_overrides_that_the_gate_then_reads(gate_repo, slow_run, tmp_path):
+    """--calibrate end to end: A/A rounds of one commit in warm workers -> calibrations and overrides to paste ->
+    a thresholds file (and the calibration file) that the gate reads when it decides."""
+    repo, c0, _ = gate_repo
+    cal = tmp_path / "calibration.json"
+    # 6 A/A rounds; the thresholds are planned for a last look at 400 rounds, so even a shared CPU's noise
+    # (round ratio SD up to ~30%) gets a threshold under 100%: what is tested is the plumbing, not the CPU.
+    done = run_gate(repo, "--calibrate", "--head", c0, *SMALL[:6], "--plan", "rounds=6", "--plan", "max_rounds=400",
+                    *[a for a in SMALL if a.startswith("--timing")], "--json", str(cal))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "### Speed gate calibration (A/A: one commit against itself)" in done.stdout
+    assert "surveying base and head in the workers that will measure them" in done.stderr  # the warm workers, no child
+    record = json.loads(cal.read_text())
+    assert record["mode"] == "calibrate" and record["engine"]["engine"] == "warm" and len(record["rounds"]) == 6
+    assert record["plan"]["max_rounds"] == 400 and record["plan"]["method"] == "t"
+    calibration = record["calibrations"][BENCH]
+    assert calibration["n_rounds"] + calibration["n_excluded"] == 6 and calibration["ratio_sd"] > 0
+    (override,) = record["suggested_overrides"]
+    assert override["match"] == BENCH and calibration["suggested_threshold"] <= override["threshold"] < 1
+    assert override["why"].startswith(f"--calibrate on CPU, ") and json.dumps(override) in done.stdout  # the snippet to paste
+    thresholds = tmp_path / "speed_thresholds.json"
+    thresholds.write_text(json.dumps({"schema": "mxfp4-speed-thresholds/1", "default_threshold": 0.01,
+                                      "overrides": record["suggested_overrides"]}))
+    # The gate decides the recorded slowdown again with the pasted thresholds and the calibration's noise.
+    _, out, _ = slow_run
+    again = run_gate(Path.cwd(), "--replay", str(out / "verdict.json"), "--thresholds", str(thresholds),
+                     "--calibration", str(cal), "--json", str(tmp_path / "replay.json"))
+    assert again.returncode in (0, 1), again.stdout[-3000:] + again.stderr[-3000:]
+    (bench,) = json.loads((tmp_path / "replay.json").read_text())["benchmarks"]
+    assert bench["threshold"] == override["threshold"] and bench["threshold_source"] == f"override {BENCH!r}: {override['why']}"
+    assert bench["resolvable_effect_source"].startswith(f"calibration ({cal}")

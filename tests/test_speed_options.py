@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
 from ci.speed import gate
-from ci.speed.options import Mode, speed_options
-from harness.paired import DEFAULT_PLAN
+from ci.speed.options import PLAN_KEYS, Mode, speed_options
+from ci.speed.verdict import plan_of
 from harness.paired.sequential import WARM_PLAN
 
-RECORD = "docs/data/h200_speed_gate_rounds.json"
+RECORD = "docs/data/h200_gpu_cost_v4/slow_one.json"  # a gate record of the plan in use
+RETIRED = "docs/data/h200_speed_gate_rounds.json"  # decided with the retired signed-rank plan
 
 
 def options_of(*argv: str):
@@ -22,36 +24,40 @@ def options_of(*argv: str):
 @pytest.mark.parametrize("argv, message", [
     (["--max-minutes", "nan"], "--max-minutes must be a finite number >= 0 (got nan)"),
     (["--max-minutes", "-1"], "--max-minutes must be a finite number >= 0"),
-    (["--allow-throttle", "sw_powr_cap"], "--allow-throttle 'sw_powr_cap': not a slowdown reason; known: "),
-    (["--allow-throttle", "gpu_idle"], "known: hw_power_brake_slowdown, hw_slowdown"),  # not a slowdown: allowing it does nothing
+    (["--plan", "allow_throttle=sw_powr_cap"], "--plan allow_throttle=sw_powr_cap: 'sw_powr_cap' is not a slowdown reason; known: "),
+    (["--plan", "allow_throttle=gpu_idle"], "known: hw_power_brake_slowdown, hw_slowdown"),  # not a slowdown: allowing it does nothing
     (["--timing", "rep_ms=-1"], "--timing 'rep_ms=-1': rep_ms must be a finite number > 0"),
-    (["--clock-floor-mhz", "-5"], "--clock-floor-mhz must be a finite number >= 0"),
-    (["--rounds", "0"], "--rounds must be >= 1"),
-    (["--round-budget", "2"], "--round-budget 2 is below the first look"),
-    (["--alpha", "1.5"], "--alpha must be a number in (0, 1)"),
-    (["--pr-alpha", "nan"], "--pr-alpha must be a number in (0, 1) (got nan)"),
-    (["--pr-alpha", "0"], "--pr-alpha must be a number in (0, 1) (got 0.0)"),
-    (["--miss-alpha", "nan"], "--miss-alpha must be a number in (0, 1) (got nan)"),
-    (["--miss-alpha", "0"], "--miss-alpha must be a number in (0, 1) (got 0.0)"),
-    (["--miss-alpha", "-0.01"], "--miss-alpha must be a number in (0, 1) (got -0.01)"),
-    (["--miss-alpha", "1"], "--miss-alpha must be a number in (0, 1) (got 1.0)"),
-    (["--alpha", "0.02", "--miss-alpha", "0.01"], "plan: miss_alpha 0.01 is below alpha 0.02: need miss_alpha >= alpha"),
-    (["--engine", "fresh", "--miss-alpha", "0.05"], "plan: miss_alpha bounds one tail (a missed regression): it needs alpha_per_tail"),
-    (["--engine", "fresh", "--min-rounds", "2", "--max-rounds", "2"], "plan: the first look at 2 rounds can never decide"),
-    (["--min-rounds", "1", "--max-rounds", "1"], "plan: the first look at 1 rounds can never decide"),
-    (["--calibrate", "--rounds", "2"], "--calibrate needs --rounds >= 3"),
+    (["--plan", "clock_floor_mhz=-5"], "--plan clock_floor_mhz=-5: must be a finite number >= 0"),
+    (["--plan", "rounds=0"], "--plan rounds=0: must be >= 1"),
+    (["--plan", "rounds=many"], "--plan rounds=many: expected a whole number"),
+    (["--plan", "round_budget=2"], "--plan round_budget=2 is below the first look (5 rounds)"),
+    (["--plan", "alpha=1.5"], "--plan alpha=1.5: must be a number in (0, 1)"),
+    (["--plan", "pr_alpha=nan"], "--plan pr_alpha=nan: must be a number in (0, 1)"),
+    (["--plan", "pr_alpha=0"], "--plan pr_alpha=0: must be a number in (0, 1)"),
+    (["--plan", "miss_alpha=nan"], "--plan miss_alpha=nan: must be a number in (0, 1)"),
+    (["--plan", "miss_alpha=-0.01"], "--plan miss_alpha=-0.01: must be a number in (0, 1)"),
+    (["--plan", "miss_alpha=1"], "--plan miss_alpha=1: must be a number in (0, 1)"),
+    (["--plan", "alpha=0.02", "--plan", "miss_alpha=0.01"], "plan: miss_alpha 0.01 is below alpha 0.02: need miss_alpha >= alpha"),
+    (["--plan", "min_rounds=1", "--plan", "max_rounds=1"], "plan: the first look at 1 rounds can never decide"),
+    (["--plan", "method=signed_rank"], "--plan 'method=signed_rank': expected KEY=VALUE with KEY one of"),  # not a knob any more
+    (["--plan", "looks"], "--plan 'looks': expected KEY=VALUE"),
+    (["--calibrate", "--plan", "rounds=2"], "--calibrate needs --plan rounds >= 3"),
     (["--calibrate", "--base", "main"], "--base does not apply to --calibrate"),
     (["--replay", RECORD, "--calibrate"], "--replay and --calibrate: choose one"),
-    (["--sides", "base,head"], "--sides only applies to --replay"),
     (["--decisions", "3"], "--decisions only applies to --replay"),
-    (["--replay", RECORD, "--resampled"], "--disjoint and --resampled only apply to --replay --decisions"),
     (["--replay", RECORD, "--decisions", "0"], "--decisions must be >= 1"),
-    (["--replay", RECORD, "--sides", "base"], "--sides 'base': expected two different recorded side names"),
     (["--replay", RECORD, "--shape", "square_m08192_n08192_k08192"], "--shape does not apply to --replay"),
+    (["--replay", RECORD, "--plan", "rounds=10"], "--plan rounds does not apply to --replay"),
+    (["--replay", RECORD, "--plan", "restart_every=1"], "--plan restart_every does not apply to --replay"),
     (["--replay", "no-such-record.json"], "--replay no-such-record.json: no such file"),
     (["--working-tree", "--head", "main"], "--head and --working-tree: choose one"),
     (["--json", "/proc/no-such-dir/v.json"], "--json /proc/no-such-dir/v.json: cannot write there"),
     (["--max-minutes", "soon"], "argument --max-minutes: invalid float value: 'soon'"),
+    (["--device", "cuda:0,0"], "--device 'cuda:0,0': a GPU is named twice"),
+    (["--device", "rocm"], "--device 'rocm': expected auto, cpu, cuda, or cuda:LIST of GPU indices"),
+    (["--arch", "sm_90,gfx950"], "--arch 'sm_90,gfx950': expected one of auto, sm_90, gfx950, cpu"),
+    (["--kernel", "a/b"], "--kernel 'a/b': expected a name or a pattern"),
+    (["--engine", "fresh"], "unrecognized arguments: --engine fresh"),  # retired with the fresh-process engine
 ])
 def test_a_bad_option_is_one_line_and_exit_2(capsys, argv, message):
     assert exit_code(argv) == 2
@@ -76,36 +82,56 @@ def test_a_bad_thresholds_file_is_an_option_error(tmp_path, capsys):
 
 
 def test_the_options_are_one_frozen_object_with_the_rule_and_plan_asked_for():
-    options = options_of("--allow-throttle", "sw_power_cap", "--clock-floor-mhz", "1000", "--max-rounds", "20",
-                         "--timing", "rep_ms=200", "--max-minutes", "0")
-    assert options.mode is Mode.GATE and options.head == "HEAD" and options.device == "auto"
+    options = options_of("--plan", "allow_throttle=sw_power_cap", "--plan", "clock_floor_mhz=1000", "--plan", "max_rounds=30",
+                         "--timing", "rep_ms=200", "--max-minutes", "0", "--device", "cuda:0,2")
+    assert options.mode is Mode.GATE and options.head == "HEAD" and options.device == "cuda" and options.gpus == (0, 2)
     rule = options.exclusion_rule()
     assert "sw_power_cap" not in rule.slowdown_reasons and "hw_slowdown" in rule.slowdown_reasons and rule.clock_floor_mhz == 1000
-    # A partial plan is completed from the engine's default plan: the warm engine's t plan, the fresh engine's signed-rank plan.
-    assert options.the_plan().max_rounds == 20 and options.the_plan().min_rounds == WARM_PLAN.min_rounds
-    assert options.the_plan().method == "t"
-    fresh = options_of("--engine", "fresh", "--max-rounds", "20").the_plan()
-    assert fresh.min_rounds == DEFAULT_PLAN.min_rounds and fresh.method == "signed_rank"
-    assert options.round_limit() == 30 and options.timing_overrides == {"rep_ms": 200.0} and options.max_minutes is None
+    # A partial plan is completed from the gate's plan: its first look, its number of looks, its rules.
+    plan = options.the_plan()
+    assert plan.max_rounds == 30 and plan.min_rounds == WARM_PLAN.min_rounds and len(plan.look_points) == len(WARM_PLAN.look_points)
+    assert (plan.alpha_per_tail, plan.futility, plan.miss_alpha) == (WARM_PLAN.alpha_per_tail, WARM_PLAN.futility, WARM_PLAN.miss_alpha)
+    assert options.round_limit() == 45 and options.timing_overrides == {"rep_ms": 200.0} and options.max_minutes is None
+    assert options_of("--plan", "looks=5,10,20").the_plan().look_points == (5, 10, 20)
+    assert options_of("--plan", "rounds=7").round_limit() == 7 and options_of().restart_every == 4
     with pytest.raises(dataclasses.FrozenInstanceError):
         options.head = "main"  # type: ignore[misc]
 
 
-def test_a_replay_keeps_the_recorded_plan_and_rule_unless_asked():
-    options = options_of("--replay", RECORD, "--sides", "base,slow-1.0", "--decisions", "4")
-    assert options.mode is Mode.REPLAY and options.sides == ("base", "slow-1.0") and options.resampled is False  # disjoint
-    recorded = dataclasses.replace(DEFAULT_PLAN, alpha=0.2)
-    assert options.the_plan(recorded) is recorded and options.plan is None
+def test_every_plan_key_is_in_the_help_and_the_docs():
+    text = gate._parser().format_help()
+    documented = (Path(__file__).resolve().parents[1] / "docs" / "SPEED_GATE.md").read_text()
+    for key, spec in PLAN_KEYS.items():
+        assert f"  {key}: {spec.means}" in text and f"`{key}`" in documented, key
+    options = sum(1 for action in gate._parser()._actions if action.option_strings)
+    assert options <= 25, options  # --help included: what a person uses, the knobs of the statistics under --plan
+
+
+def test_a_replay_completes_a_partial_plan_from_the_recorded_plan_not_another():
+    options = options_of("--replay", RECORD, "--decisions", "4", "--plan", "max_rounds=14")
+    assert options.mode is Mode.REPLAY and options.decisions == 4
+    first = plan_of(json.load(open("docs/data/h200_gpu_cost/slow_one.json"))["plan"])  # version 2: no rule of version 3
+    replanned = options.the_plan(first)
+    assert replanned.max_rounds == 14 and not replanned.alpha_per_tail and not replanned.futility and replanned.alpha == first.alpha
+    recorded = WARM_PLAN.with_alpha(0.2)
+    assert options_of("--replay", RECORD).the_plan(recorded) == recorded  # no key given: the record's own plan
 
 
 def test_the_miss_alpha_stays_per_benchmark_while_the_pr_alpha_is_shared():
     default = options_of().plan_for(10)
     assert default.alpha == pytest.approx(0.001) and default.miss_alpha == WARM_PLAN.miss_alpha == 0.01
-    asked = options_of("--miss-alpha", "0.05").plan_for(10)
+    asked = options_of("--plan", "miss_alpha=0.05").plan_for(10)
     assert asked.alpha == pytest.approx(0.001) and asked.miss_alpha == 0.05 and asked.look_points == WARM_PLAN.look_points
-    # An alpha above the miss alpha takes it along: a per-benchmark --alpha, or the per-PR alpha over one benchmark.
-    assert options_of("--alpha", "0.02").plan_for(10).miss_alpha == 0.02
-    single = options_of("--pr-alpha", "0.05").plan_for(1)
+    # An alpha above the miss alpha takes it along: a per-benchmark alpha, or the per-PR alpha over one benchmark.
+    assert options_of("--plan", "alpha=0.02").plan_for(10).miss_alpha == 0.02
+    single = options_of("--plan", "pr_alpha=0.05").plan_for(1)
     assert single.alpha == 0.05 and single.miss_alpha == 0.05
-    assert options_of("--alpha", "0.02", "--miss-alpha", "0.03").plan_for(10).miss_alpha == 0.03
-    assert options_of("--engine", "fresh").plan_for(10).miss_alpha is None  # the signed-rank plan: alpha bounds both
+    assert options_of("--plan", "alpha=0.02", "--plan", "miss_alpha=0.03").plan_for(10).miss_alpha == 0.03
+
+
+def test_a_record_of_the_retired_plan_is_refused_with_the_reason(capsys):
+    assert exit_code(["--replay", RETIRED]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"speed_gate: error: {RETIRED} was decided with the signed-rank plan") and "retired in issue 28" in line
+    assert exit_code(["--replay", RETIRED, "--plan", "max_rounds=30"]) == 2  # a plan given does not re-judge it either
+    assert "signed-rank plan" in capsys.readouterr().err

@@ -21,7 +21,7 @@ import pytest
 from ci.speed.devices import assign_devices, estimated_seconds, pinned_environment, visible_devices_variable
 from ci.speed.rounds import Benchmark, Side, rotating_order, survey_request
 from ci.speed.cost import cost_summary
-from ci.speed.warm import WarmEngine, open_engine
+from ci.speed.warm import WarmEngine
 from ci.speed.worker_process import WorkerFailed
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -162,19 +162,9 @@ def test_warm_workers_alternate_measure_many_times_and_restart(sides, capsys):
     cost = cost_summary(rounds)
     assert cost["processes_started"] == 4 and cost["measure_s"] > 0
 
-    # The fresh path, for comparison in the same run: same record shape, a process per side and round.
-    started = time.perf_counter()
-    with open_engine("fresh", sides, device="cpu", budget=BUDGET) as fresh:
-        fresh_round = fresh.measure_round(["base", "head"], benches, round_index=3).to_json()
-    fresh_wall = time.perf_counter() - started
-    fresh_record = _records(fresh_round, "base")[benches[0].id]
-    assert set(_records(rounds[0], "base")[benches[0].id]) >= set(fresh_record) - {"traceback"}
-    assert fresh_round["engine"] == "fresh" and all(p["startup_s"] > 0 and p["measure_s"] > 0 for p in fresh_round["processes"])
-    fresh_cost = cost_summary([fresh_round])
     with capsys.disabled():
         print(f"\nwarm: 3 rounds x 2 benchmarks x 2 sides in {warm_wall:.1f} s: start-up {cost['startup_s']:.1f} s "
-              f"(4 processes), measuring {cost['measure_s']:.1f} s; fresh: 1 round in {fresh_wall:.1f} s: "
-              f"start-up {fresh_cost['startup_s']:.1f} s, measuring {fresh_cost['measure_s']:.1f} s")
+              f"(4 processes), measuring {cost['measure_s']:.1f} s")
 
 
 def test_the_workers_that_survey_are_the_ones_that_measure_and_the_survey_is_counted(sides, tmp_path):

@@ -3,9 +3,8 @@
 A temporary repository (tests/test_asv_suite.make_project) whose torch_dequant zeroes row 0 of C
 only when M == 128, the M of the timed CPU shape cpu_m00128_n00128_k02048: the survey's
 correctness check at 256x256x1024 passes it, so only the check of the timed output can see it.
-A head wrong there fails the gate (exit 1, "wrong result at 128x128x2048"), with the warm engine
-(the default) and with --engine fresh; a base wrong there is reported and the head's benchmark is
-"new", not compared (a PR that fixes it must not be blocked by it).
+A head wrong there fails the gate (exit 1, "wrong result at 128x128x2048"); a base wrong there is
+reported and the head's benchmark is "new", not compared (a PR that fixes it must not be blocked by it).
 """
 
 from __future__ import annotations
@@ -19,11 +18,10 @@ from test_speed_gate import run_gate
 
 SHAPE = "cpu_m00128_n00128_k02048"
 BENCH = f"torch_dequant[bf16]/{SHAPE}"
-# One benchmark, a one-look plan of 2 rounds, a short timing budget (as tests/test_speed_gate.py's SMALL).
-# A 50% interval: the warm plan's alpha is per tail (0.25 each side), the fresh engine's two-sided (0.5).
-ALPHA = {"warm": "0.25", "fresh": "0.5"}
+# One benchmark, a one-look plan of 2 rounds, a 50% interval (alpha 0.25 per tail), a short timing budget
+# (as tests/test_speed_gate.py's SMALL).
 ARGS = ["--kernel", "torch_dequant", "--config", "bf16", "--shape", SHAPE,
-        "--min-rounds", "2", "--max-rounds", "2", "--round-budget", "2",
+        "--plan", "min_rounds=2", "--plan", "max_rounds=2", "--plan", "round_budget=2", "--plan", "alpha=0.25",
         *[f"--timing={t}" for t in ("warmup_ms=30", "max_warmup_ms=5000", "rep_ms=100", "min_reps=5", "steady_tolerance=1000")]]
 
 WRONG_AT_SHAPE = """
@@ -65,9 +63,8 @@ def repo(tmp_path_factory):
     return repo
 
 
-@pytest.mark.parametrize("engine", ["warm", "fresh"])
-def test_a_head_wrong_only_at_the_timed_shape_fails_the_gate(repo, tmp_path, engine):
-    done = run_gate(repo, "--base", "main", "--head", "wrong", *ARGS, "--alpha", ALPHA[engine], "--engine", engine, "--json", str(tmp_path / "v.json"))
+def test_a_head_wrong_only_at_the_timed_shape_fails_the_gate(repo, tmp_path):
+    done = run_gate(repo, "--base", "main", "--head", "wrong", *ARGS, "--json", str(tmp_path / "v.json"))
     out = done.stdout + done.stderr
     assert done.returncode == 1, out[-4000:]
     assert "wrong result at 128x128x2048: " in out and "first bad element C[0," in out
@@ -87,7 +84,7 @@ def test_a_head_wrong_only_at_the_timed_shape_fails_the_gate(repo, tmp_path, eng
 
 
 def test_a_base_wrong_only_at_the_timed_shape_is_reported_and_does_not_fail(repo, tmp_path):
-    done = run_gate(repo, "--base", "wrong", "--head", "fixed", *ARGS, "--alpha", ALPHA["warm"], "--json", str(tmp_path / "v.json"))
+    done = run_gate(repo, "--base", "wrong", "--head", "fixed", *ARGS, "--json", str(tmp_path / "v.json"))
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-4000:]
     record = json.loads((tmp_path / "v.json").read_text())
@@ -103,7 +100,7 @@ def test_once_the_pr_has_failed_no_round_starts_unless_all_verdicts_are_asked(re
     """The wrong shape fails the PR in round 1; the other shape (right there) is then not measured on:
     the status is known. --all-verdicts measures it to its verdict."""
     other = "96x128x1024"  # M != 128: the injected fault is not there
-    args = [*ARGS, "--shape", other, "--alpha", ALPHA["warm"]]
+    args = [*ARGS, "--shape", other]
     stopped = run_gate(repo, "--base", "main", "--head", "wrong", *args, "--json", str(tmp_path / "stop.json"))
     assert stopped.returncode == 1, (stopped.stdout + stopped.stderr)[-4000:]
     record = json.loads((tmp_path / "stop.json").read_text())

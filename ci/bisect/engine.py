@@ -33,7 +33,7 @@ class Measurement:
     base: str
     head: str
     verdict: str  # REGRESSION, NO_CHANGE, IMPROVEMENT or INCONCLUSIVE
-    ratio: float | None  # TFLOPS head / base (Hodges-Lehmann)
+    ratio: float | None  # TFLOPS head / base (the gate's mean ratio)
     low: float | None  # its interval
     high: float | None
     threshold: float | None = None

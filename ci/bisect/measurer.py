@@ -1,8 +1,8 @@
 """The real measurer and fingerprint key of ci.bisect.engine: the speed gate and ci.common.code_fingerprint.
 
 :class:`SpeedGateMeasurer` runs ``python -m ci.speed --base <good> --head <commit> --kernel K
---config C --shape S --json <file>`` (the gate's interleaved A/B engine, its thresholds and
-sequential plan) and reads the benchmark's verdict, ratio and interval from the JSON: the
+--config C --shape S --json <file>`` (the gate's warm workers in interleaved A/B rounds, its
+thresholds and plan) and reads the benchmark's verdict, ratio and interval from the JSON: the
 same record the PR gate writes, never its log. Exit 0 and 1 are verdicts; anything else
 is a harness error (:class:`MeasureError`, exit 2 of ci.bisect).
 """
@@ -55,7 +55,7 @@ class SpeedGateMeasurer:
     config: str
     shape: str
     repo: Path
-    gate_args: Sequence[str] = ()  # passed through: --device, --thresholds, --max-rounds, ...
+    gate_args: Sequence[str] = ()  # passed through: --device, --thresholds, --plan max_rounds=30, ...
     log: Callable[[str], None] = lambda line: None
 
     def __call__(self, base: str, head: str) -> Measurement:

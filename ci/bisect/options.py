@@ -7,7 +7,7 @@
 job's JSON report (ci.bisect.change_point); it excludes --good/--bad.
 
 Arguments after ``--`` go to every ``python -m ci.speed`` comparison (``--device``, ``--thresholds``,
-``--max-rounds``, ...). Exit 0: a culprit is named; 1: inconclusive, no regression, or no code change
+``--plan max_rounds=30``, ...). Exit 0: a culprit is named; 1: inconclusive, no regression, or no code change
 (the step summary says which); 2: a harness error (a bad option, a commit that does not resolve, a
 comparison the gate could not make).
 """
@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 
 from ci.common import gitutil
 from ci.common.code_fingerprint import DEFAULT_ARCHS
-from ci.common.options import OptionsError, add_json, output_value
+from ci.common.options import OptionsError, add_arch, add_json, add_repo, arch_value, output_value
 
 
 @dataclass(frozen=True)
@@ -52,8 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--bench", metavar="ID",
                         help="the speed gate's benchmark id, kernel[config]/shape (with --from-change-point: which "
                              "benchmark's change points; the asv key works too)")
-    parser.add_argument("--arch", default=",".join(DEFAULT_ARCHS), help="fingerprint archs, comma-separated (default %(default)s)")
-    parser.add_argument("--repo", default=".", help="the repository (default: the current directory)")
+    add_arch(parser, ",".join(DEFAULT_ARCHS))  # a commit is skipped unmeasured only when its code is identical on all
+    add_repo(parser)
     add_json(parser, "the bisection (schema mxfp4-bisect/1)")
     parser.add_argument("gate_args", nargs="*", help="after --: arguments for every python -m ci.speed comparison")
     return parser
@@ -79,9 +79,7 @@ def options_from(argv: Sequence[str] | None) -> BisectOptions:
         kernel, config, shape = parse_bench(args.bench)
     except ValueError as exc:
         raise OptionsError(f"--bench {exc}") from None
-    archs = tuple(a for a in args.arch.split(",") if a)
-    if not archs:
-        raise OptionsError("--arch: name at least one arch")
+    archs = arch_value(args.arch)
     try:
         repo = gitutil.open_repo(args.repo)
         good, bad = gitutil.resolve_commit(repo, args.good), gitutil.resolve_commit(repo, args.bad)

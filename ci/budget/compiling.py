@@ -22,13 +22,11 @@ if TYPE_CHECKING:
 SCHEMA = "mxfp4-resources/1"
 
 
-def compile_targets(arch: str | None = None) -> list[tuple[str, str, str]]:
+def compile_targets() -> list[tuple[str, str, str]]:
     """Every (kernel, arch, config) the registry says ``compile_only`` can build here, sorted."""
     from kernels.registry import all_kernels
 
-    return sorted(
-        (k.name, a, config) for k in all_kernels() for a in k.compile_archs if arch in (None, a) for config in k.configs
-    )
+    return sorted((k.name, a, config) for k in all_kernels() for a in k.compile_archs for config in k.configs)
 
 
 def inspect(kernel_name: str, arch: str, config: str, isa_dir: Path | None = None) -> ResourceUsage:

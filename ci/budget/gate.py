@@ -108,7 +108,7 @@ from ci.budget.budget_file import BUDGET_PATH
 from ci.budget.errors import HarnessError
 from ci.budget.options import GateOptions
 from ci.common.gitutil import GitError
-from ci.common.options import OptionsError, add_json, step_summary_value
+from ci.common.options import OptionsError, add_arch, add_commits, add_json, add_selection, add_traceback, step_summary_value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -118,18 +118,14 @@ def _parser() -> argparse.ArgumentParser:
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--base", metavar="REF", help="compare with the merge-base of HEAD and REF (default: origin/main, else main)")
-    parser.add_argument("--head", metavar="REF", default="HEAD", help="the commit to check (default: HEAD)")
-    parser.add_argument("--working-tree", action="store_true", help="check the current files (uncommitted edits too) instead of a commit; the base may then be HEAD itself")
+    add_commits(parser)
     parser.add_argument("--budget", metavar="PATH", help=f"budget file to use (default: {BUDGET_PATH} of the head)")
     parser.add_argument("--update-budget", action="store_true",
                         help=f"write the tightened entries of passing targets into --budget or the working tree's {BUDGET_PATH} (only ever tightens)")
-    parser.add_argument("--kernel", help="only targets of this kernel")
-    parser.add_argument("--arch", help="only targets of this architecture (gfx950, sm_90)")
-    parser.add_argument("--config", help="only targets with this config name")
-    parser.add_argument("--repo", metavar="DIR", default=".", help="the git repository (default: the current directory)")
+    add_selection(parser)
+    add_arch(parser, None)
     add_json(parser)
-    parser.add_argument("--traceback", action="store_true", help="show the Python traceback of a harness error")
+    add_traceback(parser)
     return parser
 
 
@@ -137,7 +133,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     args = _parser().parse_args(None if argv is None else list(argv))
     try:
         options = GateOptions.checked(
-            head=args.head, base=args.base, working_tree=args.working_tree, budget=args.budget,
+            head=args.head or "HEAD", base=args.base, working_tree=args.working_tree, budget=args.budget,
             update_budget=args.update_budget, kernel=args.kernel, arch=args.arch, config=args.config,
             repo=args.repo, json=args.json, traceback=args.traceback,
         )

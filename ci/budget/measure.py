@@ -12,7 +12,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ci.budget.compiling import SCHEMA as RESULTS_SCHEMA
 from ci.budget.errors import HarnessError
@@ -27,8 +27,8 @@ class Measurement:
     note: str = ""
 
 
-def measure_tree(tree: Path, label: str, only: Mapping[str, str | None]) -> Measurement:
-    """Compile ``tree``'s kernels (those matching ``only``: kernel/arch/config -> value or None) and read them."""
+def measure_tree(tree: Path, label: str, only: Mapping[str, Sequence[str]]) -> Measurement:
+    """Compile ``tree``'s kernels (those matching ``only``: kernel/arch/config -> the selectors given) and read them."""
     from ci.common.commit_tree import has_kernels, kernels_of, run_forwarding_stderr
 
     if not has_kernels(tree):
@@ -36,7 +36,8 @@ def measure_tree(tree: Path, label: str, only: Mapping[str, str | None]) -> Meas
     with kernels_of(tree) as (folder, env):
         out = folder / "resources.json"
         cmd = [sys.executable, "-m", "ci.budget.resources", "--json", str(out), "--allow-empty"]
-        cmd += [f"--{name}={value}" for name, value in only.items() if value]
+        cmd += [f"--{name}={value}" for name, values in only.items()
+                for value in ([",".join(values)] if name == "arch" and values else values)]
         print(f"budget_gate: measuring {label} in {tree}", file=sys.stderr, flush=True)
         run = run_forwarding_stderr(cmd, cwd=folder, env=env, timeout_s=CHILD_TIMEOUT_S,
                                     log=lambda line: print(f"  [{label}] {line}", file=sys.stderr, flush=True))

@@ -11,15 +11,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.common.options import OptionsError, output_value
+from typing import Sequence
+
+from ci.common.options import OptionsError, arch_value, name_matches, names_value, output_value
 
 SELECTORS = ("kernel", "arch", "config")
+Names = str | Sequence[str] | None  # one value or several (a front's repeatable --kernel / --config, --arch a,b)
 
 
-def _selector(value: str | None, flag: str) -> str | None:
-    if value is not None and (not value or "/" in value):
-        raise OptionsError(f"{flag} {value!r}: expected one name (no '/', not empty)")
-    return value
+def _names(value: Names, flag: str) -> tuple[str, ...]:
+    return names_value([value] if isinstance(value, str) else value, flag)
+
+
+def _archs(value: Names) -> tuple[str, ...]:
+    return arch_value(value if value is None or isinstance(value, str) else ",".join(value))
+
+
+def selected(target: tuple[str, str, str], kernel: Sequence[str], arch: Sequence[str], config: Sequence[str]) -> bool:
+    """Whether a compile target (kernel, arch, config) matches the --kernel/--arch/--config selectors (none: all)."""
+    return name_matches(target[0], kernel) and (not arch or target[1] in arch) and name_matches(target[2], config)
+
+
+def selectors_text(kernel: Sequence[str], arch: Sequence[str], config: Sequence[str]) -> str:
+    """The selectors as given on the command line, e.g. ``--kernel k --arch gfx950``."""
+    given = {"kernel": kernel, "arch": [",".join(arch)] if arch else [], "config": config}
+    return " ".join(f"--{name} {value}" for name, values in given.items() for value in values)
 
 
 @dataclass(frozen=True)
@@ -31,17 +47,17 @@ class GateOptions:
     working_tree: bool = False
     budget: Path | None = None  # None: the head's ci/register_budget.json
     update_budget: bool = False
-    kernel: str | None = None
-    arch: str | None = None
-    config: str | None = None
+    kernel: tuple[str, ...] = ()  # name patterns (ci.common.options.name_matches); empty: every one
+    arch: tuple[str, ...] = ()
+    config: tuple[str, ...] = ()
     repo: Path = Path(".")
     json: Path | None = None
     traceback: bool = False
 
     @classmethod
     def checked(cls, *, head: str = "HEAD", base: str | None = None, working_tree: bool = False,
-                budget: str | Path | None = None, update_budget: bool = False, kernel: str | None = None,
-                arch: str | None = None, config: str | None = None, repo: str | Path = ".",
+                budget: str | Path | None = None, update_budget: bool = False, kernel: Names = None,
+                arch: Names = None, config: Names = None, repo: str | Path = ".",
                 json: str | Path | None = None, traceback: bool = False) -> GateOptions:
         if working_tree and head != "HEAD":
             raise OptionsError(f"--head {head} and --working-tree exclude each other: the working tree is measured on HEAD")
@@ -57,18 +73,18 @@ class GateOptions:
         if budget_path is not None and update_budget:
             output_value(budget_path, "--budget (written by --update-budget)")
         return cls(head=head, base=base, working_tree=working_tree, budget=budget_path, update_budget=update_budget,
-                   kernel=_selector(kernel, "--kernel"), arch=_selector(arch, "--arch"),
-                   config=_selector(config, "--config"), repo=Path(repo), json=output_value(json, "--json"),
-                   traceback=traceback)
+                   kernel=_names(kernel, "--kernel"), arch=_archs(arch), config=_names(config, "--config"),
+                   repo=Path(repo), json=output_value(json, "--json"), traceback=traceback)
 
     @property
-    def selectors(self) -> dict[str, str | None]:
-        """``{"kernel": ..., "arch": ..., "config": ...}``, None where not given."""
+    def selectors(self) -> dict[str, tuple[str, ...]]:
+        """``{"kernel": ..., "arch": ..., "config": ...}``, empty where not given."""
         return {"kernel": self.kernel, "arch": self.arch, "config": self.config}
 
     def selects(self, target: str) -> bool:
         """Whether the target ``kernel/arch/config`` matches every selector given."""
-        return all(value in (None, part) for value, part in zip(self.selectors.values(), target.split("/")))
+        kernel, arch, config = target.split("/")
+        return selected((kernel, arch, config), self.kernel, self.arch, self.config)
 
 
 @dataclass(frozen=True)
@@ -76,28 +92,28 @@ class ResourcesOptions:
     """What ``python -m ci.budget.resources`` compiles (resolved against the registry), and where it writes."""
 
     targets: tuple[tuple[str, str, str], ...]  # (kernel, arch, config), sorted
-    kernel: str | None = None
-    arch: str | None = None
-    config: str | None = None
+    kernel: tuple[str, ...] = ()
+    arch: tuple[str, ...] = ()
+    config: tuple[str, ...] = ()
     json: Path | None = None
     isa_dir: Path | None = None
     list_only: bool = False
     allow_empty: bool = False
 
     @classmethod
-    def checked(cls, *, kernel: str | None = None, arch: str | None = None, config: str | None = None,
+    def checked(cls, *, kernel: Names = None, arch: Names = None, config: Names = None,
                 json: str | Path | None = None, isa_dir: str | Path | None = None, list_only: bool = False,
                 allow_empty: bool = False) -> ResourcesOptions:
         from ci.budget.compiling import compile_targets, describe_error
 
-        kernel, arch, config = _selector(kernel, "--kernel"), _selector(arch, "--arch"), _selector(config, "--config")
+        kernel, arch, config = _names(kernel, "--kernel"), _archs(arch), _names(config, "--config")
         try:
-            every = compile_targets(arch=arch)
+            every = compile_targets()
         except Exception as exc:  # the registry (the code under test) does not import
             raise OptionsError(describe_error(exc)) from None
-        targets = tuple(t for t in every if kernel in (None, t[0]) and config in (None, t[2]))
+        targets = tuple(t for t in every if selected(t, kernel, arch, config))
         if not targets and (kernel or arch or config) and not allow_empty:
-            raise OptionsError(f"no compile target matches --kernel {kernel} --arch {arch} --config {config}")
+            raise OptionsError(f"no compile target matches {selectors_text(kernel, arch, config)}")
         isa_path = None if isa_dir is None or str(isa_dir) == "" else Path(isa_dir)
         if isa_path is not None:
             output_value(isa_path / ".probe", "--isa-dir")

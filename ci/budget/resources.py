@@ -30,7 +30,7 @@ from typing import Iterable
 
 from ci.budget.compiling import run
 from ci.budget.options import ResourcesOptions
-from ci.common.options import OptionsError, add_json
+from ci.common.options import OptionsError, add_arch, add_json, add_selection
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,9 +43,8 @@ def _parser() -> argparse.ArgumentParser:
         ),
         epilog="Exit codes: 0 all compiled, 1 some target failed to compile, 2 harness error.",
     )
-    parser.add_argument("--kernel", help="only this registered kernel name")
-    parser.add_argument("--arch", help="only this architecture (e.g. gfx950, sm_90)")
-    parser.add_argument("--config", help="only this config name")
+    add_selection(parser)
+    add_arch(parser, None)
     add_json(parser, "the results")
     parser.add_argument("--isa-dir", metavar="DIR", help="also keep each target's assembly (ISA / PTX / SASS) here")
     parser.add_argument("--list", action="store_true", help="list the compile targets and exit without compiling")

@@ -10,13 +10,13 @@ from __future__ import annotations
 import sys
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from ci.budget.budget_file import BUDGET_PATH, read_base_budget, read_budget, update_budget_file
 from ci.budget.compare import evaluate
 from ci.budget.errors import HarnessError
 from ci.budget.measure import Measurement, measure_tree
-from ci.budget.options import GateOptions
+from ci.budget.options import GateOptions, selectors_text
 from ci.budget.report import (dirty_warning, gate_json, gate_report, markdown_summary, tightened_edits, update_line,
                               verdict_line)
 from ci.common import gitutil
@@ -99,8 +99,8 @@ def _first_line(exc: Exception, limit: int = 300) -> str:
     return (text[-1] if text else type(exc).__name__)[:limit]
 
 
-def _nothing_selected(only: Mapping[str, str | None], names: set[str]) -> str:
-    asked = " ".join(f"--{k} {v}" for k, v in only.items() if v)
+def _nothing_selected(only: Mapping[str, Sequence[str]], names: set[str]) -> str:
+    asked = selectors_text(only["kernel"], only["arch"], only["config"])
     if not asked:
         return "no compile target and no budget entry: nothing was checked"
     known = [sorted({n.split("/")[i] for n in names}) for i in range(3)]

@@ -37,6 +37,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ci.common import launch_path
 from ci.common.commit_tree import REPO_ROOT, kernels_of, run_forwarding_stderr
 from ci.common.interrupts import MARKER
+from ci.common.options import name_matches
 
 DEFAULT_ARCHS = ("sm_90", "gfx950")
 # Loading a registry and compiling 8 targets takes ~20 s cold on a 2-core CPU; a hung compiler must not hold the job.
@@ -146,7 +147,7 @@ def fingerprint_tree(
     with_environment: bool = False,
     log: Callable[[str], None] = lambda line: None,
 ) -> TreeFingerprints:
-    """The fingerprints of every (kernel, config, arch) of ``tree``'s registry (``kernels``: only these names).
+    """The fingerprints of every (kernel, config, arch) of ``tree``'s registry (``kernels``: only names matching these).
 
     Results are cached per kernels/ content within this process, so a tree compiled once is not compiled again.
     """
@@ -164,7 +165,7 @@ def _fingerprint_tree(tree, archs, kernels, with_environment, log) -> TreeFinger
     environment = environment_part() if with_environment else None
     fingerprints = {}
     for kernel in child["kernels"]:
-        if kernels and kernel["name"] not in kernels:
+        if not name_matches(kernel["name"], kernels or ()):
             continue
         launch = launch_part(tree, kernel["module"])
         for arch in archs:
@@ -172,7 +173,7 @@ def _fingerprint_tree(tree, archs, kernels, with_environment, log) -> TreeFinger
                 device = device_part(kernel, arch, config, child["compiled"])
                 fingerprints[(kernel["name"], config, arch)] = Fingerprint(
                     kernel["name"], config, arch, launch, device, environment)
-    benchmarks = {arch: [b for b in child["benchmarks"][arch] if not kernels or b["kernel"] in kernels] for arch in archs}
+    benchmarks = {arch: [b for b in child["benchmarks"][arch] if name_matches(b["kernel"], kernels or ())] for arch in archs}
     return TreeFingerprints(fingerprints, benchmarks, child["compiled"])
 
 

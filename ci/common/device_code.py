@@ -10,7 +10,7 @@ this checkout's ``harness`` and ``ci``). It loads the tree's registry and writes
 * ``benchmarks``: per requested arch, the (kernel, config, shape) the speed gate
   would time there: the kernel runs on that arch and the shape (harness.shapes;
   for arch ``cpu`` the asv CPU shapes, backends not timed on a CPU left out, as
-  ci.speed.child survey does) meets the config's constraints;
+  ci.speed.survey does) meets the config's constraints;
 * ``compiled``: per compile target (kernel/arch/config) the digest of its
   normalized device code, the text the instruction mix is read from, and its
   resource usage (harness.resources) -- or the compile error.
@@ -180,13 +180,15 @@ def compile_targets(targets: Sequence[Sequence[str]]) -> dict[str, dict[str, Any
 
 
 def run_request(request: Mapping[str, Any]) -> dict[str, Any]:
-    """What the child computes for one request: ``{"archs": [...], "compile": bool, "kernels": [names] | None}``."""
+    """What the child computes for one request: ``{"archs": [...], "compile": bool, "kernels": [name patterns] | None}``."""
+    from ci.common.options import name_matches
+
     archs = list(request["archs"])
     described = describe_registry(archs)
-    wanted = request.get("kernels")
+    wanted = request.get("kernels") or ()
     targets = sorted(
         (k["name"], arch, config)
-        for k in described["kernels"] if wanted is None or k["name"] in wanted
+        for k in described["kernels"] if name_matches(k["name"], wanted)
         for arch in archs if arch in k["compile_archs"]
         for config in k["configs"]
     )

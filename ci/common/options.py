@@ -1,4 +1,4 @@
-"""The command-line options the tools share, defined once (asv's ``common_args`` in spirit).
+"""The command-line options the tools share, defined once with one meaning (asv's ``common_args`` in spirit).
 
 Each command's front module builds its parser, calls the ``add_*`` functions for
 the shared options it takes, and turns the parsed namespace into one frozen
@@ -6,39 +6,124 @@ options object with the ``*_value`` checkers below. Everything under a front
 takes that object; nothing below it parses ``argv`` or re-reads an option.
 A bad value is an :class:`OptionsError` (exit 2 before any work), naming the
 option and what was wrong.
+
+The shared meanings:
+
+* ``--base REF`` / ``--head REF`` / ``--working-tree`` / ``--repo DIR``: the head (default
+  HEAD; the working tree, uncommitted edits included) against the merge-base of the head
+  and REF (default origin/main, else main), in the repository holding DIR.
+* ``--kernel NAME`` / ``--config NAME``: only kernels / configs whose name matches (repeatable;
+  ``*`` and ``?`` match, :func:`name_matches`); ``--shape NAME|MxNxK``: only this benchmark shape.
+* ``--arch ARCH[,ARCH]``: the compile targets whose device code counts (:data:`KNOWN_ARCHS`).
+* ``--json PATH``, ``--timing FIELD=VALUE``, ``--max-minutes M``, ``--machine NAME``, ``--traceback``.
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import math
 import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
+
+Parser = argparse.ArgumentParser | argparse._ArgumentGroup
+# The GPU architectures whose compiled code the tools read (Triton for sm_90 and gfx950, FlyDSL for gfx950).
+KNOWN_ARCHS = ("sm_90", "gfx950")
 
 
 class OptionsError(ValueError):
     """An option's value is wrong; the message names the option."""
 
 
-def add_timing(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+def add_commits(parser: Parser, *, head: str = "the commit to check", working_tree: bool = True) -> None:
+    parser.add_argument("--base", metavar="REF", help="compare with the merge-base of the head and REF (default: origin/main, else main)")
+    parser.add_argument("--head", metavar="REF", help=f"{head} (default: HEAD)")
+    if working_tree:
+        parser.add_argument("--working-tree", action="store_true",
+                            help="the current files, uncommitted edits included, are the head (the base may then be HEAD)")
+    add_repo(parser)
+
+
+def add_repo(parser: Parser) -> None:
+    parser.add_argument("--repo", metavar="DIR", default=".", help="the git repository (default: the current directory)")
+
+
+def add_selection(parser: Parser, *, config: bool = True, shape: bool = False) -> None:
+    parser.add_argument("--kernel", action="append", default=[], metavar="NAME",
+                        help="only kernels with this registered name (repeatable; * and ? match)")
+    if config:
+        parser.add_argument("--config", action="append", default=[], metavar="NAME",
+                            help="only configs with this name (repeatable; * and ? match)")
+    if shape:
+        parser.add_argument("--shape", action="append", default=[], metavar="NAME|MxNxK",
+                            help="only this shape: a harness.shapes or asv CPU shape name, or MxNxK (repeatable)")
+
+
+def add_arch(parser: Parser, default: str | None, default_text: str = "") -> None:
+    parser.add_argument("--arch", default=default, metavar="ARCH[,ARCH]",
+                        help=f"the compile targets whose device code counts, comma-separated, of {', '.join(KNOWN_ARCHS)} "
+                             f"(default {default_text or default or 'all'})")
+
+
+def add_traceback(parser: Parser) -> None:
+    parser.add_argument("--traceback", action="store_true", help="show the Python traceback of a harness error")
+
+
+def add_timing(parser: Parser) -> None:
     parser.add_argument("--timing", action="append", default=[], metavar="FIELD=VALUE",
                         help="override a harness.timing.TimingBudget field, e.g. rep_ms=200 (repeatable)")
 
 
-def add_json(parser: argparse.ArgumentParser | argparse._ArgumentGroup, what: str = "the verdict") -> None:
+def add_json(parser: Parser, what: str = "the verdict") -> None:
     parser.add_argument("--json", type=Path, metavar="PATH",
                         help=f"write {what} as JSON here (atomically; checked writable before any work)")
 
 
-def add_machine(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+def add_machine(parser: Parser) -> None:
     parser.add_argument("--machine", metavar="NAME", help="asv machine name (default <host>-<gpu model>)")
 
 
-def add_max_minutes(parser: argparse.ArgumentParser | argparse._ArgumentGroup, default: float | None, what: str) -> None:
+def add_max_minutes(parser: Parser, default: float | None, what: str) -> None:
     shown = "none" if not default else f"{default:g}"
     parser.add_argument("--max-minutes", type=float, default=default, metavar="M",
                         help=f"{what} (default {shown}; 0: no limit)")
+
+
+def name_matches(name: str, patterns: Sequence[str]) -> bool:
+    """Whether ``name`` is selected by ``--kernel``/``--config`` ``patterns`` (none: every name). Brackets are
+    literal: kernel ids hold them (``kernel[config]``), so ``[`` is never a character class here."""
+    return not patterns or any(fnmatch.fnmatchcase(name, p.replace("[", "[[]")) for p in patterns)
+
+
+def names_value(values: Sequence[str] | None, flag: str) -> tuple[str, ...]:
+    """``--kernel``/``--config`` values: names or patterns, not empty, without '/' (a target is kernel/arch/config)."""
+    for value in values or ():
+        if not value or "/" in value:
+            raise OptionsError(f"{flag} {value!r}: expected a name or a pattern with * and ? (no '/', not empty)")
+    return tuple(values or ())
+
+
+def arch_value(text: str | None, allowed: Sequence[str] = KNOWN_ARCHS, most: int | None = None) -> tuple[str, ...]:
+    """``--arch a,b``: each one of ``allowed``, at least one, at most ``most``; None (not given): ()."""
+    if text is None:
+        return ()
+    archs = tuple(dict.fromkeys(a.strip() for a in text.split(",") if a.strip()))
+    if not archs or any(a not in allowed for a in archs) or (most is not None and len(archs) > most):
+        which = "one of" if most == 1 else "a comma-separated subset of"
+        raise OptionsError(f"--arch {text!r}: expected {which} {', '.join(allowed)}")
+    return archs
+
+
+def key_values(items: Sequence[str], flag: str, keys: Sequence[str]) -> dict[str, str]:
+    """``KEY=VALUE`` items (``--timing``, ``--plan``) with KEY one of ``keys``; a key given twice: the last wins."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or name not in keys:
+            raise OptionsError(f"{flag} {item!r}: expected KEY=VALUE with KEY one of {sorted(keys)}")
+        out[name] = text
+    return out
 
 
 def timing_value(items: Sequence[str]) -> dict[str, Any]:
@@ -49,12 +134,10 @@ def timing_value(items: Sequence[str]) -> dict[str, Any]:
 
     from harness.timing import TimingBudget  # imports torch: only when there is something to check
 
-    fields = {f.name: f for f in dataclasses.fields(TimingBudget)}
+    fields = [f.name for f in dataclasses.fields(TimingBudget)]
     out: dict[str, Any] = {}
-    for item in items:
-        name, sep, text = item.partition("=")
-        if not sep or name not in fields:
-            raise OptionsError(f"--timing {item!r}: expected FIELD=VALUE with FIELD one of {sorted(fields)}")
+    for name, text in key_values(items, "--timing", fields).items():
+        item = f"{name}={text}"
         kind = type(getattr(TimingBudget(), name))
         try:
             value = float(text) if kind is float else int(text)

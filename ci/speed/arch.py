@@ -15,7 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-ARCH_CHOICES = ("auto", "sm_90", "gfx950", "cpu")
+from ci.common.options import KNOWN_ARCHS
+
+ARCH_CHOICES = ("auto", *KNOWN_ARCHS, "cpu")  # the speed gate's --arch: one of these
 GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/kfd")
 
 

@@ -32,13 +32,12 @@ from typing import Sequence
 
 from ci.common import gitutil
 from ci.common.code_fingerprint import DEFAULT_ARCHS
-from ci.common.options import OptionsError, add_json, output_value
+from ci.common.options import OptionsError, add_arch, add_commits, add_json, add_selection, arch_value, names_value, output_value
 from ci.speed import changes_report
 from ci.speed.dependencies import dependency_changes
 from ci.speed.fingerprints import decide, fingerprint_sides
 from harness.report import append_step_summary, write_json_atomic
 
-KNOWN_ARCHS = ("sm_90", "gfx950")
 
 
 @dataclass(frozen=True)
@@ -49,19 +48,17 @@ class Options:
     archs: tuple[str, ...]
     json: Path | None
     costs: dict[str, float] | None
-    kernels: tuple[str, ...] = ()  # only these registered kernels (empty: all)
+    kernels: tuple[str, ...] = ()  # only kernels whose names match these patterns (empty: all)
     github_output: Path | None = None  # append gpu_needed=true|false here ($GITHUB_OUTPUT)
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m ci.speed.changes", description=__doc__.split("\n\n")[0],
                                      epilog="Exit codes: 0 decided, 2 harness error.")
-    parser.add_argument("--base", metavar="REF", help="compare with the merge-base of the head and REF (default: origin/main, else main)")
-    parser.add_argument("--head", metavar="REF", default="HEAD", help="the commit to check (default: HEAD)")
-    parser.add_argument("--repo", metavar="DIR", default=".", type=Path, help="the git repository (default: .)")
-    parser.add_argument("--arch", default=",".join(DEFAULT_ARCHS), help=f"target archs, comma-separated (default {','.join(DEFAULT_ARCHS)})")
+    add_commits(parser, working_tree=False)
+    add_arch(parser, ",".join(DEFAULT_ARCHS))
+    add_selection(parser, config=False)
     parser.add_argument("--costs", metavar="PATH", type=Path, help="GPU seconds per benchmark id from a previous gate run (JSON)")
-    parser.add_argument("--kernel", action="append", default=[], metavar="NAME", help="only this registered kernel (repeatable)")
     parser.add_argument("--github-output", action="store_true",
                         help="append gpu_needed=true|false to the file named by $GITHUB_OUTPUT (a workflow step's outputs)")
     add_json(parser, "the decision")
@@ -70,10 +67,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def options_from_args(argv: Sequence[str] | None) -> Options:
     args = _parser().parse_args(argv)
-    archs = tuple(a.strip() for a in args.arch.split(",") if a.strip())
-    unknown = [a for a in archs if a not in KNOWN_ARCHS]
-    if not archs or unknown:
-        raise OptionsError(f"--arch {args.arch!r}: expected a comma-separated subset of {', '.join(KNOWN_ARCHS)}")
+    archs = arch_value(args.arch)
     costs = None
     if args.costs is not None:
         try:
@@ -85,8 +79,8 @@ def options_from_args(argv: Sequence[str] | None) -> Options:
         if not os.environ.get("GITHUB_OUTPUT"):
             raise OptionsError("--github-output: $GITHUB_OUTPUT is not set (it is, in a GitHub Actions step)")
         github_output = Path(os.environ["GITHUB_OUTPUT"])
-    return Options(args.base, args.head, args.repo, archs, output_value(args.json, "--json"), costs, tuple(args.kernel),
-                   github_output)
+    return Options(args.base, args.head or "HEAD", Path(args.repo), archs, output_value(args.json, "--json"), costs,
+                   names_value(args.kernel, "--kernel"), github_output)
 
 
 def run(options: Options, log=lambda line: print(line, file=sys.stderr, flush=True)) -> tuple[dict, str]:

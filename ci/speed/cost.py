@@ -1,7 +1,7 @@
 """What a run cost the GPU runner: seconds starting processes, seconds overlapped, seconds measuring.
 
-Read from round records of either engine (ci.speed.rounds.FreshEngine, ci.speed.warm.WarmEngine);
-the gate's report prints it ("GPU runner: ...", ci.speed.outputs).
+Read from the warm workers' round records (ci.speed.warm.WarmEngine); the gate's
+report prints it ("GPU runner: ...", ci.speed.outputs).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 
 
 def cost_summary(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Seconds spent starting processes vs measuring, over round records (either engine).
+    """Seconds spent starting processes vs measuring, over round records.
 
     ``startup_s`` and ``measure_s`` sum every process's own seconds that held the runner (two
     workers starting side by side count twice: each holds the device); ``overlapped_startup_s``

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 # What a measurement costs on a GPU, for balancing only (harness.timing's GPU budget): at least the
 # warm-up and the timed launches (0.2 s + 0.5 s), more when min_reps launches of a slow GEMM exceed
@@ -90,11 +90,6 @@ def pinned_environment(device: int, environ: Mapping[str, str] | None = None, va
             raise ValueError(f"device {device}: {variable}={current!r} leaves only {len(entries)} device(s) visible")
         return {variable: entries[device]}
     return {variable: str(device)}
-
-
-def device_listing(assignment: Mapping[int, Iterable[Any]]) -> list[dict[str, Any]]:
-    """The assignment as JSON: which device measured which benchmark (by id)."""
-    return [{"device": d, "benchmarks": [b.id for b in benches]} for d, benches in assignment.items()]
 
 
 def visible_gpu_count(environ: Mapping[str, str] | None = None) -> int:

@@ -9,7 +9,7 @@ and reported, never in an estimate) when either side's measurement shows
   slowdown, thermal slowdown, power brake; amdsmi's throttle flag) in its GPU
   state before or after the timed launches (the software power cap that the
   kernel's own load causes is counted, not excluded);
-* an SM clock below the clock floor in either state: ``--clock-floor-mhz``, or
+* an SM clock below the clock floor in either state: ``--plan clock_floor_mhz=``, or
   by default :data:`DEFAULT_CLOCK_FLOOR_FRACTION` of the card's max SM clock
   (as the state reports it). Clocks are sampled before and after the timed
   launches, not during them;
@@ -56,7 +56,7 @@ class ExclusionRule:
     def floor_for(self, state: Mapping[str, Any]) -> tuple[float | None, str]:
         """(floor in MHz or None when unknown/disabled, how it was set) for one GPU state."""
         if self.clock_floor_mhz is not None:
-            return (self.clock_floor_mhz or None), f"{self.clock_floor_mhz:g} MHz (--clock-floor-mhz)"
+            return (self.clock_floor_mhz or None), f"{self.clock_floor_mhz:g} MHz (--plan clock_floor_mhz)"
         top = state.get("max_sm_clock_mhz")
         if not isinstance(top, (int, float)) or top <= 0:
             return None, "unknown (no max SM clock reported)"
@@ -141,7 +141,7 @@ def paired_rounds(
     """The rounds (in time order) in which both sides measured ``bench_id``, each as a paired Round.
 
     ``rounds`` are round records: ``{"index", "order", "processes": [{"side", "records": {id: timing}}]}``;
-    a round may hold more sides than the two paired here (ci.speed.rounds.measure_round).
+    a round record may hold more sides than the two paired here.
     """
     paired = []
     for rnd in rounds:

@@ -3,7 +3,8 @@
 * the gate (:func:`run_gate`): the head against the merge-base of the head and --base;
 * ``--calibrate`` (:func:`run_calibrate`): A/A rounds of the head against itself, for noise and thresholds;
 * ``--replay`` (:func:`run_replay`): decide again from a recorded JSON through the same functions the live
-  gate uses (ci.speed.verdict); ``--replay --decisions N`` takes N decisions from it with harness.paired.replay.
+  gate uses (ci.speed.verdict), under the plan it was decided with (a record of the retired signed-rank plan
+  is refused); ``--replay --decisions N`` takes N disjoint decisions from it with harness.paired.replay.
 
 What they write (Markdown, the JSON record, the PNG) is ci.speed.outputs.
 """
@@ -17,13 +18,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ci.common.commit_tree import NotAKernelsTree, has_kernels
+from ci.common.options import OptionsError
 from ci.speed.cost import cost_summary
 from ci.speed.exclusion import ExclusionRule, paired_rounds
 from ci.speed.options import SpeedOptions
 from ci.speed.outputs import Context, finish, record_json
 from ci.speed.reasons import Status, Stop
 from ci.speed.report import calibration_markdown, correctness_lines, excluded_rows, plan_text, rates_markdown
-from ci.speed.rounds import Side, set_deadline
+from ci.speed.rounds import Side
 from ci.speed.run import (BASE_UNMEASURABLE, GateError, calibrations_for, deadline, log, open_measurer, run_rounds,
                           survey_both, thresholds_for)
 from ci.speed import dependencies, unchanged
@@ -49,7 +51,6 @@ def run_gate(options: SpeedOptions) -> int:
     plan, rule, timing, limit = options.the_plan(), options.exclusion_rule(), options.timing_overrides, options.round_limit()
     started = time.time()
     stop_at = deadline(options, started)
-    set_deadline(stop_at)
     repo = gitutil.open_repo(options.repo)
     head_sha = gitutil.resolve_commit(repo, "HEAD" if options.working_tree else options.head)
     if options.base is not None:
@@ -88,9 +89,8 @@ def run_gate(options: SpeedOptions) -> int:
         else:
             # The warm engine's workers answer the surveys and then measure: one start per side.
             present = [side for side in (sides["base"], sides["head"]) if side is not None]
-            measurer = stack.enter_context(open_measurer(present, device=options.device or "auto", timing=timing,
-                                                         **engine_options(options)))
-            surveys = survey_both(sides, options, pairs=pairs if skipped else None, engine=measurer)
+            measurer = stack.enter_context(open_measurer(present, options, stop_at))
+            surveys = survey_both(sides, options, measurer, pairs=pairs if skipped else None)
             base_note = "" if sides["base"] else "the base has no kernels/ package"
             if surveys["base"] is not None and BASE_UNMEASURABLE in surveys["base"]:  # a broken base: all new
                 base_note, surveys["base"], sides["base"] = surveys["base"][BASE_UNMEASURABLE], None, None
@@ -98,11 +98,10 @@ def run_gate(options: SpeedOptions) -> int:
             selection = select(surveys["head"], surveys["base"], base_note, others=skipped + removed)
             device, environment = surveys["head"]["device"], surveys["head"]["environment"]
             plan = options.plan_for(len(selection.gated))
-            rounds, results = run_rounds([sides["base"], sides["head"]] if sides["base"] else [], selection, device=device,
-                                         plan=plan, rule=rule, thresholds=thresholds, timing=timing, limit=limit,
+            rounds, results = run_rounds([sides["base"], sides["head"]] if sides["base"] else [], selection, measurer,
+                                         plan=plan, rule=rule, thresholds=thresholds, limit=limit,
                                          fixed=options.rounds is not None, calibrations=calibrations, deadline=stop_at,
-                                         measurer=measurer, stop_when_failed=not options.all_verdicts,
-                                         **engine_options(options))
+                                         stop_when_failed=not options.all_verdicts)
     costs = unchanged.cost_record(decision, skipped, rounds, removed)
     dependency_changes = dependencies.dependency_changes(repo, base.sha, None if options.working_tree else head_sha)
     context = Context(
@@ -157,7 +156,6 @@ def run_calibrate(options: SpeedOptions) -> int:
     n = options.rounds if options.rounds is not None else DEFAULT_CALIBRATION_ROUNDS
     started = time.time()
     stop_at = deadline(options, started)
-    set_deadline(stop_at)
     repo = gitutil.open_repo(options.repo)
     sha = gitutil.resolve_commit(repo, "HEAD" if options.working_tree else options.head)
     with ExitStack() as stack:
@@ -166,14 +164,16 @@ def run_calibrate(options: SpeedOptions) -> int:
         else:  # two worktrees, as the gate has: per-path effects (caches, paths in kernels) land in the noise
             tree_a, tree_b = (stack.enter_context(gitutil.checkout(repo, sha)) for _ in range(2))
         thresholds = thresholds_for(options, tree_b)
-        survey = survey_both({"head": Side("head", tree_b)}, options)["head"]
+        sides = {"base": Side("base", tree_a), "head": Side("head", tree_b)}
+        # The workers that survey the head (and its second tree) are the ones that measure the A/A rounds.
+        measurer = stack.enter_context(open_measurer(list(sides.values()), options, stop_at))
+        survey = survey_both(sides, options, measurer)["head"]
         check_selectors({"head": survey}, options.kernels, options.configs)
         selection = select(survey, survey)
         correctness = [c for c in selection.correctness if c["side"] == "head"]
         log(f"speed_gate: calibrating {sha[:12]} against itself: {n} A/A rounds")
-        rounds, results = run_rounds([Side("base", tree_a), Side("head", tree_b)], selection, device=survey["device"],
-                                     plan=plan, rule=rule, thresholds=thresholds, timing=timing, limit=n, fixed=True,
-                                     deadline=stop_at, **engine_options(options))
+        rounds, results = run_rounds(list(sides.values()), selection, measurer, plan=plan, rule=rule,
+                                     thresholds=thresholds, limit=n, fixed=True, deadline=stop_at)
     env = survey["environment"]
     where = f"{env.get('gpu') or 'CPU'}, {time.strftime('%Y-%m-%d')}"
     calibrations, overrides, notes = calibrate_results(results, plan, f"{where} at {sha[:12]}")
@@ -194,7 +194,7 @@ def run_calibrate(options: SpeedOptions) -> int:
                       head={"ref": options.head, "sha": sha, "working_tree": options.working_tree}, environment=env,
                       device=survey["device"], timing=timing, round_limit=n, wall_s=time.time() - started,
                       extra={"calibrations": {k: dict(c.to_json(), device=env.get("gpu") or "cpu") for k, c in calibrations.items()},
-                             "suggested_overrides": overrides})
+                             "suggested_overrides": overrides, "engine": engine_options(options), "cost": cost_summary(rounds)})
     if options.json is not None:
         write_json_atomic(options.json, record_json(context, results, correctness, rounds, code, options.fail_on_inconclusive,
                                                     options.command))
@@ -211,23 +211,25 @@ def run_replay(options: SpeedOptions) -> int:
     try:
         return _replay(options, record)
     except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
-        if isinstance(exc, (RecordError, ThresholdsError, GateError)):
+        if isinstance(exc, (RecordError, ThresholdsError, GateError, OptionsError)):
             raise
         # A record edited by hand or cut short: name the file and what was wrong in it, not "internal error".
         what = f"lacks {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
         raise RecordError(f"{options.replay}: malformed record ({what})") from None
 
 
+SIDES = ("base", "head")  # the two sides every gate and calibration record holds
+
+
 def _replay(options: SpeedOptions, record: dict[str, Any]) -> int:
-    sides = options.sides
-    recorded_sides = {p["side"] for rnd in record["rounds"] for p in rnd["processes"]}
-    if not set(sides) <= recorded_sides:
-        raise GateError(f"--sides {','.join(sides)!r}: expected two of the recorded sides {sorted(recorded_sides)}, as BASE,HEAD")
     try:
-        plan = options.the_plan(plan_of(record["plan"]))
+        plan = options.the_plan(plan_of(record["plan"], str(options.replay)))
         rule = options.exclusion_rule(ExclusionRule.from_json(record["exclusion"]))
     except (KeyError, TypeError) as exc:
         raise RecordError(f"{options.replay}: the recorded plan or exclusion rule lacks {exc}") from None
+    recorded_sides = {p["side"] for rnd in record["rounds"] for p in rnd["processes"]}
+    if record["rounds"] and not set(SIDES) <= recorded_sides:
+        raise RecordError(f"{options.replay}: its rounds hold the sides {sorted(recorded_sides)}, not base and head")
     if options.thresholds is not None:
         thresholds = options.thresholds
     else:
@@ -240,41 +242,37 @@ def _replay(options: SpeedOptions, record: dict[str, Any]) -> int:
     # An undecided benchmark keeps the recorded reason the measuring ended; otherwise the record is what ran out.
     measuring_ended = {Stop.ROUND_BUDGET, Stop.TIME_BUDGET, Stop.FIXED_ROUNDS, Stop.PR_FAILED}
     stopped = {b["id"]: Stop(b["stopped_by"]) for b in record["benchmarks"] if b.get("stopped_by")}
-    results = [decide_entry(e, record["rounds"], thresholds, plan, rule, calibrations, sides=sides,
+    results = [decide_entry(e, record["rounds"], thresholds, plan, rule, calibrations,
                             ran_out=stopped[e.benchmark.id] if stopped.get(e.benchmark.id) in measuring_ended else Stop.END_OF_RECORD)
                for e in entries]
     context = Context(mode="replay", plan=plan, rule=rule, thresholds=thresholds, base=record.get("base") or {},
                       head=record.get("head") or {}, environment=record.get("environment") or {},
                       device=record.get("device", "?"), timing=record.get("timing_overrides") or {},
                       round_limit=record.get("round_limit"), calibrations=calibrations, wall_s=record.get("wall_s") or 0.0,
-                      extra={"replayed_from": str(options.replay), "sides": list(sides)})
+                      extra={"replayed_from": str(options.replay), "sides": list(SIDES), "engine": record.get("engine")})
     return _finish(options, context, results, record.get("correctness", []), record["rounds"])
 
 
 def _replay_rates(options: SpeedOptions, record, entries, plan, rule, thresholds) -> int:
-    base_side, head_side = options.sides
     rates = {}
     for e in entries:
         if e.status is not Status.GATED:
             continue
         threshold, _ = thresholds.lookup(e.benchmark.id)
-        rounds = [p.round for p in paired_rounds(record["rounds"], e.benchmark.id, base_side, head_side, rule)]
-        rates[e.benchmark.id], _ = paired.replay(rounds, threshold, plan, options.decisions, disjoint=not options.resampled,
-                                                 seed=options.seed)
-    how = ("resampled: every decision reshuffles the whole record (decisions share rounds; time order lost)"
-           if options.resampled else "disjoint: rounds consumed in time order, no round in two decisions")
-    markdown = rates_markdown(rates, [f"record `{options.replay}` · sides {base_side} (base) vs {head_side} (head) · "
-                                      f"{len(record['rounds'])} recorded rounds · {how}", f"plan: {plan_text(plan)}"])
+        rounds = [p.round for p in paired_rounds(record["rounds"], e.benchmark.id, *SIDES, rule)]
+        rates[e.benchmark.id], _ = paired.replay(rounds, threshold, plan, options.decisions)
+    markdown = rates_markdown(rates, [f"record `{options.replay}` · {len(record['rounds'])} recorded rounds · disjoint: "
+                                      "rounds consumed in time order, no round in two decisions", f"plan: {plan_text(plan)}"])
     print(markdown)
     append_step_summary(markdown)
     if options.json is not None:
-        write_json_atomic(options.json, {"schema": RATES_SCHEMA, "replayed_from": str(options.replay), "sides": list(options.sides),
+        write_json_atomic(options.json, {"schema": RATES_SCHEMA, "replayed_from": str(options.replay), "sides": list(SIDES),
                                          "plan": plan.to_json(), "exclusion": rule.to_json(), "thresholds": thresholds.to_json(),
-                                         "disjoint": not options.resampled, "rates": {k: r.to_json() for k, r in rates.items()}})
+                                         "disjoint": True, "rates": {k: r.to_json() for k, r in rates.items()}})
     return 0
 
 
 def engine_options(options: SpeedOptions) -> dict[str, Any]:
-    """The measuring engine the options ask for, as ci.speed.run.run_rounds takes it (and the record keeps)."""
-    return {"engine": options.engine, "restart_every": options.restart_every,
+    """How the warm workers measured, as the record keeps it ("engine" is always "warm" since issue 28)."""
+    return {"engine": "warm", "restart_every": options.restart_every,
             "gpus": list(options.gpus) if options.gpus is not None else None}

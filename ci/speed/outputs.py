@@ -3,8 +3,7 @@
 Every mode (ci.speed.modes) ends in :func:`finish` or writes its own record with
 :func:`record_json`. The JSON record (schema ``mxfp4-speed-gate/1``,
 docs/SPEED_GATE.md) keeps every raw measurement, so ``--replay`` can decide
-from it again; :func:`experiment_record` writes the same format for rounds
-measured outside the gate (ci.speed.experiment).
+from it again.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from ci.speed.report import gate_markdown, plan_text
 from ci.speed.run import log
 from ci.speed.thresholds import Thresholds
 from ci.speed.verdict import GATE_SCHEMA, RESOLVE_POWER, BenchmarkResult, exit_code
-from harness import paired
 from harness.paired import SequentialPlan, Verdict
 from harness.report import append_step_summary_or_fallback, json_text, write_json_atomic, write_or_fallback
 
@@ -129,9 +127,8 @@ def _gated_ids(rounds: Sequence[Mapping[str, Any]]) -> set[str]:
 
 
 def _engine_text(engine: Mapping[str, Any] | None) -> str:
-    if not engine or engine.get("engine") == "fresh":
-        return "of fresh processes"
-    return f"from warm workers (new processes every {engine.get('restart_every')} rounds)"
+    every = (engine or {}).get("restart_every")
+    return "from warm workers" + (f" (new processes every {every} rounds)" if every else "")
 
 
 def finish(context: Context, results: Sequence[BenchmarkResult], correctness: Sequence[Mapping[str, Any]],
@@ -191,28 +188,3 @@ def write_error_json(path: str | Path | None, message: str) -> None:
         write_json_atomic(path, {"schema": GATE_SCHEMA, "mode": "error", "verdict": "error", "exit_code": 2, "error": message})
     except OSError:
         pass
-
-
-def experiment_record(
-    rounds: Sequence[Mapping[str, Any]],
-    benchmarks: Sequence[Any],
-    *,
-    plan: SequentialPlan = paired.DEFAULT_PLAN,
-    rule: ExclusionRule | None = None,
-    thresholds: Thresholds | None = None,
-    device: str = "cuda",
-    environment: Mapping[str, Any] | None = None,
-    note: str = "",
-) -> dict[str, Any]:
-    """A replayable record of rounds measured outside the gate (ci.speed.rounds.measure_round, any sides).
-
-    Write it with harness.report.write_json_atomic; then
-    ``python -m ci.speed --replay FILE --sides base,head-1% [--decisions 10]`` decides from it.
-    """
-    thresholds = thresholds or Thresholds(0.01, (), "default")
-    return {
-        "schema": GATE_SCHEMA, "mode": "experiment", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "note": note,
-        "device": device, "environment": dict(environment or {}), "plan": plan.to_json(),
-        "exclusion": (rule or ExclusionRule()).to_json(), "thresholds": thresholds.to_json(),
-        "benchmarks": [dict(b.to_json(), status=Status.GATED.value) for b in benchmarks], "correctness": [], "rounds": list(rounds),
-    }

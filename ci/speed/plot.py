@@ -55,7 +55,7 @@ def _draw(ax, name: str, rounds: Sequence[Round], decision: Decision) -> None:
     if est.bounded:
         ax.axhspan(est.low, est.high, color=colour, alpha=0.22, zorder=1, label=f"{est.confidence:.2%} interval")
     if math.isfinite(est.point):
-        ax.axhline(est.point, color=colour, lw=1.6, zorder=2, label=f"HL ratio {est.point:.4f}")
+        ax.axhline(est.point, color=colour, lw=1.6, zorder=2, label=f"mean ratio {est.point:.4f} (geometric)")
     ax.plot(used_x, used_y, "o", color="black", ms=4, zorder=3, label=f"round ratio ({len(used_x)} used)")
     if later_x:
         ax.plot(later_x, later_y, "o", mfc="none", color="0.45", ms=4, zorder=3, label="after the decision (unused)")

@@ -25,7 +25,7 @@ class Status(enum.Enum):
 
 
 class Check(enum.Enum):
-    """A correctness check's outcome as ci.speed.child survey records it."""
+    """A correctness check's outcome as ci.speed.survey records it."""
 
     PASS = "pass"
     FAIL = "fail"  # a wrong result
@@ -43,7 +43,7 @@ class Stop(enum.Enum):
     DECISION = "decision"  # a look of the plan decided
     ROUND_BUDGET = "round budget"
     TIME_BUDGET = "time budget"  # --max-minutes
-    FIXED_ROUNDS = "fixed rounds"  # --rounds
+    FIXED_ROUNDS = "fixed rounds"  # --plan rounds=N
     END_OF_RECORD = "end of record"  # --replay: the recorded rounds ran out
     PR_FAILED = "pr failed"  # another benchmark had already failed the PR (a regression or a wrong result)
 

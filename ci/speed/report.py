@@ -37,12 +37,12 @@ STATUS_TEXT = {
 }
 CHECK_TEXT = {Check.PASS: "pass", Check.FAIL: "**WRONG RESULT**", Check.ERROR: "**RAISED**", Check.NOT_APPLICABLE: "n/a"}
 # Why a benchmark's measuring ended before a look decided: in a verdict cell, and in the decision's reason.
-STOP_TEXT = {Stop.PR_FAILED: "not decided: the PR had already failed", Stop.ROUND_BUDGET: "round budget spent", Stop.TIME_BUDGET: "time budget spent", Stop.FIXED_ROUNDS: "--rounds reached",
+STOP_TEXT = {Stop.PR_FAILED: "not decided: the PR had already failed", Stop.ROUND_BUDGET: "round budget spent", Stop.TIME_BUDGET: "time budget spent", Stop.FIXED_ROUNDS: "--plan rounds reached",
              Stop.END_OF_RECORD: "record ran out"}
 # The PR's status was known (it fails): the rest of the runner's time would only have refined the report.
 PR_FAILED_TEXT = "not decided: measuring stopped once the PR had failed"
 RAN_OUT_TEXT = {Stop.ROUND_BUDGET: "the round budget", Stop.TIME_BUDGET: "the time budget (--max-minutes)",
-                Stop.FIXED_ROUNDS: "the fixed number of rounds (--rounds)", Stop.END_OF_RECORD: "the recorded rounds"}
+                Stop.FIXED_ROUNDS: "the fixed number of rounds (--plan rounds)", Stop.END_OF_RECORD: "the recorded rounds"}
 EXCLUDED_TEXT = {
     Excluded.NOT_MEASURED: "not measured",
     Excluded.GPU_BUSY: "GPU busy",
@@ -190,7 +190,7 @@ def plan_text(plan: SequentialPlan, gated: int | None = None) -> str:
 
 def _interval_text(plan: SequentialPlan) -> str:
     """Which interval each look computes, at what confidence, and what error each verdict spends."""
-    interval = "t interval" if plan.method == "t" else "signed-rank interval"
+    interval = "t interval"
     each_look = f"each look {plan.per_look_confidence:.3%} two-sided"
     if plan.miss_alpha is not None:
         return (f"{interval}, alpha {plan.alpha:.3g} a false regression and miss alpha {plan.miss_alpha:.3g} a missed one "

@@ -1,43 +1,26 @@
-"""Rounds of fresh processes, each measuring one commit's kernels with this checkout's harness.
+"""A round and its record: every benchmark timed once per side, the sides' order rotating.
 
-The speed gate's unit of measurement is a *round*: one fresh process per side,
-run one after another, each timing every benchmark of the round in one fixed
-order (ci.speed.child measure). Rounds rotate the order of the sides
-(:func:`rotating_order`: A B, B A, A B, ... for two sides), so drift and
-warm-up land on both sides alike. Any number of sides can share a round:
-
-    sides = [Side("base", base_tree), Side("base-again", base_tree2), Side("head", head_tree)]
-    for i in range(20):
-        record = measure_round(sides, rotating_order([s.name for s in sides], i), benchmarks,
-                               device="cuda", round_index=i, budget=TimingBudget(rep_ms=200))
+The speed gate's unit of measurement is a *round*: each side's warm worker
+(ci.speed.warm) times every still-undecided benchmark once, the sides of one
+benchmark back to back, in the round's order. Rounds rotate the order of the
+sides (:func:`rotating_order`: A B, B A, A B, ...), so drift and warm-up land
+on both sides alike.
 
 A round record is plain JSON (``RoundRecord.to_json``): the order, and per
-process its side, pid, wall time and every benchmark's full Timing (all
-samples, steady flag, input sets, GPU state before/after, idle report).
+side its workers, wall time and every benchmark's full Timing (all samples,
+steady flag, input sets, GPU state before/after, idle report).
 ci.speed.exclusion pairs two sides of such records into harness.paired rounds.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-import tempfile
-import time
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
-
-from ci.common.commit_tree import kernels_of, run_forwarding_stderr
-from ci.common.interrupts import MARKER
-
-# One child: a survey runs a correctness check per (kernel, config); a round times every benchmark
-# (at the GPU shapes: operand generation, compilation, up to 3 s of warm-up and 0.5 s of launches each).
-CHILD_TIMEOUT_S = 3600
+from typing import Any, Mapping, Sequence
 
 
-class ChildFailed(RuntimeError):
-    """A child process died or wrote no answer; the message names the side and what it was doing."""
+class SurveyFailed(RuntimeError):
+    """A side's worker could not survey its commit; the message names the side and why."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +55,7 @@ class Benchmark:
 
 @dataclass
 class ProcessRecord:
-    """One side's measurements in one round: a fresh process, or (ci.speed.warm) that side's warm workers."""
+    """One side's measurements in one round: that side's warm workers (ci.speed.warm)."""
 
     side: str
     pid: int | None  # None when several workers (devices) measured this side
@@ -95,7 +78,7 @@ class RoundRecord:
     index: int
     order: list[str]
     processes: list[ProcessRecord] = field(default_factory=list)
-    engine: str = "fresh"  # "fresh": a process per side per round; "warm": ci.speed.warm's workers
+    engine: str = "warm"  # the record's "engine": ci.speed.warm's workers (records before issue 28 may say "fresh")
     devices: list[dict[str, Any]] | None = None  # warm: per device its benchmarks, wall seconds, failure
     wall_s: float | None = None
 
@@ -105,25 +88,6 @@ class RoundRecord:
         if self.devices is not None:
             out["devices"] = self.devices
         return out
-
-
-# The run's --max-minutes deadline (time.time()), set once by the gate before its first child:
-# every child -- survey, correctness, a fresh round -- is killed there, so a hanging kernel cannot
-# outlive the limit (a process-wide value: the children are started from several threads and modules).
-_deadline: float | None = None
-CHILD_GRACE_S = 30.0  # a child started just before the deadline still gets this long to answer
-
-
-def set_deadline(deadline: float | None) -> None:
-    global _deadline
-    _deadline = deadline
-
-
-def child_timeout() -> float:
-    """A child's time limit: what is left until the deadline (at least CHILD_GRACE_S), else CHILD_TIMEOUT_S."""
-    if _deadline is None:
-        return CHILD_TIMEOUT_S
-    return min(CHILD_TIMEOUT_S, max(CHILD_GRACE_S, _deadline - time.time()))
 
 
 def rotating_order(sides: Sequence[str], round_index: int) -> list[str]:
@@ -138,42 +102,6 @@ def rotating_order(sides: Sequence[str], round_index: int) -> list[str]:
     return list(sides[shift:]) + list(sides[:shift])
 
 
-def run_child(
-    tree: Path,
-    command: str,
-    request: Mapping[str, Any],
-    *,
-    what: str,
-    log: Callable[[str], None] | None = None,
-    timeout_s: float | None = None,
-) -> dict[str, Any]:
-    """Run ``python -m ci.speed.child COMMAND`` on ``tree``'s kernels; return its JSON answer.
-
-    ``timeout_s``: None for :func:`child_timeout` (what is left of the run's --max-minutes).
-    The child's stderr (progress) is echoed through ``log`` prefixed with ``what``.
-    Raises :class:`ChildFailed` when it exits non-zero or writes no answer.
-    """
-    timeout_s = child_timeout() if timeout_s is None else timeout_s
-    with kernels_of(tree) as (folder, env), tempfile.TemporaryDirectory(prefix=f"{MARKER}{os.getpid()}-speed-child-") as io_dir:
-        request_path, answer_path = Path(io_dir, "request.json"), Path(io_dir, "answer.json")
-        request_path.write_text(json.dumps(request))
-        cmd = [sys.executable, "-m", "ci.speed.child", command, str(request_path), str(answer_path)]
-        run = run_forwarding_stderr(
-            cmd, cwd=folder, env=env, timeout_s=timeout_s, log=(lambda line: log(f"  [{what}] {line}")) if log else (lambda line: None)
-        )
-        if run.timed_out:
-            raise ChildFailed(f"{what}: ci.speed.child {command} took over {timeout_s:.0f} s")
-        if run.returncode != 0 or not answer_path.exists():
-            raise ChildFailed(f"{what}: ci.speed.child {command} exited {run.returncode} in {tree}: {run.tail(3)}")
-        return json.loads(answer_path.read_text())
-
-
-def survey_side(side: Side, request: Mapping[str, Any], *, log: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Which benchmarks ``side``'s commit has on this device, and its correctness results (ci.speed.child
-    survey) -- in a child process of its own; ``request`` is :func:`survey_request`'s."""
-    return run_child(side.tree, "survey", request, what=f"{side.name} survey", log=log)
-
-
 def survey_request(
     *,
     device: str,
@@ -183,67 +111,6 @@ def survey_request(
     check: bool = True,
     pairs: Sequence[Sequence[str]] | None = None,
 ) -> dict[str, Any]:
-    """What ci.speed.child survey is asked (by a survey child, or by a warm worker's "survey")."""
+    """What a warm worker's "survey" is asked (ci.speed.survey.survey)."""
     return {"device": device, "kernels": list(kernels), "configs": list(configs), "shapes": list(shapes), "check": check,
             "pairs": None if pairs is None else [list(p) for p in pairs]}
-
-
-def measure_round(
-    sides: Sequence[Side],
-    order: Sequence[str],
-    benchmarks: Sequence[Benchmark],
-    *,
-    device: str,
-    round_index: int = 0,
-    budget: Any = None,
-    seed: int = 0,
-    log: Callable[[str], None] | None = None,
-) -> RoundRecord:
-    """One round: a fresh process per side, in ``order``, each timing ``benchmarks`` in the order given.
-
-    ``budget``: a harness.timing.TimingBudget (every field sent), a mapping of TimingBudget fields
-    to override in the asv suite's budget for the device, or None for that budget as it is.
-    (This parent process never imports torch: it only starts the children.)
-    """
-    by_name = {s.name: s for s in sides}
-    missing = [name for name in order if name not in by_name]
-    if missing or len(set(order)) != len(order):
-        raise ValueError(f"order {list(order)} must name each of the sides {sorted(by_name)} at most once")
-    overrides = asdict(budget) if is_dataclass(budget) else dict(budget or {})
-    record = RoundRecord(round_index, list(order))
-    round_started = time.time()
-    for name in order:
-        request = {"device": device, "benchmarks": [b.to_json() for b in benchmarks], "budget": overrides,
-                   "seed": seed, "side": name, "round": round_index}
-        started = time.time()
-        answer = run_child(by_name[name].tree, "measure", request, what=f"round {round_index + 1} {name}", log=log)
-        wall = round(time.time() - started, 3)
-        records = answer.get("records", {})
-        measure_s = round(sum(r.get("measure_s", 0.0) for r in records.values() if isinstance(r, dict)), 3)
-        record.processes.append(ProcessRecord(name, answer.get("pid"), wall, records, answer.get("budget"), started,
-                                              startup_s=round(max(wall - measure_s, 0.0), 3), measure_s=measure_s))
-    record.wall_s = round(time.time() - round_started, 3)
-    return record
-
-
-class FreshEngine:
-    """Today's rounds behind the engine interface of ci.speed.warm.WarmEngine: a fresh process per side per round."""
-
-    kind = "fresh"
-
-    def __init__(self, sides: Sequence[Side], *, device: str, budget: Any = None, seed: int = 0,
-                 log: Callable[[str], None] | None = None):
-        self.sides, self.device, self.budget, self.seed, self.log = list(sides), device, budget, seed, log
-
-    def measure_round(self, order: Sequence[str], benchmarks: Sequence[Benchmark], *, round_index: int) -> RoundRecord:
-        return measure_round(self.sides, order, benchmarks, device=self.device, round_index=round_index,
-                             budget=self.budget, seed=self.seed, log=self.log)
-
-    def close(self) -> None:
-        """Nothing outlives a fresh round."""
-
-    def __enter__(self) -> "FreshEngine":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

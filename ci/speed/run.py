@@ -1,19 +1,18 @@
 """What the speed gate's modes share: both surveys, the round loop, the thresholds and calibrations to use.
 
 ci.speed.gate is the command line (it checks every option into a
-ci.speed.options.SpeedOptions); this module runs the rounds (ci.speed.rounds)
-until every gated benchmark is decided and decides each one (ci.speed.verdict);
-ci.speed.modes holds the three modes and ci.speed.outputs writes what they found.
+ci.speed.options.SpeedOptions); this module opens the warm workers (ci.speed.warm),
+asks them for the surveys, runs rounds until every gated benchmark is decided and
+decides each one (ci.speed.verdict); ci.speed.modes holds the three modes and
+ci.speed.outputs writes what they found.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -22,11 +21,10 @@ from ci.speed.exclusion import ExclusionRule
 from ci.speed.options import SpeedOptions
 from ci.speed.reasons import Status, Stop
 from ci.speed.devices import visible_gpu_count
-from ci.speed.rounds import ChildFailed, FreshEngine, Side, child_timeout, rotating_order, survey_request, survey_side
+from ci.speed.rounds import Side, SurveyFailed, rotating_order, survey_request
 from ci.speed.selection import Entry, Selection
 from ci.speed.thresholds import THRESHOLDS_PATH, Thresholds, load_thresholds
-from ci.speed.warm import (DEFAULT_RESTART_EVERY, MEASURE_TIMEOUT_S, SETUP_TIMEOUT_S, START_TIMEOUT_S,
-                            WarmEngine, open_engine)
+from ci.speed.warm import MEASURE_TIMEOUT_S, SETUP_TIMEOUT_S, START_TIMEOUT_S, WarmEngine
 from ci.speed.verdict import CALIBRATION_PATH, BenchmarkResult, decide_entry, load_calibrations
 from harness.paired.sequential import SequentialPlan
 from harness.paired.verdict import Verdict
@@ -50,34 +48,22 @@ def deadline(options: SpeedOptions, started: float) -> float | None:
     return started + 60.0 * options.max_minutes if options.max_minutes else None
 
 
-def survey_both(sides: dict[str, Side | None], options: SpeedOptions, check: bool = True,
-                pairs: Sequence[tuple[str, str]] | None = None,
-                engine: WarmEngine | FreshEngine | None = None) -> dict[str, dict[str, Any] | None]:
-    """Both surveys at once (nothing is timed yet); a side without kernels/ surveys as None.
+def survey_both(sides: dict[str, Side | None], options: SpeedOptions, engine: WarmEngine,
+                pairs: Sequence[tuple[str, str]] | None = None) -> dict[str, dict[str, Any] | None]:
+    """Both surveys at once, asked of the warm workers that will measure (nothing is timed yet).
 
-    A base whose survey fails (its kernels do not import, its child dies) also surveys as None,
-    with ``BASE_UNMEASURABLE`` saying why: the head's benchmarks are then "new", so a change that
-    fixes a broken base is not blocked by it. A head whose survey fails is a harness error.
-    ``pairs``: survey only these (kernel, config)s (None: every selected one).
-    ``engine``: a warm engine surveys in the workers that will measure (no process of its own);
-    otherwise each survey is a child process (ci.speed.child survey)."""
+    A side without kernels/ surveys as None. A base whose survey fails (its kernels do not import,
+    its worker dies) also surveys as None, with ``BASE_UNMEASURABLE`` saying why: the head's
+    benchmarks are then "new", so a change that fixes a broken base is not blocked by it. A head
+    whose survey fails is a harness error. ``pairs``: survey only these (kernel, config)s (None:
+    every selected one)."""
     present = {name: side for name, side in sides.items() if side is not None}
     request = survey_request(device=options.device, kernels=options.kernels, configs=options.configs,
-                             shapes=options.shapes, check=check, pairs=pairs)
-    if isinstance(engine, WarmEngine) and present:
-        log(f"speed_gate: surveying {' and '.join(sorted(present))} in the workers that will measure them")
-        answers = engine.survey({name: request for name in present})
-        surveys = {name: _survey_result(name, partial(_worker_survey, name, answers[name])) if name in present else None
-                   for name in sides}
-    else:
-        def one(side: Side | None) -> dict[str, Any] | None:
-            if side is None:
-                return None
-            return survey_side(side, request, log=log)
-
-        with ThreadPoolExecutor(max_workers=len(sides)) as pool:
-            futures = {name: pool.submit(one, side) for name, side in sides.items()}
-            surveys = {name: _survey_result(name, f.result) for name, f in futures.items()}
+                             shapes=options.shapes, pairs=pairs)
+    log(f"speed_gate: surveying {' and '.join(sorted(present))} in the workers that will measure them")
+    answers = engine.survey({name: request for name in present}) if present else {}
+    surveys = {name: _survey_result(name, answers[name]) if name in present else None
+               for name in sides}
     devices = {s["device"] for s in surveys.values() if s is not None and BASE_UNMEASURABLE not in s}
     if len(devices) > 1:
         raise GateError(f"the sides resolved different devices: {sorted(devices)}")
@@ -87,21 +73,14 @@ def survey_both(sides: dict[str, Side | None], options: SpeedOptions, check: boo
 BASE_UNMEASURABLE = "base_unmeasurable"  # a survey's key: why the base could not be surveyed
 
 
-def _worker_survey(name: str, answer: dict[str, Any] | Exception) -> dict[str, Any]:
-    """A warm worker's survey, or its failure as a failed survey child's (ChildFailed, naming the side)."""
-    if isinstance(answer, Exception):
-        raise ChildFailed(f"{name} survey: {answer}")
-    return answer
-
-
-def _survey_result(name: str, result) -> dict[str, Any] | None:
-    try:
-        return result()
-    except ChildFailed as exc:
-        if name != "base":
-            raise
-        log(f"speed_gate: the base could not be surveyed; its benchmarks count as new: {exc}")
-        return {BASE_UNMEASURABLE: f"the base could not be surveyed ({_last_line(exc)})"}
+def _survey_result(name: str, answer: dict[str, Any] | Exception) -> dict[str, Any] | None:
+    """A worker's survey; a base whose worker could not survey is unmeasurable, a head a harness error."""
+    if not isinstance(answer, Exception):
+        return answer
+    if name != "base":
+        raise SurveyFailed(f"{name} survey: {answer}")
+    log(f"speed_gate: the base could not be surveyed; its benchmarks count as new: {name} survey: {answer}")
+    return {BASE_UNMEASURABLE: f"the base could not be surveyed ({_last_line(answer)})"}
 
 
 def _last_line(exc: Exception, limit: int = 300) -> str:
@@ -109,83 +88,47 @@ def _last_line(exc: Exception, limit: int = 300) -> str:
     return (lines[-1] if lines else type(exc).__name__)[:limit]
 
 
+GRACE_S = 30.0  # a worker asked just before the deadline still gets this long to answer
+
+
+def open_measurer(sides: Sequence[Side], options: SpeedOptions, deadline: float | None) -> WarmEngine:
+    """The warm workers that survey and measure ``sides`` (closing the engine ends every process it started).
+
+    Workers are replaced every ``restart_every`` rounds; benchmarks are spread over the GPUs of
+    ``--device cuda:LIST`` (default every visible GPU). The device may still be "auto" (the workers resolve it).
+    """
+    device = options.device
+    devices = list(options.gpus) if options.gpus is not None else list(range(visible_gpu_count() if device != "cpu" else 1))
+    # Every read from a worker is bounded by what is left until ``deadline`` (--max-minutes; at least GRACE_S):
+    # a hanging kernel cannot hold the runner.
+    left = math.inf if deadline is None else max(GRACE_S, deadline - time.time())
+    return WarmEngine(sides, device=device, budget=options.timing_overrides, log=log, restart_every=options.restart_every,
+                      devices=devices, start_timeout_s=min(START_TIMEOUT_S, left), setup_timeout_s=min(SETUP_TIMEOUT_S, left),
+                      measure_timeout_s=min(MEASURE_TIMEOUT_S, left))
+
+
 def run_rounds(
     sides: Sequence[Side],
     selection: Selection,
+    measurer: WarmEngine | None,
     *,
-    device: str,
     plan: SequentialPlan,
     rule: ExclusionRule,
     thresholds: Thresholds,
-    timing: dict[str, Any],
     limit: int,
     fixed: bool,
     calibrations: Mapping[str, Any] | None = None,
     deadline: float | None = None,
-    engine: str = "warm",
-    restart_every: int = DEFAULT_RESTART_EVERY,
-    gpus: Sequence[int] | None = None,
-    measurer: WarmEngine | FreshEngine | None = None,
     stop_when_failed: bool = False,
 ) -> tuple[list[dict[str, Any]], list[BenchmarkResult]]:
     """Rounds until every gated benchmark is decided (or all ``limit`` of them when ``fixed``); then decide each.
 
-    No round starts after ``deadline`` (time.time()): what is undecided then is inconclusive.
-    ``measurer``: an engine already open (the one that surveyed, :func:`open_measurer`); else one is
-    opened here from ``engine``, ``restart_every`` and ``gpus`` and closed at the end.
+    ``measurer``: the engine that surveyed (:func:`open_measurer`); None when nothing can be measured
+    (no base). No round starts after ``deadline`` (time.time()): what is undecided then is inconclusive.
     ``stop_when_failed``: no round starts once the PR has failed (a regression decided, or a wrong
     result at head): its status is known, and the undecided benchmarks say so (Stop.PR_FAILED).
     """
-    with ExitStack() as stack:
-        if measurer is None and sides:
-            measurer = stack.enter_context(open_measurer(sides, device=device, timing=timing, engine=engine,
-                                                         restart_every=restart_every, gpus=gpus))
-        return _rounds_until_decided(sides, selection, measurer if sides else None, plan=plan, rule=rule,
-                                     thresholds=thresholds, limit=limit, fixed=fixed, calibrations=calibrations,
-                                     deadline=deadline, stop_when_failed=stop_when_failed and not fixed)
-
-
-def open_measurer(
-    sides: Sequence[Side],
-    *,
-    device: str,
-    timing: dict[str, Any],
-    engine: str = "warm",
-    restart_every: int = DEFAULT_RESTART_EVERY,
-    gpus: Sequence[int] | None = None,
-) -> WarmEngine | FreshEngine:
-    """The engine that measures ``sides`` (a context manager: closing it ends every process it started).
-
-    ``engine``: "warm" (ci.speed.warm: workers kept alive, replaced every ``restart_every`` rounds,
-    benchmarks spread over ``gpus``, default every visible GPU; they also answer the surveys) or
-    "fresh" (a process per side and round). ``device`` may still be "auto" (the workers resolve it).
-    """
-    if engine == "warm":
-        devices = list(gpus) if gpus is not None else list(range(visible_gpu_count() if device != "cpu" else 1))
-        # Every read from a worker is bounded by what is left of --max-minutes: a hanging kernel cannot hold the runner.
-        left = child_timeout()
-        return open_engine("warm", sides, device=device, budget=timing, log=log, restart_every=restart_every, devices=devices,
-                           start_timeout_s=min(START_TIMEOUT_S, left), setup_timeout_s=min(SETUP_TIMEOUT_S, left),
-                           measure_timeout_s=min(MEASURE_TIMEOUT_S, left))
-    return open_engine("fresh", sides, device=device, budget=timing, log=log)
-
-
-def _rounds_until_decided(
-    sides: Sequence[Side],
-    selection: Selection,
-    measurer: WarmEngine | FreshEngine | None,
-    *,
-    plan: SequentialPlan,
-    rule: ExclusionRule,
-    thresholds: Thresholds,
-    limit: int,
-    fixed: bool,
-    calibrations: Mapping[str, Any] | None,
-    deadline: float | None,
-    stop_when_failed: bool = False,
-) -> tuple[list[dict[str, Any]], list[BenchmarkResult]]:
-    """Round after round until each gated benchmark's plan decides (or ``limit`` rounds, or ``deadline``,
-    or, with ``stop_when_failed``, the PR has failed)."""
+    stop_when_failed = stop_when_failed and not fixed
     rounds: list[dict[str, Any]] = []
     active = selection.gated
     names = [s.name for s in sides]

@@ -1,4 +1,4 @@
-"""What the speed gate measures: the base's and the head's surveys (ci.speed.child survey) combined.
+"""What the speed gate measures: the base's and the head's surveys (ci.speed.survey) combined.
 
 A benchmark is (kernel, config, shape). Per benchmark, from what each side has
 on this device and from each side's correctness check:
@@ -13,7 +13,7 @@ on this device and from each side's correctness check:
 | unchanged      | identical speed fingerprint at base and head (ci.speed.unchanged)      | no    |
 
 The output of the timed launches is checked too, at the benchmark's own shape
-(ci.common.correctness.check_output, in the worker or child that times it): a
+(ci.common.correctness.check_output, in the worker that times it): a
 wrong head there makes the benchmark "wrong result", a wrong base only "new"
 (:meth:`Selection.mark_wrong_at_shape`, after the round that found it).
 
@@ -27,11 +27,11 @@ harness error.
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ci.speed.reasons import Check, Status
+from ci.common.options import name_matches
 from ci.speed.rounds import Benchmark
 
 
@@ -62,7 +62,7 @@ class Selection:
     def mark_wrong_at_shape(self, round_record: Mapping[str, Any]) -> set[str]:
         """Take the gated benchmarks whose timed output was wrong at their shape in this round off the gate.
 
-        The round's wrong-result records (ci.speed.child.wrong_result_record) name them. A wrong
+        The round's wrong-result records (ci.speed.survey.wrong_result_record) name them. A wrong
         head makes the benchmark WRONG_RESULT (the gate fails); a wrong base only makes it NEW,
         reported, since the head may be what fixes it. Each becomes a correctness record too.
         Returns the ids of the benchmarks taken off.
@@ -96,12 +96,12 @@ def check_selectors(surveys: Mapping[str, Mapping[str, Any] | None], kernels: Se
     present = [s for s in surveys.values() if s is not None]
     registered = [k for s in present for k in s["registered"]]
     for pattern in kernels:
-        if not any(fnmatch.fnmatchcase(k["name"], pattern) for k in registered):
+        if not any(name_matches(k["name"], [pattern]) for k in registered):
             names = sorted({k["name"] for k in registered})
             raise SelectionError(f"--kernel {pattern!r} matches no registered kernel (registered: {', '.join(names)})")
-    chosen = [k for k in registered if not kernels or any(fnmatch.fnmatchcase(k["name"], p) for p in kernels)]
+    chosen = [k for k in registered if name_matches(k["name"], kernels)]
     for pattern in configs:
-        if not any(fnmatch.fnmatchcase(c, pattern) for k in chosen for c in k["configs"]):
+        if not any(name_matches(c, [pattern]) for k in chosen for c in k["configs"]):
             have = sorted({f"{k['name']}[{c}]" for k in chosen for c in k["configs"]})
             raise SelectionError(f"--config {pattern!r} matches no config of the selected kernels ({', '.join(have)})")
     unknown = sorted({u for s in present for u in s.get("unknown_shapes", [])})

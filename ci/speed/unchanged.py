@@ -11,7 +11,6 @@ what the skips saved and what the measuring cost (:func:`cost_record`).
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,8 @@ from typing import Any, Mapping, Sequence
 
 from ci.common.json_file import JsonFileError, read_json
 from ci.speed.changes_report import SCHEMA, estimated_cost_s
-from ci.speed.child import parse_shape
+from ci.common.options import name_matches
+from ci.speed.survey import parse_shape
 from ci.speed.reasons import Status
 from ci.speed.rounds import Benchmark
 from ci.speed.selection import Entry
@@ -98,16 +98,12 @@ def decision_from_data(data: Mapping[str, Any], arch: str, how: str, measure_ide
     return CodeDecision(arch, how, pairs, listed, removed, data, measure_identical)
 
 
-def selected(name: str, patterns: Sequence[str]) -> bool:
-    return not patterns or any(fnmatch.fnmatchcase(name, p) for p in patterns)
-
-
 def unchanged_entries(decision: CodeDecision, kernels: Sequence[str], configs: Sequence[str],
                       shapes: Sequence[str]) -> list[Entry]:
     """The selected benchmarks of identical (kernel, config)s, named as a survey would name them."""
-    identical = {p for p in decision.identical_pairs if selected(p[0], kernels) and selected(p[1], configs)}
+    identical = {p for p in decision.identical_pairs if name_matches(p[0], kernels) and name_matches(p[1], configs)}
     runs_here = [b for b in decision.listed if (b.kernel, b.config) in identical]
-    if shapes:  # as ci.speed.child._shapes: MxNxK is a shape of its own; a name must be one the arch lists
+    if shapes:  # as ci.speed.survey._shapes: MxNxK is a shape of its own; a name must be one the arch lists
         names = {b.shape: b for b in decision.listed}
         chosen = []
         for text in dict.fromkeys(shapes):
@@ -130,7 +126,7 @@ def removed_entries(decision: CodeDecision, kernels: Sequence[str], configs: Seq
     """
     wanted = {s for text in shapes for s in (text, "x".join(map(str, parse_shape(text) or ())))}
     return [Entry(b, Status.REMOVED, f"{REMOVED_NOTE} ({decision.arch})") for b in decision.removed
-            if selected(b.kernel, kernels) and selected(b.config, configs)
+            if name_matches(b.kernel, kernels) and name_matches(b.config, configs)
             and (not shapes or b.shape in wanted or f"{b.m}x{b.n}x{b.k}" in wanted)]
 
 
@@ -139,7 +135,7 @@ def measured_pairs(decision: CodeDecision, kernels: Sequence[str], configs: Sequ
     if decision.arch is None or decision.measure_identical:
         return None
     return sorted(p for p in decision.pairs if p not in decision.identical_pairs
-                  and selected(p[0], kernels) and selected(p[1], configs))
+                  and name_matches(p[0], kernels) and name_matches(p[1], configs))
 
 
 # ---------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -22,7 +22,7 @@ from ci.speed.rounds import Benchmark
 from ci.speed.selection import Entry
 from ci.speed.thresholds import Thresholds
 from harness import paired
-from harness.paired.sequential import Decision, SequentialPlan
+from harness.paired.sequential import METHOD, Decision, SequentialPlan
 from harness.paired.verdict import Verdict
 
 GATE_SCHEMA = "mxfp4-speed-gate/1"
@@ -111,35 +111,28 @@ def decide_entry(
     rule: ExclusionRule,
     calibrations: Mapping[str, Any] = {},
     *,
-    sides: tuple[str, str] = ("base", "head"),
     ran_out: Stop | None = None,
 ) -> BenchmarkResult:
     """The result of one benchmark: its decision over the recorded rounds when it is gated.
 
     ``ran_out`` says what ended the measuring when the plan is not through (the round or time
-    budget, --rounds, the end of a record); an undecided benchmark is then inconclusive for that reason.
+    budget, --plan rounds, the end of a record); an undecided benchmark is then inconclusive for that reason.
     """
     bench = entry.benchmark
     result = BenchmarkResult(bench, entry.status, entry.note)
     if entry.status is not Status.GATED:
         return result
     result.threshold, result.threshold_source = thresholds.lookup(bench.id)
-    result.rounds = paired_rounds(rounds, bench.id, sides[0], sides[1], rule)
+    result.rounds = paired_rounds(rounds, bench.id, "base", "head", rule)
     decision = paired.sequential_decision([r.round for r in result.rounds], result.threshold, plan)
     if decision.complete:
         result.stopped_by = Stop.DECISION
     elif ran_out is not None:
         result.stopped_by = ran_out
-        decision = _replace_reason(decision, ran_out_reason(ran_out, decision))
+        decision = replace(decision, reason=ran_out_reason(ran_out, decision))
     result.decision = decision
     result.resolvable, result.resolvable_source = resolvable_effect(bench.id, result.used_rounds(), result.threshold, plan, calibrations)
     return result
-
-
-def _replace_reason(decision: Decision, reason: str) -> Decision:
-    from dataclasses import replace
-
-    return replace(decision, reason=reason)
 
 
 def exit_code(results: Sequence[BenchmarkResult], fail_on_inconclusive: bool) -> int:
@@ -173,12 +166,25 @@ def entries_of(record: Mapping[str, Any]) -> list[Entry]:
     return [Entry(Benchmark.from_json(b), Status(b["status"]), b.get("note") or "") for b in record["benchmarks"]]
 
 
-def plan_of(data: Mapping[str, Any]) -> SequentialPlan:
-    points = tuple(data["look_points"])
+RETIRED_PLAN = ("was decided with the signed-rank plan (Hodges-Lehmann ratio, exact signed-rank interval, the fresh-process "
+                "engine's), retired in issue 28: it cannot be replayed under its own plan, and its rounds are not re-decided "
+                "under the warm plan in its place (docs/PERF_NOTES.md keeps what it found)")
+
+
+def plan_of(data: Mapping[str, Any], where: str = "the record") -> SequentialPlan:
+    """The plan a record was decided with; RecordError for a plan this gate no longer has (never another in its place).
+
+    Records of the warm plan before its rules existed replay without them: no ``alpha_per_tail``/``futility``
+    before version 3, no ``miss_alpha`` before version 4. A record without a ``method`` (before issue 21) or with
+    ``"signed_rank"`` was decided with the retired signed-rank plan.
+    """
+    points = tuple(data["look_points"])  # a plan without looks is malformed, not a retired plan
+    method = data.get("method", "signed_rank")
+    if method != METHOD:
+        raise RecordError(f"{where} {RETIRED_PLAN}" if method == "signed_rank" else f"{where}: unknown plan method {method!r}")
     return SequentialPlan(min_rounds=data["min_rounds"], max_rounds=data["max_rounds"], looks=points, alpha=data["alpha"],
-                          method=data.get("method", "signed_rank"),  # records before issue 21 have no method
                           alpha_per_tail=bool(data.get("alpha_per_tail", False)), futility=bool(data.get("futility", False)),
-                          miss_alpha=data.get("miss_alpha"))  # records before the warm plan's version 4 have none
+                          miss_alpha=data.get("miss_alpha"))
 
 
 def load_calibrations(path: str | Path) -> dict[str, Any]:

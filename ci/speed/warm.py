@@ -1,43 +1,31 @@
 """Rounds from warm workers: each side's process started once, timed many times, on one or more devices.
 
-A fresh process per side per round (ci.speed.rounds.measure_round) spends ~5-7 s
-starting (torch, the device context, compilation, operands) to time ~0.7 s; on an
-H200, one process alternating A and B timings showed a per-round SD of the log
-ratio of 0.055% and no in-process bias (A/A' +0.004%). So :class:`WarmEngine`
-keeps one worker (ci.speed.worker) per side and device alive and asks it for
-one timing per benchmark and round:
+A fresh process per side per round spent ~5-7 s on an H200 starting (torch, the
+device context, compilation, operands) to time ~0.7 s; one process alternating A
+and B timings showed a per-round SD of the log ratio of 0.055% and no in-process
+bias (A/A' +0.004%; docs/PERF_NOTES.md). So :class:`WarmEngine` keeps one worker
+(ci.speed.worker) per side and device alive and asks it for one timing per
+benchmark and round:
 
 * within a round, benchmark by benchmark, the sides in the round's order
-  (A B, then B A next round: ci.speed.rounds.rotating_order), so each pair is
-  adjacent in time and a drift lands on both sides alike;
-* every ``restart_every`` rounds the workers are replaced by fresh ones, so the
-  variation between processes (allocation placement, code layout) is sampled
-  too; each record names its worker (``worker_pid``, ``worker_generation``), so
-  the statistics can treat processes as a level of variation;
-* benchmarks are spread over ``devices`` (ci.speed.devices.assign_devices) once
-  and stay there: base and head of one benchmark on one device, never compared
-  across devices; each record carries its ``device_index``;
-* a restart costs the runner little: the next generation's processes are spawned
-  as soon as a generation is ready (ci.speed.spares: interpreter, torch, the
-  kernels' imports, CPU only, while it measures) and promoted at the restart
-  (device context, compilation from the warm cache, operands): only that counts
-  as ``startup_s``, the rest is ``overlapped_startup_s``; a spare that died is
-  replaced by a fresh start, reported (``spare_failed``). Not on a CPU device
-  unless asked (``spares=True``): there the imports would take the timed cores;
-* the surveys (which benchmarks each side has, correctness at a small shape)
-  are asked of the first device's workers (:meth:`WarmEngine.survey`), which
-  then measure: no process is started for a survey alone; the survey's seconds
-  count in the first round (``startup_s``; the device's ``wall_s`` and
-  ``survey_wall_s``);
-* a round first readies every device (starts, restarts, prepares), then
-  measures on every device: no device's start-up runs beside a timing;
-* a worker that dies or hangs fails its device: every benchmark of that device
-  gets an error record naming the side, the benchmark and the cause (the gate
-  stops on it as on any failed measurement); the other devices go on.
+  (ci.speed.rounds.rotating_order), so each pair is adjacent in time;
+* every ``restart_every`` rounds the workers are replaced, so the variation between
+  processes is sampled; each record names its worker (``worker_pid``, ``worker_generation``);
+* benchmarks are spread over ``devices`` (ci.speed.devices.assign_devices) once and stay
+  there, base and head of one benchmark on one device; each record carries its ``device_index``;
+* the next generation is spawned while one measures (ci.speed.spares: interpreter, torch,
+  the kernels' imports, CPU only) and promoted at the restart: only the promotion counts as
+  ``startup_s``, the rest is ``overlapped_startup_s``; not on a CPU device unless asked
+  (``spares=True``): there the imports would take the timed cores;
+* the surveys are asked of the first device's workers (:meth:`WarmEngine.survey`), which
+  then measure; their seconds count in the first round;
+* a round first readies every device (starts, restarts, prepares), then measures on every
+  device: no device's start-up runs beside a timing;
+* a worker that dies or hangs fails its device: every benchmark of that device gets an
+  error record naming the side, the benchmark and the cause; the other devices go on.
 
-The round record is ci.speed.rounds.RoundRecord, as the fresh engine's: one
-ProcessRecord per side, its records keyed by benchmark id (what
-ci.speed.exclusion and ci.speed.verdict read), with fields added: per record
+The round record is ci.speed.rounds.RoundRecord: one ProcessRecord per side, its
+records keyed by benchmark id (what ci.speed.exclusion and ci.speed.verdict read): per record
 ``device_index``, ``worker_pid``, ``worker_generation``, ``measure_s``,
 ``measured_at``; per side ``startup_s``, ``measure_s``, ``workers`` (each with ``prespawned``,
 ``spawned_at``, ``overlapped_startup_s``, in the round it started ``phases``: the times it was
@@ -46,7 +34,7 @@ spawned, preloaded, told "go", started; maybe ``spare_failed``); per round
 
 Each device's state and its part of a round are ci.speed.warm_state's (bookkeeping, no processes).
 
-    with open_engine("warm", sides, device="cuda", devices=[0, 1], restart_every=4) as engine:
+    with WarmEngine(sides, device="cuda", devices=[0, 1], restart_every=4) as engine:
         for i in range(rounds):
             record = engine.measure_round(rotating_order(names, i), benchmarks, round_index=i).to_json()
 """
@@ -59,7 +47,7 @@ from dataclasses import asdict, is_dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from ci.speed.devices import assign_devices, estimated_seconds, pinned_environment
-from ci.speed.rounds import Benchmark, FreshEngine, ProcessRecord, RoundRecord, Side
+from ci.speed.rounds import Benchmark, ProcessRecord, RoundRecord, Side
 from ci.speed.spares import Spare, preload_request
 from ci.speed.worker_process import WorkerFailed, WorkerProcess
 from ci.speed.warm_state import Device, DevicePart, carry_in, each, summarize
@@ -115,13 +103,11 @@ class WarmEngine:
     # -- the survey -------------------------------------------------------------
 
     def survey(self, requests: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any] | WorkerFailed]:
-        """Each side's survey (ci.speed.child.survey of its request), asked of that side's worker on the first device.
+        """Each side's survey (ci.speed.survey.survey of its request), asked of that side's worker on the first device.
 
-        The workers that survey are the generation that then measures: one start per side for the
-        survey and the rounds, where a survey child of its own cost a second one (~5 s on an H200:
-        the interpreter, torch, the device context, the compilation). Their start-up and the survey's
-        seconds are counted in the first round's ``startup_s``. A side whose worker cannot start or
-        survey gets its :class:`WorkerFailed` back: the caller decides what a broken side means.
+        The workers that survey are the generation that then measures: one start per side. Their start-up
+        and the survey's seconds are counted in the first round's ``startup_s``. A side whose worker cannot
+        start or survey gets its :class:`WorkerFailed` back: the caller decides what a broken side means.
         """
         dev = self.devices[min(self.devices)]
         scratch = DevicePart(list(requests), [])
@@ -391,15 +377,3 @@ class WarmEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def open_engine(kind: str, sides: Sequence[Side], **options: Any) -> WarmEngine | FreshEngine:
-    """``"warm"`` (:class:`WarmEngine`, every option) or ``"fresh"`` (ci.speed.rounds.FreshEngine: device, budget, seed, log)."""
-    if kind == "warm":
-        return WarmEngine(sides, **options)
-    if kind == "fresh":
-        unknown = sorted(set(options) - {"device", "budget", "seed", "log"})
-        if unknown:
-            raise ValueError(f"the fresh engine has no option(s) {unknown}")
-        return FreshEngine(sides, **options)
-    raise ValueError(f"engine: expected 'warm' or 'fresh', got {kind!r}")

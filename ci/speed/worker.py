@@ -2,10 +2,11 @@
 
     python -m ci.speed.worker      (started by ci.speed.warm; not a command for people)
 
-Started like ci.speed.child (ci.common.commit_tree.kernels_of: the commit's ``kernels``,
-this checkout's harness), but long-lived: the imports, the device context, the
-operands and the compilation are paid once, and each request then costs only the
-timing itself (a fresh process per measurement spends ~90% of a GPU's time starting).
+Started through ci.common.commit_tree.kernels_of (the commit's ``kernels``, this
+checkout's harness) and long-lived: the imports, the device context, the operands
+and the compilation are paid once, and each request then costs only the timing
+itself (a fresh process per measurement spent ~90% of a GPU's time starting:
+docs/PERF_NOTES.md).
 
 The protocol is line-delimited JSON: one request a line on stdin, one answer a
 line on stdout; progress and logs go to stderr. Anything else that writes to
@@ -18,9 +19,9 @@ stdout (a kernel's print) is sent to stderr, so the answers stay parseable.
     {"op": "start", "device": "auto", "budget": {...}, "seed": 0, "side": "base"}
         -> {"ok": true, "pid", "device", "environment", "ready_at"}
     {"op": "survey", "request": {...}}
-        -> {"ok": true, "survey": ci.speed.child.survey(request)}
+        -> {"ok": true, "survey": ci.speed.survey.survey(request)}
         which benchmarks this commit has on this device, and each selected (kernel, config)'s
-        correctness at a small shape: the survey a child process would answer, without a start of its own.
+        correctness at a small shape.
     {"op": "prepare", "benchmarks": [Benchmark.to_json(), ...]}
         -> {"ok": true, "prepared": {id: {"prepare_s", "error"?}}}
         hold exactly these benchmarks: operands generated, launches prepared and run once
@@ -28,8 +29,7 @@ stdout (a kernel's print) is sent to stderr, so the answers stay parseable.
         benchmarks not listed are released (their memory is freed).
     {"op": "measure", "benchmark": id, "own_pids": [...], "after_own_work": bool}
         -> {"ok": true, "record": Timing.to_json() + measured_at, measure_s}
-        the record is what ci.speed.child's measure gives for one benchmark: the whole
-        Timing, or {"error", "error_type", "busy"} when it could not be timed, with "wrong_result"
+        the record of one benchmark's timing: the whole Timing, or {"error", "error_type", "busy"} when it could not be timed, with "wrong_result"
         (and error_type "WrongResult", never timed) when the output was wrong at its shape.
     {"op": "quit"} -> {"ok": true}, then the process exits.
 
@@ -46,7 +46,7 @@ import traceback
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, TextIO
 
-from ci.speed.child import device_environment, log, resolve_device, setup_device, timing_budget, wrong_result_record
+from ci.speed.survey import device_environment, log, resolve_device, setup_device, timing_budget, wrong_result_record
 
 PROTOCOL = "mxfp4-speed-worker/1"
 # A benchmark this worker timed before needs no priming; on a GPU, no warm-up beyond one launch either:
@@ -110,7 +110,7 @@ class Worker:
                 "budget": asdict(self.budget), "ready_at": time.time()}
 
     def survey(self, request: dict[str, Any]) -> dict[str, Any]:
-        from ci.speed.child import survey
+        from ci.speed.survey import survey
 
         return {"survey": survey(dict(request["request"], device=self.device))}
 

@@ -1,9 +1,11 @@
 """A/A calibration: a benchmark's noise from one commit against itself, and the thresholds it supports.
 
 The planning formulas (:func:`threshold_for`, :func:`resolvable_effect`) treat the
-HL log ratio as normal with the asymptotic standard error of
-:func:`hl_standard_error`; tests/test_paired_stats.py checks both against
-:func:`harness.paired.simulation.simulate`. ``z(p)`` in their formulas is the
+mean log ratio of the plan's last look as normal with the standard error of the
+plan's own interval (harness.paired.interval.standard_error, the t interval's
+``s / sqrt(n)``) and the interval's own quantile: tests/test_paired_stats.py checks
+that they match the interval the plan computes, and hold in simulation
+(:func:`harness.paired.simulation.simulate`). ``z(p)`` in their formulas is the
 Student-t quantile at ``max_rounds - 1`` degrees of freedom (scipy.stats).
 """
 
@@ -16,54 +18,45 @@ from typing import Any, Sequence
 import numpy as np
 from scipy import stats
 
-from harness.paired.hodges_lehmann import Estimate, estimate, log_ratios
+from harness.paired.interval import Estimate, log_ratios, look_interval, quantile, standard_error
 from harness.paired.rounds import Round
-from harness.paired.sequential import DEFAULT_PLAN, SequentialPlan
-
-# HL's asymptotic variance for normal data is pi*sigma^2/(3n) (efficiency 3/pi
-# relative to the mean); the gate's planning formulas use it.
-_HL_VAR_FACTOR = math.pi / 3.0
+from harness.paired.sequential import WARM_PLAN, SequentialPlan
 
 
 def _t_quantile(p: float, df: int) -> float:
-    """Student-t quantile; the planning formulas use t rather than normal quantiles because
-    the rank interval's width, like a t interval's, is itself estimated from the rounds."""
+    """Student-t quantile of a one-sided probability (the miss rate or the power the figures allow)."""
     return float(stats.t.ppf(p, df))
-
-
-def hl_standard_error(ratio_sd: float, n: int) -> float:
-    """Asymptotic SD of the HL estimate of ``n`` log ratios with SD ``ratio_sd`` (normal noise)."""
-    return ratio_sd * math.sqrt(_HL_VAR_FACTOR / n)
 
 
 def threshold_for(ratio_sd: float, plan: SequentialPlan, alpha: float = 0.01) -> float:
     """Smallest threshold at which an A/A comparison says "no change" w.p. ``>= 1 - alpha`` at ``max_rounds``.
 
-    With ``se = ratio_sd * sqrt(pi / (3 n))`` at ``n = max_rounds``, the HL log
-    ratio of an A/A comparison is ~ N(0, se^2) and the interval is about
-    ``HL +- z(1 - a/2) se`` (``a`` the plan's per-look alpha of the interval "no
-    change" is decided on: the miss interval's, when the plan has one). Both ends lie in the
-    band when ``|HL| <= z(1 - alpha/2) se``, i.e. for
+    With ``se = ratio_sd / sqrt(n)`` at ``n = max_rounds``, the mean log ratio of an
+    A/A comparison is ~ N(0, se^2) and the interval is ``mean +- z(1 - a/2) se``
+    (``a`` the plan's per-look alpha of the interval "no change" is decided on: the
+    miss interval's, when the plan has one). Both ends lie in the band when
+    ``|mean| <= z(1 - alpha/2) se``, i.e. for
     ``t = exp((z(1 - a/2) + z(1 - alpha/2)) se) - 1``
     (``log(1 - t) <= -log(1 + t)``, so the lower edge is then met too).
     """
     n = plan.max_rounds
-    se = hl_standard_error(ratio_sd, n)
-    return math.expm1((_t_quantile(1 - plan.per_look_miss_alpha / 2, n - 1) + _t_quantile(1 - alpha / 2, n - 1)) * se)
+    se = standard_error(ratio_sd, n)
+    return math.expm1((quantile(plan.per_look_miss_confidence, n) + _t_quantile(1 - alpha / 2, n - 1)) * se)
 
 
 def resolvable_effect(ratio_sd: float, threshold: float, plan: SequentialPlan, power: float = 0.99) -> float:
     """Smallest slowdown (a fraction of TFLOPS) flagged as regression w.p. ``>= power`` by ``max_rounds``.
 
-    Regression needs ``HL + z(1 - a/2) se < log(1 - t)``; with the true log
-    ratio ``-D`` and ``HL ~ N(-D, se^2)`` that holds w.p. ``power`` when
+    Regression needs ``mean + z(1 - a/2) se < log(1 - t)`` (``a`` the false-alarm
+    interval's per-look alpha); with the true log ratio ``-D`` and ``mean ~ N(-D, se^2)``
+    that holds w.p. ``power`` when
     ``D = -log(1 - t) + (z(1 - a/2) + z(power)) se``: the slowdown is
     ``1 - (1 - t) exp(-(z(1 - a/2) + z(power)) se)``. Effects between the
     threshold and this are caught sometimes and otherwise come out inconclusive.
     """
     n = plan.max_rounds
-    se = hl_standard_error(ratio_sd, n)
-    return -math.expm1(math.log1p(-threshold) - (_t_quantile(1 - plan.per_look_alpha / 2, n - 1) + _t_quantile(power, n - 1)) * se)
+    se = standard_error(ratio_sd, n)
+    return -math.expm1(math.log1p(-threshold) - (quantile(plan.per_look_confidence, n) + _t_quantile(power, n - 1)) * se)
 
 
 @dataclass(frozen=True)
@@ -77,7 +70,7 @@ class Calibration:
     1.4826 x MAD of the log ratios; far below ``ratio_sd`` means outlier rounds.
     ``noise_cv``: CV of the single-process TFLOPS of all usable A/A processes
     (what one process is worth without pairing; drift lands here).
-    ``threshold``: :func:`suggest_threshold`. ``min_resolvable_effect``: the
+    ``threshold``: :func:`threshold_for` at ``ratio_sd_upper`` (the suggested threshold). ``min_resolvable_effect``: the
     smallest slowdown flagged as regression with probability ``1 - alpha`` at
     that threshold within ``plan.max_rounds``.
     """
@@ -118,7 +111,7 @@ class Calibration:
         )
 
 
-def calibrate(aa_rounds: Sequence[Round], plan: SequentialPlan = DEFAULT_PLAN, alpha: float = 0.01) -> Calibration:
+def calibrate(aa_rounds: Sequence[Round], plan: SequentialPlan = WARM_PLAN, alpha: float = 0.01) -> Calibration:
     """Calibrate a benchmark from A/A rounds; ``alpha`` is the miss rate the suggestions allow.
 
     See :func:`threshold_for` and :func:`resolvable_effect` for the formulas;
@@ -144,19 +137,10 @@ def calibrate(aa_rounds: Sequence[Round], plan: SequentialPlan = DEFAULT_PLAN, a
         ratio_sd_upper=sd_upper,
         ratio_sd_robust=robust,
         noise_cv=cv,
-        aa_estimate=estimate(np.exp(d), plan.per_look_confidence),
+        aa_estimate=look_interval(np.exp(d), plan.per_look_confidence),
         threshold=threshold,
         # A threshold of 100% or more (noise far beyond any band) leaves no slowdown it can resolve.
         min_resolvable_effect=resolvable_effect(sd_upper, threshold, plan, 1 - alpha) if threshold < 1 else math.nan,
         plan=plan,
         alpha=alpha,
     )
-
-
-def suggest_threshold(calibration: Calibration) -> float:
-    """The smallest threshold at which an A/A comparison says "no change" w.p. ``1 - calibration.alpha``.
-
-    Computed from the calibration's upper SD bound and plan (:func:`threshold_for`).
-    """
-    return threshold_for(calibration.ratio_sd_upper, calibration.plan, calibration.alpha)
-

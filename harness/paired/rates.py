@@ -9,7 +9,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.paired.rounds import Round
-from harness.paired.sequential import DEFAULT_PLAN, Decision, SequentialPlan, sequential_decision
+from harness.paired.sequential import WARM_PLAN, Decision, SequentialPlan, sequential_decision
 from harness.paired.verdict import Verdict, check_threshold
 
 
@@ -51,45 +51,29 @@ def rates_of(decisions: Sequence[Decision], params: dict[str, Any], incomplete: 
 def replay(
     recorded_rounds: Sequence[Round],
     threshold: float,
-    plan: SequentialPlan = DEFAULT_PLAN,
+    plan: SequentialPlan = WARM_PLAN,
     decisions: int = 10,
-    disjoint: bool = True,
-    seed: int = 0,
 ) -> tuple[Rates, list[Decision]]:
     """Take ``decisions`` gate decisions from recorded rounds, through the gate's own statistics.
 
-    ``disjoint=True``: the rounds are consumed in time order, each decision taking
-    the rounds its sequential plan needs (as repeated live gate runs would), so no
-    round serves two decisions. When the record runs out first, the shortfall is
-    reported in ``Rates.incomplete`` (and those decisions are not counted).
-    ``disjoint=False``: each decision sees the whole record in its own seeded
-    random order -- decisions share rounds, so they are not independent and the
-    time order (drift) is lost; a fallback when the record is short, to be labelled so.
+    The rounds are consumed in time order, each decision taking the rounds its sequential
+    plan needs (as repeated live gate runs would), so no round serves two decisions. When
+    the record runs out first, the shortfall is reported in ``Rates.incomplete`` (and those
+    decisions are not counted): a short record is never padded or reshuffled.
     """
     check_threshold(threshold)
     if decisions < 1:
         raise ValueError(f"decisions must be >= 1 (got {decisions})")
     done: list[Decision] = []
     incomplete = 0
-    if disjoint:
-        start = 0
-        for _ in range(decisions):
-            dec = sequential_decision(recorded_rounds[start:], threshold, plan)
-            if not dec.complete:
-                incomplete = decisions - len(done)
-                break
-            done.append(dec)
-            start += dec.rounds_seen
-    else:
-        rng = np.random.default_rng(seed)
-        for _ in range(decisions):
-            order = rng.permutation(len(recorded_rounds))
-            dec = sequential_decision([recorded_rounds[i] for i in order], threshold, plan)
-            if dec.complete:
-                done.append(dec)
-            else:
-                incomplete += 1
-    params = {"threshold": threshold, "plan": plan.look_points, "alpha": plan.alpha, "disjoint": disjoint, "recorded_rounds": len(recorded_rounds)}
-    if not disjoint:
-        params["seed"] = seed
+    start = 0
+    for _ in range(decisions):
+        dec = sequential_decision(recorded_rounds[start:], threshold, plan)
+        if not dec.complete:
+            incomplete = decisions - len(done)
+            break
+        done.append(dec)
+        start += dec.rounds_seen
+    params = {"threshold": threshold, "plan": plan.look_points, "alpha": plan.alpha, "disjoint": True,
+              "recorded_rounds": len(recorded_rounds)}
     return rates_of(done, params, incomplete), done

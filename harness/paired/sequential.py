@@ -1,35 +1,22 @@
 """The sequential plan: when the gate looks, what each look may spend, and the decision over the looks.
 
 The gate looks at planned usable-round counts and stops at the first look whose
-interval clears the band. Each of the ``K`` looks uses ``alpha / K``
-(Bonferroni), so with probability ``>= 1 - alpha`` *every* interval the gate
-computes covers the true ratio, whichever look it stops at.
+interval (harness.paired.interval) clears the band. Each of the ``K`` looks spends
+``alpha / K`` (Bonferroni), so every interval the gate computes covers the true
+ratio together with probability ``>= 1 - alpha``, whichever look it stops at.
+Three rules (issue 21; a plan recorded before a rule replays without it;
+docs/SPEED_GATE.md "Sequential looks" has the derivations and the rates):
 
-Two options of the warm plan (issue 21), both off in the fresh engine's plan:
-
-- ``alpha_per_tail``: ``alpha`` bounds each wrong verdict separately. A false
-  "regression" needs the interval above the truth to miss it (the upper tail); a
-  false "no change" or "improvement" for a real regression needs the lower tail.
-  A two-sided interval at ``1 - 2 alpha / K`` misses on each side with ``alpha / K``,
-  so an unchanged head fails with probability ``<= alpha`` over all looks.
-- ``futility``: stop at an early look as "inconclusive (at the threshold edge)"
-  when even the last look could not tell the effect from the band's edge: the
-  interval the last look would give -- centred at today's mean, with a *low*
-  (10%) bound of today's spread, so a benchmark is not given up on too early --
-  still contains the edge. Stopping to say inconclusive never adds a false
-  regression; what it costs in detection is simulated in docs/SPEED_GATE.md.
-
-A third option, ``miss_alpha`` (issue 21, version 4 of the warm plan), gives the miss
-side its own error. The false-alarm guarantee is per PR, so ``alpha`` is split over
-the gated benchmarks; a missed regression is an error of one benchmark, so its bound
-need not be. Each look then computes two intervals over the same rounds: the
-false-alarm interval at ``1 - 2 alpha / K`` decides "regression" and "improvement",
-the (narrower) miss interval at ``1 - 2 miss_alpha / K`` decides "no change". A real
-regression of the threshold or more is called "no change" only when the miss
-interval lies wholly above the truth (``miss_alpha / K`` per look), or "improvement"
-only when the wider false-alarm interval does (a subset of that event): at most
-``miss_alpha`` over the K looks. A false "regression" still needs the false-alarm
-interval, so the per-PR bound is unchanged.
+- ``alpha_per_tail``: a false "regression" needs the interval wholly below the
+  truth, a missed one wholly above: at ``1 - 2 alpha / K`` two-sided each has
+  ``alpha / K`` per look, so an unchanged head fails with probability ``<= alpha``.
+- ``futility``: stop early as "inconclusive (at the threshold edge)" when the last
+  look, centred at today's mean with a *low* (10%) bound of today's spread, could
+  still not tell the effect from the band's edge. It never adds a false regression.
+- ``miss_alpha``: "no change" is decided on its own (narrower) interval at
+  ``1 - 2 miss_alpha / K``, per benchmark, while "regression" and "improvement" keep
+  the false-alarm interval of the per-PR alpha: a real regression of the threshold or
+  more is called "no change" (or "improvement", a subset) w.p. ``<= miss_alpha``.
 """
 
 from __future__ import annotations
@@ -42,39 +29,41 @@ import math
 import numpy as np
 from scipy import stats
 
-from harness.paired.hodges_lehmann import Estimate, estimate, log_ratios
+from harness.paired.interval import Estimate, half_width, log_ratios, look_interval
 from harness.paired.rounds import Round
-from harness.paired.signed_rank import min_rounds_for
-from harness.paired.t_interval import METHOD as T_METHOD, t_estimate
 from harness.paired.verdict import Verdict, check_threshold, decide
 
-METHODS = {"signed_rank": estimate, "t": t_estimate}
+# The record's plan "method": the t interval is the only one since issue 28. A record whose plan names
+# another ("signed_rank", or none: before issue 21) was decided by a retired plan (ci.speed.verdict.plan_of).
+METHOD = "t"
 
 
 @dataclass(frozen=True)
 class SequentialPlan:
-    """When the gate looks and how much error each look may spend.
+    """When the gate looks and how much error each look may spend; the defaults are the gate's plan (:data:`WARM_PLAN`).
 
     ``looks`` is either the number of looks, spread evenly from ``min_rounds`` to
     ``max_rounds`` (both included), or the explicit tuple of usable-round counts.
     Round counts are of *usable* rounds: excluded rounds do not advance a look
     (the orchestrator caps the rounds it attempts). ``alpha`` is the family-wise
     error: each look's interval has confidence ``1 - alpha / K`` for ``K`` looks
-    (Bonferroni), so all intervals cover the true ratio together with probability
-    ``>= 1 - alpha``. Bonferroni is conservative here (the looks share rounds) but
-    needs no distributional assumption beyond the signed-rank test's own.
-    ``miss_alpha`` (None: ``alpha``) bounds a missed regression on its own; it needs
-    ``alpha_per_tail`` and is at least ``alpha`` (see the module doc).
+    (``1 - 2 alpha / K`` with ``alpha_per_tail``: Bonferroni), so all intervals cover
+    the true ratio together with probability ``>= 1 - alpha``. Bonferroni is
+    conservative here (the looks share rounds) but needs no assumption about how
+    the looks' intervals are correlated. ``miss_alpha`` (None: ``alpha``) bounds a
+    missed regression on its own; it needs ``alpha_per_tail`` and is at least
+    ``alpha`` (see the module doc).
     """
 
-    min_rounds: int = 10
-    max_rounds: int = 30
-    looks: int | tuple[int, ...] = 3
-    alpha: float = 0.01
-    method: str = "signed_rank"  # the interval: "signed_rank" (Hodges-Lehmann, exact) or "t" (harness.paired.t_interval)
-    alpha_per_tail: bool = False  # alpha bounds a false regression and a missed one each (see the module doc)
-    futility: bool = False  # stop early when the last look could not tell the effect from the band's edge (t only)
-    miss_alpha: float | None = None  # a missed regression's own bound, "no change" decided on it (None: alpha)
+    min_rounds: int = 5
+    max_rounds: int = 20
+    # Five looks (version 4): a benchmark that just misses a look does not wait twice as long for the next one.
+    looks: int | tuple[int, ...] = (5, 7, 10, 14, 20)
+    alpha: float = 0.01  # ci.speed.options shares the per-PR alpha over the gated benchmarks (with_alpha)
+    alpha_per_tail: bool = True  # alpha bounds a false regression and a missed one each (see the module doc)
+    futility: bool = True  # stop early when the last look could not tell the effect from the band's edge
+    # "No change" decided on a miss interval at 1% per benchmark, not split over the gated benchmarks (version 4).
+    miss_alpha: float | None = 0.01
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_rounds <= self.max_rounds:
@@ -87,20 +76,12 @@ class SequentialPlan:
                 raise ValueError(f"looks {self.looks} must increase strictly from >= min_rounds to max_rounds ({self.min_rounds}..{self.max_rounds})")
         elif self.looks < 1:
             raise ValueError(f"looks must be >= 1 (got {self.looks})")
-        if self.method not in METHODS:
-            raise ValueError(f"method must be one of {sorted(METHODS)} (got {self.method!r})")
         if not self.per_look_alpha < 1:
             raise ValueError(f"alpha {self.alpha} per tail over {len(points)} look(s) leaves no interval: need alpha < {len(points) / 2:g}")
         self._check_miss_alpha()
-        if self.futility and self.method != "t":
-            raise ValueError("futility stopping predicts the last look's t interval: it needs method 't'")
-        need = min_rounds_for(self.per_look_confidence) if self.method == "signed_rank" else 2
-        if points[0] < need:
-            raise ValueError(
-                f"the first look at {points[0]} rounds can never decide: an exact interval at confidence "
-                f"{self.per_look_confidence:.5f} (alpha {self.alpha} / {len(points)} looks) needs >= {need} rounds; "
-                f"raise min_rounds, alpha, or use fewer looks"
-            )
+        if points[0] < 2:
+            raise ValueError(f"the first look at {points[0]} rounds can never decide: a t interval needs >= 2 rounds "
+                             "(one gives no spread); raise min_rounds")
 
     def _check_miss_alpha(self) -> None:
         if self.miss_alpha is None:
@@ -158,7 +139,7 @@ class SequentialPlan:
         """This plan at false-alarm ``alpha``, its miss alpha raised to ``alpha`` where below it.
 
         A miss interval is never wider than the false-alarm one: a larger per-benchmark
-        ``alpha`` (``--alpha 0.05``, or a per-PR alpha over few benchmarks) takes the miss alpha with it.
+        ``alpha`` (``--plan alpha=0.05``, or a per-PR alpha over few benchmarks) takes the miss alpha with it.
         """
         miss = None if self.miss_alpha is None else max(self.miss_alpha, alpha)
         return replace(self, alpha=alpha, miss_alpha=miss)
@@ -178,7 +159,7 @@ class SequentialPlan:
             "alpha": self.alpha,
             "per_look_confidence": self.per_look_confidence,
             "error_control": self.error_control(),
-            "method": self.method,
+            "method": METHOD,
             "alpha_per_tail": self.alpha_per_tail,
             "futility": self.futility,
             "miss_alpha": self.miss_alpha,
@@ -186,19 +167,10 @@ class SequentialPlan:
         }
 
 
-DEFAULT_PLAN = SequentialPlan()
-# Warm workers make a round cheap (two timings, no process start): decide as soon as the t interval
-# can, and give up early on an effect that sits at the band's edge (docs/SPEED_GATE.md: the simulated rates).
-# Version 4: "no change" is decided on a miss interval at 1% per benchmark (not split over the gated
-# benchmarks, as the false-alarm alpha is by ci.speed.options), and five looks so that a benchmark
-# that just misses a look does not wait twice as long for the next one.
-WARM_PLAN = SequentialPlan(min_rounds=5, max_rounds=20, looks=(5, 7, 10, 14, 20), alpha=0.01, method="t",
-                           alpha_per_tail=True, futility=True, miss_alpha=0.01)
-
-
-def interval(ratios: Sequence[float], confidence: float, method: str) -> Estimate:
-    """The plan's interval over ``ratios``."""
-    return METHODS[method](ratios, confidence)
+# The gate's plan (version 4 of the warm plan): warm workers make a round cheap (two timings, no process
+# start), so it decides as soon as the t interval can and gives up early on an effect at the band's edge
+# (docs/SPEED_GATE.md: its simulated and measured rates; docs/PERF_NOTES.md: versions 1-3).
+WARM_PLAN = SequentialPlan()
 
 
 def look_verdict(ratios: Sequence[float], threshold: float, plan: SequentialPlan) -> tuple[Verdict, Estimate, Estimate]:
@@ -207,11 +179,11 @@ def look_verdict(ratios: Sequence[float], threshold: float, plan: SequentialPlan
     "Regression" and "improvement" need the false-alarm interval; "no change" needs
     the miss interval (the same interval when the plan has no ``miss_alpha``).
     """
-    false_alarm = interval(ratios, plan.per_look_confidence, plan.method)
+    false_alarm = look_interval(ratios, plan.per_look_confidence)
     verdict = decide(false_alarm, threshold)
     if verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT) or plan.miss_alpha is None:
         return verdict, false_alarm, false_alarm
-    miss = interval(ratios, plan.per_look_miss_confidence, plan.method)
+    miss = look_interval(ratios, plan.per_look_miss_confidence)
     if decide(miss, threshold) is Verdict.NO_CHANGE:  # a narrower miss interval may say "regression": not its call
         return Verdict.NO_CHANGE, miss, false_alarm
     return Verdict.INCONCLUSIVE, false_alarm, false_alarm
@@ -291,7 +263,7 @@ def futile_edge(ratios: Sequence[float], now: Estimate, threshold: float, plan: 
         return None
     mean, sd = float(np.mean(d)), float(np.std(d, ddof=1))
     sd_low = sd * math.sqrt(float(stats.chi2.ppf(0.10, n - 1)) / (n - 1))
-    half_last = float(stats.t.ppf(1 - plan.per_look_alpha / 2, last - 1)) * sd_low / math.sqrt(last)
+    half_last = half_width(sd_low, last, plan.per_look_confidence)
     edges = [e for e in (1.0 - threshold, 1.0 + threshold) if now.low < e < now.high]
     if len(edges) != 1:
         return None
@@ -301,15 +273,11 @@ def futile_edge(ratios: Sequence[float], now: Estimate, threshold: float, plan: 
 
 def _fmt_interval(est: Estimate) -> str:
     if not est.bounded:
-        return f"{_label(est)} {est.point:.4f}, interval unbounded at {est.n} rounds"
-    return f"{_label(est)} {est.point:.4f}, {est.confidence:.2%} interval [{est.low:.4f}, {est.high:.4f}]"
+        return f"mean {est.point:.4f}, interval unbounded at {est.n} rounds"
+    return f"mean {est.point:.4f}, {est.confidence:.2%} interval [{est.low:.4f}, {est.high:.4f}]"
 
 
-def _label(est: Estimate) -> str:
-    return "mean" if est.method == T_METHOD else "HL"
-
-
-def sequential_decision(rounds: Sequence[Round], threshold: float, plan: SequentialPlan = DEFAULT_PLAN) -> Decision:
+def sequential_decision(rounds: Sequence[Round], threshold: float, plan: SequentialPlan = WARM_PLAN) -> Decision:
     """Replay the gate's planned looks over ``rounds`` (in time order) and decide.
 
     At each look point ``m`` the interval of the first ``m`` usable rounds is
@@ -362,7 +330,7 @@ def sequential_decision(rounds: Sequence[Round], threshold: float, plan: Sequent
     # Not enough usable rounds for the next look: report progress, keep going.
     pending = next_look(usable, plan)
     assert pending is not None
-    progress = interval(ratios[: plan.max_rounds], plan.per_look_confidence, plan.method)
+    progress = look_interval(ratios[: plan.max_rounds], plan.per_look_confidence)
     n_excl, reasons = excluded_before(len(rounds))
     why = f"{usable} usable rounds; next look at {pending}"
     return Decision(Verdict.INCONCLUSIVE, progress, usable, n_excl, False, why, threshold, False, pending, reasons)

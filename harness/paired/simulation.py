@@ -8,7 +8,7 @@ import numpy as np
 
 from harness.paired.rates import Rates, rates_of
 from harness.paired.rounds import Round
-from harness.paired.sequential import DEFAULT_PLAN, SequentialPlan, sequential_decision
+from harness.paired.sequential import WARM_PLAN, SequentialPlan, sequential_decision
 
 
 def synthetic_rounds(
@@ -25,11 +25,11 @@ def synthetic_rounds(
     process_sd: float = 0.0,
     restart_every: int = 1,
 ) -> list[Round]:
-    """``n`` rounds of interleaved fresh processes (A B, B A, ...) with log-normal noise.
+    """``n`` rounds of interleaved timings (A B, B A, ...) with log-normal noise.
 
-    Process ``j`` (in time order) measures ``level * (1 + true_effect if head) *
+    Timing ``j`` (in time order) measures ``level * (1 + true_effect if head) *
     exp(drift * j + e_j)`` with ``e_j ~ N(0, ratio_sd^2 / 2)``, so a round's log
-    ratio has SD ``ratio_sd``. With ``outlier_rate`` a process is slowed by
+    ratio has SD ``ratio_sd``. With ``outlier_rate`` a timing is slowed by
     ``outlier_size`` (interference). With ``exclude_rate`` a round is marked
     excluded and its head is slowed by 20%, so an estimate that failed to drop
     excluded rounds would be visibly biased. ``process_sd`` with ``restart_every``
@@ -59,7 +59,7 @@ def simulate(
     ratio_sd: float,
     true_effect: float,
     threshold: float,
-    plan: SequentialPlan = DEFAULT_PLAN,
+    plan: SequentialPlan = WARM_PLAN,
     trials: int = 2000,
     seed: int = 0,
     **noise: float,

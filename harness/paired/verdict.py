@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 
-from harness.paired.hodges_lehmann import Estimate
+from harness.paired.interval import Estimate
 
 
 class Verdict(str, enum.Enum):

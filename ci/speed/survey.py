@@ -1,21 +1,13 @@
-"""The speed gate's child process: one commit's kernels, this checkout's measuring code.
+"""What a warm worker (ci.speed.worker) knows about its commit: the survey, and the helpers it measures with.
 
-    python -m ci.speed.child survey  REQUEST.json OUT.json
-    python -m ci.speed.child measure REQUEST.json OUT.json
+The worker runs under ci.common.commit_tree.kernels_of, so ``kernels`` is the
+commit's and everything else (harness, ci, asv_bench) this checkout's.
 
-It is started by ci.speed.rounds through ci.common.commit_tree.kernels_of, so ``kernels``
-is the commit's and everything else (harness, ci, asv_bench) this checkout's.
-Requests and answers are JSON files (written atomically); progress goes to stderr.
-
-* ``survey`` -- which benchmarks exist for this commit on this device, and is
+* :func:`survey` -- which benchmarks exist for this commit on this device, and is
   each selected (kernel, config) correct: ``ci.common.correctness.check_kernel`` at a
   small shape the kernel accepts (:func:`check_shape`). Nothing is timed.
-* ``measure`` -- one fresh process of one round: every requested benchmark, in
-  the order given, with ``harness.timing.measure_gemm``; the whole Timing
-  (every sample, steady flag, input sets, GPU state before/after, idle report)
-  is kept. The output of the timed launches is then checked at the benchmark's
-  shape (ci.common.correctness.check_output); a wrong one gives a "wrong_result"
-  error record instead of the timing.
+* :func:`timing_budget`, :func:`wrong_result_record`, :func:`device_environment`:
+  what the worker's measurements are taken with and recorded as.
 
 The CPU rules are the asv suite's (asv_bench.common): the same CPU shapes, the
 same backends excluded from CPU timing (CPU_EXCLUDED_BACKENDS: Triton runs on a
@@ -24,15 +16,13 @@ CPU only in its interpreter), the same timing budgets, one thread.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 import traceback
-from dataclasses import asdict, fields, replace
-from typing import Any, Callable
+from dataclasses import fields, replace
+from typing import Any
 
-CHILD_SCHEMA = "mxfp4-speed-child/1"
 # Correctness is checked at M, N >= this (one 256 x 256 tile of the gfx950 kernel), rounded up to the
 # kernel's multiples, and at K = CHECK_K[device type] (rounded up likewise): a GPU kernel's K loop
 # runs many iterations at 8192, and a CPU checks 1024 in milliseconds.
@@ -91,12 +81,6 @@ def check_shape(constraints: Any, device: str) -> tuple[int, int, int]:
 # ---------------------------------------------------------------------------
 
 
-def _fnmatch_any(name: str, patterns: list[str]) -> bool:
-    import fnmatch
-
-    return not patterns or any(fnmatch.fnmatchcase(name, p) for p in patterns)
-
-
 def _shapes(requested: list[str], device: str) -> tuple[list[dict[str, Any]], list[str]]:
     """(selected shapes, selectors naming no shape). Default: the GPU benchmark shapes, or asv's CPU shapes."""
     from asv_bench import common
@@ -129,6 +113,7 @@ def _accuracy_report(kernel: Any, config: str, mnk: tuple[int, int, int], device
 
 def survey(request: dict[str, Any]) -> dict[str, Any]:
     from asv_bench import common
+    from ci.common.options import name_matches
 
     device = resolve_device(request.get("device", "auto"))
     setup_device(device)
@@ -142,8 +127,6 @@ def survey(request: dict[str, Any]) -> dict[str, Any]:
     shapes, unknown_shapes = _shapes(request.get("shapes", []), device)
     kernels = registry.all_kernels()
     answer: dict[str, Any] = {
-        "schema": CHILD_SCHEMA,
-        "kind": "survey",
         "device": device,
         "environment": device_environment(device),
         "kernels_source": os.path.dirname(os.path.realpath(registry.__file__)),
@@ -154,12 +137,12 @@ def survey(request: dict[str, Any]) -> dict[str, Any]:
         "correctness": [],
     }
     for kernel in kernels:
-        if not _fnmatch_any(kernel.name, kernel_patterns):
+        if not name_matches(kernel.name, kernel_patterns):
             continue
         excluded = common.CPU_EXCLUDED_BACKENDS.get(kernel.backend) if device == "cpu" else None
         unavailable = excluded or kernel.unavailable_reason(device)
         for config in kernel.configs:
-            if not _fnmatch_any(config, config_patterns) or (pairs is not None and (kernel.name, config) not in pairs):
+            if not name_matches(config, config_patterns) or (pairs is not None and (kernel.name, config) not in pairs):
                 continue
             available_any = False
             for shape in shapes:
@@ -215,7 +198,7 @@ def device_environment(device: str) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------
-# measure
+# what the worker measures with
 # ---------------------------------------------------------------------------
 
 
@@ -235,71 +218,3 @@ def wrong_result_record(report: Any) -> dict[str, Any]:
     """The measurement record of a benchmark whose output is wrong at its shape (a harness.output_check.OutputReport):
     an error record the gate turns into a wrong result (ci.speed.selection.mark_wrong_at_shape), never a speed."""
     return {"error": report.summary(), "error_type": "WrongResult", "busy": False, "wrong_result": report.to_json()}
-
-
-def measure(request: dict[str, Any]) -> dict[str, Any]:
-    from asv_bench import common
-    from ci.common.correctness import check_kept_output
-    from harness import gpu_state
-    from harness.output_check import KeptOutput
-
-    device = resolve_device(request.get("device", "auto"))
-    setup_device(device)
-    budget = timing_budget(device, request.get("budget"))
-    records: dict[str, Any] = {}
-    answer = {"schema": CHILD_SCHEMA, "kind": "measure", "device": device, "pid": os.getpid(),
-              "budget": asdict(budget), "started": time.time(), "records": records}
-    for bench in request["benchmarks"]:
-        label = f"{bench['id']} [{request.get('side', '?')}]"
-        began, measured_at = time.perf_counter(), time.time()
-        try:
-            kernel = common.registered_kernel(bench["kernel"])
-            kept = KeptOutput(common.kernel_prepare(kernel, bench["config"]))
-            timing = common.timing.measure_gemm(
-                kept, bench["m"], bench["n"], bench["k"],
-                device=device, label=label, budget=budget, seed=int(request.get("seed", 0)), log=log,
-            )
-            # What was timed must be right at this shape: the first set's output, from the last timed launch of it.
-            report = check_kept_output(kept, seed=int(request.get("seed", 0)))
-        except gpu_state.GpuBusyError as exc:  # the parent excludes the round: the GPU was not ours
-            records[bench["id"]] = {"error": str(exc), "error_type": type(exc).__name__, "busy": True}
-            log(f"{label}: GPU busy: {exc}")
-        except Exception as exc:
-            records[bench["id"]] = {"error": f"{type(exc).__name__}: {exc}", "error_type": type(exc).__name__,
-                                    "busy": False, "traceback": "".join(traceback.format_exception(exc))[-4000:]}
-            log(f"{label}: FAILED: {type(exc).__name__}: {exc}")
-        else:
-            if report.passed:
-                records[bench["id"]] = {**timing.to_json(), "output_check": report.summary()}
-                log(timing.summary())
-            else:
-                records[bench["id"]] = wrong_result_record(report)
-                log(f"{label}: {report.summary()}")
-        # Cost accounting (ci.speed.warm.cost_summary): in a fresh process a benchmark's seconds
-        # include its operands and its compilation, not only the timing.
-        records[bench["id"]].update(measured_at=measured_at, measure_s=round(time.perf_counter() - began, 4))
-    answer["finished"] = time.time()
-    return answer
-
-
-COMMANDS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {"survey": survey, "measure": measure}
-
-
-def main(argv: list[str] | None = None) -> int:
-    # This child's front: its argv is fixed by ci.speed.rounds.run_child (a command and two JSON paths), and
-    # the options it works with arrive in the request file, already checked by the parent's front.
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 3 or argv[0] not in COMMANDS:
-        print(f"usage: python -m ci.speed.child {{{','.join(COMMANDS)}}} REQUEST.json OUT.json\n"
-              "(started by python -m ci.speed; see ci/speed/child.py)", file=sys.stderr)
-        return 2
-    from harness.report import write_json_atomic
-
-    with open(argv[1]) as f:
-        request = json.load(f)
-    write_json_atomic(argv[2], COMMANDS[argv[0]](request))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,98 @@
+"""A look's interval: the mean log ratio head/base with its Student-t interval.
+
+This is the one place the gate computes an interval from rounds (:func:`look_interval`),
+and the one place its width is defined (:func:`standard_error`, :func:`quantile`):
+the sequential plan's looks, its futility prediction and the calibration's planning
+formulas all use these, so a plan and its calibration cannot disagree on the width.
+
+Rounds from warm workers are cheap and their log ratios are close to normal (a
+ratio of two medians of hundreds of launches), so the interval is the t interval,
+exact for normal rounds at any n >= 2: ``exp(mean ± t_{1-a/2, n-1} · s / sqrt(n))``.
+Quantiles from scipy.stats.t. The A/A runs of docs/SPEED_GATE.md check the
+normality assumption where it matters: the false-alarm rate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import numpy as np
+from scipy import stats
+
+from harness.paired.rounds import json_float
+
+METHOD = "mean of log ratios; Student-t interval"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The ratio head/base (geometric mean) with its interval (ratio scale).
+
+    ``low = 0, high = inf`` (``bounded`` False) below 2 rounds: no spread yet, never a
+    made-up interval. ``coverage`` is the interval's nominal coverage (its ``confidence``).
+    """
+
+    point: float
+    low: float
+    high: float
+    n: int
+    method: str
+    confidence: float
+    coverage: float
+
+    @property
+    def bounded(self) -> bool:
+        return self.low > 0.0 and math.isfinite(self.high)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "point": json_float(self.point),
+            "low": json_float(self.low) if self.bounded else None,
+            "high": json_float(self.high) if self.bounded else None,
+            "bounded": self.bounded,
+            "n": self.n,
+            "method": self.method,
+            "confidence": self.confidence,
+            "coverage": self.coverage,
+        }
+
+
+def log_ratios(ratios: Iterable[float]) -> np.ndarray:
+    """``log r_i``, refusing a ratio that is not finite and positive (such a round must be excluded)."""
+    values = np.asarray([float(r) for r in ratios], dtype=float)
+    if values.size and not (np.all(np.isfinite(values)) and np.all(values > 0)):
+        bad = [float(v) for v in values if not (math.isfinite(v) and v > 0)][:3]
+        raise ValueError(f"ratios must be finite and > 0 (got {bad}); exclude such rounds instead")
+    return np.log(values)
+
+
+def standard_error(ratio_sd: float, n: int) -> float:
+    """The standard error of the mean log ratio of ``n`` rounds whose log ratios have SD ``ratio_sd``."""
+    return ratio_sd / math.sqrt(n)
+
+
+def quantile(confidence: float, n: int) -> float:
+    """The t quantile of a two-sided ``confidence`` interval over ``n`` rounds (``n - 1`` degrees of freedom)."""
+    return float(stats.t.ppf(0.5 + confidence / 2, n - 1))
+
+
+def half_width(ratio_sd: float, n: int, confidence: float) -> float:
+    """The interval's half-width on the log scale for ``n`` rounds of log-ratio SD ``ratio_sd``."""
+    return quantile(confidence, n) * standard_error(ratio_sd, n)
+
+
+def look_interval(ratios: Iterable[float], confidence: float = 0.95) -> Estimate:
+    """The geometric-mean ratio head/base with the t interval; unbounded below 2 rounds (no spread yet)."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1) (got {confidence})")
+    d = log_ratios(ratios)
+    n = int(d.size)
+    if n == 0:
+        return Estimate(math.nan, 0.0, math.inf, 0, METHOD, confidence, 1.0)
+    mean = float(np.mean(d))
+    if n < 2:
+        return Estimate(math.exp(mean), 0.0, math.inf, n, METHOD, confidence, 1.0)
+    half = half_width(float(np.std(d, ddof=1)), n, confidence)
+    return Estimate(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, METHOD, confidence, confidence)

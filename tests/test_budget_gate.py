@@ -501,6 +501,12 @@ def test_malformed_budget_and_bad_ref_are_harness_errors(probe_repo, tmp_path):
         _assert_harness_error(run_gate(root, "--base", c0, "--head", "noop", "--budget", str(bad)), message)
     _assert_harness_error(run_gate(root, "--base", "no-such-branch", "--head", "noop"), "--base 'no-such-branch' does not name a commit")
     _assert_harness_error(run_gate(root, "--head", "no-such-branch"), "ref 'no-such-branch' does not name a commit")
+    # --json still says why it stopped: the PR comment reads it (issue 30).
+    out = tmp_path / "verdict.json"
+    _assert_harness_error(run_gate(root, "--base", "no-such-branch", "--head", "noop", "--json", str(out)), "does not name a commit")
+    record = json.loads(out.read_text())
+    assert record["verdict"] == "error" and record["exit_code"] == 2 and record["schema"] == "mxfp4-budget-gate/2"
+    assert "--base 'no-such-branch' does not name a commit" in record["error"]
 
 
 # ---------------------------------------------------------------------------

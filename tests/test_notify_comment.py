@@ -256,7 +256,16 @@ def test_the_names_the_comment_reads_are_the_ones_pr_checks_uses():
             path == file, (name, path, runs)
     render_job = _workflow("pr-comment.yml")["jobs"]["render"]
     download = next(s for s in render_job["steps"] if str(s.get("uses", "")).startswith("actions/download-artifact@"))
-    assert download["with"]["pattern"] == "*-attempt${{ github.event.workflow_run.run_attempt }}"
+    assert download["with"]["pattern"] == "*-attempt*"
+
+
+def test_a_rerun_attempt_keeps_the_records_of_the_jobs_it_did_not_rerun(tmp_path):
+    folder = tmp_path / "run"
+    __import__("shutil").copytree(DATA / "regression", folder)
+    (folder / "speed-gate-attempt1").rename(folder / "speed-gate-attempt2")  # only the GPU job ran again
+    inputs = bundle.load_inputs(folder, 2, None)
+    assert inputs.speed is not None and inputs.budget is not None and inputs.changes is not None
+    assert bundle.load_inputs(folder, 1, None).speed is None  # attempt 1 does not see attempt 2's
 
 
 def test_the_publisher_needs_nothing_installed():
@@ -286,3 +295,10 @@ def test_the_front_answers_help_and_refuses_bad_options(tmp_path):
                            "--changes")):
         done = run(*args)
         assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+def test_a_job_link_that_could_break_out_of_markdown_is_dropped():
+    jobs = {"jobs": [{"name": JOB_GPU, "conclusion": "failure", "html_url": "https://github.com/a) [evil](https://evil.example",
+                      "steps": [{"name": STEP_GPU_TESTS, "conclusion": "failure"}]}]}
+    markdown = render(Inputs(None, None, None, jobs_record(jobs)), LINKS)
+    assert "The GPU correctness tests failed." in markdown and "evil" not in markdown

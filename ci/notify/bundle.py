@@ -1,8 +1,9 @@
 """Where the comment's inputs are: pr-checks.yml's artifacts as actions/download-artifact lays them out.
 
-The render job of pr-comment.yml downloads the artifacts of one pr-checks run attempt
-(``pattern: *-attempt<N>``) into a folder outside its checkout; each artifact is a
-subfolder named after it. The names below are the ones pr-checks.yml uploads
+The render job of pr-comment.yml downloads the artifacts of a pr-checks run
+(``pattern: *-attempt*``) into a folder outside its checkout; each artifact is a
+subfolder named after it, and each record is taken from the newest attempt up to the
+event's that has it. The names below are the ones pr-checks.yml uploads
 (tests/test_notify_comment.py checks both sides). A file that is missing is None (the
 gate left no record: the comment says why from the job list); one that is there but
 wrong is :class:`ci.notify.records.Rejected`.
@@ -30,11 +31,14 @@ def artifact_name(name: str, attempt: int) -> str:
 
 
 def _read(folder: Path, name: str, attempt: int) -> Any:
+    """The newest record of ``name`` up to ``attempt``: a re-run of the failed jobs keeps the others' artifacts
+    under the attempt that made them."""
     file, parse, what = FILES[name]
-    path = folder / artifact_name(name, attempt) / file
-    if not path.is_file() or path.is_symlink():
-        return None
-    return read(path, parse, what)
+    for k in range(attempt, 0, -1):
+        path = folder / artifact_name(name, k) / file
+        if path.is_file() and not path.is_symlink():
+            return read(path, parse, what)
+    return None
 
 
 def load_inputs(folder: Path, attempt: int, jobs: Path | None) -> Inputs:

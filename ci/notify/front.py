@@ -23,10 +23,11 @@ from typing import Sequence
 
 from ci.common.options import OptionsError
 from ci.notify.post import BOT_LOGIN
+from ci.notify.records import SAFE_URL
 
 _REPO = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
 _SHA = re.compile(r"^[0-9a-f]{40}$")
-_URL = re.compile(r"^https://[A-Za-z0-9.:-]+(/[A-Za-z0-9._~%/-]*)?$")
+_URL = SAFE_URL
 # Any branch name git allows (it is only ever an argument and a URL-encoded query value), but on one line.
 _BRANCH = re.compile(r"^[^\x00-\x1f\x7f]{1,255}$")
 

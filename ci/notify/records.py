@@ -28,6 +28,8 @@ MAX_ITEMS = 2000  # benchmarks, targets, jobs, steps, table rows
 # schema name -> the major versions read here. A speed gate /2 (issue 28) is adapted here at merge.
 KNOWN_SCHEMAS = {"mxfp4-speed-gate": {1}, "mxfp4-changes": {1}, "mxfp4-budget-gate": {2}, "mxfp4-history-changes": {1}}
 _SCHEMA = re.compile(r"^([a-z0-9-]{1,60})/([0-9]{1,4})$")
+# An address that can go into a Markdown link as it is: https, no spaces, brackets, quotes or query.
+SAFE_URL = re.compile(r"^https://[A-Za-z0-9.:-]+(/[A-Za-z0-9._~%/-]*)?$")
 
 
 class RecordError(ValueError):
@@ -354,7 +356,7 @@ def jobs_record(data: Any, file: str = "jobs.json") -> Jobs:
         steps = {s.get("name").text(): s.get("conclusion").choice(CONCLUSIONS, optional=True) for s in j.get("steps").items(optional=True)}
         url = j.get("html_url").text(optional=True)
         jobs[j.get("name").text()] = Job(j.get("name").text(), j.get("conclusion").choice(CONCLUSIONS, optional=True),
-                                         url if url and url.startswith("https://") else None, steps)
+                                         url if url and SAFE_URL.match(url) else None, steps)
     return Jobs(jobs)
 
 

@@ -55,6 +55,8 @@ PUBLISHERS = {"pr-comment.yml", "regression-issues.yml"}
 PUBLISHER_READS = {"actions": "read", "contents": "read"}
 # The only commands a publisher's `run:` steps may start: this checkout's ci.notify, and gh's REST calls.
 PUBLISHER_COMMANDS = ("python3 -m ci.notify ", "gh api ")
+# What would run a second command on an allowed line: ; & | ` $( <( and any redirection but "> $RUNNER_TEMP/...".
+SHELL_CHAINING = re.compile(r"[;&|`]|\$\(|<\(|<|>(?! \"\$RUNNER_TEMP/)")
 # Environment variables that would make python3, gh or the shell load code from elsewhere.
 CODE_LOADING_ENV = re.compile(r"^(PYTHON\w*|LD_\w+|BASH_ENV|ENV|NODE_OPTIONS|GH_HOST|GH_PATH|PATH)$")
 
@@ -239,9 +241,9 @@ def publisher_problems(path: Path, writers: dict = WRITERS) -> list[str]:
                 if CODE_LOADING_ENV.match(str(key)):
                     problems.append(f"{job_id}: {name}: sets {key}, which decides what code runs")
             for command in _run_commands(str(step.get("run", ""))):
-                if not command.startswith(PUBLISHER_COMMANDS):
+                if not command.startswith(PUBLISHER_COMMANDS) or SHELL_CHAINING.search(command):
                     problems.append(f"{job_id}: {name}: runs {command[:80]!r}: a publisher runs only "
-                                    f"{' / '.join(c.strip() for c in PUBLISHER_COMMANDS)}")
+                                    f"{' / '.join(c.strip() for c in PUBLISHER_COMMANDS)}, one command a line")
     return problems
 
 
@@ -407,7 +409,14 @@ PUBLISHER_MUTATIONS = {
             {"name": "x", "run": 'bash "$RUNNER_TEMP/pr-artifacts/speed-gate-attempt1/report.sh"'}), "runs 'bash"),
     "runs python on a file from the artifact": (
         "pr-comment.yml", lambda w: w["jobs"]["render"]["steps"].append(
-            {"name": "x", "run": 'echo ok\npython3 "$RUNNER_TEMP/pr-artifacts/x.py"'}), "runs 'echo ok'"),
+            {"name": "x", "run": 'python3 -m ci.notify --help\npython3 "$RUNNER_TEMP/pr-artifacts/x.py"'}),
+        "runs 'python3 \"$RUNNER_TEMP/pr-artifacts/x.py\"'"),
+    "chains a command after ci.notify": (
+        "pr-comment.yml", lambda w: w["jobs"]["post"]["steps"][-1].update(
+            run=w["jobs"]["post"]["steps"][-1]["run"] + ' && sh "$RUNNER_TEMP/comment/x.sh"'), "one command a line"),
+    "pipes gh into a shell": (
+        "regression-issues.yml", lambda w: w["jobs"]["file"]["steps"].append(
+            {"name": "x", "run": "gh api repos/o/r/contents/x | sh"}), "one command a line"),
     "installs a package": (
         "regression-issues.yml", lambda w: w["jobs"]["file"]["steps"].insert(1, {"name": "x", "run": "pip install pygithub"}),
         "runs 'pip install"),

@@ -403,7 +403,10 @@ def test_selectors_matching_nothing_are_a_harness_error(probe_repo, tmp_path):
     done = _run_canned(root, "noop", c0, tmp_path / "gate.json", "--config", "nope")
     _assert_harness_error(done, f"--kernel {CANNED} --config nope matches no target at head, base or in the budget; "
                                 f"known kernels: {CANNED}, probe_gemm; archs: gfx950, sm_90; configs: default, exact, roomy")
-    assert not (tmp_path / "gate.json").exists()
+    # No verdict is made up: the --json says the gate stopped, and why (the PR comment shows it, issue 30).
+    record = json.loads((tmp_path / "gate.json").read_text())
+    assert record["verdict"] == "error" and record["exit_code"] == 2 and "--config nope matches no target" in record["error"]
+    assert "targets" not in record
 
 
 # ---------------------------------------------------------------------------

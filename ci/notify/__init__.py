@@ -1,0 +1,21 @@
+"""Where the gates' verdicts are read: one PR comment edited in place, one GitHub issue per regression on main.
+
+Decides nothing about speed or resources: it reports what the gates decided. Reads: the
+pull-request gates' JSON records (speed gate, speed changes, register budget) from a
+pr-checks run's artifacts, GitHub's job list of that run, and the history site build's
+``changes.json`` (change points and the drift guard). Writes: the comment's Markdown, and
+through ``gh api`` the comment (created once, then edited) and the regression issues.
+Command: ``python -m ci.notify comment | post-comment | regression-issues``. Standard
+library only (plus the ``gh`` CLI), so the publishing workflows install nothing.
+
+Modules, front to back:
+  front.py      argparse -> one frozen Options, checked -> the command (commands.py)
+  records.py    the gates' JSON as data: size cap, schema check, typed fields (the one place that knows their keys)
+  bundle.py     the artifact layout of a pr-checks run attempt -> records
+  comment.py    records -> the comment's Markdown (pure)
+  markdown.py   untrusted text as code spans, tables, <details>, the 65536-character cap
+  history.py    the history-changes JSON -> findings (slowdowns, drift), recovered or not
+  issues.py     findings + the issues there are -> what to open or comment (pure), and their text
+  github.py     `gh api` calls
+  post.py       the comment found again and edited; the PR found from the event; the issues filed
+"""

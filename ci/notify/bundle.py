@@ -1,0 +1,62 @@
+"""Where the comment's inputs are: pr-checks.yml's artifacts as actions/download-artifact lays them out.
+
+The render job of pr-comment.yml downloads the artifacts of a pr-checks run
+(``pattern: *-attempt*``) into a folder outside its checkout; each artifact is a
+subfolder named after it, and each record is taken from the newest attempt up to the
+event's that has it. The names below are the ones pr-checks.yml uploads
+(tests/test_notify_comment.py checks both sides). A file that is missing is None (the
+gate left no record: the comment says why from the job list); one that is there but
+wrong is :class:`ci.notify.records.Rejected`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ci.notify.comment import Inputs
+from ci.notify.records import Reader, RecordError, budget_record, changes_record, jobs_record, load_json, read, speed_record
+
+# artifact (without "-attempt<N>") -> (file in it, reader, what the comment calls it)
+SPEED_ARTIFACT, CHANGES_ARTIFACT, BUDGET_ARTIFACT = "speed-gate", "speed-changes", "budget-gate"
+FILES = {
+    SPEED_ARTIFACT: ("verdict.json", speed_record, "speed gate"),
+    CHANGES_ARTIFACT: ("changes.json", changes_record, "code changes"),
+    BUDGET_ARTIFACT: ("budget.json", budget_record, "register budget gate"),
+}
+
+
+def artifact_name(name: str, attempt: int) -> str:
+    return f"{name}-attempt{attempt}"
+
+
+def _read(folder: Path, name: str, attempt: int) -> Any:
+    """The newest record of ``name`` up to ``attempt``: a re-run of the failed jobs keeps the others' artifacts
+    under the attempt that made them."""
+    file, parse, what = FILES[name]
+    for k in range(attempt, 0, -1):
+        path = folder / artifact_name(name, k) / file
+        if path.is_file() and not path.is_symlink():
+            return read(path, parse, what)
+    return None
+
+
+def load_inputs(folder: Path, attempt: int, jobs: Path | None) -> Inputs:
+    """The records of one run attempt's artifacts in ``folder``, and the run's job list."""
+    return Inputs(speed=_read(folder, SPEED_ARTIFACT, attempt), changes=_read(folder, CHANGES_ARTIFACT, attempt),
+                  budget=_read(folder, BUDGET_ARTIFACT, attempt),
+                  jobs=None if jobs is None else read(jobs, jobs_record, "jobs"))
+
+
+def artifact_url(listing: Path | None, run_url: str, name: str) -> str | None:
+    """The page of artifact ``name`` of the run, from GitHub's list of the run's artifacts (its numeric id only)."""
+    if listing is None:
+        return None
+    try:
+        root = Reader(load_json(listing), listing.name)
+        for artifact in root.get("artifacts").items():
+            if artifact.get("name").text(optional=True) == name and not artifact.get("expired").boolean(optional=True):
+                return f"{run_url}/artifacts/{artifact.get('id').integer()}"
+    except (OSError, RecordError):
+        return None
+    return None

@@ -1,0 +1,79 @@
+"""The three commands of ``python -m ci.notify`` (ci.notify.front parses; each takes the checked Options)."""
+
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+from ci.notify import bundle
+from ci.notify.comment import Links, render
+from ci.notify.github import GitHub, GitHubError
+from ci.notify.history import load_history_changes
+from ci.notify.issues import Context, plan_issues
+from ci.notify.markdown import GITHUB_BODY_LIMIT
+from ci.notify.post import file_issues, find_pull_requests, post_comment
+from ci.notify.records import RecordError, load_json
+from harness.report import append_step_summary, write_text_atomic
+
+Log = Callable[[str], None]
+
+
+def comment(options, log: Log) -> int:
+    """Render the comment from the artifacts (data only) into ``--out``; also shown in the step summary."""
+    inputs = bundle.load_inputs(options.artifacts, options.attempt, options.jobs)
+    plot = bundle.artifact_url(options.artifact_list, options.run_url, bundle.artifact_name(bundle.SPEED_ARTIFACT, options.attempt))
+    text = render(inputs, Links(options.run_url, plot, options.head_sha, options.attempt))
+    write_text_atomic(options.out, text)
+    append_step_summary(text)
+    log(f"ci.notify: comment written to {options.out} ({len(text)} characters): {text.splitlines()[0]}")
+    return 0
+
+
+def post_comment_command(options, log: Log) -> int:
+    body = options.body.read_text(encoding="utf-8")
+    if len(body) > GITHUB_BODY_LIMIT:
+        log(f"ci.notify: --body {options.body}: {len(body)} characters, over GitHub's {GITHUB_BODY_LIMIT}")
+        return 2
+    gh = GitHub(options.repo)
+    try:
+        prs = find_pull_requests(gh, options.head_repo, options.head_branch, options.head_sha)
+        if not prs:
+            log(f"ci.notify: no open pull request of {options.repo} has head {options.head_repo}:{options.head_branch} at "
+                f"{options.head_sha[:12]} (closed, or pushed again since: its newer run will comment); nothing posted")
+            return 0
+        for pr in prs:
+            plan = post_comment(gh, pr, body, options.bot_login)
+            log(f"ci.notify: PR #{pr}: comment {plan.action}" + (f" (id {plan.comment_id})" if plan.comment_id else ""))
+    except GitHubError as exc:
+        log(f"ci.notify: {exc}")
+        return 2
+    return 0
+
+
+def regression_issues(options, log: Log) -> int:
+    try:
+        changes = load_history_changes(load_json(options.changes), options.changes.name)
+    except (OSError, RecordError) as exc:
+        log(f"ci.notify: --changes: {exc}")
+        return 2
+    for line in changes.not_checked:
+        log(f"ci.notify: not checked: {line}")
+    context = Context(options.repo, options.run_url, options.server_url, changes.site_url, changes.results_commit)
+    gh = GitHub(options.repo)
+    try:
+        if options.dry_run:
+            from ci.notify.post import existing_issue, list_regression_issues
+
+            existing = [e for e in (existing_issue(i) for i in list_regression_issues(gh, options.bot_login)) if e]
+            for action in plan_issues(changes.findings, existing, context):
+                print(json.dumps(action.__dict__, indent=1))
+            return 0
+        done = file_issues(gh, changes.findings, context, options.bot_login, log)
+    except GitHubError as exc:
+        log(f"ci.notify: {exc}")
+        return 2
+    log(f"ci.notify: {len(changes.findings)} finding(s), {len(done)} action(s)")
+    return 0
+
+
+COMMANDS = {"comment": comment, "post-comment": post_comment_command, "regression-issues": regression_issues}

@@ -1,0 +1,123 @@
+"""The front of ``python -m ci.notify``: argparse in, one frozen checked :class:`Options` out, then the command.
+
+    python -m ci.notify comment --artifacts DIR --attempt N --run-url URL [--jobs jobs.json]
+                                [--artifact-list artifacts.json] [--head-sha SHA] --out comment.md
+    python -m ci.notify post-comment --repo OWNER/NAME --head-repo OWNER/NAME --head-branch B --head-sha SHA --body comment.md
+    python -m ci.notify regression-issues --repo OWNER/NAME --changes changes.json --run-url URL [--dry-run]
+
+``comment`` renders (nothing from the artifacts is run, and no network is used);
+``post-comment`` and ``regression-issues`` talk to GitHub through ``gh api`` with the
+token in ``GH_TOKEN``. Exit: 0 done (also when no open PR has that head any more:
+nothing to post to, said on stderr); 2 a bad option, a file that cannot be used, or a
+GitHub call that failed. There is no gate here, so no exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from ci.common.options import OptionsError
+from ci.notify.post import BOT_LOGIN
+from ci.notify.records import SAFE_URL
+
+_REPO = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+_URL = SAFE_URL
+# Any branch name git allows (it is only ever an argument and a URL-encoded query value), but on one line.
+_BRANCH = re.compile(r"^[^\x00-\x1f\x7f]{1,255}$")
+
+
+@dataclass(frozen=True)
+class Options:
+    command: str  # comment | post-comment | regression-issues
+    out: Path | None = None
+    artifacts: Path | None = None
+    attempt: int = 1
+    run_url: str | None = None
+    head_sha: str | None = None
+    jobs: Path | None = None
+    artifact_list: Path | None = None
+    repo: str | None = None
+    head_repo: str | None = None
+    head_branch: str | None = None
+    body: Path | None = None
+    changes: Path | None = None
+    server_url: str = "https://github.com"
+    bot_login: str = BOT_LOGIN
+    dry_run: bool = False
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m ci.notify", description=__doc__.split("\n\n")[0],
+                                     epilog="Exit codes: 0 done, 2 error (bad option or input, GitHub call failed).")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    comment = sub.add_parser("comment", help="render the PR comment from pr-checks' artifacts (Markdown file)")
+    comment.add_argument("--artifacts", type=Path, required=True, metavar="DIR", help="the downloaded artifacts, one folder each")
+    comment.add_argument("--attempt", type=int, default=1, help="the pr-checks run attempt whose artifacts to read (default 1)")
+    comment.add_argument("--run-url", required=True, metavar="URL", help="the pr-checks run's page (from the event)")
+    comment.add_argument("--head-sha", metavar="SHA", help="the run's head commit (from the event)")
+    comment.add_argument("--jobs", type=Path, metavar="PATH", help="GitHub's job list of the run attempt (JSON)")
+    comment.add_argument("--artifact-list", type=Path, metavar="PATH", help="GitHub's artifact list of the run (JSON): the plot link")
+    comment.add_argument("--out", type=Path, required=True, metavar="PATH", help="write the Markdown here")
+    post = sub.add_parser("post-comment", help="create or edit the PR's one comment (gh api)")
+    post.add_argument("--head-repo", required=True, metavar="OWNER/NAME", help="the run's head repository (a fork's too)")
+    post.add_argument("--head-branch", required=True, metavar="BRANCH")
+    post.add_argument("--head-sha", required=True, metavar="SHA")
+    post.add_argument("--body", type=Path, required=True, metavar="PATH", help="the Markdown that `comment` wrote")
+    issues = sub.add_parser("regression-issues", help="open or comment on one issue per regression on main (gh api)")
+    issues.add_argument("--changes", type=Path, required=True, metavar="PATH", help="the history-changes artifact's changes.json")
+    issues.add_argument("--run-url", required=True, metavar="URL", help="the history run's page (from the event)")
+    issues.add_argument("--dry-run", action="store_true", help="print what would be opened or commented; change nothing")
+    for p in (post, issues):
+        p.add_argument("--repo", required=True, metavar="OWNER/NAME", help="this repository (github.repository)")
+        p.add_argument("--server-url", default="https://github.com", metavar="URL", help="github.server_url (links)")
+        p.add_argument("--bot-login", default=BOT_LOGIN, metavar="LOGIN", help=f"whose comments and issues are ours (default {BOT_LOGIN})")
+    return parser
+
+
+def _check(pattern: re.Pattern, value: str | None, flag: str, what: str) -> None:
+    if value is not None and not pattern.match(value):
+        raise OptionsError(f"{flag} {value[:100]!r}: expected {what}")
+
+
+def _file(path: Path | None, flag: str) -> None:
+    if path is not None and not path.is_file():
+        raise OptionsError(f"{flag} {path}: no such file")
+
+
+def options_from(argv: Sequence[str] | None) -> Options:
+    args = _parser().parse_args(argv)
+    values = {k: v for k, v in vars(args).items() if k in Options.__dataclass_fields__}
+    options = Options(**values)
+    for flag, pattern, what in (("--repo", _REPO, "OWNER/NAME"), ("--head-repo", _REPO, "OWNER/NAME"),
+                                ("--head-sha", _SHA, "a full commit sha (40 hex digits)"),
+                                ("--run-url", _URL, "an https:// address"), ("--server-url", _URL, "an https:// address"),
+                                ("--head-branch", _BRANCH, "a branch name")):
+        _check(pattern, getattr(options, flag[2:].replace("-", "_")), flag, what)
+    if options.attempt < 1:
+        raise OptionsError(f"--attempt must be >= 1 (got {options.attempt})")
+    if options.artifacts is not None and not options.artifacts.is_dir():
+        raise OptionsError(f"--artifacts {options.artifacts}: no such folder")
+    for flag in ("--jobs", "--artifact-list", "--body", "--changes"):
+        _file(getattr(options, flag[2:].replace("-", "_")), flag)
+    return options
+
+
+def run(options: Options, log=lambda line: print(line, file=sys.stderr, flush=True)) -> int:
+    from ci.notify.commands import COMMANDS
+
+    return COMMANDS[options.command](options, log)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        options = options_from(argv)
+    except OptionsError as exc:
+        print(f"ci.notify: error: {exc}", file=sys.stderr)
+        return 2
+    return run(options)

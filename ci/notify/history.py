@@ -1,0 +1,180 @@
+"""The history-site build's ``changes.json`` (schema ``mxfp4-history-changes/1``) as findings to file issues for.
+
+history.yml's site-build job uploads it as the artifact ``history-changes``: per
+machine, the change points of each GEMM benchmark's TFLOPS history
+(ci.history.regressions.CommitChange.to_json) and the drift guard's results
+(Drift.to_json). Fields this module does not use are ignored; a field it uses with the
+wrong type is a RecordError naming its path (ci.notify.records.Reader).
+
+Findings:
+
+* :class:`Slowdown` -- a change point with direction "regression". Its identity is
+  (machine, benchmark, last_before, first_after): the same change point seen by a later
+  run is the same finding. **Recovered** when a later change point of the same series
+  (a larger index) is an improvement that takes back at least half of the drop: the level
+  after both, ``(1 + r)(1 + q) - 1``, is above ``r / 2`` (r < 0 the regression's relative
+  change, q the improvement's). That is how a short regression that was fixed shows in
+  the change points (docs/CHANGE_POINTS.md); less than half back is not called recovered.
+* :class:`DriftAlarm` -- the drift guard's result for a series. A failed one is a finding
+  whose identity is (machine, benchmark, best): the commit it is measured against. It is
+  **recovered** when a later run's drift entry of the series is measured against the same
+  ``best`` and no longer fails (the newest commit is back within the threshold of that
+  best). A later window that no longer holds that best says nothing either way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any
+
+from ci.notify.records import Reader, RecordError, check_schema
+
+_SHA = re.compile(r"^[0-9a-f]{7,40}$")
+_KERNEL = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+_ASV_KEY = re.compile(r"^bench_gemm\.\w+\.track_time\('([^':]*):[^']*', '[^']*'\)$")
+
+
+def short_hash(*parts: str) -> str:
+    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Recovery:
+    last_before: str
+    first_after: str
+    relative_change: float  # the improvement's own size
+    net: float  # the level after both changes, relative to the level before the regression
+
+
+@dataclass(frozen=True)
+class Slowdown:
+    machine: str
+    benchmark: str  # the asv key
+    last_before: str
+    first_after: str
+    relative_change: float  # < 0: after / before - 1 of TFLOPS
+    interval: tuple[float, float]
+    confidence: float
+    p_value: float
+    level: float
+    recovery: Recovery | None
+
+    @property
+    def series(self) -> str:
+        return short_hash(self.machine, self.benchmark)
+
+    @property
+    def key(self) -> str:
+        return short_hash("change-point", self.machine, self.benchmark, self.last_before, self.first_after)
+
+
+@dataclass(frozen=True)
+class DriftAlarm:
+    machine: str
+    benchmark: str
+    newest: str
+    best: str
+    drop: float  # 1 - newest / best
+    threshold: float
+    noise: float
+    window: int
+    failed: bool
+
+    @property
+    def series(self) -> str:
+        return short_hash(self.machine, self.benchmark)
+
+    @property
+    def key(self) -> str:
+        return short_hash("drift", self.machine, self.benchmark, self.best)
+
+
+Finding = Slowdown | DriftAlarm
+
+
+@dataclass(frozen=True)
+class HistoryChanges:
+    results_commit: str | None
+    site_url: str | None  # ends with "/"; None when the site's address is not known
+    findings: tuple[Finding, ...]  # every regression change point and every drift entry, failed or not
+    not_checked: tuple[str, ...]  # "machine: why" for machines whose timings were not checked
+
+
+def _sha(r: Reader) -> str:
+    value = r.text()
+    if not _SHA.match(value):
+        raise RecordError(f"{r.path}: expected a commit sha (hex), got {value[:60]!r}")
+    return value
+
+
+def kernel_of(benchmark: str) -> str | None:
+    """The kernel of an asv GEMM key (the config's part before ':'), when it is a plain name."""
+    match = _ASV_KEY.match(benchmark)
+    return match.group(1) if match and _KERNEL.match(match.group(1)) else None
+
+
+def kernel_page(site_url: str | None, benchmark: str) -> str | None:
+    kernel = kernel_of(benchmark)
+    return f"{site_url}kernels/{urllib.parse.quote(kernel)}.html" if site_url and kernel else None
+
+
+def _site_url(r: Reader) -> str | None:
+    url = r.text(optional=True)
+    if url is None:
+        return None
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme != "https" or not parsed.netloc or any(c in url for c in " ()<>[]\"'`\\"):
+        raise RecordError(f"{r.path}: expected an https:// address, got {url[:80]!r}")
+    return url if url.endswith("/") else url + "/"
+
+
+def load_history_changes(data: Any, file: str = "changes.json") -> HistoryChanges:
+    root = check_schema(data, "mxfp4-history-changes", file)
+    findings: list[Finding] = []
+    not_checked = []
+    for m in root.get("machines").items():
+        machine = m.get("machine").text()
+        if m.get("not_checked").text(optional=True):
+            not_checked.append(f"{machine}: {m.get('not_checked').text()}")
+        points = [_change_point(c, machine) for c in m.get("change_points").items(optional=True)]
+        for index, cp in enumerate(points):
+            if cp["direction"] != "regression":
+                continue
+            later = [p for p in points[index + 1:] if p["benchmark"] == cp["benchmark"] and p["index"] > cp["index"]]
+            findings.append(Slowdown(machine, cp["benchmark"], cp["last_before"], cp["first_after"], cp["relative_change"],
+                                     cp["interval"], cp["confidence"], cp["p_value"], cp["level"], _recovery(cp, later)))
+        for d in m.get("drift").items(optional=True):
+            findings.append(DriftAlarm(machine, d.get("benchmark").text(), _sha(d.get("newest")), _sha(d.get("best")),
+                                       d.get("drop").number(), d.get("threshold").number(), d.get("noise").number(),
+                                       d.get("window").integer(), bool(d.get("failed").boolean())))
+    commit = root.get("results_commit")
+    return HistoryChanges(_sha(commit) if commit.value is not None else None, _site_url(root.get("site_url")),
+                          tuple(findings), tuple(not_checked))
+
+
+def _change_point(c: Reader, machine: str) -> dict[str, Any]:
+    change = c.get("change")
+    interval = change.get("interval").items()
+    if len(interval) != 2:
+        raise RecordError(f"{change.path}.interval: expected [low, high]")
+    if c.get("machine").text(optional=True) not in (None, machine):
+        raise RecordError(f"{c.path}.machine: {c.get('machine').text()!r} listed under machine {machine!r}")
+    return {"benchmark": c.get("benchmark").text(), "last_before": _sha(c.get("last_before")),
+            "first_after": _sha(c.get("first_after")), "index": change.get("index").integer(),
+            "direction": change.get("direction").choice({"regression", "improvement"}),
+            "relative_change": change.get("relative_change").number(), "interval": (interval[0].number(), interval[1].number()),
+            "confidence": change.get("confidence").number(), "p_value": change.get("p_value").number(),
+            "level": change.get("level").number()}
+
+
+def _recovery(regression: dict[str, Any], later: list[dict[str, Any]]) -> Recovery | None:
+    """The first later improvement after which the level is back at least half way (module doc)."""
+    level = 1 + regression["relative_change"]
+    for cp in later:
+        level *= 1 + cp["relative_change"]
+        if cp["direction"] == "improvement" and level - 1 >= regression["relative_change"] / 2:
+            return Recovery(cp["last_before"], cp["first_after"], cp["relative_change"], level - 1)
+    return None

@@ -1,0 +1,368 @@
+"""The gates' JSON read as data: the one module that knows their field names (speed, changes, budget, jobs).
+
+The PR comment is built from files a pull request's run uploaded, so each is untrusted:
+read with a size cap (:data:`MAX_BYTES`), parsed as JSON only, its ``schema`` checked
+against the major versions this module knows, and every field read through
+:class:`Reader`, which checks its type and names the path of a bad one
+("verdict.json: benchmarks[2].decision.estimate.point: expected a number, got 'x'").
+What comes out are plain frozen records (:class:`SpeedRecord`, :class:`ChangesRecord`,
+:class:`BudgetRecord`, :class:`Jobs`); the renderer (ci.notify.comment) never sees the
+raw JSON. A gate's record whose schema is unknown is a :class:`Rejected` with that reason,
+which the comment shows as such instead of guessing.
+
+When a gate's JSON changes, this module is the one to adapt: the schema names and
+known majors are :data:`KNOWN_SCHEMAS`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+MAX_BYTES = 2_000_000  # a gate's record without its raw rounds is ~50 kB; a full speed record of 20 benchmarks ~1 MB
+MAX_ITEMS = 2000  # benchmarks, targets, jobs, steps, table rows
+# schema name -> the major versions read here. A speed gate /2 (issue 28) is adapted here at merge.
+KNOWN_SCHEMAS = {"mxfp4-speed-gate": {1}, "mxfp4-changes": {1}, "mxfp4-budget-gate": {2}, "mxfp4-history-changes": {1}}
+_SCHEMA = re.compile(r"^([a-z0-9-]{1,60})/([0-9]{1,4})$")
+# An address that can go into a Markdown link as it is: https, no spaces, brackets, quotes or query.
+SAFE_URL = re.compile(r"^https://[A-Za-z0-9.:-]+(/[A-Za-z0-9._~%/-]*)?$")
+
+
+class RecordError(ValueError):
+    """A file that is not what it claims: too big, not JSON, the wrong schema, a field of the wrong type."""
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A gate's file that was found but not used, and why (shown in the comment)."""
+
+    what: str  # "speed gate", "budget gate", "code changes", "jobs"
+    reason: str
+
+
+def load_json(path: Path, limit: int = MAX_BYTES) -> Any:
+    """The JSON in ``path``, refused when it is over ``limit`` bytes (read no further) or not JSON."""
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise RecordError(f"{path.name}: over {limit} bytes: not read")
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise RecordError(f"{path.name}: not JSON ({clip(exc)})") from None
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def clip(value: object, limit: int = 120) -> str:
+    text = repr(value) if not isinstance(value, str) else value
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class Reader:
+    """Typed access to one JSON value, which knows its path for the error message."""
+
+    def __init__(self, value: Any, path: str) -> None:
+        self.value, self.path = value, path
+
+    def _fail(self, expected: str) -> RecordError:
+        return RecordError(f"{self.path}: expected {expected}, got {clip(self.value)}")
+
+    def get(self, key: str) -> "Reader":
+        if not isinstance(self.value, dict):
+            raise self._fail("an object")
+        return Reader(self.value.get(key), f"{self.path}.{key}")
+
+    def has(self, key: str) -> bool:
+        return isinstance(self.value, dict) and self.value.get(key) is not None
+
+    def items(self, optional: bool = False) -> list["Reader"]:
+        if self.value is None and optional:
+            return []
+        if not isinstance(self.value, list):
+            raise self._fail("a list")
+        if len(self.value) > MAX_ITEMS:
+            raise RecordError(f"{self.path}: {len(self.value)} items, over {MAX_ITEMS}")
+        return [Reader(v, f"{self.path}[{i}]") for i, v in enumerate(self.value)]
+
+    def mapping(self, optional: bool = False) -> dict[str, "Reader"]:
+        if self.value is None and optional:
+            return {}
+        if not isinstance(self.value, dict) or len(self.value) > MAX_ITEMS:
+            raise self._fail(f"an object of at most {MAX_ITEMS} keys")
+        return {str(k): Reader(v, f"{self.path}.{k}") for k, v in self.value.items()}
+
+    def text(self, optional: bool = False) -> str | None:
+        if self.value is None and optional:
+            return None
+        if not isinstance(self.value, str):
+            raise self._fail("a string")
+        return self.value
+
+    def number(self, optional: bool = False) -> float | None:
+        if self.value is None and optional:
+            return None
+        if isinstance(self.value, bool) or not isinstance(self.value, (int, float)) or not math.isfinite(self.value):
+            raise self._fail("a finite number")
+        return float(self.value)
+
+    def integer(self, optional: bool = False) -> int | None:
+        if self.value is None and optional:
+            return None
+        if isinstance(self.value, bool) or not isinstance(self.value, int):
+            raise self._fail("an integer")
+        return self.value
+
+    def boolean(self, optional: bool = False) -> bool | None:
+        if self.value is None and optional:
+            return None
+        if not isinstance(self.value, bool):
+            raise self._fail("true or false")
+        return self.value
+
+    def choice(self, allowed: set[str], optional: bool = False) -> str | None:
+        value = self.text(optional)
+        if value is not None and value not in allowed:
+            raise self._fail(f"one of {sorted(allowed)}")
+        return value
+
+
+def check_schema(data: Any, name: str, file: str) -> Reader:
+    """The top-level reader of ``data`` when its ``schema`` is ``name/<known major>``; RecordError says what it is else."""
+    root = Reader(data, file)
+    schema = root.get("schema").text(optional=True) if isinstance(data, dict) else None
+    match = _SCHEMA.match(schema or "")
+    if not match or match.group(1) != name:
+        raise RecordError(f"{file}: not a {name} record (schema {clip(schema)})")
+    if int(match.group(2)) not in KNOWN_SCHEMAS[name]:
+        known = ", ".join(f"{name}/{v}" for v in sorted(KNOWN_SCHEMAS[name]))
+        raise RecordError(f"{file}: unknown schema {schema} (this publisher reads {known})")
+    return root
+
+
+# ---------------------------------------------------------------------------
+# the speed gate (python -m ci.speed --json; docs/SPEED_GATE.md, "The JSON record")
+# ---------------------------------------------------------------------------
+
+SPEED_STATUSES = {"gated", "wrong result", "new", "removed", "n/a", "unchanged (identical code)"}
+VERDICTS = {"regression", "improvement", "no change", "inconclusive"}
+
+
+@dataclass(frozen=True)
+class SpeedBenchmark:
+    id: str
+    status: str  # SPEED_STATUSES
+    verdict: str | None  # VERDICTS, for a gated benchmark with a decision
+    ratio: float | None  # head/base TFLOPS (higher is better), the estimate
+    low: float | None  # its interval, when bounded
+    high: float | None
+    threshold: float | None
+    rounds_used: int | None
+    reason: str  # the decision's reason, else the benchmark's note
+    stopped_by: str | None
+
+
+@dataclass(frozen=True)
+class WrongResult:
+    where: str  # kernel[config] at MxNxK: what the failed check at head was of
+    message: str
+
+
+@dataclass(frozen=True)
+class SpeedRecord:
+    verdict: str  # "pass", "fail" or "error"
+    exit_code: int
+    error: str | None
+    head_sha: str | None
+    benchmarks: tuple[SpeedBenchmark, ...]
+    wrong_at_head: tuple[WrongResult, ...]
+    gpu_seconds_spent: float | None
+    gpu_seconds_saved: float | None
+    skipped_identical: int
+
+
+def speed_record(data: Any, file: str = "verdict.json") -> SpeedRecord:
+    root = check_schema(data, "mxfp4-speed-gate", file)
+    verdict = root.get("verdict").choice({"pass", "fail", "error"})
+    exit_code = root.get("exit_code").integer()
+    if verdict == "error":
+        return SpeedRecord("error", exit_code, root.get("error").text(optional=True) or "(no message)", None, (), (), None, None, 0)
+    benchmarks = tuple(_speed_benchmark(b) for b in root.get("benchmarks").items())
+    wrong = []
+    for check in root.get("correctness").items(optional=True):
+        if check.get("side").text(optional=True) == "head" and check.get("status").text(optional=True) == "fail":
+            where = f"{check.get('kernel').text(optional=True) or '?'}[{check.get('config').text(optional=True) or '?'}]"
+            shape = check.get("shape").value
+            if isinstance(shape, list) and len(shape) == 3 and all(isinstance(v, int) for v in shape):
+                where += " at {}x{}x{}".format(*shape)
+            wrong.append(WrongResult(where, check.get("message").text(optional=True) or ""))
+    skipped = root.get("skipped_identical").items(optional=True)
+    return SpeedRecord(verdict, exit_code, None, root.get("head").get("sha").text(optional=True) if root.has("head") else None,
+                       benchmarks, tuple(wrong), root.get("gpu_seconds_spent").number(optional=True),
+                       root.get("gpu_seconds_saved_estimated").number(optional=True), len(skipped))
+
+
+def _speed_benchmark(b: Reader) -> SpeedBenchmark:
+    status = b.get("status").choice(SPEED_STATUSES)
+    decision = b.get("decision")
+    ratio = low = high = None
+    rounds = None
+    reason = b.get("note").text(optional=True) or ""
+    verdict = None
+    if decision.value is not None:
+        estimate = decision.get("estimate")
+        ratio = estimate.get("point").number(optional=True)
+        low, high = estimate.get("low").number(optional=True), estimate.get("high").number(optional=True)
+        rounds = decision.get("rounds_used").integer(optional=True)
+        reason = decision.get("reason").text(optional=True) or reason
+        verdict = decision.get("verdict").choice(VERDICTS)
+    return SpeedBenchmark(b.get("id").text(), status, verdict, ratio, low, high, b.get("threshold").number(optional=True),
+                          rounds, reason, b.get("stopped_by").text(optional=True))
+
+
+# ---------------------------------------------------------------------------
+# the CPU job's decision (python -m ci.speed.changes --json; ci/speed/changes_report.py)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    name: str
+    base: str
+    head: str
+    delta: str
+
+
+@dataclass(frozen=True)
+class CodeChange:
+    target: str  # kernel/arch/config
+    dialect: str
+    instruction_mix: tuple[DiffRow, ...]
+    resources: tuple[DiffRow, ...]
+
+
+@dataclass(frozen=True)
+class ChangesRecord:
+    error: str | None  # the command stopped (exit 2): then gpu_needed is true and nothing else is known
+    gpu_needed: bool
+    to_measure: int
+    unchanged: int
+    removed: int
+    saved_seconds: float
+    saved_estimated: bool
+    failures: tuple[str, ...]
+    code_changes: tuple[CodeChange, ...]
+
+
+def changes_record(data: Any, file: str = "changes.json") -> ChangesRecord:
+    root = check_schema(data, "mxfp4-changes", file)
+    if root.has("error"):
+        return ChangesRecord(root.get("error").text(), True, 0, 0, 0, 0.0, True, (), ())
+    saved = root.get("saved")
+    seconds = sum(v.number() for v in saved.get("gpu_seconds_by_arch").mapping().values())
+    changes = tuple(CodeChange(c.get("target").text(), c.get("dialect").text(),
+                               _rows(c.get("instruction_mix"), "instructions"), _rows(c.get("resources"), "resource"))
+                    for c in root.get("code_changes").items())
+    failures = tuple(f"{side}: {r.text()}" for side, r in root.get("failures").mapping(optional=True).items())
+    return ChangesRecord(None, bool(root.get("gpu_needed").boolean()), len(root.get("to_measure").items()),
+                         len(root.get("unchanged").items()), len(root.get("removed").items(optional=True)), seconds,
+                         bool(saved.get("estimated").boolean()), failures, changes)
+
+
+def _rows(rows: Reader, name_key: str) -> tuple[DiffRow, ...]:
+    return tuple(DiffRow(r.get(name_key).text(), _str(r.get("base")), _str(r.get("head")), _str(r.get("delta")))
+                 for r in rows.items())
+
+
+def _str(r: Reader) -> str:
+    if isinstance(r.value, (int, float)) and not isinstance(r.value, bool):
+        return str(r.value)
+    return r.text(optional=True) or ""
+
+
+# ---------------------------------------------------------------------------
+# the register budget gate (python -m ci.budget --json; ci/budget/report.py)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BudgetTarget:
+    target: str
+    status: str
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BudgetRecord:
+    verdict: str  # "pass", "fail" or "error"
+    error: str | None
+    targets: int
+    failed: tuple[BudgetTarget, ...]
+
+
+def budget_record(data: Any, file: str = "budget.json") -> BudgetRecord:
+    root = check_schema(data, "mxfp4-budget-gate", file)
+    verdict = root.get("verdict").choice({"pass", "fail", "error"})
+    if verdict == "error":
+        return BudgetRecord("error", root.get("error").text(optional=True) or "(no message)", 0, ())
+    targets = root.get("targets").items()
+    failed = []
+    for t in targets:
+        status = t.get("status").text()
+        if status == "fail":
+            reasons = [r.text() for r in t.get("reasons").items(optional=True)]
+            failed.append(BudgetTarget(t.get("target").text(), status, tuple(reasons)))
+    return BudgetRecord(verdict, None, len(targets), tuple(failed))
+
+
+# ---------------------------------------------------------------------------
+# the run's jobs (GitHub: GET /repos/{repo}/actions/runs/{id}/attempts/{n}/jobs)
+# ---------------------------------------------------------------------------
+
+CONCLUSIONS = {"success", "failure", "cancelled", "skipped", "timed_out", "action_required", "neutral", "stale"}
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    conclusion: str | None  # None while it runs (never, once the run completed)
+    url: str | None
+    steps: Mapping[str, str | None]  # step name -> conclusion
+
+
+@dataclass(frozen=True)
+class Jobs:
+    by_name: Mapping[str, Job]
+
+    def conclusion(self, job: str) -> str | None:
+        found = self.by_name.get(job)
+        return found.conclusion if found else None
+
+    def step(self, job: str, step: str) -> str | None:
+        found = self.by_name.get(job)
+        return found.steps.get(step) if found else None
+
+
+def jobs_record(data: Any, file: str = "jobs.json") -> Jobs:
+    root = Reader(data, file)
+    jobs = {}
+    for j in root.get("jobs").items():
+        steps = {s.get("name").text(): s.get("conclusion").choice(CONCLUSIONS, optional=True) for s in j.get("steps").items(optional=True)}
+        url = j.get("html_url").text(optional=True)
+        jobs[j.get("name").text()] = Job(j.get("name").text(), j.get("conclusion").choice(CONCLUSIONS, optional=True),
+                                         url if url and SAFE_URL.match(url) else None, steps)
+    return Jobs(jobs)
+
+
+def read(path: Path, parse: Callable[[Any, str], Any], what: str) -> Any:
+    """``parse`` of the JSON in ``path``, or :class:`Rejected` naming what is wrong with it."""
+    try:
+        return parse(load_json(path), path.name)
+    except (OSError, RecordError) as exc:
+        return Rejected(what, str(exc))

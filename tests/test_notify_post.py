@@ -1,0 +1,218 @@
+"""Posting (issue 30): the PR comment created once then edited, the PR found for a fork, one issue per regression.
+
+The commands run as the workflows run them (``python -m ci.notify ...``, ``gh api``), against
+tests/fake_github.py: a local HTTPS server with the endpoints they call, since GitHub itself
+cannot be reached from here. What that proves is the logic and the calls; GitHub's own
+behaviour (its permissions, its rate limits, the real event payloads) is not tested.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ci.notify.comment import MARKER
+from ci.notify.history import load_history_changes
+from ci.notify.issues import Context, existing_issue, plan_issues
+from ci.notify.post import plan_comment
+from fake_github import BOT, FakeGitHub, State
+
+PROJECT = Path(__file__).resolve().parents[1]
+HISTORY = json.loads((PROJECT / "tests" / "data" / "history_changes.json").read_text())
+FORK, BRANCH, SHA = "alice/mxfp4-fork", "fix/faster-tile", "a" * 40
+RUN = "https://github.com/OWNER/REPO/actions/runs/77"
+
+
+def _gh_or_skip() -> None:
+    if shutil.which("gh") is None:
+        pytest.skip("gh (the GitHub CLI, Debian package gh) is not installed; ci/setup.sh installs it")
+
+
+def notify(server: FakeGitHub, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ci.notify", *args], cwd=PROJECT, env=server.env(dict(os.environ)),
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture
+def github(tmp_path):
+    _gh_or_skip()
+    state = State()
+    with FakeGitHub(tmp_path, state) as server:
+        yield server
+
+
+# ---------------------------------------------------------------------------
+# the PR comment
+# ---------------------------------------------------------------------------
+
+
+def test_plan_comment_edits_only_the_bots_marked_comment():
+    human = {"id": 5, "body": f"quoting the bot: {MARKER}", "user": {"login": "mallory"}}
+    ours = {"id": 9, "body": f"old\n{MARKER}", "user": {"login": BOT}}
+    later_dup = {"id": 12, "body": f"dup\n{MARKER}", "user": {"login": BOT}}
+    assert plan_comment([human], "new").action == "create"
+    assert plan_comment([human, later_dup, ours], "new").comment_id == 9  # the oldest of ours
+    assert plan_comment([ours], f"old\n{MARKER}").action == "unchanged"
+
+
+def test_the_comment_is_created_once_then_edited_in_place_on_a_fork_pr(github, tmp_path):
+    state = github.state
+    state.add_pull(7, FORK, BRANCH, SHA)
+    state.add_pull(8, FORK, "other-branch", "b" * 40)
+    # 120 comments before ours: two pages at 100 per page; one of them, by a person, quotes the marker.
+    for i in range(119):
+        state.add_comment(7, f"review comment {i}", "bob")
+    state.add_comment(7, f"I saw {MARKER} in the source", "mallory")
+    body = tmp_path / "comment.md"
+    args = ["post-comment", "--repo", "OWNER/REPO", "--head-repo", FORK, "--head-branch", BRANCH, "--head-sha", SHA,
+            "--body", str(body)]
+
+    body.write_text(f"### FAIL\n\n{MARKER}")
+    done = notify(github, *args)
+    assert done.returncode == 0, done.stderr
+    ours = [c for c in state.comments[7] if c["user"]["login"] == BOT]
+    assert len(ours) == 1 and ours[0]["body"] == body.read_text()
+    # The PR was found from the head repository and branch (a fork: the event lists no PR), both pages were read.
+    gets = [path for method, path, _ in state.requests if method == "GET"]
+    assert any("pulls?" in p and "head=alice%3Afix%2Ffaster-tile" in p for p in gets), gets
+    assert any("comments" in p and "page=2" in p for p in gets), gets
+
+    body.write_text(f"### PASS\n\n{MARKER}")
+    done = notify(github, *args)
+    assert done.returncode == 0, done.stderr
+    ours = [c for c in state.comments[7] if c["user"]["login"] == BOT]
+    assert len(ours) == 1 and ours[0]["body"].startswith("### PASS"), ours
+    assert [m for m, *_ in state.writes()] == ["POST", "PATCH"]
+    assert state.comments[7][119]["body"].startswith("I saw")  # the person's comment is untouched
+    assert 8 not in state.comments
+
+    done = notify(github, *args)  # the same text again: nothing written
+    assert done.returncode == 0 and "comment unchanged" in done.stderr
+    assert [m for m, *_ in state.writes()] == ["POST", "PATCH"]
+
+
+def test_a_pr_pushed_again_since_gets_nothing(github, tmp_path):
+    github.state.add_pull(7, FORK, BRANCH, "c" * 40)  # the PR's head moved on: this run's verdict is stale
+    body = tmp_path / "comment.md"
+    body.write_text(f"### FAIL\n\n{MARKER}")
+    done = notify(github, "post-comment", "--repo", "OWNER/REPO", "--head-repo", FORK, "--head-branch", BRANCH,
+                  "--head-sha", SHA, "--body", str(body))
+    assert done.returncode == 0 and "nothing posted" in done.stderr, done.stderr
+    assert github.state.writes() == []
+
+
+def test_a_github_error_is_exit_2_with_what_gh_said(github, tmp_path):
+    github.state.repo = "SOMEONE/ELSE"  # every path of OWNER/REPO is now 404
+    body = tmp_path / "comment.md"
+    body.write_text(MARKER)
+    done = notify(github, "post-comment", "--repo", "OWNER/REPO", "--head-repo", FORK, "--head-branch", BRANCH,
+                  "--head-sha", SHA, "--body", str(body))
+    assert done.returncode == 2 and "GET repos/OWNER/REPO/pulls" in done.stderr and "404" in done.stderr, done.stderr
+
+
+# ---------------------------------------------------------------------------
+# the regression issues
+# ---------------------------------------------------------------------------
+
+
+def _changes(tmp_path: Path, data: dict, name: str = "changes.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _issues(github: FakeGitHub, changes: Path) -> subprocess.CompletedProcess:
+    done = notify(github, "regression-issues", "--repo", "OWNER/REPO", "--changes", str(changes), "--run-url", RUN)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def _without_improvements(data: dict) -> dict:
+    data = copy.deepcopy(data)
+    for m in data["machines"]:
+        m["change_points"] = [c for c in m["change_points"] if c["change"]["direction"] == "regression"]
+    return data
+
+
+def test_one_issue_per_change_point_none_twice_and_recovery_said_once(github, tmp_path):
+    state = github.state
+    # Run 1: the short triton regression is not yet back (its improvement not seen yet).
+    _issues(github, _changes(tmp_path, _without_improvements(HISTORY), "run1.json"))
+    assert len(state.issues) == 3, [i["title"] for i in state.issues]
+    assert {lb["name"] for i in state.issues for lb in i["labels"]} == {"perf-regression"}
+    assert [lb["name"] for lb in state.labels] == ["perf-regression"]  # created once, when missing
+    titles = " | ".join(i["title"] for i in state.issues)
+    assert "flydsl_gfx950_4wave[default]" in titles and "triton_dot_scaled[" in titles and "[intrinsic_acc]" in titles
+    # The failing drift of intrinsic_acc joined the issue of that series' change point instead of opening its own.
+    (intrinsic,) = [i for i in state.issues if "[intrinsic_acc]" in i["title"]]
+    assert "The drift guard fires" in intrinsic["body"] and "mxfp4-perf-note what=drift" in intrinsic["body"]
+    body = next(i["body"] for i in state.issues if "[default]" in i["title"])
+    assert "python -m ci.bisect" in body and "--good " in body and "kernels/flydsl_gfx950_4wave.html" in body
+    assert "/compare/" in body and "-10.0%" in body
+
+    # Run 2: the same change points again: nothing opened, nothing commented.
+    writes = len(state.writes())
+    _issues(github, _changes(tmp_path, _without_improvements(HISTORY), "run2.json"))
+    assert len(state.writes()) == writes and len(state.issues) == 3
+
+    # Run 3: the triton improvement is seen: its issue says "recovered", once; nothing else changes.
+    _issues(github, _changes(tmp_path, HISTORY, "run3.json"))
+    (triton,) = [i for i in state.issues if "triton_dot_scaled[" in i["title"]]
+    assert [c["body"].split(":")[0] for c in state.comments.get(triton["number"], [])] == ["**Recovered**"]
+    assert len(state.issues) == 3
+    _issues(github, _changes(tmp_path, HISTORY, "run4.json"))
+    assert len(state.comments[triton["number"]]) == 1 and len(state.issues) == 3
+
+    # Run 5: a second change point (another benchmark) makes a second issue of its own.
+    data = copy.deepcopy(HISTORY)
+    extra = copy.deepcopy(data["machines"][0]["change_points"][0])
+    extra["benchmark"] = extra["benchmark"].replace("flydsl_gfx950_4wave:default", "torch_dequant:bf16")
+    data["machines"][0]["change_points"].append(extra)
+    _issues(github, _changes(tmp_path, data, "run5.json"))
+    assert len(state.issues) == 4 and "torch_dequant[bf16]" in state.issues[-1]["title"]
+
+
+def test_a_drift_gets_its_issue_and_its_recovery_once(github, tmp_path):
+    state = github.state
+    data = copy.deepcopy(HISTORY)
+    data["machines"][0]["change_points"] = []  # the drift alone
+    _issues(github, _changes(tmp_path, data, "a.json"))
+    (issue,) = state.issues
+    assert issue["title"].startswith("Drift -") and "[intrinsic_acc]" in issue["title"]
+    # A later run: the same best, the newest back within the threshold.
+    later = copy.deepcopy(data)
+    (drift,) = [d for d in later["machines"][0]["drift"] if d["failed"]]
+    drift.update(failed=False, drop=0.004)
+    for name in ("b.json", "c.json"):
+        _issues(github, _changes(tmp_path, later, name))
+    assert [c["body"].split(":")[0] for c in state.comments[issue["number"]]] == ["**Recovered**"]
+    # A window without that best says nothing.
+    drift["best"] = "f" * 40
+    _issues(github, _changes(tmp_path, later, "d.json"))
+    assert len(state.comments[issue["number"]]) == 1 and len(state.issues) == 1
+
+
+def test_issues_by_someone_else_do_not_silence_a_finding(github, tmp_path):
+    # Someone opens a labelled issue carrying the exact marker the bot would write for the first slowdown.
+    changes = load_history_changes(HISTORY)
+    first = plan_issues(changes.findings, [], Context("OWNER/REPO", RUN))[0]
+    assert existing_issue({"number": 1, "state": "open", "body": first.body}) is not None  # the marker alone would match
+    github.state.issues.append({"number": 1, "title": "forged", "body": first.body, "state": "open",
+                                "labels": [{"name": "perf-regression"}], "user": {"login": "mallory"}})
+    _issues(github, _changes(tmp_path, HISTORY))
+    assert any(i["title"] == first.title and i["user"]["login"] == BOT for i in github.state.issues)
+
+
+def test_a_history_file_of_an_unknown_schema_is_refused(github, tmp_path):
+    data = dict(HISTORY, schema="mxfp4-history-changes/9")
+    done = notify(github, "regression-issues", "--repo", "OWNER/REPO", "--changes", str(_changes(tmp_path, data)),
+                  "--run-url", RUN)
+    assert done.returncode == 2 and "unknown schema mxfp4-history-changes/9" in done.stderr, done.stderr
+    assert github.state.requests == []

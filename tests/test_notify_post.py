@@ -216,3 +216,18 @@ def test_a_history_file_of_an_unknown_schema_is_refused(github, tmp_path):
                   "--run-url", RUN)
     assert done.returncode == 2 and "unknown schema mxfp4-history-changes/9" in done.stderr, done.stderr
     assert github.state.requests == []
+
+
+def test_only_a_recent_change_point_opens_an_issue():
+    """The publish lists every change point of the whole history, each marked ``recent`` when its new level starts
+    among the newest measured commits: the first publish of a long history must not file every old regression."""
+    data = json.loads(json.dumps(HISTORY))
+    for machine in data["machines"]:
+        for change in machine["change_points"]:
+            change["recent"] = False
+    old = load_history_changes(data)
+    assert [a for a in plan_issues(old.findings, [], Context("OWNER/REPO", RUN)) if a.__class__.__name__ == "NewIssue"
+            and a.title.startswith("Slowdown")] == []
+    recent = load_history_changes(HISTORY)  # no "recent" field: an older report, all filed
+    assert any(a.title.startswith("Slowdown") for a in plan_issues(recent.findings, [], Context("OWNER/REPO", RUN))
+               if a.__class__.__name__ == "NewIssue")

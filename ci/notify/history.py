@@ -1,4 +1,4 @@
-"""The history-site build's ``changes.json`` (schema ``mxfp4-history-changes/1``) as findings to file issues for.
+"""The history site build's ``changes.json`` (schema ``mxfp4-history-changes/1``) as findings to file issues for.
 
 history.yml's site-build job uploads it as the artifact ``history-changes``: per
 machine, the change points of each GEMM benchmark's TFLOPS history
@@ -61,6 +61,9 @@ class Slowdown:
     p_value: float
     level: float
     recovery: Recovery | None
+    # Its new level starts among the newest measured commits (the publish's "recent"; absent in older reports: True).
+    # Only a recent change point opens an issue: the first publish of a long history must not file every old one.
+    recent: bool = True
 
     @property
     def series(self) -> str:
@@ -145,7 +148,8 @@ def load_history_changes(data: Any, file: str = "changes.json") -> HistoryChange
                 continue
             later = [p for p in points[index + 1:] if p["benchmark"] == cp["benchmark"] and p["index"] > cp["index"]]
             findings.append(Slowdown(machine, cp["benchmark"], cp["last_before"], cp["first_after"], cp["relative_change"],
-                                     cp["interval"], cp["confidence"], cp["p_value"], cp["level"], _recovery(cp, later)))
+                                     cp["interval"], cp["confidence"], cp["p_value"], cp["level"], _recovery(cp, later),
+                                     cp["recent"]))
         for d in m.get("drift").items(optional=True):
             findings.append(DriftAlarm(machine, d.get("benchmark").text(), _sha(d.get("newest")), _sha(d.get("best")),
                                        d.get("drop").number(), d.get("threshold").number(), d.get("noise").number(),
@@ -167,7 +171,7 @@ def _change_point(c: Reader, machine: str) -> dict[str, Any]:
             "direction": change.get("direction").choice({"regression", "improvement"}),
             "relative_change": change.get("relative_change").number(), "interval": (interval[0].number(), interval[1].number()),
             "confidence": change.get("confidence").number(), "p_value": change.get("p_value").number(),
-            "level": change.get("level").number()}
+            "level": change.get("level").number(), "recent": c.get("recent").boolean(optional=True) is not False}
 
 
 def _recovery(regression: dict[str, Any], later: list[dict[str, Any]]) -> Recovery | None:

@@ -190,7 +190,7 @@ def plan_issues(findings: Sequence[Finding], existing: Sequence[ExistingIssue], 
     for f in sorted(findings, key=lambda f: isinstance(f, DriftAlarm)):  # change points first: a drift joins their issue
         issue = by_key.get(f.key)
         if isinstance(f, Slowdown):
-            if issue is None and f.recovery is None:
+            if issue is None and f.recovery is None and f.recent:
                 new_by_series[f.series] = len(actions)
                 actions.append(NewIssue(title(f), slowdown_body(f, context), f.key))
             elif issue is not None and issue.open and f.recovery is not None and ("recovered", f.key) not in issue.notes:

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from ci.speed.exclusion import ExclusionRule, exclusion, paired_rounds
-from ci.speed.modes import calibrate_results
+from ci.speed.calibrate import calibrate_results
 from ci.speed.reasons import Excluded, Exclusion, Status
 from ci.speed.rounds import Benchmark, rotating_order
 from ci.speed.selection import Entry, SelectionError, check_selectors

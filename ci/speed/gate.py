@@ -3,7 +3,7 @@
     python -m ci.speed --base origin/main                      # HEAD vs its merge-base with origin/main
     python -m ci.speed --base main --kernel triton_dot_scaled --shape square_m08192_n08192_k08192
     python -m ci.speed --base main --working-tree              # your uncommitted edits vs the base
-    python -m ci.speed --calibrate --json cal.json             # A/A rounds: noise, thresholds to paste
+    python -m ci.speed --calibrate --write --json cal.json     # A/A rounds: the noise model and thresholds, written
     python -m ci.speed --replay verdict.json --decisions 10    # disjoint decisions from recorded rounds
 
 How (docs/SPEED_GATE.md): the head and the merge-base of head and --base are
@@ -19,13 +19,16 @@ that side's kernels under THIS checkout's harness (ci.speed.worker).
    timed once per side, its output checked at its shape; rounds throttled, below
    the clock floor, never steady or on a busy GPU are excluded.
 4. Per benchmark the plan decides on the head/base TFLOPS ratios of the usable
-   rounds (mean log ratio, Student-t intervals, looks at 5, 7, 10, 14, 20 rounds):
-   regression / improvement / no change / inconclusive against the band [1 - t,
-   1 + t], t from ci/speed_thresholds.json (default 1%); higher is better. An
-   unchanged head fails anywhere in the PR w.p. <= 0.01; a benchmark slower by t or
-   more is called "no change" w.p. <= 0.01. Measuring stops when every benchmark is
-   decided, at the round budget or --max-minutes, or (unless --all-verdicts) once
-   the PR has failed: its status is known.
+   rounds (mean log ratio, Student-t intervals): regression / improvement / no
+   change / inconclusive against the band [1 - t, 1 + t], t from
+   ci/speed_thresholds.json (default 1%); higher is better. With the runner's noise
+   model (ci/speed_noise.json, --noise) the variance is the model's, moderated by the
+   rounds, and the looks are at 2, 3, 5, 8, 12, 20 rounds; a run noisier than the
+   model falls back to each benchmark's own rounds (said). Without one: looks at 5,
+   7, 10, 14, 20. An unchanged head fails anywhere in the PR w.p. <= 0.01; a
+   benchmark slower by t or more is called "no change" w.p. <= 0.01. Measuring stops
+   when every benchmark is decided, at the round budget or --max-minutes, or (unless
+   --all-verdicts) once the PR has failed: its status is known.
 
 --plan KEY=VALUE (repeatable) sets the statistics and the rounds:
 {plan_keys}
@@ -52,7 +55,8 @@ from typing import Callable, NoReturn, Sequence
 
 from ci.common.options import (OptionsError, add_arch, add_commits, add_json, add_max_minutes, add_selection, add_timing,
                                add_traceback, step_summary_value)
-from ci.speed.options import DEFAULT_MAX_MINUTES, PLAN_KEYS, Mode, SpeedOptions, speed_options
+from ci.speed.noise_model import NOISE_PATH
+from ci.speed.options import CALIBRATION_MAX_MINUTES, DEFAULT_MAX_MINUTES, PLAN_KEYS, Mode, SpeedOptions, speed_options
 from ci.speed.thresholds import THRESHOLDS_PATH
 from ci.speed.verdict import CALIBRATION_PATH
 
@@ -84,10 +88,14 @@ def _parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("how it decides")
     g.add_argument("--thresholds", metavar="PATH", help=f"thresholds file (default: the head's {THRESHOLDS_PATH})")
     g.add_argument("--calibration", metavar="PATH", help=f"a --calibrate JSON for the resolvable effects (default: the head's {CALIBRATION_PATH} if present)")
+    g.add_argument("--noise", metavar="PATH", help=f"the runner's noise model (default: the head's {NOISE_PATH} if present; "
+                                                   "--plan noise=off ignores it); --calibrate: the model file to refresh")
     g.add_argument("--plan", action="append", default=[], metavar="KEY=VALUE",
                    help="a knob of the statistics or the rounds (repeatable; the keys are listed below)")
     add_max_minutes(g, DEFAULT_MAX_MINUTES, "start no round after M minutes; undecided benchmarks are then inconclusive "
-                                            "(under the GPU job's 120-minute limit)")
+                                            f"(under the GPU job's 120-minute limit; --calibrate: {CALIBRATION_MAX_MINUTES:g}, "
+                                            "and no round that would end after them)")
+    p.set_defaults(max_minutes=None)  # not given: the mode's default (ci.speed.options)
     g.add_argument("--fail-on-inconclusive", action="store_true", help="exit 1 when a benchmark is inconclusive (default: exit 0 with a warning)")
     g.add_argument("--all-verdicts", action="store_true",
                    help="measure on after the PR has failed (a regression decided, a wrong result at head) until every "
@@ -96,6 +104,14 @@ def _parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("modes and output")
     g.add_argument("--calibrate", action="store_true", help="A/A: rounds of the head against itself (16, or --plan rounds=N); "
                                                            "prints noise, suggested thresholds, resolvable effects")
+    g.add_argument("--write", action="store_true", help="--calibrate: write the fitted noise model (--noise, default "
+                                                         f"{NOISE_PATH}) and the thresholds (--thresholds) it supports")
+    g.add_argument("--refit", action="store_true", help="--calibrate: measure nothing; refit the model from the runs already "
+                                                         "in it and --aa-records")
+    g.add_argument("--aa-records", nargs="+", metavar="JSON", help="--calibrate: gate or calibration records whose rounds are "
+                                                                 "A/A (identical code, --measure-identical) to fit from too")
+    g.add_argument("--assume-aa", metavar="WHY", help="--calibrate: count --aa-records whose code differed as A/A, for this "
+                                                      "reason (kept in the model)")
     g.add_argument("--replay", metavar="JSON", help="decide again from a recorded --json file (no GPU), with its plan and "
                                                     "thresholds or the ones given; a record of a retired plan is refused")
     g.add_argument("--decisions", type=int, metavar="N", help="with --replay: take N disjoint decisions from the record's "
@@ -146,10 +162,11 @@ def run(options: SpeedOptions) -> int:
         from ci.speed.selection import SelectionError
         from ci.speed.thresholds import ThresholdsError
         from ci.speed.unchanged import ChangesFileError
+        from ci.speed.noise_model import NoiseModelError
         from ci.speed.verdict import RecordError
 
         known = (GateError, GitError, SurveyFailed, SelectionError, ThresholdsError, RecordError, NotAKernelsTree,
-                 ChangesFileError, OptionsError)
+                 ChangesFileError, OptionsError, NoiseModelError)
         kind = "error" if isinstance(exc, known) else f"internal error ({type(exc).__name__})"
         return _harness_error(f"{kind}: {exc}", options.json)
 

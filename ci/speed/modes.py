@@ -15,7 +15,7 @@ import math
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from ci.common.commit_tree import NotAKernelsTree, has_kernels
 from ci.common.options import OptionsError
@@ -26,8 +26,10 @@ from ci.speed.outputs import Context, finish, record_json
 from ci.speed.reasons import Status, Stop
 from ci.speed.report import calibration_markdown, correctness_lines, excluded_rows, plan_text, rates_markdown
 from ci.speed.rounds import Side
-from ci.speed.run import (BASE_UNMEASURABLE, GateError, calibrations_for, deadline, log, open_measurer, run_rounds,
-                          survey_both, thresholds_for)
+from ci.speed.noise_model import ModelChoice, NoiseModelError, parse_noise_model, load_noise_model
+from ci.speed.noise_run import RunNoise, run_noise
+from ci.speed.run import (BASE_UNMEASURABLE, GateError, calibrations_for, deadline, log, noise_model_for, open_measurer,
+                          run_rounds, survey_both, thresholds_for)
 from ci.speed import dependencies, unchanged
 from ci.speed.selection import Selection, check_selectors, select
 from ci.speed.thresholds import ThresholdsError, parse_thresholds
@@ -83,6 +85,7 @@ def run_gate(options: SpeedOptions) -> int:
             check_selectors({"head": {"registered": decision.data.get("registered", []), "unknown_shapes": []}},
                             options.kernels, options.configs)
             selection, rounds, environment = Selection(skipped + removed, []), [], {}
+            choice, view = ModelChoice(None), None
             device = "cpu" if decision.arch == "cpu" else "cuda"
             results = [decide_entry(e, rounds, thresholds, plan, rule) for e in selection.entries]
             log(f"speed_gate: all {len(skipped)} selected benchmark(s) have identical code at base and head: nothing to measure")
@@ -97,11 +100,14 @@ def run_gate(options: SpeedOptions) -> int:
             check_selectors(surveys, options.kernels, options.configs)
             selection = select(surveys["head"], surveys["base"], base_note, others=skipped + removed)
             device, environment = surveys["head"]["device"], surveys["head"]["environment"]
-            plan = options.plan_for(len(selection.gated))
-            rounds, results = run_rounds([sides["base"], sides["head"]] if sides["base"] else [], selection, measurer,
-                                         plan=plan, rule=rule, thresholds=thresholds, limit=limit,
-                                         fixed=options.rounds is not None, calibrations=calibrations, deadline=stop_at,
-                                         stop_when_failed=not options.all_verdicts)
+            choice = noise_model_for(options, head_tree, environment)
+            for note in choice.notes:
+                log(f"speed_gate: {note}")
+            plan = options.plan_for(len(selection.gated), model=choice.model is not None)
+            rounds, results, view = run_rounds([sides["base"], sides["head"]] if sides["base"] else [], selection, measurer,
+                                               plan=plan, rule=rule, thresholds=thresholds, limit=limit,
+                                               fixed=options.rounds is not None, calibrations=calibrations, deadline=stop_at,
+                                               stop_when_failed=not options.all_verdicts, model=choice.model)
     costs = unchanged.cost_record(decision, skipped, rounds, removed)
     dependency_changes = dependencies.dependency_changes(repo, base.sha, None if options.working_tree else head_sha)
     context = Context(
@@ -109,7 +115,8 @@ def run_gate(options: SpeedOptions) -> int:
         base={"ref": base.ref, "sha": base.sha},
         head={"ref": options.head, "sha": head_sha, "working_tree": options.working_tree},
         environment=environment, device=device, wall_s=time.time() - started, calibrations=dict(calibrations),
-        extra={**costs, "dependency_changes": dependency_changes, "engine": engine_options(options), "cost": cost_summary(rounds)},
+        extra={**costs, "dependency_changes": dependency_changes, "engine": engine_options(options), "cost": cost_summary(rounds),
+               **noise_record(choice, view, [e.benchmark.id for e in selection.gated])},
         preface=unchanged.preface_lines(decision, pairs if skipped else None, costs, dependency_changes),
         changes={r.id: decision.why_measured(r.benchmark.kernel, r.benchmark.config) for r in results
                  if r.status is not Status.UNCHANGED_IDENTICAL},
@@ -120,85 +127,6 @@ def run_gate(options: SpeedOptions) -> int:
 def _finish(options: SpeedOptions, context: Context, results: Sequence[BenchmarkResult], correctness, rounds) -> int:
     return finish(context, results, correctness, rounds, fail_on_inconclusive=options.fail_on_inconclusive,
                   json_path=options.json, plot_path=options.plot, command=options.command)
-
-
-# ---------------------------------------------------------------------------
-# --calibrate
-# ---------------------------------------------------------------------------
-
-
-def calibrate_results(
-    results: Sequence[BenchmarkResult], plan: SequentialPlan, where: str
-) -> tuple[dict[str, paired.Calibration], list[dict[str, Any]], list[str]]:
-    """Per gated benchmark of an A/A run: its calibration, the override to paste (threshold rounded up), or why not."""
-    calibrations, overrides, notes = {}, [], []
-    for r in results:
-        if r.status is not Status.GATED:
-            continue
-        try:
-            cal = paired.calibrate([p.round for p in r.rounds], plan, alpha=plan.alpha)
-        except ValueError as exc:
-            notes.append(f"{r.id}: no calibration: {exc}")
-            continue
-        calibrations[r.id] = cal
-        if cal.threshold >= 1:
-            notes.append(f"{r.id}: too noisy for any threshold below 100% with this plan ({cal.summary()})")
-            continue
-        overrides.append({"match": r.id, "threshold": math.ceil(cal.threshold * 1e4) / 1e4,
-                          "why": f"--calibrate on {where}: {cal.summary()}"})
-    return calibrations, overrides, notes
-
-
-def run_calibrate(options: SpeedOptions) -> int:
-    from ci.common import gitutil
-
-    plan, rule, timing = options.the_plan(), options.exclusion_rule(), options.timing_overrides
-    n = options.rounds if options.rounds is not None else DEFAULT_CALIBRATION_ROUNDS
-    started = time.time()
-    stop_at = deadline(options, started)
-    repo = gitutil.open_repo(options.repo)
-    sha = gitutil.resolve_commit(repo, "HEAD" if options.working_tree else options.head)
-    with ExitStack() as stack:
-        if options.working_tree:
-            tree_a = tree_b = Path(repo.working_tree_dir)
-        else:  # two worktrees, as the gate has: per-path effects (caches, paths in kernels) land in the noise
-            tree_a, tree_b = (stack.enter_context(gitutil.checkout(repo, sha)) for _ in range(2))
-        thresholds = thresholds_for(options, tree_b)
-        sides = {"base": Side("base", tree_a), "head": Side("head", tree_b)}
-        # The workers that survey the head (and its second tree) are the ones that measure the A/A rounds.
-        measurer = stack.enter_context(open_measurer(list(sides.values()), options, stop_at))
-        survey = survey_both(sides, options, measurer)["head"]
-        check_selectors({"head": survey}, options.kernels, options.configs)
-        selection = select(survey, survey)
-        correctness = [c for c in selection.correctness if c["side"] == "head"]
-        log(f"speed_gate: calibrating {sha[:12]} against itself: {n} A/A rounds")
-        rounds, results = run_rounds(list(sides.values()), selection, measurer, plan=plan, rule=rule,
-                                     thresholds=thresholds, limit=n, fixed=True, deadline=stop_at)
-    env = survey["environment"]
-    where = f"{env.get('gpu') or 'CPU'}, {time.strftime('%Y-%m-%d')}"
-    calibrations, overrides, notes = calibrate_results(results, plan, f"{where} at {sha[:12]}")
-    markdown = calibration_markdown(calibrations, {k: thresholds.lookup(k)[0] for k in calibrations}, overrides, [
-        f"commit `{sha[:12]}` against itself ({'the working tree, one tree' if options.working_tree else 'two worktrees'}) on "
-        f"{where} · {len(rounds)} rounds · plan: {plan_text(plan)}",
-        "suggested threshold: the smallest at which A/A says 'no change' w.p. "
-        f"{1 - plan.alpha:.0%} by the last look; resolvable: the slowdown flagged as regression w.p. {1 - plan.alpha:.0%} at it.",
-    ]) + "\n".join(f"- {n}" for n in notes)
-    markdown += "\n\n**Correctness before timing** (ci.common.correctness.check_kernel):\n" + "\n".join(correctness_lines(correctness))
-    excluded = excluded_rows(results)
-    if excluded:
-        markdown += f"\n\n**Excluded rounds** ({len(excluded)}): not used in any calibration.\n\n{markdown_table(excluded)}"
-    print(markdown)
-    append_step_summary(markdown)
-    code = 1 if any(r.status is Status.WRONG_RESULT for r in results) else 0
-    context = Context(mode="calibrate", plan=plan, rule=rule, thresholds=thresholds, base={"ref": options.head, "sha": sha},
-                      head={"ref": options.head, "sha": sha, "working_tree": options.working_tree}, environment=env,
-                      device=survey["device"], timing=timing, round_limit=n, wall_s=time.time() - started,
-                      extra={"calibrations": {k: dict(c.to_json(), device=env.get("gpu") or "cpu") for k, c in calibrations.items()},
-                             "suggested_overrides": overrides, "engine": engine_options(options), "cost": cost_summary(rounds)})
-    if options.json is not None:
-        write_json_atomic(options.json, record_json(context, results, correctness, rounds, code, options.fail_on_inconclusive,
-                                                    options.command))
-    return code
 
 
 # ---------------------------------------------------------------------------
@@ -221,9 +149,42 @@ def run_replay(options: SpeedOptions) -> int:
 SIDES = ("base", "head")  # the two sides every gate and calibration record holds
 
 
+def replayed_model(options: SpeedOptions, record: Mapping[str, Any], plan: SequentialPlan):
+    """The noise model a replay decides with: --noise, else the one the record kept; None for a plan without one."""
+    if plan.variance != "model":
+        return None
+    if options.noise is not None:
+        return load_noise_model(options.noise)
+    kept = (record.get("noise") or {}).get("model")
+    if not isinstance(kept, dict):
+        raise RecordError(f"{options.replay}: its plan decides with a noise model, but the record keeps none (\"noise\".\"model\")")
+    try:
+        return parse_noise_model(kept, f"the noise model recorded in {options.replay}", runs_required=False)
+    except NoiseModelError as exc:
+        raise RecordError(str(exc)) from None
+
+
+def noise_record(choice: ModelChoice, view: RunNoise | None, ids: Sequence[str]) -> dict[str, Any]:
+    """The record's "noise": the model the run decided with (enough to replay it: the gated ``ids``' entries), why (not),
+    and the guard."""
+    if choice.model is None:
+        return {"noise": {"model": None, "notes": list(choice.notes)}} if choice.notes else {}
+    return {"noise": {"model": choice.model.used_json(ids), "notes": list(choice.notes),
+                      "guard": view.summary() if view is not None else None}}
+
+
+def replay_plan(options: SpeedOptions, recorded: SequentialPlan) -> SequentialPlan:
+    """The recorded plan with the keys given; ``--noise`` on a record decided without a model: the model plan at the
+    recorded alpha (what the noise model would have decided from the same rounds)."""
+    if options.noise is not None and options.use_noise and recorded.variance != "model":
+        return options.the_plan(model=True).with_alpha(recorded.alpha) if "alpha" not in options.plan_given \
+            else options.the_plan(model=True)
+    return options.the_plan(recorded)
+
+
 def _replay(options: SpeedOptions, record: dict[str, Any]) -> int:
     try:
-        plan = options.the_plan(plan_of(record["plan"], str(options.replay)))
+        plan = replay_plan(options, plan_of(record["plan"], str(options.replay)))
         rule = options.exclusion_rule(ExclusionRule.from_json(record["exclusion"]))
     except (KeyError, TypeError) as exc:
         raise RecordError(f"{options.replay}: the recorded plan or exclusion rule lacks {exc}") from None
@@ -237,30 +198,43 @@ def _replay(options: SpeedOptions, record: dict[str, Any]) -> int:
         thresholds = parse_thresholds(recorded, f"the thresholds recorded in {options.replay}")
     calibrations = dict(options.calibrations) if options.calibrations is not None else record.get("calibrations_used") or {}
     entries = entries_of(record)
+    model = replayed_model(options, record, plan)
+    gated = [e.benchmark.id for e in entries if e.status is Status.GATED]
+    view = run_noise(model, rule, plan.guard_level, gated, record["rounds"]) if model is not None else None
+    restart = (record.get("engine") or {}).get("restart_every") or 4
     if options.decisions is not None:
-        return _replay_rates(options, record, entries, plan, rule, thresholds)
+        return _replay_rates(options, record, entries, plan, rule, thresholds, view)
     # An undecided benchmark keeps the recorded reason the measuring ended; otherwise the record is what ran out.
     measuring_ended = {Stop.ROUND_BUDGET, Stop.TIME_BUDGET, Stop.FIXED_ROUNDS, Stop.PR_FAILED}
     stopped = {b["id"]: Stop(b["stopped_by"]) for b in record["benchmarks"] if b.get("stopped_by")}
     results = [decide_entry(e, record["rounds"], thresholds, plan, rule, calibrations,
-                            ran_out=stopped[e.benchmark.id] if stopped.get(e.benchmark.id) in measuring_ended else Stop.END_OF_RECORD)
+                            ran_out=stopped[e.benchmark.id] if stopped.get(e.benchmark.id) in measuring_ended else Stop.END_OF_RECORD,
+                            noise=view.rounds_noise(e.benchmark.id) if view else None, restart_every=restart)
                for e in entries]
     context = Context(mode="replay", plan=plan, rule=rule, thresholds=thresholds, base=record.get("base") or {},
                       head=record.get("head") or {}, environment=record.get("environment") or {},
                       device=record.get("device", "?"), timing=record.get("timing_overrides") or {},
                       round_limit=record.get("round_limit"), calibrations=calibrations, wall_s=record.get("wall_s") or 0.0,
-                      extra={"replayed_from": str(options.replay), "sides": list(SIDES), "engine": record.get("engine")})
+                      extra={"replayed_from": str(options.replay), "sides": list(SIDES), "engine": record.get("engine"),
+                             **noise_record(ModelChoice(model), view, gated)})
     return _finish(options, context, results, record.get("correctness", []), record["rounds"])
 
 
-def _replay_rates(options: SpeedOptions, record, entries, plan, rule, thresholds) -> int:
+def run_calibrate(options: SpeedOptions) -> int:
+    from ci.speed.calibrate import run_calibrate as calibrate
+
+    return calibrate(options)
+
+
+def _replay_rates(options: SpeedOptions, record, entries, plan, rule, thresholds, view: RunNoise | None = None) -> int:
     rates = {}
     for e in entries:
         if e.status is not Status.GATED:
             continue
         threshold, _ = thresholds.lookup(e.benchmark.id)
         rounds = [p.round for p in paired_rounds(record["rounds"], e.benchmark.id, *SIDES, rule)]
-        rates[e.benchmark.id], _ = paired.replay(rounds, threshold, plan, options.decisions)
+        rates[e.benchmark.id], _ = paired.replay(rounds, threshold, plan, options.decisions,
+                                                 view.rounds_noise(e.benchmark.id) if view else None)
     markdown = rates_markdown(rates, [f"record `{options.replay}` · {len(record['rounds'])} recorded rounds · disjoint: "
                                       "rounds consumed in time order, no round in two decisions", f"plan: {plan_text(plan)}"])
     print(markdown)

@@ -30,7 +30,7 @@ from ci.speed.exclusion import ExclusionRule
 from ci.speed.thresholds import Thresholds, ThresholdsError, load_thresholds
 from ci.speed.warm import DEFAULT_RESTART_EVERY
 from harness.gpu_state import SLOWDOWN_REASONS
-from harness.paired.sequential import WARM_PLAN, SequentialPlan
+from harness.paired.plan import MODEL_PLAN, WARM_PLAN, SequentialPlan
 
 # The PR workflow's GPU job has 120 minutes (.github/workflows/pr-checks.yml), correctness gates and set-up included:
 # a gate that is still measuring then is killed with no verdict at all.
@@ -42,6 +42,10 @@ MEASURING_ONLY = {"base": "--base", "head": "--head", "working_tree": "--working
                   "changes": "--changes", "measure_identical": "--measure-identical"}
 # Options of the gate's change-aware selection only (ci.speed.unchanged): an A/A calibration compares nothing.
 GATE_ONLY = {"changes": "--changes", "measure_identical": "--measure-identical"}
+# Options of --calibrate only: what it fits the noise model from, and whether it writes the runner's files.
+CALIBRATE_ONLY = {"write": "--write", "refit": "--refit", "aa_records": "--aa-records", "assume_aa": "--assume-aa"}
+CALIBRATION_MAX_MINUTES = 9.0  # --calibrate's default time budget: the default selection's calibration within 10 minutes
+CALIBRATION_RESTART_EVERY = 2  # --calibrate restarts its workers every 2 rounds: more generations for the between-worker SD
 
 
 class Mode(enum.Enum):
@@ -82,6 +86,16 @@ def _looks(key: str, text: str) -> int | tuple[int, ...]:
     return parts if "," in text else parts[0]
 
 
+def _on_off(key: str, text: str) -> bool:
+    if text not in ("on", "off"):
+        raise OptionsError(f"--plan {key}={text}: expected on or off")
+    return text == "on"
+
+
+def _shares(key: str, text: str) -> tuple[float, ...]:
+    return tuple(_number(key, t.strip(), float, lambda v: v > 0, "a list of numbers > 0 (each look's share)") for t in text.split(","))
+
+
 def _throttle_reasons(key: str, text: str) -> frozenset[str]:
     names = frozenset(t.strip() for t in text.split(",") if t.strip())
     for name in sorted(names - SLOWDOWN_REASONS):
@@ -104,13 +118,21 @@ PLAN_KEYS: dict[str, PlanKey] = {
     "alpha": PlanKey(_probability, "a per-benchmark false-alarm alpha instead of pr_alpha's share (the PR bound is then gated x alpha)"),
     "miss_alpha": PlanKey(_probability, "chance that a benchmark slower by its threshold or more is called 'no change', "
                                         "per benchmark (0.01; raised to alpha where below it)"),
-    "rounds": PlanKey(_positive_int, "exactly N rounds of every benchmark, no early stop (a record to replay; --calibrate: 16)", True),
+    "rounds": PlanKey(_positive_int, "exactly N rounds of every benchmark, no early stop (a record to replay; --calibrate: up to 16 "
+                                         "within --max-minutes)", True),
     "round_budget": PlanKey(_positive_int, "most rounds attempted, excluded ones included (1.5 x max_rounds)", True),
     "restart_every": PlanKey(_positive_int, f"new worker processes every N rounds ({DEFAULT_RESTART_EVERY})", True),
     "clock_floor_mhz": PlanKey(_clock_floor, "exclude rounds with an SM clock below this (75% of the card's max SM clock; 0: none)"),
     "allow_throttle": PlanKey(_throttle_reasons, "do not exclude rounds for these throttle reasons (comma-separated)"),
+    "noise": PlanKey(_on_off, "on: decide with the runner's noise model when there is one (--noise; looks at 2,3,5,8,12,20); "
+                              "off: each benchmark's own rounds only (the plan before issue 29)"),
+    "spending": PlanKey(_shares, "each look's share of alpha, e.g. 4,2,1,1,1,1 (default: the plan's; equal without the model)"),
+    "guard_level": PlanKey(_probability, "with the noise model: the level at which the run's guard falls back to "
+                                         "each benchmark's own rounds (0.01)"),
+    "pass_rounds": PlanKey(_positive_int, "--calibrate --write: an unchanged benchmark says 'no change' by this many rounds "
+                                          "w.p. 99% at the threshold written (2), unless a target sets it"),
 }
-SEQUENTIAL_KEYS = ("looks", "min_rounds", "max_rounds", "alpha", "miss_alpha")  # fields of harness.paired.SequentialPlan
+SEQUENTIAL_KEYS = ("looks", "min_rounds", "max_rounds", "alpha", "miss_alpha", "spending", "guard_level")  # SequentialPlan fields
 
 
 def plan_value(items: list[str] | None) -> dict[str, Any]:
@@ -136,6 +158,9 @@ def build_plan(start: SequentialPlan, given: Mapping[str, Any]) -> SequentialPla
         fields["min_rounds"] = min(start.min_rounds, chosen["max_rounds"])
     if "alpha" in chosen and "miss_alpha" not in chosen and start.miss_alpha is not None:
         fields["miss_alpha"] = max(start.miss_alpha, chosen["alpha"])
+    fields["spending"], fields["guard_level"] = start.spending, start.guard_level
+    if {"looks", "min_rounds", "max_rounds"} & set(chosen) and "spending" not in chosen:
+        fields["spending"] = None  # other looks: the plan's shares no longer fit them; spent equally
     try:
         return replace(start, **{**fields, **chosen})
     except ValueError as exc:
@@ -166,6 +191,12 @@ class SpeedOptions:
     changes_data: Mapping[str, Any] | None = None  # its content, read and checked
     measure_identical: bool = False  # measure benchmarks with identical code too
     thresholds: Thresholds | None = None  # None: the head's file (or the record's, in a replay)
+    thresholds_path: Path | None = None  # --thresholds as given (--calibrate --write writes it)
+    noise: Path | None = None  # --noise: the runner's noise model file (None: the head's ci/speed_noise.json, if any)
+    write: bool = False  # --calibrate: write the noise model and the thresholds files
+    refit: bool = False  # --calibrate: measure nothing; refit from the model's runs and --aa-records
+    aa_records: tuple[Path, ...] = ()  # --calibrate: A/A records to fit from besides the rounds measured
+    assume_aa: str | None = None  # --calibrate: why --aa-records whose code differed are A/A anyway
     calibrations: Mapping[str, Any] | None = None  # None: the head's calibration file if any (or the record's)
     plan_keys: tuple[tuple[str, Any], ...] = ()  # --plan KEY=VALUE, checked (PLAN_KEYS)
     max_minutes: float | None = DEFAULT_MAX_MINUTES  # None: no limit
@@ -194,13 +225,25 @@ class SpeedOptions:
 
     @property
     def restart_every(self) -> int:
-        return self.plan_given.get("restart_every", DEFAULT_RESTART_EVERY)
+        default = CALIBRATION_RESTART_EVERY if self.mode is Mode.CALIBRATE else DEFAULT_RESTART_EVERY
+        return self.plan_given.get("restart_every", default)
 
-    def the_plan(self, recorded: SequentialPlan | None = None) -> SequentialPlan:
-        """The gate's plan (or, in a replay, the ``recorded`` one) with the --plan keys given."""
-        return build_plan(recorded or WARM_PLAN, self.plan_given)
+    @property
+    def use_noise(self) -> bool:
+        """--plan noise (default on): decide with the runner's noise model when one applies."""
+        return self.plan_given.get("noise", True)
 
-    def plan_for(self, gated: int) -> SequentialPlan:
+    @property
+    def pass_rounds(self) -> int:
+        return self.plan_given.get("pass_rounds", MODEL_PLAN.look_points[0])
+
+    def the_plan(self, recorded: SequentialPlan | None = None, model: bool = False) -> SequentialPlan:
+        """The gate's plan -- MODEL_PLAN with a noise model, else WARM_PLAN -- (or, in a replay, the ``recorded`` one) with the --plan keys given."""
+        if recorded is not None and not self.use_noise and recorded.variance == "model":
+            recorded = replace(recorded, variance="rounds")  # --plan noise=off: the same looks, each benchmark's own rounds
+        return build_plan(recorded or (MODEL_PLAN if model and self.use_noise else WARM_PLAN), self.plan_given)
+
+    def plan_for(self, gated: int, model: bool = False) -> SequentialPlan:
         """The plan for a run gating ``gated`` benchmarks: the per-PR alpha shared among them (Bonferroni).
 
         With ``--plan alpha=A`` (a per-benchmark alpha) the plan is used as it is; the summary then states
@@ -208,7 +251,7 @@ class SpeedOptions:
         benchmark's missed regression and stays per benchmark (raised to the alpha where below it:
         SequentialPlan.with_alpha).
         """
-        plan = self.the_plan()
+        plan = self.the_plan(model=model)
         if "alpha" in self.plan_given or gated < 1:
             return plan
         return plan.with_alpha(self.plan_given.get("pr_alpha", 0.01) / gated)
@@ -241,6 +284,7 @@ def speed_options(given: Mapping[str, Any], command: tuple[str, ...] | list[str]
     keys = plan_value(given.get("plan"))
     _check_mode(given, keys, mode)
     plan = build_plan(WARM_PLAN, keys)  # checked now, before any work (a replay checks it again on the recorded plan)
+    build_plan(MODEL_PLAN, keys)
     rounds = keys.get("rounds")
     if mode is Mode.CALIBRATE and rounds is not None and rounds < CALIBRATION_MIN_ROUNDS:
         raise OptionsError(f"--calibrate needs --plan rounds >= {CALIBRATION_MIN_ROUNDS} (got rounds={rounds})")
@@ -263,9 +307,16 @@ def speed_options(given: Mapping[str, Any], command: tuple[str, ...] | list[str]
         changes_data=_changes(given["changes"]),
         measure_identical=bool(given["measure_identical"]),
         thresholds=_thresholds(given["thresholds"]),
+        thresholds_path=Path(given["thresholds"]) if given.get("thresholds") else None,
+        noise=_noise_path(given.get("noise"), mode),
+        write=bool(given.get("write")),
+        refit=bool(given.get("refit")),
+        aa_records=tuple(_record_file(p, "--aa-records") for p in given.get("aa_records") or []),
+        assume_aa=(given.get("assume_aa") or "").strip() or None,
         calibrations=_calibrations(given["calibration"]),
         plan_keys=tuple(keys.items()),
-        max_minutes=minutes_value(given["max_minutes"]),
+        max_minutes=minutes_value(given["max_minutes"] if given["max_minutes"] is not None
+                                  else CALIBRATION_MAX_MINUTES if mode is Mode.CALIBRATE else DEFAULT_MAX_MINUTES),
         fail_on_inconclusive=given["fail_on_inconclusive"],
         all_verdicts=bool(given.get("all_verdicts")),
         timing=tuple(timing_value(given["timing"]).items()),
@@ -304,6 +355,14 @@ def _check_mode(given: Mapping[str, Any], keys: Mapping[str, Any], mode: Mode) -
         for key in keys:
             if PLAN_KEYS[key].measuring:
                 raise OptionsError(f"--plan {key} does not apply to --replay (nothing is measured; the record says what was)")
+    if mode is not Mode.CALIBRATE:
+        for dest, flag in CALIBRATE_ONLY.items():
+            if given.get(dest) not in (None, False, []):
+                raise OptionsError(f"{flag} only applies to --calibrate")
+        if "pass_rounds" in keys:
+            raise OptionsError("--plan pass_rounds only applies to --calibrate --write")
+    if given.get("assume_aa") and not given.get("aa_records"):
+        raise OptionsError("--assume-aa says why --aa-records are A/A: give the records")
     if mode is Mode.CALIBRATE:
         for dest, flag in GATE_ONLY.items():
             if given[dest] not in (None, False):
@@ -338,6 +397,21 @@ def _read(path: str | None, flag: str, read: Callable[[str], Any], errors: type[
         return read(path)
     except errors as exc:
         raise OptionsError(f"{flag} {exc}".strip()) from None
+
+
+def _noise_path(path: str | None, mode: Mode) -> Path | None:
+    """--noise: must exist for the gate and a replay; --calibrate may name a file it will create."""
+    if not path:
+        return None
+    if mode is not Mode.CALIBRATE and not Path(path).is_file():
+        raise OptionsError(f"--noise {path}: no such file")
+    return Path(path)
+
+
+def _record_file(path: str, flag: str) -> Path:
+    if not Path(path).is_file():
+        raise OptionsError(f"{flag} {path}: no such file")
+    return Path(path)
 
 
 def _replay_file(path: str | None) -> Path | None:

@@ -110,6 +110,7 @@ def header_lines(context: Context, rounds: Sequence[Mapping[str, Any]]) -> list[
         f"a round is excluded when either side is throttled ({', '.join(sorted(context.rule.slowdown_reasons)) or 'none'}), "
         f"its SM clock is below {floor}, its timing never became steady, or the GPU was busy",
     ]
+    lines += noise_lines(context.extra.get("noise"))
     cost = context.extra.get("cost")
     if cost:
         lines.append(f"GPU runner: **{cost['measure_s'] + cost['startup_s']:.0f} s**: {cost['measure_s']:.1f} s measuring, "
@@ -118,6 +119,29 @@ def header_lines(context: Context, rounds: Sequence[Mapping[str, Any]]) -> list[
                      + (f"; {cost['overlapped_startup_s']:.1f} s more start-up overlapped measuring"
                         if cost.get("overlapped_startup_s") else "") + "); wall per GPU: "
                      + ", ".join(f"{d}: {w:.0f} s" for d, w in cost["device_wall_s"].items()))
+    return lines
+
+
+def noise_lines(noise: Mapping[str, Any] | None) -> list[str]:
+    """The noise model the run decided with (or why none), and what its guard found."""
+    if not noise:
+        return []
+    lines = [f"noise model: {note}" for note in noise.get("notes", [])]
+    model = noise.get("model")
+    if model is None:
+        return lines
+    runner = model.get("runner") or {}
+    lines.insert(0, f"noise model: `{model.get('source')}` ({runner.get('gpu')}, driver {runner.get('driver')}, torch "
+                    f"{runner.get('torch')}; fitted {model.get('fitted')}), {len(model.get('benchmarks', {}))} benchmark(s)")
+    guard = noise.get("guard") or {}
+    fired, final = guard.get("fired"), guard.get("final") or {}
+    if fired:
+        lines.append(f"> ⚠ **the rounds are noisier than the noise model allows** (variance ratio {fired['ratio']:.2f} over "
+                     f"{fired['df']} df, z {fired['z']:.2f} > the {guard['level']:g} level) from round {fired['round_index'] + 1} "
+                     f"({fired['benchmark']}): each benchmark's own rounds decided from there on")
+    elif final:
+        lines.append(f"the run's guard: rounds as noisy as the model allows (variance ratio {final['ratio']:.2f} over "
+                     f"{final['df']} df, z {final['z']:.2f}; falls back at level {guard.get('level', 0):g})")
     return lines
 
 

@@ -114,7 +114,13 @@ def benchmark_rows(results: Sequence[BenchmarkResult], changes: Mapping[str, str
         })
         if changes is not None:
             rows[-1]["code"] = changes.get(r.id, "-")
+        if any(x.decision is not None and x.decision.variance != "rounds" for x in results):
+            rows[-1]["variance from"] = VARIANCE_TEXT.get(d.variance, d.variance) if d is not None else "-"
     return rows
+
+
+VARIANCE_TEXT = {"model": "noise model + rounds", "rounds": "own rounds", "rounds (no model entry)": "own rounds (not in the model)",
+                 "rounds (the run is noisier than the model)": "own rounds (**guard**: noisier than the model)"}
 
 
 def excluded_rows(results: Sequence[BenchmarkResult]) -> list[dict[str, str]]:
@@ -179,6 +185,11 @@ def plan_text(plan: SequentialPlan, gated: int | None = None) -> str:
     """The plan in words; with ``gated``, the bound on a false alarm anywhere in the PR (Bonferroni: gated x alpha)
     and on a missed regression of one benchmark (per benchmark, not shared)."""
     text = f"looks at {'/'.join(map(str, plan.look_points))} usable rounds, {_interval_text(plan)}"
+    if plan.spending is not None:
+        text += f"; alpha spent {'/'.join(f'{w:.0%}' for w in plan.shares())} over the looks"
+    if plan.variance == "model":
+        text += (f"; variance from the runner's noise model moderated by the rounds (the run's guard at "
+                 f"{plan.guard_level:g}: noisier rounds fall back to each benchmark's own)")
     if plan.futility:
         text += "; stops early when the effect cannot be told from the band's edge"
     if gated:
@@ -191,10 +202,12 @@ def plan_text(plan: SequentialPlan, gated: int | None = None) -> str:
 def _interval_text(plan: SequentialPlan) -> str:
     """Which interval each look computes, at what confidence, and what error each verdict spends."""
     interval = "t interval"
-    each_look = f"each look {plan.per_look_confidence:.3%} two-sided"
+    each_look = (f"each look {plan.per_look_confidence:.3%} two-sided" if plan.spending is None else
+                 f"looks {'/'.join(f'{plan.confidence_at(k):.3%}' for k in range(len(plan.look_points)))} two-sided")
     if plan.miss_alpha is not None:
         return (f"{interval}, alpha {plan.alpha:.3g} a false regression and miss alpha {plan.miss_alpha:.3g} a missed one "
-                f"over its looks ({each_look}; 'no change' on a {plan.per_look_miss_confidence:.3%} interval)")
+                f"over its looks ({each_look}; 'no change' on a {plan.per_look_miss_confidence:.3%} interval"
+                + (" at the last look" if plan.spending is not None else "") + ")")
     per = "a false regression and a missed one each" if plan.alpha_per_tail else "per benchmark"
     return f"{interval}, alpha {plan.alpha:.3g} {per} over its looks ({each_look})"
 
@@ -291,3 +304,31 @@ def rates_markdown(rates: Mapping[str, Rates], header: Sequence[str]) -> str:
             "incomplete (record too short)": str(r.incomplete),
         })
     return "\n".join(["### Speed gate replay: decisions from recorded rounds", "", *header, "", markdown_table(rows), ""])
+
+
+def noise_markdown(model: Any, planned: Mapping[str, Any], current: Mapping[str, float], header: Sequence[str],
+                   notes: Sequence[str]) -> str:
+    """--calibrate's noise model: per benchmark its noise, the thresholds it supports and the one written, its MDE."""
+    rows = []
+    for bench_id, noise in sorted(model.benchmarks.items()):
+        p = planned.get(bench_id)
+        rows.append({
+            "benchmark": bench_id,
+            "rounds (runs)": f"{noise.rounds} ({noise.runs})",
+            "within-worker SD (df)": f"{_pct(noise.within_sd)} ({noise.within_df})",
+            "between-worker SD (df)": f"{_pct(noise.between_sd)} ({noise.between_df})",
+            "2-round threshold": _pct(p.two_round) if p else "-",
+            "smallest supported": _pct(p.floor) if p else "-",
+            "threshold written": (_pct(p.threshold) + (" (target)" if p.target is not None else "")) if p else "-",
+            "detects (95%)": _pct(p.mde) if p else "-",
+            "current": _pct(current[bench_id]) if bench_id in current else "-",
+        })
+    spread = model.spread
+    parts = ["### Speed gate calibration: the runner's noise model", "", *header, "",
+             f"runner: {', '.join(f'{k} {v}' for k, v in model.runner.items() if v)} · fitted {model.fitted} from "
+             f"{len(model.runs)} run(s) · runs differ by prior df {spread.run_df:.3g} (the whole run) and "
+             f"{spread.bench_df:.3g} (one benchmark)" + ("" if spread.estimated else " (assumed: the runs could not show it)"),
+             "", markdown_table(rows) if rows else "_(no benchmark could be fitted)_", ""]
+    if notes:
+        parts += ["**Notes**", *[f"- {n}" for n in notes], ""]
+    return "\n".join(parts)

@@ -81,12 +81,17 @@ class RoundRecord:
     engine: str = "warm"  # the record's "engine": ci.speed.warm's workers (records before issue 28 may say "fresh")
     devices: list[dict[str, Any]] | None = None  # warm: per device its benchmarks, wall seconds, failure
     wall_s: float | None = None
+    # The benchmark ids in the order their pairs (both sides) completed: the time order the noise model's guard
+    # reads (ci.speed.noise_run); a round the gate stopped early (the PR had failed) lists only what was measured.
+    sequence: list[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = {"index": self.index, "order": list(self.order), "processes": [p.to_json() for p in self.processes],
                "engine": self.engine, "wall_s": self.wall_s}
         if self.devices is not None:
             out["devices"] = self.devices
+        if self.sequence is not None:
+            out["sequence"] = list(self.sequence)
         return out
 
 

@@ -14,10 +14,12 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ci.common.commit_tree import REPO_ROOT
 from ci.speed.exclusion import ExclusionRule
+from ci.speed.noise_model import NOISE_PATH, ModelChoice, NoiseModel, identity_check, load_noise_model
+from ci.speed.noise_run import RunNoise, run_noise
 from ci.speed.options import SpeedOptions
 from ci.speed.reasons import Status, Stop
 from ci.speed.devices import visible_gpu_count
@@ -120,21 +122,33 @@ def run_rounds(
     calibrations: Mapping[str, Any] | None = None,
     deadline: float | None = None,
     stop_when_failed: bool = False,
-) -> tuple[list[dict[str, Any]], list[BenchmarkResult]]:
+    model: NoiseModel | None = None,
+    finish_by: float | None = None,
+) -> tuple[list[dict[str, Any]], list[BenchmarkResult], RunNoise | None]:
     """Rounds until every gated benchmark is decided (or all ``limit`` of them when ``fixed``); then decide each.
 
     ``measurer``: the engine that surveyed (:func:`open_measurer`); None when nothing can be measured
-    (no base). No round starts after ``deadline`` (time.time()): what is undecided then is inconclusive.
+    (no base). No round starts after ``deadline`` (time.time()), nor one that would end after
+    ``finish_by`` by the longest round so far: what is undecided then is inconclusive.
     ``stop_when_failed``: no round starts once the PR has failed (a regression decided, or a wrong
-    result at head): its status is known, and the undecided benchmarks say so (Stop.PR_FAILED).
+    result at head): its status is known, and the undecided benchmarks say so (Stop.PR_FAILED). With a
+    noise model (a plan whose variance is "model") each benchmark is decided as its pair completes, and a
+    regression also ends the round it was found in. Returns the rounds, the results and the run's noise view.
     """
     stop_when_failed = stop_when_failed and not fixed
+    use_model = model is not None and plan.variance == "model"
+    gated_ids = [e.benchmark.id for e in selection.gated]
     rounds: list[dict[str, Any]] = []
     active = selection.gated
     names = [s.name for s in sides]
     out_of_time = pr_failed = False
     base_failed: dict[str, str] = {}  # benchmark id -> why the base could not be measured
     regressed: list[str] = []
+    restart = getattr(measurer, "restart_every", 4)
+
+    def noise_view(recorded: Sequence[Mapping[str, Any]]) -> RunNoise | None:
+        return run_noise(model, rule, plan.guard_level, gated_ids, recorded) if use_model else None
+
     while active and len(rounds) < limit:
         failing = regressed + [e.benchmark.id for e in selection.entries if e.status is Status.WRONG_RESULT]
         if stop_when_failed and failing:
@@ -146,10 +160,17 @@ def run_rounds(
             out_of_time = True
             log(f"speed_gate: the time budget is spent after {len(rounds)} rounds; {len(active)} benchmark(s) undecided")
             break
+        longest = max((r.get("wall_s") or 0.0 for r in rounds), default=0.0)
+        if finish_by is not None and rounds and time.time() + longest > finish_by:
+            out_of_time = True
+            log(f"speed_gate: a round takes up to {longest:.0f} s: no time for another within the budget after {len(rounds)} rounds")
+            break
         i = len(rounds)
         order = rotating_order(names, i)
         log(f"speed_gate: round {i + 1}/{limit} ({' '.join(order)}): {len(active)} benchmark(s)")
-        record = measurer.measure_round(order, active, round_index=i).to_json()
+        after_pair = _pair_decider(i, order, rounds, active, noise_view(rounds), thresholds, plan, rule, restart) \
+            if use_model and stop_when_failed else None
+        record = measurer.measure_round(order, active, round_index=i, after_pair=after_pair).to_json()
         for proc in record["processes"]:
             for bench_id, rec in proc["records"].items():
                 if "error" in rec and not rec.get("busy") and not rec.get("wrong_result"):
@@ -162,11 +183,17 @@ def run_rounds(
         wrong = selection.mark_wrong_at_shape(record)  # a wrong output at the timed shape: never a speed
         for bench_id in sorted(wrong):
             log(f"speed_gate:   {bench_id}: {next(e for e in selection.entries if e.benchmark.id == bench_id).note}")
+        view = noise_view(rounds)
+        measured = set(record.get("sequence") or [b for p in record["processes"] for b in p["records"]])
         still = []
         for bench in (b for b in active if b.id not in wrong):
             if bench.id in base_failed:
                 continue
-            result = decide_entry(Entry(bench, Status.GATED), rounds, thresholds, plan, rule)
+            if bench.id not in measured:  # the round stopped before it (the PR had failed): nothing new to decide
+                still.append(bench)
+                continue
+            result = decide_entry(Entry(bench, Status.GATED), rounds, thresholds, plan, rule,
+                                  noise=view.rounds_noise(bench.id) if view else None, restart_every=restart)
             d = result.decision
             est = d.estimate
             interval = f"[{est.low:.4f}, {est.high:.4f}]" if est.bounded else "[unbounded]"
@@ -177,13 +204,62 @@ def run_rounds(
                 regressed.append(bench.id)
             if fixed or not d.complete:
                 still.append(bench)
+        if view is not None and view.first_fire is not None and view.first_fire["round_index"] == i:
+            fire = view.first_fire
+            log(f"speed_gate: the rounds are noisier than the noise model allows (variance ratio {fire['ratio']:.2f} over "
+                f"{fire['df']} df, z {fire['z']:.2f}): each benchmark's own rounds decide from here on")
         active = still
     ran_out = (Stop.PR_FAILED if pr_failed else Stop.TIME_BUDGET if out_of_time else Stop.FIXED_ROUNDS if fixed
                else Stop.ROUND_BUDGET)
     entries = [Entry(e.benchmark, Status.NEW, base_failed[e.benchmark.id]) if e.benchmark.id in base_failed else e
                for e in selection.entries]
-    results = [decide_entry(e, rounds, thresholds, plan, rule, calibrations or {}, ran_out=ran_out) for e in entries]
-    return rounds, results
+    view = noise_view(rounds)
+    results = [decide_entry(e, rounds, thresholds, plan, rule, calibrations or {}, ran_out=ran_out,
+                            noise=view.rounds_noise(e.benchmark.id) if view else None, restart_every=restart) for e in entries]
+    return rounds, results, view
+
+
+def _pair_decider(index: int, order: Sequence[str], rounds: Sequence[Mapping[str, Any]], active: Sequence[Any],
+                  view: RunNoise | None, thresholds: Thresholds, plan: SequentialPlan, rule: ExclusionRule,
+                  restart: int) -> Callable[[str, dict[str, Any]], bool]:
+    """The engine's after_pair for round ``index``: decide the benchmark whose pair just completed; True (stop
+    the round) when it is a regression: the PR has failed. ``view``: the noise model's view of ``rounds``."""
+    partial = {"index": index, "order": list(order), "processes": [{"side": s, "records": {}} for s in order], "sequence": []}
+    by_id = {b.id: b for b in active}
+
+    def after_pair(bench_id: str, records: dict[str, Any]) -> bool:
+        for proc in partial["processes"]:
+            proc["records"][bench_id] = records.get(proc["side"])
+        partial["sequence"].append(bench_id)
+        if view is not None:
+            view.add_pair(index, bench_id, records)
+        if any("error" in (r or {}) for r in records.values()) or bench_id not in by_id:
+            return False  # a failed or wrong timing: the round's end decides what it means
+        result = decide_entry(Entry(by_id[bench_id], Status.GATED), [*rounds, partial], thresholds, plan, rule,
+                              noise=view.rounds_noise(bench_id) if view else None, restart_every=restart)
+        if result.decision.complete and result.decision.verdict is Verdict.REGRESSION:
+            log(f"speed_gate:   {bench_id}: REGRESSION in round {index + 1}: the PR fails; the rest of the round is not measured")
+            return True
+        return False
+
+    return after_pair
+
+
+def noise_model_for(options: SpeedOptions, head_tree: Path, environment: Mapping[str, Any]) -> ModelChoice:
+    """The noise model this run decides with: --noise, else the head's file, else this checkout's; None with why not."""
+    if not options.use_noise:
+        return ModelChoice(None, ["--plan noise=off: each benchmark's own rounds decide (the plan before issue 29)"])
+    if options.noise is not None:
+        path, where = options.noise, str(options.noise)
+    elif (head_tree / NOISE_PATH).exists():
+        path, where = head_tree / NOISE_PATH, f"{NOISE_PATH} of the head"
+    elif (REPO_ROOT / NOISE_PATH).exists():
+        path, where = REPO_ROOT / NOISE_PATH, f"{NOISE_PATH} of this checkout (the head has none)"
+    else:
+        return ModelChoice(None, [f"no noise model for this runner ({NOISE_PATH}): each benchmark's own rounds decide"])
+    model = replace(load_noise_model(path), source=where)
+    usable, notes = identity_check(model, environment)
+    return ModelChoice(model if usable else None, notes)
 
 
 def thresholds_for(options: SpeedOptions, head_tree: Path) -> Thresholds:

@@ -191,10 +191,35 @@ def device_environment(device: str) -> dict[str, Any]:
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
         env.update(gpu=torch.cuda.get_device_name(0), rocm=getattr(torch.version, "hip", None), cuda=torch.version.cuda,
-                   arch=getattr(props, "gcnArchName", None) or f"sm_{props.major}{props.minor}")
+                   arch=getattr(props, "gcnArchName", None) or f"sm_{props.major}{props.minor}",
+                   driver=_driver_version(bool(getattr(torch.version, "hip", None))))
     else:
         env.update(gpu=None, cpu=platform.processor() or platform.machine())
     return env
+
+
+def _driver_version(rocm: bool) -> str | None:
+    """The GPU driver's version (NVML or amdsmi), for the noise model's runner identity; None when unreadable."""
+    try:
+        if rocm:
+            import amdsmi
+
+            amdsmi.amdsmi_init()
+            try:
+                handle = amdsmi.amdsmi_get_processor_handles()[0]
+                return str(amdsmi.amdsmi_get_gpu_driver_info(handle).get("driver_version"))
+            finally:
+                amdsmi.amdsmi_shut_down()
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            version = pynvml.nvmlSystemGetDriverVersion()
+            return version.decode() if isinstance(version, bytes) else str(version)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # a missing library or an old driver: the identity says "unknown", nothing fails
+        return None
 
 
 # ---------------------------------------------------------------------------

@@ -19,7 +19,13 @@ Schema::
     }
 
 Every override says why (typically the ``--calibrate`` line it came from). A
-malformed file is a harness error naming the file and the key. Thresholds are a
+malformed file is a harness error naming the file and the key.
+
+``targets`` (optional, same form as overrides) are policy, not measurement: the effect
+that matters for those benchmarks. The gate does not read them; ``--calibrate --write``
+sets a matching benchmark's threshold to the target, or to the smallest threshold the
+runner's noise supports when the target is below it (docs/SPEED_GATE.md, "Calibrating
+a new runner"), and every other benchmark's to its two-round threshold. Thresholds are a
 property of the runner's noise: ``ci/speed_thresholds.json`` is the MI355X
 runner's, ``ci/speed_thresholds_h200.json`` an H200's (``--thresholds``).
 """
@@ -35,7 +41,7 @@ from ci.common.json_file import JsonFileError, parse_json
 
 THRESHOLDS_PATH = "ci/speed_thresholds.json"
 THRESHOLDS_SCHEMA = "mxfp4-speed-thresholds/1"
-_TOP_KEYS = {"schema", "default_threshold", "overrides", "about"}
+_TOP_KEYS = {"schema", "default_threshold", "overrides", "about", "targets"}
 _OVERRIDE_KEYS = {"match", "threshold", "why"}
 
 
@@ -58,6 +64,12 @@ class Thresholds:
     default: float
     overrides: tuple[Override, ...]
     source: str  # where they were read from (a path, or "recorded in <file>")
+    targets: tuple[Override, ...] = ()  # policy for --calibrate --write (the gate decides on overrides and the default)
+    about: str = ""
+
+    def target(self, name: str) -> Override | None:
+        """The first target matching benchmark ``name`` (--calibrate --write's policy), or None."""
+        return next((t for t in self.targets if t.matches(name)), None)
 
     def lookup(self, name: str) -> tuple[float, str]:
         """(threshold, where it came from) for benchmark ``name``: the first matching override, else the default."""
@@ -67,12 +79,21 @@ class Thresholds:
         return self.default, "default_threshold"
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "schema": THRESHOLDS_SCHEMA,
             "source": self.source,
             "default_threshold": self.default,
             "overrides": [{"match": o.match, "threshold": o.threshold, "why": o.why} for o in self.overrides],
         }
+        if self.targets:
+            out["targets"] = [{"match": o.match, "threshold": o.threshold, "why": o.why} for o in self.targets]
+        return out
+
+    def file_json(self) -> dict[str, Any]:
+        """The thresholds as a file holds them (what --calibrate --write writes): no "source"."""
+        out = {"schema": THRESHOLDS_SCHEMA, **({"about": self.about} if self.about else {})}
+        out.update({k: v for k, v in self.to_json().items() if k not in ("schema", "source")})
+        return out
 
 
 def _pattern(pattern: str) -> re.Pattern[str]:
@@ -98,12 +119,22 @@ def parse_thresholds(data: Any, where: str) -> Thresholds:
     if "default_threshold" not in data:
         raise ThresholdsError(f"{where}: missing \"default_threshold\"")
     default = _threshold(data["default_threshold"], f"{where}: default_threshold")
-    raw = data.get("overrides", [])
+    overrides = _entries(data, "overrides", where)
+    targets = _entries(data, "targets", where)
+    about = data.get("about", "")
+    if not isinstance(about, str):
+        raise ThresholdsError(f"{where}: \"about\" must be text")
+    return Thresholds(default, overrides, where, targets, about)
+
+
+def _entries(data: dict[str, Any], key: str, where: str) -> tuple[Override, ...]:
+    """The ``overrides`` or ``targets`` list, each entry {match, threshold, why} checked."""
+    raw = data.get(key, [])
     if not isinstance(raw, list):
-        raise ThresholdsError(f"{where}: \"overrides\" must be a list of {{match, threshold, why}} objects")
+        raise ThresholdsError(f"{where}: \"{key}\" must be a list of {{match, threshold, why}} objects")
     overrides = []
     for i, entry in enumerate(raw):
-        at = f"{where}: overrides[{i}]"
+        at = f"{where}: {key}[{i}]"
         if not isinstance(entry, dict):
             raise ThresholdsError(f"{at}: expected an object with match, threshold, why")
         extra = sorted(set(entry) - _OVERRIDE_KEYS)
@@ -116,7 +147,7 @@ def parse_thresholds(data: Any, where: str) -> Thresholds:
         if not isinstance(entry["why"], str) or not entry["why"].strip():
             raise ThresholdsError(f"{at}.why: every override says why (e.g. the --calibrate line it came from)")
         overrides.append(Override(entry["match"], _threshold(entry["threshold"], f"{at}.threshold"), entry["why"].strip()))
-    return Thresholds(default, tuple(overrides), where)
+    return tuple(overrides)
 
 
 def load_thresholds(path: str | Path) -> Thresholds:

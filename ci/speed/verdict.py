@@ -22,7 +22,8 @@ from ci.speed.rounds import Benchmark
 from ci.speed.selection import Entry
 from ci.speed.thresholds import Thresholds
 from harness import paired
-from harness.paired.sequential import METHOD, Decision, SequentialPlan
+from harness.paired.noise import LookNoise
+from harness.paired.sequential import METHOD, Decision, RoundsNoise, SequentialPlan
 from harness.paired.verdict import Verdict
 
 GATE_SCHEMA = "mxfp4-speed-gate/1"
@@ -84,14 +85,19 @@ class BenchmarkResult:
 
 
 def resolvable_effect(
-    bench_id: str, used: Sequence[paired.Round], threshold: float, plan: SequentialPlan, calibrations: Mapping[str, Any]
+    bench_id: str, used: Sequence[paired.Round], threshold: float, plan: SequentialPlan, calibrations: Mapping[str, Any],
+    noise: RoundsNoise | None = None, restart_every: int = 4,
 ) -> tuple[float | None, str]:
     """The smallest slowdown flagged as regression w.p. RESOLVE_POWER by the plan's last look, at ``threshold``.
 
-    Noise from the calibration file when it has this benchmark (its 95% upper bound of
-    the round-ratio SD), else from this run's usable rounds (the same bound, via
-    harness.paired.calibrate: a constant effect does not change the spread of log ratios).
+    With the noise model (a plan whose variance is "model" and the benchmark's entry): the model's
+    (harness.paired.model_resolvable_effect). Else noise from the calibration file when it has this
+    benchmark (its 95% upper bound of the round-ratio SD), else from this run's usable rounds (the same
+    bound, via harness.paired.calibrate: a constant effect does not change the spread of log ratios).
     """
+    if plan.variance == "model" and noise is not None:
+        look = LookNoise(noise.noise, noise.spread)
+        return paired.model_resolvable_effect(look, threshold, plan, restart_every, RESOLVE_POWER), "the noise model"
     cal = calibrations.get(bench_id)
     if cal is not None:
         sd, source = float(cal["ratio_sd_upper"]), f"calibration ({cal.get('source', '?')})"
@@ -112,11 +118,14 @@ def decide_entry(
     calibrations: Mapping[str, Any] = {},
     *,
     ran_out: Stop | None = None,
+    noise: RoundsNoise | None = None,
+    restart_every: int = 4,
 ) -> BenchmarkResult:
     """The result of one benchmark: its decision over the recorded rounds when it is gated.
 
     ``ran_out`` says what ended the measuring when the plan is not through (the round or time
     budget, --plan rounds, the end of a record); an undecided benchmark is then inconclusive for that reason.
+    ``noise``: the noise model's view of this benchmark's rounds (ci.speed.noise_run), for a model plan.
     """
     bench = entry.benchmark
     result = BenchmarkResult(bench, entry.status, entry.note)
@@ -124,14 +133,15 @@ def decide_entry(
         return result
     result.threshold, result.threshold_source = thresholds.lookup(bench.id)
     result.rounds = paired_rounds(rounds, bench.id, "base", "head", rule)
-    decision = paired.sequential_decision([r.round for r in result.rounds], result.threshold, plan)
+    decision = paired.sequential_decision([r.round for r in result.rounds], result.threshold, plan, noise)
     if decision.complete:
         result.stopped_by = Stop.DECISION
     elif ran_out is not None:
         result.stopped_by = ran_out
         decision = replace(decision, reason=ran_out_reason(ran_out, decision))
     result.decision = decision
-    result.resolvable, result.resolvable_source = resolvable_effect(bench.id, result.used_rounds(), result.threshold, plan, calibrations)
+    result.resolvable, result.resolvable_source = resolvable_effect(bench.id, result.used_rounds(), result.threshold, plan,
+                                                                    calibrations, noise, restart_every)
     return result
 
 
@@ -175,16 +185,18 @@ def plan_of(data: Mapping[str, Any], where: str = "the record") -> SequentialPla
     """The plan a record was decided with; RecordError for a plan this gate no longer has (never another in its place).
 
     Records of the warm plan before its rules existed replay without them: no ``alpha_per_tail``/``futility``
-    before version 3, no ``miss_alpha`` before version 4. A record without a ``method`` (before issue 21) or with
+    before version 3, no ``miss_alpha`` before version 4, no ``spending``/``variance`` before version 5 (issue 29). A record without a ``method`` (before issue 21) or with
     ``"signed_rank"`` was decided with the retired signed-rank plan.
     """
     points = tuple(data["look_points"])  # a plan without looks is malformed, not a retired plan
     method = data.get("method", "signed_rank")
     if method != METHOD:
         raise RecordError(f"{where} {RETIRED_PLAN}" if method == "signed_rank" else f"{where}: unknown plan method {method!r}")
+    spending = data.get("spending")
     return SequentialPlan(min_rounds=data["min_rounds"], max_rounds=data["max_rounds"], looks=points, alpha=data["alpha"],
                           alpha_per_tail=bool(data.get("alpha_per_tail", False)), futility=bool(data.get("futility", False)),
-                          miss_alpha=data.get("miss_alpha"))
+                          miss_alpha=data.get("miss_alpha"), spending=None if spending is None else tuple(spending),
+                          variance=data.get("variance", "rounds"), guard_level=data.get("guard_level", 0.01))
 
 
 def load_calibrations(path: str | Path) -> dict[str, Any]:

@@ -99,6 +99,10 @@ class WarmEngine:
         self._known_cost: dict[str, float] = {}
         self._spawned: list[WorkerProcess] = []  # every process this engine started: none outlives close()
         self._lock = threading.Lock()
+        self._pair_lock = threading.Lock()  # after_pair calls, one at a time across devices
+        self._after_pair: Callable[[str, dict[str, Any]], bool] | None = None
+        self._sequence: list[str] = []
+        self._stop_round = threading.Event()
 
     # -- the survey -------------------------------------------------------------
 
@@ -141,11 +145,19 @@ class WarmEngine:
 
     # -- the round --------------------------------------------------------------
 
-    def measure_round(self, order: Sequence[str], benchmarks: Sequence[Benchmark], *, round_index: int) -> RoundRecord:
-        """Every benchmark once per side, the sides in ``order``, each benchmark on its device."""
+    def measure_round(self, order: Sequence[str], benchmarks: Sequence[Benchmark], *, round_index: int,
+                      after_pair: Callable[[str, dict[str, Any]], bool] | None = None) -> RoundRecord:
+        """Every benchmark once per side, the sides in ``order``, each benchmark on its device.
+
+        ``after_pair(bench_id, {side: record})`` is called (one call at a time, whatever the devices) as each
+        benchmark's last side completes; when it returns True no further benchmark of this round is measured
+        on any device (the gate stops once the PR has failed). The record's ``sequence`` lists the pairs in
+        the order they completed.
+        """
         if sorted(order) != sorted(set(order)) or any(name not in self.sides for name in order):
             raise ValueError(f"order {list(order)} must name each of the sides {sorted(self.sides)} at most once")
         plan = self._assign(benchmarks)
+        self._after_pair, self._sequence, self._stop_round = after_pair, [], threading.Event()
         began = time.time()
         # A device whose workers surveyed joins its first round even without benchmarks: its start-up is counted.
         parts = {d: DevicePart(list(order), benches, began) for d, benches in plan.items()
@@ -158,6 +170,8 @@ class WarmEngine:
             summarize(self.devices[d], part)
         record = RoundRecord(round_index, list(order), engine=self.kind,
                              devices=[parts[d].summary for d in sorted(parts)], wall_s=round(time.time() - began, 3))
+        measured = [bid for d in sorted(parts) for bid in parts[d].records[order[-1]]] if order else []
+        record.sequence = self._sequence + [bid for bid in measured if bid not in self._sequence]
         for side in order:
             workers = [parts[d].workers[side] for d in sorted(parts) if side in parts[d].workers]
             records = {bid: rec for d in sorted(parts) for bid, rec in parts[d].records[side].items()}
@@ -215,11 +229,21 @@ class WarmEngine:
             if self.use_spares and not dev.spares:
                 self._spawn_spares(dev, part)
             for bench in part.benches:
+                if self._stop_round.is_set():  # the gate has its answer (the PR failed): the rest of the round is not needed
+                    break
                 for side in part.order:
                     part.records[side][bench.id] = self._measure(dev, side, bench, round_index, part.measure)
+                self._pair_done(bench.id, {side: part.records[side][bench.id] for side in part.order})
             dev.rounds_served += 1
         except WorkerFailed as exc:
             self._fail(dev, part, exc, round_index)
+
+    def _pair_done(self, bench_id: str, records: dict[str, Any]) -> None:
+        """Both sides of ``bench_id`` measured: note the order, ask the gate whether the round may stop."""
+        with self._pair_lock:
+            self._sequence.append(bench_id)
+            if self._after_pair is not None and self._after_pair(bench_id, records):
+                self._stop_round.set()
 
     def _fail(self, dev: Device, part: DevicePart, exc: WorkerFailed, round_index: int) -> None:
         part.error = dev.failure = str(exc)

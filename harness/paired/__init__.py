@@ -7,25 +7,42 @@ never enter an estimate; they are counted and reported. docs/SPEED_GATE.md has t
 derivations and the error rates. One module per concept (the names below are re-exported
 for callers that write ``paired.<name>``): ``rounds`` (:class:`Round`), ``interval``
 (:class:`Estimate`, :func:`look_interval`: a look's interval and its width), ``verdict``
-(:class:`Verdict`, :func:`decide`), ``sequential`` (:class:`SequentialPlan`, :data:`WARM_PLAN`,
-:class:`Decision`, :func:`sequential_decision`, :func:`next_look`), ``calibration``
-(:class:`Calibration`, :func:`calibrate`, :func:`threshold_for`, :func:`resolvable_effect`),
+(:class:`Verdict`, :func:`decide`), ``plan`` (:class:`SequentialPlan`, :data:`WARM_PLAN`, :data:`MODEL_PLAN`),
+``sequential`` (:class:`Decision`, :class:`RoundsNoise`, :func:`sequential_decision`, :func:`next_look`),
+``noise`` (a runner's noise model: :func:`fit`, :func:`guard`, :func:`guard_timeline`), ``calibration``
+(:class:`Calibration`, :func:`calibrate`, :func:`threshold_for`, :func:`resolvable_effect`, :func:`model_threshold`,
+:func:`model_resolvable_effect`),
 ``rates`` (:class:`Rates`, :func:`replay`), ``simulation`` (:func:`synthetic_rounds`,
 :func:`simulate`; docs/data/warm_plan_rates.py tabulates them). numpy and scipy.stats only;
 imports nothing from ``kernels/`` or ``ci/``.
 """
 
-from harness.paired.calibration import Calibration, calibrate, resolvable_effect, threshold_for
-from harness.paired.interval import Estimate, look_interval
+from harness.paired.calibration import (Calibration, calibrate, model_resolvable_effect, model_threshold, resolvable_effect,
+                                        threshold_for)
+from harness.paired.interval import Estimate, look_interval, model_interval
+from harness.paired.noise import BenchmarkNoise, LookNoise, RunRounds, Spread, fit, guard, guard_timeline
+from harness.paired.plan import MODEL_PLAN, WARM_PLAN, SequentialPlan
 from harness.paired.rates import Rates, replay
 from harness.paired.rounds import Round
-from harness.paired.sequential import WARM_PLAN, Decision, SequentialPlan, next_look, sequential_decision
+from harness.paired.sequential import Decision, RoundsNoise, next_look, sequential_decision
 from harness.paired.simulation import simulate, synthetic_rounds
 from harness.paired.verdict import Verdict, decide
 
 __all__ = [
+    "MODEL_PLAN",
     "WARM_PLAN",
+    "BenchmarkNoise",
     "Calibration",
+    "LookNoise",
+    "RoundsNoise",
+    "RunRounds",
+    "Spread",
+    "fit",
+    "guard",
+    "guard_timeline",
+    "model_interval",
+    "model_resolvable_effect",
+    "model_threshold",
     "Decision",
     "Estimate",
     "Rates",

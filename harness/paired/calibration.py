@@ -6,7 +6,9 @@ plan's own interval (harness.paired.interval.standard_error, the t interval's
 ``s / sqrt(n)``) and the interval's own quantile: tests/test_paired_stats.py checks
 that they match the interval the plan computes, and hold in simulation
 (:func:`harness.paired.simulation.simulate`). ``z(p)`` in their formulas is the
-Student-t quantile at ``max_rounds - 1`` degrees of freedom (scipy.stats).
+Student-t quantile at ``max_rounds - 1`` degrees of freedom (scipy.stats). With a runner's
+noise model (:func:`model_threshold`, :func:`model_resolvable_effect`) the variance and the
+degrees of freedom are the model's at the planned look (harness.paired.noise.planned_variance).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import Any, Sequence
 import numpy as np
 from scipy import stats
 
-from harness.paired.interval import Estimate, log_ratios, look_interval, quantile, standard_error
+from harness.paired.interval import Estimate, log_ratios, look_interval, quantile, standard_error, t_quantile
+from harness.paired.noise import LookNoise, planned_variance
 from harness.paired.rounds import Round
 from harness.paired.sequential import WARM_PLAN, SequentialPlan
 
@@ -144,3 +147,40 @@ def calibrate(aa_rounds: Sequence[Round], plan: SequentialPlan = WARM_PLAN, alph
         plan=plan,
         alpha=alpha,
     )
+
+
+# ---------------------------------------------------------------------------
+# planning with a runner's noise model (issue 29)
+# ---------------------------------------------------------------------------
+
+
+def _look_index(plan: SequentialPlan, rounds: int) -> int:
+    """The last look at or before ``rounds`` usable rounds (0-based); ValueError when none is."""
+    at = [k for k, m in enumerate(plan.look_points) if m <= rounds]
+    if not at:
+        raise ValueError(f"the plan's first look is at {plan.look_points[0]} rounds, after {rounds}")
+    return at[-1]
+
+
+def model_threshold(look: LookNoise, plan: SequentialPlan, by_rounds: int, restart_every: int, alpha: float = 0.01) -> float:
+    """Smallest threshold at which an unchanged head says "no change" w.p. ``>= 1 - alpha`` at the look at ``by_rounds``.
+
+    As :func:`threshold_for`, with the look's variance and degrees of freedom from the noise model
+    (harness.paired.noise.planned_variance: ``by_rounds`` rounds, a restart every ``restart_every``):
+    ``t = exp((q(miss confidence of that look) + t_df(1 - alpha/2)) sqrt(V)) - 1``.
+    """
+    k = _look_index(plan, by_rounds)
+    variance, df = planned_variance(plan.look_points[k], restart_every, look)
+    return math.expm1((t_quantile(plan.miss_confidence_at(k), df) + float(stats.t.ppf(1 - alpha / 2, df))) * math.sqrt(variance))
+
+
+def model_resolvable_effect(look: LookNoise, threshold: float, plan: SequentialPlan, restart_every: int,
+                            power: float = 0.95) -> float:
+    """Smallest slowdown flagged as regression w.p. ``>= power`` by the last look, under the noise model.
+
+    As :func:`resolvable_effect`: ``1 - (1 - t) exp(-(q(last look's confidence) + t_df(power)) sqrt(V))``,
+    V and df from harness.paired.noise.planned_variance at ``max_rounds``.
+    """
+    variance, df = planned_variance(plan.max_rounds, restart_every, look)
+    q = t_quantile(plan.per_look_confidence, df) + float(stats.t.ppf(power, df))
+    return -math.expm1(math.log1p(-threshold) - q * math.sqrt(variance))

@@ -1,9 +1,11 @@
 """A look's interval: the mean log ratio head/base with its Student-t interval.
 
-This is the one place the gate computes an interval from rounds (:func:`look_interval`),
-and the one place its width is defined (:func:`standard_error`, :func:`quantile`):
-the sequential plan's looks, its futility prediction and the calibration's planning
-formulas all use these, so a plan and its calibration cannot disagree on the width.
+This is the one place the gate computes an interval from rounds (:func:`look_interval`
+from the rounds' own spread; :func:`model_interval` from a runner's noise model,
+harness.paired.noise, moderated by the rounds), and the one place its width is defined
+(:func:`standard_error`, :func:`quantile`, :func:`t_quantile`): the sequential plan's
+looks, its futility prediction and the calibration's planning formulas all use these,
+so a plan and its calibration cannot disagree on the width.
 
 Rounds from warm workers are cheap and their log ratios are close to normal (a
 ratio of two medians of hundreds of launches), so the interval is the t interval,
@@ -21,9 +23,12 @@ from typing import Any, Iterable
 import numpy as np
 from scipy import stats
 
+from harness.paired.noise import LookNoise, mean_variance
 from harness.paired.rounds import json_float
 
 METHOD = "mean of log ratios; Student-t interval"
+MODEL_METHOD = "mean of log ratios; moderated t interval (noise model)"
+FALLBACK_METHOD = "mean of log ratios; t interval on this run's within-worker variance (the run is noisier than the model)"
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,11 @@ def quantile(confidence: float, n: int) -> float:
     return float(stats.t.ppf(0.5 + confidence / 2, n - 1))
 
 
+def t_quantile(confidence: float, df: float) -> float:
+    """The t quantile of a two-sided ``confidence`` interval with ``df`` degrees of freedom (not necessarily whole)."""
+    return float(stats.t.ppf(0.5 + confidence / 2, df))
+
+
 def half_width(ratio_sd: float, n: int, confidence: float) -> float:
     """The interval's half-width on the log scale for ``n`` rounds of log-ratio SD ``ratio_sd``."""
     return quantile(confidence, n) * standard_error(ratio_sd, n)
@@ -96,3 +106,28 @@ def look_interval(ratios: Iterable[float], confidence: float = 0.95) -> Estimate
         return Estimate(math.exp(mean), 0.0, math.inf, n, METHOD, confidence, 1.0)
     half = half_width(float(np.std(d, ddof=1)), n, confidence)
     return Estimate(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, METHOD, confidence, confidence)
+
+
+def model_interval(ratios: Iterable[float], generations: Iterable[int], confidence: float, look: LookNoise) -> Estimate:
+    """The geometric-mean ratio with a t interval whose variance comes from the noise model (harness.paired.noise).
+
+    ``exp(mean ± t_{df} sqrt(V))`` with ``V, df = noise.mean_variance(...)``: the model's within-worker
+    variance moderated by this run's rounds (or, with ``look.fallback``, this run's own within variance)
+    plus the model's between-worker share. One round is enough for the moderated interval (the model
+    carries the spread); a fallback interval needs a generation with two rounds.
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1) (got {confidence})")
+    d = log_ratios(ratios)
+    gens = [int(g) for g in generations]
+    if len(gens) != d.size:
+        raise ValueError(f"{d.size} rounds but {len(gens)} worker generations")
+    method = FALLBACK_METHOD if look.fallback else MODEL_METHOD
+    if d.size == 0:
+        return Estimate(math.nan, 0.0, math.inf, 0, method, confidence, 1.0)
+    mean = float(np.mean(d))
+    variance, df = mean_variance(d, gens, look)
+    if not (math.isfinite(variance) and df > 0):
+        return Estimate(math.exp(mean), 0.0, math.inf, int(d.size), method, confidence, 1.0)
+    half = t_quantile(confidence, df) * math.sqrt(variance)
+    return Estimate(math.exp(mean), math.exp(mean - half), math.exp(mean + half), int(d.size), method, confidence, confidence)

@@ -9,7 +9,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.paired.rounds import Round
-from harness.paired.sequential import WARM_PLAN, Decision, SequentialPlan, sequential_decision
+from dataclasses import replace as _replace
+
+from harness.paired.sequential import WARM_PLAN, Decision, RoundsNoise, SequentialPlan, sequential_decision
 from harness.paired.verdict import Verdict, check_threshold
 
 
@@ -53,6 +55,7 @@ def replay(
     threshold: float,
     plan: SequentialPlan = WARM_PLAN,
     decisions: int = 10,
+    noise: RoundsNoise | None = None,
 ) -> tuple[Rates, list[Decision]]:
     """Take ``decisions`` gate decisions from recorded rounds, through the gate's own statistics.
 
@@ -68,7 +71,11 @@ def replay(
     incomplete = 0
     start = 0
     for _ in range(decisions):
-        dec = sequential_decision(recorded_rounds[start:], threshold, plan)
+        part = None
+        if noise is not None:
+            fallback = None if noise.fallback_from is None else max(0, noise.fallback_from - start)
+            part = _replace(noise, generations=noise.generations[start:], fallback_from=fallback)
+        dec = sequential_decision(recorded_rounds[start:], threshold, plan, part)
         if not dec.complete:
             incomplete = decisions - len(done)
             break

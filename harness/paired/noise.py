@@ -1,0 +1,413 @@
+"""A runner's noise model: what each benchmark's rounds vary by, learned from A/A rounds (issue 29).
+
+A round's log ratio ``d = log(head / base)`` of one benchmark, measured by worker
+generation ``g`` (the warm workers are replaced every few rounds), is modelled as
+
+    d_i = mu + g_{gen(i)} + e_i,    e_i ~ N(0, sigma_w^2),   g ~ N(0, tau^2)
+
+``sigma_w`` is the round-to-round SD within one worker generation, ``tau`` the SD of a
+generation's offset (allocation placement, code layout: the reason workers are restarted).
+The mean of ``n`` rounds in generations of sizes ``n_g`` then has variance
+
+    sigma_w^2 / n + tau^2 * sum(n_g^2) / n^2                                   (:func:`mean_variance`)
+
+A run's variance is not the model's: runs differ (the recorded H200 runs: a benchmark's
+within-generation variance varied ~2x between runs, partly common to every benchmark of a
+run, partly its own). So each benchmark's model variance is a *prior* worth ``prior_df``
+degrees of freedom (limma's empirical Bayes moderation, Smyth 2004): the look's within
+variance is ``(prior_df sigma_w^2 + SS_w) / (prior_df + d_w)`` with ``d_w`` the run's own
+within-generation degrees of freedom, and the interval's t has
+``prior_df + d_w`` degrees of freedom (Satterthwaite when ``tau`` adds its own). ``prior_df``
+combines how far a run strays from the model as a whole (``run_df``), how far one benchmark
+strays on its own (``bench_df``) and how well the model knows the benchmark
+(``within_df``), each a ~2/d relative variance of log sigma^2 (:func:`combined_df`).
+
+:func:`fit` estimates all of these from A/A runs (method of moments, as limma's fitFDist):
+``sigma_w`` pooled within generations, ``tau`` from the generation means (truncated at 0),
+``run_df`` and ``bench_df`` from the dispersion of each (benchmark, run)'s log variance
+about an additive benchmark + run fit, beyond what sampling (trigamma) explains.
+
+:func:`guard` is the per-run check of deliver 3: the run's pooled within variances against
+the model's, on the log scale, with the model's own dispersion as the null: a run noisier
+than the model allows (a disturbed runner, a new driver, another GPU) fires it, and the
+gate then falls back to each benchmark's own rounds. numpy and scipy.special/stats only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+from scipy import optimize, special, stats
+
+# When the runs cannot show how much they differ (one run, or no excess dispersion), the prior df of the
+# run and benchmark parts. 4 is below what the recorded H200 runs gave (run ~13, benchmark ~6): conservative.
+DEFAULT_SPREAD_DF = 4.0
+INFINITE_DF = 1e6  # "no excess dispersion seen": the term drops out of combined_df
+
+
+def _trigamma(x: float | np.ndarray) -> float | np.ndarray:
+    return special.polygamma(1, x)
+
+
+def log_chi2_bias(df: float | np.ndarray) -> float | np.ndarray:
+    """``E[log(chi2_df / df)]``: a sample variance's log is biased by this much (negative)."""
+    return special.digamma(np.asarray(df) / 2.0) - np.log(np.asarray(df) / 2.0)
+
+
+def df_for_log_variance(excess: float) -> float:
+    """The df whose ``log(chi2_df / df)`` has variance ``excess`` (trigamma(df/2) = excess); INFINITE_DF when <= 0."""
+    if not excess > 1e-9:
+        return INFINITE_DF
+    return float(optimize.brentq(lambda d: float(_trigamma(d / 2.0)) - excess, 1e-3, 1e7))
+
+
+def combined_df(*dfs: float) -> float:
+    """Degrees of freedom of a product of independent scaled-chi2 factors: relative variances (~2/d) add."""
+    inv = sum(1.0 / d for d in dfs if d > 0 and math.isfinite(d))
+    return 1.0 / inv if inv > 0 else INFINITE_DF
+
+
+def generation_sizes(generations: Sequence[int]) -> list[int]:
+    """Sizes of the runs of equal generation labels, in order (rounds of one worker generation are adjacent)."""
+    sizes: list[int] = []
+    last = object()
+    for g in generations:
+        if g == last:
+            sizes[-1] += 1
+        else:
+            sizes.append(1)
+            last = g
+    return sizes
+
+
+def within_ss(log_ratios: Sequence[float], generations: Sequence[int]) -> tuple[float, int]:
+    """(sum of squares about each generation's mean, its df = rounds - generations)."""
+    x = np.asarray(log_ratios, dtype=float)
+    if x.size != len(generations):
+        raise ValueError(f"{x.size} log ratios but {len(generations)} generation labels")
+    ss, start = 0.0, 0
+    for size in generation_sizes(generations):
+        part = x[start:start + size]
+        ss += float(np.sum((part - part.mean()) ** 2))
+        start += size
+    return ss, int(x.size) - len(generation_sizes(generations))
+
+
+def clustering(generations: Sequence[int]) -> float:
+    """``sum(n_g^2) / n^2``: the share of tau^2 that stays in the mean of these rounds."""
+    n = len(generations)
+    return sum(s * s for s in generation_sizes(generations)) / (n * n) if n else 1.0
+
+
+@dataclass(frozen=True)
+class BenchmarkNoise:
+    """One benchmark's noise on one runner (fractions on the log scale: 0.001 is 0.1%)."""
+
+    within_sd: float  # sigma_w: a round's log-ratio SD within one worker generation
+    within_df: int  # the df it was estimated with
+    between_sd: float = 0.0  # tau: SD of one worker generation's offset
+    between_df: int = 0  # df of the generation means it was estimated from (0: none)
+    rounds: int = 0
+    runs: int = 0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.within_sd) and self.within_sd > 0 and self.within_df >= 1):
+            raise ValueError(f"within_sd must be > 0 with within_df >= 1 (got {self.within_sd}, {self.within_df})")
+        if not (math.isfinite(self.between_sd) and self.between_sd >= 0 and self.between_df >= 0):
+            raise ValueError(f"between_sd must be >= 0 with between_df >= 0 (got {self.between_sd}, {self.between_df})")
+        if self.between_sd > 0 and self.between_df < 1:
+            raise ValueError("a between-worker SD needs between_df >= 1")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"within_sd": self.within_sd, "within_df": self.within_df, "between_sd": self.between_sd,
+                "between_df": self.between_df, "rounds": self.rounds, "runs": self.runs}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "BenchmarkNoise":
+        return cls(float(data["within_sd"]), int(data["within_df"]), float(data.get("between_sd", 0.0)),
+                   int(data.get("between_df", 0)), int(data.get("rounds", 0)), int(data.get("runs", 0)))
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How far a run's variances stray from the model: prior dfs of the run-wide and the benchmark's own part."""
+
+    run_df: float = DEFAULT_SPREAD_DF
+    bench_df: float = DEFAULT_SPREAD_DF
+    estimated: bool = False  # False: the defaults (the runs could not show it)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_df": self.run_df, "bench_df": self.bench_df, "estimated": self.estimated}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Spread":
+        return cls(float(data["run_df"]), float(data["bench_df"]), bool(data.get("estimated", False)))
+
+
+@dataclass(frozen=True)
+class LookNoise:
+    """What a look's interval needs from the model for one benchmark (interval.model_interval)."""
+
+    noise: BenchmarkNoise
+    spread: Spread
+    fallback: bool = False  # the guard fired: the within variance is this run's own, not moderated
+
+    @property
+    def prior_df(self) -> float:
+        """How many df of within variance the model is worth in one run (limma's d0)."""
+        return combined_df(self.spread.run_df, self.spread.bench_df, self.noise.within_df)
+
+    @property
+    def between_df(self) -> float:
+        """df of tau^2 in one run: its estimate's and the runs' spread."""
+        return combined_df(self.noise.between_df, self.spread.run_df, self.spread.bench_df) if self.noise.between_df else 0.0
+
+
+def mean_variance(log_ratios: Sequence[float], generations: Sequence[int], look: LookNoise) -> tuple[float, float]:
+    """(variance of the mean log ratio, its degrees of freedom) for these rounds under the model.
+
+    Within part: the moderated within variance over ``n`` (or, after the guard fired, this run's own
+    within variance, ``d_w`` df; none at all when no generation has two rounds: returns df 0).
+    Between part: tau^2 times :func:`clustering`. Degrees of freedom: Welch-Satterthwaite.
+    """
+    n = len(log_ratios)
+    ss, d_w = within_ss(log_ratios, generations)
+    sw2 = look.noise.within_sd ** 2
+    if look.fallback:
+        if d_w < 1:
+            return math.inf, 0.0
+        within, within_df = ss / d_w, float(d_w)
+    else:
+        d0 = look.prior_df
+        within, within_df = (d0 * sw2 + ss) / (d0 + d_w), d0 + d_w
+    a = within / n
+    b = look.noise.between_sd ** 2 * clustering(generations)
+    if b <= 0:
+        return a, within_df
+    return a + b, (a + b) ** 2 / (a * a / within_df + b * b / look.between_df)
+
+
+def planned_variance(n: int, restart_every: int, look: LookNoise) -> tuple[float, float]:
+    """:func:`mean_variance` of an unchanged run with the model's own spread: ``n`` rounds, a restart every ``restart_every``."""
+    generations = [i // restart_every for i in range(n)]
+    d_w = n - len(generation_sizes(generations))
+    d0 = look.prior_df
+    a = look.noise.within_sd ** 2 / n
+    within_df = d0 + d_w
+    b = look.noise.between_sd ** 2 * clustering(generations)
+    if b <= 0:
+        return a, within_df
+    return a + b, (a + b) ** 2 / (a * a / within_df + b * b / look.between_df)
+
+
+# ---------------------------------------------------------------------------
+# the guard
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GuardTerm:
+    """One benchmark's contribution: its within-generation SS and df so far, and its model."""
+
+    ss: float
+    df: int
+    noise: BenchmarkNoise
+
+
+@dataclass(frozen=True)
+class GuardResult:
+    z: float  # standardized log variance ratio of the run (0 when no df yet)
+    df: int  # pooled within-generation df it rests on
+    ratio: float  # the pooled variance ratio, run / model (1: as the model says)
+    fired: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"z": self.z, "df": self.df, "ratio": self.ratio, "fired": self.fired}
+
+
+def guard(terms: Iterable[GuardTerm], spread: Spread, level: float) -> GuardResult:
+    """Is this run noisier than the model allows? A one-sided test at ``level`` on the log scale.
+
+    ``L = sum_k w_k (log(s_k^2 / sigma_k^2) - E log chi2)`` with weights ``w_k = d_k / D``. Under the
+    model ``s_k^2 / sigma_k^2`` is a run factor (``run_df``) times the benchmark's own factor
+    (``bench_df``) times the model's estimation error (``within_df``) times ``chi2_{d_k} / d_k``,
+    so L's mean and variance follow from digamma/trigamma; ``(L - E L) / sd(L)`` against the
+    normal quantile. Only runs *noisier* than the model fire it: a quieter run costs no validity.
+    """
+    if not 0 < level < 1:
+        raise ValueError(f"guard level must be in (0, 1) (got {level})")
+    used = [t for t in terms if t.df >= 1]
+    total = sum(t.df for t in used)
+    if not total:
+        return GuardResult(0.0, 0, 1.0, False)
+
+    def excess_mean(d: float) -> float:  # E[log(d / chi2_d)] = -E[log(chi2_d / d)]
+        return float(-log_chi2_bias(d)) if d < INFINITE_DF else 0.0
+
+    def excess_var(d: float) -> float:
+        return float(_trigamma(d / 2.0)) if d < INFINITE_DF else 0.0
+
+    value = mean = var = 0.0
+    pooled = 0.0
+    for t in used:
+        w = t.df / total
+        ratio = max(t.ss / t.df, 1e-300) / t.noise.within_sd ** 2
+        pooled += t.ss / t.noise.within_sd ** 2
+        value += w * (math.log(ratio) - float(log_chi2_bias(t.df)))
+        mean += w * (excess_mean(spread.bench_df) + excess_mean(t.noise.within_df))
+        var += w * w * (excess_var(spread.bench_df) + excess_var(t.noise.within_df) + float(_trigamma(t.df / 2.0)))
+    mean += excess_mean(spread.run_df)
+    var += excess_var(spread.run_df)
+    z = (value - mean) / math.sqrt(var)
+    return GuardResult(z, total, pooled / total, z > float(stats.norm.ppf(1.0 - level)))
+
+
+@dataclass(frozen=True)
+class PairEvent:
+    """One benchmark's round as it completed, in the run's time order (an excluded round has no ratio)."""
+
+    benchmark: str
+    log_ratio: float | None
+    generation: int
+
+
+class GuardState:
+    """The run's guard, fed one completed pair at a time (the gate's order); it stays fired once it fires."""
+
+    def __init__(self, models: Mapping[str, BenchmarkNoise], spread: Spread, level: float):
+        self.models, self.spread, self.level = models, spread, level
+        self._ratios: dict[str, list[float]] = {}
+        self._gens: dict[str, list[int]] = {}
+        self._terms: dict[str, GuardTerm] = {}
+        self.last = GuardResult(0.0, 0, 1.0, False)
+        self.fired = False
+
+    def add(self, event: PairEvent) -> GuardResult:
+        model = self.models.get(event.benchmark)
+        if model is not None and event.log_ratio is not None:
+            self._ratios.setdefault(event.benchmark, []).append(event.log_ratio)
+            self._gens.setdefault(event.benchmark, []).append(event.generation)
+            ss, d = within_ss(self._ratios[event.benchmark], self._gens[event.benchmark])
+            self._terms[event.benchmark] = GuardTerm(ss, d, model)
+            self.last = guard(self._terms.values(), self.spread, self.level)
+            self.fired = self.fired or self.last.fired
+        return self.last
+
+
+def guard_timeline(events: Sequence[PairEvent], models: Mapping[str, BenchmarkNoise], spread: Spread,
+                   level: float) -> tuple[list[GuardResult], int | None]:
+    """:func:`guard` after each event, over every benchmark's usable rounds so far; and the first event that fired it.
+
+    The gate asks this of its rounds in the order their pairs completed (a round, then the next), so a
+    benchmark decided in the middle of a round is judged on exactly what had been measured by then; a
+    replay of the record asks the same (ci.speed.noise_run). Benchmarks without a model entry do not count.
+    """
+    state = GuardState(models, spread, level)
+    results, first = [], None
+    for i, event in enumerate(events):
+        results.append(state.add(event))
+        if first is None and state.fired:
+            first = i
+    return results, first
+
+
+# ---------------------------------------------------------------------------
+# fitting
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunRounds:
+    """One A/A run of one benchmark: its usable rounds' log ratios and worker generations, in time order."""
+
+    run: str  # which run (record) they came from
+    log_ratios: tuple[float, ...]
+    generations: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Fit:
+    benchmarks: dict[str, BenchmarkNoise]
+    spread: Spread
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _benchmark_fit(runs: Sequence[RunRounds]) -> BenchmarkNoise | None:
+    ss_w = df_w = ss_b = df_b = k_sum = 0.0
+    rounds = 0
+    for r in runs:
+        x = np.asarray(r.log_ratios, dtype=float)
+        if x.size == 0:
+            continue
+        rounds += int(x.size)
+        ss, d = within_ss(x, r.generations)
+        ss_w, df_w = ss_w + ss, df_w + d
+        sizes = generation_sizes(r.generations)
+        if len(sizes) >= 2:
+            start, means = 0, []
+            for s in sizes:
+                means.append(float(x[start:start + s].mean()))
+                start += s
+            grand = float(x.mean())
+            ss_b += sum(s * (m - grand) ** 2 for s, m in zip(sizes, means))
+            df_b += len(sizes) - 1
+            k_sum += x.size - sum(s * s for s in sizes) / x.size
+    if df_w < 1:
+        return None
+    sw2 = ss_w / df_w
+    # Method of moments: E[SS_between] = df_b sigma_w^2 + tau^2 sum(n - sum n_g^2 / n).
+    tau2 = max(0.0, (ss_b - sw2 * df_b) / k_sum) if df_b >= 1 else 0.0
+    return BenchmarkNoise(math.sqrt(sw2), int(df_w), math.sqrt(tau2), int(df_b) if tau2 > 0 else 0, rounds, len(runs))
+
+
+def _spread(cells: Mapping[tuple[str, str], tuple[float, int]]) -> tuple[Spread, str]:
+    """run_df, bench_df from the (benchmark, run) cells' log variances: an additive fit, then moments."""
+    runs = sorted({run for _, run in cells})
+    benches = sorted({b for b, _ in cells})
+    if len(runs) < 2 or len(cells) < len(benches) + len(runs):
+        return Spread(), f"the runs' spread: {len(runs)} run(s) cannot show it; prior df {DEFAULT_SPREAD_DF:g} assumed"
+    z = {k: math.log(s2) - float(log_chi2_bias(d)) for k, (s2, d) in cells.items()}
+    sampling = {k: float(_trigamma(d / 2.0)) for k, (_, d) in cells.items()}
+    bench_eff = {b: 0.0 for b in benches}
+    run_eff = {r: 0.0 for r in runs}
+    for _ in range(200):  # alternating means: an additive fit that tolerates missing cells
+        for b in benches:
+            bench_eff[b] = float(np.mean([z[k] - run_eff[k[1]] for k in z if k[0] == b]))
+        for r in runs:
+            run_eff[r] = float(np.mean([z[k] - bench_eff[k[0]] for k in z if k[1] == r]))
+        centre = float(np.mean(list(run_eff.values())))
+        run_eff = {r: v - centre for r, v in run_eff.items()}
+    resid = [z[k] - bench_eff[k[0]] - run_eff[k[1]] for k in z]
+    dof = len(cells) - len(benches) - len(runs) + 1
+    mean_sampling = float(np.mean(list(sampling.values())))
+    bench_excess = sum(r * r for r in resid) / dof - mean_sampling if dof > 0 else 0.0
+    per_run = len(cells) / len(runs)
+    run_excess = float(np.var(list(run_eff.values()), ddof=1)) - mean_sampling / per_run
+    spread = Spread(df_for_log_variance(run_excess), df_for_log_variance(bench_excess), True)
+    return spread, (f"the runs' spread from {len(cells)} (benchmark, run) variances over {len(runs)} runs: "
+                    f"run_df {spread.run_df:.3g}, bench_df {spread.bench_df:.3g}")
+
+
+def fit(runs: Mapping[str, Sequence[RunRounds]]) -> Fit:
+    """The model from A/A runs: per benchmark its within and between-worker SDs, and the runs' spread.
+
+    A benchmark whose runs have no generation with two usable rounds cannot be fitted (it is
+    left out, with a note). The spread needs at least two runs; otherwise :data:`DEFAULT_SPREAD_DF`.
+    """
+    benchmarks, notes = {}, []
+    cells: dict[tuple[str, str], tuple[float, int]] = {}
+    for bench_id, bench_runs in sorted(runs.items()):
+        noise = _benchmark_fit(bench_runs)
+        if noise is None:
+            notes.append(f"{bench_id}: no generation with two usable rounds: not in the model")
+            continue
+        benchmarks[bench_id] = noise
+        for r in bench_runs:
+            ss, d = within_ss(r.log_ratios, r.generations)
+            if d >= 1 and ss > 0:
+                cells[(bench_id, r.run)] = (ss / d, d)
+    spread, note = _spread(cells)
+    return Fit(benchmarks, spread, tuple(notes) + (note,))

@@ -1,0 +1,206 @@
+"""The gate's plan: when it looks, what each look may spend, and where a look's variance comes from.
+
+Two plans, one object (:class:`SequentialPlan`):
+
+- :data:`WARM_PLAN` (version 4): each benchmark's variance from its own rounds (the t
+  interval: ``variance="rounds"``); looks at 5, 7, 10, 14 and 20 usable rounds, each
+  spending ``alpha / K`` (Bonferroni).
+- :data:`MODEL_PLAN` (version 5, issue 29): the variance from the runner's noise model
+  (harness.paired.noise), moderated by the rounds (``variance="model"``); looks at 2, 3, 5,
+  8, 12 and 20 rounds, spending front-loaded (``spending``: 40% of alpha at the first look,
+  20% at the second, 10% at each later one); the run's guard at ``guard_level``.
+
+Spending is Bonferroni with unequal shares: look ``k`` spends ``alpha w_k`` (``sum w = 1``),
+so the union bound holds whatever the looks' correlation (docs/SPEED_GATE.md, "Sequential
+looks"). ``alpha_per_tail``: each wrong verdict (a false regression, a missed one) has its
+own ``alpha``: the look's interval is two-sided at ``1 - 2 alpha w_k``. ``miss_alpha``:
+"no change" is decided on its own interval at ``1 - 2 miss_alpha w_k``, per benchmark.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+# The record's plan "method": the t interval is the only one since issue 28. A record whose plan names
+# another ("signed_rank", or none: before issue 21) was decided by a retired plan (ci.speed.verdict.plan_of).
+METHOD = "t"
+VARIANCE_SOURCES = ("rounds", "model")
+
+
+@dataclass(frozen=True)
+class SequentialPlan:
+    """When the gate looks and how much error each look may spend; the defaults are :data:`WARM_PLAN`.
+
+    ``looks`` is either the number of looks, spread evenly from ``min_rounds`` to
+    ``max_rounds`` (both included), or the explicit tuple of usable-round counts.
+    Round counts are of *usable* rounds: excluded rounds do not advance a look
+    (the orchestrator caps the rounds it attempts). ``alpha`` is the family-wise
+    error, spent over the looks by ``spending`` (None: equally, ``alpha / K`` each).
+    ``miss_alpha`` (None: ``alpha``) bounds a missed regression on its own; it needs
+    ``alpha_per_tail`` and is at least ``alpha``. ``variance`` says where a look's
+    variance comes from: the benchmark's own rounds, or the runner's noise model.
+    """
+
+    min_rounds: int = 5
+    max_rounds: int = 20
+    # Five looks (version 4): a benchmark that just misses a look does not wait twice as long for the next one.
+    looks: int | tuple[int, ...] = (5, 7, 10, 14, 20)
+    alpha: float = 0.01  # ci.speed.options shares the per-PR alpha over the gated benchmarks (with_alpha)
+    alpha_per_tail: bool = True  # alpha bounds a false regression and a missed one each (see the module doc)
+    futility: bool = True  # stop early when the last look could not tell the effect from the band's edge
+    # "No change" decided on a miss interval at 1% per benchmark, not split over the gated benchmarks (version 4).
+    miss_alpha: float | None = 0.01
+    spending: tuple[float, ...] | None = None  # each look's share of alpha (and miss alpha); None: equal
+    variance: str = "rounds"  # "rounds": each benchmark's own; "model": the runner's noise model (issue 29)
+    guard_level: float = 0.01  # variance "model": the run's guard fires at this level (harness.paired.noise.guard)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_rounds <= self.max_rounds:
+            raise ValueError(f"need 1 <= min_rounds <= max_rounds (got {self.min_rounds}, {self.max_rounds})")
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha must be in (0, 1) (got {self.alpha})")
+        points = self.look_points
+        if isinstance(self.looks, tuple):
+            if list(points) != sorted(set(points)) or points[0] < self.min_rounds or points[-1] != self.max_rounds:
+                raise ValueError(f"looks {self.looks} must increase strictly from >= min_rounds to max_rounds ({self.min_rounds}..{self.max_rounds})")
+        elif self.looks < 1:
+            raise ValueError(f"looks must be >= 1 (got {self.looks})")
+        self._check_spending()
+        if not max(self._per_look(self.alpha, k) for k in range(len(points))) < 1:
+            raise ValueError(f"alpha {self.alpha} per tail over {len(points)} look(s) leaves no interval: need alpha < {len(points) / 2:g}")
+        self._check_miss_alpha()
+        if self.variance not in VARIANCE_SOURCES:
+            raise ValueError(f"variance must be one of {VARIANCE_SOURCES} (got {self.variance!r})")
+        if not 0 < self.guard_level < 1:
+            raise ValueError(f"guard_level must be in (0, 1) (got {self.guard_level})")
+        if points[0] < 2:
+            raise ValueError(f"the first look at {points[0]} rounds can never decide: a t interval needs >= 2 rounds "
+                             "(one gives no spread); raise min_rounds")
+
+    def _check_spending(self) -> None:
+        if self.spending is None:
+            return
+        if len(self.spending) != len(self.look_points):
+            raise ValueError(f"spending {self.spending} needs one share per look ({len(self.look_points)} looks)")
+        if not all(math.isfinite(w) and w > 0 for w in self.spending):
+            raise ValueError(f"spending {self.spending}: every look's share must be > 0")
+
+    def _check_miss_alpha(self) -> None:
+        if self.miss_alpha is None:
+            return
+        if not 0 < self.miss_alpha < 1:  # NaN fails this too
+            raise ValueError(f"miss_alpha must be in (0, 1) (got {self.miss_alpha})")
+        if self.miss_alpha < self.alpha:
+            # A miss interval wider than the false-alarm one would make "no change" harder than "regression" to reach.
+            raise ValueError(f"miss_alpha {self.miss_alpha} is below alpha {self.alpha}: need miss_alpha >= alpha")
+        if not self.alpha_per_tail:
+            raise ValueError("miss_alpha bounds one tail (a missed regression): it needs alpha_per_tail")
+        if not max(self._per_look(self.miss_alpha, k) for k in range(len(self.look_points))) < 1:
+            raise ValueError(f"miss_alpha {self.miss_alpha} per tail over {len(self.look_points)} look(s) leaves no interval: "
+                             f"need miss_alpha < {len(self.look_points) / 2:g}")
+
+    @property
+    def look_points(self) -> tuple[int, ...]:
+        """Usable-round counts at which the gate computes an interval."""
+        if isinstance(self.looks, tuple):
+            return tuple(int(x) for x in self.looks)
+        if self.looks == 1 or self.min_rounds == self.max_rounds:
+            return (self.max_rounds,)
+        raw = np.linspace(self.min_rounds, self.max_rounds, self.looks)
+        return tuple(sorted({int(round(x)) for x in raw}))
+
+    def shares(self) -> tuple[float, ...]:
+        """Each look's share of alpha (sums to 1)."""
+        k = len(self.look_points)
+        if self.spending is None:
+            return (1.0 / k,) * k
+        total = sum(self.spending)
+        return tuple(w / total for w in self.spending)
+
+    def _per_look(self, alpha: float, look: int) -> float:
+        """``alpha`` (over all looks) as look ``look``'s (0-based) two-sided miss probability."""
+        return (2.0 if self.alpha_per_tail else 1.0) * alpha * self.shares()[look]
+
+    def confidence_at(self, look: int) -> float:
+        """The false-alarm interval's confidence at look ``look`` (0-based): "regression"/"improvement" are decided on it."""
+        return 1.0 - self._per_look(self.alpha, look)
+
+    def miss_confidence_at(self, look: int) -> float:
+        """The miss interval's confidence at look ``look`` (0-based): "no change" is decided on it."""
+        return 1.0 - self._per_look(self.miss_side_alpha, look)
+
+    @property
+    def per_look_alpha(self) -> float:
+        """The two-sided miss probability of the last look's interval (every look's, with equal spending)."""
+        return self._per_look(self.alpha, len(self.look_points) - 1)
+
+    @property
+    def per_look_confidence(self) -> float:
+        """The last look's false-alarm confidence (every look's, with equal spending): the planning figures' look."""
+        return self.confidence_at(len(self.look_points) - 1)
+
+    @property
+    def miss_side_alpha(self) -> float:
+        """The bound on a missed regression (of the threshold or more called "no change") over the looks."""
+        return self.alpha if self.miss_alpha is None else self.miss_alpha
+
+    @property
+    def per_look_miss_alpha(self) -> float:
+        return self._per_look(self.miss_side_alpha, len(self.look_points) - 1)
+
+    @property
+    def per_look_miss_confidence(self) -> float:
+        """The last look's miss confidence (every look's, with equal spending)."""
+        return self.miss_confidence_at(len(self.look_points) - 1)
+
+    def with_alpha(self, alpha: float) -> "SequentialPlan":
+        """This plan at false-alarm ``alpha``, its miss alpha raised to ``alpha`` where below it.
+
+        A miss interval is never wider than the false-alarm one: a larger per-benchmark
+        ``alpha`` (``--plan alpha=0.05``, or a per-PR alpha over few benchmarks) takes the miss alpha with it.
+        """
+        miss = None if self.miss_alpha is None else max(self.miss_alpha, alpha)
+        return replace(self, alpha=alpha, miss_alpha=miss)
+
+    def error_control(self) -> str:
+        """How the plan spends its error, in words (the record's ``error_control``)."""
+        text = "bonferroni over looks" + (", alpha per tail" if self.alpha_per_tail else "")
+        if self.spending is not None:
+            text += ", spent " + "/".join(f"{w:.0%}" for w in self.shares())
+        if self.miss_alpha is not None:
+            text += f", miss alpha {self.miss_alpha:g} (a missed regression, per benchmark; 'no change' decided on it)"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        out = {
+            "min_rounds": self.min_rounds,
+            "max_rounds": self.max_rounds,
+            "look_points": list(self.look_points),
+            "alpha": self.alpha,
+            "per_look_confidence": self.per_look_confidence,
+            "error_control": self.error_control(),
+            "method": METHOD,
+            "alpha_per_tail": self.alpha_per_tail,
+            "futility": self.futility,
+            "miss_alpha": self.miss_alpha,
+            "per_look_miss_confidence": self.per_look_miss_confidence,
+        }
+        if self.spending is not None or self.variance != "rounds":  # version 5's keys; a version 4 record stays as it was
+            out.update({"spending": list(self.shares()), "variance": self.variance, "guard_level": self.guard_level,
+                        "look_confidences": [self.confidence_at(k) for k in range(len(self.look_points))],
+                        "look_miss_confidences": [self.miss_confidence_at(k) for k in range(len(self.look_points))]})
+        return out
+
+
+# The plan without a noise model (version 4 of the warm plan): warm workers make a round cheap (two timings, no
+# process start), so it decides as soon as the t interval can and gives up early on an effect at the band's edge
+# (docs/SPEED_GATE.md: its simulated and measured rates; docs/PERF_NOTES.md: versions 1-3).
+WARM_PLAN = SequentialPlan()
+# The plan with a runner's noise model (version 5, issue 29): the model carries the spread, so the first look can be
+# at 2 rounds; most of alpha is spent there (docs/data/noise_model_rates.py chose the looks and the shares).
+MODEL_PLAN = SequentialPlan(min_rounds=2, max_rounds=20, looks=(2, 3, 5, 8, 12, 20), spending=(4.0, 2.0, 1.0, 1.0, 1.0, 1.0),
+                            variance="model")

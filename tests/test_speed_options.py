@@ -58,6 +58,14 @@ def options_of(*argv: str):
     (["--arch", "sm_90,gfx950"], "--arch 'sm_90,gfx950': expected one of auto, sm_90, gfx950, cpu"),
     (["--kernel", "a/b"], "--kernel 'a/b': expected a name or a pattern"),
     (["--engine", "fresh"], "unrecognized arguments: --engine fresh"),  # retired with the fresh-process engine
+    (["--write"], "--write only applies to --calibrate"),
+    (["--replay", RECORD, "--refit"], "--refit only applies to --calibrate"),
+    (["--calibrate", "--assume-aa", "why"], "--assume-aa says why --aa-records are A/A: give the records"),
+    (["--calibrate", "--aa-records", "no-such.json"], "--aa-records no-such.json: no such file"),
+    (["--noise", "no-such-model.json"], "--noise no-such-model.json: no such file"),
+    (["--plan", "noise=maybe"], "--plan noise=maybe: expected on or off"),
+    (["--plan", "spending=4,0,1"], "--plan spending=4,0,1: must be a list of numbers > 0"),
+    (["--plan", "pass_rounds=3"], "--plan pass_rounds only applies to --calibrate --write"),
 ])
 def test_a_bad_option_is_one_line_and_exit_2(capsys, argv, message):
     assert exit_code(argv) == 2
@@ -135,3 +143,19 @@ def test_a_record_of_the_retired_plan_is_refused_with_the_reason(capsys):
     assert line.startswith(f"speed_gate: error: {RETIRED} was decided with the signed-rank plan") and "retired in issue 28" in line
     assert exit_code(["--replay", RETIRED, "--plan", "max_rounds=30"]) == 2  # a plan given does not re-judge it either
     assert "signed-rank plan" in capsys.readouterr().err
+
+
+
+def test_calibrate_has_its_own_time_budget_and_restarts_and_the_gate_its_own():
+    """--calibrate: 9 minutes (the default selection within 10 minutes of GPU time) and a restart every 2 rounds
+    (generations for the between-worker SD); the gate keeps 90 minutes and 4; either given wins."""
+    cal, gate_options = options_of("--calibrate"), options_of()
+    assert (cal.max_minutes, cal.restart_every, cal.pass_rounds) == (9.0, 2, 2)
+    assert (gate_options.max_minutes, gate_options.restart_every, gate_options.use_noise) == (90.0, 4, True)
+    given = options_of("--calibrate", "--max-minutes", "3", "--plan", "restart_every=1", "--plan", "pass_rounds=5")
+    assert (given.max_minutes, given.restart_every, given.pass_rounds) == (3.0, 1, 5)
+    assert options_of("--plan", "noise=off").use_noise is False
+    # The model plan takes the plan keys too; new looks drop the shares that fitted the old ones.
+    model = options_of("--plan", "looks=2,5,20").the_plan(model=True)
+    assert model.variance == "model" and model.look_points == (2, 5, 20) and model.spending is None
+    assert options_of("--plan", "spending=1,1,1,1,1,2").the_plan(model=True).shares()[-1] == pytest.approx(2 / 7)

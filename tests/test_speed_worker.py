@@ -331,3 +331,24 @@ def test_a_dead_spare_is_replaced_and_reported_and_no_process_outlives_the_engin
         assert len(started) == 7  # 2 cold, 2 spares (one died), 1 replacement, 2 new spares
     assert all(_ended(pid) for pid in started), [p for p in started if not _ended(p)]
     assert any("spare worker(s) not needed" in line for line in logs)
+
+
+def test_after_pair_sees_each_pair_in_order_and_can_stop_the_round(sides):
+    """The gate's mid-round stop (issue 29): after_pair is told of each pair as it completes, in order, and a True
+    answer leaves the rest of the round unmeasured; the record's sequence says what was measured, in order."""
+    benches = [bench(128, 128, 512), bench(128, 128, 1024), bench(128, 128, 256)]
+    seen = []
+
+    def after_pair(bench_id, records):
+        seen.append((bench_id, sorted(records)))
+        assert all("tflops" in r for r in records.values())
+        return bench_id == benches[1].id  # "a regression": the PR has failed
+
+    with WarmEngine(sides, device="cpu", budget=BUDGET, spares=False) as engine:
+        whole = engine.measure_round(["base", "head"], benches, round_index=0).to_json()
+        cut = engine.measure_round(["head", "base"], benches, round_index=1, after_pair=after_pair).to_json()
+    assert whole["sequence"] == [b.id for b in benches]
+    assert seen == [(benches[0].id, ["base", "head"]), (benches[1].id, ["base", "head"])]
+    assert cut["sequence"] == [benches[0].id, benches[1].id]
+    for side in ("base", "head"):
+        assert sorted(_records(cut, side)) == sorted([benches[0].id, benches[1].id])  # the third: not measured

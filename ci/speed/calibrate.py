@@ -108,9 +108,10 @@ def plan_thresholds(model: NoiseModel, bench_ids: Sequence[str], plan: Sequentia
         two = paired.model_threshold(look, plan, pass_rounds, model.restart_every, 1 - PASS_PROBABILITY)
         floor = paired.model_threshold(look, plan, plan.max_rounds, model.restart_every, 1 - PASS_PROBABILITY)
         target = thresholds.target(bench_id)
-        chosen = _up(max(target.threshold, floor) if target is not None else two)
-        if not chosen < 1:
-            continue  # too noisy for any band: the report names it, no threshold is written
+        wanted = max(target.threshold, floor) if target is not None else two
+        if not wanted < 1:
+            continue  # too noisy for any band below 100%: the report names it, no threshold is written
+        chosen = _up(wanted)
         mde = paired.model_resolvable_effect(look, chosen, shared, model.restart_every, MDE_POWER)
         out[bench_id] = Planned(two, floor, chosen, target, mde)
     return out

@@ -116,7 +116,7 @@ def run_gate(options: SpeedOptions) -> int:
         head={"ref": options.head, "sha": head_sha, "working_tree": options.working_tree},
         environment=environment, device=device, wall_s=time.time() - started, calibrations=dict(calibrations),
         extra={**costs, "dependency_changes": dependency_changes, "engine": engine_options(options), "cost": cost_summary(rounds),
-               **noise_record(choice, view, [e.benchmark.id for e in selection.gated])},
+               **noise_record(choice, view, [b.id for b in selection.gated])},
         preface=unchanged.preface_lines(decision, pairs if skipped else None, costs, dependency_changes),
         changes={r.id: decision.why_measured(r.benchmark.kernel, r.benchmark.config) for r in results
                  if r.status is not Status.UNCHANGED_IDENTICAL},

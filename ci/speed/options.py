@@ -93,7 +93,13 @@ def _on_off(key: str, text: str) -> bool:
 
 
 def _shares(key: str, text: str) -> tuple[float, ...]:
-    return tuple(_number(key, t.strip(), float, lambda v: v > 0, "a list of numbers > 0 (each look's share)") for t in text.split(","))
+    try:
+        shares = tuple(float(t) for t in text.split(","))
+    except ValueError:
+        shares = ()
+    if not shares or not all(math.isfinite(v) and v > 0 for v in shares):
+        raise OptionsError(f"--plan {key}={text}: must be a list of numbers > 0 (each look's share)")
+    return shares
 
 
 def _throttle_reasons(key: str, text: str) -> frozenset[str]:

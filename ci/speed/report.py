@@ -324,10 +324,11 @@ def noise_markdown(model: Any, planned: Mapping[str, Any], current: Mapping[str,
             "current": _pct(current[bench_id]) if bench_id in current else "-",
         })
     spread = model.spread
+    differ = ("runs differ from the model by no more than its own estimation error" if min(spread.run_df, spread.bench_df) >= 1e5
+              else f"runs differ by prior df {spread.run_df:.3g} (the whole run) and {spread.bench_df:.3g} (one benchmark)")
     parts = ["### Speed gate calibration: the runner's noise model", "", *header, "",
              f"runner: {', '.join(f'{k} {v}' for k, v in model.runner.items() if v)} · fitted {model.fitted} from "
-             f"{len(model.runs)} run(s) · runs differ by prior df {spread.run_df:.3g} (the whole run) and "
-             f"{spread.bench_df:.3g} (one benchmark)" + ("" if spread.estimated else " (assumed: the runs could not show it)"),
+             f"{len(model.runs)} run(s) · {differ}" + ("" if spread.estimated else " (assumed: the runs could not show it)"),
              "", markdown_table(rows) if rows else "_(no benchmark could be fitted)_", ""]
     if notes:
         parts += ["**Notes**", *[f"- {n}" for n in notes], ""]

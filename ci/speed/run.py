@@ -137,7 +137,7 @@ def run_rounds(
     """
     stop_when_failed = stop_when_failed and not fixed
     use_model = model is not None and plan.variance == "model"
-    gated_ids = [e.benchmark.id for e in selection.gated]
+    gated_ids = [b.id for b in selection.gated]
     rounds: list[dict[str, Any]] = []
     active = selection.gated
     names = [s.name for s in sides]
@@ -207,7 +207,7 @@ def run_rounds(
         if view is not None and view.first_fire is not None and view.first_fire["round_index"] == i:
             fire = view.first_fire
             log(f"speed_gate: the rounds are noisier than the noise model allows (variance ratio {fire['ratio']:.2f} over "
-                f"{fire['df']} df, z {fire['z']:.2f}): each benchmark's own rounds decide from here on")
+                f"{fire['df']} df, p {fire['p']:.2g}): each benchmark's own rounds decide from here on")
         active = still
     ran_out = (Stop.PR_FAILED if pr_failed else Stop.TIME_BUDGET if out_of_time else Stop.FIXED_ROUNDS if fixed
                else Stop.ROUND_BUDGET)

@@ -17,13 +17,14 @@ step() {  # step NAME CAP COMMAND...: under timeout min(CAP, what is left - 20 s
   return $rc
 }
 
-h200_setup() {  # the wheels into $SITE, a clone of the bundled main in $WORK with the experiment branches
+h200_setup() {  # the wheels into $SITE, a clone of the bundled main (or $BRANCH, as main) in $WORK with the experiment branches
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv \
     | tee "$LOGS/gpu_before.csv"
   step install 90 python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$WHL"/*.whl \
     > "$LOGS/install.log" 2>&1 || exit 2
-  rm -rf "$WORK" && git clone -q -b main "$BUNDLE" "$WORK" && cd "$WORK" || exit 2
+  rm -rf "$WORK" && git clone -q -b "${BRANCH:-main}" "$BUNDLE" "$WORK" && cd "$WORK" || exit 2
   git config user.email exp@example.invalid && git config user.name exp
+  [ "${BRANCH:-main}" = main ] || git checkout -q -B main  # the experiment branches grow from main: the branch cloned
   python3 docs/data/make_experiment_branches.py || exit 2
   export PYTHONPATH=$WORK:$SITE
 }

@@ -10,6 +10,15 @@ exp/wrong-at-8192 kernels/triton_mxfp4.py: C's first row zeroed when M == 8192 (
 exp/faster       on exp/slow: the extra pass removed again (an improvement against exp/slow, its merge-base)
 exp/all-launch-paths kernels/mxfp4.py (imported by every kernel): a helper added, nothing it runs changed
                   (every benchmark's launch-path fingerprint differs: the whole default selection is measured)
+exp/neutral-1     kernels/triton_mxfp4.py: `launch_options` renamed (issue 29: an A/A PR of the 20 Triton benchmarks)
+exp/neutral-2     kernels/triton_mxfp4.py: `grid` renamed (another speed-neutral launch-path edit)
+exp/neutral-3     kernels/triton_mxfp4.py: `meta` renamed (a third)
+exp/slow-0p25     kernels/triton_mxfp4.py: triton_dot_scaled m128_n128_k128 at 8192^3 only spins ~23 us on the GPU
+                  (torch.cuda._sleep) before each launch: ~0.25% of its ~9.9 ms (issue 29's injected slowdown)
+
+A speed-neutral edit renames a local of the launch wrapper: the same work, a launch-path fingerprint
+that differs (ci.common.launch_path normalizes comments and docstrings away, not names), so the gate
+measures every Triton benchmark (both Triton kernels share the module).
 """
 
 import subprocess
@@ -61,4 +70,38 @@ branch("exp/wrong-at-8192", "kernels/triton_mxfp4.py", KERNEL_CALL,
 branch("exp/all-launch-paths", "kernels/mxfp4.py", "from __future__ import annotations\n",
        "from __future__ import annotations\n\n\ndef _experiment_helper(x: int) -> int:\n    return x + 1\n",
        "mxfp4: an unused helper in the module every kernel imports (every launch path's source differs)")
+
+PREPARE = "kernels/triton_mxfp4.py"
+
+
+def renamed(name: str, pairs: list[tuple[str, str]], message: str) -> None:
+    """A branch off main with each ``old`` replaced by ``new`` in the Triton launch wrapper (every occurrence)."""
+    git("checkout", "-q", "-B", name, "main")
+    file = Path(PREPARE)
+    text = file.read_text()
+    for old, new in pairs:
+        if old not in text:
+            raise SystemExit(f"{name}: {old!r} not found in {PREPARE}")
+        text = text.replace(old, new)
+    file.write_text(text)
+    git("commit", "-q", "-am", message)
+
+
+renamed("exp/neutral-1", [("launch_options = {} if", "options = {} if"), ("**meta, **launch_options)", "**meta, **options)")],
+        "triton_mxfp4: rename launch_options (speed-neutral A/A experiment)")
+renamed("exp/neutral-2", [("        grid = (triton.cdiv(", "        launch_grid = (triton.cdiv("),
+                          ("mxfp4_gemm_kernel[grid](a.data", "mxfp4_gemm_kernel[launch_grid](a.data")],
+        "triton_mxfp4: rename grid (speed-neutral A/A experiment)")
+renamed("exp/neutral-3", [("        meta = dict(\n            BLOCK_M", "        constants = dict(\n            BLOCK_M"),
+                          ("out, m, n, k, **meta, **launch_options)", "out, m, n, k, **constants, **launch_options)")],
+        "triton_mxfp4: rename meta (speed-neutral A/A experiment)")
+# ~23 us of spinning at the H200's 1980 MHz under load, plus the gap of a second launch: ~0.25% of 9.9 ms.
+SLEEP_CYCLES = 45000
+renamed("exp/slow-0p25", [("        def launch() -> None:\n            mxfp4_gemm_kernel[grid](",
+                           "        # Issue 29's injected slowdown: the tracked config at 8192^3 only, ~0.25% of its time.\n"
+                           "        injected = self.name == \"triton_dot_scaled\" and config[\"BLOCK_K\"] == 128 and (m, n, k) == (8192, 8192, 8192)\n\n"
+                           "        def launch() -> None:\n"
+                           f"            if injected:\n                torch.cuda._sleep({SLEEP_CYCLES})\n"
+                           "            mxfp4_gemm_kernel[grid](")],
+        "triton_mxfp4: spin ~23 us before the tracked config's 8192^3 launch (a 0.25% slowdown, issue 29)")
 git("checkout", "-q", "main")

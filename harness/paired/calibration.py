@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
-from scipy import stats
+from scipy import integrate, optimize, stats
 
 from harness.paired.interval import Estimate, log_ratios, look_interval, quantile, standard_error, t_quantile
-from harness.paired.noise import LookNoise, planned_variance
+from harness.paired.noise import LookNoise, clustering, planned_variance
 from harness.paired.rounds import Round
 from harness.paired.sequential import WARM_PLAN, SequentialPlan
 
@@ -162,25 +162,79 @@ def _look_index(plan: SequentialPlan, rounds: int) -> int:
     return at[-1]
 
 
+def _planned_parts(look: LookNoise, n: int, restart_every: int) -> tuple[float, float, int]:
+    """(the model's within share sigma_w^2 / n, its between share tau^2 C, the run's own within df) for n rounds."""
+    generations = [i // restart_every for i in range(n)]
+    own_df = n - len(set(generations))
+    return look.noise.within_sd ** 2 / n, look.noise.between_sd ** 2 * clustering(generations), own_df
+
+
+def _over_runs(probability: Callable[[float], float], d0: float) -> float:
+    """``E[probability(lam)]`` over a run's variance factor ``lam^2 ~ d0 / chi2_d0`` (the model's spread)."""
+    if d0 >= 1e5:
+        return probability(1.0)
+    def integrand(u: float) -> float:
+        return probability(math.sqrt(d0 / u)) * float(stats.chi2.pdf(u, d0)) if u > 0 else 0.0
+    return float(integrate.quad(integrand, 0.0, math.inf, limit=200)[0])
+
+
+def _half_width(q: float, within: float, between: float, d0: float, own_df: int, lam: float) -> float:
+    """The look's half-width in a run whose variance is lam^2 times the model's: its moderated within share follows."""
+    return q * math.sqrt(within * (d0 + own_df * lam * lam) / (d0 + own_df) + between)
+
+
 def model_threshold(look: LookNoise, plan: SequentialPlan, by_rounds: int, restart_every: int, alpha: float = 0.01) -> float:
     """Smallest threshold at which an unchanged head says "no change" w.p. ``>= 1 - alpha`` at the look at ``by_rounds``.
 
-    As :func:`threshold_for`, with the look's variance and degrees of freedom from the noise model
-    (harness.paired.noise.planned_variance: ``by_rounds`` rounds, a restart every ``restart_every``):
-    ``t = exp((q(miss confidence of that look) + t_df(1 - alpha/2)) sqrt(V)) - 1``.
+    The look's interval is ``mean +- q sqrt(V)`` (harness.paired.noise.mean_variance, ``q`` the look's miss
+    quantile at the model's degrees of freedom). A run's variance is ``lam^2`` times the model's, ``lam^2 ~ d0 /
+    chi2_d0`` (d0 the prior df: the runs' spread and the model's own error); the mean's SD scales with ``lam``
+    and the interval's within share follows as far as the run's own ``d_w`` df move the moderated estimate. The
+    threshold is the smallest ``t`` with ``E_lam[P(|mean| <= log(1 + t) - half_width(lam))] >= 1 - alpha``
+    (one integral over lam, scipy.integrate.quad).
     """
     k = _look_index(plan, by_rounds)
-    variance, df = planned_variance(plan.look_points[k], restart_every, look)
-    return math.expm1((t_quantile(plan.miss_confidence_at(k), df) + float(stats.t.ppf(1 - alpha / 2, df))) * math.sqrt(variance))
+    n = plan.look_points[k]
+    _, df = planned_variance(n, restart_every, look)
+    within, between, own = _planned_parts(look, n, restart_every)
+    q, d0, sd = t_quantile(plan.miss_confidence_at(k), df), look.prior_df, math.sqrt(within + between)
+
+    def no_change(t_log: float) -> float:
+        def p(lam: float) -> float:
+            room = t_log - _half_width(q, within, between, d0, own, lam)
+            return max(0.0, 2.0 * float(stats.norm.cdf(room / (lam * sd))) - 1.0)
+        return _over_runs(p, d0)
+
+    hi = (q + 1.0) * sd
+    while no_change(hi) < 1 - alpha:
+        hi *= 2.0
+        if hi > 10.0:
+            return math.inf
+    return math.expm1(float(optimize.brentq(lambda x: no_change(x) - (1 - alpha), 0.0, hi, xtol=1e-9)))
 
 
 def model_resolvable_effect(look: LookNoise, threshold: float, plan: SequentialPlan, restart_every: int,
                             power: float = 0.95) -> float:
     """Smallest slowdown flagged as regression w.p. ``>= power`` by the last look, under the noise model.
 
-    As :func:`resolvable_effect`: ``1 - (1 - t) exp(-(q(last look's confidence) + t_df(power)) sqrt(V))``,
-    V and df from harness.paired.noise.planned_variance at ``max_rounds``.
+    As :func:`model_threshold`, over the runs' spread: the smallest ``D`` with
+    ``E_lam[P(mean + half_width(lam) < log(1 - t))] >= power`` for a mean ``-D``, the last look's
+    false-alarm quantile; returned as a fraction of TFLOPS (``1 - exp(-D)``).
     """
-    variance, df = planned_variance(plan.max_rounds, restart_every, look)
-    q = t_quantile(plan.per_look_confidence, df) + float(stats.t.ppf(power, df))
-    return -math.expm1(math.log1p(-threshold) - q * math.sqrt(variance))
+    n = plan.max_rounds
+    _, df = planned_variance(n, restart_every, look)
+    within, between, own = _planned_parts(look, n, restart_every)
+    q, d0, sd = t_quantile(plan.per_look_confidence, df), look.prior_df, math.sqrt(within + between)
+    edge = -math.log1p(-threshold)
+
+    def flagged(d: float) -> float:
+        def p(lam: float) -> float:
+            return float(stats.norm.cdf((d - edge - _half_width(q, within, between, d0, own, lam)) / (lam * sd)))
+        return _over_runs(p, d0)
+
+    hi = edge + (q + 3.0) * sd
+    while flagged(hi) < power:
+        hi *= 2.0
+        if hi > 10.0:
+            return math.nan
+    return -math.expm1(-float(optimize.brentq(lambda d: flagged(d) - power, edge, hi, xtol=1e-9)))

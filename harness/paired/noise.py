@@ -24,11 +24,13 @@ strays on its own (``bench_df``) and how well the model knows the benchmark
 
 :func:`fit` estimates all of these from A/A runs (method of moments, as limma's fitFDist):
 ``sigma_w`` pooled within generations, ``tau`` from the generation means (truncated at 0),
-``run_df`` and ``bench_df`` from the dispersion of each (benchmark, run)'s log variance
-about an additive benchmark + run fit, beyond what sampling (trigamma) explains.
+``run_df`` and ``bench_df`` from how runs the model has not seen stray from it (three runs or
+more: each run left out in turn, the tail of its first looks' standardized means; :func:`_spread_held_out`),
+else from the dispersion of each (benchmark, run)'s log variance about an additive benchmark + run
+fit beyond what sampling (trigamma) explains (docs/SPEED_GATE.md, "The noise model").
 
 :func:`guard` is the per-run check of deliver 3: the run's pooled within variances against
-the model's, on the log scale, with the model's own dispersion as the null: a run noisier
+the model's, an F test whose reference df is the model's own dispersion: a run noisier
 than the model allows (a disturbed runner, a new driver, another GPU) fires it, and the
 gate then falls back to each benchmark's own rounds. numpy and scipy.special/stats only.
 """
@@ -42,9 +44,9 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 from scipy import optimize, special, stats
 
-# When the runs cannot show how much they differ (one run, or no excess dispersion), the prior df of the
-# run and benchmark parts. 4 is below what the recorded H200 runs gave (run ~13, benchmark ~6): conservative.
-DEFAULT_SPREAD_DF = 4.0
+# When the runs cannot show how much they differ (one or two runs), the prior dfs of the run and benchmark parts:
+# a little below what the five recorded H200 runs showed held out (run_df 39, bench_df 11.5; docs/SPEED_GATE.md).
+DEFAULT_RUN_DF, DEFAULT_BENCH_DF = 30.0, 10.0
 INFINITE_DF = 1e6  # "no excess dispersion seen": the term drops out of combined_df
 
 
@@ -66,7 +68,7 @@ def df_for_log_variance(excess: float) -> float:
 
 def combined_df(*dfs: float) -> float:
     """Degrees of freedom of a product of independent scaled-chi2 factors: relative variances (~2/d) add."""
-    inv = sum(1.0 / d for d in dfs if d > 0 and math.isfinite(d))
+    inv = sum(1.0 / d for d in dfs if 0 < d < INFINITE_DF)  # INFINITE_DF: that part is known, it adds nothing
     return 1.0 / inv if inv > 0 else INFINITE_DF
 
 
@@ -135,8 +137,8 @@ class BenchmarkNoise:
 class Spread:
     """How far a run's variances stray from the model: prior dfs of the run-wide and the benchmark's own part."""
 
-    run_df: float = DEFAULT_SPREAD_DF
-    bench_df: float = DEFAULT_SPREAD_DF
+    run_df: float = DEFAULT_RUN_DF
+    bench_df: float = DEFAULT_BENCH_DF
     estimated: bool = False  # False: the defaults (the runs could not show it)
 
     def to_json(self) -> dict[str, Any]:
@@ -219,50 +221,40 @@ class GuardTerm:
 
 @dataclass(frozen=True)
 class GuardResult:
-    z: float  # standardized log variance ratio of the run (0 when no df yet)
+    ratio: float  # the run's pooled within variance over the model's (1: as the model says)
     df: int  # pooled within-generation df it rests on
-    ratio: float  # the pooled variance ratio, run / model (1: as the model says)
+    reference_df: float  # the model's: how far the ratio may stray by the runs' spread and its own error
+    p: float  # the chance of a ratio this large if the model holds (1 when no df yet)
     fired: bool
 
     def to_json(self) -> dict[str, Any]:
-        return {"z": self.z, "df": self.df, "ratio": self.ratio, "fired": self.fired}
+        return {"ratio": self.ratio, "df": self.df, "reference_df": self.reference_df, "p": self.p, "fired": self.fired}
 
 
 def guard(terms: Iterable[GuardTerm], spread: Spread, level: float) -> GuardResult:
-    """Is this run noisier than the model allows? A one-sided test at ``level`` on the log scale.
+    """Is this run noisier than the model allows? A one-sided F test at ``level``.
 
-    ``L = sum_k w_k (log(s_k^2 / sigma_k^2) - E log chi2)`` with weights ``w_k = d_k / D``. Under the
-    model ``s_k^2 / sigma_k^2`` is a run factor (``run_df``) times the benchmark's own factor
-    (``bench_df``) times the model's estimation error (``within_df``) times ``chi2_{d_k} / d_k``,
-    so L's mean and variance follow from digamma/trigamma; ``(L - E L) / sd(L)`` against the
-    normal quantile. Only runs *noisier* than the model fire it: a quieter run costs no validity.
+    The pooled ratio ``R = sum_k SS_k / sigma_k^2 / D`` (``D = sum_k d_k``): under the model each
+    ``SS_k / sigma_k^2`` is ``chi2_{d_k}`` times a run factor (``run_df``, common to all) and the
+    benchmark's own factors (``bench_df``, ``within_df``), so ``R`` is ``chi2_D / D`` over a factor whose
+    relative variance is ``2 / run_df + sum_k w_k^2 (2 / bench_df + 2 / within_df_k)`` (``w_k = d_k / D``):
+    ``R ~ F(D, d_ref)`` with ``d_ref`` that relative variance's df. Only runs *noisier* than the model fire
+    it: a quieter run costs no validity.
     """
     if not 0 < level < 1:
         raise ValueError(f"guard level must be in (0, 1) (got {level})")
     used = [t for t in terms if t.df >= 1]
     total = sum(t.df for t in used)
     if not total:
-        return GuardResult(0.0, 0, 1.0, False)
-
-    def excess_mean(d: float) -> float:  # E[log(d / chi2_d)] = -E[log(chi2_d / d)]
-        return float(-log_chi2_bias(d)) if d < INFINITE_DF else 0.0
-
-    def excess_var(d: float) -> float:
-        return float(_trigamma(d / 2.0)) if d < INFINITE_DF else 0.0
-
-    value = mean = var = 0.0
-    pooled = 0.0
+        return GuardResult(1.0, 0, INFINITE_DF, 1.0, False)
+    inverse = 1.0 / spread.run_df if spread.run_df < INFINITE_DF else 0.0
     for t in used:
         w = t.df / total
-        ratio = max(t.ss / t.df, 1e-300) / t.noise.within_sd ** 2
-        pooled += t.ss / t.noise.within_sd ** 2
-        value += w * (math.log(ratio) - float(log_chi2_bias(t.df)))
-        mean += w * (excess_mean(spread.bench_df) + excess_mean(t.noise.within_df))
-        var += w * w * (excess_var(spread.bench_df) + excess_var(t.noise.within_df) + float(_trigamma(t.df / 2.0)))
-    mean += excess_mean(spread.run_df)
-    var += excess_var(spread.run_df)
-    z = (value - mean) / math.sqrt(var)
-    return GuardResult(z, total, pooled / total, z > float(stats.norm.ppf(1.0 - level)))
+        inverse += w * w * sum(1.0 / d for d in (spread.bench_df, t.noise.within_df) if d < INFINITE_DF)
+    reference = 1.0 / inverse if inverse > 0 else INFINITE_DF
+    ratio = sum(t.ss / t.noise.within_sd ** 2 for t in used) / total
+    p = float(stats.f.sf(ratio, total, reference)) if reference < INFINITE_DF else float(stats.chi2.sf(ratio * total, total))
+    return GuardResult(ratio, total, reference, p, p < level)
 
 
 @dataclass(frozen=True)
@@ -282,7 +274,7 @@ class GuardState:
         self._ratios: dict[str, list[float]] = {}
         self._gens: dict[str, list[int]] = {}
         self._terms: dict[str, GuardTerm] = {}
-        self.last = GuardResult(0.0, 0, 1.0, False)
+        self.last = GuardResult(1.0, 0, INFINITE_DF, 1.0, False)
         self.fired = False
 
     def add(self, event: PairEvent) -> GuardResult:
@@ -363,12 +355,13 @@ def _benchmark_fit(runs: Sequence[RunRounds]) -> BenchmarkNoise | None:
     return BenchmarkNoise(math.sqrt(sw2), int(df_w), math.sqrt(tau2), int(df_b) if tau2 > 0 else 0, rounds, len(runs))
 
 
-def _spread(cells: Mapping[tuple[str, str], tuple[float, int]]) -> tuple[Spread, str]:
-    """run_df, bench_df from the (benchmark, run) cells' log variances: an additive fit, then moments."""
+def _spread_log_variances(cells: Mapping[tuple[str, str], tuple[float, int]]) -> tuple[Spread, str]:
+    """run_df, bench_df from the (benchmark, run) cells' log variances: an additive fit, then moments (two runs)."""
     runs = sorted({run for _, run in cells})
     benches = sorted({b for b, _ in cells})
     if len(runs) < 2 or len(cells) < len(benches) + len(runs):
-        return Spread(), f"the runs' spread: {len(runs)} run(s) cannot show it; prior df {DEFAULT_SPREAD_DF:g} assumed"
+        return Spread(), (f"the runs' spread: {len(runs)} run(s) cannot show it; run_df {DEFAULT_RUN_DF:g}, bench_df "
+                          f"{DEFAULT_BENCH_DF:g} assumed (about the recorded H200 runs')")
     z = {k: math.log(s2) - float(log_chi2_bias(d)) for k, (s2, d) in cells.items()}
     sampling = {k: float(_trigamma(d / 2.0)) for k, (_, d) in cells.items()}
     bench_eff = {b: 0.0 for b in benches}
@@ -384,18 +377,83 @@ def _spread(cells: Mapping[tuple[str, str], tuple[float, int]]) -> tuple[Spread,
     dof = len(cells) - len(benches) - len(runs) + 1
     mean_sampling = float(np.mean(list(sampling.values())))
     bench_excess = sum(r * r for r in resid) / dof - mean_sampling if dof > 0 else 0.0
-    per_run = len(cells) / len(runs)
-    run_excess = float(np.var(list(run_eff.values()), ddof=1)) - mean_sampling / per_run
+    run_excess = float(np.var(list(run_eff.values()), ddof=1)) - mean_sampling * len(runs) / len(cells)
     spread = Spread(df_for_log_variance(run_excess), df_for_log_variance(bench_excess), True)
-    return spread, (f"the runs' spread from {len(cells)} (benchmark, run) variances over {len(runs)} runs: "
+    return spread, (f"the runs' spread from {len(cells)} (benchmark, run) log variances over {len(runs)} runs: "
                     f"run_df {spread.run_df:.3g}, bench_df {spread.bench_df:.3g}")
+
+
+HELD_OUT_ROUNDS = 2  # the gate's first look: the first two rounds from a worker generation's first round
+MIN_WINDOWS = 30
+
+
+def _tail_df(z: np.ndarray) -> float:
+    """The df of a unit-variance t that fits ``z`` best (maximum likelihood); INFINITE_DF when no tail shows."""
+    def loss(log_d: float) -> float:
+        d = math.exp(log_d)
+        scale = math.sqrt((d - 2.0) / d)
+        return -float(np.sum(stats.t.logpdf(z / scale, d) - math.log(scale)))
+
+    best = optimize.minimize_scalar(loss, bounds=(math.log(2.05), math.log(1e4)), method="bounded")
+    return INFINITE_DF if math.exp(best.x) > 0.99e4 else math.exp(best.x)
+
+
+def _spread_held_out(runs: Mapping[str, Sequence[RunRounds]], shares: Spread) -> tuple[Spread, str] | None:
+    """The runs' spread as runs the model has not seen show it (three runs or more; else None).
+
+    Each run in turn is left out and the model fitted on the others; the mean of each of the left-out
+    run's first looks (the first two rounds from a worker generation's first round) over the model's
+    standard error is ``z``. If a run's variance strays from the model's by ``lam^2 ~ d / chi2_d``, z is a
+    t with ``d`` df (unit variance: the model's variance is the runs' average): ``d`` by maximum likelihood,
+    less the model's own estimation error (its median within_df), is the spread, split between the run and
+    the benchmark parts as ``shares`` (the log variances' moments) split it. It is the intervals' tail that
+    matters, and the tail is what this fits: a variance's log also spreads with the rounds' own heavy tails.
+    """
+    labels = sorted({r.run for rr in runs.values() for r in rr})
+    if len(labels) < 3:
+        return None
+    z, nus = [], []
+    for left in labels:
+        for bench_runs in runs.values():
+            model = _benchmark_fit([r for r in bench_runs if r.run != left])
+            if model is None:
+                continue
+            for r in (r for r in bench_runs if r.run == left):
+                x, g = r.log_ratios, r.generations
+                starts = [i for i in range(len(x)) if i == 0 or g[i] != g[i - 1]]
+                for start in (i for i in starts if i + HELD_OUT_ROUNDS <= len(x)):
+                    window = g[start:start + HELD_OUT_ROUNDS]
+                    variance = model.within_sd ** 2 / HELD_OUT_ROUNDS + model.between_sd ** 2 * clustering(window)
+                    z.append(float(np.mean(x[start:start + HELD_OUT_ROUNDS])) / math.sqrt(variance))
+                    nus.append(model.within_df)
+    if len(z) < MIN_WINDOWS:
+        return None
+    total = _tail_df(np.asarray(z))
+    own = float(np.median(nus))
+    inverse = max(0.0, 1.0 / total - 1.0 / own) if total < INFINITE_DF else 0.0
+    if inverse <= 0:
+        spread, words = Spread(INFINITE_DF, INFINITE_DF, True), "no spread beyond the model's own error"
+    else:
+        run_share = (1.0 / shares.run_df) / (1.0 / shares.run_df + 1.0 / shares.bench_df) if shares.estimated else 0.5
+        run_share = min(max(run_share, 0.05), 0.95)
+        spread = Spread(1.0 / (inverse * run_share), 1.0 / (inverse * (1.0 - run_share)), True)
+        words = f"prior df {1.0 / inverse:.3g} (run_df {spread.run_df:.3g}, bench_df {spread.bench_df:.3g})"
+    return spread, (f"the runs' spread held out: {len(z)} two-round windows of {len(labels)} runs, each against the model "
+                    f"of the others: a t with {total:.3g} df fits them, the model's own error ~{own:.0f} df: {words}")
+
+
+def _spread(runs: Mapping[str, Sequence[RunRounds]], cells: Mapping[tuple[str, str], tuple[float, int]]) -> tuple[Spread, str]:
+    """How far a run strays from the model: held out when three runs allow, else from the log variances, else assumed."""
+    moments, note = _spread_log_variances(cells)
+    return _spread_held_out(runs, moments) or (moments, note)
 
 
 def fit(runs: Mapping[str, Sequence[RunRounds]]) -> Fit:
     """The model from A/A runs: per benchmark its within and between-worker SDs, and the runs' spread.
 
     A benchmark whose runs have no generation with two usable rounds cannot be fitted (it is
-    left out, with a note). The spread needs at least two runs; otherwise :data:`DEFAULT_SPREAD_DF`.
+    left out, with a note). The spread needs three runs held out (or two, from the log variances);
+    otherwise :data:`DEFAULT_RUN_DF` and :data:`DEFAULT_BENCH_DF`.
     """
     benchmarks, notes = {}, []
     cells: dict[tuple[str, str], tuple[float, int]] = {}
@@ -409,5 +467,5 @@ def fit(runs: Mapping[str, Sequence[RunRounds]]) -> Fit:
             ss, d = within_ss(r.log_ratios, r.generations)
             if d >= 1 and ss > 0:
                 cells[(bench_id, r.run)] = (ss / d, d)
-    spread, note = _spread(cells)
+    spread, note = _spread(runs, cells)
     return Fit(benchmarks, spread, tuple(notes) + (note,))

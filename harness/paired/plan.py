@@ -8,7 +8,7 @@ Two plans, one object (:class:`SequentialPlan`):
 - :data:`MODEL_PLAN` (version 5, issue 29): the variance from the runner's noise model
   (harness.paired.noise), moderated by the rounds (``variance="model"``); looks at 2, 3, 5,
   8, 12 and 20 rounds, spending front-loaded (``spending``: 40% of alpha at the first look,
-  20% at the second, 10% at each later one); the run's guard at ``guard_level``.
+  20% at the second, 10% at each later one); the run's guard at ``guard_level``; no futility stop.
 
 Spending is Bonferroni with unequal shares: look ``k`` spends ``alpha w_k`` (``sum w = 1``),
 so the union bound holds whatever the looks' correlation (docs/SPEED_GATE.md, "Sequential
@@ -201,6 +201,8 @@ class SequentialPlan:
 # (docs/SPEED_GATE.md: its simulated and measured rates; docs/PERF_NOTES.md: versions 1-3).
 WARM_PLAN = SequentialPlan()
 # The plan with a runner's noise model (version 5, issue 29): the model carries the spread, so the first look can be
-# at 2 rounds; most of alpha is spent there (docs/data/noise_model_rates.py chose the looks and the shares).
+# at 2 rounds; most of alpha is spent there (docs/data/noise_model_rates.py chose the looks and the shares). No
+# futility stop: with the model's narrow early intervals it gave up on ~22% of A/A runs of the tracked config at its
+# 0.15% threshold (simulated; docs/SPEED_GATE.md), and a benchmark left alone costs ~1 s a round.
 MODEL_PLAN = SequentialPlan(min_rounds=2, max_rounds=20, looks=(2, 3, 5, 8, 12, 20), spending=(4.0, 2.0, 1.0, 1.0, 1.0, 1.0),
-                            variance="model")
+                            variance="model", futility=False)

@@ -27,8 +27,9 @@ from ci.speed.noise_model import (NoiseModelError, identity_check, load_noise_mo
                                   run_of_record)
 from harness import paired
 from harness.paired.calibration import model_resolvable_effect, model_threshold
-from harness.paired.noise import (INFINITE_DF, BenchmarkNoise, GuardTerm, LookNoise, PairEvent, RunRounds, Spread,
-                                  clustering, combined_df, fit, guard, guard_timeline, within_ss)
+from harness.paired.noise import (INFINITE_DF, BenchmarkNoise, GuardTerm, LookNoise, PairEvent, Spread, clustering,
+                                  combined_df, guard, guard_timeline, within_ss)
+from harness.paired.noise_fit import RunRounds, fit
 from harness.paired.plan import MODEL_PLAN
 from harness.paired.rounds import Round
 from harness.paired.sequential import RoundsNoise, sequential_decision

@@ -1,7 +1,8 @@
 """The speed gate's three modes, each from one checked ci.speed.options.SpeedOptions.
 
 * the gate (:func:`run_gate`): the head against the merge-base of the head and --base;
-* ``--calibrate`` (:func:`run_calibrate`): A/A rounds of the head against itself, for noise and thresholds;
+* ``--calibrate`` (:func:`run_calibrate`, ci.speed.calibrate): A/A rounds of the head against itself: the runner's
+  noise model and thresholds;
 * ``--replay`` (:func:`run_replay`): decide again from a recorded JSON through the same functions the live
   gate uses (ci.speed.verdict), under the plan it was decided with (a record of the retired signed-rank plan
   is refused); ``--replay --decisions N`` takes N disjoint decisions from it with harness.paired.replay.
@@ -11,7 +12,6 @@ What they write (Markdown, the JSON record, the PNG) is ci.speed.outputs.
 
 from __future__ import annotations
 
-import math
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -22,9 +22,9 @@ from ci.common.options import OptionsError
 from ci.speed.cost import cost_summary
 from ci.speed.exclusion import ExclusionRule, paired_rounds
 from ci.speed.options import SpeedOptions
-from ci.speed.outputs import Context, finish, record_json
+from ci.speed.outputs import Context, finish
 from ci.speed.reasons import Status, Stop
-from ci.speed.report import calibration_markdown, correctness_lines, excluded_rows, plan_text, rates_markdown
+from ci.speed.report import plan_text, rates_markdown
 from ci.speed.rounds import Side
 from ci.speed.noise_model import ModelChoice, NoiseModelError, parse_noise_model, load_noise_model
 from ci.speed.noise_run import RunNoise, run_noise
@@ -36,10 +36,9 @@ from ci.speed.thresholds import ThresholdsError, parse_thresholds
 from ci.speed.verdict import BenchmarkResult, RecordError, decide_entry, entries_of, load_record, plan_of
 from harness import paired
 from harness.paired.sequential import SequentialPlan
-from harness.report import append_step_summary, markdown_table, write_json_atomic
+from harness.report import append_step_summary, write_json_atomic
 
 RATES_SCHEMA = "mxfp4-speed-replay-rates/1"
-DEFAULT_CALIBRATION_ROUNDS = 16  # as the simulated calibrations of docs/SPEED_GATE.md
 
 
 # ---------------------------------------------------------------------------

@@ -193,7 +193,8 @@ def run_rounds(
                 still.append(bench)
                 continue
             result = decide_entry(Entry(bench, Status.GATED), rounds, thresholds, plan, rule,
-                                  noise=view.rounds_noise(bench.id) if view else None, restart_every=restart)
+                                  noise=view.rounds_noise(bench.id) if view else None, restart_every=restart,
+                                  with_resolvable=False)
             d = result.decision
             est = d.estimate
             interval = f"[{est.low:.4f}, {est.high:.4f}]" if est.bounded else "[unbounded]"
@@ -236,7 +237,8 @@ def _pair_decider(index: int, order: Sequence[str], rounds: Sequence[Mapping[str
         if any("error" in (r or {}) for r in records.values()) or bench_id not in by_id:
             return False  # a failed or wrong timing: the round's end decides what it means
         result = decide_entry(Entry(by_id[bench_id], Status.GATED), [*rounds, partial], thresholds, plan, rule,
-                              noise=view.rounds_noise(bench_id) if view else None, restart_every=restart)
+                              noise=view.rounds_noise(bench_id) if view else None, restart_every=restart,
+                              with_resolvable=False)
         if result.decision.complete and result.decision.verdict is Verdict.REGRESSION:
             log(f"speed_gate:   {bench_id}: REGRESSION in round {index + 1}: the PR fails; the rest of the round is not measured")
             return True

@@ -120,12 +120,14 @@ def decide_entry(
     ran_out: Stop | None = None,
     noise: RoundsNoise | None = None,
     restart_every: int = 4,
+    with_resolvable: bool = True,
 ) -> BenchmarkResult:
     """The result of one benchmark: its decision over the recorded rounds when it is gated.
 
     ``ran_out`` says what ended the measuring when the plan is not through (the round or time
     budget, --plan rounds, the end of a record); an undecided benchmark is then inconclusive for that reason.
     ``noise``: the noise model's view of this benchmark's rounds (ci.speed.noise_run), for a model plan.
+    ``with_resolvable``: also plan the resolvable effect (the report's; the round loop's decisions skip it).
     """
     bench = entry.benchmark
     result = BenchmarkResult(bench, entry.status, entry.note)
@@ -140,6 +142,8 @@ def decide_entry(
         result.stopped_by = ran_out
         decision = replace(decision, reason=ran_out_reason(ran_out, decision))
     result.decision = decision
+    if not with_resolvable:
+        return result
     result.resolvable, result.resolvable_source = resolvable_effect(bench.id, result.used_rounds(), result.threshold, plan,
                                                                     calibrations, noise, restart_every)
     return result

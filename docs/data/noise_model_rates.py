@@ -154,7 +154,7 @@ def held_out():
 
 
 def simulate_pr(rng, model, plan, thresholds, effects, *, use_model, head_k=1.0, restart=4, stop_failed=True, order=ORDER,
-                costs=None, max_rounds=None, truth_spread=None):
+                costs=None, max_rounds=None, truth_spread=None):  # noqa: PLR0913
     """One simulated PR through the gate's code; returns per benchmark (verdict, rounds used, variance) and the wall.
 
     The truth: the model's noise, each benchmark's variance scaled by its estimation error (within_df) and, with
@@ -241,39 +241,57 @@ def pr_rates(label, trials, seed, **kw):
             "tracked_rounds": float(np.mean(rounds.get(TRACKED) or [0]))}
 
 
-def pr_part(trials):
+def _cell(task):
+    """One row of the PR table (a process of its own: the rows run two at a time)."""
+    name, label, n, seed, kw = task
     model = refit(runs_of(AA_RECORDS), restart_every=4)
-    costs = timing_costs()
+    return {"plan": name, **pr_rates(label, n, seed, model=model, costs=timing_costs(), **kw)}
+
+
+def pr_tasks(trials):
     v5_thresholds = load_thresholds(ROOT / "ci" / "speed_thresholds_h200.json")
     v4_thresholds = load_thresholds(DATA / "h200_noise_model" / "thresholds_before.json")
     t5 = {b: v5_thresholds.lookup(b)[0] for b in ORDER}
     t4 = {b: v4_thresholds.lookup(b)[0] for b in ORDER}
     v4 = WARM_PLAN.with_alpha(0.01 / len(ORDER))
     v5 = MODEL_PLAN.with_alpha(0.01 / len(ORDER))
-    plans = {"v4 (own rounds, hand-set thresholds)": (v4, t4, False),
-             "v5 (noise model, calibrated thresholds)": (v5, t5, True),
-             "v5, equal spending": (replace(v5, spending=None), t5, True),
-             "v5, looks 2,4,8,16,30": (replace(v5, looks=(2, 4, 8, 16, 30), max_rounds=30, spending=(4, 2, 1, 1, 1)), t5, True)}
-    rows = []
-    for name, (plan, thr, use_model) in plans.items():
-        common = dict(model=model, plan=plan, thresholds=thr, use_model=use_model, costs=costs)
+    plans = {"v4 (own rounds, hand-set thresholds)": (v4, t4, False, True),
+             "v5 (noise model, calibrated thresholds)": (v5, t5, True, True),
+             "v5, equal spending": (replace(v5, spending=None), t5, True, False),
+             "v5, looks 2,4,8,16,30": (replace(v5, looks=(2, 4, 8, 16, 30), max_rounds=30, spending=(4, 2, 1, 1, 1)), t5, True, False),
+             "v5 with the futility stop": (replace(v5, futility=True), t5, True, False)}
+    tasks = []
+    for name, (plan, thr, use_model, full) in plans.items():
+        common = dict(plan=plan, thresholds=thr, use_model=use_model)
         edge = {b: -thr[b] for b in ORDER}
-        print(f"  {name}", file=sys.stderr, flush=True)
-        for label, extra, n in (("A/A", {}, trials), ("one pass", {"effects": ONE_PASS}, trials // 2),
-                                ("A/A, head noise 3x", {"head_k": 3.0}, trials // 2),
-                                ("every benchmark at -threshold", {"effects": edge, "stop_failed": False}, trials),
-                                ("every benchmark at -threshold, head noise 3x", {"effects": edge, "stop_failed": False, "head_k": 3.0}, trials),
-                                ("A/A, runs differ (run_df 17, bench_df 5)", {"truth_spread": DIFFERING}, trials // 2),
-                                ("every benchmark at -threshold, runs differ", {"effects": edge, "stop_failed": False,
-                                                                            "truth_spread": DIFFERING}, trials),
-                                ("tracked -0.25%, others unchanged", {"effects": {TRACKED: -0.0025}, "stop_failed": False}, trials // 2)):
-            kw = {"effects": {}, **common, **extra}
-            rows.append({"plan": name, **pr_rates(label, n, 11, **kw)})
+        cells = [("A/A", {}, trials), ("one pass", {"effects": ONE_PASS}, trials // 2),
+                 ("every benchmark at -threshold", {"effects": edge, "stop_failed": False}, trials)]
+        if full:
+            cells += [("A/A, head noise 3x", {"head_k": 3.0}, trials // 2),
+                      ("every benchmark at -threshold, head noise 3x", {"effects": edge, "stop_failed": False, "head_k": 3.0}, trials),
+                      ("A/A, runs differ (run_df 17, bench_df 5)", {"truth_spread": DIFFERING}, trials // 2),
+                      ("every benchmark at -threshold, runs differ", {"effects": edge, "stop_failed": False,
+                                                                  "truth_spread": DIFFERING}, trials)]
+        cells.append(("tracked -0.25%, others unchanged", {"effects": {TRACKED: -0.0025}, "stop_failed": False}, trials // 2))
+        for label, extra, n in cells:
+            tasks.append((name, label, n, 11, {"effects": {}, **common, **extra}))
         one = replace(plan, alpha=0.01, miss_alpha=max(0.01, plan.miss_alpha or 0.01))
         for effect in (-0.0020, -0.0025, -0.0030):
-            kw = dict(model=model, plan=one, thresholds=thr, use_model=use_model, costs=costs, effects={TRACKED: effect},
-                      order=[TRACKED], stop_failed=False)
-            rows.append({"plan": name, **pr_rates(f"tracked alone (1 gated) at {effect:+.2%}", trials // 2, 12, **kw)})
+            tasks.append((name, f"tracked alone (1 gated) at {effect:+.2%}", trials // 2, 12,
+                          dict(plan=one, thresholds=thr, use_model=use_model, effects={TRACKED: effect}, order=[TRACKED],
+                               stop_failed=False)))
+    return tasks
+
+
+def pr_part(trials, workers=2):
+    from concurrent.futures import ProcessPoolExecutor
+
+    tasks = pr_tasks(trials)
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        rows = []
+        for row in pool.map(_cell, tasks):
+            print(f"  {row['plan']}: {row['label']}", file=sys.stderr, flush=True)
+            rows.append(row)
     return rows
 
 
@@ -323,7 +341,7 @@ def recorded_part(copies):
                 verdicts = []
                 for e in entries:
                     res = decide_entry(Entry(e.benchmark, Status.GATED), rec["rounds"], thresholds, plan, rule,
-                                       noise=view.rounds_noise(e.benchmark.id))
+                                       noise=view.rounds_noise(e.benchmark.id), with_resolvable=False)
                     v = res.verdict.value if res.decision.complete else "record ran out"
                     counts[v] = counts.get(v, 0) + 1
                     if e.benchmark.id == TRACKED:

@@ -24,7 +24,7 @@ after the run's guard fired, the rounds' own within-worker variance: docs/SPEED_
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import math

@@ -116,7 +116,7 @@ def kernel_figure(kernel: str, history: History, changes: list | None = None, ax
                 showlegend=False, mode="lines+markers", marker={"symbol": symbols, "size": 6 if axis == "category" else 4, "color": colour},
                 line={"color": colour},
                 hovertemplate=f"%{{y:.2f}}% of {peak.tflops:g} TFLOPS ({peak.math})<br>commit %{{x}}<extra>{name}</extra>"))
-    page_changes.draw(fig, changes or [], position, len(commit_axis))
+    page_changes.draw(fig, changes or [], position, len(commit_axis), labels=axis == "category")
     traces += _resource_rows(kernel, history, x_of)
     _explain_empty_rows(fig, traces, mine, said, bool(history.resources))
     if axis == "category":

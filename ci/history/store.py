@@ -37,7 +37,8 @@ from ci.history import results as history_results
 GEMM_PREFIX = "bench_gemm.GemmOn"
 RESOURCES_PREFIX = "bench_resources.CompiledResources.track_"
 COMPILE_MACHINE = "compile-only"  # ci.history.tracks.COMPILE_MACHINE (not imported: that pulls in asv driving)
-SCHEMA = 2  # of a stored summary: bump when CommitFile changes, and every file is read again
+SCHEMA = 3  # of a stored summary: bump when it changes, and every file is read again (the table is named by it)
+FILES = f"files_v{SCHEMA}"
 _SE_OF_MEDIAN = 1.2533
 
 
@@ -237,22 +238,27 @@ class Store:
 
     @staticmethod
     def _schema(db: sqlite3.Connection) -> sqlite3.Connection:
-        db.execute("CREATE TABLE IF NOT EXISTS files (machine TEXT, stem TEXT, stamp TEXT, summary TEXT, "
-                   "PRIMARY KEY (machine, stem))")
+        for legacy in ("files", *(f"files_v{v}" for v in range(1, SCHEMA))):  # summaries of an older schema: read again
+            db.execute(f"DROP TABLE IF EXISTS {legacy}")
+        # Fingerprints apart: only the main job's identical-code plan reads them, and they are most of a summary.
+        db.execute(f"CREATE TABLE IF NOT EXISTS {FILES} (machine TEXT, stem TEXT, stamp TEXT, summary TEXT, "
+                   "fingerprints TEXT, PRIMARY KEY (machine, stem))")
         db.execute("CREATE TABLE IF NOT EXISTS memos (name TEXT PRIMARY KEY, memo TEXT)")
-        db.execute("SELECT count(*) FROM files").fetchone()  # a damaged file fails here, not later
+        db.execute(f"SELECT count(*) FROM {FILES}").fetchone()  # a damaged file fails here, not later
         return db
 
     def close(self) -> None:
         self.db.close()
 
-    def summaries(self, results_dir: Path, stamps: dict[str, str] | None = None,
-                  machines: tuple[str, ...] | None = None) -> dict[str, list[dict[str, Any]]]:
-        """machine -> the summary of each of its results files (``machines``: of these only). ``stamps``: relative
-        path -> a content id (git's blob id) where known; other files are stamped by size and modification time."""
+    def summaries(self, results_dir: Path, stamps: dict[str, str] | None = None, machines: tuple[str, ...] | None = None,
+                  fingerprints: bool = False) -> dict[str, list[dict[str, Any]]]:
+        """machine -> the summary of each of its results files (``machines``: of these only; ``fingerprints``: with
+        their records' fingerprints). ``stamps``: relative path -> a content id (git's blob id) where known; other
+        files are stamped by size and modification time."""
         out: dict[str, list[dict[str, Any]]] = {}
         stamps = stamps or {}
-        kept = {(m, s): (stamp, summary) for m, s, stamp, summary in self.db.execute("SELECT * FROM files")
+        columns = "machine, stem, stamp, summary" + (", fingerprints" if fingerprints else ", NULL")
+        kept = {(m, s): (stamp, summary, prints) for m, s, stamp, summary, prints in self.db.execute(f"SELECT {columns} FROM {FILES}")
                 if machines is None or m in machines}
         seen = set()
         folders = sorted(p for p in results_dir.iterdir() if p.is_dir()) if results_dir.is_dir() else []
@@ -269,16 +275,21 @@ class Store:
                 old = kept.get((machine, stem))
                 if old is not None and old[0] == stamp:
                     summary = json.loads(old[1])
+                    if summary is not None and fingerprints:
+                        summary["fingerprints"] = json.loads(old[2])
                     self.reused += 1
                 else:
                     summary = _summarize_file(Path(entry.path), machine)
                     self.parsed += 1
-                    self.db.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?)",
-                                    (machine, stem, stamp, json.dumps(summary)))
+                    prints = None if summary is None else summary.pop("fingerprints")
+                    self.db.execute(f"INSERT OR REPLACE INTO {FILES} VALUES (?, ?, ?, ?, ?)",
+                                    (machine, stem, stamp, json.dumps(summary), json.dumps(prints)))
+                    if summary is not None and fingerprints:
+                        summary["fingerprints"] = prints
                 if summary is not None:
                     out.setdefault(machine, []).append(summary)
         for gone in set(kept) - seen:
-            self.db.execute("DELETE FROM files WHERE machine = ? AND stem = ?", gone)
+            self.db.execute(f"DELETE FROM {FILES} WHERE machine = ? AND stem = ?", gone)
         self.db.commit()
         return out
 

@@ -12,6 +12,7 @@ leaves the old file whole, and the branch is never touched by an import.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -65,12 +66,13 @@ def import_from_branch(branch: ResultsBranch, tip: str | None, results_dir: Path
 
 def _import_one(branch, tip, results_dir, own_machines, ledger, scratch, path, blob, imported, skipped, known):
     """One file of the branch into ``results_dir`` (see import_from_branch); returns the updated counts."""
-    relative = Path(path).relative_to("results")
+    name = path.removeprefix("results/")
+    if ledger.known_blob(name) == blob:
+        return imported, skipped, known  # the local file is the branch's (or was merged from it and not changed since)
+    relative = Path(name)
     target = results_dir / relative
     if relative == Path("benchmarks.json") and target.exists():
         return imported, skipped, known
-    if target.exists() and ledger.blob(relative.as_posix()) == blob:
-        return imported, skipped, known  # the local file is the branch's (or was merged from it and not changed since)
     data = branch.blob(blob)
     known = known if known is not None else gitutil.all_commits(branch.repo)
     problem = _branch_file_problem(relative, data, known, scratch)
@@ -130,11 +132,14 @@ def machine_files(results_dir: Path, machine: str, drop: tuple[str, ...] = (), l
     too: else the next run would put them back on the branch; every file is offered then.
     """
     files = {}
-    for path in sorted((results_dir / machine).glob("*")):
-        if path.is_file() and path.suffix in (".json", records.SUFFIX):
-            key = f"results/{machine}/{path.name}"
-            if not drop and on_branch is not None and ledger is not None and on_branch.get(key) == ledger.blob(f"{machine}/{path.name}"):
+    folder = results_dir / machine
+    names = sorted(e.name for e in os.scandir(folder) if e.is_file()) if folder.is_dir() else []
+    for name in names:
+        if name.endswith(".json") or name.endswith(records.SUFFIX):
+            key = f"results/{machine}/{name}"
+            if not drop and on_branch is not None and ledger is not None and on_branch.get(key) == ledger.blob(f"{machine}/{name}"):
                 continue
+            path = folder / name
             data = path.read_bytes()
             if drop:
                 data = _drop_locally(path, key, data, drop)

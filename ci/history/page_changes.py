@@ -86,8 +86,10 @@ def draw(fig: go.Figure, found: list[tuple[LineKey, regressions.CommitChange]], 
         if end is None:
             continue
         start = position.get(change.last_before, -1)
-        # Category positions are column indices: the band covers the columns of the suspected commits.
-        fig.add_vrect(x0=start + 0.5, x1=end + 0.5, row=1, col=1, exclude_empty_subplots=False, fillcolor=colour(change), opacity=0.18, line_width=0,
+        # Category positions are column indices: the band covers the columns of the suspected commits; over thousands
+        # of commits a one-commit band would be under a pixel, so it is at least 1/300 of the axis wide there.
+        widen = max(0.0, (columns / 300 - (end - start)) / 2)
+        fig.add_vrect(x0=start + 0.5 - widen, x1=end + 0.5 + widen, row=1, col=1, exclude_empty_subplots=False, fillcolor=colour(change), opacity=0.18, line_width=0,
                       layer="below", name=f"change point: {size_label(change)} ({kernel_config} {shape}, {machine})")
         # The label runs into the wider side of the graph from the band, never past the commit axis.
         left_half = (start + end) / 2 < columns / 2

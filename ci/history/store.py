@@ -8,8 +8,8 @@ median TFLOPS of every sample with that median's standard error (what change poi
 flags, clocks and device; why a benchmark has no number (n/a or failed); compile-only resource
 counts.
 
-**Read once.** :class:`Store` keeps each file's summary in a small SQLite database (``.asv/history-
-cache.sqlite`` by default), keyed by the file's size and modification time (or, for files brought
+**Read once.** :class:`Store` keeps each file's summary in a small SQLite database beside the folder
+(``.asv/results.cache.sqlite``, ``.asv/site-results.cache.sqlite``), keyed by the file's size and modification time (or, for files brought
 from the results branch, by git's blob id): a publish after one new commit parses that commit's files
 only. The database is derived data: a damaged one is set aside and rebuilt, with a message; deleting
 it costs one full read.
@@ -212,8 +212,9 @@ def _summarize_file(path: Path, machine: str) -> dict[str, Any] | None:
 
 
 def default_path(results_dir: Path) -> Path:
-    """Where a results folder's summaries are kept: beside it (asv reads every *.json inside it)."""
-    return results_dir.with_name("history-cache.sqlite")
+    """Where a results folder's summaries are kept: beside it (asv reads every *.json inside it), named after it (the
+    main job's .asv/results and the site build's mirror .asv/site-results must not share one)."""
+    return results_dir.with_name(results_dir.name + ".cache.sqlite")
 
 
 class Store:

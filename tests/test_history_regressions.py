@@ -172,3 +172,17 @@ def test_two_machines_of_one_kind_2pct_apart_are_a_spread_not_a_change_point(tmp
     _gpu_machine(tmp_path, "cpu-box", "none")
     assert "cpu-box" not in str(machine_spread.machines_by_kind(tmp_path))
     assert machine_spread.spread_markdown([]) == []
+
+
+def test_the_recorded_h200_history_gives_its_two_real_steps_and_nothing_else():
+    """docs/data/h200_history: 9 measured commits of the tracked Triton config on the H200, a +0.94% and a +3.09%
+    slowdown put in at c4 and c9 among six speed-neutral edits (docs/CHANGE_POINTS.md). Its commit order is the
+    branch's (exp_history.txt, newest first): the results files' dates tie."""
+    data = Path(__file__).resolve().parents[1] / "docs" / "data" / "h200_history"
+    shas = [line.split()[0] for line in (data / "exp_history.txt").read_text().splitlines() if line.strip()][::-1]
+    results = data / "asv" / "results"
+    full = {c[:7]: c for c in store.read_history(results).commits}
+    checks = regressions.history_checks(store.read_history(results, {full[s]: i for i, s in enumerate(shas) if s in full}),
+                                        "vm-nvidia-h200", timed_on_gpu=True)
+    found = [(c["first_after"][:7], round(c["change"]["relative_change"], 4)) for c in checks["change_points"]]
+    assert found == [("853c0bb", -0.0094), ("9e6c5d1", -0.0309)], found  # c4 and c9

@@ -114,3 +114,11 @@ def test_the_branch_import_reads_only_what_changed(tmp_path):
     changed.write_text(changed.read_text().replace('"job":"synthetic"', '"job":"later"', 1))
     offered = branch_sync.machine_files(results, SPEC.gpu_machine, (), Ledger(results), on_branch)
     assert list(offered) == [f"results/{SPEC.gpu_machine}/{changed.name}"]
+
+
+def test_the_main_jobs_results_and_the_sites_mirror_keep_their_summaries_apart(tmp_path):
+    from ci.history import store
+
+    asv = tmp_path / ".asv"
+    assert store.default_path(asv / "results") != store.default_path(asv / "site-results")
+    assert store.default_path(asv / "results").parent == asv  # beside the folder, never inside (asv reads *.json there)

@@ -12,6 +12,7 @@ leaves the old file whole, and the branch is never touched by an import.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -50,36 +51,50 @@ def import_from_branch(branch: ResultsBranch, tip: str | None, results_dir: Path
     ledger = ledger or Ledger(results_dir)
     known: set[str] | None = None
     imported = skipped = 0
-    for path, blob in branch.tree(tip, "results/").items():
-        relative = Path(path).relative_to("results")
-        target = results_dir / relative
-        if relative == Path("benchmarks.json") and target.exists():
-            continue
-        if target.exists() and ledger.blob(relative.as_posix()) == blob:
-            continue  # the local file is the branch's (or was merged from it and not changed since)
-        data = branch.blob(blob)
-        known = known if known is not None else gitutil.all_commits(branch.repo)
-        problem = _branch_file_problem(relative, data, known)
-        if problem:
-            log(f"{BRANCH}: not using {path}: {problem}")
-            skipped += 1
-            continue
-        own = relative.parts[0] in own_machines
-        if own and target.exists():
-            data = merge_file(path, theirs=data, ours=target.read_bytes())
-        if not target.exists() or target.read_bytes() != data:
-            _write_kept(target, data, imported, tip)  # a kill here must not leave a half results file
-            imported += 1
-        ledger.record(relative.as_posix(), blob if ledger_blob_of(data) == blob else ledger_blob_of(data))
+    scratch = Path(tempfile.mkdtemp(prefix="branch-files-"))  # where each new file is checked before it is used
+    try:
+        for path, blob in branch.tree(tip, "results/").items():
+            imported, skipped, known = _import_one(branch, tip, results_dir, own_machines, ledger, scratch, path, blob,
+                                                   imported, skipped, known)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     ledger.save()
     if skipped:
         log(f"{BRANCH}: {skipped} files left out (above); the rest of the history is used")
     return imported
 
 
-def _write_kept(target: Path, data: bytes, written: int, tip: str | None) -> None:
+def _import_one(branch, tip, results_dir, own_machines, ledger, scratch, path, blob, imported, skipped, known):
+    """One file of the branch into ``results_dir`` (see import_from_branch); returns the updated counts."""
+    name = path.removeprefix("results/")
+    if ledger.known_blob(name) == blob:
+        return imported, skipped, known  # the local file is the branch's (or was merged from it and not changed since)
+    relative = Path(name)
+    target = results_dir / relative
+    if relative == Path("benchmarks.json") and target.exists():
+        return imported, skipped, known
+    data = branch.blob(blob)
+    known = known if known is not None else gitutil.all_commits(branch.repo)
+    problem = _branch_file_problem(relative, data, known, scratch)
+    if problem:
+        log(f"{BRANCH}: not using {path}: {problem}")
+        return imported, skipped + 1, known
+    own = relative.parts[0] in own_machines
+    if own and target.exists():
+        data = merge_file(path, theirs=data, ours=target.read_bytes())
+    as_branch = ledger_blob_of(data) == blob
+    if not target.exists() or target.read_bytes() != data:
+        # A kill here must not leave a half results file; a file that is the branch's own need not survive a power
+        # cut (the branch keeps it), a merged one (points only this clone has) must.
+        _write_kept(target, data, imported, tip, durable=not as_branch)
+        imported += 1
+    ledger.record(relative.as_posix(), blob if as_branch else ledger_blob_of(data))
+    return imported, skipped, known
+
+
+def _write_kept(target: Path, data: bytes, written: int, tip: str | None, durable: bool = True) -> None:
     try:
-        write_bytes_atomic(target, data)
+        write_bytes_atomic(target, data, durable=durable)
     except OSError as exc:
         raise HarnessError(
             f"cannot write {target} ({exc.strerror or exc}): kept: the {BRANCH} branch as it is "
@@ -90,17 +105,16 @@ def _write_kept(target: Path, data: bytes, written: int, tip: str | None) -> Non
         ) from None
 
 
-def _branch_file_problem(relative: Path, data: bytes, known: set[str]) -> str | None:
-    scratch = Path(tempfile.mkdtemp(prefix="branch-file-"))
+def _branch_file_problem(relative: Path, data: bytes, known: set[str], scratch: Path) -> str | None:
+    probe = scratch / relative
     try:
-        probe = scratch / relative
         probe.parent.mkdir(parents=True, exist_ok=True)
         probe.write_bytes(data)
         history_results.check_file(probe, scratch)
     except history_results.InvalidFile as exc:
         return f"unreadable ({exc})"
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        probe.unlink(missing_ok=True)
     if relative.suffix == ".json" and len(relative.parts) == 2 and relative.name != "machine.json":
         commit = json.loads(data)["commit_hash"]
         if commit not in known:
@@ -118,11 +132,14 @@ def machine_files(results_dir: Path, machine: str, drop: tuple[str, ...] = (), l
     too: else the next run would put them back on the branch; every file is offered then.
     """
     files = {}
-    for path in sorted((results_dir / machine).glob("*")):
-        if path.is_file() and path.suffix in (".json", records.SUFFIX):
-            key = f"results/{machine}/{path.name}"
-            if not drop and on_branch is not None and ledger is not None and on_branch.get(key) == ledger.blob(f"{machine}/{path.name}"):
+    folder = results_dir / machine
+    names = sorted(e.name for e in os.scandir(folder) if e.is_file()) if folder.is_dir() else []
+    for name in names:
+        if name.endswith(".json") or name.endswith(records.SUFFIX):
+            key = f"results/{machine}/{name}"
+            if not drop and on_branch is not None and ledger is not None and on_branch.get(key) == ledger.blob(f"{machine}/{name}"):
                 continue
+            path = folder / name
             data = path.read_bytes()
             if drop:
                 data = _drop_locally(path, key, data, drop)

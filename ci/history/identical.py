@@ -79,7 +79,7 @@ def recorded(results_dir: Path, machine: str, kept: store.Store | None = None) -
     own = kept is None
     kept = kept or store.Store(None)
     try:
-        summaries = kept.summaries(results_dir, machines=(machine,)).get(machine, [])
+        summaries = kept.summaries(results_dir, machines=(machine,), fingerprints=True).get(machine, [])
     finally:
         if own:
             kept.close()

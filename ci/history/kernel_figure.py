@@ -116,16 +116,22 @@ def kernel_figure(kernel: str, history: History, changes: list | None = None, ax
                 showlegend=False, mode="lines+markers", marker={"symbol": symbols, "size": 6 if axis == "category" else 4, "color": colour},
                 line={"color": colour},
                 hovertemplate=f"%{{y:.2f}}% of {peak.tflops:g} TFLOPS ({peak.math})<br>commit %{{x}}<extra>{name}</extra>"))
-    page_changes.draw(fig, changes or [], position, len(commit_axis))
+    page_changes.draw(fig, changes or [], position, len(commit_axis), labels=axis == "category")
     traces += _resource_rows(kernel, history, x_of)
     _explain_empty_rows(fig, traces, mine, said, bool(history.resources))
     if axis == "category":
-        # Every row labels its commits: a row above an empty one still reads on its own.
-        fig.update_xaxes(type="category", categoryorder="array", categoryarray=[c[:8] for c in commit_axis], showticklabels=True)
+        # Every row labels its commits (a row above an empty one still reads on its own), up to a few dozen; past
+        # that the labels of one row would cover the next row's title: the bottom row alone, thinned.
+        few = len(commit_axis) <= 40
+        fig.update_xaxes(type="category", categoryorder="array", categoryarray=[c[:8] for c in commit_axis], showticklabels=few,
+                         nticks=None if few else 25)
+        if not few:
+            fig.update_xaxes(showticklabels=True, row=4, col=1)
     else:
-        ticks = list(range(0, len(commit_axis), max(1, len(commit_axis) // 12)))
+        ticks = list(range(0, len(commit_axis), max(1, len(commit_axis) // 10)))
         fig.update_xaxes(type="linear", tickvals=ticks, ticktext=[f"{i}: {commit_axis[i][:8]}" for i in ticks],
-                         range=[-0.5, len(commit_axis) - 0.5], showticklabels=True)
+                         range=[-0.5, len(commit_axis) - 0.5], showticklabels=False)
+        fig.update_xaxes(showticklabels=True, row=4, col=1)
     fig.update_xaxes(title_text="commit (oldest to newest)" + title_note, row=4, col=1)
     # Not from zero: the steps this page exists for are 1-3% (a zero-based axis drew the H200's +1% and +3%
     # steps as one flat line); the fraction-of-peak row below keeps zero for scale.

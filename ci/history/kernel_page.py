@@ -27,7 +27,7 @@ from pathlib import Path
 import plotly.io
 import plotly.offline
 
-from ci.history import page_changes, regressions, store
+from ci.history import page_changes, regressions, store, views
 from ci.history.kernel_figure import CLICK_TO_COMMIT, kernel_figure
 from ci.history.store import History
 from harness.report import write_text_atomic
@@ -71,10 +71,10 @@ def publish_history(html_dir: Path, history: History, checks: list[dict], window
     folder.mkdir(parents=True, exist_ok=True)
     written = [folder / PLOTLY_JS]
     write_text_atomic(written[0], plotly.offline.get_plotlyjs())
-    recent = store.newest(history, window)
+    recent = views.newest(history, window)
     longer = len(history.commits) > len(recent.commits)
     keep = {c for found in changes.values() for change in found for c in (change.last_before, change.first_after)}
-    whole = store.thinned(history, ALL_POINTS, keep) if longer else None
+    whole = views.thinned(history, ALL_POINTS, keep) if longer else None
     for kernel in history.kernels():
         mine = page_changes.for_kernel(changes, kernel)
         page = folder / f"{kernel}.html"

@@ -37,6 +37,7 @@ def git_blob_id(data: bytes) -> str:
 class Ledger:
     def __init__(self, results_dir: Path):
         self.results_dir = results_dir
+        self._root = os.fspath(results_dir) + os.sep  # plain strings: a run stats every file of the history
         self.path = results_dir.with_name(results_dir.name + ".ledger.json")
         self.entries: dict[str, list] = {}  # relative path -> [size, mtime_ns, blob id, reconciled]
         try:
@@ -48,10 +49,14 @@ class Ledger:
 
     def _stat(self, relative: str) -> tuple[int, int] | None:
         try:
-            stat = os.stat(self.results_dir / relative)
+            stat = os.stat(self._root + relative)
         except FileNotFoundError:
             return None
         return stat.st_size, stat.st_mtime_ns
+
+    def known_blob(self, relative: str) -> str | None:
+        """The entry's blob id when the file is unchanged since it was recorded; None otherwise (nothing is read)."""
+        return self.entries[relative][2] if self.unchanged(relative) else None
 
     def unchanged(self, relative: str) -> bool:
         """The file is as recorded: same size and modification time as its entry."""
@@ -91,6 +96,6 @@ class Ledger:
             self.entries.pop(relative, None)
 
     def save(self) -> None:
-        present = {k: v for k, v in self.entries.items() if (self.results_dir / k).exists()}
+        present = {k: v for k, v in self.entries.items() if os.path.exists(self._root + k)}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(self.path, {"format": FORMAT, "files": present})

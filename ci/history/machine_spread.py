@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ci.history import regressions, store
+from ci.history import regressions, store, views
 from ci.history.store import History
 from harness.report import markdown_table
 
@@ -55,7 +55,7 @@ def machines_by_kind(results_dir: Path) -> dict[str, list[str]]:
 def spread(results_dir: Path, history: History, newest: int = regressions.HISTORY_COMMITS) -> list[dict[str, Any]]:
     """One row per (pair of machines of one kind, benchmark both measured at a common commit among the ``newest``
     commits of ``history``: how far apart they measure now)."""
-    recent = store.newest(history, newest)
+    recent = views.newest(history, newest)
     rows = []
     for kind, machines in sorted(machines_by_kind(results_dir).items()):
         if len(machines) < 2:

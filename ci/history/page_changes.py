@@ -73,8 +73,10 @@ def colour(change: regressions.CommitChange) -> str:
     return REGRESSION_COLOUR if change.change.direction == changepoints.REGRESSION else GAIN_COLOUR
 
 
-def draw(fig: go.Figure, found: list[tuple[LineKey, regressions.CommitChange]], position: dict[str, int], columns: int) -> None:
-    """A shaded range per change point on the TFLOPS row, with its label; labels stack so that none hides another.
+def draw(fig: go.Figure, found: list[tuple[LineKey, regressions.CommitChange]], position: dict[str, int], columns: int,
+         labels: bool = True) -> None:
+    """A shaded range per change point on the TFLOPS row, with its label (``labels``; the whole history's page has
+    too many: its table lists them); labels stack so that none hides another.
 
     ``position``: commit -> its column on the axis (category index or ordinal); a range reaching outside the
     axis (a window of the newest commits) is cut at its edge."""
@@ -84,18 +86,21 @@ def draw(fig: go.Figure, found: list[tuple[LineKey, regressions.CommitChange]], 
         if end is None:
             continue
         start = position.get(change.last_before, -1)
-        # Category positions are column indices: the band covers the columns of the suspected commits.
-        fig.add_vrect(x0=start + 0.5, x1=end + 0.5, row=1, col=1, exclude_empty_subplots=False, fillcolor=colour(change), opacity=0.18, line_width=0,
-                      layer="below", name=f"change point: {size_label(change)}")
+        # Category positions are column indices: the band covers the columns of the suspected commits; over thousands
+        # of commits a one-commit band would be under a pixel, so it is at least 1/300 of the axis wide there.
+        widen = max(0.0, (columns / 300 - (end - start)) / 2)
+        fig.add_vrect(x0=start + 0.5 - widen, x1=end + 0.5 + widen, row=1, col=1, exclude_empty_subplots=False, fillcolor=colour(change), opacity=0.18, line_width=0,
+                      layer="below", name=f"change point: {size_label(change)} ({kernel_config} {shape}, {machine})")
         # The label runs into the wider side of the graph from the band, never past the commit axis.
-        left_half = end + 0.5 < columns / 2
-        if number < 12:  # beyond a dozen, the table below the graph lists them; labels would hide the lines
+        left_half = (start + end) / 2 < columns / 2
+        if labels and number < 12:  # beyond a dozen, the table below the graph lists them; labels would hide the lines
             fig.add_annotation(x=end + 0.5 if left_half else start + 0.5, y=0.97 - 0.07 * (number % 8), xref="x", yref="y domain",
-                               showarrow=False, text=f"<b>{size_label(change)}</b> ({kernel_config} {shape}, {machine})",
+                               showarrow=False, text=f"<b>{size_label(change)}</b>",  # the line: in the table and the band's hover
                                font={"size": 11, "color": colour(change)}, bgcolor="rgba(255,255,255,0.8)",
                                xanchor="left" if left_half else "right", name="change-point")
         drawn = True
-    if drawn:  # the axis is the commits': labels must not widen it (plotly's autorange makes room for them)
-        fig.update_xaxes(range=[-0.5, columns - 0.5], row=1, col=1)
+    if drawn:  # the axis is the commits': labels must not widen it (plotly's autorange makes room for them), on
+        # every row (the rows' axes match one another, and an unset one would widen them all)
+        fig.update_xaxes(range=[-0.5, columns - 0.5])
 
 

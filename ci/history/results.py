@@ -160,6 +160,17 @@ class Quarantined:
     moved_to: str
 
 
+def _candidates(results_dir: Path) -> list[str]:
+    """Every results file and sidecar under ``results_dir``, as relative paths (strings: there is one per commit)."""
+    found = []
+    for folder, _, names in os.walk(results_dir):
+        prefix = os.path.relpath(folder, results_dir)
+        for name in names:
+            if name.endswith(".json") or name.endswith(records.SUFFIX):
+                found.append(name if prefix == "." else f"{prefix}/{name}")
+    return sorted(found)
+
+
 def validate_tree(results_dir: Path, quarantine_dir: Path, log: Callable[[str], None], ledger=None) -> list[Quarantined]:
     """Check every ``.json`` and sidecar under ``results_dir``; move each bad one aside, saying so.
 
@@ -169,11 +180,10 @@ def validate_tree(results_dir: Path, quarantine_dir: Path, log: Callable[[str], 
     if not results_dir.is_dir():
         return moved
     stamp = time.strftime("%Y%m%dT%H%M%S")
-    candidates = sorted(p for p in results_dir.rglob("*") if p.is_file() and p.suffix in (".json", records.SUFFIX))
-    for path in candidates:
-        relative_name = path.relative_to(results_dir).as_posix()
+    for relative_name in _candidates(results_dir):
         if ledger is not None and ledger.unchanged(relative_name):
             continue
+        path = results_dir / relative_name
         try:
             check_file(path, results_dir)
             if ledger is not None:
@@ -228,10 +238,13 @@ def reconcile(results_dir: Path, machine: str, ledger=None) -> Reconciled:
     ``ledger`` (ci.history.ledger.Ledger): a sidecar reconciled before and unchanged since, beside an unchanged
     results file, is skipped (a run that wrote either changed its stat)."""
     report = Reconciled()
-    for sidecar in sorted((results_dir / machine).glob("*" + records.SUFFIX)):
-        if ledger is not None and ledger.reconciled(f"{machine}/{sidecar.name}") and ledger.unchanged(
-                f"{machine}/{sidecar.with_suffix('.json').name}"):
+    folder = results_dir / machine
+    names = sorted(n for n in os.listdir(folder) if n.endswith(records.SUFFIX)) if folder.is_dir() else []
+    for name in names:
+        if ledger is not None and ledger.reconciled(f"{machine}/{name}") and ledger.unchanged(
+                f"{machine}/{name[:-len(records.SUFFIX)]}.json"):
             continue
+        sidecar = folder / name
         try:
             entries = records.load(sidecar)
         except records.CorruptSidecar:

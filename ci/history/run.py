@@ -222,7 +222,9 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
         # Two runners of one GPU model on the results branch: how far apart they measure the same commits.
         report["machine_spread"] = site["machine_spread"]
     checks = "\n".join(regressions.history_markdown(report["history"]) + machine_spread.spread_markdown(
-        report.get("machine_spread") or [])) if report.get("history") else ""
+        report.get("machine_spread") or [])) if report.get("history") else (
+        "Change points and the drift guard: not computed here (--no-publish); the site build computes them over every "
+        "machine's history (`python -m ci.history.publish`, the Pages job)" if timing is not None and not options.publish else "")
     markdown = "\n\n".join(filter(None, [history_summary.summary_markdown(report, commit_runs, spread), checks]))
     log_detail(markdown)
     print("\n\n".join(filter(None, [history_summary.summary_markdown(report, commit_runs, spread, short=str(LOG_FILE)), checks])))

@@ -8,8 +8,8 @@ median TFLOPS of every sample with that median's standard error (what change poi
 flags, clocks and device; why a benchmark has no number (n/a or failed); compile-only resource
 counts.
 
-**Read once.** :class:`Store` keeps each file's summary in a small SQLite database (``.asv/history-
-cache.sqlite`` by default), keyed by the file's size and modification time (or, for files brought
+**Read once.** :class:`Store` keeps each file's summary in a small SQLite database beside the folder
+(``.asv/results.cache.sqlite``, ``.asv/site-results.cache.sqlite``), keyed by the file's size and modification time (or, for files brought
 from the results branch, by git's blob id): a publish after one new commit parses that commit's files
 only. The database is derived data: a damaged one is set aside and rebuilt, with a message; deleting
 it costs one full read.
@@ -37,7 +37,8 @@ from ci.history import results as history_results
 GEMM_PREFIX = "bench_gemm.GemmOn"
 RESOURCES_PREFIX = "bench_resources.CompiledResources.track_"
 COMPILE_MACHINE = "compile-only"  # ci.history.tracks.COMPILE_MACHINE (not imported: that pulls in asv driving)
-SCHEMA = 2  # of a stored summary: bump when CommitFile changes, and every file is read again
+SCHEMA = 3  # of a stored summary: bump when it changes, and every file is read again (the table is named by it)
+FILES = f"files_v{SCHEMA}"
 _SE_OF_MEDIAN = 1.2533
 
 
@@ -211,8 +212,9 @@ def _summarize_file(path: Path, machine: str) -> dict[str, Any] | None:
 
 
 def default_path(results_dir: Path) -> Path:
-    """Where a results folder's summaries are kept: beside it (asv reads every *.json inside it)."""
-    return results_dir.with_name("history-cache.sqlite")
+    """Where a results folder's summaries are kept: beside it (asv reads every *.json inside it), named after it (the
+    main job's .asv/results and the site build's mirror .asv/site-results must not share one)."""
+    return results_dir.with_name(results_dir.name + ".cache.sqlite")
 
 
 class Store:
@@ -237,22 +239,27 @@ class Store:
 
     @staticmethod
     def _schema(db: sqlite3.Connection) -> sqlite3.Connection:
-        db.execute("CREATE TABLE IF NOT EXISTS files (machine TEXT, stem TEXT, stamp TEXT, summary TEXT, "
-                   "PRIMARY KEY (machine, stem))")
+        for legacy in ("files", *(f"files_v{v}" for v in range(1, SCHEMA))):  # summaries of an older schema: read again
+            db.execute(f"DROP TABLE IF EXISTS {legacy}")
+        # Fingerprints apart: only the main job's identical-code plan reads them, and they are most of a summary.
+        db.execute(f"CREATE TABLE IF NOT EXISTS {FILES} (machine TEXT, stem TEXT, stamp TEXT, summary TEXT, "
+                   "fingerprints TEXT, PRIMARY KEY (machine, stem))")
         db.execute("CREATE TABLE IF NOT EXISTS memos (name TEXT PRIMARY KEY, memo TEXT)")
-        db.execute("SELECT count(*) FROM files").fetchone()  # a damaged file fails here, not later
+        db.execute(f"SELECT count(*) FROM {FILES}").fetchone()  # a damaged file fails here, not later
         return db
 
     def close(self) -> None:
         self.db.close()
 
-    def summaries(self, results_dir: Path, stamps: dict[str, str] | None = None,
-                  machines: tuple[str, ...] | None = None) -> dict[str, list[dict[str, Any]]]:
-        """machine -> the summary of each of its results files (``machines``: of these only). ``stamps``: relative
-        path -> a content id (git's blob id) where known; other files are stamped by size and modification time."""
+    def summaries(self, results_dir: Path, stamps: dict[str, str] | None = None, machines: tuple[str, ...] | None = None,
+                  fingerprints: bool = False) -> dict[str, list[dict[str, Any]]]:
+        """machine -> the summary of each of its results files (``machines``: of these only; ``fingerprints``: with
+        their records' fingerprints). ``stamps``: relative path -> a content id (git's blob id) where known; other
+        files are stamped by size and modification time."""
         out: dict[str, list[dict[str, Any]]] = {}
         stamps = stamps or {}
-        kept = {(m, s): (stamp, summary) for m, s, stamp, summary in self.db.execute("SELECT * FROM files")
+        columns = "machine, stem, stamp, summary" + (", fingerprints" if fingerprints else ", NULL")
+        kept = {(m, s): (stamp, summary, prints) for m, s, stamp, summary, prints in self.db.execute(f"SELECT {columns} FROM {FILES}")
                 if machines is None or m in machines}
         seen = set()
         folders = sorted(p for p in results_dir.iterdir() if p.is_dir()) if results_dir.is_dir() else []
@@ -269,16 +276,21 @@ class Store:
                 old = kept.get((machine, stem))
                 if old is not None and old[0] == stamp:
                     summary = json.loads(old[1])
+                    if summary is not None and fingerprints:
+                        summary["fingerprints"] = json.loads(old[2])
                     self.reused += 1
                 else:
                     summary = _summarize_file(Path(entry.path), machine)
                     self.parsed += 1
-                    self.db.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?)",
-                                    (machine, stem, stamp, json.dumps(summary)))
+                    prints = None if summary is None else summary.pop("fingerprints")
+                    self.db.execute(f"INSERT OR REPLACE INTO {FILES} VALUES (?, ?, ?, ?, ?)",
+                                    (machine, stem, stamp, json.dumps(summary), json.dumps(prints)))
+                    if summary is not None and fingerprints:
+                        summary["fingerprints"] = prints
                 if summary is not None:
                     out.setdefault(machine, []).append(summary)
         for gone in set(kept) - seen:
-            self.db.execute("DELETE FROM files WHERE machine = ? AND stem = ?", gone)
+            self.db.execute(f"DELETE FROM {FILES} WHERE machine = ? AND stem = ?", gone)
         self.db.commit()
         return out
 
@@ -371,44 +383,3 @@ def read_history(results_dir: Path, order: dict[str, int] | None = None, store: 
     finally:
         if own:
             store.close()
-
-
-# ---------------------------------------------------------------------------
-# views of a long history, for pages that must stay light
-# ---------------------------------------------------------------------------
-
-
-def newest(full: History, count: int) -> History:
-    """The newest ``count`` commits of ``full`` (all of it when it has no more)."""
-    if len(full.commits) <= count:
-        return full
-    kept = set(full.commit_axis()[-count:])
-    return History(points=[p for p in full.points if p.commit in kept], missing=[m for m in full.missing if m.commit in kept],
-                   resources={k: [v for v in values if v[1] in kept] for k, values in full.resources.items()},
-                   commits={c: o for c, o in full.commits.items() if c in kept})
-
-
-def thinned(full: History, per_line: int, keep: set[str]) -> History:
-    """Each line down to about ``per_line`` points: per bucket of commits its lowest and highest TFLOPS (a drop or a
-    spike is never averaged away), and always every flagged point, the newest one, and those at ``keep`` (the
-    commits either side of each change point). Resource counts keep the commits where a count changes."""
-    points = []
-    for line in lines(full.points).values():
-        if len(line) <= per_line:
-            points += line
-            continue
-        bucket = -(-2 * len(line) // per_line)
-        chosen = {id(line[-1])}
-        for start in range(0, len(line), bucket):
-            part = line[start:start + bucket]
-            chosen |= {id(min(part, key=lambda p: p.tflops)), id(max(part, key=lambda p: p.tflops))}
-        chosen |= {id(p) for p in line if p.flags or p.commit in keep}
-        points += [p for p in line if id(p) in chosen]
-    resources = {}
-    for key, values in full.resources.items():
-        ordered = sorted(values)
-        resources[key] = [v for i, v in enumerate(ordered)
-                          if i in (0, len(ordered) - 1) or v[2] != ordered[i - 1][2] or v[2] != ordered[i + 1][2]]
-    used = {p.commit for p in points} | {v[1] for values in resources.values() for v in values} | keep
-    return History(points=points, missing=[m for m in full.missing if m.commit in used], resources=resources,
-                   commits={c: o for c, o in full.commits.items() if c in used})

@@ -1,10 +1,10 @@
-"""Make tests/data/history_changes.json: the history-site build's ``changes.json``, from made-up series.
+"""Make tests/data/history_changes.json: the site build's ``changes.json``, from made-up series.
 
     PYTHONPATH=. .venv/bin/python docs/data/history_changes_example.py tests/data/history_changes.json
 
-The shape is the one the history-site workflow uploads as the ``history-changes`` artifact
-(schema ``mxfp4-history-changes/1``); the change points and drift entries are computed by
-the real ci.history.regressions (E-divisive change points, the drift guard) over TFLOPS
+The shape is the one history.yml's site-build job uploads as the ``history-changes`` artifact
+(schema ``mxfp4-history-changes/1``, python -m ci.history.publish --json); the change points and
+drift entries are computed by the real ci.history.regressions (harness.changepoints, the drift guard) over TFLOPS
 series drawn here with a fixed seed, one machine, 40 commits, 5 samples a commit at 1% noise:
 
 - a 10% step down at commit 25 that stays (a regression change point, not recovered);
@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ci.history.regressions import DRIFT_MIN_COMMITS, Series, change_points, drift
+from ci.history.regressions import DRIFT_MIN_COMMITS, HISTORY_COMMITS, Series, change_points, drift
+from harness.changepoints import levels_of
 
 MACHINE = "mi355x-gpu0"
 COMMITS = [hashlib.sha1(f"commit {i}".encode()).hexdigest() for i in range(40)]
@@ -57,8 +58,9 @@ def main(argv: list[str]) -> int:
     points, drifts = [], []
     for benchmark, kind in series.items():
         samples = [level * (1 + 0.01 * rng.standard_normal(5)) for level in levels(kind)]
-        s = Series(MACHINE, benchmark, list(COMMITS), samples)
-        points += [c.to_json() for c in change_points(s)]
+        s = Series(MACHINE, benchmark, list(COMMITS), *levels_of(samples))
+        newest = set(COMMITS[-HISTORY_COMMITS:])
+        points += [{**c.to_json(), "recent": c.first_after in newest} for c in change_points(s)[0]]
         d = drift(s) if len(s.commits) >= DRIFT_MIN_COMMITS else None
         if d is not None:
             drifts.append(d.to_json())

@@ -34,7 +34,9 @@ for path in (RESULTS / "vm-nvidia-h200").glob("*.json"):
 revisions = {full[s]: i for i, s in enumerate(short) if s in full}
 with tempfile.TemporaryDirectory() as tmp:
     html = Path(tmp) / "html"
-    kernel_page.publish(html, RESULTS, revisions)
+    results = Path(tmp) / "results"  # a copy: the history store keeps its cache beside the folder it reads
+    shutil.copytree(RESULTS, results)
+    kernel_page.publish(html, results, revisions)
     page = html / "kernels" / "triton_dot_scaled.html"
     subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", f"--user-data-dir={tmp}/profile",
                     "--virtual-time-budget=15000", "--window-size=1400,1700", f"--screenshot={SHOT}", page.as_uri()],

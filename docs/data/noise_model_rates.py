@@ -22,7 +22,8 @@ RoundsNoise, GuardState; ci.speed for the records):
    as recorded, with a slowdown injected at each benchmark's threshold (the worst case for a false alarm), with
    the head's noise inflated 3x (the guard's case), and with a 0.25% slowdown of the tracked config.
 
-Seeds fixed; the whole script takes ~20 minutes on two busy CPU cores (the run that wrote the JSON says).
+Seeds fixed; the run that wrote the JSON took 3132 s (52 minutes) on two CPU cores shared with another test suite
+(2026-12-03; its ``seconds`` key says).
 """
 
 from __future__ import annotations

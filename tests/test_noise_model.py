@@ -417,3 +417,20 @@ def test_with_the_model_a_regression_ends_its_round_and_the_pr():
     # --all-verdicts: every round whole, every benchmark to its verdict.
     benches, rounds, results, _, _ = _fake_run(stop_when_failed=False)
     assert all(len(r["sequence"]) == 3 for r in rounds[:2]) and results[benches[2].id].verdict is Verdict.NO_CHANGE
+
+
+def test_a_refit_on_a_cpu_names_the_runs_gpu_and_the_gate_can_read_what_it_wrote(tmp_path):
+    """python -m ci.speed.calibrate --refit measures nothing: the model is fitted from recorded H200 A/A rounds on
+    this CPU, and says it is the H200's (not the fitting machine's); the thresholds it writes load."""
+    from ci.speed import gate
+    from ci.speed.thresholds import load_thresholds
+
+    model_path, thresholds = tmp_path / "model.json", tmp_path / "thresholds.json"
+    thresholds.write_text((PROJECT / "ci" / "speed_thresholds_h200.json").read_text())
+    code = gate.main(["--refit", "--aa-records", str(PROJECT / "docs/data/h200_gpu_cost_v4/aa_ten.json"), "--noise",
+                      str(model_path), "--thresholds", str(thresholds), "--write", "--json", str(tmp_path / "cal.json")],
+                     calibrate=True)
+    assert code == 0
+    model = load_noise_model(model_path)
+    assert model.runner["gpu"] == "NVIDIA H200" and "NVIDIA H200" in model.about and "CPU" not in model.about
+    assert load_thresholds(thresholds).overrides  # what the gate reads: the calibrated overrides first

@@ -230,7 +230,9 @@ def run_gate(repo: Path, *args: str, summary: Path | None = None, timeout: float
     env["PYTHONPATH"] = str(repo)
     if summary is not None:
         env["GITHUB_STEP_SUMMARY"] = str(summary)
-    return subprocess.run([sys.executable, "-m", "ci.speed.gate", "--repo", str(repo), *args], cwd=repo, env=env,
+    # "--calibrate" first: the calibration's own front, python -m ci.speed.calibrate.
+    module, args = ("ci.speed.calibrate", args[1:]) if args[:1] == ("--calibrate",) else ("ci.speed.gate", args)
+    return subprocess.run([sys.executable, "-m", module, "--repo", str(repo), *args], cwd=repo, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -18,7 +18,11 @@ RETIRED = "docs/data/h200_speed_gate_rounds.json"  # decided with the retired si
 
 
 def options_of(*argv: str):
-    return speed_options(vars(gate._parser().parse_args(list(argv))), command=argv)
+    """The options object of ``python -m ci.speed ARGV``, or of ``python -m ci.speed.calibrate`` when ARGV starts
+    with ``--calibrate`` (the calibration's own front)."""
+    calibrate = argv[:1] == ("--calibrate",)
+    rest = list(argv[1:] if calibrate else argv)
+    return speed_options(vars(gate._parser(calibrate).parse_args(rest)), command=rest)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -41,9 +45,9 @@ def options_of(*argv: str):
     (["--plan", "min_rounds=1", "--plan", "max_rounds=1"], "plan: the first look at 1 rounds can never decide"),
     (["--plan", "method=signed_rank"], "--plan 'method=signed_rank': expected KEY=VALUE with KEY one of"),  # not a knob any more
     (["--plan", "looks"], "--plan 'looks': expected KEY=VALUE"),
-    (["--calibrate", "--plan", "rounds=2"], "--calibrate needs --plan rounds >= 3"),
-    (["--calibrate", "--base", "main"], "--base does not apply to --calibrate"),
-    (["--replay", RECORD, "--calibrate"], "--replay and --calibrate: choose one"),
+    (["--calibrate", "--plan", "rounds=2"], "a calibration needs --plan rounds >= 3"),
+    (["--calibrate", "--base", "main"], "unrecognized arguments: --base main (python -m ci.speed.calibrate --help)"),
+    (["--replay", RECORD, "--calibrate"], "unrecognized arguments: --calibrate (python -m ci.speed --help)"),
     (["--decisions", "3"], "--decisions only applies to --replay"),
     (["--replay", RECORD, "--decisions", "0"], "--decisions must be >= 1"),
     (["--replay", RECORD, "--shape", "square_m08192_n08192_k08192"], "--shape does not apply to --replay"),
@@ -58,14 +62,17 @@ def options_of(*argv: str):
     (["--arch", "sm_90,gfx950"], "--arch 'sm_90,gfx950': expected one of auto, sm_90, gfx950, cpu"),
     (["--kernel", "a/b"], "--kernel 'a/b': expected a name or a pattern"),
     (["--engine", "fresh"], "unrecognized arguments: --engine fresh"),  # retired with the fresh-process engine
-    (["--write"], "--write only applies to --calibrate"),
-    (["--replay", RECORD, "--refit"], "--refit only applies to --calibrate"),
+    (["--write"], "unrecognized arguments: --write"),  # the calibration's own options are on its front only
+    (["--calibrate", "--changes", "c.json"], "unrecognized arguments: --changes c.json"),
+    (["--replay", RECORD, "--refit"], "unrecognized arguments: --refit"),
     (["--calibrate", "--assume-aa", "why"], "--assume-aa says why --aa-records are A/A: give the records"),
     (["--calibrate", "--aa-records", "no-such.json"], "--aa-records no-such.json: no such file"),
     (["--noise", "no-such-model.json"], "--noise no-such-model.json: no such file"),
     (["--plan", "noise=maybe"], "--plan noise=maybe: expected on or off"),
     (["--plan", "spending=4,0,1"], "--plan spending=4,0,1: must be a list of numbers > 0"),
-    (["--plan", "pass_rounds=3"], "--plan pass_rounds only applies to --calibrate --write"),
+    (["--plan", "pass_rounds=3"], "--plan pass_rounds only applies to python -m ci.speed.calibrate"),
+    (["--plan", "spending=1,1"], "plan: spending (1.0, 1.0) needs one share per look (6 looks)"),  # fits neither plan
+    (["--plan", "noise=off", "--plan", "spending=1,1,1,1,1,2"], "needs one share per look (5 looks)"),  # the t plan decides
 ])
 def test_a_bad_option_is_one_line_and_exit_2(capsys, argv, message):
     assert exit_code(argv) == 2
@@ -75,8 +82,9 @@ def test_a_bad_option_is_one_line_and_exit_2(capsys, argv, message):
 
 def exit_code(argv: list[str]) -> int:
     """gate.main's exit code; argparse's own errors (a value of the wrong type) exit through SystemExit."""
+    calibrate = argv[:1] == ["--calibrate"]  # the calibration's front: python -m ci.speed.calibrate
     try:
-        return gate.main(argv)
+        return gate.main(argv[1:] if calibrate else argv, calibrate=calibrate)
     except SystemExit as exc:
         return int(exc.code)
 

@@ -1,8 +1,8 @@
-"""``python -m ci.speed --calibrate``: A/A rounds of the head against itself, the runner's noise model and thresholds.
+"""``python -m ci.speed.calibrate``: A/A rounds of the head against itself, the runner's noise model and thresholds.
 
 One command on a fresh runner (docs/SPEED_GATE.md, "Calibrating a new runner"):
 
-    python -m ci.speed --calibrate --noise ci/speed_noise_h200.json --thresholds ci/speed_thresholds_h200.json --write
+    python -m ci.speed.calibrate --noise ci/speed_noise_h200.json --thresholds ci/speed_thresholds_h200.json --write
 
 1. measures A/A rounds in the gate's warm workers (two worktrees of one commit), restarting them
    every 2 rounds (the between-worker SD needs generations), up to 16 rounds and never a round
@@ -212,10 +212,10 @@ def run_calibrate(options: SpeedOptions) -> int:
         run, left = run_of_record(record, str(options.json) if options.json else f"--calibrate at {sha[:12]}, {record['created']}")
         notes += left
         record_runs.append(run)
-    model = refit(prior + record_runs, restart_every=DEFAULT_RESTART_EVERY,
-                  about=old_model.about if old_model else f"the speed gate's noise model for a {where.split(',')[0]} runner "
-                                                         "(docs/SPEED_GATE.md, 'The noise model')")
-    model = replace(model, source=model_path)
+    model = refit(prior + record_runs, restart_every=DEFAULT_RESTART_EVERY)
+    # Named after the runs' GPU, not the machine fitting them (a --refit on a CPU keeps an H200's model an H200's).
+    model = replace(model, source=model_path, about=f"the speed gate's noise model of the runner's {model.runner.get('gpu') or 'CPU'} "
+                                                    "(docs/SPEED_GATE.md, 'The noise model')")
     ids = [r.id for r in results if r.status is Status.GATED] if not options.refit else sorted(model.benchmarks)
     gated = len(ids)
     planned = plan_thresholds(model, ids, model_plan, thresholds, options.pass_rounds, gated)
@@ -260,3 +260,16 @@ def engine_options(options: SpeedOptions) -> dict[str, Any]:
     from ci.speed.modes import engine_options as options_of
 
     return options_of(options)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m ci.speed.calibrate``: the gate's front with the calibration's options (ci.speed.gate)."""
+    from ci.speed.gate import main as front
+
+    return front(argv, calibrate=True)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

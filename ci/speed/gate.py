@@ -3,7 +3,7 @@
     python -m ci.speed --base origin/main                      # HEAD vs its merge-base with origin/main
     python -m ci.speed --base main --kernel triton_dot_scaled --shape square_m08192_n08192_k08192
     python -m ci.speed --base main --working-tree              # your uncommitted edits vs the base
-    python -m ci.speed --calibrate --write --json cal.json     # A/A rounds: the noise model and thresholds, written
+    python -m ci.speed.calibrate --write --json cal.json      # A/A rounds: the noise model and thresholds, written
     python -m ci.speed --replay verdict.json --decisions 10    # disjoint decisions from recorded rounds
 
 How (docs/SPEED_GATE.md): the head and the merge-base of head and --base are
@@ -53,8 +53,8 @@ import argparse
 import sys
 from typing import Callable, NoReturn, Sequence
 
-from ci.common.options import (OptionsError, add_arch, add_commits, add_json, add_max_minutes, add_selection, add_timing,
-                               add_traceback, step_summary_value)
+from ci.common.options import (OptionsError, add_arch, add_commits, add_json, add_max_minutes, add_repo, add_selection,
+                               add_timing, add_traceback, step_summary_value)
 from ci.speed.noise_model import NOISE_PATH
 from ci.speed.options import CALIBRATION_MAX_MINUTES, DEFAULT_MAX_MINUTES, PLAN_KEYS, Mode, SpeedOptions, speed_options
 from ci.speed.thresholds import THRESHOLDS_PATH
@@ -65,65 +65,102 @@ class _OneLineParser(argparse.ArgumentParser):
     """A bad option is one line on stderr, as every other harness error of the gate (exit 2)."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"speed_gate: error: {message} (python -m ci.speed --help)", file=sys.stderr)
+        print(f"speed_gate: error: {message} ({self.prog} --help)", file=sys.stderr)
         sys.exit(2)
 
 
-def _parser() -> argparse.ArgumentParser:
-    doc = (__doc__ or "").replace("{plan_keys}", "\n".join(f"  {k}: {v.means}" for k, v in PLAN_KEYS.items()))
-    p = _OneLineParser(prog="python -m ci.speed", description=doc.split("\n\n", 1)[0],
+CALIBRATE_DOC = """A/A rounds of the head against itself: the runner's noise model and thresholds, written.
+
+    python -m ci.speed.calibrate --write                       # this runner's ci/speed_noise.json and ci/speed_thresholds.json
+    python -m ci.speed.calibrate --noise ci/speed_noise_h200.json --thresholds ci/speed_thresholds_h200.json --write
+    python -m ci.speed.calibrate --refit --aa-records aa.json --noise ci/speed_noise_h200.json --write   # no GPU
+
+The gate's warm workers measure rounds of two worktrees of one commit (a restart every 2
+rounds, at most 16, none that would end after --max-minutes); the model is fitted from
+them and the runs already in the model file; each benchmark's threshold and minimum
+detectable effect are planned from it (docs/SPEED_GATE.md, "Calibrating a new runner").
+Without --write the files are printed, not written. Exit 0 done, 2 harness error.
+
+--plan KEY=VALUE (repeatable; rounds, restart_every, pass_rounds are the calibration's own):
+{plan_keys}
+"""
+
+
+def _parser(calibrate: bool = False) -> argparse.ArgumentParser:
+    """The gate's parser, or (``calibrate``) the calibration's: one options object, each front shows its own options."""
+    doc = CALIBRATE_DOC if calibrate else __doc__ or ""
+    doc = doc.replace("{plan_keys}", "\n".join(f"  {k}: {v.means}" for k, v in PLAN_KEYS.items()))
+    p = _OneLineParser(prog="python -m ci.speed" + (".calibrate" if calibrate else ""), description=doc.split("\n\n", 1)[0],
                        epilog=doc.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    g = p.add_argument_group("what to compare")
-    add_commits(g, head="the commit to gate")
+    g = p.add_argument_group("what to measure" if calibrate else "what to compare")
+    if calibrate:
+        g.add_argument("--head", metavar="REF", help="the commit measured against itself (default: HEAD)")
+        g.add_argument("--working-tree", action="store_true", help="the current files, uncommitted edits included, twice")
+        add_repo(g)
+    else:
+        add_commits(g, head="the commit to gate")
     add_selection(g, shape=True)
     g.add_argument("--device", metavar="auto|cpu|cuda[:LIST]",
                    help="where to run (default auto: the GPU if torch sees one); cuda:0,2: spread the benchmarks over "
                         "these GPUs (default every visible one), base and head of a benchmark always on one")
-    g = p.add_argument_group("what to skip: identical code (ci.speed.unchanged)")
-    add_arch(g, None, "auto: cpu on a CPU run, else the runner's GPU, read through amdsmi/NVML; one arch here, or cpu: "
-                      "launch paths only")
-    g.add_argument("--changes", metavar="PATH", help="decide from this python -m ci.speed.changes --json file (of the same "
-                                                     "base and head) instead of fingerprinting here")
-    g.add_argument("--measure-identical", action="store_true", help="measure benchmarks whose code is identical at base and head too")
+    if not calibrate:
+        g = p.add_argument_group("what to skip: identical code (ci.speed.unchanged)")
+        add_arch(g, None, "auto: cpu on a CPU run, else the runner's GPU, read through amdsmi/NVML; one arch here, or "
+                          "cpu: launch paths only")
+        g.add_argument("--changes", metavar="PATH", help="decide from this python -m ci.speed.changes --json file (of the "
+                                                         "same base and head) instead of fingerprinting here")
+        g.add_argument("--measure-identical", action="store_true",
+                       help="measure benchmarks whose code is identical at base and head too")
     g = p.add_argument_group("how it decides")
-    g.add_argument("--thresholds", metavar="PATH", help=f"thresholds file (default: the head's {THRESHOLDS_PATH})")
-    g.add_argument("--calibration", metavar="PATH", help=f"a --calibrate JSON for the resolvable effects (default: the head's {CALIBRATION_PATH} if present)")
-    g.add_argument("--noise", metavar="PATH", help=f"the runner's noise model (default: the head's {NOISE_PATH} if present; "
-                                                   "--plan noise=off ignores it); --calibrate: the model file to refresh")
+    g.add_argument("--thresholds", metavar="PATH", help=f"thresholds file (default: the head's {THRESHOLDS_PATH})"
+                   + ("; the file written" if calibrate else ""))
+    if not calibrate:
+        g.add_argument("--calibration", metavar="PATH",
+                       help=f"a calibration JSON for the t plan's resolvable effects (default: the head's {CALIBRATION_PATH} if present)")
+    g.add_argument("--noise", metavar="PATH", help=f"the runner's noise model (default: the head's {NOISE_PATH} if present"
+                   + ("): the model refreshed" if calibrate else "; --plan noise=off ignores it)"))
     g.add_argument("--plan", action="append", default=[], metavar="KEY=VALUE",
                    help="a knob of the statistics or the rounds (repeatable; the keys are listed below)")
-    add_max_minutes(g, DEFAULT_MAX_MINUTES, "start no round after M minutes; undecided benchmarks are then inconclusive "
-                                            f"(under the GPU job's 120-minute limit; --calibrate: {CALIBRATION_MAX_MINUTES:g}, "
-                                            "and no round that would end after them)")
+    minutes = CALIBRATION_MAX_MINUTES if calibrate else DEFAULT_MAX_MINUTES
+    add_max_minutes(g, minutes, "start no round after M minutes" + (
+        ", and none that would end after them" if calibrate else
+        "; undecided benchmarks are then inconclusive (under the GPU job's 120-minute limit)"))
     p.set_defaults(max_minutes=None)  # not given: the mode's default (ci.speed.options)
-    g.add_argument("--fail-on-inconclusive", action="store_true", help="exit 1 when a benchmark is inconclusive (default: exit 0 with a warning)")
-    g.add_argument("--all-verdicts", action="store_true",
-                   help="measure on after the PR has failed (a regression decided, a wrong result at head) until every "
-                        "benchmark has its verdict (default: no round starts once the PR's status is known)")
+    if not calibrate:
+        g.add_argument("--fail-on-inconclusive", action="store_true",
+                       help="exit 1 when a benchmark is inconclusive (default: exit 0 with a warning)")
+        g.add_argument("--all-verdicts", action="store_true",
+                       help="measure on after the PR has failed (a regression decided, a wrong result at head) until "
+                            "every benchmark has its verdict (default: no round starts once the PR's status is known)")
     add_timing(g)
-    g = p.add_argument_group("modes and output")
-    g.add_argument("--calibrate", action="store_true", help="A/A: rounds of the head against itself (16, or --plan rounds=N); "
-                                                           "prints noise, suggested thresholds, resolvable effects")
-    g.add_argument("--write", action="store_true", help="--calibrate: write the fitted noise model (--noise, default "
-                                                         f"{NOISE_PATH}) and the thresholds (--thresholds) it supports")
-    g.add_argument("--refit", action="store_true", help="--calibrate: measure nothing; refit the model from the runs already "
-                                                         "in it and --aa-records")
-    g.add_argument("--aa-records", nargs="+", metavar="JSON", help="--calibrate: gate or calibration records whose rounds are "
-                                                                 "A/A (identical code, --measure-identical) to fit from too")
-    g.add_argument("--assume-aa", metavar="WHY", help="--calibrate: count --aa-records whose code differed as A/A, for this "
-                                                      "reason (kept in the model)")
-    g.add_argument("--replay", metavar="JSON", help="decide again from a recorded --json file (no GPU), with its plan and "
-                                                    "thresholds or the ones given; a record of a retired plan is refused")
-    g.add_argument("--decisions", type=int, metavar="N", help="with --replay: take N disjoint decisions from the record's "
-                                                              "rounds, in time order, and print verdict rates")
-    add_json(g, "the verdict and every raw measurement")
-    g.add_argument("--plot", metavar="PATH", help="write a PNG of the per-round ratios, intervals and bands")
+    g = p.add_argument_group("calibration and output" if calibrate else "modes and output")
+    if calibrate:
+        g.add_argument("--write", action="store_true", help=f"write the fitted noise model (--noise, default {NOISE_PATH}) "
+                                                             "and the thresholds (--thresholds) it supports")
+        g.add_argument("--refit", action="store_true",
+                       help="measure nothing; refit the model from the runs already in it and --aa-records")
+        g.add_argument("--aa-records", nargs="+", metavar="JSON", help="gate or calibration records whose rounds are "
+                                                                     "A/A (identical code, --measure-identical) to fit from too")
+        g.add_argument("--assume-aa", metavar="WHY", help="count --aa-records whose code differed as A/A, for this reason "
+                                                          "(kept in the model)")
+        p.set_defaults(calibrate=True, base=None, arch=None, changes=None, measure_identical=False, calibration=None,
+                       fail_on_inconclusive=False, all_verdicts=False, replay=None, decisions=None, plot=None)
+    else:
+        g.add_argument("--replay", metavar="JSON", help="decide again from a recorded --json file (no GPU), with its plan "
+                                                        "and thresholds or the ones given; a record of a retired plan is refused")
+        g.add_argument("--decisions", type=int, metavar="N", help="with --replay: take N disjoint decisions from the "
+                                                                  "record's rounds, in time order, and print verdict rates")
+        p.set_defaults(calibrate=False, write=False, refit=False, aa_records=None, assume_aa=None)
+    add_json(g, "the calibration record (every round)" if calibrate else "the verdict and every raw measurement")
+    if not calibrate:
+        g.add_argument("--plot", metavar="PATH", help="write a PNG of the per-round ratios, intervals and bands")
     add_traceback(g)
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    given = vars(_parser().parse_args(None if argv is None else list(argv)))
+def main(argv: Sequence[str] | None = None, calibrate: bool = False) -> int:
+    """``python -m ci.speed`` (the gate, a replay) or, with ``calibrate``, ``python -m ci.speed.calibrate``."""
+    given = vars(_parser(calibrate).parse_args(None if argv is None else list(argv)))
     try:
         options = speed_options(given, command=sys.argv[1:] if argv is None else argv)
         step_summary_value()

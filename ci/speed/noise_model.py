@@ -3,7 +3,7 @@
 The statistics are harness.paired.noise; this module is the file and where its data come
 from. The file keeps the fitted parameters *and* the A/A rounds they were fitted from
 (each run's log ratios and worker generations), so a refresh refits from the data, never
-from a summary: ``python -m ci.speed --calibrate --write`` adds its run to the runs already
+from a summary: ``python -m ci.speed.calibrate --write`` adds its run to the runs already
 in the file (same GPU model), keeps the newest :data:`MAX_RUNS`, refits and writes.
 Schema (docs/SPEED_GATE.md, "The noise model")::
 

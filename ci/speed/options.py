@@ -40,10 +40,6 @@ CALIBRATION_MIN_ROUNDS = 3  # harness.paired.calibrate needs an SD over at least
 MEASURING_ONLY = {"base": "--base", "head": "--head", "working_tree": "--working-tree", "kernel": "--kernel",
                   "config": "--config", "shape": "--shape", "device": "--device", "timing": "--timing", "arch": "--arch",
                   "changes": "--changes", "measure_identical": "--measure-identical"}
-# Options of the gate's change-aware selection only (ci.speed.unchanged): an A/A calibration compares nothing.
-GATE_ONLY = {"changes": "--changes", "measure_identical": "--measure-identical"}
-# Options of --calibrate only: what it fits the noise model from, and whether it writes the runner's files.
-CALIBRATE_ONLY = {"write": "--write", "refit": "--refit", "aa_records": "--aa-records", "assume_aa": "--assume-aa"}
 CALIBRATION_MAX_MINUTES = 9.0  # --calibrate's default time budget: the default selection's calibration within 10 minutes
 CALIBRATION_RESTART_EVERY = 2  # --calibrate restarts its workers every 2 rounds: more generations for the between-worker SD
 
@@ -162,6 +158,8 @@ def build_plan(start: SequentialPlan, given: Mapping[str, Any]) -> SequentialPla
         fields["looks"] = len(start.look_points)
     if "max_rounds" in chosen and "min_rounds" not in chosen:
         fields["min_rounds"] = min(start.min_rounds, chosen["max_rounds"])
+    if isinstance(chosen.get("looks"), tuple):  # looks given as round counts: they set the first and last look
+        fields["min_rounds"], fields["max_rounds"] = chosen["looks"][0], chosen["looks"][-1]
     if "alpha" in chosen and "miss_alpha" not in chosen and start.miss_alpha is not None:
         fields["miss_alpha"] = max(start.miss_alpha, chosen["alpha"])
     fields["spending"], fields["guard_level"] = start.spending, start.guard_level
@@ -285,15 +283,22 @@ class SpeedOptions:
 def speed_options(given: Mapping[str, Any], command: tuple[str, ...] | list[str] = ()) -> SpeedOptions:
     """Check every option of ``python -m ci.speed`` (the parsed values by dest) and return them as one object."""
     if given["replay"] and given["calibrate"]:
-        raise OptionsError("--replay and --calibrate: choose one")
+        raise OptionsError("--replay and a calibration: choose one")
     mode = Mode.REPLAY if given["replay"] else Mode.CALIBRATE if given["calibrate"] else Mode.GATE
     keys = plan_value(given.get("plan"))
     _check_mode(given, keys, mode)
-    plan = build_plan(WARM_PLAN, keys)  # checked now, before any work (a replay checks it again on the recorded plan)
-    build_plan(MODEL_PLAN, keys)
+    # Checked now, before any work (a replay checks again on the recorded plan). Which plan decides is known only
+    # once the run finds (or not) a noise model: keys that fit one plan pass here, and the other, if it is the one
+    # needed, is refused then (exit 2, the same message). noise=off: only the t plan can decide.
+    try:
+        plan = build_plan(WARM_PLAN, keys)
+    except OptionsError:
+        if keys.get("noise") is False:
+            raise
+        plan = build_plan(MODEL_PLAN, keys)
     rounds = keys.get("rounds")
     if mode is Mode.CALIBRATE and rounds is not None and rounds < CALIBRATION_MIN_ROUNDS:
-        raise OptionsError(f"--calibrate needs --plan rounds >= {CALIBRATION_MIN_ROUNDS} (got rounds={rounds})")
+        raise OptionsError(f"a calibration needs --plan rounds >= {CALIBRATION_MIN_ROUNDS} (got rounds={rounds})")
     if keys.get("round_budget") is not None and keys["round_budget"] < plan.min_rounds:
         raise OptionsError(f"--plan round_budget={keys['round_budget']} is below the first look ({plan.min_rounds} rounds)")
     device, gpus = _device(given.get("device"))
@@ -361,20 +366,12 @@ def _check_mode(given: Mapping[str, Any], keys: Mapping[str, Any], mode: Mode) -
         for key in keys:
             if PLAN_KEYS[key].measuring:
                 raise OptionsError(f"--plan {key} does not apply to --replay (nothing is measured; the record says what was)")
-    if mode is not Mode.CALIBRATE:
-        for dest, flag in CALIBRATE_ONLY.items():
-            if given.get(dest) not in (None, False, []):
-                raise OptionsError(f"{flag} only applies to --calibrate")
-        if "pass_rounds" in keys:
-            raise OptionsError("--plan pass_rounds only applies to --calibrate --write")
+    # The calibration's own options (--write, --refit, ...) and the gate's (--base, --changes, ...) are each on
+    # their front's parser only (ci.speed.gate): a plan key is the one thing both take.
+    if mode is not Mode.CALIBRATE and "pass_rounds" in keys:
+        raise OptionsError("--plan pass_rounds only applies to python -m ci.speed.calibrate")
     if given.get("assume_aa") and not given.get("aa_records"):
         raise OptionsError("--assume-aa says why --aa-records are A/A: give the records")
-    if mode is Mode.CALIBRATE:
-        for dest, flag in GATE_ONLY.items():
-            if given[dest] not in (None, False):
-                raise OptionsError(f"{flag} does not apply to --calibrate (the head is measured against itself)")
-        if given["base"] is not None:
-            raise OptionsError("--base does not apply to --calibrate (the head is measured against itself)")
     if given["working_tree"] and given["head"] is not None:
         raise OptionsError("--head and --working-tree: choose one (the working tree is the head)")
 

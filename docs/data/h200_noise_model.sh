@@ -2,7 +2,7 @@
 # Issue 29 on the lent H200: the runner's noise model (docs/SPEED_GATE.md, "The noise model"; docs/PERF_NOTES.md,
 # version 5). Run from the repository root with .dev/ carried: the wheels (.dev/whl, as for h200_gpu_cost_v4.sh) and
 # `git bundle create .dev/repo.bundle issue-29` (the branch is cloned as main; BRANCH=... for another), three calls:
-#   bash docs/data/h200_noise_model.sh calibrate  # --calibrate --write on the default selection (<= 8.5 min of rounds)
+#   bash docs/data/h200_noise_model.sh calibrate  # python -m ci.speed.calibrate --write on the default selection (<= 8.5 min of rounds)
 #   bash docs/data/h200_noise_model.sh before     # the plan before issue 29 (--plan noise=off, the hand-set thresholds):
 #                                                 # the one-pass PR and one A/A PR, 20 Triton benchmarks each
 #   bash docs/data/h200_noise_model.sh after      # the model calibrate wrote: the one-pass PR, the 0.25% slowdown of the
@@ -50,7 +50,7 @@ gate() {  # gate NAME CAP BASE HEAD ARGS...: the CPU step (changes.json), then t
 if [ "$PART" = calibrate ]; then
   # The default selection (every benchmark that runs here: 30 on an H200), a restart every 2 rounds, at most 16 rounds,
   # none that would end after 8.5 minutes. The model file gains this run (the five recorded runs are in it already).
-  step calibrate 545 python3 -m ci.speed --calibrate --noise ci/speed_noise_h200.json \
+  step calibrate 545 python3 -m ci.speed.calibrate --noise ci/speed_noise_h200.json \
     --thresholds ci/speed_thresholds_h200.json --write --max-minutes 8.5 --json "$LOGS/calibrate.json" \
     > "$LOGS/calibrate.md" 2> "$LOGS/calibrate.log"
   cp ci/speed_noise_h200.json ci/speed_thresholds_h200.json "$LOGS/"

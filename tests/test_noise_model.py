@@ -229,8 +229,10 @@ def test_the_model_plan_survives_its_json_record():
 
 def test_the_committed_h200_model_reads_and_names_what_is_wrong_in_a_bad_one(tmp_path):
     model = load_noise_model(H200_MODEL)
-    assert model.entry(TRACKED) is not None and model.runner["gpu"] == "NVIDIA H200" and len(model.runs) == 5
-    assert all(r["why_aa"] for r in model.runs)
+    assert model.entry(TRACKED) is not None and model.runner["gpu"] == "NVIDIA H200" and len(model.runs) == 6
+    assert all(r["why_aa"] for r in model.runs)  # the five recorded A/A runs and the H200's own calibration:
+    assert model.runs[-1]["source"] == "docs/data/h200_noise_model/calibrate/calibrate.json"
+    assert (PROJECT / model.runs[-1]["source"]).is_file()
     data = json.loads(H200_MODEL.read_text())
     for change, message in ((lambda d: d.update(schema="x"), "\"schema\" must be"),
                             (lambda d: d["benchmarks"][TRACKED].update(within_sd=-1.0), f"benchmarks[{TRACKED!r}]"),

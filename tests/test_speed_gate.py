@@ -331,7 +331,8 @@ def test_a_selector_matching_nothing_is_a_harness_error(gate_repo):
     (["--thresholds", "{bad}"], "default_threshold: must be a fraction in (0, 1)"),
     (["--shape", "256x256x1024", "--timing", "rep_sec=1"], "--timing 'rep_sec=1'"),
     (["--plan", "min_rounds=1", "--plan", "max_rounds=1"], "plan: the first look at 1 rounds can never decide"),  # the t plan needs 2
-    (["--plan", "looks=5,7"], "plan: looks (5, 7) must increase strictly from >= min_rounds to max_rounds"),
+    (["--plan", "looks=5,7", "--plan", "max_rounds=20"], "plan: looks (5, 7) must increase strictly from >= min_rounds to max_rounds"),
+    (["--plan", "looks=5,5,7"], "plan: looks (5, 5, 7) must increase strictly"),
 ])
 def test_bad_arguments_fail_before_measuring(gate_repo, tmp_path, args, message):
     repo, c0, _ = gate_repo

@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import subprocess
 import tempfile
 
 import torch
@@ -64,3 +65,27 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
         summarize(runs, config, os.environ.get("MXFP4_GATE_REPORT"))
 
+
+@pytest.fixture(scope="session")
+def asv_env_template(tmp_path_factory):
+    """asv's environments as ``asv setup`` creates them in a copy of this working tree, once per session: the tests
+    that run asv in a project of their own start from a copy (test_asv_suite.make_project's ``asv_env_from``)
+    instead of each creating a virtualenv. Project-specific parts (asv's clone of the project, its built wheels)
+    are not in it; asv makes them per project and commit."""
+    from test_asv_suite import asv, asv_env, make_project
+
+    where = tmp_path_factory.mktemp("asv-env-template")
+    repo = make_project(where)
+    done = asv(repo, asv_env(where / "home"), "setup")
+    # asv setup exits with the list of environments it set up (its run() returns it): 1 is its success.
+    assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stdout[-3000:] + done.stderr[-3000:]
+    env_dir = repo / ".asv" / "env"
+    envs = [p for p in env_dir.iterdir() if p.is_dir()] if env_dir.is_dir() else []
+    assert envs, f"asv setup created no environment in {env_dir}: {done.stdout[-3000:]}{done.stderr[-3000:]}"
+    for env in envs:
+        assert (env / "asv-env-info.json").is_file(), f"{env}: not a complete asv environment"
+        ran = subprocess.run([str(env / "bin" / "python"), "-m", "pip", "--version"], capture_output=True, text=True)
+        assert ran.returncode == 0, f"{env}: its python cannot run pip: {ran.stderr[-2000:]}"
+        for project_specific in ("project", "asv-build-cache"):
+            assert not (env / project_specific).exists(), f"asv setup left {env / project_specific}: not a template"
+    return env_dir

@@ -89,14 +89,27 @@ def markdown_rows(markdown: str) -> list[list[str]]:
     return [[cell.strip() for cell in line.strip()[1:-1].split(" | ")] for line in markdown.splitlines() if line.startswith("|")]
 
 
-def make_project(where: Path) -> Path:
-    """A git repository (branch main, one commit) holding a copy of this working tree."""
+def make_project(where: Path, asv_env_from: Path | None = None) -> Path:
+    """A git repository (branch main, one commit) holding a copy of this working tree; with ``asv_env_from``
+    (the session's ``asv_env_template`` fixture), its asv environments already created (:func:`copy_asv_envs`)."""
     repo = where / "project"
     shutil.copytree(REPO_ROOT, repo, ignore=_NOT_COPIED)
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "base")
+    if asv_env_from is not None:
+        copy_asv_envs(asv_env_from, repo)
     return repo
+
+
+def copy_asv_envs(template: Path, checkout: Path) -> None:
+    """``checkout``'s asv environments (``.asv/env``), copied from ``template``: a virtualenv with asv's own
+    requirements, what asv would create itself on its first run there (~10 s on 2 cores, per project). Nothing of
+    a project is in it (tests/conftest.py's ``asv_env_template``): asv still clones, builds and installs each
+    commit into it as into an environment of its own."""
+    target = checkout / ".asv" / "env"
+    assert not target.exists(), f"{target} exists: asv has created this checkout's environments already"
+    shutil.copytree(template, target, symlinks=True)
 
 
 def commit_change(repo: Path, path: str, text: str, message: str) -> str:
@@ -272,8 +285,8 @@ def test_machine_name_and_info_carry_the_gpu_and_the_stack():
 
 
 @pytest.mark.slow
-def test_asv_continuous_flags_a_slowed_kernel_and_not_an_unchanged_commit(tmp_path):
-    repo = make_project(tmp_path)
+def test_asv_continuous_flags_a_slowed_kernel_and_not_an_unchanged_commit(tmp_path, asv_env_template):
+    repo = make_project(tmp_path, asv_env_from=asv_env_template)
     base = git(repo, "rev-parse", "HEAD")
     unchanged = commit_change(
         repo, "README.md" if (repo / "README.md").exists() else "pyproject.toml", "\n", "docs only"

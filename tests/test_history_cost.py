@@ -185,8 +185,8 @@ def _job(repo: Path, home: Path, *args: str) -> dict:
 
 
 @pytest.mark.slow
-def test_identical_code_costs_no_gpu_time_end_to_end(tmp_path):
-    repo = make_project(tmp_path)
+def test_identical_code_costs_no_gpu_time_end_to_end(tmp_path, asv_env_template):
+    repo = make_project(tmp_path, asv_env_from=asv_env_template)
     home = tmp_path / "home"
     first = _job(repo, home)
     (base,) = first["commits"]

@@ -132,8 +132,8 @@ def _job(repo: Path, home: Path, *args: str) -> tuple[dict, subprocess.Completed
 
 
 @pytest.mark.slow
-def test_a_rerun_on_one_commit_adds_samples_and_the_output_fits_one_screen(tmp_path):
-    repo = make_project(tmp_path)
+def test_a_rerun_on_one_commit_adds_samples_and_the_output_fits_one_screen(tmp_path, asv_env_template):
+    repo = make_project(tmp_path, asv_env_from=asv_env_template)
     home = tmp_path / "home"
     first, first_run = _job(repo, home)
     (commit,) = first["commits"]

@@ -200,8 +200,8 @@ def _measured(sidecars: list[Path]) -> dict[str, dict]:
 
 
 @pytest.mark.slow
-def test_sigkill_mid_run_then_a_rerun_leaves_no_process_and_loses_only_the_benchmark_in_flight(tmp_path):
-    repo = make_project(tmp_path)
+def test_sigkill_mid_run_then_a_rerun_leaves_no_process_and_loses_only_the_benchmark_in_flight(tmp_path, asv_env_template):
+    repo = make_project(tmp_path, asv_env_from=asv_env_template)
     home = tmp_path / "home"
     results = repo / ".asv" / "results"
     args = [sys.executable, "-m", "ci.history.main_job", "--commits=1", f"--bench={FOUR_CPU_TIMINGS}", "--no-publish"]

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from ci.history import offline_html
-from test_asv_suite import CPU_TIME_BENCHMARK, asv, asv_env, commit_change, make_project
+from test_asv_suite import CPU_TIME_BENCHMARK, asv, asv_env, commit_change, copy_asv_envs, make_project
 from test_results_branch import results_file
 
 CHROMIUM = shutil.which("chromium")
@@ -160,7 +160,7 @@ def chromium_dom(url: str, profile: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def published(tmp_path_factory):
+def published(tmp_path_factory, asv_env_template):
     """The main job on a fresh clone whose results directory holds a truncated and an invalid results file,
     pushing to a bare remote: its report, output, clone and remote."""
     tmp_path = tmp_path_factory.mktemp("published")
@@ -170,6 +170,7 @@ def published(tmp_path_factory):
     subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(remote)], check=True)
     clone = tmp_path / "clone"  # a fresh clone, as CI and a new machine have it
     subprocess.run(["git", "clone", "-q", "--branch", "main", str(remote), str(clone)], check=True)
+    copy_asv_envs(asv_env_template, clone)
     newest, oldest = subprocess.run(["git", "rev-list", "main"], cwd=clone, capture_output=True, text=True).stdout.split()
     seeded = clone / ".asv" / "results" / "ci-test"
     seeded.mkdir(parents=True)

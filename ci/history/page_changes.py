@@ -80,7 +80,10 @@ def draw(fig: go.Figure, found: list[tuple[LineKey, regressions.CommitChange]], 
 
     ``position``: commit -> its column on the axis (category index or ordinal); a range reaching outside the
     axis (a window of the newest commits) is cut at its edge."""
-    drawn = False
+    # Shapes and labels go in as one layout update: plotly's add_vrect / add_annotation re-validate every shape and
+    # label already there on each call, so a page with hundreds of change points cost seconds per band drawn.
+    bands: list[dict] = []
+    notes: list[dict] = []
     for number, ((machine, kernel_config, shape), change) in enumerate(found):
         end = position.get(change.first_after)
         if end is None:
@@ -89,17 +92,20 @@ def draw(fig: go.Figure, found: list[tuple[LineKey, regressions.CommitChange]], 
         # Category positions are column indices: the band covers the columns of the suspected commits; over thousands
         # of commits a one-commit band would be under a pixel, so it is at least 1/300 of the axis wide there.
         widen = max(0.0, (columns / 300 - (end - start)) / 2)
-        fig.add_vrect(x0=start + 0.5 - widen, x1=end + 0.5 + widen, row=1, col=1, exclude_empty_subplots=False, fillcolor=colour(change), opacity=0.18, line_width=0,
-                      layer="below", name=f"change point: {size_label(change)} ({kernel_config} {shape}, {machine})")
+        # Row 1 is the first subplot: its axes are x and y; "y domain" spans the row's height.
+        bands.append({"type": "rect", "xref": "x", "yref": "y domain", "x0": start + 0.5 - widen, "x1": end + 0.5 + widen,
+                      "y0": 0, "y1": 1, "fillcolor": colour(change), "opacity": 0.18, "line": {"width": 0},
+                      "layer": "below", "name": f"change point: {size_label(change)} ({kernel_config} {shape}, {machine})"})
         # The label runs into the wider side of the graph from the band, never past the commit axis.
         left_half = (start + end) / 2 < columns / 2
         if labels and number < 12:  # beyond a dozen, the table below the graph lists them; labels would hide the lines
-            fig.add_annotation(x=end + 0.5 if left_half else start + 0.5, y=0.97 - 0.07 * (number % 8), xref="x", yref="y domain",
-                               showarrow=False, text=f"<b>{size_label(change)}</b>",  # the line: in the table and the band's hover
-                               font={"size": 11, "color": colour(change)}, bgcolor="rgba(255,255,255,0.8)",
-                               xanchor="left" if left_half else "right", name="change-point")
-        drawn = True
-    if drawn:  # the axis is the commits': labels must not widen it (plotly's autorange makes room for them), on
+            notes.append({"x": end + 0.5 if left_half else start + 0.5, "y": 0.97 - 0.07 * (number % 8), "xref": "x",
+                          "yref": "y domain", "showarrow": False, "text": f"<b>{size_label(change)}</b>",  # in the table too
+                          "font": {"size": 11, "color": colour(change)}, "bgcolor": "rgba(255,255,255,0.8)",
+                          "xanchor": "left" if left_half else "right", "name": "change-point"})
+    if bands:
+        fig.update_layout(shapes=[*fig.layout.shapes, *bands], annotations=[*fig.layout.annotations, *notes])
+        # The axis is the commits': labels must not widen it (plotly's autorange makes room for them), on
         # every row (the rows' axes match one another, and an unset one would widen them all)
         fig.update_xaxes(range=[-0.5, columns - 0.5])
 

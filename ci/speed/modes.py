@@ -1,7 +1,7 @@
 """The speed gate's three modes, each from one checked ci.speed.options.SpeedOptions.
 
 * the gate (:func:`run_gate`): the head against the merge-base of the head and --base;
-* ``--calibrate`` (:func:`run_calibrate`, ci.speed.calibrate): A/A rounds of the head against itself: the runner's
+* the calibration, ``python -m ci.speed.calibrate`` (:func:`run_calibrate`, ci.speed.calibrate): A/A rounds of the head against itself: the runner's
   noise model and thresholds;
 * ``--replay`` (:func:`run_replay`): decide again from a recorded JSON through the same functions the live
   gate uses (ci.speed.verdict), under the plan it was decided with (a record of the retired signed-rank plan

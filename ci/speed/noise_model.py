@@ -21,7 +21,7 @@ Schema (docs/SPEED_GATE.md, "The noise model")::
                 "benchmarks": {"kernel[config]/shape": {"log_ratios": [...], "generations": [...]}}}]
     }
 
-A run is "honestly A/A" when its record is a ``--calibrate`` record (one commit against itself), or a
+A run is "honestly A/A" when its record is a calibration record (one commit against itself), or a
 gate record whose code decision says the benchmark's code is identical at base and head (measured
 with ``--measure-identical``); any other record only with ``assume_aa`` and the reason, which the run keeps.
 """

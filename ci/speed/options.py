@@ -41,7 +41,7 @@ MEASURING_ONLY = {"base": "--base", "head": "--head", "working_tree": "--working
                   "config": "--config", "shape": "--shape", "device": "--device", "timing": "--timing", "arch": "--arch",
                   "changes": "--changes", "measure_identical": "--measure-identical"}
 CALIBRATION_MAX_MINUTES = 9.0  # --calibrate's default time budget: the default selection's calibration within 10 minutes
-CALIBRATION_RESTART_EVERY = 2  # --calibrate restarts its workers every 2 rounds: more generations for the between-worker SD
+CALIBRATION_RESTART_EVERY = 2  # the calibration restarts its workers every 2 rounds: more generations for the between-worker SD
 
 
 class Mode(enum.Enum):
@@ -131,7 +131,7 @@ PLAN_KEYS: dict[str, PlanKey] = {
     "spending": PlanKey(_shares, "each look's share of alpha, e.g. 4,2,1,1,1,1 (default: the plan's; equal without the model)"),
     "guard_level": PlanKey(_probability, "with the noise model: the level at which the run's guard falls back to "
                                          "each benchmark's own rounds (0.01)"),
-    "pass_rounds": PlanKey(_positive_int, "--calibrate --write: an unchanged benchmark says 'no change' by this many rounds "
+    "pass_rounds": PlanKey(_positive_int, "ci.speed.calibrate --write: an unchanged benchmark says 'no change' by this many rounds "
                                           "w.p. 99% at the threshold written (2), unless a target sets it"),
 }
 SEQUENTIAL_KEYS = ("looks", "min_rounds", "max_rounds", "alpha", "miss_alpha", "spending", "guard_level")  # SequentialPlan fields
@@ -195,7 +195,7 @@ class SpeedOptions:
     changes_data: Mapping[str, Any] | None = None  # its content, read and checked
     measure_identical: bool = False  # measure benchmarks with identical code too
     thresholds: Thresholds | None = None  # None: the head's file (or the record's, in a replay)
-    thresholds_path: Path | None = None  # --thresholds as given (--calibrate --write writes it)
+    thresholds_path: Path | None = None  # --thresholds as given (ci.speed.calibrate --write writes it)
     noise: Path | None = None  # --noise: the runner's noise model file (None: the head's ci/speed_noise.json, if any)
     write: bool = False  # --calibrate: write the noise model and the thresholds files
     refit: bool = False  # --calibrate: measure nothing; refit from the model's runs and --aa-records
@@ -403,7 +403,7 @@ def _read(path: str | None, flag: str, read: Callable[[str], Any], errors: type[
 
 
 def _noise_path(path: str | None, mode: Mode) -> Path | None:
-    """--noise: must exist for the gate and a replay; --calibrate may name a file it will create."""
+    """--noise: must exist for the gate and a replay; the calibration may name a file it will create."""
     if not path:
         return None
     if mode is not Mode.CALIBRATE and not Path(path).is_file():

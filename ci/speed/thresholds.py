@@ -22,7 +22,7 @@ Every override says why (typically the ``--calibrate`` line it came from). A
 malformed file is a harness error naming the file and the key.
 
 ``targets`` (optional, same form as overrides) are policy, not measurement: the effect
-that matters for those benchmarks. The gate does not read them; ``--calibrate --write``
+that matters for those benchmarks. The gate does not read them; ``ci.speed.calibrate --write``
 sets a matching benchmark's threshold to the target, or to the smallest threshold the
 runner's noise supports when the target is below it (docs/SPEED_GATE.md, "Calibrating
 a new runner"), and every other benchmark's to its two-round threshold. Thresholds are a
@@ -64,11 +64,11 @@ class Thresholds:
     default: float
     overrides: tuple[Override, ...]
     source: str  # where they were read from (a path, or "recorded in <file>")
-    targets: tuple[Override, ...] = ()  # policy for --calibrate --write (the gate decides on overrides and the default)
+    targets: tuple[Override, ...] = ()  # policy for ci.speed.calibrate --write (the gate decides on overrides and the default)
     about: str = ""
 
     def target(self, name: str) -> Override | None:
-        """The first target matching benchmark ``name`` (--calibrate --write's policy), or None."""
+        """The first target matching benchmark ``name`` (ci.speed.calibrate --write's policy), or None."""
         return next((t for t in self.targets if t.matches(name)), None)
 
     def lookup(self, name: str) -> tuple[float, str]:
@@ -90,7 +90,7 @@ class Thresholds:
         return out
 
     def file_json(self) -> dict[str, Any]:
-        """The thresholds as a file holds them (what --calibrate --write writes): no "source"."""
+        """The thresholds as a file holds them (what ci.speed.calibrate --write writes): no "source"."""
         out = {"schema": THRESHOLDS_SCHEMA, **({"about": self.about} if self.about else {})}
         out.update({k: v for k, v in self.to_json().items() if k not in ("schema", "source")})
         return out

@@ -1,6 +1,6 @@
 """From recorded rounds to verdicts, and the JSON record that keeps both.
 
-The live gate, ``--calibrate`` and ``--replay`` decide through the same
+The live gate, the calibration (``python -m ci.speed.calibrate``) and ``--replay`` decide through the same
 functions here, from the same JSON (schema :data:`GATE_SCHEMA`): every raw
 measurement is kept, so a verdict can be recomputed without the GPU, with the
 recorded plan, thresholds and exclusion rule or with others.
@@ -204,11 +204,11 @@ def plan_of(data: Mapping[str, Any], where: str = "the record") -> SequentialPla
 
 
 def load_calibrations(path: str | Path) -> dict[str, Any]:
-    """{benchmark id: calibration} from a ``--calibrate`` record; each entry carries its source."""
+    """{benchmark id: calibration} from a calibration record; each entry carries its source."""
     data = load_record(path)
     cals = data.get("calibrations")
     if not isinstance(cals, dict):
-        raise RecordError(f"{path}: no \"calibrations\" (write one with --calibrate --json {path})")
+        raise RecordError(f"{path}: no \"calibrations\" (write one with python -m ci.speed.calibrate --json {path})")
     where = f"{path}, {data.get('created', '?')}, {data.get('environment', {}).get('gpu') or 'cpu'}"
     out = {}
     for bench_id, cal in cals.items():

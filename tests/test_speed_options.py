@@ -22,7 +22,7 @@ def options_of(*argv: str):
     with ``--calibrate`` (the calibration's own front)."""
     calibrate = argv[:1] == ("--calibrate",)
     rest = list(argv[1:] if calibrate else argv)
-    return speed_options(vars(gate._parser(calibrate).parse_args(rest)), command=rest)
+    return speed_options(gate._given(rest, calibrate), command=rest)
 
 
 @pytest.mark.parametrize("argv, message", [

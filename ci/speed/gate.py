@@ -86,81 +86,111 @@ Without --write the files are printed, not written. Exit 0 done, 2 harness error
 """
 
 
-def _parser(calibrate: bool = False) -> argparse.ArgumentParser:
-    """The gate's parser, or (``calibrate``) the calibration's: one options object, each front shows its own options."""
-    doc = CALIBRATE_DOC if calibrate else __doc__ or ""
+def _new_parser(prog: str, doc: str) -> argparse.ArgumentParser:
     doc = doc.replace("{plan_keys}", "\n".join(f"  {k}: {v.means}" for k, v in PLAN_KEYS.items()))
-    p = _OneLineParser(prog="python -m ci.speed" + (".calibrate" if calibrate else ""), description=doc.split("\n\n", 1)[0],
-                       epilog=doc.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    g = p.add_argument_group("what to measure" if calibrate else "what to compare")
-    if calibrate:
-        g.add_argument("--head", metavar="REF", help="the commit measured against itself (default: HEAD)")
-        g.add_argument("--working-tree", action="store_true", help="the current files, uncommitted edits included, twice")
-        add_repo(g)
-    else:
-        add_commits(g, head="the commit to gate")
-    add_selection(g, shape=True)
+    return _OneLineParser(prog=prog, description=doc.split("\n\n", 1)[0], epilog=doc.split("\n\n", 1)[1],
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _add_device(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--device", metavar="auto|cpu|cuda[:LIST]",
                    help="where to run (default auto: the GPU if torch sees one); cuda:0,2: spread the benchmarks over "
                         "these GPUs (default every visible one), base and head of a benchmark always on one")
-    if not calibrate:
-        g = p.add_argument_group("what to skip: identical code (ci.speed.unchanged)")
-        add_arch(g, None, "auto: cpu on a CPU run, else the runner's GPU, read through amdsmi/NVML; one arch here, or "
-                          "cpu: launch paths only")
-        g.add_argument("--changes", metavar="PATH", help="decide from this python -m ci.speed.changes --json file (of the "
-                                                         "same base and head) instead of fingerprinting here")
-        g.add_argument("--measure-identical", action="store_true",
-                       help="measure benchmarks whose code is identical at base and head too")
-    g = p.add_argument_group("how it decides")
-    g.add_argument("--thresholds", metavar="PATH", help=f"thresholds file (default: the head's {THRESHOLDS_PATH})"
-                   + ("; the file written" if calibrate else ""))
-    if not calibrate:
-        g.add_argument("--calibration", metavar="PATH",
-                       help=f"a calibration JSON for the t plan's resolvable effects (default: the head's {CALIBRATION_PATH} if present)")
-    g.add_argument("--noise", metavar="PATH", help=f"the runner's noise model (default: the head's {NOISE_PATH} if present"
-                   + ("): the model refreshed" if calibrate else "; --plan noise=off ignores it)"))
+
+
+def _add_plan(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--plan", action="append", default=[], metavar="KEY=VALUE",
                    help="a knob of the statistics or the rounds (repeatable; the keys are listed below)")
-    minutes = CALIBRATION_MAX_MINUTES if calibrate else DEFAULT_MAX_MINUTES
-    add_max_minutes(g, minutes, "start no round after M minutes" + (
-        ", and none that would end after them" if calibrate else
-        "; undecided benchmarks are then inconclusive (under the GPU job's 120-minute limit)"))
-    p.set_defaults(max_minutes=None)  # not given: the mode's default (ci.speed.options)
-    if not calibrate:
-        g.add_argument("--fail-on-inconclusive", action="store_true",
-                       help="exit 1 when a benchmark is inconclusive (default: exit 0 with a warning)")
-        g.add_argument("--all-verdicts", action="store_true",
-                       help="measure on after the PR has failed (a regression decided, a wrong result at head) until "
-                            "every benchmark has its verdict (default: no round starts once the PR's status is known)")
+
+
+def _gate_parser() -> argparse.ArgumentParser:
+    p = _new_parser("python -m ci.speed", __doc__ or "")
+    g = p.add_argument_group("what to compare")
+    add_commits(g, head="the commit to gate")
+    add_selection(g, shape=True)
+    _add_device(g)
+    g = p.add_argument_group("what to skip: identical code (ci.speed.unchanged)")
+    add_arch(g, None, "auto: cpu on a CPU run, else the runner's GPU, read through amdsmi/NVML; one arch here, or "
+                      "cpu: launch paths only")
+    g.add_argument("--changes", metavar="PATH", help="decide from this python -m ci.speed.changes --json file (of the "
+                                                     "same base and head) instead of fingerprinting here")
+    g.add_argument("--measure-identical", action="store_true",
+                   help="measure benchmarks whose code is identical at base and head too")
+    g = p.add_argument_group("how it decides")
+    g.add_argument("--thresholds", metavar="PATH", help=f"thresholds file (default: the head's {THRESHOLDS_PATH})")
+    g.add_argument("--calibration", metavar="PATH",
+                   help=f"a calibration JSON for the t plan's resolvable effects (default: the head's {CALIBRATION_PATH} if present)")
+    g.add_argument("--noise", metavar="PATH", help=f"the runner's noise model (default: the head's {NOISE_PATH} if present"
+                                                   "; --plan noise=off ignores it)")
+    _add_plan(g)
+    add_max_minutes(g, DEFAULT_MAX_MINUTES, "start no round after M minutes; undecided benchmarks are then inconclusive "
+                                            "(under the GPU job's 120-minute limit)")
+    g.add_argument("--fail-on-inconclusive", action="store_true",
+                   help="exit 1 when a benchmark is inconclusive (default: exit 0 with a warning)")
+    g.add_argument("--all-verdicts", action="store_true",
+                   help="measure on after the PR has failed (a regression decided, a wrong result at head) until "
+                        "every benchmark has its verdict (default: no round starts once the PR's status is known)")
     add_timing(g)
-    g = p.add_argument_group("calibration and output" if calibrate else "modes and output")
-    if calibrate:
-        g.add_argument("--write", action="store_true", help=f"write the fitted noise model (--noise, default {NOISE_PATH}) "
-                                                             "and the thresholds (--thresholds) it supports")
-        g.add_argument("--refit", action="store_true",
-                       help="measure nothing; refit the model from the runs already in it and --aa-records")
-        g.add_argument("--aa-records", nargs="+", metavar="JSON", help="gate or calibration records whose rounds are "
-                                                                     "A/A (identical code, --measure-identical) to fit from too")
-        g.add_argument("--assume-aa", metavar="WHY", help="count --aa-records whose code differed as A/A, for this reason "
-                                                          "(kept in the model)")
-        p.set_defaults(calibrate=True, base=None, arch=None, changes=None, measure_identical=False, calibration=None,
-                       fail_on_inconclusive=False, all_verdicts=False, replay=None, decisions=None, plot=None)
-    else:
-        g.add_argument("--replay", metavar="JSON", help="decide again from a recorded --json file (no GPU), with its plan "
-                                                        "and thresholds or the ones given; a record of a retired plan is refused")
-        g.add_argument("--decisions", type=int, metavar="N", help="with --replay: take N disjoint decisions from the "
-                                                                  "record's rounds, in time order, and print verdict rates")
-        p.set_defaults(calibrate=False, write=False, refit=False, aa_records=None, assume_aa=None)
-    add_json(g, "the calibration record (every round)" if calibrate else "the verdict and every raw measurement")
-    if not calibrate:
-        g.add_argument("--plot", metavar="PATH", help="write a PNG of the per-round ratios, intervals and bands")
+    g = p.add_argument_group("modes and output")
+    g.add_argument("--replay", metavar="JSON", help="decide again from a recorded --json file (no GPU), with its plan "
+                                                    "and thresholds or the ones given; a record of a retired plan is refused")
+    g.add_argument("--decisions", type=int, metavar="N", help="with --replay: take N disjoint decisions from the "
+                                                              "record's rounds, in time order, and print verdict rates")
+    add_json(g, "the verdict and every raw measurement")
+    g.add_argument("--plot", metavar="PATH", help="write a PNG of the per-round ratios, intervals and bands")
     add_traceback(g)
+    p.set_defaults(max_minutes=None)  # not given: the mode's default (ci.speed.options)
     return p
+
+
+def _calibrate_parser() -> argparse.ArgumentParser:
+    p = _new_parser("python -m ci.speed.calibrate", CALIBRATE_DOC)
+    g = p.add_argument_group("what to measure")
+    g.add_argument("--head", metavar="REF", help="the commit measured against itself (default: HEAD)")
+    g.add_argument("--working-tree", action="store_true", help="the current files, uncommitted edits included, twice")
+    add_repo(g)
+    add_selection(g, shape=True)
+    _add_device(g)
+    g = p.add_argument_group("how it decides")
+    g.add_argument("--thresholds", metavar="PATH",
+                   help=f"thresholds file (default: the head's {THRESHOLDS_PATH}); the file written")
+    g.add_argument("--noise", metavar="PATH", help=f"the runner's noise model (default: the head's {NOISE_PATH} if present"
+                                                   "): the model refreshed")
+    _add_plan(g)
+    add_max_minutes(g, CALIBRATION_MAX_MINUTES, "start no round after M minutes, and none that would end after them")
+    add_timing(g)
+    g = p.add_argument_group("calibration and output")
+    g.add_argument("--write", action="store_true", help=f"write the fitted noise model (--noise, default {NOISE_PATH}) "
+                                                         "and the thresholds (--thresholds) it supports")
+    g.add_argument("--refit", action="store_true",
+                   help="measure nothing; refit the model from the runs already in it and --aa-records")
+    g.add_argument("--aa-records", nargs="+", metavar="JSON", help="gate or calibration records whose rounds are "
+                                                                 "A/A (identical code, --measure-identical) to fit from too")
+    g.add_argument("--assume-aa", metavar="WHY", help="count --aa-records whose code differed as A/A, for this reason "
+                                                      "(kept in the model)")
+    add_json(g, "the calibration record (every round)")
+    add_traceback(g)
+    p.set_defaults(max_minutes=None)  # not given: the mode's default (ci.speed.options)
+    return p
+
+
+def _parser(calibrate: bool = False) -> argparse.ArgumentParser:
+    """The gate's parser, or (``calibrate``) the calibration's: each front shows its own options."""
+    return _calibrate_parser() if calibrate else _gate_parser()
+
+
+def _given(argv: Sequence[str] | None, calibrate: bool) -> dict:
+    """The parsed values as one options object's input: the calibration's, completed with the gate's defaults for the
+    options only the gate has (derived from its parser, so the two cannot drift apart), and the mode."""
+    given = vars(_parser(calibrate).parse_args(None if argv is None else list(argv)))
+    if calibrate:
+        given = {**vars(_gate_parser().parse_args([])), **given}
+    return {"calibrate": calibrate, "write": False, "refit": False, "aa_records": None, "assume_aa": None, **given}
 
 
 def main(argv: Sequence[str] | None = None, calibrate: bool = False) -> int:
     """``python -m ci.speed`` (the gate, a replay) or, with ``calibrate``, ``python -m ci.speed.calibrate``."""
-    given = vars(_parser(calibrate).parse_args(None if argv is None else list(argv)))
+    given = _given(argv, calibrate)
     try:
         options = speed_options(given, command=sys.argv[1:] if argv is None else argv)
         step_summary_value()

@@ -139,7 +139,6 @@ def _gate_parser() -> argparse.ArgumentParser:
     add_json(g, "the verdict and every raw measurement")
     g.add_argument("--plot", metavar="PATH", help="write a PNG of the per-round ratios, intervals and bands")
     add_traceback(g)
-    p.set_defaults(max_minutes=None)  # not given: the mode's default (ci.speed.options)
     return p
 
 
@@ -170,7 +169,6 @@ def _calibrate_parser() -> argparse.ArgumentParser:
                                                       "(kept in the model)")
     add_json(g, "the calibration record (every round)")
     add_traceback(g)
-    p.set_defaults(max_minutes=None)  # not given: the mode's default (ci.speed.options)
     return p
 
 

@@ -326,8 +326,7 @@ def speed_options(given: Mapping[str, Any], command: tuple[str, ...] | list[str]
         assume_aa=(given.get("assume_aa") or "").strip() or None,
         calibrations=_calibrations(given["calibration"]),
         plan_keys=tuple(keys.items()),
-        max_minutes=minutes_value(given["max_minutes"] if given["max_minutes"] is not None
-                                  else CALIBRATION_MAX_MINUTES if mode is Mode.CALIBRATE else DEFAULT_MAX_MINUTES),
+        max_minutes=minutes_value(given["max_minutes"]),  # each front's parser has its mode's default
         fail_on_inconclusive=given["fail_on_inconclusive"],
         all_verdicts=bool(given.get("all_verdicts")),
         timing=tuple(timing_value(given["timing"]).items()),

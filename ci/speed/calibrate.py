@@ -136,6 +136,15 @@ def thresholds_with(thresholds: Thresholds, planned: dict[str, Planned], model: 
     return replace(thresholds, overrides=tuple(calibrated + kept))
 
 
+def _source_name(path: Path, repo: Path) -> str:
+    """How the model names a run's record: repository-relative when it lies in the checkout (a runner's /tmp path
+    would name nothing a reader can open), else as given."""
+    try:
+        return Path(path).resolve().relative_to(Path(repo).resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def _prior_runs(options: SpeedOptions) -> tuple[list[Any], str, NoiseModel | None]:
     """The runs already in the model file, the file's path, and the model (None: no file yet)."""
     path = options.noise or Path(NOISE_PATH)
@@ -196,6 +205,8 @@ def run_calibrate(options: SpeedOptions) -> int:
 
         raise ThresholdsError(f"{thresholds_path}: no such thresholds file (--thresholds names the file --write updates)")
     where = f"{env.get('gpu') or (old_model.runner.get('gpu') if old_model else None) or 'CPU'}, {time.strftime('%Y-%m-%d')}"
+    if options.refit:  # nothing measured here: the thresholds come from the runs already recorded
+        where = f"{where} (--refit of the recorded runs, nothing measured)"
     calibrations, overrides, cal_notes = calibrate_results(results, plan, f"{where} at {(sha or '?')[:12]}")
     code = 1 if any(r.status is Status.WRONG_RESULT for r in results) else 0
 
@@ -209,7 +220,8 @@ def run_calibrate(options: SpeedOptions) -> int:
                   "refit": options.refit}
     if not options.refit:
         record = record_json(context(base_extra), results, correctness, rounds, code, options.fail_on_inconclusive, options.command)
-        run, left = run_of_record(record, str(options.json) if options.json else f"--calibrate at {sha[:12]}, {record['created']}")
+        run, left = run_of_record(record, _source_name(options.json, options.repo) if options.json
+                                  else f"--calibrate at {sha[:12]}, {record['created']}")
         notes += left
         record_runs.append(run)
     model = refit(prior + record_runs, restart_every=DEFAULT_RESTART_EVERY)

@@ -5,7 +5,7 @@ timings in one round); a replay feeds it the record's rounds in the same order: 
 round, and within a round in the order the pairs completed (the round record's
 "sequence"; a record without one: the order of its head's records). So a benchmark decided
 in the middle of a round sees exactly what the live gate saw then, and the record replays
-to the same decisions. The guard itself is harness.paired.noise.guard over every gated
+to the same decisions. The guard itself is harness.paired.noise_guard.guard over every gated
 benchmark with a model entry; once it fires it stays fired for the rest of the run.
 """
 
@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from ci.speed.exclusion import ExclusionRule, exclusion
 from ci.speed.noise_model import NoiseModel
-from harness.paired.noise import GuardState, PairEvent
+from harness.paired.noise_guard import GuardState, PairEvent
 from harness.paired.sequential import RoundsNoise
 
 SIDES = ("base", "head")

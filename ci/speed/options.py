@@ -129,8 +129,8 @@ PLAN_KEYS: dict[str, PlanKey] = {
     "noise": PlanKey(_on_off, "on: decide with the runner's noise model when there is one (--noise; looks at 2,3,5,8,12,20); "
                               "off: each benchmark's own rounds only (the plan before issue 29)"),
     "spending": PlanKey(_shares, "each look's share of alpha, e.g. 4,2,1,1,1,1 (default: the plan's; equal without the model)"),
-    "guard_level": PlanKey(_probability, "with the noise model: the level at which the run's guard falls back to "
-                                         "each benchmark's own rounds (0.01)"),
+    "guard_level": PlanKey(_probability, "with the noise model: the run's guard falls back to each benchmark's "
+                                         "own rounds in at most this share of runs that follow the model (0.05)"),
     "pass_rounds": PlanKey(_positive_int, "ci.speed.calibrate --write: an unchanged benchmark says 'no change' by this many rounds "
                                           "w.p. 99% at the threshold written (2), unless a target sets it"),
 }

@@ -137,11 +137,11 @@ def noise_lines(noise: Mapping[str, Any] | None) -> list[str]:
     fired, final = guard.get("fired"), guard.get("final") or {}
     if fired:
         lines.append(f"> ⚠ **the rounds are noisier than the noise model allows** (variance ratio {fired['ratio']:.2f} over "
-                     f"{fired['df']} df, p {fired['p']:.2g} < the {guard['level']:g} level) from round {fired['round_index'] + 1} "
+                     f"{fired['df']} df, anytime p {fired['p']:.2g} < the {guard['level']:g} level) from round {fired['round_index'] + 1} "
                      f"({fired['benchmark']}): each benchmark's own rounds decided from there on")
     elif final:
         lines.append(f"the run's guard: rounds as noisy as the model allows (variance ratio {final['ratio']:.2f} over "
-                     f"{final['df']} df, p {final['p']:.2g}; falls back below {guard.get('level', 0):g})")
+                     f"{final['df']} df, anytime p {final['p']:.2g}; falls back below {guard.get('level', 0):g})")
     return lines
 
 

@@ -208,7 +208,7 @@ def run_rounds(
         if view is not None and view.first_fire is not None and view.first_fire["round_index"] == i:
             fire = view.first_fire
             log(f"speed_gate: the rounds are noisier than the noise model allows (variance ratio {fire['ratio']:.2f} over "
-                f"{fire['df']} df, p {fire['p']:.2g}): each benchmark's own rounds decide from here on")
+                f"{fire['df']} df, anytime p {fire['p']:.2g}): each benchmark's own rounds decide from here on")
         active = still
     ran_out = (Stop.PR_FAILED if pr_failed else Stop.TIME_BUDGET if out_of_time else Stop.FIXED_ROUNDS if fixed
                else Stop.ROUND_BUDGET)

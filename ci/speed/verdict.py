@@ -200,7 +200,8 @@ def plan_of(data: Mapping[str, Any], where: str = "the record") -> SequentialPla
     return SequentialPlan(min_rounds=data["min_rounds"], max_rounds=data["max_rounds"], looks=points, alpha=data["alpha"],
                           alpha_per_tail=bool(data.get("alpha_per_tail", False)), futility=bool(data.get("futility", False)),
                           miss_alpha=data.get("miss_alpha"), spending=None if spending is None else tuple(spending),
-                          variance=data.get("variance", "rounds"), guard_level=data.get("guard_level", 0.01))
+                          variance=data.get("variance", "rounds"),
+                          guard_level=data.get("guard_level", SequentialPlan.guard_level))  # a t plan's record has none
 
 
 def load_calibrations(path: str | Path) -> dict[str, Any]:

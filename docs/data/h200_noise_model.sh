@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Issue 29 on the lent H200: the runner's noise model (docs/SPEED_GATE.md, "The noise model"; docs/PERF_NOTES.md,
 # version 5). Run from the repository root with .dev/ carried: the wheels (.dev/whl, as for h200_gpu_cost_v4.sh) and
-# `git bundle create .dev/repo.bundle issue-29` (the branch is cloned as main; BRANCH=... for another), three calls:
+# `git bundle create .dev/repo.bundle main` (BRANCH=... for another branch, cloned as main), four calls:
 #   bash docs/data/h200_noise_model.sh calibrate  # python -m ci.speed.calibrate --write on the default selection (<= 8.5 min of rounds)
 #   bash docs/data/h200_noise_model.sh before     # the plan before issue 29 (--plan noise=off, the hand-set thresholds):
 #                                                 # the one-pass PR and one A/A PR, 20 Triton benchmarks each
 #   bash docs/data/h200_noise_model.sh after      # the model calibrate wrote: the one-pass PR, the 0.25% slowdown of the
-#                                                 # tracked config, three A/A PRs (three speed-neutral launch-path edits)
+#                                                 # tracked config, the first A/A PR (a speed-neutral launch-path edit)
+#   bash docs/data/h200_noise_model.sh after_aa   # the second and third A/A PRs (two more such edits)
 # Every gate run is preceded by its CPU step (python -m ci.speed.changes, as in pr-checks.yml): the gate's wall is the
 # GPU job's. `calibrate` keeps the files it wrote in .dev/noise_state/ (ignored; kept on the device while it stays warm)
 # for `after`; if the machine was given back between the calls, copy speed_noise_h200.json and speed_thresholds_h200.json
@@ -14,12 +15,13 @@
 # Everything comes back as one file, $OUT/h200_noise_model_<part>.tar.gz (each step's JSON record, Markdown, log).
 set -u -o pipefail
 export PYTHONUNBUFFERED=1
-PART=${1:?calibrate, before or after}
+PART=${1:?calibrate, before, after or after_aa}
+case $PART in calibrate|before|after|after_aa) ;; *) echo "unknown part: $PART (calibrate, before, after or after_aa)" >&2; exit 2 ;; esac
 BUDGET_S=${BUDGET_S:-570}
 ROOT=$(pwd)
 SITE=/tmp/site WORK=/tmp/r29 LOGS=/tmp/h200_noise_model OUT=${OUT:-/tmp/out}
 WHL=$ROOT/.dev/whl BUNDLE=$ROOT/.dev/repo.bundle STATE=$ROOT/.dev/noise_state
-export BRANCH=${BRANCH:-issue-29}
+export BRANCH=${BRANCH:-main}
 rm -rf "$LOGS" && mkdir -p "$LOGS" "$OUT"
 # shellcheck source=docs/data/h200_lib.sh
 source docs/data/h200_lib.sh
@@ -70,9 +72,12 @@ else
   fi
   cp "$MODEL" "$THRESHOLDS" "$LOGS/"
   NEW=(--noise "$MODEL" --thresholds "$THRESHOLDS")
-  gate after_one_pass 120 main exp/slow "${NEW[@]}"
-  gate after_slow_0p25 90 main exp/slow-0p25 "${NEW[@]}" "${TRIPLE[@]}"
-  gate after_aa_1 150 main exp/neutral-1 "${NEW[@]}"
-  gate after_aa_2 150 main exp/neutral-2 "${NEW[@]}"
-  gate after_aa_3 150 main exp/neutral-3 "${NEW[@]}"
+  if [ "$PART" = after ]; then
+    gate after_one_pass 120 main exp/slow "${NEW[@]}"
+    gate after_slow_0p25 150 main exp/slow-0p25 "${NEW[@]}" "${TRIPLE[@]}"
+    gate after_aa_1 200 main exp/neutral-1 "${NEW[@]}"
+  else
+    gate after_aa_2 240 main exp/neutral-2 "${NEW[@]}"
+    gate after_aa_3 240 main exp/neutral-3 "${NEW[@]}"
+  fi
 fi

@@ -13,8 +13,8 @@ exp/all-launch-paths kernels/mxfp4.py (imported by every kernel): a helper added
 exp/neutral-1     kernels/triton_mxfp4.py: `launch_options` renamed (issue 29: an A/A PR of the 20 Triton benchmarks)
 exp/neutral-2     kernels/triton_mxfp4.py: `grid` renamed (another speed-neutral launch-path edit)
 exp/neutral-3     kernels/triton_mxfp4.py: `meta` renamed (a third)
-exp/slow-0p25     kernels/triton_mxfp4.py: triton_dot_scaled m128_n128_k128 at 8192^3 only spins ~23 us on the GPU
-                  (torch.cuda._sleep) before each launch: ~0.25% of its ~9.9 ms (issue 29's injected slowdown)
+exp/slow-0p25     kernels/triton_mxfp4.py: triton_dot_scaled m128_n128_k128 at 8192^3 only: an extra elementwise pass
+                  over 5/16 of C's rows after each launch, ~0.25% of its ~9.9 ms (issue 29's injected slowdown)
 
 A speed-neutral edit renames a local of the launch wrapper: the same work, a launch-path fingerprint
 that differs (ci.common.launch_path normalizes comments and docstrings away, not names), so the gate
@@ -95,13 +95,16 @@ renamed("exp/neutral-2", [("        grid = (triton.cdiv(", "        launch_grid 
 renamed("exp/neutral-3", [("        meta = dict(\n            BLOCK_M", "        constants = dict(\n            BLOCK_M"),
                           ("out, m, n, k, **meta, **launch_options)", "out, m, n, k, **constants, **launch_options)")],
         "triton_mxfp4: rename meta (speed-neutral A/A experiment)")
-# ~23 us of spinning at the H200's 1980 MHz under load, plus the gap of a second launch: ~0.25% of 9.9 ms.
-SLEEP_CYCLES = 45000
+# The whole extra pass over C (exp/slow) cost the tracked config 0.75% (the recorded one-pass runs): ~0.72% its
+# 128 MiB read and written, ~0.03% the extra launch. A pass over 5/16 of the rows: 0.03 + 0.72 * 5/16 = 0.25%.
+# (The first cut spun the GPU with torch.cuda._sleep for ~23 us: it measured -0.12%, half of what its cycle count
+# said, and added its own noise.)
 renamed("exp/slow-0p25", [("        def launch() -> None:\n            mxfp4_gemm_kernel[grid](",
                            "        # Issue 29's injected slowdown: the tracked config at 8192^3 only, ~0.25% of its time.\n"
-                           "        injected = self.name == \"triton_dot_scaled\" and config[\"BLOCK_K\"] == 128 and (m, n, k) == (8192, 8192, 8192)\n\n"
+                           "        injected = self.name == \"triton_dot_scaled\" and config[\"BLOCK_K\"] == 128 and (m, n, k) == (8192, 8192, 8192)\n"
+                           "        part = out[: m * 5 // 16]\n\n"
                            "        def launch() -> None:\n"
-                           f"            if injected:\n                torch.cuda._sleep({SLEEP_CYCLES})\n"
+                           "            if injected:\n                part.mul_(1)  # a read and a write of 5/16 of C; values unchanged\n"
                            "            mxfp4_gemm_kernel[grid](")],
-        "triton_mxfp4: spin ~23 us before the tracked config's 8192^3 launch (a 0.25% slowdown, issue 29)")
+        "triton_mxfp4: an extra pass over 5/16 of C before the tracked config's 8192^3 launch (a 0.25% slowdown, issue 29)")
 git("checkout", "-q", "main")

@@ -49,7 +49,8 @@ from ci.speed.selection import Entry  # noqa: E402
 from ci.speed.thresholds import load_thresholds  # noqa: E402
 from ci.speed.verdict import decide_entry, entries_of  # noqa: E402
 from harness.paired.interval import look_interval, model_interval  # noqa: E402
-from harness.paired.noise import GuardState, LookNoise, PairEvent, Spread  # noqa: E402
+from harness.paired.noise_guard import GuardState, PairEvent  # noqa: E402
+from harness.paired.noise import LookNoise, Spread  # noqa: E402
 from harness.paired.plan import MODEL_PLAN, WARM_PLAN  # noqa: E402
 from harness.paired.rounds import Round  # noqa: E402
 from harness.paired.sequential import RoundsNoise, sequential_decision  # noqa: E402

@@ -9,7 +9,7 @@ for callers that write ``paired.<name>``): ``rounds`` (:class:`Round`), ``interv
 (:class:`Estimate`, :func:`look_interval`: a look's interval and its width), ``verdict``
 (:class:`Verdict`, :func:`decide`), ``plan`` (:class:`SequentialPlan`, :data:`WARM_PLAN`, :data:`MODEL_PLAN`),
 ``sequential`` (:class:`Decision`, :class:`RoundsNoise`, :func:`sequential_decision`, :func:`next_look`),
-``noise`` (a runner's noise model: the look's variance, :func:`guard`, :func:`guard_timeline`), ``noise_fit`` (:func:`fit`), ``calibration``
+``noise`` (a runner's noise model: the look's variance), ``noise_guard`` (the run's guard: :func:`guard`, :func:`guard_timeline`), ``noise_fit`` (:func:`fit`), ``calibration``
 (:class:`Calibration`, :func:`calibrate`, :func:`threshold_for`, :func:`resolvable_effect`, :func:`model_threshold`,
 :func:`model_resolvable_effect`),
 ``rates`` (:class:`Rates`, :func:`replay`), ``simulation`` (:func:`synthetic_rounds`,
@@ -19,8 +19,9 @@ imports nothing from ``kernels/`` or ``ci/``.
 
 from harness.paired.calibration import (Calibration, calibrate, model_resolvable_effect, model_threshold, resolvable_effect,
                                         threshold_for)
+from harness.paired.noise_guard import guard, guard_timeline
 from harness.paired.interval import Estimate, look_interval, model_interval
-from harness.paired.noise import BenchmarkNoise, LookNoise, Spread, guard, guard_timeline
+from harness.paired.noise import BenchmarkNoise, LookNoise, Spread
 from harness.paired.noise_fit import RunRounds, fit
 from harness.paired.plan import MODEL_PLAN, WARM_PLAN, SequentialPlan
 from harness.paired.rates import Rates, replay

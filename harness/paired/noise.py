@@ -29,20 +29,18 @@ more: each run left out in turn, the tail of its first looks' standardized means
 else from the dispersion of each (benchmark, run)'s log variance about an additive benchmark + run
 fit beyond what sampling (trigamma) explains (docs/SPEED_GATE.md, "The noise model").
 
-:func:`guard` is the per-run check of deliver 3: the run's pooled within variances against
-the model's, an F test whose reference df is the model's own dispersion: a run noisier
-than the model allows (a disturbed runner, a new driver, another GPU) fires it, and the
-gate then falls back to each benchmark's own rounds. numpy and scipy.special/stats only.
+:mod:`harness.paired.noise_guard` is the per-run check of deliver 3 (a run noisier than this model
+allows falls back to each benchmark's own rounds). numpy and scipy only.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import optimize, special
 
 # When the runs cannot show how much they differ (one or two runs), the prior dfs of the run and benchmark parts:
 # a little below what the five recorded H200 runs showed held out (run_df 39, bench_df 11.5; docs/SPEED_GATE.md).
@@ -203,104 +201,3 @@ def planned_variance(n: int, restart_every: int, look: LookNoise) -> tuple[float
     if b <= 0:
         return a, within_df
     return a + b, (a + b) ** 2 / (a * a / within_df + b * b / look.between_df)
-
-
-# ---------------------------------------------------------------------------
-# the guard
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class GuardTerm:
-    """One benchmark's contribution: its within-generation SS and df so far, and its model."""
-
-    ss: float
-    df: int
-    noise: BenchmarkNoise
-
-
-@dataclass(frozen=True)
-class GuardResult:
-    ratio: float  # the run's pooled within variance over the model's (1: as the model says)
-    df: int  # pooled within-generation df it rests on
-    reference_df: float  # the model's: how far the ratio may stray by the runs' spread and its own error
-    p: float  # the chance of a ratio this large if the model holds (1 when no df yet)
-    fired: bool
-
-    def to_json(self) -> dict[str, Any]:
-        return {"ratio": self.ratio, "df": self.df, "reference_df": self.reference_df, "p": self.p, "fired": self.fired}
-
-
-def guard(terms: Iterable[GuardTerm], spread: Spread, level: float) -> GuardResult:
-    """Is this run noisier than the model allows? A one-sided F test at ``level``.
-
-    The pooled ratio ``R = sum_k SS_k / sigma_k^2 / D`` (``D = sum_k d_k``): under the model each
-    ``SS_k / sigma_k^2`` is ``chi2_{d_k}`` times a run factor (``run_df``, common to all) and the
-    benchmark's own factors (``bench_df``, ``within_df``), so ``R`` is ``chi2_D / D`` over a factor whose
-    relative variance is ``2 / run_df + sum_k w_k^2 (2 / bench_df + 2 / within_df_k)`` (``w_k = d_k / D``):
-    ``R ~ F(D, d_ref)`` with ``d_ref`` that relative variance's df. Only runs *noisier* than the model fire
-    it: a quieter run costs no validity.
-    """
-    if not 0 < level < 1:
-        raise ValueError(f"guard level must be in (0, 1) (got {level})")
-    used = [t for t in terms if t.df >= 1]
-    total = sum(t.df for t in used)
-    if not total:
-        return GuardResult(1.0, 0, INFINITE_DF, 1.0, False)
-    inverse = 1.0 / spread.run_df if spread.run_df < INFINITE_DF else 0.0
-    for t in used:
-        w = t.df / total
-        inverse += w * w * sum(1.0 / d for d in (spread.bench_df, t.noise.within_df) if d < INFINITE_DF)
-    reference = 1.0 / inverse if inverse > 0 else INFINITE_DF
-    ratio = sum(t.ss / t.noise.within_sd ** 2 for t in used) / total
-    p = float(stats.f.sf(ratio, total, reference)) if reference < INFINITE_DF else float(stats.chi2.sf(ratio * total, total))
-    return GuardResult(ratio, total, reference, p, p < level)
-
-
-@dataclass(frozen=True)
-class PairEvent:
-    """One benchmark's round as it completed, in the run's time order (an excluded round has no ratio)."""
-
-    benchmark: str
-    log_ratio: float | None
-    generation: int
-
-
-class GuardState:
-    """The run's guard, fed one completed pair at a time (the gate's order); it stays fired once it fires."""
-
-    def __init__(self, models: Mapping[str, BenchmarkNoise], spread: Spread, level: float):
-        self.models, self.spread, self.level = models, spread, level
-        self._ratios: dict[str, list[float]] = {}
-        self._gens: dict[str, list[int]] = {}
-        self._terms: dict[str, GuardTerm] = {}
-        self.last = GuardResult(1.0, 0, INFINITE_DF, 1.0, False)
-        self.fired = False
-
-    def add(self, event: PairEvent) -> GuardResult:
-        model = self.models.get(event.benchmark)
-        if model is not None and event.log_ratio is not None:
-            self._ratios.setdefault(event.benchmark, []).append(event.log_ratio)
-            self._gens.setdefault(event.benchmark, []).append(event.generation)
-            ss, d = within_ss(self._ratios[event.benchmark], self._gens[event.benchmark])
-            self._terms[event.benchmark] = GuardTerm(ss, d, model)
-            self.last = guard(self._terms.values(), self.spread, self.level)
-            self.fired = self.fired or self.last.fired
-        return self.last
-
-
-def guard_timeline(events: Sequence[PairEvent], models: Mapping[str, BenchmarkNoise], spread: Spread,
-                   level: float) -> tuple[list[GuardResult], int | None]:
-    """:func:`guard` after each event, over every benchmark's usable rounds so far; and the first event that fired it.
-
-    The gate asks this of its rounds in the order their pairs completed (a round, then the next), so a
-    benchmark decided in the middle of a round is judged on exactly what had been measured by then; a
-    replay of the record asks the same (ci.speed.noise_run). Benchmarks without a model entry do not count.
-    """
-    state = GuardState(models, spread, level)
-    results, first = [], None
-    for i, event in enumerate(events):
-        results.append(state.add(event))
-        if first is None and state.fired:
-            first = i
-    return results, first

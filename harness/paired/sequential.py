@@ -47,7 +47,7 @@ class RoundsNoise:
 
     ``generations`` has one worker generation per round of the rounds decided on (excluded ones
     included, so the two align). ``fallback_from``: the index of the first round at whose end the
-    run's guard had fired (harness.paired.noise.guard; it stays fired), None when it never did.
+    run's guard had fired (harness.paired.noise_guard; it stays fired), None when it never did.
     """
 
     noise: BenchmarkNoise

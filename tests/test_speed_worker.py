@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -352,3 +353,15 @@ def test_after_pair_sees_each_pair_in_order_and_can_stop_the_round(sides):
     assert cut["sequence"] == [benches[0].id, benches[1].id]
     for side in ("base", "head"):
         assert sorted(_records(cut, side)) == sorted([benches[0].id, benches[1].id])  # the third: not measured
+
+
+def test_a_workers_first_timing_on_a_gpu_warms_up_longer_and_only_that_one():
+    from asv_bench.common import CPU_BUDGET, GPU_BUDGET
+    from ci.speed.worker import FIRST_GPU_WARMUP_MS, first_timing_budget
+
+    first = first_timing_budget(GPU_BUDGET, "cuda", first=True)
+    assert first.warmup_ms == FIRST_GPU_WARMUP_MS > GPU_BUDGET.warmup_ms and first.max_warmup_ms > first.warmup_ms
+    assert first_timing_budget(GPU_BUDGET, "cuda:1", first=False) is GPU_BUDGET  # later timings: the suite's budget
+    assert first_timing_budget(CPU_BUDGET, "cpu", first=True) is CPU_BUDGET  # a CPU keeps its own warm-up rule
+    longer = replace(GPU_BUDGET, warmup_ms=5000.0, max_warmup_ms=9000.0)
+    assert first_timing_budget(longer, "cuda", first=True) is longer  # never shortened

@@ -54,10 +54,11 @@ PROTOCOL = "mxfp4-speed-worker/1"
 # is then judged on the timed launches; unsteady ones become warm-up, and the full warm-up and a second
 # timing follow). A CPU keeps its warm-up, retried until steady: its timed cores are shared with whatever else runs.
 #
-# A worker's first timing on a GPU warms up for at least this long. A lone benchmark's first round in fresh workers was
-# off by +-0.5% with the 200 ms warm-up (the GPU comes from idle, 345 MHz; later rounds agreed within 0.1%): on the
-# H200, 2026-12-03, four of six runs of the tracked config alone, which fired the noise model's guard; with 2 s, none
-# of three (docs/data/h200_noise_model_v5b/, "repeat" and "warm"). With many benchmarks the prepare step warms the GPU.
+# A worker's first timing on a GPU warms up for at least this long. With the 200 ms warm-up, a lone benchmark's first
+# round in fresh workers was 0.3-0.6% off in 6 of 7 runs of the tracked config alone on the H200 (2026-12-03; later
+# rounds agreed within ~0.1%; the GPU had just idled) and fired the noise model's guard in 5; with 2 s (as --timing
+# warmup_ms=2000) in none of 3 (docs/data/h200_noise_model_v5b/, "repeat" and "warm"). With many benchmarks the
+# prepare step warms the GPU first.
 FIRST_GPU_WARMUP_MS = 2000.0
 
 

@@ -56,9 +56,9 @@ PROTOCOL = "mxfp4-speed-worker/1"
 #
 # A worker's first timing on a GPU warms up for at least this long. With the 200 ms warm-up, a lone benchmark's first
 # round in fresh workers was 0.3-0.6% off in 6 of 7 runs of the tracked config alone on the H200 (2026-12-03; later
-# rounds agreed within ~0.1%; the GPU had just idled) and fired the noise model's guard in 5; with 2 s (as --timing
-# warmup_ms=2000) in none of 3 (docs/data/h200_noise_model_v5b/, "repeat" and "warm"). With many benchmarks the
-# prepare step warms the GPU first.
+# rounds agreed within ~0.1%; the GPU had just idled) and fired the noise model's guard in 5; with 2 s in none of 5
+# (docs/data/h200_noise_model_v5b/: "repeat"; "warm" as --timing warmup_ms=2000; "verify" as this). With many
+# benchmarks the prepare step warms the GPU first.
 FIRST_GPU_WARMUP_MS = 2000.0
 
 

@@ -11,6 +11,9 @@
 #   bash docs/data/h200_noise_model.sh repeat     # the 0.25% slowdown four more times, and the tracked config alone A/A twice
 #   bash docs/data/h200_noise_model.sh warm       # the same with a 2 s first warm-up (--timing warmup_ms=2000), twice and once
 #   bash docs/data/h200_noise_model.sh verify     # the worker's own 2 s first warm-up (no --timing): the injection, then its A/A
+#                                                 # (REPEATS=N: N such pairs, default 1)
+#   bash docs/data/h200_noise_model.sh committed  # the code as committed (the worker's first warm-up included): the one-pass PR
+#                                                 # and the three A/A PRs, 20 Triton benchmarks each
 # Every gate run is preceded by its CPU step (python -m ci.speed.changes, as in pr-checks.yml): the gate's wall is the
 # GPU job's. `calibrate` keeps the files it wrote in .dev/noise_state/ (ignored; kept on the device while it stays warm)
 # for `after`; if the machine was given back between the calls, copy speed_noise_h200.json and speed_thresholds_h200.json
@@ -18,8 +21,8 @@
 # Everything comes back as one file, $OUT/h200_noise_model_<part>.tar.gz (each step's JSON record, Markdown, log).
 set -u -o pipefail
 export PYTHONUNBUFFERED=1
-PART=${1:?calibrate, before, after or after_aa}
-case $PART in calibrate|before|after|after_aa|repeat|warm|verify) ;; *) echo "unknown part: $PART (calibrate, before, after or after_aa)" >&2; exit 2 ;; esac
+PART=${1:?a part: calibrate, before, after, after_aa, repeat, warm, verify or committed}
+case $PART in calibrate|before|after|after_aa|repeat|warm|verify|committed) ;; *) echo "unknown part: $PART (calibrate, before, after, after_aa, repeat, warm, verify or committed)" >&2; exit 2 ;; esac
 BUDGET_S=${BUDGET_S:-570}
 ROOT=$(pwd)
 SITE=/tmp/site WORK=/tmp/r29 LOGS=/tmp/h200_noise_model OUT=${OUT:-/tmp/out}
@@ -76,8 +79,14 @@ else
   cp "$MODEL" "$THRESHOLDS" "$LOGS/"
   NEW=(--noise "$MODEL" --thresholds "$THRESHOLDS")
   if [ "$PART" = verify ]; then  # ci.speed.worker.FIRST_GPU_WARMUP_MS, as committed
-    gate verify_slow_0p25 75 main exp/slow-0p25 "${NEW[@]}" "${TRIPLE[@]}"
-    gate verify_aa_tracked 60 main exp/neutral-1 "${NEW[@]}" "${TRIPLE[@]}"
+    for i in $(seq 1 "${REPEATS:-1}"); do
+      suffix=$([ "${REPEATS:-1}" = 1 ] || echo "_$i")
+      gate "verify_slow_0p25$suffix" 75 main exp/slow-0p25 "${NEW[@]}" "${TRIPLE[@]}"
+      gate "verify_aa_tracked$suffix" 60 main exp/neutral-1 "${NEW[@]}" "${TRIPLE[@]}"
+    done
+  elif [ "$PART" = committed ]; then  # the whole-PR bars again, with every change since the 'after' runs in
+    gate committed_one_pass 120 main exp/slow "${NEW[@]}"
+    for i in 1 2 3; do gate "committed_aa_$i" 130 main "exp/neutral-$i" "${NEW[@]}"; done
   elif [ "$PART" = warm ]; then  # the first timing of a lone benchmark in fresh workers was off by +-0.5% (repeat)
     for i in 1 2; do gate "warm_slow_0p25_$i" 110 main exp/slow-0p25 "${NEW[@]}" "${TRIPLE[@]}" --timing warmup_ms=2000; done
     gate warm_aa_tracked_1 110 main exp/neutral-1 "${NEW[@]}" "${TRIPLE[@]}" --timing warmup_ms=2000

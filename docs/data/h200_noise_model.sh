@@ -13,7 +13,9 @@
 #   bash docs/data/h200_noise_model.sh verify     # the worker's own 2 s first warm-up (no --timing): the injection, then its A/A
 #                                                 # (REPEATS=N: N such pairs, default 1)
 #   bash docs/data/h200_noise_model.sh committed  # the code as committed (the worker's first warm-up included): the one-pass PR
-#                                                 # and the three A/A PRs, 20 Triton benchmarks each
+#                                                 # and the three A/A PRs, 20 Triton benchmarks each (AA_CAP: each A/A
+#                                                 # step's cap in seconds, default 130; the workflow has no such cap)
+#   bash docs/data/h200_noise_model.sh committed_aa # the three A/A PRs again (AA_CAP default 200), then one verify pair
 # Every gate run is preceded by its CPU step (python -m ci.speed.changes, as in pr-checks.yml): the gate's wall is the
 # GPU job's. `calibrate` keeps the files it wrote in .dev/noise_state/ (ignored; kept on the device while it stays warm)
 # for `after`; if the machine was given back between the calls, copy speed_noise_h200.json and speed_thresholds_h200.json
@@ -21,8 +23,8 @@
 # Everything comes back as one file, $OUT/h200_noise_model_<part>.tar.gz (each step's JSON record, Markdown, log).
 set -u -o pipefail
 export PYTHONUNBUFFERED=1
-PART=${1:?a part: calibrate, before, after, after_aa, repeat, warm, verify or committed}
-case $PART in calibrate|before|after|after_aa|repeat|warm|verify|committed) ;; *) echo "unknown part: $PART (calibrate, before, after, after_aa, repeat, warm, verify or committed)" >&2; exit 2 ;; esac
+PART=${1:?a part: calibrate, before, after, after_aa, repeat, warm, verify, committed or committed_aa}
+case $PART in calibrate|before|after|after_aa|repeat|warm|verify|committed|committed_aa) ;; *) echo "unknown part: $PART (calibrate, before, after, after_aa, repeat, warm, verify, committed or committed_aa)" >&2; exit 2 ;; esac
 BUDGET_S=${BUDGET_S:-570}
 ROOT=$(pwd)
 SITE=/tmp/site WORK=/tmp/r29 LOGS=/tmp/h200_noise_model OUT=${OUT:-/tmp/out}
@@ -86,7 +88,11 @@ else
     done
   elif [ "$PART" = committed ]; then  # the whole-PR bars again, with every change since the 'after' runs in
     gate committed_one_pass 120 main exp/slow "${NEW[@]}"
-    for i in 1 2 3; do gate "committed_aa_$i" 130 main "exp/neutral-$i" "${NEW[@]}"; done
+    for i in 1 2 3; do gate "committed_aa_$i" "${AA_CAP:-130}" main "exp/neutral-$i" "${NEW[@]}"; done
+  elif [ "$PART" = committed_aa ]; then  # more A/A PRs as committed, under a cap nearer the workflow's (none)
+    for i in 1 2 3; do gate "committed_aa_${i}b" "${AA_CAP:-200}" main "exp/neutral-$i" "${NEW[@]}"; done
+    gate verify_slow_0p25 75 main exp/slow-0p25 "${NEW[@]}" "${TRIPLE[@]}"
+    gate verify_aa_tracked 60 main exp/neutral-1 "${NEW[@]}" "${TRIPLE[@]}"
   elif [ "$PART" = warm ]; then  # the first timing of a lone benchmark in fresh workers was off by +-0.5% (repeat)
     for i in 1 2; do gate "warm_slow_0p25_$i" 110 main exp/slow-0p25 "${NEW[@]}" "${TRIPLE[@]}" --timing warmup_ms=2000; done
     gate warm_aa_tracked_1 110 main exp/neutral-1 "${NEW[@]}" "${TRIPLE[@]}" --timing warmup_ms=2000

@@ -89,3 +89,12 @@ def asv_env_template(tmp_path_factory):
         for project_specific in ("project", "asv-build-cache"):
             assert not (env / project_specific).exists(), f"asv setup left {env / project_specific}: not a template"
     return env_dir
+
+
+@pytest.fixture(scope="session")
+def measured_project(tmp_path_factory, asv_env_template):
+    """A fresh project after the main job's first run (tests/history_job.py), run once per session; a test takes
+    its own copy (``history_job.copy_project``) and never changes this one."""
+    from history_job import measure_new_project
+
+    return measure_new_project(tmp_path_factory.mktemp("measured-project"), asv_env_template)

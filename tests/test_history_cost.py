@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +18,8 @@ import pytest
 from asv_bench import records
 from ci.history import asv_driver, copies, identical, main_job, tracks
 from ci.history import summary as history_summary
-from test_asv_suite import asv_env, commit_change, make_project
+import history_job
+from test_asv_suite import commit_change
 from test_history_results import COMMIT_A, COMMIT_B, ENV, MACHINE, write_results
 
 NAMES = [
@@ -170,25 +169,16 @@ def test_within_one_run_a_newer_identical_commit_equals_the_older_one_measured_i
 # end to end on the CPU: docs-only not measured, --remeasure measures, a changed kernel is measured
 # ---------------------------------------------------------------------------
 
-TWO_CPU_TIMINGS = r"GemmOnCpu\.track_time\('torch_dequant:bf16'"
-
-
 def _job(repo: Path, home: Path, *args: str) -> dict:
-    report = repo / "report.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "ci.history", "--commits=1", "--tracks=gpu", f"--bench={TWO_CPU_TIMINGS}",
-         "--no-publish", f"--json={report}", *args],
-        cwd=repo, env=asv_env(home), capture_output=True, text=True, timeout=900,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
-    return {**json.loads(report.read_text()), "stdout": done.stdout}
+    report, done = history_job.run_job(repo, home, "--tracks=gpu", "--no-publish", *args)
+    return {**report, "stdout": done.stdout}
 
 
 @pytest.mark.slow
-def test_identical_code_costs_no_gpu_time_end_to_end(tmp_path, asv_env_template):
-    repo = make_project(tmp_path, asv_env_from=asv_env_template)
-    home = tmp_path / "home"
-    first = _job(repo, home)
+def test_identical_code_costs_no_gpu_time_end_to_end(tmp_path, measured_project):
+    # The first run (--tracks gpu; it also published, which the later runs do not read) is the session's.
+    measured = history_job.copy_project(measured_project, tmp_path)
+    repo, home, first = measured.repo, measured.home, measured.report
     (base,) = first["commits"]
     assert first["status"][base] == "measured" and first["cost"]["gpu"]["benchmark_seconds"] > 0
     assert first["tracks"] == {"gpu": first["machine"]}  # --tracks gpu: no compile track ran

@@ -9,17 +9,13 @@ output is at most 60 lines with no pip warnings, the log file holding the full t
 from __future__ import annotations
 
 import io
-import json
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from ci.history import asv_driver, messages, progress, result_points, track_steps
 from ci.history import summary as history_summary
-from test_asv_suite import asv_env, make_project
+import history_job
 
 SCREEN_LINES = 60
 
@@ -118,29 +114,17 @@ def test_the_screen_summary_cuts_long_tables_and_names_the_log():
 # end to end on the CPU: the main job twice on one commit
 # ---------------------------------------------------------------------------
 
-TWO_CPU_TIMINGS = r"GemmOnCpu\.track_time\('torch_dequant:bf16'"
-
-
-def _job(repo: Path, home: Path, *args: str) -> tuple[dict, subprocess.CompletedProcess]:
-    report = repo / "report.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "ci.history", "--commits=1", f"--bench={TWO_CPU_TIMINGS}", f"--json={report}", *args],
-        cwd=repo, env=asv_env(home), capture_output=True, text=True, timeout=900,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
-    return json.loads(report.read_text()), done
-
-
 @pytest.mark.slow
-def test_a_rerun_on_one_commit_adds_samples_and_the_output_fits_one_screen(tmp_path, asv_env_template):
-    repo = make_project(tmp_path, asv_env_from=asv_env_template)
-    home = tmp_path / "home"
-    first, first_run = _job(repo, home)
+def test_a_rerun_on_one_commit_adds_samples_and_the_output_fits_one_screen(tmp_path, measured_project):
+    # The first run is the session's (--tracks gpu: with this --bench the same runs as the default, all); the
+    # second, on a copy of its project, runs with the default tracks.
+    measured = history_job.copy_project(measured_project, tmp_path)
+    repo, home, first, first_run = measured.repo, measured.home, measured.report, measured.run
     (commit,) = first["commits"]
     before = first["samples"]["gpu"][commit]
     assert before and all(was == 0 and now > 0 for was, now in before.values())
 
-    second, second_run = _job(repo, home, "--remeasure")
+    second, second_run = history_job.run_job(repo, home, "--remeasure")
     after = second["samples"]["gpu"][commit]
     assert set(after) == set(before)  # no point lost
     for key, (was, now) in after.items():
@@ -149,13 +133,14 @@ def test_a_rerun_on_one_commit_adds_samples_and_the_output_fits_one_screen(tmp_p
     assert "0 files from" not in second_run.stderr
 
     log_file = repo / ".asv" / "main_job.log"
-    for done in (first_run, second_run):
+    # Each run names its own checkout's log: the first ran in the session's project, not in this copy.
+    for done, its_log in ((first_run, measured_project.repo / ".asv" / "main_job.log"), (second_run, log_file)):
         screen = done.stdout.splitlines() + done.stderr.splitlines()
         assert len(screen) <= SCREEN_LINES, "\n".join(screen)
         assert not any(line.startswith("WARNING:") for line in done.stdout.splitlines())
         steps = [int(n) for n in re.findall(r"\[(\d+)/\d+\]", done.stderr)]
         assert steps == list(range(1, len(steps) + 1)) and len(steps) >= 5
-        assert str(log_file) in done.stderr
+        assert str(its_log) in done.stderr
     logged = log_file.read_text()
     assert "### GEMM time per commit" in logged and "asv run" in logged and "track_time" in logged
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -186,6 +188,45 @@ def test_a_hanging_kernel_is_stopped_by_max_minutes(fault_repo, monkeypatch):
     assert time.monotonic() - started < 200
 
 
+class _Lines:
+    """A process's stderr read by a thread: wait for a line with a deadline (a read never blocks the test for good)."""
+
+    def __init__(self, stream):
+        self.seen: list[str] = []
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._reader.start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def wait_for(self, wanted, timeout_s: float) -> str:
+        """The first line for which ``wanted(line)``; fails naming what was seen at end of output or after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                line = self._lines.get(timeout=max(deadline - time.monotonic(), 0.0))
+            except queue.Empty:
+                pytest.fail(f"no such line within {timeout_s:.0f} s; seen:\n{''.join(self.seen)[-3000:]}")
+            if line is None:
+                pytest.fail(f"the output ended without such a line; seen:\n{''.join(self.seen)[-3000:]}")
+            self.seen.append(line)
+            if wanted(line):
+                return line
+
+    def rest(self) -> str:
+        """What the process wrote after the line waited for, to its end (call once it has exited)."""
+        self._reader.join(timeout=30)
+        rest = []
+        while not self._lines.empty():
+            line = self._lines.get()
+            if line is not None:
+                rest.append(line)
+        return "".join(rest)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_stops_the_gate_removes_its_worktrees_and_says_so(fault_repo, tmp_path, signum):
     repo, c0 = fault_repo
@@ -193,18 +234,18 @@ def test_a_signal_stops_the_gate_removes_its_worktrees_and_says_so(fault_repo, t
     env["PYTHONPATH"] = str(repo)
     gate = subprocess.Popen([sys.executable, "-m", "ci.speed.gate", "--repo", str(repo), "--base", c0, "--head", "hangs",
                              *SMALL, "--json", str(tmp_path / "v.json")], cwd=repo, env=env, stderr=subprocess.PIPE, text=True)
-    assert gate.stderr is not None
-    seen = []
-    for line in gate.stderr:  # wait until the surveys (one of them hanging) are running
-        seen.append(line)
-        if "surveying base and head" in line:
-            break
-    time.sleep(3)
-    assert _leftovers(gate.pid), "the gate's worktrees should exist while it runs"
-    gate.send_signal(signum)
-    rest = gate.stderr.read()
-    code = gate.wait(timeout=120)
-    assert code == 128 + signum, "".join(seen) + rest
+    stderr = _Lines(gate.stderr)
+    try:
+        # The surveys run side by side: once the base's has checked its kernel, the head's is in (or at) its hang.
+        stderr.wait_for(lambda line: " base w" in line and "correctness torch_dequant[bf16]" in line, timeout_s=180)
+        assert _leftovers(gate.pid), "the gate's worktrees should exist while it runs"
+        gate.send_signal(signum)
+        code = gate.wait(timeout=120)
+    finally:
+        if gate.poll() is None:
+            gate.kill()
+    rest = stderr.rest()
+    assert code == 128 + signum, "".join(stderr.seen) + rest
     name = signal.Signals(signum).name
     assert f"speed_gate: interrupted by {name}: stopped its child processes" in rest and "Traceback" not in rest, rest
     assert json.loads((tmp_path / "v.json").read_text())["verdict"] == "error"

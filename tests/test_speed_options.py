@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ci.speed import gate
+from ci.speed.grace import GRACE_ENV
 from ci.speed.options import PLAN_KEYS, Mode, speed_options
 from ci.speed.verdict import plan_of
 from harness.paired.sequential import WARM_PLAN
@@ -87,6 +88,22 @@ def exit_code(argv: list[str]) -> int:
         return gate.main(argv[1:] if calibrate else argv, calibrate=calibrate)
     except SystemExit as exc:
         return int(exc.code)
+
+
+@pytest.mark.parametrize("value, message", [("soon", "expected a number of seconds"), ("0", "must be a finite number of seconds > 0"),
+                                            ("-5", "must be a finite number of seconds > 0"), ("nan", "must be a finite number")])
+def test_a_bad_grace_is_refused_naming_the_variable(monkeypatch, capsys, value, message):
+    monkeypatch.setenv(GRACE_ENV, value)
+    assert exit_code([]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"speed_gate: error: ${GRACE_ENV}={value!r}: {message}"), line
+
+
+def test_the_grace_is_30_s_unless_the_variable_says_otherwise(monkeypatch):
+    monkeypatch.delenv(GRACE_ENV, raising=False)
+    assert options_of().grace_s == 30.0
+    monkeypatch.setenv(GRACE_ENV, " 2.5 ")
+    assert options_of().grace_s == 2.5 and options_of("--calibrate").grace_s == 2.5
 
 
 def test_a_bad_thresholds_file_is_an_option_error(tmp_path, capsys):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -23,7 +24,7 @@ from ci.speed.devices import assign_devices, estimated_seconds, pinned_environme
 from ci.speed.rounds import Benchmark, Side, rotating_order, survey_request
 from ci.speed.cost import cost_summary
 from ci.speed.warm import WarmEngine
-from ci.speed.worker_process import WorkerFailed
+from ci.speed.worker_process import QUIT_TIMEOUT_S, WorkerFailed
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SABOTAGE_ENV = "MXFP4_TEST_SABOTAGE"
@@ -201,7 +202,9 @@ def test_the_workers_that_survey_are_the_ones_that_measure_and_the_survey_is_cou
 def test_three_devices_keep_pairs_together_and_report_a_failing_device(sides, sabotage):
     benches = [bench(128, 128, 256 * (i + 1)) for i in range(4)]
     names = [s.name for s in sides]
-    with WarmEngine(sides, device="cpu", budget=BUDGET, devices=[0, 1, 2], measure_timeout_s=20) as engine:
+    # The hang below is found only at the read's time limit, so the test waits all of it; a timing here takes at most
+    # ~0.3 s, even with another process busy on both cores of a 2-core CPU: 10 s leaves a wide margin.
+    with WarmEngine(sides, device="cpu", budget=BUDGET, devices=[0, 1, 2], measure_timeout_s=10) as engine:
         first = engine.measure_round(names, benches, round_index=0).to_json()
         device_of = {}
         for b in benches:
@@ -238,7 +241,7 @@ def test_three_devices_keep_pairs_together_and_report_a_failing_device(sides, sa
         assert time.perf_counter() - began < 60
         errors = {d["device"]: d["error"] for d in third["devices"] if d["error"]}
         assert set(errors) == {1, 2}
-        assert "head worker 0 on device 1" in errors[1] and "no answer" in errors[1] and "within 20 s" in errors[1]
+        assert "head worker 0 on device 1" in errors[1] and "no answer" in errors[1] and "within 10 s" in errors[1]
         assert "failed earlier" in errors[2]
         for b in benches:
             rec = _records(third, "head")[b.id]
@@ -269,6 +272,42 @@ def _ended(pid: int) -> bool:
     except ProcessLookupError:
         return True
     return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+
+
+def test_closing_the_engine_kills_a_worker_busy_timing_at_once(sides, sabotage):
+    """What a signal does to the gate: the engine closes while a worker thread waits on a timing that hangs. The
+    busy worker cannot answer "quit" (it reads its next request only after this one): it is killed, not waited on."""
+    benches = [bench(128, 128, 512)]
+    engine = WarmEngine(sides, device="cpu", budget=BUDGET, spares=False, measure_timeout_s=300)
+    try:
+        engine.measure_round(["base", "head"], benches, round_index=0)
+        head = engine.devices[0].workers["head"]
+        sabotage.write_text("hang 0")
+        errors: list[BaseException] = []
+        measuring = threading.Thread(target=_catching(errors, lambda: engine.measure_round(["base", "head"], benches,
+                                                                                          round_index=1)), daemon=True)
+        measuring.start()
+        deadline = time.monotonic() + 120
+        while not head.busy and time.monotonic() < deadline:  # the base has measured; the head's timing hangs
+            time.sleep(0.05)
+        assert head.busy, "the head worker never started its timing"
+        began = time.monotonic()
+    finally:
+        engine.close()
+    assert time.monotonic() - began < QUIT_TIMEOUT_S  # asked to quit, it would hold close() this long
+    assert not head.alive
+    measuring.join(timeout=60)
+    assert not measuring.is_alive() and not errors, errors  # its device is reported failed, the thread ends
+    assert all(_ended(pid) for pid in engine.process_ids())
+
+
+def _catching(errors: list[BaseException], action):
+    def run():
+        try:
+            action()
+        except BaseException as exc:  # noqa: BLE001 -- reported by the test
+            errors.append(exc)
+    return run
 
 
 def test_spares_by_default_only_where_their_imports_do_not_share_the_timed_cores(sides):

@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping
 from ci.common.options import (OptionsError, arch_value, key_values, minutes_value, names_value, output_value,
                                positive_int_value, timing_value)
 from ci.speed.arch import ARCH_CHOICES
+from ci.speed.grace import DEFAULT_GRACE_S, grace_value
 from ci.speed.exclusion import ExclusionRule
 from ci.speed.thresholds import Thresholds, ThresholdsError, load_thresholds
 from ci.speed.warm import DEFAULT_RESTART_EVERY
@@ -204,6 +205,7 @@ class SpeedOptions:
     calibrations: Mapping[str, Any] | None = None  # None: the head's calibration file if any (or the record's)
     plan_keys: tuple[tuple[str, Any], ...] = ()  # --plan KEY=VALUE, checked (PLAN_KEYS)
     max_minutes: float | None = DEFAULT_MAX_MINUTES  # None: no limit
+    grace_s: float = DEFAULT_GRACE_S  # $MXFP4_SPEED_GRACE_S: a worker's least time to answer, even past the deadline
     fail_on_inconclusive: bool = False
     all_verdicts: bool = False  # measure on after the PR has failed, until every benchmark has its verdict
     timing: tuple[tuple[str, Any], ...] = ()  # harness.timing.TimingBudget overrides
@@ -280,8 +282,9 @@ class SpeedOptions:
         return -(-3 * self.the_plan().max_rounds // 2)
 
 
-def speed_options(given: Mapping[str, Any], command: tuple[str, ...] | list[str] = ()) -> SpeedOptions:
-    """Check every option of ``python -m ci.speed`` (the parsed values by dest) and return them as one object."""
+def speed_options(given: Mapping[str, Any], command: tuple[str, ...] | list[str] = (),
+                  environ: Mapping[str, str] | None = None) -> SpeedOptions:
+    """Check every option of ``python -m ci.speed`` (the parsed values by dest; ``environ``: os.environ) into one object."""
     if given["replay"] and given["calibrate"]:
         raise OptionsError("--replay and a calibration: choose one")
     mode = Mode.REPLAY if given["replay"] else Mode.CALIBRATE if given["calibrate"] else Mode.GATE
@@ -327,6 +330,7 @@ def speed_options(given: Mapping[str, Any], command: tuple[str, ...] | list[str]
         calibrations=_calibrations(given["calibration"]),
         plan_keys=tuple(keys.items()),
         max_minutes=minutes_value(given["max_minutes"]),  # each front's parser has its mode's default
+        grace_s=grace_value(environ),
         fail_on_inconclusive=given["fail_on_inconclusive"],
         all_verdicts=bool(given.get("all_verdicts")),
         timing=tuple(timing_value(given["timing"]).items()),

@@ -90,9 +90,6 @@ def _last_line(exc: Exception, limit: int = 300) -> str:
     return (lines[-1] if lines else type(exc).__name__)[:limit]
 
 
-GRACE_S = 30.0  # a worker asked just before the deadline still gets this long to answer
-
-
 def open_measurer(sides: Sequence[Side], options: SpeedOptions, deadline: float | None) -> WarmEngine:
     """The warm workers that survey and measure ``sides`` (closing the engine ends every process it started).
 
@@ -101,9 +98,9 @@ def open_measurer(sides: Sequence[Side], options: SpeedOptions, deadline: float 
     """
     device = options.device
     devices = list(options.gpus) if options.gpus is not None else list(range(visible_gpu_count() if device != "cpu" else 1))
-    # Every read from a worker is bounded by what is left until ``deadline`` (--max-minutes; at least GRACE_S):
-    # a hanging kernel cannot hold the runner.
-    left = math.inf if deadline is None else max(GRACE_S, deadline - time.time())
+    # Every read from a worker is bounded by what is left until ``deadline`` (--max-minutes; at least the grace,
+    # $MXFP4_SPEED_GRACE_S: ci.speed.grace): a hanging kernel cannot hold the runner.
+    left = math.inf if deadline is None else max(options.grace_s, deadline - time.time())
     return WarmEngine(sides, device=device, budget=options.timing_overrides, log=log, restart_every=options.restart_every,
                       devices=devices, start_timeout_s=min(START_TIMEOUT_S, left), setup_timeout_s=min(SETUP_TIMEOUT_S, left),
                       measure_timeout_s=min(MEASURE_TIMEOUT_S, left))

@@ -366,8 +366,10 @@ class WarmEngine:
         return retiring
 
     def _stop(self, dev: Device) -> None:
-        each(list(dev.workers), lambda side: dev.workers[side].quit())
+        # Taken off the device first: close() (a signal) and a measuring thread whose worker it killed may both stop it.
+        workers = dict(dev.workers)
         dev.workers.clear()
+        each(list(workers), lambda side: workers[side].quit())
 
     def _kill_spares(self, dev: Device) -> None:
         spares, dev.spares = dev.spares, {}

@@ -53,6 +53,10 @@ class WorkerProcess:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
         self.pid = self._proc.pid
+        # Held while a request waits for its answer. The worker reads its next request only after answering this one:
+        # a "quit" sent to a busy worker would wait for the end of its timing (or hang), and its answer would be
+        # taken by the other waiter; so quit() kills a busy worker instead.
+        self._asking = threading.Lock()
         self._answers: queue.Queue[Any] = queue.Queue()
         self._stderr: deque[str] = deque(maxlen=200)
         prefix = f"  [dev {device_index} {side} w{generation}] "
@@ -88,6 +92,15 @@ class WorkerProcess:
 
     def request(self, message: Mapping[str, Any], *, timeout_s: float, what: str) -> dict[str, Any]:
         """Send one request, wait at most ``timeout_s`` for its answer; :class:`WorkerFailed` otherwise."""
+        with self._asking:
+            return self._ask(message, timeout_s=timeout_s, what=what)
+
+    @property
+    def busy(self) -> bool:
+        """A request is waiting for its answer (the worker is preparing, surveying or timing)."""
+        return self._asking.locked()
+
+    def _ask(self, message: Mapping[str, Any], *, timeout_s: float, what: str) -> dict[str, Any]:
         try:
             assert self._proc.stdin is not None
             self._proc.stdin.write(json.dumps(message) + "\n")
@@ -129,14 +142,18 @@ class WorkerProcess:
         """Ask it to end; kill it when it does not answer within QUIT_TIMEOUT_S or exit within ``exit_timeout_s``.
 
         Once it has answered "quit" it has nothing left to do but the interpreter's teardown
-        (seconds on a busy CPU): a restart, waiting on it, kills it sooner. Never raises.
+        (seconds on a busy CPU): a restart, waiting on it, kills it sooner. A worker still busy
+        with a request (only when the gate is quitting mid-request: a signal, an error in another
+        thread) is killed at once: that request's answer would be thrown away. Never raises.
         """
-        if self.alive:
+        if self.alive and self._asking.acquire(blocking=False):
             try:
-                self.request({"op": "quit"}, timeout_s=QUIT_TIMEOUT_S, what="quit")
+                self._ask({"op": "quit"}, timeout_s=QUIT_TIMEOUT_S, what="quit")
                 self._proc.wait(timeout=exit_timeout_s)
             except (WorkerFailed, subprocess.TimeoutExpired):
                 pass
+            finally:
+                self._asking.release()
         self.kill()
 
     def kill(self) -> None:

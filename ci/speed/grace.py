@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Mapping
 
 from ci.common.options import OptionsError
 
@@ -19,9 +18,9 @@ GRACE_ENV = "MXFP4_SPEED_GRACE_S"
 DEFAULT_GRACE_S = 30.0
 
 
-def grace_value(environ: Mapping[str, str] | None = None) -> float:
+def grace_value() -> float:
     """$MXFP4_SPEED_GRACE_S in seconds (default 30): a finite number > 0, else an OptionsError naming it."""
-    text = (os.environ if environ is None else environ).get(GRACE_ENV, "").strip()
+    text = os.environ.get(GRACE_ENV, "").strip()
     if not text:
         return DEFAULT_GRACE_S
     try:

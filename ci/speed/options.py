@@ -282,9 +282,8 @@ class SpeedOptions:
         return -(-3 * self.the_plan().max_rounds // 2)
 
 
-def speed_options(given: Mapping[str, Any], command: tuple[str, ...] | list[str] = (),
-                  environ: Mapping[str, str] | None = None) -> SpeedOptions:
-    """Check every option of ``python -m ci.speed`` (the parsed values by dest; ``environ``: os.environ) into one object."""
+def speed_options(given: Mapping[str, Any], command: tuple[str, ...] | list[str] = ()) -> SpeedOptions:
+    """Check every option of ``python -m ci.speed`` (the parsed values by dest, and $MXFP4_SPEED_GRACE_S) into one object."""
     if given["replay"] and given["calibrate"]:
         raise OptionsError("--replay and a calibration: choose one")
     mode = Mode.REPLAY if given["replay"] else Mode.CALIBRATE if given["calibrate"] else Mode.GATE
@@ -330,7 +329,7 @@ def speed_options(given: Mapping[str, Any], command: tuple[str, ...] | list[str]
         calibrations=_calibrations(given["calibration"]),
         plan_keys=tuple(keys.items()),
         max_minutes=minutes_value(given["max_minutes"]),  # each front's parser has its mode's default
-        grace_s=grace_value(environ),
+        grace_s=grace_value(),
         fail_on_inconclusive=given["fail_on_inconclusive"],
         all_verdicts=bool(given.get("all_verdicts")),
         timing=tuple(timing_value(given["timing"]).items()),

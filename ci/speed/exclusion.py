@@ -130,6 +130,7 @@ class PairedRound:
     detail: str
     order: tuple[str, ...]
     exclusion: Exclusion | None = None  # the code behind ``round.excluded`` (its label)
+    generation: int = 0  # the head worker's generation (a record without one: a generation of its own, -1 - index)
 
     def to_json(self) -> dict[str, Any]:
         return {"round_index": self.round_index, **self.round.to_json(), "detail": self.detail or None, "order": list(self.order)}
@@ -159,5 +160,7 @@ def paired_rounds(
             base, head = (float(x) if isinstance(x, (int, float)) else float("nan") for x in figures)
             paired_round = Round(base, head, reason.label)
         order = tuple(s for s in rnd.get("order", by_side) if s in (base_side, head_side))
-        paired.append(PairedRound(int(rnd["index"]), paired_round, detail, order, reason))
+        generation = (records[head_side] or {}).get("worker_generation")
+        generation = int(generation) if isinstance(generation, int) else -1 - int(rnd["index"])  # as ci.speed.noise_run
+        paired.append(PairedRound(int(rnd["index"]), paired_round, detail, order, reason, generation))
     return paired

@@ -178,6 +178,10 @@ def replay_plan(options: SpeedOptions, recorded: SequentialPlan) -> SequentialPl
     if options.noise is not None and options.use_noise and recorded.variance != "model":
         return options.the_plan(model=True).with_alpha(recorded.alpha) if "alpha" not in options.plan_given \
             else options.the_plan(model=True)
+    if options.plan_given.get("rule", recorded.rule) != recorded.rule:  # --plan rule=...: today's plan of that rule
+        model = recorded.variance == "model" or options.noise is not None
+        plan = options.the_plan(model=model)
+        return plan if "alpha" in options.plan_given else plan.with_alpha(recorded.alpha)
     return options.the_plan(recorded)
 
 

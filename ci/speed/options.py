@@ -31,7 +31,7 @@ from ci.speed.exclusion import ExclusionRule
 from ci.speed.thresholds import Thresholds, ThresholdsError, load_thresholds
 from ci.speed.warm import DEFAULT_RESTART_EVERY
 from harness.gpu_state import SLOWDOWN_REASONS
-from harness.paired.plan import MODEL_PLAN, WARM_PLAN, SequentialPlan
+from harness.paired.plan import MODEL_PLAN, WARM_PLAN, ZONE_PLAN, ZONE_WARM_PLAN, SequentialPlan
 
 # The PR workflow's GPU job has 120 minutes (.github/workflows/pr-checks.yml), correctness gates and set-up included:
 # a gate that is still measuring then is killed with no verdict at all.
@@ -113,7 +113,15 @@ class PlanKey:
     measuring: bool = False  # about how rounds are measured: a replay refuses it
 
 
+def _rule(key: str, text: str) -> str:
+    if text not in ("zone", "band"):
+        raise OptionsError(f"--plan {key}={text}: expected zone (version 6, the default) or band (version 5's rule)")
+    return text
+
+
 PLAN_KEYS: dict[str, PlanKey] = {
+    "rule": PlanKey(_rule, "zone: regression or not, with the zone [1 - t, 1 - t/2] and a last look that decides (version 6); "
+                           "band: version 5's interval against the band [1 - t, 1 + t], for a before/after"),
     "looks": PlanKey(_looks, "usable-round counts of the looks (5,7,10,14,20), or their number, spread from min to max rounds"),
     "min_rounds": PlanKey(_positive_int, "usable rounds at the first look (5)"),
     "max_rounds": PlanKey(_positive_int, "usable rounds at the last look (20)"),
@@ -243,11 +251,25 @@ class SpeedOptions:
     def pass_rounds(self) -> int:
         return self.plan_given.get("pass_rounds", MODEL_PLAN.look_points[0])
 
+    @property
+    def rule(self) -> str:
+        """--plan rule (default zone): version 6's decision, or version 5's band."""
+        return self.plan_given.get("rule", "zone")
+
+    def default_plan(self, model: bool) -> SequentialPlan:
+        """ZONE_PLAN with a noise model, else ZONE_WARM_PLAN (--plan rule=band: MODEL_PLAN / WARM_PLAN)."""
+        with_model = model and self.use_noise
+        if self.rule == "band":
+            return MODEL_PLAN if with_model else WARM_PLAN
+        return ZONE_PLAN if with_model else ZONE_WARM_PLAN
+
     def the_plan(self, recorded: SequentialPlan | None = None, model: bool = False) -> SequentialPlan:
-        """The gate's plan -- MODEL_PLAN with a noise model, else WARM_PLAN -- (or, in a replay, the ``recorded`` one) with the --plan keys given."""
+        """The gate's plan (:meth:`default_plan`; in a replay the ``recorded`` one) with the --plan keys given."""
+        if recorded is not None and self.plan_given.get("rule", recorded.rule) != recorded.rule:
+            recorded = None  # --plan rule=...: a record of the other rule is decided under today's plan of that rule
         if recorded is not None and not self.use_noise and recorded.variance == "model":
             recorded = replace(recorded, variance="rounds")  # --plan noise=off: the same looks, each benchmark's own rounds
-        return build_plan(recorded or (MODEL_PLAN if model and self.use_noise else WARM_PLAN), self.plan_given)
+        return build_plan(recorded or self.default_plan(model), self.plan_given)
 
     def plan_for(self, gated: int, model: bool = False) -> SequentialPlan:
         """The plan for a run gating ``gated`` benchmarks: the per-PR alpha shared among them (Bonferroni).
@@ -292,12 +314,13 @@ def speed_options(given: Mapping[str, Any], command: tuple[str, ...] | list[str]
     # Checked now, before any work (a replay checks again on the recorded plan). Which plan decides is known only
     # once the run finds (or not) a noise model: keys that fit one plan pass here, and the other, if it is the one
     # needed, is refused then (exit 2, the same message). noise=off: only the t plan can decide.
+    band = keys.get("rule") == "band"
     try:
-        plan = build_plan(WARM_PLAN, keys)
+        plan = build_plan(WARM_PLAN if band else ZONE_WARM_PLAN, keys)
     except OptionsError:
         if keys.get("noise") is False:
             raise
-        plan = build_plan(MODEL_PLAN, keys)
+        plan = build_plan(MODEL_PLAN if band else ZONE_PLAN, keys)
     rounds = keys.get("rounds")
     if mode is Mode.CALIBRATE and rounds is not None and rounds < CALIBRATION_MIN_ROUNDS:
         raise OptionsError(f"a calibration needs --plan rounds >= {CALIBRATION_MIN_ROUNDS} (got rounds={rounds})")

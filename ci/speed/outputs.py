@@ -18,7 +18,7 @@ from ci.speed.reasons import Status, Stop
 from ci.speed.report import gate_markdown, plan_text
 from ci.speed.run import log
 from ci.speed.thresholds import Thresholds
-from ci.speed.verdict import GATE_SCHEMA, RESOLVE_POWER, BenchmarkResult, exit_code
+from ci.speed.verdict import EXIT_INCONCLUSIVE, GATE_SCHEMA, RESOLVE_POWER, BenchmarkResult, exit_code
 from harness.paired import SequentialPlan, Verdict
 from harness.report import append_step_summary_or_fallback, json_text, write_json_atomic, write_or_fallback
 
@@ -56,6 +56,15 @@ def summary_ids(results: Sequence[BenchmarkResult]) -> dict[str, list[str]]:
     return out
 
 
+STATUS_WORDS = {0: "PASS", 1: "FAIL", EXIT_INCONCLUSIVE: "INCONCLUSIVE"}
+
+
+def inconclusive_policy(plan: Any, fail_on_inconclusive: bool) -> str:
+    if getattr(plan, "rule", "band") == "zone":
+        return "not green: exit 3, re-run (a measurement failed)"
+    return "fail (--fail-on-inconclusive)" if fail_on_inconclusive else "pass with a warning"
+
+
 def record_json(context: Context, results: Sequence[BenchmarkResult], correctness: Sequence[Mapping[str, Any]],
                 rounds: Sequence[Mapping[str, Any]], code: int, fail_on_inconclusive: bool, command: Sequence[str]) -> dict[str, Any]:
     """The verdict record: a gate's, a calibration's or a replay's (docs/SPEED_GATE.md has the schema)."""
@@ -64,9 +73,9 @@ def record_json(context: Context, results: Sequence[BenchmarkResult], correctnes
         "mode": context.mode,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": ["python", "-m", "ci.speed.gate", *command],
-        "verdict": "fail" if code else "pass",
+        "verdict": STATUS_WORDS.get(code, "fail").lower(),
         "exit_code": code,
-        "inconclusive_policy": "fail (--fail-on-inconclusive)" if fail_on_inconclusive else "pass with a warning",
+        "inconclusive_policy": inconclusive_policy(context.plan, fail_on_inconclusive),
         "base": context.base,
         "head": context.head,
         "device": context.device,
@@ -163,7 +172,7 @@ def finish(context: Context, results: Sequence[BenchmarkResult], correctness: Se
     ids = summary_ids(results)
     undecided = sum(r.status is Status.GATED and r.stopped_by is Stop.PR_FAILED for r in results)
     inconclusive = len(ids[Verdict.INCONCLUSIVE.value]) - undecided
-    title = (f"Speed gate: {'FAIL' if code else 'PASS'}" + (f" ({inconclusive} inconclusive ⚠)" if inconclusive else "")
+    title = (f"Speed gate: {STATUS_WORDS.get(code, 'FAIL')}" + (f" ({inconclusive} inconclusive ⚠)" if inconclusive else "")
              + (f" ({undecided} not decided: the PR had failed)" if undecided else ""))
     # Nothing measured because every selected benchmark has identical code (or is gone at head).
     all_unchanged = (not rounds and any(r.status is Status.UNCHANGED_IDENTICAL for r in results)
@@ -189,7 +198,8 @@ def finish(context: Context, results: Sequence[BenchmarkResult], correctness: Se
     if all_unchanged:
         log(f"speed_gate: {ALL_UNCHANGED}")
     else:
-        log(f"speed_gate: {'FAIL: ' + '; '.join(failed) if code and failed else 'FAIL' if code else 'PASS'}"
+        word = STATUS_WORDS.get(code, "FAIL")
+        log(f"speed_gate: {word + ': ' + '; '.join(failed) if code == 1 and failed else word}"
             + (f" ({inconclusive} inconclusive)" if inconclusive else ""))
     return code
 

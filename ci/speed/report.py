@@ -233,7 +233,12 @@ def gate_markdown(
         parts += [f"> **{len(undecided)} not decided**: the PR had failed (the regression or wrong result below), so "
                   "no round started after it: its status was known. `--all-verdicts` measures every benchmark to its "
                   f"verdict. {', '.join(undecided[:8])}", ""]
-    if inconclusive:
+    zone = [r for r in results if r.decision is not None and r.decision.rule == "zone"]
+    if inconclusive and zone:
+        parts += [f"> ⚠ **{len(inconclusive)} inconclusive: the measurement failed, not green (exit 3); re-run.** "
+                  + "; ".join(f"{r.id}: {r.decision.reason if r.decision else r.note}" for r in results
+                              if r.id in inconclusive[:8]), ""]
+    elif inconclusive:
         effect = "fails the gate (--fail-on-inconclusive)" if fail_on_inconclusive else "does not fail the gate (exit 0)"
         parts += [f"> ⚠ **{len(inconclusive)} inconclusive**: no look's interval cleared the band, so the change could not be "
                   f"told from the threshold with this noise in these rounds; this {effect}. {', '.join(inconclusive[:8])}", ""]

@@ -22,7 +22,8 @@ from ci.speed.rounds import Benchmark
 from ci.speed.selection import Entry
 from ci.speed.thresholds import Thresholds
 from harness import paired
-from harness.paired.noise import LookNoise
+from harness.paired.noise import LookNoise, Spread
+from harness.paired.zone import planned_rounds
 from harness.paired.sequential import METHOD, Decision, RoundsNoise, SequentialPlan
 from harness.paired.verdict import Verdict
 
@@ -95,6 +96,14 @@ def resolvable_effect(
     benchmark (its 95% upper bound of the round-ratio SD), else from this run's usable rounds (the same
     bound, via harness.paired.calibrate: a constant effect does not change the spread of log ratios).
     """
+    if plan.rule == "zone":
+        look = LookNoise(noise.noise, noise.spread) if plan.variance == "model" and noise is not None and noise.noise else None
+        n = planned_rounds(look, threshold, plan, restart_every)
+        if look is None:
+            return None, "no noise model entry: the rounds decide when they can (the last look always does)"
+        if n is None:
+            return None, f"the zone plan cannot decide every effect by its last look ({plan.max_rounds} rounds) under the model"
+        return threshold, f"the zone plan: any effect decided by round {n} under the model"
     if plan.variance == "model" and noise is not None:
         look = LookNoise(noise.noise, noise.spread)
         return paired.model_resolvable_effect(look, threshold, plan, restart_every, RESOLVE_POWER), "the noise model"
@@ -135,6 +144,8 @@ def decide_entry(
         return result
     result.threshold, result.threshold_source = thresholds.lookup(bench.id)
     result.rounds = paired_rounds(rounds, bench.id, "base", "head", rule)
+    if plan.rule == "zone" and noise is None:  # no model entry: the zone still needs the worker generations
+        noise = RoundsNoise(None, Spread(), tuple(r.generation for r in result.rounds))
     decision = paired.sequential_decision([r.round for r in result.rounds], result.threshold, plan, noise)
     if decision.complete:
         result.stopped_by = Stop.DECISION
@@ -149,11 +160,26 @@ def decide_entry(
     return result
 
 
+EXIT_INCONCLUSIVE = 3
+
+
+def inconclusive_failed(results: Sequence[BenchmarkResult]) -> list[BenchmarkResult]:
+    """The zone plan's gated benchmarks left inconclusive: a measurement that failed (not a PR that had already failed)."""
+    return [r for r in results if r.status is Status.GATED and r.verdict is Verdict.INCONCLUSIVE
+            and r.decision is not None and r.decision.rule == "zone" and r.stopped_by is not Stop.PR_FAILED]
+
+
 def exit_code(results: Sequence[BenchmarkResult], fail_on_inconclusive: bool) -> int:
-    """0 pass, 1 a regression or a wrong result at head (or an inconclusive one, when asked to fail on it)."""
+    """0 pass, 1 a regression or a wrong result at head, 3 inconclusive (the zone plan: a measurement failed; re-run).
+
+    Under version 5's band rule an inconclusive benchmark passes with a warning (exit 0) unless
+    ``fail_on_inconclusive``; under the zone rule it is never green.
+    """
     failing = {Verdict.REGRESSION} | ({Verdict.INCONCLUSIVE} if fail_on_inconclusive else set())
     bad = any(r.status is Status.WRONG_RESULT or (r.status is Status.GATED and r.verdict in failing) for r in results)
-    return 1 if bad else 0
+    if bad:
+        return 1
+    return EXIT_INCONCLUSIVE if inconclusive_failed(results) else 0
 
 
 # ---------------------------------------------------------------------------
@@ -197,11 +223,15 @@ def plan_of(data: Mapping[str, Any], where: str = "the record") -> SequentialPla
     if method != METHOD:
         raise RecordError(f"{where} {RETIRED_PLAN}" if method == "signed_rank" else f"{where}: unknown plan method {method!r}")
     spending = data.get("spending")
+    zone = {}
+    if data.get("rule", "band") == "zone":  # version 6's keys (a record before it has none: the band)
+        zone = {"rule": "zone", "prior_df_cap": data.get("prior_df_cap"), "between_floor": float(data["between_floor"]),
+                "bench_check_level": data.get("bench_check_level"), "forced_limit": float(data["forced_limit"])}
     return SequentialPlan(min_rounds=data["min_rounds"], max_rounds=data["max_rounds"], looks=points, alpha=data["alpha"],
                           alpha_per_tail=bool(data.get("alpha_per_tail", False)), futility=bool(data.get("futility", False)),
                           miss_alpha=data.get("miss_alpha"), spending=None if spending is None else tuple(spending),
                           variance=data.get("variance", "rounds"),
-                          guard_level=data.get("guard_level", SequentialPlan.guard_level))  # a t plan's record has none
+                          guard_level=data.get("guard_level", SequentialPlan.guard_level), **zone)  # a t plan's record has none
 
 
 def load_calibrations(path: str | Path) -> dict[str, Any]:

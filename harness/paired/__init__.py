@@ -23,7 +23,7 @@ from harness.paired.noise_guard import guard, guard_timeline
 from harness.paired.interval import Estimate, look_interval, model_interval
 from harness.paired.noise import BenchmarkNoise, LookNoise, Spread
 from harness.paired.noise_fit import RunRounds, fit
-from harness.paired.plan import MODEL_PLAN, WARM_PLAN, SequentialPlan
+from harness.paired.plan import MODEL_PLAN, WARM_PLAN, ZONE_PLAN, ZONE_WARM_PLAN, SequentialPlan
 from harness.paired.rates import Rates, replay
 from harness.paired.rounds import Round
 from harness.paired.sequential import Decision, RoundsNoise, next_look, sequential_decision
@@ -33,6 +33,8 @@ from harness.paired.verdict import Verdict, decide
 __all__ = [
     "MODEL_PLAN",
     "WARM_PLAN",
+    "ZONE_PLAN",
+    "ZONE_WARM_PLAN",
     "BenchmarkNoise",
     "Calibration",
     "LookNoise",

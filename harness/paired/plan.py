@@ -29,6 +29,9 @@ import numpy as np
 # another ("signed_rank", or none: before issue 21) was decided by a retired plan (ci.speed.verdict.plan_of).
 METHOD = "t"
 VARIANCE_SOURCES = ("rounds", "model")
+# "band" (versions 1-5): an interval must clear the band [1 - t, 1 + t] on one side or lie inside it;
+# "zone" (version 6, issue 37): regression or not, with an indifference zone (harness.paired.zone).
+RULES = ("band", "zone")
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,11 @@ class SequentialPlan:
     spending: tuple[float, ...] | None = None  # each look's share of alpha (and miss alpha); None: equal
     variance: str = "rounds"  # "rounds": each benchmark's own; "model": the runner's noise model (issue 29)
     guard_level: float = 0.05  # variance "model": the run's guard (harness.paired.noise_guard) fires in at most this share of runs
+    rule: str = "band"  # "zone": version 6's decision (harness.paired.zone); the keys below are its own
+    prior_df_cap: float | None = None  # zone: the model's within variance is worth at most this many df in one run
+    between_floor: float = 0.0  # zone: the between-worker SD used is at least this times the within SD
+    bench_check_level: float | None = None  # zone: a benchmark noisier than the model at this level uses its own rounds
+    forced_limit: float = 0.05  # zone: the last look's forced call is made only when its error is at most this
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_rounds <= self.max_rounds:
@@ -77,9 +85,25 @@ class SequentialPlan:
             raise ValueError(f"variance must be one of {VARIANCE_SOURCES} (got {self.variance!r})")
         if not 0 < self.guard_level < 1:
             raise ValueError(f"guard_level must be in (0, 1) (got {self.guard_level})")
+        if self.rule not in RULES:
+            raise ValueError(f"rule must be one of {RULES} (got {self.rule!r})")
+        if self.rule == "zone":
+            self._check_zone()
         if points[0] < 2:
             raise ValueError(f"the first look at {points[0]} rounds can never decide: a t interval needs >= 2 rounds "
                              "(one gives no spread); raise min_rounds")
+
+    def _check_zone(self) -> None:
+        if self.futility:
+            raise ValueError("the zone rule's last look always decides: futility does not apply (futility=False)")
+        if self.prior_df_cap is not None and not self.prior_df_cap > 0:
+            raise ValueError(f"prior_df_cap must be > 0 (got {self.prior_df_cap})")
+        if not (math.isfinite(self.between_floor) and self.between_floor >= 0):
+            raise ValueError(f"between_floor must be >= 0 (got {self.between_floor})")
+        if self.bench_check_level is not None and not 0 < self.bench_check_level < 1:
+            raise ValueError(f"bench_check_level must be in (0, 1) (got {self.bench_check_level})")
+        if not 0 < self.forced_limit < 0.5:
+            raise ValueError(f"forced_limit must be in (0, 0.5) (got {self.forced_limit})")
 
     def _check_spending(self) -> None:
         if self.spending is None:
@@ -193,6 +217,9 @@ class SequentialPlan:
             out.update({"spending": list(self.shares()), "variance": self.variance, "guard_level": self.guard_level,
                         "look_confidences": [self.confidence_at(k) for k in range(len(self.look_points))],
                         "look_miss_confidences": [self.miss_confidence_at(k) for k in range(len(self.look_points))]})
+        if self.rule == "zone":  # version 6's keys; a record before it has none and replays with the band
+            out.update({"rule": self.rule, "prior_df_cap": self.prior_df_cap, "between_floor": self.between_floor,
+                        "bench_check_level": self.bench_check_level, "forced_limit": self.forced_limit})
         return out
 
 
@@ -209,3 +236,18 @@ WARM_PLAN = SequentialPlan()
 # and a benchmark left alone costs ~1 s a round.
 MODEL_PLAN = SequentialPlan(min_rounds=2, max_rounds=40, looks=(2, 3, 5, 8, 12, 20, 40),
                             spending=(4.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0), variance="model", futility=False)
+
+# Version 6 (issue 37): the zone rule (harness.paired.zone) with the runner's noise model. Looks as version 5b's,
+# with two more between 20 and 40 (a benchmark in the zone's middle is the one that needs the late looks; the step
+# from 20 to 40 cost up to 20 rounds of it). The model's prior is worth at most 8 df in a run (version 5 trusted it
+# for ~12-39: a benchmark 3x noisier than the model decided at look 2 on the model's variance); a between-worker SD
+# of at least half the within SD (12 of the 20 Triton entries were fitted as exactly 0); a benchmark noisier than the
+# model at 1% (F test) on its own rounds. docs/SPEED_GATE.md ("Version 6: the zone") has the rates.
+ZONE_PLAN = SequentialPlan(min_rounds=2, max_rounds=40, looks=(2, 3, 5, 8, 12, 16, 20, 30, 40),
+                           spending=(3.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0), variance="model", futility=False,
+                           rule="zone", prior_df_cap=8.0, between_floor=0.5, bench_check_level=0.01)
+# The zone rule without a noise model (an uncalibrated runner, the CPU): each benchmark's own within-generation
+# variance with the same between floor; the first look at 3 rounds (a generation with two rounds: one df).
+ZONE_WARM_PLAN = SequentialPlan(min_rounds=3, max_rounds=40, looks=(3, 5, 8, 12, 16, 20, 30, 40),
+                                spending=(2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0), variance="rounds", futility=False,
+                                rule="zone", between_floor=0.5)

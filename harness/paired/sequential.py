@@ -37,6 +37,7 @@ from harness.paired.noise import BenchmarkNoise, LookNoise, Spread, generation_s
 from harness.paired.plan import METHOD, MODEL_PLAN, WARM_PLAN, SequentialPlan
 from harness.paired.rounds import Round
 from harness.paired.verdict import Verdict, check_threshold, decide
+from harness.paired.zone import ZoneEdges, improved, zone_look
 
 __all__ = ["METHOD", "MODEL_PLAN", "WARM_PLAN", "Decision", "RoundsNoise", "SequentialPlan", "futile_edge", "look_verdict",
            "next_look", "sequential_decision"]
@@ -50,13 +51,15 @@ class RoundsNoise:
     run's guard had fired (harness.paired.noise_guard; it stays fired), None when it never did.
     """
 
-    noise: BenchmarkNoise
+    noise: BenchmarkNoise | None  # None: no model entry (the zone rule still needs the generations)
     spread: Spread
     generations: tuple[int, ...]
     fallback_from: int | None = None
 
-    def look(self, last_round: int) -> LookNoise:
-        """The model for a look whose last round is ``last_round`` (an index into the rounds)."""
+    def look(self, last_round: int) -> LookNoise | None:
+        """The model for a look whose last round is ``last_round`` (an index into the rounds); None without an entry."""
+        if self.noise is None:
+            return None
         fallback = self.fallback_from is not None and last_round >= self.fallback_from
         return LookNoise(self.noise, self.spread, fallback)
 
@@ -108,6 +111,9 @@ class Decision:
     excluded_reasons: tuple[tuple[str, int], ...] = ()
     at_threshold_edge: bool = False  # stopped early by the plan's futility rule
     variance: str = "rounds"  # where the interval's variance came from (sequential.variance_source)
+    rule: str = "band"  # the plan's rule; "zone": version 6 (harness.paired.zone)
+    forced_error: float | None = None  # zone: the last look's forced call, its error at the zone's edges
+    too_noisy: bool = False  # zone: the last look could not decide (inconclusive: the measurement failed)
 
     @property
     def rounds_seen(self) -> int:
@@ -129,6 +135,8 @@ class Decision:
             "reason": self.reason,
             "at_threshold_edge": self.at_threshold_edge,
             "variance": self.variance,
+            **({"rule": self.rule, "zone": [1.0 - self.threshold, 1.0 - self.threshold / 2.0],
+                "forced_error": self.forced_error, "too_noisy": self.too_noisy} if self.rule == "zone" else {}),
         }
 
 
@@ -215,6 +223,8 @@ def sequential_decision(rounds: Sequence[Round], threshold: float, plan: Sequent
     check_threshold(threshold)
     if noise is not None and len(noise.generations) != len(rounds):
         raise ValueError(f"{len(rounds)} rounds but {len(noise.generations)} worker generations")
+    if plan.rule == "zone":
+        return zone_decision(rounds, threshold, plan, noise)
     use_model = plan.variance == "model" and noise is not None
     ratios: list[float] = []
     positions: list[int] = []  # index in `rounds` of each usable round
@@ -269,3 +279,74 @@ def sequential_decision(rounds: Sequence[Round], threshold: float, plan: Sequent
     why = f"{usable} usable rounds; next look at {pending}"
     return Decision(Verdict.INCONCLUSIVE, progress, usable, n_excl, False, why, threshold, False, pending, reasons,
                     variance=variance_source(plan, noise, look))
+
+
+def _excluded_before(rounds: Sequence[Round], end: int) -> tuple[int, tuple[tuple[str, int], ...]]:
+    reasons: dict[str, int] = {}
+    for rnd in rounds[:end]:
+        if rnd.excluded is not None:
+            reasons[rnd.excluded] = reasons.get(rnd.excluded, 0) + 1
+    return sum(reasons.values()), tuple(sorted(reasons.items()))
+
+
+def zone_decision(rounds: Sequence[Round], threshold: float, plan: SequentialPlan, noise: RoundsNoise | None) -> Decision:
+    """Version 6's decision over ``rounds`` (harness.paired.zone): regression or not, the last look deciding.
+
+    ``noise`` carries the rounds' worker generations (and the model's entry when there is one; the
+    plan's variance "rounds" ignores an entry). Without it each round is a generation of its own.
+    "Improvement" and "no change" are the report's reading of a "not a regression".
+    """
+    usable = [(pos, rnd) for pos, rnd in enumerate(rounds) if rnd.excluded is None]
+    gens_all = noise.generations if noise is not None else tuple(-1 - i for i in range(len(rounds)))
+    use_model = plan.variance == "model" and noise is not None and noise.noise is not None
+    edges = ZoneEdges(threshold)
+    points = plan.look_points
+    zl = None
+    for look_no, m in enumerate(points):
+        if m > len(usable):
+            break
+        taken = usable[:m]
+        d = log_ratios([rnd.ratio for _, rnd in taken])
+        gens = [gens_all[pos] for pos, _ in taken]
+        look = noise.look(taken[-1][0]) if use_model else None
+        last = look_no == len(points) - 1
+        zl = zone_look(d, gens, look, edges, plan, look_no, last)
+        if zl.answer is None and not last:
+            continue
+        n_excl, reasons = _excluded_before(rounds, taken[-1][0] + 1)
+        est = zl.estimate(plan.confidence_at(look_no), m)
+        where = f"look {look_no + 1}/{len(points)} ({m} rounds)"
+        zone = f"zone [{1 - threshold:.4f}, {1 - threshold / 2:.4f}]"
+        if zl.too_noisy:
+            err = "" if zl.forced_error is None else f" (a forced call would be wrong w.p. {zl.forced_error:.1%} at the zone's edges)"
+            why = (f"{_fmt_interval(est)}: too noisy to decide at the threshold in {m} rounds{err}: inconclusive, "
+                   "the measurement failed; re-run")
+            return Decision(Verdict.INCONCLUSIVE, est, m, n_excl, False, why, threshold, True, None, reasons,
+                            variance=zl.source, rule="zone", forced_error=zl.forced_error, too_noisy=True)
+        if zl.answer == "regression":
+            verdict = Verdict.REGRESSION
+        else:
+            verdict = Verdict.IMPROVEMENT if improved(zl, edges, plan, look_no) else Verdict.NO_CHANGE
+        if zl.forced_error is not None:
+            side = "below" if verdict is Verdict.REGRESSION else "above"
+            why = (f"{_fmt_interval(est)}: the mean lies {side} the {zone}'s midpoint at the last look, {where}; "
+                   f"this forced call is wrong w.p. <= {zl.forced_error:.2%} at the zone's edges")
+        elif verdict is Verdict.REGRESSION:
+            why = f"{_fmt_interval(est)}: slower than {1 - threshold / 2:.4f} with confidence at {where}: a regression (the {zone})"
+        else:
+            why = f"{_fmt_interval(est)}: not slower than {1 - threshold:.4f} with confidence at {where}: not a regression (the {zone})"
+        return Decision(verdict, est, m, n_excl, not last, why, threshold, True, None, reasons, variance=zl.source,
+                        rule="zone", forced_error=zl.forced_error)
+    pending = next_look(len(usable), plan)
+    assert pending is not None
+    seen = min(len(usable), plan.max_rounds)
+    n_excl, reasons = _excluded_before(rounds, len(rounds))
+    if zl is not None:
+        progress = zl.estimate(plan.per_look_confidence, seen)
+        source = zl.source
+    else:
+        progress = look_interval([rnd.ratio for _, rnd in usable[:seen]], plan.per_look_confidence)
+        source = "model" if use_model else "rounds"
+    why = f"{len(usable)} usable rounds; next look at {pending}"
+    return Decision(Verdict.INCONCLUSIVE, progress, len(usable), n_excl, False, why, threshold, False, pending, reasons,
+                    variance=source, rule="zone")

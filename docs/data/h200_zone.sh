@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Issue 37 on the lent H200: version 6's zone rule (docs/SPEED_GATE.md, "Version 6: the zone"). Run from the
+# repository root with .dev/ carried (.dev/whl: the wheels of docs/data/h200_noise_model.sh; .dev/repo.bundle:
+# `git bundle create .dev/repo.bundle main`), two calls:
+#   bash docs/data/h200_zone.sh tuning   # the tuning PR (exp/tuning: GROUP_M retuned for three configs) gated three times
+#   bash docs/data/h200_zone.sh kept     # the one-pass PR, three speed-neutral A/A PRs, then the tuning PR's true
+#                                        # effects: every benchmark for as many fixed rounds as the call has left
+# Each gate run is preceded by its CPU step (python -m ci.speed.changes), as in pr-checks.yml; the gate's wall is the
+# GPU job's. The runner's committed model and thresholds decide (ci/speed_noise_h200.json, ci/speed_thresholds_h200.json).
+# Everything comes back as $OUT/h200_zone_<part>.tar.gz (each step's JSON record, Markdown, log).
+set -u -o pipefail
+export PYTHONUNBUFFERED=1
+PART=${1:?a part: tuning or kept}
+case $PART in tuning|kept) ;; *) echo "unknown part: $PART (tuning or kept)" >&2; exit 2 ;; esac
+BUDGET_S=${BUDGET_S:-580}
+ROOT=$(pwd)
+SITE=/tmp/site WORK=/tmp/r37 LOGS=/tmp/h200_zone OUT=${OUT:-/tmp/out}
+WHL=$ROOT/.dev/whl BUNDLE=$ROOT/.dev/repo.bundle
+rm -rf "$LOGS" && mkdir -p "$LOGS" "$OUT"
+# shellcheck source=docs/data/h200_lib.sh
+source docs/data/h200_lib.sh
+
+finish() {
+  nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv > "$LOGS/gpu_after.csv" 2>/dev/null
+  git -C "$WORK" log -1 --format='%H %s' > "$LOGS/commit.txt" 2>/dev/null
+  tar -C "$(dirname "$LOGS")" -czf "$OUT/h200_zone_$PART.tar.gz" "$(basename "$LOGS")"
+  echo "total wall $(( $(date +%s) - T0 )) s"
+  cat "$LOGS/runs.txt"
+}
+trap finish EXIT
+h200_setup
+
+MODEL=(--noise ci/speed_noise_h200.json --thresholds ci/speed_thresholds_h200.json)
+gate() {  # gate NAME CAP BASE HEAD ARGS...: the CPU step (changes.json), then the gate
+  local name=$1 cap=$2 base=$3 head=$4; shift 4
+  step "$name.changes" 60 python3 -m ci.speed.changes --base "$base" --head "$head" --arch sm_90 \
+    --json "$LOGS/$name.changes.json" > /dev/null 2> "$LOGS/$name.changes.log"
+  step "$name" "$cap" python3 -m ci.speed --base "$base" --head "$head" --changes "$LOGS/$name.changes.json" \
+    --json "$LOGS/$name.json" "${MODEL[@]}" "$@" > "$LOGS/$name.md" 2> "$LOGS/$name.log"
+  grep -E "^### Speed gate|GPU runner" "$LOGS/$name.md" | cut -c1-240 | head -3
+}
+
+if [ "$PART" = tuning ]; then
+  for i in 1 2 3; do gate "tuning_$i" 175 main exp/tuning --max-minutes 2.4 --all-verdicts; done
+else
+  gate one_pass 90 main exp/slow --max-minutes 1.2
+  for i in 1 2 3; do gate "aa_$i" 120 main "exp/neutral-$i" --max-minutes 1.3; done
+  # The true effects: every benchmark, fixed rounds (no early stop), as many as the call has left.
+  room=$(( $(left) - 45 ))
+  minutes=$(python3 -c "print(max(0.2, round(($room - 40) / 60, 2)))")
+  gate truth "$room" main exp/tuning --plan rounds=40 --all-verdicts --max-minutes "$minutes"
+fi

@@ -1,0 +1,223 @@
+"""Version 6's decision (issue 37): one question per benchmark, an indifference zone, a last look that decides.
+
+A PR's status asks of each benchmark only "slower by its threshold ``t`` or more, or not". On the
+log scale (``d = log(head / base)``, a slowdown is ``d < 0``):
+
+    r = log(1 - t)      slower by t or more: must be called "regression"
+    a = log(1 - t/2)    slower by less than t/2, or faster: must be "not a regression"
+
+Between ``r`` and ``a`` (the zone) either answer is acceptable. At look ``k`` (``n_k`` usable
+rounds; the look's mean ``m`` and standard error ``s`` with ``df``, :func:`zone_variance`):
+
+- **regression** when ``m + q(alpha_k, df) s < a``: a head at or above ``a`` gets it w.p. <= alpha_k;
+- **not a regression** when ``m - q(beta_k, df) s > r``: a head at or below ``r`` gets it w.p. <= beta_k;
+- otherwise the next look. Once one of the two is known no round is bought for anything else:
+  "improvement" (the same test mirrored at ``log(1 + t/2)``) and "no change" are read off the
+  rounds already taken.
+
+The last look always decides: if neither test has, the zone's midpoint ``(r + a) / 2`` does, and the
+reason states the error that forced call has at the zone's edges given ``s`` -- unless that error is
+above ``plan.forced_limit``: then the rounds were too noisy to decide at this threshold in the plan's
+rounds, a measurement that failed, and the benchmark is inconclusive (never green; ci.speed.verdict).
+``alpha_k``/``beta_k`` are the plan's one-sided alpha and miss alpha spent over the looks (Bonferroni),
+so under the variance model a head at ``a`` fails w.p. <= alpha + the forced error, one at ``r``
+passes w.p. <= miss_alpha + the forced error (docs/SPEED_GATE.md, "Version 6: the zone").
+
+The variance (:func:`zone_variance`) is the noise model's, made robust where version 5 trusted it:
+the model's prior is worth at most ``plan.prior_df_cap`` df (a run's own rounds move it quickly and
+the early looks' t is wide); a between-worker SD is never below ``plan.between_floor`` times the
+within SD (a fitted 0 is not a known 0); a benchmark whose own within variance is above the model's
+at ``plan.bench_check_level`` (an F test) uses its own rounds (the pooled guard cannot see one noisy
+benchmark); without a model entry the rounds' own within variance with the same between floor
+(never the plain t that ignores worker generations).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from scipy import stats
+
+from harness.paired.interval import Estimate
+from harness.paired.noise import LookNoise, clustering, generation_sizes, within_ss
+from harness.paired.plan import SequentialPlan
+
+ZONE_METHOD = "mean of log ratios; one-sided t bounds against the zone [1 - t, 1 - t/2] (version 6)"
+
+SOURCE_MODEL = "model"
+SOURCE_FALLBACK = "rounds (the run is noisier than the model)"
+SOURCE_BENCH = "rounds (this benchmark is noisier than the model)"
+SOURCE_NO_ENTRY = "rounds (no model entry)"
+SOURCE_ROUNDS = "rounds"
+
+
+@dataclass(frozen=True)
+class ZoneEdges:
+    """The zone of one threshold on the log scale."""
+
+    threshold: float
+
+    @property
+    def regression(self) -> float:
+        return math.log1p(-self.threshold)
+
+    @property
+    def acceptable(self) -> float:
+        return math.log1p(-self.threshold / 2.0)
+
+    @property
+    def improvement(self) -> float:
+        return math.log1p(self.threshold / 2.0)
+
+    @property
+    def midpoint(self) -> float:
+        return 0.5 * (self.regression + self.acceptable)
+
+    @property
+    def gap(self) -> float:
+        return self.acceptable - self.regression
+
+
+@dataclass(frozen=True)
+class LookVariance:
+    """The variance of a look's mean log ratio, its df, and where it came from (Decision.variance)."""
+
+    variance: float
+    df: float
+    source: str
+
+    @property
+    def usable(self) -> bool:
+        return math.isfinite(self.variance) and self.variance > 0 and self.df > 0
+
+
+def _own_within(ss: float, d_w: int) -> tuple[float, float]:
+    return (ss / d_w, float(d_w)) if d_w >= 1 else (math.inf, 0.0)
+
+
+def _combine(within: float, within_df: float, n: int, generations: Sequence[int], tau2: float | None, tau_df: float,
+             floor: float) -> tuple[float, float]:
+    """``within / n`` plus the between share.
+
+    A model's positive between-worker SD (with its df) is used as fitted; none, or one fitted as 0
+    (the fit truncates at 0), is replaced by the floor, ``floor * sqrt(within)``, which scales with
+    the within estimate and so shares its df.
+    """
+    c = clustering(generations)
+    if tau2 is None or tau2 <= 0 or tau_df <= 0:
+        return within * (1.0 / n + floor * floor * c), within_df
+    a, b = within / n, tau2 * c
+    return a + b, (a + b) ** 2 / (a * a / within_df + b * b / tau_df)
+
+
+def zone_variance(d: np.ndarray, generations: Sequence[int], look: LookNoise | None, plan: SequentialPlan) -> LookVariance:
+    """The variance of the mean of ``d`` (log ratios, one worker generation label each) for a zone look."""
+    n = int(d.size)
+    if n == 0:
+        return LookVariance(math.inf, 0.0, SOURCE_ROUNDS)
+    ss, d_w = within_ss(d, generations)
+    floor = plan.between_floor
+    if look is None:
+        within, df = _own_within(ss, d_w)
+        source = SOURCE_NO_ENTRY if plan.variance == "model" else SOURCE_ROUNDS
+        if not math.isfinite(within):
+            return LookVariance(math.inf, 0.0, source)
+        var, df = _combine(within, df, n, generations, None, 0.0, floor)
+        return LookVariance(var, df, source)
+    sw2 = look.noise.within_sd ** 2
+    tau2, tau_df = look.noise.between_sd ** 2, look.between_df
+    own_check = plan.bench_check_level is not None and d_w >= 2 and not look.fallback
+    if own_check and ss / d_w > sw2 * float(stats.f.isf(plan.bench_check_level, d_w, look.prior_df)):
+        within, df = _own_within(ss, d_w)
+        var, df = _combine(within, df, n, generations, tau2, tau_df, floor)
+        return LookVariance(var, df, SOURCE_BENCH)
+    if look.fallback:
+        within, df = _own_within(ss, d_w)
+        if not math.isfinite(within):
+            return LookVariance(math.inf, 0.0, SOURCE_FALLBACK)
+        var, df = _combine(within, df, n, generations, tau2, tau_df, floor)
+        return LookVariance(var, df, SOURCE_FALLBACK)
+    d0 = look.prior_df if plan.prior_df_cap is None else min(look.prior_df, plan.prior_df_cap)
+    within, df = (d0 * sw2 + ss) / (d0 + d_w), d0 + d_w
+    var, df = _combine(within, df, n, generations, tau2, tau_df, floor)
+    return LookVariance(var, df, SOURCE_MODEL)
+
+
+def one_sided(alpha: float, df: float) -> float:
+    """The one-sided t quantile ``q`` with ``P(T > q) = alpha``."""
+    return float(stats.t.isf(alpha, df))
+
+
+@dataclass(frozen=True)
+class ZoneLook:
+    """One look's answer: "regression", "not a regression" or None (look again), and what it rests on."""
+
+    answer: str | None
+    mean: float
+    se: float
+    df: float
+    source: str
+    forced_error: float | None = None  # the last look's forced call: its error at the zone's edges
+    too_noisy: bool = False  # the last look could not decide within plan.forced_limit
+
+    def estimate(self, confidence: float, n: int) -> Estimate:
+        """The two-sided interval at ``confidence`` (the report's; the decision used one-sided bounds)."""
+        method = f"{ZONE_METHOD}; variance: {'the noise model' if self.source == SOURCE_MODEL else self.source}"
+        if not (math.isfinite(self.se) and self.df > 0):
+            return Estimate(math.exp(self.mean), 0.0, math.inf, n, method, confidence, 1.0)
+        half = float(stats.t.isf((1 - confidence) / 2, self.df)) * self.se
+        return Estimate(math.exp(self.mean), math.exp(self.mean - half), math.exp(self.mean + half), n, method,
+                        confidence, confidence)
+
+
+def zone_look(d: np.ndarray, generations: Sequence[int], look: LookNoise | None, edges: ZoneEdges, plan: SequentialPlan,
+              look_no: int, last: bool) -> ZoneLook:
+    """The zone's answer at look ``look_no`` (0-based) over the log ratios ``d``."""
+    v = zone_variance(d, generations, look, plan)
+    mean = float(np.mean(d))
+    if not v.usable:
+        return ZoneLook(None, mean, math.inf, 0.0, v.source, too_noisy=last)
+    se = math.sqrt(v.variance)
+    share = plan.shares()[look_no]
+    if mean + one_sided(plan.alpha * share, v.df) * se < edges.acceptable:
+        return ZoneLook("regression", mean, se, v.df, v.source)
+    if mean - one_sided(plan.miss_side_alpha * share, v.df) * se > edges.regression:
+        return ZoneLook("not a regression", mean, se, v.df, v.source)
+    if not last:
+        return ZoneLook(None, mean, se, v.df, v.source)
+    error = float(stats.t.sf(0.5 * edges.gap / se, v.df))
+    if error > plan.forced_limit:
+        return ZoneLook(None, mean, se, v.df, v.source, forced_error=error, too_noisy=True)
+    return ZoneLook("regression" if mean < edges.midpoint else "not a regression", mean, se, v.df, v.source, error)
+
+
+def improved(zl: ZoneLook, edges: ZoneEdges, plan: SequentialPlan, look_no: int) -> bool:
+    """A "not a regression" that is also faster by t/2 or more with the look's false-alarm confidence (the report's)."""
+    if not (math.isfinite(zl.se) and zl.df > 0):
+        return False
+    return zl.mean - one_sided(plan.alpha * plan.shares()[look_no], zl.df) * zl.se > edges.improvement
+
+
+def planned_rounds(look: LookNoise | None, threshold: float, plan: SequentialPlan, restart_every: int) -> int | None:
+    """The first look by which the model's planned variance decides any effect (both tests cannot fail); None: no look does.
+
+    Under the model a benchmark is decided by this look whatever its effect (the zone's middle is the
+    slowest); effects away from the zone are decided earlier. Without a model entry: None (unknown).
+    """
+    if look is None:
+        return None
+    edges = ZoneEdges(threshold)
+    for k, n in enumerate(plan.look_points):
+        gens = [i // restart_every for i in range(n)]
+        sw2 = look.noise.within_sd ** 2
+        d0 = look.prior_df if plan.prior_df_cap is None else min(look.prior_df, plan.prior_df_cap)
+        d_w = n - len(generation_sizes(gens))
+        var, df = _combine(sw2, d0 + d_w, n, gens, look.noise.between_sd ** 2, look.between_df, plan.between_floor)
+        share = plan.shares()[k]
+        need = (one_sided(plan.alpha * share, df) + one_sided(plan.miss_side_alpha * share, df)) * math.sqrt(var)
+        if need <= edges.gap:
+            return n
+    return None

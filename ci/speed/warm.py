@@ -52,7 +52,9 @@ from ci.speed.spares import Spare, preload_request
 from ci.speed.worker_process import WorkerFailed, WorkerProcess
 from ci.speed.warm_state import Device, DevicePart, carry_in, each, summarize
 
-DEFAULT_RESTART_EVERY = 4
+# New workers every 2 rounds (4 before issue 37): the zone rule decides a benchmark whose worker generations differ
+# (the H200's n256 configs: between-worker SD 0.19-0.25%) by its second generation, at round 3 instead of 5 or more.
+DEFAULT_RESTART_EVERY = 2
 # NVML averages utilization over at most a second: within this long after our own work, a
 # utilization above the idle bound is ours (ci.speed.worker's idle check then ignores it).
 AFTER_OWN_WORK_S = 2.0

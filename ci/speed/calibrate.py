@@ -1,4 +1,4 @@
-"""``python -m ci.speed.calibrate``: A/A rounds of the head against itself, the runner's noise model and thresholds.
+"""``python -m ci.speed.calibrate``: A/A rounds of the head against itself, the runner's noise model, the rounds to decide.
 
 One command on a fresh runner (docs/SPEED_GATE.md, "Calibrating a new runner"):
 
@@ -9,22 +9,22 @@ One command on a fresh runner (docs/SPEED_GATE.md, "Calibrating a new runner"):
    that would end after ``--max-minutes`` (default 9: the default selection within 10 minutes);
 2. fits the noise model (harness.paired.noise.fit) from these rounds, the runs already in the
    model file (same GPU model; the newest ci.speed.noise_model.MAX_RUNS) and any ``--aa-records``;
-3. plans each benchmark's threshold with the model (harness.paired.model_threshold): the one at
-   which an unchanged head says "no change" by ``pass_rounds`` (2) rounds w.p. 99%, or, for a
-   benchmark a thresholds-file target matches, the target, raised to the smallest threshold the
-   noise supports by the plan's last look; and its minimum detectable effect (95% power by the last
-   look, the per-PR alpha shared by the benchmarks calibrated);
-4. prints all of it and, with ``--write``, writes both files (the gate then reads them: ``--noise``
-   and ``--thresholds``, or the head's ``ci/speed_noise.json`` and ``ci/speed_thresholds.json``).
+3. reads each benchmark's threshold from the thresholds file -- policy, the slowdown that matters;
+   never written here (issue 37) -- and plans, under the model and the zone plan, the look by which
+   any effect is decided, restarting every 1, 2 or 4 rounds, with the GPU seconds that costs at this
+   run's timings; the benchmarks no look decides are named (measure more, or change the policy);
+4. prints all of it and, with ``--write``, writes the model (the gate then reads it: ``--noise``, or
+   the head's ``ci/speed_noise.json``).
 
 ``--refit`` measures nothing: the model is refit from the runs in the file and ``--aa-records``.
-The per-benchmark figures of the plan without the model (harness.paired.calibrate: the t plan's
-suggested thresholds) are kept in the record as before (``calibrations``, ``suggested_overrides``).
+The per-benchmark figures of the t plan (harness.paired.calibrate) are kept in the record as before
+(``calibrations``, ``suggested_overrides``).
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
@@ -40,17 +40,17 @@ from ci.speed.report import calibration_markdown, correctness_lines, excluded_ro
 from ci.speed.rounds import Side
 from ci.speed.run import deadline, log, open_measurer, run_rounds, survey_both, thresholds_for
 from ci.speed.selection import check_selectors, select
-from ci.speed.thresholds import THRESHOLDS_PATH, Override, Thresholds, load_thresholds
+from ci.speed.thresholds import THRESHOLDS_PATH, Thresholds, load_thresholds
 from ci.speed.verdict import BenchmarkResult
 from ci.speed.warm import DEFAULT_RESTART_EVERY
 from harness import paired
 from harness.paired.noise import LookNoise
 from harness.paired.sequential import SequentialPlan
+from harness.paired.zone import planned_rounds
 from harness.report import append_step_summary, markdown_table, write_json_atomic
 
 MAX_CALIBRATION_ROUNDS = 16  # at most; --max-minutes usually ends it first on a GPU
-PASS_PROBABILITY = 0.99  # an unchanged head says "no change" by pass_rounds w.p. this at the threshold written
-MDE_POWER = 0.95
+RESTART_S = 7.5  # a new worker generation: a spare's promotion (~3.5 s) and both sides' first warm-up (2 s each) on the H200
 
 
 def calibrate_results(
@@ -78,26 +78,53 @@ def calibrate_results(
 
 @dataclass(frozen=True)
 class Planned:
-    """One benchmark's thresholds under the noise model, and the one written."""
+    """One benchmark under the noise model and the zone plan: its policy threshold and the rounds it needs."""
 
-    two_round: float  # "no change" by pass_rounds w.p. 99%
-    floor: float  # "no change" by the last look w.p. 99%: the smallest the noise supports
-    threshold: float  # written: the target (raised to the floor) or two_round, rounded up to 0.01%
-    target: Override | None
-    mde: float  # slowdown flagged as regression w.p. 95% by the last look, at ``threshold``
+    threshold: float  # the thresholds file's (policy; the calibration never writes one)
+    rounds: dict[int, int | None]  # restart every R rounds -> the look by which any effect is decided (None: none)
+    seconds: dict[int, float | None]  # the same in GPU seconds of this benchmark (both sides), from this run's timings
+    restart_every: int  # the gate's cadence
+
+    @property
+    def decidable(self) -> bool:
+        return self.rounds.get(self.restart_every) is not None
 
     def to_json(self) -> dict[str, Any]:
-        return {"two_round": self.two_round, "floor": self.floor, "threshold": self.threshold, "mde": self.mde,
-                "target": None if self.target is None else {"match": self.target.match, "threshold": self.target.threshold}}
+        return {"threshold": self.threshold, "restart_every": self.restart_every, "decidable": self.decidable,
+                "rounds_to_decide": {str(k): v for k, v in self.rounds.items()},
+                "seconds_to_decide": {str(k): v for k, v in self.seconds.items()}}
 
 
-def _up(x: float) -> float:
-    return math.ceil(x * 1e4 - 1e-9) / 1e4
+CADENCES = (1, 2, 4)  # restart every R rounds: the between-worker variance averages over generations, each start costs
 
 
-def plan_thresholds(model: NoiseModel, bench_ids: Sequence[str], plan: SequentialPlan, thresholds: Thresholds,
-                    pass_rounds: int, gated: int, pr_alpha: float = 0.01) -> dict[str, Planned]:
-    """Each benchmark's thresholds under ``model`` and ``plan`` (MODEL_PLAN), the written one by the rule of the module doc."""
+def timing_costs(rounds: Sequence[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """Per benchmark the median seconds of one timing: a worker generation's first, and a repeat (this run's records)."""
+    first: dict[str, list[float]] = {}
+    repeat: dict[str, list[float]] = {}
+    seen: set[tuple[str, str, Any]] = set()
+    for rnd in rounds:
+        for proc in rnd.get("processes", []):
+            for bench_id, rec in proc.get("records", {}).items():
+                if not isinstance(rec, dict) or not isinstance(rec.get("measure_s"), (int, float)):
+                    continue
+                key = (bench_id, proc.get("side"), rec.get("worker_generation"))
+                (repeat if key in seen else first).setdefault(bench_id, []).append(float(rec["measure_s"]))
+                seen.add(key)
+    return {b: (statistics.median(v), statistics.median(repeat.get(b, v))) for b, v in first.items()}
+
+
+def _seconds(n: int | None, every: int, cost: tuple[float, float] | None, restart_s: float) -> float | None:
+    if n is None or cost is None:
+        return None
+    generations = -(-n // every)
+    return round(2 * (generations * cost[0] + (n - generations) * cost[1]) + (generations - 1) * restart_s, 1)
+
+
+def plan_rounds(model: NoiseModel, bench_ids: Sequence[str], plan: SequentialPlan, thresholds: Thresholds, gated: int,
+                restart_every: int, costs: dict[str, tuple[float, float]], restart_s: float = RESTART_S,
+                pr_alpha: float = 0.01) -> dict[str, Planned]:
+    """Per benchmark: the rounds (and GPU seconds) by which the zone plan decides any effect at its policy threshold."""
     shared = plan.with_alpha(pr_alpha / max(1, gated))
     out = {}
     for bench_id in bench_ids:
@@ -105,35 +132,11 @@ def plan_thresholds(model: NoiseModel, bench_ids: Sequence[str], plan: Sequentia
         if entry is None:
             continue
         look = LookNoise(entry, model.spread)
-        two = paired.model_threshold(look, plan, pass_rounds, model.restart_every, 1 - PASS_PROBABILITY)
-        floor = paired.model_threshold(look, plan, plan.max_rounds, model.restart_every, 1 - PASS_PROBABILITY)
-        target = thresholds.target(bench_id)
-        wanted = max(target.threshold, floor) if target is not None else two
-        if not wanted < 1:
-            continue  # too noisy for any band below 100%: the report names it, no threshold is written
-        chosen = _up(wanted)
-        mde = paired.model_resolvable_effect(look, chosen, shared, model.restart_every, MDE_POWER)
-        out[bench_id] = Planned(two, floor, chosen, target, mde)
+        threshold = thresholds.lookup(bench_id)[0]
+        rounds = {r: planned_rounds(look, threshold, shared, r) for r in sorted({*CADENCES, restart_every})}
+        seconds = {r: _seconds(n, r, costs.get(bench_id), restart_s) for r, n in rounds.items()}
+        out[bench_id] = Planned(threshold, rounds, seconds, restart_every)
     return out
-
-
-def thresholds_with(thresholds: Thresholds, planned: dict[str, Planned], model: NoiseModel, pass_rounds: int,
-                    gated: int, where: str) -> Thresholds:
-    """The thresholds file to write: one calibrated override per benchmark first, then the overrides kept
-    (hand-written ones, and calibrated ones of benchmarks this calibration did not cover)."""
-    calibrated = []
-    for bench_id, p in sorted(planned.items()):
-        noise = model.benchmarks[bench_id]
-        rule = (f"target {p.target.threshold:.2%} ({p.target.why})" + (f", raised to the noise's floor {p.floor:.3%}"
-                if p.floor > p.target.threshold else "") if p.target is not None
-                else f"'no change' by {pass_rounds} rounds w.p. {PASS_PROBABILITY:.0%}")
-        calibrated.append(Override(bench_id, p.threshold, (
-            f"--calibrate --write on {where}: within-worker SD {noise.within_sd:.3%} ({noise.within_df} df), between-worker "
-            f"SD {noise.between_sd:.3%} ({noise.between_df} df); {rule}; smallest the noise supports {p.floor:.3%}; "
-            f"detects {p.mde:.3%} w.p. {MDE_POWER:.0%} ({gated} gated)")))
-    kept = [o for o in thresholds.overrides
-            if not (o.why.startswith("--calibrate") and o.match in planned)]
-    return replace(thresholds, overrides=tuple(calibrated + kept))
 
 
 def _source_name(path: Path, repo: Path) -> str:
@@ -230,22 +233,28 @@ def run_calibrate(options: SpeedOptions) -> int:
                                                     "(docs/SPEED_GATE.md, 'The noise model')")
     ids = [r.id for r in results if r.status is Status.GATED] if not options.refit else sorted(model.benchmarks)
     gated = len(ids)
-    planned = plan_thresholds(model, ids, model_plan, thresholds, options.pass_rounds, gated)
-    written = thresholds_with(thresholds, planned, model, options.pass_rounds, gated, where)
+    planned = plan_rounds(model, ids, model_plan, thresholds, gated, DEFAULT_RESTART_EVERY, timing_costs(rounds))
+    cannot = sorted(b for b, p in planned.items() if not p.decidable)
     files = []
-    if options.write:
+    if options.write:  # the thresholds are policy: the calibration reports, it never writes one
         write_noise_model(model_path, model)
-        write_json_atomic(thresholds_path, written.file_json())
-        files = [model_path, str(thresholds_path)]
-        log(f"speed_gate: wrote the noise model to {model_path} and the thresholds to {thresholds_path}")
-    markdown = noise_markdown(model, planned, {k: thresholds.lookup(k)[0] for k in planned}, [
+        files = [model_path]
+        log(f"speed_gate: wrote the noise model to {model_path}")
+    if cannot:
+        log(f"speed_gate: {len(cannot)} benchmark(s) cannot be decided at their threshold by the plan's last look under this "
+            f"model: {', '.join(cannot)} (measure more worker generations, or change the policy in {thresholds_path})")
+    markdown = noise_markdown(model, planned, [
         (f"commit `{sha[:12]}` against itself ({'the working tree, one tree' if options.working_tree else 'two worktrees'}) on "
          f"{where} · {len(rounds)} rounds, a restart every {options.restart_every} · " if not options.refit else
          "refit from the runs in the model file and --aa-records (nothing measured) · ")
         + f"model plan: {plan_text(model_plan)}",
-        f"thresholds: 'no change' by {options.pass_rounds} rounds w.p. {PASS_PROBABILITY:.0%}, or a target raised to the "
-        f"smallest the noise supports (by the last look); detectable: w.p. {MDE_POWER:.0%} by the last look, {gated} gated",
-        ("**written**: " + ", ".join(f"`{f}`" for f in files)) if files else "not written (add --write to write both files)",
+        f"thresholds: policy, from `{thresholds.source}` (never written here); rounds: the look by which the zone plan "
+        f"decides any effect under the model ({gated} gated), restarting every 1, 2 or 4 rounds (the gate: every "
+        f"{DEFAULT_RESTART_EVERY}); seconds: both sides' GPU time for those rounds"
+        + (", from this run's timings" if rounds else " (no timings: --refit)"),
+        ("**written**: " + ", ".join(f"`{f}`" for f in files)) if files else "not written (add --write to write the model)",
+        *([f"**cannot be decided** at their threshold by the last look ({model_plan.max_rounds} rounds): "
+           + ", ".join(f"`{b}`" for b in cannot)] if cannot else []),
     ], notes + list(model.notes))
     if results:
         markdown += "\n" + calibration_markdown(calibrations, {k: thresholds.lookup(k)[0] for k in calibrations}, [], [
@@ -261,8 +270,8 @@ def run_calibrate(options: SpeedOptions) -> int:
     if options.json is not None:
         extra = {**base_extra, "noise_model": {k: v for k, v in model.to_json().items() if k != "runs"},
                  "noise_runs": [r["source"] for r in model.runs], "model_plan": model_plan.to_json(),
-                 "planned_thresholds": {k: p.to_json() for k, p in planned.items()}, "pass_rounds": options.pass_rounds,
-                 "thresholds_written": written.file_json(), "files_written": files}
+                 "planned_rounds": {k: p.to_json() for k, p in planned.items()}, "cannot_decide": cannot,
+                 "files_written": files}
         write_json_atomic(options.json, record_json(context(extra), results, correctness, rounds, code,
                                                     options.fail_on_inconclusive, options.command))
     return code

@@ -69,19 +69,21 @@ class _OneLineParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-CALIBRATE_DOC = """A/A rounds of the head against itself: the runner's noise model and thresholds, written.
+CALIBRATE_DOC = """A/A rounds of the head against itself: the runner's noise model, written; the rounds each benchmark needs.
 
-    python -m ci.speed.calibrate --write                       # this runner's ci/speed_noise.json and ci/speed_thresholds.json
+    python -m ci.speed.calibrate --write                       # this runner's ci/speed_noise.json
     python -m ci.speed.calibrate --noise ci/speed_noise_h200.json --thresholds ci/speed_thresholds_h200.json --write
     python -m ci.speed.calibrate --refit --aa-records aa.json --noise ci/speed_noise_h200.json --write   # no GPU
 
 The gate's warm workers measure rounds of two worktrees of one commit (a restart every 2
 rounds, at most 16, none that would end after --max-minutes); the model is fitted from
-them and the runs already in the model file; each benchmark's threshold and minimum
-detectable effect are planned from it (docs/SPEED_GATE.md, "Calibrating a new runner").
-Without --write the files are printed, not written. Exit 0 done, 2 harness error.
+them and the runs already in the model file. The thresholds file is policy and is only
+read: per benchmark the report gives the rounds and GPU seconds by which the gate decides
+any effect at its threshold, restarting workers every 1, 2 or 4 rounds, and names those
+that cannot be decided by the last look (docs/SPEED_GATE.md, "Calibrating a new runner").
+Without --write the model is printed, not written. Exit 0 done, 2 harness error.
 
---plan KEY=VALUE (repeatable; rounds, restart_every, pass_rounds are the calibration's own):
+--plan KEY=VALUE (repeatable; rounds, restart_every are the calibration's own):
 {plan_keys}
 """
 

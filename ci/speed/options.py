@@ -140,8 +140,6 @@ PLAN_KEYS: dict[str, PlanKey] = {
     "spending": PlanKey(_shares, "each look's share of alpha, e.g. 4,2,1,1,1,1 (default: the plan's; equal without the model)"),
     "guard_level": PlanKey(_probability, "with the noise model: the run's guard falls back to each benchmark's "
                                          "own rounds in at most this share of runs that follow the model (0.05)"),
-    "pass_rounds": PlanKey(_positive_int, "ci.speed.calibrate --write: an unchanged benchmark says 'no change' by this many rounds "
-                                          "w.p. 99% at the threshold written (2), unless a target sets it"),
 }
 SEQUENTIAL_KEYS = ("looks", "min_rounds", "max_rounds", "alpha", "miss_alpha", "spending", "guard_level")  # SequentialPlan fields
 
@@ -246,10 +244,6 @@ class SpeedOptions:
     def use_noise(self) -> bool:
         """--plan noise (default on): decide with the runner's noise model when one applies."""
         return self.plan_given.get("noise", True)
-
-    @property
-    def pass_rounds(self) -> int:
-        return self.plan_given.get("pass_rounds", MODEL_PLAN.look_points[0])
 
     @property
     def rule(self) -> str:
@@ -393,8 +387,6 @@ def _check_mode(given: Mapping[str, Any], keys: Mapping[str, Any], mode: Mode) -
                 raise OptionsError(f"--plan {key} does not apply to --replay (nothing is measured; the record says what was)")
     # The calibration's own options (--write, --refit, ...) and the gate's (--base, --changes, ...) are each on
     # their front's parser only (ci.speed.gate): a plan key is the one thing both take.
-    if mode is not Mode.CALIBRATE and "pass_rounds" in keys:
-        raise OptionsError("--plan pass_rounds only applies to python -m ci.speed.calibrate")
     if given.get("assume_aa") and not given.get("aa_records"):
         raise OptionsError("--assume-aa says why --aa-records are A/A: give the records")
     if given["working_tree"] and given["head"] is not None:

@@ -311,23 +311,23 @@ def rates_markdown(rates: Mapping[str, Rates], header: Sequence[str]) -> str:
     return "\n".join(["### Speed gate replay: decisions from recorded rounds", "", *header, "", markdown_table(rows), ""])
 
 
-def noise_markdown(model: Any, planned: Mapping[str, Any], current: Mapping[str, float], header: Sequence[str],
-                   notes: Sequence[str]) -> str:
-    """--calibrate's noise model: per benchmark its noise, the thresholds it supports and the one written, its MDE."""
+def noise_markdown(model: Any, planned: Mapping[str, Any], header: Sequence[str], notes: Sequence[str]) -> str:
+    """The calibration's noise model: per benchmark its noise, its policy threshold, the rounds and seconds to decide."""
     rows = []
     for bench_id, noise in sorted(model.benchmarks.items()):
         p = planned.get(bench_id)
-        rows.append({
+        row = {
             "benchmark": bench_id,
             "rounds (runs)": f"{noise.rounds} ({noise.runs})",
             "within-worker SD (df)": f"{_pct(noise.within_sd)} ({noise.within_df})",
             "between-worker SD (df)": f"{_pct(noise.between_sd)} ({noise.between_df})",
-            "2-round threshold": _pct(p.two_round) if p else "-",
-            "smallest supported": _pct(p.floor) if p else "-",
-            "threshold written": (_pct(p.threshold) + (" (target)" if p.target is not None else "")) if p else "-",
-            "detects (95%)": _pct(p.mde) if p else "-",
-            "current": _pct(current[bench_id]) if bench_id in current else "-",
-        })
+            "threshold (policy)": _pct(p.threshold) if p else "-",
+        }
+        for every in sorted(p.rounds) if p else ():
+            n, sec = p.rounds[every], p.seconds[every]
+            row[f"decided by, restart every {every}"] = ("cannot" if n is None else f"{n} rounds"
+                                                        + ("" if sec is None else f", {sec:.0f} s"))
+        rows.append(row)
     spread = model.spread
     differ = ("runs differ from the model by no more than its own estimation error" if min(spread.run_df, spread.bench_df) >= 1e5
               else f"runs differ by prior df {spread.run_df:.3g} (the whole run) and {spread.bench_df:.3g} (one benchmark)")

@@ -27,7 +27,7 @@ MAX_BYTES = 2_000_000  # a gate's record without its raw rounds is ~50 kB; a ful
 MAX_ITEMS = 2000  # benchmarks, targets, jobs, steps, table rows
 # schema name -> the major versions read here. A speed gate /2 (issue 28) is adapted here at merge.
 KNOWN_SCHEMAS = {"mxfp4-speed-gate": {1}, "mxfp4-changes": {1}, "mxfp4-budget-gate": {2}, "mxfp4-history-changes": {1},
-                 "mxfp4-pr-files": {1}}
+                 "mxfp4-pr-files": {1}, "mxfp4-commit-status": {1}}
 _SCHEMA = re.compile(r"^([a-z0-9-]{1,60})/([0-9]{1,4})$")
 # An address that can go into a Markdown link as it is: https, no spaces, brackets, quotes or query.
 SAFE_URL = re.compile(r"^https://[A-Za-z0-9.:-]+(/[A-Za-z0-9._~%/-]*)?$")

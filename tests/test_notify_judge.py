@@ -159,7 +159,7 @@ def test_a_pr_that_edits_the_thresholds_to_hide_its_slowdown_is_fail(made, githu
     first = body.splitlines()[0]
     assert first.startswith("### FAIL — speed ✗ **FAIL**"), first
     assert "**The PR's own job reported PASS; judged with the base's gate: FAIL.**" in body
-    assert "thresholds `ci/speed_thresholds_h200.json of this checkout (--judge)`" in body
+    assert "decided by the base's gate with its `ci/speed_thresholds_h200.json` and `ci/speed_noise_h200.json`" in body
     # The regression row: the benchmark, its base and head TFLOPS, the change in words.
     row = next(line for line in body.splitlines() if scenario.BENCH in line and line.startswith("|"))
     assert "slower" in row and "±0.14%" in row, row
@@ -261,3 +261,49 @@ def test_the_judge_keeps_nothing_the_record_decided(made, tmp_path):
     assert judged["noise"]["model"]["source"] == "ci/speed_noise_h200.json of this checkout (--judge)"
     (bench,) = [b for b in judged["benchmarks"] if b["id"] == scenario.BENCH]
     assert bench["verdict"] == "regression" and bench["threshold"] == 0.0014
+
+
+# ---------------------------------------------------------------------------
+# the PR's files and the status, on their own
+# ---------------------------------------------------------------------------
+
+
+def test_the_gate_files_come_from_every_page_of_githubs_list_and_renames_count(github, tmp_path):
+    files = [{"filename": f"kernels/generated_{i:03d}.py", "status": "added"} for i in range(250)]
+    files.append({"filename": "docs/moved_timing.py", "previous_filename": "harness/timing/gemm.py", "status": "renamed"})
+    files.append({"filename": ".github/workflows/pr-checks.yml", "status": "modified"})
+    github.state.files[scenario.PR_NUMBER] = files
+    out = tmp_path / "pr-files.json"
+    done = subprocess.run([sys.executable, "-m", "ci.notify", "pr-files", "--repo", "OWNER/REPO", "--head-repo", scenario.FORK,
+                           "--head-branch", scenario.BRANCH, "--head-sha", scenario.SHA, "--out", str(out)],
+                          cwd=PROJECT, env=github.env(dict(os.environ)), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    record = json.loads(out.read_text())
+    assert record["files_listed"] == 252 and record["pull_requests"] == [scenario.PR_NUMBER]
+    assert [(g["path"], g["what"]) for g in record["gate_files"]] == [
+        ("docs/moved_timing.py", "the measuring code (timing, statistics)"), (".github/workflows/pr-checks.yml", "the workflows")]
+    assert any("files" in p and "page=3" in p for m, p, _ in github.state.requests)
+
+
+def test_a_pr_files_failure_says_the_gate_change_is_not_known(tmp_path):
+    from ci.notify.comment import gate_change_block
+    from ci.notify.gate_files import files_record
+    from ci.notify.records import pr_files_record
+    from ci.notify.comment import Inputs
+
+    record = pr_files_record(files_record([], [], error="GitHub's list of the PR's files failed: 502"))
+    assert "Whether this PR changes the gate is not known" in gate_change_block(Inputs(None, None, None, None, pr_files=record))
+    cut = pr_files_record(files_record([7], [{"filename": f"x/{i}", "status": "added"} for i in range(3000)], truncated=True))
+    assert "GitHub lists only the first 3000 files" in gate_change_block(Inputs(None, None, None, None, pr_files=cut))
+
+
+def test_the_status_is_checked_before_it_is_sent():
+    from ci.notify.post import checked_status
+    from ci.notify.records import RecordError
+
+    good = {"schema": "mxfp4-commit-status/1", "state": "failure", "context": CONTEXT, "description": "FAIL"}
+    assert checked_status(good)["state"] == "failure"
+    for bad in (dict(good, state="green"), dict(good, context="another check"), dict(good, description="x" * 141),
+                dict(good, target_url="javascript:alert(1)")):
+        with pytest.raises(RecordError):
+            checked_status(bad)

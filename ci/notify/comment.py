@@ -136,20 +136,22 @@ def speed_area(inputs: Inputs) -> Area:
     return Area(ERROR, ("No speed-gate record was found in the run's artifacts.",))
 
 
+_JUDGE_SOURCE = " of this checkout (--judge)"  # how ci.speed --judge names the files it took: the base's, here
+
+
 def judge_lines(inputs: Inputs, area: Area) -> list[str]:
     """Who decided the speed verdict, and what the PR's own job said when it said something else."""
     own, judged = inputs.speed, inputs.judged
     if not (isinstance(own, SpeedRecord) and isinstance(judged, SpeedRecord) and inputs.judge_expected
             and own.verdict != "error"):
         return []
-    files = f"thresholds {code(judged.judged.thresholds, 120)}" if judged.judged else "its thresholds"
-    if judged.judged and judged.judged.noise_model:
-        files += f", noise model {code(judged.judged.noise_model, 120)}"
-    lines = [f"Speed judged by the base's gate ({files}) from the rounds the PR's job recorded."]
+    named = [judged.judged.thresholds, judged.judged.noise_model] if judged.judged else []
+    files = " and ".join(code(f.removesuffix(_JUDGE_SOURCE), 120) for f in named if f)
+    lines = [f"Speed: decided by the base's gate{f' with its {files}' if files else ''}, from the rounds the PR's job recorded."]
     mine = record_state(own).state
     if mine != area.state:
-        lines.append(f"**The PR's own job reported {mine}; judged with the base's gate: {area.state}.**")
-    return ["\n".join(lines)]
+        lines.insert(0, f"**The PR's own job reported {mine}; judged with the base's gate: {area.state}.**")
+    return lines
 
 
 def gate_change_block(inputs: Inputs) -> str:
@@ -167,8 +169,9 @@ def gate_change_block(inputs: Inputs) -> str:
         return f"_This PR changes none of the gate's files ({files.files_listed} files listed)._{cut}" if cut else ""
     rows = [{"path": code(path, in_table=True), "what it is": what, "change": code(status, 20, in_table=True)}
             for path, what, status in files.gate_files]
-    return _table(f"⚠ This PR changes the gate itself ({len(rows)} file{'s' if len(rows) != 1 else ''}): its own job "
-                  "measured with them; the verdict above is the base's gate's, from those measurements", rows) + \
+    return _table(f"⚠ This PR changes the gate itself ({len(rows)} file{'s' if len(rows) != 1 else ''}). Its own job "
+                  "ran with them: its rounds were measured, and its own verdict decided, by the PR's files; the speed "
+                  "verdict above is the base's gate's, from those rounds", rows) + \
         (f"\n\n{cut.strip()}" if cut else "")
 
 
@@ -224,12 +227,19 @@ def change_words(ratio: float | None) -> str:
     return f"**{'+' if pct > 0 else '−'}{abs(pct):.1f}%** {'faster' if pct > 0 else 'slower'}"
 
 
+def benchmark_cell(bench_id: str) -> str:
+    """``kernel[config]/`` and the shape on two lines: a table of long ids stays on one screen."""
+    head, slash, shape = bench_id.rpartition("/")
+    if not head or not shape:
+        return code(bench_id, in_table=True)
+    return f"{code(head + slash, in_table=True)}<br>{code(shape, in_table=True)}"
+
+
 def _ratio_cells(b: SpeedBenchmark) -> dict[str, str]:
     interval = f"{b.low:.3f} – {b.high:.3f}" if b.low is not None and b.high is not None else "unbounded"
-    return {"benchmark": code(b.id, in_table=True),
+    return {"benchmark": benchmark_cell(b.id),
             "base TFLOPS": tflops(b.base_tflops), "head TFLOPS": tflops(b.head_tflops),
-            "head vs base": change_words(b.ratio),
-            "interval (head/base)": interval,
+            "head vs base (interval of head/base)": f"{change_words(b.ratio)}<br>{interval}",
             "threshold": "?" if b.threshold is None else f"±{b.threshold * 100:.2f}%" if b.threshold < 0.01
             else f"±{b.threshold:.1%}",
             "rounds": "?" if b.rounds_used is None else str(b.rounds_used)}

@@ -161,8 +161,9 @@ def test_a_pr_that_edits_the_thresholds_to_hide_its_slowdown_is_fail(made, githu
     assert "**The PR's own job reported PASS; judged with the base's gate: FAIL.**" in body
     assert "decided by the base's gate with its `ci/speed_thresholds_h200.json` and `ci/speed_noise_h200.json`" in body
     # The regression row: the benchmark, its base and head TFLOPS, the change in words.
-    row = next(line for line in body.splitlines() if scenario.BENCH in line and line.startswith("|"))
-    assert "slower" in row and "±0.14%" in row, row
+    kernel, shape = scenario.BENCH.rsplit("/", 1)
+    row = next(line for line in body.splitlines() if line.startswith(f"| `{kernel}/`<br>`{shape}` |"))
+    assert "| 111.6 | 109.4 | **−2.0%** slower<br>" in row and "| ±0.14% |" in row, row
     # Named as changing the gate: the thresholds file, not the kernel or the docs.
     gate = body[body.index("This PR changes the gate itself"):]
     assert "`ci/speed_thresholds_h200.json`" in gate and "the speed thresholds (policy)" in gate

@@ -298,6 +298,24 @@ def test_a_pr_files_failure_says_the_gate_change_is_not_known(tmp_path):
     assert "GitHub lists only the first 3000 files" in gate_change_block(Inputs(None, None, None, None, pr_files=cut))
 
 
+def test_no_speed_record_is_nothing_to_judge(tmp_path):
+    # A docs-only PR: the GPU job never ran, the judge's download found no artifact (and made no folder).
+    out = tmp_path / "judged" / "judged.json"
+    done = subprocess.run([sys.executable, "-m", "ci.notify", "judge", "--artifacts", str(tmp_path / "pr-artifacts"),
+                           "--out", str(out)], cwd=PROJECT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "nothing to judge" in done.stderr and not out.exists(), done.stderr
+
+
+def test_identical_code_is_a_green_status_without_a_judge():
+    from ci.notify import bundle
+    from ci.notify.status import status_of
+
+    folder = PROJECT / "tests" / "data" / "pr_comment" / "identical"
+    inputs = bundle.load_inputs(folder, 1, folder / "jobs.json", folder / "no-judged.json")  # nothing was judged
+    status = status_of(inputs)
+    assert status["state"] == "success" and status["description"] == "PASS: identical code, nothing measured"
+
+
 def test_the_status_is_checked_before_it_is_sent():
     from ci.notify.post import checked_status
     from ci.notify.records import RecordError

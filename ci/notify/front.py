@@ -128,7 +128,8 @@ def options_from(argv: Sequence[str] | None) -> Options:
         _check(pattern, getattr(options, flag[2:].replace("-", "_")), flag, what)
     if options.attempt < 1:
         raise OptionsError(f"--attempt must be >= 1 (got {options.attempt})")
-    if options.artifacts is not None and not options.artifacts.is_dir():
+    # The judge's download finds nothing when the GPU job never ran (no speed-gate artifact): nothing to judge, not an error.
+    if options.artifacts is not None and not options.artifacts.is_dir() and options.command != "judge":
         raise OptionsError(f"--artifacts {options.artifacts}: no such folder")
     for flag in ("--jobs", "--artifact-list", "--body", "--changes", "--status"):
         _file(getattr(options, flag[2:].replace("-", "_")), flag)

@@ -148,7 +148,8 @@ def judge_lines(inputs: Inputs, area: Area) -> list[str]:
     named = [judged.judged.thresholds, judged.judged.noise_model] if judged.judged else []
     files = " and ".join(code(f.removesuffix(_JUDGE_SOURCE), 120) for f in named if f)
     lines = [f"Speed: decided by the base's gate{f' with its {files}' if files else ''}, from the rounds the PR's job recorded."]
-    mine = record_state(own).state
+    # The PR's job's own word (its record's verdict), not this comment's reading of its benchmarks.
+    mine = {"pass": PASS, "fail": FAIL, "inconclusive": INCONCLUSIVE}.get(own.verdict, ERROR)
     if mine != area.state:
         lines.insert(0, f"**The PR's own job reported {mine}; judged with the base's gate: {area.state}.**")
     return lines

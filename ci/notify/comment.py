@@ -228,6 +228,12 @@ def change_words(ratio: float | None) -> str:
     return f"**{'+' if pct > 0 else '−'}{abs(pct):.1f}%** {'faster' if pct > 0 else 'slower'}"
 
 
+def threshold_text(threshold: float | None) -> str:
+    if threshold is None:
+        return "?"
+    return f"±{threshold * 100:.2f}%" if threshold < 0.01 else f"±{threshold:.1%}"
+
+
 def benchmark_cell(bench_id: str) -> str:
     """``kernel[config]/`` and the shape on two lines: a table of long ids stays on one screen."""
     head, slash, shape = bench_id.rpartition("/")
@@ -241,8 +247,7 @@ def _ratio_cells(b: SpeedBenchmark) -> dict[str, str]:
     return {"benchmark": benchmark_cell(b.id),
             "base TFLOPS": tflops(b.base_tflops), "head TFLOPS": tflops(b.head_tflops),
             "head vs base (interval of head/base)": f"{change_words(b.ratio)}<br>{interval}",
-            "threshold": "?" if b.threshold is None else f"±{b.threshold * 100:.2f}%" if b.threshold < 0.01
-            else f"±{b.threshold:.1%}",
+            "threshold": threshold_text(b.threshold),
             "rounds": "?" if b.rounds_used is None else str(b.rounds_used)}
 
 

@@ -37,8 +37,8 @@ from ci.speed.run import (BASE_UNMEASURABLE, GateError, calibrations_for, deadli
 from ci.speed import dependencies, unchanged
 from ci.speed.selection import Selection, check_selectors, select
 from ci.speed.thresholds import THRESHOLDS_PATH, ThresholdsError, load_thresholds, parse_thresholds
-from ci.speed.verdict import (CALIBRATION_PATH, BenchmarkResult, RecordError, decide_entry, entries_of, exit_code,
-                              load_calibrations, load_record, plan_of)
+from ci.speed.verdict import (CALIBRATION_PATH, BenchmarkResult, RecordError, decide_entry, entries_of, load_calibrations,
+                              load_record, plan_of)
 from harness import paired
 from harness.paired.sequential import SequentialPlan
 from harness.report import append_step_summary, write_json_atomic
@@ -281,7 +281,8 @@ def run_judge(options: SpeedOptions, record: Mapping[str, Any]) -> int:
                 for e in entries]
 
     results = decide(Stop.END_OF_RECORD)
-    if exit_code(results, fail_on_inconclusive=False):  # failed by this judge's own decisions: the rest was not needed
+    # Failed by this judge's own decisions (a regression, a wrong result): the benchmarks left undecided were not needed.
+    if any(r.status is Status.WRONG_RESULT or (r.verdict is not None and r.verdict.value == "regression") for r in results):
         results = decide(Stop.PR_FAILED)
     for note in choice.notes:
         log(f"speed_gate: {note}")

@@ -332,3 +332,20 @@ def test_the_status_is_checked_before_it_is_sent():
                 dict(good, target_url="javascript:alert(1)")):
         with pytest.raises(RecordError):
             checked_status(bad)
+
+
+def test_a_later_gates_words_are_shown_as_they_are():
+    # Version 6 says "inconclusive" of a whole run; a verdict or status this publisher does not know is shown as text.
+    from ci.notify.comment import Inputs, Links, render
+    from ci.notify.records import speed_record
+
+    data = json.loads((PROJECT / "tests" / "data" / "pr_comment" / "regression" / "speed-gate-attempt1" / "verdict.json").read_text())
+    data.update(verdict="inconclusive", exit_code=3)
+    first = data["benchmarks"][0]
+    first.update(verdict="not a regression <b>")
+    first["decision"]["verdict"] = "not a regression <b>"
+    data["benchmarks"].append(dict(first, id="torch_dequant[fp32]/256x256x1024", status="skipped by policy", decision=None))
+    markdown = render(Inputs(speed_record(data), None, None, None), Links(scenario.RUN_URL))
+    assert "**Other verdicts (1)**" in markdown and "`not a regression <b>`" in markdown
+    assert "1 `skipped by policy`" in markdown
+    assert "speed ⚠ **INCONCLUSIVE** (re-run)" in markdown.splitlines()[0]

@@ -91,7 +91,8 @@ def record_state(speed: SpeedRecord) -> Area:
     if _failing(speed) or speed.wrong_at_head or (speed.verdict == "fail" and not undecided):
         return Area(FAIL, note=f" ({undecided} inconclusive)" if undecided else "")
     if undecided or speed.verdict == "inconclusive":
-        return Area(INCONCLUSIVE, note=f" ({undecided} benchmark{'s' if undecided != 1 else ''} not decided: re-run)")
+        what = f"{undecided} benchmark{'s' if undecided != 1 else ''} not decided: " if undecided else ""
+        return Area(INCONCLUSIVE, note=f" ({what}re-run)")
     return Area(PASS)
 
 

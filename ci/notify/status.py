@@ -41,7 +41,7 @@ def status_of(inputs: Inputs, target_url: str | None = None) -> dict[str, Any]:
         description = f"FAIL: {what}, {by}"
     elif area.state == INCONCLUSIVE:
         n = len(undecided_benchmarks(speed)) if isinstance(speed, SpeedRecord) else 0
-        description = f"inconclusive: re-run ({n} benchmark(s) not decided), {by}"
+        description = f"inconclusive: re-run{f' ({n} benchmark(s) not decided)' if n else ''}, {by}"
     elif area.state == NOT_RUN:
         description = "not run: the speed gate left no verdict (see the PR comment)"
     else:

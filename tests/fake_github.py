@@ -12,6 +12,8 @@ Endpoints, with GitHub's shapes as far as ci.notify reads them:
 - ``GET  /repos/{o}/{r}/issues/{n}/comments``, ``POST`` the same; ``PATCH /repos/{o}/{r}/issues/comments/{id}``
 - ``GET  /repos/{o}/{r}/issues?state=all&labels=L``, ``POST /repos/{o}/{r}/issues``
 - ``GET  /repos/{o}/{r}/labels``, ``POST`` the same
+- ``GET  /repos/{o}/{r}/pulls/{n}/files`` (GitHub stops at 3000 files; so does this), ``POST /repos/{o}/{r}/statuses/{sha}``
+- ``GET  /repos/{o}/{r}/actions/runs/{id}/attempts/{n}/jobs`` and ``.../actions/runs/{id}/artifacts`` (one page, as set)
 
 Lists are paginated (``per_page``, ``page``, a ``Link: <...>; rel="next"`` header), so a
 client that reads only the first page is caught. A request without the token is 401;
@@ -43,6 +45,9 @@ class State:
     issues: list[dict[str, Any]] = field(default_factory=list)  # each: number, title, body, state, labels, user
     comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # issue/PR number -> comments
     labels: list[dict[str, Any]] = field(default_factory=list)
+    files: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # PR number -> its changed files
+    statuses: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # sha -> the statuses posted, in order
+    runs: dict[int, dict[str, Any]] = field(default_factory=dict)  # run id -> {"jobs": [...], "artifacts": [...]}
     requests: list[tuple[str, str, Any]] = field(default_factory=list)
     next_id: int = 1000
 
@@ -122,6 +127,24 @@ class _Handler(BaseHTTPRequestHandler):
             found = [p for p in s.pulls if p["state"] == query.get("state", "open")
                      and (not query.get("head") or (p["head"]["repo"]["full_name"].split("/")[0] == owner and p["head"]["ref"] == branch))]
             return self._page(found, query, path)
+        if (match := re.fullmatch(r"actions/runs/(\d+)/(?:attempts/\d+/)?(jobs|artifacts)", rest)) and method == "GET":
+            run = s.runs.get(int(match.group(1)))
+            if run is None:
+                return self._send(404, {"message": "Not Found"})
+            items = run.get(match.group(2), [])
+            return self._send(200, {"total_count": len(items), match.group(2): items})
+        if (match := re.fullmatch(r"pulls/(\d+)/files", rest)) and method == "GET":
+            if not any(p["number"] == int(match.group(1)) for p in s.pulls):
+                return self._send(404, {"message": "Not Found"})
+            return self._page(s.files.get(int(match.group(1)), [])[:3000], query, path)
+        if (match := re.fullmatch(r"statuses/([0-9a-f]{40})", rest)) and method == "POST":
+            if body.get("state") not in ("error", "failure", "pending", "success"):
+                return self._send(422, {"message": "Validation Failed"})
+            if len(body.get("description") or "") > 140:
+                return self._send(422, {"message": "Validation Failed: description is too long (maximum is 140 characters)"})
+            status = {"id": s.new_id(), **body}
+            s.statuses.setdefault(match.group(1), []).append(status)
+            return self._send(201, status)
         if match := re.fullmatch(r"issues/(\d+)/comments", rest):
             number = int(match.group(1))
             if method == "GET":

@@ -91,7 +91,9 @@ def tables(page: str) -> list[list[list[str]]]:
     ("identical", "### PASS — speed ✓ **PASS** · resources ✓ **PASS** · correctness ✓ **PASS**"),
     ("regression", "### FAIL — speed ✗ **FAIL** · resources ✗ **FAIL** · correctness ✓ **PASS**"),
     ("wrong", "### FAIL — speed ✗ **FAIL** · resources ✓ **PASS** · correctness ✗ **FAIL**"),
-    ("inconclusive", "### PASS — speed ✓ **PASS** (1 inconclusive) · resources ✓ **PASS** · correctness ✓ **PASS**"),
+    # An undecided benchmark is not green (issue 37): the remedy is a re-run.
+    ("inconclusive", "### INCONCLUSIVE — speed ⚠ **INCONCLUSIVE** (1 benchmark not decided: re-run) · resources ✓ **PASS** · "
+                     "correctness ✓ **PASS**"),
     ("error", "### ERROR — speed ⚠ **ERROR** · resources ✓ **PASS** · correctness ✓ **PASS**"),
 ])
 def test_each_outcome_says_its_verdict_in_the_first_line(outcome, first_line):
@@ -116,9 +118,11 @@ def test_a_regression_shows_its_interval_threshold_and_the_folded_isa_diff():
     markdown = comment("regression")
     html = html_of(markdown)
     regressions, budget, mix, resources = tables(html)
-    assert regressions[0] == ["benchmark", "head vs base", "interval (head/base)", "threshold", "rounds"]
-    assert regressions[1][0] == "torch_dequant[bf16]/256x256x1024" and regressions[1][1].startswith("-66.")
-    assert regressions[1][2] == "0.328 – 0.339" and regressions[1][3] == "±1.0%"
+    assert regressions[0] == ["benchmark", "base TFLOPS", "head TFLOPS", "head vs base (interval of head/base)", "threshold",
+                              "rounds"]
+    # Base and head TFLOPS as the record has them (the medians of the rounds used), the change in words (issue 38).
+    assert regressions[1][:4] == ["torch_dequant[bf16]/256x256x1024", "0.00806", "0.00269", "−66.6% slower0.328 – 0.339"]
+    assert "**−66.6%** slower<br>0.328 – 0.339" in markdown and regressions[1][4] == "±1.0%"
     assert budget[1][0] == "flydsl_gfx950_4wave/gfx950/default" and "registers 418 > budget max_registers 408" in budget[1][1]
     # The ISA and resource diff is folded (no `open`), after the verdicts, and holds only the changed rows.
     assert "<details><summary><code>flydsl_gfx950_4wave/gfx950/default</code>" in html and "<details open" not in html
@@ -181,7 +185,7 @@ def test_untrusted_text_stays_text():
     assert "@octocat" not in outside and "evil.example" not in outside and "injected heading" not in outside
     assert "<h3>" not in html_of(markdown)[20:]  # one heading: the verdict line
     regressions = tables(html_of(markdown))[0]
-    assert len(regressions[1]) == len(regressions[0]) == 5  # the | in the name did not add a column
+    assert len(regressions[1]) == len(regressions[0]) == 6  # the | in the name did not add a column
     assert HOSTILE.split("\n")[0][:40] in regressions[1][0]
     rendered = html_of(markdown)
     assert rendered.count("<details>") == rendered.count("</details>") == 1
@@ -226,6 +230,12 @@ def test_the_comment_is_capped_at_githubs_limit_without_breaking_a_block():
     assert "more section(s) left out" in capped.text and capped.text.rstrip().endswith(MARKER)
     small = render_capped(Inputs(speed_record(_speed_data()), changes_record(changes), None, None), LINKS, limit=3000)
     assert len(small.text) <= 3000 and small.text.splitlines()[0].startswith("### FAIL")
+    # Whatever is left out, the GPU line and the links the note points to are kept (issue 38), after the note.
+    for text in (capped.text, small.text):
+        note = text.index("more section(s) left out")
+        assert "artifacts (linked below) have everything" in text
+        assert note < text.index("GPU runner: 5 s spent") < text.index(f"[run]({RUN})") < text.index(f"[artifacts]({RUN}#artifacts)")
+        assert "[speed plot (ratios.png)](https://github.com/OWNER/REPO/actions/runs/1000/artifacts/4242)" in text
 
 
 # ---------------------------------------------------------------------------

@@ -137,7 +137,9 @@ def test_every_plan_key_is_in_the_help_and_the_docs():
     for key, spec in PLAN_KEYS.items():
         assert f"  {key}: {spec.means}" in text and f"`{key}`" in documented, key
     options = sum(1 for action in gate._parser()._actions if action.option_strings)
-    assert options <= 25, options  # --help included: what a person uses, the knobs of the statistics under --plan
+    # --help included: what a person uses, the knobs of the statistics under --plan; the 26th is --replay's --judge
+    # (issue 37: the PR comment's judge), which the publishing workflow needs and a person may run.
+    assert options <= 26, options
 
 
 def test_a_replay_completes_a_partial_plan_from_the_recorded_plan_not_another():

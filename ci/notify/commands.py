@@ -1,4 +1,4 @@
-"""The three commands of ``python -m ci.notify`` (ci.notify.front parses; each takes the checked Options)."""
+"""The commands of ``python -m ci.notify`` (ci.notify.front parses; each takes the checked Options)."""
 
 from __future__ import annotations
 
@@ -11,21 +11,50 @@ from ci.notify.github import GitHub, GitHubError
 from ci.notify.history import load_history_changes
 from ci.notify.issues import Context, plan_issues
 from ci.notify.markdown import GITHUB_BODY_LIMIT
-from ci.notify.post import file_issues, find_pull_requests, post_comment
+from ci.notify.gate_files import GITHUB_FILES_LIMIT, files_record
+from ci.notify.judge import judge
+from ci.notify.post import checked_status, file_issues, find_pull_requests, list_pr_files, post_comment, post_status
 from ci.notify.records import RecordError, load_json
-from harness.report import append_step_summary, write_text_atomic
+from ci.notify.status import status_of
+from harness.report import append_step_summary, write_json_atomic, write_text_atomic
 
 Log = Callable[[str], None]
 
 
 def comment(options, log: Log) -> int:
-    """Render the comment from the artifacts (data only) into ``--out``; also shown in the step summary."""
-    inputs = bundle.load_inputs(options.artifacts, options.attempt, options.jobs)
+    """Render the comment from the artifacts (data only) into ``--out``; also shown in the step summary. With
+    ``--status-out``, the commit status of the same speed verdict (ci.notify.status), for post-comment."""
+    inputs = bundle.load_inputs(options.artifacts, options.attempt, options.jobs, options.judged, options.pr_files)
     plot = bundle.artifact_url(options.artifact_list, options.run_url, bundle.artifact_name(bundle.SPEED_ARTIFACT, options.attempt))
     text = render(inputs, Links(options.run_url, plot, options.head_sha, options.attempt))
     write_text_atomic(options.out, text)
     append_step_summary(text)
     log(f"ci.notify: comment written to {options.out} ({len(text)} characters): {text.splitlines()[0]}")
+    if options.status_out is not None:
+        status = status_of(inputs, options.run_url)
+        write_json_atomic(options.status_out, status)
+        log(f"ci.notify: commit status written to {options.status_out}: {status['state']}: {status['description']}")
+    return 0
+
+
+def pr_files(options, log: Log) -> int:
+    """The PR's changed files that are the gate, from GitHub's list (``--out``); what went wrong is in the file too."""
+    gh = GitHub(options.repo)
+    try:
+        prs = find_pull_requests(gh, options.head_repo, options.head_branch, options.head_sha)
+        files, truncated = [], False
+        for pr in prs:
+            listed = list_pr_files(gh, pr)
+            truncated |= len(listed) >= GITHUB_FILES_LIMIT
+            files += listed
+        record = files_record(prs, files, truncated, None if prs else
+                              "no open pull request has this run's head (closed, or pushed again since)")
+    except GitHubError as exc:
+        log(f"ci.notify: {exc}")
+        record = files_record([], [], error=f"GitHub's list of the PR's files failed: {exc}")
+    write_json_atomic(options.out, record)
+    log(f"ci.notify: PR(s) {record['pull_requests']}: {record['files_listed']} file(s) listed, "
+        f"{len(record['gate_files'])} of the gate; written to {options.out}")
     return 0
 
 
@@ -33,6 +62,11 @@ def post_comment_command(options, log: Log) -> int:
     body = options.body.read_text(encoding="utf-8")
     if len(body) > GITHUB_BODY_LIMIT:
         log(f"ci.notify: --body {options.body}: {len(body)} characters, over GitHub's {GITHUB_BODY_LIMIT}")
+        return 2
+    try:
+        status = None if options.status is None else checked_status(load_json(options.status))
+    except (OSError, RecordError) as exc:
+        log(f"ci.notify: --status {options.status}: {exc}")
         return 2
     gh = GitHub(options.repo)
     try:
@@ -44,6 +78,9 @@ def post_comment_command(options, log: Log) -> int:
         for pr in prs:
             plan = post_comment(gh, pr, body, options.bot_login)
             log(f"ci.notify: PR #{pr}: comment {plan.action}" + (f" (id {plan.comment_id})" if plan.comment_id else ""))
+        if status is not None:
+            post_status(gh, options.head_sha, status)
+            log(f"ci.notify: status {status['context']!r} on {options.head_sha[:12]}: {status['state']}: {status['description']}")
     except GitHubError as exc:
         log(f"ci.notify: {exc}")
         return 2
@@ -76,4 +113,5 @@ def regression_issues(options, log: Log) -> int:
     return 0
 
 
-COMMANDS = {"comment": comment, "post-comment": post_comment_command, "regression-issues": regression_issues}
+COMMANDS = {"comment": comment, "post-comment": post_comment_command, "regression-issues": regression_issues,
+            "judge": judge, "pr-files": pr_files}

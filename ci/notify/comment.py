@@ -1,12 +1,16 @@
 """The pull request's one comment, from the gates' records: a pure function, records in, Markdown out.
 
 First line: the verdict of each area (speed, resources, correctness) and the overall one.
-Then only what changed, worst first: regressions and wrong results and failed budgets
-(with interval and threshold), what stopped a gate and why, improvements, inconclusive
-benchmarks with the gate's reason, one line for everything else (identical code, no
-change, new, removed), each changed compiled code's instruction-mix and resource diff
-folded in ``<details>``, the GPU seconds spent and saved, and links to the run, its
-artifacts and the speed plot. The hidden :data:`MARKER` at the end is how the publisher
+The speed verdict is the base's: the PR's recorded rounds decided again by the default
+branch's gate (``python -m ci.speed --replay --judge``, the ``judged`` record); where the
+PR's own job said otherwise, the comment says so, and a PR that changes the gate itself is
+named with those paths. Then only what changed, worst first: regressions and wrong results
+and failed budgets (base and head TFLOPS, the change in words, interval and threshold),
+what stopped a gate and why, inconclusive benchmarks (not green: a re-run), improvements,
+one line for everything else (identical code, no change, new, removed), each changed
+compiled code's instruction-mix and resource diff folded in ``<details>``. The GPU seconds
+spent and saved, the links to the run, its artifacts and the speed plot are in the footer,
+which the size cap never drops. The hidden :data:`MARKER` at the end is how the publisher
 finds the comment again to edit it (ci.notify.post).
 
 The job and step names below are pr-checks.yml's: tests/test_notify_comment.py checks them
@@ -19,8 +23,9 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from ci.notify.markdown import Capped, code, details, html_code, join_capped, percent, table
-from ci.notify.records import BudgetRecord, ChangesRecord, CodeChange, Jobs, Rejected, SpeedBenchmark, SpeedRecord
+from ci.notify.markdown import Capped, code, details, html_code, join_capped, table
+from ci.notify.records import (BudgetRecord, ChangesRecord, CodeChange, Jobs, PrFiles, Rejected, SpeedBenchmark,
+                               SpeedRecord)
 
 MARKER = "<!-- mxfp4-perf: pr-comment -->"
 # pr-checks.yml's job names (`name:`) and step names, as the jobs API reports them.
@@ -29,10 +34,10 @@ JOB_CHANGES, STEP_CHANGES = "which benchmarks the PR changes (gfx950 code, on a 
 JOB_APPROVE = "approve the GPU run of a fork PR"
 JOB_GPU, STEP_GPU_TESTS, STEP_SPEED = "GPU correctness and speed gate (MI355X)", "correctness gates on the GPU", "speed gate vs the PR base"
 ROWS_SHOWN = 25  # per table; the rest is counted
-PASS, FAIL, ERROR, NOT_RUN = "PASS", "FAIL", "ERROR", "NOT RUN"
-_SEVERITY = {FAIL: 3, ERROR: 2, NOT_RUN: 1, PASS: 0}
+PASS, FAIL, ERROR, INCONCLUSIVE, NOT_RUN = "PASS", "FAIL", "ERROR", "INCONCLUSIVE", "NOT RUN"
+_SEVERITY = {FAIL: 4, ERROR: 3, INCONCLUSIVE: 2, NOT_RUN: 1, PASS: 0}
 _NUMBER = re.compile(r"^[+-]?[0-9]{1,12}(\.[0-9]{1,6})?$")
-_SYMBOL = {FAIL: "✗", ERROR: "⚠", NOT_RUN: "–", PASS: "✓"}
+_SYMBOL = {FAIL: "✗", ERROR: "⚠", INCONCLUSIVE: "⚠", NOT_RUN: "–", PASS: "✓"}
 _STOPPED = {"cancelled": "was cancelled", "timed_out": "timed out", "failure": "failed"}
 
 
@@ -46,10 +51,15 @@ class Links:
 
 @dataclass(frozen=True)
 class Inputs:
-    speed: SpeedRecord | Rejected | None
+    speed: SpeedRecord | Rejected | None  # the PR's own job's record (its artifact)
     changes: ChangesRecord | Rejected | None
     budget: BudgetRecord | Rejected | None
     jobs: Jobs | Rejected | None
+    # The base's verdict of the PR's rounds (python -m ci.speed --replay --judge in pr-comment.yml's judge job).
+    # judge_expected: the workflow ran a judge, so a missing judged record is an error, never the PR's own verdict shown.
+    judged: SpeedRecord | Rejected | None = None
+    judge_expected: bool = False
+    pr_files: PrFiles | Rejected | None = None  # the PR's changed files that are the gate (GitHub's list)
 
 
 @dataclass(frozen=True)
@@ -63,16 +73,56 @@ def _jobs(inputs: Inputs) -> Jobs:
     return inputs.jobs if isinstance(inputs.jobs, Jobs) else Jobs({})
 
 
+def _failing(speed: SpeedRecord) -> list[SpeedBenchmark]:
+    return [b for b in speed.benchmarks if b.status == "wrong result" or (b.status == "gated" and b.verdict == "regression")]
+
+
+def undecided_benchmarks(speed: SpeedRecord) -> list[SpeedBenchmark]:
+    """Gated benchmarks left undecided for a reason of their own (not those a failed PR no longer needed)."""
+    return [b for b in speed.benchmarks if b.status == "gated" and b.verdict in ("inconclusive", None) and b.stopped_by != "pr failed"]
+
+
+def record_state(speed: SpeedRecord) -> Area:
+    """A speed record's state, from its benchmarks as much as its verdict: a regression or a wrong result fails; an
+    undecided benchmark is INCONCLUSIVE (not green: a measurement failed or ran out, and a re-run is the remedy)."""
+    if speed.verdict == "error":
+        return Area(ERROR, (f"The speed gate stopped (exit {speed.exit_code}): {code(speed.error, 600)}",))
+    undecided = len(undecided_benchmarks(speed))
+    if _failing(speed) or speed.wrong_at_head or (speed.verdict == "fail" and not undecided):
+        return Area(FAIL, note=f" ({undecided} inconclusive)" if undecided else "")
+    if undecided or speed.verdict == "inconclusive":
+        what = f"{undecided} benchmark{'s' if undecided != 1 else ''} not decided: " if undecided else ""
+        return Area(INCONCLUSIVE, note=f" ({what}re-run)")
+    return Area(PASS)
+
+
+def judged_speed(inputs: Inputs) -> SpeedRecord | Area | None:
+    """The speed record the verdict is taken from: the base's judgement of the PR's rounds when the workflow judged
+    them; an Area (ERROR) when it should have and did not; the PR's own record when no judge was run (a local render)."""
+    own = inputs.speed
+    if not isinstance(own, SpeedRecord):
+        return None
+    if own.verdict == "error" or not inputs.judge_expected:
+        return own  # a gate that stopped left no rounds to judge: its own words say why
+    judged = inputs.judged
+    if judged is None:
+        return Area(ERROR, ("The base's gate left no verdict of the PR's rounds (the pr-comment run's judge job): the "
+                            "PR's own job's verdict is not taken in its place.",))
+    if isinstance(judged, Rejected):
+        return Area(ERROR, (f"The base's verdict was not read: {code(judged.reason, 600)}",))
+    if judged.verdict == "error":
+        return Area(ERROR, (f"The base's gate could not judge the PR's recorded rounds: {code(judged.error, 600)}",))
+    return judged
+
+
 def speed_area(inputs: Inputs) -> Area:
-    speed, changes, jobs = inputs.speed, inputs.changes, _jobs(inputs)
+    speed, changes, jobs = judged_speed(inputs), inputs.changes, _jobs(inputs)
+    if isinstance(speed, Area):
+        return speed
     if isinstance(speed, SpeedRecord):
-        if speed.verdict == "error":
-            return Area(ERROR, (f"The speed gate stopped (exit {speed.exit_code}): {code(speed.error, 600)}",))
-        inconclusive = sum(b.status == "gated" and b.verdict == "inconclusive" and b.stopped_by != "pr failed"
-                           for b in speed.benchmarks)
-        return Area(FAIL if speed.verdict == "fail" else PASS, note=f" ({inconclusive} inconclusive)" if inconclusive else "")
-    if isinstance(speed, Rejected):
-        return Area(ERROR, (f"The speed gate's record was not read: {code(speed.reason, 600)}",))
+        return record_state(speed)
+    if isinstance(inputs.speed, Rejected):
+        return Area(ERROR, (f"The speed gate's record was not read: {code(inputs.speed.reason, 600)}",))
     if isinstance(changes, ChangesRecord) and not changes.error and not changes.gpu_needed:
         return Area(PASS)  # every benchmark's code is identical: the GPU job does not start
     gpu, step = jobs.conclusion(JOB_GPU), jobs.step(JOB_GPU, STEP_SPEED)
@@ -85,6 +135,46 @@ def speed_area(inputs: Inputs) -> Area:
     if step == "failure":
         return Area(ERROR, ("The speed gate stopped before it wrote a record (see the GPU job's log).",))
     return Area(ERROR, ("No speed-gate record was found in the run's artifacts.",))
+
+
+_JUDGE_SOURCE = " of this checkout (--judge)"  # how ci.speed --judge names the files it took: the base's, here
+
+
+def judge_lines(inputs: Inputs, area: Area) -> list[str]:
+    """Who decided the speed verdict, and what the PR's own job said when it said something else."""
+    own, judged = inputs.speed, inputs.judged
+    if not (isinstance(own, SpeedRecord) and isinstance(judged, SpeedRecord) and inputs.judge_expected
+            and own.verdict != "error"):
+        return []
+    named = [judged.judged.thresholds, judged.judged.noise_model] if judged.judged else []
+    files = " and ".join(code(f.removesuffix(_JUDGE_SOURCE), 120) for f in named if f)
+    lines = [f"Speed: decided by the base's gate{f' with its {files}' if files else ''}, from the rounds the PR's job recorded."]
+    # The PR's job's own word (its record's verdict), not this comment's reading of its benchmarks.
+    mine = {"pass": PASS, "fail": FAIL, "inconclusive": INCONCLUSIVE}.get(own.verdict, ERROR)
+    if mine != area.state:
+        lines.insert(0, f"**The PR's own job reported {mine}; judged with the base's gate: {area.state}.**")
+    return lines
+
+
+def gate_change_block(inputs: Inputs) -> str:
+    """The PR's changed files that are the gate itself, or why that is not known."""
+    files = inputs.pr_files
+    if isinstance(files, Rejected):
+        return f"_Whether this PR changes the gate is not known: its file list was not read ({code(files.reason, 300)})._"
+    if not isinstance(files, PrFiles):
+        return ""
+    if files.error:
+        return f"_Whether this PR changes the gate is not known: {code(files.error, 300)}._"
+    cut = (f" GitHub lists only the first {files.files_listed} files of this PR; the rest may change it too."
+           if files.truncated else "")
+    if not files.gate_files:
+        return f"_This PR changes none of the gate's files ({files.files_listed} files listed)._{cut}" if cut else ""
+    rows = [{"path": code(path, in_table=True), "what it is": what, "change": code(status, 20, in_table=True)}
+            for path, what, status in files.gate_files]
+    return _table(f"⚠ This PR changes the gate itself ({len(rows)} file{'s' if len(rows) != 1 else ''}). Its own job "
+                  "ran with them: its rounds were measured, and its own verdict decided, by the PR's files; the speed "
+                  "verdict above is the base's gate's, from those rounds", rows) + \
+        (f"\n\n{cut.strip()}" if cut else "")
 
 
 def budget_area(inputs: Inputs) -> Area:
@@ -123,12 +213,42 @@ def correctness_area(inputs: Inputs) -> Area:
     return Area(max(states, key=_SEVERITY.__getitem__), tuple(lines))
 
 
+def tflops(value: float | None) -> str:
+    if value is None:
+        return "?"
+    return f"{value:.1f}" if value >= 100 else f"{value:.2f}" if value >= 1 else f"{value:.3g}"
+
+
+def change_words(ratio: float | None) -> str:
+    """head/base TFLOPS as a change in words: "−66.6% slower", "+2.1% faster" (never a bare percentage)."""
+    if ratio is None:
+        return "?"
+    pct = (ratio - 1) * 100
+    if round(pct, 1) == 0:
+        return "**±0.0%** same"
+    return f"**{'+' if pct > 0 else '−'}{abs(pct):.1f}%** {'faster' if pct > 0 else 'slower'}"
+
+
+def threshold_text(threshold: float | None) -> str:
+    if threshold is None:
+        return "?"
+    return f"±{threshold * 100:.2f}%" if threshold < 0.01 else f"±{threshold:.1%}"
+
+
+def benchmark_cell(bench_id: str) -> str:
+    """``kernel[config]/`` and the shape on two lines: a table of long ids stays on one screen."""
+    head, slash, shape = bench_id.rpartition("/")
+    if not head or not shape:
+        return code(bench_id, in_table=True)
+    return f"{code(head + slash, in_table=True)}<br>{code(shape, in_table=True)}"
+
+
 def _ratio_cells(b: SpeedBenchmark) -> dict[str, str]:
     interval = f"{b.low:.3f} – {b.high:.3f}" if b.low is not None and b.high is not None else "unbounded"
-    return {"benchmark": code(b.id, in_table=True),
-            "head vs base": "?" if b.ratio is None else f"**{percent(b.ratio - 1)}**",
-            "interval (head/base)": interval,
-            "threshold": "?" if b.threshold is None else f"±{b.threshold:.1%}",
+    return {"benchmark": benchmark_cell(b.id),
+            "base TFLOPS": tflops(b.base_tflops), "head TFLOPS": tflops(b.head_tflops),
+            "head vs base (interval of head/base)": f"{change_words(b.ratio)}<br>{interval}",
+            "threshold": threshold_text(b.threshold),
             "rounds": "?" if b.rounds_used is None else str(b.rounds_used)}
 
 
@@ -138,30 +258,40 @@ def _table(title: str, rows: list[dict[str, str]]) -> str:
     return f"**{title}**\n\n{table(shown)}{more}"
 
 
+_KNOWN_ROWS = {"regression", "improvement", "no change", "inconclusive", None}
+
+
 def speed_blocks(speed: SpeedRecord) -> tuple[list[str], list[str]]:
     """(blocks for what went wrong, blocks for the rest) of a speed record."""
-    by = {v: [b for b in speed.benchmarks if b.status == "gated" and b.verdict == v] for v in ("regression", "improvement", "inconclusive")}
+    gated = [b for b in speed.benchmarks if b.status == "gated"]
+    regressions = [b for b in gated if b.verdict == "regression"]
+    improvements = [b for b in gated if b.verdict == "improvement"]
+    undecided = undecided_benchmarks(speed)
+    others = [b for b in gated if b.verdict not in _KNOWN_ROWS]  # a later gate's verdict: shown as it says
     bad, rest = [], []
-    if by["regression"]:
-        bad.append(_table(f"Regressions ({len(by['regression'])})", [_ratio_cells(b) for b in by["regression"]]))
+    if regressions:
+        bad.append(_table(f"Regressions ({len(regressions)})", [_ratio_cells(b) for b in regressions]))
     # A benchmark wrong at its timed shape or in the survey's check; the survey's own line only when no benchmark says it.
     wrong = [f"- {code(b.id)}: {code(b.reason, 600)}" for b in speed.benchmarks if b.status == "wrong result"]
     wrong = wrong or [f"- {code(w.where)}: {code(w.message, 600)}" for w in speed.wrong_at_head]
     if wrong:
         bad.append("**Wrong result at head** (not timed)\n\n" + "\n".join(wrong[:ROWS_SHOWN]))
-    if by["improvement"]:
-        rest.append(_table(f"Improvements ({len(by['improvement'])})", [_ratio_cells(b) for b in by["improvement"]]))
-    if by["inconclusive"]:
-        rows = [dict(_ratio_cells(b), why=code(b.reason, 300, in_table=True)) for b in by["inconclusive"]]
-        for row in rows:
-            row.pop("rounds")
-        rest.append(_table(f"Inconclusive ({len(rows)}): the change could not be told from the threshold", rows))
+    if undecided:
+        rows = [dict(_ratio_cells(b), why=code(b.reason, 300, in_table=True)) for b in undecided]
+        bad.append(_table(f"Inconclusive ({len(rows)}): not decided, so the status is not green; a re-run is the remedy",
+                          rows))
+    if others:
+        rows = [dict(_ratio_cells(b), verdict=code(b.verdict, 40, in_table=True)) for b in others]
+        rest.append(_table(f"Other verdicts ({len(rows)})", rows))
+    if improvements:
+        rest.append(_table(f"Improvements ({len(improvements)})", [_ratio_cells(b) for b in improvements]))
     return bad, rest
 
 
 def summary_line(inputs: Inputs) -> str:
     """One line for everything that needs no row: identical code, no change, new, removed, n/a."""
-    speed, changes = inputs.speed, inputs.changes
+    judged, changes = judged_speed(inputs), inputs.changes
+    speed = judged if isinstance(judged, SpeedRecord) else inputs.speed
     parts = []
     if isinstance(speed, SpeedRecord) and speed.verdict != "error":
         counts: dict[str, int] = {}
@@ -171,10 +301,13 @@ def summary_line(inputs: Inputs) -> str:
         identical = max(counts.pop("unchanged (identical code)", 0), speed.skipped_identical)
         if identical:
             parts.append(f"{identical} unchanged (identical code): not measured")
-        for key, words in (("no change", "no change beyond the threshold"), ("new", "new at head"),
-                           ("removed", "removed at head"), ("n/a", "not run on this device")):
+        words = {"no change": "no change beyond the threshold", "new": "new at head", "removed": "removed at head",
+                 "n/a": "not run on this device"}
+        for key, text in words.items():
             if counts.get(key):
-                parts.append(f"{counts[key]} {words}")
+                parts.append(f"{counts[key]} {text}")
+        # A status a later gate writes: counted as it says (as text).
+        parts += [f"{n} {code(key, 60)}" for key, n in counts.items() if key not in words and key not in ("gated", "wrong result")]
     elif isinstance(changes, ChangesRecord) and not changes.error:
         if changes.unchanged:
             parts.append(f"{changes.unchanged} benchmark(s) unchanged (identical code): not measured")
@@ -234,15 +367,24 @@ def render(inputs: Inputs, links: Links) -> str:
     return render_capped(inputs, links).text
 
 
-def render_capped(inputs: Inputs, links: Links, limit: int | None = None) -> Capped:
-    areas = {"speed": speed_area(inputs), "resources": budget_area(inputs), "correctness": correctness_area(inputs)}
+def areas_of(inputs: Inputs) -> dict[str, Area]:
+    return {"speed": speed_area(inputs), "resources": budget_area(inputs), "correctness": correctness_area(inputs)}
+
+
+def overall_state(areas: dict[str, Area]) -> str:
     overall = max((a.state for a in areas.values()), key=_SEVERITY.__getitem__)
-    overall = PASS if overall == NOT_RUN and any(a.state == PASS for a in areas.values()) else overall
-    head = f"### {overall} — " + " · ".join(f"{name} {_SYMBOL[a.state]} **{a.state}**{a.note}" for name, a in areas.items())
-    blocks: list[str] = [head]
+    return PASS if overall == NOT_RUN and any(a.state == PASS for a in areas.values()) else overall
+
+
+def render_capped(inputs: Inputs, links: Links, limit: int | None = None) -> Capped:
+    areas = areas_of(inputs)
+    head = f"### {overall_state(areas)} — " + " · ".join(f"{name} {_SYMBOL[a.state]} **{a.state}**{a.note}"
+                                                          for name, a in areas.items())
+    blocks: list[str] = [head, *judge_lines(inputs, areas["speed"]), gate_change_block(inputs)]
     stopped = [line for a in areas.values() if a.state in (ERROR, NOT_RUN) for line in a.lines]
     failed_lines = [line for a in areas.values() if a.state == FAIL for line in a.lines]
-    bad, rest = speed_blocks(inputs.speed) if isinstance(inputs.speed, SpeedRecord) else ([], [])
+    speed = judged_speed(inputs)
+    bad, rest = speed_blocks(speed) if isinstance(speed, SpeedRecord) else ([], [])
     blocks += bad
     if isinstance(inputs.budget, BudgetRecord) and inputs.budget.failed:
         rows = [{"target": code(t.target, in_table=True),
@@ -257,10 +399,10 @@ def render_capped(inputs: Inputs, links: Links, limit: int | None = None) -> Cap
     blocks += _notes(inputs)
     if isinstance(inputs.changes, ChangesRecord):
         blocks += [code_change_block(c) for c in inputs.changes.code_changes[:ROWS_SHOWN]]
-    blocks.append(cost_line(inputs))
-    blocks.append(links_line(links))
+    # The footer is never capped: the GPU line, the links the cap's note points to, the head, the marker.
     sha = f"head {code(links.head_sha[:12])} · " if links.head_sha else ""
-    footer = f"<sub>{sha}attempt {links.attempt} · posted by the pr-comment workflow, edited in place</sub>\n\n{MARKER}"
+    footer = "\n\n".join(line for line in (cost_line(inputs), links_line(links)) if line)
+    footer += f"\n\n<sub>{sha}attempt {links.attempt} · posted by the pr-comment workflow, edited in place</sub>\n\n{MARKER}"
     return join_capped(blocks, footer=footer, **({"limit": limit} if limit else {}))
 
 

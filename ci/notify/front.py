@@ -1,12 +1,18 @@
 """The front of ``python -m ci.notify``: argparse in, one frozen checked :class:`Options` out, then the command.
 
+    python -m ci.notify judge --artifacts DIR --attempt N --out judged.json     # the base's verdict of the PR's rounds
+    python -m ci.notify pr-files --repo OWNER/NAME --head-repo OWNER/NAME --head-branch B --head-sha SHA --out pr-files.json
     python -m ci.notify comment --artifacts DIR --attempt N --run-url URL [--jobs jobs.json]
-                                [--artifact-list artifacts.json] [--head-sha SHA] --out comment.md
+                                [--artifact-list artifacts.json] [--head-sha SHA] [--judged judged.json]
+                                [--pr-files pr-files.json] [--status-out status.json] --out comment.md
     python -m ci.notify post-comment --repo OWNER/NAME --head-repo OWNER/NAME --head-branch B --head-sha SHA --body comment.md
+                                     [--status status.json]
     python -m ci.notify regression-issues --repo OWNER/NAME --changes changes.json --run-url URL [--dry-run]
 
+``judge`` runs this checkout's speed gate on the speed record's raw rounds
+(``python -m ci.speed --replay --judge``: numpy and scipy needed, the record read as JSON only);
 ``comment`` renders (nothing from the artifacts is run, and no network is used);
-``post-comment`` and ``regression-issues`` talk to GitHub through ``gh api`` with the
+``pr-files``, ``post-comment`` and ``regression-issues`` talk to GitHub through ``gh api`` with the
 token in ``GH_TOKEN``. Exit: 0 done (also when no open PR has that head any more:
 nothing to post to, said on stderr); 2 a bad option, a file that cannot be used, or a
 GitHub call that failed. There is no gate here, so no exit 1.
@@ -46,6 +52,10 @@ class Options:
     head_repo: str | None = None
     head_branch: str | None = None
     body: Path | None = None
+    judged: Path | None = None  # comment: the judge's file (given: a missing file is an error, not the PR's verdict)
+    pr_files: Path | None = None
+    status_out: Path | None = None
+    status: Path | None = None  # post-comment: the status comment --status-out wrote
     changes: Path | None = None
     server_url: str = "https://github.com"
     bot_login: str = BOT_LOGIN
@@ -63,16 +73,33 @@ def _parser() -> argparse.ArgumentParser:
     comment.add_argument("--head-sha", metavar="SHA", help="the run's head commit (from the event)")
     comment.add_argument("--jobs", type=Path, metavar="PATH", help="GitHub's job list of the run attempt (JSON)")
     comment.add_argument("--artifact-list", type=Path, metavar="PATH", help="GitHub's artifact list of the run (JSON): the plot link")
+    comment.add_argument("--judged", type=Path, metavar="PATH",
+                         help="the base's verdict of the speed record (`judge --out`): the speed verdict shown; given "
+                              "and missing, the speed area is ERROR (never the PR's own verdict in its place)")
+    comment.add_argument("--pr-files", type=Path, metavar="PATH", help="`pr-files --out`: the PR's files that are the gate")
+    comment.add_argument("--status-out", type=Path, metavar="PATH", help="also write the commit status of the speed verdict (JSON)")
     comment.add_argument("--out", type=Path, required=True, metavar="PATH", help="write the Markdown here")
+    judge = sub.add_parser("judge", help="decide the speed record's rounds with this checkout's gate (--replay --judge)")
+    judge.add_argument("--artifacts", type=Path, required=True, metavar="DIR", help="the downloaded artifacts, one folder each")
+    judge.add_argument("--attempt", type=int, default=1, help="the pr-checks run attempt whose record to judge (default 1)")
+    judge.add_argument("--out", type=Path, required=True, metavar="PATH", help="the base's verdict (JSON, without the rounds)")
+    files = sub.add_parser("pr-files", help="list the PR's changed files that are the gate itself (gh api)")
+    files.add_argument("--out", type=Path, required=True, metavar="PATH", help="write the list here (JSON)")
     post = sub.add_parser("post-comment", help="create or edit the PR's one comment (gh api)")
     post.add_argument("--head-repo", required=True, metavar="OWNER/NAME", help="the run's head repository (a fork's too)")
     post.add_argument("--head-branch", required=True, metavar="BRANCH")
     post.add_argument("--head-sha", required=True, metavar="SHA")
     post.add_argument("--body", type=Path, required=True, metavar="PATH", help="the Markdown that `comment` wrote")
+    post.add_argument("--status", type=Path, metavar="PATH",
+                      help="the commit status `comment --status-out` wrote: set on --head-sha (POST statuses/SHA)")
     issues = sub.add_parser("regression-issues", help="open or comment on one issue per regression on main (gh api)")
     issues.add_argument("--changes", type=Path, required=True, metavar="PATH", help="the history-changes artifact's changes.json")
     issues.add_argument("--run-url", required=True, metavar="URL", help="the history run's page (from the event)")
     issues.add_argument("--dry-run", action="store_true", help="print what would be opened or commented; change nothing")
+    files.add_argument("--head-repo", required=True, metavar="OWNER/NAME", help="the run's head repository (a fork's too)")
+    files.add_argument("--head-branch", required=True, metavar="BRANCH")
+    files.add_argument("--head-sha", required=True, metavar="SHA")
+    files.add_argument("--repo", required=True, metavar="OWNER/NAME", help="this repository (github.repository)")
     for p in (post, issues):
         p.add_argument("--repo", required=True, metavar="OWNER/NAME", help="this repository (github.repository)")
         p.add_argument("--server-url", default="https://github.com", metavar="URL", help="github.server_url (links)")
@@ -101,9 +128,10 @@ def options_from(argv: Sequence[str] | None) -> Options:
         _check(pattern, getattr(options, flag[2:].replace("-", "_")), flag, what)
     if options.attempt < 1:
         raise OptionsError(f"--attempt must be >= 1 (got {options.attempt})")
-    if options.artifacts is not None and not options.artifacts.is_dir():
+    # The judge's download finds nothing when the GPU job never ran (no speed-gate artifact): nothing to judge, not an error.
+    if options.artifacts is not None and not options.artifacts.is_dir() and options.command != "judge":
         raise OptionsError(f"--artifacts {options.artifacts}: no such folder")
-    for flag in ("--jobs", "--artifact-list", "--body", "--changes"):
+    for flag in ("--jobs", "--artifact-list", "--body", "--changes", "--status"):
         _file(getattr(options, flag[2:].replace("-", "_")), flag)
     return options
 

@@ -69,6 +69,36 @@ def post_comment(gh: GitHub, pr: int, body: str, bot_login: str = BOT_LOGIN) -> 
     return plan
 
 
+def list_pr_files(gh: GitHub, pr: int) -> list[dict[str, Any]]:
+    """GitHub's list of the PR's changed files, every page (at most 3000: GitHub's own limit)."""
+    return [f for f in gh.get_all(gh.repo_path(f"pulls/{pr}/files")) if isinstance(f, dict)]
+
+
+def checked_status(data: Any) -> dict[str, str]:
+    """The commit status ``comment --status-out`` wrote, checked again before it is sent (state, context, lengths)."""
+    from ci.notify.records import RecordError, check_schema
+    from ci.notify.status import CONTEXT, DESCRIPTION_LIMIT, STATES
+
+    root = check_schema(data, "mxfp4-commit-status", "status.json")
+    status = {"state": root.get("state").choice(set(STATES.values())), "context": root.get("context").choice({CONTEXT}),
+              "description": root.get("description").text()}
+    if len(status["description"]) > DESCRIPTION_LIMIT:
+        raise RecordError(f"status.json: description over {DESCRIPTION_LIMIT} characters")
+    url = root.get("target_url").text(optional=True)
+    if url is not None:
+        from ci.notify.records import SAFE_URL
+
+        if not SAFE_URL.match(url):
+            raise RecordError("status.json: target_url is not an https:// address")
+        status["target_url"] = url
+    return status
+
+
+def post_status(gh: GitHub, sha: str, status: dict[str, str]) -> None:
+    """The commit status on ``sha`` (``POST /repos/{repo}/statuses/{sha}``): a new one with the same context replaces it."""
+    gh.post(gh.repo_path(f"statuses/{sha}"), status)
+
+
 # ---------------------------------------------------------------------------
 # regression issues on main
 # ---------------------------------------------------------------------------

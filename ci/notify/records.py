@@ -26,7 +26,8 @@ from typing import Any, Callable, Mapping
 MAX_BYTES = 2_000_000  # a gate's record without its raw rounds is ~50 kB; a full speed record of 20 benchmarks ~1 MB
 MAX_ITEMS = 2000  # benchmarks, targets, jobs, steps, table rows
 # schema name -> the major versions read here. A speed gate /2 (issue 28) is adapted here at merge.
-KNOWN_SCHEMAS = {"mxfp4-speed-gate": {1}, "mxfp4-changes": {1}, "mxfp4-budget-gate": {2}, "mxfp4-history-changes": {1}}
+KNOWN_SCHEMAS = {"mxfp4-speed-gate": {1}, "mxfp4-changes": {1}, "mxfp4-budget-gate": {2}, "mxfp4-history-changes": {1},
+                 "mxfp4-pr-files": {1}, "mxfp4-commit-status": {1}}
 _SCHEMA = re.compile(r"^([a-z0-9-]{1,60})/([0-9]{1,4})$")
 # An address that can go into a Markdown link as it is: https, no spaces, brackets, quotes or query.
 SAFE_URL = re.compile(r"^https://[A-Za-z0-9.:-]+(/[A-Za-z0-9._~%/-]*)?$")
@@ -151,14 +152,17 @@ def check_schema(data: Any, name: str, file: str) -> Reader:
 # ---------------------------------------------------------------------------
 
 SPEED_STATUSES = {"gated", "wrong result", "new", "removed", "n/a", "unchanged (identical code)"}
+# The verdicts a gated benchmark has had; another one (a later gate's) is shown as it is, not refused.
 VERDICTS = {"regression", "improvement", "no change", "inconclusive"}
+# The gate's verdicts of a whole run: "inconclusive" (a measurement failed, the remedy a re-run) is not green.
+RUN_VERDICTS = {"pass", "fail", "inconclusive", "error"}
 
 
 @dataclass(frozen=True)
 class SpeedBenchmark:
     id: str
     status: str  # SPEED_STATUSES
-    verdict: str | None  # VERDICTS, for a gated benchmark with a decision
+    verdict: str | None  # VERDICTS (or a later gate's own word), for a gated benchmark with a decision
     ratio: float | None  # head/base TFLOPS (higher is better), the estimate
     low: float | None  # its interval, when bounded
     high: float | None
@@ -166,6 +170,8 @@ class SpeedBenchmark:
     rounds_used: int | None
     reason: str  # the decision's reason, else the benchmark's note
     stopped_by: str | None
+    base_tflops: float | None = None  # the median of the rounds the decision used, per side
+    head_tflops: float | None = None
 
 
 @dataclass(frozen=True)
@@ -175,8 +181,17 @@ class WrongResult:
 
 
 @dataclass(frozen=True)
+class Judged:
+    """A replay's ``judged`` block (python -m ci.speed --replay --judge): with what the base's gate decided."""
+
+    thresholds: str  # the thresholds file's source
+    noise_model: str | None
+    recorded_verdict: str | None  # what the record itself said (the PR's own job)
+
+
+@dataclass(frozen=True)
 class SpeedRecord:
-    verdict: str  # "pass", "fail" or "error"
+    verdict: str  # RUN_VERDICTS
     exit_code: int
     error: str | None
     head_sha: str | None
@@ -185,11 +200,12 @@ class SpeedRecord:
     gpu_seconds_spent: float | None
     gpu_seconds_saved: float | None
     skipped_identical: int
+    judged: Judged | None = None  # a --judge replay's: by the base's gate
 
 
 def speed_record(data: Any, file: str = "verdict.json") -> SpeedRecord:
     root = check_schema(data, "mxfp4-speed-gate", file)
-    verdict = root.get("verdict").choice({"pass", "fail", "error"})
+    verdict = root.get("verdict").choice(RUN_VERDICTS)
     exit_code = root.get("exit_code").integer()
     if verdict == "error":
         return SpeedRecord("error", exit_code, root.get("error").text(optional=True) or "(no message)", None, (), (), None, None, 0)
@@ -203,13 +219,18 @@ def speed_record(data: Any, file: str = "verdict.json") -> SpeedRecord:
                 where += " at {}x{}x{}".format(*shape)
             wrong.append(WrongResult(where, check.get("message").text(optional=True) or ""))
     skipped = root.get("skipped_identical").items(optional=True)
+    judged = None
+    if root.has("judged"):
+        j = root.get("judged")
+        judged = Judged(j.get("thresholds").text(optional=True) or "?", j.get("noise_model").text(optional=True),
+                        j.get("recorded").get("verdict").text(optional=True) if j.has("recorded") else None)
     return SpeedRecord(verdict, exit_code, None, root.get("head").get("sha").text(optional=True) if root.has("head") else None,
                        benchmarks, tuple(wrong), root.get("gpu_seconds_spent").number(optional=True),
-                       root.get("gpu_seconds_saved_estimated").number(optional=True), len(skipped))
+                       root.get("gpu_seconds_saved_estimated").number(optional=True), len(skipped), judged)
 
 
 def _speed_benchmark(b: Reader) -> SpeedBenchmark:
-    status = b.get("status").choice(SPEED_STATUSES)
+    status = b.get("status").text()  # SPEED_STATUSES, or a later gate's own word (shown as it is)
     decision = b.get("decision")
     ratio = low = high = None
     rounds = None
@@ -221,9 +242,15 @@ def _speed_benchmark(b: Reader) -> SpeedBenchmark:
         low, high = estimate.get("low").number(optional=True), estimate.get("high").number(optional=True)
         rounds = decision.get("rounds_used").integer(optional=True)
         reason = decision.get("reason").text(optional=True) or reason
-        verdict = decision.get("verdict").choice(VERDICTS)
+        verdict = decision.get("verdict").text(optional=True)
     return SpeedBenchmark(b.get("id").text(), status, verdict, ratio, low, high, b.get("threshold").number(optional=True),
-                          rounds, reason, b.get("stopped_by").text(optional=True))
+                          rounds, reason, b.get("stopped_by").text(optional=True),
+                          _positive(b.get("base_tflops")), _positive(b.get("head_tflops")))
+
+
+def _positive(r: Reader) -> float | None:
+    value = r.number(optional=True)
+    return value if value is not None and value > 0 else None
 
 
 # ---------------------------------------------------------------------------
@@ -319,6 +346,28 @@ def budget_record(data: Any, file: str = "budget.json") -> BudgetRecord:
             reasons = [r.text() for r in t.get("reasons").items(optional=True)]
             failed.append(BudgetTarget(t.get("target").text(), status, tuple(reasons)))
     return BudgetRecord(verdict, None, len(targets), tuple(failed))
+
+
+# ---------------------------------------------------------------------------
+# the PR's changed files (python -m ci.notify pr-files: GitHub's list, written by the trusted render job)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PrFiles:
+    pull_requests: tuple[int, ...]
+    files_listed: int
+    gate_files: tuple[tuple[str, str, str], ...]  # (path, what it is to the gate, GitHub's status)
+    truncated: bool
+    error: str | None
+
+
+def pr_files_record(data: Any, file: str = "pr-files.json") -> PrFiles:
+    root = check_schema(data, "mxfp4-pr-files", file)
+    gate = tuple((g.get("path").text(), g.get("what").text(), g.get("status").text(optional=True) or "?")
+                 for g in root.get("gate_files").items())
+    return PrFiles(tuple(n.integer() for n in root.get("pull_requests").items()), root.get("files_listed").integer(), gate,
+                   bool(root.get("truncated").boolean(optional=True)), root.get("error").text(optional=True))
 
 
 # ---------------------------------------------------------------------------

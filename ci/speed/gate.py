@@ -5,6 +5,7 @@
     python -m ci.speed --base main --working-tree              # your uncommitted edits vs the base
     python -m ci.speed.calibrate --write --json cal.json      # A/A rounds: the noise model and thresholds, written
     python -m ci.speed --replay verdict.json --decisions 10    # disjoint decisions from recorded rounds
+    python -m ci.speed --replay verdict.json --judge --json judged.json   # a PR's rounds decided by this checkout's gate
 
 How (docs/SPEED_GATE.md): the head and the merge-base of head and --base are
 checked out as git worktrees; one warm worker process per side and GPU imports
@@ -138,6 +139,12 @@ def _gate_parser() -> argparse.ArgumentParser:
                                                     "and thresholds or the ones given; a record of a retired plan is refused")
     g.add_argument("--decisions", type=int, metavar="N", help="with --replay: take N disjoint decisions from the "
                                                               "record's rounds, in time order, and print verdict rates")
+    g.add_argument("--judge", action="store_true",
+                   help="with --replay: decide the record's raw rounds with THIS checkout's plan, exclusion rule, "
+                        "thresholds and noise model (those of the runner the record names: ci/speed_thresholds_h200.json "
+                        "and ci/speed_noise_h200.json for an H200, else ci/speed_thresholds.json and ci/speed_noise.json), "
+                        "never the record's; nothing it decided is kept, and a benchmark undecided at the end of the "
+                        "record is inconclusive and fails (the PR comment's judge: docs/SPEED_GATE.md)")
     add_json(g, "the verdict and every raw measurement")
     g.add_argument("--plot", metavar="PATH", help="write a PNG of the per-round ratios, intervals and bands")
     add_traceback(g)

@@ -5,7 +5,9 @@
   noise model and thresholds;
 * ``--replay`` (:func:`run_replay`): decide again from a recorded JSON through the same functions the live
   gate uses (ci.speed.verdict), under the plan it was decided with (a record of the retired signed-rank plan
-  is refused); ``--replay --decisions N`` takes N disjoint decisions from it with harness.paired.replay.
+  is refused); ``--replay --decisions N`` takes N disjoint decisions from it with harness.paired.replay;
+  ``--replay --judge`` (:func:`run_judge`) decides its raw rounds with this checkout's plan, rule, thresholds
+  and noise model only (the PR comment's judge, .github/workflows/pr-comment.yml).
 
 What they write (Markdown, the JSON record, the PNG) is ci.speed.outputs.
 """
@@ -14,10 +16,11 @@ from __future__ import annotations
 
 import time
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ci.common.commit_tree import NotAKernelsTree, has_kernels
+from ci.common.commit_tree import REPO_ROOT, NotAKernelsTree, has_kernels
 from ci.common.options import OptionsError
 from ci.speed.cost import cost_summary
 from ci.speed.exclusion import ExclusionRule, paired_rounds
@@ -26,14 +29,16 @@ from ci.speed.outputs import Context, finish
 from ci.speed.reasons import Status, Stop
 from ci.speed.report import plan_text, rates_markdown
 from ci.speed.rounds import Side
-from ci.speed.noise_model import ModelChoice, NoiseModelError, parse_noise_model, load_noise_model
+from ci.speed.noise_model import (NOISE_PATH, ModelChoice, NoiseModelError, identity_check, load_noise_model, parse_noise_model,
+                                  runner_identity)
 from ci.speed.noise_run import RunNoise, run_noise
 from ci.speed.run import (BASE_UNMEASURABLE, GateError, calibrations_for, deadline, log, noise_model_for, open_measurer,
                           run_rounds, survey_both, thresholds_for)
 from ci.speed import dependencies, unchanged
 from ci.speed.selection import Selection, check_selectors, select
-from ci.speed.thresholds import ThresholdsError, parse_thresholds
-from ci.speed.verdict import BenchmarkResult, RecordError, decide_entry, entries_of, load_record, plan_of
+from ci.speed.thresholds import THRESHOLDS_PATH, ThresholdsError, load_thresholds, parse_thresholds
+from ci.speed.verdict import (CALIBRATION_PATH, BenchmarkResult, RecordError, decide_entry, entries_of, load_calibrations,
+                              load_record, plan_of)
 from harness import paired
 from harness.paired.sequential import SequentialPlan
 from harness.report import append_step_summary, write_json_atomic
@@ -136,7 +141,7 @@ def _finish(options: SpeedOptions, context: Context, results: Sequence[Benchmark
 def run_replay(options: SpeedOptions) -> int:
     record = load_record(options.replay)
     try:
-        return _replay(options, record)
+        return run_judge(options, record) if options.judge else _replay(options, record)
     except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
         if isinstance(exc, (RecordError, ThresholdsError, GateError, OptionsError)):
             raise
@@ -221,6 +226,82 @@ def _replay(options: SpeedOptions, record: dict[str, Any]) -> int:
                       extra={"replayed_from": str(options.replay), "sides": list(SIDES), "engine": record.get("engine"),
                              **noise_record(ModelChoice(model), view, gated)})
     return _finish(options, context, results, record.get("correctness", []), record["rounds"])
+
+
+# ---------------------------------------------------------------------------
+# --replay --judge: a PR's rounds decided by this checkout (the default branch's, in pr-comment.yml)
+# ---------------------------------------------------------------------------
+
+
+def judge_files(environment: Mapping[str, Any]) -> tuple[Path, Path | None]:
+    """This checkout's thresholds file and noise model for the runner a record names.
+
+    The runner whose model this checkout keeps (``ci/speed_noise_<runner>.json``, its ``runner.gpu`` the
+    record's GPU) uses that model and the thresholds file of the same suffix (an H200: ``ci/speed_noise_h200.json``,
+    ``ci/speed_thresholds_h200.json``, the pair its gate is run with); any other runner the defaults, which the
+    MI355X runner's gate reads (``ci/speed_thresholds.json``, ``ci/speed_noise.json`` once it exists).
+    """
+    gpu = runner_identity(environment).get("gpu")
+    for noise in sorted((REPO_ROOT / NOISE_PATH).parent.glob("speed_noise_*.json")):
+        thresholds = noise.with_name(noise.name.replace("speed_noise_", "speed_thresholds_", 1))
+        if gpu is not None and thresholds.is_file() and load_noise_model(noise).runner.get("gpu") == gpu:
+            return thresholds, noise
+    default = REPO_ROOT / NOISE_PATH
+    return REPO_ROOT / THRESHOLDS_PATH, default if default.is_file() else None
+
+
+def run_judge(options: SpeedOptions, record: Mapping[str, Any]) -> int:
+    """The record's raw rounds decided as this checkout's gate would decide them; nothing the record decided is used.
+
+    Taken from the record: what was measured (the benchmarks and their status, the rounds, the environment, the
+    correctness checks). Not taken: its plan, exclusion rule, thresholds, noise model, calibrations, verdicts,
+    decisions and why its measuring stopped -- each of those is this checkout's (or --thresholds/--noise/--plan,
+    files the judge names). A benchmark the plan has not decided at the end of the record is inconclusive, and an
+    inconclusive benchmark fails the judged verdict: a record cut short (or measured under a looser plan) is never green.
+    """
+    environment = record.get("environment") or {}
+    thresholds_file, noise_file = judge_files(environment)
+    where = lambda path: f"{path.relative_to(REPO_ROOT)} of this checkout (--judge)"  # noqa: E731
+    thresholds = options.thresholds or replace(load_thresholds(thresholds_file), source=where(thresholds_file))
+    choice = ModelChoice(None, ["--plan noise=off: each benchmark's own rounds decide"] if not options.use_noise else [])
+    noise_path = options.noise or noise_file
+    if options.use_noise and noise_path is not None:
+        model = replace(load_noise_model(noise_path), source=str(options.noise) if options.noise else where(noise_path))
+        usable, notes = identity_check(model, environment)
+        choice = ModelChoice(model if usable else None, notes)
+    rule = options.exclusion_rule()  # this checkout's rule over the raw states the rounds carry
+    entries = entries_of(record)
+    gated = [e.benchmark.id for e in entries if e.status is Status.GATED]
+    plan = options.plan_for(len(gated), model=choice.model is not None)
+    view = run_noise(choice.model, rule, plan.guard_level, gated, record["rounds"]) if choice.model is not None else None
+    default_calibrations = REPO_ROOT / CALIBRATION_PATH
+    calibrations = (dict(options.calibrations) if options.calibrations is not None
+                    else load_calibrations(default_calibrations) if default_calibrations.is_file() else {})
+    restart = (record.get("engine") or {}).get("restart_every") or 4
+
+    def decide(ran_out: Stop) -> list[BenchmarkResult]:
+        return [decide_entry(e, record["rounds"], thresholds, plan, rule, calibrations, ran_out=ran_out,
+                             noise=view.rounds_noise(e.benchmark.id) if view else None, restart_every=restart)
+                for e in entries]
+
+    results = decide(Stop.END_OF_RECORD)
+    # Failed by this judge's own decisions (a regression, a wrong result): the benchmarks left undecided were not needed.
+    if any(r.status is Status.WRONG_RESULT or (r.verdict is not None and r.verdict.value == "regression") for r in results):
+        results = decide(Stop.PR_FAILED)
+    for note in choice.notes:
+        log(f"speed_gate: {note}")
+    judged = {"by": "this checkout's gate (--judge)", "thresholds": thresholds.source,
+              "noise_model": None if choice.model is None else choice.model.source,
+              "recorded": {"verdict": record.get("verdict"), "exit_code": record.get("exit_code"),
+                           "thresholds": (record.get("thresholds") or {}).get("source")}}
+    context = Context(mode="replay", plan=plan, rule=rule, thresholds=thresholds, base=record.get("base") or {},
+                      head=record.get("head") or {}, environment=environment, device=record.get("device", "?"),
+                      timing=record.get("timing_overrides") or {}, round_limit=record.get("round_limit"),
+                      calibrations=calibrations, wall_s=record.get("wall_s") or 0.0,
+                      extra={"replayed_from": str(options.replay), "sides": list(SIDES), "engine": record.get("engine"),
+                             "judged": judged, **noise_record(choice, view, gated)})
+    return finish(context, results, record.get("correctness", []), record["rounds"], fail_on_inconclusive=True,
+                  json_path=options.json, plot_path=options.plot, command=options.command)
 
 
 def run_calibrate(options: SpeedOptions) -> int:

@@ -217,6 +217,7 @@ class SpeedOptions:
     timing: tuple[tuple[str, Any], ...] = ()  # harness.timing.TimingBudget overrides
     replay: Path | None = None
     decisions: int | None = None
+    judge: bool = False  # --replay --judge: this checkout's plan, rule, thresholds and model; nothing of the record's but its rounds
     json: Path | None = None
     plot: Path | None = None
     traceback: bool = False
@@ -352,6 +353,7 @@ def speed_options(given: Mapping[str, Any], command: tuple[str, ...] | list[str]
         timing=tuple(timing_value(given["timing"]).items()),
         replay=_replay_file(given["replay"]),
         decisions=positive_int_value(given["decisions"], "--decisions"),
+        judge=bool(given.get("judge")),
         json=output_value(given["json"], "--json"),
         plot=output_value(given["plot"], "--plot"),
         traceback=given["traceback"],
@@ -378,6 +380,10 @@ def _check_mode(given: Mapping[str, Any], keys: Mapping[str, Any], mode: Mode) -
     if mode is not Mode.REPLAY:
         if given["decisions"] is not None:
             raise OptionsError("--decisions only applies to --replay")
+        if given.get("judge"):
+            raise OptionsError("--judge only applies to --replay (it judges a recorded run's rounds)")
+    elif given.get("judge") and given["decisions"] is not None:
+        raise OptionsError("--judge and --decisions: choose one (--judge gives one verdict of the whole record)")
     else:
         for dest, flag in MEASURING_ONLY.items():
             if given[dest] not in (None, False, []):

@@ -1,18 +1,23 @@
 """Screenshots of the PR comment and a regression issue as GitHub would show them (docs/img/pr_comment_*.png).
 
-    PYTHONPATH=. .venv/bin/python docs/data/pr_comment_screenshots.py docs/img
+    PYTHONPATH=.:tests .venv/bin/python docs/data/pr_comment_screenshots.py docs/img
 
 Each example of tests/data/pr_comment (real gate records, docs/data/pr_comment_examples.py)
 is rendered by ``python -m ci.notify comment``'s renderer, turned into HTML by cmark-gfm
 (GitHub's own Markdown library, through ``cmarkgfm``) and screenshot by headless Chromium
 with a stylesheet close to GitHub's comment view. The regression example is shot twice:
-as posted (its ``<details>`` folded) and unfolded. The issue is rendered from
-tests/data/history_changes.json.
+as posted (its ``<details>`` folded) and unfolded, and a third time capped: with 25 changed
+compiled codes of 300 instruction rows each and the cap lowered to 6000 characters, so the
+cut shows on one screen (the real cap is GitHub's 65536; the same code cuts). ``judged``: the
+PR of tests/judge_scenario.py (real H200 rounds, the tracked config 2% slower, the thresholds
+file edited to hide it), judged by this checkout's gate (``python -m ci.notify judge``). The
+issue is rendered from tests/data/history_changes.json.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,7 +28,8 @@ from PIL import Image, ImageOps
 from cmarkgfm.cmark import Options
 
 from ci.notify.bundle import load_inputs
-from ci.notify.comment import Links, render
+from ci.notify.comment import Inputs, Links, render, render_capped
+from ci.notify.records import changes_record
 from ci.notify.history import load_history_changes
 from ci.notify.issues import Context, drift_body, slowdown_body, title
 
@@ -79,6 +85,34 @@ def shoot(html: str, out: Path, height: int) -> None:
     print(f"wrote {out}", file=sys.stderr)
 
 
+def capped(folder: Path, links: Links, limit: int = 6000) -> str:
+    """The regression example with far more changed code than fits: 25 compiled codes of 300 changed rows each."""
+    inputs = load_inputs(folder, 1, folder / "jobs.json")
+    changes = json.loads((folder / "speed-changes-attempt1" / "changes.json").read_text())
+    one = changes["code_changes"][0]
+    one["instruction_mix"] = [dict(one["instruction_mix"][0], instructions=f"op_{i}", delta="+1") for i in range(300)]
+    changes["code_changes"] = [dict(one, target=f"flydsl_gfx950_4wave/gfx950/config_{i:02d}") for i in range(25)]
+    inputs = Inputs(inputs.speed, changes_record(changes), inputs.budget, inputs.jobs)
+    return render_capped(inputs, links, limit=limit).text
+
+
+def judged() -> str:
+    """The comment on the PR that edits the thresholds to hide its slowdown (tests/judge_scenario.py), as posted."""
+    import judge_scenario as scenario
+    from ci.notify.gate_files import files_record
+
+    with tempfile.TemporaryDirectory() as tmp:
+        made = scenario.make(Path(tmp) / "pr")
+        shutil.copytree(DATA / "pr_comment" / "identical" / "budget-gate-attempt1", made.artifacts / "budget-gate-attempt1")
+        verdict, files, jobs = Path(tmp) / "judged.json", Path(tmp) / "pr-files.json", Path(tmp) / "jobs.json"
+        subprocess.run([sys.executable, "-m", "ci.notify", "judge", "--artifacts", str(made.artifacts), "--out", str(verdict)],
+                       check=True, capture_output=True)
+        files.write_text(json.dumps(files_record([scenario.PR_NUMBER], scenario.PR_FILES)))
+        jobs.write_text(json.dumps({"jobs": scenario.jobs()}))
+        inputs = load_inputs(made.artifacts, 1, jobs, verdict, files)
+        return render(inputs, Links(scenario.RUN_URL, f"{scenario.RUN_URL}/artifacts/4242", scenario.SHA, 1))
+
+
 def main(argv: list[str]) -> int:
     out = (Path(argv[0]) if argv else Path("docs/img")).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -91,6 +125,8 @@ def main(argv: list[str]) -> int:
         shoot(page(markdown, bot), out / f"pr_comment_{outcome}.png", height)
         if outcome == "regression":
             shoot(page(markdown, bot, unfold=True), out / "pr_comment_regression_unfolded.png", 1400)
+            shoot(page(capped(folder, Links(RUN, plot, HEAD, 1)), bot), out / "pr_comment_capped.png", 900)
+    shoot(page(judged(), bot), out / "pr_comment_judged.png", 900)
     changes = load_history_changes(json.loads((DATA / "history_changes.json").read_text()))
     context = Context("OWNER/REPO", "https://github.com/OWNER/REPO/actions/runs/2000", site_url=changes.site_url,
                       results_commit=changes.results_commit)

@@ -1,0 +1,65 @@
+"""Which of a pull request's changed files are the speed gate itself, from GitHub's list of the PR's files.
+
+The verdict the comment shows is the base's (``python -m ci.speed --replay --judge`` in the default
+branch's checkout), but the rounds it decides from were measured by the PR's own job: with the PR's
+``harness/`` timing them and the PR's ``ci/`` driving the workers. A PR that changes those (or the
+thresholds, the noise model, the workflows) is named as such, with the paths, so a reviewer reads its
+verdict knowing that.
+
+The list comes from GitHub (``GET /repos/{repo}/pulls/{n}/files``, every page), not from a git diff in
+the publishing job: GitHub computes it against the merge base, as the PR's "Files changed" tab shows
+it, for a fork's PR too, with the read token the job already has, and no object of the PR is fetched
+into the trusted checkout. GitHub lists at most :data:`GITHUB_FILES_LIMIT` files; a longer PR is said
+to be cut there (and, not knowing the rest, is treated as changing the gate).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+# path prefix -> what it is to the gate. The thresholds and the noise model are under ci/ and named on their own.
+GATE_PREFIXES = {
+    "ci/speed_thresholds": "the speed thresholds (policy)",
+    "ci/speed_noise": "a runner's noise model",
+    "ci/": "the gates' code and data",
+    "harness/": "the measuring code (timing, statistics)",
+    ".github/workflows/": "the workflows",
+}
+GITHUB_FILES_LIMIT = 3000  # GitHub's "list pull request files" returns at most this many
+SCHEMA = "mxfp4-pr-files/1"
+
+
+@dataclass(frozen=True)
+class GateFile:
+    path: str
+    what: str  # GATE_PREFIXES' words
+    status: str  # GitHub's: added, modified, removed, renamed, ...
+
+
+def what_it_is(path: str) -> str | None:
+    """The gate part ``path`` belongs to (the most specific prefix), or None."""
+    for prefix, what in GATE_PREFIXES.items():
+        if path.startswith(prefix):
+            return what
+    return None
+
+
+def gate_files(files: Sequence[Mapping[str, Any]]) -> list[GateFile]:
+    """The entries of GitHub's file list that touch the gate; a rename counts by either name."""
+    found = []
+    for f in files:
+        names = [n for n in (f.get("filename"), f.get("previous_filename")) if isinstance(n, str)]
+        for name in names:
+            what = what_it_is(name)
+            if what is not None:
+                found.append(GateFile(names[0], what, str(f.get("status") or "?")))
+                break
+    return found
+
+
+def files_record(pull_requests: Sequence[int], files: Sequence[Mapping[str, Any]], truncated: bool = False,
+                 error: str | None = None) -> dict[str, Any]:
+    """What ``python -m ci.notify pr-files`` writes: the PR(s), how many files GitHub listed, and those of the gate."""
+    return {"schema": SCHEMA, "pull_requests": list(pull_requests), "files_listed": len(files), "truncated": truncated,
+            "gate_files": [{"path": g.path, "what": g.what, "status": g.status} for g in gate_files(files)], "error": error}

@@ -1,0 +1,86 @@
+"""The base's verdict of a PR's speed-gate rounds: ``python -m ci.notify judge`` (pr-comment.yml's judge job).
+
+The PR's own job measured the rounds and decided them with the PR's code, thresholds and noise
+model: all of it the PR can edit. This command hands the newest speed-gate record of the run
+attempt to ``python -m ci.speed --replay RECORD --judge`` run from THIS checkout (the default
+branch's, in the workflow), which decides the raw rounds again with this checkout's plan,
+exclusion rule, thresholds and noise model and takes nothing the record decided
+(docs/SPEED_GATE.md, "A judge the PR cannot edit"). The record is only read as data: it is JSON
+the replay parses; nothing in it is run or imported.
+
+Its output for the comment is the replay's JSON record without the raw rounds (the comment
+never reads them; the judge job's step summary has the full Markdown): ``--out``. When the
+replay cannot decide (a malformed or refused record), ``--out`` is an error record saying why,
+so the comment shows ERROR and the status is not green. No speed record in the artifacts
+(the GPU job never ran): nothing to judge, no ``--out``. Exit 0 in every such case (the verdict
+is in the file); 2 for a bad option or an unwritable ``--out``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from ci.notify import bundle
+from harness.report import write_json_atomic
+
+CHECKOUT = Path(__file__).resolve().parents[2]  # the checkout whose gate judges (the default branch's, in the workflow)
+GATE_SCHEMA = "mxfp4-speed-gate/1"
+MAX_RECORD_BYTES = 64_000_000  # a 30-benchmark, 40-round record is ~2 MB; a bigger one is refused unread
+JUDGE_TIMEOUT_S = 600
+
+
+def error_record(message: str, exit_code: int = 2) -> dict[str, Any]:
+    return {"schema": GATE_SCHEMA, "mode": "error", "verdict": "error", "exit_code": exit_code, "error": message}
+
+
+def without_rounds(record: dict[str, Any]) -> dict[str, Any]:
+    """The record the comment reads: every field but the raw rounds (the top level's and each benchmark's)."""
+    slim = {k: v for k, v in record.items() if k != "rounds"}
+    if isinstance(slim.get("benchmarks"), list):
+        slim["benchmarks"] = [{k: v for k, v in b.items() if k != "rounds"} if isinstance(b, dict) else b
+                              for b in slim["benchmarks"]]
+    return slim
+
+
+def judge_record(record: Path, log: Callable[[str], None]) -> dict[str, Any]:
+    """The base's verdict of ``record`` (its JSON without rounds), or an error record saying why there is none."""
+    size = record.stat().st_size
+    if size > MAX_RECORD_BYTES:
+        return error_record(f"the speed gate's record is {size} bytes, over {MAX_RECORD_BYTES}: not judged")
+    with tempfile.TemporaryDirectory(prefix="ci-notify-judge-") as tmp:
+        out = Path(tmp) / "judged.json"
+        cmd = [sys.executable, "-m", "ci.speed", "--replay", str(record.resolve()), "--judge", "--json", str(out)]
+        log(f"ci.notify: judging {record.name} with {CHECKOUT}'s gate: python -m ci.speed --replay ... --judge")
+        try:
+            done = subprocess.run(cmd, cwd=CHECKOUT, capture_output=True, text=True, timeout=JUDGE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return error_record(f"the base's gate did not judge the record in {JUDGE_TIMEOUT_S} s")
+        sys.stderr.write(done.stdout + done.stderr)  # its Markdown (also in the step summary) and its progress, for the log
+        try:
+            judged = json.loads(out.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            said = done.stderr.strip().splitlines()[-1:] or ["(nothing on stderr)"]
+            return error_record(f"the base's gate exited {done.returncode} without a record: {said[0][-400:]}")
+    if not isinstance(judged, dict):
+        return error_record("the base's gate wrote a record that is not a JSON object")
+    return without_rounds(judged)
+
+
+def judge(options, log: Callable[[str], None]) -> int:
+    record = bundle.record_path(options.artifacts, bundle.SPEED_ARTIFACT, options.attempt)
+    if record is None:
+        log("ci.notify: no speed-gate record in the artifacts (the GPU job did not run, or stopped before one): nothing to judge")
+        return 0
+    judged = judge_record(record, log)
+    try:
+        write_json_atomic(options.out, judged)
+    except OSError as exc:
+        log(f"ci.notify: --out {options.out}: {exc}")
+        return 2
+    log(f"ci.notify: the base's verdict ({judged.get('verdict')}, exit {judged.get('exit_code')}) written to {options.out}")
+    return 0

@@ -1,0 +1,56 @@
+"""The commit status of the speed verdict the PR comment shows: the base's judgement, on the PR's head commit.
+
+A pure function, the comment's inputs in, the status out (ci.notify.post sends it with
+``POST /repos/{repo}/statuses/{sha}``). It says what the comment's speed area says, so the two
+cannot disagree: success only for PASS (every benchmark decided, none slower by its threshold, no
+wrong result); failure for FAIL, and for INCONCLUSIVE with "inconclusive: re-run" (a measurement
+failed or ran out: not green); error when the gate stopped, its record or the base's verdict is
+missing, or it did not run. The description is this module's words and counts only (GitHub keeps
+140 characters), never text from an artifact.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ci.notify.comment import ERROR, FAIL, INCONCLUSIVE, NOT_RUN, PASS, Inputs, judged_speed, speed_area, undecided_benchmarks
+from ci.notify.records import PrFiles, SpeedRecord
+
+CONTEXT = "speed gate (judged by base)"
+DESCRIPTION_LIMIT = 140  # GitHub's limit on a status description
+STATES = {PASS: "success", FAIL: "failure", INCONCLUSIVE: "failure", ERROR: "error", NOT_RUN: "error"}
+SCHEMA = "mxfp4-commit-status/1"
+
+
+def _count(record: Any, verdict: str) -> int:
+    return sum(b.status == "gated" and b.verdict == verdict for b in record.benchmarks) if isinstance(record, SpeedRecord) else 0
+
+
+def status_of(inputs: Inputs, target_url: str | None = None) -> dict[str, Any]:
+    area = speed_area(inputs)
+    speed = judged_speed(inputs)
+    judged = inputs.judge_expected and isinstance(speed, SpeedRecord) and speed is inputs.judged
+    by = "judged by the base's gate" if judged else "the PR's own job (not judged)"
+    if area.state == PASS:
+        description = f"PASS, {by}" if isinstance(speed, SpeedRecord) else "PASS: identical code, nothing measured"
+    elif area.state == FAIL:
+        regressions = _count(speed, "regression")
+        wrong = sum(b.status == "wrong result" for b in speed.benchmarks) if isinstance(speed, SpeedRecord) else 0
+        what = ", ".join(p for p in (f"{regressions} regression(s)" if regressions else "",
+                                     f"{wrong} wrong result(s)" if wrong else "") if p) or "failed"
+        description = f"FAIL: {what}, {by}"
+    elif area.state == INCONCLUSIVE:
+        n = len(undecided_benchmarks(speed)) if isinstance(speed, SpeedRecord) else 0
+        description = f"inconclusive: re-run{f' ({n} benchmark(s) not decided)' if n else ''}, {by}"
+    elif area.state == NOT_RUN:
+        description = "not run: the speed gate left no verdict (see the PR comment)"
+    else:
+        description = "error: no verdict (see the PR comment)"
+    if isinstance(inputs.pr_files, PrFiles) and inputs.pr_files.gate_files:
+        description += "; the PR changes the gate"
+    if len(description) > DESCRIPTION_LIMIT:
+        description = description[: DESCRIPTION_LIMIT - 1] + "…"
+    status = {"schema": SCHEMA, "state": STATES[area.state], "context": CONTEXT, "description": description}
+    if target_url:
+        status["target_url"] = target_url
+    return status

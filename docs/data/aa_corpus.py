@@ -131,6 +131,7 @@ def summary(benchmarks: dict, selection: list[str]) -> list[dict]:
         rounds = sum(sum(s) for s in sizes.values())
         several = sum(1 for s in sizes.values() if len(s) >= NEED_GENERATIONS)
         rows.append({"benchmark": bench_id, "rounds": rounds, "runs": len(sizes), "generations": sum(len(s) for s in sizes.values()),
+                     "runs_with_two_generations": sum(1 for s in sizes.values() if len(s) >= 2),
                      "runs_with_several_generations": several,
                      "excluded": sum(n for d in per_run.values() for n in d["excluded"].values()),
                      "short_rounds": max(0, NEED_ROUNDS - rounds), "short_runs": max(0, NEED_RUNS - several)})
@@ -139,11 +140,11 @@ def summary(benchmarks: dict, selection: list[str]) -> list[dict]:
 
 def summary_table(corpus: dict) -> str:
     need = corpus["need"]
-    lines = [f"| benchmark | rounds | runs | generations | runs with >= {need['generations_per_run']} generations | "
-             f"excluded rounds | short of {need['rounds']} rounds | short of {need['runs']} such runs |",
+    lines = [f"| benchmark | rounds | runs | generations | runs with >= 2 / >= {need['generations_per_run']} generations | "
+             f"excluded rounds | short of {need['rounds']} rounds | short of {need['runs']} runs of >= {need['generations_per_run']} |",
              "|---|---|---|---|---|---|---|---|"]
     for r in corpus["summary"]:
-        lines.append(f"| `{r['benchmark']}` | {r['rounds']} | {r['runs']} | {r['generations']} | "
+        lines.append(f"| `{r['benchmark']}` | {r['rounds']} | {r['runs']} | {r['generations']} | {r['runs_with_two_generations']} / "
                      f"{r['runs_with_several_generations']} | {r['excluded']} | {r['short_rounds'] or '-'} | {r['short_runs'] or '-'} |")
     return "\n".join(lines)
 

@@ -49,8 +49,9 @@ LABELS = {"none": "none (the model's own noise)", "t4": "t4 tails (same SD)", "a
           "first_round_fast": "each generation's first round 0.5% faster"}
 TRACKED = "triton_dot_scaled[m128_n128_k128_w8_s3]/square_m08192_n08192_k08192"
 AR, FIRST_ROUND, HEAD_K = 0.5, 0.005, 3.0
-# ~9 minutes with two processes on this 2-core machine under version 5b (the 20 Triton benchmarks; a PR at t runs
-# every benchmark to its 40th round, ~2 s).
+# Version 5b's run: ~9 CPU-minutes in two processes (2500 s of wall on this 2-core machine at a load average of 12-15
+# from other jobs; ~5 minutes on two idle cores); the first-round departures cost most (the guard fires, every
+# benchmark falls back and runs ~19 rounds). Precision: 0 of 120 PRs bounds a rate below 3.0% (95% Clopper-Pearson).
 TRIALS, MISS_TRIALS, SEED = 120, 10, 38
 _SETUP: dict = {}
 

@@ -372,8 +372,8 @@ def test_replay_excludes_a_throttled_round_and_reports_it(slow_run, tmp_path):
     faked = tmp_path / "throttled.json"
     faked.write_text(json.dumps(record))
     done = run_gate(Path.cwd(), "--replay", str(faked), "--json", str(tmp_path / "replay.json"))
-    # 1 usable round cannot reach the plan's look at 2: inconclusive, shown, and exit 0 by the documented choice.
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # 1 usable round cannot reach the plan's first look: inconclusive, shown, and not green (exit 3: re-run).
+    assert done.returncode == 3, done.stdout[-3000:] + done.stderr[-3000:]
     assert "**Excluded rounds** (1)" in done.stdout and "throttled: hw_thermal_slowdown" in done.stdout
     assert "inconclusive ⚠ (record ran out)" in done.stdout and "GPU state per round" in done.stdout
     (bench,) = json.loads((tmp_path / "replay.json").read_text())["benchmarks"]

@@ -66,6 +66,10 @@ RECORDS: list[tuple[str, str | None]] = [
     ("h200_noise_model_v5b/warm/warm_aa_tracked_1.json", NEUTRAL),  # --timing warmup_ms=2000
     ("h200_noise_model_v5b/committed_aa/verify_aa_tracked.json", NEUTRAL),
     *[(f"h200_noise_model_v5b/verify_committed/verify_aa_tracked_{i}.json", NEUTRAL) for i in range(1, 6)],
+    # issue 37's lease (version 6): the three A/A PRs cut at 1.3 minutes (restart every 4), the three as committed
+    # (restart every 2)
+    *[(f"h200_zone/kept/aa_{i}.json", NEUTRAL) for i in (1, 2, 3)],
+    *[(f"h200_zone/final/final_aa_{i}.json", NEUTRAL) for i in (1, 2, 3)],
 ]
 LEFT_OUT: list[tuple[str, str]] = [
     ("h200_speed_gate_rounds.json", "an 'experiment' record of 2026-11-30: a fresh process per round (no worker "

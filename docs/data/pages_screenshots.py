@@ -93,7 +93,7 @@ def time_pages(work: Path) -> None:
     ``publish``): what this checkout's ci.history.kernel_page costs (PYTHONPATH picks which checkout's)."""
     import inspect
 
-    from ci.history import commit_info, kernel_page, regressions, store
+    from ci.history import kernel_page, regressions, store
 
     clone = work / "clone"
     results = clone / ".asv" / "site-results"
@@ -105,7 +105,11 @@ def time_pages(work: Path) -> None:
         checks = regressions.all_checks(history, kept)
     finally:
         kept.close()
-    extra = {"info": commit_info.read(clone, summaries)} if "info" in inspect.signature(kernel_page.publish_history).parameters else {}
+    extra = {}
+    if "info" in inspect.signature(kernel_page.publish_history).parameters:  # a checkout before issue 39 has no dates
+        from ci.history import commit_info
+
+        extra["info"] = commit_info.read(clone, summaries)
     started = time.process_time()
     files = kernel_page.publish_history(work / "kernel-pages", history, checks, 200, "stamp", **extra)
     print(f"kernel pages of {len(history.commits)} commits: {time.process_time() - started:.2f} CPU s, "

@@ -19,6 +19,7 @@ from asv.step_detect import detect_regressions, detect_steps
 
 from asv_bench import records
 from ci.history import device_peaks, kernel_figure, kernel_page, page_changes, regressions, store
+from ci.history.commit_info import iso
 
 CHROMIUM = shutil.which("chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
@@ -119,7 +120,7 @@ def test_the_kernel_page_draws_tflops_higher_is_better_with_its_peak_headroom_an
     dom = _render(page, tmp_path / "chromium", Path("/tmp/kernel_page.png"))
     assert "class=\"main-svg\"" in dom, "plotly drew nothing: " + dom[:2000]
     y_titles = re.findall(r'class="g-y?title"[^>]*>.*?<text[^>]*>([^<]*)</text>', dom)
-    assert "TFLOPS" in y_titles, y_titles
+    assert "GPU TFLOPS" in y_titles, y_titles
     assert "higher is better" in dom
     assert "989 TFLOPS" in dom and "datasheet" in dom  # the peak and its source
     assert "register headroom sm_90" in dom
@@ -185,9 +186,12 @@ def test_a_three_percent_drop_is_a_change_point_over_its_commit_range_and_a_flat
     low, high = change.change.interval
     assert low < change.change.relative_change < high < 0
     assert page_changes.size_label(change).startswith("regression \u22123.")
-    fig, _ = kernel_figure.kernel_figure("triton_dot_scaled", history, page_changes.for_kernel(changes, "triton_dot_scaled"))
+    when = {sha: 1.7e9 + 3600 * i for i, sha in enumerate(history.commit_axis())}  # one commit an hour
+    fig, said = kernel_figure.kernel_figure("triton_dot_scaled", history, page_changes.for_kernel(changes, "triton_dot_scaled"), when=when)
     [band] = [s for s in fig["layout"]["shapes"] if s.get("name", "").startswith("change point")]
-    assert (band["x0"], band["x1"]) == (STEP_AT - 1 + 0.5, STEP_AT + 0.5) and band["fillcolor"] == page_changes.REGRESSION_COLOUR
+    # The suspected commits: after the last at the old level, up to the first at the new; on the date axis, between them.
+    assert (band["x0"], band["x1"]) == (iso(when[shas[STEP_AT - 1]]), iso(when[shas[STEP_AT]]))
+    assert band["fillcolor"] == page_changes.REGRESSION_COLOUR and said["bands"] == said["labelled"] == 1
 
     gain_results, _ = make_step_history(tmp_path / "gain", +0.07)
     [[found]] = _changes(gain_results)[1].values()
@@ -209,11 +213,14 @@ def test_the_kernel_page_shades_the_change_points_commit_range_with_its_size(tmp
     assert "class=\"main-svg\"" in dom, "plotly drew nothing: " + dom[:2000]
     labels = re.findall(r'class="annotation-text[^"]*"[^>]*>(?:<[^>]*>)*(regression|improvement) ([^ <]+) \[([^,<]+), ([^\]<]+)\]', dom)
     assert [(kind, size[:2]) for kind, size, _, _ in labels] == [("regression", "\u22123")], labels
-    # One band in REGRESSION_COLOUR, one commit column wide: the suspected range is (commit 5, commit 6].
+    # One band in REGRESSION_COLOUR from the last commit at the old level to the first at the new: the suspected
+    # range (commit 5, commit 6], between those two points of the line.
     shaded = re.findall(r'<path data-index="\d+" fill-rule="evenodd" d="M([\d.]+),[\d.]+H([\d.]+)V[^"]*" style="opacity: 0\.18;[^"]*fill: rgb\(215, 48, 39\)', dom)
     assert len(shaded) == 1, shaded
-    columns = [float(x) for x in re.findall(r'class="xgrid crisp" transform="translate\(([\d.]+),0\)"', dom)]
-    assert float(shaded[0][1]) - float(shaded[0][0]) == pytest.approx(columns[1] - columns[0], abs=0.5), (shaded, columns[:3])
+    left = float(re.search(r'<g class="xy" transform="translate\(([\d.]+),', dom).group(1))  # the GPU row's plot area
+    points = [left + float(x) for x in re.findall(r'class="point plotly-customdata" transform="translate\(([\d.]+),', dom)][:12]
+    assert (float(shaded[0][0]), float(shaded[0][1])) == (pytest.approx(points[STEP_AT - 1], abs=0.5), pytest.approx(points[STEP_AT], abs=0.5)), (shaded, points)
+    assert "1 on this graph" in dom and "each labelled with the size and its 95% interval" in dom  # what is drawn, said
     rows = re.findall(r"<tr class=\"(\w+)-range\"><td>(\w+)</td><td class=\"change\">([^<]*)</td><td class=\"range\">([^<]*)</td>", dom)
     # 12 commits, the drop 6 commits back: the drift guard (newest vs the best of the last 10) fails the line too.
     assert "id=\"drift\"" in dom and "FAILS" in dom
@@ -238,3 +245,34 @@ def test_the_asv_plugin_loads_without_plotly_and_publishing_names_what_is_missin
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "missing: the kernel pages need plotly" in done.stdout, done.stdout
+
+
+def test_gpu_and_cpu_lines_never_share_a_y_axis():
+    """torch_dequant on an H200 (~100 TFLOPS) and on a CPU (~0.01): on one axis the GPU lines' 1-3% steps are flat."""
+    def point(machine: str, device: str, order: int, tflops: float) -> store.Point:
+        shape = "cpu_m00256_n00256_k01024" if device == "cpu" else "square_m08192_n08192_k08192"
+        return store.Point(machine, "torch_dequant:bf16", shape, f"key-{machine}", COMMITS[order], order, tflops, 1e-3,
+                           0.0, 0.0, 0.01, device, (), "", None)
+
+    history = store.History(points=[point("h200", "NVIDIA H200", i, 100.0 * (1.02 if i > 1 else 1)) for i in range(4)]
+                            + [point("cpu-box", "cpu", i, 0.01) for i in range(4)],
+                            commits={c: i for i, c in enumerate(COMMITS)})
+    fig, said = kernel_figure.kernel_figure("torch_dequant", history)
+    axes = {t["yaxis"]: set() for t in fig["data"] if t.get("meta")}
+    for t in fig["data"]:
+        if t.get("meta"):
+            axes[t["yaxis"]].add("cpu" if "CPU" in t["name"] else "gpu")
+    assert sorted(map(sorted, axes.values())) == [["cpu"], ["gpu"]], axes  # one axis each
+    titles = [a["text"] for a in fig["layout"]["annotations"]]
+    assert kernel_figure.ROWS["cpu"] in titles and kernel_figure.ROWS["gpu"] in titles
+    # A GPU-only history has no CPU row.
+    gpu_only = store.History(points=[p for p in history.points if not p.is_cpu], commits=history.commits)
+    assert kernel_figure.ROWS["cpu"] not in [a["text"] for a in kernel_figure.kernel_figure("torch_dequant", gpu_only)[0]["layout"]["annotations"]]
+
+
+def test_commits_sharing_a_date_keep_their_order_on_the_date_axis():
+    from ci.history import commit_info
+
+    info = {c: commit_info.CommitInfo("2026-01-05 10:00:00", "rebased") for c in COMMITS[:3]}
+    when = commit_info.axis_seconds(COMMITS, info)
+    assert [when[c] - when[COMMITS[0]] for c in COMMITS] == [0, 1, 2, 3]  # a rebase's one date, one second apart

@@ -13,7 +13,7 @@ written the page and its graphs; this one, last, does three things to ``html_dir
 2. **Opened as a file** (file://), the page says how to view it: browsers refuse
    the page's own data requests (index.json, graphs/) from file:// URLs.
 3. **Notes** from the per-measurement records (asv_bench.records) in
-   ``mxfp4/``, shown by ``mxfp4/notes.js`` beside each graph: why a graph is
+   ``mxfp4/``, shown by ``mxfp4/notes.js`` in a band under each graph (never over it): why a graph is
    empty on a machine (e.g. no GPU: the GPU shapes are n/a there), each
    measurement's TFLOPS (from the same samples as the time), and the flagged
    ones (idle check overridden, warm-up never steady, throttled clocks).
@@ -24,7 +24,9 @@ written the page and its graphs; this one, last, does three things to ``html_dir
    The site build (ci.history.site_build) writes these pages itself from the whole
    history (``MXFP4_KERNEL_PAGES=site``); a plain ``asv publish`` writes them here.
 5. **One way to say a step**: asv's step detection, which its Regressions page lists,
-   is the project's change-point detector (ci.history.asv_steps).
+   is the project's change-point detector (ci.history.asv_steps); the same page lists every
+   change point of the whole history too (``kernels/change_points.json``, ci.history.kernel_page),
+   since asv sees only the newest commits it publishes.
 
 Imports asv (only asv loads it) and the standard library; not torch.
 """
@@ -236,6 +238,8 @@ def collect_notes(results_dir: Path, benchmarks: dict, revisions: dict[str, int]
     standing = {name: [note for pattern, note in STANDING_NOTES.items() if re.match(pattern, name)] for name in benchmarks}
     index = {
         "empty": empty,
+        # Machines with a value for each benchmark: a thumbnail says "empty" only where this is (notes.js).
+        "with_data": {name: sorted(m for (n, m), has in has_data.items() if has and n == name) for name in sorted(benchmarks)},
         "standing": {k: v for k, v in standing.items() if v},
         "measured": sorted(per_benchmark),
         # What the regressions page says about itself (notes.js): over how many commits, whether any GPU timed.

@@ -22,17 +22,20 @@ Imports plotly and this package's data modules.
 from __future__ import annotations
 
 import html as html_text
+from dataclasses import dataclass
 from pathlib import Path
 
 import plotly.io
 import plotly.offline
 
-from ci.history import page_changes, regressions, store, views
+from ci.history import commit_info, page_changes, regressions, store, views
 from ci.history.kernel_figure import CLICK_TO_COMMIT, kernel_figure
-from ci.history.store import History
-from harness.report import write_text_atomic
+from ci.history.store import History, lines
+from harness.report import write_json_atomic, write_text_atomic
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PAGES_DIR = "kernels"
+CHANGE_POINTS_JSON = "change_points.json"  # every change point of the whole history (asv's Regressions page lists them)
 PLOTLY_JS = "plotly.min.js"
 WINDOW = 200  # commits on a kernel page; the whole history is on <kernel>-all.html
 ALL_POINTS = 1500  # points per line on <kernel>-all.html
@@ -49,6 +52,7 @@ STYLE = """body { font: 15px/1.45 sans-serif; margin: 1.2em 2em; color: #222; ma
 table { border-collapse: collapse; margin: .5em 0 } td, th { border: 1px solid #ccc; padding: 2px 8px; text-align: left }
 tr.gain td.change, tr.gain-range td.change { color: #1a9850; font-weight: bold }
 tr.regression td.change, tr.regression-range td.change { color: #d73027; font-weight: bold }
+span.regression { color: #d73027; font-weight: bold } span.gain { color: #1a9850; font-weight: bold }
 code { background: #eef; padding: 0 3px }"""
 
 
@@ -56,17 +60,25 @@ def publish(html_dir: Path, results_dir: Path, revisions: dict[str, int] | None 
     """Write the kernel pages of ``results_dir``'s whole history under ``html_dir``/kernels (a plain asv publish)."""
     kept = store.Store(store.default_path(results_dir))
     try:
-        history = store.history(kept.summaries(results_dir), revisions)
+        summaries = kept.summaries(results_dir)
+        history = store.history(summaries, revisions)
         checks = regressions.all_checks(history, kept)
     finally:
         kept.close()
-    return publish_history(html_dir, history, checks, window)
+    return publish_history(html_dir, history, checks, window, info=commit_info.read(REPO_ROOT, summaries))
 
 
-def publish_history(html_dir: Path, history: History, checks: list[dict], window: int = WINDOW, stamp: str = "") -> list[Path]:
-    """Write the kernel pages from ``history`` and its machines' ``checks`` (regressions.all_checks); returns the files."""
+def publish_history(html_dir: Path, history: History, checks: list[dict], window: int = WINDOW, stamp: str = "",
+                    info: dict[str, commit_info.CommitInfo] | None = None) -> list[Path]:
+    """Write the kernel pages from ``history`` and its machines' ``checks`` (regressions.all_checks); returns the files.
+    ``info``: each commit's date and subject (ci.history.commit_info.read), for the date axis and the hover."""
+    info = info or {}
     changes = page_changes.from_checks(checks)
     drifts = page_changes.drift_by_line(checks)
+    when = commit_info.axis_seconds(history.commit_axis(), info)
+    subjects = {c: i.subject for c, i in info.items()}
+    everything = [(line, c) for line, found in changes.items() for c in found]
+    spans = page_changes.spans(everything, {line: [p.commit for p in points] for line, points in lines(history.points).items()})
     folder = html_dir / PAGES_DIR
     folder.mkdir(parents=True, exist_ok=True)
     written = [folder / PLOTLY_JS]
@@ -75,24 +87,59 @@ def publish_history(html_dir: Path, history: History, checks: list[dict], window
     longer = len(history.commits) > len(recent.commits)
     keep = {c for found in changes.values() for change in found for c in (change.last_before, change.first_after)}
     whole = views.thinned(history, ALL_POINTS, keep) if longer else None
+    context = PageContext(drifts, spans, when, subjects, stamp, len(history.commits) if longer else 0)
     for kernel in history.kernels():
         mine = page_changes.for_kernel(changes, kernel)
         page = folder / f"{kernel}.html"
-        write_text_atomic(page, kernel_page(kernel, recent, mine, drifts, stamp, total=len(history.commits) if longer else 0))
+        write_text_atomic(page, kernel_page(kernel, recent, mine, context))
         written.append(page)
         if whole is not None:
             page = folder / f"{kernel}-all.html"
-            write_text_atomic(page, kernel_page(kernel, whole, mine, drifts, stamp, total=len(history.commits), whole=True))
+            write_text_atomic(page, kernel_page(kernel, whole, mine, context, whole=True))
             written.append(page)
-    write_text_atomic(folder / "index.html", index_page(history, stamp))
+    write_text_atomic(folder / "index.html", index_page(history, stamp, changes, longer, info))
     written.append(folder / "index.html")
+    write_json_atomic(folder / CHANGE_POINTS_JSON, change_points_json(everything, spans, info, longer))
+    written.append(folder / CHANGE_POINTS_JSON)
     return written
 
 
-def _page(title: str, body: str) -> str:
+@dataclass(frozen=True)
+class PageContext:
+    """What every page of one publish shares: the drift guard per line, each change point's span, the date axis."""
+
+    drifts: dict
+    spans: dict  # (line, first commit at the new level) -> commits at that level (page_changes.spans)
+    when: dict[str, float]  # commit -> its place on the date axis, seconds
+    subjects: dict[str, str]
+    stamp: str = ""
+    total: int = 0  # commits in the whole history when a page shows fewer (a window, or a thinned whole)
+
+
+def change_points_json(found: list, spans: dict, info: dict, whole_page: bool) -> dict:
+    """Every change point of the whole history, newest first: what asv's Regressions page lists beside its own
+    (ci/history/asv_html_notes.js), since asv's window of the newest commits holds few of them."""
+    rows = []
+    for (machine, kernel_config, shape), change in found:
+        c = change.change
+        kernel = kernel_config.partition(":")[0]
+        rows.append({"machine": machine, "kernel_config": kernel_config, "shape": shape, "direction": c.direction,
+                     "label": page_changes.size_label(change), "relative_change": c.relative_change, "interval": list(c.interval),
+                     "last_before": change.last_before, "first_after": change.first_after,
+                     "date": info[change.first_after].date if change.first_after in info else None,
+                     "subject": info[change.first_after].subject if change.first_after in info else "",
+                     "commits_at_new_level": spans.get(((machine, kernel_config, shape), change.first_after)),
+                     "page": f"{PAGES_DIR}/{kernel}{'-all' if whole_page else ''}.html"})
+    rows.sort(key=lambda r: (r["date"] or "", r["first_after"]), reverse=True)
+    return {"schema": "mxfp4-change-points/1", "method": page_changes.METHOD, "change_points": rows}
+
+
+def _page(title: str, body: str, plotly_js: bool = True) -> str:
+    """``plotly_js``: the page draws a graph (plotly.js is 4.8 MB: a page without one does not load it)."""
+    script = f"<script src='{PLOTLY_JS}'></script>" if plotly_js else ""
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html_text.escape(title)}</title>"
-        f"<style>{STYLE}</style><script src='{PLOTLY_JS}'></script></head><body>{body}</body></html>\n"
+        f"<style>{STYLE}</style>{script}</head><body>{body}</body></html>\n"
     )
 
 
@@ -108,33 +155,46 @@ def _no_gpu_note(history: History) -> str:
     )
 
 
-def _common_notes() -> str:
+def _common_notes(said: dict | None = None) -> str:
+    """The reading notes; a kernel page's (``said``: what its figure drew) also say how to read its graph, and the
+    change-point sentence says what that graph draws, no more."""
+    general = ("<b>Higher is better.</b> TFLOPS = 2&middot;M&middot;N&middot;K / median time, from the same samples asv keeps "
+               "as seconds (no extra measurement). asv's own graphs show those seconds, lower is better: a TFLOPS gain is a time "
+               "drop there, an improvement, never a regression. Each line is one machine; machines are never mixed, and GPU and "
+               "CPU lines never share an axis. ")
+    if said is None:
+        return f"<div class='note' id='reading'>{general}</div>"
+    if said["bands"]:
+        labelled = said["labelled"]
+        which = ("each labelled" if labelled == said["bands"] else
+                 f"the newest {labelled} labelled" if labelled else "none labelled")
+        bands = (f"Shaded ranges are change points on the GPU lines ({said['bands']} on this graph; red: TFLOPS down, a "
+                 f"regression; green: up), {which} with the size and its 95% interval; the marker over each band says its "
+                 "size, line and commits on hover, and the table below lists every one. ")
+    else:
+        bands = "No change point is drawn on this graph (the table below says why). "
     return (
-        "<div class='note'><b>Higher is better.</b> TFLOPS = 2&middot;M&middot;N&middot;K / median time, from the same samples "
-        "asv keeps as seconds (no extra measurement). asv's own graphs show those seconds, lower is better: a TFLOPS gain is a "
-        "time drop there, an improvement, never a regression. Each line is one machine; machines are never mixed. "
-        "Crosses are flagged measurements (idle check overridden, clocks throttled, warm-up never steady, inputs may be "
-        "cache resident); hover a point for TFLOPS, time, clocks and flags, click it to open the commit on asv's graph. "
-        "Shaded ranges are change points (red: TFLOPS down, a regression; green: up), labelled with the size and its "
-        "95% interval; the newest commits are the drift guard's (the table below the graph).</div>"
+        f"<div class='note' id='reading'>{general}The x axis is each commit's date (UTC); the buttons over the graph show the "
+        "last week, the last month or all of it. Crosses are flagged measurements (idle check overridden, clocks throttled, "
+        "warm-up never steady, inputs may be cache resident); hover a point for TFLOPS, date, commit and subject, time, "
+        "clocks and flags, click it to open the commit on asv's graph. " + bands +
+        "The newest commits are the drift guard's (the table below the graph).</div>"
     )
 
 
-def kernel_page(kernel: str, history: History, changes: list, drifts: dict, stamp: str = "", total: int = 0,
-                whole: bool = False) -> str:
-    """``changes``: this kernel's change points (page_changes.for_kernel); ``drifts``: the drift guard per line;
-    ``total``: commits in the whole history when this page shows fewer (a window, or a thinned whole)."""
-    axis = "ordinal" if whole else "category"
+def kernel_page(kernel: str, history: History, changes: list, context: PageContext, whole: bool = False) -> str:
+    """``changes``: this kernel's change points (page_changes.for_kernel); ``context``: what the publish's pages share."""
+    total = context.total
     note = f" (all {total} commits, each line thinned to ~{ALL_POINTS} points)" if whole else (
         f" (the newest {len(history.commits)} of {total})" if total else "")
-    fig, said = kernel_figure(kernel, history, changes, axis=axis, title_note=note)
+    fig, said = kernel_figure(kernel, history, changes, when=context.when, subjects=context.subjects, whole=whole, title_note=note)
     graph = plotly.io.to_html(fig, validate=False, full_html=False, include_plotlyjs=False, div_id="kernel-graph",
                               config={"displaylogo": False})
     parts = ["<p><a href='index.html'>all kernels</a> &middot; <a href='../index.html'>asv's graphs (seconds, lower is better)</a></p>",
-             f"<h1>{html_text.escape(kernel)}{' (whole history)' if whole else ''}</h1>", _stamp(stamp), _views(kernel, history, total, whole),
-             _no_gpu_note(history), _common_notes(), graph, _click_to_commit()]
-    parts.append(_change_points(changes, history, whole))
-    parts.append(_drift_table(said["lines"], drifts))
+             f"<h1>{html_text.escape(kernel)}{' (whole history)' if whole else ''}</h1>", _stamp(context.stamp),
+             _views(kernel, history, total, whole), _no_gpu_note(history), graph, _click_to_commit(), _common_notes(said)]
+    parts.append(_change_points(changes, history, whole, context.spans))
+    parts.append(_drift_table(said["lines"], context.drifts))
     parts.append(_peaks(said["peaks"], any(not p.is_cpu for p in history.points if p.kernel_config.startswith(kernel + ":"))))
     parts.append(_empty_rows(said["empty_rows"]))
     parts.append(_unavailable(kernel, history))
@@ -161,7 +221,7 @@ def _click_to_commit() -> str:
     return CLICK_TO_COMMIT
 
 
-def _change_points(found: list, history: History, whole: bool) -> str:
+def _change_points(found: list, history: History, whole: bool, spans: dict) -> str:
     """The change points drawn as shaded ranges, as a table: the suspected commits, the size and its interval."""
     text = (f"<h2>Change points</h2><p>{html_text.escape(page_changes.METHOD)}. CPU lines are not checked (their timings "
             "moved 19-45% between runs).</p>")
@@ -174,7 +234,8 @@ def _change_points(found: list, history: History, whole: bool) -> str:
         rows.append(
             f"<tr class='{'regression' if c.direction == 'regression' else 'gain'}-range'><td>{c.direction}</td>"
             f"<td class='change'>{html_text.escape(page_changes.size_label(change))}</td>"
-            f"<td class='range'>{change.last_before[:8]}..{change.first_after[:8]}</td><td>{c.after[1] - c.after[0]}</td>"
+            f"<td class='range'>{change.last_before[:8]}..{change.first_after[:8]}</td>"
+            f"<td class='span'>{spans.get(((machine, kernel_config, shape), change.first_after), '?')}</td>"
             f"<td>{html_text.escape(f'{kernel_config} {shape} on {machine}')}</td></tr>")
     older = len(found) - len(shown)
     more = (f"<p>{older} older change points of this kernel: on <a href='{html_text.escape(found[0][0][1].partition(':')[0])}-all.html'>"
@@ -182,7 +243,8 @@ def _change_points(found: list, history: History, whole: bool) -> str:
     if not rows:
         return text + f"<p class='note' id='no-change-points'>No change point in these {len(history.commits)} commits.</p>" + more
     return text + ("<table id='change-points'><tr><th></th><th>TFLOPS change [95% interval, %]</th><th>suspected commits "
-                   "(after the first, up to the second)</th><th>commits at the new level (up to the next change)</th><th>line</th></tr>"
+                   "(after the first, up to the second)</th><th>commits at the new level (up to the line's next change, or its newest "
+                   "commit; over the whole history)</th><th>line</th></tr>"
                    + "".join(rows) + "</table>" + more)
 
 
@@ -235,17 +297,33 @@ def _unavailable(kernel: str, history: History) -> str:
     return f"<h2>Not measured at the newest commit</h2><ul id='unavailable'>{items}</ul>"
 
 
-def index_page(history: History, stamp: str = "") -> str:
-    kernels = history.kernels()
-    items = []
-    for kernel in kernels:
+def index_page(history: History, stamp: str = "", changes: dict | None = None, whole: bool = False,
+               info: dict[str, commit_info.CommitInfo] | None = None) -> str:
+    """One row per kernel: its best TFLOPS, its change points over the whole history and the newest of them, links to
+    its pages (``whole``: a whole-history page exists too). No graph here, so no plotly either."""
+    changes, info = changes or {}, info or {}
+    rows = []
+    for kernel in history.kernels():
         mine = [p for p in history.points if p.kernel_config.partition(":")[0] == kernel]
         best = max(mine, key=lambda p: p.tflops, default=None)
-        about = f"best {best.tflops:.4g} TFLOPS ({best.kernel_config} {best.shape} on {best.machine})" if best else "no TFLOPS here (see the page: why)"
-        items.append(f"<li><a href='{html_text.escape(kernel)}.html'>{html_text.escape(kernel)}</a>: {html_text.escape(about)}</li>")
-    listing = f"<ul id='kernels'>{''.join(items)}</ul>" if items else (
+        about = f"{best.tflops:.4g} ({best.kernel_config} {best.shape} on {best.machine})" if best else "no TFLOPS here (the page says why)"
+        found = page_changes.for_kernel(changes, kernel)
+        down = sum(c.change.direction == "regression" for _, c in found)
+        newest = max(found, key=lambda item: (info[item[1].first_after].date if item[1].first_after in info else "", item[1].first_after),
+                     default=None)
+        latest = "" if newest is None else (
+            f"<span class='{'regression' if newest[1].change.direction == 'regression' else 'gain'}'>"
+            f"{html_text.escape(page_changes.size_label(newest[1]))}</span> {html_text.escape(newest[0][1])} {html_text.escape(newest[0][2])}"
+            + (f", {info[newest[1].first_after].date[:10]}" if newest[1].first_after in info else ""))
+        name = html_text.escape(kernel)
+        pages = f"<a href='{name}.html'>{'newest commits' if whole else 'page'}</a>" + (f" &middot; <a href='{name}-all.html'>whole history</a>" if whole else "")
+        rows.append(f"<tr><td><b>{name}</b></td><td style='white-space: nowrap'>{pages}</td><td>{html_text.escape(about)}</td>"
+                    f"<td>{len(found)} ({down} regressions, {len(found) - down} improvements)</td><td>{latest}</td></tr>")
+    listing = ("<table id='kernels'><tr><th>kernel</th><th>pages</th><th>best TFLOPS (line)</th><th>change points, whole history</th>"
+               f"<th>the newest change point</th></tr>{''.join(rows)}</table>") if rows else (
         "<p class='note'>No results to show: no GEMM records and no compile-only counts in the results folder. "
         f"Run the main job (<code>python -m ci.history</code>). {GPU_HISTORY_HELP}</p>")
     return _page("TFLOPS by kernel", "<p><a href='../index.html'>asv's graphs (seconds, lower is better)</a></p>"
-                 "<h1>TFLOPS by kernel (higher is better)</h1>" + _stamp(stamp) + _no_gpu_note(history) + _common_notes() + listing)
+                 "<h1>TFLOPS by kernel (higher is better)</h1>" + _stamp(stamp) + _no_gpu_note(history) + listing + _common_notes(),
+                 plotly_js=False)
 

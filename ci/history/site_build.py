@@ -10,7 +10,8 @@ scale", has the growth measured from 100 to 10,000 commits):
    recomputed only where new commits can change it (harness.changepoints.incremental).
 4. **asv's pages** over the newest ``asv_window`` commits (ci.history.asv_window).
 5. **Kernel pages** over the whole history (ci.history.kernel_page): the newest commits in detail, all of
-   them thinned.
+   them thinned, on a date axis (ci.history.commit_info: git's dates and subjects); every change point of the
+   whole history in ``kernels/change_points.json``, which asv's Regressions page lists beside its own.
 6. **Stamp**: ``site.json`` and every page say which results commit the site was built from, and when.
 
 The site is written into a scratch folder and copied over ``out`` file by file (a running server keeps
@@ -28,7 +29,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ci.history import asv_driver, asv_window, branch_sync, kernel_page, machine_spread, regressions, store
+from ci.history import asv_driver, asv_window, branch_sync, commit_info, kernel_page, machine_spread, regressions, store
 from ci.history.ledger import Ledger
 from ci.history.messages import HarnessError, log, log_to
 from ci.history.options import SiteOptions
@@ -114,6 +115,7 @@ def build(options: SiteOptions) -> dict[str, Any]:
     try:
         summaries = kept.summaries(options.results_dir)
         history = store.history(summaries, commit_order(REPO_ROOT))
+        info = commit_info.read(REPO_ROOT, summaries)  # dates and subjects for the kernel pages' date axis and hover
         mark = step("summaries", mark)
         checks = regressions.all_checks(history, kept)
         spread = machine_spread.spread(options.results_dir, history)
@@ -134,7 +136,7 @@ def build(options: SiteOptions) -> dict[str, Any]:
     if asv_window.publish(options.results_dir, view, scratch, window, REPO_ROOT, stamp) != 0:
         raise HarnessError(f"asv publish failed over the newest {len(window)} commits (its output: {LOG_FILE})")
     mark = step("asv pages", mark)
-    pages = kernel_page.publish_history(scratch, history, checks, options.page_window, stamp)
+    pages = kernel_page.publish_history(scratch, history, checks, options.page_window, stamp, info)
     mark = step("kernel pages", mark)
     site = {"results_commit": tip, "built_at": built_at, "stamp": stamp, "commits": len(history.commits),
             "machine_names": machines, "asv_window": len(window), "page_window": options.page_window}

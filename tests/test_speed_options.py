@@ -12,7 +12,8 @@ from ci.speed import gate
 from ci.speed.grace import GRACE_ENV
 from ci.speed.options import PLAN_KEYS, Mode, speed_options
 from ci.speed.verdict import plan_of
-from harness.paired.sequential import WARM_PLAN
+from harness.paired.plan import ZONE_PLAN
+from harness.paired.plan import ZONE_WARM_PLAN as WARM_PLAN  # the gate's plan without a noise model (version 6)
 
 RECORD = "docs/data/h200_gpu_cost_v4/slow_one.json"  # a gate record of the plan in use
 RETIRED = "docs/data/h200_speed_gate_rounds.json"  # decided with the retired signed-rank plan
@@ -35,7 +36,7 @@ def options_of(*argv: str):
     (["--plan", "clock_floor_mhz=-5"], "--plan clock_floor_mhz=-5: must be a finite number >= 0"),
     (["--plan", "rounds=0"], "--plan rounds=0: must be >= 1"),
     (["--plan", "rounds=many"], "--plan rounds=many: expected a whole number"),
-    (["--plan", "round_budget=2"], "--plan round_budget=2 is below the first look (5 rounds)"),
+    (["--plan", "round_budget=2"], "--plan round_budget=2 is below the first look (3 rounds)"),
     (["--plan", "alpha=1.5"], "--plan alpha=1.5: must be a number in (0, 1)"),
     (["--plan", "pr_alpha=nan"], "--plan pr_alpha=nan: must be a number in (0, 1)"),
     (["--plan", "pr_alpha=0"], "--plan pr_alpha=0: must be a number in (0, 1)"),
@@ -71,9 +72,10 @@ def options_of(*argv: str):
     (["--noise", "no-such-model.json"], "--noise no-such-model.json: no such file"),
     (["--plan", "noise=maybe"], "--plan noise=maybe: expected on or off"),
     (["--plan", "spending=4,0,1"], "--plan spending=4,0,1: must be a list of numbers > 0"),
-    (["--plan", "pass_rounds=3"], "--plan pass_rounds only applies to python -m ci.speed.calibrate"),
-    (["--plan", "spending=1,1"], "plan: spending (1.0, 1.0) needs one share per look (7 looks)"),  # fits neither plan
-    (["--plan", "noise=off", "--plan", "spending=1,1,1,1,1,2"], "needs one share per look (5 looks)"),  # the t plan decides
+    (["--plan", "pass_rounds=3"], "--plan 'pass_rounds=3': expected KEY=VALUE with KEY one of"),  # retired in issue 37
+    (["--plan", "rule=maybe"], "--plan rule=maybe: expected zone (version 6, the default) or band"),
+    (["--plan", "spending=1,1"], "plan: spending (1.0, 1.0) needs one share per look (9 looks)"),  # fits neither plan
+    (["--plan", "noise=off", "--plan", "spending=1,1,1,1,1,2"], "needs one share per look (8 looks)"),  # the t plan decides
 ])
 def test_a_bad_option_is_one_line_and_exit_2(capsys, argv, message):
     assert exit_code(argv) == 2
@@ -126,7 +128,7 @@ def test_the_options_are_one_frozen_object_with_the_rule_and_plan_asked_for():
     assert (plan.alpha_per_tail, plan.futility, plan.miss_alpha) == (WARM_PLAN.alpha_per_tail, WARM_PLAN.futility, WARM_PLAN.miss_alpha)
     assert options.round_limit() == 45 and options.timing_overrides == {"rep_ms": 200.0} and options.max_minutes is None
     assert options_of("--plan", "looks=5,10,20").the_plan().look_points == (5, 10, 20)
-    assert options_of("--plan", "rounds=7").round_limit() == 7 and options_of().restart_every == 4
+    assert options_of("--plan", "rounds=7").round_limit() == 7 and options_of().restart_every == 2
     with pytest.raises(dataclasses.FrozenInstanceError):
         options.head = "main"  # type: ignore[misc]
 
@@ -175,14 +177,17 @@ def test_a_record_of_the_retired_plan_is_refused_with_the_reason(capsys):
 
 def test_calibrate_has_its_own_time_budget_and_restarts_and_the_gate_its_own():
     """--calibrate: 9 minutes (the default selection within 10 minutes of GPU time) and a restart every 2 rounds
-    (generations for the between-worker SD); the gate keeps 90 minutes and 4; either given wins."""
+    (generations for the between-worker SD); the gate keeps 90 minutes and 2 (4 before issue 37); either given wins."""
     cal, gate_options = options_of("--calibrate"), options_of()
-    assert (cal.max_minutes, cal.restart_every, cal.pass_rounds) == (9.0, 2, 2)
-    assert (gate_options.max_minutes, gate_options.restart_every, gate_options.use_noise) == (90.0, 4, True)
-    given = options_of("--calibrate", "--max-minutes", "3", "--plan", "restart_every=1", "--plan", "pass_rounds=5")
-    assert (given.max_minutes, given.restart_every, given.pass_rounds) == (3.0, 1, 5)
+    assert (cal.max_minutes, cal.restart_every) == (9.0, 2)
+    assert (gate_options.max_minutes, gate_options.restart_every, gate_options.use_noise) == (90.0, 2, True)
+    given = options_of("--calibrate", "--max-minutes", "3", "--plan", "restart_every=1")
+    assert (given.max_minutes, given.restart_every) == (3.0, 1)
     assert options_of("--plan", "noise=off").use_noise is False
     # The model plan takes the plan keys too; new looks drop the shares that fitted the old ones.
     model = options_of("--plan", "looks=2,5,20").the_plan(model=True)
     assert model.variance == "model" and model.look_points == (2, 5, 20) and model.spending is None
-    assert options_of("--plan", "spending=1,1,1,1,1,1,2").the_plan(model=True).shares()[-1] == pytest.approx(2 / 8)
+    assert options_of("--plan", "spending=1,1,1,1,1,1,1,1,2").the_plan(model=True).shares()[-1] == pytest.approx(2 / 10)
+    # Version 6 is the default; --plan rule=band gives version 5's plans for a before/after.
+    assert options_of().the_plan(model=True).rule == ZONE_PLAN.rule == "zone" and options_of().the_plan() == WARM_PLAN
+    assert options_of("--plan", "rule=band").the_plan(model=True).rule == "band"

@@ -226,7 +226,8 @@ def plan_of(data: Mapping[str, Any], where: str = "the record") -> SequentialPla
     zone = {}
     if data.get("rule", "band") == "zone":  # version 6's keys (a record before it has none: the band)
         zone = {"rule": "zone", "prior_df_cap": data.get("prior_df_cap"), "between_floor": float(data["between_floor"]),
-                "bench_check_level": data.get("bench_check_level"), "forced_limit": float(data["forced_limit"])}
+                "bench_check_level": data.get("bench_check_level"), "forced_limit": float(data["forced_limit"]),
+                "first_round_level": data.get("first_round_level")}
     return SequentialPlan(min_rounds=data["min_rounds"], max_rounds=data["max_rounds"], looks=points, alpha=data["alpha"],
                           alpha_per_tail=bool(data.get("alpha_per_tail", False)), futility=bool(data.get("futility", False)),
                           miss_alpha=data.get("miss_alpha"), spending=None if spending is None else tuple(spending),

@@ -65,6 +65,7 @@ class SequentialPlan:
     between_floor: float = 0.0  # zone: the between-worker SD used is at least this times the within SD
     bench_check_level: float | None = None  # zone: a benchmark noisier than the model at this level uses its own rounds
     forced_limit: float = 0.05  # zone: the last look's forced call is made only when its error is at most this
+    first_round_level: float | None = None  # zone: a generation's first round that differs at this level is left out
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_rounds <= self.max_rounds:
@@ -104,6 +105,8 @@ class SequentialPlan:
             raise ValueError(f"bench_check_level must be in (0, 1) (got {self.bench_check_level})")
         if not 0 < self.forced_limit < 0.5:
             raise ValueError(f"forced_limit must be in (0, 0.5) (got {self.forced_limit})")
+        if self.first_round_level is not None and not 0 < self.first_round_level < 1:
+            raise ValueError(f"first_round_level must be in (0, 1) (got {self.first_round_level})")
 
     def _check_spending(self) -> None:
         if self.spending is None:
@@ -219,7 +222,8 @@ class SequentialPlan:
                         "look_miss_confidences": [self.miss_confidence_at(k) for k in range(len(self.look_points))]})
         if self.rule == "zone":  # version 6's keys; a record before it has none and replays with the band
             out.update({"rule": self.rule, "prior_df_cap": self.prior_df_cap, "between_floor": self.between_floor,
-                        "bench_check_level": self.bench_check_level, "forced_limit": self.forced_limit})
+                        "bench_check_level": self.bench_check_level, "forced_limit": self.forced_limit,
+                        "first_round_level": self.first_round_level})
         return out
 
 
@@ -242,12 +246,14 @@ MODEL_PLAN = SequentialPlan(min_rounds=2, max_rounds=40, looks=(2, 3, 5, 8, 12, 
 # from 20 to 40 cost up to 20 rounds of it). The model's prior is worth at most 8 df in a run (version 5 trusted it
 # for ~12-39: a benchmark 3x noisier than the model decided at look 2 on the model's variance); a between-worker SD
 # of at least half the within SD (12 of the 20 Triton entries were fitted as exactly 0); a benchmark noisier than the
-# model at 1% (F test) on its own rounds. docs/SPEED_GATE.md ("Version 6: the zone") has the rates.
+# model at 1% (F test) on its own rounds; a worker generation's first round that differs from the rest at 0.1% (a
+# 0.5% first-round shift gave a false regression in every simulated PR with every benchmark at t/2) left out. docs/SPEED_GATE.md ("Version 6: the zone") has the rates.
 ZONE_PLAN = SequentialPlan(min_rounds=2, max_rounds=40, looks=(2, 3, 5, 8, 12, 16, 20, 30, 40),
                            spending=(3.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0), variance="model", futility=False,
-                           rule="zone", prior_df_cap=8.0, between_floor=0.5, bench_check_level=0.01)
+                           rule="zone", prior_df_cap=8.0, between_floor=0.5, bench_check_level=0.01,
+                           first_round_level=0.001)
 # The zone rule without a noise model (an uncalibrated runner, the CPU): each benchmark's own within-generation
 # variance with the same between floor; the first look at 3 rounds (a generation with two rounds: one df).
 ZONE_WARM_PLAN = SequentialPlan(min_rounds=3, max_rounds=40, looks=(3, 5, 8, 12, 16, 20, 30, 40),
                                 spending=(2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0), variance="rounds", futility=False,
-                                rule="zone", between_floor=0.5)
+                                rule="zone", between_floor=0.5, first_round_level=0.001)

@@ -29,7 +29,9 @@ the early looks' t is wide); a between-worker SD is never below ``plan.between_f
 within SD (a fitted 0 is not a known 0); a benchmark whose own within variance is above the model's
 at ``plan.bench_check_level`` (an F test) uses its own rounds (the pooled guard cannot see one noisy
 benchmark); without a model entry the rounds' own within variance with the same between floor
-(never the plain t that ignores worker generations).
+(never the plain t that ignores worker generations). A worker generation's first round that differs from
+the rest of its generation (``plan.first_round_level``, a t test of the contrasts) is a measurement
+artifact -- a change of speed moves every round -- and is left out of the look, which says so.
 """
 
 from __future__ import annotations
@@ -146,6 +148,39 @@ def zone_variance(d: np.ndarray, generations: Sequence[int], look: LookNoise | N
     return LookVariance(var, df, SOURCE_MODEL)
 
 
+def first_rounds(generations: Sequence[int]) -> list[bool]:
+    """Which rounds open a worker generation (labels change there; rounds of one generation are adjacent)."""
+    return [i == 0 or generations[i] != generations[i - 1] for i in range(len(generations))]
+
+
+def first_round_shift(d: np.ndarray, generations: Sequence[int], within: float, df: float,
+                      level: float) -> float | None:
+    """The mean difference of each generation's first round from the rest of its generation, when it is significant.
+
+    Per generation of ``m >= 2`` rounds, ``c = d_first - mean(d_rest)`` has variance ``within (1 + 1/(m-1))``
+    under the model; their weighted mean against its standard error, two-sided at ``level`` (t with ``df``).
+    A real change of speed moves every round alike: a first round that differs is the measurement (a worker
+    warming up, an allocation settling), seen on the H200 before the 2 s first warm-up (+0.3 to +0.6%).
+    None when not significant, or when no generation has two rounds.
+    """
+    opens = first_rounds(generations)
+    contrasts, weights = [], []
+    start = 0
+    for i in range(1, len(d) + 1):
+        if i == len(d) or opens[i]:
+            size = i - start
+            if size >= 2:
+                contrasts.append(float(d[start] - np.mean(d[start + 1:i])))
+                weights.append(1.0 / (1.0 + 1.0 / (size - 1)))
+            start = i
+    if not contrasts or not (math.isfinite(within) and within > 0 and df > 0):
+        return None
+    w = np.asarray(weights)
+    mean = float(np.sum(w * np.asarray(contrasts)) / np.sum(w))
+    z = mean / math.sqrt(within / float(np.sum(w)))
+    return mean if abs(z) > float(stats.t.isf(level / 2.0, df)) else None
+
+
 def one_sided(alpha: float, df: float) -> float:
     """The one-sided t quantile ``q`` with ``P(T > q) = alpha``."""
     return float(stats.t.isf(alpha, df))
@@ -165,7 +200,7 @@ class ZoneLook:
 
     def estimate(self, confidence: float, n: int) -> Estimate:
         """The two-sided interval at ``confidence`` (the report's; the decision used one-sided bounds)."""
-        method = f"{ZONE_METHOD}; variance: {'the noise model' if self.source == SOURCE_MODEL else self.source}"
+        method = f"{ZONE_METHOD}; variance: {'the noise model' + self.source[len(SOURCE_MODEL):] if self.source.startswith(SOURCE_MODEL) else self.source}"
         if not (math.isfinite(self.se) and self.df > 0):
             return Estimate(math.exp(self.mean), 0.0, math.inf, n, method, confidence, 1.0)
         half = float(stats.t.isf((1 - confidence) / 2, self.df)) * self.se
@@ -173,25 +208,50 @@ class ZoneLook:
                         confidence, confidence)
 
 
+def _null_within(d: np.ndarray, generations: Sequence[int], look: LookNoise | None) -> tuple[float, float]:
+    """The within-generation variance the first-round check tests against: the model's (its null), else the rounds' own."""
+    if look is not None:
+        return look.noise.within_sd ** 2, look.prior_df
+    ss, d_w = within_ss(d, generations)
+    return _own_within(ss, d_w)
+
+
 def zone_look(d: np.ndarray, generations: Sequence[int], look: LookNoise | None, edges: ZoneEdges, plan: SequentialPlan,
               look_no: int, last: bool) -> ZoneLook:
-    """The zone's answer at look ``look_no`` (0-based) over the log ratios ``d``."""
+    """The zone's answer at look ``look_no`` (0-based) over the log ratios ``d``.
+
+    With ``plan.first_round_level``, a look first asks whether each worker generation's first round differs
+    from the rest (:func:`first_round_shift`); when it does, those rounds are left out of this look, and the
+    answer's source says so.
+    """
+    note = ""
+    if plan.first_round_level is not None and len(d) >= 2:
+        within, df = _null_within(d, generations, look)
+        shift = first_round_shift(d, generations, within, df, plan.first_round_level)
+        if shift is not None:
+            keep = [not f for f in first_rounds(generations)]
+            d = d[np.asarray(keep)]
+            generations = [g for g, k in zip(generations, keep) if k]
+            note = f"; each worker generation's first round left out (it differs by {math.expm1(shift):+.2%})"
+            if d.size == 0:
+                return ZoneLook(None, 0.0, math.inf, 0.0, SOURCE_ROUNDS + note, too_noisy=last)
     v = zone_variance(d, generations, look, plan)
+    source = v.source + note
     mean = float(np.mean(d))
     if not v.usable:
-        return ZoneLook(None, mean, math.inf, 0.0, v.source, too_noisy=last)
+        return ZoneLook(None, mean, math.inf, 0.0, source, too_noisy=last)
     se = math.sqrt(v.variance)
     share = plan.shares()[look_no]
     if mean + one_sided(plan.alpha * share, v.df) * se < edges.acceptable:
-        return ZoneLook("regression", mean, se, v.df, v.source)
+        return ZoneLook("regression", mean, se, v.df, source)
     if mean - one_sided(plan.miss_side_alpha * share, v.df) * se > edges.regression:
-        return ZoneLook("not a regression", mean, se, v.df, v.source)
+        return ZoneLook("not a regression", mean, se, v.df, source)
     if not last:
-        return ZoneLook(None, mean, se, v.df, v.source)
+        return ZoneLook(None, mean, se, v.df, source)
     error = float(stats.t.sf(0.5 * edges.gap / se, v.df))
     if error > plan.forced_limit:
-        return ZoneLook(None, mean, se, v.df, v.source, forced_error=error, too_noisy=True)
-    return ZoneLook("regression" if mean < edges.midpoint else "not a regression", mean, se, v.df, v.source, error)
+        return ZoneLook(None, mean, se, v.df, source, forced_error=error, too_noisy=True)
+    return ZoneLook("regression" if mean < edges.midpoint else "not a regression", mean, se, v.df, source, error)
 
 
 def improved(zl: ZoneLook, edges: ZoneEdges, plan: SequentialPlan, look_no: int) -> bool:

@@ -41,11 +41,21 @@ def _job(repo: Path, home: Path, name: str, *args: str) -> tuple[subprocess.Comp
     return done, json.loads(report.read_text()) if report.exists() else {}
 
 
+def _blob(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # git's id of the file
+
+
 def _state(repo: Path) -> tuple[str, dict[str, str]]:
-    """The results branch's tip and every results file's content: what a run with nothing new must leave alone."""
-    files = {p.relative_to(repo).as_posix(): hashlib.sha1(p.read_bytes()).hexdigest()
-             for p in sorted((repo / ".asv" / "results").rglob("*")) if p.is_file() and not p.name.startswith(".")}
+    """The results branch's tip and every results file here (git blob ids): what a run with nothing new leaves alone."""
+    results = repo / ".asv" / "results"
+    files = {"results/" + p.relative_to(results).as_posix(): _blob(p.read_bytes())
+             for p in sorted(results.rglob("*")) if p.is_file() and not p.name.startswith(".")}
     return git(repo, "rev-parse", synthetic.BRANCH), files
+
+
+def _branch_files(repo: Path) -> dict[str, str]:
+    listing = git(repo, "ls-tree", "-r", synthetic.BRANCH, "results/").splitlines()
+    return {line.split("\t")[1]: line.split()[2] for line in listing}
 
 
 @pytest.fixture(scope="module")
@@ -90,14 +100,15 @@ def test_synthetic_histories_are_dated_in_the_past_with_realistic_gaps(history):
 
 def test_the_compile_track_with_nothing_new_exits_0_and_says_so(history):
     repo, home = history
-    before = _state(repo)
+    tip = git(repo, "rev-parse", synthetic.BRANCH)
     done, report = _job(repo, home, "cpu", "--tracks=cpu", "--no-publish")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     assert set(report["status"].values()) == {history_summary.ALREADY} and report["nothing_new"]
     assert not report["harness_problems"] and not report["failures"]
     assert "already has its compile-only counts" in done.stderr and "Nothing new" in done.stdout
     assert "not measured" not in done.stdout + done.stderr
-    assert _state(repo) == before
+    # The first run here brought the branch's files in and wrote nothing else: the folder holds the branch, as it is.
+    assert _state(repo) == (tip, _branch_files(repo))
 
 
 @pytest.mark.slow
@@ -111,7 +122,7 @@ def test_the_timing_track_with_nothing_new_exits_0_and_changes_nothing(timed_his
     assert report["identical_to"] == {c: newest for c in older}  # copies of the newest, made by the first run
     assert report["cost"]["gpu"]["measured_commits"] == 0 and not report["cost"]["gpu"]["identical"]
     assert f"{newest[:8]} (already measured: nothing new)" in done.stdout
-    assert _state(repo) == before  # no copy again, no new commit on the results branch
+    assert _state(repo) == before == (before[0], _branch_files(repo))  # no copy again, no commit on the branch
 
 
 @pytest.mark.slow
@@ -132,3 +143,15 @@ def test_a_commit_left_out_as_already_measured_without_results_is_still_an_error
     (results / "m").mkdir(parents=True)
     run = history_summary.collect_commit(results, "m", "a" * 40, "job", 0.0, already=r"^bench_resources\.")
     assert run.status == history_summary.NOT_MEASURED and "holds no result" in run.harness_failures[0]
+
+
+def test_a_commit_is_already_measured_only_when_every_track_says_so():
+    def runs(gpu: str, cpu: str) -> str:
+        parts = {"gpu": [history_summary.CommitRun("c" * 40, gpu)], "cpu": [history_summary.CommitRun("c" * 40, cpu)]}
+        return history_summary.merge_tracks(parts)[0].status
+
+    assert runs(history_summary.ALREADY, history_summary.ALREADY) == history_summary.ALREADY
+    assert runs(history_summary.ALREADY, history_summary.MEASURED) == history_summary.MEASURED
+    assert runs(history_summary.MEASURED, history_summary.ALREADY) == history_summary.MEASURED
+    assert runs(history_summary.ALREADY, history_summary.NOT_MEASURED) == history_summary.NOT_MEASURED
+    assert runs(history_summary.ALREADY, history_summary.BUILD_FAILED) == history_summary.BUILD_FAILED

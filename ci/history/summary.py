@@ -115,7 +115,8 @@ def collect_commit(
         else:  # nothing measured: the benchmarks' own records say why, or the commit never built
             run.status = FAILED if any(r["status"] == "failed" for r in mine.values()) else BUILD_FAILED
     copied = {r.get("identical_to") for r in mine.values() if r.get("copied_by") == job}
-    if copied and all(r.get("copied_by") == job for r in mine.values()) and not this_run:
+    # Copied by this run (its values carry the source's started_at, this run's when the source was measured in it).
+    if copied and all(r.get("copied_by") == job for r in mine.values()) and not set(this_run) - set(mine):
         run.status, run.identical_to = IDENTICAL, sorted(c for c in copied if c)[0]
     if run.status == BUILD_FAILED:
         run.failures = [f"{commit[:8]}: the build or install of this commit failed (asv's output above says why)"]

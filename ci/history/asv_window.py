@@ -31,9 +31,10 @@ from ci.history import asv_driver
 from ci.history.messages import HarnessError
 
 # The most commits asv's pages may show: asv writes each graph with every commit of it, and its largest, the GPU
-# timings' (40 parameter sets in one file), takes ~0.48 KB a commit (4.76 MB at 10,000 commits of plain ``asv
-# publish``, issue 39). 5,000 keeps it near 2.4 MB, half the 5 MB a file of the site may weigh at any history length.
-MAX_WINDOW = 5000
+# timings' (40 parameter sets in one file), takes 0.5-0.7 KB a commit (4.76 MB over 10,000 commits of plain ``asv
+# publish``, issue 39; 70.9 KB over a window of 100 of the synthetic history, docs/PERF_NOTES.md). 4,000 keeps it
+# under ~2.8 MB, well inside the 5 MB a file of the site may weigh at any history length.
+MAX_WINDOW = 4000
 KERNEL_PAGES_ENV = "MXFP4_KERNEL_PAGES"  # "site": the site build writes the kernel pages, not the plug-in
 STAMP_ENV = "MXFP4_SITE_STAMP"  # what the published pages say about where they come from
 

@@ -368,6 +368,55 @@ def commit_dates(spec: Spec, after: int | None = None) -> tuple[np.ndarray, np.n
     return np.floor(dates).astype(np.int64), np.floor(measured).astype(np.int64)
 
 
+def summaries(spec: Spec) -> tuple[list[str], dict[str, list[dict[str, Any]]]]:
+    """The summaries ci.history.store would keep of the history :func:`make_history` writes (the same steps, drift and
+    noise for a seed, each measurement's samples drawn as there), made without git or files, under made-up commit
+    hashes: (commits oldest first, machine -> summaries). For measuring the checks and the kernel pages at sizes
+    where writing the history itself is slow (docs/data/history_scale.py --pages-only)."""
+    from ci.history import store
+
+    rng = np.random.default_rng(spec.seed)
+    gpu = _GpuFiles(spec, rng)
+    benchmarks = json.loads(BENCHMARKS_JSON.read_text())
+    compile_files = _CompileFiles(spec, rng, benchmarks, gpu.results) if spec.compile_only else None
+    lines = {gpu.keys[i]: _line_truth(rng, spec) for i in gpu.measured}
+    levels = {i: line_levels(lines[gpu.keys[i]], spec.commits) for i in gpu.measured}
+    drift = _drift(rng, spec)
+    noise = {i: rng.normal(0, spec.commit_noise, spec.commits) for i in gpu.measured}
+    dates, _ = commit_dates(spec)
+    recs = gpu.sidecar["records"]
+    missing = {key: records.describe(recs[key]) for i, key in enumerate(gpu.keys) if i not in gpu.measured and key in recs}
+    devices = {i: (recs[gpu.keys[i]].get("gpu_before") or {}).get("name") or "GPU" for i in gpu.measured}
+    clocks = {i: store._clocks(recs[gpu.keys[i]]) for i in gpu.measured}
+    commits = [f"{i + 1:040x}" for i in range(spec.commits)]
+    out: dict[str, list[dict[str, Any]]] = {spec.gpu_machine: [], COMPILE_MACHINE: []}
+    for index, commit in enumerate(commits):
+        gemm = {}
+        for i in gpu.measured:
+            flagged = rng.random() < spec.flagged_share
+            median = gpu.base_s[i] / (levels[i][index] * (1 + drift[index]) * (1 + noise[i][index]))
+            drawn = median * (1 + rng.normal(0, spec.sample_noise, gpu.repeats[i]))
+            flops = recs[gpu.keys[i]]["flops"]
+            middle = float(np.median(drawn))
+            q25, q75 = np.quantile(drawn, (0.25, 0.75))
+            level, error = store._level(flops / drawn / 1e12)
+            gemm[gpu.keys[i]] = [flops / middle / 1e12, middle, level, error, float((q75 - q25) / middle), devices[i],
+                                 [records.FLAG_THROTTLED] if flagged else [], clocks[i], None]
+        date_ms = int(dates[index]) * 1000
+        out[spec.gpu_machine].append({"commit": commit, "date": date_ms, "gemm": gemm, "missing": dict(missing),
+                                      "resources": {}, "fingerprints": {"of": {}, "originals": [], "at": 0.0}})
+        if compile_files is not None:
+            if index in compile_files.deltas:
+                for name, delta in compile_files.deltas[index].items():
+                    compile_files.base[name] = np.maximum(compile_files.base[name] + delta, 0)
+            params = [(a, b) for a in compile_files.params[0] for b in compile_files.params[1]]
+            resources = {f"{name}({a}, {b})": float(v) for name in compile_files.names
+                         for (a, b), v in zip(params, compile_files.base[name])}
+            out[COMPILE_MACHINE].append({"commit": commit, "date": date_ms, "gemm": {}, "missing": {}, "resources": resources,
+                                         "fingerprints": {"of": {}, "originals": [], "at": 0.0}})
+    return commits, out
+
+
 def _branch_tip(repo: Path, branch: str) -> str | None:
     try:
         return _git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}")

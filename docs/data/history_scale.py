@@ -17,6 +17,11 @@ back. Then, each command timed with /usr/bin/time (wall, CPU, peak RSS of the pr
    newest commit on this machine's timing track, not timed), then ``--tracks cpu``, each ``--no-publish``
    (their commit and merge steps: the report's step seconds).
 
+``--pages-only N``: where writing N commits' files is too slow for the machine at hand, the checks and the kernel
+pages alone (the parts of a publish that read the whole history; asv's pages are over a window of fixed length), in
+this process, from the summaries the store would keep of the same synthetic history (ci.history.synthetic.summaries):
+their CPU seconds, peak RSS and every page's size.
+
 Site MB, the largest file of the site and the largest of asv's graph data (MB) after step 2, and every file over
 5 MB (the bound: none at 20,000 commits). The per-commit growth of each time is in the table (seconds per 1,000
 commits, and the ratio to the row before: the bar is 1.5). The load average before and after each size is kept
@@ -54,6 +59,7 @@ def timed(cmd: list[str], cwd: Path, log: Path) -> dict:
 
 
 BOUND_MB = 5.0  # no file of the site over it (issue 39)
+PAGE_WINDOW = 200  # the site's default (ci.history.options.SiteOptions.page_window)
 
 
 def site_size(site: Path) -> dict:
@@ -112,13 +118,47 @@ def _per_1000(row: dict, step: str, before: dict | None) -> str:
     return f"{per:.1f} (x{per / (before[step]['cpu_s'] / before['commits'] * 1000):.2f})"
 
 
+def pages_only(commits: int, work: Path) -> dict:
+    """The checks and the kernel pages of ``commits`` synthetic commits, from in-memory summaries (see the doc)."""
+    import resource
+
+    from ci.history import kernel_page, regressions, store
+
+    load_before = os.getloadavg()
+    started = time.process_time()
+    made, summaries = synthetic.summaries(synthetic.Spec(commits=commits))
+    history = store.history(summaries, {c: i for i, c in enumerate(made)})
+    mark = time.process_time()
+    row: dict = {"commits": commits, "pages_only": True, "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                 "summaries_cpu_s": round(mark - started, 1)}
+    kept = store.Store(None)
+    try:
+        checks = regressions.all_checks(history, kept)
+    finally:
+        kept.close()
+    row["checks_cpu_s"] = round(time.process_time() - mark, 1)
+    mark = time.process_time()
+    site = work / f"pages{commits}"
+    shutil.rmtree(site, ignore_errors=True)
+    kernel_page.publish_history(site, history, checks, PAGE_WINDOW, "pages only")
+    row["kernel_pages_cpu_s"] = round(time.process_time() - mark, 1)
+    row["page_window"] = PAGE_WINDOW
+    row["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    row["change_points"] = sum(len(m["change_points"]) for m in checks)
+    row |= site_size(site)
+    row["pages_mb"] = {str(p.relative_to(site)): round(p.stat().st_size / 1e6, 2) for p in sorted(site.rglob("*.html"))}
+    row["load_average"] = {"before": [round(v, 2) for v in load_before], "after": [round(v, 2) for v in os.getloadavg()]}
+    print(json.dumps(row), file=sys.stderr, flush=True)
+    return row
+
+
 def markdown(rows: list[dict]) -> str:
     head = ("| commits | full publish s (CPU s) | CPU s per 1,000 commits (x previous row) | after one new commit s (CPU s) "
             "| x previous row (CPU) | site MB | largest file MB | largest asv graph MB | peak RSS MiB "
             "| main job no-op, GPU track s (exit) | main job no-op, compile track s (exit) |")
     out = [head, "|---" * 11 + "|"]
     before = None
-    for r in rows:
+    for r in (r for r in rows if not r.get("pages_only")):
         peak = max(r["full_publish"]["peak_rss_mib"], r["incremental_publish"]["peak_rss_mib"],
                    r["main_job_noop_gpu"]["peak_rss_mib"], r["main_job_noop_cpu"]["peak_rss_mib"])
         incr = r["incremental_publish"]
@@ -129,6 +169,14 @@ def markdown(rows: list[dict]) -> str:
                    f"{r['largest_mb']} ({r['largest']}) | {r.get('largest_graph_mb', '')} | {peak} | "
                    f"{gpu['wall_s']} ({gpu['exit']}) | {cpu['wall_s']} ({cpu['exit']}) |")
         before = r
+    pages = [r for r in rows if r.get("pages_only")]
+    if pages:
+        out += ["", "| commits (pages only) | summaries CPU s | checks CPU s | kernel pages CPU s | peak RSS MiB | largest page MB "
+                "| largest file MB | files over 5 MB |", "|---" * 8 + "|"]
+        for r in pages:
+            page, size = max(((k, v) for k, v in r["pages_mb"].items()), key=lambda item: item[1])
+            out.append(f"| {r['commits']} | {r['summaries_cpu_s']} | {r['checks_cpu_s']} | {r['kernel_pages_cpu_s']} | "
+                       f"{r['peak_rss_mib']} | {size} ({page}) | {r['largest_mb']} ({r['largest']}) | {len(r['over_bound'])} |")
     return "\n".join(out)
 
 
@@ -137,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--commits", type=int, nargs="+", default=[100, 1000, 10000, 20000])
     parser.add_argument("--work", type=Path, default=Path("/tmp/history-scale"))
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("history_scale.json"))
+    parser.add_argument("--pages-only", action="store_true",
+                        help="only the checks and the kernel pages, from in-memory summaries (see the doc)")
     parser.add_argument("--table", type=Path, metavar="JSON", help="print the Markdown table of a written file and stop")
     parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
                         help="write into the first file the rows of all of them (by commits; a later file's row wins) and stop")
@@ -153,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args.work.mkdir(parents=True, exist_ok=True)
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    rows = [one(n, args.work) for n in args.commits]
+    rows = [(pages_only if args.pages_only else one)(n, args.work) for n in args.commits]
     document = {"what": "docs/data/history_scale.py", "code": head, "machine": f"{os.cpu_count()} CPUs", "rows": rows,
                 "command": " ".join(sys.argv)}
     args.out.write_text(json.dumps(document, indent=1) + "\n")

@@ -69,13 +69,14 @@ def history(tmp_path_factory) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def timed_history(history, asv_env_template) -> tuple[Path, Path]:
-    """``history`` after one run of the timing track: the newest commit measured, the two before copied (identical)."""
+    """``history`` after one run of the timing track over the newest three commits: their code is identical (only
+    a docs file changes), so the oldest is measured and copied under the two after it."""
     repo, home = history
     copy_asv_envs(asv_env_template, repo)
     done, report = _job(repo, home, "setup", "--tracks=gpu", f"--bench={TWO_CPU_TIMINGS}", "--no-publish")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
-    newest, *older = reversed(report["commits"])
-    assert report["status"][newest] == "measured" and {report["status"][c] for c in older} == {"identical code"}
+    oldest, *newer = report["commits"]  # oldest first
+    assert report["status"][oldest] == "measured" and {report["status"][c] for c in newer} == {"identical code"}
     return history
 
 
@@ -117,11 +118,12 @@ def test_the_timing_track_with_nothing_new_exits_0_and_changes_nothing(timed_his
     before = _state(repo)
     done, report = _job(repo, home, "gpu", "--tracks=gpu", "--no-publish")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
-    newest, *older = reversed(report["commits"])
+    oldest, *newer = report["commits"]
     assert report["nothing_new"] and set(report["status"].values()) == {history_summary.ALREADY}
-    assert report["identical_to"] == {c: newest for c in older}  # copies of the newest, made by the first run
+    assert report["identical_to"] == {c: oldest for c in newer}  # copies of the oldest, made by the first run
     assert report["cost"]["gpu"]["measured_commits"] == 0 and not report["cost"]["gpu"]["identical"]
-    assert f"{newest[:8]} (already measured: nothing new)" in done.stdout
+    assert f"{oldest[:8]} (already measured: nothing new)" in done.stdout
+    assert f"{newer[-1][:8]} (already measured (the results of {oldest[:12]}, identical code): nothing new)" in done.stdout
     assert _state(repo) == before == (before[0], _branch_files(repo))  # no copy again, no commit on the branch
 
 

@@ -46,10 +46,11 @@ def _blob(data: bytes) -> str:
 
 
 def _state(repo: Path) -> tuple[str, dict[str, str]]:
-    """The results branch's tip and every results file here (git blob ids): what a run with nothing new leaves alone."""
+    """The results branch's tip and every results file here (git blob ids): what a run with nothing new leaves alone
+    (the records' lock files, made by whoever reads them, are not results)."""
     results = repo / ".asv" / "results"
     files = {"results/" + p.relative_to(results).as_posix(): _blob(p.read_bytes())
-             for p in sorted(results.rglob("*")) if p.is_file() and not p.name.startswith(".")}
+             for p in sorted(results.rglob("*")) if p.is_file() and not p.name.startswith(".") and p.suffix != ".lock"}
     return git(repo, "rev-parse", synthetic.BRANCH), files
 
 

@@ -7,8 +7,9 @@ hour ago), the history workflow's commands run with nothing new:
 * ``--tracks cpu`` (the CPU job): every commit already has its compile-only counts. Until issue 39 this exited 2,
   "not measured (cpu tracks; asv stopped before it)": a commit counted as measured only when its results started
   after the run began, and the synthetic histories, dated in the future, hid it.
-* ``--tracks gpu`` (the GPU runner) and ``all`` (a developer's, here without publishing), once the newest commits have this machine's timings
-  (one run of the job before, measuring the newest commit's two CPU timings -- GemmOnCpu stands in for the GPU).
+* ``--tracks gpu`` (the GPU runner) and ``all`` (a developer's, here without publishing), once the newest
+  commits have this machine's timings (one run of the job before, measuring two CPU timings of the oldest of
+  the three, whose code the other two share -- GemmOnCpu stands in for the GPU).
 
 The history is made once per session (module fixtures): each run with nothing new must change nothing -- the tests
 check it -- so they share it.

@@ -7,7 +7,9 @@ the measuring code harness/ and asv_bench/, torch/triton/flydsl/driver versions)
 A commit whose fingerprints are all known and equal, benchmark for benchmark, to
 those of a commit already measured on this machine is not measured: its results
 are that commit's, copied under its hash with the note "identical code to <sha12>:
-not re-measured" (ci.history.copies). ``--remeasure`` measures anyway; the
+not re-measured" (ci.history.copies). A commit this machine already holds results of (measured, or copied
+by an earlier run) is neither fingerprinted, measured nor copied again: it is "already measured", and a run
+with nothing else to do writes nothing. ``--remeasure`` measures anyway; the
 scheduled run uses it on main's tip, so drift from outside the repository (driver,
 firmware, a hotter room) still shows.
 

@@ -20,11 +20,9 @@ are lasting changes of known size at known commits, bumps are regressions fixed 
 later (issue 31), drift is a slow mean-reverting wander of the whole machine (AR(1)), and each
 sample adds its own noise. :class:`Truth` keeps all of it, so a detector's answers can be scored.
 
-Dates are in the past, as a real history's are: the newest commit landed an hour before ``Spec.end``
-(now, unless given), each earlier one a gap before the next, gaps drawn heavy-tailed (lognormal: most
-commits minutes to an hour apart, a few a day or more: nights, weekends, holidays); each commit's results
-were measured 2-30 minutes after it (asv's ``started_at``), so no result is dated after ``end``. The
-dates come from their own random stream: the levels and the noise of a seed are those of any ``end``.
+Dates are in the past, as a real history's are: the newest commit an hour before ``Spec.end`` (now by
+default), gaps heavy-tailed (lognormal: minutes to an hour, a few a day or more), each commit measured 2-30
+minutes after it (asv's ``started_at``); drawn from their own stream, so a seed's levels do not depend on them.
 
 Imports numpy and the standard library; git is run as a command.
 """
@@ -215,15 +213,18 @@ class _CompileFiles:
         self.deltas = {at: {name: rng.integers(-8, 9, size) for name in self.names} for at in self.changes}
         self.template = gpu_results
 
+    def step(self, index: int) -> None:
+        """The counts at commit ``index`` (called in commit order)."""
+        for name, delta in self.deltas.get(index, {}).items():
+            self.base[name] = np.maximum(self.base[name] + delta, 0)
+
     def machine_json(self) -> bytes:
         return _dumps({"machine": COMPILE_MACHINE, "arch": "x86_64", "cpu": "synthetic", "gpu": "none (compile-only)",
                        "gpu_driver": "none", "gpu_runtime": "none", "num_cpu": "2", "os": "Linux", "ram": "24 GiB",
                        "version": 1})
 
     def files(self, index: int, commit: str, date_ms: int, measured_ms: int) -> dict[str, bytes]:
-        if index in self.deltas:
-            for name, delta in self.deltas[index].items():
-                self.base[name] = np.maximum(self.base[name] + delta, 0)
+        self.step(index)
         columns = ["result", "params", "version", "started_at", "duration"]
         results = {name: [[float(v) for v in self.base[name]], self.params, self.versions[name], measured_ms, 1.0]
                    for name in self.names}
@@ -298,19 +299,24 @@ def _results_commits(parent: str | None, per_commit: Iterator[tuple[str, int, di
 # ---------------------------------------------------------------------------
 
 
-def make_history(repo: Path, spec: Spec, hold_back: int = 0) -> tuple[Truth, Iterator[None]]:
-    """``spec.commits`` new commits on ``repo``'s main and the results of all but the newest ``hold_back`` on
-    asv-results (created or extended). The second value adds the held-back commits' results one per ``next()``:
-    a new commit's results arriving, as the main job pushes them."""
+def _draw(spec: Spec) -> tuple[np.random.Generator, _GpuFiles, _CompileFiles | None, dict, dict, np.ndarray, dict]:
+    """A seed's draws, in one order for both makers: the files, each line's truth and levels, the drift, the noise."""
     rng = np.random.default_rng(spec.seed)
     gpu = _GpuFiles(spec, rng)
     benchmarks = json.loads(BENCHMARKS_JSON.read_text())
     compile_files = _CompileFiles(spec, rng, benchmarks, gpu.results) if spec.compile_only else None
     lines = {gpu.keys[i]: _line_truth(rng, spec) for i in gpu.measured}
     levels = {i: line_levels(lines[gpu.keys[i]], spec.commits) for i in gpu.measured}
-    drift = _drift(rng, spec)
-    noise = {i: rng.normal(0, spec.commit_noise, spec.commits) for i in gpu.measured}
+    noise_drift = _drift(rng, spec)
+    return rng, gpu, compile_files, lines, levels, noise_drift, {i: rng.normal(0, spec.commit_noise, spec.commits)
+                                                               for i in gpu.measured}
 
+
+def make_history(repo: Path, spec: Spec, hold_back: int = 0) -> tuple[Truth, Iterator[None]]:
+    """``spec.commits`` new commits on ``repo``'s main and the results of all but the newest ``hold_back`` on
+    asv-results (created or extended). The second value adds the held-back commits' results one per ``next()``:
+    a new commit's results arriving, as the main job pushes them."""
+    rng, gpu, compile_files, lines, levels, drift, noise = _draw(spec)
     tip = _git(repo, "rev-parse", "refs/heads/main")
     already = _count_synthetic(repo)
     after = int(_git(repo, "log", "-1", "--format=%at", tip)) if already else None  # extending: after the last one
@@ -369,20 +375,12 @@ def commit_dates(spec: Spec, after: int | None = None) -> tuple[np.ndarray, np.n
 
 
 def summaries(spec: Spec) -> tuple[list[str], dict[str, list[dict[str, Any]]]]:
-    """The summaries ci.history.store would keep of the history :func:`make_history` writes (the same steps, drift and
-    noise for a seed, each measurement's samples drawn as there), made without git or files, under made-up commit
-    hashes: (commits oldest first, machine -> summaries). For measuring the checks and the kernel pages at sizes
-    where writing the history itself is slow (docs/data/history_scale.py --pages-only)."""
+    """(commits oldest first, machine -> the summaries ci.history.store would keep) of :func:`make_history`'s history
+    for a seed, made without git or files, under made-up hashes: the checks and kernel pages at sizes too slow to
+    write (docs/data/history_scale.py --pages-only)."""
     from ci.history import store
 
-    rng = np.random.default_rng(spec.seed)
-    gpu = _GpuFiles(spec, rng)
-    benchmarks = json.loads(BENCHMARKS_JSON.read_text())
-    compile_files = _CompileFiles(spec, rng, benchmarks, gpu.results) if spec.compile_only else None
-    lines = {gpu.keys[i]: _line_truth(rng, spec) for i in gpu.measured}
-    levels = {i: line_levels(lines[gpu.keys[i]], spec.commits) for i in gpu.measured}
-    drift = _drift(rng, spec)
-    noise = {i: rng.normal(0, spec.commit_noise, spec.commits) for i in gpu.measured}
+    rng, gpu, compile_files, lines, levels, drift, noise = _draw(spec)
     dates, _ = commit_dates(spec)
     recs = gpu.sidecar["records"]
     missing = {key: records.describe(recs[key]) for i, key in enumerate(gpu.keys) if i not in gpu.measured and key in recs}
@@ -396,19 +394,16 @@ def summaries(spec: Spec) -> tuple[list[str], dict[str, list[dict[str, Any]]]]:
             flagged = rng.random() < spec.flagged_share
             median = gpu.base_s[i] / (levels[i][index] * (1 + drift[index]) * (1 + noise[i][index]))
             drawn = median * (1 + rng.normal(0, spec.sample_noise, gpu.repeats[i]))
-            flops = recs[gpu.keys[i]]["flops"]
-            middle = float(np.median(drawn))
+            flops, middle = recs[gpu.keys[i]]["flops"], float(np.median(drawn))
             q25, q75 = np.quantile(drawn, (0.25, 0.75))
             level, error = store._level(flops / drawn / 1e12)
             gemm[gpu.keys[i]] = [flops / middle / 1e12, middle, level, error, float((q75 - q25) / middle), devices[i],
                                  [records.FLAG_THROTTLED] if flagged else [], clocks[i], None]
         date_ms = int(dates[index]) * 1000
-        out[spec.gpu_machine].append({"commit": commit, "date": date_ms, "gemm": gemm, "missing": dict(missing),
-                                      "resources": {}, "fingerprints": {"of": {}, "originals": [], "at": 0.0}})
+        out[spec.gpu_machine].append({"commit": commit, "date": date_ms, "gemm": gemm, "missing": dict(missing), "resources": {},
+                                      "fingerprints": {"of": {}, "originals": [], "at": 0.0}})
         if compile_files is not None:
-            if index in compile_files.deltas:
-                for name, delta in compile_files.deltas[index].items():
-                    compile_files.base[name] = np.maximum(compile_files.base[name] + delta, 0)
+            compile_files.step(index)
             params = [(a, b) for a in compile_files.params[0] for b in compile_files.params[1]]
             resources = {f"{name}({a}, {b})": float(v) for name in compile_files.names
                          for (a, b), v in zip(params, compile_files.base[name])}

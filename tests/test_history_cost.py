@@ -97,8 +97,9 @@ def test_a_commit_with_identical_fingerprints_is_not_measured_and_gets_the_measu
     same = identical.plan([COMMIT_B], known, lambda c: {k: PRINT for k in KEYS}, lambda k: True)
     assert same.measure == [] and same.identical == {COMMIT_B: COMMIT_A}
     again = identical.plan([COMMIT_A], known, lambda c: {k: PRINT for k in KEYS}, lambda k: True)
-    assert again.identical == {COMMIT_A: COMMIT_A}  # measured before: said as such, not "identical to itself"
-    assert identical.describe(again) == [f"{COMMIT_A[:12]}: already measured on this machine, same code: not measured "
+    # measured before: said as such, not "identical to itself", and nothing copied (a run with nothing new writes nothing)
+    assert again.already == {COMMIT_A: COMMIT_A} and again.identical == {} and again.measure == []
+    assert identical.describe(again) == [f"{COMMIT_A[:12]}: already measured on this machine: not measured again "
                                          "(--remeasure measures it again)"]
 
     copied = copies.copy_results(results_dir, MACHINE, COMMIT_A, COMMIT_B, 1234, tracks.CPU_TIMINGS, "j2")
@@ -150,7 +151,7 @@ def test_a_commit_measured_on_this_machine_is_not_fingerprinted_again_whatever_i
         raise AssertionError(f"{commit[:8]} fingerprinted again")
 
     plan = identical.plan([COMMIT_A], known, never, lambda k: k in KEYS)
-    assert plan.identical == {COMMIT_A: COMMIT_A} and plan.measure == []
+    assert plan.already == {COMMIT_A: COMMIT_A} and plan.measure == [] and plan.identical == {}
     forced = identical.plan([COMMIT_A], known, lambda c: {k: PRINT for k in KEYS}, lambda k: k in KEYS, remeasure=[COMMIT_A])
     assert forced.measure == [COMMIT_A]
     # Known only for benchmarks this run does not select (another track): fingerprinted and measured.

@@ -122,3 +122,20 @@ def test_the_main_jobs_results_and_the_sites_mirror_keep_their_summaries_apart(t
     asv = tmp_path / ".asv"
     assert store.default_path(asv / "results") != store.default_path(asv / "site-results")
     assert store.default_path(asv / "results").parent == asv  # beside the folder, never inside (asv reads *.json there)
+
+
+def test_asvs_pages_show_a_bounded_window_whatever_the_history(tmp_path):
+    """asv writes each graph with every commit it shows (~0.7 KB a commit in the GPU timings' file): the window is
+    bounded so that no file of the site passes 5 MB at any history length (issue 39); the kernel pages hold the rest."""
+    from ci.common.options import OptionsError
+    from ci.history import asv_window, publish
+    from ci.history.messages import HarnessError
+
+    for bad in ("0", str(asv_window.MAX_WINDOW + 1)):
+        with pytest.raises(OptionsError, match=f"expected 1 to {asv_window.MAX_WINDOW}"):
+            publish.options_from(["--local", "--asv-window", bad])
+    assert publish.options_from(["--local", "--asv-window", str(asv_window.MAX_WINDOW)]).asv_window == asv_window.MAX_WINDOW
+    too_many = [f"{i:040x}" for i in range(asv_window.MAX_WINDOW + 1)]
+    with pytest.raises(HarnessError, match=f"at most {asv_window.MAX_WINDOW}"):
+        asv_window.publish(tmp_path / "results", tmp_path / "view", tmp_path / "html", too_many, REPO, "stamp")
+    assert not (tmp_path / "view").exists()  # refused before any work

@@ -28,7 +28,13 @@ from typing import Iterable
 
 from asv_bench import records
 from ci.history import asv_driver
+from ci.history.messages import HarnessError
 
+# The most commits asv's pages may show: asv writes each graph with every commit of it, and its largest, the GPU
+# timings' (40 parameter sets in one file), takes 0.5-0.7 KB a commit (4.76 MB over 10,000 commits of plain ``asv
+# publish``, issue 39; 70.9 KB over a window of 100 of the synthetic history, docs/PERF_NOTES.md). 4,000 keeps it
+# under ~2.8 MB, well inside the 5 MB a file of the site may weigh at any history length.
+MAX_WINDOW = 4000
 KERNEL_PAGES_ENV = "MXFP4_KERNEL_PAGES"  # "site": the site build writes the kernel pages, not the plug-in
 STAMP_ENV = "MXFP4_SITE_STAMP"  # what the published pages say about where they come from
 
@@ -88,6 +94,9 @@ def config_for(view: Path, html_dir: Path, repo_root: Path) -> Path:
 def publish(results_dir: Path, view: Path, html_dir: Path, commits: list[str], repo_root: Path, stamp: str,
             env: dict[str, str] | None = None) -> int:
     """asv's pages of ``commits`` (the window) into ``html_dir``; asv's exit code."""
+    if len(commits) > MAX_WINDOW:
+        raise HarnessError(f"asv's pages over {len(commits)} commits: at most {MAX_WINDOW} (asv's graph data grows with "
+                           "every commit it shows; the kernel pages hold the whole history)")
     update_view(results_dir, view, commits)
     conf = config_for(view, html_dir, repo_root)
     env = {**(env if env is not None else os.environ), KERNEL_PAGES_ENV: "site", STAMP_ENV: stamp}

@@ -7,7 +7,9 @@ the measuring code harness/ and asv_bench/, torch/triton/flydsl/driver versions)
 A commit whose fingerprints are all known and equal, benchmark for benchmark, to
 those of a commit already measured on this machine is not measured: its results
 are that commit's, copied under its hash with the note "identical code to <sha12>:
-not re-measured" (ci.history.copies). ``--remeasure`` measures anyway; the
+not re-measured" (ci.history.copies). A commit this machine already holds results of (measured, or copied
+by an earlier run) is neither fingerprinted, measured nor copied again: it is "already measured", and a run
+with nothing else to do writes nothing. ``--remeasure`` measures anyway; the
 scheduled run uses it on main's tip, so drift from outside the repository (driver,
 firmware, a hotter room) still shows.
 
@@ -137,7 +139,10 @@ def stamp(results_dir: Path, machine: str, commit: str, fingerprints: Fingerprin
 @dataclass
 class Plan:
     measure: list[str] = field(default_factory=list)  # newest first, as asv takes them
-    identical: dict[str, str] = field(default_factory=dict)  # commit -> the measured commit it equals
+    identical: dict[str, str] = field(default_factory=dict)  # commit -> the measured commit it equals: copied
+    # commit -> whose results it holds (itself, or the measured commit copied under it by an earlier run): it has
+    # results of this run's benchmarks on this machine already, so nothing is measured, copied or written for it
+    already: dict[str, str] = field(default_factory=dict)
     fingerprints: dict[str, Fingerprints] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)  # commit -> why it is measured
     seconds: float = 0.0  # spent fingerprinting (CPU)
@@ -159,9 +164,9 @@ def plan(
     for commit in reversed(commits):
         if commit in known and commit not in remeasure and any(selected(k) for k in known[commit].fingerprints):
             # Measured on this machine before (benchmarks of this run among them): not fingerprinted again (a compile
-            # per arch) nor measured; the scheduled run's --remeasure measures a known commit again (drift from
-            # outside the code).
-            result.identical[commit] = known[commit].original if known[commit].original in candidates else commit
+            # per arch), measured or copied again -- a run with nothing new changes no file; the scheduled run's
+            # --remeasure measures a known commit again (drift from outside the code).
+            result.already[commit] = known[commit].original if known[commit].original in candidates else commit
             continue
         prints = {k: v for k, v in fingerprints_of(commit).items() if selected(k)}
         result.fingerprints[commit] = prints
@@ -190,12 +195,14 @@ def _why_measured(prints: Fingerprints) -> str:
 
 
 def describe(plan_: Plan) -> list[str]:
-    lines = [f"{c[:12]}: already measured on this machine, same code: not measured (--remeasure measures it again)"
-             if c == s else f"{c[:12]}: identical code to {s[:12]}: not measured" for c, s in plan_.identical.items()]
+    lines = [f"{c[:12]}: already measured on this machine: not measured again (--remeasure measures it again)"
+             if c == s else f"{c[:12]}: already has the results of {s[:12]} (identical code) on this machine: not "
+             "measured (--remeasure measures it)" for c, s in plan_.already.items()]
+    lines += [f"{c[:12]}: identical code to {s[:12]}: not measured" for c, s in plan_.identical.items()]
     lines += [f"{c[:12]}: measured ({plan_.reasons.get(c, '')})" for c in plan_.measure]
     return lines
 
 
 def to_json(plan_: Plan) -> dict[str, Any]:
-    return {"measure": plan_.measure, "identical": plan_.identical, "reasons": plan_.reasons,
+    return {"measure": plan_.measure, "identical": plan_.identical, "already": plan_.already, "reasons": plan_.reasons,
             "fingerprint_seconds": round(plan_.seconds, 1)}

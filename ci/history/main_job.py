@@ -28,7 +28,9 @@ it goes, and the screen gets asv's progress: a bar on a terminal, a line per qua
    rest of the last ``--commits`` first-parent commits of ``--branch`` (each benchmark
    once per commit); ``--repeat-head N`` runs the newest again N times (its spread). A commit
    measured before keeps its samples: asv appends the new ones (``--append-samples``), and a line
-   says how many samples each point now holds. Every GEMM
+   says how many samples each point now holds. A commit this machine already has results of
+   (the compile track: its counts; the timing track: a known commit, measured or copied before)
+   is left out and reported "already measured": a run with nothing new exits 0 and writes nothing. Every GEMM
    measurement writes its record -- TFLOPS, idle check, clocks, throttling,
    steadiness -- beside asv's results (asv_bench.records).
 5. This machine's results and records are committed to the results branch
@@ -46,7 +48,7 @@ $GITHUB_STEP_SUMMARY); ``--json PATH``.
 The work itself is ci.history.run (asv driven by ci.history.asv_driver, the
 branch by ci.history.branch_sync); it takes the checked options, never ``argv``.
 
-Exit: 0 recorded; 1 the newest commit failed to build or a benchmark of it
+Exit: 0 recorded (or nothing new: every commit already measured); 1 the newest commit failed to build or a benchmark of it
 failed (older commits' failures are listed: they are history); 2 the harness
 failed (bad input, asv could not run, a commit not measured, the push failed);
 130/143 interrupted (Ctrl-C / SIGTERM), after stopping asv and every benchmark process; a results

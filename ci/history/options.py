@@ -44,7 +44,7 @@ class SiteOptions:
     from_branch: bool = True  # bring every machine's results from the results branch first (the Pages job)
     results_remote: str | None = DEFAULT_RESULTS_REMOTE  # None: the local branch
     branch: str = "main"  # the history's branch: asv's commit order
-    asv_window: int = 1000  # newest commits on asv's own pages (0: every commit)
+    asv_window: int = 1000  # newest commits on asv's own pages, 1 to asv_window.MAX_WINDOW (the site's files stay bounded)
     page_window: int = 200  # newest commits on a kernel page (the whole history: <kernel>-all.html)
     site_url: str | None = None  # where the site is served (links in the JSON)
     json: Path | None = None  # the history checks and the cost, for machines (schema mxfp4-history-changes/1)

@@ -23,6 +23,7 @@ from typing import Sequence
 
 from ci.common import options as common_options
 from ci.common.options import OptionsError
+from ci.history import asv_window
 from ci.history.options import DEFAULT_RESULTS_REMOTE, SiteOptions
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--local", action="store_true", help="publish the results folder as it is (no branch)")
     parser.add_argument("--branch", default="main", help="the history's branch (default main)")
     parser.add_argument("--asv-window", type=int, default=1000, metavar="N",
-                        help="newest commits on asv's own pages (default 1000; 0: every commit)")
+                        help=f"newest commits on asv's own pages (default 1000, at most {asv_window.MAX_WINDOW}: asv's "
+                        "graph data grows with it, the kernel pages hold the whole history)")
     parser.add_argument("--page-window", type=int, default=200, metavar="N",
                         help="newest commits shown in detail on a kernel page (default 200)")
     parser.add_argument("--site-url", metavar="URL", help="where the site is served (for the links in --json)")
@@ -50,8 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def options_from(argv: Sequence[str] | None = None) -> SiteOptions:
     args = build_parser().parse_args(argv)
-    if args.asv_window < 0 or args.page_window < 1:
-        raise OptionsError(f"--asv-window {args.asv_window} / --page-window {args.page_window}: expected >= 0 / >= 1")
+    if not 1 <= args.asv_window <= asv_window.MAX_WINDOW or args.page_window < 1:
+        raise OptionsError(f"--asv-window {args.asv_window} / --page-window {args.page_window}: expected 1 to "
+                           f"{asv_window.MAX_WINDOW} (asv's graph data grows with every commit it shows: a bounded window "
+                           "keeps each file of the site under 5 MB; the kernel pages hold the whole history) / >= 1")
     results_dir = args.results_dir or REPO_ROOT / ".asv" / ("results" if args.local else "site-results")
     out = args.out.resolve()
     if out == REPO_ROOT or REPO_ROOT.is_relative_to(out):

@@ -200,7 +200,8 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
             problems.append(f"publishing: {exc}")
 
     per_track = {
-        o.track.kind: [history_summary.collect_commit(results_dir, o.track.machine, c, job.id, started_ms, options.bench)
+        o.track.kind: [history_summary.collect_commit(results_dir, o.track.machine, c, job.id, started_ms, options.bench,
+                                                      already=o.track.bench if c in o.already else None)
                        for c in reversed(commits)]
         for o in outcomes
     }
@@ -235,6 +236,9 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
         log_detail(line)  # on the screen in the summary above
     if options.json is not None:
         log(f"report written to {options.json}")
+    if report["nothing_new"]:
+        log(f"nothing new: {len(commits)} commits already measured on every track ({', '.join(report['tracks'])}); "
+            "nothing measured or copied")
     log(f"done in {report['seconds']:.0f} s. HTML: {html / 'index.html'} -- serve it with: asv preview (from {REPO_ROOT}). "
         f"Full output: {LOG_FILE}")
     code = _exit_code(commit_runs, report["harness_problems"])
@@ -262,12 +266,15 @@ def _report(job, started, info, machine, runs, per_track, problems, quarantined,
                 problems.append(f"{run.commit[:8]}: not measured ({kind} tracks; asv stopped before it; its output "
                                 f"in {LOG_FILE} says why)")
             problems += [f"{run.commit[:8]} {item}" for item in run.harness_failures]
+    nothing_new = all(r.status == history_summary.ALREADY for track_runs in per_track.values() for r in track_runs)
     return {
         "machine": machine,
         "fingerprint": {k: v for k, v in info.items() if k != "benchmarks"},
         "job": job.id,
         "commits": [r.commit for r in runs],
         "status": {r.commit: r.status for r in runs},
+        "track_status": {kind: {r.commit: r.status for r in track_runs} for kind, track_runs in per_track.items()},
+        "nothing_new": nothing_new,  # every commit already measured on every track: nothing measured or copied
         "identical_to": {r.commit: r.identical_to for r in runs if r.identical_to},
         "results_branch": branch_state,
         "html": str(html / "index.html"),

@@ -10,7 +10,10 @@ raised); ``build failed`` (asv built nothing: every benchmark of the commit is a
 and no record explains one); ``not measured`` (asv stopped before it --
 a harness failure, never blamed on the commit); ``identical code`` (its fingerprints equal
 those of a measured commit: that commit's results were copied under it by this run,
-ci.history.copies, and ``identical_to`` names it).
+ci.history.copies, and ``identical_to`` names it); ``already measured`` (nothing new: the
+run left it out because this machine already has its results of the track -- measured by an
+earlier run, or copied under it from ``identical_to`` -- and it holds a value of the track;
+one left out that holds none is ``not measured``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ GEMM_KEY = re.compile(r"^bench_gemm\.(\w+)\.track_time\('([^']*)', '([^']*)'\)$"
 RESOURCE_KEY = re.compile(r"^bench_resources\.CompiledResources\.track_(\w+)\('([^']*)', '([^']*)'\)$")
 
 MEASURED, FAILED, BUILD_FAILED, NOT_MEASURED, IDENTICAL = "measured", "failed", "build failed", "not measured", "identical code"
+ALREADY = "already measured"
 
 
 @dataclass
@@ -45,8 +49,9 @@ class CommitRun:
     identical_to: str | None = None  # IDENTICAL: the measured commit whose results were copied
 
     def describe_status(self) -> str:
-        if self.status == IDENTICAL and self.identical_to == self.commit:
-            return "already measured on this machine, same code: not re-measured"
+        if self.status == ALREADY:
+            holds = f" (the results of {self.identical_to[:12]}, identical code)" if self.identical_to else ""
+            return f"already measured{holds}: nothing new"
         if self.status == IDENTICAL and self.identical_to:
             return f"identical code to {self.identical_to[:12]}: not re-measured"
         return self.status
@@ -62,11 +67,16 @@ def gemm_row(key: str) -> str | None:
 
 
 def collect_commit(
-    results_dir: Path, machine: str, commit: str, job: str, started_ms: float, selection: Sequence[str] = ()
+    results_dir: Path, machine: str, commit: str, job: str, started_ms: float, selection: Sequence[str] = (),
+    already: str | None = None,
 ) -> CommitRun:
     """This run's measurements of ``commit``; ``selection`` (the --bench regexes) leaves out the parameter
-    sets asv carried over from earlier runs within a benchmark it ran now."""
+    sets asv carried over from earlier runs within a benchmark it ran now. ``already``: the track's asv -b
+    regex when the run left ``commit`` out as already measured (ci.history.track_steps): nothing of it is this
+    run's, whatever its dates, and it is ``already measured`` when it holds a value of the track."""
     values, recs, _ = store.read_commit(results_dir, machine, commit)
+    if already is not None:
+        return _already(commit, values, recs, already, selection)
     run = CommitRun(commit)
     this_run = {
         k: v
@@ -105,10 +115,26 @@ def collect_commit(
         else:  # nothing measured: the benchmarks' own records say why, or the commit never built
             run.status = FAILED if any(r["status"] == "failed" for r in mine.values()) else BUILD_FAILED
     copied = {r.get("identical_to") for r in mine.values() if r.get("copied_by") == job}
-    if copied and all(r.get("copied_by") == job for r in mine.values()) and not this_run:
+    # Copied by this run (its values carry the source's started_at, this run's when the source was measured in it).
+    if copied and all(r.get("copied_by") == job for r in mine.values()) and not set(this_run) - set(mine):
         run.status, run.identical_to = IDENTICAL, sorted(c for c in copied if c)[0]
     if run.status == BUILD_FAILED:
         run.failures = [f"{commit[:8]}: the build or install of this commit failed (asv's output above says why)"]
+    return run
+
+
+def _already(commit: str, values: dict[str, dict[str, Any]], recs: dict[str, dict[str, Any]], track: str,
+             selection: Sequence[str]) -> CommitRun:
+    run = CommitRun(commit)
+    held = [k for k, v in values.items()
+            if re.search(track, k) and (not selection or any(re.search(p, k) for p in selection)) and _finite(v.get("value"))]
+    if not held:
+        run.harness_failures.append(f"left out as already measured, but it holds no result of these benchmarks "
+                                    f"({track}) on this machine")
+        return run
+    run.status = ALREADY
+    sources = {recs.get(k, {}).get("identical_to") for k in held} - {None, commit}
+    run.identical_to = sorted(sources)[0] if len(sources) == 1 else None
     return run
 
 
@@ -206,6 +232,9 @@ def summary_markdown(
         f"Commits (oldest first): {', '.join(f'{r.commit[:8]} ({r.describe_status()})' for r in runs)}. "
         f"Results branch: {report['results_branch']}. HTML: `{report['html']}`",
         "",
+        *([f"**Nothing new**: every commit already measured on every track of this run "
+           f"({', '.join(report.get('track_status') or {})}); nothing was measured or copied.", ""]
+          if report.get("nothing_new") else []),
         "### GEMM time per commit, this run (median; TFLOPS from the same samples; ⚑ flagged, see below)",
         "",
         _table(gemm_rows(runs), "_(no GEMM measured in this run)_", short),
@@ -268,6 +297,8 @@ def merge_tracks(per_track: dict[str, Sequence[CommitRun]]) -> list[CommitRun]:
             run.status = NOT_MEASURED
         elif timing is not None and timing.status == IDENTICAL:
             run.status, run.identical_to = IDENTICAL, timing.identical_to
+        elif statuses == {ALREADY}:  # nothing new on any track
+            run.status, run.identical_to = ALREADY, timing.identical_to if timing is not None else None
         else:
             run.status = NOT_MEASURED if NOT_MEASURED in statuses else MEASURED
         merged.append(run)

@@ -20,6 +20,10 @@ are lasting changes of known size at known commits, bumps are regressions fixed 
 later (issue 31), drift is a slow mean-reverting wander of the whole machine (AR(1)), and each
 sample adds its own noise. :class:`Truth` keeps all of it, so a detector's answers can be scored.
 
+Dates are in the past, as a real history's are: the newest commit an hour before ``Spec.end`` (now by
+default), gaps heavy-tailed (lognormal: minutes to an hour, a few a day or more), each commit measured 2-30
+minutes after it (asv's ``started_at``); drawn from their own stream, so a seed's levels do not depend on them.
+
 Imports numpy and the standard library; git is run as a command.
 """
 
@@ -28,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 import subprocess
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -45,7 +50,10 @@ RESOURCES_PREFIX = "bench_resources.CompiledResources.track_"
 COMPILE_MACHINE = "compile-only"
 HISTORY_FILE = "docs/synthetic-history.txt"
 BRANCH = "asv-results"
-COMMIT_SECONDS = 3600  # one commit an hour
+GAP_MEDIAN_S = 2700  # between two commits of main: median 45 min ...
+GAP_SIGMA = 1.2  # ... lognormal: 1 gap in 100 is over ~14 h, the mean ~1.5 h (10,000 commits: ~21 months)
+NEWEST_AGE_S = 3600  # the newest commit landed an hour before ``end``, its results ~2-30 min after it
+MEASURED_AFTER_S = (120, 1800)  # a commit's results start this long after the commit (a runner picks it up)
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,7 @@ class Spec:
     sample_noise: float = 0.002
     flagged_share: float = 0.005  # measurements flagged (clocks throttled)
     resource_changes: int = 4  # commits where compile-only counts move
+    end: float | None = None  # epoch seconds nothing is dated after (None: now, when the history is made)
 
 
 @dataclass
@@ -159,8 +168,9 @@ class _GpuFiles:
         info = json.loads((TEMPLATE / "machine.json").read_text())
         return _dumps({**info, "machine": self.spec.gpu_machine})
 
-    def files(self, commit: str, date_ms: int, factors: dict[int, float], flagged: set[int]) -> dict[str, bytes]:
-        """``factors``: measured index -> this commit's TFLOPS multiplier (time is base / factor)."""
+    def files(self, commit: str, date_ms: int, measured_ms: int, factors: dict[int, float], flagged: set[int]) -> dict[str, bytes]:
+        """``factors``: measured index -> this commit's TFLOPS multiplier (time is base / factor); ``measured_ms``:
+        when asv started measuring it."""
         row = dict(self.row)
         result, samples = list(row["result"]), list(row["samples"])
         q25, q75 = list(row["stats_q_25"]), list(row["stats_q_75"])
@@ -179,7 +189,7 @@ class _GpuFiles:
                           flags=[records.FLAG_THROTTLED] if i in flagged else [],
                           fingerprint={"launch path": commit, "device code": commit, "environment": "synthetic"})
         row.update(result=result, samples=samples, stats_q_25=q25, stats_q_75=q75, stats_ci_99_a=lo, stats_ci_99_b=hi,
-                   started_at=date_ms + 60_000)
+                   started_at=measured_ms)
         document = {**self.results, "commit_hash": commit, "date": date_ms,
                     "results": {GEMM_BENCHMARK: [row.get(c) for c in self.columns]}}
         stem = records.results_file_stem(commit, document["env_name"])
@@ -203,17 +213,20 @@ class _CompileFiles:
         self.deltas = {at: {name: rng.integers(-8, 9, size) for name in self.names} for at in self.changes}
         self.template = gpu_results
 
+    def step(self, index: int) -> None:
+        """The counts at commit ``index`` (called in commit order)."""
+        for name, delta in self.deltas.get(index, {}).items():
+            self.base[name] = np.maximum(self.base[name] + delta, 0)
+
     def machine_json(self) -> bytes:
         return _dumps({"machine": COMPILE_MACHINE, "arch": "x86_64", "cpu": "synthetic", "gpu": "none (compile-only)",
                        "gpu_driver": "none", "gpu_runtime": "none", "num_cpu": "2", "os": "Linux", "ram": "24 GiB",
                        "version": 1})
 
-    def files(self, index: int, commit: str, date_ms: int) -> dict[str, bytes]:
-        if index in self.deltas:
-            for name, delta in self.deltas[index].items():
-                self.base[name] = np.maximum(self.base[name] + delta, 0)
+    def files(self, index: int, commit: str, date_ms: int, measured_ms: int) -> dict[str, bytes]:
+        self.step(index)
         columns = ["result", "params", "version", "started_at", "duration"]
-        results = {name: [[float(v) for v in self.base[name]], self.params, self.versions[name], date_ms + 30_000, 1.0]
+        results = {name: [[float(v) for v in self.base[name]], self.params, self.versions[name], measured_ms, 1.0]
                    for name in self.names}
         document = {**self.template, "commit_hash": commit, "date": date_ms, "result_columns": columns,
                     "results": results, "durations": {},
@@ -258,21 +271,22 @@ def _data(payload: bytes) -> bytes:
     return b"data %d\n" % len(payload) + payload + b"\n"
 
 
-def _main_commits(parent: str, first: int, count: int, start_time: int) -> Iterator[bytes]:
-    for i in range(count):
+def _main_commits(parent: str, first: int, dates: np.ndarray) -> Iterator[bytes]:
+    for i, date in enumerate(dates):
         number = first + i
         yield b"commit refs/heads/main\nmark :%d\n" % (i + 1)
-        yield b"committer Synthetic <synthetic@localhost> %d +0000\n" % (start_time + number * COMMIT_SECONDS)
+        yield b"author Synthetic <synthetic@localhost> %d +0000\n" % date  # asv's date of a commit
+        yield b"committer Synthetic <synthetic@localhost> %d +0000\n" % date
         yield _data(f"synthetic commit {number}".encode())
         if i == 0:
             yield f"from {parent}\n".encode()
         yield f"M 100644 inline {HISTORY_FILE}\n".encode() + _data(f"synthetic commit {number}\n".encode())
 
 
-def _results_commits(parent: str | None, per_commit: Iterator[tuple[str, dict[str, bytes]]], start_time: int) -> Iterator[bytes]:
-    for i, (message, files) in enumerate(per_commit):
+def _results_commits(parent: str | None, per_commit: Iterator[tuple[str, int, dict[str, bytes]]]) -> Iterator[bytes]:
+    for i, (message, when, files) in enumerate(per_commit):
         yield b"commit refs/heads/%s\nmark :%d\n" % (BRANCH.encode(), i + 1)
-        yield b"committer Synthetic <synthetic@localhost> %d +0000\n" % (start_time + i)
+        yield b"committer Synthetic <synthetic@localhost> %d +0000\n" % when  # pushed once measured
         yield _data(message.encode())
         if i == 0 and parent:
             yield f"from {parent}\n".encode()
@@ -285,42 +299,48 @@ def _results_commits(parent: str | None, per_commit: Iterator[tuple[str, dict[st
 # ---------------------------------------------------------------------------
 
 
-def make_history(repo: Path, spec: Spec, hold_back: int = 0) -> tuple[Truth, Iterator[None]]:
-    """``spec.commits`` new commits on ``repo``'s main and the results of all but the newest ``hold_back`` on
-    asv-results (created or extended). The second value adds the held-back commits' results one per ``next()``:
-    a new commit's results arriving, as the main job pushes them."""
+def _draw(spec: Spec) -> tuple[np.random.Generator, _GpuFiles, _CompileFiles | None, dict, dict, np.ndarray, dict]:
+    """A seed's draws, in one order for both makers: the files, each line's truth and levels, the drift, the noise."""
     rng = np.random.default_rng(spec.seed)
     gpu = _GpuFiles(spec, rng)
     benchmarks = json.loads(BENCHMARKS_JSON.read_text())
     compile_files = _CompileFiles(spec, rng, benchmarks, gpu.results) if spec.compile_only else None
     lines = {gpu.keys[i]: _line_truth(rng, spec) for i in gpu.measured}
     levels = {i: line_levels(lines[gpu.keys[i]], spec.commits) for i in gpu.measured}
-    drift = _drift(rng, spec)
-    noise = {i: rng.normal(0, spec.commit_noise, spec.commits) for i in gpu.measured}
+    noise_drift = _drift(rng, spec)
+    return rng, gpu, compile_files, lines, levels, noise_drift, {i: rng.normal(0, spec.commit_noise, spec.commits)
+                                                               for i in gpu.measured}
 
+
+def make_history(repo: Path, spec: Spec, hold_back: int = 0) -> tuple[Truth, Iterator[None]]:
+    """``spec.commits`` new commits on ``repo``'s main and the results of all but the newest ``hold_back`` on
+    asv-results (created or extended). The second value adds the held-back commits' results one per ``next()``:
+    a new commit's results arriving, as the main job pushes them."""
+    rng, gpu, compile_files, lines, levels, drift, noise = _draw(spec)
     tip = _git(repo, "rev-parse", "refs/heads/main")
-    start_time = int(_git(repo, "log", "-1", "--format=%ct", tip)) + COMMIT_SECONDS
     already = _count_synthetic(repo)
-    marks = _fast_import(repo, _main_commits(tip, already, spec.commits, start_time))
+    after = int(_git(repo, "log", "-1", "--format=%at", tip)) if already else None  # extending: after the last one
+    dates, measured = commit_dates(spec, after)
+    marks = _fast_import(repo, _main_commits(tip, already, dates))
     commits = [marks[i + 1] for i in range(spec.commits)]
 
-    def files_of(index: int) -> tuple[str, dict[str, bytes]]:
+    def files_of(index: int) -> tuple[str, int, dict[str, bytes]]:
         commit = commits[index]
-        date_ms = (start_time + (already + index) * COMMIT_SECONDS) * 1000
+        date_ms, measured_ms = int(dates[index]) * 1000, int(measured[index]) * 1000
         factors = {i: levels[i][index] * (1 + drift[index]) * (1 + noise[i][index]) for i in gpu.measured}
         flagged = {i for i in gpu.measured if rng.random() < spec.flagged_share}
-        files = gpu.files(commit, date_ms, factors, flagged)
+        files = gpu.files(commit, date_ms, measured_ms, factors, flagged)
         if compile_files is not None:
-            files |= compile_files.files(index, commit, date_ms)
+            files |= compile_files.files(index, commit, date_ms, measured_ms)
         if index == 0 and already == 0:
             files[f"results/{spec.gpu_machine}/machine.json"] = gpu.machine_json()
             files["results/benchmarks.json"] = BENCHMARKS_JSON.read_bytes()
             if compile_files is not None:
                 files[f"results/{COMPILE_MACHINE}/machine.json"] = compile_files.machine_json()
-        return f"{spec.gpu_machine}: 1 commits ({commit[:8]}), synthetic", files
+        return f"{spec.gpu_machine}: 1 commits ({commit[:8]}), synthetic", int(measured[index]) + 60, files
 
     def write(indices: range) -> str:
-        written = _fast_import(repo, _results_commits(_branch_tip(repo, BRANCH), map(files_of, indices), start_time))
+        written = _fast_import(repo, _results_commits(_branch_tip(repo, BRANCH), map(files_of, indices)))
         return written[len(written)]
 
     first = spec.commits - hold_back
@@ -332,6 +352,64 @@ def make_history(repo: Path, spec: Spec, hold_back: int = 0) -> tuple[Truth, Ite
             yield None
 
     return truth, held_back()
+
+
+def commit_dates(spec: Spec, after: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Epoch seconds of each new commit (oldest first) and of the start of its measurement, all before ``spec.end``
+    (see the module doc); ``after``: the newest existing synthetic commit's date, which every new one follows
+    (its gaps shrunk to fit when the realistic ones would not)."""
+    rng = np.random.default_rng([spec.seed, 1])  # its own stream: a seed's levels do not depend on the dates
+    end = time.time() if spec.end is None else spec.end
+    newest = end - NEWEST_AGE_S
+    gaps = GAP_MEDIAN_S * np.exp(rng.normal(0, GAP_SIGMA, spec.commits))
+    gaps[-1] = 0.0  # the newest commit is at ``newest``; gaps[i] lies between commit i and i + 1
+    dates = newest - np.cumsum(gaps[::-1])[::-1]
+    if after is not None and spec.commits and dates[0] <= after:
+        room = newest - after
+        if room < spec.commits:
+            raise ValueError(f"cannot date {spec.commits} new commits between the newest synthetic commit "
+                             f"({after}) and the end ({end:.0f}): less than a second each")
+        dates = after + (dates - dates[0] + 1) * (room / (newest - dates[0] + 1))
+    measured = dates + rng.uniform(*MEASURED_AFTER_S, spec.commits)
+    return np.floor(dates).astype(np.int64), np.floor(measured).astype(np.int64)
+
+
+def summaries(spec: Spec) -> tuple[list[str], dict[str, list[dict[str, Any]]]]:
+    """(commits oldest first, machine -> the summaries ci.history.store would keep) of :func:`make_history`'s history
+    for a seed, made without git or files, under made-up hashes: the checks and kernel pages at sizes too slow to
+    write (docs/data/history_scale.py --pages-only)."""
+    from ci.history import store
+
+    rng, gpu, compile_files, lines, levels, drift, noise = _draw(spec)
+    dates, _ = commit_dates(spec)
+    recs = gpu.sidecar["records"]
+    missing = {key: records.describe(recs[key]) for i, key in enumerate(gpu.keys) if i not in gpu.measured and key in recs}
+    devices = {i: (recs[gpu.keys[i]].get("gpu_before") or {}).get("name") or "GPU" for i in gpu.measured}
+    clocks = {i: store._clocks(recs[gpu.keys[i]]) for i in gpu.measured}
+    commits = [f"{i + 1:040x}" for i in range(spec.commits)]
+    out: dict[str, list[dict[str, Any]]] = {spec.gpu_machine: [], COMPILE_MACHINE: []}
+    for index, commit in enumerate(commits):
+        gemm = {}
+        for i in gpu.measured:
+            flagged = rng.random() < spec.flagged_share
+            median = gpu.base_s[i] / (levels[i][index] * (1 + drift[index]) * (1 + noise[i][index]))
+            drawn = median * (1 + rng.normal(0, spec.sample_noise, gpu.repeats[i]))
+            flops, middle = recs[gpu.keys[i]]["flops"], float(np.median(drawn))
+            q25, q75 = np.quantile(drawn, (0.25, 0.75))
+            level, error = store._level(flops / drawn / 1e12)
+            gemm[gpu.keys[i]] = [flops / middle / 1e12, middle, level, error, float((q75 - q25) / middle), devices[i],
+                                 [records.FLAG_THROTTLED] if flagged else [], clocks[i], None]
+        date_ms = int(dates[index]) * 1000
+        out[spec.gpu_machine].append({"commit": commit, "date": date_ms, "gemm": gemm, "missing": dict(missing), "resources": {},
+                                      "fingerprints": {"of": {}, "originals": [], "at": 0.0}})
+        if compile_files is not None:
+            compile_files.step(index)
+            params = [(a, b) for a in compile_files.params[0] for b in compile_files.params[1]]
+            resources = {f"{name}({a}, {b})": float(v) for name in compile_files.names
+                         for (a, b), v in zip(params, compile_files.base[name])}
+            out[COMPILE_MACHINE].append({"commit": commit, "date": date_ms, "gemm": {}, "missing": {}, "resources": resources,
+                                         "fingerprints": {"of": {}, "originals": [], "at": 0.0}})
+    return commits, out
 
 
 def _branch_tip(repo: Path, branch: str) -> str | None:

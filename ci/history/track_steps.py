@@ -36,6 +36,9 @@ class TrackOutcome:
     benchmark_seconds: float = 0.0  # asv's durations of what this run measured
     saved_seconds: float = 0.0  # the measured commits' durations of what the copies reused
     copied: dict[str, str] = field(default_factory=dict)  # commit -> measured commit, copied
+    # commits left out of asv's run because their results of this track are already here (nothing new): each must
+    # hold a result of the track, or it is "not measured" (ci.history.summary.collect_commit)
+    already: list[str] = field(default_factory=list)
     samples: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)  # commit -> point -> (before, after)
 
     def cost(self) -> dict[str, Any]:
@@ -52,12 +55,13 @@ class TrackOutcome:
         return data
 
 
-def _without_counts(results_dir: Path, machine: str, commits: Sequence[str]) -> list[str]:
-    """The commits with no compile-only count recorded on ``machine`` yet (the counts are the compiler's: a
-    commit compiled once has them for good)."""
+def _without_counts(results_dir: Path, machine: str, commits: Sequence[str], bench: str) -> list[str]:
+    """The commits with no compile-only count of the track's benchmarks (``bench``, asv's -b regex) recorded on
+    ``machine`` yet (the counts are the compiler's: a commit compiled once has them for good)."""
     kept = store.Store(store.default_path(results_dir))
     try:
-        counted = {s["commit"] for s in kept.summaries(results_dir, machines=(machine,)).get(machine, []) if s["resources"]}
+        counted = {s["commit"] for s in kept.summaries(results_dir, machines=(machine,)).get(machine, [])
+                   if any(re.search(bench, key) for key in s["resources"])}
     finally:
         kept.close()
     return [c for c in commits if c not in counted]
@@ -109,13 +113,15 @@ def run_track(
     has_gpu = info["gpu"] != "none"
     steps = steps or Steps(steps_of(track))
     if not track.timings:
-        todo = list(commits) if options.remeasure else _without_counts(results_dir, track.machine, commits)
-        for commit in commits:
-            if commit not in todo:
-                log(f"{commit[:8]}: already has its compile-only counts on {track.machine}: not compiled again "
-                    "(--remeasure compiles it again)")
-        steps.start(f"asv run: {track.kind} tracks (machine {track.machine}), {len(todo)} of {len(commits)} commits")
-        return _measure(options, env, todo, track, job, results_dir, lambda codes: TrackOutcome(track, codes))
+        todo = list(commits) if options.remeasure else _without_counts(results_dir, track.machine, commits, track.bench)
+        already = [c for c in commits if c not in todo]
+        for commit in already:
+            log(f"{commit[:8]}: already has its compile-only counts on {track.machine}: not compiled again "
+                "(--remeasure compiles it again)")
+        steps.start(f"asv run: {track.kind} tracks (machine {track.machine}), {len(todo)} of {len(commits)} commits"
+                    + (": nothing new" if not todo else ""))
+        return _measure(options, env, todo, track, job, results_dir,
+                        lambda codes: TrackOutcome(track, codes, already=already))
 
     kept = store.Store(store.default_path(results_dir), log)
     try:
@@ -133,10 +139,11 @@ def run_track(
     )
     for line in identical.describe(plan):
         log(f"  {line}")
+    nothing_new = not plan.measure and not plan.identical
     steps.start(f"asv run: {track.kind} tracks (machine {track.machine}), {len(plan.measure)} of {len(commits)} "
-                "commits to measure")
+                "commits to measure" + (": nothing new" if nothing_new else ""))
     outcome = _measure(options, env, plan.measure, track, job, results_dir,
-                       lambda codes: TrackOutcome(track, codes, plan))
+                       lambda codes: TrackOutcome(track, codes, plan, already=list(plan.already)))
     timing_rows = tracks.timing_track(has_gpu)
     for commit in plan.measure:
         identical.stamp(results_dir, track.machine, commit, plan.fingerprints.get(commit, {}), job.id)
@@ -151,10 +158,6 @@ def run_track(
             continue
         outcome.copied[commit] = source
         outcome.saved_seconds += copied.seconds_saved
-        if source == commit:
-            log(f"{commit[:8]}: already measured on {track.machine}: its {copied.records} points kept as they are "
-                "(--remeasure measures it again and adds the new samples to them)")
-            continue
         log(f"{commit[:8]}: {copies.note(source)} ({copied.rows} asv benchmarks, {copied.records} parameter sets copied; "
             f"{copied.seconds_saved:.0f} GPU seconds saved)")
     return outcome

@@ -1,9 +1,11 @@
 """How the published history and the main job grow with the history: a benchmark, not a test.
 
-    PYTHONPATH=. python docs/data/history_scale.py --commits 100 1000 10000 [--work /tmp/history-scale] [--out docs/data/history_scale.json]
+    PYTHONPATH=. python docs/data/history_scale.py --commits 100 1000 10000 20000 [--work /tmp/history-scale] [--out docs/data/history_scale.json]
+    PYTHONPATH=. python docs/data/history_scale.py --commits 20000 --out /tmp/n20k.json      # one size; --merge joins them
+    PYTHONPATH=. python docs/data/history_scale.py --merge docs/data/history_scale.json /tmp/n10k.json /tmp/n20k.json
     PYTHONPATH=. python docs/data/history_scale.py --table docs/data/history_scale.json      # the Markdown table
 
-For each N, in a fresh clone of this checkout's HEAD (commit first: the clone runs the committed code):
+For each N, in a fresh clone of this checkout's HEAD as its main (commit first: the clone runs the committed code):
 a synthetic history of N commits on main and their results on asv-results (ci.history.synthetic: a GPU
 machine with the 30 measured GEMM benchmarks and their records, and compile-only's counts; 3 steps of
 1-3% per line, a slow AR(1) wander of SD 0.25%, 0.1% commit noise), the newest commit's results held
@@ -15,7 +17,15 @@ back. Then, each command timed with /usr/bin/time (wall, CPU, peak RSS of the pr
    newest commit on this machine's timing track, not timed), then ``--tracks cpu``, each ``--no-publish``
    (their commit and merge steps: the report's step seconds).
 
-Site MB and the largest file of the site (MB) after step 2. Results go to --out as JSON; --table prints them.
+``--pages-only N``: where writing N commits' files is too slow for the machine at hand, the checks and the kernel
+pages alone (the parts of a publish that read the whole history; asv's pages are over a window of fixed length), in
+this process, from the summaries the store would keep of the same synthetic history (ci.history.synthetic.summaries):
+their CPU seconds, peak RSS and every page's size.
+
+Site MB, the largest file of the site and the largest of asv's graph data (MB) after step 2, and every file over
+5 MB (the bound: none at 20,000 commits). The per-commit growth of each time is in the table (seconds per 1,000
+commits, and the ratio to the row before: the bar is 1.5). The load average before and after each size is kept
+with it: the machine is shared. Results go to --out as JSON; --table prints them.
 """
 
 from __future__ import annotations
@@ -48,11 +58,19 @@ def timed(cmd: list[str], cwd: Path, log: Path) -> dict:
             "exit": code}
 
 
+BOUND_MB = 5.0  # no file of the site over it (issue 39)
+PAGE_WINDOW = 200  # the site's default (ci.history.options.SiteOptions.page_window)
+
+
 def site_size(site: Path) -> dict:
     files = [p for p in site.rglob("*") if p.is_file()]
     largest = max(files, key=lambda p: p.stat().st_size)
+    graphs = [p for p in files if p.relative_to(site).parts[0] == "graphs"]
+    graph = max(graphs, key=lambda p: p.stat().st_size) if graphs else None
     return {"site_mb": round(sum(p.stat().st_size for p in files) / 1e6, 1),
-            "largest_mb": round(largest.stat().st_size / 1e6, 2), "largest": str(largest.relative_to(site))}
+            "largest_mb": round(largest.stat().st_size / 1e6, 2), "largest": str(largest.relative_to(site)),
+            "largest_graph_mb": round(graph.stat().st_size / 1e6, 2) if graph else None,
+            "over_bound": sorted(str(p.relative_to(site)) for p in files if p.stat().st_size > BOUND_MB * 1e6)}
 
 
 def one(commits: int, work: Path) -> dict:
@@ -60,9 +78,12 @@ def one(commits: int, work: Path) -> dict:
     shutil.rmtree(clone, ignore_errors=True)
     subprocess.run(["git", "clone", "--quiet", "--no-local", str(REPO), str(clone)], check=True)
     subprocess.run(["git", "-C", str(clone), "remote", "remove", "origin"], check=True)  # the local asv-results is the branch
+    subprocess.run(["git", "-C", str(clone), "checkout", "--quiet", "-B", "main"], check=True)  # HEAD of a worktree's branch
+    load_before = os.getloadavg()
     started = time.monotonic()
     truth, held_back = synthetic.make_history(clone, synthetic.Spec(commits=commits), hold_back=1)
-    row: dict = {"commits": commits, "generate_s": round(time.monotonic() - started, 1)}
+    row: dict = {"commits": commits, "generate_s": round(time.monotonic() - started, 1),
+                 "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     (work / f"n{commits}.truth.json").write_text(json.dumps(truth.to_json()))
     publish = [PYTHON, "-m", "ci.history.publish", "--local-branch", "--out", str(clone / "site")]
     row["full_publish"] = timed([*publish, "--json", str(work / f"n{commits}.full.json")], clone, work / f"n{commits}.full.log")
@@ -75,44 +96,116 @@ def one(commits: int, work: Path) -> dict:
         report = work / f"n{commits}.noop-{track}.json"
         row[f"main_job_noop_{track}"] = timed([*job, "--tracks", track, "--json", str(report)], clone, work / f"n{commits}.noop-{track}.log")
         if report.exists():
-            row[f"main_job_noop_{track}"]["steps"] = json.loads(report.read_text()).get("step_seconds")
+            data = json.loads(report.read_text())
+            row[f"main_job_noop_{track}"] |= {"steps": data.get("step_seconds"), "nothing_new": data.get("nothing_new"),
+                                              "status": sorted(set(data.get("status", {}).values()))}
     for name in ("full", "incr"):
         report = work / f"n{commits}.{name}.json"
         if report.exists():
             data = json.loads(report.read_text())
             row[f"{name}_publish_steps"] = data["seconds"]
             row[f"{name}_change_points"] = sum(len(m["change_points"]) for m in data["machines"])
+    row["load_average"] = {"before": [round(v, 2) for v in load_before], "after": [round(v, 2) for v in os.getloadavg()]}
+    print(json.dumps(row), file=sys.stderr, flush=True)
+    return row
+
+
+def _per_1000(row: dict, step: str, before: dict | None) -> str:
+    """CPU seconds per 1,000 commits, and its ratio to the row before (CPU: wall time waits on a shared machine)."""
+    per = row[step]["cpu_s"] / row["commits"] * 1000
+    if before is None:
+        return f"{per:.1f}"
+    return f"{per:.1f} (x{per / (before[step]['cpu_s'] / before['commits'] * 1000):.2f})"
+
+
+def pages_only(commits: int, work: Path) -> dict:
+    """The checks and the kernel pages of ``commits`` synthetic commits, from in-memory summaries (see the doc)."""
+    import resource
+
+    from ci.history import kernel_page, regressions, store
+
+    load_before = os.getloadavg()
+    started = time.process_time()
+    made, summaries = synthetic.summaries(synthetic.Spec(commits=commits))
+    history = store.history(summaries, {c: i for i, c in enumerate(made)})
+    mark = time.process_time()
+    row: dict = {"commits": commits, "pages_only": True, "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                 "summaries_cpu_s": round(mark - started, 1)}
+    kept = store.Store(None)
+    try:
+        checks = regressions.all_checks(history, kept)
+    finally:
+        kept.close()
+    row["checks_cpu_s"] = round(time.process_time() - mark, 1)
+    mark = time.process_time()
+    site = work / f"pages{commits}"
+    shutil.rmtree(site, ignore_errors=True)
+    kernel_page.publish_history(site, history, checks, PAGE_WINDOW, "pages only")
+    row["kernel_pages_cpu_s"] = round(time.process_time() - mark, 1)
+    row["page_window"] = PAGE_WINDOW
+    row["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    row["change_points"] = sum(len(m["change_points"]) for m in checks)
+    row |= site_size(site)
+    row["pages_mb"] = {str(p.relative_to(site)): round(p.stat().st_size / 1e6, 2) for p in sorted(site.rglob("*.html"))}
+    row["load_average"] = {"before": [round(v, 2) for v in load_before], "after": [round(v, 2) for v in os.getloadavg()]}
     print(json.dumps(row), file=sys.stderr, flush=True)
     return row
 
 
 def markdown(rows: list[dict]) -> str:
-    head = ("| commits | full publish s (CPU s) | after one new commit s (CPU s) | site MB | largest file MB | peak RSS MiB "
-            "| main job no-op, GPU track s | main job no-op, compile track s |")
-    out = [head, "|---" * 8 + "|"]
-    for r in rows:
+    head = ("| commits | full publish s (CPU s) | CPU s per 1,000 commits (x previous row) | after one new commit s (CPU s) "
+            "| x previous row (CPU) | site MB | largest file MB | largest asv graph MB | peak RSS MiB "
+            "| main job no-op, GPU track s (exit) | main job no-op, compile track s (exit) |")
+    out = [head, "|---" * 11 + "|"]
+    before = None
+    for r in (r for r in rows if not r.get("pages_only")):
         peak = max(r["full_publish"]["peak_rss_mib"], r["incremental_publish"]["peak_rss_mib"],
                    r["main_job_noop_gpu"]["peak_rss_mib"], r["main_job_noop_cpu"]["peak_rss_mib"])
+        incr = r["incremental_publish"]
+        ratio = f"x{incr['cpu_s'] / before['incremental_publish']['cpu_s']:.2f}" if before else ""
+        gpu, cpu = r["main_job_noop_gpu"], r["main_job_noop_cpu"]
         out.append(f"| {r['commits']} | {r['full_publish']['wall_s']} ({r['full_publish']['cpu_s']}) | "
-                   f"{r['incremental_publish']['wall_s']} ({r['incremental_publish']['cpu_s']}) | {r['site_mb']} | "
-                   f"{r['largest_mb']} ({r['largest']}) | {peak} | {r['main_job_noop_gpu']['wall_s']} | {r['main_job_noop_cpu']['wall_s']} |")
+                   f"{_per_1000(r, 'full_publish', before)} | {incr['wall_s']} ({incr['cpu_s']}) | {ratio} | {r['site_mb']} | "
+                   f"{r['largest_mb']} ({r['largest']}) | {r.get('largest_graph_mb', '')} | {peak} | "
+                   f"{gpu['wall_s']} ({gpu['exit']}) | {cpu['wall_s']} ({cpu['exit']}) |")
+        before = r
+    pages = [r for r in rows if r.get("pages_only")]
+    if pages:
+        out += ["", "| commits (pages only) | summaries CPU s | checks CPU s | kernel pages CPU s | peak RSS MiB | largest page MB "
+                "| largest file MB | files over 5 MB |", "|---" * 8 + "|"]
+        for r in pages:
+            page, size = max(((k, v) for k, v in r["pages_mb"].items()), key=lambda item: item[1])
+            out.append(f"| {r['commits']} | {r['summaries_cpu_s']} | {r['checks_cpu_s']} | {r['kernel_pages_cpu_s']} | "
+                       f"{r['peak_rss_mib']} | {size} ({page}) | {r['largest_mb']} ({r['largest']}) | {len(r['over_bound'])} |")
     return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--commits", type=int, nargs="+", default=[100, 1000, 10000])
+    parser.add_argument("--commits", type=int, nargs="+", default=[100, 1000, 10000, 20000])
     parser.add_argument("--work", type=Path, default=Path("/tmp/history-scale"))
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("history_scale.json"))
+    parser.add_argument("--pages-only", action="store_true",
+                        help="only the checks and the kernel pages, from in-memory summaries (see the doc)")
     parser.add_argument("--table", type=Path, metavar="JSON", help="print the Markdown table of a written file and stop")
+    parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
+                        help="write into the first file the rows of all of them (by commits; a later file's row wins) and stop")
     args = parser.parse_args(argv)
     if args.table:
         print(markdown(json.loads(args.table.read_text())["rows"]))
         return 0
+    if args.merge:
+        documents = [json.loads(p.read_text()) for p in args.merge]
+        rows = {r["commits"]: {**r, "code": d.get("code")} for d in documents for r in d["rows"]}
+        merged = {**documents[-1], "rows": [rows[n] for n in sorted(rows)]}
+        args.merge[0].write_text(json.dumps(merged, indent=1) + "\n")
+        print(markdown(merged["rows"]))
+        return 0
     args.work.mkdir(parents=True, exist_ok=True)
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    rows = [one(n, args.work) for n in args.commits]
-    document = {"what": "docs/data/history_scale.py", "code": head, "machine": f"{os.cpu_count()} CPUs", "rows": rows}
+    rows = [(pages_only if args.pages_only else one)(n, args.work) for n in args.commits]
+    document = {"what": "docs/data/history_scale.py", "code": head, "machine": f"{os.cpu_count()} CPUs", "rows": rows,
+                "command": " ".join(sys.argv)}
     args.out.write_text(json.dumps(document, indent=1) + "\n")
     print(markdown(rows))
     return 0

@@ -47,6 +47,7 @@ NOISE_SPAN = 2  # blocks either side whose estimates are pooled
 LONG_RUN_POSITIONS = 20  # a scale's spread needs this many x h positions around
 SPREAD_BLOCKS = 8  # a scale's spread is estimated per block of ~SPREAD_BLOCKS x h positions, pooled over 3 blocks
 _MAD_TO_SD = 1.4826
+_MAD_SE = 1.17  # a normal MAD's relative standard error x sqrt(m)
 OUTLIER_REACH = 2  # commits either side of the Hampel window
 OUTLIER_SIGMAS = 3.0
 RARE_FLIPS = 0.5  # the least share of nonzero differences assumed when they are flips (see _tie_floor)
@@ -136,6 +137,15 @@ def noise(levels: np.ndarray) -> np.ndarray:
     n = len(levels)
     diffs = np.diff(levels)  # diffs[i] sits at boundary i + 1
     per_block = _blockwise(diffs, NOISE_BLOCK, NOISE_SPAN, minimum=3, floor=_tie_floor) / math.sqrt(2)
+    # A short history's noise comes from few differences, and the threshold was set with a full pool of them: the
+    # estimate is raised by its standard error's excess over a full pool's (a MAD's SE is ~1.17 / sqrt(m)), so a
+    # 40-commit history does not take its luckily quiet stretch for its noise (issue 38: early false change
+    # points that vanish as commits arrive). Long histories are unchanged.
+    counts = np.count_nonzero(np.isfinite(np.pad(diffs, (0, len(per_block) * NOISE_BLOCK - len(diffs)),
+                                                 constant_values=np.nan).reshape(len(per_block), NOISE_BLOCK)), axis=1)
+    pooled = sliding_window_view(np.pad(counts, NOISE_SPAN), 2 * NOISE_SPAN + 1).sum(axis=1)
+    full = (2 * NOISE_SPAN + 1) * NOISE_BLOCK
+    per_block = per_block * np.maximum(1.0, (1 + _MAD_SE / np.sqrt(np.maximum(pooled, 1))) / (1 + _MAD_SE / math.sqrt(full)))
     sigma = np.repeat(per_block, NOISE_BLOCK)[: max(n - 1, 0)]
     at_boundary = np.concatenate([[np.nan], sigma, [np.nan]])[:n + 1]
     # A block without an estimate (too few differences) takes its neighbours'; a series without any, zero noise.

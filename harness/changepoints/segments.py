@@ -76,7 +76,10 @@ def confirm(levels: np.ndarray, sigma: np.ndarray, found: list[Candidate], thres
         low = max(bounds[i], candidate.position - CONFIRM_WINDOW)
         high = min(bounds[i + 2], candidate.position + CONFIRM_WINDOW)
         half = max(1, math.ceil(candidate.scale / 2))
-        tested = _split(levels, sigma, inflation, low, high, candidate.position - half, candidate.position + half)
+        # Near the newest commit the search runs to it: a step just after the candidate's window, with under
+        # MIN_SIDE commits after it yet, must make the candidate wait, not be reported a few commits early.
+        last = candidate.position + half if high < n else n - 1
+        tested = _split(levels, sigma, inflation, low, high, candidate.position - half, last)
         if tested is not None and _holds(levels, tested, low, high, threshold, min_change):
             out.setdefault(tested.position, tested)
         else:

@@ -80,7 +80,8 @@ def _robust_sd(values: np.ndarray, axis: int = -1) -> np.ndarray:
 def _blockwise(values: np.ndarray, block: int, span: int, minimum: int, floor=None) -> np.ndarray:
     """Robust SD of ``values`` (NaN: no value) per block of ``block``, pooled as the median of the blocks within
     ``span`` either side; NaN where those blocks hold under ``minimum`` values together. One estimate per block.
-    ``floor(rows, counts)``, if given, is a per-block lower bound taken before pooling."""
+    ``floor(rows, counts)``, if given (the noise of successive differences), is a per-block lower bound taken
+    before pooling, and the MAD is corrected for a short history."""
     n_blocks = max(1, math.ceil(len(values) / block))
     padded = np.full(n_blocks * block, np.nan)
     padded[: len(values)] = values
@@ -90,11 +91,21 @@ def _blockwise(values: np.ndarray, block: int, span: int, minimum: int, floor=No
         warnings.simplefilter("ignore", RuntimeWarning)  # an empty block or window: no estimate there
         centre = np.nanmedian(rows, axis=1, keepdims=True)
         per_block = _MAD_TO_SD * np.nanmedian(np.abs(rows - centre), axis=1)
+    together = sliding_window_view(np.pad(counts, span), 2 * span + 1).sum(axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
         if floor is not None:
+            # A short history's noise comes from few differences, and the threshold was set with a full pool of
+            # them: the MAD is raised by its standard error's excess over a full pool's (a MAD's SE is ~1.17 /
+            # sqrt(m)), so a 40-commit history does not take a luckily quiet stretch for its noise (issue 38:
+            # early false change points that vanish as commits arrive). Long histories are unchanged; the
+            # floor is not raised (a noise-free series stays noise-free).
+            full = (2 * span + 1) * block
+            per_block = per_block * np.maximum(1.0, (1 + _MAD_SE / np.sqrt(np.maximum(together, 1)))
+                                               / (1 + _MAD_SE / math.sqrt(full)))
             per_block = np.fmax(per_block, floor(rows, counts))
         per_block[counts < 2] = np.nan
         pooled = np.nanmedian(sliding_window_view(np.pad(per_block, span, constant_values=np.nan), 2 * span + 1), axis=1)
-    together = sliding_window_view(np.pad(counts, span), 2 * span + 1).sum(axis=1)
     pooled[together < minimum] = np.nan
     return pooled
 
@@ -137,15 +148,6 @@ def noise(levels: np.ndarray) -> np.ndarray:
     n = len(levels)
     diffs = np.diff(levels)  # diffs[i] sits at boundary i + 1
     per_block = _blockwise(diffs, NOISE_BLOCK, NOISE_SPAN, minimum=3, floor=_tie_floor) / math.sqrt(2)
-    # A short history's noise comes from few differences, and the threshold was set with a full pool of them: the
-    # estimate is raised by its standard error's excess over a full pool's (a MAD's SE is ~1.17 / sqrt(m)), so a
-    # 40-commit history does not take its luckily quiet stretch for its noise (issue 38: early false change
-    # points that vanish as commits arrive). Long histories are unchanged.
-    counts = np.count_nonzero(np.isfinite(np.pad(diffs, (0, len(per_block) * NOISE_BLOCK - len(diffs)),
-                                                 constant_values=np.nan).reshape(len(per_block), NOISE_BLOCK)), axis=1)
-    pooled = sliding_window_view(np.pad(counts, NOISE_SPAN), 2 * NOISE_SPAN + 1).sum(axis=1)
-    full = (2 * NOISE_SPAN + 1) * NOISE_BLOCK
-    per_block = per_block * np.maximum(1.0, (1 + _MAD_SE / np.sqrt(np.maximum(pooled, 1))) / (1 + _MAD_SE / math.sqrt(full)))
     sigma = np.repeat(per_block, NOISE_BLOCK)[: max(n - 1, 0)]
     at_boundary = np.concatenate([[np.nan], sigma, [np.nan]])[:n + 1]
     # A block without an estimate (too few differences) takes its neighbours'; a series without any, zero noise.

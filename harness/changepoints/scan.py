@@ -9,7 +9,9 @@ compared: their mean difference over the noise that difference would have withou
   successive differences / sqrt 2 (a step moves one difference only), estimated per block of
   :data:`NOISE_BLOCK` commits and taken at each commit as the median of the blocks within
   :data:`NOISE_SPAN` blocks of it: a runner whose noise changes over months is judged by its
-  noise of the time.
+  noise of the time. Exactly repeated values (quantized timings, counts, two-level series)
+  cannot collapse it: a floor per block from the nonzero differences and the resolution
+  (:func:`_tie_floor`), and NOISE_FLOOR; a short history's MAD is raised by its standard error.
 * **Noise at the scale tested.** Successive differences see white noise only; a runner's level
   also wanders slowly (clocks, driver, room temperature), which makes the difference of two
   wide windows vary more than sigma x sqrt(2 / h) says. Where the data allow (24 h positions

@@ -3,8 +3,12 @@
 * **Confirmation.** A candidate found at scale h is tested again between its neighbouring
   candidates (at most :data:`CONFIRM_WINDOW` commits either side): the windows now reach the
   neighbouring changes, so a regression fixed five commits later is compared as the clean
-  five-commit segment it is, and a wide candidate's position is refined to the best split
-  within h/2 of it. It stays a change point when its z is still >= the threshold and the
+  five-commit segment it is, and its position is the least-squares split within h/2 of it
+  (to the newest commit when the segment ends there; a split leaving under MIN_SIDE commits
+  after it waits). A candidate that fails is tested as one edge of a bump whose other edge
+  the scan missed (:func:`_bump`). The segments between confirmed changes (at most
+  :data:`SEGMENT_MAX` commits) are then split again while a split holds (:func:`_within`):
+  a weaker step beside a stronger one. It stays a change point when its z is still >= the threshold and the
   relative size of the step is at least ``min_change`` (a step smaller than that is within
   what a runner's level wanders between days, and the PR gate, which interleaves both sides,
   is the tool for it). Candidates are confirmed independently (no candidate's fate moves

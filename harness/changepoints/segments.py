@@ -81,8 +81,11 @@ def confirm(levels: np.ndarray, sigma: np.ndarray, found: list[Candidate], thres
         high = min(bounds[i + 2], candidate.position + CONFIRM_WINDOW)
         half = max(1, math.ceil(candidate.scale / 2))
         # Near the newest commit the search runs to it: a step just after the candidate's window, with under
-        # MIN_SIDE commits after it yet, must make the candidate wait, not be reported a few commits early.
-        last = candidate.position + half if high < n else n - 1
+        # MIN_SIDE commits after it yet, must make the candidate wait, not be reported a few commits early. Only
+        # splits that would wait are added (no wider search, whose best split would be a larger maximum).
+        last = candidate.position + half
+        if high == n and last + MIN_SIDE >= n:
+            last = n - 1
         tested = _split(levels, sigma, inflation, low, high, candidate.position - half, last)
         if tested is not None and _holds(levels, tested, low, high, threshold, min_change):
             out.setdefault(tested.position, tested)

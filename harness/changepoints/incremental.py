@@ -27,9 +27,10 @@ import numpy as np
 from harness.changepoints import scan, segments
 
 # A recomputed position needs every commit within its reach: candidates (scan.REACH), then the confirmation
-# between neighbouring candidates, each up to CONFIRM_WINDOW away and itself a candidate.
-REACH = scan.REACH + 2 * segments.CONFIRM_WINDOW + 2 * max(scan.SCALES)
-VERSION = 1  # bump when the method changes: old memos are then recomputed
+# between neighbouring candidates, each up to CONFIRM_WINDOW away and itself a candidate, then the segments
+# between confirmed changes tested again (at most SEGMENT_MAX commits long).
+REACH = scan.REACH + 2 * segments.CONFIRM_WINDOW + 2 * max(scan.SCALES) + segments.SEGMENT_MAX
+VERSION = 2  # bump when the method changes: old memos are then recomputed (2: issue 38's noise floor and splits)
 
 
 @dataclass

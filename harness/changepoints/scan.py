@@ -9,7 +9,9 @@ compared: their mean difference over the noise that difference would have withou
   successive differences / sqrt 2 (a step moves one difference only), estimated per block of
   :data:`NOISE_BLOCK` commits and taken at each commit as the median of the blocks within
   :data:`NOISE_SPAN` blocks of it: a runner whose noise changes over months is judged by its
-  noise of the time.
+  noise of the time. Exactly repeated values (quantized timings, counts, two-level series)
+  cannot collapse it: a floor per block from the nonzero differences and the resolution
+  (:func:`_tie_floor`), and NOISE_FLOOR; a short history's MAD is raised by its standard error.
 * **Noise at the scale tested.** Successive differences see white noise only; a runner's level
   also wanders slowly (clocks, driver, room temperature), which makes the difference of two
   wide windows vary more than sigma x sqrt(2 / h) says. Where the data allow (24 h positions
@@ -47,9 +49,11 @@ NOISE_SPAN = 2  # blocks either side whose estimates are pooled
 LONG_RUN_POSITIONS = 20  # a scale's spread needs this many x h positions around
 SPREAD_BLOCKS = 8  # a scale's spread is estimated per block of ~SPREAD_BLOCKS x h positions, pooled over 3 blocks
 _MAD_TO_SD = 1.4826
+_MAD_SE = 1.17  # a normal MAD's relative standard error x sqrt(m)
 OUTLIER_REACH = 2  # commits either side of the Hampel window
 OUTLIER_SIGMAS = 3.0
-_TINY = 1e-9  # log units: the noise of a noise-free series, so that any difference is a certain one
+RARE_FLIPS = 0.5  # the least share of nonzero differences assumed when they are flips (see _tie_floor)
+NOISE_FLOOR = 1e-4  # log units (0.01%): no runner times a GEMM better; a noise-free series' steps are still certain
 
 
 def spread_block(h: int) -> int:
@@ -75,9 +79,11 @@ def _robust_sd(values: np.ndarray, axis: int = -1) -> np.ndarray:
     return _MAD_TO_SD * np.median(np.abs(values - centre), axis=axis)
 
 
-def _blockwise(values: np.ndarray, block: int, span: int, minimum: int) -> np.ndarray:
+def _blockwise(values: np.ndarray, block: int, span: int, minimum: int, floor=None) -> np.ndarray:
     """Robust SD of ``values`` (NaN: no value) per block of ``block``, pooled as the median of the blocks within
-    ``span`` either side; NaN where those blocks hold under ``minimum`` values together. One estimate per block."""
+    ``span`` either side; NaN where those blocks hold under ``minimum`` values together. One estimate per block.
+    ``floor(rows, counts)``, if given (the noise of successive differences), is a per-block lower bound taken
+    before pooling, and the MAD is corrected for a short history."""
     n_blocks = max(1, math.ceil(len(values) / block))
     padded = np.full(n_blocks * block, np.nan)
     padded[: len(values)] = values
@@ -87,25 +93,70 @@ def _blockwise(values: np.ndarray, block: int, span: int, minimum: int) -> np.nd
         warnings.simplefilter("ignore", RuntimeWarning)  # an empty block or window: no estimate there
         centre = np.nanmedian(rows, axis=1, keepdims=True)
         per_block = _MAD_TO_SD * np.nanmedian(np.abs(rows - centre), axis=1)
+    together = sliding_window_view(np.pad(counts, span), 2 * span + 1).sum(axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if floor is not None:
+            # A short history's noise comes from few differences, and the threshold was set with a full pool of
+            # them: the MAD is raised by its standard error's excess over a full pool's (a MAD's SE is ~1.17 /
+            # sqrt(m)), so a 40-commit history does not take a luckily quiet stretch for its noise (issue 38:
+            # early false change points that vanish as commits arrive). Long histories are unchanged; the
+            # floor is not raised (a noise-free series stays noise-free).
+            full = (2 * span + 1) * block
+            per_block = per_block * np.maximum(1.0, (1 + _MAD_SE / np.sqrt(np.maximum(together, 1)))
+                                               / (1 + _MAD_SE / math.sqrt(full)))
+            per_block = np.fmax(per_block, floor(rows, counts))
         per_block[counts < 2] = np.nan
         pooled = np.nanmedian(sliding_window_view(np.pad(per_block, span, constant_values=np.nan), 2 * span + 1), axis=1)
-    together = sliding_window_view(np.pad(counts, span), 2 * span + 1).sum(axis=1)
     pooled[together < minimum] = np.nan
     return pooled
+
+
+def _tie_floor(rows: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Per block of successive differences, an SD (x sqrt 2) that exact repeats cannot collapse.
+
+    Quantized timings, integer counts and two-level series repeat values exactly: when half or more of the
+    differences are 0 their MAD is 0, and every flip would be a certain change. Two bounds that ties do not move:
+
+    * the nonzero differences' typical size x sqrt(their share): a second moment over all differences, robust to
+      the few that a step or an outlier makes large (for a two-level series, the two levels' true SD x sqrt 2).
+      Where the nonzero differences are mostly flips (a value that leaves and comes straight back: rounding near
+      a rounding boundary, a bimodal runner), their share is taken as at least RARE_FLIPS x the share of flips:
+      rare flips make a short run at the other value far likelier than normal noise of that SD would, and runs
+      of three are what the narrowest windows see. A step moves one difference and is no flip, so a noise-free
+      count series keeps its steps certain.
+    * the resolution: the smallest nonzero difference / sqrt 6 (a rounding error's SD is q / sqrt 12, and a
+      difference holds two).
+
+    On continuous data both are below the MAD and change nothing.
+    """
+    magnitude = np.abs(rows)
+    moved = magnitude > 0
+    undone = np.zeros_like(moved)
+    undone[:, :-1] = moved[:, :-1] & (rows[:, 1:] == -rows[:, :-1])
+    flips = undone.copy()
+    flips[:, 1:] |= undone[:, :-1]  # the difference that undoes one is a flip too
+    nonzero = np.where(moved, magnitude, np.nan)
+    moved_count = np.count_nonzero(moved, axis=1)
+    share = moved_count / np.maximum(counts, 1)
+    flip_share = np.count_nonzero(flips, axis=1) / np.maximum(moved_count, 1)
+    typical = np.sqrt(np.maximum(share, RARE_FLIPS * flip_share)) * np.nanmedian(nonzero, axis=1)
+    resolution = np.nanmin(nonzero, axis=1) / math.sqrt(6)
+    return np.nan_to_num(np.fmax(typical, resolution), nan=0.0)
 
 
 def noise(levels: np.ndarray) -> np.ndarray:
     """sigma at each commit boundary p (index p: between commits p-1 and p), from successive differences."""
     n = len(levels)
     diffs = np.diff(levels)  # diffs[i] sits at boundary i + 1
-    per_block = _blockwise(diffs, NOISE_BLOCK, NOISE_SPAN, minimum=3) / math.sqrt(2)
+    per_block = _blockwise(diffs, NOISE_BLOCK, NOISE_SPAN, minimum=3, floor=_tie_floor) / math.sqrt(2)
     sigma = np.repeat(per_block, NOISE_BLOCK)[: max(n - 1, 0)]
     at_boundary = np.concatenate([[np.nan], sigma, [np.nan]])[:n + 1]
     # A block without an estimate (too few differences) takes its neighbours'; a series without any, zero noise.
     finite = at_boundary[np.isfinite(at_boundary)]
     fallback = float(np.median(finite)) if finite.size else 0.0
     at_boundary = np.where(np.isfinite(at_boundary), at_boundary, fallback)
-    return np.maximum(at_boundary, _TINY)
+    return np.maximum(at_boundary, NOISE_FLOOR)
 
 
 def without_outliers(levels: np.ndarray, sigma: np.ndarray) -> np.ndarray:

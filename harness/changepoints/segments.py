@@ -3,8 +3,12 @@
 * **Confirmation.** A candidate found at scale h is tested again between its neighbouring
   candidates (at most :data:`CONFIRM_WINDOW` commits either side): the windows now reach the
   neighbouring changes, so a regression fixed five commits later is compared as the clean
-  five-commit segment it is, and a wide candidate's position is refined to the best split
-  within h/2 of it. It stays a change point when its z is still >= the threshold and the
+  five-commit segment it is, and its position is the least-squares split within h/2 of it
+  (to the newest commit when the segment ends there; a split leaving under MIN_SIDE commits
+  after it waits). A candidate that fails is tested as one edge of a bump whose other edge
+  the scan missed (:func:`_bump`). The segments between confirmed changes (at most
+  :data:`SEGMENT_MAX` commits) are then split again while a split holds (:func:`_within`):
+  a weaker step beside a stronger one. It stays a change point when its z is still >= the threshold and the
   relative size of the step is at least ``min_change`` (a step smaller than that is within
   what a runner's level wanders between days, and the PR gate, which interleaves both sides,
   is the tool for it). Candidates are confirmed independently (no candidate's fate moves
@@ -30,9 +34,10 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from harness.changepoints.scan import MIN_SIDE, SCALES, Candidate, window_mean
+from harness.changepoints.scan import MIN_SIDE, SCALES, Candidate
 
 CONFIRM_WINDOW = 100
+SEGMENT_MAX = 128  # commits: the longest segment between change points tested again for a step inside
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
 
@@ -63,29 +68,116 @@ class Confirmed:
 
 def confirm(levels: np.ndarray, sigma: np.ndarray, found: list[Candidate], threshold: float, min_change: float,
             inflation: dict[int, np.ndarray]) -> list[Confirmed]:
-    """The candidates that hold between their neighbours (see the module doc), at their refined positions.
+    """The candidates that hold between their neighbours (see the module doc), at their best splits; then the
+    segments between them tested again for a step they hide (:func:`_within`).
 
     ``inflation``: scale -> per-position long-run inflation (scan.scale_scan's), for the segment widths tested.
     """
     n = len(levels)
     bounds = [0, *(c.position for c in found), n]
-    out = []
+    out: dict[int, Confirmed] = {}
     for i, candidate in enumerate(found):
         low = max(bounds[i], candidate.position - CONFIRM_WINDOW)
         high = min(bounds[i + 2], candidate.position + CONFIRM_WINDOW)
         half = max(1, math.ceil(candidate.scale / 2))
-        splits = np.arange(max(low + MIN_SIDE, candidate.position - half), min(high - MIN_SIDE, candidate.position + half) + 1)
-        if not len(splits):
-            continue
-        a, b = splits - low, high - splits
-        difference = window_mean(levels, splits, b) - window_mean(levels, np.full(len(splits), low), a)
-        z = difference / (sigma[splits] * np.sqrt(1.0 / a + 1.0 / b) * _at(inflation, splits, np.maximum(a, b)))
-        best = int(np.argmax(np.abs(z)))
-        split = int(splits[best])
-        size = math.expm1(float(np.median(levels[split:high]) - np.median(levels[low:split])))
-        if abs(z[best]) >= threshold and abs(size) >= min_change:
-            out.append(Confirmed(int(splits[best]), float(z[best])))
-    return out
+        # Near the newest commit the search runs to it: a step just after the candidate's window, with under
+        # MIN_SIDE commits after it yet, must make the candidate wait, not be reported a few commits early. Only
+        # splits that would wait are added (no wider search, whose best split would be a larger maximum).
+        last = candidate.position + half
+        if high == n and last + MIN_SIDE >= n:
+            last = n - 1
+        tested = _split(levels, sigma, inflation, low, high, candidate.position - half, last)
+        if tested is not None and _holds(levels, tested, low, high, threshold, min_change):
+            out.setdefault(tested.position, tested)
+        else:
+            for edge in _bump(levels, sigma, inflation, low, high, candidate.position, half, threshold, min_change):
+                out.setdefault(edge.position, edge)
+    confirmed = sorted(out.values(), key=lambda c: c.position)
+    edges = [0, *(c.position for c in confirmed), n]
+    for low, high in zip(edges, edges[1:]):
+        confirmed += _within(levels, sigma, inflation, low, high, threshold, min_change)
+    return sorted(confirmed, key=lambda c: c.position)
+
+
+def _split(levels: np.ndarray, sigma: np.ndarray, inflation: dict[int, np.ndarray], low: int, high: int, first: int,
+           last: int) -> Confirmed | None:
+    """The best split of ``levels[low:high]`` among ``first..last``, and its z; None when it leaves under MIN_SIDE
+    commits on a side.
+
+    The split is where a single step explains the most of the segment (the largest |mean after - mean before| x
+    sqrt(a b / (a + b)), the least-squares change point), with nothing position-dependent in it: neither the
+    noise of the block a split falls in nor its long-run inflation can pull a step onto a block boundary. The
+    search runs to one commit from each end: a step whose best split leaves fewer than MIN_SIDE commits after it
+    (the newest ones) is not located yet and waits, rather than being reported a commit early and moved later.
+    """
+    splits = np.arange(max(low + 1, first), min(high - 1, last) + 1)
+    if not len(splits):
+        return None
+    a, b = splits - low, high - splits
+    # A running sum over the segment alone: the same commits give the same sums wherever the series starts.
+    running = np.concatenate([[0.0], np.cumsum(levels[low:high])])
+    difference = (running[-1] - running[a]) / b - running[a] / a
+    best = int(np.argmax(np.abs(difference) * np.sqrt(a * b / (a + b))))
+    split, a, b = int(splits[best]), int(a[best]), int(b[best])
+    if min(a, b) < MIN_SIDE:
+        return None
+    scale = float(sigma[split] * math.sqrt(1.0 / a + 1.0 / b) * _at(inflation, np.array([split]), np.array([max(a, b)]))[0])
+    return Confirmed(split, float(difference[best]) / scale)
+
+
+def _bump(levels: np.ndarray, sigma: np.ndarray, inflation: dict[int, np.ndarray], low: int, high: int, at: int,
+          half: int, threshold: float, min_change: float) -> list[Confirmed]:
+    """A candidate that fails between its neighbours, tested as one edge of a short segment whose other edge the
+    scan missed: a large bump with one weak edge (+28% for 10 commits at 9% noise) is diluted by the bump's far
+    side in every cut of the whole segment. On each side, the other edge is the best split of the commits between
+    the candidate and its neighbour; both edges stand or neither does."""
+    for other_side_after in (True, False):
+        if other_side_after:
+            other = _split(levels, sigma, inflation, at, high, at + 1, high - 1)
+            if other is None:
+                continue
+            edge = _split(levels, sigma, inflation, low, other.position, at - half, at + half)
+            if edge is None:
+                continue
+            other = _split(levels, sigma, inflation, edge.position, high, other.position, other.position)
+            pair = [(edge, low, other.position if other else high), (other, edge.position, high)]
+        else:
+            other = _split(levels, sigma, inflation, low, at, low + 1, at - 1)
+            if other is None:
+                continue
+            edge = _split(levels, sigma, inflation, other.position, high, at - half, at + half)
+            if edge is None:
+                continue
+            other = _split(levels, sigma, inflation, low, edge.position, other.position, other.position)
+            pair = [(other, low, edge.position), (edge, other.position if other else low, high)]
+        # The other edge was searched for over the segment: its bar is raised for that search (Bonferroni).
+        searched = float(stats.norm.isf(stats.norm.sf(threshold) / max(1, high - low)))
+        if all(c is not None and _holds(levels, c, a, b, searched if c is other else threshold, min_change)
+               for c, a, b in pair):
+            return [c for c, _, _ in pair]
+    return []
+
+
+def _holds(levels: np.ndarray, tested: Confirmed, low: int, high: int, threshold: float, min_change: float) -> bool:
+    size = math.expm1(float(np.median(levels[tested.position:high]) - np.median(levels[low:tested.position])))
+    return abs(tested.z) >= threshold and abs(size) >= min_change
+
+
+def _within(levels: np.ndarray, sigma: np.ndarray, inflation: dict[int, np.ndarray], low: int, high: int,
+            threshold: float, min_change: float) -> list[Confirmed]:
+    """Steps inside a segment between confirmed change points (or an end of the series), found by splitting it at
+    its best split while that split holds, each half again (binary segmentation). A weaker step beside a stronger
+    one is seen by the scan's windows with the stronger step in them, and by the bottom-up merge as a neighbour
+    of the stronger one's candidate; between the confirmed steps it is alone. Only segments of at most
+    SEGMENT_MAX commits: the answer stays local (harness.changepoints.incremental), and a long segment is the
+    scan's, whose windows see it whole."""
+    if high - low > SEGMENT_MAX or high - low < 2 * MIN_SIDE:
+        return []
+    tested = _split(levels, sigma, inflation, low, high, low + 1, high - 1)
+    if tested is None or not _holds(levels, tested, low, high, threshold, min_change):
+        return []
+    return [*_within(levels, sigma, inflation, low, tested.position, threshold, min_change), tested,
+            *_within(levels, sigma, inflation, tested.position, high, threshold, min_change)]
 
 
 def _at(inflation: dict[int, np.ndarray], positions: np.ndarray, widths: np.ndarray) -> np.ndarray:

@@ -51,6 +51,7 @@ ZONE_METHOD = "mean of log ratios; one-sided t bounds against the zone [1 - t, 1
 
 SOURCE_MODEL = "model"
 SOURCE_FALLBACK = "rounds (the run is noisier than the model)"
+SOURCE_FALLBACK_NO_DF = "model (the run is noisier than the model, but its rounds have no within-generation df)"
 SOURCE_BENCH = "rounds (this benchmark is noisier than the model)"
 SOURCE_NO_ENTRY = "rounds (no model entry)"
 SOURCE_ROUNDS = "rounds"
@@ -136,16 +137,16 @@ def zone_variance(d: np.ndarray, generations: Sequence[int], look: LookNoise | N
         within, df = _own_within(ss, d_w)
         var, df = _combine(within, df, n, generations, tau2, tau_df, floor)
         return LookVariance(var, df, SOURCE_BENCH)
-    if look.fallback:
+    if look.fallback and d_w >= 1:
         within, df = _own_within(ss, d_w)
-        if not math.isfinite(within):
-            return LookVariance(math.inf, 0.0, SOURCE_FALLBACK)
         var, df = _combine(within, df, n, generations, tau2, tau_df, floor)
         return LookVariance(var, df, SOURCE_FALLBACK)
+    # (After the guard fired, rounds with no within-generation df -- one round per generation, e.g. once the first
+    # rounds are left out -- have only the model to go by: its prior, capped, as before the guard.)
     d0 = look.prior_df if plan.prior_df_cap is None else min(look.prior_df, plan.prior_df_cap)
     within, df = (d0 * sw2 + ss) / (d0 + d_w), d0 + d_w
     var, df = _combine(within, df, n, generations, tau2, tau_df, floor)
-    return LookVariance(var, df, SOURCE_MODEL)
+    return LookVariance(var, df, SOURCE_FALLBACK_NO_DF if look.fallback else SOURCE_MODEL)
 
 
 def first_rounds(generations: Sequence[int]) -> list[bool]:

@@ -4,6 +4,7 @@
                                 [--artifact-list artifacts.json] [--head-sha SHA] --out comment.md
     python -m ci.notify post-comment --repo OWNER/NAME --head-repo OWNER/NAME --head-branch B --head-sha SHA --body comment.md
     python -m ci.notify regression-issues --repo OWNER/NAME --changes changes.json --run-url URL [--dry-run]
+                                          [--max-new N] [--max-wait S] [--write-interval S] [--json issues.json]
 
 ``comment`` renders (nothing from the artifacts is run, and no network is used);
 ``post-comment`` and ``regression-issues`` talk to GitHub through ``gh api`` with the
@@ -50,6 +51,10 @@ class Options:
     server_url: str = "https://github.com"
     bot_login: str = BOT_LOGIN
     dry_run: bool = False
+    max_new: int = 10
+    max_wait: float = 600.0
+    write_interval: float = 1.0
+    json: Path | None = None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -73,6 +78,14 @@ def _parser() -> argparse.ArgumentParser:
     issues.add_argument("--changes", type=Path, required=True, metavar="PATH", help="the history-changes artifact's changes.json")
     issues.add_argument("--run-url", required=True, metavar="URL", help="the history run's page (from the event)")
     issues.add_argument("--dry-run", action="store_true", help="print what would be opened or commented; change nothing")
+    issues.add_argument("--max-new", type=int, default=10, metavar="N",
+                        help="issues opened per run at most, a roll-up issue included (default 10)")
+    issues.add_argument("--max-wait", type=float, default=600.0, metavar="S",
+                        help="seconds this run may wait on GitHub's rate limits in all; then exit 2, a re-run resumes (default 600)")
+    issues.add_argument("--write-interval", type=float, default=1.0, metavar="S",
+                        help="seconds between two writes (GitHub asks for 1; default 1)")
+    issues.add_argument("--json", type=Path, metavar="PATH",
+                        help="write every regression issue after this run (schema mxfp4-regression-issues/1)")
     for p in (post, issues):
         p.add_argument("--repo", required=True, metavar="OWNER/NAME", help="this repository (github.repository)")
         p.add_argument("--server-url", default="https://github.com", metavar="URL", help="github.server_url (links)")
@@ -101,6 +114,11 @@ def options_from(argv: Sequence[str] | None) -> Options:
         _check(pattern, getattr(options, flag[2:].replace("-", "_")), flag, what)
     if options.attempt < 1:
         raise OptionsError(f"--attempt must be >= 1 (got {options.attempt})")
+    if options.max_new < 2:
+        raise OptionsError(f"--max-new must be >= 2: one issue may be the roll-up (got {options.max_new})")
+    for flag, value in (("--max-wait", options.max_wait), ("--write-interval", options.write_interval)):
+        if not 0 <= value <= 3600:
+            raise OptionsError(f"{flag} must be between 0 and 3600 seconds (got {value})")
     if options.artifacts is not None and not options.artifacts.is_dir():
         raise OptionsError(f"--artifacts {options.artifacts}: no such folder")
     for flag in ("--jobs", "--artifact-list", "--body", "--changes"):

@@ -155,6 +155,26 @@ def notify_command(env: dict[str, str], run_url: str = "https://github.com/OWNER
     return run
 
 
+def notify_in_process(env: dict[str, str], log: list[str]) -> Callable[[Path, int], None]:
+    """The same command's front and code in this process (no interpreter start per run): ``gh`` gets ``env``."""
+    from ci.notify.front import options_from, run as notify_run
+
+    def run(changes: Path, number: int) -> None:
+        options = options_from(["regression-issues", "--repo", "OWNER/REPO", "--changes", str(changes), "--run-url",
+                                f"https://github.com/OWNER/REPO/actions/runs/{number}", "--write-interval", "0"])
+        saved = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(env)
+        try:
+            code = notify_run(options, log=lambda line: log.append(f"run {number}: {line}"))
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        if code != 0:
+            raise AssertionError(f"run {number}: exit {code}: {log[-3:]}")
+    return run
+
+
 def fixing_commit(scenario: Scenario) -> str:
     b, at, _, fixed = scenario.regressions[0]
     assert fixed is not None

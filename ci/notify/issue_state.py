@@ -94,6 +94,7 @@ class IssueState:
     run_url: str = ""  # the history run that last changed what the issue says
     results_commit: str | None = None
     site_url: str | None = None
+    opened_in: str | None = None  # the results commit of the history run that opened it: a re-run counts it in its cap
 
     def content(self) -> tuple:
         """What the issue is about, without where it was last seen: equal contents need no edit."""
@@ -106,7 +107,7 @@ class IssueState:
 def render_marker(state: IssueState) -> str:
     data = {"v": VERSION, "kind": state.kind, "status": state.status,
             "members": [_member_json(m) for m in state.members], "drifts": [_drift_json(d) for d in state.drifts],
-            "run": to_hex(state.run_url), "rc": state.results_commit or "", "site": to_hex(state.site_url or "")}
+            "run": to_hex(state.run_url), "rc": state.results_commit or "", "site": to_hex(state.site_url or ""), "orc": state.opened_in or ""}
     text = json.dumps(data, separators=(",", ":"), allow_nan=False)
     assert _JSON_CHARS.match(text), text  # only what the parser accepts is ever written
     return f"{PREFIX}{text}{SUFFIX}"
@@ -184,11 +185,11 @@ def _state(root: Reader) -> IssueState:
                                  d.get("t").number(), d.get("noise").number(), d.get("w").integer(),
                                  d.get("st").choice({"failing", "recovered"}),
                                  (orders[0].integer(), orders[1].integer()) if orders else None))
-    rc = root.get("rc").text()
-    if rc and not _SHA.match(rc):
-        raise RecordError("rc: not a sha")
+    rc, orc = root.get("rc").text(), root.get("orc").text()
+    if (rc and not _SHA.match(rc)) or (orc and not _SHA.match(orc)):
+        raise RecordError("rc, orc: not a sha")
     return IssueState(root.get("kind").choice(set(KINDS)), root.get("status").choice(set(STATUSES)), tuple(members),
-                      tuple(drifts), _hex_text(root.get("run")), rc or None, _hex_text(root.get("site")) or None)
+                      tuple(drifts), _hex_text(root.get("run")), rc or None, _hex_text(root.get("site")) or None, orc or None)
 
 
 @dataclass(frozen=True)

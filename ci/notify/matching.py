@@ -25,7 +25,8 @@ Grouping. A new change point joins an open slowdown issue whose active members' 
 are near its own (a runner-wide or shared-module slowdown found a benchmark at a time is one
 issue); the rest are grouped among themselves the same way, one issue per group. At most
 ``max_new`` issues are opened per run, largest groups first; what is left goes to one roll-up
-issue (the open one, if there is one and it has room: :data:`ROLLUP_MAX`).
+issue (the open one, if there is one and it has room: :data:`ROLLUP_MAX`). The cap is per history
+run: a re-run of the same run (the same results commit) counts the issues it opened before.
 
 Drift alarms (the drift guard failing): identity (series, best commit). One of a series that an
 open issue already holds (a change point or a drift of it) adds nothing. Else it joins an open
@@ -233,6 +234,10 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
     for entry, streak in pending:
         if any(w.holds_series(entry.series) for w in joinable):
             continue  # its series' issue is open: a drift against another best is the same story
+        home = next((w for w in units if w.holds_series(entry.series)), None)
+        if home is not None:  # this run's new change point of its series: one issue, the drift in it
+            home.drifts.append(entry)
+            continue
         if streak is not None and streak < DRIFT_STREAK:
             continue  # not yet: a noisy commit, or a step the change points will name
         home = _nearest(joinable, alarm_point(entry))
@@ -242,6 +247,9 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
             units.append(_Work(None, [], [entry], kind="drift"))
     units = sorted(_groups(units), key=lambda g: (-len(g.members) - len(g.drifts), min((m.change for m in g.members), default=0)))
     deferred = 0
+    # A re-run of the same history run (same results commit) counts what it opened before it stopped.
+    max_new -= sum(1 for t in issues if t.state.opened_in and t.state.opened_in == changes.results_commit)
+    max_new = max(1, max_new)
     if len(units) > max_new:
         rollup = next((w for w in work if w.kind == "rollup" and w.open_to_join()
                        and len(w.members) + len(w.drifts) < ROLLUP_MAX), None)
@@ -262,7 +270,7 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
         old = w.tracked.state if w.tracked else None
         members = tuple(w.members) if old else tuple(sorted(w.members, key=lambda m: (span(m), m.machine, m.benchmark)))
         kind = "rollup" if w.kind == "rollup" else "slowdown" if w.members else "drift"
-        new = IssueState(kind, _status(w.members, w.drifts), members, tuple(w.drifts))
+        new = IssueState(kind, _status(w.members, w.drifts), members, tuple(w.drifts), opened_in=old.opened_in if old else None)
         if old is not None and new.content() == old.content():
             continue
         plans.append(Plan(w.tracked.number if w.tracked else None, old, new, w.tracked.open if w.tracked else True))

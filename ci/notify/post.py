@@ -139,6 +139,8 @@ def file_issues(gh: GitHub, changes: HistoryChanges, context: Context, bot_login
     actions, done, labelled = [], {}, False
     for p in planned.plans:
         state = p.new.with_(run_url=context.run_url, results_commit=context.results_commit, site_url=context.site_url)
+        if p.number is None:
+            state = state.with_(opened_in=changes.results_commit)
         text_title, text_body = title(state), body(state, context.server_url, context.repo)
         if p.number is None:
             line = f"open: {text_title}"

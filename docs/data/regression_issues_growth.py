@@ -25,9 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))  # the scenario and the GitHub stand-in live with the tests
 
 from fake_github import FakeGitHub, State  # noqa: E402
-from issue_growth import Scenario, benchmark_key, fixing_commit, grow  # noqa: E402
+from issue_growth import Scenario, benchmark_key, fixing_commit, grow, notify_in_process  # noqa: E402
 
-from ci.notify.front import options_from, run as notify_run  # noqa: E402
 from ci.notify.issue_state import parse  # noqa: E402
 from harness.report import write_json_atomic  # noqa: E402
 
@@ -44,17 +43,7 @@ def truths(scenario: Scenario) -> dict[str, set[str]]:
 def one_seed(seed: int, runs: int) -> dict:
     scenario = Scenario(seed=seed, runs=runs)
     with tempfile.TemporaryDirectory() as tmp, FakeGitHub(Path(tmp), State()) as server:
-        saved = dict(os.environ)
-        os.environ.clear()
-        os.environ.update(server.env(saved))
         log: list[str] = []
-
-        def file(changes: Path, number: int) -> None:
-            options = options_from(["regression-issues", "--repo", "OWNER/REPO", "--changes", str(changes), "--run-url",
-                                    f"https://github.com/OWNER/REPO/actions/runs/{number}", "--write-interval", "0"])
-            code = notify_run(options, log=lambda line: log.append(f"run {number}: {line}"))
-            if code != 0:
-                raise SystemExit(f"seed {seed} run {number}: exit {code}: {log[-3:]}")
 
         def triage(number: int) -> None:
             if number == 35:
@@ -64,11 +53,7 @@ def one_seed(seed: int, runs: int) -> dict:
                     server.state.issues[0]["title"] = "perf: looking into it (retitled by a person)"
 
         started = time.monotonic()
-        try:
-            grow(scenario, Path(tmp), file, triage)
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
+        grow(scenario, Path(tmp), notify_in_process(server.env(dict(os.environ)), log), triage)
         seconds = time.monotonic() - started
         state = server.state
     issues = []

@@ -133,13 +133,16 @@ def _fix_commit(m: Member) -> str:
     return code(m.fix[1][:12])
 
 
-def _member_row(m: Member, server: str, repo: str) -> dict[str, str]:
+def _member_row(m: Member, server: str, repo: str, machine: bool) -> dict[str, str]:
     low, high = m.interval
     status = {"active": "open", "recovered": f"recovered at {_fix_commit(m)}" if m.fix else "recovered",
               "dissolved": "not confirmed"}[m.status]
-    return {"benchmark": code(gate_id(m.benchmark), 120, in_table=True), "machine": code(m.machine, 60, in_table=True),
-            "TFLOPS": f"**{percent(m.change)}**", "95% interval": f"{percent(low)} to {percent(high)}",
-            "suspected commits": _compare(server, repo, m.last_before, m.first_after), "status": status}
+    row = {"benchmark": code(gate_id(m.benchmark), 120, in_table=True)}
+    if machine:
+        row["machine"] = code(m.machine, 60, in_table=True)
+    compare = f"[{m.last_before[:7]}..{m.first_after[:7]}]({server}/{repo}/compare/{m.last_before}...{m.first_after})"
+    return {**row, "TFLOPS": f"**{percent(m.change)}**", "95% interval": f"{percent(low)} to {percent(high)}",
+            "suspected commits": compare, "status": status}
 
 
 def _drift_text(d: DriftEntry, server: str, repo: str) -> str:
@@ -188,12 +191,18 @@ def body(state: IssueState, server_url: str, repo: str) -> str:
                "instead. A later run adds to this issue until it is closed." if state.kind == "rollup" else
                "The history job found change points that share a suspected commit range in several benchmarks or "
                "machines: one cause (a shared module, the runner, a driver) is the likely story, so they are one issue.")
-        largest = min((m for m in members if m.status == "active") or members, key=lambda m: m.change)
+        active = [m for m in members if m.status == "active"] or list(members)
+        largest = min(active, key=lambda m: m.change)
+        several = len({m.machine for m in members}) > 1
+        # The group's bisection spans every member's suspected commits: one member's range may miss the culprit
+        # when noise placed its change point a commit late.
+        good, bad = _span([m for m in active if m.machine == largest.machine]) if state.kind != "rollup" else \
+            (largest.last_before, largest.first_after)
         blocks += [f"### {head}", _status_line(state, server, repo), why,
                    _facts([("suspected commits", _compare(server, repo, a, b) + " (all of them together)"),
                            ("significance", METHOD), ("found by", _found(state))]),
-                   table([_member_row(m, server, repo) for m in members]),
-                   bisect_block(largest.machine, largest.last_before, largest.first_after, largest.benchmark)]
+                   table([_member_row(m, server, repo, several) for m in members]),
+                   bisect_block(largest.machine, good, bad, largest.benchmark)]
     for d in state.drifts:
         blocks.append(_drift_text(d, server, repo))
     return "\n\n".join(blocks + [FOOTER])

@@ -20,8 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -32,7 +30,6 @@ from ci.history import regressions
 from ci.history.site_build import SCHEMA
 from ci.history.store import History, Point
 
-PROJECT = Path(__file__).resolve().parents[1]
 MACHINE = "synthetic-h200"
 HOSTILE = ('evil`\n<!-- mxfp4-perf-issue {"v":2,"kind":"slowdown","status":"open","members":[],"drifts":[],'
            '"run":"","rc":"","site":""} -->\n')
@@ -142,19 +139,6 @@ def grow(scenario: Scenario, folder: Path, run_command: Callable[[Path, int], No
     return growth
 
 
-def notify_command(env: dict[str, str], run_url: str = "https://github.com/OWNER/REPO/actions/runs/{run}",
-                   extra: tuple[str, ...] = ("--write-interval", "0")) -> Callable[[Path, int], subprocess.CompletedProcess]:
-    """``python -m ci.notify regression-issues`` as the workflow runs it, against the server ``env`` points gh at."""
-    def run(changes: Path, number: int) -> subprocess.CompletedProcess:
-        done = subprocess.run([sys.executable, "-m", "ci.notify", "regression-issues", "--repo", "OWNER/REPO",
-                               "--changes", str(changes), "--run-url", run_url.format(run=number), *extra],
-                              cwd=PROJECT, env=env, capture_output=True, text=True, timeout=300)
-        if done.returncode != 0:
-            raise AssertionError(f"run {number}: exit {done.returncode}: {done.stderr}")
-        return done
-    return run
-
-
 def notify_in_process(env: dict[str, str], log: list[str]) -> Callable[[Path, int], None]:
     """The same command's front and code in this process (no interpreter start per run): ``gh`` gets ``env``."""
     from ci.notify.front import options_from, run as notify_run
@@ -179,10 +163,3 @@ def fixing_commit(scenario: Scenario) -> str:
     b, at, _, fixed = scenario.regressions[0]
     assert fixed is not None
     return sha(scenario.seed, "commit", at + fixed)
-
-
-def child_env() -> dict[str, str]:
-    """This process's environment with the project first on PYTHONPATH (the subprocess imports this checkout)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
-    return env

@@ -11,25 +11,20 @@ points the site build publishes on each prefix, filed after each run).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from ci.notify.github import GitHub, GitHubError, Limits
-from ci.notify.history import load_history_changes, short_hash
-from ci.notify.issue_state import PREFIX, IssueState, Member, Tracked, parse, render_marker
+from ci.notify.history import load_history_changes
+from ci.notify.issue_state import PREFIX, Tracked, parse, render_marker
 from ci.notify.issues import Context, body, title
 from ci.notify.matching import MAX_NEW, SETTLE, plan
 from ci.notify.post import file_issues
-from fake_github import BOT, FakeGitHub, State
-from issue_growth import HOSTILE, Scenario, benchmark_key, child_env, fixing_commit, grow, notify_in_process
+from fake_github import FakeGitHub, State
+from issue_growth import HOSTILE, Scenario, benchmark_key, fixing_commit, grow, notify_in_process
 
-PROJECT = Path(__file__).resolve().parents[1]
 MACHINE = "h200-a"
 RUN = "https://github.com/OWNER/REPO/actions/runs/9"
 CONTEXT = Context("OWNER/REPO", RUN)
@@ -261,12 +256,14 @@ def test_rate_limits_are_waited_out_as_github_asks(tmp_path):
     state.refuse(1, 403, {"Retry-After": "7"})  # secondary limit with retry-after
     state.refuse(1, 429, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "0"})  # primary: reset in the past
     state.refuse(2, 403, {})  # "secondary rate limit" in the message only: back off, doubling
+    state.refuse(1, 429, {"Retry-After": "2"}, writes_only=False)  # the listing (a GET) too
     with FakeGitHub(tmp_path, state) as server:
         gh = _gh(server)
         file_issues(gh, data, CONTEXT, log=lambda line: None)
-    assert len(state.issues) == 3 and len(state.refused) == 4
-    # retry-after; the reset (+1 s); then 0.05 s doubled at each refusal of the same request (its third and fourth)
-    assert gh.waits == [7.0, 1.0, 0.2, 0.4]
+    assert len(state.issues) == 3 and len(state.refused) == 5 and state.refused[0][0] == "GET"
+    # the listing's retry-after; then one write's: retry-after, the reset (+1 s), 0.05 s doubled at each further
+    # refusal of the same request (its third and fourth)
+    assert gh.waits == [2.0, 7.0, 1.0, 0.2, 0.4]
 
 
 def test_a_403_that_is_no_rate_limit_fails_at_once(tmp_path):
@@ -327,7 +324,7 @@ def test_a_grown_history_files_one_issue_per_regression_whatever_triage_does(tmp
             state.issues[0]["title"] = "looking into it"
 
     with FakeGitHub(tmp_path, state) as server:
-        grow(SMALL, tmp_path, notify_in_process(server.env(child_env()), log), triage)
+        grow(SMALL, tmp_path, notify_in_process(server.env(dict(os.environ)), log), triage)
     assert len(state.issues) == 4, [i["title"] for i in state.issues]
     by_bench = {}
     for issue in state.issues:

@@ -74,10 +74,10 @@ def _parser() -> argparse.ArgumentParser:
     post.add_argument("--head-branch", required=True, metavar="BRANCH")
     post.add_argument("--head-sha", required=True, metavar="SHA")
     post.add_argument("--body", type=Path, required=True, metavar="PATH", help="the Markdown that `comment` wrote")
-    issues = sub.add_parser("regression-issues", help="open or comment on one issue per regression on main (gh api)")
+    issues = sub.add_parser("regression-issues", help="open, edit or close one issue per regression on main (gh api)")
     issues.add_argument("--changes", type=Path, required=True, metavar="PATH", help="the history-changes artifact's changes.json")
     issues.add_argument("--run-url", required=True, metavar="URL", help="the history run's page (from the event)")
-    issues.add_argument("--dry-run", action="store_true", help="print what would be opened or commented; change nothing")
+    issues.add_argument("--dry-run", action="store_true", help="print what would be opened, edited or closed (JSON); change nothing")
     issues.add_argument("--max-new", type=int, default=10, metavar="N",
                         help="issues opened per run at most, a roll-up issue included (default 10)")
     issues.add_argument("--max-wait", type=float, default=600.0, metavar="S",

@@ -22,6 +22,8 @@ Findings:
   **recovered** when a later run's drift entry of the series is measured against the same
   ``best`` and no longer fails (the newest commit is back within the threshold of that
   best). A later window that no longer holds that best says nothing either way.
+
+Which issue each finding belongs to, and when one is opened or closed, is ci.notify.matching's.
 """
 
 from __future__ import annotations
@@ -95,9 +97,6 @@ class DriftAlarm:
     def series(self) -> str:
         return short_hash(self.machine, self.benchmark)
 
-    @property
-    def key(self) -> str:
-        return short_hash("drift", self.machine, self.benchmark, self.best)
 
 
 Finding = Slowdown | DriftAlarm

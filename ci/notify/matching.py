@@ -21,6 +21,10 @@ while any is active (or a drift fails); else recovered when any recovered; else 
 Only a change of that status opens or closes the issue on GitHub (a comment says why), so a
 person who closed or reopened an issue by hand is not overridden run after run.
 
+A change point new to every issue opens or joins one only when it is recent, not already
+recovered, at least :data:`MIN_SIZE` and settled (:data:`SETTLE` commits at its new level); a
+recovery counts once the improvement has settled too, so the fixing commit named is where it stays.
+
 Grouping. A new change point joins an open slowdown issue whose active members' suspected ranges
 are near its own (a runner-wide or shared-module slowdown found a benchmark at a time is one
 issue); the rest are grouped among themselves the same way, one issue per group. At most

@@ -178,9 +178,12 @@ def drift(series: Series, *, window: int = DRIFT_WINDOW, k: float = DRIFT_K, flo
 
 
 def failing_streak(series: Series, d: Drift) -> int:
-    """How many of the newest commits in a row are more than the threshold below the drift's best."""
+    """How many of the newest commits in a row are more than the threshold below the window's second best.
+
+    The second best, not the best: one stray high commit would otherwise put every commit after it "below the best"
+    for a whole window (the issue filer reads the streak; the drift guard's own verdict is unchanged)."""
     medians = series.medians()[-d.window:]
-    best = float(np.max(medians))
+    best = float(np.sort(medians)[-2]) if len(medians) >= 3 else float(np.max(medians))
     streak = 0
     for m in medians[::-1]:
         if 1 - m / best <= d.threshold:
@@ -230,7 +233,7 @@ def history_checks(history: History, machine: str, *, timed_on_gpu: bool, kept: 
                                "orders": [history.commits[c.last_before], history.commits[c.first_after]]}
                               for c, r in zip(changes, recent)],
             "change_point_lines": [c.line() for c in changes],
-            # streak: how many of the newest commits in a row fail against that best (one noisy commit is 1)
+            # streak: how many of the newest commits in a row fail (against the second best: one stray commit is no streak)
             "drift": [{**d.to_json(), "orders": [history.commits[d.best], history.commits[d.newest]],
                        "streak": failing_streak(series[d.benchmark], d)} for d in drifts], "drift_failed": [d.line() for d in drifts if d.failed]}
 

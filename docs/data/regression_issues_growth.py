@@ -86,15 +86,16 @@ def one_seed(seed: int, runs: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--first", type=int, default=0, help="the first seed (default 0)")
     parser.add_argument("--runs", type=int, default=60)
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     results = []
-    for seed in range(args.seeds):
+    for seed in range(args.first, args.first + args.seeds):
         result = one_seed(seed, args.runs)
         print(result, flush=True)
         results.append(result)
-    summary = {"seeds": args.seeds, "runs": args.runs,
+    summary = {"seeds": [r["seed"] for r in results], "runs": args.runs,
                "issues": [r["issues"] for r in results],
                "duplicates": sum(r["duplicates"] for r in results),
                "unexplained_issues": sum(r["unexplained_issues"] for r in results),

@@ -342,3 +342,18 @@ def test_a_grown_history_files_one_issue_per_regression_whatever_triage_does(tmp
     assert [fix in c["body"] for c in state.comments[fixed["number"]]] == [True]
     assert fixed["title"] == "looking into it"  # a person's title is kept while the regression's own title is unchanged
     assert all(i["state"] == "open" for i in state.issues if i is not fixed)
+
+
+def test_a_drift_streak_is_not_made_by_one_stray_high_commit():
+    """The filer opens a drift issue only after DRIFT_STREAK failing commits in a row (ci.history.regressions'
+    ``streak``): counted against the window's second best, so one stray high commit does not make one."""
+    from ci.history.regressions import Series, drift, failing_streak
+    import numpy as np
+
+    flat = [0.0, 0.001, -0.001, 0.0, 0.025, 0.0, -0.001, 0.001, 0.0, -0.001]  # one commit 2.5% high
+    step = [0.0, 0.001, -0.001, 0.0, 0.001, -0.03, -0.031, -0.029, -0.03, -0.031]  # a 3% step five commits ago
+    for levels, streak in ((flat, 0), (step, 5)):
+        series = Series("m", bench("a"), [sha(i) for i in range(10)], np.log(500) + np.array(levels))
+        d = drift(series)
+        assert d is not None and failing_streak(series, d) == streak
+    assert drift(Series("m", bench("a"), [sha(i) for i in range(10)], np.log(500) + np.array(flat))).failed  # the guard

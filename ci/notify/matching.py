@@ -34,8 +34,8 @@ run: a re-run of the same run (the same results commit) counts the issues it ope
 
 Drift alarms (the drift guard failing): identity (series, best commit). One of a series that an
 open issue already holds (a change point or a drift of it) adds nothing. Else it joins an open
-issue whose findings are near its range (best, newest], or is grouped with this run's new change
-points and alarms by its first alarm (its newest commit then) -- but only once it has failed at
+issue whose findings are near the newest :data:`SETTLE` commits of its range (best, newest], or is
+grouped with this run's new change points and alarms by its first alarm (its newest commit then) -- but only once it has failed at
 :data:`DRIFT_STREAK` newest commits in a row. A change point of its series found later, within
 NEAR of its range (best, newest], joins its issue: the alarm and the change point are one
 regression. It is recovered when a later entry of the series, against the same best, no longer
@@ -244,8 +244,10 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
             continue
         if streak is not None and streak < DRIFT_STREAK:
             continue  # not yet: a noisy commit, or a step the change points will name
-        # Its whole range (best, newest]: an alarm raised a few commits after a step still spans the step's commit.
-        home = _nearest(joinable, entry.orders)
+        # Its range's newest SETTLE commits: an alarm raised a few commits after a step still spans the step's commit,
+        # and an older regression that its window of 10 also spans is not pulled in.
+        reach = (max(entry.orders[0], entry.orders[1] - SETTLE), entry.orders[1]) if entry.orders else None
+        home = _nearest(joinable, reach)
         if home is not None:
             home.drifts.append(entry)
         else:

@@ -10,10 +10,17 @@ Endpoints, with GitHub's shapes as far as ci.notify reads them:
 
 - ``GET  /repos/{o}/{r}/pulls?state=open&head=OWNER:BRANCH``
 - ``GET  /repos/{o}/{r}/issues/{n}/comments``, ``POST`` the same; ``PATCH /repos/{o}/{r}/issues/comments/{id}``
-- ``GET  /repos/{o}/{r}/issues?state=all&labels=L``, ``POST /repos/{o}/{r}/issues``
+- ``GET  /repos/{o}/{r}/issues?state=all&labels=L&creator=LOGIN``, ``POST /repos/{o}/{r}/issues``,
+  ``PATCH /repos/{o}/{r}/issues/{n}`` (title, body, state, state_reason, labels)
 - ``GET  /repos/{o}/{r}/labels``, ``POST`` the same
 - ``GET  /repos/{o}/{r}/pulls/{n}/files`` (GitHub stops at 3000 files; so does this), ``POST /repos/{o}/{r}/statuses/{sha}``
 - ``GET  /repos/{o}/{r}/actions/runs/{id}/attempts/{n}/jobs`` and ``.../actions/runs/{id}/artifacts`` (one page, as set)
+
+Rate limits, when asked (issue 38): :meth:`State.refuse` queues refusals for the next
+requests (a 403 or 429 with ``retry-after``, or ``x-ratelimit-remaining: 0`` and a reset time,
+or neither, as GitHub's secondary limits come), and ``State.write_burst = N`` refuses every
+write after N accepted ones in a row with a 403 and ``retry-after`` (a flood). What is refused
+is not carried out, as on GitHub, and is kept in ``refused``.
 
 Lists are paginated (``per_page``, ``page``, a ``Link: <...>; rel="next"`` header), so a
 client that reads only the first page is caught. A request without the token is 401;
@@ -50,6 +57,29 @@ class State:
     runs: dict[int, dict[str, Any]] = field(default_factory=dict)  # run id -> {"jobs": [...], "artifacts": [...]}
     requests: list[tuple[str, str, Any]] = field(default_factory=list)
     next_id: int = 1000
+    refusals: list[tuple[int, dict[str, str], str, bool]] = field(default_factory=list)  # status, headers, message, writes only
+    write_burst: int | None = None  # refuse the write after this many accepted in a row (403, retry-after)
+    burst_retry_after: str = "1"
+    refused: list[tuple[str, str, int]] = field(default_factory=list)  # method, path, status
+    _burst: int = 0
+
+    def refuse(self, count: int = 1, status: int = 403, headers: dict[str, str] | None = None,
+               message: str = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+               writes_only: bool = True) -> None:
+        """The next ``count`` requests (writes only, unless told) are refused with ``status`` and ``headers``."""
+        self.refusals += [(status, dict(headers or {}), message, writes_only)] * count
+
+    def _refusal(self, method: str) -> tuple[int, dict[str, str], str] | None:
+        for i, (status, headers, message, writes_only) in enumerate(self.refusals):
+            if method != "GET" or not writes_only:
+                del self.refusals[i]
+                return status, headers, message
+        if method != "GET" and self.write_burst is not None:
+            if self._burst >= self.write_burst:
+                self._burst = 0
+                return 403, {"Retry-After": self.burst_retry_after}, "You have exceeded a secondary rate limit."
+            self._burst += 1
+        return None
 
     def new_id(self) -> int:
         self.next_id += 1
@@ -118,6 +148,10 @@ class _Handler(BaseHTTPRequestHandler):
         s.requests.append((method, f"{path}{'?' + url.query if url.query else ''}", body))
         if self.headers.get("Authorization") != f"token {TOKEN}":
             return self._send(401, {"message": "Bad credentials"})
+        if refusal := s._refusal(method):
+            status, headers, message = refusal
+            s.refused.append((method, path, status))
+            return self._send(status, {"message": message, "documentation_url": "https://docs.github.com/rest"}, headers)
         prefix = f"/api/v3/repos/{s.repo}/"
         if not path.startswith(prefix):
             return self._send(404, {"message": "Not Found"})
@@ -161,10 +195,21 @@ class _Handler(BaseHTTPRequestHandler):
                         return self._send(200, c)
             return self._send(404, {"message": "Not Found"})
         if rest == "issues" and method == "GET":
-            label = query.get("labels")
+            label, creator = query.get("labels"), query.get("creator")
             found = [i for i in s.issues if (query.get("state") == "all" or i["state"] == query.get("state", "open"))
-                     and (not label or label in [lb["name"] for lb in i["labels"]])]
-            return self._page(found, query, path)
+                     and (not label or label in [lb["name"] for lb in i["labels"]])
+                     and (not creator or i["user"]["login"] == creator)]
+            return self._page(sorted(found, key=lambda i: i["number"], reverse=query.get("direction") != "asc"), query, path)
+        if (match := re.fullmatch(r"issues/(\d+)", rest)) and method == "PATCH":
+            issue = next((i for i in s.issues if i["number"] == int(match.group(1))), None)
+            if issue is None:
+                return self._send(404, {"message": "Not Found"})
+            for key in ("title", "body", "state", "state_reason"):
+                if key in body:
+                    issue[key] = body[key]
+            if "labels" in body:
+                issue["labels"] = [{"name": n} for n in body["labels"]]
+            return self._send(200, issue)
         if rest == "issues" and method == "POST":
             number = max([0, *(i["number"] for i in s.issues), *(p["number"] for p in s.pulls)]) + 1
             issue = {"number": number, "title": body["title"], "body": body["body"], "state": "open",

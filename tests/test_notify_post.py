@@ -20,7 +20,9 @@ import pytest
 
 from ci.notify.comment import MARKER
 from ci.notify.history import load_history_changes
-from ci.notify.issues import Context, existing_issue, plan_issues
+from ci.notify.issue_state import parse, tracked
+from ci.notify.issues import body as issue_body, title as issue_title
+from ci.notify.matching import plan
 from ci.notify.post import plan_comment
 from fake_github import BOT, FakeGitHub, State
 
@@ -128,8 +130,9 @@ def _changes(tmp_path: Path, data: dict, name: str = "changes.json") -> Path:
     return path
 
 
-def _issues(github: FakeGitHub, changes: Path) -> subprocess.CompletedProcess:
-    done = notify(github, "regression-issues", "--repo", "OWNER/REPO", "--changes", str(changes), "--run-url", RUN)
+def _issues(github: FakeGitHub, changes: Path, *extra: str) -> subprocess.CompletedProcess:
+    done = notify(github, "regression-issues", "--repo", "OWNER/REPO", "--changes", str(changes), "--run-url", RUN,
+                  "--write-interval", "0", *extra)
     assert done.returncode == 0, done.stderr
     return done
 
@@ -141,7 +144,7 @@ def _without_improvements(data: dict) -> dict:
     return data
 
 
-def test_one_issue_per_change_point_none_twice_and_recovery_said_once(github, tmp_path):
+def test_each_regression_is_filed_once_and_a_recovered_one_closed_naming_its_fix(github, tmp_path):
     state = github.state
     # Run 1: the short triton regression is not yet back (its improvement not seen yet).
     _issues(github, _changes(tmp_path, _without_improvements(HISTORY), "run1.json"))
@@ -150,64 +153,72 @@ def test_one_issue_per_change_point_none_twice_and_recovery_said_once(github, tm
     assert [lb["name"] for lb in state.labels] == ["perf-regression"]  # created once, when missing
     titles = " | ".join(i["title"] for i in state.issues)
     assert "flydsl_gfx950_4wave[default]" in titles and "triton_dot_scaled[" in titles and "[intrinsic_acc]" in titles
-    # The failing drift of intrinsic_acc joined the issue of that series' change point instead of opening its own.
+    # The failing drift of intrinsic_acc is in the issue of that series' change point, not an issue of its own.
     (intrinsic,) = [i for i in state.issues if "[intrinsic_acc]" in i["title"]]
-    assert "The drift guard fires" in intrinsic["body"] and "mxfp4-perf-note what=drift" in intrinsic["body"]
+    assert "The drift guard fires" in intrinsic["body"] and parse(intrinsic["body"]).drifts
     body = next(i["body"] for i in state.issues if "[default]" in i["title"])
     assert "python -m ci.bisect" in body and "--good " in body and "kernels/flydsl_gfx950_4wave.html" in body
-    assert "/compare/" in body and "-10.0%" in body
+    assert "/compare/" in body and "-10.0%" in body and "MOSUM" in body and "E-divisive" not in body
 
-    # Run 2: the same change points again: nothing opened, nothing commented.
+    # Run 2: the same change points again: nothing written.
     writes = len(state.writes())
     _issues(github, _changes(tmp_path, _without_improvements(HISTORY), "run2.json"))
     assert len(state.writes()) == writes and len(state.issues) == 3
 
-    # Run 3: the triton improvement is seen: its issue says "recovered", once; nothing else changes.
+    # Run 3: the triton improvement is seen: its issue is closed, once, naming the fixing commit; nothing else changes.
     _issues(github, _changes(tmp_path, HISTORY, "run3.json"))
     (triton,) = [i for i in state.issues if "triton_dot_scaled[" in i["title"]]
-    assert [c["body"].split(":")[0] for c in state.comments.get(triton["number"], [])] == ["**Recovered**"]
-    assert len(state.issues) == 3
+    fix = next(c for c in HISTORY["machines"][0]["change_points"] if c["change"]["direction"] == "improvement")
+    assert triton["state"] == "closed" and triton["state_reason"] == "completed"
+    assert [c["body"].split(":")[0] for c in state.comments[triton["number"]]] == ["**Recovered**"]
+    assert fix["first_after"][:12] in state.comments[triton["number"]][0]["body"] and fix["first_after"][:12] in triton["body"]
+    assert sum(i["state"] == "open" for i in state.issues) == 2
     _issues(github, _changes(tmp_path, HISTORY, "run4.json"))
     assert len(state.comments[triton["number"]]) == 1 and len(state.issues) == 3
 
-    # Run 5: a second change point (another benchmark) makes a second issue of its own.
+    # Run 5: another benchmark's change point in the same suspected commits joins that issue (one cause, one issue).
     data = copy.deepcopy(HISTORY)
     extra = copy.deepcopy(data["machines"][0]["change_points"][0])
     extra["benchmark"] = extra["benchmark"].replace("flydsl_gfx950_4wave:default", "torch_dequant:bf16")
     data["machines"][0]["change_points"].append(extra)
     _issues(github, _changes(tmp_path, data, "run5.json"))
-    assert len(state.issues) == 4 and "torch_dequant[bf16]" in state.issues[-1]["title"]
+    assert len(state.issues) == 3
+    (group,) = [i for i in state.issues if "torch_dequant[bf16]" in i["body"]]
+    assert group["title"].startswith("Slowdown of 2 benchmarks on mi355x-gpu0")
 
 
-def test_a_drift_gets_its_issue_and_its_recovery_once(github, tmp_path):
+def test_a_drift_gets_its_issue_closed_when_it_recovers(github, tmp_path):
     state = github.state
     data = copy.deepcopy(HISTORY)
     data["machines"][0]["change_points"] = []  # the drift alone
     _issues(github, _changes(tmp_path, data, "a.json"))
     (issue,) = state.issues
     assert issue["title"].startswith("Drift -") and "[intrinsic_acc]" in issue["title"]
-    # A later run: the same best, the newest back within the threshold.
+    # A window without that best says nothing.
     later = copy.deepcopy(data)
     (drift,) = [d for d in later["machines"][0]["drift"] if d["failed"]]
+    moved = copy.deepcopy(later)
+    next(d for d in moved["machines"][0]["drift"] if d["failed"]).update(best="f" * 40, failed=False)
+    _issues(github, _changes(tmp_path, moved, "b.json"))
+    assert issue["state"] == "open" and state.comments.get(issue["number"]) is None
+    # A later run: the same best, the newest back within the threshold.
     drift.update(failed=False, drop=0.004)
-    for name in ("b.json", "c.json"):
+    for name in ("c.json", "d.json"):
         _issues(github, _changes(tmp_path, later, name))
     assert [c["body"].split(":")[0] for c in state.comments[issue["number"]]] == ["**Recovered**"]
-    # A window without that best says nothing.
-    drift["best"] = "f" * 40
-    _issues(github, _changes(tmp_path, later, "d.json"))
-    assert len(state.comments[issue["number"]]) == 1 and len(state.issues) == 1
+    assert issue["state"] == "closed" and len(state.issues) == 1
 
 
 def test_issues_by_someone_else_do_not_silence_a_finding(github, tmp_path):
-    # Someone opens a labelled issue carrying the exact marker the bot would write for the first slowdown.
+    # Someone opens an issue carrying the exact first line the bot would write for the first slowdown.
     changes = load_history_changes(HISTORY)
-    first = plan_issues(changes.findings, [], Context("OWNER/REPO", RUN))[0]
-    assert existing_issue({"number": 1, "state": "open", "body": first.body}) is not None  # the marker alone would match
-    github.state.issues.append({"number": 1, "title": "forged", "body": first.body, "state": "open",
+    first = plan(changes, []).plans[0].new
+    forged = issue_body(first, "https://github.com", "OWNER/REPO")
+    assert tracked({"number": 1, "state": "open", "body": forged}) is not None  # the marker alone would match
+    github.state.issues.append({"number": 1, "title": "forged", "body": forged, "state": "open",
                                 "labels": [{"name": "perf-regression"}], "user": {"login": "mallory"}})
     _issues(github, _changes(tmp_path, HISTORY))
-    assert any(i["title"] == first.title and i["user"]["login"] == BOT for i in github.state.issues)
+    assert any(i["title"] == issue_title(first) and i["user"]["login"] == BOT for i in github.state.issues)
 
 
 def test_a_history_file_of_an_unknown_schema_is_refused(github, tmp_path):
@@ -218,6 +229,16 @@ def test_a_history_file_of_an_unknown_schema_is_refused(github, tmp_path):
     assert github.state.requests == []
 
 
+def test_a_dry_run_writes_nothing_and_the_json_lists_every_issue(github, tmp_path):
+    out = tmp_path / "issues.json"
+    done = _issues(github, _changes(tmp_path, _without_improvements(HISTORY)), "--dry-run")
+    assert github.state.writes() == [] and '"open: Slowdown' in done.stdout
+    _issues(github, _changes(tmp_path, _without_improvements(HISTORY), "b.json"), "--json", str(out))
+    record = json.loads(out.read_text())
+    assert record["schema"] == "mxfp4-regression-issues/1" and len(record["issues"]) == 3
+    assert {m["status"] for i in record["issues"] for m in i["members"]} == {"active"}
+
+
 def test_only_a_recent_change_point_opens_an_issue():
     """The publish lists every change point of the whole history, each marked ``recent`` when its new level starts
     among the newest measured commits: the first publish of a long history must not file every old regression."""
@@ -225,9 +246,7 @@ def test_only_a_recent_change_point_opens_an_issue():
     for machine in data["machines"]:
         for change in machine["change_points"]:
             change["recent"] = False
-    old = load_history_changes(data)
-    assert [a for a in plan_issues(old.findings, [], Context("OWNER/REPO", RUN)) if a.__class__.__name__ == "NewIssue"
-            and a.title.startswith("Slowdown")] == []
+        machine["drift"] = []
+    assert plan(load_history_changes(data), []).plans == []
     recent = load_history_changes(HISTORY)  # no "recent" field: an older report, all filed
-    assert any(a.title.startswith("Slowdown") for a in plan_issues(recent.findings, [], Context("OWNER/REPO", RUN))
-               if a.__class__.__name__ == "NewIssue")
+    assert any(p.new.kind == "slowdown" for p in plan(recent, []).plans)

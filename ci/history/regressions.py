@@ -177,6 +177,21 @@ def drift(series: Series, *, window: int = DRIFT_WINDOW, k: float = DRIFT_K, flo
                  failed=drop > threshold)
 
 
+def failing_streak(series: Series, d: Drift) -> int:
+    """How many of the newest commits in a row are more than the threshold below the window's second best.
+
+    The second best, not the best: one stray high commit would otherwise put every commit after it "below the best"
+    for a whole window (the issue filer reads the streak; the drift guard's own verdict is unchanged)."""
+    medians = series.medians()[-d.window:]
+    best = float(np.sort(medians)[-2]) if len(medians) >= 3 else float(np.max(medians))
+    streak = 0
+    for m in medians[::-1]:
+        if 1 - m / best <= d.threshold:
+            break
+        streak += 1
+    return streak
+
+
 # ---------------------------------------------------------------------------
 # what the main job reports
 # ---------------------------------------------------------------------------
@@ -212,9 +227,15 @@ def history_checks(history: History, machine: str, *, timed_on_gpu: bool, kept: 
     drifts = [d for s in series.values() if len(s.commits) >= DRIFT_MIN_COMMITS and (d := drift(s)) is not None]
     return {"machine": machine, "commits": len({c for s in series.values() for c in s.commits}), "benchmarks": len(series),
             "not_checked": None if timed_on_gpu else CPU_NOT_CHECKED,
-            "change_points": [{**c.to_json(), "recent": r} for c, r in zip(changes, recent)],
+            # orders (here and in drift): the commits' positions in the history's commit order, so that the issue filer
+            # can tell how far apart two changes are across benchmarks and runs (ci.notify.matching)
+            "change_points": [{**c.to_json(), "recent": r,
+                               "orders": [history.commits[c.last_before], history.commits[c.first_after]]}
+                              for c, r in zip(changes, recent)],
             "change_point_lines": [c.line() for c in changes],
-            "drift": [d.to_json() for d in drifts], "drift_failed": [d.line() for d in drifts if d.failed]}
+            # streak: how many of the newest commits in a row fail (against the second best: one stray commit is no streak)
+            "drift": [{**d.to_json(), "orders": [history.commits[d.best], history.commits[d.newest]],
+                       "streak": failing_streak(series[d.benchmark], d)} for d in drifts], "drift_failed": [d.line() for d in drifts if d.failed]}
 
 
 def all_checks(history: History, kept: store.Store | None = None) -> list[dict[str, Any]]:

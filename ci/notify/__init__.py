@@ -19,7 +19,9 @@ Modules, front to back:
   status.py     the comment's speed verdict -> the commit status (pure)
   markdown.py   untrusted text as code spans, tables, <details>, the 65536-character cap
   history.py    the history-changes JSON -> findings (slowdowns, drift), recovered or not
-  issues.py     findings + the issues there are -> what to open or comment (pure), and their text
-  github.py     `gh api` calls
+  issue_state.py  what a regression issue tracks, kept as the hidden first line of its body (strictly parsed)
+  matching.py   findings + the issues there are -> which issue each belongs to, what each becomes (pure)
+  issues.py     an issue's title, body and status comments from its state (pure)
+  github.py     `gh api` calls, GitHub's rate limits waited out
   post.py       the comment found again and edited; the PR found from the event; the issues filed
 """

@@ -7,9 +7,9 @@ from typing import Callable
 
 from ci.notify import bundle
 from ci.notify.comment import Links, render
-from ci.notify.github import GitHub, GitHubError
+from ci.notify.github import GitHub, GitHubError, Limits
 from ci.notify.history import load_history_changes
-from ci.notify.issues import Context, plan_issues
+from ci.notify.issues import Context
 from ci.notify.markdown import GITHUB_BODY_LIMIT
 from ci.notify.gate_files import GITHUB_FILES_LIMIT, files_record
 from ci.notify.judge import judge
@@ -96,20 +96,22 @@ def regression_issues(options, log: Log) -> int:
     for line in changes.not_checked:
         log(f"ci.notify: not checked: {line}")
     context = Context(options.repo, options.run_url, options.server_url, changes.site_url, changes.results_commit)
-    gh = GitHub(options.repo)
+    gh = GitHub(options.repo, limits=Limits(options.max_wait, write_interval_s=options.write_interval))
     try:
-        if options.dry_run:
-            from ci.notify.post import existing_issue, list_regression_issues
-
-            existing = [e for e in (existing_issue(i) for i in list_regression_issues(gh, options.bot_login)) if e]
-            for action in plan_issues(changes.findings, existing, context):
-                print(json.dumps(action.__dict__, indent=1))
-            return 0
-        done = file_issues(gh, changes.findings, context, options.bot_login, log)
+        record = file_issues(gh, changes, context, options.bot_login, lambda line: log(f"ci.notify: {line}"),
+                             max_new=options.max_new, dry_run=options.dry_run)
     except GitHubError as exc:
         log(f"ci.notify: {exc}")
         return 2
-    log(f"ci.notify: {len(changes.findings)} finding(s), {len(done)} action(s)")
+    finally:
+        if gh.waits:
+            log(f"ci.notify: waited {sum(gh.waits):.0f} s on GitHub's rate limits ({len(gh.waits)} time(s))")
+    if options.json is not None:
+        write_json_atomic(options.json, record)
+    if options.dry_run:
+        print(json.dumps(record, indent=1))
+    log(f"ci.notify: {len(changes.findings)} finding(s), {len(record['actions'])} issue(s) opened or changed"
+        + (" (dry run: nothing written)" if options.dry_run else ""))
     return 0
 
 

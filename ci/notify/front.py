@@ -8,6 +8,7 @@
     python -m ci.notify post-comment --repo OWNER/NAME --head-repo OWNER/NAME --head-branch B --head-sha SHA --body comment.md
                                      [--status status.json]
     python -m ci.notify regression-issues --repo OWNER/NAME --changes changes.json --run-url URL [--dry-run]
+                                          [--max-new N] [--max-wait S] [--write-interval S] [--json issues.json]
 
 ``judge`` runs this checkout's speed gate on the speed record's raw rounds
 (``python -m ci.speed --replay --judge``: numpy and scipy needed, the record read as JSON only);
@@ -60,6 +61,10 @@ class Options:
     server_url: str = "https://github.com"
     bot_login: str = BOT_LOGIN
     dry_run: bool = False
+    max_new: int = 10
+    max_wait: float = 600.0
+    write_interval: float = 1.0
+    json: Path | None = None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -92,14 +97,22 @@ def _parser() -> argparse.ArgumentParser:
     post.add_argument("--body", type=Path, required=True, metavar="PATH", help="the Markdown that `comment` wrote")
     post.add_argument("--status", type=Path, metavar="PATH",
                       help="the commit status `comment --status-out` wrote: set on --head-sha (POST statuses/SHA)")
-    issues = sub.add_parser("regression-issues", help="open or comment on one issue per regression on main (gh api)")
-    issues.add_argument("--changes", type=Path, required=True, metavar="PATH", help="the history-changes artifact's changes.json")
-    issues.add_argument("--run-url", required=True, metavar="URL", help="the history run's page (from the event)")
-    issues.add_argument("--dry-run", action="store_true", help="print what would be opened or commented; change nothing")
     files.add_argument("--head-repo", required=True, metavar="OWNER/NAME", help="the run's head repository (a fork's too)")
     files.add_argument("--head-branch", required=True, metavar="BRANCH")
     files.add_argument("--head-sha", required=True, metavar="SHA")
     files.add_argument("--repo", required=True, metavar="OWNER/NAME", help="this repository (github.repository)")
+    issues = sub.add_parser("regression-issues", help="open, edit or close one issue per regression on main (gh api)")
+    issues.add_argument("--changes", type=Path, required=True, metavar="PATH", help="the history-changes artifact's changes.json")
+    issues.add_argument("--run-url", required=True, metavar="URL", help="the history run's page (from the event)")
+    issues.add_argument("--dry-run", action="store_true", help="print what would be opened, edited or closed (JSON); change nothing")
+    issues.add_argument("--max-new", type=int, default=10, metavar="N",
+                        help="issues opened per run at most, a roll-up issue included (default 10)")
+    issues.add_argument("--max-wait", type=float, default=600.0, metavar="S",
+                        help="seconds this run may wait on GitHub's rate limits in all; then exit 2, a re-run resumes (default 600)")
+    issues.add_argument("--write-interval", type=float, default=1.0, metavar="S",
+                        help="seconds between two writes (GitHub asks for 1; default 1)")
+    issues.add_argument("--json", type=Path, metavar="PATH",
+                        help="write every regression issue after this run (schema mxfp4-regression-issues/1)")
     for p in (post, issues):
         p.add_argument("--repo", required=True, metavar="OWNER/NAME", help="this repository (github.repository)")
         p.add_argument("--server-url", default="https://github.com", metavar="URL", help="github.server_url (links)")
@@ -128,6 +141,11 @@ def options_from(argv: Sequence[str] | None) -> Options:
         _check(pattern, getattr(options, flag[2:].replace("-", "_")), flag, what)
     if options.attempt < 1:
         raise OptionsError(f"--attempt must be >= 1 (got {options.attempt})")
+    if options.max_new < 2:
+        raise OptionsError(f"--max-new must be >= 2: one issue may be the roll-up (got {options.max_new})")
+    for flag, value in (("--max-wait", options.max_wait), ("--write-interval", options.write_interval)):
+        if not 0 <= value <= 3600:
+            raise OptionsError(f"{flag} must be between 0 and 3600 seconds (got {value})")
     # The judge's download finds nothing when the GPU job never ran (no speed-gate artifact): nothing to judge, not an error.
     if options.artifacts is not None and not options.artifacts.is_dir() and options.command != "judge":
         raise OptionsError(f"--artifacts {options.artifacts}: no such folder")

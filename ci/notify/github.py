@@ -4,18 +4,30 @@
 host from ``GH_HOST`` (default github.com; another host is spoken to as GitHub
 Enterprise, ``https://HOST/api/v3/``, with ``GH_ENTERPRISE_TOKEN``: that is how the tests
 point it at a local server). Request bodies go through stdin (``--input -``), never the
-command line; ``--paginate`` follows the ``Link`` headers and prints one JSON array per
-page, which :func:`pages` joins.
+command line; ``--paginate`` follows the ``Link`` headers and prints one response per
+page, which :meth:`GitHub.get_all` joins.
+
+Every call runs with ``--include``, so the status and headers of each response are read
+(:func:`responses`), also of one that failed. GitHub's secondary rate limits are honoured as
+its REST documentation asks ("Rate limits for the REST API", docs.github.com): a 429, or a 403
+that says it is a rate limit (``retry-after``, ``x-ratelimit-remaining: 0``, or "rate limit" in
+its message), is retried after ``retry-after`` seconds, else at ``x-ratelimit-reset``, else after
+a minute doubled at each further refusal; the run's total wait is bounded (:class:`Limits`), and
+past it the call fails (exit 2): a re-run resumes, since what was filed is found again by its
+marker. Writes are spaced by ``write_interval_s`` (GitHub asks for a second between writes).
+A 403 that is not a rate limit (a missing permission) fails at once.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 GH_TIMEOUT_S = 120
 
@@ -24,17 +36,61 @@ class GitHubError(RuntimeError):
     """A ``gh api`` call that failed; the message has the method, the path and what gh said."""
 
 
-def pages(text: str) -> list[Any]:
-    """The items of ``gh api --paginate`` output: JSON arrays one after another (or one object per page)."""
-    decoder, items, at = json.JSONDecoder(), [], 0
-    text = text.strip()
-    while at < len(text):
-        value, end = decoder.raw_decode(text, at)
-        items.extend(value if isinstance(value, list) else [value])
-        at = end
+_STATUS = re.compile(r"HTTP/[0-9.]+ ([0-9]{3})[^\n]*\n")
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    headers: Mapping[str, str]  # names lower-cased
+    body: Any  # the JSON value, None when empty
+
+    def rate_limited(self) -> bool:
+        if self.status == 429:
+            return True
+        message = str(self.body.get("message", "")) if isinstance(self.body, dict) else ""
+        return self.status == 403 and ("retry-after" in self.headers or self.headers.get("x-ratelimit-remaining") == "0"
+                                       or "rate limit" in message.lower())
+
+
+def responses(text: str) -> list[Response]:
+    """The responses ``gh api --include`` printed: each a status line, headers, a blank line and a JSON body (or none)."""
+    decoder, out, at = json.JSONDecoder(), [], 0
+    while True:
         while at < len(text) and text[at].isspace():
             at += 1
-    return items
+        if at >= len(text):
+            return out
+        match = _STATUS.match(text, at)
+        if match is None:
+            raise GitHubError(f"gh printed no HTTP status where one was expected: {text[at:at + 120]!r}")
+        at, headers = match.end(), {}
+        while at < len(text):
+            end = text.find("\n", at)
+            end = len(text) if end < 0 else end
+            line, at = text[at:end].rstrip("\r"), end + 1
+            if not line:
+                break
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        while at < len(text) and text[at] in " \t\r\n":
+            at += 1
+        body = None
+        if at < len(text) and not _STATUS.match(text, at):
+            try:
+                body, at = decoder.raw_decode(text, at)
+            except ValueError:
+                raise GitHubError(f"a response body that is not JSON: {text[at:at + 120]!r}") from None
+        out.append(Response(int(match.group(1)), headers, body))
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How long to wait on GitHub's rate limits, in all, and between writes."""
+
+    max_wait_s: float = 600.0  # the run's total wait on rate limits; then exit 2 (a re-run resumes)
+    first_backoff_s: float = 60.0  # a refusal without retry-after or reset: GitHub asks for at least a minute
+    write_interval_s: float = 1.0  # GitHub asks for a second between POST/PATCH/PUT/DELETE requests
 
 
 @dataclass
@@ -45,12 +101,17 @@ class GitHub:
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     gh: str = "gh"
     calls: list[str] = field(default_factory=list)  # "METHOD path", in order: what the run did, for its log
+    limits: Limits = field(default_factory=Limits)
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.time
+    waits: list[float] = field(default_factory=list)  # each wait on a rate limit, seconds
+    _last_write: float | None = None
 
-    def _run(self, method: str, path: str, body: Any = None, paginate: bool = False) -> str:
+    def _once(self, method: str, path: str, body: Any, paginate: bool) -> tuple[subprocess.CompletedProcess, list[Response]]:
         exe = shutil.which(self.gh, path=self.env.get("PATH")) or shutil.which(self.gh)
         if exe is None:
             raise GitHubError(f"the GitHub CLI ({self.gh}) is not installed")
-        cmd = [exe, "api", "--method", method, path, "-H", "Accept: application/vnd.github+json"]
+        cmd = [exe, "api", "--include", "--method", method, path, "-H", "Accept: application/vnd.github+json"]
         if paginate:
             cmd.append("--paginate")
         if body is not None:
@@ -61,25 +122,64 @@ class GitHub:
                                   env=dict(self.env), timeout=GH_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise GitHubError(f"{method} {path}: gh did not answer in {GH_TIMEOUT_S} s") from None
-        if done.returncode != 0:
-            said = (done.stderr.strip() or done.stdout.strip())[-500:]
-            raise GitHubError(f"{method} {path}: gh exited {done.returncode}: {said}")
-        return done.stdout
+        try:
+            return done, responses(done.stdout)
+        except GitHubError:
+            if done.returncode == 0:
+                raise
+            return done, []
+
+    def _wait_for(self, refused: Response, attempt: int) -> float:
+        """Seconds to wait before trying again (module doc)."""
+        retry_after = refused.headers.get("retry-after", "")
+        if retry_after.isdigit():
+            return float(retry_after)
+        reset = refused.headers.get("x-ratelimit-reset", "")
+        if refused.headers.get("x-ratelimit-remaining") == "0" and reset.isdigit():
+            return max(0.0, float(reset) - self.clock()) + 1.0
+        return self.limits.first_backoff_s * 2 ** attempt
+
+    def _run(self, method: str, path: str, body: Any = None, paginate: bool = False) -> list[Response]:
+        if method != "GET" and self._last_write is not None:
+            pause = self._last_write + self.limits.write_interval_s - self.clock()
+            if pause > 0:
+                self.sleep(pause)
+        attempt = 0
+        while True:
+            done, got = self._once(method, path, body, paginate)
+            if method != "GET":
+                self._last_write = self.clock()
+            if done.returncode == 0:
+                return got
+            refused = got[-1] if got else None
+            if refused is None or not refused.rate_limited():
+                said = (done.stderr.strip() or done.stdout.strip())[-500:]
+                raise GitHubError(f"{method} {path}: gh exited {done.returncode}: {said}")
+            wait = self._wait_for(refused, attempt)
+            if sum(self.waits) + wait > self.limits.max_wait_s:
+                raise GitHubError(f"{method} {path}: rate limited (HTTP {refused.status}); waiting {wait:.0f} s more would "
+                                  f"pass this run's limit of {self.limits.max_wait_s:.0f} s (waited "
+                                  f"{sum(self.waits):.0f} s): stopped; a re-run resumes where this one stopped")
+            self.waits.append(wait)
+            self.sleep(wait)
+            attempt += 1
 
     def get(self, path: str) -> Any:
-        text = self._run("GET", path)
-        return json.loads(text) if text.strip() else None
+        return self._run("GET", path)[-1].body
 
     def get_all(self, path: str) -> list[Any]:
         """Every item of a list endpoint, all pages (``per_page=100`` unless the path sets it)."""
         sep = "&" if "?" in path else "?"
-        return pages(self._run("GET", path if "per_page=" in path else f"{path}{sep}per_page=100", paginate=True))
+        items: list[Any] = []
+        for page in self._run("GET", path if "per_page=" in path else f"{path}{sep}per_page=100", paginate=True):
+            items.extend(page.body if isinstance(page.body, list) else [page.body])
+        return items
 
     def post(self, path: str, body: Mapping[str, Any]) -> Any:
-        return json.loads(self._run("POST", path, body) or "null")
+        return self._run("POST", path, body)[-1].body
 
     def patch(self, path: str, body: Mapping[str, Any]) -> Any:
-        return json.loads(self._run("PATCH", path, body) or "null")
+        return self._run("PATCH", path, body)[-1].body
 
     def repo_path(self, rest: str) -> str:
         return f"repos/{self.repo}/{rest}"

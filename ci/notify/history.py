@@ -8,9 +8,11 @@ wrong type is a RecordError naming its path (ci.notify.records.Reader).
 
 Findings:
 
-* :class:`Slowdown` -- a change point with direction "regression". Its identity is
-  (machine, benchmark, last_before, first_after): the same change point seen by a later
-  run is the same finding. **Recovered** when a later change point of the same series
+* :class:`Slowdown` -- a change point with direction "regression", with where it is: its
+  suspected commits (last_before, first_after], its index in the series and, when the
+  publish says, the two commits' positions in the history's commit order (``orders``).
+  Which issue it belongs to is decided by ci.notify.matching (a change point may move a
+  commit or two as the history grows). **Recovered** when a later change point of the same series
   (a larger index) is an improvement that takes back at least half of the drop: the level
   after both, ``(1 + r)(1 + q) - 1``, is above ``r / 2`` (r < 0 the regression's relative
   change, q the improvement's). That is how a short regression that was fixed shows in
@@ -20,6 +22,8 @@ Findings:
   **recovered** when a later run's drift entry of the series is measured against the same
   ``best`` and no longer fails (the newest commit is back within the threshold of that
   best). A later window that no longer holds that best says nothing either way.
+
+Which issue each finding belongs to, and when one is opened or closed, is ci.notify.matching's.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ class Recovery:
     first_after: str
     relative_change: float  # the improvement's own size
     net: float  # the level after both changes, relative to the level before the regression
+    settled: int | None = None  # commits measured at the level it brought back (up to the next change)
 
 
 @dataclass(frozen=True)
@@ -64,14 +69,14 @@ class Slowdown:
     # Its new level starts among the newest measured commits (the publish's "recent"; absent in older reports: True).
     # Only a recent change point opens an issue: the first publish of a long history must not file every old one.
     recent: bool = True
+    index: int = 0  # in the series: the first commit at the new level
+    orders: tuple[int, int] | None = None  # last_before's and first_after's positions in the history's commit order
+    settled: int | None = None  # commits measured at the new level so far (up to the next change); None: not said
 
     @property
     def series(self) -> str:
         return short_hash(self.machine, self.benchmark)
 
-    @property
-    def key(self) -> str:
-        return short_hash("change-point", self.machine, self.benchmark, self.last_before, self.first_after)
 
 
 @dataclass(frozen=True)
@@ -85,14 +90,13 @@ class DriftAlarm:
     noise: float
     window: int
     failed: bool
+    orders: tuple[int, int] | None = None  # best's and newest's positions in the history's commit order
+    streak: int | None = None  # the newest commits in a row that fail against best; None: not said
 
     @property
     def series(self) -> str:
         return short_hash(self.machine, self.benchmark)
 
-    @property
-    def key(self) -> str:
-        return short_hash("drift", self.machine, self.benchmark, self.best)
 
 
 Finding = Slowdown | DriftAlarm
@@ -104,6 +108,9 @@ class HistoryChanges:
     site_url: str | None  # ends with "/"; None when the site's address is not known
     findings: tuple[Finding, ...]  # every regression change point and every drift entry, failed or not
     not_checked: tuple[str, ...]  # "machine: why" for machines whose timings were not checked
+    # series (short_hash(machine, benchmark)) this file speaks for: each has a drift entry or a change point. A change
+    # point of an issue that is absent here while its series is present has dissolved; absent series say nothing.
+    present: frozenset[str] = frozenset()
 
 
 def _sha(r: Reader) -> str:
@@ -138,6 +145,7 @@ def load_history_changes(data: Any, file: str = "changes.json") -> HistoryChange
     root = check_schema(data, "mxfp4-history-changes", file)
     findings: list[Finding] = []
     not_checked = []
+    present: set[str] = set()
     for m in root.get("machines").items():
         machine = m.get("machine").text()
         if m.get("not_checked").text(optional=True):
@@ -149,14 +157,17 @@ def load_history_changes(data: Any, file: str = "changes.json") -> HistoryChange
             later = [p for p in points[index + 1:] if p["benchmark"] == cp["benchmark"] and p["index"] > cp["index"]]
             findings.append(Slowdown(machine, cp["benchmark"], cp["last_before"], cp["first_after"], cp["relative_change"],
                                      cp["interval"], cp["confidence"], cp["p_value"], cp["level"], _recovery(cp, later),
-                                     cp["recent"]))
+                                     cp["recent"], cp["index"], cp["orders"], cp["settled"]))
+        present.update(short_hash(machine, cp["benchmark"]) for cp in points)
         for d in m.get("drift").items(optional=True):
+            present.add(short_hash(machine, d.get("benchmark").text()))
             findings.append(DriftAlarm(machine, d.get("benchmark").text(), _sha(d.get("newest")), _sha(d.get("best")),
                                        d.get("drop").number(), d.get("threshold").number(), d.get("noise").number(),
-                                       d.get("window").integer(), bool(d.get("failed").boolean())))
+                                       d.get("window").integer(), bool(d.get("failed").boolean()), _orders(d.get("orders")),
+                                       d.get("streak").integer(optional=True)))
     commit = root.get("results_commit")
     return HistoryChanges(_sha(commit) if commit.value is not None else None, _site_url(root.get("site_url")),
-                          tuple(findings), tuple(not_checked))
+                          tuple(findings), tuple(not_checked), frozenset(present))
 
 
 def _change_point(c: Reader, machine: str) -> dict[str, Any]:
@@ -171,7 +182,27 @@ def _change_point(c: Reader, machine: str) -> dict[str, Any]:
             "direction": change.get("direction").choice({"regression", "improvement"}),
             "relative_change": change.get("relative_change").number(), "interval": (interval[0].number(), interval[1].number()),
             "confidence": change.get("confidence").number(), "p_value": change.get("p_value").number(),
-            "level": change.get("level").number(), "recent": c.get("recent").boolean(optional=True) is not False}
+            "level": change.get("level").number(), "recent": c.get("recent").boolean(optional=True) is not False,
+            "orders": _orders(c.get("orders")), "settled": _settled(change.get("after"))}
+
+
+def _settled(r: Reader) -> int | None:
+    if r.value is None:
+        return None
+    pair = r.items()
+    if len(pair) != 2:
+        raise RecordError(f"{r.path}: expected [start, end]")
+    return pair[1].integer() - pair[0].integer()
+
+
+def _orders(r: Reader) -> tuple[int, int] | None:
+    """The suspected range's positions in the commit order (absent in reports before issue 38: None)."""
+    if r.value is None:
+        return None
+    pair = r.items()
+    if len(pair) != 2 or pair[0].integer() > pair[1].integer():
+        raise RecordError(f"{r.path}: expected [before, after], before <= after")
+    return pair[0].integer(), pair[1].integer()
 
 
 def _recovery(regression: dict[str, Any], later: list[dict[str, Any]]) -> Recovery | None:
@@ -180,5 +211,5 @@ def _recovery(regression: dict[str, Any], later: list[dict[str, Any]]) -> Recove
     for cp in later:
         level *= 1 + cp["relative_change"]
         if cp["direction"] == "improvement" and level - 1 >= regression["relative_change"] / 2:
-            return Recovery(cp["last_before"], cp["first_after"], cp["relative_change"], level - 1)
+            return Recovery(cp["last_before"], cp["first_after"], cp["relative_change"], level - 1, cp["settled"])
     return None

@@ -1,37 +1,24 @@
-"""One issue per regression on main: titles, bodies and comments (pure), and what to do given the issues there are.
+"""A regression issue's title, body and comments, rendered from its state (ci.notify.issue_state): pure text.
 
-:func:`plan_issues` decides from the findings (ci.notify.history) and the issues this
-workflow opened before (found by the hidden marker in their body, :func:`existing_issue`):
-
-* a regression change point gets one issue, ever: when an issue (open or closed) carries its
-  key, nothing new is opened; when that issue is open and the change point has since
-  recovered, one comment says so (once: the comment carries a note marker);
-* a failing drift guard gets one issue per (machine, benchmark, best), or, when an issue
-  of the same series is already open (or about to be opened by this run), one comment on it;
-* a drift issue whose series is back within the threshold of the same best gets one
-  "recovered" comment.
-
-Markers hold only hex digests and commit shas, so an issue body cannot forge another
-key by its text. Issues and comments by anyone but the workflow's bot are not read
-(ci.notify.post filters them), so nobody else can silence a finding.
+The body is a function of the state alone (and the repository's address), so an issue whose
+state did not change renders the same text and is not edited; one whose change point moved is
+rewritten whole. Every name that comes from the history (benchmark, machine) is a code span
+(ci.notify.markdown); links are built here from commit shas and the event's addresses.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Sequence
 
 from ci.notify.history import DriftAlarm, Finding, Slowdown, kernel_page
-from ci.notify.markdown import FIELD_LIMIT, clean, code, percent
+from ci.notify.issue_state import DriftEntry, IssueState, Member, render_marker
+from ci.notify.markdown import FIELD_LIMIT, clean, code, percent, table
 
-MARKER = "<!-- mxfp4-perf-regression kind={kind} key={key} series={series}{best} -->"
-NOTE = "<!-- mxfp4-perf-note what={what} key={key} -->"
-_MARKER = re.compile(r"<!-- mxfp4-perf-regression kind=(change-point|drift) key=([0-9a-f]{16}) series=([0-9a-f]{16})"
-                     r"(?: best=([0-9a-f]{7,40}))? -->")
-_NOTE = re.compile(r"<!-- mxfp4-perf-note what=(drift|recovered) key=([0-9a-f]{16}) -->")
 TITLE_LIMIT = 256  # GitHub's
+METHOD = "a multi-scale MOSUM scan, each change confirmed against its neighbours: docs/CHANGE_POINTS.md"
 
 
 @dataclass(frozen=True)
@@ -43,43 +30,6 @@ class Context:
     server_url: str = "https://github.com"
     site_url: str | None = None
     results_commit: str | None = None
-
-
-@dataclass(frozen=True)
-class NewIssue:
-    title: str
-    body: str
-    key: str
-
-
-@dataclass(frozen=True)
-class Comment:
-    issue: int
-    body: str
-    why: str
-
-
-@dataclass(frozen=True)
-class ExistingIssue:
-    number: int
-    open: bool
-    kind: str
-    key: str
-    series: str
-    best: str | None
-    notes: frozenset[tuple[str, str]] = field(default_factory=frozenset)  # (what, key) in its body and comments
-
-
-def existing_issue(issue: dict[str, Any]) -> ExistingIssue | None:
-    """An issue this workflow opened (its body's marker), with the notes of its body and ``comment_bodies``; else None."""
-    body = str(issue.get("body") or "")
-    match = _MARKER.search(body)
-    if not match or not isinstance(issue.get("number"), int):
-        return None
-    texts = [body, *[str(c) for c in issue.get("comment_bodies") or []]]
-    notes = frozenset((m.group(1), m.group(2)) for text in texts for m in _NOTE.finditer(text))
-    return ExistingIssue(issue["number"], issue.get("state") == "open", match.group(1), match.group(2), match.group(3),
-                         match.group(4), notes)
 
 
 def gate_id(benchmark: str) -> str:
@@ -107,113 +57,190 @@ def bisect_block(machine: str, good: str, bad: str, benchmark: str) -> str:
             "job's JSON report of that machine; this job runs no bisection (it has no GPU)._")
 
 
-def _compare(context: Context, a: str, b: str) -> str:
-    return f"[{a[:12]}..{b[:12]}]({context.server_url}/{context.repo}/compare/{a}...{b})"
+def _compare(server_url: str, repo: str, a: str, b: str) -> str:
+    return f"[{a[:12]}..{b[:12]}]({server_url}/{repo}/compare/{a}...{b})"
 
 
 def _facts(rows: list[tuple[str, str]]) -> str:
     return "\n".join(f"- **{k}**: {v}" for k, v in rows)
 
 
-def _where(context: Context, benchmark: str) -> list[tuple[str, str]]:
-    page = kernel_page(context.site_url, benchmark)
-    found = f"[history run]({context.run_url})"
-    if context.results_commit:
-        found += f" on asv-results {code(context.results_commit[:12])}"
-    return [("kernel page", f"[{page.rsplit('/', 1)[-1]}]({page})" if page else "(the site's address is not known)"),
-            ("found by", found)]
+def _found(state: IssueState) -> str:
+    found = f"[history run]({state.run_url})" if state.run_url else "a history run"
+    return found + (f" on asv-results {code(state.results_commit[:12])}" if state.results_commit else "")
 
 
-def title(finding: Finding) -> str:
-    what = (f"Slowdown {percent(finding.relative_change)}" if isinstance(finding, Slowdown)
-            else f"Drift {percent(-finding.drop)}")
-    text = f"{what} of {clean(gate_id(finding.benchmark), 120)} on {clean(finding.machine, 60)}"
-    commits = ((finding.last_before, finding.first_after) if isinstance(finding, Slowdown) else (finding.best, finding.newest))
-    return clean(f"{text} ({commits[0][:7]}..{commits[1][:7]})", TITLE_LIMIT)
+def _page(state: IssueState, benchmark: str) -> str:
+    page = kernel_page(state.site_url, benchmark)
+    return f"[{page.rsplit('/', 1)[-1]}]({page})" if page else "(the site's address is not known)"
 
 
-def slowdown_body(f: Slowdown, context: Context) -> str:
-    low, high = f.interval
-    rows = [("benchmark", code(f.benchmark)), ("machine", code(f.machine)),
-            ("size", f"**{percent(f.relative_change)}** TFLOPS, {f.confidence:.0%} interval {percent(low)} to {percent(high)}"),
-            ("significance", f"p = {f.p_value:.2g} at level {f.level:.2g} (E-divisive, docs/CHANGE_POINTS.md)"),
-            ("suspected commits", f"{_compare(context, f.last_before, f.first_after)}: after the last commit measured at "
-                                  "the old level, up to the first measured at the new"),
-            *_where(context, f.benchmark)]
-    return "\n\n".join([
-        f"### Slowdown on main: {code(gate_id(f.benchmark))} on {code(f.machine)}",
-        "The history job found a change point in this benchmark's TFLOPS history on main.", _facts(rows),
-        bisect_block(f.machine, f.last_before, f.first_after, f.benchmark),
-        "_Opened by the regression-issues workflow, once per change point. A later run that finds the level back "
-        "says so here._", MARKER.format(kind="change-point", key=f.key, series=f.series, best="")])
+def _span(members: Sequence[Member]) -> tuple[str, str]:
+    """The suspected range of several change points: the earliest last_before to the latest first_after."""
+    by_before = min(members, key=lambda m: (m.orders or (m.index - 1, m.index))[0])
+    by_after = max(members, key=lambda m: (m.orders or (m.index - 1, m.index))[1])
+    return by_before.last_before, by_after.first_after
 
 
-def drift_text(d: DriftAlarm, context: Context) -> str:
+def _machines(members: Sequence[Member]) -> str:
+    names = sorted({m.machine for m in members})
+    return code(names[0], 60) if len(names) == 1 else f"{len(names)} machines"
+
+
+def title(what: IssueState | Finding) -> str:
+    """The issue's title (a finding's, for the issue it would open alone)."""
+    if not isinstance(what, IssueState):
+        return title(_alone(what))
+    state = what
+    if state.kind == "drift" and state.drifts:
+        d = state.drifts[0]
+        text = f"Drift {percent(-d.drop)} of {clean(gate_id(d.benchmark), 120)} on {clean(d.machine, 60)}"
+        return clean(f"{text} ({d.best[:7]}..{d.newest[:7]})", TITLE_LIMIT)
+    members = state.members
+    if state.kind == "rollup":
+        return clean(f"Slowdowns over this workflow's per-run issue cap: {len(members)} change points, "
+                     f"{len(state.drifts)} drift alarms", TITLE_LIMIT)
+    a, b = _span(members)
+    if len(members) == 1:
+        m = members[0]
+        text = f"Slowdown {percent(m.change)} of {clean(gate_id(m.benchmark), 120)} on {clean(m.machine, 60)}"
+    else:
+        machines = sorted({m.machine for m in members})
+        where = clean(machines[0], 60) if len(machines) == 1 else f"{len(machines)} machines"
+        text = f"Slowdown of {len(members)} benchmarks on {where}"
+    return clean(f"{text} ({a[:7]}..{b[:7]})", TITLE_LIMIT)
+
+
+def _status_line(state: IssueState, server: str, repo: str) -> str:
+    if state.status == "open":
+        return "**Status: open.** A later run edits this issue when the change point moves, and closes it when the level " \
+               "comes back or more data does not confirm it."
+    if state.status == "recovered":
+        fixed = [m for m in state.members if m.status == "recovered" and m.fix]
+        if fixed:
+            lines = [f"{code(gate_id(m.benchmark), 80)}: recovered in {_compare(server, repo, m.fix[0], m.fix[1])} (fixing "
+                     f"commit {_fix_commit(m)}), an improvement of {percent(m.fix[2])}; the level is now {percent(m.fix[3])} "
+                     "from before the slowdown" for m in fixed[:20]]
+            more = f"\n- … and {len(fixed) - 20} more" if len(fixed) > 20 else ""
+            return "**Status: recovered, closed.**\n\n" + "\n".join(f"- {line}" for line in lines) + more
+        return "**Status: recovered, closed.** The drift guard measures the newest commit back within its threshold."
+    return ("**Status: not confirmed, closed.** With more commits measured, the history no longer shows this change point: "
+            "it was noise or a level that came back before it settled.")
+
+
+def _fix_commit(m: Member) -> str:
+    assert m.fix is not None
+    return code(m.fix[1][:12])
+
+
+def _member_row(m: Member, server: str, repo: str, machine: bool) -> dict[str, str]:
+    low, high = m.interval
+    status = {"active": "open", "recovered": f"recovered at {_fix_commit(m)}" if m.fix else "recovered",
+              "dissolved": "not confirmed"}[m.status]
+    row = {"benchmark": code(gate_id(m.benchmark), 120, in_table=True)}
+    if machine:
+        row["machine"] = code(m.machine, 60, in_table=True)
+    compare = f"[{m.last_before[:7]}..{m.first_after[:7]}]({server}/{repo}/compare/{m.last_before}...{m.first_after})"
+    return {**row, "TFLOPS": f"**{percent(m.change)}**", "95% interval": f"{percent(low)} to {percent(high)}",
+            "suspected commits": compare, "status": status}
+
+
+def _drift_text(d: DriftEntry, server: str, repo: str) -> str:
     rows = [("benchmark", code(d.benchmark)), ("machine", code(d.machine)),
             ("drop", f"**{percent(-d.drop)}**: the newest commit against the best of the last {d.window} measured"),
             ("threshold", f"{d.threshold:.2%} (3 x {d.noise:.2%} commit-to-commit noise, at least 2%)"),
-            ("suspected commits", f"{_compare(context, d.best, d.newest)}: from the best to the newest"),
-            *_where(context, d.benchmark)]
+            ("suspected commits", f"{_compare(server, repo, d.best, d.newest)}: from the best to the newest"),
+            ("status", "failing" if d.status == "failing" else "recovered: the newest commit is back within the threshold")]
     return "\n\n".join(["The drift guard fires: every step may have passed the PR gate while their sum did not.",
                         _facts(rows), bisect_block(d.machine, d.best, d.newest, d.benchmark)])
 
 
+FOOTER = ("_Filed by the regression-issues workflow: one issue per regression, found again by the hidden line at the top "
+          "of this body (not by its label or title), edited when the change point moves, closed when the level comes back "
+          "or more data does not confirm it. docs/PR_COMMENT.md, \"One issue per regression on main\"._")
+
+
+def body(state: IssueState, server_url: str, repo: str) -> str:
+    """The whole body: the marker line, then what a person reads."""
+    server = server_url.rstrip("/")
+    blocks = [render_marker(state)]
+    members = state.members
+    if state.kind == "drift" and state.drifts:
+        d = state.drifts[0]
+        blocks += [f"### Drift on main: {code(gate_id(d.benchmark))} on {code(d.machine)}",
+                   _status_line(state, server, repo), _drift_text(d, server, repo), _facts([("found by", _found(state))])]
+        return "\n\n".join(blocks + [FOOTER])
+    if len(members) == 1 and state.kind == "slowdown":
+        m = members[0]
+        low, high = m.interval
+        blocks += [f"### Slowdown on main: {code(gate_id(m.benchmark))} on {code(m.machine)}",
+                   _status_line(state, server, repo),
+                   "The history job found a change point in this benchmark's TFLOPS history on main.",
+                   _facts([("benchmark", code(m.benchmark)), ("machine", code(m.machine)),
+                           ("size", f"**{percent(m.change)}** TFLOPS, 95% interval {percent(low)} to {percent(high)}"),
+                           ("significance", f"p = {m.p_value:.2g} ({METHOD})"),
+                           ("suspected commits", f"{_compare(server, repo, m.last_before, m.first_after)}: after the last "
+                                                 "commit measured at the old level, up to the first measured at the new"),
+                           ("kernel page", _page(state, m.benchmark)), ("found by", _found(state))]),
+                   bisect_block(m.machine, m.last_before, m.first_after, m.benchmark)]
+    elif members:
+        a, b = _span(members)
+        head = ("Slowdowns over this workflow's per-run issue cap" if state.kind == "rollup"
+                else f"Slowdown on main: {len(members)} benchmarks on {_machines(members)}")
+        why = ("More change points were found in one run than this workflow opens issues for; these are listed here "
+               "instead. A later run adds to this issue until it is closed." if state.kind == "rollup" else
+               "The history job found change points that share a suspected commit range in several benchmarks or "
+               "machines: one cause (a shared module, the runner, a driver) is the likely story, so they are one issue.")
+        active = [m for m in members if m.status == "active"] or list(members)
+        largest = min(active, key=lambda m: m.change)
+        several = len({m.machine for m in members}) > 1
+        # The group's bisection spans every member's suspected commits: one member's range may miss the culprit
+        # when noise placed its change point a commit late.
+        good, bad = _span([m for m in active if m.machine == largest.machine]) if state.kind != "rollup" else \
+            (largest.last_before, largest.first_after)
+        blocks += [f"### {head}", _status_line(state, server, repo), why,
+                   _facts([("suspected commits", _compare(server, repo, a, b) + " (all of them together)"),
+                           ("significance", METHOD), ("found by", _found(state))]),
+                   table([_member_row(m, server, repo, several) for m in members]),
+                   bisect_block(largest.machine, good, bad, largest.benchmark)]
+    for d in state.drifts:
+        blocks.append(_drift_text(d, server, repo))
+    return "\n\n".join(blocks + [FOOTER])
+
+
+def transition_comment(old: str, new: str, state: IssueState, context: Context) -> str:
+    """What a person is told when an issue changes status (``old`` -> ``new``)."""
+    run = f"([history run]({context.run_url}))"
+    server = context.server_url.rstrip("/")
+    if new == "recovered":
+        fixed = [m for m in state.members if m.status == "recovered" and m.fix]
+        if fixed:
+            commits = ", ".join(sorted({m.fix[1][:12] for m in fixed}))
+            return (f"**Recovered**: the level is back (within the noise) after {_compare(server, context.repo, fixed[0].fix[0], fixed[0].fix[1])}; "
+                    f"fixing commit `{commits}`. Closing {run}.")
+        return f"**Recovered**: the drift guard finds the newest commit back within its threshold. Closing {run}."
+    if new == "not-confirmed":
+        return (f"**Not confirmed**: with more commits measured, the change point is no longer there (noise, or a level "
+                f"that moved back before it settled). Closing {run}.")
+    return f"**Reopened**: the change point is back in the history {run}."
+
+
+# Compatibility for the screenshots script (docs/data/pr_comment_screenshots.py): a finding's issue as it would open.
+def _alone(f: Finding) -> IssueState:
+    from ci.notify.matching import member_of
+
+    if isinstance(f, Slowdown):
+        return IssueState("slowdown", "open", (member_of(f),))
+    assert isinstance(f, DriftAlarm)
+    return IssueState("drift", "open", (), (DriftEntry(f.machine, f.benchmark, f.best, f.newest, f.drop, f.threshold,
+                                                       f.noise, f.window, "failing"),))
+
+
+def slowdown_body(f: Slowdown, context: Context) -> str:
+    return body(_alone(f).with_(run_url=context.run_url, results_commit=context.results_commit,
+                                site_url=context.site_url), context.server_url, context.repo)
+
+
 def drift_body(d: DriftAlarm, context: Context) -> str:
-    return "\n\n".join([f"### Drift on main: {code(gate_id(d.benchmark))} on {code(d.machine)}", drift_text(d, context),
-                        "_Opened by the regression-issues workflow, once per (machine, benchmark, best commit). A later "
-                        "run that finds the newest commit back within the threshold of that best says so here._",
-                        MARKER.format(kind="drift", key=d.key, series=d.series, best=f" best={d.best}")])
-
-
-def recovered_comment(finding: Finding, context: Context) -> str:
-    if isinstance(finding, Slowdown):
-        r = finding.recovery
-        assert r is not None
-        text = (f"**Recovered**: a later change point, in {_compare(context, r.last_before, r.first_after)}, is an "
-                f"improvement of {percent(r.relative_change)}; the level is now {percent(r.net)} from where it was before "
-                f"this slowdown ([history run]({context.run_url})).")
-    else:
-        text = (f"**Recovered**: the newest commit {code(finding.newest[:12])} is {percent(-finding.drop)} from the best "
-                f"{code(finding.best[:12])}, within the threshold {finding.threshold:.2%} ([history run]({context.run_url})).")
-    return f"{text}\n\n{NOTE.format(what='recovered', key=finding.key)}"
-
-
-def plan_issues(findings: Sequence[Finding], existing: Sequence[ExistingIssue], context: Context) -> list[NewIssue | Comment]:
-    by_key = {e.key: e for e in existing}
-    noted = {note for e in existing for note in e.notes}
-    open_by_series: dict[str, ExistingIssue] = {}
-    for e in sorted(existing, key=lambda e: e.number):
-        if e.open:
-            open_by_series[e.series] = e  # the newest open issue of the series
-    actions: list[NewIssue | Comment] = []
-    new_by_series: dict[str, int] = {}  # series -> index in actions of the issue this run opens
-    for f in sorted(findings, key=lambda f: isinstance(f, DriftAlarm)):  # change points first: a drift joins their issue
-        issue = by_key.get(f.key)
-        if isinstance(f, Slowdown):
-            if issue is None and f.recovery is None and f.recent:
-                new_by_series[f.series] = len(actions)
-                actions.append(NewIssue(title(f), slowdown_body(f, context), f.key))
-            elif issue is not None and issue.open and f.recovery is not None and ("recovered", f.key) not in issue.notes:
-                actions.append(Comment(issue.number, recovered_comment(f, context), "the change point recovered"))
-            continue
-        if not f.failed:
-            for e in existing:
-                if (e.open and e.kind == "drift" and e.series == f.series and e.best == f.best
-                        and ("recovered", e.key) not in e.notes):
-                    actions.append(Comment(e.number, recovered_comment(f, context), "the drift recovered"))
-            continue
-        if issue is not None or ("drift", f.key) in noted:
-            continue
-        note = NOTE.format(what="drift", key=f.key)
-        if f.series in new_by_series:
-            pending = actions[new_by_series[f.series]]
-            assert isinstance(pending, NewIssue)
-            actions[new_by_series[f.series]] = NewIssue(pending.title, f"{pending.body}\n\n{drift_text(f, context)}\n\n{note}",
-                                                        pending.key)
-        elif f.series in open_by_series:
-            actions.append(Comment(open_by_series[f.series].number, f"{drift_text(f, context)}\n\n{note}",
-                                   "the drift guard fires on its series"))
-        else:
-            new_by_series[f.series] = len(actions)
-            actions.append(NewIssue(title(f), drift_body(f, context), f.key))
-    return actions
+    return body(_alone(d).with_(run_url=context.run_url, results_commit=context.results_commit,
+                                site_url=context.site_url), context.server_url, context.repo)

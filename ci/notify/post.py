@@ -1,6 +1,6 @@
 """Posting: the PR comment created once and then edited in place, the PR found from the event, the issues filed.
 
-What to do is decided by pure functions (:func:`plan_comment`, ci.notify.issues.plan)
+What to do is decided by pure functions (:func:`plan_comment`, ci.notify.matching.plan)
 from what GitHub lists; this module only lists and carries the decisions out through
 ci.notify.github (``gh api``).
 
@@ -22,8 +22,10 @@ from typing import Any, Callable, Sequence
 
 from ci.notify.comment import MARKER
 from ci.notify.github import GitHub
-from ci.notify.issues import Comment, Context, NewIssue, existing_issue, plan_issues
-from ci.notify.history import Finding
+from ci.notify.history import HistoryChanges
+from ci.notify.issue_state import IssueState, Tracked, tracked
+from ci.notify.issues import Context, body, title, transition_comment
+from ci.notify.matching import MAX_NEW, plan
 
 BOT_LOGIN = "github-actions[bot]"  # the author of what GITHUB_TOKEN posts
 
@@ -103,8 +105,9 @@ def post_status(gh: GitHub, sha: str, status: dict[str, str]) -> None:
 # regression issues on main
 # ---------------------------------------------------------------------------
 
-LABEL = "perf-regression"
+LABEL = "perf-regression"  # for people to filter by; never read back (removing it changes nothing)
 LABEL_COLOR = "d73a4a"
+STATE_REASON = {"recovered": "completed", "not-confirmed": "not_planned"}
 
 
 def ensure_label(gh: GitHub) -> None:
@@ -118,34 +121,90 @@ def _by(item: dict[str, Any], login: str) -> bool:
     return (item.get("user") or {}).get("login") == login
 
 
-def list_regression_issues(gh: GitHub, bot_login: str = BOT_LOGIN) -> list[dict[str, Any]]:
-    """The bot's issues with the label (open and closed), each open one with its bot comments' bodies.
+def list_regression_issues(gh: GitHub, bot_login: str = BOT_LOGIN) -> list[Tracked]:
+    """The bot's issues, open and closed, whose body starts with the marker (ci.notify.issue_state), oldest first.
 
-    Listing by label, not the search API: search is indexed with a delay, so an issue opened
-    a minute ago could be missed and opened twice.
+    Listed by author (``creator``), not by label (a person may remove it) and not by the search API (indexed
+    with a delay: an issue opened a minute ago could be missed and opened twice). Issues and comments by anyone
+    else are never read, so nobody else can silence or steer a finding.
     """
-    issues = [i for i in gh.get_all(gh.repo_path(f"issues?state=all&labels={LABEL}"))
-              if isinstance(i, dict) and "pull_request" not in i and _by(i, bot_login)]
-    for issue in issues:
-        comments = gh.get_all(gh.repo_path(f"issues/{issue['number']}/comments")) if issue.get("state") == "open" else []
-        issue["comment_bodies"] = [str(c.get("body") or "") for c in comments if isinstance(c, dict) and _by(c, bot_login)]
-    return issues
+    query = urllib.parse.urlencode({"state": "all", "creator": bot_login, "sort": "created", "direction": "asc"})
+    found = []
+    for item in gh.get_all(gh.repo_path(f"issues?{query}")):
+        if isinstance(item, dict) and "pull_request" not in item and _by(item, bot_login):
+            t = tracked(item)
+            if t is not None:
+                found.append(t)
+    return found
 
 
-def file_issues(gh: GitHub, findings: Sequence[Finding], context: Context, bot_login: str = BOT_LOGIN,
-                log: Callable[[str], None] = print) -> list[str]:
-    """Open or comment on issues for ``findings``; returns one line per action taken."""
-    ensure_label(gh)
-    existing = [existing_issue(i) for i in list_regression_issues(gh, bot_login)]
-    done = []
-    for action in plan_issues(findings, [e for e in existing if e is not None], context):
-        if isinstance(action, NewIssue):
-            created = gh.post(gh.repo_path("issues"), {"title": action.title, "body": action.body, "labels": [LABEL]})
-            line = f"opened #{created.get('number')}: {action.title}"
+def issues_record(existing: Sequence[Tracked], done: dict[int, IssueState], actions: list[str], deferred: int) -> dict[str, Any]:
+    """Every regression issue after this run, as JSON: what the published history can show beside its change points."""
+    states = {t.number: t.state for t in existing}
+    states.update(done)
+    return {"schema": ISSUES_SCHEMA, "issues": [_issue_json(n, s) for n, s in sorted(states.items())],
+            "actions": actions, "deferred": deferred}
+
+
+ISSUES_SCHEMA = "mxfp4-regression-issues/1"
+
+
+def _issue_json(number: int, state: IssueState) -> dict[str, Any]:
+    return {"number": number, "kind": state.kind, "status": state.status,
+            "members": [{"machine": m.machine, "benchmark": m.benchmark, "last_before": m.last_before,
+                         "first_after": m.first_after, "relative_change": m.change, "status": m.status,
+                         "fixed_in": list(m.fix[:2]) if m.fix else None} for m in state.members],
+            "drifts": [{"machine": d.machine, "benchmark": d.benchmark, "best": d.best, "newest": d.newest,
+                        "status": d.status} for d in state.drifts]}
+
+
+def file_issues(gh: GitHub, changes: HistoryChanges, context: Context, bot_login: str = BOT_LOGIN,
+                log: Callable[[str], None] = print, *, max_new: int = MAX_NEW, dry_run: bool = False) -> dict[str, Any]:
+    """Open, edit, close or reopen the regression issues for ``changes`` (ci.notify.matching); returns
+    :func:`issues_record`. Each issue is written whole in one request (its state is its body's first line), then
+    the comment on a change of status: a run stopped between two requests leaves nothing a re-run duplicates."""
+    existing = list_regression_issues(gh, bot_login)
+    by_number = {t.number: t for t in existing}
+    planned = plan(changes, existing, max_new=max_new)
+    actions, done, labelled = [], {}, False
+    for p in planned.plans:
+        state = p.new.with_(run_url=context.run_url, results_commit=context.results_commit, site_url=context.site_url)
+        if p.number is None:
+            state = state.with_(opened_in=changes.results_commit)
+        text_title, text_body = title(state), body(state, context.server_url, context.repo)
+        if p.number is None:
+            line = f"open: {text_title}"
+            if not dry_run:
+                if not labelled:
+                    ensure_label(gh)
+                    labelled = True
+                created = gh.post(gh.repo_path("issues"), {"title": text_title, "body": text_body, "labels": [LABEL]})
+                number = created.get("number") if isinstance(created, dict) else None
+                line = f"opened #{number}: {text_title}"
+                if isinstance(number, int):
+                    done[number] = state
         else:
-            assert isinstance(action, Comment)
-            gh.post(gh.repo_path(f"issues/{action.issue}/comments"), {"body": action.body})
-            line = f"commented on #{action.issue}: {action.why}"
+            old = by_number[p.number]
+            change: dict[str, Any] = {}
+            if text_body != old.body:
+                change["body"] = text_body
+            if title(old.state) != text_title and old.title != text_title:  # a person's own title is kept until ours changes
+                change["title"] = text_title
+            moved = p.old is not None and p.old.status != state.status
+            if moved and state.status == "open" and not p.github_open:
+                change["state"] = "open"
+            elif moved and state.status != "open" and p.github_open:
+                change.update(state="closed", state_reason=STATE_REASON[state.status])
+            line = f"#{p.number}: " + (f"{p.old.status} -> {state.status}" if moved else "edited") + f" ({text_title})"
+            if not dry_run:
+                if change:
+                    gh.patch(gh.repo_path(f"issues/{p.number}"), change)
+                if moved:
+                    gh.post(gh.repo_path(f"issues/{p.number}/comments"),
+                            {"body": transition_comment(p.old.status, state.status, state, context)})
+            done[p.number] = state
         log(line)
-        done.append(line)
-    return done
+        actions.append(line)
+    if planned.deferred:
+        log(f"{planned.deferred} finding(s) left for the next run: the roll-up issue is full")
+    return issues_record(existing, done, actions, planned.deferred)

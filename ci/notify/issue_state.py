@@ -1,0 +1,217 @@
+"""What a regression issue tracks, kept in the issue itself: one hidden line at the top of its body.
+
+The first line of every issue body the bot writes is ``<!-- mxfp4-perf-issue {JSON} -->``: the
+issue's kind, its status and its members (the change points and drift alarms it is about), with
+everything the body is rendered from. The next run reads it back and decides from it alone, so
+the issue is found again open or closed, with or without its label, whatever a person did to
+its title, and the body is rewritten from it when a change point moves.
+
+Nothing a benchmark can name reaches that line: machine and benchmark names are stored as hex
+(UTF-8 bytes), run and site addresses too; the rest are commit shas, numbers and fixed words.
+:func:`parse` is strict: only the first line, only the exact prefix and suffix, only the
+characters that JSON of hex, numbers and those words uses (no ``<``, ``>`` or ``!``: the comment
+cannot end early), every field type-checked. Anything else is not our issue. A benchmark name
+that contains a marker-like string is a code span further down the body (one line, escaped),
+never the first line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ci.notify.history import short_hash
+from ci.notify.records import Reader, RecordError
+
+PREFIX = "<!-- mxfp4-perf-issue "
+SUFFIX = " -->"
+VERSION = 2  # 1: issue 30's per-commit-pair key (never posted to GitHub); 2: issue 38
+KINDS = ("slowdown", "drift", "rollup")
+STATUSES = ("open", "recovered", "not-confirmed")
+MEMBER_STATUSES = ("active", "recovered", "dissolved")
+_JSON_CHARS = re.compile(r'^\{[\[\]{}a-z0-9":,.+\- ]*\}$')
+_SHA = re.compile(r"^[0-9a-f]{7,40}$")
+_HEX = re.compile(r"^(?:[0-9a-f]{2}){0,4096}$")
+
+
+def to_hex(text: str) -> str:
+    return text.encode("utf-8").hex()
+
+
+def from_hex(text: str) -> str:
+    return bytes.fromhex(text).decode("utf-8", errors="replace")
+
+
+@dataclass(frozen=True)
+class Member:
+    """A regression change point of one series, as the issue last saw it."""
+
+    machine: str
+    benchmark: str
+    index: int
+    last_before: str
+    first_after: str
+    orders: tuple[int, int] | None
+    change: float  # relative, < 0
+    interval: tuple[float, float]
+    p_value: float
+    status: str  # MEMBER_STATUSES
+    fix: tuple[str, str, float, float] | None = None  # the recovering change: last_before, first_after, its size, net
+
+    @property
+    def series(self) -> str:
+        return short_hash(self.machine, self.benchmark)
+
+
+@dataclass(frozen=True)
+class DriftEntry:
+    """A failing drift guard of one series, against one best commit."""
+
+    machine: str
+    benchmark: str
+    best: str
+    newest: str
+    drop: float
+    threshold: float
+    noise: float
+    window: int
+    status: str  # "failing" or "recovered"
+    orders: tuple[int, int] | None = None  # best's and newest's positions in the commit order (newest: at the first alarm)
+
+    @property
+    def series(self) -> str:
+        return short_hash(self.machine, self.benchmark)
+
+
+@dataclass(frozen=True)
+class IssueState:
+    kind: str  # KINDS
+    status: str  # STATUSES
+    members: tuple[Member, ...] = ()
+    drifts: tuple[DriftEntry, ...] = ()
+    run_url: str = ""  # the history run that last changed what the issue says
+    results_commit: str | None = None
+    site_url: str | None = None
+    opened_in: str | None = None  # the results commit of the history run that opened it: a re-run counts it in its cap
+
+    def content(self) -> tuple:
+        """What the issue is about, without where it was last seen: equal contents need no edit."""
+        return self.kind, self.status, self.members, self.drifts
+
+    def with_(self, **changes: Any) -> "IssueState":
+        return replace(self, **changes)
+
+
+def render_marker(state: IssueState) -> str:
+    data = {"v": VERSION, "kind": state.kind, "status": state.status,
+            "members": [_member_json(m) for m in state.members], "drifts": [_drift_json(d) for d in state.drifts],
+            "run": to_hex(state.run_url), "rc": state.results_commit or "", "site": to_hex(state.site_url or ""), "orc": state.opened_in or ""}
+    text = json.dumps(data, separators=(",", ":"), allow_nan=False)
+    assert _JSON_CHARS.match(text), text  # only what the parser accepts is ever written
+    return f"{PREFIX}{text}{SUFFIX}"
+
+
+def _member_json(m: Member) -> dict[str, Any]:
+    return {"n": to_hex(f"{m.machine}\n{m.benchmark}"), "i": m.index, "b": m.last_before, "a": m.first_after,
+            "o": list(m.orders) if m.orders else None, "r": m.change, "lo": m.interval[0], "hi": m.interval[1],
+            "p": m.p_value, "st": m.status, "fx": list(m.fix) if m.fix else None}
+
+
+def _drift_json(d: DriftEntry) -> dict[str, Any]:
+    return {"n": to_hex(f"{d.machine}\n{d.benchmark}"), "best": d.best, "new": d.newest, "d": d.drop, "t": d.threshold,
+            "noise": d.noise, "w": d.window, "st": d.status, "o": list(d.orders) if d.orders else None}
+
+
+def parse(body: str) -> IssueState | None:
+    """The state on the body's first line, or None when that line is not exactly a marker this module wrote."""
+    first = body.split("\n", 1)[0].rstrip("\r")
+    if not (first.startswith(PREFIX) and first.endswith(SUFFIX)):
+        return None
+    text = first[len(PREFIX):-len(SUFFIX)]
+    if not _JSON_CHARS.match(text):
+        return None
+    try:
+        return _state(Reader(json.loads(text), "marker"))
+    except (ValueError, RecordError, UnicodeDecodeError):
+        return None
+
+
+def _sha(r: Reader) -> str:
+    value = r.text()
+    if not _SHA.match(value):
+        raise RecordError(f"{r.path}: not a sha")
+    return value
+
+
+def _names(r: Reader) -> tuple[str, str]:
+    value = r.text()
+    if not _HEX.match(value):
+        raise RecordError(f"{r.path}: not hex")
+    machine, sep, benchmark = bytes.fromhex(value).decode("utf-8").partition("\n")
+    if not sep:
+        raise RecordError(f"{r.path}: no machine and benchmark")
+    return machine, benchmark
+
+
+def _hex_text(r: Reader) -> str:
+    value = r.text()
+    if not _HEX.match(value):
+        raise RecordError(f"{r.path}: not hex")
+    return bytes.fromhex(value).decode("utf-8")
+
+
+def _state(root: Reader) -> IssueState:
+    if root.get("v").integer() != VERSION:
+        raise RecordError("another version")
+    members = []
+    for m in root.get("members").items():
+        orders = m.get("o").items(optional=True)
+        fix = m.get("fx").items(optional=True)
+        if len(orders) not in (0, 2) or len(fix) not in (0, 4):
+            raise RecordError(f"{m.path}: bad o or fx")
+        members.append(Member(*_names(m.get("n")), m.get("i").integer(), _sha(m.get("b")), _sha(m.get("a")),
+                              (orders[0].integer(), orders[1].integer()) if orders else None, m.get("r").number(),
+                              (m.get("lo").number(), m.get("hi").number()), m.get("p").number(),
+                              m.get("st").choice(set(MEMBER_STATUSES)),
+                              (_sha(fix[0]), _sha(fix[1]), fix[2].number(), fix[3].number()) if fix else None))
+    drifts = []
+    for d in root.get("drifts").items():
+        orders = d.get("o").items(optional=True)
+        if len(orders) not in (0, 2):
+            raise RecordError(f"{d.path}: bad o")
+        drifts.append(DriftEntry(*_names(d.get("n")), _sha(d.get("best")), _sha(d.get("new")), d.get("d").number(),
+                                 d.get("t").number(), d.get("noise").number(), d.get("w").integer(),
+                                 d.get("st").choice({"failing", "recovered"}),
+                                 (orders[0].integer(), orders[1].integer()) if orders else None))
+    rc, orc = root.get("rc").text(), root.get("orc").text()
+    if (rc and not _SHA.match(rc)) or (orc and not _SHA.match(orc)):
+        raise RecordError("rc, orc: not a sha")
+    return IssueState(root.get("kind").choice(set(KINDS)), root.get("status").choice(set(STATUSES)), tuple(members),
+                      tuple(drifts), _hex_text(root.get("run")), rc or None, _hex_text(root.get("site")) or None, orc or None)
+
+
+@dataclass(frozen=True)
+class Tracked:
+    """An issue of ours as GitHub lists it: its number, whether it is open, its title and body, and its state."""
+
+    number: int
+    open: bool
+    title: str
+    body: str
+    state: IssueState
+    labels: tuple[str, ...] = field(default=())
+
+
+def tracked(issue: dict[str, Any]) -> Tracked | None:
+    """An issue (GitHub's JSON) whose body starts with our marker; None for anything else."""
+    number = issue.get("number")
+    body = issue.get("body")
+    if not isinstance(number, int) or isinstance(number, bool) or not isinstance(body, str):
+        return None
+    state = parse(body)
+    if state is None:
+        return None
+    labels = tuple(str(lb.get("name")) for lb in issue.get("labels") or [] if isinstance(lb, dict))
+    return Tracked(number, issue.get("state") == "open", str(issue.get("title") or ""), body, state, labels)

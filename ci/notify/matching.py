@@ -1,0 +1,302 @@
+"""Which issue a finding belongs to, and what each issue becomes: one regression, one issue, for its whole life (pure).
+
+Identity. An issue is about regressions, not commit pairs: each member is a series (machine x
+benchmark), a direction (only regressions are filed) and a level change. This run's change
+point of a series is the same regression as an issue's member of that series when
+
+1. both name the same suspected commits (last_before, first_after), or else
+2. they are **near** -- the suspected ranges overlap or lie at most :data:`NEAR` commits apart
+  (positions in the history's commit order; the series index when the publish gave none) --
+  and **alike** -- the smaller of the two sizes (log of the level ratio) is at least
+  :data:`ALIKE` of the larger. Each member takes at most one change point, the nearest first.
+
+So a change point that settles from commit 29 to 30, gains commits or narrows edits its issue
+(range, size, bisect command); it never opens a second. Issues are searched open and closed.
+
+Lifecycle of a member: **active**; **recovered** when this run's change point has a later
+improvement that takes the level back (ci.notify.history: at least half way); **dissolved** when
+its series is in this run's file but no change point matches it (more data did not confirm it).
+A dissolved member that comes back is active again. The issue's status follows its members: open
+while any is active (or a drift fails); else recovered when any recovered; else not confirmed.
+Only a change of that status opens or closes the issue on GitHub (a comment says why), so a
+person who closed or reopened an issue by hand is not overridden run after run.
+
+A change point new to every issue opens or joins one only when it is recent, not already
+recovered, at least :data:`MIN_SIZE` and settled (:data:`SETTLE` commits at its new level); a
+recovery counts once the improvement has settled too, so the fixing commit named is where it stays.
+
+Grouping. A new change point joins an open slowdown issue whose active members' suspected ranges
+are near its own (a runner-wide or shared-module slowdown found a benchmark at a time is one
+issue); the rest are grouped among themselves the same way, one issue per group. At most
+``max_new`` issues are opened per run, largest groups first; what is left goes to one roll-up
+issue (the open one, if there is one and it has room: :data:`ROLLUP_MAX`). The cap is per history
+run: a re-run of the same run (the same results commit) counts the issues it opened before.
+
+Drift alarms (the drift guard failing): identity (series, best commit). One of a series that an
+open issue already holds (a change point or a drift of it) adds nothing. Else it joins an open
+issue whose findings are near the newest :data:`SETTLE` commits of its range (best, newest], or is
+grouped with this run's new change points and alarms by its first alarm (its newest commit then) -- but only once it has failed at
+:data:`DRIFT_STREAK` newest commits in a row. A change point of its series found later, within
+NEAR of its range (best, newest], joins its issue: the alarm and the change point are one
+regression. It is recovered when a later entry of the series, against the same best, no longer
+fails. In an issue that holds a change point of the same series, the change point's status
+decides.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Sequence
+
+from ci.notify.history import DriftAlarm, HistoryChanges, Slowdown, short_hash
+from ci.notify.issue_state import DriftEntry, IssueState, Member, Tracked
+
+NEAR = 2  # commits between two suspected ranges that are still one regression (a new change point settles within 1-3)
+ALIKE = 0.5  # the smaller size over the larger, both as log ratios
+MAX_NEW = 10  # new issues per run; the rest go to one roll-up issue
+# A change point smaller than this opens no issue (it stays on the kernel pages): the speed gate, which a bisection
+# uses as its measurer, gates at about +-1% on the runners (docs/SPEED_GATE.md), so it could not name a culprit.
+MIN_SIZE = 0.01
+SETTLE = 5  # commits measured at the new level before a change point opens an issue: where it settles, and that it stays
+DRIFT_STREAK = 3  # newest commits in a row below the best before a drift alarm opens an issue: one noisy commit does not
+ROLLUP_MAX = 100  # findings in one roll-up issue: its marker and table stay under GitHub's 65536-character body
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one issue becomes: ``number`` None for an issue to open."""
+
+    number: int | None
+    old: IssueState | None
+    new: IssueState
+    github_open: bool  # GitHub's state now (True for a new issue)
+
+
+def recovered(f: Slowdown) -> bool:
+    """A recovery counts once the improvement has settled (:data:`SETTLE`): it names the fixing commit then."""
+    return f.recovery is not None and (f.recovery.settled is None or f.recovery.settled >= SETTLE)
+
+
+def member_of(f: Slowdown) -> Member:
+    status = "recovered" if recovered(f) else "active"
+    fix = (f.recovery.last_before, f.recovery.first_after, f.recovery.relative_change, f.recovery.net) \
+        if f.recovery and recovered(f) else None
+    # Sizes to 0.1% and p to two digits, as the body shows them: a change point whose numbers wobble by less as
+    # commits arrive is not an edit each run.
+    return Member(f.machine, f.benchmark, f.index, f.last_before, f.first_after, f.orders, round(f.relative_change, 3),
+                  (round(f.interval[0], 3), round(f.interval[1], 3)), float(f"{f.p_value:.2g}"), status,
+                  fix and (fix[0], fix[1], round(fix[2], 3), round(fix[3], 3)))
+
+
+Range = tuple[int, int]  # (x, y]: after commit position x, up to and including y
+
+
+def span(m: Member) -> Range:
+    """A change point's suspected range: by commit order, else by series index (reports before issue 38)."""
+    return m.orders if m.orders else (m.index - 1, m.index)
+
+
+def alarm_point(d: DriftEntry) -> Range | None:
+    """Where a drift alarm points across benchmarks: its newest commit at its first alarm (None without orders)."""
+    return (d.orders[1] - 1, d.orders[1]) if d.orders else None
+
+
+def apart(a: Range, b: Range) -> int:
+    """Commits between two ranges (0 when they touch or overlap)."""
+    return max(0, max(a[0], b[0]) - min(a[1], b[1]))
+
+
+def gap(a: Member, b: Member) -> int:
+    """Commits between two change points' suspected ranges; by series index when either lacks commit order."""
+    if a.orders and b.orders:
+        return apart(a.orders, b.orders)
+    return apart((a.index - 1, a.index), (b.index - 1, b.index))
+
+
+def alike(a: Member, b: Member) -> bool:
+    x, y = abs(math.log1p(a.change)), abs(math.log1p(b.change))
+    return min(x, y) >= ALIKE * max(x, y)
+
+
+def _match(found: list[Member], issues: list[Tracked]) -> dict[int, tuple[int, int]]:
+    """found index -> (issue index, member index): exact ranges first, then the nearest alike ones."""
+    pairs = []
+    for fi, f in enumerate(found):
+        for ii, t in enumerate(issues):
+            for mi, m in enumerate(t.state.members):
+                if m.series != f.series:
+                    continue
+                exact = (m.last_before, m.first_after) == (f.last_before, f.first_after)
+                distance = gap(f, m)
+                if exact or (distance <= NEAR and alike(f, m)):
+                    # nearest first; among equals an open issue, then the newest
+                    pairs.append((0 if exact else 1, distance, not t.open, -t.number, fi, ii, mi))
+    taken_f, taken_m, out = set(), set(), {}
+    for *_, fi, ii, mi in sorted(pairs):
+        if fi not in taken_f and (ii, mi) not in taken_m:
+            taken_f.add(fi)
+            taken_m.add((ii, mi))
+            out[fi] = (ii, mi)
+    return out
+
+
+def _status(members: Sequence[Member], drifts: Sequence[DriftEntry]) -> str:
+    """A drift of a series that has a change point in the issue is that change point's: its status decides."""
+    covered = {m.series for m in members}
+    drifts = [d for d in drifts if d.series not in covered]
+    if any(m.status == "active" for m in members) or any(d.status == "failing" for d in drifts):
+        return "open"
+    if any(m.status == "recovered" for m in members) or any(d.status == "recovered" for d in drifts):
+        return "recovered"
+    return "not-confirmed"
+
+
+@dataclass
+class _Work:
+    tracked: Tracked | None
+    members: list[Member]
+    drifts: list[DriftEntry] = field(default_factory=list)
+    kind: str = "slowdown"
+
+    def open_to_join(self) -> bool:
+        """An issue that new findings may join: open on GitHub and by its own state."""
+        return (self.tracked is None or self.tracked.open) and _status(self.members, self.drifts) == "open"
+
+    def ranges(self) -> list[Range]:
+        """Where its open findings point: active change points' ranges, failing drifts' first alarms."""
+        out = [span(m) for m in self.members if m.status == "active"]
+        covered = {m.series for m in self.members}  # a change point says where better than its drift alarm
+        return out + [p for d in self.drifts
+                      if d.status == "failing" and d.series not in covered and (p := alarm_point(d)) is not None]
+
+    def distance(self, r: Range | None) -> int | None:
+        """Commits from ``r`` to the nearest of :meth:`ranges`, when within NEAR."""
+        distances = [apart(r, x) for x in self.ranges()] if r is not None else []
+        return min(distances) if distances and min(distances) <= NEAR else None
+
+    def holds_series(self, series: str) -> bool:
+        return (any(m.series == series and m.status == "active" for m in self.members)
+                or any(d.series == series and d.status == "failing" for d in self.drifts))
+
+
+def _nearest(candidates: list[_Work], r: Range | None) -> _Work | None:
+    near = [(d, i) for i, w in enumerate(candidates) if (d := w.distance(r)) is not None]
+    return candidates[min(near)[1]] if near else None
+
+
+def _groups(units: list[_Work]) -> list[_Work]:
+    """Single-linkage groups of new findings whose ranges are near (any benchmark, any machine)."""
+    groups: list[_Work] = []
+    for u in units:
+        near = [g for g in groups if any(g.distance(r) is not None for r in u.ranges())]
+        if near:
+            merged = _Work(None, [m for g in near for m in g.members] + u.members, [d for g in near for d in g.drifts] + u.drifts)
+            groups = [g for g in groups if not any(g is n for n in near)] + [merged]
+        else:
+            groups.append(u)
+    return groups
+
+
+@dataclass(frozen=True)
+class Planned:
+    plans: list[Plan]
+    deferred: int  # findings left for the next run: the roll-up issue was full
+
+
+def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int = MAX_NEW) -> Planned:
+    """Every issue this run opens or whose state changes (module doc); unchanged issues are left out."""
+    if max_new < 2:
+        raise ValueError("max_new must be at least 2 (one of them may be the roll-up issue)")
+    issues = sorted(existing, key=lambda t: t.number)
+    work = [_Work(t, list(t.state.members), list(t.state.drifts), t.state.kind) for t in issues]
+    slowdowns = [f for f in changes.findings if isinstance(f, Slowdown)]
+    found = [member_of(f) for f in slowdowns]
+    matched = _match(found, issues)
+    for fi, (ii, mi) in matched.items():
+        work[ii].members[mi] = found[fi]
+    for ii, w in enumerate(work):  # members without a change point this run: dissolved, when their series was looked at
+        for mi, m in enumerate(w.members):
+            if (ii, mi) not in matched.values() and m.status == "active" and m.series in changes.present:
+                w.members[mi] = replace(m, status="dissolved")
+    pending = _drift_alarms(changes, work)
+    joinable = [w for w in work if w.open_to_join()]
+    units = []
+    for fi, f in enumerate(slowdowns):
+        if (fi in matched or not f.recent or f.recovery is not None or abs(f.relative_change) < MIN_SIZE
+                or (f.settled is not None and f.settled < SETTLE)):
+            continue
+        m = found[fi]
+        # the change point a failing drift of its series raised first; else any open issue whose findings are near
+        by_drift = [(apart(span(m), d.orders), w.tracked.number, i) for i, w in enumerate(joinable) for d in w.drifts
+                    if d.series == m.series and d.status == "failing" and d.orders and apart(span(m), d.orders) <= NEAR]
+        home = joinable[min(by_drift)[2]] if by_drift else _nearest(joinable, span(m))
+        if home is not None:
+            home.members.append(m)
+        else:
+            units.append(_Work(None, [m]))
+    for entry, streak in pending:
+        if any(w.holds_series(entry.series) for w in joinable):
+            continue  # its series' issue is open: a drift against another best is the same story
+        home = next((w for w in units if w.holds_series(entry.series)), None)
+        if home is not None:  # this run's new change point of its series: one issue, the drift in it
+            home.drifts.append(entry)
+            continue
+        if streak is not None and streak < DRIFT_STREAK:
+            continue  # not yet: a noisy commit, or a step the change points will name
+        # Its range's newest SETTLE commits: an alarm raised a few commits after a step still spans the step's commit,
+        # and an older regression that its window of 10 also spans is not pulled in.
+        reach = (max(entry.orders[0], entry.orders[1] - SETTLE), entry.orders[1]) if entry.orders else None
+        home = _nearest(joinable, reach)
+        if home is not None:
+            home.drifts.append(entry)
+        else:
+            units.append(_Work(None, [], [entry], kind="drift"))
+    units = sorted(_groups(units), key=lambda g: (-len(g.members) - len(g.drifts), min((m.change for m in g.members), default=0)))
+    deferred = 0
+    # A re-run of the same history run (same results commit) counts what it opened before it stopped.
+    max_new -= sum(1 for t in issues if t.state.opened_in and t.state.opened_in == changes.results_commit)
+    max_new = max(1, max_new)
+    if len(units) > max_new:
+        rollup = next((w for w in work if w.kind == "rollup" and w.open_to_join()
+                       and len(w.members) + len(w.drifts) < ROLLUP_MAX), None)
+        if rollup is None:
+            rollup = _Work(None, [], kind="rollup")
+            units, left = units[:max_new - 1] + [rollup], units[max_new - 1:]
+        else:
+            units, left = units[:max_new], units[max_new:]
+        for w in left:
+            room = ROLLUP_MAX - len(rollup.members) - len(rollup.drifts)
+            if len(w.members) + len(w.drifts) > room:  # the next run files it (its marker would not fit GitHub's limit)
+                deferred += len(w.members) + len(w.drifts)
+                continue
+            rollup.members.extend(w.members)
+            rollup.drifts.extend(w.drifts)
+    plans = []
+    for w in [*work, *units]:
+        old = w.tracked.state if w.tracked else None
+        members = tuple(w.members) if old else tuple(sorted(w.members, key=lambda m: (span(m), m.machine, m.benchmark)))
+        kind = "rollup" if w.kind == "rollup" else "slowdown" if w.members else "drift"
+        new = IssueState(kind, _status(w.members, w.drifts), members, tuple(w.drifts), opened_in=old.opened_in if old else None)
+        if old is not None and new.content() == old.content():
+            continue
+        plans.append(Plan(w.tracked.number if w.tracked else None, old, new, w.tracked.open if w.tracked else True))
+    return Planned(plans, deferred)
+
+
+def _drift_alarms(changes: HistoryChanges, work: list[_Work]) -> list[tuple[DriftEntry, int | None]]:
+    """Recoveries marked on the issues that hold their drift; the failing drifts no issue holds, returned."""
+    pending = []
+    for d in changes.findings:
+        if not isinstance(d, DriftAlarm):
+            continue
+        series = short_hash(d.machine, d.benchmark)
+        holders = [(w, i) for w in work for i, e in enumerate(w.drifts) if e.series == series and e.best == d.best]
+        if not d.failed:
+            for w, i in holders:
+                if w.drifts[i].status == "failing":
+                    w.drifts[i] = replace(w.drifts[i], status="recovered")
+        elif not holders:
+            pending.append((DriftEntry(d.machine, d.benchmark, d.best, d.newest, d.drop, d.threshold, d.noise, d.window,
+                                       "failing", d.orders), d.streak))
+    return pending

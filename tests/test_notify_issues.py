@@ -1,0 +1,359 @@
+"""One regression, one issue, for its whole life (issue 38): identity, lifecycle, grouping, cap, rate limits.
+
+The planning is pure (ci.notify.matching over ci.notify.issue_state), so most of it is tested on
+hand-made change points: a change point that moves, narrows, recovers, dissolves, comes back;
+20 benchmarks at one commit; more regressions in one run than the cap. The posting is tested
+through ``gh`` against tests/fake_github.py, with the rate-limit refusals it emulates, and the
+growth test grows a synthetic history one commit per run (tests/issue_growth.py: the change
+points the site build publishes on each prefix, filed after each run).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+
+import pytest
+
+from ci.notify.github import GitHub, GitHubError, Limits
+from ci.notify.history import load_history_changes
+from ci.notify.issue_state import PREFIX, Tracked, parse, render_marker
+from ci.notify.issues import Context, body, title
+from ci.notify.matching import MAX_NEW, SETTLE, plan
+from ci.notify.post import file_issues
+from fake_github import FakeGitHub, State
+from issue_growth import HOSTILE, Scenario, benchmark_key, fixing_commit, grow, notify_in_process
+
+MACHINE = "h200-a"
+RUN = "https://github.com/OWNER/REPO/actions/runs/9"
+CONTEXT = Context("OWNER/REPO", RUN)
+
+
+def sha(i: int) -> str:
+    return hashlib.sha1(f"commit {i}".encode()).hexdigest()
+
+
+def bench(name: str) -> str:
+    return f"bench_gemm.GemmOnGpu.track_time('{name}:default', 'square_m04096_n04096_k04096')"
+
+
+def cp(benchmark: str, index: int, change: float, *, machine: str = MACHINE, direction: str = "regression",
+       settled: int = 10, at: int | None = None) -> dict:
+    """A change point as the site build publishes it; ``at`` its commit position (default: the series index)."""
+    at = index if at is None else at
+    return {"machine": machine, "benchmark": benchmark, "last_before": sha(at - 1), "first_after": sha(at),
+            "orders": [at - 1, at], "recent": True,
+            "change": {"index": index, "direction": direction, "relative_change": change,
+                       "interval": [change - 0.004, change + 0.004], "confidence": 0.95, "p_value": 1e-12,
+                       "level": 2.6e-6, "before": [0, index], "after": [index, index + settled]}}
+
+
+def changes(points: list[dict], *, series: list[tuple[str, str]] = (), drifts: list[dict] = ()) -> dict:
+    """changes.json of these change points; every series named (and each with a change point) is present."""
+    machines = sorted({p["machine"] for p in points} | {m for m, _ in series} | {MACHINE})
+    out = []
+    for machine in machines:
+        names = sorted({p["benchmark"] for p in points if p["machine"] == machine}
+                       | {b for m, b in series if m == machine})
+        drift = [d for d in drifts if d["machine"] == machine]
+        drift += [{"machine": machine, "benchmark": b, "newest": sha(99), "best": sha(98), "drop": 0.0, "threshold": 0.02,
+                   "noise": 0.003, "window": 10, "failed": False, "orders": [98, 99], "streak": 0}
+                  for b in names if b not in {d["benchmark"] for d in drift}]
+        out.append({"machine": machine, "commits": 100, "benchmarks": len(names), "not_checked": None,
+                    "change_points": [p for p in points if p["machine"] == machine], "drift": drift})
+    return {"schema": "mxfp4-history-changes/1", "results_commit": sha(1000), "site_url": "https://o.github.io/r/",
+            "machines": out}
+
+
+class Repo:
+    """The issues as GitHub would hold them after each planned run (no gh: the pure part)."""
+
+    def __init__(self) -> None:
+        self.issues: dict[int, Tracked] = {}
+        self.opened = 0
+        self.transitions: list[tuple[int, str, str]] = []
+
+    def run(self, data: dict, **kwargs) -> list:
+        planned = plan(load_history_changes(data), list(self.issues.values()), **kwargs).plans
+        for p in planned:
+            state = p.new.with_(run_url=RUN)
+            number = p.number
+            if number is None:
+                self.opened += 1
+                number = max([0, *self.issues]) + 1
+            elif p.old.status != state.status:
+                self.transitions.append((number, p.old.status, state.status))
+            github_open = p.github_open if p.old is None or p.old.status == state.status else state.status == "open"
+            self.issues[number] = Tracked(number, github_open, title(state), body(state, "https://github.com", "O/R"), state)
+        return planned
+
+
+# ---------------------------------------------------------------------------
+# the marker: placed and read where no benchmark name reaches
+# ---------------------------------------------------------------------------
+
+
+def test_the_marker_round_trips_and_a_hostile_name_cannot_forge_or_move_it():
+    hostile = bench("k`\n" + PREFIX + '{"v":2,"kind":"drift","status":"open","members":[],"drifts":[],"run":"","rc":"",'
+                    '"site":""} -->\n|x|')
+    data = changes([cp(hostile, 30, -0.05)])
+    (p,) = plan(load_history_changes(data), []).plans
+    text = body(p.new, "https://github.com", "O/R")
+    assert parse(text) == p.new and p.new.members[0].benchmark == hostile  # the name survives, as hex in the marker
+    assert text.count("\n" + PREFIX) == 0  # the forged marker is not on a line of its own anywhere
+    # The bot's marker is read only from the first line, strictly: anything else is not ours.
+    assert parse("hello\n" + render_marker(p.new)) is None
+    assert parse(render_marker(p.new).replace('"v":2', '"v":3')) is None
+    assert parse(render_marker(p.new).replace('"kind":"slowdown"', '"kind":"slowdown","x":"<b>"')) is None
+    assert parse(render_marker(p.new).replace('"i":30', '"i":"30"')) is None
+    assert parse(PREFIX + '{"v":2} --> -->') is None
+
+
+def test_a_forged_first_line_in_someone_elses_issue_is_not_read(tmp_path):
+    _gh_or_skip()
+    data = changes([cp(bench("a"), 30, -0.05)])
+    forged = plan(load_history_changes(data), []).plans[0].new
+    state = State()
+    state.issues.append({"number": 1, "title": "forged", "body": body(forged, "https://github.com", "OWNER/REPO"),
+                         "state": "closed", "labels": [], "user": {"login": "mallory"}})
+    with FakeGitHub(tmp_path, state) as server:
+        record = file_issues(_gh(server), load_history_changes(data), CONTEXT)
+    assert [i["number"] for i in record["issues"]] == [2] and len(state.issues) == 2  # the bot's own issue was opened
+
+
+# ---------------------------------------------------------------------------
+# identity: a moved change point edits its issue
+# ---------------------------------------------------------------------------
+
+
+def test_a_change_point_that_moves_narrows_or_gains_commits_edits_its_one_issue():
+    repo, b = Repo(), bench("a")
+    repo.run(changes([cp(b, 29, -0.045)]))
+    assert repo.opened == 1
+    planned = repo.run(changes([cp(b, 30, -0.05)]))  # settled a commit later, a bit larger
+    assert repo.opened == 1 and [p.number for p in planned] == [1]
+    member = repo.issues[1].state.members[0]
+    assert (member.first_after, member.change) == (sha(30), -0.05)
+    assert f"--good {sha(29)}" in repo.issues[1].body and f"--bad {sha(30)}" in repo.issues[1].body  # the bisect follows
+    # A wider range that narrows (commits unmeasured, then measured): the same issue again.
+    wide = cp(b, 30, -0.05)
+    wide.update(last_before=sha(27), orders=[27, 30])
+    repo.run(changes([wide]))
+    repo.run(changes([cp(b, 30, -0.05)]))
+    assert repo.opened == 1 and len(repo.issues) == 1
+    assert repo.run(changes([cp(b, 30, -0.05)])) == []  # nothing new: no edit
+
+
+def test_what_is_not_the_same_regression_gets_its_own_issue():
+    repo, b = Repo(), bench("a")
+    repo.run(changes([cp(b, 30, -0.05)]))
+    repo.run(changes([cp(b, 30, -0.05), cp(b, 40, -0.05)]))  # ten commits later: another regression
+    assert repo.opened == 2
+    repo.run(changes([cp(b, 30, -0.05), cp(b, 40, -0.05), cp(bench("other"), 60, -0.03)]))  # another benchmark, far
+    assert repo.opened == 3
+    # Near but of a different size (-5% vs -1.2%) is not the same level change: the 30 issue keeps its member.
+    other = Repo()
+    other.run(changes([cp(b, 30, -0.05)]))
+    other.run(changes([cp(b, 30, -0.05), cp(b, 32, -0.012)]))
+    assert other.issues[1].state.members[0].first_after == sha(30)
+
+
+def test_only_a_settled_large_enough_recent_change_point_opens_an_issue():
+    b = bench("a")
+    assert plan(load_history_changes(changes([cp(b, 30, -0.05, settled=SETTLE - 1)])), []).plans == []
+    assert plan(load_history_changes(changes([cp(b, 30, -0.004)])), []).plans == []  # under the speed gate's 1%
+    old = changes([cp(b, 30, -0.05)])
+    old["machines"][0]["change_points"][0]["recent"] = False
+    assert plan(load_history_changes(old), []).plans == []
+    assert len(plan(load_history_changes(changes([cp(b, 30, -0.05, settled=SETTLE)])), []).plans) == 1
+
+
+# ---------------------------------------------------------------------------
+# lifecycle: recovered, not confirmed, back again
+# ---------------------------------------------------------------------------
+
+
+def test_a_fixed_regression_is_closed_with_its_fixing_commit():
+    repo, b = Repo(), bench("a")
+    repo.run(changes([cp(b, 30, -0.05)]))
+    fixed = [cp(b, 30, -0.05), cp(b, 40, 0.052, direction="improvement", settled=SETTLE - 1)]
+    assert repo.run(changes(fixed)) == [] and repo.issues[1].open  # the fix has not settled yet
+    fixed[1]["change"]["after"] = [40, 40 + SETTLE]
+    repo.run(changes(fixed))
+    issue = repo.issues[1]
+    assert issue.state.status == "recovered" and not issue.open and repo.transitions == [(1, "open", "recovered")]
+    assert sha(40)[:12] in issue.body and "Status: recovered, closed" in issue.body
+    assert repo.run(changes(fixed)) == [] and repo.opened == 1
+
+
+def test_a_change_point_that_dissolves_is_closed_not_confirmed_and_reopened_if_it_comes_back():
+    repo, b = Repo(), bench("a")
+    repo.run(changes([cp(b, 30, -0.05)]))
+    repo.run(changes([], series=[(MACHINE, b)]))  # more data: no change point left in the series
+    assert repo.transitions == [(1, "open", "not-confirmed")] and not repo.issues[1].open
+    assert "not confirmed" in repo.issues[1].body
+    repo.run(changes([], series=[(MACHINE, bench("x"))]))  # the series not in this file says nothing
+    assert len(repo.transitions) == 1
+    repo.run(changes([cp(b, 31, -0.05)]))
+    assert repo.transitions[-1] == (1, "not-confirmed", "open") and repo.issues[1].open and repo.opened == 1
+
+
+# ---------------------------------------------------------------------------
+# grouping and the per-run cap
+# ---------------------------------------------------------------------------
+
+
+def test_a_runner_wide_slowdown_is_one_issue_however_its_change_points_arrive():
+    names = [bench(f"k{i:02d}") for i in range(20)]
+    repo = Repo()
+    # Run 1: 8 of them, on two machines, at commits 65 and 66 (noise places some a commit early).
+    first = [cp(n, 66 if i % 3 else 65, -0.02, machine="h200-b" if i % 2 else MACHINE) for i, n in enumerate(names[:8])]
+    repo.run(changes(first))
+    assert repo.opened == 1 and len(repo.issues[1].state.members) == 8
+    assert "8 benchmarks on 2 machines" in repo.issues[1].title
+    # Run 2: the other 12 join it.
+    repo.run(changes(first + [cp(n, 66, -0.02) for n in names[8:]]))
+    assert repo.opened == 1 and len(repo.issues[1].state.members) == 20
+    assert repo.issues[1].body.count("| **-2.0%** |") == 20
+
+
+def test_more_regressions_than_the_cap_go_to_one_roll_up_issue_and_none_is_filed_twice():
+    points = [cp(bench(f"k{i:02d}"), 20 + 10 * i, -0.03) for i in range(15)]  # 15 far apart: 15 would-be issues
+    repo = Repo()
+    repo.run(changes(points), max_new=5)
+    assert repo.opened == 5
+    rollup = [t for t in repo.issues.values() if t.state.kind == "rollup"]
+    assert len(rollup) == 1 and len(rollup[0].state.members) == 11 and "over this workflow's per-run issue cap" in rollup[0].title
+    assert repo.run(changes(points), max_new=5) == []
+    more = points + [cp(bench(f"m{i:02d}"), 200 + 10 * i, -0.03) for i in range(6)]
+    repo.run(changes(more), max_new=5)
+    assert repo.opened == 10 and len(rollup[0].state.members) == 11
+    assert len(repo.issues[rollup[0].number].state.members) == 12  # over the cap again: the open roll-up takes them
+
+
+# ---------------------------------------------------------------------------
+# posting through gh: labels, rate limits, resuming
+# ---------------------------------------------------------------------------
+
+
+def _gh_or_skip() -> None:
+    if shutil.which("gh") is None:
+        pytest.skip("gh (the GitHub CLI, Debian package gh) is not installed; ci/setup.sh installs it")
+
+
+def _gh(server: FakeGitHub, **limits) -> GitHub:
+    gh = GitHub("OWNER/REPO", env=server.env(dict(os.environ)),
+                limits=Limits(**{"write_interval_s": 0.0, "first_backoff_s": 0.05, **limits}))
+    gh.sleep = lambda seconds: None  # the test does not wait: the waits asked for (gh.waits) are what it checks
+    return gh
+
+
+def test_rate_limits_are_waited_out_as_github_asks(tmp_path):
+    _gh_or_skip()
+    data = load_history_changes(changes([cp(bench(f"k{i}"), 20 + 10 * i, -0.03) for i in range(3)]))
+    state = State()
+    state.refuse(1, 403, {"Retry-After": "7"})  # secondary limit with retry-after
+    state.refuse(1, 429, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "0"})  # primary: reset in the past
+    state.refuse(2, 403, {})  # "secondary rate limit" in the message only: back off, doubling
+    state.refuse(1, 429, {"Retry-After": "2"}, writes_only=False)  # the listing (a GET) too
+    with FakeGitHub(tmp_path, state) as server:
+        gh = _gh(server)
+        file_issues(gh, data, CONTEXT, log=lambda line: None)
+    assert len(state.issues) == 3 and len(state.refused) == 5 and state.refused[0][0] == "GET"
+    # the listing's retry-after; then one write's: retry-after, the reset (+1 s), 0.05 s doubled at each further
+    # refusal of the same request (its third and fourth)
+    assert gh.waits == [2.0, 7.0, 1.0, 0.2, 0.4]
+
+
+def test_a_403_that_is_no_rate_limit_fails_at_once(tmp_path):
+    _gh_or_skip()
+    state = State()
+    state.refuse(1, 403, {}, message="Resource not accessible by integration")
+    with FakeGitHub(tmp_path, state) as server:
+        gh = _gh(server)
+        with pytest.raises(GitHubError, match="403"):
+            file_issues(gh, load_history_changes(changes([cp(bench("a"), 30, -0.05)])), CONTEXT, log=lambda line: None)
+    assert gh.waits == [] and state.issues == []
+
+
+def test_a_flood_is_capped_and_a_run_stopped_by_rate_limits_resumes_without_duplicates(tmp_path):
+    _gh_or_skip()
+    points = [cp(bench(f"k{i:02d}"), 20 + 10 * i, -0.03) for i in range(50)]  # 50 regressions in one run
+    data = load_history_changes(changes(points))
+    state = State()
+    state.write_burst = 3  # every fourth write is refused, retry-after 1 s
+    with FakeGitHub(tmp_path, state) as server:
+        gh = _gh(server, max_wait_s=2.5)  # three refusals fit, the fourth does not: the run stops
+        with pytest.raises(GitHubError, match="a re-run resumes"):
+            file_issues(gh, data, CONTEXT, log=lambda line: None)
+        stopped_at = len(state.issues)
+        assert 0 < stopped_at < MAX_NEW and gh.waits == [1.0, 1.0]
+        state.write_burst = None
+        record = file_issues(_gh(server), data, CONTEXT, log=lambda line: None)  # the re-run
+        assert len(state.issues) == MAX_NEW  # 9 issues and one roll-up: the re-run counts what the stopped one opened
+        keys = [(m.series, m.first_after) for i in state.issues for m in parse(i["body"]).members]
+        assert len(keys) == len(set(keys)) == 50  # every regression once
+        assert file_issues(_gh(server), data, CONTEXT, log=lambda line: None)["actions"] == []
+    assert any(i["kind"] == "rollup" and len(i["members"]) == 50 - (MAX_NEW - 1) for i in record["issues"])
+
+
+# ---------------------------------------------------------------------------
+# the Done-when, small: a history grown one commit per run, filed after each
+# ---------------------------------------------------------------------------
+
+SMALL = Scenario(seed=0, start=16, runs=32, benchmarks=9, regressions=((0, 20, -0.05, 8), (1, 28, -0.04, None),
+                                                                        (2, 34, -0.06, None)), shared=(3, 6, 40, -0.02))
+
+
+@pytest.mark.slow
+def test_a_grown_history_files_one_issue_per_regression_whatever_triage_does(tmp_path):
+    """Issue 38's "Done when" at a smaller size (docs/data/regression_issues_growth.py runs 60 runs x 10 seeds of 24
+    benchmarks): three regressions (one fixed 8 commits later) and a 2% slowdown of 6 benchmarks at one commit, a
+    benchmark named with a forged marker, every label removed and a title changed before run 16 -> exactly four issues,
+    the fixed one closed naming its fixing commit, the slowdown of six one issue. The command runs in this process
+    (its front and code, through gh to the stand-in), on the change points the site build would publish each run."""
+    _gh_or_skip()
+    state, log = State(), []
+
+    def triage(run: int) -> None:
+        if run == 16:
+            assert state.issues, "the first regression should have its issue by run 16"
+            for issue in state.issues:
+                issue["labels"] = []
+            state.issues[0]["title"] = "looking into it"
+
+    with FakeGitHub(tmp_path, state) as server:
+        grow(SMALL, tmp_path, notify_in_process(server.env(dict(os.environ)), log), triage)
+    assert len(state.issues) == 4, [i["title"] for i in state.issues]
+    by_bench = {}
+    for issue in state.issues:
+        s = parse(issue["body"])
+        for name in {m.benchmark for m in s.members} | {d.benchmark for d in s.drifts}:
+            by_bench.setdefault(name, set()).add(issue["number"])
+    keys = [benchmark_key(SMALL, b) for b in range(SMALL.benchmarks)]
+    assert all(len(by_bench.get(k, ())) == 1 for k in keys), by_bench
+    assert HOSTILE in keys[1] and by_bench[keys[1]]  # the hostile name has its one issue
+    (group,) = {n for k in keys[3:] for n in by_bench[k]}
+    assert len(parse(next(i for i in state.issues if i["number"] == group)["body"]).members) == 6
+    (fixed,) = [i for i in state.issues if i["number"] in by_bench[keys[0]]]
+    fix = fixing_commit(SMALL)[:12]
+    assert fixed["state"] == "closed" and fixed["state_reason"] == "completed" and fix in fixed["body"]
+    assert [fix in c["body"] for c in state.comments[fixed["number"]]] == [True]
+    assert fixed["title"] == "looking into it"  # a person's title is kept while the regression's own title is unchanged
+    assert all(i["state"] == "open" for i in state.issues if i is not fixed)
+
+
+def test_a_drift_streak_is_not_made_by_one_stray_high_commit():
+    """The filer opens a drift issue only after DRIFT_STREAK failing commits in a row (ci.history.regressions'
+    ``streak``): counted against the window's second best, so one stray high commit does not make one."""
+    from ci.history.regressions import Series, drift, failing_streak
+    import numpy as np
+
+    flat = [0.0, 0.001, -0.001, 0.0, 0.025, 0.0, -0.001, 0.001, 0.0, -0.001]  # one commit 2.5% high
+    step = [0.0, 0.001, -0.001, 0.0, 0.001, -0.03, -0.031, -0.029, -0.03, -0.031]  # a 3% step five commits ago
+    for levels, streak in ((flat, 0), (step, 5)):
+        series = Series("m", bench("a"), [sha(i) for i in range(10)], np.log(500) + np.array(levels))
+        d = drift(series)
+        assert d is not None and failing_streak(series, d) == streak
+    assert drift(Series("m", bench("a"), [sha(i) for i in range(10)], np.log(500) + np.array(flat))).failed  # the guard

@@ -1,6 +1,6 @@
 """The gate's false alarms when the noise departs from its model in ways the model does not know (issue 37, deliver 3).
 
-    PYTHONPATH=. nice .venv/bin/python docs/data/misspecification_rates.py --out docs/data/misspecification_rates_v5b.json
+    PYTHONPATH=. nice .venv/bin/python docs/data/misspecification_rates.py --plan-object harness.paired.plan:MODEL_PLAN --out docs/data/misspecification_rates_v5b.json
     PYTHONPATH=. .venv/bin/python docs/data/misspecification_rates.py --tables docs/data/misspecification_rates_v5b.json
     PYTHONPATH=. nice .venv/bin/python docs/data/misspecification_rates.py --plan-object harness.paired.plan:ZONE_PLAN \\
         --out docs/data/misspecification_rates_v6.json
@@ -26,7 +26,6 @@ false alarms it did not detect, and for information the misses at t per benchmar
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -39,7 +38,6 @@ sys.path.insert(0, str(HERE))
 
 import replay_lib as L  # noqa: E402
 
-from harness.report import write_json_atomic  # noqa: E402
 
 DEPARTURES = ("none", "t4", "ar1", "between_2x", "between_half", "head_3x_one", "first_round_slow", "first_round_fast")
 LABELS = {"none": "none (the model's own noise)", "t4": "t4 tails (same SD)", "ar1": "within-run AR(1) 0.5",
@@ -185,7 +183,7 @@ def tables(data: dict) -> str:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--plan-object", default="harness.paired.plan:MODEL_PLAN", help="module:NAME of the plan to evaluate")
+    p.add_argument("--plan-object", default=L.DEFAULT_PLAN, help="module:NAME of the plan to evaluate")
     p.add_argument("--thresholds", type=Path, default=L.ROOT / "ci/speed_thresholds_h200.json")
     p.add_argument("--noise", type=Path, default=L.ROOT / "ci/speed_noise_h200.json",
                    help="the noise model: the truth's (before the departure) and the gate's")
@@ -193,38 +191,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="triton: the 20 Triton benchmarks (a kernel PR's); default: all 30")
     p.add_argument("--departures", nargs="+", choices=DEPARTURES, default=list(DEPARTURES))
     p.add_argument("--noisy", default=TRACKED, help="head_3x_one's benchmark (the tracked config)")
-    p.add_argument("--shifts", type=float, nargs="+", default=list(L.SHIFTS),
-                   help="head slower by these fractions of each threshold (>= 1 counts misses, else false alarms)")
-    p.add_argument("--trials", type=int, default=TRIALS, help=f"simulated PRs per departure and false-alarm shift ({TRIALS})")
-    p.add_argument("--miss-trials", type=int, default=MISS_TRIALS, help=f"... per miss shift ({MISS_TRIALS})")
-    p.add_argument("--seed", type=int, default=SEED)
-    p.add_argument("--workers", type=int, default=2, help="processes (at most 2)")
-    p.add_argument("--out", type=Path, help="the JSON (written atomically); without it, printed")
-    p.add_argument("--tables", type=Path, metavar="JSON", help="print the Markdown table of a written JSON and exit")
-    args = p.parse_args(argv)
-    if args.trials < 1 or args.miss_trials < 1:
-        p.error("--trials and --miss-trials must be >= 1")
-    if not all(s >= 0 for s in args.shifts):
-        p.error("--shifts are slowdowns: each >= 0")
-    return args
+    L.add_run_arguments(p, TRIALS, MISS_TRIALS, SEED)
+    return L.checked_run_arguments(p, argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(argv)
-    try:
-        if args.tables:
-            print(tables(json.loads(args.tables.read_text())))
-            return 0
-        data = rates(args)
-    except (ValueError, OSError, KeyError) as exc:
-        print(f"misspecification_rates: {exc}", file=sys.stderr)
-        return 2
-    if args.out:
-        write_json_atomic(args.out, data)
-    else:
-        print(json.dumps(data, indent=1))
-    print(tables(data), file=sys.stderr)
-    return 0
+    return L.script_main("misspecification_rates", parse(argv), rates, tables)
 
 
 if __name__ == "__main__":

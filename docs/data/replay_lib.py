@@ -440,3 +440,53 @@ def chunks(trials: Sequence[int], seed: int) -> list[tuple[tuple[int, ...], np.r
 def result_json(r: PrResult) -> dict[str, Any]:
     return {"verdicts": {b: list(v) for b, v in r.verdicts.items()}, "guard_fired": r.guard_fired, "wall_s": r.wall_s,
             "stop_wall_s": r.stop_wall_s, "first_regression": r.first_regression}
+
+
+# ---------------------------------------------------------------------------
+# the two scripts' common front (replay_rates.py, misspecification_rates.py)
+# ---------------------------------------------------------------------------
+
+DEFAULT_PLAN = "harness.paired.plan:ZONE_PLAN"  # the gate's plan; version 5b's figures: harness.paired.plan:MODEL_PLAN
+
+
+def add_run_arguments(p: Any, trials: int, miss_trials: int, seed: int) -> None:
+    """The options both scripts take after their own: shifts, trial counts, seed, processes, output."""
+    p.add_argument("--shifts", type=float, nargs="+", default=list(SHIFTS),
+                   help="head slower by these fractions of each threshold (>= 1 counts misses, else false alarms)")
+    p.add_argument("--trials", type=int, default=trials, help=f"simulated PRs per false-alarm shift ({trials})")
+    p.add_argument("--miss-trials", type=int, default=miss_trials, help=f"simulated PRs per miss shift (>= 1; {miss_trials})")
+    p.add_argument("--seed", type=int, default=seed)
+    p.add_argument("--workers", type=int, default=2, help="processes (at most 2)")
+    p.add_argument("--out", type=Path, help="the JSON (written atomically); without it, printed")
+    p.add_argument("--tables", type=Path, metavar="JSON", help="print the Markdown tables of a written JSON and exit")
+
+
+def checked_run_arguments(p: Any, argv: list[str] | None) -> Any:
+    args = p.parse_args(argv)
+    if args.trials < 1 or args.miss_trials < 1:
+        p.error("--trials and --miss-trials must be >= 1")
+    if not all(s >= 0 for s in args.shifts):
+        p.error("--shifts are slowdowns: each >= 0")
+    return args
+
+
+def script_main(name: str, args: Any, rates: Callable[[Any], dict[str, Any]], tables: Callable[[dict[str, Any]], str]) -> int:
+    """--tables, or the rates computed, written atomically (or printed) and tabled on stderr; exit 2 on bad input."""
+    import json
+
+    from harness.report import write_json_atomic
+
+    try:
+        if args.tables:
+            print(tables(json.loads(args.tables.read_text())))
+            return 0
+        data = rates(args)
+    except (ValueError, OSError, KeyError) as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 2
+    if args.out:
+        write_json_atomic(args.out, data)
+    else:
+        print(json.dumps(data, indent=1))
+    print(tables(data), file=sys.stderr)
+    return 0

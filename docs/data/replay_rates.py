@@ -1,9 +1,8 @@
 """The gate's error rates on recorded A/A rounds (issue 37, deliver 3): the corpus resampled, the head shifted.
 
-    PYTHONPATH=. nice .venv/bin/python docs/data/replay_rates.py --out docs/data/replay_rates_v5b.json
+    PYTHONPATH=. nice .venv/bin/python docs/data/replay_rates.py --plan-object harness.paired.plan:MODEL_PLAN --out docs/data/replay_rates_v5b.json
     PYTHONPATH=. .venv/bin/python docs/data/replay_rates.py --tables docs/data/replay_rates_v5b.json
-    PYTHONPATH=. nice .venv/bin/python docs/data/replay_rates.py --plan-object harness.paired.plan:ZONE_PLAN \\
-        --out docs/data/replay_rates_v6.json          # another plan, the same corpus, seeds and shifts
+    PYTHONPATH=. nice .venv/bin/python docs/data/replay_rates.py --out docs/data/replay_rates_v6.json   # the gate's plan (ZONE_PLAN)
 
 Each simulated PR (docs/data/replay_lib.py): every benchmark of the selection takes whole recorded worker
 generations from docs/data/aa_corpus.json, resampled with replacement (benchmarks share a drawn (run, generation)
@@ -32,7 +31,6 @@ sys.path.insert(0, str(HERE))
 
 import replay_lib as L  # noqa: E402
 
-from harness.report import write_json_atomic  # noqa: E402
 
 # Version 5b's run: ~4-5 CPU-minutes in two processes (1593 s of wall on this 2-core machine at a load average of
 # 12-15 from other jobs; ~3 minutes on two idle cores). A PR at t costs ~10x one at 0 (every benchmark runs to its
@@ -123,45 +121,19 @@ def tables(data: dict) -> str:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--plan-object", default="harness.paired.plan:MODEL_PLAN", help="module:NAME of the plan to evaluate")
+    p.add_argument("--plan-object", default=L.DEFAULT_PLAN, help="module:NAME of the plan to evaluate")
     p.add_argument("--thresholds", type=Path, default=L.ROOT / "ci/speed_thresholds_h200.json")
     p.add_argument("--noise", type=Path, default=L.ROOT / "ci/speed_noise_h200.json", help="the gate's noise model")
     p.add_argument("--corpus", type=Path, default=HERE / "aa_corpus.json", help="docs/data/aa_corpus.py's output")
     p.add_argument("--runs", nargs="+", help="only these corpus runs (record paths as the corpus names them)")
     p.add_argument("--selection", choices=L.SELECTIONS, default="default",
                    help="default: the 30 benchmarks of the default selection; triton: its 20 Triton ones")
-    p.add_argument("--shifts", type=float, nargs="+", default=list(L.SHIFTS),
-                   help="head slower by these fractions of each threshold (>= 1 counts misses, else false alarms)")
-    p.add_argument("--trials", type=int, default=TRIALS, help=f"simulated PRs per false-alarm shift ({TRIALS})")
-    p.add_argument("--miss-trials", type=int, default=MISS_TRIALS, help=f"simulated PRs per miss shift (>= 1; {MISS_TRIALS})")
-    p.add_argument("--seed", type=int, default=SEED)
-    p.add_argument("--workers", type=int, default=2, help="processes (at most 2)")
-    p.add_argument("--out", type=Path, help="the JSON (written atomically); without it, printed")
-    p.add_argument("--tables", type=Path, metavar="JSON", help="print the Markdown tables of a written JSON and exit")
-    args = p.parse_args(argv)
-    if args.trials < 1 or args.miss_trials < 1:
-        p.error("--trials and --miss-trials must be >= 1")
-    if not all(s >= 0 for s in args.shifts):
-        p.error("--shifts are slowdowns: each >= 0")
-    return args
+    L.add_run_arguments(p, TRIALS, MISS_TRIALS, SEED)
+    return L.checked_run_arguments(p, argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(argv)
-    try:
-        if args.tables:
-            print(tables(json.loads(args.tables.read_text())))
-            return 0
-        data = rates(args)
-    except (ValueError, OSError, KeyError) as exc:
-        print(f"replay_rates: {exc}", file=sys.stderr)
-        return 2
-    if args.out:
-        write_json_atomic(args.out, data)
-    else:
-        print(json.dumps(data, indent=1))
-    print(tables(data), file=sys.stderr)
-    return 0
+    return L.script_main("replay_rates", parse(argv), rates, tables)
 
 
 if __name__ == "__main__":

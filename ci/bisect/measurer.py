@@ -3,7 +3,7 @@
 :class:`SpeedGateMeasurer` runs ``python -m ci.speed --base <good> --head <commit> --kernel K
 --config C --shape S --json <file>`` (the gate's warm workers in interleaved A/B rounds, its
 thresholds and plan) and reads the benchmark's verdict, ratio and interval from the JSON: the
-same record the PR gate writes, never its log. Exit 0 and 1 are verdicts; anything else
+same record the PR gate writes, never its log. Exit 0, 1 and 3 (inconclusive) are verdicts; anything else
 is a harness error (:class:`MeasureError`, exit 2 of ci.bisect).
 """
 

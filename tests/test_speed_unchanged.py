@@ -83,7 +83,7 @@ def test_a_torch_dequant_change_is_measured_and_says_what_differs(repo, tmp_path
     root, c0, wide = repo
     done = run_gate(root, "--base", c0, "--head", "slow", "--device", "cpu", *SMALL, "--thresholds", str(wide),
                     "--json", str(tmp_path / "v.json"))
-    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]  # the verdict is not what is tested
+    assert done.returncode in (0, 1, 3), done.stdout[-3000:] + done.stderr[-3000:]  # the verdict is not what is tested
     record = json.loads((tmp_path / "v.json").read_text())
     (bench,) = record["benchmarks"]
     assert bench["id"] == BENCH and bench["status"] == "gated"

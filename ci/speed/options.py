@@ -7,30 +7,28 @@ the front prints that one line and exits 2 before any git worktree or measuremen
 Nothing below the front sees ``argv`` or a parser; it takes this object.
 
 The statistics' knobs are one option, ``--plan KEY=VALUE`` (repeatable), as
-``--timing`` is for the timing: :data:`PLAN_KEYS` lists each key with its meaning
-and its checker; docs/SPEED_GATE.md ("The plan") documents them. A key of the
-sequential plan (harness.paired.SequentialPlan) is one of :data:`SEQUENTIAL_KEYS`:
-a plan given in part is completed from the gate's plan, or, in a replay, from the
-plan the record was decided with (never from another plan).
+``--timing`` is for the timing: ci.speed.plan_keys lists each key with its meaning
+and its checker; docs/SPEED_GATE.md ("The plan") documents them. A plan given in
+part is completed from the gate's plan, or, in a replay, from the plan the record
+was decided with (never from another plan).
 """
 
 from __future__ import annotations
 
 import enum
-import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-from ci.common.options import (OptionsError, arch_value, key_values, minutes_value, names_value, output_value,
+from ci.common.options import (OptionsError, arch_value, minutes_value, names_value, output_value,
                                positive_int_value, timing_value)
 from ci.speed.arch import ARCH_CHOICES
 from ci.speed.grace import DEFAULT_GRACE_S, grace_value
 from ci.speed.exclusion import ExclusionRule
 from ci.speed.thresholds import Thresholds, ThresholdsError, load_thresholds
 from ci.speed.warm import DEFAULT_RESTART_EVERY
-from harness.gpu_state import SLOWDOWN_REASONS
+from ci.speed.plan_keys import PLAN_KEYS, build_plan, plan_value
 from harness.paired.plan import MODEL_PLAN, WARM_PLAN, ZONE_PLAN, ZONE_WARM_PLAN, SequentialPlan
 
 # The PR workflow's GPU job has 120 minutes (.github/workflows/pr-checks.yml), correctness gates and set-up included:
@@ -54,128 +52,6 @@ class Mode(enum.Enum):
 # ---------------------------------------------------------------------------
 # --plan KEY=VALUE
 # ---------------------------------------------------------------------------
-
-
-def _number(key: str, text: str, kind: type, ok: Callable[[float], bool], want: str) -> Any:
-    try:
-        value = kind(text)
-    except ValueError:
-        raise OptionsError(f"--plan {key}={text}: expected {'a whole number' if kind is int else 'a number'}") from None
-    if not (math.isfinite(value) and ok(value)):
-        raise OptionsError(f"--plan {key}={text}: must be {want}")
-    return value
-
-
-def _positive_int(key: str, text: str) -> int:
-    return _number(key, text, int, lambda v: v >= 1, ">= 1")
-
-
-def _probability(key: str, text: str) -> float:
-    return _number(key, text, float, lambda v: 0 < v < 1, "a number in (0, 1)")
-
-
-def _clock_floor(key: str, text: str) -> float:
-    return _number(key, text, float, lambda v: v >= 0, "a finite number >= 0 (MHz; 0: no floor)")
-
-
-def _looks(key: str, text: str) -> int | tuple[int, ...]:
-    parts = tuple(_positive_int(key, t.strip()) for t in text.split(","))
-    return parts if "," in text else parts[0]
-
-
-def _on_off(key: str, text: str) -> bool:
-    if text not in ("on", "off"):
-        raise OptionsError(f"--plan {key}={text}: expected on or off")
-    return text == "on"
-
-
-def _shares(key: str, text: str) -> tuple[float, ...]:
-    try:
-        shares = tuple(float(t) for t in text.split(","))
-    except ValueError:
-        shares = ()
-    if not shares or not all(math.isfinite(v) and v > 0 for v in shares):
-        raise OptionsError(f"--plan {key}={text}: must be a list of numbers > 0 (each look's share)")
-    return shares
-
-
-def _throttle_reasons(key: str, text: str) -> frozenset[str]:
-    names = frozenset(t.strip() for t in text.split(",") if t.strip())
-    for name in sorted(names - SLOWDOWN_REASONS):
-        raise OptionsError(f"--plan {key}={text}: {name!r} is not a slowdown reason; known: {', '.join(sorted(SLOWDOWN_REASONS))}")
-    return names
-
-
-@dataclass(frozen=True)
-class PlanKey:
-    check: Callable[[str, str], Any]
-    means: str
-    measuring: bool = False  # about how rounds are measured: a replay refuses it
-
-
-def _rule(key: str, text: str) -> str:
-    if text not in ("zone", "band"):
-        raise OptionsError(f"--plan {key}={text}: expected zone (version 6, the default) or band (version 5's rule)")
-    return text
-
-
-PLAN_KEYS: dict[str, PlanKey] = {
-    "rule": PlanKey(_rule, "zone: regression or not, with the zone [1 - t, 1 - t/2] and a last look that decides (version 6); "
-                           "band: version 5's interval against the band [1 - t, 1 + t], for a before/after"),
-    "looks": PlanKey(_looks, "usable-round counts of the looks (5,7,10,14,20), or their number, spread from min to max rounds"),
-    "min_rounds": PlanKey(_positive_int, "usable rounds at the first look (5)"),
-    "max_rounds": PlanKey(_positive_int, "usable rounds at the last look (20)"),
-    "pr_alpha": PlanKey(_probability, "chance that an unchanged head fails anywhere in the PR, shared by the gated benchmarks (0.01)"),
-    "alpha": PlanKey(_probability, "a per-benchmark false-alarm alpha instead of pr_alpha's share (the PR bound is then gated x alpha)"),
-    "miss_alpha": PlanKey(_probability, "chance that a benchmark slower by its threshold or more is called 'no change', "
-                                        "per benchmark (0.01; raised to alpha where below it)"),
-    "rounds": PlanKey(_positive_int, "exactly N rounds of every benchmark, no early stop (a record to replay; --calibrate: up to 16 "
-                                         "within --max-minutes)", True),
-    "round_budget": PlanKey(_positive_int, "most rounds attempted, excluded ones included (1.5 x max_rounds)", True),
-    "restart_every": PlanKey(_positive_int, f"new worker processes every N rounds ({DEFAULT_RESTART_EVERY})", True),
-    "clock_floor_mhz": PlanKey(_clock_floor, "exclude rounds with an SM clock below this (75% of the card's max SM clock; 0: none)"),
-    "allow_throttle": PlanKey(_throttle_reasons, "do not exclude rounds for these throttle reasons (comma-separated)"),
-    "noise": PlanKey(_on_off, "on: decide with the runner's noise model when there is one (--noise; looks at 2,3,5,8,12,20); "
-                              "off: each benchmark's own rounds only (the plan before issue 29)"),
-    "spending": PlanKey(_shares, "each look's share of alpha, e.g. 4,2,1,1,1,1 (default: the plan's; equal without the model)"),
-    "guard_level": PlanKey(_probability, "with the noise model: the run's guard falls back to each benchmark's "
-                                         "own rounds in at most this share of runs that follow the model (0.05)"),
-}
-SEQUENTIAL_KEYS = ("looks", "min_rounds", "max_rounds", "alpha", "miss_alpha", "spending", "guard_level")  # SequentialPlan fields
-
-
-def plan_value(items: list[str] | None) -> dict[str, Any]:
-    """``--plan KEY=VALUE`` items, each checked by its :data:`PLAN_KEYS` entry."""
-    given = key_values(items or [], "--plan", list(PLAN_KEYS))
-    return {key: PLAN_KEYS[key].check(key, text) for key, text in given.items()}
-
-
-def build_plan(start: SequentialPlan, given: Mapping[str, Any]) -> SequentialPlan:
-    """``start`` (the gate's plan, or a replayed record's) with the sequential keys given; OptionsError if it cannot be.
-
-    Rounds given without looks keep ``start``'s number of looks, spread over them; an alpha given
-    without a miss alpha takes a smaller miss alpha with it (a miss interval is never the wider one).
-    """
-    chosen = {k: given[k] for k in SEQUENTIAL_KEYS if k in given}
-    if not chosen:
-        return start
-    fields = {"min_rounds": start.min_rounds, "max_rounds": start.max_rounds, "looks": start.looks, "alpha": start.alpha,
-              "miss_alpha": start.miss_alpha}
-    if {"min_rounds", "max_rounds"} & set(chosen) and "looks" not in chosen:
-        fields["looks"] = len(start.look_points)
-    if "max_rounds" in chosen and "min_rounds" not in chosen:
-        fields["min_rounds"] = min(start.min_rounds, chosen["max_rounds"])
-    if isinstance(chosen.get("looks"), tuple):  # looks given as round counts: they set the first and last look
-        fields["min_rounds"], fields["max_rounds"] = chosen["looks"][0], chosen["looks"][-1]
-    if "alpha" in chosen and "miss_alpha" not in chosen and start.miss_alpha is not None:
-        fields["miss_alpha"] = max(start.miss_alpha, chosen["alpha"])
-    fields["spending"], fields["guard_level"] = start.spending, start.guard_level
-    if {"looks", "min_rounds", "max_rounds"} & set(chosen) and "spending" not in chosen:
-        fields["spending"] = None  # other looks: the plan's shares no longer fit them; spent equally
-    try:
-        return replace(start, **{**fields, **chosen})
-    except ValueError as exc:
-        raise OptionsError(f"plan: {exc}") from None
 
 
 # ---------------------------------------------------------------------------

@@ -65,13 +65,7 @@ def make(work: Path, commits: int) -> None:
     shutil.rmtree(clone, ignore_errors=True)
     subprocess.run(["git", "clone", "--quiet", "--no-local", "--branch", "main", str(REPO), str(clone)], check=True)
     _git(clone, "remote", "remove", "origin")
-    # The generator dates commit i one hour after its parent: a parent dated `commits` hours and a day ago puts the
-    # newest commit a day in the past.
-    past = int(time.time()) - (commits + 24) * synthetic.COMMIT_SECONDS
-    stamp = {"GIT_COMMITTER_DATE": f"@{past} +0000", "GIT_AUTHOR_DATE": f"@{past} +0000",
-             "GIT_AUTHOR_NAME": "Synthetic", "GIT_AUTHOR_EMAIL": "synthetic@localhost",
-             "GIT_COMMITTER_NAME": "Synthetic", "GIT_COMMITTER_EMAIL": "synthetic@localhost"}
-    _git(clone, "commit", "--quiet", "--allow-empty", "-m", "synthetic history starts here", env=stamp)
+    # The generator dates its commits in the past (the newest an hour before now), as a real history is.
     started = time.monotonic()
     synthetic.make_history(clone, synthetic.Spec(commits=commits))
     print(f"{commits} commits and their results in {time.monotonic() - started:.0f} s: {clone}")

@@ -209,7 +209,9 @@ def test_unreadable_results_are_moved_aside_and_every_commit_is_still_measured(p
     for q in report["quarantined"]:
         assert f"quarantined {published['clone'] / '.asv' / 'results' / q['path']}" in job.stderr
         assert Path(q["moved_to"]).is_file()
-    assert set(report["status"].values()) == {"measured"}, report["status"]
+    # The second commit changes only pyproject.toml: its code is identical, so its results are the first's, copied
+    # in the same run (issue 39: "identical code", no longer reported as "measured"); both have results.
+    assert sorted(report["status"].values()) in (["identical code", "measured"], ["measured", "measured"]), report["status"]
     assert "build or install failed" not in job.stdout and report["harness_problems"] == []
 
 

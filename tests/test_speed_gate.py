@@ -379,11 +379,12 @@ def test_replay_excludes_a_throttled_round_and_reports_it(slow_run, tmp_path):
     (bench,) = json.loads((tmp_path / "replay.json").read_text())["benchmarks"]
     assert bench["decision"]["excluded_reasons"] == {"throttled: hw_thermal_slowdown": 1}
     assert [r["excluded"] for r in bench["rounds"]] == [None, "throttled: hw_thermal_slowdown"]
-    assert run_gate(Path.cwd(), "--replay", str(faked), "--fail-on-inconclusive").returncode == 1
+    # --fail-on-inconclusive is version 5's (the band): under the zone rule an inconclusive one is exit 3 already.
+    assert run_gate(Path.cwd(), "--replay", str(faked), "--plan", "rule=band", "--fail-on-inconclusive").returncode == 1
     # A clock floor above the faked 1600 MHz excludes every round.
     floor = run_gate(Path.cwd(), "--replay", str(faked), "--plan", "clock_floor_mhz=1700", "--json", str(tmp_path / "floor.json"))
     (bench,) = json.loads((tmp_path / "floor.json").read_text())["benchmarks"]
-    assert floor.returncode == 0 and bench["decision"]["rounds_excluded"] == 2 and bench["decision"]["rounds_used"] == 0
+    assert floor.returncode == 3 and bench["decision"]["rounds_excluded"] == 2 and bench["decision"]["rounds_used"] == 0
 
 
 @pytest.mark.slow

@@ -204,7 +204,8 @@ def test_three_devices_keep_pairs_together_and_report_a_failing_device(sides, sa
     names = [s.name for s in sides]
     # The hang below is found only at the read's time limit, so the test waits all of it; a timing here takes at most
     # ~0.3 s, even with another process busy on both cores of a 2-core CPU: 10 s leaves a wide margin.
-    with WarmEngine(sides, device="cpu", budget=BUDGET, devices=[0, 1, 2], measure_timeout_s=10) as engine:
+    # restart_every=4: the three rounds below stay in one worker generation (the gate's default restarts every 2).
+    with WarmEngine(sides, device="cpu", budget=BUDGET, devices=[0, 1, 2], measure_timeout_s=10, restart_every=4) as engine:
         first = engine.measure_round(names, benches, round_index=0).to_json()
         device_of = {}
         for b in benches:

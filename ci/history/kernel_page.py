@@ -53,7 +53,9 @@ table { border-collapse: collapse; margin: .5em 0 } td, th { border: 1px solid #
 tr.gain td.change, tr.gain-range td.change { color: #1a9850; font-weight: bold }
 tr.regression td.change, tr.regression-range td.change { color: #d73027; font-weight: bold }
 span.regression { color: #d73027; font-weight: bold } span.gain { color: #1a9850; font-weight: bold }
-code { background: #eef; padding: 0 3px }"""
+code { background: #eef; padding: 0 3px }
+td.issue { white-space: nowrap } span.issue a { font-weight: bold } span.issue-open a { color: #d73027 } span.issue-closed { color: #555 }
+#issues-note.no-issues { border-left-color: #d9a400; background: #fff8e1 }"""
 
 
 def publish(html_dir: Path, results_dir: Path, revisions: dict[str, int] | None = None, window: int = WINDOW) -> list[Path]:

@@ -100,6 +100,14 @@ def table_cells(checks_: list[dict], issues: Issues) -> dict[str, str]:
     return out
 
 
+def assert_no_state(section: str) -> None:
+    """A change-point section that knows no issue: the note says why; no issue column, link or state word."""
+    assert "Regression issues are not shown" in html.unescape(section)
+    table = section.split("id='change-points'", 1)[1].split("</table>", 1)[0]
+    assert "regression issue" not in table and "class='issue" not in table and "/issues/" not in table
+    assert not re.search(r"#\d+ (open|closed)", table)
+
+
 def words(cell: str) -> str:
     return html.unescape(re.sub("<[^>]+>", "", cell))
 
@@ -157,7 +165,7 @@ def test_a_recovered_issue_names_its_fixing_commit_and_one_without_it_is_refused
         parse(broken)
     issues = for_site(written(tmp_path, broken), checks(*POINTS))
     assert not issues.known and issues.links == {} and "fixed_in" in issues.note
-    assert all(words(c) == "" for c in table_cells(checks(*POINTS), issues).values())
+    assert_no_state(change_table(checks(*POINTS), issues))
 
 
 # ---------------------------------------------------------------------------
@@ -275,8 +283,7 @@ def test_a_missing_or_bad_record_shows_no_state_and_says_why(tmp_path, content, 
         path.write_text(content)
     issues = for_site(path, checks(*POINTS))
     assert not issues.known and issues.links == {} and says in issues.note, issues.note
-    cells = table_cells(checks(*POINTS), issues)
-    assert all(words(c) == "" for c in cells.values())
+    assert_no_state(change_table(checks(*POINTS), issues))
     assert issue_links.for_site(None, checks(*POINTS)).note.startswith("Regression issues are not shown: this build was given")
 
 
@@ -294,9 +301,10 @@ def test_the_kernel_pages_build_with_a_bad_record_and_say_so(tmp_path):
     page = (tmp_path / "site" / "kernels" / "kernel00.html").read_text()
     assert any(p.name == "kernel00.html" for p in written_files)
     assert "Regression issues are not shown: bad.json: not valid JSON" in html.unescape(page)
-    assert "regression issue</th>" in page and "href='https://" not in page.split("id='change-points'")[1]
+    assert_no_state(page.split("<h2>Change points</h2>")[1])
     listed = json.loads((tmp_path / "site" / "kernels" / "change_points.json").read_text())
-    assert listed["issues_known"] is False and all(r["issue"] is None for r in listed["change_points"])
+    assert listed["issues_known"] is False and all("issue" not in r for r in listed["change_points"])
+    assert listed["issues_note"].startswith("Regression issues are not shown: bad.json")
 
 
 # ---------------------------------------------------------------------------
@@ -337,7 +345,8 @@ REGRESSIONS_PAGE = """<!doctype html><html><head><meta charset='utf-8'><script s
 <table class="table"></table></div></div></div></body></html>"""
 
 
-def test_the_regressions_page_links_each_issue_and_escapes_what_it_shows(tmp_path):
+def _regressions_dom(tmp_path: Path, listed: dict) -> str:
+    """Chromium's DOM of a minimal asv Regressions page with notes.js and ``listed`` as kernels/change_points.json."""
     from test_published_html import CHROMIUM, served_dom
 
     if CHROMIUM is None:
@@ -351,15 +360,22 @@ def test_the_regressions_page_links_each_issue_and_escapes_what_it_shows(tmp_pat
     (site / "index.html").write_text(REGRESSIONS_PAGE)
     (site / "mxfp4" / "index.json").write_text(json.dumps({"empty": {}, "standing": {}, "measured": [], "regressions_context": {
         "commits": 80, "machines": [MACHINE], "gpu_machines": [MACHINE]}}))
-    issues = for_site(written(tmp_path, RECORD), checks(*POINTS))
+    (site / "kernels" / "change_points.json").write_text(json.dumps(listed))
+    return served_dom(site, "index.html", tmp_path / "profile")
+
+
+def _listed(issues: Issues) -> dict:
     found = [(line, c) for line, cs in page_changes.from_checks(checks(*POINTS)).items() for c in cs]
-    listed = kernel_page.change_points_json(found, {}, {}, False, issues)
+    return kernel_page.change_points_json(found, {}, {}, False, issues)
+
+
+def test_the_regressions_page_links_each_issue_and_escapes_what_it_shows(tmp_path):
+    listed = _listed(for_site(written(tmp_path, RECORD), checks(*POINTS)))
     # What notes.js must not trust either: a hostile subject (an attribute) and issue fields from a tampered file.
     listed["change_points"][0]["subject"] = 'x" onmouseover="alert(1)'
     listed["change_points"][1]["issue"] = {"number": 99, "url": "javascript:alert(1)", "state": "open",
                                            "words": "#99 open<img src=x onerror=alert(1)>"}
-    (site / "kernels" / "change_points.json").write_text(json.dumps(listed))
-    dom = served_dom(site, "index.html", tmp_path / "profile")
+    dom = _regressions_dom(tmp_path, listed)
     table = dom.split('id="mxfp4-change-points"', 1)[1].split("</table>", 1)[0]
     rows = re.findall(r"<tr class=\"mxfp4-[a-z]+\">(.*?)</tr>", table)
     assert len(rows) == len(POINTS)
@@ -370,3 +386,11 @@ def test_the_regressions_page_links_each_issue_and_escapes_what_it_shows(tmp_pat
     assert "javascript:" not in dom and "<img" not in dom and 'onmouseover="alert' not in dom
     assert "#99 open&lt;img" in dom
     assert "Regression issues as the issue filer left them" in html.unescape(dom)
+
+
+def test_the_regressions_page_with_a_bad_record_says_why_and_shows_no_issue_column(tmp_path):
+    dom = _regressions_dom(tmp_path, _listed(for_site(tmp_path / "absent.json", checks(*POINTS))))
+    table = dom.split('id="mxfp4-change-points"', 1)[1].split("</table>", 1)[0]
+    assert len(re.findall(r"<tr class=\"mxfp4-", table)) == len(POINTS)
+    assert "regression issue" not in table and "/issues/" not in table
+    assert "Regression issues are not shown: absent.json is missing" in html.unescape(dom)

@@ -262,7 +262,7 @@
       'asv\'s own list, below this one, covers only the newest ' + context.commits + ' commits it publishes. ' + esc(changePoints.method || '') +
       '. Each row opens its kernel\'s page.</p>' +
       (changePoints.issues_note ? '<p id="mxfp4-issues-note">' + esc(changePoints.issues_note) + '</p>' : '');
-    var withIssues = changePoints.issues_note !== undefined;
+    var withIssues = changePoints.issues_known === true;  // unknown: the note says why, and no column
     if (!rows.length) return html + '<p id="mxfp4-no-change-points">None found on any GPU line.</p>';
     html += '<table id="mxfp4-change-points" class="table table-condensed" style="font-size: 13px"><tr><th>date (UTC)</th>' +
       '<th>TFLOPS change [95% interval, %]</th><th>line</th><th>suspected commits</th><th>commits at the new level</th>' +

@@ -75,7 +75,8 @@ def publish_history(html_dir: Path, history: History, checks: list[dict], window
                     issues: issue_links.Issues | None = None) -> list[Path]:
     """Write the kernel pages from ``history`` and its machines' ``checks`` (regressions.all_checks); returns the files.
     ``info``: each commit's date and subject (ci.history.commit_info.read), for the date axis and the hover.
-    ``issues``: each change point's regression issue (ci.history.issue_links.for_site); None: no issue column."""
+    ``issues``: each change point's regression issue (ci.history.issue_links.for_site); None: nothing said of issues
+    (a plain asv publish); a record that could not be read: its note, and no issue column."""
     info = info or {}
     changes = page_changes.from_checks(checks)
     drifts = page_changes.drift_by_line(checks)
@@ -136,7 +137,7 @@ def change_points_json(found: list, spans: dict, info: dict, whole_page: bool, i
                      "subject": info[change.first_after].subject if change.first_after in info else "",
                      "commits_at_new_level": spans.get(((machine, kernel_config, shape), change.first_after)),
                      "page": f"{PAGES_DIR}/{kernel}{'-all' if whole_page else ''}.html"})
-        if issues is not None:
+        if issues is not None and issues.known:
             link = issues.link(machine, change.benchmark, change.last_before, change.first_after)
             rows[-1]["issue"] = link.to_json() if link else None
     rows.sort(key=lambda r: (r["date"] or "", r["first_after"]), reverse=True)
@@ -257,14 +258,15 @@ def _change_points(found: list, history: History, whole: bool, spans: dict, issu
         text += issues.note_html()
     return text + ("<table id='change-points'><tr><th></th><th>TFLOPS change [95% interval, %]</th><th>suspected commits "
                    "(after the first, up to the second)</th><th>commits at the new level (up to the line's next change, or its newest "
-                   "commit; over the whole history)</th><th>line</th>" + ("<th>regression issue</th>" if issues is not None else "") + "</tr>"
+                   "commit; over the whole history)</th><th>line</th>" + ("<th>regression issue</th>" if issues is not None and issues.known else "") + "</tr>"
                    + "".join(rows) + "</table>" + more)
 
 
 def _issue_cell(change: regressions.CommitChange, issues: issue_links.Issues | None) -> str:
     """The change point's issue and its state; empty without one (an improvement, too small or old to file, or found
-    after the issue record was written) or when no record could be read (the note above the table says why)."""
-    if issues is None:
+    after the issue record was written). No cell at all when no record could be read (the note above the table says
+    why): an empty column would read as "no issue"."""
+    if issues is None or not issues.known:
         return ""
     link = issues.link(change.machine, change.benchmark, change.last_before, change.first_after)
     return f"<td class='issue'>{link.html() if link else ''}</td>"

@@ -48,6 +48,7 @@ class Scenario:
                                                                    (2, 56, -0.06, None))
     shared: tuple[int, int, int, float] = (4, 20, 66, -0.02)  # first benchmark, how many, commit, size
     hostile: int = 1  # this benchmark's config carries a forged marker
+    one_kernel: int = 0  # the first this many benchmarks are configs of one kernel (mxfp4_demo): one page shows them all
 
     @property
     def commits(self) -> int:
@@ -59,7 +60,8 @@ def sha(*parts: object) -> str:
 
 
 def benchmark_key(scenario: Scenario, b: int) -> str:
-    config = f"kernel{b:02d}:default" + (HOSTILE if b == scenario.hostile else "")
+    config = (f"mxfp4_demo:config{b:02d}" if b < scenario.one_kernel else f"kernel{b:02d}:default") \
+        + (HOSTILE if b == scenario.hostile else "")
     return f"bench_gemm.GemmOnGpu.track_time('{config}', 'square_m04096_n04096_k04096')"
 
 
@@ -139,13 +141,14 @@ def grow(scenario: Scenario, folder: Path, run_command: Callable[[Path, int], No
     return growth
 
 
-def notify_in_process(env: dict[str, str], log: list[str]) -> Callable[[Path, int], None]:
-    """The same command's front and code in this process (no interpreter start per run): ``gh`` gets ``env``."""
+def notify_in_process(env: dict[str, str], log: list[str], extra: tuple[str, ...] = ()) -> Callable[[Path, int], None]:
+    """The same command's front and code in this process (no interpreter start per run): ``gh`` gets ``env``;
+    ``extra``: more options (``--json FILE``: the record the site build reads)."""
     from ci.notify.front import options_from, run as notify_run
 
     def run(changes: Path, number: int) -> None:
         options = options_from(["regression-issues", "--repo", "OWNER/REPO", "--changes", str(changes), "--run-url",
-                                f"https://github.com/OWNER/REPO/actions/runs/{number}", "--write-interval", "0"])
+                                f"https://github.com/OWNER/REPO/actions/runs/{number}", "--write-interval", "0", *extra])
         saved = dict(os.environ)
         os.environ.clear()
         os.environ.update(env)

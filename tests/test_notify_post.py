@@ -235,7 +235,7 @@ def test_a_dry_run_writes_nothing_and_the_json_lists_every_issue(github, tmp_pat
     assert github.state.writes() == [] and '"open: Slowdown' in done.stdout
     _issues(github, _changes(tmp_path, _without_improvements(HISTORY), "b.json"), "--json", str(out))
     record = json.loads(out.read_text())
-    assert record["schema"] == "mxfp4-regression-issues/1" and len(record["issues"]) == 3
+    assert record["schema"] == "mxfp4-regression-issues/2" and len(record["issues"]) == 3
     assert {m["status"] for i in record["issues"] for m in i["members"]} == {"active"}
 
 

@@ -452,7 +452,8 @@ def publishing_problems(workflow: dict[str, Any]) -> list[str]:
     if not builders or not deployers:
         problems.append(f"no site build ({builders}) or no Pages deployment ({deployers})")
     for job_id in builders:
-        if jobs[job_id].get("permissions") != {"contents": "read"}:
+        # actions: read -- the issue filer's newest record (regression-issues.yml's artifact), for the pages
+        if jobs[job_id].get("permissions") not in ({"contents": "read"}, {"contents": "read", "actions": "read"}):
             problems.append(f"{job_id}: builds the site with {jobs[job_id].get('permissions')}, not contents: read")
         if not any(str(s.get("uses", "")).startswith("actions/upload-pages-artifact@") for s in jobs[job_id]["steps"]):
             problems.append(f"{job_id}: does not hand the site to Pages")

@@ -19,8 +19,21 @@
   var pending = {};
   var shown = null;
 
+  // Quotes too: some values go into attributes (a commit subject is anyone's text).
   function esc(text) {
-    return String(text).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+    return String(text).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;')
+      .replace(/'/g, '&#39;');
+  }
+
+  // A change point's regression issue (kernels/change_points.json, ci/history/issue_links.py): its number linked to
+  // the issue, and its state in words; only an https address is linked.
+  function issueHtml(issue) {
+    if (!issue) return '';
+    var words = String(issue.words || '');
+    var number = '#' + Number(issue.number);
+    var link = /^https:\/\//.test(String(issue.url)) ? '<a href="' + esc(issue.url) + '">' + esc(number) + '</a>' : esc(number);
+    return '<span class="mxfp4-issue mxfp4-issue-' + (issue.state === 'open' ? 'open' : 'closed') + '">' + link +
+      esc(words.indexOf(number) === 0 ? words.slice(number.length) : ' ' + words) + '</span>';
   }
 
   function load(url, done) {
@@ -247,17 +260,21 @@
     var html = '<h3 id="mxfp4-change-points-title" style="margin-top: 14px">Change points over the whole history: ' + rows.length +
       '</h3><p>The project\'s detector on every GPU line\'s TFLOPS (higher is better; red: a regression), over all of the history; ' +
       'asv\'s own list, below this one, covers only the newest ' + context.commits + ' commits it publishes. ' + esc(changePoints.method || '') +
-      '. Each row opens its kernel\'s page.</p>';
+      '. Each row opens its kernel\'s page.</p>' +
+      (changePoints.issues_note ? '<p id="mxfp4-issues-note">' + esc(changePoints.issues_note) + '</p>' : '');
+    var withIssues = changePoints.issues_known === true;  // unknown: the note says why, and no column
     if (!rows.length) return html + '<p id="mxfp4-no-change-points">None found on any GPU line.</p>';
     html += '<table id="mxfp4-change-points" class="table table-condensed" style="font-size: 13px"><tr><th>date (UTC)</th>' +
-      '<th>TFLOPS change [95% interval, %]</th><th>line</th><th>suspected commits</th><th>commits at the new level</th></tr>';
+      '<th>TFLOPS change [95% interval, %]</th><th>line</th><th>suspected commits</th><th>commits at the new level</th>' +
+      (withIssues ? '<th>regression issue</th>' : '') + '</tr>';
     rows.forEach(function (r) {
       var red = r.direction === 'regression';
       html += '<tr class="mxfp4-' + (red ? 'regression' : 'improvement') + '"><td>' + esc(r.date || '?') + '</td>' +
         '<td style="font-weight: bold; color: ' + (red ? '#d73027' : '#1a9850') + '">' + esc(r.label) + '</td>' +
         '<td><a href="' + esc(r.page) + '">' + esc(r.kernel_config + ' ' + r.shape) + '</a> on ' + esc(r.machine) + '</td>' +
         '<td title="' + esc(r.subject || '') + '"><code>' + esc(r.last_before.slice(0, 8) + '..' + r.first_after.slice(0, 8)) + '</code></td>' +
-        '<td>' + esc(r.commits_at_new_level === null ? '?' : r.commits_at_new_level) + '</td></tr>';
+        '<td>' + esc(r.commits_at_new_level === null ? '?' : r.commits_at_new_level) + '</td>' +
+        (withIssues ? '<td class="mxfp4-issue-cell">' + issueHtml(r.issue) + '</td>' : '') + '</tr>';
     });
     return html + '</table>';
   }

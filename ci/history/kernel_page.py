@@ -28,7 +28,7 @@ from pathlib import Path
 import plotly.io
 import plotly.offline
 
-from ci.history import commit_info, page_changes, regressions, store, views
+from ci.history import commit_info, issue_links, page_changes, regressions, store, views
 from ci.history.kernel_figure import CLICK_TO_COMMIT, kernel_figure
 from ci.history.store import History, lines
 from harness.report import write_json_atomic, write_text_atomic
@@ -53,7 +53,9 @@ table { border-collapse: collapse; margin: .5em 0 } td, th { border: 1px solid #
 tr.gain td.change, tr.gain-range td.change { color: #1a9850; font-weight: bold }
 tr.regression td.change, tr.regression-range td.change { color: #d73027; font-weight: bold }
 span.regression { color: #d73027; font-weight: bold } span.gain { color: #1a9850; font-weight: bold }
-code { background: #eef; padding: 0 3px }"""
+code { background: #eef; padding: 0 3px }
+td.issue { white-space: nowrap } span.issue a { font-weight: bold } span.issue-open a { color: #d73027 } span.issue-closed { color: #555 }
+#issues-note.no-issues { border-left-color: #d9a400; background: #fff8e1 }"""
 
 
 def publish(html_dir: Path, results_dir: Path, revisions: dict[str, int] | None = None, window: int = WINDOW) -> list[Path]:
@@ -69,9 +71,12 @@ def publish(html_dir: Path, results_dir: Path, revisions: dict[str, int] | None 
 
 
 def publish_history(html_dir: Path, history: History, checks: list[dict], window: int = WINDOW, stamp: str = "",
-                    info: dict[str, commit_info.CommitInfo] | None = None) -> list[Path]:
+                    info: dict[str, commit_info.CommitInfo] | None = None,
+                    issues: issue_links.Issues | None = None) -> list[Path]:
     """Write the kernel pages from ``history`` and its machines' ``checks`` (regressions.all_checks); returns the files.
-    ``info``: each commit's date and subject (ci.history.commit_info.read), for the date axis and the hover."""
+    ``info``: each commit's date and subject (ci.history.commit_info.read), for the date axis and the hover.
+    ``issues``: each change point's regression issue (ci.history.issue_links.for_site); None: nothing said of issues
+    (a plain asv publish); a record that could not be read: its note, and no issue column."""
     info = info or {}
     changes = page_changes.from_checks(checks)
     drifts = page_changes.drift_by_line(checks)
@@ -87,7 +92,7 @@ def publish_history(html_dir: Path, history: History, checks: list[dict], window
     longer = len(history.commits) > len(recent.commits)
     keep = {c for found in changes.values() for change in found for c in (change.last_before, change.first_after)}
     whole = views.thinned(history, ALL_POINTS, keep) if longer else None
-    context = PageContext(drifts, spans, when, subjects, stamp, len(history.commits) if longer else 0)
+    context = PageContext(drifts, spans, when, subjects, stamp, len(history.commits) if longer else 0, issues)
     for kernel in history.kernels():
         mine = page_changes.for_kernel(changes, kernel)
         page = folder / f"{kernel}.html"
@@ -99,7 +104,7 @@ def publish_history(html_dir: Path, history: History, checks: list[dict], window
             written.append(page)
     write_text_atomic(folder / "index.html", index_page(history, stamp, changes, longer, info))
     written.append(folder / "index.html")
-    write_json_atomic(folder / CHANGE_POINTS_JSON, change_points_json(everything, spans, info, longer))
+    write_json_atomic(folder / CHANGE_POINTS_JSON, change_points_json(everything, spans, info, longer, issues))
     written.append(folder / CHANGE_POINTS_JSON)
     return written
 
@@ -114,11 +119,13 @@ class PageContext:
     subjects: dict[str, str]
     stamp: str = ""
     total: int = 0  # commits in the whole history when a page shows fewer (a window, or a thinned whole)
+    issues: issue_links.Issues | None = None  # each change point's regression issue; None: not shown (a plain asv publish)
 
 
-def change_points_json(found: list, spans: dict, info: dict, whole_page: bool) -> dict:
+def change_points_json(found: list, spans: dict, info: dict, whole_page: bool, issues: issue_links.Issues | None = None) -> dict:
     """Every change point of the whole history, newest first: what asv's Regressions page lists beside its own
-    (ci/history/asv_html_notes.js), since asv's window of the newest commits holds few of them."""
+    (ci/history/asv_html_notes.js), since asv's window of the newest commits holds few of them; with ``issues``, each
+    one's regression issue (null: none) and the sentence about where the issues come from (``issues_note``)."""
     rows = []
     for (machine, kernel_config, shape), change in found:
         c = change.change
@@ -130,8 +137,12 @@ def change_points_json(found: list, spans: dict, info: dict, whole_page: bool) -
                      "subject": info[change.first_after].subject if change.first_after in info else "",
                      "commits_at_new_level": spans.get(((machine, kernel_config, shape), change.first_after)),
                      "page": f"{PAGES_DIR}/{kernel}{'-all' if whole_page else ''}.html"})
+        if issues is not None and issues.known:
+            link = issues.link(machine, change.benchmark, change.last_before, change.first_after)
+            rows[-1]["issue"] = link.to_json() if link else None
     rows.sort(key=lambda r: (r["date"] or "", r["first_after"]), reverse=True)
-    return {"schema": "mxfp4-change-points/1", "method": page_changes.METHOD, "change_points": rows}
+    out = {"schema": "mxfp4-change-points/1", "method": page_changes.METHOD, "change_points": rows}
+    return out if issues is None else {**out, "issues_note": issues.note, "issues_known": issues.known}
 
 
 def _page(title: str, body: str, plotly_js: bool = True) -> str:
@@ -193,7 +204,7 @@ def kernel_page(kernel: str, history: History, changes: list, context: PageConte
     parts = ["<p><a href='index.html'>all kernels</a> &middot; <a href='../index.html'>asv's graphs (seconds, lower is better)</a></p>",
              f"<h1>{html_text.escape(kernel)}{' (whole history)' if whole else ''}</h1>", _stamp(context.stamp),
              _views(kernel, history, total, whole), _no_gpu_note(history), graph, _click_to_commit(), _common_notes(said)]
-    parts.append(_change_points(changes, history, whole, context.spans))
+    parts.append(_change_points(changes, history, whole, context.spans, context.issues))
     parts.append(_drift_table(said["lines"], context.drifts))
     parts.append(_peaks(said["peaks"], any(not p.is_cpu for p in history.points if p.kernel_config.startswith(kernel + ":"))))
     parts.append(_empty_rows(said["empty_rows"]))
@@ -221,8 +232,9 @@ def _click_to_commit() -> str:
     return CLICK_TO_COMMIT
 
 
-def _change_points(found: list, history: History, whole: bool, spans: dict) -> str:
-    """The change points drawn as shaded ranges, as a table: the suspected commits, the size and its interval."""
+def _change_points(found: list, history: History, whole: bool, spans: dict, issues: issue_links.Issues | None = None) -> str:
+    """The change points drawn as shaded ranges, as a table: the suspected commits, the size and its interval; with
+    ``issues``, each one's regression issue and its state (ci.history.issue_links), and where they come from."""
     text = (f"<h2>Change points</h2><p>{html_text.escape(page_changes.METHOD)}. CPU lines are not checked (their timings "
             "moved 19-45% between runs).</p>")
     shown = found if whole else [(line, c) for line, c in found if c.first_after in history.commits]
@@ -236,16 +248,28 @@ def _change_points(found: list, history: History, whole: bool, spans: dict) -> s
             f"<td class='change'>{html_text.escape(page_changes.size_label(change))}</td>"
             f"<td class='range'>{change.last_before[:8]}..{change.first_after[:8]}</td>"
             f"<td class='span'>{spans.get(((machine, kernel_config, shape), change.first_after), '?')}</td>"
-            f"<td>{html_text.escape(f'{kernel_config} {shape} on {machine}')}</td></tr>")
+            f"<td>{html_text.escape(f'{kernel_config} {shape} on {machine}')}</td>{_issue_cell(change, issues)}</tr>")
     older = len(found) - len(shown)
     more = (f"<p>{older} older change points of this kernel: on <a href='{html_text.escape(found[0][0][1].partition(':')[0])}-all.html'>"
             "the whole history</a>.</p>") if older else ""
     if not rows:
         return text + f"<p class='note' id='no-change-points'>No change point in these {len(history.commits)} commits.</p>" + more
+    if issues is not None:
+        text += issues.note_html()
     return text + ("<table id='change-points'><tr><th></th><th>TFLOPS change [95% interval, %]</th><th>suspected commits "
                    "(after the first, up to the second)</th><th>commits at the new level (up to the line's next change, or its newest "
-                   "commit; over the whole history)</th><th>line</th></tr>"
+                   "commit; over the whole history)</th><th>line</th>" + ("<th>regression issue</th>" if issues is not None and issues.known else "") + "</tr>"
                    + "".join(rows) + "</table>" + more)
+
+
+def _issue_cell(change: regressions.CommitChange, issues: issue_links.Issues | None) -> str:
+    """The change point's issue and its state; empty without one (an improvement, too small or old to file, or found
+    after the issue record was written). No cell at all when no record could be read (the note above the table says
+    why): an empty column would read as "no issue"."""
+    if issues is None or not issues.known:
+        return ""
+    link = issues.link(change.machine, change.benchmark, change.last_before, change.first_after)
+    return f"<td class='issue'>{link.html() if link else ''}</td>"
 
 
 def _drift_table(lines_shown: list, drifts: dict) -> str:

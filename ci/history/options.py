@@ -48,3 +48,4 @@ class SiteOptions:
     page_window: int = 200  # newest commits on a kernel page (the whole history: <kernel>-all.html)
     site_url: str | None = None  # where the site is served (links in the JSON)
     json: Path | None = None  # the history checks and the cost, for machines (schema mxfp4-history-changes/1)
+    issues: Path | None = None  # the issue filer's record (mxfp4-regression-issues/2): each change point's issue shown

@@ -8,7 +8,8 @@ files that changed since the last build are read: a ledger of blob ids), each re
 once (the history store), change points and the drift guard per GPU line (recomputed only where new
 commits can change them), asv's own pages over the newest ``--asv-window`` commits, the kernel pages
 over the whole history (the newest ``--page-window`` commits in detail, the whole history thinned),
-a stamp saying which results commit the site was built from and when.
+a stamp saying which results commit the site was built from and when; with ``--issues``, each change
+point's regression issue and its state (ci.history.issue_links).
 
 Exit: 0 built (change points and drift are reported, never a failure here: the issue filer and the
 kernel pages say them); 2 the build failed (no results branch, asv publish failed, bad input).
@@ -46,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--page-window", type=int, default=200, metavar="N",
                         help="newest commits shown in detail on a kernel page (default 200)")
     parser.add_argument("--site-url", metavar="URL", help="where the site is served (for the links in --json)")
+    parser.add_argument("--issues", type=Path, metavar="FILE",
+                        help="the regression-issues workflow's record (schema mxfp4-regression-issues/2): each change point's "
+                        "issue and its state on the pages; missing or unreadable, the pages say so and the site still builds")
     common_options.add_json(parser, "the change points, drift guard and build cost")
     return parser
 
@@ -63,7 +67,8 @@ def options_from(argv: Sequence[str] | None = None) -> SiteOptions:
     json_path = common_options.output_value(args.json, "--json")
     return SiteOptions(out=out, results_dir=results_dir.resolve(), from_branch=not args.local,
                        results_remote=None if args.local_branch or args.local else args.results_remote, branch=args.branch,
-                       asv_window=args.asv_window, page_window=args.page_window, site_url=args.site_url, json=json_path)
+                       asv_window=args.asv_window, page_window=args.page_window, site_url=args.site_url, json=json_path,
+                       issues=args.issues.resolve() if args.issues else None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,7 +11,9 @@ scale", has the growth measured from 100 to 10,000 commits):
 4. **asv's pages** over the newest ``asv_window`` commits (ci.history.asv_window).
 5. **Kernel pages** over the whole history (ci.history.kernel_page): the newest commits in detail, all of
    them thinned, on a date axis (ci.history.commit_info: git's dates and subjects); every change point of the
-   whole history in ``kernels/change_points.json``, which asv's Regressions page lists beside its own.
+   whole history in ``kernels/change_points.json``, which asv's Regressions page lists beside its own; each
+   regression change point with its issue and state, from the issue filer's record (``--issues``,
+   ci.history.issue_links: missing or unreadable, every page says so and nothing shows a state).
 6. **Stamp**: ``site.json`` and every page say which results commit the site was built from, and when.
 
 The site is written into a scratch folder and copied over ``out`` file by file (a running server keeps
@@ -29,7 +31,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ci.history import asv_driver, asv_window, branch_sync, commit_info, kernel_page, machine_spread, regressions, store
+from ci.history import (asv_driver, asv_window, branch_sync, commit_info, issue_links, kernel_page, machine_spread,
+                        regressions, store)
 from ci.history.ledger import Ledger
 from ci.history.messages import HarnessError, log, log_to
 from ci.history.options import SiteOptions
@@ -136,7 +139,9 @@ def build(options: SiteOptions) -> dict[str, Any]:
     if asv_window.publish(options.results_dir, view, scratch, window, REPO_ROOT, stamp) != 0:
         raise HarnessError(f"asv publish failed over the newest {len(window)} commits (its output: {LOG_FILE})")
     mark = step("asv pages", mark)
-    pages = kernel_page.publish_history(scratch, history, checks, options.page_window, stamp, info)
+    issues = issue_links.for_site(options.issues, checks)
+    log(issues.note if issues.known else f"warning: {issues.note}")
+    pages = kernel_page.publish_history(scratch, history, checks, options.page_window, stamp, info, issues)
     mark = step("kernel pages", mark)
     site = {"results_commit": tip, "built_at": built_at, "stamp": stamp, "commits": len(history.commits),
             "machine_names": machines, "asv_window": len(window), "page_window": options.page_window}
@@ -146,7 +151,8 @@ def build(options: SiteOptions) -> dict[str, Any]:
     step("copy", mark)
     seconds["total"] = round(time.monotonic() - started, 2)
     return {"schema": SCHEMA, **site, "site_url": options.site_url, "site": str(options.out),
-            "machines": checks, "machine_spread": spread, "kernel_pages": len(pages), "files": {"read": parsed, "reused": reused}, "seconds": seconds}
+            "machines": checks, "issues": {"known": issues.known, "note": issues.note, "linked": len(issues.links)},
+            "machine_spread": spread, "kernel_pages": len(pages), "files": {"read": parsed, "reused": reused}, "seconds": seconds}
 
 
 def summary_markdown(report: dict[str, Any]) -> list[str]:
@@ -154,7 +160,8 @@ def summary_markdown(report: dict[str, Any]) -> list[str]:
              f"- site: {report.get('site_url') or report['site']} (asv's pages: the newest {report['asv_window']} commits; "
              f"kernel pages: the newest {report['page_window']} in detail, the whole history thinned)",
              f"- results files read {report['files']['read']}, reused {report['files']['reused']}; seconds: "
-             + ", ".join(f"{k} {v:g}" for k, v in report["seconds"].items())]
+             + ", ".join(f"{k} {v:g}" for k, v in report["seconds"].items()),
+             f"- regression issues: {report['issues']['linked']} change points linked; {report['issues']['note']}"]
     for checks in report["machines"]:
         lines += ["", *regressions.history_markdown(checks)]
     return lines + machine_spread.spread_markdown(report["machine_spread"])

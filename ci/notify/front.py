@@ -112,7 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     issues.add_argument("--write-interval", type=float, default=1.0, metavar="S",
                         help="seconds between two writes (GitHub asks for 1; default 1)")
     issues.add_argument("--json", type=Path, metavar="PATH",
-                        help="write every regression issue after this run (schema mxfp4-regression-issues/1)")
+                        help="write every regression issue after this run (schema mxfp4-regression-issues/2)")
     for p in (post, issues):
         p.add_argument("--repo", required=True, metavar="OWNER/NAME", help="this repository (github.repository)")
         p.add_argument("--server-url", default="https://github.com", metavar="URL", help="github.server_url (links)")

@@ -28,21 +28,17 @@ Which issue each finding belongs to, and when one is opened or closed, is ci.not
 
 from __future__ import annotations
 
-import hashlib
 import re
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
+from ci.common.regression_identity import series as short_hash  # noqa: F401 (one series id for the filer and the site)
 from ci.notify.records import Reader, RecordError, check_schema
 
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
 _KERNEL = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 _ASV_KEY = re.compile(r"^bench_gemm\.\w+\.track_time\('([^':]*):[^']*', '[^']*'\)$")
-
-
-def short_hash(*parts: str) -> str:
-    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

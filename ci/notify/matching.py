@@ -9,6 +9,8 @@ point of a series is the same regression as an issue's member of that series whe
   (positions in the history's commit order; the series index when the publish gave none) --
   and **alike** -- the smaller of the two sizes (log of the level ratio) is at least
   :data:`ALIKE` of the larger. Each member takes at most one change point, the nearest first.
+  (ci.common.regression_identity: the published history joins its change points to these issues
+  with the same function.)
 
 So a change point that settles from commit 29 to 30, gains commits or narrows edits its issue
 (range, size, bisect command); it never opens a second. Issues are searched open and closed.
@@ -45,15 +47,14 @@ decides.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
+from ci.common import regression_identity as identity
+from ci.common.regression_identity import ALIKE, NEAR, Range, apart, span  # noqa: F401 (the identity: shared with ci.history)
 from ci.notify.history import DriftAlarm, HistoryChanges, Slowdown, short_hash
 from ci.notify.issue_state import DriftEntry, IssueState, Member, Tracked
 
-NEAR = 2  # commits between two suspected ranges that are still one regression (a new change point settles within 1-3)
-ALIKE = 0.5  # the smaller size over the larger, both as log ratios
 MAX_NEW = 10  # new issues per run; the rest go to one roll-up issue
 # A change point smaller than this opens no issue (it stays on the kernel pages): the speed gate, which a bisection
 # uses as its measurer, gates at about +-1% on the runners (docs/SPEED_GATE.md), so it could not name a culprit.
@@ -89,56 +90,17 @@ def member_of(f: Slowdown) -> Member:
                   fix and (fix[0], fix[1], round(fix[2], 3), round(fix[3], 3)))
 
 
-Range = tuple[int, int]  # (x, y]: after commit position x, up to and including y
-
-
-def span(m: Member) -> Range:
-    """A change point's suspected range: by commit order, else by series index (reports before issue 38)."""
-    return m.orders if m.orders else (m.index - 1, m.index)
-
-
 def alarm_point(d: DriftEntry) -> Range | None:
     """Where a drift alarm points across benchmarks: its newest commit at its first alarm (None without orders)."""
     return (d.orders[1] - 1, d.orders[1]) if d.orders else None
 
 
-def apart(a: Range, b: Range) -> int:
-    """Commits between two ranges (0 when they touch or overlap)."""
-    return max(0, max(a[0], b[0]) - min(a[1], b[1]))
-
-
-def gap(a: Member, b: Member) -> int:
-    """Commits between two change points' suspected ranges; by series index when either lacks commit order."""
-    if a.orders and b.orders:
-        return apart(a.orders, b.orders)
-    return apart((a.index - 1, a.index), (b.index - 1, b.index))
-
-
-def alike(a: Member, b: Member) -> bool:
-    x, y = abs(math.log1p(a.change)), abs(math.log1p(b.change))
-    return min(x, y) >= ALIKE * max(x, y)
-
-
 def _match(found: list[Member], issues: list[Tracked]) -> dict[int, tuple[int, int]]:
-    """found index -> (issue index, member index): exact ranges first, then the nearest alike ones."""
-    pairs = []
-    for fi, f in enumerate(found):
-        for ii, t in enumerate(issues):
-            for mi, m in enumerate(t.state.members):
-                if m.series != f.series:
-                    continue
-                exact = (m.last_before, m.first_after) == (f.last_before, f.first_after)
-                distance = gap(f, m)
-                if exact or (distance <= NEAR and alike(f, m)):
-                    # nearest first; among equals an open issue, then the newest
-                    pairs.append((0 if exact else 1, distance, not t.open, -t.number, fi, ii, mi))
-    taken_f, taken_m, out = set(), set(), {}
-    for *_, fi, ii, mi in sorted(pairs):
-        if fi not in taken_f and (ii, mi) not in taken_m:
-            taken_f.add(fi)
-            taken_m.add((ii, mi))
-            out[fi] = (ii, mi)
-    return out
+    """found index -> (issue index, member index): ci.common.regression_identity.pair, among equals an open issue,
+    then the newest."""
+    where = [(ii, mi) for ii, t in enumerate(issues) for mi in range(len(t.state.members))]
+    known = [(issues[ii].state.members[mi], (not issues[ii].open, -issues[ii].number)) for ii, mi in where]
+    return {fi: where[ki] for fi, ki in identity.pair(found, known).items()}
 
 
 def _status(members: Sequence[Member], drifts: Sequence[DriftEntry]) -> str:

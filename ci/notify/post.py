@@ -138,21 +138,32 @@ def list_regression_issues(gh: GitHub, bot_login: str = BOT_LOGIN) -> list[Track
     return found
 
 
-def issues_record(existing: Sequence[Tracked], done: dict[int, IssueState], actions: list[str], deferred: int) -> dict[str, Any]:
-    """Every regression issue after this run, as JSON: what the published history can show beside its change points."""
+def issues_record(existing: Sequence[Tracked], done: dict[int, IssueState], actions: list[str], deferred: int,
+                  context: Context, github_open: dict[int, bool]) -> dict[str, Any]:
+    """Every regression issue after this run, as JSON: what the published history shows beside its change points.
+
+    The site build reads it (ci.history.issue_links): where each issue is (the repository's address), GitHub's state
+    (``state``: open or closed, a person's close included) and the bot's (``status``), and per member what the
+    identity needs (ci.common.regression_identity: series, suspected commits, their order, size)."""
     states = {t.number: t.state for t in existing}
     states.update(done)
-    return {"schema": ISSUES_SCHEMA, "issues": [_issue_json(n, s) for n, s in sorted(states.items())],
+    opened = {t.number: t.open for t in existing}
+    opened.update(github_open)
+    return {"schema": ISSUES_SCHEMA, "repository": f"{context.server_url.rstrip('/')}/{context.repo}",
+            "run_url": context.run_url, "results_commit": context.results_commit,
+            "issues": [_issue_json(n, s, opened.get(n, True)) for n, s in sorted(states.items())],
             "actions": actions, "deferred": deferred}
 
 
-ISSUES_SCHEMA = "mxfp4-regression-issues/1"
+# 2: the repository's address, the run and results commit it is as of, GitHub's state, each member's index and orders
+ISSUES_SCHEMA = "mxfp4-regression-issues/2"
 
 
-def _issue_json(number: int, state: IssueState) -> dict[str, Any]:
-    return {"number": number, "kind": state.kind, "status": state.status,
-            "members": [{"machine": m.machine, "benchmark": m.benchmark, "last_before": m.last_before,
-                         "first_after": m.first_after, "relative_change": m.change, "status": m.status,
+def _issue_json(number: int, state: IssueState, github_open: bool) -> dict[str, Any]:
+    return {"number": number, "kind": state.kind, "status": state.status, "state": "open" if github_open else "closed",
+            "members": [{"machine": m.machine, "benchmark": m.benchmark, "index": m.index, "last_before": m.last_before,
+                         "first_after": m.first_after, "orders": list(m.orders) if m.orders else None,
+                         "relative_change": m.change, "status": m.status,
                          "fixed_in": list(m.fix[:2]) if m.fix else None} for m in state.members],
             "drifts": [{"machine": d.machine, "benchmark": d.benchmark, "best": d.best, "newest": d.newest,
                         "status": d.status} for d in state.drifts]}
@@ -167,6 +178,7 @@ def file_issues(gh: GitHub, changes: HistoryChanges, context: Context, bot_login
     by_number = {t.number: t for t in existing}
     planned = plan(changes, existing, max_new=max_new)
     actions, done, labelled = [], {}, False
+    github_open: dict[int, bool] = {}  # GitHub's state after this run, of the issues it opened, closed or reopened
     for p in planned.plans:
         state = p.new.with_(run_url=context.run_url, results_commit=context.results_commit, site_url=context.site_url)
         if p.number is None:
@@ -183,6 +195,7 @@ def file_issues(gh: GitHub, changes: HistoryChanges, context: Context, bot_login
                 line = f"opened #{number}: {text_title}"
                 if isinstance(number, int):
                     done[number] = state
+                    github_open[number] = True
         else:
             old = by_number[p.number]
             change: dict[str, Any] = {}
@@ -195,6 +208,8 @@ def file_issues(gh: GitHub, changes: HistoryChanges, context: Context, bot_login
                 change["state"] = "open"
             elif moved and state.status != "open" and p.github_open:
                 change.update(state="closed", state_reason=STATE_REASON[state.status])
+            if "state" in change and not dry_run:
+                github_open[p.number] = change["state"] == "open"
             line = f"#{p.number}: " + (f"{p.old.status} -> {state.status}" if moved else "edited") + f" ({text_title})"
             if not dry_run:
                 if change:
@@ -207,4 +222,4 @@ def file_issues(gh: GitHub, changes: HistoryChanges, context: Context, bot_login
         actions.append(line)
     if planned.deferred:
         log(f"{planned.deferred} finding(s) left for the next run: the roll-up issue is full")
-    return issues_record(existing, done, actions, planned.deferred)
+    return issues_record(existing, done, actions, planned.deferred, context, github_open)

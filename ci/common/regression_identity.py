@@ -1,0 +1,98 @@
+"""When two change points are one regression: the identity the issue filer and the published history share (pure).
+
+A regression is a series (machine x benchmark), a direction and a level change, not a commit pair:
+a change point newly placed at the newest commits settles 1-3 commits later, gains commits or
+narrows as the history grows. Two change points of one series are the same regression when
+
+1. both name the same suspected commits (last_before, first_after), or else
+2. they are **near** -- the suspected ranges overlap or lie at most :data:`NEAR` commits apart
+   (positions in the history's commit order; the series index when either lacks them) -- and
+   **alike** -- the smaller of the two sizes (log of the level ratio) is at least :data:`ALIKE`
+   of the larger.
+
+:func:`pair` matches this run's change points to known ones (an issue's members) one to one,
+exact ranges first, then the nearest. ci.notify.matching files issues with it; ci.history's site
+build shows each change point's issue with it: one function, so the page never names an issue
+the filer would not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Hashable, Protocol, Sequence
+
+NEAR = 2  # commits between two suspected ranges that are still one regression (a new change point settles within 1-3)
+ALIKE = 0.5  # the smaller size over the larger, both as log ratios
+
+Range = tuple[int, int]  # (x, y]: after commit position x, up to and including y
+
+
+class Place(Protocol):
+    """A change point as identity sees it (ci.notify.issue_state.Member has these fields; so does a site build's)."""
+
+    machine: str
+    benchmark: str
+    index: int  # in the series: the first commit at the new level
+    last_before: str
+    first_after: str
+    orders: tuple[int, int] | None  # last_before's and first_after's positions in the history's commit order
+    change: float  # relative change of the level (after / before - 1)
+
+
+def series(machine: str, benchmark: str) -> str:
+    """A series' short id (machine x benchmark)."""
+    return hashlib.sha256(f"{machine}\n{benchmark}".encode("utf-8")).hexdigest()[:16]
+
+
+def span(p: Place) -> Range:
+    """A change point's suspected range: by commit order, else by series index (reports before issue 38)."""
+    return p.orders if p.orders else (p.index - 1, p.index)
+
+
+def apart(a: Range, b: Range) -> int:
+    """Commits between two ranges (0 when they touch or overlap)."""
+    return max(0, max(a[0], b[0]) - min(a[1], b[1]))
+
+
+def gap(a: Place, b: Place) -> int:
+    """Commits between two change points' suspected ranges; by series index when either lacks commit order."""
+    if a.orders and b.orders:
+        return apart(a.orders, b.orders)
+    return apart((a.index - 1, a.index), (b.index - 1, b.index))
+
+
+def alike(a: Place, b: Place) -> bool:
+    x, y = abs(math.log1p(a.change)), abs(math.log1p(b.change))
+    return min(x, y) >= ALIKE * max(x, y)
+
+
+def exact(a: Place, b: Place) -> bool:
+    return (a.last_before, a.first_after) == (b.last_before, b.first_after)
+
+
+def same(a: Place, b: Place) -> bool:
+    """One regression: the same series, and the same commits or near and alike (module doc)."""
+    return (series(a.machine, a.benchmark) == series(b.machine, b.benchmark)
+            and (exact(a, b) or (gap(a, b) <= NEAR and alike(a, b))))
+
+
+def pair(found: Sequence[Place], known: Sequence[tuple[Place, Hashable]]) -> dict[int, int]:
+    """found index -> known index, one to one: exact ranges first, then the nearest; among equals the smaller of the
+    known ones' keys (``known``: each with a sortable key, e.g. an open issue before a closed one, then the newest)."""
+    by_series: dict[str, list[int]] = {}
+    for ki, (k, _) in enumerate(known):
+        by_series.setdefault(series(k.machine, k.benchmark), []).append(ki)
+    pairs = []
+    for fi, f in enumerate(found):
+        for ki in by_series.get(series(f.machine, f.benchmark), []):
+            k, key = known[ki]
+            if same(f, k):
+                pairs.append((0 if exact(f, k) else 1, gap(f, k), key, fi, ki))
+    taken_f, taken_k, out = set(), set(), {}
+    for *_, fi, ki in sorted(pairs):
+        if fi not in taken_f and ki not in taken_k:
+            taken_f.add(fi)
+            taken_k.add(ki)
+            out[fi] = ki
+    return out

@@ -49,7 +49,7 @@ import numpy as np
 from harness.changepoints.scan import REACH, SCALES, candidates, noise, without_outliers
 from harness.changepoints import incremental
 from harness.changepoints.incremental import Memo, Work
-from harness.changepoints.segments import CONFIRM_WINDOW, IMPROVEMENT, REGRESSION, ChangePoint, confirm, describe
+from harness.changepoints.segments import CONFIRM_WINDOW, IMPROVEMENT, REGRESSION, ChangePoint, confirm, describe, hold
 
 __all__ = ["ChangePoint", "REGRESSION", "IMPROVEMENT", "detect", "detect_growing", "Memo", "Work", "levels_of", "find",
            "REACH", "SCALES",
@@ -80,14 +80,20 @@ def levels_of(series: Sequence[Sequence[float] | float]) -> tuple[np.ndarray, np
     return levels, errors
 
 
-def find(levels: np.ndarray, threshold: float = DEFAULT_THRESHOLD, min_change: float = DEFAULT_MIN_CHANGE) -> list:
-    """The confirmed changes of a series of log levels, as (position, z) records (segments.Confirmed), by position."""
+def find(levels: np.ndarray, threshold: float = DEFAULT_THRESHOLD, min_change: float = DEFAULT_MIN_CHANGE,
+         published: Sequence[int] = ()) -> list:
+    """The confirmed changes of a series of log levels, as (position, z) records (segments.Confirmed), by position.
+    ``published``: the positions reported for this series before (its prefix), held where the data allow
+    (segments.hold)."""
     if len(levels) < 4:
         return []
     sigma = noise(levels)
     cleaned = without_outliers(levels, sigma)
     found, inflation = candidates(cleaned, sigma, threshold)
-    return confirm(cleaned, sigma, found, threshold, min_change, inflation)
+    confirmed = confirm(cleaned, sigma, found, threshold, min_change, inflation)
+    if len(published):
+        confirmed = hold(cleaned, sigma, inflation, confirmed, list(published), threshold, min_change)
+    return confirmed
 
 
 def detect(series: Sequence[Sequence[float] | float], *, higher_is_better: bool = True,
@@ -112,5 +118,5 @@ def detect_growing(levels: np.ndarray, errors: np.ndarray, memo: Memo | None, *,
                 "bootstrap": bootstrap, "confidence": confidence}
     sizes = {"higher_is_better": higher_is_better, "threshold": threshold, "with_intervals": True,
              "bootstrap": bootstrap, "confidence": confidence, "seed": seed}
-    return incremental.update(levels, errors, memo, settings, lambda x: find(x, threshold, min_change),
+    return incremental.update(levels, errors, memo, settings, lambda x, published: find(x, threshold, min_change, published),
                               lambda x, e, found, only: describe(x, e, found, only=only, **sizes))

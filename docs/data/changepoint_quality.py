@@ -174,15 +174,14 @@ def bump_rate(trials: int, n: int, size: float, lengths: tuple[int, int], kind: 
 LATER = 20  # runs after a change point's publication at which it is checked
 
 
-def growth_rate(trials: int, kind: str, threshold: float, seed: int, since: int = 10,
-                held: bool = True) -> dict[str, float]:
+def growth_rate(trials: int, kind: str, threshold: float, seed: int, sinces: tuple[int, ...] = (10,),
+                held: bool = True) -> list[dict[str, float]]:
     """Grow each series one commit per run from 10 commits; does each published change point hold for LATER runs?
-    Counted over the publications at runs of ``since`` commits or more (the series are the same for any).
+    Counted over the publications at runs of ``since`` commits or more, for each of ``sinces`` (the same series).
     ``held``: each run is given the previous run's change points, as the site build's memo gives them
     (harness.changepoints.segments.hold); False: each run computed from the levels alone."""
     rng = np.random.default_rng(seed)
-    first_held = first = all_held = every = false_first = 0
-    moved = []
+    histories = []
     for _ in range(trials):
         if kind == "issue 38: 1% noise, -5% at 30":
             n = 80
@@ -205,6 +204,14 @@ def growth_rate(trials: int, kind: str, threshold: float, seed: int, since: int 
         for m in range(10, n + 1):
             previous = [c.position for c in cp.find(x[:m], threshold, published=previous if held else ())]
             published[m] = set(previous)
+        histories.append((n, edges, published))
+    return [_held(histories, since, held) for since in sinces]
+
+
+def _held(histories: list, since: int, held: bool) -> dict[str, float]:
+    first_held = first = all_held = every = false_first = 0
+    moved = []
+    for n, edges, published in histories:
         seen: set[int] = set()
         for m in range(10, n + 1 - LATER):
             for point in published[m]:
@@ -282,9 +289,11 @@ def run(trials: int, threshold: float, scenarios: tuple[str, ...] = SCENARIOS) -
         count = max(10, trials // 2)
         # from the 10th commit on; from the 20th (a noise estimate of 19 differences); and each run from the levels
         # alone (what was published not held: the detector before segments.hold)
-        for since, held in ((10, True), (20, True), (10, False)):
-            add("growth", lambda: {"kind": kind, "trials": count, "later": LATER, "since": since,
-                                   **growth_rate(count, kind, threshold, seed, since, held)})
+        for held in (True, False):
+            if "growth" not in scenarios:
+                continue
+            for since, result in zip((10, 20), growth_rate(count, kind, threshold, seed, (10, 20), held)):
+                add("growth", lambda: {"kind": kind, "trials": count, "later": LATER, "since": since, **result})
     return rows
 
 

@@ -37,10 +37,11 @@ from scipy import stats
 from harness.changepoints.scan import MIN_SIDE, SCALES, Candidate
 
 CONFIRM_WINDOW = 100
-# The shortest bump the rescue of one weak edge looks for (_bump). Shorter bumps are found by their edges (3% bumps
-# of 3-10 commits at 0.3% noise: 100% without the rescue); with heavy tails, two or three outlier commits in a row
-# are such a bump (t5 noise: 2.0% of 1000-commit series flagged with 3-4 commit rescues, 0.5% without).
-BUMP_MIN = 6
+# The shortest bump the rescue of one weak edge looks for (_bump). Shorter bumps are found by their own edges (3%
+# bumps of 3-10 commits at 0.3% noise: 100% without the rescue); with heavy tails, three or four outlier commits in a
+# row were such a bump (1000-commit series flagged with rescues of 3-4 commit bumps: t5 noise 2.0%, 5% outlier
+# commits 6.0%; from 5 commits on: 0.5% and 2.0%, docs/CHANGE_POINTS.md).
+BUMP_MIN = 5
 HOLD_REACH = 4  # commits: a published change point and a new best split this close are one change
 # The 95% likelihood-ratio confidence set of a change's location: the splits whose squared-error reduction is within
 # this many noise variances of the best one. Hansen (2000), "Sample splitting and threshold estimation",

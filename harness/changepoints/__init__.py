@@ -28,9 +28,12 @@ commits near it (:data:`REACH`): the cost of a new commit follows the new work
 What holds as the history grows (issue 38): a change point is reported only once its best split,
 searched up to the newest commit, leaves MIN_SIDE (3) commits after it, so a step is not reported
 a commit early and moved a run later. Its position is still an estimate from the commits around
-it, and commits that arrive within CONFIRM_WINDOW of it can move or dissolve it: not a guarantee,
-a measured rate (docs/CHANGE_POINTS.md: the share of change points still at the same commit 20
-runs after they were first reported). Beyond REACH commits nothing moves it.
+it: given what was published before (``find(..., published=)``; :func:`detect_growing` takes it
+from the memo), a published change point keeps its position while the data leave it inside the
+location's confidence set, and keeps existing while it holds at a lower bar than a search needs
+(:func:`.segments.hold`). The data can still move or dissolve it: not a guarantee, a measured rate
+(docs/CHANGE_POINTS.md: the share of change points still at the same commit 20 runs after they were
+first reported). Beyond REACH commits nothing moves it.
 
 The threshold is set for a false-alarm rate per commit, not per series: on pure noise at most
 1% of series of 1000 commits get any change point (simulated, docs/CHANGE_POINTS.md), fewer for

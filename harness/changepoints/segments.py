@@ -13,6 +13,11 @@
   what a runner's level wanders between days, and the PR gate, which interleaves both sides,
   is the tool for it). Candidates are confirmed independently (no candidate's fate moves
   another's neighbours): every answer stays local.
+* **Holding what was published** (:func:`hold`, issue 38). Given the change points published for
+  the series before, each keeps its position while that position is in the location's confidence
+  set, and its existence while it holds at its own position at HOLD_Z: what a growing series
+  publishes does not flicker with the estimate's noise. The answer then depends on what was
+  published.
 * **Size.** The median of the commit medians after the change over the median before, each
   side up to the neighbouring change point and at most CONFIRM_WINDOW commits: the level just
   before and just after, not an average over years.

@@ -28,9 +28,12 @@ commits near it (:data:`REACH`): the cost of a new commit follows the new work
 What holds as the history grows (issue 38): a change point is reported only once its best split,
 searched up to the newest commit, leaves MIN_SIDE (3) commits after it, so a step is not reported
 a commit early and moved a run later. Its position is still an estimate from the commits around
-it, and commits that arrive within CONFIRM_WINDOW of it can move or dissolve it: not a guarantee,
-a measured rate (docs/CHANGE_POINTS.md: the share of change points still at the same commit 20
-runs after they were first reported). Beyond REACH commits nothing moves it.
+it: given what was published before (``find(..., published=)``; :func:`detect_growing` takes it
+from the memo), a published change point keeps its position while the data leave it inside the
+location's confidence set, and keeps existing while it holds at a lower bar than a search needs
+(:func:`.segments.hold`). The data can still move or dissolve it: not a guarantee, a measured rate
+(docs/CHANGE_POINTS.md: the share of change points still at the same commit 20 runs after they were
+first reported). Beyond REACH commits nothing moves it.
 
 The threshold is set for a false-alarm rate per commit, not per series: on pure noise at most
 1% of series of 1000 commits get any change point (simulated, docs/CHANGE_POINTS.md), fewer for
@@ -49,7 +52,7 @@ import numpy as np
 from harness.changepoints.scan import REACH, SCALES, candidates, noise, without_outliers
 from harness.changepoints import incremental
 from harness.changepoints.incremental import Memo, Work
-from harness.changepoints.segments import CONFIRM_WINDOW, IMPROVEMENT, REGRESSION, ChangePoint, confirm, describe
+from harness.changepoints.segments import CONFIRM_WINDOW, IMPROVEMENT, REGRESSION, ChangePoint, confirm, describe, hold
 
 __all__ = ["ChangePoint", "REGRESSION", "IMPROVEMENT", "detect", "detect_growing", "Memo", "Work", "levels_of", "find",
            "REACH", "SCALES",
@@ -80,14 +83,20 @@ def levels_of(series: Sequence[Sequence[float] | float]) -> tuple[np.ndarray, np
     return levels, errors
 
 
-def find(levels: np.ndarray, threshold: float = DEFAULT_THRESHOLD, min_change: float = DEFAULT_MIN_CHANGE) -> list:
-    """The confirmed changes of a series of log levels, as (position, z) records (segments.Confirmed), by position."""
+def find(levels: np.ndarray, threshold: float = DEFAULT_THRESHOLD, min_change: float = DEFAULT_MIN_CHANGE,
+         published: Sequence[int] = ()) -> list:
+    """The confirmed changes of a series of log levels, as (position, z) records (segments.Confirmed), by position.
+    ``published``: the positions reported for this series before (its prefix), held where the data allow
+    (segments.hold)."""
     if len(levels) < 4:
         return []
     sigma = noise(levels)
     cleaned = without_outliers(levels, sigma)
     found, inflation = candidates(cleaned, sigma, threshold)
-    return confirm(cleaned, sigma, found, threshold, min_change, inflation)
+    confirmed = confirm(cleaned, sigma, found, threshold, min_change, inflation)
+    if len(published):
+        confirmed = hold(cleaned, sigma, inflation, confirmed, list(published), threshold, min_change)
+    return confirmed
 
 
 def detect(series: Sequence[Sequence[float] | float], *, higher_is_better: bool = True,
@@ -112,5 +121,5 @@ def detect_growing(levels: np.ndarray, errors: np.ndarray, memo: Memo | None, *,
                 "bootstrap": bootstrap, "confidence": confidence}
     sizes = {"higher_is_better": higher_is_better, "threshold": threshold, "with_intervals": True,
              "bootstrap": bootstrap, "confidence": confidence, "seed": seed}
-    return incremental.update(levels, errors, memo, settings, lambda x: find(x, threshold, min_change),
+    return incremental.update(levels, errors, memo, settings, lambda x, published: find(x, threshold, min_change, published),
                               lambda x, e, found, only: describe(x, e, found, only=only, **sizes))

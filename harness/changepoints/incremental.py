@@ -5,8 +5,13 @@ What the detector says about a commit depends on the commits within :data:`REACH
 only changes at positions >= n - REACH can differ: they are recomputed over the series' tail
 (from a point aligned to the noise blocks, far enough back that every recomputed position
 sees all it depends on); those before are kept from the :class:`Memo`. The sizes and
-intervals of kept changes are reused unless a neighbouring change moved. The answer is the
-full computation's (tests/test_changepoints.py compares them on generated series).
+intervals of kept changes are reused unless a neighbouring change moved.
+
+What was published holds where the data allow (harness.changepoints.segments.hold): the memo's
+change points are passed to the computation, so the answer depends on the path of memos, not on
+the levels alone. The answer is the full computation's given the same published change points
+(tests/test_changepoints.py compares them on generated series), and with none published it is
+``find``'s on the levels alone.
 
 The memo is plain JSON (the site build keeps one per series): what was computed, on which
 levels (a digest of them: an old commit measured again, or a commit inserted before the
@@ -30,7 +35,8 @@ from harness.changepoints import scan, segments
 # between neighbouring candidates, each up to CONFIRM_WINDOW away and itself a candidate, then the segments
 # between confirmed changes tested again (at most SEGMENT_MAX commits long).
 REACH = scan.REACH + 2 * segments.CONFIRM_WINDOW + 2 * max(scan.SCALES) + segments.SEGMENT_MAX
-VERSION = 2  # bump when the method changes: old memos are then recomputed (2: issue 38's noise floor and splits)
+VERSION = 3  # bump when the method changes: old memos are then recomputed (2: issue 38's noise floor and splits;
+# 3: published change points held, segments.hold)
 
 
 @dataclass
@@ -72,21 +78,26 @@ def update(levels: np.ndarray, errors: np.ndarray, memo: Memo | None, settings: 
            find, describe) -> tuple[list[segments.ChangePoint], Memo, Work]:
     """The change points of ``levels`` (all commits so far), from ``memo`` where it still holds.
 
-    ``find(levels) -> [Confirmed]`` and ``describe(levels, errors, confirmed, only) -> [ChangePoint | None]`` are
+    ``find(levels, published) -> [Confirmed]`` (``published``: the positions the memo holds) and ``describe(levels, errors, confirmed, only) -> [ChangePoint | None]`` are
     the full computation's two halves (harness.changepoints.detect_growing binds them to the settings).
     """
     n = len(levels)
     settings = {**settings, "version": VERSION}
     start = 0 if memo is None else memo.length - REACH
-    reusable = (memo is not None and memo.settings == settings and memo.length <= n and start > 0
-                and digest(levels[: memo.length], errors[: memo.length]) == memo.digest)
-    if not reusable:
-        confirmed = find(levels)
+    # What was published holds where the data allow (segments.hold) when it was computed the same way on the same
+    # commits; a re-measured old commit, another method or other settings start afresh.
+    same = (memo is not None and memo.settings == settings and memo.length <= n
+            and digest(levels[: memo.length], errors[: memo.length]) == memo.digest)
+    published = [p for p, _ in memo.confirmed] if same and memo is not None else []
+    if not (same and start > 0):
+        confirmed = find(levels, published)
         changes = describe(levels, errors, confirmed, None)
         return changes, _memo(settings, levels, errors, confirmed, changes), Work(True, 0, len(changes))
     assert memo is not None
     origin = (start - REACH) // scan.ALIGN * scan.ALIGN if start > REACH else 0
-    tail = [segments.Confirmed(c.position + origin, c.z) for c in find(levels[origin:]) if c.position + origin >= start]
+    shifted = [p - origin for p in published if p >= origin]
+    tail = [segments.Confirmed(c.position + origin, c.z) for c in find(levels[origin:], shifted)
+            if c.position + origin >= start]
     kept = [segments.Confirmed(p, z) for p, z in memo.confirmed if p < start]
     confirmed = kept + tail
     # A kept change keeps its size and interval when its neighbours are the same as before: both sides are bounded

@@ -84,6 +84,7 @@ class Spec:
     cpu_sample_noise: float = 0.015  # a shared CPU: ~10x the GPU's spread, ...
     cpu_slow_share: float = 0.05  # ... and a few samples slowed by a neighbour (1 + exponential(0.15))
     end: float | None = None  # epoch seconds nothing is dated after (None: now, when the history is made)
+    gap_median_s: float = 0.0  # between two commits (0: GAP_MEDIAN_S); longer spreads few commits over weeks
 
 
 @dataclass
@@ -442,7 +443,7 @@ def commit_dates(spec: Spec, after: int | None = None) -> tuple[np.ndarray, np.n
     rng = np.random.default_rng([spec.seed, 1])  # its own stream: a seed's levels do not depend on the dates
     end = time.time() if spec.end is None else spec.end
     newest = end - NEWEST_AGE_S
-    gaps = GAP_MEDIAN_S * np.exp(rng.normal(0, GAP_SIGMA, spec.commits))
+    gaps = (spec.gap_median_s or GAP_MEDIAN_S) * np.exp(rng.normal(0, GAP_SIGMA, spec.commits))
     gaps[-1] = 0.0  # the newest commit is at ``newest``; gaps[i] lies between commit i and i + 1
     dates = newest - np.cumsum(gaps[::-1])[::-1]
     if after is not None and spec.commits and dates[0] <= after:

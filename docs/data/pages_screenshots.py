@@ -36,8 +36,8 @@ SHOTS = {  # file in docs/img -> page of the site (asv's pages take their hash r
     "site_asv_graph.png": "index.html#bench_gemm.GemmOnGpu.track_time",
     "site_asv_regressions.png": "index.html#/regressions",
     "site_kernels_index.png": "kernels/index.html",
-    "site_kernel_recent.png": "kernels/triton_dot_scaled.html",
-    "site_kernel_all.png": "kernels/triton_dot_scaled-all.html",
+    "site_kernel_recent.png": "kernels/torch_dequant.html",
+    "site_kernel_all.png": "kernels/torch_dequant-all.html",
 }
 
 

@@ -4,6 +4,7 @@
     PYTHONPATH=. python docs/data/history_scale.py --commits 20000 --out /tmp/n20k.json      # one size; --merge joins them
     PYTHONPATH=. python docs/data/history_scale.py --merge docs/data/history_scale.json /tmp/n10k.json /tmp/n20k.json
     PYTHONPATH=. python docs/data/history_scale.py --table docs/data/history_scale.json      # the Markdown table
+    PYTHONPATH=. python docs/data/history_scale.py --interleave --commits 10000 20000 --repeats 2 --out docs/data/history_scale_20k.json
 
 For each N, in a fresh clone of this checkout's HEAD as its main (commit first: the clone runs the committed code):
 a synthetic history of N commits on main and their results on asv-results (ci.history.synthetic: a GPU
@@ -16,6 +17,13 @@ back. Then, each command timed with /usr/bin/time (wall, CPU, peak RSS of the pr
 3. the main job with nothing new: ``--tracks gpu`` (run once first to bring the branch in and measure the
    newest commit on this machine's timing track, not timed), then ``--tracks cpu``, each ``--no-publish``
    (their commit and merge steps: the report's step seconds).
+
+``--interleave``: the bound of issue 39 (each size's publish times within 1.5x the smallest size's, per commit),
+measured so that a shared machine's load falls on every size alike: a history of each size made first (the newest
+``--repeats`` commits' results held back), then ``--repeats`` rounds over the sizes in turn (10k, 20k, 10k, 20k),
+each a full publish with nothing cached (the clone's .asv and site removed) and a publish after one held-back
+commit's results arrive. Every sample is kept with the load average before and after it; the summary gives each
+size's minimum and the ratios of the minima (full publish per commit; one new commit as is).
 
 ``--pages-only N``: where writing N commits' files is too slow for the machine at hand, the checks and the kernel
 pages alone (the parts of a publish that read the whole history; asv's pages are over a window of fixed length), in

@@ -193,6 +193,27 @@ def interleaved_summary(sizes: list[int], samples: list[dict]) -> dict:
     return out
 
 
+def interleaved_markdown(document: dict) -> str:
+    """Every sample of an --interleave run, in its order, then each size's minima and their ratios."""
+    out = ["| # | commits | publish | results commits | wall s | CPU s | peak RSS MiB | load before / after (1 min) | exit |",
+           "|---" * 9 + "|"]
+    number = 0
+    for s in document["samples"]:
+        if s["step"] == "generate":
+            continue
+        number += 1
+        step = "full (nothing cached)" if s["step"] == "full" else "after one new commit"
+        out.append(f"| {number} | {s['commits']} | {step} | {s['results_commits']} | {s['wall_s']} | {s['cpu_s']} | "
+                   f"{s['peak_rss_mib']} | {s['load_before'][0]} / {s['load_after'][0]} | {s['exit']} |")
+    out += ["", "| commits | publish | min wall s | min CPU s | peak RSS MiB | vs the smallest size (wall; CPU) |", "|---" * 6 + "|"]
+    for key, v in document["summary"].items():
+        n, step = key.split(".")
+        ratio = next((r for k, r in v.items() if k.startswith("ratio_to_")), None)
+        said = (f"x{ratio['wall']}; x{ratio['cpu']}" + (" per commit" if ratio["per_commit"] else " (one commit)")) if ratio else ""
+        out.append(f"| {n} | {step} | {v['min_wall_s']} | {v['min_cpu_s']} | {v['peak_rss_mib']} | {said} |")
+    return "\n".join(out)
+
+
 def _per_1000(row: dict, step: str, before: dict | None) -> str:
     """CPU seconds per 1,000 commits, and its ratio to the row before (CPU: wall time waits on a shared machine)."""
     per = row[step]["cpu_s"] / row["commits"] * 1000
@@ -278,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="write into the first file the rows of all of them (by commits; a later file's row wins) and stop")
     args = parser.parse_args(argv)
     if args.table:
-        print(markdown(json.loads(args.table.read_text())["rows"]))
+        document = json.loads(args.table.read_text())
+        print(interleaved_markdown(document) if "samples" in document else markdown(document["rows"]))
         return 0
     if args.merge:
         documents = [json.loads(p.read_text()) for p in args.merge]

@@ -42,13 +42,13 @@ from typing import Any, Iterator
 import numpy as np
 
 from asv_bench import records
+from ci.history import synthetic_cpu
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO_ROOT / "docs/data/h200_history_cost/asv/results/vm-nvidia-h200"
 TEMPLATE_STEM = "7d25df89-virtualenv-py3.12-VIRTUALENV_SYSTEM_SITE_PACKAGEStrue"
 BENCHMARKS_JSON = REPO_ROOT / "docs/data/h200_history_cost/asv/results/benchmarks.json"
 GEMM_BENCHMARK = "bench_gemm.GemmOnGpu.track_time"
-CPU_BENCHMARK = "bench_gemm.GemmOnCpu.track_time"
 RESOURCES_PREFIX = "bench_resources.CompiledResources.track_"
 COMPILE_MACHINE = "compile-only"
 HISTORY_FILE = "docs/synthetic-history.txt"
@@ -244,74 +244,6 @@ class _CompileFiles:
         return {f"results/{COMPILE_MACHINE}/{stem}.json": _dumps(document)}
 
 
-class _CpuFiles:
-    """A machine without a GPU timing bench_gemm.GemmOnCpu (``Spec.cpu_machine``): torch_dequant's configs at the CPU
-    shapes at ~0.005-0.02 TFLOPS, with a CPU's spread and its heavy tail (a neighbour's work slows a few samples a
-    lot); the other kernels need a GPU and are n/a, as a real CPU run records them. Drawn from a stream of its own:
-    a seed's GPU lines are the same with or without it."""
-
-    def __init__(self, spec: Spec, benchmarks: dict[str, Any], gpu: _GpuFiles):
-        assert spec.cpu_machine is not None
-        self.spec, self.rng = spec, np.random.default_rng([spec.seed, 2])
-        self.version = benchmarks[CPU_BENCHMARK]["version"]
-        self.params = benchmarks[CPU_BENCHMARK]["params"]
-        combos = [(a, b) for a in self.params[0] for b in self.params[1]]
-        self.keys = [f"{CPU_BENCHMARK}({a}, {b})" for a, b in combos]
-        self.measured = [i for i, (config, _) in enumerate(combos) if config.startswith("'torch_dequant:")]
-        self.flops = {}
-        for i, (_, shape) in enumerate(combos):
-            m, n, k = (int(part[1:]) for part in shape.strip("'").split("_")[1:])
-            self.flops[i] = 2 * m * n * k
-        speed = {i: self.rng.uniform(0.005, 0.02) for i in self.measured}  # TFLOPS
-        self.base_s = {i: self.flops[i] / (speed[i] * 1e12) for i in self.measured}
-        self.drift = _drift(self.rng, spec)  # its own machine's wander
-        self.template = gpu.results
-        self.columns = gpu.columns
-
-    def machine_json(self) -> bytes:
-        return _dumps({"machine": self.spec.cpu_machine, "arch": "x86_64", "cpu": "synthetic (shared, 2 cores)", "gpu": "none",
-                       "gpu_driver": "none", "gpu_runtime": "none", "num_cpu": "2", "os": "Linux", "ram": "24 GiB",
-                       "version": 1})
-
-    def files(self, index: int, commit: str, date_ms: int, measured_ms: int) -> dict[str, bytes]:
-        size = len(self.keys)
-        row: dict[str, list] = {c: [None] * size for c in ("result", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25",
-                                                            "stats_q_75", "stats_number", "stats_repeat", "samples")}
-        row["result"] = [math.nan] * size
-        recs: dict[str, dict[str, Any]] = {}
-        for i, key in enumerate(self.keys):
-            if i not in self.measured:
-                kernel = key.split("('", 1)[1].split(":", 1)[0]
-                recs[key] = {"job": "synthetic", "status": "n/a", "reason": f"{kernel} runs on a GPU; this device is cpu",
-                             "resume": False, "samples_s": None}
-                continue
-            repeats = int(self.rng.integers(10, 30))
-            median = self.base_s[i] * (1 + self.drift[index]) * (1 + self.rng.standard_t(4) * self.spec.commit_noise * 3)
-            drawn = median * (1 + self.rng.normal(0, self.spec.cpu_sample_noise, repeats))
-            slow = self.rng.random(repeats) < self.spec.cpu_slow_share
-            drawn[slow] *= 1 + self.rng.exponential(0.15, int(slow.sum()))
-            middle = float(np.median(drawn))
-            q25, q75 = (float(f"{v:.5g}") for v in np.quantile(drawn, (0.25, 0.75)))
-            row["result"][i], row["samples"][i] = middle, [float(f"{s:.6g}") for s in drawn]
-            row["stats_q_25"][i], row["stats_q_75"][i], row["stats_ci_99_a"][i], row["stats_ci_99_b"][i] = q25, q75, q25, q75
-            row["stats_number"][i], row["stats_repeat"][i] = 1, repeats
-            recs[key] = {"job": "synthetic", "status": "measured", "method_version": "1", "median_s": middle,
-                         "tflops": self.flops[i] / middle / 1e12, "flops": self.flops[i], "n": repeats, "samples_s": None,
-                         "relative_iqr": (q75 - q25) / middle, "flags": [], "idle": {"status": "no GPU idle check on a CPU"},
-                         "override_requested": False, "steady": True, "warmup_launches": 3, "inputs_cold": False,
-                         "input_sets": 1, "clock": "perf_counter", "gpu_before": None, "gpu_after": None,
-                         "label": f"{key} on cpu", "resume": False,
-                         "fingerprint": {"launch path": commit, "device code": "none (torch ops)", "environment": "synthetic"}}
-        row |= {"params": self.params, "version": self.version, "started_at": measured_ms, "duration": 20.0, "profile": None}
-        document = {**self.template, "commit_hash": commit, "date": date_ms, "durations": {},
-                    "params": {**self.template["params"], "machine": self.spec.cpu_machine, "gpu": "none", "num_cpu": "2"},
-                    "results": {CPU_BENCHMARK: [row.get(c) for c in self.columns]}}
-        stem = records.results_file_stem(commit, document["env_name"])
-        folder = f"results/{self.spec.cpu_machine}"
-        return {f"{folder}/{stem}.json": _dumps(document),
-                f"{folder}/{stem}{records.SUFFIX}": _dumps({"format": 1, "records": recs})}
-
-
 def _dumps(data: Any) -> bytes:
     return json.dumps(data, separators=(",", ":"), allow_nan=True).encode()
 
@@ -394,7 +326,8 @@ def make_history(repo: Path, spec: Spec, hold_back: int = 0) -> tuple[Truth, Ite
     asv-results (created or extended). The second value adds the held-back commits' results one per ``next()``:
     a new commit's results arriving, as the main job pushes them."""
     rng, gpu, compile_files, lines, levels, drift, noise = _draw(spec)
-    cpu_files = _CpuFiles(spec, json.loads(BENCHMARKS_JSON.read_text()), gpu) if spec.cpu_machine else None
+    cpu_files = (synthetic_cpu.CpuFiles(spec, json.loads(BENCHMARKS_JSON.read_text()), gpu.results, gpu.columns, _drift)
+                 if spec.cpu_machine else None)
     tip = _git(repo, "rev-parse", "refs/heads/main")
     already = _count_synthetic(repo)
     after = int(_git(repo, "log", "-1", "--format=%at", tip)) if already else None  # extending: after the last one
@@ -458,40 +391,10 @@ def commit_dates(spec: Spec, after: int | None = None) -> tuple[np.ndarray, np.n
 
 def summaries(spec: Spec) -> tuple[list[str], dict[str, list[dict[str, Any]]]]:
     """(commits oldest first, machine -> the summaries ci.history.store would keep) of :func:`make_history`'s history
-    for a seed, made without git or files, under made-up hashes: the checks and kernel pages at sizes too slow to
-    write (docs/data/history_scale.py --pages-only)."""
-    from ci.history import store
+    for a seed, without git or files (ci.history.synthetic_summaries)."""
+    from ci.history import synthetic_summaries  # it reads this module's draws
 
-    rng, gpu, compile_files, lines, levels, drift, noise = _draw(spec)
-    dates, _ = commit_dates(spec)
-    recs = gpu.sidecar["records"]
-    missing = {key: records.describe(recs[key]) for i, key in enumerate(gpu.keys) if i not in gpu.measured and key in recs}
-    devices = {i: (recs[gpu.keys[i]].get("gpu_before") or {}).get("name") or "GPU" for i in gpu.measured}
-    clocks = {i: store._clocks(recs[gpu.keys[i]]) for i in gpu.measured}
-    commits = [f"{i + 1:040x}" for i in range(spec.commits)]
-    out: dict[str, list[dict[str, Any]]] = {spec.gpu_machine: [], COMPILE_MACHINE: []}
-    for index, commit in enumerate(commits):
-        gemm = {}
-        for i in gpu.measured:
-            flagged = rng.random() < spec.flagged_share
-            median = gpu.base_s[i] / (levels[i][index] * (1 + drift[index]) * (1 + noise[i][index]))
-            drawn = median * (1 + rng.normal(0, spec.sample_noise, gpu.repeats[i]))
-            flops, middle = recs[gpu.keys[i]]["flops"], float(np.median(drawn))
-            q25, q75 = np.quantile(drawn, (0.25, 0.75))
-            level, error = store._level(flops / drawn / 1e12)
-            gemm[gpu.keys[i]] = [flops / middle / 1e12, middle, level, error, float((q75 - q25) / middle), devices[i],
-                                 [records.FLAG_THROTTLED] if flagged else [], clocks[i], None]
-        date_ms = int(dates[index]) * 1000
-        out[spec.gpu_machine].append({"commit": commit, "date": date_ms, "gemm": gemm, "missing": dict(missing), "resources": {},
-                                      "fingerprints": {"of": {}, "originals": [], "at": 0.0}})
-        if compile_files is not None:
-            compile_files.step(index)
-            params = [(a, b) for a in compile_files.params[0] for b in compile_files.params[1]]
-            resources = {f"{name}({a}, {b})": float(v) for name in compile_files.names
-                         for (a, b), v in zip(params, compile_files.base[name])}
-            out[COMPILE_MACHINE].append({"commit": commit, "date": date_ms, "gemm": {}, "missing": {}, "resources": resources,
-                                         "fingerprints": {"of": {}, "originals": [], "at": 0.0}})
-    return commits, out
+    return synthetic_summaries.summaries(spec)
 
 
 def _branch_tip(repo: Path, branch: str) -> str | None:

@@ -5,7 +5,8 @@ TFLOPS step and the register or LDS change of the same commit one above the othe
 CPU lines have rows of their own (their TFLOPS are ~1000x apart: on one axis a GPU line's 1-3% step
 is flat). Each line is one (machine, kernel config, shape); a point's hover says its TFLOPS, date,
 commit and subject, time, clocks and flags, a click opens the commit on asv's graph. Buttons over the
-graph show the last week, the last month or all, each with the TFLOPS axes fitted to what it shows.
+graph show the last week, the last month or all, each with the TFLOPS axes fitted to what it shows; the newest
+commits' page opens on the last month, the whole history's on all (OPENS_ON).
 A step is said one way only: change points (ci.history.page_changes, the detector of the main job's
 summary) as shaded commit ranges, the newest eight labelled with their size and interval, every one
 on hover. Flagged measurements are drawn as crosses. An empty row says why.
@@ -43,6 +44,9 @@ ROW_HEIGHT = {"gpu": 0.4, "cpu": 0.16, "peak": 0.16, "registers": 0.16, "lds": 0
 ROW_TITLES = tuple(ROWS.values())
 DAY = 86_400.0
 RANGES = (("last week", 7 * DAY), ("last month", 30 * DAY), ("all", None))  # the range buttons, newest first
+# The range a page opens on: the newest commits' page on the last month (its whole window where that is shorter), so
+# the newest weeks fill the screen however slowly the history moves; the whole history's page on all of it.
+OPENS_ON = {False: "last month", True: "all"}
 
 
 def asv_graph_url(point: Point) -> str:
@@ -173,18 +177,26 @@ def kernel_figure(kernel: str, history: History, changes: list | None = None, wh
         # On the right, beside the rows: below them it covered the commit axis's title.
         legend={"orientation": "v", "yanchor": "top", "y": 1, "x": 1.01, "xanchor": "left", "font": {"size": 11}},
         title={"text": f"{kernel}: TFLOPS by commit, higher is better"},
-        updatemenus=[_range_buttons(traces, row, when, commit_axis)],
+        updatemenus=[menu := _range_buttons(traces, row, when, commit_axis, OPENS_ON[whole])],
     )
     figure = fig.to_plotly_json()
+    if menu:  # the page opens as its button would set it: the same x and TFLOPS ranges
+        for key, value in menu["buttons"][menu["active"]]["args"][0].items():
+            axis, _, attribute = key.partition(".")
+            matched = [a for a in figure["layout"] if a.startswith("xaxis")] if axis == "xaxis" else [axis]  # rows share x
+            for name in matched:
+                figure["layout"].setdefault(name, {})[attribute] = value
+        said["opens_on"] = OPENS_ON[whole]
     figure["layout"][f"yaxis{len(names) + 1}"] = {"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True}
     figure["data"] = traces
     return figure, said
 
 
-def _range_buttons(traces: list[dict], row: dict[str, int], when: dict[str, float], commit_axis: list[str]) -> dict:
+def _range_buttons(traces: list[dict], row: dict[str, int], when: dict[str, float], commit_axis: list[str],
+                   opens_on: str) -> dict:
     """Buttons over the graph: the last week, the last month, all; each sets the commit axis and the TFLOPS rows' y
     ranges to what that stretch holds (plotly's own range selector leaves y at the whole history's range, where a
-    week's 1% step is a few pixels)."""
+    week's 1% step is a few pixels). ``opens_on``: the active one's label."""
     if not commit_axis:
         return {}
     newest, oldest = when[commit_axis[-1]], when[commit_axis[0]]
@@ -205,7 +217,8 @@ def _range_buttons(traces: list[dict], row: dict[str, int], when: dict[str, floa
                 layout[f"{'yaxis' if row[name] == 1 else f'yaxis{row[name]}'}.range"] = [low - margin, high + margin]
         buttons.append({"label": label, "method": "relayout", "args": [layout]})
     return {"type": "buttons", "direction": "right", "x": 1.0, "xanchor": "right", "y": 1.0, "yanchor": "bottom",
-            "pad": {"b": 28}, "showactive": True, "active": len(buttons) - 1, "buttons": buttons, "font": {"size": 12}}
+            "pad": {"b": 28}, "showactive": True, "active": [b["label"] for b in buttons].index(opens_on), "buttons": buttons,
+            "font": {"size": 12}}
 
 
 def _resource_rows(kernel: str, history: History, x_of: dict[str, str], row: dict[str, int]) -> list[dict]:

@@ -186,7 +186,7 @@ def _common_notes(said: dict | None = None) -> str:
         bands = "No change point is drawn on this graph (the table below says why). "
     return (
         f"<div class='note' id='reading'>{general}The x axis is each commit's date (UTC); the buttons over the graph show the "
-        "last week, the last month or all of it. Crosses are flagged measurements (idle check overridden, clocks throttled, "
+        f"last week, the last month or all of it (it opens on {said.get('opens_on', 'all')}). Crosses are flagged measurements (idle check overridden, clocks throttled, "
         "warm-up never steady, inputs may be cache resident); hover a point for TFLOPS, date, commit and subject, time, "
         "clocks and flags, click it to open the commit on asv's graph. " + bands +
         "The newest commits are the drift guard's (the table below the graph).</div>"

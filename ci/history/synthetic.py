@@ -13,7 +13,9 @@ made in a clone of this repository, where the main job and ``asv publish`` run u
     (docs/data/h200_history_cost, 30 measured GEMM benchmarks of 40, every timing sample kept,
     records with clocks and fingerprints) with each line's level and samples redrawn;
   - ``compile-only``: the compile-only resource counts (bench_resources), integers that change at a
-    few commits.
+    few commits;
+  - with ``Spec.cpu_machine``, a machine without a GPU timing ``bench_gemm.GemmOnCpu`` (torch_dequant at the
+    CPU shapes, the rest n/a), with a CPU's spread and heavy tail: the two-machine history of issue 39.
 
 A line's TFLOPS at commit i is ``base x step(i) x bump(i) x drift(i) x (1 + commit noise)``: steps
 are lasting changes of known size at known commits, bumps are regressions fixed some commits
@@ -40,6 +42,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from asv_bench import records
+from ci.history import synthetic_cpu
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO_ROOT / "docs/data/h200_history_cost/asv/results/vm-nvidia-h200"
@@ -75,7 +78,13 @@ class Spec:
     sample_noise: float = 0.002
     flagged_share: float = 0.005  # measurements flagged (clocks throttled)
     resource_changes: int = 4  # commits where compile-only counts move
+    # A second machine, without a GPU, timing bench_gemm.GemmOnCpu (the main job's timing track there): torch_dequant's
+    # configs at the CPU shapes, every other kernel n/a; None: the GPU machine and compile-only only.
+    cpu_machine: str | None = None
+    cpu_sample_noise: float = 0.015  # a shared CPU: ~10x the GPU's spread, ...
+    cpu_slow_share: float = 0.05  # ... and a few samples slowed by a neighbour (1 + exponential(0.15))
     end: float | None = None  # epoch seconds nothing is dated after (None: now, when the history is made)
+    gap_median_s: float = 0.0  # between two commits (0: GAP_MEDIAN_S); longer spreads few commits over weeks
 
 
 @dataclass
@@ -317,6 +326,8 @@ def make_history(repo: Path, spec: Spec, hold_back: int = 0) -> tuple[Truth, Ite
     asv-results (created or extended). The second value adds the held-back commits' results one per ``next()``:
     a new commit's results arriving, as the main job pushes them."""
     rng, gpu, compile_files, lines, levels, drift, noise = _draw(spec)
+    cpu_files = (synthetic_cpu.CpuFiles(spec, json.loads(BENCHMARKS_JSON.read_text()), gpu.results, gpu.columns, _drift)
+                 if spec.cpu_machine else None)
     tip = _git(repo, "rev-parse", "refs/heads/main")
     already = _count_synthetic(repo)
     after = int(_git(repo, "log", "-1", "--format=%at", tip)) if already else None  # extending: after the last one
@@ -332,11 +343,15 @@ def make_history(repo: Path, spec: Spec, hold_back: int = 0) -> tuple[Truth, Ite
         files = gpu.files(commit, date_ms, measured_ms, factors, flagged)
         if compile_files is not None:
             files |= compile_files.files(index, commit, date_ms, measured_ms)
+        if cpu_files is not None:
+            files |= cpu_files.files(index, commit, date_ms, measured_ms + 300_000)
         if index == 0 and already == 0:
             files[f"results/{spec.gpu_machine}/machine.json"] = gpu.machine_json()
             files["results/benchmarks.json"] = BENCHMARKS_JSON.read_bytes()
             if compile_files is not None:
                 files[f"results/{COMPILE_MACHINE}/machine.json"] = compile_files.machine_json()
+            if cpu_files is not None:
+                files[f"results/{spec.cpu_machine}/machine.json"] = cpu_files.machine_json()
         return f"{spec.gpu_machine}: 1 commits ({commit[:8]}), synthetic", int(measured[index]) + 60, files
 
     def write(indices: range) -> str:
@@ -361,7 +376,7 @@ def commit_dates(spec: Spec, after: int | None = None) -> tuple[np.ndarray, np.n
     rng = np.random.default_rng([spec.seed, 1])  # its own stream: a seed's levels do not depend on the dates
     end = time.time() if spec.end is None else spec.end
     newest = end - NEWEST_AGE_S
-    gaps = GAP_MEDIAN_S * np.exp(rng.normal(0, GAP_SIGMA, spec.commits))
+    gaps = (spec.gap_median_s or GAP_MEDIAN_S) * np.exp(rng.normal(0, GAP_SIGMA, spec.commits))
     gaps[-1] = 0.0  # the newest commit is at ``newest``; gaps[i] lies between commit i and i + 1
     dates = newest - np.cumsum(gaps[::-1])[::-1]
     if after is not None and spec.commits and dates[0] <= after:
@@ -376,40 +391,10 @@ def commit_dates(spec: Spec, after: int | None = None) -> tuple[np.ndarray, np.n
 
 def summaries(spec: Spec) -> tuple[list[str], dict[str, list[dict[str, Any]]]]:
     """(commits oldest first, machine -> the summaries ci.history.store would keep) of :func:`make_history`'s history
-    for a seed, made without git or files, under made-up hashes: the checks and kernel pages at sizes too slow to
-    write (docs/data/history_scale.py --pages-only)."""
-    from ci.history import store
+    for a seed, without git or files (ci.history.synthetic_summaries)."""
+    from ci.history import synthetic_summaries  # it reads this module's draws
 
-    rng, gpu, compile_files, lines, levels, drift, noise = _draw(spec)
-    dates, _ = commit_dates(spec)
-    recs = gpu.sidecar["records"]
-    missing = {key: records.describe(recs[key]) for i, key in enumerate(gpu.keys) if i not in gpu.measured and key in recs}
-    devices = {i: (recs[gpu.keys[i]].get("gpu_before") or {}).get("name") or "GPU" for i in gpu.measured}
-    clocks = {i: store._clocks(recs[gpu.keys[i]]) for i in gpu.measured}
-    commits = [f"{i + 1:040x}" for i in range(spec.commits)]
-    out: dict[str, list[dict[str, Any]]] = {spec.gpu_machine: [], COMPILE_MACHINE: []}
-    for index, commit in enumerate(commits):
-        gemm = {}
-        for i in gpu.measured:
-            flagged = rng.random() < spec.flagged_share
-            median = gpu.base_s[i] / (levels[i][index] * (1 + drift[index]) * (1 + noise[i][index]))
-            drawn = median * (1 + rng.normal(0, spec.sample_noise, gpu.repeats[i]))
-            flops, middle = recs[gpu.keys[i]]["flops"], float(np.median(drawn))
-            q25, q75 = np.quantile(drawn, (0.25, 0.75))
-            level, error = store._level(flops / drawn / 1e12)
-            gemm[gpu.keys[i]] = [flops / middle / 1e12, middle, level, error, float((q75 - q25) / middle), devices[i],
-                                 [records.FLAG_THROTTLED] if flagged else [], clocks[i], None]
-        date_ms = int(dates[index]) * 1000
-        out[spec.gpu_machine].append({"commit": commit, "date": date_ms, "gemm": gemm, "missing": dict(missing), "resources": {},
-                                      "fingerprints": {"of": {}, "originals": [], "at": 0.0}})
-        if compile_files is not None:
-            compile_files.step(index)
-            params = [(a, b) for a in compile_files.params[0] for b in compile_files.params[1]]
-            resources = {f"{name}({a}, {b})": float(v) for name in compile_files.names
-                         for (a, b), v in zip(params, compile_files.base[name])}
-            out[COMPILE_MACHINE].append({"commit": commit, "date": date_ms, "gemm": {}, "missing": {}, "resources": resources,
-                                         "fingerprints": {"of": {}, "originals": [], "at": 0.0}})
-    return commits, out
+    return synthetic_summaries.summaries(spec)
 
 
 def _branch_tip(repo: Path, branch: str) -> str | None:

@@ -4,6 +4,7 @@
     PYTHONPATH=. python docs/data/history_scale.py --commits 20000 --out /tmp/n20k.json      # one size; --merge joins them
     PYTHONPATH=. python docs/data/history_scale.py --merge docs/data/history_scale.json /tmp/n10k.json /tmp/n20k.json
     PYTHONPATH=. python docs/data/history_scale.py --table docs/data/history_scale.json      # the Markdown table
+    PYTHONPATH=. python docs/data/history_scale.py --interleave --commits 10000 20000 --repeats 2 --out docs/data/history_scale_20k.json
 
 For each N, in a fresh clone of this checkout's HEAD as its main (commit first: the clone runs the committed code):
 a synthetic history of N commits on main and their results on asv-results (ci.history.synthetic: a GPU
@@ -16,6 +17,13 @@ back. Then, each command timed with /usr/bin/time (wall, CPU, peak RSS of the pr
 3. the main job with nothing new: ``--tracks gpu`` (run once first to bring the branch in and measure the
    newest commit on this machine's timing track, not timed), then ``--tracks cpu``, each ``--no-publish``
    (their commit and merge steps: the report's step seconds).
+
+``--interleave``: the bound of issue 39 (each size's publish times within 1.5x the smallest size's, per commit),
+measured so that a shared machine's load falls on every size alike: a history of each size made first (the newest
+``--repeats`` commits' results held back), then ``--repeats`` rounds over the sizes in turn (10k, 20k, 10k, 20k),
+each a full publish with nothing cached (the clone's .asv and site removed) and a publish after one held-back
+commit's results arrive. Every sample is kept with the load average before and after it; the summary gives each
+size's minimum and the ratios of the minima (full publish per commit; one new commit as is).
 
 ``--pages-only N``: where writing N commits' files is too slow for the machine at hand, the checks and the kernel
 pages alone (the parts of a publish that read the whole history; asv's pages are over a window of fixed length), in
@@ -110,6 +118,102 @@ def one(commits: int, work: Path) -> dict:
     return row
 
 
+def _load() -> list[float]:
+    return [round(v, 2) for v in os.getloadavg()]
+
+
+def _published(report: Path) -> dict:
+    """The publish's own --json report: its step seconds and how many commits it drew."""
+    if not report.exists():
+        return {}
+    data = json.loads(report.read_text())
+    return {"steps": data.get("seconds"), "change_points": sum(len(m["change_points"]) for m in data["machines"])}
+
+
+def interleaved(sizes: list[int], repeats: int, work: Path) -> dict:
+    """Full publish and publish after one new commit at each of ``sizes``, interleaved (size A, size B, A, B ...)
+    ``repeats`` times in this one run, so the ratios between sizes see the same machine (see the doc's --interleave)."""
+    clones, arrivals, samples = {}, {}, []
+    for n in sizes:
+        clone = work / f"n{n}"
+        shutil.rmtree(clone, ignore_errors=True)
+        subprocess.run(["git", "clone", "--quiet", "--no-local", str(REPO), str(clone)], check=True)
+        subprocess.run(["git", "-C", str(clone), "remote", "remove", "origin"], check=True)
+        subprocess.run(["git", "-C", str(clone), "checkout", "--quiet", "-B", "main"], check=True)
+        started = time.monotonic()
+        _, arrivals[n] = synthetic.make_history(clone, synthetic.Spec(commits=n), hold_back=repeats)
+        samples.append({"commits": n, "step": "generate", "wall_s": round(time.monotonic() - started, 1), "load": _load()})
+        print(json.dumps(samples[-1]), file=sys.stderr, flush=True)
+        clones[n] = clone
+    for repeat in range(repeats):
+        for n in sizes:
+            clone = clones[n]
+            for cached in (clone / ".asv", clone / "site"):  # nothing cached: a fresh clone's first publish
+                shutil.rmtree(cached, ignore_errors=True)
+            for step in ("full", "incremental"):
+                if step == "incremental":
+                    next(arrivals[n])  # the next commit's results arrive on asv-results
+                results = int(subprocess.run(["git", "-C", str(clone), "rev-list", "--count", synthetic.BRANCH],
+                                             capture_output=True, text=True, check=True).stdout)
+                name = f"n{n}.{repeat}.{step}"
+                publish = [PYTHON, "-m", "ci.history.publish", "--local-branch", "--out", str(clone / "site"),
+                           "--json", str(work / f"{name}.json")]
+                load = _load()
+                sample = {"commits": n, "step": step, "repeat": repeat, "results_commits": results, "load_before": load}
+                sample |= timed(publish, clone, work / f"{name}.log")
+                sample |= {"load_after": _load(), **_published(work / f"{name}.json")}
+                if step == "incremental":
+                    sample["site"] = site_size(clone / "site")
+                samples.append(sample)
+                print(json.dumps(sample), file=sys.stderr, flush=True)
+    return {"sizes": sizes, "repeats": repeats, "samples": samples, "summary": interleaved_summary(sizes, samples)}
+
+
+def interleaved_summary(sizes: list[int], samples: list[dict]) -> dict:
+    """Per size and step: the minimum wall and CPU seconds over the repeats and the peak RSS; per commit (full
+    publish) and as is (one new commit), each size against the smallest: the bar is 1.5 (issue 39)."""
+    out: dict = {}
+    for n in sizes:
+        for step in ("full", "incremental"):
+            mine = [s for s in samples if s["commits"] == n and s.get("step") == step]
+            if mine:
+                out[f"{n}.{step}"] = {"min_wall_s": min(s["wall_s"] for s in mine), "min_cpu_s": min(s["cpu_s"] for s in mine),
+                                      "wall_s": [s["wall_s"] for s in mine], "cpu_s": [s["cpu_s"] for s in mine],
+                                      "peak_rss_mib": max(s["peak_rss_mib"] for s in mine),
+                                      "exits": sorted({s["exit"] for s in mine})}
+    base = sizes[0]
+    for n in sizes[1:]:
+        for step, per_commit in (("full", True), ("incremental", False)):
+            a, b = out.get(f"{base}.{step}"), out.get(f"{n}.{step}")
+            if a and b:
+                scale = base / n if per_commit else 1.0
+                out[f"{n}.{step}"]["ratio_to_{}".format(base)] = {
+                    "wall": round(b["min_wall_s"] / a["min_wall_s"] * scale, 2),
+                    "cpu": round(b["min_cpu_s"] / a["min_cpu_s"] * scale, 2), "per_commit": per_commit}
+    return out
+
+
+def interleaved_markdown(document: dict) -> str:
+    """Every sample of an --interleave run, in its order, then each size's minima and their ratios."""
+    out = ["| # | commits | publish | results commits | wall s | CPU s | peak RSS MiB | load before / after (1 min) | exit |",
+           "|---" * 9 + "|"]
+    number = 0
+    for s in document["samples"]:
+        if s["step"] == "generate":
+            continue
+        number += 1
+        step = "full (nothing cached)" if s["step"] == "full" else "after one new commit"
+        out.append(f"| {number} | {s['commits']} | {step} | {s['results_commits']} | {s['wall_s']} | {s['cpu_s']} | "
+                   f"{s['peak_rss_mib']} | {s['load_before'][0]} / {s['load_after'][0]} | {s['exit']} |")
+    out += ["", "| commits | publish | min wall s | min CPU s | peak RSS MiB | vs the smallest size (wall; CPU) |", "|---" * 6 + "|"]
+    for key, v in document["summary"].items():
+        n, step = key.split(".")
+        ratio = next((r for k, r in v.items() if k.startswith("ratio_to_")), None)
+        said = (f"x{ratio['wall']}; x{ratio['cpu']}" + (" per commit" if ratio["per_commit"] else " (one commit)")) if ratio else ""
+        out.append(f"| {n} | {step} | {v['min_wall_s']} | {v['min_cpu_s']} | {v['peak_rss_mib']} | {said} |")
+    return "\n".join(out)
+
+
 def _per_1000(row: dict, step: str, before: dict | None) -> str:
     """CPU seconds per 1,000 commits, and its ratio to the row before (CPU: wall time waits on a shared machine)."""
     per = row[step]["cpu_s"] / row["commits"] * 1000
@@ -187,12 +291,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("history_scale.json"))
     parser.add_argument("--pages-only", action="store_true",
                         help="only the checks and the kernel pages, from in-memory summaries (see the doc)")
+    parser.add_argument("--interleave", action="store_true",
+                        help="--commits' sizes interleaved --repeats times in one run (full publish, then one new commit)")
+    parser.add_argument("--repeats", type=int, default=2, help="with --interleave: rounds over the sizes (default 2)")
     parser.add_argument("--table", type=Path, metavar="JSON", help="print the Markdown table of a written file and stop")
     parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
                         help="write into the first file the rows of all of them (by commits; a later file's row wins) and stop")
     args = parser.parse_args(argv)
     if args.table:
-        print(markdown(json.loads(args.table.read_text())["rows"]))
+        document = json.loads(args.table.read_text())
+        print(interleaved_markdown(document) if "samples" in document else markdown(document["rows"]))
         return 0
     if args.merge:
         documents = [json.loads(p.read_text()) for p in args.merge]
@@ -203,6 +311,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args.work.mkdir(parents=True, exist_ok=True)
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    if args.interleave:
+        if args.repeats < 1 or len(args.commits) < 2:
+            parser.error("--interleave needs two sizes or more and --repeats >= 1")
+        document = {"what": "docs/data/history_scale.py --interleave", "code": head, "machine": f"{os.cpu_count()} CPUs",
+                    "command": " ".join(sys.argv), **interleaved(args.commits, args.repeats, args.work)}
+        temporary = args.out.with_name(args.out.name + ".tmp")
+        temporary.write_text(json.dumps(document, indent=1) + "\n")
+        temporary.replace(args.out)
+        print(json.dumps(document["summary"], indent=1))
+        return 0
     rows = [(pages_only if args.pages_only else one)(n, args.work) for n in args.commits]
     document = {"what": "docs/data/history_scale.py", "code": head, "machine": f"{os.cpu_count()} CPUs", "rows": rows,
                 "command": " ".join(sys.argv)}

@@ -6,10 +6,9 @@
     PYTHONPATH=. python docs/data/pages_screenshots.py time-pages --work /tmp/pages-10k   # the kernel pages' CPU seconds
 
 ``make``: a clone of this checkout gets a synthetic two-machine history (ci.history.synthetic: the H200 GPU
-machine with its 30 GEMM lines, 3 steps of 1-3% each, and compile-only's counts) dated in the past, as a real
-history is: the clone's main gets one commit dated ``commits`` hours (and a day) ago, and the generator dates
-commit i one hour after its parent, so the newest commit is about a day old (this script does it without
-changing the generator). ``publish``: this checkout's working tree (committed or not) over the clone's code,
+machine with its 30 GEMM lines, 3 steps of 1-3% each; a CPU machine timing bench_gemm.GemmOnCpu, torch_dequant's
+4 lines at the CPU shapes; and compile-only's counts) dated in the past by the generator, as a real history is
+(the newest commit an hour old, gaps heavy-tailed: 10,000 commits span ~21 months). ``publish``: this checkout's working tree (committed or not) over the clone's code,
 then ``python -m ci.history.publish --local-branch``. ``shoot``: headless Chromium at 1600x1200, the site
 served on 127.0.0.1: asv's index, one asv graph, asv's Regressions page, the kernels index, one kernel page
 (the newest commits, and the whole history). ``time-pages``: the kernel pages alone, CPU seconds and bytes.
@@ -31,13 +30,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 CODE = ("ci", "harness", "asv_bench", "kernels", "docs/data")
 SIZE = (1600, 1200)
+CPU_MACHINE = "synthetic-cpu"  # the second machine: no GPU, bench_gemm.GemmOnCpu
 SHOTS = {  # file in docs/img -> page of the site (asv's pages take their hash route)
     "site_asv_index.png": "index.html",
     "site_asv_graph.png": "index.html#bench_gemm.GemmOnGpu.track_time",
     "site_asv_regressions.png": "index.html#/regressions",
     "site_kernels_index.png": "kernels/index.html",
-    "site_kernel_recent.png": "kernels/triton_dot_scaled.html",
-    "site_kernel_all.png": "kernels/triton_dot_scaled-all.html",
+    "site_kernel_recent.png": "kernels/torch_dequant.html",
+    "site_kernel_all.png": "kernels/torch_dequant-all.html",
 }
 
 
@@ -67,7 +67,7 @@ def make(work: Path, commits: int) -> None:
     _git(clone, "remote", "remove", "origin")
     # The generator dates its commits in the past (the newest an hour before now), as a real history is.
     started = time.monotonic()
-    synthetic.make_history(clone, synthetic.Spec(commits=commits))
+    synthetic.make_history(clone, synthetic.Spec(commits=commits, cpu_machine=CPU_MACHINE))
     print(f"{commits} commits and their results in {time.monotonic() - started:.0f} s: {clone}")
 
 

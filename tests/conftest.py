@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import atexit
+import base64
 import os
+import pickle
 import shutil
 import subprocess
 import tempfile
@@ -27,6 +29,9 @@ import pytest  # noqa: E402
 from kernels import devices  # noqa: E402
 from known_deviations import describe_machine  # noqa: E402
 from operands import DEVICE, SEED  # noqa: E402
+
+# pytest-xdist's workers start from this process's environment: one seed for the whole run, the one the header names.
+os.environ["MXFP4_TEST_SEED"] = str(SEED)
 
 
 
@@ -54,6 +59,20 @@ def gate_log(request):
     With MXFP4_GATE_REPORT=path the summary is also written there as JSON.
     """
     return request.config.stash.setdefault(GATE_RUNS, [])
+
+
+def pytest_sessionfinish(session):
+    # Under pytest-xdist each worker logs its own gate runs: they travel to the controller, which summarizes them all.
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["gate_runs"] = base64.b64encode(pickle.dumps(session.config.stash.get(GATE_RUNS, []))).decode()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    shipped = getattr(node, "workeroutput", {}).get("gate_runs")
+    if shipped:
+        node.config.stash.setdefault(GATE_RUNS, []).extend(pickle.loads(base64.b64decode(shipped)))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -24,6 +24,9 @@ from asv_bench.common import CPU_BUDGET, CPU_EXCLUDED_BACKENDS, CPU_SHAPES, kern
 from harness import timing
 from kernels import registry
 
+# pytest-benchmark turns itself off under pytest-xdist: the test command runs this file on its own, after the rest.
+pytestmark = pytest.mark.serial
+
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
@@ -92,6 +95,8 @@ def test_ab(benchmark, kernel_name, config):
         gpu_after=measured.gpu_after,
         idle=measured.idle,
     )
+    if benchmark.disabled:
+        pytest.fail("pytest-benchmark is disabled (under pytest-xdist it always is): run this file without -n")
     REPLAY.pending = list(measured.samples_s)
     benchmark.pedantic(REPLAY.advance, rounds=len(measured.samples_s), iterations=1)
     # What pytest-benchmark stored is exactly what harness.timing measured.

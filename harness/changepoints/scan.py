@@ -53,11 +53,6 @@ _MAD_SE = 1.17  # a normal MAD's relative standard error x sqrt(m)
 OUTLIER_REACH = 2  # commits either side of the Hampel window
 OUTLIER_SIGMAS = 3.0
 RARE_FLIPS = 0.5  # the least share of nonzero differences assumed when they are flips (see _tie_floor)
-# A short history's trimmed SD: the largest quarter of deviations left out (a few steps and stray commits among
-# 30 differences stay outside); a normal's RMS inside its central 75% is 0.607 of its SD
-# (1 - 2 c phi(c) / 0.75 = 0.369 of the variance, c = 1.150).
-TRIM = 0.25
-_TRIMMED_TO_SD = 0.607
 NOISE_FLOOR = 1e-4  # log units (0.01%): no runner times a GEMM better; a noise-free series' steps are still certain
 
 
@@ -111,26 +106,10 @@ def _blockwise(values: np.ndarray, block: int, span: int, minimum: int, floor=No
             per_block = per_block * np.maximum(1.0, (1 + _MAD_SE / np.sqrt(np.maximum(together, 1)))
                                                / (1 + _MAD_SE / math.sqrt(full)))
             per_block = np.fmax(per_block, floor(rows, counts))
-            # Fewer differences than a full pool: the MAD (37% efficient) is too often luckily small even so; a
-            # trimmed SD (far more efficient, the largest differences -- a step's -- left out) bounds it from below.
-            short = together < full
-            per_block = np.where(short, np.fmax(per_block, _trimmed_sd(rows)), per_block)
         per_block[counts < 2] = np.nan
         pooled = np.nanmedian(sliding_window_view(np.pad(per_block, span, constant_values=np.nan), 2 * span + 1), axis=1)
     pooled[together < minimum] = np.nan
     return pooled
-
-
-def _trimmed_sd(rows: np.ndarray) -> np.ndarray:
-    """Per row (NaN: no value), the SD from the RMS deviation from the median with the largest TRIM share of
-    deviations (at least one) left out, scaled to a normal's SD; NaN under three values."""
-    deviations = np.sort(np.abs(rows - np.nanmedian(rows, axis=1, keepdims=True)), axis=1)  # NaNs sort last
-    counts = np.count_nonzero(~np.isnan(rows), axis=1)
-    kept = counts - np.maximum(1, np.rint(TRIM * counts).astype(int))
-    squares = np.nan_to_num(deviations) ** 2
-    cumulative = np.concatenate([np.zeros((len(rows), 1)), np.cumsum(squares, axis=1)], axis=1)
-    rms = np.sqrt(cumulative[np.arange(len(rows)), kept] / np.maximum(kept, 1))
-    return np.where(counts >= 3, rms / _TRIMMED_TO_SD, np.nan)
 
 
 def _tie_floor(rows: np.ndarray, counts: np.ndarray) -> np.ndarray:

@@ -42,8 +42,9 @@ class IssueRecordError(ValueError):
 
 
 @dataclass(frozen=True)
-class Member:
-    """A change point an issue holds, as identity sees it (ci.common.regression_identity.Place)."""
+class _Found:
+    """A regression change point, as identity sees it (ci.common.regression_identity.Place): the site build's own, and
+    the part of an issue's member that identity reads."""
 
     machine: str
     benchmark: str
@@ -52,6 +53,12 @@ class Member:
     first_after: str
     orders: tuple[int, int] | None
     change: float
+
+
+@dataclass(frozen=True)
+class Member(_Found):
+    """A change point an issue holds."""
+
     status: str  # MEMBER_STATUSES
     fixed_in: tuple[str, str] | None  # the recovering change's suspected commits: the fixing commit is the second
     issue: int
@@ -130,19 +137,6 @@ class Issues:
 
 
 NOT_GIVEN = Issues({}, "Regression issues are not shown: this build was given no issue record (--issues).", False)
-
-
-@dataclass(frozen=True)
-class _Found:
-    """A regression change point of the site build, as identity sees it."""
-
-    machine: str
-    benchmark: str
-    index: int
-    last_before: str
-    first_after: str
-    orders: tuple[int, int] | None
-    change: float
 
 
 def for_site(path: Path | None, checks: list[dict[str, Any]]) -> Issues:

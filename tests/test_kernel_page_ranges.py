@@ -11,20 +11,15 @@ page's oldest commit before it; the page opens on its documented default (kernel
 from __future__ import annotations
 
 import calendar
-import functools
-import html as html_text
-import http.server
 import json
 import re
-import subprocess
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from ci.history import commit_info, kernel_figure, kernel_page, store, synthetic
-from test_published_html import CHROMIUM, CHROMIUM_FLAGS
+from browser import CHROMIUM, probe_result, served_dom
 
 DAY = 86_400.0
 # Commits ~8 h apart on average (median 4 h, heavy-tailed): the newest 160 span ~7 weeks, so a week, a month and all
@@ -67,21 +62,6 @@ start();
 </script></body></html>"""
 
 
-class _Handler(http.server.SimpleHTTPRequestHandler):
-    def do_GET(self):
-        if self.path.startswith("/__probe__.html"):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(PROBE)))
-            self.end_headers()
-            self.wfile.write(PROBE)
-            return
-        super().do_GET()
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory):
     """The kernel pages of SPEC's history, and the newest-commits page's oldest and newest commit dates (seconds)."""
@@ -103,20 +83,9 @@ def _seconds(plotly_date: str) -> float:
 
 
 def _probe(site: Path, page: str, labels: list[str], profile: Path) -> dict:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Handler, directory=str(site)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/__probe__.html?page={page}&labels={json.dumps(labels)}"
-    try:
-        proc = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=30000",
-                               "--window-size=1700,1400", "--dump-dom", url], capture_output=True, text=True, timeout=120)
-    finally:
-        server.shutdown()
-        server.server_close()
-    match = re.search(r'<pre id="result">([^<]*)</pre>', proc.stdout)
-    assert match and match.group(1) != "pending", f"no probe result (exit {proc.returncode}): {proc.stderr[-2000:]}"
-    result = json.loads(html_text.unescape(match.group(1)))
-    assert "error" not in result, result
-    return result
+    proc = served_dom(site, f"__probe__.html?page={page}&labels={json.dumps(labels)}", profile,
+                      probes={"/__probe__.html": PROBE}, budget_ms=30000, window=(1700, 1400))
+    return probe_result(proc)
 
 
 def _check_range(shown: list[str], label: str, oldest: float, newest: float) -> None:

@@ -10,33 +10,21 @@ panel beside the graph says; the page is also opened as a file, and published ag
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import re
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
 from ci.history import offline_html
+import browser
+from browser import CHROMIUM, CHROMIUM_FLAGS
 from test_asv_suite import CPU_TIME_BENCHMARK, asv, asv_env, commit_change, copy_asv_envs, make_project
 from test_results_branch import results_file
 
-CHROMIUM = shutil.which("chromium")
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 RESOURCE_BENCHMARK = r"CompiledResources\.track_registers\('triton_dot_scaled'"
 
 PROBE = b"""<!doctype html><html><body><pre id="result">pending</pre>
@@ -94,44 +82,9 @@ check();
 PROBES = {"/__probe__.html": PROBE, "/__regressions__.html": REGRESSIONS_PROBE}
 
 
-class _Handler(http.server.SimpleHTTPRequestHandler):
-    def do_GET(self):
-        probe = PROBES.get(self.path.split("#")[0].split("?")[0])
-        if probe is not None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(probe)))
-            self.end_headers()
-            self.wfile.write(probe)
-            return
-        super().do_GET()
-
-    def log_message(self, *args):
-        pass
-
-    def handle(self):
-        try:
-            super().handle()
-        except (BrokenPipeError, ConnectionResetError):  # the browser closing early is not an error here
-            pass
-
-
 def served_dom(html_dir: Path, path: str, profile: Path) -> str:
     """Chromium's DOM of ``path`` served from ``html_dir`` on 127.0.0.1 (probe pages included)."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Handler, directory=str(html_dir)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/{path}"
-        proc = subprocess.run(
-            [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=20000", "--dump-dom", url],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    finally:
-        server.shutdown()
-        server.server_close()
+    proc = browser.served_dom(html_dir, path, profile, probes=PROBES, budget_ms=20000)
     assert proc.stdout, f"no DOM from Chromium (exit {proc.returncode}): {proc.stderr[-2000:]}"
     return proc.stdout
 

@@ -17,15 +17,12 @@ boxes of what a reader must see. Checked:
 
 from __future__ import annotations
 
-import functools
 import html as html_text
-import http.server
 import json
 import os
 import re
 import subprocess
 import sys
-import threading
 import time
 import urllib.parse
 from pathlib import Path
@@ -34,7 +31,7 @@ import pytest
 
 from ci.history import synthetic
 from test_published_history import _clone
-from test_published_html import CHROMIUM, CHROMIUM_FLAGS
+from browser import CHROMIUM, probe_result, served_dom
 
 SPEC = synthetic.Spec(commits=160, seed=11)
 ASV_WINDOW, PAGE_WINDOW = 100, 50
@@ -83,45 +80,12 @@ check();
 </script></body></html>"""
 
 
-class _Handler(http.server.SimpleHTTPRequestHandler):
-    def do_GET(self):
-        if self.path.startswith("/__layout__.html"):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(LAYOUT_PROBE)))
-            self.end_headers()
-            self.wfile.write(LAYOUT_PROBE)
-            return
-        super().do_GET()
-
-    def log_message(self, *args):
-        pass
-
-    def handle(self):
-        try:
-            super().handle()
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-
-
 def layout(site: Path, page: str, size: tuple[int, int], ready: str, selectors: dict[str, str], profile: Path) -> dict:
     """The boxes of ``selectors`` on ``page`` (served from ``site``) in a window of ``size``, once ``ready`` is there."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Handler, directory=str(site)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     query = urllib.parse.urlencode({"page": page, "w": size[0], "h": size[1], "ready": ready, "sel": json.dumps(selectors)})
-    try:
-        proc = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=60000",
-                               f"--window-size={size[0] + 50},{size[1] + 200}", "--dump-dom",
-                               f"http://127.0.0.1:{server.server_address[1]}/__layout__.html?{query}"],
-                              capture_output=True, text=True, timeout=300)
-    finally:
-        server.shutdown()
-        server.server_close()
-    match = re.search(r'<pre id="result">([^<]*)</pre>', proc.stdout)
-    assert match, f"no probe result (exit {proc.returncode}): {proc.stderr[-2000:]}"
-    result = json.loads(html_text.unescape(match.group(1))) if match.group(1) != "pending" else {"error": "pending"}
-    assert "error" not in result, result
-    return result
+    proc = served_dom(site, f"__layout__.html?{query}", profile, probes={"/__layout__.html": LAYOUT_PROBE},
+                      budget_ms=60000, window=(size[0] + 50, size[1] + 200), timeout_s=300)
+    return probe_result(proc)
 
 
 def overlap(a: list[float], b: list[float]) -> float:

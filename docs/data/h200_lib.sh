@@ -28,3 +28,11 @@ h200_setup() {  # the wheels into $SITE, a clone of the bundled main (or $BRANCH
   python3 docs/data/make_experiment_branches.py || exit 2
   export PYTHONPATH=$WORK:$SITE
 }
+
+h200_pack() {  # h200_pack NAME, the EXIT trap: the GPU's state after, the commit measured, $LOGS as $OUT/NAME.tar.gz
+  nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv > "$LOGS/gpu_after.csv" 2>/dev/null
+  git -C "$WORK" log -1 --format='%H %s' > "$LOGS/commit.txt" 2>/dev/null
+  tar -C "$(dirname "$LOGS")" -czf "$OUT/$1.tar.gz" "$(basename "$LOGS")"
+  echo "total wall $(( $(date +%s) - T0 )) s"
+  cat "$LOGS/runs.txt"
+}

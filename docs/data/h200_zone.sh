@@ -23,14 +23,7 @@ rm -rf "$LOGS" && mkdir -p "$LOGS" "$OUT"
 # shellcheck source=docs/data/h200_lib.sh
 source docs/data/h200_lib.sh
 
-finish() {
-  nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv > "$LOGS/gpu_after.csv" 2>/dev/null
-  git -C "$WORK" log -1 --format='%H %s' > "$LOGS/commit.txt" 2>/dev/null
-  tar -C "$(dirname "$LOGS")" -czf "$OUT/h200_zone_$PART.tar.gz" "$(basename "$LOGS")"
-  echo "total wall $(( $(date +%s) - T0 )) s"
-  cat "$LOGS/runs.txt"
-}
-trap finish EXIT
+trap 'h200_pack "h200_zone_$PART"' EXIT
 h200_setup
 
 MODEL=(--noise ci/speed_noise_h200.json --thresholds ci/speed_thresholds_h200.json)

@@ -25,7 +25,8 @@ from harness import timing
 from kernels import registry
 
 # pytest-benchmark turns itself off under pytest-xdist: the test command runs this file on its own, after the rest.
-pytestmark = pytest.mark.serial
+# On a GPU runner the GPU job runs it (gpu_job): the A/B cases time the kernels on the GPU there.
+pytestmark = [pytest.mark.serial, pytest.mark.gpu_job]
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 

@@ -17,6 +17,9 @@ from harness.shapes import BENCHMARK_SHAPES, K_SWEEP, K_SWEEP_MN
 from known_deviations import expect_known_deviation
 from operands import DATA_KINDS, DEVICE, SEED, make_operands
 
+# The correctness gates run on the GPU in the GPU job (selected by this marker), on the CPU here.
+pytestmark = pytest.mark.gpu_job
+
 # Every registered config of every kernel: a bug can live in a config that is not the default.
 KERNEL_CONFIGS = [(k.name, config) for k in registry.all_kernels() for config in k.configs]
 

@@ -30,6 +30,9 @@ from known_deviations import describe_machine, expect_known_deviation
 from operands import DEVICE, SEED, generator
 from test_correctness import KERNEL_CONFIGS, kernel_ids, runnable, sweep_mn
 
+# The correctness gates run on the GPU in the GPU job (selected by this marker), on the CPU here.
+pytestmark = pytest.mark.gpu_job
+
 K = 8192
 ONEDNN_BF16_MATMUL = "torch.matmul[bf16, oneDNN]"  # the platform path, as named in KNOWN_DEVIATIONS
 

@@ -422,6 +422,31 @@ def test_the_gpu_job_reads_the_output_the_changes_command_writes(tmp_path):
     assert downloads and uploads and downloads[0]["with"]["name"] == uploads[0]["with"]["name"]
 
 
+def _collected(*args: str) -> set[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        cwd=PROJECT, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return {line for line in done.stdout.splitlines() if "::" in line}
+
+
+def test_the_gpu_job_runs_every_gpu_test_chosen_by_marker():
+    import shlex
+
+    (run,) = [s["run"] for s in _load(PR_CHECKS)["jobs"][GPU_JOB]["steps"] if "pytest" in s.get("run", "")]
+    words = shlex.split(run)
+    assert not [w for w in words if w.startswith("tests/") or w.endswith(".py")], f"a file list, not a marker: {run}"
+    after = words[words.index("pytest") + 1 :]  # python's own -m comes before
+    expression = after[after.index("-m") + 1]
+    selected = _collected("-m", expression)
+    needs_gpu = _collected("-m", "gpu")
+    assert needs_gpu and needs_gpu <= selected, sorted(needs_gpu - selected)
+    # The correctness gates are among them: they run on the GPU there.
+    assert any(t.startswith("tests/test_correctness.py::") for t in selected)
+    assert any(t.startswith("tests/test_edge_numerics.py::") for t in selected)
+
+
 def test_a_changed_output_name_would_be_caught(tmp_path):
     # The check above must be able to fail: a workflow reading another name finds no matching writer.
     from ci.speed.changes_report import github_output_text

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ci.budget import gate as budget_gate
 from ci.budget.budget_file import BUDGET_PATH, parse_budget
-from ci.budget.compiling import compile_targets
+from ci.budget.targets import compile_targets
 from ci.budget.metrics import SPILL_FIELDS
 from harness.resources import target_id
 

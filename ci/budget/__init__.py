@@ -12,6 +12,7 @@ Modules, front to back:
   options.py              GateOptions, ResourcesOptions: frozen, checked whole before any work
   run.py                  one gate run: resolve (ci.common.gitutil), measure, compare, report
   measure.py              one checkout's resources, through a child ``ci.budget.resources``
+  targets.py              what the registry can compile here; one line per failure
   compiling.py            compile-only targets and their resource table (the resources command's work)
   budget_file.py          the budget JSON: schema, parse, validate, ratchet writes
   metrics.py              the compared fields and which way is worse

@@ -34,10 +34,6 @@ def to_hex(text: str) -> str:
     return text.encode("utf-8").hex()
 
 
-def from_hex(text: str) -> str:
-    return bytes.fromhex(text).decode("utf-8", errors="replace")
-
-
 @dataclass(frozen=True)
 class Member(Point):
     """A regression change point of one series, as the issue last saw it (``change`` relative, < 0)."""
@@ -125,10 +121,7 @@ def _sha(r: Reader) -> str:
 
 
 def _names(r: Reader) -> tuple[str, str]:
-    value = r.text()
-    if not _HEX.match(value):
-        raise RecordError(f"{r.path}: not hex")
-    machine, sep, benchmark = bytes.fromhex(value).decode("utf-8").partition("\n")
+    machine, sep, benchmark = _hex_text(r).partition("\n")
     if not sep:
         raise RecordError(f"{r.path}: no machine and benchmark")
     return machine, benchmark

@@ -27,20 +27,3 @@ def test_ci_is_packages_by_tool_not_file_name_prefixes():
     for name in packages:
         doc = (REPO / "ci" / name / "__init__.py").read_text()
         assert doc.lstrip().startswith('"""') and len(doc.strip()) > 80, f"ci/{name}/__init__.py: say what it decides, reads, writes"
-
-
-# Issue 40: a module's docstring says what it is for and its contract; the reasoning lives in docs/.
-MAX_DOC_LINES = 15
-
-
-@pytest.mark.parametrize("package", ["kernels", "harness", "asv_bench", "ci/budget", "ci/notify", "ci/bisect", "ci/common"])
-def test_module_docstrings_are_at_most_15_lines(package):
-    import ast
-
-    long = {}
-    for path in sorted((REPO / package).rglob("*.py")):
-        body = ast.parse(path.read_text()).body
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-            if (n := body[0].end_lineno - body[0].lineno + 1) > MAX_DOC_LINES:
-                long[str(path.relative_to(REPO))] = n
-    assert not long, f"move the narrative to docs/ (module docstrings over {MAX_DOC_LINES} lines): {long}"

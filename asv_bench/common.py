@@ -2,7 +2,7 @@
 
 Reproduce one GEMM benchmark by hand (from the repository root)::
 
-    asv run --quick --show-stderr -b "GemmOnGpu.track_time\('triton_dot_scaled:m128_n256_k64_w8_s3', 'square_m08192" HEAD^!
+    asv run --quick --show-stderr -b "GemmOnGpu.track_time\\('triton_dot_scaled:m128_n256_k64_w8_s3', 'square_m08192" HEAD^!
 
 asv runs this suite (today's) against old commits, so: parameters are fixed data (:data:`KERNELS`,
 :data:`KERNEL_CONFIGS`, :data:`CPU_SHAPES`, harness/shapes.py; append only); the project under test is

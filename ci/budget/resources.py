@@ -1,4 +1,4 @@
-"""Compile every kernel the registry can build without a GPU and report its resources (``python -m ci.budget.resources``).
+"""Every target the registry compiles without a GPU, and its resources: ``python -m ci.budget.resources``.
 
     python -m ci.budget.resources                        # table of every compile target
     python -m ci.budget.resources --kernel flydsl_gfx950_4wave --isa-dir out/   # also keep each ISA/PTX

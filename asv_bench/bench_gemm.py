@@ -1,30 +1,12 @@
 """GEMM time of every registered kernel configuration, per commit: one measurement, time and TFLOPS.
 
-``track_time(kernel_config, shape)`` times one GEMM in a fresh process with
-harness.timing.measure_gemm (idle check, rotated inputs, warm-up until steady,
-device events) and returns every sample: asv keeps them, its value is their
-median, ``asv compare`` applies its Mann-Whitney test and ``asv publish`` its
-regression search. Seconds are lower-is-better, the one direction asv knows.
-
-The output of the timed launches is then checked at the timed shape
-(harness.output_check through asv_bench.common.check_timed_output: a whole-output
-NaN/Inf scan, sampled rows and columns against the commit's float64 reference): a
-wrong one raises, so asv records the benchmark as failed and the records sidecar
-says "wrong result" -- the history never holds the speed of a wrong kernel.
-
-TFLOPS come from the same measurement (2*M*N*K / median): written with the
-measurement's conditions to the records sidecar (asv_bench.records), shown by
-ci.history.main_job's summary and beside each graph of the published HTML. They are
-not an asv benchmark: asv takes every benchmark as lower-is-better, so its
-benchmark list, regressions page and ``asv compare`` would call a TFLOPS gain
-a regression (asv has no higher-is-better setting; its issue 1617 asks for one).
-
-Every registered configuration is tracked: ``kernel_config`` is ``kernel:config``
-from asv_bench.common.KERNEL_CONFIGS (append only).
-
-Guards: GemmOnGpu -- the shapes of harness/shapes.py BENCHMARK_SHAPES (8192^3,
-16384^3, three LLM layers) on the GPU; GemmOnCpu -- small CPU shapes, the
-torch kernel's CPU path (recorded, kept off the regressions page: asv.conf.json).
+``track_time(kernel_config, shape)`` times one GEMM in a fresh process with harness.timing.measure_gemm
+and returns every sample (seconds, lower-is-better: asv's one direction); the timed output is then
+checked at the timed shape, and a wrong one raises (the history never holds a wrong kernel's speed).
+TFLOPS from the same measurement go to the records sidecar (asv_bench.records), not to asv.
+``kernel_config`` is ``kernel:config`` of asv_bench.common.KERNEL_CONFIGS (append only). GemmOnGpu:
+harness/shapes.py's BENCHMARK_SHAPES; GemmOnCpu: small CPU shapes (off the regressions page).
+Why TFLOPS are not an asv benchmark: docs/MEASURING.md, "GEMM time".
 """
 
 from __future__ import annotations

@@ -4,22 +4,11 @@ Reproduce one GEMM benchmark by hand (from the repository root)::
 
     asv run --quick --show-stderr -b "GemmOnGpu.track_time\\('triton_dot_scaled:m128_n256_k64_w8_s3', 'square_m08192" HEAD^!
 
-Three rules, because asv runs this suite (today's) against old commits:
-
-* Parameters are fixed data -- :data:`KERNELS`, :data:`KERNEL_CONFIGS`, :data:`CPU_SHAPES` and the shapes of
-  harness/shapes.py -- never the installed project's API: asv numbers the
-  parameter combinations once and every benchmark process, whatever commit it has
-  installed, must give the same index the same meaning. Append only.
-* The project under test (its registry, kernels and MXFP4 type) is the commit's
-  installed ``kernels`` package, imported in ``setup``; a commit that lacks a module
-  or a kernel gives n/a with the reason (``NotImplementedError``), anything else fails loudly.
-* The measuring code -- the ``harness`` package: timing, GPU state, operand
-  generation, resource parsing -- is this checkout's, whatever commit is installed:
-  the method must not change along the history, or a change of method would read as
-  a change of speed. It is found the plain way, by putting this checkout on
-  ``sys.path``: AFTER the asv environment's site-packages, so ``kernels`` still
-  resolves to the commit's installed copy (the wheel ships only ``kernels``), and
-  ``harness`` -- which no commit installs -- to this checkout's.
+asv runs this suite (today's) against old commits, so: parameters are fixed data (:data:`KERNELS`,
+:data:`KERNEL_CONFIGS`, :data:`CPU_SHAPES`, harness/shapes.py; append only); the project under test is
+the commit's installed ``kernels``, imported in ``setup`` (a missing module or kernel is n/a with the
+reason); the measuring code (``harness``) is this checkout's, on ``sys.path`` after the environment's
+site-packages. Why: docs/MEASURING.md, "What the suite shares".
 """
 
 from __future__ import annotations

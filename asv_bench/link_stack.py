@@ -1,23 +1,11 @@
 """Let an asv environment see the Python that has the heavy stack (torch, triton, flydsl, nvidia-ml-py).
 
-asv builds one virtualenv per configuration and installs only the project into
-it, per commit (asv.conf.json: ``--no-deps``). The stack must come from outside:
-
-* ``VIRTUALENV_SYSTEM_SITE_PACKAGES=true`` (asv.conf.json matrix) covers a stack
-  installed in the base interpreter -- but virtualenv resolves a venv's python
-  to its base interpreter, so a stack inside a venv (the set-up script's
-  ``.venv``) stays invisible that way.
-* This script, run by asv's ``install_command`` with the environment's python,
-  writes ``mxfp4_stack.pth`` into the environment's site-packages listing the
-  stack's site-packages. Lines of a .pth go on sys.path after the environment's
-  own site-packages, so the commit's installed project wins over any copy in the
-  stack, and the stack's own .pth files (e.g. an editable install of a working
-  tree) are not processed.
-
-The stack's python is, first found: ``$MXFP4_STACK_PYTHON`` (ci.history.main_job sets it
-to its own interpreter), ``$VIRTUAL_ENV/bin/python`` (an activated venv),
-``<repository>/.venv/bin/python``. With none, the environment relies on system
-site-packages alone.
+asv installs only the project into its per-configuration virtualenv (``--no-deps``). Run by asv's
+``install_command`` with the environment's python, this writes ``mxfp4_stack.pth`` into its
+site-packages listing the stack's site-packages (after the environment's own: the commit's project
+wins). The stack's python, first found: ``$MXFP4_STACK_PYTHON``, ``$VIRTUAL_ENV/bin/python``,
+``<repository>/.venv/bin/python``; with none, system site-packages alone. Why not
+``VIRTUALENV_SYSTEM_SITE_PACKAGES`` alone: docs/MEASURING.md, "The heavy stack in asv's environments".
 """
 
 from __future__ import annotations

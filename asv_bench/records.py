@@ -1,30 +1,12 @@
 """Per-measurement records: what asv's results file cannot hold, beside it, one sidecar per results file.
 
-asv keeps one number (or a sample list) per benchmark and parameter set, and only
-machine-wide parameters. What a GEMM timing also knows -- the idle check and its
-override, the clocks and throttling before and after, whether the warm-up settled,
-whether the inputs could be cache resident, TFLOPS -- is written here, per
-measurement, by the benchmark process the moment the measurement ends:
-
-    <results_dir>/<machine>/<commit[:8]>-<env>.json      asv's results (asv writes it when a commit ends)
-    <results_dir>/<machine>/<commit[:8]>-<env>.records   this module's sidecar (written after every measurement)
-
-The sidecar is JSON but not named ``.json``: asv reads every ``*.json`` under the
-results directory as a results file. Each write is atomic (harness.report), under a
-lock, so a killed run leaves the sidecar whole with every finished measurement in it.
-That is what lets ``ci.history.main_job`` resume a killed run: a record whose measurement
-never reached asv's results file (asv writes once per commit, at the end) is marked
-``resume`` and the next run's benchmark hands asv the recorded samples instead of
-measuring again. Only the benchmark in flight is lost.
-
-Records are keyed like asv's regex selection: ``bench_gemm.GemmOnCpu.track_time('torch_dequant:bf16', 'cpu_m...')``.
-A record's ``status`` is ``measured``, ``n/a`` (with the reason: why a graph is empty)
-or ``failed`` (with ``failure``: ``harness`` when the measuring code could not measure,
-e.g. a busy GPU; ``wrong result`` when the timed output was wrong at the timed shape, so
-no number was recorded; else ``benchmark``).
-
-Imports only the standard library and harness.report: the asv suite, ci.history.main_job and
-the publish plug-in all read and write through here.
+Each GEMM measurement's conditions (idle check and override, clocks and throttling, warm-up, cache
+residency, TFLOPS) go to ``<results_dir>/<machine>/<commit[:8]>-<env>.records`` (JSON, not ``.json``:
+asv reads those), written atomically under a lock after every measurement, so a killed run keeps every
+finished one and the main job resumes from them. Keys are asv's regex selection; ``status`` is
+``measured``, ``n/a`` (with the reason) or ``failed`` (``harness``, ``wrong result`` or ``benchmark``).
+Standard library and harness.report only: the suite, the main job and the publish plug-in all go
+through here. docs/MEASURING.md, "Per-measurement records".
 """
 
 from __future__ import annotations

@@ -1,25 +1,10 @@
 """How a kernel's bf16 output is judged against the float64 reference (the accuracy judgement).
 
-Pure: it takes tensors and returns a verdict; running a kernel and computing the
-reference is ci.common.correctness.check_kernel, the one path every gate goes through.
-
-Thresholds come from bf16 output rounding, the one error a correct fp4 GEMM
-must make (its products are exact and it accumulates in fp32):
-
-* bf16 keeps 8 significant bits; round-to-nearest-even moves each element by at
-  most ``U = 2**-8`` of its value, so ``||C - R|| / ||R|| <= U`` for a kernel
-  whose only error is the output rounding. Measured on an H200 (Triton 3.6
-  ``tl.dot_scaled``, random scales): 1.7e-3, about half of U, as expected of
-  uniform rounding. Gate: relative error <= U.
-* Cosine similarity follows: ``1 - cos ~ rel^2 / 2 <= 2**-17``. Gate: 1 - cos <= 2**-16.
-* Element-wise: ``|C - R| <= U |R| + ACC_SIGMAS * sqrt(K) * 2**-24 * (|A| . |B|^T)``.
-  The second term allows for fp32 accumulation, whose rounding errors add like
-  a random walk (2**-24 per addition, sqrt(K) of them, ACC_SIGMAS of headroom),
-  and covers elements where heavy cancellation makes R tiny. It is what catches
-  a bug that breaks a few elements and leaves the norms almost unchanged.
-
-A bug that drops one of the 768 blocks of K = 24576 changes C by about
-sqrt(1/768) = 3.6% in norm, nine times U: the gates see it.
+Pure: tensors in, a verdict out; running a kernel and its reference is ci.common.correctness.check_kernel.
+The thresholds come from bf16 output rounding (``U = 2**-8``), the one error a correct fp4 GEMM makes:
+relative error <= U, 1 - cos <= 2**-16, and element-wise ``|C - R| <= U |R| + ACC_SIGMAS sqrt(K)
+2**-24 (|A| . |B|^T)`` (fp32 accumulation; catches a few broken elements). Derivation and measured
+figures: docs/MEASURING.md, "Accuracy".
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """What the GPU is doing: clocks, temperature, power, utilization, throttling, other processes.
 
-Two jobs, both for the timing module (harness.timing):
-
-* :func:`open_monitor` / :meth:`GpuMonitor.snapshot` -- a :class:`GpuState`
-  recorded before and after every timed run, so a slow number can be told apart
-  from a hot or throttled GPU.
-* :func:`wait_until_idle` -- the idle check before anything is recorded: no other
-  compute process on the device, utilization about zero, no clock throttling. It
-  polls up to a bound, then raises :class:`GpuBusyError` naming what is wrong
-  rather than let a noisy number into the history. ``MXFP4_ALLOW_BUSY_GPU=1``
-  overrides it for local experiments; the override and the problems it waved
-  through are kept in the :class:`IdleReport` that travels with the timing.
-
-Backends: NVML through ``nvidia-ml-py`` (``import pynvml``) on NVIDIA, and
-``amdsmi`` on AMD. The amdsmi backend is written against amdsmi's documented
-Python API (py-interface/README.md of ROCm/amdsmi) and is NOT YET RUN ON AN
-MI355X. Both take the library module as an argument, so tests drive the real
-backend code with a fake library.
+:func:`open_monitor` / :meth:`GpuMonitor.snapshot` record a :class:`GpuState` before and after every
+timed run; :func:`wait_until_idle` polls up to a bound for no other compute process, utilization about
+zero and no throttling, then raises :class:`GpuBusyError` naming what is wrong (``MXFP4_ALLOW_BUSY_GPU=1``
+overrides it, kept in the :class:`IdleReport`). Backends: NVML (``pynvml``) and ``amdsmi`` (not yet run
+on an MI355X), each taking its library module as an argument so tests drive it with a fake.
+docs/MEASURING.md, "The GPU's state and the idle check".
 """
 
 from __future__ import annotations

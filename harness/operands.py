@@ -1,21 +1,11 @@
 """Random MXFP4 operands: the one generator for timing and for the tests' random data.
 
-It lives with the measuring code, not with the format, because the asv suite
-and the speed gate time OLD commits with TODAY's harness: if the operands came
-from the commit under test, a commit that changed its generator would change
-what is measured (a different scale spread changes how often the e8m0 decode
-hits slow paths, and the bytes moved). So the harness writes the bytes itself.
-
-The layout it writes is the project's MXFP4 layout (kernels/mxfp4.py, OCP MX):
-``data`` uint8 ``[rows, K/2]`` with element ``2i`` in the low nibble of byte
-``i``; ``scales`` uint8 ``[rows, K/32]``, one e8m0 per 1x32 block along K.
-Those two lines of packing are the format's, written here again on purpose
-(the harness imports nothing from kernels/); tests/test_harness_boundary.py
-checks they agree with kernels.mxfp4 byte for byte.
-
-The draws are the same calls in the same order as the generator the timing
-history was recorded with (kernels.mxfp4.random_mxfp4 up to f88401c), so the
-operands -- and therefore the timing method -- did not change when it moved.
+It lives with the measuring code because old commits are timed with today's harness: a commit's own
+generator would change what is measured. It writes the project's MXFP4 layout (kernels/mxfp4.py:
+``data`` uint8 ``[rows, K/2]``, element ``2i`` in the low nibble; ``scales`` uint8 ``[rows, K/32]``,
+e8m0), packed here again on purpose (tests/test_harness_boundary.py checks it against kernels.mxfp4
+byte for byte), with the draws of the generator the timing history was recorded with.
+docs/MEASURING.md, "Operands".
 """
 
 from __future__ import annotations

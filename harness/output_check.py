@@ -1,28 +1,11 @@
 """A timed launch's output, judged at the shape it was timed at: cheap enough for every measurement.
 
-The correctness gates check a kernel at small shapes; a kernel can still be wrong
-only at the shape a benchmark times (a tile count, a grid limit, an index past
-2**31). So whatever times a GEMM also checks the output of the launches it timed,
-with the same operands:
-
-* the whole output: no NaN/Inf where the reference is finite (an unwritten element
-  of a NaN-poisoned output shows here, wherever it is), and NaN where it must be
-  (an e8m0 scale 255 in the element's row of A or of B);
-* sampled rows and columns against the float64 reference: one row per
-  :data:`SAMPLE_BAND` rows (a random offset in each band, seeded; always the first
-  and the last row), likewise for columns. Every tile of a 128- or 256-wide
-  tiling has a sampled row crossing it and a sampled column crossing it, so a
-  wrong tile row, tile column or single tile is found. Judged by
-  :func:`harness.accuracy.compare`, the thresholds of the correctness gates.
-
-Cost: the reference of ``r`` rows is ``r x N x K`` float64 multiply-adds (twice,
-for the error scale |A|.|B|^T): at 8192^3, 64 rows and 64 columns about 34 GFLOP,
-milliseconds on a GPU; on the asv CPU shapes a few rows, milliseconds too.
-
-The reference itself is the commit's (kernels.reference); the harness imports
-nothing from kernels/, so the caller passes it in as ``reference(a, b, absolute)``
-over :class:`harness.operands.Operand` row subsets (ci.common.correctness and
-asv_bench.common each bind it to the commit's ``reference_gemm``).
+A kernel can be wrong only at the shape a benchmark times, so whatever times a GEMM checks the output
+of the launches it timed, with the same operands: the whole output for NaN/Inf (and NaN where a scale
+255 demands it), and one sampled row per :data:`SAMPLE_BAND` rows and likewise columns (seeded; first
+and last always) against the float64 reference, judged by :func:`harness.accuracy.compare`. The
+reference is the commit's, passed in by the caller as ``reference(a, b, absolute)``. Why it finds a
+wrong tile, and its cost: docs/MEASURING.md, "The output at the timed shape".
 """
 
 from __future__ import annotations

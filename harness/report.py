@@ -1,18 +1,10 @@
 """The one report module: tables, atomic JSON/text files, the GitHub step summary.
 
-Every command and gate writes through here, so a reader finds one answer to
-"how did this file get written" and "why does this table look like that":
-
-* :func:`write_json_atomic` / :func:`write_text_atomic` / :func:`write_bytes_atomic` -- write a temporary file
-  beside the target, flush and ``fsync`` it, ``os.replace`` it into place, then
-  ``fsync`` the directory. A reader sees the old file or the new one, never half
-  of one, even if the writer is killed or the machine loses power.
-* :func:`markdown_table` / :func:`text_table` -- rows of ``{column: text}`` as a
-  GitHub-flavoured Markdown table or an aligned plain-text one (tabulate).
-* :func:`append_step_summary` -- append Markdown to ``$GITHUB_STEP_SUMMARY`` when
-  GitHub Actions provides it.
-
-Imports nothing from kernels/ or ci/ (harness rule).
+:func:`write_json_atomic` / :func:`write_text_atomic` / :func:`write_bytes_atomic` write a temporary
+file beside the target, ``fsync`` it, ``os.replace`` it into place and ``fsync`` the directory: a
+reader sees the old file or the new one, never half. :func:`markdown_table` / :func:`text_table`
+render rows of ``{column: text}``; :func:`append_step_summary` appends to ``$GITHUB_STEP_SUMMARY``
+when set. Every command writes through here. Imports nothing from kernels/ or ci/.
 """
 
 from __future__ import annotations

@@ -1,26 +1,12 @@
 """The one way to compile a kernel in a clean child process.
 
-Some compilers cannot be driven twice, or at all, from the process that asks:
-
-* Triton under ``TRITON_INTERPRET=1`` (how the CPU tests run Triton) wraps every
-  ``@triton.jit`` function in its interpreter, which cannot be compiled
-  (kernels.triton_compile sends such requests here);
-* FlyDSL reads its compile-only switches (``COMPILE_ONLY``, ``FLYDSL_GPU_ARCH``,
-  the ISA dump folder) from the environment once per process (its registry
-  entry says so with ``_compile_needs_clean_process``; ``Kernel.compile_only``
-  sends it here).
-
-Protocol: ``python -m kernels.compile_child REQUEST.json RESULT.json``. The
-request names a function (``"module:function"``) and its keyword arguments
-(JSON); the child imports the module, calls the function, which returns a
-:class:`~kernels.artifact.CompiledArtifact`, and writes it as JSON. This module
-knows no kernel and no registry: the caller names the function
-(``kernels.registry:compile_registered``,
-``kernels.triton_compile:compile_module_function``). The child imports the SAME
-``kernels`` package as the parent -- its folder goes first on ``PYTHONPATH`` and
-the child starts in that folder, so a worktree's kernels stay a worktree's
-kernels -- and does not inherit ``TRITON_INTERPRET``. Errors come
-back with the child's last lines of stderr.
+For compilers that cannot be driven from the asking process: Triton under ``TRITON_INTERPRET=1`` and
+FlyDSL, whose compile-only switches are read once per process. Protocol: ``python -m
+kernels.compile_child REQUEST.json RESULT.json``; the request names a function (``"module:function"``)
+and its keyword arguments, the child calls it and writes the returned
+:class:`~kernels.artifact.CompiledArtifact` as JSON. It knows no kernel; the child imports the SAME
+``kernels`` package as the parent, without ``TRITON_INTERPRET``; errors come back with the child's
+last lines of stderr. docs/MEASURING.md, "A clean child to compile in".
 """
 
 from __future__ import annotations

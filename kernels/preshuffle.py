@@ -1,30 +1,11 @@
 """Preshuffle transforms for the gfx950 FlyDSL MXFP4 GEMM (kernels.flydsl_gfx950).
 
-Pure torch permutations of bytes (CPU or GPU), each with its inverse. Shapes are
-kept (``[rows, K/2]`` data, ``[rows, K/32]`` scales) so the shuffled tensors are
-still valid :class:`~kernels.mxfp4.MXFP4Tensor` parts; only the byte order changes.
-
-The layouts follow the operand layout of ``v_mfma_scale_f32_16x16x128_f8f6f4`` with
-e2m1 operands (CDNA4): lane ``l`` of a wave supplies 16 bytes = 32 e2m1 values of
-row ``l % 16``, K elements ``32 (l // 16) .. 32 (l // 16) + 31`` of the 128-deep
-step (even element in the low nibble), and one 32-bit scale word whose byte
-``op_sel`` is the e8m0 scale of exactly that row and 32-block.
-
-Weights (:func:`shuffle_weight`)
-    ``data [rows, K/2]`` viewed as ``[rows/16, K/32, 16, 16]``:
-    ``out[g, c, r, b] = data[16 g + r, 16 c + b]`` -- for each 16-row group ``g``
-    and 32-element K block ``c``, the 16 rows' 16 bytes back to back (256 bytes).
-    One MFMA operand (16 rows x 128 K) is then 1 KiB contiguous, lane ``l`` at byte
-    ``16 l``. Needs rows % 16 == 0.
-
-Scales (:func:`shuffle_scales`)
-    ``scales [rows, K/32]`` as bytes ``[rows/32, K/256, 64, 4]``:
-    ``out[p, t, 16 q + i, 2 h + s] = scales[32 p + 16 s + i, 8 t + 4 h + q]`` --
-    for 32-row group ``p`` and 256-deep K step ``t``, one 32-bit word per lane
-    ``16 q + i`` whose byte ``2 h + s`` is the scale of row ``16 s + i`` of the group
-    (16-row tile ``s``) and 32-block ``q`` of 128-K half ``h``. A wave reads one
-    K step of 32 rows with one coalesced dword per lane; the MFMA's op_sel
-    (``2 h + s``) picks the byte. Needs rows % 32 == 0 and K % 256 == 0.
+Pure torch byte permutations (CPU or GPU), each with its inverse; shapes are kept, so the results
+are still :class:`~kernels.mxfp4.MXFP4Tensor` parts. The layouts are the operand layout of
+``v_mfma_scale_f32_16x16x128_f8f6f4`` with e2m1 operands. :func:`shuffle_weight`: one MFMA operand
+(16 rows x 128 K) 1 KiB contiguous, lane ``l`` at byte ``16 l`` (rows % 16 == 0). :func:`shuffle_scales`:
+one 32-bit word per lane per 32 rows and 256-deep K step, its byte picked by op_sel (rows % 32 == 0,
+K % 256 == 0). The index formulas: docs/MEASURING.md, "Preshuffle".
 """
 
 from __future__ import annotations

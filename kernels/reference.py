@@ -1,20 +1,10 @@
 """The one reference GEMM every correctness check compares against.
 
-``reference_gemm(a, b)`` returns C = A . B^T in float64 for MXFP4 A[M,K] and
-B[N,K], on whatever device the operands live.
-
-Why float64 is exact enough to be called exact here: every dequantized element
-is an e2m1 value (at most 2 significant bits) times a power of two within
-2**+-127, so every product a_i * b_i is exact in float64 (3 significant bits,
-exponent within +-260, far inside float64's +-1022). The only rounding is in the
-K-term sum: at most K * 2**-53 ~ 2.7e-12 of sum|a_i b_i| for K = 24576, nine
-orders of magnitude below bf16's unit roundoff 2**-8, which is what the gates
-test against. Scale 255 dequantizes to NaN and propagates through the sum.
-
-Memory: the operands are dequantized one K-chunk at a time, sized so the two
-float64 chunks stay within ``chunk_bytes`` (default 4 GiB); with the float64
-output (2 GiB at 16384 x 16384) a K = 24576 GEMM at 16384 x 16384 needs about
-6 GiB of device memory.
+``reference_gemm(a, b)`` returns C = A . B^T in float64 for MXFP4 A[M,K] and B[N,K], on the operands'
+device. Exact enough to be called exact: every product is exact in float64, and the K-term sum's
+rounding is nine orders of magnitude below bf16's; scale 255 gives NaN. Operands are dequantized a
+K-chunk at a time within ``chunk_bytes`` (default 4 GiB). Why, and its memory: docs/MEASURING.md,
+"The reference".
 """
 
 from __future__ import annotations

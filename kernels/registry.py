@@ -1,24 +1,12 @@
 """The one registry of MXFP4 GEMM kernels.
 
-Every kernel is one module in this package that defines a :class:`Kernel`
-subclass decorated with :func:`register`. Consumers -- the correctness gates,
-the asv suite, the resource inspector, the budget gate -- discover kernels only
-through :func:`all_kernels` / :func:`get_kernel`, never by importing a kernel
-module directly, so a new kernel is measured and gated everywhere at once.
-
-Contract of a kernel (C[M,N] = A[M,K] . B[N,K]^T, bf16 out, see kernels.mxfp4):
-
-* ``prepare(a, b, out, config)`` does the untimed work (layout transforms such
-  as preshuffling, compilation, moving operands) and returns a zero-argument
-  ``launch`` callable that writes C into ``out``. Timing and gates call only
-  ``launch``.
-* ``compile_only(arch, config)`` compiles without a GPU and returns the
-  assembly, for register/spill inspection (read by harness.resources); kernels
-  that cannot do that raise ``NotImplementedError``. A kernel whose compiler
-  needs a fresh process says so (``_compile_needs_clean_process``) and the
-  one helper kernels.compile_child runs :func:`compile_registered` there.
-* Anything a kernel does not support raises an error naming the constraint:
-  :class:`UnsupportedShape` (a ``ValueError``) or :class:`UnsupportedDevice`.
+A kernel is one module of this package with a :class:`Kernel` subclass decorated with :func:`register`;
+consumers find kernels only through :func:`all_kernels` / :func:`get_kernel`, so a new kernel is measured
+and gated everywhere at once. Contract (C[M,N] = A[M,K] . B[N,K]^T, bf16 out, kernels.mxfp4):
+``prepare(a, b, out, config)`` does the untimed work and returns a zero-argument ``launch`` that writes
+C into ``out``; ``compile_only(arch, config)`` compiles without a GPU (or raises
+``NotImplementedError``; ``_compile_needs_clean_process``: through kernels.compile_child); anything
+unsupported raises :class:`UnsupportedShape` or :class:`UnsupportedDevice` naming the constraint.
 """
 
 from __future__ import annotations

@@ -52,22 +52,9 @@ def _onednn_disabled() -> Iterator[None]:
 def _matmul_path(device: torch.device) -> ContextManager[None]:
     """The library path this kernel's matmul takes on ``device``: on the CPU, never oneDNN.
 
-    Why (issue 7): on CPUs with AVX512-BF16, torch sends a bf16 matmul of 64 or
-    more rows to oneDNN, whose bf16 dot products (VDPBF16PS, AMX's TDPBF16PS)
-    treat subnormal inputs as zero. A scale byte 0 (2**-127) makes e2m1 values
-    0.5 .. 1.5 bf16 subnormals, so the ``bf16`` config silently dropped them:
-    tests/test_edge_numerics.py::test_extreme_scales_0_and_254 failed with
-    rel_err 0.225 on an AMD EPYC with avx512_bf16 (torch 2.13.0+cpu, oneDNN
-    3.12). The issue's repro of that product was exact with
-    ``torch.backends.mkldnn.enabled = False``, in fp32, or at 4 or 16 rows;
-    without oneDNN, torch's own CPU GEMM widens bf16 to fp32 and keeps
-    subnormals. The ``fp32`` config takes the same
-    path: an opted-in oneDNN reduced-precision fp32 mode would route it through
-    the same instructions. GPUs never use oneDNN: nothing changes there.
-
-    The switch is process-wide for the length of the matmul; a matmul on another
-    thread meanwhile also skips oneDNN, which only costs it speed.
-    tests/test_edge_numerics.py checks the switch's state at the matmul call.
+    oneDNN's bf16 dot products treat subnormal inputs as zero (a scale byte 0 makes e2m1 values bf16
+    subnormals); torch's own CPU GEMM keeps them. Process-wide for the length of the matmul; GPUs never
+    use oneDNN. Why, as measured: docs/MEASURING.md, "The torch kernel on the CPU: never oneDNN".
     """
     return _onednn_disabled() if device.type == "cpu" else contextlib.nullcontext()
 

@@ -1,28 +1,11 @@
 """Compile a Triton kernel for a GPU this machine does not have.
 
-Triton compiles ahead of time for any target it has a backend for, without a
-driver: ``triton.compile(ASTSource(...), target=GPUTarget(...))``. This module
-does that for one (kernel, config, arch) and returns a
-:class:`kernels.artifact.CompiledArtifact` that :mod:`harness.resources` reads.
-
-* ``sm_90`` (Hopper; ``sm_XY`` in general): ``assembly`` is the PTX. The cubin
-  Triton built is inspected with the ``cuobjdump`` shipped in the Triton wheel
-  (registers, stack, static shared memory of the binary that would run), and
-  the PTX is assembled once more with the wheel's ``ptxas -v`` (the same ptxas
-  and flags Triton uses) because only its log reports spill stores and loads.
-* ``gfx950`` (and other ``gfxNNN``): ``assembly`` is the AMDGPU ISA text with
-  its ``.amdgpu_metadata``; Triton's AMD backend carries its own linker.
-
-Triton allocates shared memory / LDS dynamically (the launch passes its size),
-so the ISA shows none of it; ``extra["dynamic_shared_bytes"]`` carries Triton's
-``metadata.shared`` and the resource parser adds it.
-
-Works with Triton 3.6 and 3.9 (same ``ASTSource``/``GPUTarget``/``compile``
-spelling; the ptxas that Triton picks for a capability moved between them, so
-it is asked, not assumed). Under ``TRITON_INTERPRET=1`` ``triton.jit`` returns
-an interpreter wrapper that cannot be compiled; then the request goes to a
-clean child process without that variable (kernels.compile_child), which
-re-imports the kernel's module and compiles the real ``JITFunction``.
+``triton.compile(ASTSource(...), target=GPUTarget(...))`` for one (kernel, config, arch), returned as a
+:class:`kernels.artifact.CompiledArtifact` for :mod:`harness.resources`: on ``sm_XY`` the PTX, with the
+cubin read by the wheel's ``cuobjdump`` and the PTX assembled again by its ``ptxas -v`` (spills); on
+``gfxNNN`` the AMDGPU ISA with its metadata. ``extra["dynamic_shared_bytes"]`` carries Triton's dynamic
+shared memory. Triton 3.6 and 3.9; under ``TRITON_INTERPRET=1`` the request goes to
+kernels.compile_child. docs/MEASURING.md, "Triton compile for a GPU this machine lacks".
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """MXFP4 GEMMs in Triton, for NVIDIA and AMD GPUs alike.
 
-Two kernels share one launch wrapper and one tiling:
-
-* ``triton_dot_scaled`` -- ``tl.dot_scaled(a, sa, "e2m1", b, sb, "e2m1")``. On
-  gfx950 Triton lowers it to the scaled MFMA; on Hopper (no fp4 matrix unit)
-  Triton upcasts both tiles to bf16 in registers and runs wgmma.
-* ``triton_upcast`` -- the same GEMM with the upcast written out by hand
-  (decode e2m1, multiply by 2**(b-127), ``tl.dot`` in bf16 with fp32
-  accumulation). It also runs in Triton's CPU interpreter (TRITON_INTERPRET=1),
-  which is how CPU-only CI exercises Triton code at all.
-
-Contract (kernels.mxfp4): A data [M, K/2], B data [N, K/2] (row-major, low
-nibble first), scales [rows, K/32] e8m0; C [M, N] bf16. B is consumed as its
-transpose by loading [BLOCK_K/2, BLOCK_N] tiles of B's rows.
-
-Limitation of both on GPUs without fp4 matrix units: the scale is applied to the
-operand before the product, so an element whose |value x scale| exceeds the
-fp32/bf16 range (6 x 2**127) overflows even when the exact product would not.
-The hardware scaled MFMA on gfx950 has no such limit.
+``triton_dot_scaled`` (``tl.dot_scaled``: the scaled MFMA on gfx950, an upcast to bf16 and wgmma on
+Hopper) and ``triton_upcast`` (the upcast written out; also runs in Triton's CPU interpreter) share one
+launch wrapper and one tiling. Contract (kernels.mxfp4): A data [M, K/2], B data [N, K/2], scales
+[rows, K/32] e8m0; C [M, N] bf16; B consumed as its transpose. On GPUs without fp4 matrix units an
+element whose |value x scale| exceeds 6 x 2**127 overflows. docs/MEASURING.md, "Triton kernels".
 """
 
 from __future__ import annotations

@@ -171,7 +171,7 @@ def test_cpu_shapes_say_so_and_fit_every_cpu_kernel():
 
 
 def test_resource_targets_cover_every_compile_target():
-    from ci.budget import compiling as resources
+    from ci.budget import targets as resources
 
     pairs = {(kernel, arch) for kernel, arch, _ in resources.compile_targets()}
     assert pairs <= {(k, a) for k in common.KERNELS for a in common.COMPILE_ARCHS}

@@ -7,9 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ci.budget import gate as budget_gate
 from ci.budget.budget_file import BUDGET_PATH, parse_budget
-from ci.budget.compiling import compile_targets
+from ci.budget.targets import compile_targets
 from ci.budget.metrics import SPILL_FIELDS
 from harness.resources import target_id
 
@@ -41,14 +40,14 @@ def test_the_working_tree_passes_the_budget_gate(tmp_path):
     assert flydsl["accvgpr_copies_in_loop"] == 0 < flydsl["accvgpr_copies"], flydsl  # AGPR accumulators: copies outside the loop
 
 
-def test_every_default_tolerance_has_its_reason_in_the_file_and_the_gate_doc():
+def test_every_default_tolerance_has_its_reason_in_the_file_and_the_gate_docs():
     data = json.loads((ROOT / BUDGET_PATH).read_text())
     parse_budget(json.dumps(data), BUDGET_PATH)  # the gate's own validation, reasons required
-    doc = budget_gate.__doc__
+    doc = (ROOT / "docs" / "BUDGET_GATE.md").read_text()
     for name, spec in data["default_tolerances"].items():
         if name in SPILL_FIELDS:
             assert spec["tolerance"] == 0 and name in doc, name
             continue
-        # The doc's list says "<field>: <default> -- <why>": the two must not drift apart.
-        assert f"  {name}: {spec['tolerance']} -- " in doc, f"the gate's docstring does not give {name}: {spec['tolerance']}"
+        # The docs' table says "| <field> | <default> | <why> |": the two must not drift apart.
+        assert f"| {name} | {spec['tolerance']} | " in doc, f"docs/BUDGET_GATE.md does not give {name}: {spec['tolerance']}"
         assert len(spec["why"]) > 80, f"{name}: say what the tolerance protects on gfx950 and sm_90"

@@ -341,7 +341,7 @@ def test_triton_gfx950_arch_vgpr_is_the_compilers_count_not_the_accum_offset_gra
 
 def test_arch_vgpr_never_exceeds_the_total_on_any_compile_target():
     """Every (kernel, arch, config) the registry compiles here: arch VGPRs <= total, LLVM's unified-file rule."""
-    from ci.budget.compiling import compile_targets
+    from ci.budget.targets import compile_targets
     from kernels.registry import get_kernel
 
     targets = compile_targets()
@@ -453,7 +453,7 @@ def test_compile_for_arch_rejects_bad_requests(probe):
 
 def test_compile_targets_cover_every_compile_arch_and_config():
     expected = {(k.name, a, c) for k in all_kernels() for a in k.compile_archs for c in k.configs}
-    from ci.budget.compiling import compile_targets
+    from ci.budget.targets import compile_targets
 
     targets = compile_targets()
     assert set(targets) == expected and len(targets) == len(expected)

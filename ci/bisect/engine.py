@@ -1,19 +1,11 @@
 """Bisection for the commit that made a benchmark slower, with a measurer that can say "I cannot tell".
 
-Given first-parent commits ``good .. bad`` (oldest first, ``good`` excluded):
-
-1. **Candidates**: a commit whose speed fingerprint key equals its first parent's cannot have
-   changed what the benchmark runs (ci.common.code_fingerprint): it is skipped. A key of None
-   (the fingerprint could not be computed) never matches: on doubt, measure.
-2. **Confirm**: ``bad`` against ``good``. Unless that is a regression there is nothing to bisect:
-   "no regression" (the gate measured no slowdown) or "inconclusive" (its interval straddles
-   the threshold: the step is below the gate's resolution), with the interval.
-3. **Bisect** the candidates, each midpoint measured against ``good`` (the one known-good build,
-   so every comparison answers the same question: has the slowdown already happened here?).
-   A regression moves the bad end down, "no change" or an improvement moves the good end up,
-   "inconclusive" stops with the candidates left as the interval.
-
-At most ``1 + ceil(log2 N)`` comparisons for N candidates: one to confirm, then halving.
+Given first-parent commits ``good .. bad`` (oldest first, ``good`` excluded): commits whose speed
+fingerprint equals their parent's are skipped (None never matches: on doubt, measure); ``bad`` is
+confirmed against ``good`` (else "no regression" or "inconclusive", with the interval); then each
+midpoint is measured against ``good``: a regression moves the bad end down, no change or an
+improvement the good end up, "inconclusive" stops with the candidates left. At most
+``1 + ceil(log2 N)`` comparisons for N candidates. docs/CHANGE_POINTS.md, "Culprit bisection".
 """
 
 from __future__ import annotations

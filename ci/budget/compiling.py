@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from ci.budget.targets import describe_error
 from harness.report import append_step_summary, markdown_table, text_table, write_json_atomic, write_text_atomic
 from harness.resources import ResourceParseError, ResourceUsage, target_id, usage_from_artifact, usage_table
 
@@ -20,13 +21,6 @@ if TYPE_CHECKING:
     from ci.budget.options import ResourcesOptions
 
 SCHEMA = "mxfp4-resources/1"
-
-
-def compile_targets() -> list[tuple[str, str, str]]:
-    """Every (kernel, arch, config) the registry says ``compile_only`` can build here, sorted."""
-    from kernels.registry import all_kernels
-
-    return sorted((k.name, a, config) for k in all_kernels() for a in k.compile_archs for config in k.configs)
 
 
 def inspect(kernel_name: str, arch: str, config: str, isa_dir: Path | None = None) -> ResourceUsage:
@@ -69,22 +63,6 @@ def measure(
         results[name] = {"ok": True, "usage": usage.to_dict()}
         print(f"    {usage.registers} regs, {time.perf_counter() - start:.1f} s", file=progress, flush=True)
     return results
-
-
-def describe_error(exc: BaseException) -> str:
-    """One readable line: the outermost error and, when different, the root cause it wraps."""
-    chain = [exc]
-    while chain[-1].__cause__ is not None or chain[-1].__context__ is not None:
-        chain.append(chain[-1].__cause__ or chain[-1].__context__)
-        if len(chain) > 20:
-            break
-
-    def line(e: BaseException) -> str:
-        text = " ".join(str(e).split())
-        return f"{type(e).__name__}: {text[:600]}"
-
-    outer, root = line(chain[0]), line(chain[-1])
-    return outer if len(chain) == 1 else f"{outer.split(' at ')[0][:200]} ... caused by {root}"
 
 
 def environment() -> dict[str, str]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-
 from typing import Sequence
 
+from ci.budget.targets import compile_targets, describe_error
 from ci.common.options import OptionsError, arch_value, name_matches, names_value, output_value
 
 SELECTORS = ("kernel", "arch", "config")
@@ -104,8 +104,6 @@ class ResourcesOptions:
     def checked(cls, *, kernel: Names = None, arch: Names = None, config: Names = None,
                 json: str | Path | None = None, isa_dir: str | Path | None = None, list_only: bool = False,
                 allow_empty: bool = False) -> ResourcesOptions:
-        from ci.budget.compiling import compile_targets, describe_error
-
         kernel, arch, config = _names(kernel, "--kernel"), _archs(arch), _names(config, "--config")
         try:
             every = compile_targets()

@@ -1,25 +1,12 @@
-"""Compile every kernel the registry can build without a GPU and report its resources.
+"""Every target the registry compiles without a GPU, and its resources: ``python -m ci.budget.resources``.
 
     python -m ci.budget.resources                        # table of every compile target
-    python -m ci.budget.resources --kernel triton_dot_scaled --arch sm_90
-    python -m ci.budget.resources --json results/resources.json
     python -m ci.budget.resources --kernel flydsl_gfx950_4wave --isa-dir out/   # also keep each ISA/PTX
 
-A compile target is (kernel, arch, config): every config of every registered
-kernel, for each arch its ``compile_archs`` lists. The kernel compiles itself
-(``Kernel.compile_only``: the code under test); harness.resources reads the
-compiler's output (the one parser and resource model, also used by the asv
-resource history and the budget gate).
-For each: registers (total VGPRs on gfx950, registers per thread on sm_90), arch
-VGPRs / AGPRs / SGPRs, spills and scratch, shared memory / LDS, occupancy, MFMA
-count. Progress goes to stderr, the table to stdout, JSON (written atomically) to
-``--json``. The budget gate (ci.budget.gate) runs this command inside a checkout
-of each commit it compares, so the JSON layout (ci.budget.compiling's ``SCHEMA``) is
-append-only.
-
-Exit: 0 every target compiled; 1 a target failed to compile (its error is in the
-table and the JSON); 2 harness error (unknown kernel/arch, registry import error,
-compiler output the parser cannot read, unwritable output).
+A target is (kernel, arch, config); the kernel compiles itself and harness.resources reads the output.
+The table goes to stdout, progress to stderr, ``--json`` (atomic, layout ``compiling.SCHEMA``,
+append-only: the budget gate reads it from every commit). Exit: 0 all compiled, 1 a target failed to
+compile, 2 harness error. Details: docs/BUDGET_GATE.md.
 """
 
 from __future__ import annotations

@@ -1,23 +1,11 @@
 """Speed fingerprints: everything of a commit that can change what a benchmark's timed region runs.
 
-For a commit's tree (a worktree holding ``kernels/``, e.g. from
-ci.common.gitutil.checkout) and each (kernel, config, arch), a
-:class:`Fingerprint` of parts:
-
-* ``launch path`` -- the normalized source of the kernel's module and of every
-  project module it imports (ci.common.launch_path);
-* ``device code`` -- the compiled code for the arch, normalized
-  (ci.common.device_code, in a child process importing the tree's kernels);
-  ``none (torch ops)`` for a kernel of torch operations, whose code is torch's;
-* ``environment`` (history only, ``with_environment``) -- the measuring code
-  (harness/, asv_bench/) and the versions of torch, triton, flydsl, CUDA/ROCm.
-  The PR gate runs both sides under one harness and one environment, so there
-  it would only ever be equal.
-
-A part that cannot be computed is ``unknown`` with an :class:`UnknownReason`;
-:func:`compare` then says "measure" with that reason: never skip on doubt.
-Benchmarks (kernel, config, shape) share their (kernel, config, arch)
-fingerprint: the shape does not change the code (see ci.common.device_code).
+For a commit's tree and each (kernel, config, arch), a :class:`Fingerprint` of parts: ``launch path``
+(ci.common.launch_path), ``device code`` (ci.common.device_code; ``none (torch ops)`` for a torch
+kernel) and, for the history only (``with_environment``), ``environment`` (harness/, asv_bench/ and
+the library versions). A part that cannot be computed is ``unknown`` with an :class:`UnknownReason`,
+and :func:`compare` then says "measure": never skip on doubt. Shapes share their (kernel, config, arch)
+fingerprint. Why these parts: docs/SPEED_GATE.md, "The speed fingerprint".
 """
 
 from __future__ import annotations

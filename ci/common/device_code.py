@@ -2,31 +2,12 @@
 
     python -m ci.common.device_code REQUEST.json RESULT.json
 
-runs under ``ci.common.commit_tree.kernels_of(tree)`` (the tree's ``kernels``,
-this checkout's ``harness`` and ``ci``). It loads the tree's registry and writes:
-
-* ``kernels``: per registered kernel its module, backend, configs, ``runs_on``
-  and ``compile_archs`` (what the fingerprint's launch path starts from);
-* ``benchmarks``: per requested arch, the (kernel, config, shape) the speed gate
-  would time there: the kernel runs on that arch and the shape (harness.shapes;
-  for arch ``cpu`` the asv CPU shapes, backends not timed on a CPU left out, as
-  ci.speed.survey does) meets the config's constraints;
-* ``compiled``: per compile target (kernel/arch/config) the digest of its
-  normalized device code, the text the instruction mix is read from, and its
-  resource usage (harness.resources) -- or the compile error.
-
-Compiling goes through ``Kernel.compile_only`` (Triton's kernels.triton_compile,
-FlyDSL's toolchain in kernels.compile_child): the same compile-only path as the
-resource tracks and the budget gate, nothing of its own.
-
-Why one compile per (kernel, config, arch) and not per shape: the benchmark
-shapes are runtime arguments. Triton specializes integer arguments only by
-divisibility by 16 (and equality to 1); every benchmark dimension is a
-multiple of 16 (the configs' tiles require it), so all benchmark shapes run the
-same binary, which kernels.triton_compile builds with exactly that
-specialization. FlyDSL bakes K into the code as a loop trip count
-(kernels.flydsl_gfx950.COMPILE_ONLY_K); the loop body, hence any code change,
-is the same for every K.
+Runs under ``ci.common.commit_tree.kernels_of(tree)``, loads the tree's registry and writes
+``kernels`` (each kernel's module, backend, configs, ``runs_on``, ``compile_archs``), ``benchmarks``
+(per arch, the (kernel, config, shape) the speed gate would time there) and ``compiled`` (per target
+the digest of its normalized device code, its text and resource usage, or the compile error).
+Compiling is ``Kernel.compile_only``, the path the resource tracks and the budget gate use; one
+compile per (kernel, config, arch), not per shape: docs/SPEED_GATE.md, "The speed fingerprint".
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """SIGINT/SIGTERM for the gates, and what a SIGKILLed run left behind.
 
-On SIGINT (Ctrl-C) or SIGTERM (a cancelled CI job) a gate must not leave a child
-measuring or compiling, a ``git worktree`` registered, or a temporary folder in
-/tmp, and must say in one line what stopped -- no traceback. So:
-
-* :func:`install` makes both signals kill every child started through
-  :func:`tracked` (ci.common.commit_tree's runner) and then raise
-  :class:`~ci.common.job_process.Interrupted` in the main thread; every ``with``
-  block on the way out (worktrees, temporary folders) then cleans up as usual;
-  the front prints :func:`interrupted_line` and exits :func:`exit_code` (130/143).
-* a SIGKILL runs no cleanup at all. Every temporary folder of the gates is made
-  by :func:`temp_dir`, whose name carries the owner's pid; :func:`sweep_stale`
-  (called before the first worktree of a run) removes those whose owner is dead
-  and prunes the worktrees git still lists for them.
+:func:`install` makes both signals kill every child started through :func:`tracked` and raise
+:class:`~ci.common.job_process.Interrupted` in the main thread, so every ``with`` block cleans up on
+the way out; the front prints :func:`interrupted_line` and exits :func:`exit_code` (130/143).
+Temporary folders come from :func:`temp_dir` (its name carries the owner's pid); :func:`sweep_stale`
+removes those of dead owners and prunes their worktrees. Why: docs/RELIABILITY.md, "Signals and
+leftovers".
 """
 
 from __future__ import annotations

@@ -1,28 +1,11 @@
 """One main job per checkout, and nothing left running after it: a job file, a tag on every process, a reaper.
 
-asv starts its benchmark processes, and with ``--launch-method forkserver`` a server
-that forks them, each in a process group of its own (so that asv can kill one on a
-timeout). A SIGKILL to the main job's process group therefore leaves them running,
-holding the GPU and asv's temporary files. So:
-
-* every process of a run inherits ``MXFP4_MAIN_JOB=<checkout>::<job id>``
-  (asv passes its environment on to every benchmark process it starts);
-* one job per checkout and one per machine name on this host: each job holds an
-  exclusive ``flock`` on ``.asv/main_job.lock`` and on ``<locks>/<machine>.lock``
-  (``$MXFP4_MAIN_JOB_LOCKS``, default /tmp/mxfp4-main-job-locks: two clones with one
-  asv machine name would measure on one GPU at once) for its whole life. The kernel
-  grants it to exactly one of any number of jobs started together, and drops it when
-  the job dies, however it dies: no stale lock, no race between "is it alive?" and
-  "it is mine" (the job file alone had one: two jobs started together both got in);
-* ``.asv/main_job.json`` names the running job: its pid, the pid's start time
-  (so a recycled pid is not mistaken for it), and its temporary directory
-  (asv's TMPDIR, forkserver socket included);
-* at start, a job that finds a lock held is refused (exit 2, naming the holder); one
-  that gets it finds a job file only from a killed job: every process still tagged
-  with this checkout is ended (its process group when it leads one), and its
-  temporary directory removed.
-
-Linux only (``/proc``), like the runners.
+Every process of a run inherits ``MXFP4_MAIN_JOB=<checkout>::<job id>``; a job holds an exclusive
+``flock`` on ``.asv/main_job.lock`` and on ``<locks>/<machine>.lock`` (``$MXFP4_MAIN_JOB_LOCKS``) for
+its whole life, and ``.asv/main_job.json`` names it (pid, the pid's start time, its temporary
+directory). A job that finds a lock held is refused (exit 2, naming the holder); one that finds a job
+file ends every process still tagged with this checkout and removes its temporary directory. Linux
+only (``/proc``). Why: docs/RELIABILITY.md, "One job per checkout".
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
 """The host-side launch path of a kernel: its module and every project module it imports, normalized.
 
-A kernel's timed ``launch`` runs code from its own module and from the project
-modules that module imports (the registry, kernels.mxfp4, the preshuffle, ...).
-:func:`launch_path_files` follows the ``import`` statements of a commit's
-``kernels/`` package from a module, statically (the ``ast``, nothing is
-imported), and returns ``{relative path: digest}`` of every file on that path.
-Each digest is over :func:`normalized_source`: the module's syntax tree without
-docstrings, dumped without line/column attributes -- so comments, docstrings
-and formatting do not count, while any change to what Python executes does.
-
-Followed: ``import kernels.x``, ``from kernels.x import y`` (also ``y`` when it
-is a submodule), relative imports, and the ``__init__.py`` of every package on
-the way (Python runs them on import). Imports inside functions count too (the
-Triton kernels import their compile helpers lazily): over-including a module
-can only cost a measurement, never skip one.
-
-Not followed: the registry's ``importlib.import_module`` of every name in
-``KERNEL_MODULES``. It loads all kernels so they can be found, but one kernel's
-module does not run in another kernel's timed region; following it would make
-every kernel "changed" by any kernel's edit (a torch_dequant-only PR would
-re-measure the Triton kernels).
+:func:`launch_path_files` follows a commit's ``kernels/`` imports statically (``ast``, nothing
+imported) and returns ``{relative path: digest}`` of every file on the path, each digest over
+:func:`normalized_source` (the syntax tree without docstrings or positions: comments and formatting
+do not count). Followed: absolute, ``from``, relative and in-function imports, and every package's
+``__init__.py``; not followed: the registry's ``import_module`` of ``KERNEL_MODULES``. Why:
+docs/SPEED_GATE.md, "The speed fingerprint".
 """
 
 from __future__ import annotations

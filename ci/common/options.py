@@ -1,21 +1,13 @@
 """The command-line options the tools share, defined once with one meaning (asv's ``common_args`` in spirit).
 
-Each command's front module builds its parser, calls the ``add_*`` functions for
-the shared options it takes, and turns the parsed namespace into one frozen
-options object with the ``*_value`` checkers below. Everything under a front
-takes that object; nothing below it parses ``argv`` or re-reads an option.
-A bad value is an :class:`OptionsError` (exit 2 before any work), naming the
-option and what was wrong.
-
-The shared meanings:
-
-* ``--base REF`` / ``--head REF`` / ``--working-tree`` / ``--repo DIR``: the head (default
-  HEAD; the working tree, uncommitted edits included) against the merge-base of the head
-  and REF (default origin/main, else main), in the repository holding DIR.
-* ``--kernel NAME`` / ``--config NAME``: only kernels / configs whose name matches (repeatable;
-  ``*`` and ``?`` match, :func:`name_matches`); ``--shape NAME|MxNxK``: only this benchmark shape.
-* ``--arch ARCH[,ARCH]``: the compile targets whose device code counts (:data:`KNOWN_ARCHS`).
-* ``--json PATH``, ``--timing FIELD=VALUE``, ``--max-minutes M``, ``--machine NAME``, ``--traceback``.
+A front builds its parser, calls the ``add_*`` functions for the shared options it takes, and turns the
+namespace into one frozen options object with the ``*_value`` checkers; nothing below a front parses
+``argv``. A bad value is an :class:`OptionsError` (exit 2 before any work) naming the option. Meanings:
+``--base REF`` / ``--head REF`` / ``--working-tree`` / ``--repo DIR``: the head (default HEAD; the working
+tree with uncommitted edits) against the merge-base of the head and REF (default origin/main, else
+main), in the repository holding DIR; ``--kernel`` / ``--config NAME``: names that match (repeatable,
+``*`` and ``?``: :func:`name_matches`); ``--shape NAME|MxNxK``; ``--arch ARCH[,ARCH]`` (:data:`KNOWN_ARCHS`);
+``--json PATH``, ``--timing FIELD=VALUE``, ``--max-minutes M``, ``--machine NAME``, ``--traceback``.
 """
 
 from __future__ import annotations

@@ -1,25 +1,19 @@
 """When two change points are one regression: the identity the issue filer and the published history share (pure).
 
-A regression is a series (machine x benchmark), a direction and a level change, not a commit pair:
-a change point newly placed at the newest commits settles 1-3 commits later, gains commits or
-narrows as the history grows. Two change points of one series are the same regression when
-
-1. both name the same suspected commits (last_before, first_after), or else
-2. they are **near** -- the suspected ranges overlap or lie at most :data:`NEAR` commits apart
-   (positions in the history's commit order; the series index when either lacks them) -- and
-   **alike** -- the smaller of the two sizes (log of the level ratio) is at least :data:`ALIKE`
-   of the larger.
-
-:func:`pair` matches this run's change points to known ones (an issue's members) one to one,
-exact ranges first, then the nearest. ci.notify.matching files issues with it; ci.history's site
-build shows each change point's issue with it: one function, so the page never names an issue
-the filer would not.
+A regression is a series (machine x benchmark), a direction and a level change, not a commit pair.
+Two change points of one series are one regression when both name the same suspected commits, or
+else when they are near (ranges at most :data:`NEAR` commits apart, by commit order, else by series
+index) and alike (the smaller log size at least :data:`ALIKE` of the larger). :func:`pair` matches
+this run's change points to known ones one to one, exact ranges first, then the nearest.
+ci.notify.matching files issues with it and ci.history's site build names each change point's issue
+with it, so the page never names an issue the filer would not (docs/PR_COMMENT.md, "Identity").
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import dataclass
 from typing import Hashable, Protocol, Sequence
 
 NEAR = 2  # commits between two suspected ranges that are still one regression (a new change point settles within 1-3)
@@ -43,6 +37,30 @@ class Place(Protocol):
 def series(machine: str, benchmark: str) -> str:
     """A series' short id (machine x benchmark)."""
     return hashlib.sha256(f"{machine}\n{benchmark}".encode("utf-8")).hexdigest()[:16]
+
+
+class OfSeries:
+    """A record of one series: its ``series`` id from its machine and benchmark."""
+
+    machine: str
+    benchmark: str
+
+    @property
+    def series(self) -> str:
+        return series(self.machine, self.benchmark)
+
+
+@dataclass(frozen=True)
+class Point(OfSeries):
+    """A :class:`Place` as a record (ci.notify.issue_state.Member extends it)."""
+
+    machine: str
+    benchmark: str
+    index: int
+    last_before: str
+    first_after: str
+    orders: tuple[int, int] | None
+    change: float
 
 
 def span(p: Place) -> Range:

@@ -42,21 +42,7 @@ class IssueRecordError(ValueError):
 
 
 @dataclass(frozen=True)
-class _Found:
-    """A regression change point, as identity sees it (ci.common.regression_identity.Place): the site build's own, and
-    the part of an issue's member that identity reads."""
-
-    machine: str
-    benchmark: str
-    index: int
-    last_before: str
-    first_after: str
-    orders: tuple[int, int] | None
-    change: float
-
-
-@dataclass(frozen=True)
-class Member(_Found):
+class Member(identity.Point):
     """A change point an issue holds."""
 
     status: str  # MEMBER_STATUSES
@@ -158,7 +144,7 @@ def for_site(path: Path | None, checks: list[dict[str, Any]]) -> Issues:
 def join(checks: list[dict[str, Any]], record: Record) -> dict[Key, Link]:
     """Each regression change point -> its issue: ci.common.regression_identity.pair against every member of every
     issue, open or closed (among equals an open issue, then the newest: as the filer)."""
-    found = [_Found(entry["machine"], entry["benchmark"], entry["change"]["index"], entry["last_before"],
+    found = [identity.Point(entry["machine"], entry["benchmark"], entry["change"]["index"], entry["last_before"],
                     entry["first_after"], tuple(entry["orders"]) if entry.get("orders") else None,
                     entry["change"]["relative_change"])
              for machine in checks for entry in machine["change_points"] if entry["change"]["direction"] == "regression"]

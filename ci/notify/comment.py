@@ -1,20 +1,10 @@
 """The pull request's one comment, from the gates' records: a pure function, records in, Markdown out.
 
-First line: the verdict of each area (speed, resources, correctness) and the overall one.
-The speed verdict is the base's: the PR's recorded rounds decided again by the default
-branch's gate (``python -m ci.speed --replay --judge``, the ``judged`` record); where the
-PR's own job said otherwise, the comment says so, and a PR that changes the gate itself is
-named with those paths. Then only what changed, worst first: regressions and wrong results
-and failed budgets (base and head TFLOPS, the change in words, interval and threshold),
-what stopped a gate and why, inconclusive benchmarks (not green: a re-run), improvements,
-one line for everything else (identical code, no change, new, removed), each changed
-compiled code's instruction-mix and resource diff folded in ``<details>``. The GPU seconds
-spent and saved, the links to the run, its artifacts and the speed plot are in the footer,
-which the size cap never drops. The hidden :data:`MARKER` at the end is how the publisher
-finds the comment again to edit it (ci.notify.post).
-
-The job and step names below are pr-checks.yml's: tests/test_notify_comment.py checks them
-against the workflow, so a renamed step cannot silently turn into "not run".
+First line the verdict of each area (speed as judged by the base, resources, correctness) and the
+overall one; then only what changed, worst first; a footer the size cap never drops; the hidden
+:data:`MARKER` at the end, by which ci.notify.post finds the comment again. What it shows and why:
+docs/PR_COMMENT.md, "The comment". The job and step names below are pr-checks.yml's
+(tests/test_notify_comment.py holds them to the workflow, so a renamed step is never "not run").
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
 """The front of ``python -m ci.notify``: argparse in, one frozen checked :class:`Options` out, then the command.
 
     python -m ci.notify judge --artifacts DIR --attempt N --out judged.json     # the base's verdict of the PR's rounds
-    python -m ci.notify pr-files --repo OWNER/NAME --head-repo OWNER/NAME --head-branch B --head-sha SHA --out pr-files.json
-    python -m ci.notify comment --artifacts DIR --attempt N --run-url URL [--jobs jobs.json]
-                                [--artifact-list artifacts.json] [--head-sha SHA] [--judged judged.json]
-                                [--pr-files pr-files.json] [--status-out status.json] --out comment.md
-    python -m ci.notify post-comment --repo OWNER/NAME --head-repo OWNER/NAME --head-branch B --head-sha SHA --body comment.md
-                                     [--status status.json]
+    python -m ci.notify comment --artifacts DIR --attempt N --run-url URL --out comment.md
     python -m ci.notify regression-issues --repo OWNER/NAME --changes changes.json --run-url URL [--dry-run]
-                                          [--max-new N] [--max-wait S] [--write-interval S] [--json issues.json]
 
-``judge`` runs this checkout's speed gate on the speed record's raw rounds
-(``python -m ci.speed --replay --judge``: numpy and scipy needed, the record read as JSON only);
-``comment`` renders (nothing from the artifacts is run, and no network is used);
-``pr-files``, ``post-comment`` and ``regression-issues`` talk to GitHub through ``gh api`` with the
-token in ``GH_TOKEN``. Exit: 0 done (also when no open PR has that head any more:
-nothing to post to, said on stderr); 2 a bad option, a file that cannot be used, or a
-GitHub call that failed. There is no gate here, so no exit 1.
+``judge`` replays the speed record with this checkout's gate; ``comment`` renders (nothing run, no
+network); ``pr-files``, ``post-comment`` and ``regression-issues`` use ``gh api`` with ``GH_TOKEN``.
+Exit: 0 done (also when no open PR has that head any more), 2 a bad option, an unusable file or a
+failed GitHub call; no gate here, so no exit 1. Every option: ``--help`` and docs/PR_COMMENT.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """GitHub's REST API through the GitHub CLI (``gh api``): no HTTP written here.
 
-``gh`` takes its token from ``GH_TOKEN`` (the workflow step's ``github.token``) and its
-host from ``GH_HOST`` (default github.com; another host is spoken to as GitHub
-Enterprise, ``https://HOST/api/v3/``, with ``GH_ENTERPRISE_TOKEN``: that is how the tests
-point it at a local server). Request bodies go through stdin (``--input -``), never the
-command line; ``--paginate`` follows the ``Link`` headers and prints one response per
-page, which :meth:`GitHub.get_all` joins.
-
-Every call runs with ``--include``, so the status and headers of each response are read
-(:func:`responses`), also of one that failed. GitHub's secondary rate limits are honoured as
-its REST documentation asks ("Rate limits for the REST API", docs.github.com): a 429, or a 403
-that says it is a rate limit (``retry-after``, ``x-ratelimit-remaining: 0``, or "rate limit" in
-its message), is retried after ``retry-after`` seconds, else at ``x-ratelimit-reset``, else after
-a minute doubled at each further refusal; the run's total wait is bounded (:class:`Limits`), and
-past it the call fails (exit 2): a re-run resumes, since what was filed is found again by its
-marker. Writes are spaced by ``write_interval_s`` (GitHub asks for a second between writes).
-A 403 that is not a rate limit (a missing permission) fails at once.
+``gh`` takes its token from ``GH_TOKEN`` and its host from ``GH_HOST`` (another host than github.com
+is GitHub Enterprise, ``GH_ENTERPRISE_TOKEN``: the tests' local server). Bodies go through stdin,
+never the command line; ``--paginate`` pages are joined by :meth:`GitHub.get_all`; every call runs
+with ``--include`` so each response's status and headers are read (:func:`responses`). Rate limits
+are waited out within :class:`Limits` and writes spaced by ``write_interval_s``; past the bound, or
+on a 403 that is no rate limit, the call fails (exit 2). The rules and their source:
+docs/PR_COMMENT.md, "Cap and rate limits".
 """
 
 from __future__ import annotations

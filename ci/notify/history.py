@@ -1,29 +1,12 @@
 """The history site build's ``changes.json`` (schema ``mxfp4-history-changes/1``) as findings to file issues for.
 
-history.yml's site-build job uploads it as the artifact ``history-changes``: per
-machine, the change points of each GEMM benchmark's TFLOPS history
-(ci.history.regressions.CommitChange.to_json) and the drift guard's results
-(Drift.to_json). Fields this module does not use are ignored; a field it uses with the
-wrong type is a RecordError naming its path (ci.notify.records.Reader).
-
-Findings:
-
-* :class:`Slowdown` -- a change point with direction "regression", with where it is: its
-  suspected commits (last_before, first_after], its index in the series and, when the
-  publish says, the two commits' positions in the history's commit order (``orders``).
-  Which issue it belongs to is decided by ci.notify.matching (a change point may move a
-  commit or two as the history grows). **Recovered** when a later change point of the same series
-  (a larger index) is an improvement that takes back at least half of the drop: the level
-  after both, ``(1 + r)(1 + q) - 1``, is above ``r / 2`` (r < 0 the regression's relative
-  change, q the improvement's). That is how a short regression that was fixed shows in
-  the change points (docs/CHANGE_POINTS.md); less than half back is not called recovered.
-* :class:`DriftAlarm` -- the drift guard's result for a series. A failed one is a finding
-  whose identity is (machine, benchmark, best): the commit it is measured against. It is
-  **recovered** when a later run's drift entry of the series is measured against the same
-  ``best`` and no longer fails (the newest commit is back within the threshold of that
-  best). A later window that no longer holds that best says nothing either way.
-
-Which issue each finding belongs to, and when one is opened or closed, is ci.notify.matching's.
+history.yml's site-build job uploads it as the artifact ``history-changes``: per machine, each GEMM
+benchmark's change points (ci.history.regressions.CommitChange.to_json) and drift guard (Drift.to_json).
+Fields not used here are ignored; a used one of the wrong type is a RecordError naming its path.
+Findings: :class:`Slowdown` (a "regression" change point, where it is and whether a later improvement
+took at least half of it back) and :class:`DriftAlarm` (identity: machine, benchmark, best commit;
+recovered when a later entry against the same best no longer fails). Which issue each belongs to is
+ci.notify.matching's; the rules: docs/PR_COMMENT.md, "One issue per regression on main".
 """
 
 from __future__ import annotations
@@ -33,6 +16,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
+from ci.common.regression_identity import OfSeries
 from ci.common.regression_identity import series as short_hash  # noqa: F401 (one series id for the filer and the site)
 from ci.notify.records import Reader, RecordError, check_schema
 
@@ -51,7 +35,7 @@ class Recovery:
 
 
 @dataclass(frozen=True)
-class Slowdown:
+class Slowdown(OfSeries):
     machine: str
     benchmark: str  # the asv key
     last_before: str
@@ -69,14 +53,9 @@ class Slowdown:
     orders: tuple[int, int] | None = None  # last_before's and first_after's positions in the history's commit order
     settled: int | None = None  # commits measured at the new level so far (up to the next change); None: not said
 
-    @property
-    def series(self) -> str:
-        return short_hash(self.machine, self.benchmark)
-
-
 
 @dataclass(frozen=True)
-class DriftAlarm:
+class DriftAlarm(OfSeries):
     machine: str
     benchmark: str
     newest: str
@@ -88,11 +67,6 @@ class DriftAlarm:
     failed: bool
     orders: tuple[int, int] | None = None  # best's and newest's positions in the history's commit order
     streak: int | None = None  # the newest commits in a row that fail against best; None: not said
-
-    @property
-    def series(self) -> str:
-        return short_hash(self.machine, self.benchmark)
-
 
 
 Finding = Slowdown | DriftAlarm

@@ -1,18 +1,12 @@
 """What a regression issue tracks, kept in the issue itself: one hidden line at the top of its body.
 
-The first line of every issue body the bot writes is ``<!-- mxfp4-perf-issue {JSON} -->``: the
-issue's kind, its status and its members (the change points and drift alarms it is about), with
-everything the body is rendered from. The next run reads it back and decides from it alone, so
-the issue is found again open or closed, with or without its label, whatever a person did to
-its title, and the body is rewritten from it when a change point moves.
-
-Nothing a benchmark can name reaches that line: machine and benchmark names are stored as hex
-(UTF-8 bytes), run and site addresses too; the rest are commit shas, numbers and fixed words.
-:func:`parse` is strict: only the first line, only the exact prefix and suffix, only the
-characters that JSON of hex, numbers and those words uses (no ``<``, ``>`` or ``!``: the comment
-cannot end early), every field type-checked. Anything else is not our issue. A benchmark name
-that contains a marker-like string is a code span further down the body (one line, escaped),
-never the first line.
+The first line of every body the bot writes is ``<!-- mxfp4-perf-issue {JSON} -->``: kind, status,
+members and drift alarms, with all the body is rendered from; the next run decides from it alone.
+Names and addresses are stored as hex, the rest are shas, numbers and fixed words, so nothing a
+benchmark can name reaches the line. :func:`parse` is strict: the first line only, the exact prefix
+and suffix, only the characters that JSON uses (the comment cannot end early), every field typed;
+anything else is not our issue. Why: docs/PR_COMMENT.md, "Found again by a marker no benchmark name
+can reach".
 """
 
 from __future__ import annotations
@@ -22,7 +16,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ci.notify.history import short_hash
+from ci.common.regression_identity import OfSeries, Point
 from ci.notify.records import Reader, RecordError
 
 PREFIX = "<!-- mxfp4-perf-issue "
@@ -40,33 +34,18 @@ def to_hex(text: str) -> str:
     return text.encode("utf-8").hex()
 
 
-def from_hex(text: str) -> str:
-    return bytes.fromhex(text).decode("utf-8", errors="replace")
-
-
 @dataclass(frozen=True)
-class Member:
-    """A regression change point of one series, as the issue last saw it."""
+class Member(Point):
+    """A regression change point of one series, as the issue last saw it (``change`` relative, < 0)."""
 
-    machine: str
-    benchmark: str
-    index: int
-    last_before: str
-    first_after: str
-    orders: tuple[int, int] | None
-    change: float  # relative, < 0
     interval: tuple[float, float]
     p_value: float
     status: str  # MEMBER_STATUSES
     fix: tuple[str, str, float, float] | None = None  # the recovering change: last_before, first_after, its size, net
 
-    @property
-    def series(self) -> str:
-        return short_hash(self.machine, self.benchmark)
-
 
 @dataclass(frozen=True)
-class DriftEntry:
+class DriftEntry(OfSeries):
     """A failing drift guard of one series, against one best commit."""
 
     machine: str
@@ -79,10 +58,6 @@ class DriftEntry:
     window: int
     status: str  # "failing" or "recovered"
     orders: tuple[int, int] | None = None  # best's and newest's positions in the commit order (newest: at the first alarm)
-
-    @property
-    def series(self) -> str:
-        return short_hash(self.machine, self.benchmark)
 
 
 @dataclass(frozen=True)
@@ -146,10 +121,7 @@ def _sha(r: Reader) -> str:
 
 
 def _names(r: Reader) -> tuple[str, str]:
-    value = r.text()
-    if not _HEX.match(value):
-        raise RecordError(f"{r.path}: not hex")
-    machine, sep, benchmark = bytes.fromhex(value).decode("utf-8").partition("\n")
+    machine, sep, benchmark = _hex_text(r).partition("\n")
     if not sep:
         raise RecordError(f"{r.path}: no machine and benchmark")
     return machine, benchmark

@@ -1,19 +1,11 @@
 """The base's verdict of a PR's speed-gate rounds: ``python -m ci.notify judge`` (pr-comment.yml's judge job).
 
-The PR's own job measured the rounds and decided them with the PR's code, thresholds and noise
-model: all of it the PR can edit. This command hands the newest speed-gate record of the run
-attempt to ``python -m ci.speed --replay RECORD --judge`` run from THIS checkout (the default
-branch's, in the workflow), which decides the raw rounds again with this checkout's plan,
-exclusion rule, thresholds and noise model and takes nothing the record decided
-(docs/SPEED_GATE.md, "A judge the PR cannot edit"). The record is only read as data: it is JSON
-the replay parses; nothing in it is run or imported.
-
-Its output for the comment is the replay's JSON record without the raw rounds (the comment
-never reads them; the judge job's step summary has the full Markdown): ``--out``. When the
-replay cannot decide (a malformed or refused record), ``--out`` is an error record saying why,
-so the comment shows ERROR and the status is not green. No speed record in the artifacts
-(the GPU job never ran): nothing to judge, no ``--out``. Exit 0 in every such case (the verdict
-is in the file); 2 for a bad option or an unwritable ``--out``.
+Hands the run attempt's newest speed-gate record to ``python -m ci.speed --replay RECORD --judge``
+run from THIS checkout (the default branch's), which decides the raw rounds again with its own plan,
+thresholds and noise model (docs/SPEED_GATE.md, "A judge the PR cannot edit"); the record is read
+as JSON only, nothing in it is run. ``--out``: the replay's record without the raw rounds, or an
+error record when the replay cannot decide; no speed record in the artifacts: no ``--out``. Exit 0
+in each of those cases (the verdict is in the file); 2 a bad option or an unwritable ``--out``.
 """
 
 from __future__ import annotations

@@ -1,48 +1,13 @@
 """Which issue a finding belongs to, and what each issue becomes: one regression, one issue, for its whole life (pure).
 
-Identity. An issue is about regressions, not commit pairs: each member is a series (machine x
-benchmark), a direction (only regressions are filed) and a level change. This run's change
-point of a series is the same regression as an issue's member of that series when
-
-1. both name the same suspected commits (last_before, first_after), or else
-2. they are **near** -- the suspected ranges overlap or lie at most :data:`NEAR` commits apart
-  (positions in the history's commit order; the series index when the publish gave none) --
-  and **alike** -- the smaller of the two sizes (log of the level ratio) is at least
-  :data:`ALIKE` of the larger. Each member takes at most one change point, the nearest first.
-  (ci.common.regression_identity: the published history joins its change points to these issues
-  with the same function.)
-
-So a change point that settles from commit 29 to 30, gains commits or narrows edits its issue
-(range, size, bisect command); it never opens a second. Issues are searched open and closed.
-
-Lifecycle of a member: **active**; **recovered** when this run's change point has a later
-improvement that takes the level back (ci.notify.history: at least half way); **dissolved** when
-its series is in this run's file but no change point matches it (more data did not confirm it).
-A dissolved member that comes back is active again. The issue's status follows its members: open
-while any is active (or a drift fails); else recovered when any recovered; else not confirmed.
-Only a change of that status opens or closes the issue on GitHub (a comment says why), so a
-person who closed or reopened an issue by hand is not overridden run after run.
-
-A change point new to every issue opens or joins one only when it is recent, not already
-recovered, at least :data:`MIN_SIZE` and settled (:data:`SETTLE` commits at its new level); a
-recovery counts once the improvement has settled too, so the fixing commit named is where it stays.
-
-Grouping. A new change point joins an open slowdown issue whose active members' suspected ranges
-are near its own (a runner-wide or shared-module slowdown found a benchmark at a time is one
-issue); the rest are grouped among themselves the same way, one issue per group. At most
-``max_new`` issues are opened per run, largest groups first; what is left goes to one roll-up
-issue (the open one, if there is one and it has room: :data:`ROLLUP_MAX`). The cap is per history
-run: a re-run of the same run (the same results commit) counts the issues it opened before.
-
-Drift alarms (the drift guard failing): identity (series, best commit). One of a series that an
-open issue already holds (a change point or a drift of it) adds nothing. Else it joins an open
-issue whose findings are near the newest :data:`SETTLE` commits of its range (best, newest], or is
-grouped with this run's new change points and alarms by its first alarm (its newest commit then) -- but only once it has failed at
-:data:`DRIFT_STREAK` newest commits in a row. A change point of its series found later, within
-NEAR of its range (best, newest], joins its issue: the alarm and the change point are one
-regression. It is recovered when a later entry of the series, against the same best, no longer
-fails. In an issue that holds a change point of the same series, the change point's status
-decides.
+Identity is ci.common.regression_identity's (the published history joins its change points to the
+issues with the same function): a change point that settles a commit later, gains commits or narrows
+edits its issue, never opens a second. A member is active, recovered or dissolved; the issue's status
+follows its members, and only a change of status opens or closes it on GitHub. A new change point
+files only when recent, unrecovered, at least :data:`MIN_SIZE` and settled (:data:`SETTLE`); a drift
+alarm after :data:`DRIFT_STREAK` failing commits. New findings join a near open issue or are grouped,
+at most ``max_new`` issues a history run, the rest in one roll-up (:data:`ROLLUP_MAX`). The rules
+and why: docs/PR_COMMENT.md, "One issue per regression on main".
 """
 
 from __future__ import annotations

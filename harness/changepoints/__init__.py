@@ -1,46 +1,12 @@
 """Change points over a benchmark's history: where its level moved, for how long, by how much.
 
-The input is one entry per measured commit, oldest first, each holding all samples of that
-commit (e.g. TFLOPS of every timed launch). The method, in three steps (docs/CHANGE_POINTS.md
-has its measured rates):
-
-1. **Levels.** Each commit's median, as a log (a step is relative, and a 3% drop is the same
-   step at 100 or 1000 TFLOPS). Every commit weighs the same however many samples it has:
-   samples of one run share its build, clocks and placement, so they are not independent
-   evidence about the level. A commit's samples give its median's sampling error, which
-   enters the interval of a change's size.
-2. **Candidates, locally** (:mod:`.scan`): a moving-window comparison at scales of 2 to 64
-   commits, each against the local commit-to-commit noise and, for wide windows, the noise at
-   that scale (a slow wander of the runner is not a step); scales merged bottom-up.
-3. **Confirmation against the neighbours** (:mod:`.segments`): each candidate tested again on
-   the segments between its neighbouring candidates at its least-squares split, kept when it
-   still stands out and moved the level by at least ``min_change`` (a candidate that fails is
-   tested as one edge of a short bump); the segments between confirmed changes tested again
-   for a weaker step; then each sized with a bootstrap interval.
-
-Why not the whole series at once (E-divisive, this module's method before): a regression fixed
-ten commits later sits inside one side of every cut of the whole series, which dilutes it, and
-the correction for choosing the best cut grows with the series. A local comparison sees it as
-the two clean steps it is, at any history length, and each commit's verdict depends only on the
-commits near it (:data:`REACH`): the cost of a new commit follows the new work
-(:mod:`.incremental`, whose answer is the full computation's).
-
-What holds as the history grows (issue 38): a change point is reported only once its best split,
-searched up to the newest commit, leaves MIN_SIDE (3) commits after it, so a step is not reported
-a commit early and moved a run later. Its position is still an estimate from the commits around
-it: given what was published before (``find(..., published=)``; :func:`detect_growing` takes it
-from the memo), a published change point keeps its position while the data leave it inside the
-location's confidence set, and keeps existing while it holds at a lower bar than a search needs
-(:func:`.segments.hold`). The data can still move or dissolve it: not a guarantee, a measured rate
-(docs/CHANGE_POINTS.md: the share of change points still at the same commit 20 runs after they were
-first reported). Beyond REACH commits nothing moves it.
-
-The threshold is set for a false-alarm rate per commit, not per series: on pure noise at most
-1% of series of 1000 commits get any change point (simulated, docs/CHANGE_POINTS.md), fewer for
-shorter ones; a series ten times longer has about ten times the chance of one false change, as
-it has ten times the commits to be wrong about.
-
-Only numpy and scipy: harness/ imports nothing from kernels/ or ci/.
+Input: one entry per measured commit, oldest first, each with all samples of that commit. Levels are
+each commit's median as a log (every commit weighs the same; its samples give its median's error,
+which enters only the interval); :mod:`.scan` finds candidates locally at scales of 2 to 64 commits;
+:mod:`.segments` confirms each against its neighbours, holds what was published and sizes it with an
+interval; :mod:`.incremental` recomputes a grown series only where new commits reach (:data:`REACH`).
+The threshold sets a false-alarm rate per commit, not per series. The method, why it is local, what
+holds as the history grows and the measured rates: docs/CHANGE_POINTS.md. Only numpy and scipy.
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """Change points of a growing series, recomputed only where new commits can change them.
 
-What the detector says about a commit depends on the commits within :data:`REACH` of it
-(harness.changepoints.scan and .segments). So when a series grows from n to n + k commits,
-only changes at positions >= n - REACH can differ: they are recomputed over the series' tail
-(from a point aligned to the noise blocks, far enough back that every recomputed position
-sees all it depends on); those before are kept from the :class:`Memo`. The sizes and
-intervals of kept changes are reused unless a neighbouring change moved.
-
-What was published holds where the data allow (harness.changepoints.segments.hold): the memo's
-change points are passed to the computation, so the answer depends on the path of memos, not on
-the levels alone. The answer is the full computation's given the same published change points
-(tests/test_changepoints.py compares them on generated series), and with none published it is
-``find``'s on the levels alone.
-
-The memo is plain JSON (the site build keeps one per series): what was computed, on which
-levels (a digest of them: an old commit measured again, or a commit inserted before the
-newest, changes the prefix and forces a full computation), with which settings.
-
-Only numpy and the standard library.
+A commit's answer depends on the commits within :data:`REACH` of it, so a series grown from n to
+n + k commits is recomputed from n - REACH (aligned to the noise blocks); the rest comes from the
+:class:`Memo`, whose change points are also passed on as published (held where the data allow). The
+answer is the full computation's given the same published change points. The memo is plain JSON:
+what was computed, on which levels (a digest: an old commit measured again, or one inserted before
+the newest, forces a full computation), with which settings. docs/CHANGE_POINTS.md, "Local, hence
+incremental". Only numpy and the standard library.
 """
 
 from __future__ import annotations

@@ -1,36 +1,12 @@
 """Where a series' level may change: a multi-scale moving-sum scan, local noise, candidates merged bottom-up.
 
-The series is one value per commit (the log of the commit's median, so a step is relative).
-At every commit boundary p and every scale h of :data:`SCALES`, the two windows either side,
-``x[p-h:p]`` and ``x[p:p+h]`` (shorter at the series' ends, never under two commits), are
-compared: their mean difference over the noise that difference would have without a change.
-
-* **Noise, measured locally.** The commit-to-commit noise sigma is 1.4826 x the MAD of
-  successive differences / sqrt 2 (a step moves one difference only), estimated per block of
-  :data:`NOISE_BLOCK` commits and taken at each commit as the median of the blocks within
-  :data:`NOISE_SPAN` blocks of it: a runner whose noise changes over months is judged by its
-  noise of the time. Exactly repeated values (quantized timings, counts, two-level series)
-  cannot collapse it: a floor per block from the nonzero differences and the resolution
-  (:func:`_tie_floor`), and NOISE_FLOOR; a short history's MAD is raised by its standard error.
-* **Noise at the scale tested.** Successive differences see white noise only; a runner's level
-  also wanders slowly (clocks, driver, room temperature), which makes the difference of two
-  wide windows vary more than sigma x sqrt(2 / h) says. Where the data allow (24 h positions
-  around p) the scan's own robust spread at scale h is used when it is larger: a long-run
-  variance at that scale, as MOSUM procedures for dependent data do (Cho and Kirch, 2022,
-  "Two-stage data segmentation permitting multiscale change points, heavy tails and
-  dependence", AISM). A slow wander is then not a step.
-* **Candidates.** At each scale, the positions where |z| >= threshold and is the largest within
-  +- max(1, h/2). Scales are merged bottom-up (the smallest first; a candidate of a wider scale
-  is kept only when no kept candidate lies within its h), the rule of the multiscale MOSUM
-  procedure (Messer et al. 2014; Meier, Kirch and Cho 2021, the ``mosum`` package's
-  ``multiscale.bottomUp``). Narrow windows find short segments (a regression fixed five commits
-  later is two clean steps to a window of 2-4 commits); wide ones find small lasting steps.
-
-Every quantity at a commit is computed from data within a bounded distance of it
-(:data:`REACH`): what the scan says about an old commit never changes when new commits arrive
-farther than that away. harness.changepoints.incremental relies on it.
-
-Only numpy.
+The series is one value per commit (the log of its median). At every boundary p and scale h of
+:data:`SCALES` the two windows either side are compared: their mean difference over the noise it
+would have without a change. The noise is measured locally (per :data:`NOISE_BLOCK`, pooled over
+:data:`NOISE_SPAN` blocks; exact repeats cannot collapse it: :func:`_tie_floor`, NOISE_FLOOR) and, for
+wide windows, at the scale tested (a slow wander is not a step). Candidates: the local maxima of |z|
+over the threshold, merged from the smallest scale up. Every quantity at a commit depends only on
+data within :data:`REACH` of it (incremental relies on it). docs/CHANGE_POINTS.md, steps 2-5. Only numpy.
 """
 
 from __future__ import annotations

@@ -1,33 +1,12 @@
 """From candidates to change points: each confirmed against its neighbouring candidates, then sized with an interval.
 
-* **Confirmation.** A candidate found at scale h is tested again between its neighbouring
-  candidates (at most :data:`CONFIRM_WINDOW` commits either side): the windows now reach the
-  neighbouring changes, so a regression fixed five commits later is compared as the clean
-  five-commit segment it is, and its position is the least-squares split within h/2 of it
-  (to the newest commit when the segment ends there; a split leaving under MIN_SIDE commits
-  after it waits). A candidate that fails is tested as one edge of a bump whose other edge
-  the scan missed (:func:`_bump`). The segments between confirmed changes (at most
-  :data:`SEGMENT_MAX` commits) are then split again while a split holds (:func:`_within`):
-  a weaker step beside a stronger one. It stays a change point when its z is still >= the threshold and the
-  relative size of the step is at least ``min_change`` (a step smaller than that is within
-  what a runner's level wanders between days, and the PR gate, which interleaves both sides,
-  is the tool for it). Candidates are confirmed independently (no candidate's fate moves
-  another's neighbours): every answer stays local.
-* **Holding what was published** (:func:`hold`, issue 38). Given the change points published for
-  the series before, each keeps its position while that position is in the location's confidence
-  set, and its existence while it holds at its own position at HOLD_Z: what a growing series
-  publishes does not flicker with the estimate's noise. The answer then depends on what was
-  published.
-* **Size.** The median of the commit medians after the change over the median before, each
-  side up to the neighbouring change point and at most CONFIRM_WINDOW commits: the level just
-  before and just after, not an average over years.
-* **Interval.** A two-level bootstrap: the commits of each side resampled, each resampled
-  commit's median moved by its own sampling error (its samples' robust SD / sqrt(n) x 1.2533,
-  the standard error of a median), the size recomputed; percentiles at ``confidence``. A commit
-  measured with few or noisy samples widens the interval. Seeded per change point, so the same
-  change gets the same interval whenever it is computed.
-
-Only numpy and scipy.
+Confirmation: each candidate is tested again between its neighbours (at most :data:`CONFIRM_WINDOW`
+commits a side) at its least-squares split; one that fails is tried as an edge of a bump
+(:func:`_bump`); segments up to :data:`SEGMENT_MAX` commits are split again for a weaker step
+(:func:`_within`). Kept at z >= the threshold and a size >= ``min_change``; candidates are confirmed
+independently, so every answer stays local. :func:`hold` keeps published change points while the data
+allow. Size: median after over median before; interval: a two-level bootstrap, seeded per change.
+docs/CHANGE_POINTS.md, steps 6-8. Only numpy and scipy.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
-"""Paired-ratio statistics of the PR speed gate (``python -m ci.speed``): one plan, the t plan.
+"""Paired-ratio statistics of the PR speed gate (``python -m ci.speed``).
 
-The gate times base (A) and head (B) in interleaved rounds (A B, B A, ...), each round
-one timing per side and benchmark; a round's ratio is ``r_i = tflops_B_i / tflops_A_i``.
-**Higher TFLOPS is better**: ``r < 1`` is a slowdown. Rounds the caller marks as excluded
-never enter an estimate; they are counted and reported. docs/SPEED_GATE.md has the
-derivations and the error rates. One module per concept (the names below are re-exported
-for callers that write ``paired.<name>``): ``rounds`` (:class:`Round`), ``interval``
-(:class:`Estimate`, :func:`look_interval`: a look's interval and its width), ``verdict``
-(:class:`Verdict`, :func:`decide`), ``plan`` (:class:`SequentialPlan`, :data:`WARM_PLAN`, :data:`MODEL_PLAN`),
-``sequential`` (:class:`Decision`, :class:`RoundsNoise`, :func:`sequential_decision`, :func:`next_look`),
-``noise`` (a runner's noise model: the look's variance), ``noise_guard`` (the run's guard: :func:`guard`, :func:`guard_timeline`), ``noise_fit`` (:func:`fit`), ``calibration``
-(:class:`Calibration`, :func:`calibrate`, :func:`threshold_for`, :func:`resolvable_effect`, :func:`model_threshold`,
-:func:`model_resolvable_effect`),
-``rates`` (:class:`Rates`, :func:`replay`), ``simulation`` (:func:`synthetic_rounds`,
-:func:`simulate`; docs/data/warm_plan_rates.py tabulates them). numpy and scipy.stats only;
-imports nothing from ``kernels/`` or ``ci/``.
+Base (A) and head (B) are timed in interleaved rounds; a round's ratio is ``tflops_B / tflops_A``
+(**higher is better**: ``r < 1`` is a slowdown); excluded rounds never enter an estimate. One module
+per concept, their main names re-exported for ``paired.<name>``: ``rounds``, ``interval`` (a look's
+interval), ``verdict``, ``plan``, ``sequential`` (the decision over the looks), ``zone`` (version 6's
+decision), ``noise`` / ``noise_fit`` / ``noise_guard`` (a runner's noise model, its fit, the run's
+guard), ``calibration``, ``rates``, ``simulation``. Derivations and error rates: docs/SPEED_GATE.md,
+"The statistics". numpy and scipy.stats only; nothing from ``kernels/`` or ``ci/``.
 """
 
 from harness.paired.calibration import (Calibration, calibrate, model_resolvable_effect, model_threshold, resolvable_effect,

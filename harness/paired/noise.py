@@ -1,36 +1,13 @@
 """A runner's noise model: what each benchmark's rounds vary by, learned from A/A rounds (issue 29).
 
-A round's log ratio ``d = log(head / base)`` of one benchmark, measured by worker
-generation ``g`` (the warm workers are replaced every few rounds), is modelled as
-
-    d_i = mu + g_{gen(i)} + e_i,    e_i ~ N(0, sigma_w^2),   g ~ N(0, tau^2)
-
-``sigma_w`` is the round-to-round SD within one worker generation, ``tau`` the SD of a
-generation's offset (allocation placement, code layout: the reason workers are restarted).
-The mean of ``n`` rounds in generations of sizes ``n_g`` then has variance
-
-    sigma_w^2 / n + tau^2 * sum(n_g^2) / n^2                                   (:func:`mean_variance`)
-
-A run's variance is not the model's: runs differ (the recorded H200 runs: a benchmark's
-within-generation variance varied ~2x between runs, partly common to every benchmark of a
-run, partly its own). So each benchmark's model variance is a *prior* worth ``prior_df``
-degrees of freedom (limma's empirical Bayes moderation, Smyth 2004): the look's within
-variance is ``(prior_df sigma_w^2 + SS_w) / (prior_df + d_w)`` with ``d_w`` the run's own
-within-generation degrees of freedom, and the interval's t has
-``prior_df + d_w`` degrees of freedom (Satterthwaite when ``tau`` adds its own). ``prior_df``
-combines how far a run strays from the model as a whole (``run_df``), how far one benchmark
-strays on its own (``bench_df``) and how well the model knows the benchmark
-(``within_df``), each a ~2/d relative variance of log sigma^2 (:func:`combined_df`).
-
-:func:`harness.paired.noise_fit.fit` estimates all of these from A/A runs (method of moments, as limma's fitFDist):
-``sigma_w`` pooled within generations, ``tau`` from the generation means (truncated at 0),
-``run_df`` and ``bench_df`` from how runs the model has not seen stray from it (three runs or
-more: each run left out in turn, the tail of its first looks' standardized means; :func:`_spread_held_out`),
-else from the dispersion of each (benchmark, run)'s log variance about an additive benchmark + run
-fit beyond what sampling (trigamma) explains (docs/SPEED_GATE.md, "The noise model").
-
-:mod:`harness.paired.noise_guard` is the per-run check of deliver 3 (a run noisier than this model
-allows falls back to each benchmark's own rounds). numpy and scipy only.
+A round's log ratio of one benchmark measured by worker generation ``g`` is
+``d_i = mu + g_gen(i) + e_i`` (``sigma_w`` within a generation, ``tau`` between generations); the mean
+of ``n`` rounds has variance ``sigma_w^2 / n + tau^2 sum(n_g^2) / n^2`` (:func:`mean_variance`). A
+run's variance is not the model's, so the model is a prior worth ``prior_df`` degrees of freedom
+(limma's moderation, Smyth 2004), from ``run_df``, ``bench_df`` and ``within_df``
+(:func:`combined_df`); :func:`harness.paired.noise_fit.fit` estimates them from A/A runs and
+:mod:`harness.paired.noise_guard` checks each run against them. docs/SPEED_GATE.md, "The noise model".
+numpy and scipy only.
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
 """The run's guard: is this run noisier than the runner's noise model allows? (issue 29, deliver 3)
 
-The gate asks after every completed pair, so the question is asked ~50 times in a PR of 20
-benchmarks. A test at a fixed level repeated that often fires far more often than its level (the
-per-pair F test of version 5's first cut fired in 20.6% of simulated A/A PRs at 0.01). This guard
-is a likelihood ratio instead, an *e-process*: its false-firing rate is ``level`` over the whole
-run, however often it is asked (Ville's inequality).
-
-What it sees of a benchmark is its within-generation contrasts: each round that joins a worker
-generation adds one, ``N(0, s^2)`` and independent of the earlier ones (Helmert), so a benchmark's
-contrasts so far are summed up by ``SS_k`` and their number ``d_k`` (``within_ss``). Under the model
-``s^2 = sigma_k^2 * u * v_k``: ``u`` the run's factor, common to every benchmark (``u ~ run_df /
-chi2_{run_df}``), ``v_k`` the benchmark's own and the model's estimation error (``combined_df(bench_df,
-within_df_k)``, one scaled inverse chi-square). Integrating ``v_k`` gives each benchmark's marginal in
-closed form; integrating ``u`` is one quadrature shared by all.
-
-The alternative: the same, with every variance ``c`` times the model's, ``c`` in
-:data:`VARIANCE_RATIOS` mixed equally. The Bayes factor ``E = mean_c M(c) / M(1)`` of the contrasts
-seen so far is a nonnegative martingale of mean 1 while the model holds, so
-``P(E ever >= 1 / level) <= level`` (Ville 1939; the "e-value" of Shafer, Vovk, Grunwald, Ramdas).
-Once it fires it stays fired. ``p = min(1, 1 / E)`` is the anytime-valid p-value the report shows.
+Asked after every completed pair (~50 times in a PR of 20 benchmarks), so it is an *e-process*, not a
+repeated test: the Bayes factor of the within-generation contrasts seen so far (each a Helmert
+contrast, ``N(0, s^2)`` and independent of the earlier ones) under every variance ``c`` times the
+model's (``c`` in :data:`VARIANCE_RATIOS`) against the model. Its false-firing rate is ``level`` over
+the whole run however often it is asked (Ville's inequality); once fired it stays fired, and
+``p = min(1, 1 / E)`` is the anytime-valid p-value reported. docs/SPEED_GATE.md, "The guard".
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """The gate's plan: when it looks, what each look may spend, and where a look's variance comes from.
 
-Two plans, one object (:class:`SequentialPlan`):
-
-- :data:`WARM_PLAN` (version 4): each benchmark's variance from its own rounds (the t
-  interval: ``variance="rounds"``); looks at 5, 7, 10, 14 and 20 usable rounds, each
-  spending ``alpha / K`` (Bonferroni).
-- :data:`MODEL_PLAN` (version 5, issue 29): the variance from the runner's noise model
-  (harness.paired.noise), moderated by the rounds (``variance="model"``); looks at 2, 3, 5,
-  8, 12 and 20 rounds, spending front-loaded (``spending``: 40% of alpha at the first look,
-  20% at the second, 10% at each later one); the run's guard at ``guard_level``; no futility stop.
-
-Spending is Bonferroni with unequal shares: look ``k`` spends ``alpha w_k`` (``sum w = 1``),
-so the union bound holds whatever the looks' correlation (docs/SPEED_GATE.md, "Sequential
-looks"). ``alpha_per_tail``: each wrong verdict (a false regression, a missed one) has its
-own ``alpha``: the look's interval is two-sided at ``1 - 2 alpha w_k``. ``miss_alpha``:
-"no change" is decided on its own interval at ``1 - 2 miss_alpha w_k``, per benchmark.
+One object, :class:`SequentialPlan`: :data:`WARM_PLAN` (version 4: the rounds' own variance, looks at
+5, 7, 10, 14, 20 usable rounds, ``alpha / K`` each), :data:`MODEL_PLAN` (version 5: the runner's noise
+model moderated by the rounds, looks from 2 to 40 rounds spending front-loaded, the run's guard, no
+futility stop) and version 6's zone plan. Look ``k`` spends ``alpha w_k`` (``sum w = 1``: the union
+bound holds whatever the looks' correlation); ``alpha_per_tail`` and ``miss_alpha`` as in
+docs/SPEED_GATE.md, "Sequential looks" and "The plan".
 """
 
 from __future__ import annotations

@@ -1,25 +1,12 @@
 """The decision over the plan's looks (harness.paired.plan): the gate stops at the first look whose interval clears the band.
 
-Each look's interval (harness.paired.interval) spends its share of alpha (Bonferroni, equal
-or front-loaded), so every interval the gate computes covers the true ratio together with
-probability ``>= 1 - alpha``, whichever look it stops at. Three rules (issue 21; a plan
-recorded before a rule replays without it; docs/SPEED_GATE.md "Sequential looks"):
-
-- ``alpha_per_tail``: a false "regression" needs the interval wholly below the
-  truth, a missed one wholly above: at ``1 - 2 alpha w_k`` two-sided each has
-  ``alpha w_k`` per look, so an unchanged head fails with probability ``<= alpha``.
-- ``futility``: stop early as "inconclusive (at the threshold edge)" when the last
-  look, centred at today's mean with a *low* (10%) bound of today's spread, could
-  still not tell the effect from the band's edge. It never adds a false regression.
-- ``miss_alpha``: "no change" is decided on its own (narrower) interval at
-  ``1 - 2 miss_alpha w_k``, per benchmark, while "regression" and "improvement" keep
-  the false-alarm interval of the per-PR alpha: a real regression of the threshold or
-  more is called "no change" (or "improvement", a subset) w.p. ``<= miss_alpha``.
-
-With a plan whose ``variance`` is "model" and the benchmark's :class:`RoundsNoise`, each
-look's interval is interval.model_interval (the runner's noise model moderated by the rounds;
-after the run's guard fired, the rounds' own within-worker variance: docs/SPEED_GATE.md,
-"The noise model"); without a model entry for the benchmark, the t interval of its own rounds.
+Each look's interval spends its share of alpha (Bonferroni), so every interval covers the true ratio
+together with probability ``>= 1 - alpha`` whichever look the gate stops at. Rules (a plan recorded
+before a rule replays without it): ``alpha_per_tail``, ``futility`` (stop as inconclusive when even
+the last look could not tell the effect from the band's edge) and ``miss_alpha`` ("no change" on its
+own interval). With a model plan and the benchmark's :class:`RoundsNoise`, each look's interval is
+``interval.model_interval``; else the t interval of its own rounds. docs/SPEED_GATE.md,
+"Sequential looks".
 """
 
 from __future__ import annotations

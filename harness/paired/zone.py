@@ -1,37 +1,13 @@
 """Version 6's decision (issue 37): one question per benchmark, an indifference zone, a last look that decides.
 
-A PR's status asks of each benchmark only "slower by its threshold ``t`` or more, or not". On the
-log scale (``d = log(head / base)``, a slowdown is ``d < 0``):
-
-    r = log(1 - t)      slower by t or more: must be called "regression"
-    a = log(1 - t/2)    slower by less than t/2, or faster: must be "not a regression"
-
-Between ``r`` and ``a`` (the zone) either answer is acceptable. At look ``k`` (``n_k`` usable
-rounds; the look's mean ``m`` and standard error ``s`` with ``df``, :func:`zone_variance`):
-
-- **regression** when ``m + q(alpha_k, df) s < a``: a head at or above ``a`` gets it w.p. <= alpha_k;
-- **not a regression** when ``m - q(beta_k, df) s > r``: a head at or below ``r`` gets it w.p. <= beta_k;
-- otherwise the next look. Once one of the two is known no round is bought for anything else:
-  "improvement" (the same test mirrored at ``log(1 + t/2)``) and "no change" are read off the
-  rounds already taken.
-
-The last look always decides: if neither test has, the zone's midpoint ``(r + a) / 2`` does, and the
-reason states the error that forced call has at the zone's edges given ``s`` -- unless that error is
-above ``plan.forced_limit``: then the rounds were too noisy to decide at this threshold in the plan's
-rounds, a measurement that failed, and the benchmark is inconclusive (never green; ci.speed.verdict).
-``alpha_k``/``beta_k`` are the plan's one-sided alpha and miss alpha spent over the looks (Bonferroni),
-so under the variance model a head at ``a`` fails w.p. <= alpha + the forced error, one at ``r``
-passes w.p. <= miss_alpha + the forced error (docs/SPEED_GATE.md, "Version 6: the zone").
-
-The variance (:func:`zone_variance`) is the noise model's, made robust where version 5 trusted it:
-the model's prior is worth at most ``plan.prior_df_cap`` df (a run's own rounds move it quickly and
-the early looks' t is wide); a between-worker SD is never below ``plan.between_floor`` times the
-within SD (a fitted 0 is not a known 0); a benchmark whose own within variance is above the model's
-at ``plan.bench_check_level`` (an F test) uses its own rounds (the pooled guard cannot see one noisy
-benchmark); without a model entry the rounds' own within variance with the same between floor
-(never the plain t that ignores worker generations). A worker generation's first round that differs from
-the rest of its generation (``plan.first_round_level``, a t test of the contrasts) is a measurement
-artifact -- a change of speed moves every round -- and is left out of the look, which says so.
+On the log scale (``d = log(head / base)``) with threshold ``t``: ``r = log(1 - t)`` must be called
+"regression", ``a = log(1 - t/2)`` "not a regression"; between them either answer is acceptable. At
+each look: regression when ``m + q(alpha_k, df) s < a``, not a regression when ``m - q(beta_k, df) s > r``,
+else the next look ("improvement" and "no change" are read off the rounds taken). The last look decides
+at the zone's midpoint and states that call's error, unless it is above ``plan.forced_limit``
+(inconclusive). :func:`zone_variance` is the noise model's made robust (``prior_df_cap``,
+``between_floor``, ``bench_check_level``), and a generation's first round that differs from the rest
+(``first_round_level``) is left out. docs/SPEED_GATE.md, "Version 6: the zone".
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """Resource usage of a compiled kernel: registers, spills, shared memory, occupancy.
 
-Reads a compile-only artifact (``kernels.artifact.CompiledArtifact``: what a
-kernel's ``compile_only`` produced without a GPU) into a :class:`ResourceUsage`.
-This package is the one ISA/PTX parser and resource model: ``python -m ci.budget.resources``,
-the asv resource history and the budget gate all read compilers' output here. Every
-number comes from the compiler's own output; occupancy is derived from those
-numbers with documented hardware limits.
-
-* :mod:`~harness.resources.usage`: the record (:class:`ResourceUsage`), its table, the parse error;
-* :mod:`~harness.resources.amdgpu`: gfx950, from the AMDGPU ISA text;
-* :mod:`~harness.resources.nvidia`: sm_90, from PTX, ``cuobjdump`` and ``ptxas -v``;
-* :mod:`~harness.resources.occupancy`: each arch's limits and occupancy model.
-
-Import from here (``from harness.resources import usage_from_artifact``): the
-modules below are its parts, not separate entry points.
+The one ISA/PTX parser and resource model: a compile-only artifact (``kernels.artifact.CompiledArtifact``)
+becomes a :class:`ResourceUsage`, every number from the compiler's own output, occupancy derived with
+documented hardware limits. Parts: ``usage`` (the record, its table, the parse error), ``amdgpu``
+(gfx950 ISA), ``nvidia`` (sm_90: PTX, ``cuobjdump``, ``ptxas -v``), ``occupancy``; import from here
+(``from harness.resources import usage_from_artifact``). docs/MEASURING.md, "Resources".
 """
 
 from __future__ import annotations

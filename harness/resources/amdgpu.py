@@ -1,29 +1,10 @@
 """gfx950 (AMD Instinct MI350/MI355X, CDNA4): resource usage from the AMDGPU ISA text.
 
-* ``.amdgpu_metadata`` (code object metadata, LLVM AMDGPUUsage "Code Object V3+
-  Metadata"): ``.vgpr_count`` (on gfx90a and later the unified total: arch VGPRs
-  rounded to 4, then AGPRs; the arch count alone when there are no AGPRs),
-  ``.agpr_count``, ``.sgpr_count``, ``.vgpr_spill_count``, ``.sgpr_spill_count``,
-  ``.group_segment_fixed_size`` (LDS bytes), ``.private_segment_fixed_size``
-  (scratch bytes per lane), ``.max_flat_workgroup_size``, ``.wavefront_size``.
-* The arch VGPR count, as the compiler reports it (first found):
-  ``.set [.L]<kernel>.num_vgpr, N`` (LLVM 19+ resource symbols; FlyDSL and Triton
-  both write it), else the ``; NumVgprs: N`` comment of the kernel's info block
-  (verbose assembly, e.g. Triton's), else -- older output with neither -- the
-  total when the kernel has no AGPRs, else ``.amdhsa_accum_offset`` (the arch
-  allocation, rounded up to 4). Never the accum offset when the exact count is
-  written: a 102-VGPR kernel's accum offset is 104, more than its total.
-* ``.amdhsa_accum_offset`` in the kernel descriptor: where the AGPRs start in
-  the unified file (a multiple of 4; required: it marks a gfx90a+ target).
-* ``v_mfma*`` instructions are counted.
-* VGPR<->AGPR copies -- ``v_accvgpr_read*`` (AGPR to arch VGPR),
-  ``v_accvgpr_write*`` (VGPR or constant to AGPR) and ``v_accvgpr_mov*`` (AGPR to
-  AGPR) -- are counted in the whole kernel and inside its loops (the lines from a
-  label to a later branch back to it). Accumulators pinned to AGPRs cost a
-  zero-fill and a read-out outside the loop; copies inside the loop are LLVM
-  using AGPRs as spill space for arch VGPRs, traffic no register count shows.
-
-Occupancy: :mod:`harness.resources.occupancy`.
+Read: ``.amdgpu_metadata`` (VGPR total, AGPRs, SGPRs, spills, LDS, scratch, workgroup and wave size),
+the arch VGPR count as the compiler reports it (``.set <kernel>.num_vgpr``, else ``; NumVgprs:``, else
+derived; never the accum offset when the exact count is written), ``.amdhsa_accum_offset`` (required:
+a gfx90a+ target), ``v_mfma*`` counts, and VGPR<->AGPR copies in the whole kernel and inside its loops.
+Occupancy: :mod:`harness.resources.occupancy`. Sources and why each: docs/MEASURING.md, "gfx950 ISA".
 """
 
 from __future__ import annotations

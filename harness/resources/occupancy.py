@@ -1,32 +1,9 @@
 """Occupancy from a kernel's register and shared-memory counts, with each arch's hardware limits.
 
-gfx950 (AMD Instinct MI350/MI355X, CDNA4), in waves per SIMD; the rules are LLVM's
-(``AMDGPUBaseInfo.cpp``: ``getNumWavesPerEUWithNumVGPRs``,
-``getOccupancyWithNumSGPRs``, ``getMaxWorkGroupsPerCU``; ``AMDGPUSubtarget.cpp``:
-``getOccupancyWithLocalMemSize``) with gfx950's numbers (CDNA4 ISA reference
-guide; LLVM AMDGPUUsage processor table):
-
-* VGPRs: 512 per lane per SIMD, allocated in granules of 8 (gfx90a+):
-  ``waves_vgpr = min(8, 512 // roundup(total_vgpr, 8))``.
-* SGPRs (GFX9 rule): ``<= 80: 10, <= 88: 9, <= 100: 8, else 7``, capped at 8.
-* LDS: 160 KiB per CU shared by the workgroups on it:
-  ``groups = min(163840 // lds_bytes, max_groups_per_cu)``,
-  ``waves_lds = min(8, ceil(groups * waves_per_group / 4))`` (4 SIMDs per CU),
-  where ``max_groups_per_cu = 32`` for one-wave groups, else
-  ``min(32 // waves_per_group, 16)`` (16 barriers per CU).
-* ``waves_per_simd = min(waves_vgpr, waves_sgpr, waves_lds)``, max 8.
-
-sm_90 (H100/H200), in warps per SM, follows CUDA's occupancy calculator
-(``cuda_occupancy.h``) with compute capability 9.0 limits (CUDA C++ Programming
-Guide, "Technical Specifications per Compute Capability"): 65536 registers per
-SM in 4 sub-partitions, allocated per warp in units of 256; at most 255 registers
-per thread, 64 warps and 32 blocks per SM; 228 KiB shared memory per SM, 227 KiB
-per block, 1 KiB per block reserved by the runtime, allocated in 128-byte units.
-It assumes the maximum shared-memory carveout.
-
-Not yet checked against hardware: the gfx950 model (no MI355X here) and the sm_90
-one (to be compared with ``cuOccupancyMaxActiveBlocksPerMultiprocessor`` on an
-H100/H200; see tests/test_resources.py, marked ``gpu``).
+gfx950 in waves per SIMD, by LLVM's rules with gfx950's numbers (VGPR granules, the GFX9 SGPR rule,
+160 KiB of LDS per CU); sm_90 in warps per SM, by CUDA's occupancy calculator with compute capability
+9.0 limits (maximum shared-memory carveout). Neither is checked against hardware yet (tests marked
+``gpu``). The formulas and their sources: docs/MEASURING.md, "Occupancy".
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
 """The project's own FlyDSL MXFP4 GEMM for gfx950 (MI355X, CDNA4): its registry entry.
 
-Where things are, for a kernel engineer:
-
-* index_math.py  -- tile sizes and every byte offset (global, LDS, scales, C), named constants;
-* kernel_body.py -- the ``@flyc.kernel`` (DMA pipeline, scaled MFMAs, epilogue) and its design;
-* launcher.py    -- host side: preshuffle B and the scales, compile for K, launch;
-* toolchain.py   -- compile-only for gfx950 on any machine (linker, ISA dump).
-
-Contract: ``C[M, N] (bf16) = A[M, K] . B[N, K]^T`` with MXFP4 operands (see
-kernels.mxfp4). The kernel consumes
-
-* ``A``        -- row-major packed e2m1, ``uint8 [M, K/2]`` (untouched);
-* ``B``        -- :func:`kernels.preshuffle.shuffle_weight` of ``B.data``: 16-row x
-  32-element blocks, 1 KiB per (16 rows, 128 K) MFMA operand, contiguous;
-* scales       -- :func:`kernels.preshuffle.shuffle_scales` of ``A.scales`` and
-  ``B.scales``: one int32 per lane holding the four e8m0 bytes the MFMA's op_sel picks.
-
-Runtime path: written against the installed FlyDSL 0.5.0 API; NOT YET RUN ON A
-GFX950. The compile-only path (``compile_only("gfx950")``) runs on any machine with
-an ``ld.lld`` (see toolchain.py); ``python -m ci.budget.resources --kernel
-flydsl_gfx950_4wave --isa-dir DIR`` writes its ISA and resource table.
+Parts: ``index_math.py`` (tile sizes, every byte offset), ``kernel_body.py`` (the ``@flyc.kernel``),
+``launcher.py`` (preshuffle, compile for K, launch), ``toolchain.py`` (compile-only on any machine).
+Contract: ``C[M, N] (bf16) = A[M, K] . B[N, K]^T`` (kernels.mxfp4); A row-major packed e2m1, B and the
+scales as :func:`kernels.preshuffle.shuffle_weight` / :func:`~kernels.preshuffle.shuffle_scales` lay
+them out. The runtime path (FlyDSL 0.5.0 API) is NOT YET RUN ON A GFX950; ``compile_only("gfx950")``
+runs wherever ``ld.lld`` is. docs/MEASURING.md, "The FlyDSL gfx950 kernel".
 """
 
 from __future__ import annotations

@@ -1,27 +1,11 @@
 """The kernel body: the FlyDSL ``@flyc.kernel`` of the gfx950 4-wave MXFP4 GEMM and its ``@flyc.jit`` launch.
 
-Design (one workgroup = 256 threads = 4 waves, one 256x256 C tile; offsets in index_math.py):
-
-* Waves form a 2x2 grid; each owns a 128x128 quadrant = 8x8 tiles of 16x16, i.e.
-  64 ``v_mfma_scale_f32_16x16x128_f8f6f4`` accumulators (256 f32 per lane, meant to
-  live in AGPRs) and 128 scaled MFMAs per 256-deep K step.
-* K step = 256 elements = 128 bytes per row. A and B tiles of one K step (32 KiB
-  each) go global -> LDS with the gfx950 16-byte LDS DMA (``buffer_load_dwordx4 ...
-  lds``), straight into "MFMA operand order": one 1 KiB chunk per (16-row tile, 128-K
-  half), lane ``l`` at byte ``16 l`` holding row ``l % 16``, K bytes ``16 (l // 16)``
-  of that half. A wave's ``ds_read_b128`` of one operand is then one contiguous KiB
-  (no bank conflicts) and no swizzle is needed.
-* LDS is multi-buffered: ``lds_stages`` copies of the 64 KiB (A + B) stage; the DMA
-  of K step ``k + stages - 1`` is issued before the MFMAs of step ``k``, so the copy
-  runs under the math. One barrier per K step.
-* Scales are loaded global -> VGPR (one coalesced dword per lane per 32 rows) one K
-  step ahead and ride in the loop-carried state.
-* The MFMA is fed (B, A) rather than (A, B): it then computes C^T tiles, whose
-  accumulator lane layout gives each lane 4 consecutive columns of one row of C, so
-  the epilogue stores 8 bytes per lane (bf16 RNE conversion).
-
-NOT YET RUN ON A GFX950: compiled for gfx950 on a CPU (its ISA and resources are
-checked in CI); its data movement is emulated lane by lane in tests/test_flydsl_gfx950.py.
+One workgroup of 4 waves computes one 256x256 C tile, each wave a 128x128 quadrant of scaled-MFMA
+accumulators; A and B go global -> LDS by the 16-byte LDS DMA in MFMA operand order, multi-buffered
+(``lds_stages``), one barrier per K step; scales ride in VGPRs a step ahead; the MFMA is fed (B, A) so
+the epilogue stores 8 bytes per lane. Offsets: index_math.py. NOT YET RUN ON A GFX950 (its ISA and
+resources are checked in CI; its data movement emulated in tests/test_flydsl_gfx950.py). The design
+in full: docs/MEASURING.md, "The FlyDSL kernel body".
 """
 
 # No ``from __future__ import annotations`` here: FlyDSL reads the annotations of

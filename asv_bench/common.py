@@ -29,18 +29,17 @@ import importlib
 import os
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.append(str(REPO_ROOT))
 
 from asv_bench import records  # noqa: E402  (after the path above)
-from harness import gpu_state  # noqa: E402
-from harness import output_check  # noqa: E402
+from harness import gpu_state, output_check, timing  # noqa: E402
 from harness import shapes as _shapes  # noqa: E402
-from harness import timing  # noqa: E402
 
 # Every kernel name the registry has ever had. Append only (a removed kernel
 # stays: its history stays readable). tests/test_asv_suite.py fails when the

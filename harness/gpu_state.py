@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 ALLOW_BUSY_ENV = "MXFP4_ALLOW_BUSY_GPU"
 
@@ -327,7 +328,7 @@ class IdlePolicy:
     poll_s: float = 0.5
 
     @classmethod
-    def from_environment(cls, environ: dict[str, str] | None = None) -> "IdlePolicy":
+    def from_environment(cls, environ: dict[str, str] | None = None) -> IdlePolicy:
         """The default policy, with the wait bound from ``MXFP4_IDLE_WAIT_S`` when set (a quick smoke run)."""
         value = (os.environ if environ is None else environ).get(WAIT_ENV)
         if value is None:

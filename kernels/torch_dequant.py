@@ -15,7 +15,8 @@ bf16 path drops subnormal operands on CPUs with AVX512-BF16.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, ContextManager, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import torch
 
@@ -49,7 +50,7 @@ def _onednn_disabled() -> Iterator[None]:
         torch.backends.mkldnn.enabled = enabled
 
 
-def _matmul_path(device: torch.device) -> ContextManager[None]:
+def _matmul_path(device: torch.device) -> contextlib.AbstractContextManager[None]:
     """The library path this kernel's matmul takes on ``device``: on the CPU, never oneDNN.
 
     Why (issue 7): on CPUs with AVX512-BF16, torch sends a bf16 matmul of 64 or

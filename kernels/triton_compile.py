@@ -32,8 +32,9 @@ import re
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from kernels.artifact import CompiledArtifact
 from kernels.compile_child import call_in_child

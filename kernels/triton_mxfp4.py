@@ -22,7 +22,8 @@ The hardware scaled MFMA on gfx950 has no such limit.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 import triton
@@ -126,7 +127,7 @@ def mxfp4_gemm_kernel(
         b_ptrs = b_ptr + rows_b[:, None] * packed_k + kb[None, :]  # [BLOCK_N, BLOCK_K/2]
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k_step in tl.range(0, tl.cdiv(K, BLOCK_K), num_stages=NUM_STAGES):
+    for _k_step in tl.range(0, tl.cdiv(K, BLOCK_K), num_stages=NUM_STAGES):
         a = tl.load(a_ptrs)
         b = tl.load(b_ptrs)
         a_scale = tl.load(a_scale_ptrs)

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Protocol, Sequence
+from typing import Any, Protocol
 
 REGRESSION, NO_CHANGE, IMPROVEMENT, INCONCLUSIVE = "regression", "no change", "improvement", "inconclusive"
 

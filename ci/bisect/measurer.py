@@ -14,9 +14,10 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any
 
 from ci.bisect.engine import Measurement
 from ci.common import gitutil

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 from ci.common import gitutil
 from ci.common.code_fingerprint import DEFAULT_ARCHS

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ci.budget.errors import HarnessError
-from ci.common.json_file import JsonFileError, parse_json
 from ci.budget.metrics import BUDGET_KEYS, FAMILY_KEYS, METRIC_BY_FIELD, SPILL_FIELDS
+from ci.common.json_file import JsonFileError, parse_json
 from harness.report import write_json_atomic
 
 BUDGET_PATH = "ci/register_budget.json"

@@ -8,8 +8,9 @@ below its entry, the tightened entry (the ratchet).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ci.budget.budget_file import BUDGET_SCHEMA, Budget
 from ci.budget.findings import NOT_BUDGETABLE, Finding, OccupancyStep, Reason

@@ -104,14 +104,22 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Iterable
+from collections.abc import Iterable
 
 from ci.budget.budget_file import BUDGET_PATH
 from ci.budget.errors import HarnessError
 from ci.budget.options import GateOptions
 from ci.budget.report import write_error_json
 from ci.common.gitutil import GitError
-from ci.common.options import OptionsError, add_arch, add_commits, add_json, add_selection, add_traceback, step_summary_value
+from ci.common.options import (
+    OptionsError,
+    add_arch,
+    add_commits,
+    add_json,
+    add_selection,
+    add_traceback,
+    step_summary_value,
+)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Iterable
+from collections.abc import Iterable
 
 from ci.budget.compiling import run
 from ci.budget.options import ResourcesOptions

@@ -8,17 +8,24 @@ ci.budget.compare; every output through ci.budget.report.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from ci.budget.budget_file import BUDGET_PATH, read_base_budget, read_budget, update_budget_file
 from ci.budget.compare import evaluate
 from ci.budget.errors import HarnessError
 from ci.budget.measure import Measurement, measure_tree
 from ci.budget.options import GateOptions, selectors_text
-from ci.budget.report import (dirty_warning, gate_json, gate_report, markdown_summary, tightened_edits, update_line,
-                              verdict_line)
+from ci.budget.report import (
+    dirty_warning,
+    gate_json,
+    gate_report,
+    markdown_summary,
+    tightened_edits,
+    update_line,
+    verdict_line,
+)
 from ci.common import gitutil
 from harness.report import append_step_summary_or_fallback, json_text, text_table, write_or_fallback
 

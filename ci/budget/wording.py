@@ -6,7 +6,7 @@ Only words live here; what passes or fails is decided from the codes
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ci.budget.budget_file import BUDGET_PATH
 from ci.budget.findings import Finding, OccupancyStep, Reason

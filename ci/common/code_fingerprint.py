@@ -30,9 +30,10 @@ import platform
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from ci.common import launch_path
 from ci.common.commit_tree import REPO_ROOT, kernels_of, run_forwarding_stderr
@@ -68,7 +69,7 @@ class Part:
     files: Mapping[str, str] = field(default_factory=dict)  # launch path: {relative path: digest}
 
     @classmethod
-    def unknown(cls, reason: UnknownReason, detail: str) -> "Part":
+    def unknown(cls, reason: UnknownReason, detail: str) -> Part:
         return cls(None, reason, detail)
 
     @property

@@ -35,8 +35,9 @@ import hashlib
 import json
 import re
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 # What the launch carries besides the instructions (shared memory size, warps): part of the code's identity.
 LAUNCH_METADATA = ("function", "dynamic_shared_bytes", "num_warps", "num_stages", "k")

@@ -16,10 +16,10 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping
 
 import git
 

@@ -24,9 +24,9 @@ import signal
 import subprocess
 import tempfile
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 from ci.common.job_process import Interrupted
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Hashable, Protocol, Sequence
+from collections.abc import Hashable, Sequence
+from typing import Protocol
 
 NEAR = 2  # commits between two suspected ranges that are still one regression (a new change point settles within 1-3)
 ALIKE = 0.5  # the smaller size over the larger, both as log ratios
@@ -42,7 +43,7 @@ class Place(Protocol):
 
 def series(machine: str, benchmark: str) -> str:
     """A series' short id (machine x benchmark)."""
-    return hashlib.sha256(f"{machine}\n{benchmark}".encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(f"{machine}\n{benchmark}".encode()).hexdigest()[:16]
 
 
 def span(p: Place) -> Range:

@@ -20,12 +20,20 @@ against the workflow, so a renamed step cannot silently turn into "not run".
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ci.notify.markdown import Capped, code, details, html_code, join_capped, table
-from ci.notify.records import (BudgetRecord, ChangesRecord, CodeChange, Jobs, PrFiles, Rejected, SpeedBenchmark,
-                               SpeedRecord)
+from ci.notify.records import (
+    BudgetRecord,
+    ChangesRecord,
+    CodeChange,
+    Jobs,
+    PrFiles,
+    Rejected,
+    SpeedBenchmark,
+    SpeedRecord,
+)
 
 MARKER = "<!-- mxfp4-perf: pr-comment -->"
 # pr-checks.yml's job names (`name:`) and step names, as the jobs API reports them.

@@ -24,9 +24,9 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from ci.common.options import OptionsError
 from ci.notify.post import BOT_LOGIN

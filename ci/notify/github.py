@@ -26,8 +26,9 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 GH_TIMEOUT_S = 120
 

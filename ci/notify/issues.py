@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ci.notify.history import DriftAlarm, Finding, Slowdown, kernel_page
 from ci.notify.issue_state import DriftEntry, IssueState, Member, render_marker

@@ -22,8 +22,9 @@ import json
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ci.notify import bundle
 from harness.report import write_json_atomic

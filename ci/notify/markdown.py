@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 # GitHub refuses a comment or issue body over 65536 characters.
 GITHUB_BODY_LIMIT = 65536

@@ -17,8 +17,9 @@ ci.notify.github (``gh api``).
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ci.notify.comment import MARKER
 from ci.notify.github import GitHub

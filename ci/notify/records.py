@@ -19,9 +19,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 MAX_BYTES = 2_000_000  # a gate's record without its raw rounds is ~50 kB; a full speed record of 20 benchmarks ~1 MB
 MAX_ITEMS = 2000  # benchmarks, targets, jobs, steps, table rows
@@ -75,7 +76,7 @@ class Reader:
     def _fail(self, expected: str) -> RecordError:
         return RecordError(f"{self.path}: expected {expected}, got {clip(self.value)}")
 
-    def get(self, key: str) -> "Reader":
+    def get(self, key: str) -> Reader:
         if not isinstance(self.value, dict):
             raise self._fail("an object")
         return Reader(self.value.get(key), f"{self.path}.{key}")
@@ -83,7 +84,7 @@ class Reader:
     def has(self, key: str) -> bool:
         return isinstance(self.value, dict) and self.value.get(key) is not None
 
-    def items(self, optional: bool = False) -> list["Reader"]:
+    def items(self, optional: bool = False) -> list[Reader]:
         if self.value is None and optional:
             return []
         if not isinstance(self.value, list):
@@ -92,7 +93,7 @@ class Reader:
             raise RecordError(f"{self.path}: {len(self.value)} items, over {MAX_ITEMS}")
         return [Reader(v, f"{self.path}[{i}]") for i, v in enumerate(self.value)]
 
-    def mapping(self, optional: bool = False) -> dict[str, "Reader"]:
+    def mapping(self, optional: bool = False) -> dict[str, Reader]:
         if self.value is None and optional:
             return {}
         if not isinstance(self.value, dict) or len(self.value) > MAX_ITEMS:

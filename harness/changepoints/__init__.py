@@ -45,13 +45,13 @@ Only numpy and scipy: harness/ imports nothing from kernels/ or ci/.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from harness.changepoints.scan import REACH, SCALES, candidates, noise, without_outliers
 from harness.changepoints import incremental
 from harness.changepoints.incremental import Memo, Work
+from harness.changepoints.scan import REACH, SCALES, candidates, noise, without_outliers
 from harness.changepoints.segments import CONFIRM_WINDOW, IMPROVEMENT, REGRESSION, ChangePoint, confirm, describe, hold
 
 __all__ = ["ChangePoint", "REGRESSION", "IMPROVEMENT", "detect", "detect_growing", "Memo", "Work", "levels_of", "find",

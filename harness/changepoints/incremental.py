@@ -51,7 +51,7 @@ class Memo:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Memo":
+    def from_json(cls, data: dict[str, Any]) -> Memo:
         return cls(settings=dict(data["settings"]), length=int(data["length"]), digest=str(data["digest"]),
                    confirmed=[(int(p), float(z)) for p, z in data["confirmed"]], described=list(data["described"]))
 

@@ -14,8 +14,9 @@ degrees of freedom are the model's at the planned look (harness.paired.noise.pla
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import optimize, special, stats

@@ -36,8 +36,9 @@ allows falls back to each benchmark's own rounds). numpy and scipy only.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import optimize, special
@@ -126,7 +127,7 @@ class BenchmarkNoise:
                 "between_df": self.between_df, "rounds": self.rounds, "runs": self.runs}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "BenchmarkNoise":
+    def from_json(cls, data: Mapping[str, Any]) -> BenchmarkNoise:
         return cls(float(data["within_sd"]), int(data["within_df"]), float(data.get("between_sd", 0.0)),
                    int(data.get("between_df", 0)), int(data.get("rounds", 0)), int(data.get("runs", 0)))
 
@@ -143,7 +144,7 @@ class Spread:
         return {"run_df": self.run_df, "bench_df": self.bench_df, "estimated": self.estimated}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Spread":
+    def from_json(cls, data: Mapping[str, Any]) -> Spread:
         return cls(float(data["run_df"]), float(data["bench_df"]), bool(data.get("estimated", False)))
 
 

@@ -24,9 +24,10 @@ Once it fires it stays fired. ``p = min(1, 1 / E)`` is the anytime-valid p-value
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import special, stats

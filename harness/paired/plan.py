@@ -184,7 +184,7 @@ class SequentialPlan:
         """The last look's miss confidence (every look's, with equal spending)."""
         return self.miss_confidence_at(len(self.look_points) - 1)
 
-    def with_alpha(self, alpha: float) -> "SequentialPlan":
+    def with_alpha(self, alpha: float) -> SequentialPlan:
         """This plan at false-alarm ``alpha``, its miss alpha raised to ``alpha`` where below it.
 
         A miss interval is never wider than the false-alarm one: a larger per-benchmark

@@ -24,10 +24,10 @@ after the run's guard fired, the rounds' own within-worker variance: docs/SPEED_
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Sequence
-
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats

@@ -37,8 +37,8 @@ artifact -- a change of speed moves every round -- and is left out of the look, 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from scipy import stats

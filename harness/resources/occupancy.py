@@ -32,8 +32,9 @@ H100/H200; see tests/test_resources.py, marked ``gpu``).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from harness.resources.usage import round_up
 

@@ -25,7 +25,8 @@ flydsl_gfx950_4wave --isa-dir DIR`` writes its ISA and resource table.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 

@@ -62,7 +62,7 @@ from kernels.flydsl_gfx950.index_math import (
 )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def build_launcher(*, k: int, lds_stages: int = 2, agpr_accumulators: bool = True, waves_per_eu: int = 1):
     """Return the ``@flyc.jit`` launcher ``launch(A, B, C, A_scale, B_scale, m, n, stream)``.
 
@@ -296,7 +296,7 @@ def build_launcher(*, k: int, lds_stages: int = 2, agpr_accumulators: bool = Tru
         B_scale: fx.Tensor,
         m: fx.Int32,
         n: fx.Int32,
-        stream: fx.Stream = fx.Stream(None),
+        stream: fx.Stream = fx.Stream(None),  # noqa: B008 (FlyDSL's own launch signature form)
     ):
         grid = (m // BLOCK_M) * (n // BLOCK_N)
         attrs = {"rocdl.flat_work_group_size": f"{THREADS},{THREADS}"}

@@ -310,7 +310,8 @@ def _rocm_bdf(index: int) -> str | None:
     props = torch.cuda.get_device_properties(index)
     if not hasattr(props, "pci_bus_id"):
         return None
-    return f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    # torch's stub for the properties lacks the PCI domain and device ids that the runtime object has
+    return f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"  # type: ignore[attr-defined]
 
 
 # ---------------------------------------------------------------------------

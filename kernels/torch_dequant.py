@@ -43,7 +43,7 @@ def _onednn_disabled() -> Iterator[None]:
     # Only the one switch: torch.backends.mkldnn.flags() would also reset oneDNN's determinism,
     # TF32 and fp32-precision settings (and warns about TF32 on CPU-only builds).
     enabled = torch.backends.mkldnn.enabled
-    torch.backends.mkldnn.enabled = False
+    torch.backends.mkldnn.enabled = False  # type: ignore[assignment]  # torch types the switch as its descriptor
     try:
         yield
     finally:

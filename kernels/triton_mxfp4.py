@@ -23,7 +23,7 @@ The hardware scaled MFMA on gfx950 has no such limit.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import triton
@@ -158,7 +158,7 @@ def _interpreting() -> bool:
 class _TritonMXFP4(Kernel):
     backend = "triton"
     use_dot_scaled: bool
-    compile_archs = ("sm_90",)
+    compile_archs: ClassVar[tuple[str, ...]] = ("sm_90",)
 
     def shape_constraints(self, config: str | None = None) -> ShapeConstraints:
         tiles = self.config(config)

@@ -101,7 +101,7 @@ def sweep_stale(log: Callable[[str], None] | None = None, root: Path | None = No
     """Remove the temporary folders (worktrees included) of gate runs whose process is dead; returns them.
 
     Call ``git worktree prune`` afterwards in the repository: git then forgets the removed worktrees."""
-    removed = []
+    removed: list[Path] = []
     folder = Path(tempfile.gettempdir()) if root is None else root
     try:
         entries = list(folder.iterdir())

@@ -84,7 +84,7 @@ def generation_sizes(generations: Sequence[int]) -> list[int]:
     return sizes
 
 
-def within_ss(log_ratios: Sequence[float], generations: Sequence[int]) -> tuple[float, int]:
+def within_ss(log_ratios: Sequence[float] | np.ndarray, generations: Sequence[int]) -> tuple[float, int]:
     """(sum of squares about each generation's mean, its df = rounds - generations)."""
     x = np.asarray(log_ratios, dtype=float)
     if x.size != len(generations):
@@ -167,7 +167,7 @@ class LookNoise:
         return combined_df(self.noise.between_df, self.spread.run_df, self.spread.bench_df) if self.noise.between_df else 0.0
 
 
-def mean_variance(log_ratios: Sequence[float], generations: Sequence[int], look: LookNoise) -> tuple[float, float]:
+def mean_variance(log_ratios: Sequence[float] | np.ndarray, generations: Sequence[int], look: LookNoise) -> tuple[float, float]:
     """(variance of the mean log ratio, its degrees of freedom) for these rounds under the model.
 
     Within part: the moderated within variance over ``n`` (or, after the guard fired, this run's own

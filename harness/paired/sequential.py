@@ -225,14 +225,14 @@ def sequential_decision(rounds: Sequence[Round], threshold: float, plan: Sequent
         raise ValueError(f"{len(rounds)} rounds but {len(noise.generations)} worker generations")
     if plan.rule == "zone":
         return zone_decision(rounds, threshold, plan, noise)
-    use_model = plan.variance == "model" and noise is not None
+    model = noise if plan.variance == "model" else None
     ratios: list[float] = []
     positions: list[int] = []  # index in `rounds` of each usable round
     for pos, rnd in enumerate(rounds):
         if rnd.excluded is None:
             ratios.append(rnd.ratio)
             positions.append(pos)
-    gens = [noise.generations[p] for p in positions] if use_model else []
+    gens = [model.generations[p] for p in positions] if model is not None else []
 
     def excluded_before(end: int) -> tuple[int, tuple[tuple[str, int], ...]]:
         reasons: dict[str, int] = {}
@@ -247,7 +247,7 @@ def sequential_decision(rounds: Sequence[Round], threshold: float, plan: Sequent
     for look_no, m in enumerate(points):
         if m > usable:
             break
-        look = noise.look(positions[m - 1]) if use_model else None
+        look = model.look(positions[m - 1]) if model is not None else None
         verdict, est, false_alarm = look_verdict(ratios[:m], threshold, plan, look_no, look, gens[:m])
         last = look_no == len(points) - 1
         source = variance_source(plan, noise, look)
@@ -273,7 +273,7 @@ def sequential_decision(rounds: Sequence[Round], threshold: float, plan: Sequent
     pending = next_look(usable, plan)
     assert pending is not None
     seen = min(usable, plan.max_rounds)
-    look = noise.look(positions[seen - 1]) if use_model and seen else None
+    look = model.look(positions[seen - 1]) if model is not None and seen else None
     progress = _interval(ratios[:seen], plan.per_look_confidence, look, gens[:seen])
     n_excl, reasons = excluded_before(len(rounds))
     why = f"{usable} usable rounds; next look at {pending}"
@@ -298,7 +298,7 @@ def zone_decision(rounds: Sequence[Round], threshold: float, plan: SequentialPla
     """
     usable = [(pos, rnd) for pos, rnd in enumerate(rounds) if rnd.excluded is None]
     gens_all = noise.generations if noise is not None else tuple(-1 - i for i in range(len(rounds)))
-    use_model = plan.variance == "model" and noise is not None and noise.noise is not None
+    model = noise if plan.variance == "model" and noise is not None and noise.noise is not None else None
     edges = ZoneEdges(threshold)
     points = plan.look_points
     zl = None
@@ -308,7 +308,7 @@ def zone_decision(rounds: Sequence[Round], threshold: float, plan: SequentialPla
         taken = usable[:m]
         d = log_ratios([rnd.ratio for _, rnd in taken])
         gens = [gens_all[pos] for pos, _ in taken]
-        look = noise.look(taken[-1][0]) if use_model else None
+        look = model.look(taken[-1][0]) if model is not None else None
         last = look_no == len(points) - 1
         zl = zone_look(d, gens, look, edges, plan, look_no, last)
         if zl.answer is None and not last:
@@ -346,7 +346,7 @@ def zone_decision(rounds: Sequence[Round], threshold: float, plan: SequentialPla
         source = zl.source
     else:
         progress = look_interval([rnd.ratio for _, rnd in usable[:seen]], plan.per_look_confidence)
-        source = "model" if use_model else "rounds"
+        source = "model" if model is not None else "rounds"
     why = f"{len(usable)} usable rounds; next look at {pending}"
     return Decision(Verdict.INCONCLUSIVE, progress, len(usable), n_excl, False, why, threshold, False, pending, reasons,
                     variance=source, rule="zone")

@@ -254,7 +254,7 @@ def build_launcher(*, k: int, lds_stages: int = 2, agpr_accumulators: bool = Tru
         init = [zero] * (TILES_PER_WAVE * TILES_PER_WAVE) + load_scales(fx.Int32(0))
         n_acc = TILES_PER_WAVE * TILES_PER_WAVE
 
-        for kk, state in range(0, k_steps, 1, init=init):
+        for kk, state in range(0, k_steps, 1, init=init):  # type: ignore[call-overload]  # FlyDSL rewrites range(init=)
             k_step = fx.Int32(kk)
             accs = list(state[:n_acc])
             scales = list(state[n_acc:])
@@ -299,7 +299,7 @@ def build_launcher(*, k: int, lds_stages: int = 2, agpr_accumulators: bool = Tru
         stream: fx.Stream = fx.Stream(None),  # noqa: B008 (FlyDSL's own launch signature form)
     ):
         grid = (m // BLOCK_M) * (n // BLOCK_N)
-        attrs = {"rocdl.flat_work_group_size": f"{THREADS},{THREADS}"}
+        attrs: dict[str, str | int] = {"rocdl.flat_work_group_size": f"{THREADS},{THREADS}"}
         if waves_per_eu:
             attrs["rocdl.waves_per_eu"] = waves_per_eu
         mxfp4_gemm_4wave(A, B, C, A_scale, B_scale, m, n, value_attrs=attrs).launch(

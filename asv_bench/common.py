@@ -29,9 +29,9 @@ import importlib
 import os
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
@@ -112,6 +112,19 @@ CPU_BUDGET = timing.TimingBudget(warmup_ms=100.0, max_warmup_ms=1500.0, rep_ms=1
 # ---------------------------------------------------------------------------
 # the project under test
 # ---------------------------------------------------------------------------
+
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def asv_attributes(**values: Any) -> Callable[[_Method], _Method]:
+    """Set asv's settings of one benchmark (``unit``, ``timeout``, ...): asv reads them off the function."""
+
+    def mark(method: _Method) -> _Method:
+        method.__dict__.update(values)
+        return method
+
+    return mark
 
 
 def import_project(module: str) -> types.ModuleType:

@@ -181,8 +181,9 @@ def suggested_entry(usage: Mapping[str, Any], old: Mapping[str, Any] | None) -> 
     for key, metric in BUDGET_KEYS.items():
         if usage.get(metric.field) is not None:
             entry[key] = int(usage[metric.field])
-    if isinstance((old or {}).get("tolerance"), dict) and old["tolerance"]:
-        entry["tolerance"] = dict(old["tolerance"])
+    tolerance = (old or {}).get("tolerance")
+    if isinstance(tolerance, dict) and tolerance:
+        entry["tolerance"] = dict(tolerance)
     return entry
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
-from pathlib import Path
 
 from ci.budget.budget_file import BUDGET_PATH, read_base_budget, read_budget, update_budget_file
 from ci.budget.compare import evaluate
@@ -47,7 +46,7 @@ def run(options: GateOptions) -> int:
         _progress(dirty)
 
     only = options.selectors
-    working_dir = Path(repo.working_tree_dir)
+    working_dir = gitutil.work_tree(repo)
     head_tree = nullcontext(working_dir) if options.working_tree else gitutil.checkout(repo, head_sha)
     with head_tree as head_dir:
         budget = read_budget(options.budget or head_dir / BUDGET_PATH, str(options.budget or BUDGET_PATH))

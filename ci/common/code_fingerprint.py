@@ -77,7 +77,10 @@ class Part:
         return self.digest is not None
 
     def __str__(self) -> str:
-        return self.digest[:16] if self.known else f"unknown ({self.reason.value}: {self.detail})"
+        if self.digest is not None:
+            return self.digest[:16]
+        assert self.reason is not None, "an unknown part is made by Part.unknown, with its reason"
+        return f"unknown ({self.reason.value}: {self.detail})"
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,7 @@ class Comparison:
             return "changed: " + "; ".join(self.what)
         if self.outcome is Outcome.REMOVED:
             return self.outcome.value
+        assert self.reason is not None, "an UNKNOWN comparison is made with its reason"
         return f"measure: {self.reason.value}" + (f" ({self.detail})" if self.detail else "")
 
 

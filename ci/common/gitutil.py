@@ -51,6 +51,13 @@ def open_repo(path: str | Path = ".") -> git.Repo:
     return repo
 
 
+def work_tree(repo: git.Repo) -> Path:
+    """The root folder of ``repo``'s checkout; GitError for a bare repository."""
+    if repo.working_tree_dir is None:
+        raise GitError(f"{repo.git_dir} is a bare repository: this needs a checkout")
+    return Path(repo.working_tree_dir)
+
+
 def resolve_commit(repo: git.Repo, ref: str) -> str:
     try:
         return repo.commit(ref).hexsha

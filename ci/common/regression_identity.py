@@ -30,15 +30,24 @@ Range = tuple[int, int]  # (x, y]: after commit position x, up to and including 
 
 
 class Place(Protocol):
-    """A change point as identity sees it (ci.notify.issue_state.Member has these fields; so does a site build's)."""
+    """A change point as identity sees it (ci.notify.issue_state.Member has these fields; so does a site build's).
 
-    machine: str
-    benchmark: str
-    index: int  # in the series: the first commit at the new level
-    last_before: str
-    first_after: str
-    orders: tuple[int, int] | None  # last_before's and first_after's positions in the history's commit order
-    change: float  # relative change of the level (after / before - 1)
+    Read-only properties, so that a frozen dataclass has them."""
+
+    @property
+    def machine(self) -> str: ...
+    @property
+    def benchmark(self) -> str: ...
+    @property
+    def index(self) -> int: ...  # in the series: the first commit at the new level
+    @property
+    def last_before(self) -> str: ...
+    @property
+    def first_after(self) -> str: ...
+    @property
+    def orders(self) -> tuple[int, int] | None: ...  # last_before's and first_after's positions in the commit order
+    @property
+    def change(self) -> float: ...  # relative change of the level (after / before - 1)
 
 
 def series(machine: str, benchmark: str) -> str:

@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ci.notify.markdown import Capped, code, details, html_code, join_capped, table
+from ci.notify.markdown import GITHUB_BODY_LIMIT, Capped, code, details, html_code, join_capped, table
 from ci.notify.records import (
     BudgetRecord,
     ChangesRecord,
@@ -411,7 +411,7 @@ def render_capped(inputs: Inputs, links: Links, limit: int | None = None) -> Cap
     sha = f"head {code(links.head_sha[:12])} · " if links.head_sha else ""
     footer = "\n\n".join(line for line in (cost_line(inputs), links_line(links)) if line)
     footer += f"\n\n<sub>{sha}attempt {links.attempt} · posted by the pr-comment workflow, edited in place</sub>\n\n{MARKER}"
-    return join_capped(blocks, footer=footer, **({"limit": limit} if limit else {}))
+    return join_capped(blocks, footer=footer, limit=limit or GITHUB_BODY_LIMIT)
 
 
 def _notes(inputs: Inputs) -> Sequence[str]:

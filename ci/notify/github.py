@@ -56,7 +56,8 @@ class Response:
 
 def responses(text: str) -> list[Response]:
     """The responses ``gh api --include`` printed: each a status line, headers, a blank line and a JSON body (or none)."""
-    decoder, out, at = json.JSONDecoder(), [], 0
+    decoder, at = json.JSONDecoder(), 0
+    out: list[Response] = []
     while True:
         while at < len(text) and text[at].isspace():
             at += 1

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 MAX_BYTES = 2_000_000  # a gate's record without its raw rounds is ~50 kB; a full speed record of 20 benchmarks ~1 MB
 MAX_ITEMS = 2000  # benchmarks, targets, jobs, steps, table rows
@@ -100,6 +100,10 @@ class Reader:
             raise self._fail(f"an object of at most {MAX_ITEMS} keys")
         return {str(k): Reader(v, f"{self.path}.{k}") for k, v in self.value.items()}
 
+    @overload
+    def text(self, optional: Literal[False] = ...) -> str: ...
+    @overload
+    def text(self, optional: bool) -> str | None: ...
     def text(self, optional: bool = False) -> str | None:
         if self.value is None and optional:
             return None
@@ -107,6 +111,10 @@ class Reader:
             raise self._fail("a string")
         return self.value
 
+    @overload
+    def number(self, optional: Literal[False] = ...) -> float: ...
+    @overload
+    def number(self, optional: bool) -> float | None: ...
     def number(self, optional: bool = False) -> float | None:
         if self.value is None and optional:
             return None
@@ -114,6 +122,10 @@ class Reader:
             raise self._fail("a finite number")
         return float(self.value)
 
+    @overload
+    def integer(self, optional: Literal[False] = ...) -> int: ...
+    @overload
+    def integer(self, optional: bool) -> int | None: ...
     def integer(self, optional: bool = False) -> int | None:
         if self.value is None and optional:
             return None
@@ -121,6 +133,10 @@ class Reader:
             raise self._fail("an integer")
         return self.value
 
+    @overload
+    def boolean(self, optional: Literal[False] = ...) -> bool: ...
+    @overload
+    def boolean(self, optional: bool) -> bool | None: ...
     def boolean(self, optional: bool = False) -> bool | None:
         if self.value is None and optional:
             return None
@@ -128,6 +144,10 @@ class Reader:
             raise self._fail("true or false")
         return self.value
 
+    @overload
+    def choice(self, allowed: set[str], optional: Literal[False] = ...) -> str: ...
+    @overload
+    def choice(self, allowed: set[str], optional: bool) -> str | None: ...
     def choice(self, allowed: set[str], optional: bool = False) -> str | None:
         value = self.text(optional)
         if value is not None and value not in allowed:

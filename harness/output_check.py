@@ -174,7 +174,7 @@ def _first(mask: torch.Tensor) -> tuple[int, int] | None:
 
 
 class WrongResult(RuntimeError):
-    """A timed output failed :func:`check_output`; the message is the report's summary ("wrong result at MxNxK: ...")."""
+    """A timed output failed :func:`check_output`; the message is the report's summary ("wrong result at MxNxK: ..")."""
 
     def __init__(self, report: OutputReport):
         super().__init__(report.summary())

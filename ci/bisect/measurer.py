@@ -79,7 +79,7 @@ class SpeedGateMeasurer:
 
 @dataclass
 class FingerprintKey:
-    """A commit's speed fingerprint of one (kernel, config) on ``archs``, as a comparable tuple; None if any part is unknown."""
+    """A commit's speed fingerprint of (kernel, config) on ``archs``, a comparable tuple; None if a part is unknown."""
 
     repo: Path
     kernel: str

@@ -132,7 +132,8 @@ def _parser() -> argparse.ArgumentParser:
     add_commits(parser)
     parser.add_argument("--budget", metavar="PATH", help=f"budget file to use (default: {BUDGET_PATH} of the head)")
     parser.add_argument("--update-budget", action="store_true",
-                        help=f"write the tightened entries of passing targets into --budget or the working tree's {BUDGET_PATH} (only ever tightens)")
+                        help="write the tightened entries of passing targets into --budget or the working tree's "
+                        f"{BUDGET_PATH} (only ever tightens)")
     add_selection(parser)
     add_arch(parser, None)
     add_json(parser)

@@ -51,7 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--allow-empty",
         action="store_true",
-        help="no target matching --kernel/--arch/--config is not an error (the budget gate measures old commits with it)",
+        help="no target matching --kernel/--arch/--config is not an error "
+        "(the budget gate measures old commits with it)",
     )
     return parser
 

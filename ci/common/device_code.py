@@ -181,7 +181,7 @@ def compile_targets(targets: Sequence[Sequence[str]]) -> dict[str, dict[str, Any
 
 
 def run_request(request: Mapping[str, Any]) -> dict[str, Any]:
-    """What the child computes for one request: ``{"archs": [...], "compile": bool, "kernels": [name patterns] | None}``."""
+    """What the child computes: ``{"archs": [...], "compile": bool, "kernels": [name patterns] | None}``."""
     from ci.common.options import name_matches
 
     archs = list(request["archs"])

@@ -55,7 +55,7 @@ class Response:
 
 
 def responses(text: str) -> list[Response]:
-    """The responses ``gh api --include`` printed: each a status line, headers, a blank line and a JSON body (or none)."""
+    """The responses ``gh api --include`` printed: each a status line, headers, a blank line, a JSON body or none."""
     decoder, at = json.JSONDecoder(), 0
     out: list[Response] = []
     while True:

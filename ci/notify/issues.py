@@ -217,7 +217,8 @@ def transition_comment(old: str, new: str, state: IssueState, context: Context) 
         if fixes:
             commits = ", ".join(sorted({fix[1][:12] for fix in fixes}))
             after = _compare(server, context.repo, fixes[0][0], fixes[0][1])
-            return f"**Recovered**: the level is back (within the noise) after {after}; fixing commit `{commits}`. Closing {run}."
+            return (f"**Recovered**: the level is back (within the noise) after {after}; fixing commit `{commits}`. "
+                    f"Closing {run}.")
         return f"**Recovered**: the drift guard finds the newest commit back within its threshold. Closing {run}."
     if new == "not-confirmed":
         return (f"**Not confirmed**: with more commits measured, the change point is no longer there (noise, or a level "

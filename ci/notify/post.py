@@ -98,7 +98,7 @@ def checked_status(data: Any) -> dict[str, str]:
 
 
 def post_status(gh: GitHub, sha: str, status: dict[str, str]) -> None:
-    """The commit status on ``sha`` (``POST /repos/{repo}/statuses/{sha}``): a new one with the same context replaces it."""
+    """The commit status on ``sha`` (``POST /repos/{repo}/statuses/{sha}``); one of the same context replaces it."""
     gh.post(gh.repo_path(f"statuses/{sha}"), status)
 
 

@@ -156,7 +156,7 @@ class Reader:
 
 
 def check_schema(data: Any, name: str, file: str) -> Reader:
-    """The top-level reader of ``data`` when its ``schema`` is ``name/<known major>``; RecordError says what it is else."""
+    """The top-level reader of ``data`` if its ``schema`` is ``name/<known major>``; else RecordError says why."""
     root = Reader(data, file)
     schema = root.get("schema").text(optional=True) if isinstance(data, dict) else None
     match = _SCHEMA.match(schema or "")

@@ -78,8 +78,9 @@ def update(levels: np.ndarray, errors: np.ndarray, memo: Memo | None, settings: 
            find, describe) -> tuple[list[segments.ChangePoint], Memo, Work]:
     """The change points of ``levels`` (all commits so far), from ``memo`` where it still holds.
 
-    ``find(levels, published) -> [Confirmed]`` (``published``: the positions the memo holds) and ``describe(levels, errors, confirmed, only) -> [ChangePoint | None]`` are
-    the full computation's two halves (harness.changepoints.detect_growing binds them to the settings).
+    ``find(levels, published) -> [Confirmed]`` (``published``: the positions the memo holds) and
+    ``describe(levels, errors, confirmed, only) -> [ChangePoint | None]`` are the full computation's two halves
+    (harness.changepoints.detect_growing binds them to the settings).
     """
     n = len(levels)
     settings = {**settings, "version": VERSION}

@@ -192,7 +192,7 @@ def mean_variance(log_ratios: Sequence[float] | np.ndarray, generations: Sequenc
 
 
 def planned_variance(n: int, restart_every: int, look: LookNoise) -> tuple[float, float]:
-    """:func:`mean_variance` of an unchanged run with the model's own spread: ``n`` rounds, a restart every ``restart_every``."""
+    """:func:`mean_variance` of an unchanged run under the model: ``n`` rounds, a restart every ``restart_every``."""
     generations = [i // restart_every for i in range(n)]
     d_w = n - len(generation_sizes(generations))
     d0 = look.prior_df

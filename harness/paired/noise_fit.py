@@ -165,7 +165,7 @@ def _spread_held_out(runs: Mapping[str, Sequence[RunRounds]], shares: Spread) ->
 
 
 def _spread(runs: Mapping[str, Sequence[RunRounds]], cells: Mapping[tuple[str, str], tuple[float, int]]) -> tuple[Spread, str]:
-    """How far a run strays from the model: held out when three runs allow, else from the log variances, else assumed."""
+    """How far a run strays from the model: held out if three runs allow, else from the log variances, else assumed."""
     moments, note = _spread_log_variances(cells)
     return _spread_held_out(runs, moments) or (moments, note)
 

@@ -265,8 +265,9 @@ def sequential_decision(rounds: Sequence[Round], threshold: float, plan: Sequent
         edge = futile_edge(ratios[:m], false_alarm, threshold, plan, look, gens[:m]) if plan.futility else None
         if edge is not None:
             n_excl, reasons = excluded_before(positions[m - 1] + 1)
-            why = (f"{_fmt_interval(est)} straddles the band edge {edge:.4f} at look {look_no + 1}/{len(points)} ({m} rounds), "
-                   f"and {points[-1]} rounds could not tell the effect from that edge: stopped, inconclusive (at the threshold edge)")
+            why = (f"{_fmt_interval(est)} straddles the band edge {edge:.4f} at look {look_no + 1}/{len(points)} "
+                   f"({m} rounds), and {points[-1]} rounds could not tell the effect from that edge: "
+                   "stopped, inconclusive (at the threshold edge)")
             return Decision(verdict, est, m, n_excl, True, why, threshold, True, None, reasons, at_threshold_edge=True,
                             variance=source)
     # Not enough usable rounds for the next look: report progress, keep going.
@@ -332,9 +333,11 @@ def zone_decision(rounds: Sequence[Round], threshold: float, plan: SequentialPla
             why = (f"{_fmt_interval(est)}: the mean lies {side} the {zone}'s midpoint at the last look, {where}; "
                    f"this forced call is wrong w.p. <= {zl.forced_error:.2%} at the zone's edges")
         elif verdict is Verdict.REGRESSION:
-            why = f"{_fmt_interval(est)}: slower than {1 - threshold / 2:.4f} with confidence at {where}: a regression (the {zone})"
+            why = (f"{_fmt_interval(est)}: slower than {1 - threshold / 2:.4f} with confidence at {where}: "
+                   f"a regression (the {zone})")
         else:
-            why = f"{_fmt_interval(est)}: not slower than {1 - threshold:.4f} with confidence at {where}: not a regression (the {zone})"
+            why = (f"{_fmt_interval(est)}: not slower than {1 - threshold:.4f} with confidence at {where}: "
+                   f"not a regression (the {zone})")
         return Decision(verdict, est, m, n_excl, not last, why, threshold, True, None, reasons, variance=zl.source,
                         rule="zone", forced_error=zl.forced_error)
     pending = next_look(len(usable), plan)

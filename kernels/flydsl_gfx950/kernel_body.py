@@ -77,7 +77,8 @@ def build_launcher(*, k: int, lds_stages: int = 2, agpr_accumulators: bool = Tru
         raise ValueError(f"lds_stages: {lds_stages} must be >= 2 (double buffering)")
     if lds_bytes(lds_stages) > LDS_LIMIT_BYTES:
         raise ValueError(
-            f"lds_stages: {lds_stages} stages x {STAGE_BYTES // 1024} KiB exceed the {LDS_LIMIT_BYTES // 1024} KiB of LDS"
+            f"lds_stages: {lds_stages} stages x {STAGE_BYTES // 1024} KiB "
+            f"exceed the {LDS_LIMIT_BYTES // 1024} KiB of LDS"
         )
 
     import flydsl.compiler as flyc

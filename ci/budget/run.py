@@ -36,6 +36,7 @@ def _progress(text: str) -> None:
 def run(options: GateOptions) -> int:
     """0 pass, 1 failed; a harness problem raises HarnessError or gitutil.GitError (the front turns it into 2)."""
     repo = gitutil.open_repo(options.repo)
+    working_dir = gitutil.work_tree(repo)
     head_sha = gitutil.resolve_commit(repo, "HEAD" if options.working_tree else options.head)
     base = gitutil.resolve_base(repo, head_sha, options.base, head_may_be_base=options.working_tree)
     head_label = "working tree" if options.working_tree else f"head {options.head} ({head_sha[:12]})"
@@ -46,7 +47,6 @@ def run(options: GateOptions) -> int:
         _progress(dirty)
 
     only = options.selectors
-    working_dir = gitutil.work_tree(repo)
     head_tree = nullcontext(working_dir) if options.working_tree else gitutil.checkout(repo, head_sha)
     with head_tree as head_dir:
         budget = read_budget(options.budget or head_dir / BUDGET_PATH, str(options.budget or BUDGET_PATH))

@@ -437,7 +437,8 @@ def test_a_bare_repository_is_a_harness_error(probe_repo, tmp_path):
     root, _ = probe_repo
     bare = tmp_path / "bare.git"
     subprocess.run(["git", "clone", "--quiet", "--bare", str(root), str(bare)], check=True)
-    _assert_harness_error(run_gate(root, "--repo", str(bare), "--base", "noop"), "is a bare repository: this needs a checkout")
+    done = run_gate(root, "--repo", str(bare), "--base", "noop")
+    _assert_harness_error(done, "is a bare repository: this needs a checkout")
 
 
 def test_default_base_missing_is_an_error_under_ci_only(probe_repo, gate_env, tmp_path):

@@ -48,6 +48,7 @@ class _GemmBenchmark:
             if reason:
                 raise NotImplementedError(reason)
 
+    @common.asv_attributes(unit="seconds")
     def track_time(self, kernel_config: str, shape: str):
         if self.resumed is not None:
             return {"samples": self.resumed, "number": 1}
@@ -69,8 +70,6 @@ class _GemmBenchmark:
         common.note(checked.summary())
         self.record.measured(result, device_is_cpu=str(self.device) == "cpu")
         return result.asv_samples()
-
-    track_time.unit = "seconds"
 
 
 class GemmOnGpu(_GemmBenchmark):

@@ -47,11 +47,10 @@ class CompiledResources:
     version = "1"
     timeout = 60
 
+    # Compiles every (kernel, arch) once per commit: a few to ~30 s each on 2 cores.
+    @common.asv_attributes(timeout=900)
     def setup_cache(self) -> dict:
         return {(k, a): _usage_or_reason(k, a) for k in common.KERNELS for a in common.COMPILE_ARCHS}
-
-    # Compiles every (kernel, arch) once per commit: a few to ~30 s each on 2 cores.
-    setup_cache.timeout = 900
 
     def setup(self, usages: dict, kernel: str, arch: str) -> None:
         usage = usages[(kernel, arch)]
@@ -69,46 +68,38 @@ class CompiledResources:
             raise SkipNotImplemented(f"{'/'.join(names)} is not defined for {arch}")
         return sum(int(v) for v in values)
 
+    @common.asv_attributes(unit="registers")
     def track_registers(self, usages, kernel, arch):
         """Unified VGPRs per lane (gfx950: arch VGPRs + AGPRs) or registers per thread (sm_90)."""
         return self._field(usages, kernel, arch, "registers")
 
-    track_registers.unit = "registers"
-
+    @common.asv_attributes(unit="VGPRs")
     def track_arch_vgprs(self, usages, kernel, arch):
         return self._field(usages, kernel, arch, "arch_vgpr")
 
-    track_arch_vgprs.unit = "VGPRs"
-
+    @common.asv_attributes(unit="AGPRs")
     def track_agprs(self, usages, kernel, arch):
         return self._field(usages, kernel, arch, "agpr")
 
-    track_agprs.unit = "AGPRs"
-
+    @common.asv_attributes(unit="SGPRs")
     def track_sgprs(self, usages, kernel, arch):
         return self._field(usages, kernel, arch, "sgpr")
 
-    track_sgprs.unit = "SGPRs"
-
+    @common.asv_attributes(unit="registers")
     def track_spilled_registers(self, usages, kernel, arch):
         """gfx950: VGPRs + SGPRs spilled."""
         return self._field(usages, kernel, arch, "vgpr_spills", "sgpr_spills")
 
-    track_spilled_registers.unit = "registers"
-
+    @common.asv_attributes(unit="bytes")
     def track_spill_bytes(self, usages, kernel, arch):
         """sm_90: spill stores + loads, bytes per thread (ptxas -v)."""
         return self._field(usages, kernel, arch, "spill_store_bytes", "spill_load_bytes")
 
-    track_spill_bytes.unit = "bytes"
-
+    @common.asv_attributes(unit="bytes")
     def track_scratch_bytes(self, usages, kernel, arch):
         return self._field(usages, kernel, arch, "scratch_bytes")
 
-    track_scratch_bytes.unit = "bytes"
-
+    @common.asv_attributes(unit="bytes")
     def track_shared_memory_bytes(self, usages, kernel, arch):
         """LDS (gfx950) or shared memory (sm_90) per workgroup, static + dynamic."""
         return self._field(usages, kernel, arch, "shared_bytes")
-
-    track_shared_memory_bytes.unit = "bytes"

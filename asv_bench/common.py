@@ -18,18 +18,17 @@ import importlib
 import os
 import sys
 import types
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, TypeVar
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.append(str(REPO_ROOT))
 
 from asv_bench import records  # noqa: E402  (after the path above)
-from harness import gpu_state  # noqa: E402
-from harness import output_check  # noqa: E402
+from harness import gpu_state, output_check, timing  # noqa: E402
 from harness import shapes as _shapes  # noqa: E402
-from harness import timing  # noqa: E402
 
 # Every kernel name the registry has ever had. Append only (a removed kernel
 # stays: its history stays readable). tests/test_asv_suite.py fails when the
@@ -102,6 +101,19 @@ CPU_BUDGET = timing.TimingBudget(warmup_ms=100.0, max_warmup_ms=1500.0, rep_ms=1
 # ---------------------------------------------------------------------------
 # the project under test
 # ---------------------------------------------------------------------------
+
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def asv_attributes(**values: Any) -> Callable[[_Method], _Method]:
+    """Set asv's settings of one benchmark (``unit``, ``timeout``, ...): asv reads them off the function."""
+
+    def mark(method: _Method) -> _Method:
+        method.__dict__.update(values)
+        return method
+
+    return mark
 
 
 def import_project(module: str) -> types.ModuleType:

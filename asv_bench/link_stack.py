@@ -41,7 +41,8 @@ def stack_python(environ: dict[str, str], repo_root: Path) -> Path | None:
 def site_dirs_of(python: Path) -> tuple[tuple[int, int], list[str]]:
     probe = (
         "import json, sys, sysconfig; "
-        "print(json.dumps([sys.version_info[:2], [sysconfig.get_paths()['purelib'], sysconfig.get_paths()['platlib']]]))"
+        "print(json.dumps([sys.version_info[:2], "
+        "[sysconfig.get_paths()['purelib'], sysconfig.get_paths()['platlib']]]))"
     )
     out = subprocess.run([str(python), "-c", probe], check=True, capture_output=True, text=True).stdout
     version, dirs = json.loads(out)

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 ALLOW_BUSY_ENV = "MXFP4_ALLOW_BUSY_GPU"
 
@@ -298,7 +299,8 @@ def _rocm_bdf(index: int) -> str | None:
     props = torch.cuda.get_device_properties(index)
     if not hasattr(props, "pci_bus_id"):
         return None
-    return f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    # torch's stub for the properties lacks the PCI domain and device ids that the runtime object has
+    return f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"  # type: ignore[attr-defined]
 
 
 # ---------------------------------------------------------------------------
@@ -316,7 +318,7 @@ class IdlePolicy:
     poll_s: float = 0.5
 
     @classmethod
-    def from_environment(cls, environ: dict[str, str] | None = None) -> "IdlePolicy":
+    def from_environment(cls, environ: dict[str, str] | None = None) -> IdlePolicy:
         """The default policy, with the wait bound from ``MXFP4_IDLE_WAIT_S`` when set (a quick smoke run)."""
         value = (os.environ if environ is None else environ).get(WAIT_ENV)
         if value is None:

@@ -16,7 +16,7 @@ own private ISA regexes for its counters, which this module does not import.
 from __future__ import annotations
 
 import re
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 AMDGCN = (
     ("scaled MFMA", r"v_mfma_scale\w*"),

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -156,7 +157,7 @@ def _first(mask: torch.Tensor) -> tuple[int, int] | None:
 
 
 class WrongResult(RuntimeError):
-    """A timed output failed :func:`check_output`; the message is the report's summary ("wrong result at MxNxK: ...")."""
+    """A timed output failed :func:`check_output`; the message is the report's summary ("wrong result at MxNxK: ..")."""
 
     def __init__(self, report: OutputReport):
         super().__init__(report.summary())

@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, durable: bool = True) -> Path:

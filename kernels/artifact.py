@@ -9,8 +9,8 @@ harness.resources reads it by its fields (any commit's, duck-typed).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ def default_device() -> torch.device:
     return torch.device("cuda") if gpu_available() else torch.device("cpu")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _gpu_arch(index: int) -> str:
     props = torch.cuda.get_device_properties(index)
     if is_rocm_build():

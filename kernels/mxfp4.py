@@ -49,7 +49,7 @@ class MXFP4Tensor:
     def device(self) -> torch.device:
         return self.data.device
 
-    def to(self, device: torch.device | str) -> "MXFP4Tensor":
+    def to(self, device: torch.device | str) -> MXFP4Tensor:
         return MXFP4Tensor(self.data.to(device), self.scales.to(device))
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:

@@ -15,7 +15,8 @@ bf16 path drops subnormal operands on CPUs with AVX512-BF16.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, ContextManager, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import torch
 
@@ -42,14 +43,14 @@ def _onednn_disabled() -> Iterator[None]:
     # Only the one switch: torch.backends.mkldnn.flags() would also reset oneDNN's determinism,
     # TF32 and fp32-precision settings (and warns about TF32 on CPU-only builds).
     enabled = torch.backends.mkldnn.enabled
-    torch.backends.mkldnn.enabled = False
+    torch.backends.mkldnn.enabled = False  # type: ignore[assignment]  # torch types the switch as its descriptor
     try:
         yield
     finally:
         torch.backends.mkldnn.enabled = enabled
 
 
-def _matmul_path(device: torch.device) -> ContextManager[None]:
+def _matmul_path(device: torch.device) -> contextlib.AbstractContextManager[None]:
     """The library path this kernel's matmul takes on ``device``: on the CPU, never oneDNN.
 
     oneDNN's bf16 dot products treat subnormal inputs as zero (a scale byte 0 makes e2m1 values bf16

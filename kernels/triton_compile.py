@@ -15,8 +15,9 @@ import re
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from kernels.artifact import CompiledArtifact
 from kernels.compile_child import call_in_child
@@ -76,7 +77,7 @@ def compile_for_arch(
             f"{'in __main__' if module == '__main__' else 'inside another scope'}; only a module-level kernel "
             "can be compiled for a GPU in that mode (it is re-imported without the interpreter)"
         )
-    request["constexprs"] = {k: _encode_constexpr(v) for k, v in request["constexprs"].items()}
+    request["constexprs"] = {k: _encode_constexpr(v) for k, v in constexprs.items()}
     return call_in_child(
         "kernels.triton_compile:compile_module_function",
         dict(request, module=module, name=name),

@@ -9,7 +9,8 @@ element whose |value x scale| exceeds 6 x 2**127 overflows. docs/MEASURING.md, "
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
 import torch
 import triton
@@ -113,7 +114,7 @@ def mxfp4_gemm_kernel(
         b_ptrs = b_ptr + rows_b[:, None] * packed_k + kb[None, :]  # [BLOCK_N, BLOCK_K/2]
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k_step in tl.range(0, tl.cdiv(K, BLOCK_K), num_stages=NUM_STAGES):
+    for _k_step in tl.range(0, tl.cdiv(K, BLOCK_K), num_stages=NUM_STAGES):
         a = tl.load(a_ptrs)
         b = tl.load(b_ptrs)
         a_scale = tl.load(a_scale_ptrs)
@@ -144,7 +145,7 @@ def _interpreting() -> bool:
 class _TritonMXFP4(Kernel):
     backend = "triton"
     use_dot_scaled: bool
-    compile_archs = ("sm_90",)
+    compile_archs: ClassVar[tuple[str, ...]] = ("sm_90",)
 
     def shape_constraints(self, config: str | None = None) -> ShapeConstraints:
         tiles = self.config(config)

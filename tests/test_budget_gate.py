@@ -433,6 +433,14 @@ def test_shallow_clone_without_a_common_ancestor_says_how_to_deepen(probe_repo, 
     _assert_harness_error(done, "and 'origin/noop' have no common ancestor; this is a shallow clone: fetch the history")
 
 
+def test_a_bare_repository_is_a_harness_error(probe_repo, tmp_path):
+    root, _ = probe_repo
+    bare = tmp_path / "bare.git"
+    subprocess.run(["git", "clone", "--quiet", "--bare", str(root), str(bare)], check=True)
+    done = run_gate(root, "--repo", str(bare), "--base", "noop")
+    _assert_harness_error(done, "is a bare repository: this needs a checkout")
+
+
 def test_default_base_missing_is_an_error_under_ci_only(probe_repo, gate_env, tmp_path):
     root, _ = probe_repo
     clone = tmp_path / "clone"

@@ -19,6 +19,7 @@ if __name__ == "bisect":  # imported as the standard library's bisect, from insi
     from pathlib import Path as _Path
 
     _spec = _util.spec_from_file_location("bisect", _Path(_sysconfig.get_paths()["stdlib"]) / "bisect.py")
+    assert _spec is not None and _spec.loader is not None, "a file location always gives a spec with a loader"
     _stdlib_bisect = _util.module_from_spec(_spec)
     _sys.modules["bisect"] = _stdlib_bisect  # the import statement returns what sys.modules holds after this runs
     _spec.loader.exec_module(_stdlib_bisect)

@@ -36,7 +36,7 @@ def gate_bench_id(asv_key: str) -> str:
     """``bench_gemm.GemmOnGpu.track_time('kernel:config', 'shape')`` -> ``kernel[config]/shape``."""
     match = GEMM_KEY.match(asv_key)
     kernel, sep, config = match.group(2).partition(":") if match else ("", "", "")
-    if not (kernel and sep and config):
+    if not (match and kernel and sep and config):
         raise OptionsError(f"--from-change-point: benchmark {asv_key!r} is not a GEMM timing (kernel:config, shape)")
     return f"{kernel}[{config}]/{match.group(3)}"
 
@@ -59,10 +59,10 @@ def _load_changes(report_path: Path) -> list[dict[str, Any]]:
     if history.get("not_checked"):
         raise OptionsError(f"--from-change-point {report_path}: machine {history.get('machine')} was not checked for "
                            f"change points: {history['not_checked']}")
-    changes = history.get("change_points")
-    if not isinstance(changes, list):
+    points = history.get("change_points")
+    if not isinstance(points, list):
         raise OptionsError(f"--from-change-point {report_path}: 'history.change_points' is missing")
-    return changes
+    return points
 
 
 def _describe(changes: list[dict[str, Any]]) -> str:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Protocol, Sequence
+from typing import Any, Protocol
 
 REGRESSION, NO_CHANGE, IMPROVEMENT, INCONCLUSIVE = "regression", "no change", "improvement", "inconclusive"
 
@@ -93,7 +94,7 @@ def candidates(good: str, commits: Sequence[str], key: Callable[[str], Hashable 
 
 def bisect(good: str, commits: Sequence[str], key: Callable[[str], Hashable | None], measure: Measurer,
            log: Callable[[str], None] = lambda line: None) -> Bisection:
-    """The first commit of ``commits`` (oldest first, ending at the bad commit) at which ``measure`` sees the regression."""
+    """The first of ``commits`` (oldest first, ending at the bad one) at which ``measure`` sees the regression."""
     if not commits:
         raise ValueError("no commits between good and bad: is good an ancestor of bad on the first-parent line?")
     kept, skipped = candidates(good, commits, key)

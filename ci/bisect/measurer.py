@@ -14,9 +14,10 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any
 
 from ci.bisect.engine import Measurement
 from ci.common import gitutil
@@ -78,7 +79,7 @@ class SpeedGateMeasurer:
 
 @dataclass
 class FingerprintKey:
-    """A commit's speed fingerprint of one (kernel, config) on ``archs``, as a comparable tuple; None if any part is unknown."""
+    """A commit's speed fingerprint of (kernel, config) on ``archs``, a comparable tuple; None if a part is unknown."""
 
     repo: Path
     kernel: str

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 from ci.common import gitutil
 from ci.common.code_fingerprint import DEFAULT_ARCHS
@@ -85,7 +85,7 @@ def options_from(argv: Sequence[str] | None) -> BisectOptions:
         good, bad = gitutil.resolve_commit(repo, args.good), gitutil.resolve_commit(repo, args.bad)
     except Exception as exc:  # GitError and git's own errors: both mean the commit cannot be used
         raise OptionsError(f"--good/--bad: {exc}") from None
-    if good == bad or not repo.is_ancestor(good, bad):
+    if good == bad or not repo.is_ancestor(repo.commit(good), repo.commit(bad)):
         raise OptionsError(f"--good {args.good} must be an ancestor of --bad {args.bad}")
     return BisectOptions(good, bad, args.bench, kernel, config, shape, archs, output_value(args.json, "--json"),
                          Path(args.repo), tuple(args.gate_args))

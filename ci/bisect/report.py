@@ -11,12 +11,13 @@ def _cell(value: float | None, digits: int = 4) -> str:
 
 def markdown(result: Bisection, bench: str) -> str:
     lines = [f"## Bisection of `{bench}`: {result.good[:12]} (good) .. {result.bad[:12]} (bad)", ""]
+    low, high = result.interval or (result.good, result.bad)  # None: not narrowed yet, the whole range
     if result.outcome is Outcome.CULPRIT:
-        lines.append(f"**Culprit: `{result.culprit}`** (the slowdown appears between {result.interval[0][:12]} and it).")
+        lines.append(f"**Culprit: `{result.culprit}`** (the slowdown appears between {low[:12]} and it).")
     elif result.outcome is Outcome.INCONCLUSIVE:
         rest = result.remaining()
         lines.append(f"**Inconclusive**: the step is below the gate's resolution here; the culprit is one of "
-                     f"{len(rest)} commit(s) in {result.interval[0][:12]}..{result.interval[1][:12]}: "
+                     f"{len(rest)} commit(s) in {low[:12]}..{high[:12]}: "
                      + ", ".join(c[:12] for c in rest) + ".")
     elif result.outcome is Outcome.NO_REGRESSION:
         lines.append("**No regression**: the gate measured no slowdown of the bad commit against the good one.")

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ci.budget.errors import HarnessError
-from ci.common.json_file import JsonFileError, parse_json
 from ci.budget.metrics import BUDGET_KEYS, FAMILY_KEYS, METRIC_BY_FIELD, SPILL_FIELDS
+from ci.common.json_file import JsonFileError, parse_json
 from harness.report import write_json_atomic
 
 BUDGET_PATH = "ci/register_budget.json"
@@ -180,8 +181,9 @@ def suggested_entry(usage: Mapping[str, Any], old: Mapping[str, Any] | None) -> 
     for key, metric in BUDGET_KEYS.items():
         if usage.get(metric.field) is not None:
             entry[key] = int(usage[metric.field])
-    if isinstance((old or {}).get("tolerance"), dict) and old["tolerance"]:
-        entry["tolerance"] = dict(old["tolerance"])
+    tolerance = (old or {}).get("tolerance")
+    if isinstance(tolerance, dict) and tolerance:
+        entry["tolerance"] = dict(tolerance)
     return entry
 
 

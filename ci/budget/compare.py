@@ -8,8 +8,9 @@ below its entry, the tightened entry (the ratchet).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ci.budget.budget_file import BUDGET_SCHEMA, Budget
 from ci.budget.findings import NOT_BUDGETABLE, Finding, OccupancyStep, Reason
@@ -91,7 +92,7 @@ def _check_target(name, head_result, base_result, budget: Budget, base_budget: B
         needed: dict[str, int] = {}
         for metric in METRICS:
             limit = _check_metric(check, metric, usage, base_usage, entry, base_entry, budget, base_budget)
-            if limit is not None:
+            if limit is not None and metric.budget_key is not None:  # a limit is only ever found for a key
                 needed[metric.budget_key] = limit
         override = budget.tolerance_overrides.get(name)
         if check.failed and not check.codes & NOT_BUDGETABLE:
@@ -182,7 +183,7 @@ def _lost_occupancy_step(name: str, usage: Mapping[str, Any], from_value: int) -
 
 def _accepting_entry(usage, entry, needed: Mapping[str, int], override) -> dict[str, Any]:
     """The entry that accepts the head: each limit loosened just as far as its failing check needs."""
-    accepting = {}
+    accepting: dict[str, Any] = {}
     for key, metric in BUDGET_KEYS.items():
         if usage.get(metric.field) is None:
             continue

@@ -10,8 +10,9 @@ from __future__ import annotations
 import platform
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ci.budget.targets import describe_error
 from harness.report import append_step_summary, markdown_table, text_table, write_json_atomic, write_text_atomic

@@ -8,8 +8,9 @@ text people read. ci.budget.report turns findings into sentences.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 
 class Reason(enum.Enum):

@@ -16,14 +16,22 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Iterable
+from collections.abc import Iterable
 
 from ci.budget.budget_file import BUDGET_PATH
 from ci.budget.errors import HarnessError
 from ci.budget.options import GateOptions
 from ci.budget.report import write_error_json
 from ci.common.gitutil import GitError
-from ci.common.options import OptionsError, add_arch, add_commits, add_json, add_selection, add_traceback, step_summary_value
+from ci.common.options import (
+    OptionsError,
+    add_arch,
+    add_commits,
+    add_json,
+    add_selection,
+    add_traceback,
+    step_summary_value,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,7 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     add_commits(parser)
     parser.add_argument("--budget", metavar="PATH", help=f"budget file to use (default: {BUDGET_PATH} of the head)")
     parser.add_argument("--update-budget", action="store_true",
-                        help=f"write the tightened entries of passing targets into --budget or the working tree's {BUDGET_PATH} (only ever tightens)")
+                        help="write the tightened entries of passing targets into --budget or the working tree's "
+                        f"{BUDGET_PATH} (only ever tightens)")
     add_selection(parser)
     add_arch(parser, None)
     add_json(parser)

@@ -8,9 +8,9 @@ the object and never sees ``argv``. A bad value is an
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from ci.budget.targets import compile_targets, describe_error
 from ci.common.options import OptionsError, arch_value, name_matches, names_value, output_value

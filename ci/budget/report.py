@@ -7,8 +7,9 @@ list that decided the verdict; sentences come from ci.budget.wording.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ci.budget.budget_file import BUDGET_PATH
 from ci.budget.metrics import METRIC_BY_FIELD, SPILL_FIELDS

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Iterable
+from collections.abc import Iterable
 
 from ci.budget.compiling import run
 from ci.budget.options import ResourcesOptions
@@ -38,7 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--allow-empty",
         action="store_true",
-        help="no target matching --kernel/--arch/--config is not an error (the budget gate measures old commits with it)",
+        help="no target matching --kernel/--arch/--config is not an error "
+        "(the budget gate measures old commits with it)",
     )
     return parser
 

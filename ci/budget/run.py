@@ -8,17 +8,23 @@ ci.budget.compare; every output through ci.budget.report.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
-from pathlib import Path
-from typing import Mapping, Sequence
 
 from ci.budget.budget_file import BUDGET_PATH, read_base_budget, read_budget, update_budget_file
 from ci.budget.compare import evaluate
 from ci.budget.errors import HarnessError
 from ci.budget.measure import Measurement, measure_tree
 from ci.budget.options import GateOptions, selectors_text
-from ci.budget.report import (dirty_warning, gate_json, gate_report, markdown_summary, tightened_edits, update_line,
-                              verdict_line)
+from ci.budget.report import (
+    dirty_warning,
+    gate_json,
+    gate_report,
+    markdown_summary,
+    tightened_edits,
+    update_line,
+    verdict_line,
+)
 from ci.common import gitutil
 from harness.report import append_step_summary_or_fallback, json_text, text_table, write_or_fallback
 
@@ -30,6 +36,7 @@ def _progress(text: str) -> None:
 def run(options: GateOptions) -> int:
     """0 pass, 1 failed; a harness problem raises HarnessError or gitutil.GitError (the front turns it into 2)."""
     repo = gitutil.open_repo(options.repo)
+    working_dir = gitutil.work_tree(repo)
     head_sha = gitutil.resolve_commit(repo, "HEAD" if options.working_tree else options.head)
     base = gitutil.resolve_base(repo, head_sha, options.base, head_may_be_base=options.working_tree)
     head_label = "working tree" if options.working_tree else f"head {options.head} ({head_sha[:12]})"
@@ -40,7 +47,6 @@ def run(options: GateOptions) -> int:
         _progress(dirty)
 
     only = options.selectors
-    working_dir = Path(repo.working_tree_dir)
     head_tree = nullcontext(working_dir) if options.working_tree else gitutil.checkout(repo, head_sha)
     with head_tree as head_dir:
         budget = read_budget(options.budget or head_dir / BUDGET_PATH, str(options.budget or BUDGET_PATH))

@@ -17,8 +17,8 @@ def compile_targets() -> list[tuple[str, str, str]]:
 def describe_error(exc: BaseException) -> str:
     """One readable line: the outermost error and, when different, the root cause it wraps."""
     chain = [exc]
-    while chain[-1].__cause__ is not None or chain[-1].__context__ is not None:
-        chain.append(chain[-1].__cause__ or chain[-1].__context__)
+    while (inner := chain[-1].__cause__ or chain[-1].__context__) is not None:
+        chain.append(inner)
         if len(chain) > 20:
             break
 

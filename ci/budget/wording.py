@@ -6,11 +6,11 @@ Only words live here; what passes or fails is decided from the codes
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ci.budget.budget_file import BUDGET_PATH
 from ci.budget.findings import Finding, OccupancyStep, Reason
-from ci.budget.metrics import METRIC_BY_FIELD
+from ci.budget.metrics import METRIC_BY_FIELD, Metric
 
 
 def sentence(finding: Finding) -> str:
@@ -22,8 +22,13 @@ def _step(step: OccupancyStep) -> str:
             "no tolerance covers that, only a budget edit")
 
 
+def _metric(f: Finding) -> Metric:
+    assert f.metric is not None, f"a {f.code.name} finding names its field"
+    return METRIC_BY_FIELD[f.metric]
+
+
 def _over_budget(f: Finding) -> str:
-    facts, metric = f.facts, METRIC_BY_FIELD[f.metric]
+    facts, metric = f.facts, _metric(f)
     tolerance, over = facts["tolerance"], facts["over"]
     beyond = f" by {over}, more than its tolerance {tolerance}" if tolerance and over > tolerance else ""
     which = f", which {_step(f.step)}" if f.step else ""
@@ -31,14 +36,14 @@ def _over_budget(f: Finding) -> str:
 
 
 def _over_budget_within_tolerance(f: Finding) -> str:
-    facts, metric = f.facts, METRIC_BY_FIELD[f.metric]
+    facts, metric = f.facts, _metric(f)
     return (f"{f.metric} {facts['value']} {metric.comparison} budget {facts['key']} {facts['limit']} by {facts['over']}: "
             f"within its tolerance {facts['tolerance']}")
 
 
 def _change(f: Finding) -> str:
     facts = f.facts
-    return f"{f.metric} {METRIC_BY_FIELD[f.metric].grew} by {facts['growth']} vs base ({facts['before']} -> {facts['value']})"
+    return f"{f.metric} {_metric(f).grew} by {facts['growth']} vs base ({facts['before']} -> {facts['value']})"
 
 
 def _edit(f: Finding) -> str:

@@ -18,9 +18,10 @@ import platform
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from ci.common import launch_path
 from ci.common.commit_tree import REPO_ROOT, kernels_of, run_forwarding_stderr
@@ -56,7 +57,7 @@ class Part:
     files: Mapping[str, str] = field(default_factory=dict)  # launch path: {relative path: digest}
 
     @classmethod
-    def unknown(cls, reason: UnknownReason, detail: str) -> "Part":
+    def unknown(cls, reason: UnknownReason, detail: str) -> Part:
         return cls(None, reason, detail)
 
     @property
@@ -64,7 +65,10 @@ class Part:
         return self.digest is not None
 
     def __str__(self) -> str:
-        return self.digest[:16] if self.known else f"unknown ({self.reason.value}: {self.detail})"
+        if self.digest is not None:
+            return self.digest[:16]
+        assert self.reason is not None, "an unknown part is made by Part.unknown, with its reason"
+        return f"unknown ({self.reason.value}: {self.detail})"
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,7 @@ class Comparison:
             return "changed: " + "; ".join(self.what)
         if self.outcome is Outcome.REMOVED:
             return self.outcome.value
+        assert self.reason is not None, "an UNKNOWN comparison is made with its reason"
         return f"measure: {self.reason.value}" + (f" ({self.detail})" if self.detail else "")
 
 

@@ -20,10 +20,10 @@ import os
 import shutil
 import subprocess
 import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Sequence
 
 from ci.common.interrupts import temp_dir, tracked
 

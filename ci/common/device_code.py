@@ -16,8 +16,9 @@ import hashlib
 import json
 import re
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 # What the launch carries besides the instructions (shared memory size, warps): part of the code's identity.
 LAUNCH_METADATA = ("function", "dynamic_shared_bytes", "num_warps", "num_stages", "k")
@@ -161,7 +162,7 @@ def compile_targets(targets: Sequence[Sequence[str]]) -> dict[str, dict[str, Any
 
 
 def run_request(request: Mapping[str, Any]) -> dict[str, Any]:
-    """What the child computes for one request: ``{"archs": [...], "compile": bool, "kernels": [name patterns] | None}``."""
+    """What the child computes: ``{"archs": [...], "compile": bool, "kernels": [name patterns] | None}``."""
     from ci.common.options import name_matches
 
     archs = list(request["archs"])

@@ -16,10 +16,10 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping
 
 import git
 
@@ -49,6 +49,13 @@ def open_repo(path: str | Path = ".") -> git.Repo:
     if not repo.head.is_valid():
         raise GitError(f"{repo.working_tree_dir} has no commits yet")
     return repo
+
+
+def work_tree(repo: git.Repo) -> Path:
+    """The root folder of ``repo``'s checkout; GitError for a bare repository."""
+    if repo.working_tree_dir is None:
+        raise GitError(f"{repo.git_dir} is a bare repository: this needs a checkout")
+    return Path(repo.working_tree_dir)
 
 
 def resolve_commit(repo: git.Repo, ref: str) -> str:

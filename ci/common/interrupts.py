@@ -17,9 +17,9 @@ import signal
 import subprocess
 import tempfile
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 from ci.common.job_process import Interrupted
 
@@ -94,7 +94,7 @@ def sweep_stale(log: Callable[[str], None] | None = None, root: Path | None = No
     """Remove the temporary folders (worktrees included) of gate runs whose process is dead; returns them.
 
     Call ``git worktree prune`` afterwards in the repository: git then forgets the removed worktrees."""
-    removed = []
+    removed: list[Path] = []
     folder = Path(tempfile.gettempdir()) if root is None else root
     try:
         entries = list(folder.iterdir())

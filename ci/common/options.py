@@ -16,8 +16,9 @@ import argparse
 import fnmatch
 import math
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 Parser = argparse.ArgumentParser | argparse._ArgumentGroup
 # The GPU architectures whose compiled code the tools read (Triton for sm_90 and gfx950, FlyDSL for gfx950).

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Hashable, Protocol, Sequence
+from typing import Protocol
 
 NEAR = 2  # commits between two suspected ranges that are still one regression (a new change point settles within 1-3)
 ALIKE = 0.5  # the smaller size over the larger, both as log ratios
@@ -23,20 +24,29 @@ Range = tuple[int, int]  # (x, y]: after commit position x, up to and including 
 
 
 class Place(Protocol):
-    """A change point as identity sees it (ci.notify.issue_state.Member has these fields; so does a site build's)."""
+    """A change point as identity sees it (ci.notify.issue_state.Member has these fields; so does a site build's).
 
-    machine: str
-    benchmark: str
-    index: int  # in the series: the first commit at the new level
-    last_before: str
-    first_after: str
-    orders: tuple[int, int] | None  # last_before's and first_after's positions in the history's commit order
-    change: float  # relative change of the level (after / before - 1)
+    Read-only properties, so that a frozen dataclass has them."""
+
+    @property
+    def machine(self) -> str: ...
+    @property
+    def benchmark(self) -> str: ...
+    @property
+    def index(self) -> int: ...  # in the series: the first commit at the new level
+    @property
+    def last_before(self) -> str: ...
+    @property
+    def first_after(self) -> str: ...
+    @property
+    def orders(self) -> tuple[int, int] | None: ...  # last_before's and first_after's positions in the commit order
+    @property
+    def change(self) -> float: ...  # relative change of the level (after / before - 1)
 
 
 def series(machine: str, benchmark: str) -> str:
     """A series' short id (machine x benchmark)."""
-    return hashlib.sha256(f"{machine}\n{benchmark}".encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(f"{machine}\n{benchmark}".encode()).hexdigest()[:16]
 
 
 class OfSeries:

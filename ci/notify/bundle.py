@@ -15,8 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from ci.notify.comment import Inputs
-from ci.notify.records import (Reader, RecordError, budget_record, changes_record, jobs_record, load_json, pr_files_record, read,
-                               speed_record)
+from ci.notify.records import (
+    Reader,
+    RecordError,
+    budget_record,
+    changes_record,
+    jobs_record,
+    load_json,
+    pr_files_record,
+    read,
+    speed_record,
+)
 
 # artifact (without "-attempt<N>") -> (file in it, reader, what the comment calls it)
 SPEED_ARTIFACT, CHANGES_ARTIFACT, BUDGET_ARTIFACT = "speed-gate", "speed-changes", "budget-gate"

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Callable
+from collections.abc import Callable
 
 from ci.notify import bundle
 from ci.notify.comment import Links, render
+from ci.notify.gate_files import GITHUB_FILES_LIMIT, files_record
 from ci.notify.github import GitHub, GitHubError, Limits
 from ci.notify.history import load_history_changes
 from ci.notify.issues import Context
-from ci.notify.markdown import GITHUB_BODY_LIMIT
-from ci.notify.gate_files import GITHUB_FILES_LIMIT, files_record
 from ci.notify.judge import judge
+from ci.notify.markdown import GITHUB_BODY_LIMIT
 from ci.notify.post import checked_status, file_issues, find_pull_requests, list_pr_files, post_comment, post_status
 from ci.notify.records import RecordError, load_json
 from ci.notify.status import status_of
@@ -72,15 +72,17 @@ def post_comment_command(options, log: Log) -> int:
     try:
         prs = find_pull_requests(gh, options.head_repo, options.head_branch, options.head_sha)
         if not prs:
-            log(f"ci.notify: no open pull request of {options.repo} has head {options.head_repo}:{options.head_branch} at "
-                f"{options.head_sha[:12]} (closed, or pushed again since: its newer run will comment); nothing posted")
+            log(f"ci.notify: no open pull request of {options.repo} has head "
+                f"{options.head_repo}:{options.head_branch} at {options.head_sha[:12]} "
+                "(closed, or pushed again since: its newer run will comment); nothing posted")
             return 0
         for pr in prs:
             plan = post_comment(gh, pr, body, options.bot_login)
             log(f"ci.notify: PR #{pr}: comment {plan.action}" + (f" (id {plan.comment_id})" if plan.comment_id else ""))
         if status is not None:
             post_status(gh, options.head_sha, status)
-            log(f"ci.notify: status {status['context']!r} on {options.head_sha[:12]}: {status['state']}: {status['description']}")
+            log(f"ci.notify: status {status['context']!r} on {options.head_sha[:12]}: "
+                f"{status['state']}: {status['description']}")
     except GitHubError as exc:
         log(f"ci.notify: {exc}")
         return 2

@@ -10,12 +10,20 @@ docs/PR_COMMENT.md, "The comment". The job and step names below are pr-checks.ym
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
-from ci.notify.markdown import Capped, code, details, html_code, join_capped, table
-from ci.notify.records import (BudgetRecord, ChangesRecord, CodeChange, Jobs, PrFiles, Rejected, SpeedBenchmark,
-                               SpeedRecord)
+from ci.notify.markdown import GITHUB_BODY_LIMIT, Capped, code, details, html_code, join_capped, table
+from ci.notify.records import (
+    BudgetRecord,
+    ChangesRecord,
+    CodeChange,
+    Jobs,
+    PrFiles,
+    Rejected,
+    SpeedBenchmark,
+    SpeedRecord,
+)
 
 MARKER = "<!-- mxfp4-perf: pr-comment -->"
 # pr-checks.yml's job names (`name:`) and step names, as the jobs API reports them.
@@ -46,7 +54,7 @@ class Inputs:
     budget: BudgetRecord | Rejected | None
     jobs: Jobs | Rejected | None
     # The base's verdict of the PR's rounds (python -m ci.speed --replay --judge in pr-comment.yml's judge job).
-    # judge_expected: the workflow ran a judge, so a missing judged record is an error, never the PR's own verdict shown.
+    # judge_expected: the workflow ran a judge, so a missing judged record is an error (not the PR's own verdict).
     judged: SpeedRecord | Rejected | None = None
     judge_expected: bool = False
     pr_files: PrFiles | Rejected | None = None  # the PR's changed files that are the gate (GitHub's list)
@@ -87,8 +95,8 @@ def record_state(speed: SpeedRecord) -> Area:
 
 
 def judged_speed(inputs: Inputs) -> SpeedRecord | Area | None:
-    """The speed record the verdict is taken from: the base's judgement of the PR's rounds when the workflow judged
-    them; an Area (ERROR) when it should have and did not; the PR's own record when no judge was run (a local render)."""
+    """The speed record the verdict is taken from: the base's judgement of the PR's rounds when the workflow
+    judged them; an Area (ERROR) when it should have and did not; else (a local render) the PR's own record."""
     own = inputs.speed
     if not isinstance(own, SpeedRecord):
         return None
@@ -138,7 +146,8 @@ def judge_lines(inputs: Inputs, area: Area) -> list[str]:
         return []
     named = [judged.judged.thresholds, judged.judged.noise_model] if judged.judged else []
     files = " and ".join(code(f.removesuffix(_JUDGE_SOURCE), 120) for f in named if f)
-    lines = [f"Speed: decided by the base's gate{f' with its {files}' if files else ''}, from the rounds the PR's job recorded."]
+    lines = [f"Speed: decided by the base's gate{f' with its {files}' if files else ''}, "
+             "from the rounds the PR's job recorded."]
     # The PR's job's own word (its record's verdict), not this comment's reading of its benchmarks.
     mine = {"pass": PASS, "fail": FAIL, "inconclusive": INCONCLUSIVE}.get(own.verdict, ERROR)
     if mine != area.state:
@@ -261,7 +270,7 @@ def speed_blocks(speed: SpeedRecord) -> tuple[list[str], list[str]]:
     bad, rest = [], []
     if regressions:
         bad.append(_table(f"Regressions ({len(regressions)})", [_ratio_cells(b) for b in regressions]))
-    # A benchmark wrong at its timed shape or in the survey's check; the survey's own line only when no benchmark says it.
+    # A benchmark wrong at its timed shape or in the survey's check; the survey's line only when no benchmark says it.
     wrong = [f"- {code(b.id)}: {code(b.reason, 600)}" for b in speed.benchmarks if b.status == "wrong result"]
     wrong = wrong or [f"- {code(w.where)}: {code(w.message, 600)}" for w in speed.wrong_at_head]
     if wrong:
@@ -393,7 +402,7 @@ def render_capped(inputs: Inputs, links: Links, limit: int | None = None) -> Cap
     sha = f"head {code(links.head_sha[:12])} · " if links.head_sha else ""
     footer = "\n\n".join(line for line in (cost_line(inputs), links_line(links)) if line)
     footer += f"\n\n<sub>{sha}attempt {links.attempt} · posted by the pr-comment workflow, edited in place</sub>\n\n{MARKER}"
-    return join_capped(blocks, footer=footer, **({"limit": limit} if limit else {}))
+    return join_capped(blocks, footer=footer, limit=limit or GITHUB_BODY_LIMIT)
 
 
 def _notes(inputs: Inputs) -> Sequence[str]:

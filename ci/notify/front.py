@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from ci.common.options import OptionsError
 from ci.notify.post import BOT_LOGIN
@@ -137,7 +137,7 @@ def options_from(argv: Sequence[str] | None) -> Options:
     for flag, value in (("--max-wait", options.max_wait), ("--write-interval", options.write_interval)):
         if not 0 <= value <= 3600:
             raise OptionsError(f"{flag} must be between 0 and 3600 seconds (got {value})")
-    # The judge's download finds nothing when the GPU job never ran (no speed-gate artifact): nothing to judge, not an error.
+    # No speed-gate artifact when the GPU job never ran: nothing for the judge to judge, not an error.
     if options.artifacts is not None and not options.artifacts.is_dir() and options.command != "judge":
         raise OptionsError(f"--artifacts {options.artifacts}: no such folder")
     for flag in ("--jobs", "--artifact-list", "--body", "--changes", "--status"):

@@ -15,8 +15,9 @@ to be cut there (and, not knowing the rest, is treated as changing the gate).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 # path prefix -> what it is to the gate. The thresholds and the noise model are under ci/ and named on their own.
 GATE_PREFIXES = {

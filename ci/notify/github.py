@@ -17,8 +17,9 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 GH_TIMEOUT_S = 120
 
@@ -45,8 +46,9 @@ class Response:
 
 
 def responses(text: str) -> list[Response]:
-    """The responses ``gh api --include`` printed: each a status line, headers, a blank line and a JSON body (or none)."""
-    decoder, out, at = json.JSONDecoder(), [], 0
+    """The responses ``gh api --include`` printed: each a status line, headers, a blank line, a JSON body or none."""
+    decoder, at = json.JSONDecoder(), 0
+    out: list[Response] = []
     while True:
         while at < len(text) and text[at].isspace():
             at += 1

@@ -75,7 +75,7 @@ class IssueState:
         """What the issue is about, without where it was last seen: equal contents need no edit."""
         return self.kind, self.status, self.members, self.drifts
 
-    def with_(self, **changes: Any) -> "IssueState":
+    def with_(self, **changes: Any) -> IssueState:
         return replace(self, **changes)
 
 

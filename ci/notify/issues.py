@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ci.notify.history import DriftAlarm, Finding, Slowdown, kernel_page
 from ci.notify.issue_state import DriftEntry, IssueState, Member, render_marker
@@ -116,11 +116,11 @@ def _status_line(state: IssueState, server: str, repo: str) -> str:
         return "**Status: open.** A later run edits this issue when the change point moves, and closes it when the level " \
                "comes back or more data does not confirm it."
     if state.status == "recovered":
-        fixed = [m for m in state.members if m.status == "recovered" and m.fix]
+        fixed = [(m, m.fix) for m in state.members if m.status == "recovered" and m.fix]
         if fixed:
-            lines = [f"{code(gate_id(m.benchmark), 80)}: recovered in {_compare(server, repo, m.fix[0], m.fix[1])} (fixing "
-                     f"commit {_fix_commit(m)}), an improvement of {percent(m.fix[2])}; the level is now {percent(m.fix[3])} "
-                     "from before the slowdown" for m in fixed[:20]]
+            lines = [f"{code(gate_id(m.benchmark), 80)}: recovered in {_compare(server, repo, fix[0], fix[1])} (fixing "
+                     f"commit {_fix_commit(m)}), an improvement of {percent(fix[2])}; the level is now "
+                     f"{percent(fix[3])} from before the slowdown" for m, fix in fixed[:20]]
             more = f"\n- … and {len(fixed) - 20} more" if len(fixed) > 20 else ""
             return "**Status: recovered, closed.**\n\n" + "\n".join(f"- {line}" for line in lines) + more
         return "**Status: recovered, closed.** The drift guard measures the newest commit back within its threshold."
@@ -213,11 +213,12 @@ def transition_comment(old: str, new: str, state: IssueState, context: Context) 
     run = f"([history run]({context.run_url}))"
     server = context.server_url.rstrip("/")
     if new == "recovered":
-        fixed = [m for m in state.members if m.status == "recovered" and m.fix]
-        if fixed:
-            commits = ", ".join(sorted({m.fix[1][:12] for m in fixed}))
-            return (f"**Recovered**: the level is back (within the noise) after {_compare(server, context.repo, fixed[0].fix[0], fixed[0].fix[1])}; "
-                    f"fixing commit `{commits}`. Closing {run}.")
+        fixes = [m.fix for m in state.members if m.status == "recovered" and m.fix]
+        if fixes:
+            commits = ", ".join(sorted({fix[1][:12] for fix in fixes}))
+            after = _compare(server, context.repo, fixes[0][0], fixes[0][1])
+            return (f"**Recovered**: the level is back (within the noise) after {after}; fixing commit `{commits}`. "
+                    f"Closing {run}.")
         return f"**Recovered**: the drift guard finds the newest commit back within its threshold. Closing {run}."
     if new == "not-confirmed":
         return (f"**Not confirmed**: with more commits measured, the change point is no longer there (noise, or a level "

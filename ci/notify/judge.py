@@ -14,8 +14,9 @@ import json
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ci.notify import bundle
 from harness.report import write_json_atomic
@@ -66,7 +67,8 @@ def judge_record(record: Path, log: Callable[[str], None]) -> dict[str, Any]:
 def judge(options, log: Callable[[str], None]) -> int:
     record = bundle.record_path(options.artifacts, bundle.SPEED_ARTIFACT, options.attempt)
     if record is None:
-        log("ci.notify: no speed-gate record in the artifacts (the GPU job did not run, or stopped before one): nothing to judge")
+        log("ci.notify: no speed-gate record in the artifacts (the GPU job did not run, or stopped before one): "
+            "nothing to judge")
         return 0
     judged = judge_record(record, log)
     try:
@@ -74,5 +76,6 @@ def judge(options, log: Callable[[str], None]) -> int:
     except OSError as exc:
         log(f"ci.notify: --out {options.out}: {exc}")
         return 2
-    log(f"ci.notify: the base's verdict ({judged.get('verdict')}, exit {judged.get('exit_code')}) written to {options.out}")
+    log(f"ci.notify: the base's verdict ({judged.get('verdict')}, exit {judged.get('exit_code')}) "
+        f"written to {options.out}")
     return 0

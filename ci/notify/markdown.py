@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 # GitHub refuses a comment or issue body over 65536 characters.
 GITHUB_BODY_LIMIT = 65536
@@ -72,7 +72,7 @@ def _cell(text: str) -> str:
 
 
 def details(summary_html: str, body: str) -> str:
-    """A folded block: ``summary_html`` is raw HTML (build it with :func:`html_code`); blank lines keep ``body`` Markdown."""
+    """A folded block: ``summary_html`` is raw HTML (from :func:`html_code`); blank lines keep ``body`` Markdown."""
     return f"<details><summary>{summary_html}</summary>\n\n{body}\n\n</details>"
 
 

@@ -12,8 +12,8 @@ and why: docs/PR_COMMENT.md, "One issue per regression on main".
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Sequence
 
 from ci.common import regression_identity as identity
 from ci.common.regression_identity import ALIKE, NEAR, Range, apart, span  # noqa: F401 (the identity: shared with ci.history)
@@ -154,10 +154,11 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
                 or (f.settled is not None and f.settled < SETTLE)):
             continue
         m = found[fi]
-        # the change point a failing drift of its series raised first; else any open issue whose findings are near
-        by_drift = [(apart(span(m), d.orders), w.tracked.number, i) for i, w in enumerate(joinable) for d in w.drifts
+        # the change point a failing drift of its series raised first; else any open issue whose findings are near.
+        # Ties go to the oldest issue: joinable is in issue-number order.
+        by_drift = [(apart(span(m), d.orders), i) for i, w in enumerate(joinable) for d in w.drifts
                     if d.series == m.series and d.status == "failing" and d.orders and apart(span(m), d.orders) <= NEAR]
-        home = joinable[min(by_drift)[2]] if by_drift else _nearest(joinable, span(m))
+        home = joinable[min(by_drift)[1]] if by_drift else _nearest(joinable, span(m))
         if home is not None:
             home.members.append(m)
         else:

@@ -17,8 +17,9 @@ ci.notify.github (``gh api``).
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ci.notify.comment import MARKER
 from ci.notify.github import GitHub
@@ -97,7 +98,7 @@ def checked_status(data: Any) -> dict[str, str]:
 
 
 def post_status(gh: GitHub, sha: str, status: dict[str, str]) -> None:
-    """The commit status on ``sha`` (``POST /repos/{repo}/statuses/{sha}``): a new one with the same context replaces it."""
+    """The commit status on ``sha`` (``POST /repos/{repo}/statuses/{sha}``); one of the same context replaces it."""
     gh.post(gh.repo_path(f"statuses/{sha}"), status)
 
 
@@ -203,20 +204,20 @@ def file_issues(gh: GitHub, changes: HistoryChanges, context: Context, bot_login
                 change["body"] = text_body
             if title(old.state) != text_title and old.title != text_title:  # a person's own title is kept until ours changes
                 change["title"] = text_title
-            moved = p.old is not None and p.old.status != state.status
+            moved = p.old.status if p.old is not None and p.old.status != state.status else None  # moved from
             if moved and state.status == "open" and not p.github_open:
                 change["state"] = "open"
             elif moved and state.status != "open" and p.github_open:
                 change.update(state="closed", state_reason=STATE_REASON[state.status])
             if "state" in change and not dry_run:
                 github_open[p.number] = change["state"] == "open"
-            line = f"#{p.number}: " + (f"{p.old.status} -> {state.status}" if moved else "edited") + f" ({text_title})"
+            line = f"#{p.number}: " + (f"{moved} -> {state.status}" if moved else "edited") + f" ({text_title})"
             if not dry_run:
                 if change:
                     gh.patch(gh.repo_path(f"issues/{p.number}"), change)
                 if moved:
                     gh.post(gh.repo_path(f"issues/{p.number}/comments"),
-                            {"body": transition_comment(p.old.status, state.status, state, context)})
+                            {"body": transition_comment(moved, state.status, state, context)})
             done[p.number] = state
         log(line)
         actions.append(line)

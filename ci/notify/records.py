@@ -19,9 +19,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Literal, overload
 
 MAX_BYTES = 2_000_000  # a gate's record without its raw rounds is ~50 kB; a full speed record of 20 benchmarks ~1 MB
 MAX_ITEMS = 2000  # benchmarks, targets, jobs, steps, table rows
@@ -75,7 +76,7 @@ class Reader:
     def _fail(self, expected: str) -> RecordError:
         return RecordError(f"{self.path}: expected {expected}, got {clip(self.value)}")
 
-    def get(self, key: str) -> "Reader":
+    def get(self, key: str) -> Reader:
         if not isinstance(self.value, dict):
             raise self._fail("an object")
         return Reader(self.value.get(key), f"{self.path}.{key}")
@@ -83,7 +84,7 @@ class Reader:
     def has(self, key: str) -> bool:
         return isinstance(self.value, dict) and self.value.get(key) is not None
 
-    def items(self, optional: bool = False) -> list["Reader"]:
+    def items(self, optional: bool = False) -> list[Reader]:
         if self.value is None and optional:
             return []
         if not isinstance(self.value, list):
@@ -92,13 +93,17 @@ class Reader:
             raise RecordError(f"{self.path}: {len(self.value)} items, over {MAX_ITEMS}")
         return [Reader(v, f"{self.path}[{i}]") for i, v in enumerate(self.value)]
 
-    def mapping(self, optional: bool = False) -> dict[str, "Reader"]:
+    def mapping(self, optional: bool = False) -> dict[str, Reader]:
         if self.value is None and optional:
             return {}
         if not isinstance(self.value, dict) or len(self.value) > MAX_ITEMS:
             raise self._fail(f"an object of at most {MAX_ITEMS} keys")
         return {str(k): Reader(v, f"{self.path}.{k}") for k, v in self.value.items()}
 
+    @overload
+    def text(self, optional: Literal[False] = ...) -> str: ...
+    @overload
+    def text(self, optional: bool) -> str | None: ...
     def text(self, optional: bool = False) -> str | None:
         if self.value is None and optional:
             return None
@@ -106,6 +111,10 @@ class Reader:
             raise self._fail("a string")
         return self.value
 
+    @overload
+    def number(self, optional: Literal[False] = ...) -> float: ...
+    @overload
+    def number(self, optional: bool) -> float | None: ...
     def number(self, optional: bool = False) -> float | None:
         if self.value is None and optional:
             return None
@@ -113,6 +122,10 @@ class Reader:
             raise self._fail("a finite number")
         return float(self.value)
 
+    @overload
+    def integer(self, optional: Literal[False] = ...) -> int: ...
+    @overload
+    def integer(self, optional: bool) -> int | None: ...
     def integer(self, optional: bool = False) -> int | None:
         if self.value is None and optional:
             return None
@@ -120,6 +133,10 @@ class Reader:
             raise self._fail("an integer")
         return self.value
 
+    @overload
+    def boolean(self, optional: Literal[False] = ...) -> bool: ...
+    @overload
+    def boolean(self, optional: bool) -> bool | None: ...
     def boolean(self, optional: bool = False) -> bool | None:
         if self.value is None and optional:
             return None
@@ -127,6 +144,10 @@ class Reader:
             raise self._fail("true or false")
         return self.value
 
+    @overload
+    def choice(self, allowed: set[str], optional: Literal[False] = ...) -> str: ...
+    @overload
+    def choice(self, allowed: set[str], optional: bool) -> str | None: ...
     def choice(self, allowed: set[str], optional: bool = False) -> str | None:
         value = self.text(optional)
         if value is not None and value not in allowed:
@@ -135,7 +156,7 @@ class Reader:
 
 
 def check_schema(data: Any, name: str, file: str) -> Reader:
-    """The top-level reader of ``data`` when its ``schema`` is ``name/<known major>``; RecordError says what it is else."""
+    """The top-level reader of ``data`` if its ``schema`` is ``name/<known major>``; else RecordError says why."""
     root = Reader(data, file)
     schema = root.get("schema").text(optional=True) if isinstance(data, dict) else None
     match = _SCHEMA.match(schema or "")

@@ -13,7 +13,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from ci.notify.comment import ERROR, FAIL, INCONCLUSIVE, NOT_RUN, PASS, Inputs, judged_speed, speed_area, undecided_benchmarks
+from ci.notify.comment import (
+    ERROR,
+    FAIL,
+    INCONCLUSIVE,
+    NOT_RUN,
+    PASS,
+    Inputs,
+    judged_speed,
+    speed_area,
+    undecided_benchmarks,
+)
 from ci.notify.records import PrFiles, SpeedRecord
 
 CONTEXT = "speed gate (judged by base)"

@@ -11,13 +11,13 @@ holds as the history grows and the measured rates: docs/CHANGE_POINTS.md. Only n
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from harness.changepoints.scan import REACH, SCALES, candidates, noise, without_outliers
 from harness.changepoints import incremental
 from harness.changepoints.incremental import Memo, Work
+from harness.changepoints.scan import REACH, SCALES, candidates, noise, without_outliers
 from harness.changepoints.segments import CONFIRM_WINDOW, IMPROVEMENT, REGRESSION, ChangePoint, confirm, describe, hold
 
 __all__ = ["ChangePoint", "REGRESSION", "IMPROVEMENT", "detect", "detect_growing", "Memo", "Work", "levels_of", "find",
@@ -71,9 +71,10 @@ def detect(series: Sequence[Sequence[float] | float], *, higher_is_better: bool 
            confidence: float = DEFAULT_CONFIDENCE) -> list[ChangePoint]:
     """The change points of ``series`` (one sample list per commit, oldest first), by index."""
     levels, errors = levels_of(series)
-    return describe(levels, errors, find(levels, threshold, min_change), higher_is_better=higher_is_better,
-                    threshold=threshold, with_intervals=with_intervals, bootstrap=bootstrap, confidence=confidence,
-                    seed=seed)
+    points = describe(levels, errors, find(levels, threshold, min_change), higher_is_better=higher_is_better,
+                      threshold=threshold, with_intervals=with_intervals, bootstrap=bootstrap, confidence=confidence,
+                      seed=seed)
+    return [p for p in points if p is not None]  # with no ``only``, none is None
 
 
 def detect_growing(levels: np.ndarray, errors: np.ndarray, memo: Memo | None, *, higher_is_better: bool = True,
@@ -85,7 +86,7 @@ def detect_growing(levels: np.ndarray, errors: np.ndarray, memo: Memo | None, *,
     levels, errors = np.asarray(levels, dtype=float), np.asarray(errors, dtype=float)
     settings = {"higher_is_better": higher_is_better, "threshold": threshold, "min_change": min_change, "seed": seed,
                 "bootstrap": bootstrap, "confidence": confidence}
-    sizes = {"higher_is_better": higher_is_better, "threshold": threshold, "with_intervals": True,
-             "bootstrap": bootstrap, "confidence": confidence, "seed": seed}
     return incremental.update(levels, errors, memo, settings, lambda x, published: find(x, threshold, min_change, published),
-                              lambda x, e, found, only: describe(x, e, found, only=only, **sizes))
+                              lambda x, e, found, only: describe(
+                                  x, e, found, only=only, higher_is_better=higher_is_better, threshold=threshold,
+                                  with_intervals=True, bootstrap=bootstrap, confidence=confidence, seed=seed))

@@ -40,7 +40,7 @@ class Memo:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Memo":
+    def from_json(cls, data: dict[str, Any]) -> Memo:
         return cls(settings=dict(data["settings"]), length=int(data["length"]), digest=str(data["digest"]),
                    confirmed=[(int(p), float(z)) for p, z in data["confirmed"]], described=list(data["described"]))
 
@@ -67,8 +67,9 @@ def update(levels: np.ndarray, errors: np.ndarray, memo: Memo | None, settings: 
            find, describe) -> tuple[list[segments.ChangePoint], Memo, Work]:
     """The change points of ``levels`` (all commits so far), from ``memo`` where it still holds.
 
-    ``find(levels, published) -> [Confirmed]`` (``published``: the positions the memo holds) and ``describe(levels, errors, confirmed, only) -> [ChangePoint | None]`` are
-    the full computation's two halves (harness.changepoints.detect_growing binds them to the settings).
+    ``find(levels, published) -> [Confirmed]`` (``published``: the positions the memo holds) and
+    ``describe(levels, errors, confirmed, only) -> [ChangePoint | None]`` are the full computation's two halves
+    (harness.changepoints.detect_growing binds them to the settings).
     """
     n = len(levels)
     settings = {**settings, "version": VERSION}

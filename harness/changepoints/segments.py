@@ -116,10 +116,10 @@ def _split(levels: np.ndarray, sigma: np.ndarray, inflation: dict[int, np.ndarra
     running = np.concatenate([[0.0], np.cumsum(levels[low:high])])
     difference = (running[-1] - running[a]) / b - running[a] / a
     best = int(np.argmax(np.abs(difference) * np.sqrt(a * b / (a + b))))
-    split, a, b = int(splits[best]), int(a[best]), int(b[best])
-    if min(a, b) < MIN_SIDE:
+    split, before, after = int(splits[best]), int(a[best]), int(b[best])
+    if min(before, after) < MIN_SIDE:
         return None
-    scale = float(sigma[split] * math.sqrt(1.0 / a + 1.0 / b) * _at(inflation, np.array([split]), np.array([max(a, b)]))[0])
+    scale = float(sigma[split] * math.sqrt(1 / before + 1 / after) * _at(inflation, np.array([split]), np.array([max(before, after)]))[0])
     return Confirmed(split, float(difference[best]) / scale)
 
 
@@ -155,7 +155,7 @@ def _bump(levels: np.ndarray, sigma: np.ndarray, inflation: dict[int, np.ndarray
         searched = float(stats.norm.isf(stats.norm.sf(threshold) / max(1, high - low)))
         if all(c is not None and _holds(levels, c, a, b, searched if c is other else threshold, min_change)
                for c, a, b in pair):
-            return [c for c, _, _ in pair]
+            return [first, second]
     return []
 
 

@@ -9,12 +9,18 @@ guard), ``calibration``, ``rates``, ``simulation``. Derivations and error rates:
 "The statistics". numpy and scipy.stats only; nothing from ``kernels/`` or ``ci/``.
 """
 
-from harness.paired.calibration import (Calibration, calibrate, model_resolvable_effect, model_threshold, resolvable_effect,
-                                        threshold_for)
-from harness.paired.noise_guard import guard, guard_timeline
+from harness.paired.calibration import (
+                                        Calibration,
+                                        calibrate,
+                                        model_resolvable_effect,
+                                        model_threshold,
+                                        resolvable_effect,
+                                        threshold_for,
+)
 from harness.paired.interval import Estimate, look_interval, model_interval
 from harness.paired.noise import BenchmarkNoise, LookNoise, Spread
 from harness.paired.noise_fit import RunRounds, fit
+from harness.paired.noise_guard import guard, guard_timeline
 from harness.paired.plan import MODEL_PLAN, WARM_PLAN, ZONE_PLAN, ZONE_WARM_PLAN, SequentialPlan
 from harness.paired.rates import Rates, replay
 from harness.paired.rounds import Round

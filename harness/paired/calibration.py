@@ -14,8 +14,9 @@ degrees of freedom are the model's at the planned look (harness.paired.noise.pla
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import optimize, special, stats
@@ -110,7 +111,8 @@ class Calibration:
             f"A/A: {self.n_rounds} rounds ({self.n_excluded} excluded), process CV {self.noise_cv:.3%}, "
             f"round ratio SD {self.ratio_sd:.3%} (95% upper {self.ratio_sd_upper:.3%}); "
             f"threshold >= {self.threshold:.3%} for 'no change' w.p. {1 - self.alpha:.0%}; "
-            f"resolves a {self.min_resolvable_effect:.3%} slowdown w.p. {1 - self.alpha:.0%} in {self.plan.max_rounds} rounds"
+            f"resolves a {self.min_resolvable_effect:.3%} slowdown w.p. {1 - self.alpha:.0%} "
+            f"in {self.plan.max_rounds} rounds"
         )
 
 
@@ -189,7 +191,7 @@ def _half_width(q: float, within: float, between: float, d0: float, own_df: int,
 
 
 def model_threshold(look: LookNoise, plan: SequentialPlan, by_rounds: int, restart_every: int, alpha: float = 0.01) -> float:
-    """Smallest threshold at which an unchanged head says "no change" w.p. ``>= 1 - alpha`` at the look at ``by_rounds``.
+    """Smallest threshold at which an unchanged head says "no change" w.p. ``>= 1 - alpha`` at look ``by_rounds``.
 
     The look's interval is ``mean +- q sqrt(V)`` (harness.paired.noise.mean_variance, ``q`` the look's miss
     quantile at the model's degrees of freedom). A run's variance is ``lam^2`` times the model's, ``lam^2 ~ d0 /

@@ -17,8 +17,9 @@ normality assumption where it matters: the false-alarm rate.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 from scipy import stats

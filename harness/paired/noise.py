@@ -13,8 +13,9 @@ numpy and scipy only.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import optimize, special
@@ -60,7 +61,7 @@ def generation_sizes(generations: Sequence[int]) -> list[int]:
     return sizes
 
 
-def within_ss(log_ratios: Sequence[float], generations: Sequence[int]) -> tuple[float, int]:
+def within_ss(log_ratios: Sequence[float] | np.ndarray, generations: Sequence[int]) -> tuple[float, int]:
     """(sum of squares about each generation's mean, its df = rounds - generations)."""
     x = np.asarray(log_ratios, dtype=float)
     if x.size != len(generations):
@@ -103,7 +104,7 @@ class BenchmarkNoise:
                 "between_df": self.between_df, "rounds": self.rounds, "runs": self.runs}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "BenchmarkNoise":
+    def from_json(cls, data: Mapping[str, Any]) -> BenchmarkNoise:
         return cls(float(data["within_sd"]), int(data["within_df"]), float(data.get("between_sd", 0.0)),
                    int(data.get("between_df", 0)), int(data.get("rounds", 0)), int(data.get("runs", 0)))
 
@@ -120,7 +121,7 @@ class Spread:
         return {"run_df": self.run_df, "bench_df": self.bench_df, "estimated": self.estimated}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Spread":
+    def from_json(cls, data: Mapping[str, Any]) -> Spread:
         return cls(float(data["run_df"]), float(data["bench_df"]), bool(data.get("estimated", False)))
 
 
@@ -143,7 +144,7 @@ class LookNoise:
         return combined_df(self.noise.between_df, self.spread.run_df, self.spread.bench_df) if self.noise.between_df else 0.0
 
 
-def mean_variance(log_ratios: Sequence[float], generations: Sequence[int], look: LookNoise) -> tuple[float, float]:
+def mean_variance(log_ratios: Sequence[float] | np.ndarray, generations: Sequence[int], look: LookNoise) -> tuple[float, float]:
     """(variance of the mean log ratio, its degrees of freedom) for these rounds under the model.
 
     Within part: the moderated within variance over ``n`` (or, after the guard fired, this run's own
@@ -168,7 +169,7 @@ def mean_variance(log_ratios: Sequence[float], generations: Sequence[int], look:
 
 
 def planned_variance(n: int, restart_every: int, look: LookNoise) -> tuple[float, float]:
-    """:func:`mean_variance` of an unchanged run with the model's own spread: ``n`` rounds, a restart every ``restart_every``."""
+    """:func:`mean_variance` of an unchanged run under the model: ``n`` rounds, a restart every ``restart_every``."""
     generations = [i // restart_every for i in range(n)]
     d_w = n - len(generation_sizes(generations))
     d0 = look.prior_df

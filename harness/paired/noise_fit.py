@@ -12,14 +12,25 @@ and what the recorded H200 runs gave. numpy and scipy only.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import numpy as np
 from scipy import optimize, stats
 
-from harness.paired.noise import (DEFAULT_BENCH_DF, DEFAULT_RUN_DF, INFINITE_DF, BenchmarkNoise, Spread, _trigamma,
-                                  clustering, df_for_log_variance, generation_sizes, log_chi2_bias, within_ss)
+from harness.paired.noise import (
+    DEFAULT_BENCH_DF,
+    DEFAULT_RUN_DF,
+    INFINITE_DF,
+    BenchmarkNoise,
+    Spread,
+    _trigamma,
+    clustering,
+    df_for_log_variance,
+    generation_sizes,
+    log_chi2_bias,
+    within_ss,
+)
 
 
 @dataclass(frozen=True)
@@ -154,7 +165,7 @@ def _spread_held_out(runs: Mapping[str, Sequence[RunRounds]], shares: Spread) ->
 
 
 def _spread(runs: Mapping[str, Sequence[RunRounds]], cells: Mapping[tuple[str, str], tuple[float, int]]) -> tuple[Spread, str]:
-    """How far a run strays from the model: held out when three runs allow, else from the log variances, else assumed."""
+    """How far a run strays from the model: held out if three runs allow, else from the log variances, else assumed."""
     moments, note = _spread_log_variances(cells)
     return _spread_held_out(runs, moments) or (moments, note)
 

@@ -66,12 +66,14 @@ class SequentialPlan:
         points = self.look_points
         if isinstance(self.looks, tuple):
             if list(points) != sorted(set(points)) or points[0] < self.min_rounds or points[-1] != self.max_rounds:
-                raise ValueError(f"looks {self.looks} must increase strictly from >= min_rounds to max_rounds ({self.min_rounds}..{self.max_rounds})")
+                raise ValueError(f"looks {self.looks} must increase strictly from >= min_rounds to max_rounds "
+                                 f"({self.min_rounds}..{self.max_rounds})")
         elif self.looks < 1:
             raise ValueError(f"looks must be >= 1 (got {self.looks})")
         self._check_spending()
         if not max(self._per_look(self.alpha, k) for k in range(len(points))) < 1:
-            raise ValueError(f"alpha {self.alpha} per tail over {len(points)} look(s) leaves no interval: need alpha < {len(points) / 2:g}")
+            raise ValueError(f"alpha {self.alpha} per tail over {len(points)} look(s) leaves no interval: "
+                             f"need alpha < {len(points) / 2:g}")
         self._check_miss_alpha()
         if self.variance not in VARIANCE_SOURCES:
             raise ValueError(f"variance must be one of {VARIANCE_SOURCES} (got {self.variance!r})")
@@ -144,7 +146,7 @@ class SequentialPlan:
         return (2.0 if self.alpha_per_tail else 1.0) * alpha * self.shares()[look]
 
     def confidence_at(self, look: int) -> float:
-        """The false-alarm interval's confidence at look ``look`` (0-based): "regression"/"improvement" are decided on it."""
+        """The false-alarm interval's confidence at look ``look`` (0-based): it decides "regression"/"improvement"."""
         return 1.0 - self._per_look(self.alpha, look)
 
     def miss_confidence_at(self, look: int) -> float:
@@ -175,7 +177,7 @@ class SequentialPlan:
         """The last look's miss confidence (every look's, with equal spending)."""
         return self.miss_confidence_at(len(self.look_points) - 1)
 
-    def with_alpha(self, alpha: float) -> "SequentialPlan":
+    def with_alpha(self, alpha: float) -> SequentialPlan:
         """This plan at false-alarm ``alpha``, its miss alpha raised to ``alpha`` where below it.
 
         A miss interval is never wider than the false-alarm one: a larger per-benchmark
@@ -238,7 +240,8 @@ MODEL_PLAN = SequentialPlan(min_rounds=2, max_rounds=40, looks=(2, 3, 5, 8, 12, 
 # for ~12-39: a benchmark 3x noisier than the model decided at look 2 on the model's variance); a between-worker SD
 # of at least half the within SD (12 of the 20 Triton entries were fitted as exactly 0); a benchmark noisier than the
 # model at 1% (F test) on its own rounds; a worker generation's first round that differs from the rest at 0.1% (a
-# 0.5% first-round shift gave a false regression in every simulated PR with every benchmark at t/2) left out. docs/SPEED_GATE.md ("Version 6: the zone") has the rates.
+# 0.5% first-round shift gave a false regression in every simulated PR with every benchmark at t/2) left out.
+# docs/SPEED_GATE.md ("Version 6: the zone") has the rates.
 ZONE_PLAN = SequentialPlan(min_rounds=2, max_rounds=40, looks=(2, 3, 5, 8, 12, 16, 20, 30, 40),
                            spending=(3.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0), variance="model", futility=False,
                            rule="zone", prior_df_cap=8.0, between_floor=0.5, bench_check_level=0.01,

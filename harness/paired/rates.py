@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from dataclasses import replace as _replace
+from typing import Any
 
 import numpy as np
 
 from harness.paired.rounds import Round
-from dataclasses import replace as _replace
-
 from harness.paired.sequential import WARM_PLAN, Decision, RoundsNoise, SequentialPlan, sequential_decision
 from harness.paired.verdict import Verdict, check_threshold
 

@@ -6,8 +6,9 @@ Higher TFLOPS is better: a round's ratio ``head / base < 1`` is a slowdown.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 
 def json_float(x: float) -> float | None:
@@ -55,7 +56,7 @@ class Round:
         return {"base": json_float(self.base), "head": json_float(self.head), "ratio": json_float(self.ratio), "excluded": self.excluded}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Round":
+    def from_json(cls, data: Mapping[str, Any]) -> Round:
         base = data.get("base")
         head = data.get("head")
         return cls(math.nan if base is None else float(base), math.nan if head is None else float(head), data.get("excluded"))

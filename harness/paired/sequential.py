@@ -11,10 +11,10 @@ own interval). With a model plan and the benchmark's :class:`RoundsNoise`, each 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Sequence
-
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -212,14 +212,14 @@ def sequential_decision(rounds: Sequence[Round], threshold: float, plan: Sequent
         raise ValueError(f"{len(rounds)} rounds but {len(noise.generations)} worker generations")
     if plan.rule == "zone":
         return zone_decision(rounds, threshold, plan, noise)
-    use_model = plan.variance == "model" and noise is not None
+    model = noise if plan.variance == "model" else None
     ratios: list[float] = []
     positions: list[int] = []  # index in `rounds` of each usable round
     for pos, rnd in enumerate(rounds):
         if rnd.excluded is None:
             ratios.append(rnd.ratio)
             positions.append(pos)
-    gens = [noise.generations[p] for p in positions] if use_model else []
+    gens = [model.generations[p] for p in positions] if model is not None else []
 
     def excluded_before(end: int) -> tuple[int, tuple[tuple[str, int], ...]]:
         reasons: dict[str, int] = {}
@@ -234,7 +234,7 @@ def sequential_decision(rounds: Sequence[Round], threshold: float, plan: Sequent
     for look_no, m in enumerate(points):
         if m > usable:
             break
-        look = noise.look(positions[m - 1]) if use_model else None
+        look = model.look(positions[m - 1]) if model is not None else None
         verdict, est, false_alarm = look_verdict(ratios[:m], threshold, plan, look_no, look, gens[:m])
         last = look_no == len(points) - 1
         source = variance_source(plan, noise, look)
@@ -252,15 +252,16 @@ def sequential_decision(rounds: Sequence[Round], threshold: float, plan: Sequent
         edge = futile_edge(ratios[:m], false_alarm, threshold, plan, look, gens[:m]) if plan.futility else None
         if edge is not None:
             n_excl, reasons = excluded_before(positions[m - 1] + 1)
-            why = (f"{_fmt_interval(est)} straddles the band edge {edge:.4f} at look {look_no + 1}/{len(points)} ({m} rounds), "
-                   f"and {points[-1]} rounds could not tell the effect from that edge: stopped, inconclusive (at the threshold edge)")
+            why = (f"{_fmt_interval(est)} straddles the band edge {edge:.4f} at look {look_no + 1}/{len(points)} "
+                   f"({m} rounds), and {points[-1]} rounds could not tell the effect from that edge: "
+                   "stopped, inconclusive (at the threshold edge)")
             return Decision(verdict, est, m, n_excl, True, why, threshold, True, None, reasons, at_threshold_edge=True,
                             variance=source)
     # Not enough usable rounds for the next look: report progress, keep going.
     pending = next_look(usable, plan)
     assert pending is not None
     seen = min(usable, plan.max_rounds)
-    look = noise.look(positions[seen - 1]) if use_model and seen else None
+    look = model.look(positions[seen - 1]) if model is not None and seen else None
     progress = _interval(ratios[:seen], plan.per_look_confidence, look, gens[:seen])
     n_excl, reasons = excluded_before(len(rounds))
     why = f"{usable} usable rounds; next look at {pending}"
@@ -285,7 +286,7 @@ def zone_decision(rounds: Sequence[Round], threshold: float, plan: SequentialPla
     """
     usable = [(pos, rnd) for pos, rnd in enumerate(rounds) if rnd.excluded is None]
     gens_all = noise.generations if noise is not None else tuple(-1 - i for i in range(len(rounds)))
-    use_model = plan.variance == "model" and noise is not None and noise.noise is not None
+    model = noise if plan.variance == "model" and noise is not None and noise.noise is not None else None
     edges = ZoneEdges(threshold)
     points = plan.look_points
     zl = None
@@ -295,7 +296,7 @@ def zone_decision(rounds: Sequence[Round], threshold: float, plan: SequentialPla
         taken = usable[:m]
         d = log_ratios([rnd.ratio for _, rnd in taken])
         gens = [gens_all[pos] for pos, _ in taken]
-        look = noise.look(taken[-1][0]) if use_model else None
+        look = model.look(taken[-1][0]) if model is not None else None
         last = look_no == len(points) - 1
         zl = zone_look(d, gens, look, edges, plan, look_no, last)
         if zl.answer is None and not last:
@@ -319,9 +320,11 @@ def zone_decision(rounds: Sequence[Round], threshold: float, plan: SequentialPla
             why = (f"{_fmt_interval(est)}: the mean lies {side} the {zone}'s midpoint at the last look, {where}; "
                    f"this forced call is wrong w.p. <= {zl.forced_error:.2%} at the zone's edges")
         elif verdict is Verdict.REGRESSION:
-            why = f"{_fmt_interval(est)}: slower than {1 - threshold / 2:.4f} with confidence at {where}: a regression (the {zone})"
+            why = (f"{_fmt_interval(est)}: slower than {1 - threshold / 2:.4f} with confidence at {where}: "
+                   f"a regression (the {zone})")
         else:
-            why = f"{_fmt_interval(est)}: not slower than {1 - threshold:.4f} with confidence at {where}: not a regression (the {zone})"
+            why = (f"{_fmt_interval(est)}: not slower than {1 - threshold:.4f} with confidence at {where}: "
+                   f"not a regression (the {zone})")
         return Decision(verdict, est, m, n_excl, not last, why, threshold, True, None, reasons, variance=zl.source,
                         rule="zone", forced_error=zl.forced_error)
     pending = next_look(len(usable), plan)
@@ -333,7 +336,7 @@ def zone_decision(rounds: Sequence[Round], threshold: float, plan: SequentialPla
         source = zl.source
     else:
         progress = look_interval([rnd.ratio for _, rnd in usable[:seen]], plan.per_look_confidence)
-        source = "model" if use_model else "rounds"
+        source = "model" if model is not None else "rounds"
     why = f"{len(usable)} usable rounds; next look at {pending}"
     return Decision(Verdict.INCONCLUSIVE, progress, len(usable), n_excl, False, why, threshold, False, pending, reasons,
                     variance=source, rule="zone")

@@ -13,8 +13,8 @@ at the zone's midpoint and states that call's error, unless it is above ``plan.f
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from scipy import stats
@@ -177,7 +177,8 @@ class ZoneLook:
 
     def estimate(self, confidence: float, n: int) -> Estimate:
         """The two-sided interval at ``confidence`` (the report's; the decision used one-sided bounds)."""
-        method = f"{ZONE_METHOD}; variance: {'the noise model' + self.source[len(SOURCE_MODEL):] if self.source.startswith(SOURCE_MODEL) else self.source}"
+        model = self.source.startswith(SOURCE_MODEL)
+        method = f"{ZONE_METHOD}; variance: {'the noise model' + self.source[len(SOURCE_MODEL):] if model else self.source}"
         if not (math.isfinite(self.se) and self.df > 0):
             return Estimate(math.exp(self.mean), 0.0, math.inf, n, method, confidence, 1.0)
         half = float(stats.t.isf((1 - confidence) / 2, self.df)) * self.se
@@ -186,7 +187,7 @@ class ZoneLook:
 
 
 def _null_within(d: np.ndarray, generations: Sequence[int], look: LookNoise | None) -> tuple[float, float]:
-    """The within-generation variance the first-round check tests against: the model's (its null), else the rounds' own."""
+    """The within-generation variance the first-round check tests against: the model's (its null), else the rounds'."""
     if look is not None:
         return look.noise.within_sd ** 2, look.prior_df
     ss, d_w = within_ss(d, generations)
@@ -239,7 +240,7 @@ def improved(zl: ZoneLook, edges: ZoneEdges, plan: SequentialPlan, look_no: int)
 
 
 def planned_rounds(look: LookNoise | None, threshold: float, plan: SequentialPlan, restart_every: int) -> int | None:
-    """The first look by which the model's planned variance decides any effect (both tests cannot fail); None: no look does.
+    """The first look at which the model's planned variance decides any effect (both tests cannot fail); None: none.
 
     Under the model a benchmark is decided by this look whatever its effect (the zone's middle is the
     slowest); effects away from the zone are decided earlier. Without a model entry: None (unknown).

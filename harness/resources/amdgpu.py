@@ -10,8 +10,9 @@ Occupancy: :mod:`harness.resources.occupancy`. Sources and why each: docs/MEASUR
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from harness.resources.occupancy import AmdLimits, amd_occupancy
 from harness.resources.usage import ResourceParseError, ResourceUsage, extra_int, round_up

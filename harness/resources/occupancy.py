@@ -9,8 +9,9 @@ gfx950 in waves per SIMD, by LLVM's rules with gfx950's numbers (VGPR granules, 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from harness.resources.usage import round_up
 

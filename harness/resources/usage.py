@@ -7,8 +7,9 @@ stores and ``python -m ci.budget.resources`` prints; the parsers beside this mod
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, asdict, dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 
 class ResourceParseError(ValueError):
@@ -69,7 +70,7 @@ class ResourceUsage:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str = "resource record") -> "ResourceUsage":
+    def from_dict(cls, data: Mapping[str, Any], where: str = "resource record") -> ResourceUsage:
         if not isinstance(data, Mapping):
             raise ValueError(f"{where}: expected an object, got {type(data).__name__}")
         fields = cls.__dataclass_fields__

@@ -7,7 +7,7 @@ Each times launches in rotation over the input sets: a whole chunk under one pai
 from __future__ import annotations
 
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 

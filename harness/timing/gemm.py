@@ -7,8 +7,8 @@ set and times them (:mod:`harness.timing.sampling`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 import torch
 
@@ -37,7 +37,7 @@ def measure_gemm(
     *,
     device: torch.device | str,
     label: str = "",
-    budget: TimingBudget = TimingBudget(),
+    budget: TimingBudget = TimingBudget(),  # noqa: B008 (frozen: one shared default is safe)
     idle_policy: gpu_state.IdlePolicy | None = None,
     seed: int = 0,
     log: Callable[[str], None] | None = None,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import torch
 
@@ -23,7 +23,7 @@ def benchmark(
     *,
     flops: int,
     device: torch.device | str,
-    budget: TimingBudget = TimingBudget(),
+    budget: TimingBudget = TimingBudget(),  # noqa: B008 (frozen: one shared default is safe)
     monitor: gpu_state.GpuMonitor | None = None,
     inputs_cold: bool = True,
     label: str = "",
@@ -90,7 +90,7 @@ class _WarmUp:
     steady: bool
 
 
-def _timed(clock: Clock, launches: Sequence[Callable[[], None]], warm: "_WarmUp", budget: TimingBudget,
+def _timed(clock: Clock, launches: Sequence[Callable[[], None]], warm: _WarmUp, budget: TimingBudget,
            monitor: gpu_state.GpuMonitor | None) -> tuple[list[float], dict | None, dict | None]:
     """Step 5 right after ``warm`` (its launches started the rotation at the first input set): the
     samples, and the GPU's state just before and after them."""

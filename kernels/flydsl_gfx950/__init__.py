@@ -11,7 +11,8 @@ runs wherever ``ld.lld`` is. docs/MEASURING.md, "The FlyDSL gfx950 kernel".
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 

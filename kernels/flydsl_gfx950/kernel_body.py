@@ -46,7 +46,7 @@ from kernels.flydsl_gfx950.index_math import (
 )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def build_launcher(*, k: int, lds_stages: int = 2, agpr_accumulators: bool = True, waves_per_eu: int = 1):
     """Return the ``@flyc.jit`` launcher ``launch(A, B, C, A_scale, B_scale, m, n, stream)``.
 
@@ -61,7 +61,8 @@ def build_launcher(*, k: int, lds_stages: int = 2, agpr_accumulators: bool = Tru
         raise ValueError(f"lds_stages: {lds_stages} must be >= 2 (double buffering)")
     if lds_bytes(lds_stages) > LDS_LIMIT_BYTES:
         raise ValueError(
-            f"lds_stages: {lds_stages} stages x {STAGE_BYTES // 1024} KiB exceed the {LDS_LIMIT_BYTES // 1024} KiB of LDS"
+            f"lds_stages: {lds_stages} stages x {STAGE_BYTES // 1024} KiB "
+            f"exceed the {LDS_LIMIT_BYTES // 1024} KiB of LDS"
         )
 
     import flydsl.compiler as flyc
@@ -238,7 +239,7 @@ def build_launcher(*, k: int, lds_stages: int = 2, agpr_accumulators: bool = Tru
         init = [zero] * (TILES_PER_WAVE * TILES_PER_WAVE) + load_scales(fx.Int32(0))
         n_acc = TILES_PER_WAVE * TILES_PER_WAVE
 
-        for kk, state in range(0, k_steps, 1, init=init):
+        for kk, state in range(0, k_steps, 1, init=init):  # type: ignore[call-overload]  # FlyDSL rewrites range(init=)
             k_step = fx.Int32(kk)
             accs = list(state[:n_acc])
             scales = list(state[n_acc:])
@@ -280,10 +281,10 @@ def build_launcher(*, k: int, lds_stages: int = 2, agpr_accumulators: bool = Tru
         B_scale: fx.Tensor,
         m: fx.Int32,
         n: fx.Int32,
-        stream: fx.Stream = fx.Stream(None),
+        stream: fx.Stream = fx.Stream(None),  # noqa: B008 (FlyDSL's own launch signature form)
     ):
         grid = (m // BLOCK_M) * (n // BLOCK_N)
-        attrs = {"rocdl.flat_work_group_size": f"{THREADS},{THREADS}"}
+        attrs: dict[str, str | int] = {"rocdl.flat_work_group_size": f"{THREADS},{THREADS}"}
         if waves_per_eu:
             attrs["rocdl.waves_per_eu"] = waves_per_eu
         mxfp4_gemm_4wave(A, B, C, A_scale, B_scale, m, n, value_attrs=attrs).launch(

@@ -11,7 +11,8 @@ and the installed FlyDSL 0.5.0 API.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 

@@ -21,6 +21,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 DEFAULT_ROCM_PATH = "/opt/rocm"
@@ -58,7 +59,7 @@ def _make_shim(lld: Path, root: Path) -> Path:
     return root
 
 
-def rocm_path_for_compile(environ: dict[str, str] | None = None, *, shim_root: Path = SHIM_ROOT) -> str:
+def rocm_path_for_compile(environ: Mapping[str, str] | None = None, *, shim_root: Path = SHIM_ROOT) -> str:
     """The ``ROCM_PATH`` value under which FlyDSL finds an ``ld.lld``.
 
     Order: ``$ROCM_PATH`` (or /opt/rocm) when its ``llvm/bin/ld.lld`` exists; else a

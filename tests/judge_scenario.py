@@ -80,7 +80,7 @@ def speed(*args: str, cwd: Path = PROJECT) -> subprocess.CompletedProcess:
 
 def base_threshold(bench: str = BENCH) -> float:
     """The threshold this checkout's H200 thresholds file gives ``bench`` (what the judge must decide with)."""
-    from ci.speed.thresholds import load_thresholds
+    from ci.speed.decide.thresholds import load_thresholds
 
     return load_thresholds(PROJECT / "ci" / "speed_thresholds_h200.json").lookup(bench)[0]
 

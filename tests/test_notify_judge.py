@@ -239,7 +239,7 @@ def test_no_judged_verdict_is_an_error_never_the_prs_own(made, github, tmp_path)
 
 
 def test_the_judge_picks_this_checkouts_files_by_the_records_runner():
-    from ci.speed.modes import judge_files
+    from ci.speed.modes.replay import judge_files
 
     root = PROJECT / "ci"
     assert judge_files({"gpu": "NVIDIA H200"}) == (root / "speed_thresholds_h200.json", root / "speed_noise_h200.json")

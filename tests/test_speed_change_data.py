@@ -9,8 +9,10 @@ from __future__ import annotations
 import git
 
 from ci.common.code_fingerprint import Fingerprint, Outcome, Part, TreeFingerprints, compare
-from ci.speed import changes_report, dependencies, unchanged
-from ci.speed.reasons import Status
+from ci.speed.scope import summary as changes_report
+from ci.speed.scope import dependencies
+from ci.speed.scope import unchanged
+from ci.speed.decide.codes import Status
 
 PYPROJECT = '''[project]
 name = "x"

@@ -13,7 +13,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from ci.speed.verdict import plan_of
+from ci.speed.decide.verdict import plan_of
 from harness.paired import ZONE_PLAN, ZONE_WARM_PLAN, MODEL_PLAN, Round, Verdict, sequential_decision
 from harness.paired.noise import BenchmarkNoise, LookNoise, Spread
 from harness.paired.sequential import RoundsNoise

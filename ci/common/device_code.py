@@ -10,7 +10,7 @@ this checkout's ``harness`` and ``ci``). It loads the tree's registry and writes
 * ``benchmarks``: per requested arch, the (kernel, config, shape) the speed gate
   would time there: the kernel runs on that arch and the shape (harness.shapes;
   for arch ``cpu`` the asv CPU shapes, backends not timed on a CPU left out, as
-  ci.speed.survey does) meets the config's constraints;
+  ci.speed.engine.survey does) meets the config's constraints;
 * ``compiled``: per compile target (kernel/arch/config) the digest of its
   normalized device code, the text the instruction mix is read from, and its
   resource usage (harness.resources) -- or the compile error.

@@ -32,12 +32,20 @@ from typing import Sequence
 
 from ci.common import gitutil
 from ci.common.code_fingerprint import DEFAULT_ARCHS
-from ci.common.options import OptionsError, add_arch, add_commits, add_json, add_selection, arch_value, names_value, output_value
-from ci.speed import changes_report
-from ci.speed.dependencies import dependency_changes
-from ci.speed.fingerprints import decide, fingerprint_sides
+from ci.common.options import (
+    OptionsError,
+    add_arch,
+    add_commits,
+    add_json,
+    add_selection,
+    arch_value,
+    names_value,
+    output_value,
+)
+from ci.speed.scope import summary as changes_report
+from ci.speed.scope.dependencies import dependency_changes
+from ci.speed.scope.fingerprints import decide, fingerprint_sides
 from harness.report import append_step_summary, write_json_atomic
-
 
 
 @dataclass(frozen=True)

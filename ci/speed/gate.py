@@ -9,7 +9,7 @@
 
 How (docs/SPEED_GATE.md): the head and the merge-base of head and --base are
 checked out as git worktrees; one warm worker process per side and GPU imports
-that side's kernels under THIS checkout's harness (ci.speed.worker).
+that side's kernels under THIS checkout's harness (ci.speed.engine.worker).
 1. Identical code is not measured: a (kernel, config) whose speed fingerprint for
    the runner's arch is the same at base and head passes as "unchanged (identical
    code)" (the CPU job's --changes file, or fingerprints computed here).
@@ -54,12 +54,22 @@ import argparse
 import sys
 from typing import Callable, NoReturn, Sequence
 
-from ci.common.options import (OptionsError, add_arch, add_commits, add_json, add_max_minutes, add_repo, add_selection,
-                               add_timing, add_traceback, step_summary_value)
-from ci.speed.noise_model import NOISE_PATH
+from ci.common.options import (
+    OptionsError,
+    add_arch,
+    add_commits,
+    add_json,
+    add_max_minutes,
+    add_repo,
+    add_selection,
+    add_timing,
+    add_traceback,
+    step_summary_value,
+)
+from ci.speed.decide.noise_file import NOISE_PATH
+from ci.speed.decide.thresholds import THRESHOLDS_PATH
+from ci.speed.decide.verdict import CALIBRATION_PATH
 from ci.speed.options import CALIBRATION_MAX_MINUTES, DEFAULT_MAX_MINUTES, PLAN_KEYS, Mode, SpeedOptions, speed_options
-from ci.speed.thresholds import THRESHOLDS_PATH
-from ci.speed.verdict import CALIBRATION_PATH
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -112,7 +122,7 @@ def _gate_parser() -> argparse.ArgumentParser:
     add_commits(g, head="the commit to gate")
     add_selection(g, shape=True)
     _add_device(g)
-    g = p.add_argument_group("what to skip: identical code (ci.speed.unchanged)")
+    g = p.add_argument_group("what to skip: identical code (ci.speed.scope.unchanged)")
     add_arch(g, None, "auto: cpu on a CPU run, else the runner's GPU, read through amdsmi/NVML; one arch here, or "
                       "cpu: launch paths only")
     g.add_argument("--changes", metavar="PATH", help="decide from this python -m ci.speed.changes --json file (of the "
@@ -231,13 +241,13 @@ def run(options: SpeedOptions) -> int:
             raise
         from ci.common.commit_tree import NotAKernelsTree
         from ci.common.gitutil import GitError
-        from ci.speed.rounds import SurveyFailed
-        from ci.speed.run import GateError
-        from ci.speed.selection import SelectionError
-        from ci.speed.thresholds import ThresholdsError
-        from ci.speed.unchanged import ChangesFileError
-        from ci.speed.noise_model import NoiseModelError
-        from ci.speed.verdict import RecordError
+        from ci.speed.decide.noise_file import NoiseModelError
+        from ci.speed.decide.selection import SelectionError
+        from ci.speed.decide.thresholds import ThresholdsError
+        from ci.speed.decide.verdict import RecordError
+        from ci.speed.engine.rounds import SurveyFailed
+        from ci.speed.modes.shared import GateError
+        from ci.speed.scope.unchanged import ChangesFileError
 
         known = (GateError, GitError, SurveyFailed, SelectionError, ThresholdsError, RecordError, NotAKernelsTree,
                  ChangesFileError, OptionsError, NoiseModelError)
@@ -246,7 +256,7 @@ def run(options: SpeedOptions) -> int:
 
 
 def _harness_error(message: str, json_path: object) -> int:
-    from ci.speed.outputs import write_error_json
+    from ci.speed.report.write import write_error_json
 
     print(f"speed_gate: {message}", file=sys.stderr)
     write_error_json(json_path, message)  # type: ignore[arg-type]

@@ -21,14 +21,21 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-from ci.common.options import (OptionsError, arch_value, minutes_value, names_value, output_value,
-                               positive_int_value, timing_value)
-from ci.speed.arch import ARCH_CHOICES
-from ci.speed.grace import DEFAULT_GRACE_S, grace_value
-from ci.speed.exclusion import ExclusionRule
-from ci.speed.thresholds import Thresholds, ThresholdsError, load_thresholds
-from ci.speed.warm import DEFAULT_RESTART_EVERY
+from ci.common.options import (
+    OptionsError,
+    arch_value,
+    minutes_value,
+    names_value,
+    output_value,
+    positive_int_value,
+    timing_value,
+)
+from ci.speed.decide.exclusion import ExclusionRule
+from ci.speed.decide.thresholds import Thresholds, ThresholdsError, load_thresholds
+from ci.speed.engine.grace import DEFAULT_GRACE_S, grace_value
+from ci.speed.engine.warm_engine import DEFAULT_RESTART_EVERY
 from ci.speed.plan_keys import PLAN_KEYS, build_plan, plan_value
+from ci.speed.scope.arch import ARCH_CHOICES
 from harness.paired.plan import MODEL_PLAN, WARM_PLAN, ZONE_PLAN, ZONE_WARM_PLAN, SequentialPlan
 
 # The PR workflow's GPU job has 120 minutes (.github/workflows/pr-checks.yml), correctness gates and set-up included:
@@ -73,7 +80,7 @@ class SpeedOptions:
     shapes: tuple[str, ...] = ()
     device: str = "auto"
     gpus: tuple[int, ...] | None = None  # --device cuda:LIST: the GPUs to spread benchmarks over; None: every visible one
-    arch: str = "auto"  # the fingerprints' arch (ci.speed.arch)
+    arch: str = "auto"  # the fingerprints' arch (ci.speed.scope.arch)
     changes: Path | None = None  # a ci.speed.changes JSON to decide by, instead of computing the fingerprints
     changes_data: Mapping[str, Any] | None = None  # its content, read and checked
     measure_identical: bool = False  # measure benchmarks with identical code too
@@ -280,13 +287,16 @@ def _thresholds(path: str | None) -> Thresholds | None:
 
 
 def _calibrations(path: str | None) -> Mapping[str, Any] | None:
-    from ci.speed.verdict import RecordError, load_calibrations  # the statistics: only when there is a file to read
+    from ci.speed.decide.verdict import (  # the statistics: only when there is a file to read
+        RecordError,
+        load_calibrations,
+    )
 
     return _read(path, "--calibration", lambda p: MappingProxyType(load_calibrations(p)), RecordError)
 
 
 def _changes(path: str | None) -> Mapping[str, Any] | None:
-    from ci.speed.unchanged import ChangesFileError, load_changes
+    from ci.speed.scope.unchanged import ChangesFileError, load_changes
 
     return _read(path, "", lambda p: MappingProxyType(load_changes(Path(p))), ChangesFileError)
 

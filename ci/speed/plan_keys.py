@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
 from ci.common.options import OptionsError, key_values
-from ci.speed.warm import DEFAULT_RESTART_EVERY
+from ci.speed.engine.warm_engine import DEFAULT_RESTART_EVERY
 from harness.gpu_state import SLOWDOWN_REASONS
 from harness.paired.plan import SequentialPlan
 

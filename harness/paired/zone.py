@@ -18,7 +18,7 @@ rounds; the look's mean ``m`` and standard error ``s`` with ``df``, :func:`zone_
 The last look always decides: if neither test has, the zone's midpoint ``(r + a) / 2`` does, and the
 reason states the error that forced call has at the zone's edges given ``s`` -- unless that error is
 above ``plan.forced_limit``: then the rounds were too noisy to decide at this threshold in the plan's
-rounds, a measurement that failed, and the benchmark is inconclusive (never green; ci.speed.verdict).
+rounds, a measurement that failed, and the benchmark is inconclusive (never green; ci.speed.decide.verdict).
 ``alpha_k``/``beta_k`` are the plan's one-sided alpha and miss alpha spent over the looks (Bonferroni),
 so under the variance model a head at ``a`` fails w.p. <= alpha + the forced error, one at ``r``
 passes w.p. <= miss_alpha + the forced error (docs/SPEED_GATE.md, "Version 6: the zone").

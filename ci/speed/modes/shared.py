@@ -1,43 +1,39 @@
 """What the speed gate's modes share: both surveys, the round loop, the thresholds and calibrations to use.
 
 ci.speed.gate is the command line (it checks every option into a
-ci.speed.options.SpeedOptions); this module opens the warm workers (ci.speed.warm),
+ci.speed.options.SpeedOptions); this module opens the warm workers (ci.speed.engine.warm_engine),
 asks them for the surveys, runs rounds until every gated benchmark is decided and
-decides each one (ci.speed.verdict); ci.speed.modes holds the three modes and
-ci.speed.outputs writes what they found.
+decides each one (ci.speed.decide.verdict); ci.speed.modes holds the three modes and
+ci.speed.report.write writes what they found.
 """
 
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ci.common.commit_tree import REPO_ROOT
-from ci.speed.exclusion import ExclusionRule
-from ci.speed.noise_model import NOISE_PATH, ModelChoice, NoiseModel, identity_check, load_noise_model
-from ci.speed.noise_run import RunNoise, run_noise
+from ci.speed.decide.codes import Status, Stop
+from ci.speed.decide.exclusion import ExclusionRule
+from ci.speed.decide.generations import RunNoise, run_noise
+from ci.speed.decide.noise_file import NOISE_PATH, ModelChoice, NoiseModel, identity_check, load_noise_model
+from ci.speed.decide.selection import Entry, Selection
+from ci.speed.decide.thresholds import THRESHOLDS_PATH, Thresholds, load_thresholds
+from ci.speed.decide.verdict import CALIBRATION_PATH, BenchmarkResult, decide_entry, load_calibrations
+from ci.speed.engine.devices import visible_gpu_count
+from ci.speed.engine.rounds import Side, SurveyFailed, rotating_order, survey_request
+from ci.speed.engine.survey import log
+from ci.speed.engine.warm_engine import MEASURE_TIMEOUT_S, SETUP_TIMEOUT_S, START_TIMEOUT_S, WarmEngine
 from ci.speed.options import SpeedOptions
-from ci.speed.reasons import Status, Stop
-from ci.speed.devices import visible_gpu_count
-from ci.speed.rounds import Side, SurveyFailed, rotating_order, survey_request
-from ci.speed.selection import Entry, Selection
-from ci.speed.thresholds import THRESHOLDS_PATH, Thresholds, load_thresholds
-from ci.speed.warm import MEASURE_TIMEOUT_S, SETUP_TIMEOUT_S, START_TIMEOUT_S, WarmEngine
-from ci.speed.verdict import CALIBRATION_PATH, BenchmarkResult, decide_entry, load_calibrations
 from harness.paired.sequential import SequentialPlan
 from harness.paired.verdict import Verdict
 
 
 class GateError(RuntimeError):
     """The gate cannot decide; the message says why (exit 2)."""
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------------
@@ -99,7 +95,7 @@ def open_measurer(sides: Sequence[Side], options: SpeedOptions, deadline: float 
     device = options.device
     devices = list(options.gpus) if options.gpus is not None else list(range(visible_gpu_count() if device != "cpu" else 1))
     # Every read from a worker is bounded by what is left until ``deadline`` (--max-minutes; at least the grace,
-    # $MXFP4_SPEED_GRACE_S: ci.speed.grace): a hanging kernel cannot hold the runner.
+    # $MXFP4_SPEED_GRACE_S: ci.speed.engine.grace): a hanging kernel cannot hold the runner.
     left = math.inf if deadline is None else max(options.grace_s, deadline - time.time())
     return WarmEngine(sides, device=device, budget=options.timing_overrides, log=log, restart_every=options.restart_every,
                       devices=devices, start_timeout_s=min(START_TIMEOUT_S, left), setup_timeout_s=min(SETUP_TIMEOUT_S, left),
@@ -276,3 +272,18 @@ def calibrations_for(options: SpeedOptions, head_tree: Path) -> Mapping[str, Any
         return options.calibrations
     path = head_tree / CALIBRATION_PATH
     return load_calibrations(path) if path.exists() else {}
+
+
+def noise_record(choice: ModelChoice, view: RunNoise | None, ids: Sequence[str]) -> dict[str, Any]:
+    """The record's "noise": the model the run decided with (enough to replay it: the gated ``ids``' entries), why (not),
+    and the guard."""
+    if choice.model is None:
+        return {"noise": {"model": None, "notes": list(choice.notes)}} if choice.notes else {}
+    return {"noise": {"model": choice.model.used_json(ids), "notes": list(choice.notes),
+                      "guard": view.summary() if view is not None else None}}
+
+
+def engine_options(options: SpeedOptions) -> dict[str, Any]:
+    """How the warm workers measured, as the record keeps it ("engine" is always "warm" since issue 28)."""
+    return {"engine": "warm", "restart_every": options.restart_every,
+            "gpus": list(options.gpus) if options.gpus is not None else None}

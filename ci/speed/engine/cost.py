@@ -1,7 +1,7 @@
 """What a run cost the GPU runner: seconds starting processes, seconds overlapped, seconds measuring.
 
-Read from the warm workers' round records (ci.speed.warm.WarmEngine); the gate's
-report prints it ("GPU runner: ...", ci.speed.outputs).
+Read from the warm workers' round records (ci.speed.engine.warm_engine.WarmEngine); the gate's
+report prints it ("GPU runner: ...", ci.speed.report.write).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 :func:`fingerprint_sides` computes the base's and the head's fingerprints
 (ci.common.code_fingerprint, one child per side, in parallel) and
-:func:`decide` turns them into the decision data (ci.speed.changes_report,
+:func:`decide` turns them into the decision data (ci.speed.scope.summary,
 schema ``mxfp4-changes/1``). The CPU job writes that data as ``changes.json``;
 the gate computes the same data itself or reads that file (``--changes``), so
 the workflow's decision and the gate's cannot be computed two ways.
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ci.common.code_fingerprint import TreeFingerprints, compare, fingerprint_tree
-from ci.speed import changes_report
+from ci.speed.scope import summary as changes_report
 
 
 def fingerprint_sides(
@@ -41,7 +41,7 @@ def fingerprint_sides(
 
 def decide(base_sha: str | None, head_sha: str, base: TreeFingerprints, head: TreeFingerprints,
            costs: Mapping[str, float] | None = None, started: float | None = None) -> dict[str, Any]:
-    """The decision data of ci.speed.changes_report (what the CPU job writes as changes.json)."""
+    """The decision data of ci.speed.scope.summary (what the CPU job writes as changes.json)."""
     data = changes_report.report_data(base_sha, head_sha, base, head, compare(base, head), costs)
     if started is not None:
         data["fingerprint_seconds"] = round(time.perf_counter() - started, 1)

@@ -1,6 +1,6 @@
 """A warm worker: one side's kernels, set up once, timed on request.
 
-    python -m ci.speed.worker      (started by ci.speed.warm; not a command for people)
+    python -m ci.speed.engine.worker      (started by ci.speed.engine.warm_engine; not a command for people)
 
 Started through ci.common.commit_tree.kernels_of (the commit's ``kernels``, this
 checkout's harness) and long-lived: the imports, the device context, the operands
@@ -19,7 +19,7 @@ stdout (a kernel's print) is sent to stderr, so the answers stay parseable.
     {"op": "start", "device": "auto", "budget": {...}, "seed": 0, "side": "base"}
         -> {"ok": true, "pid", "device", "environment", "ready_at"}
     {"op": "survey", "request": {...}}
-        -> {"ok": true, "survey": ci.speed.survey.survey(request)}
+        -> {"ok": true, "survey": ci.speed.engine.survey.survey(request)}
         which benchmarks this commit has on this device, and each selected (kernel, config)'s
         correctness at a small shape.
     {"op": "prepare", "benchmarks": [Benchmark.to_json(), ...]}
@@ -46,7 +46,14 @@ import traceback
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, TextIO
 
-from ci.speed.survey import device_environment, log, resolve_device, setup_device, timing_budget, wrong_result_record
+from ci.speed.engine.survey import (
+    device_environment,
+    log,
+    resolve_device,
+    setup_device,
+    timing_budget,
+    wrong_result_record,
+)
 
 PROTOCOL = "mxfp4-speed-worker/1"
 # A benchmark this worker timed before needs no priming; on a GPU, no warm-up beyond one launch either:
@@ -99,6 +106,7 @@ class Worker:
     def preload(self, request: dict[str, Any]) -> dict[str, Any]:
         began = time.perf_counter()
         import torch  # noqa: F401  (imported, not initialized: no device call here)
+
         from asv_bench import common
 
         preloaded = []
@@ -124,7 +132,7 @@ class Worker:
                 "budget": asdict(self.budget), "ready_at": time.time()}
 
     def survey(self, request: dict[str, Any]) -> dict[str, Any]:
-        from ci.speed.survey import survey
+        from ci.speed.engine.survey import survey
 
         return {"survey": survey(dict(request["request"], device=self.device))}
 

@@ -1,8 +1,8 @@
 """The gate's change-aware selection: which benchmarks have identical code at base and head, decided before any GPU time.
 
-From the decision data of ci.speed.fingerprints (computed by the gate, or the
+From the decision data of ci.speed.scope.fingerprints (computed by the gate, or the
 CPU job's ``changes.json`` given with ``--changes``) for the runner's arch
-(ci.speed.arch): a (kernel, config) whose fingerprint is identical at base and
+(ci.speed.scope.arch): a (kernel, config) whose fingerprint is identical at base and
 head has every benchmark "unchanged (identical code)" (Status.UNCHANGED_IDENTICAL):
 not surveyed, not checked, not measured, a pass. The others are surveyed and
 measured as before, each with what differs or why it is measured. Also here:
@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ci.common.json_file import JsonFileError, read_json
-from ci.speed.changes_report import SCHEMA, estimated_cost_s
 from ci.common.options import name_matches
-from ci.speed.survey import parse_shape
-from ci.speed.reasons import Status
-from ci.speed.rounds import Benchmark
-from ci.speed.selection import Entry
+from ci.speed.decide.codes import Status
+from ci.speed.decide.selection import Entry
+from ci.speed.engine.rounds import Benchmark
+from ci.speed.engine.survey import parse_shape
+from ci.speed.scope.summary import SCHEMA, estimated_cost_s
 
 _ID = re.compile(r"^(?P<kernel>[^\[]+)\[(?P<config>[^\]]*)\]/(?P<shape>.+)$")
 IDENTICAL = "IDENTICAL"  # ci.common.code_fingerprint.Outcome.IDENTICAL.name, as the JSON keeps it
@@ -78,7 +78,7 @@ def check_changes_commits(data: Mapping[str, Any], path: Path, base_sha: str, he
 
 
 def decision_from_data(data: Mapping[str, Any], arch: str, how: str, measure_identical: bool) -> CodeDecision:
-    """The per-(kernel, config) decision for ``arch`` from decision data (ci.speed.changes_report.report_data)."""
+    """The per-(kernel, config) decision for ``arch`` from decision data (ci.speed.scope.summary.report_data)."""
     results = (data.get("by_arch") or {}).get(arch)
     if results is None:
         raise ChangesFileError(f"the changes data has no fingerprints for {arch} (it has {', '.join(data.get('archs') or [])})")
@@ -103,7 +103,7 @@ def unchanged_entries(decision: CodeDecision, kernels: Sequence[str], configs: S
     """The selected benchmarks of identical (kernel, config)s, named as a survey would name them."""
     identical = {p for p in decision.identical_pairs if name_matches(p[0], kernels) and name_matches(p[1], configs)}
     runs_here = [b for b in decision.listed if (b.kernel, b.config) in identical]
-    if shapes:  # as ci.speed.survey._shapes: MxNxK is a shape of its own; a name must be one the arch lists
+    if shapes:  # as ci.speed.engine.survey._shapes: MxNxK is a shape of its own; a name must be one the arch lists
         names = {b.shape: b for b in decision.listed}
         chosen = []
         for text in dict.fromkeys(shapes):
@@ -169,7 +169,7 @@ def rounds_measured(rounds: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 def cost_record(decision: CodeDecision | None, skipped: Sequence[Entry], rounds: Sequence[Mapping[str, Any]],
                 removed: Sequence[Entry] = ()) -> dict[str, Any]:
     """The JSON record's "code" and "costs" parts: what was skipped, the seconds saved (estimated) and spent."""
-    from ci.speed.cost import cost_summary
+    from ci.speed.engine.cost import cost_summary
 
     summary = cost_summary(rounds)  # the one tally of the rounds' seconds; the report's "GPU runner" line reads it too
     spent = summary["startup_s"] + summary["measure_s"]
@@ -191,7 +191,7 @@ def cost_record(decision: CodeDecision | None, skipped: Sequence[Entry], rounds:
 
 def cost_lines(record: Mapping[str, Any]) -> list[str]:
     skipped = record["skipped_identical"]
-    # What the rounds spent is the "GPU runner" line of the run's header (ci.speed.outputs), from the same tally.
+    # What the rounds spent is the "GPU runner" line of the run's header (ci.speed.report.write), from the same tally.
     return [f"{len(skipped)} benchmark(s) unchanged (identical code), not measured: "
             f"~{record['gpu_seconds_saved_estimated']:.0f} s of GPU runner saved (estimated)"]
 
@@ -207,7 +207,7 @@ def code_decision(options: Any, base_sha: str, head_sha: str, base_tree: Path | 
 
     Nothing here starts a child that touches the GPU: the fingerprint children compile on the CPU.
     """
-    from ci.speed.arch import resolve_arch
+    from ci.speed.scope.arch import resolve_arch
 
     arch, how = resolve_arch(options.arch, options.device)
     if arch is None:
@@ -222,7 +222,7 @@ def code_decision(options: Any, base_sha: str, head_sha: str, base_tree: Path | 
             raise ChangesFileError(f"--changes {options.changes}: {exc}") from None
     import time
 
-    from ci.speed.fingerprints import decide, fingerprint_sides
+    from ci.speed.scope.fingerprints import decide, fingerprint_sides
 
     started = time.perf_counter()
     base, head = fingerprint_sides(base_tree, head_tree, [arch], log=lambda line: log(f"  [fingerprint] {line}"))
@@ -238,7 +238,7 @@ def preface_lines(decision: CodeDecision | None, measured: Sequence[tuple[str, s
 
     ``measured == []`` (every selected benchmark has identical code): the code line and one line of what it saved.
     """
-    from ci.speed.dependencies import warning_lines
+    from ci.speed.scope.dependencies import warning_lines
 
     if decision is None:
         return warning_lines(list(dependency_changes))
@@ -255,7 +255,7 @@ def preface_lines(decision: CodeDecision | None, measured: Sequence[tuple[str, s
         shown = sorted(decision.pairs) if measured is None else measured
         rows = [{"kernel[config]": f"{k}[{c}]", "code": decision.why_measured(k, c)} for k, c in shown]
         lines += [markdown_table(rows, empty="_every selected kernel[config] has identical code: nothing is measured_"), ""]
-        from ci.speed.changes_report import code_changes_lines
+        from ci.speed.scope.summary import code_changes_lines
 
         lines += code_changes_lines(decision.data.get("code_changes") or [])
     return lines + cost_lines(costs) + [""]

@@ -4,16 +4,16 @@ A fresh process per side per round spent ~5-7 s on an H200 starting (torch, the
 device context, compilation, operands) to time ~0.7 s; one process alternating A
 and B timings showed a per-round SD of the log ratio of 0.055% and no in-process
 bias (A/A' +0.004%; docs/PERF_NOTES.md). So :class:`WarmEngine` keeps one worker
-(ci.speed.worker) per side and device alive and asks it for one timing per
+(ci.speed.engine.worker) per side and device alive and asks it for one timing per
 benchmark and round:
 
 * within a round, benchmark by benchmark, the sides in the round's order
-  (ci.speed.rounds.rotating_order), so each pair is adjacent in time;
+  (ci.speed.engine.rounds.rotating_order), so each pair is adjacent in time;
 * every ``restart_every`` rounds the workers are replaced, so the variation between
   processes is sampled; each record names its worker (``worker_pid``, ``worker_generation``);
-* benchmarks are spread over ``devices`` (ci.speed.devices.assign_devices) once and stay
+* benchmarks are spread over ``devices`` (ci.speed.engine.devices.assign_devices) once and stay
   there, base and head of one benchmark on one device; each record carries its ``device_index``;
-* the next generation is spawned while one measures (ci.speed.spares: interpreter, torch,
+* the next generation is spawned while one measures (ci.speed.engine.spares: interpreter, torch,
   the kernels' imports, CPU only) and promoted at the restart: only the promotion counts as
   ``startup_s``, the rest is ``overlapped_startup_s``; not on a CPU device unless asked
   (``spares=True``): there the imports would take the timed cores;
@@ -24,15 +24,15 @@ benchmark and round:
 * a worker that dies or hangs fails its device: every benchmark of that device gets an
   error record naming the side, the benchmark and the cause; the other devices go on.
 
-The round record is ci.speed.rounds.RoundRecord: one ProcessRecord per side, its
-records keyed by benchmark id (what ci.speed.exclusion and ci.speed.verdict read): per record
+The round record is ci.speed.engine.rounds.RoundRecord: one ProcessRecord per side, its
+records keyed by benchmark id (what ci.speed.decide.exclusion and ci.speed.decide.verdict read): per record
 ``device_index``, ``worker_pid``, ``worker_generation``, ``measure_s``,
 ``measured_at``; per side ``startup_s``, ``measure_s``, ``workers`` (each with ``prespawned``,
 ``spawned_at``, ``overlapped_startup_s``, in the round it started ``phases``: the times it was
 spawned, preloaded, told "go", started; maybe ``spare_failed``); per round
 ``engine``, ``devices``, ``wall_s``.
 
-Each device's state and its part of a round are ci.speed.warm_state's (bookkeeping, no processes).
+Each device's state and its part of a round are ci.speed.engine.device_state's (bookkeeping, no processes).
 
     with WarmEngine(sides, device="cuda", devices=[0, 1], restart_every=4) as engine:
         for i in range(rounds):
@@ -46,17 +46,17 @@ import time
 from dataclasses import asdict, is_dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from ci.speed.devices import assign_devices, estimated_seconds, pinned_environment
-from ci.speed.rounds import Benchmark, ProcessRecord, RoundRecord, Side
-from ci.speed.spares import Spare, preload_request
-from ci.speed.worker_process import WorkerFailed, WorkerProcess
-from ci.speed.warm_state import Device, DevicePart, carry_in, each, summarize
+from ci.speed.engine.device_state import Device, DevicePart, carry_in, each, summarize
+from ci.speed.engine.devices import assign_devices, estimated_seconds, pinned_environment
+from ci.speed.engine.rounds import Benchmark, ProcessRecord, RoundRecord, Side
+from ci.speed.engine.spares import Spare, preload_request
+from ci.speed.engine.worker_handle import WorkerFailed, WorkerProcess
 
 # New workers every 2 rounds (4 before issue 37): the zone rule decides a benchmark whose worker generations differ
 # (the H200's n256 configs: between-worker SD 0.19-0.25%) by its second generation, at round 3 instead of 5 or more.
 DEFAULT_RESTART_EVERY = 2
 # NVML averages utilization over at most a second: within this long after our own work, a
-# utilization above the idle bound is ours (ci.speed.worker's idle check then ignores it).
+# utilization above the idle bound is ours (ci.speed.engine.worker's idle check then ignores it).
 AFTER_OWN_WORK_S = 2.0
 START_TIMEOUT_S = 300.0  # imports and the device context
 SETUP_TIMEOUT_S = 1800.0  # operands and compilation of one device's benchmarks (a cold Triton cache)
@@ -109,7 +109,7 @@ class WarmEngine:
     # -- the survey -------------------------------------------------------------
 
     def survey(self, requests: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any] | WorkerFailed]:
-        """Each side's survey (ci.speed.survey.survey of its request), asked of that side's worker on the first device.
+        """Each side's survey (ci.speed.engine.survey.survey of its request), asked of that side's worker on the first device.
 
         The workers that survey are the generation that then measures: one start per side. Their start-up
         and the survey's seconds are counted in the first round's ``startup_s``. A side whose worker cannot

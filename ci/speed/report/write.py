@@ -13,15 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ci.speed.exclusion import ExclusionRule
-from ci.speed.reasons import Status, Stop
-from ci.speed.report import gate_markdown, plan_text
-from ci.speed.run import log
-from ci.speed.thresholds import Thresholds
-from ci.speed.verdict import EXIT_INCONCLUSIVE, GATE_SCHEMA, RESOLVE_POWER, BenchmarkResult, exit_code
+from ci.speed.decide.codes import Status, Stop
+from ci.speed.decide.exclusion import ExclusionRule
+from ci.speed.decide.thresholds import Thresholds
+from ci.speed.decide.verdict import EXIT_INCONCLUSIVE, GATE_SCHEMA, RESOLVE_POWER, BenchmarkResult, exit_code
+from ci.speed.engine.survey import log
+from ci.speed.report.markdown import decision_reason, gate_markdown, plan_text
 from harness.paired import SequentialPlan, Verdict
 from harness.report import append_step_summary_or_fallback, json_text, write_json_atomic, write_or_fallback
-
 
 ALL_UNCHANGED = "PASS: unchanged (identical code), 0 GPU seconds"
 
@@ -89,10 +88,18 @@ def record_json(context: Context, results: Sequence[BenchmarkResult], correctnes
         "wall_s": round(context.wall_s, 1),
         "summary": summary_ids(results),
         "correctness": list(correctness),
-        "benchmarks": [r.to_json() for r in results],
+        "benchmarks": [_benchmark_json(r) for r in results],
         "rounds": list(rounds),
         **context.extra,
     }
+
+
+def _benchmark_json(result: BenchmarkResult) -> dict[str, Any]:
+    """A result as the record keeps it: the reason in words (the result holds the code, ``stopped_by``)."""
+    data = result.to_json()
+    if data["decision"] is not None:
+        data["decision"]["reason"] = decision_reason(result)
+    return data
 
 
 def header_lines(context: Context, rounds: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -205,7 +212,7 @@ def finish(context: Context, results: Sequence[BenchmarkResult], correctness: Se
 
 
 def _plot(path: Path, results: Sequence[BenchmarkResult]) -> None:
-    from ci.speed.plot import plot_rounds
+    from ci.speed.report.plot import plot_rounds
 
     drawn = {r.id: ([p.round for p in r.rounds], r.decision) for r in results if r.decision is not None and r.rounds}
     if drawn:

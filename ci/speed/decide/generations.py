@@ -1,6 +1,6 @@
 """The noise model applied to one run: each benchmark's worker generations, and the run's guard, in time order.
 
-The gate (ci.speed.run) feeds it each pair as it completes (a benchmark's base and head
+The gate (ci.speed.modes.shared) feeds it each pair as it completes (a benchmark's base and head
 timings in one round); a replay feeds it the record's rounds in the same order: round by
 round, and within a round in the order the pairs completed (the round record's
 "sequence"; a record without one: the order of its head's records). So a benchmark decided
@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
-from ci.speed.exclusion import ExclusionRule, exclusion
-from ci.speed.noise_model import NoiseModel
+from ci.speed.decide.exclusion import ExclusionRule, exclusion
+from ci.speed.decide.noise_file import NoiseModel
 from harness.paired.noise_guard import GuardState, PairEvent
 from harness.paired.sequential import RoundsNoise
 
@@ -69,7 +69,7 @@ class RunNoise:
             self.add_pair(int(round_record["index"]), bench_id, recs)
 
     def rounds_noise(self, bench_id: str) -> RoundsNoise | None:
-        """What sequential_decision needs for ``bench_id`` (its rounds as ci.speed.exclusion.paired_rounds lists them)."""
+        """What sequential_decision needs for ``bench_id`` (its rounds as ci.speed.decide.exclusion.paired_rounds lists them)."""
         entry = self.model.entry(bench_id)
         if entry is None or bench_id not in self.generations:
             return None

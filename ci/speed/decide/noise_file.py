@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ci.common.json_file import JsonFileError, read_json
-from ci.speed.exclusion import ExclusionRule, exclusion
+from ci.speed.decide.exclusion import ExclusionRule, exclusion
 from harness.paired.noise import BenchmarkNoise, Spread
 from harness.paired.noise_fit import RunRounds, fit
 from harness.report import write_json_atomic

@@ -1,4 +1,4 @@
-"""The warm engine's bookkeeping (ci.speed.warm): each device's state over the run, its part of a round,
+"""The warm engine's bookkeeping (ci.speed.engine.warm_engine): each device's state over the run, its part of a round,
 and what a part records when the round ends. No process is started or asked anything here."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ci.speed.rounds import Benchmark
-from ci.speed.spares import Spare
-from ci.speed.worker_process import WorkerFailed, WorkerProcess
+from ci.speed.engine.rounds import Benchmark
+from ci.speed.engine.spares import Spare
+from ci.speed.engine.worker_handle import WorkerFailed, WorkerProcess
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""What a warm worker (ci.speed.worker) knows about its commit: the survey, and the helpers it measures with.
+"""What a warm worker (ci.speed.engine.worker) knows about its commit: the survey, and the helpers it measures with.
 
 The worker runs under ci.common.commit_tree.kernels_of, so ``kernels`` is the
 commit's and everything else (harness, ci, asv_bench) this checkout's.
@@ -241,5 +241,5 @@ def timing_budget(device: str, overrides: dict[str, Any] | None) -> Any:
 
 def wrong_result_record(report: Any) -> dict[str, Any]:
     """The measurement record of a benchmark whose output is wrong at its shape (a harness.output_check.OutputReport):
-    an error record the gate turns into a wrong result (ci.speed.selection.mark_wrong_at_shape), never a speed."""
+    an error record the gate turns into a wrong result (ci.speed.decide.selection.mark_wrong_at_shape), never a speed."""
     return {"error": report.summary(), "error_type": "WrongResult", "busy": False, "wrong_result": report.to_json()}

@@ -1,4 +1,4 @@
-"""What the speed gate measures: the base's and the head's surveys (ci.speed.survey) combined.
+"""What the speed gate measures: the base's and the head's surveys (ci.speed.engine.survey) combined.
 
 A benchmark is (kernel, config, shape). Per benchmark, from what each side has
 on this device and from each side's correctness check:
@@ -10,7 +10,7 @@ on this device and from each side's correctness check:
 | new            | runs at head only (new kernel/config/shape, or the base raised)       | no    |
 | removed        | runs at base only (gone or n/a at head)                               | no    |
 | n/a            | runs on neither side here (device, shape constraints, CPU exclusion)   | no    |
-| unchanged      | identical speed fingerprint at base and head (ci.speed.unchanged)      | no    |
+| unchanged      | identical speed fingerprint at base and head (ci.speed.scope.unchanged)      | no    |
 
 The output of the timed launches is checked too, at the benchmark's own shape
 (ci.common.correctness.check_output, in the worker that times it): a
@@ -30,9 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ci.speed.reasons import Check, Status
 from ci.common.options import name_matches
-from ci.speed.rounds import Benchmark
+from ci.speed.decide.codes import Check, Status
+from ci.speed.engine.rounds import Benchmark
 
 
 class SelectionError(RuntimeError):
@@ -47,7 +47,7 @@ class Entry:
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, Status):  # a bare string would compare unequal to every code, silently
-            raise TypeError(f"Entry.status must be a ci.speed.reasons.Status, got {self.status!r}")
+            raise TypeError(f"Entry.status must be a ci.speed.decide.codes.Status, got {self.status!r}")
 
 
 @dataclass
@@ -62,7 +62,7 @@ class Selection:
     def mark_wrong_at_shape(self, round_record: Mapping[str, Any]) -> set[str]:
         """Take the gated benchmarks whose timed output was wrong at their shape in this round off the gate.
 
-        The round's wrong-result records (ci.speed.survey.wrong_result_record) name them. A wrong
+        The round's wrong-result records (ci.speed.engine.survey.wrong_result_record) name them. A wrong
         head makes the benchmark WRONG_RESULT (the gate fails); a wrong base only makes it NEW,
         reported, since the head may be what fixes it. Each becomes a correctness record too.
         Returns the ids of the benchmarks taken off.

@@ -2,24 +2,22 @@
 
 Rendered from the same BenchmarkResult objects the exit code and the JSON come
 from, through harness.report (the one table writer). The outcomes arrive as
-codes (ci.speed.reasons, harness.paired.Verdict); this module is where they
-become words. It imports no deciding module, so they can all use it.
+codes (ci.speed.decide.codes, harness.paired.Verdict); this module is where they
+become words; the deciding modules never import it.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from ci.speed.reasons import Check, Excluded, Exclusion, Status, Stop
+from ci.speed.decide.codes import Check, Excluded, Exclusion, Status, Stop
+from ci.speed.decide.verdict import BenchmarkResult
 from harness.paired.calibration import Calibration
 from harness.paired.rates import Rates
 from harness.paired.sequential import Decision, SequentialPlan
 from harness.paired.verdict import Verdict
 from harness.report import markdown_table
-
-if TYPE_CHECKING:
-    from ci.speed.verdict import BenchmarkResult
 
 VERDICT_TEXT = {
     Verdict.REGRESSION: "**REGRESSION**",
@@ -65,6 +63,15 @@ def ran_out_reason(stop: Stop, decision: Decision) -> str:
                 f"({decision.rounds_used} usable, {decision.rounds_excluded} excluded); --all-verdicts measures it to its verdict")
     return (f"{RAN_OUT_TEXT[stop]} ran out before the look at {decision.next_look} usable rounds "
             f"({decision.rounds_used} usable, {decision.rounds_excluded} excluded): inconclusive")
+
+
+def decision_reason(result: BenchmarkResult) -> str:
+    """Why a result stands where it does: what ran out before its next look (``stopped_by``), else the plan's reason."""
+    if result.decision is None:
+        return result.note
+    if result.stopped_by is not None and result.stopped_by is not Stop.DECISION:
+        return ran_out_reason(result.stopped_by, result.decision)
+    return result.decision.reason
 
 
 def _pct(x: float | None, signed: bool = False) -> str:
@@ -236,7 +243,7 @@ def gate_markdown(
     zone = [r for r in results if r.decision is not None and r.decision.rule == "zone"]
     if inconclusive and zone:
         parts += [f"> ⚠ **{len(inconclusive)} inconclusive: the measurement failed, not green (exit 3); re-run.** "
-                  + "; ".join(f"{r.id}: {r.decision.reason if r.decision else r.note}" for r in results
+                  + "; ".join(f"{r.id}: {decision_reason(r)}" for r in results
                               if r.id in inconclusive[:8]), ""]
     elif inconclusive:
         effect = "fails the gate (--fail-on-inconclusive)" if fail_on_inconclusive else "does not fail the gate (exit 0)"

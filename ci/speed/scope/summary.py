@@ -10,9 +10,9 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
-from ci.common.json_file import JsonFileError, read_json
 from ci.common.code_fingerprint import Comparison, Outcome, TreeFingerprints, benchmark_id
-from ci.speed.dependencies import warning_lines
+from ci.common.json_file import JsonFileError, read_json
+from ci.speed.scope.dependencies import warning_lines
 from harness.instruction_mix import instruction_mix, mix_diff
 from harness.report import markdown_table
 

@@ -1,7 +1,7 @@
 """A round and its record: every benchmark timed once per side, the sides' order rotating.
 
 The speed gate's unit of measurement is a *round*: each side's warm worker
-(ci.speed.warm) times every still-undecided benchmark once, the sides of one
+(ci.speed.engine.warm_engine) times every still-undecided benchmark once, the sides of one
 benchmark back to back, in the round's order. Rounds rotate the order of the
 sides (:func:`rotating_order`: A B, B A, A B, ...), so drift and warm-up land
 on both sides alike.
@@ -9,7 +9,7 @@ on both sides alike.
 A round record is plain JSON (``RoundRecord.to_json``): the order, and per
 side its workers, wall time and every benchmark's full Timing (all samples,
 steady flag, input sets, GPU state before/after, idle report).
-ci.speed.exclusion pairs two sides of such records into harness.paired rounds.
+ci.speed.decide.exclusion pairs two sides of such records into harness.paired rounds.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class Benchmark:
 
 @dataclass
 class ProcessRecord:
-    """One side's measurements in one round: that side's warm workers (ci.speed.warm)."""
+    """One side's measurements in one round: that side's warm workers (ci.speed.engine.warm_engine)."""
 
     side: str
     pid: int | None  # None when several workers (devices) measured this side
@@ -78,11 +78,11 @@ class RoundRecord:
     index: int
     order: list[str]
     processes: list[ProcessRecord] = field(default_factory=list)
-    engine: str = "warm"  # the record's "engine": ci.speed.warm's workers (records before issue 28 may say "fresh")
+    engine: str = "warm"  # the record's "engine": ci.speed.engine.warm_engine's workers (records before issue 28 may say "fresh")
     devices: list[dict[str, Any]] | None = None  # warm: per device its benchmarks, wall seconds, failure
     wall_s: float | None = None
     # The benchmark ids in the order their pairs (both sides) completed: the time order the noise model's guard
-    # reads (ci.speed.noise_run); a round the gate stopped early (the PR had failed) lists only what was measured.
+    # reads (ci.speed.decide.generations); a round the gate stopped early (the PR had failed) lists only what was measured.
     sequence: list[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -116,6 +116,6 @@ def survey_request(
     check: bool = True,
     pairs: Sequence[Sequence[str]] | None = None,
 ) -> dict[str, Any]:
-    """What a warm worker's "survey" is asked (ci.speed.survey.survey)."""
+    """What a warm worker's "survey" is asked (ci.speed.engine.survey.survey)."""
     return {"device": device, "kernels": list(kernels), "configs": list(configs), "shapes": list(shapes), "check": check,
             "pairs": None if pairs is None else [list(p) for p in pairs]}

@@ -1,11 +1,11 @@
 """Spare workers: the next generation's processes, started while the current one measures.
 
-Starting a warm worker (ci.speed.worker) on an H200 takes ~4.3 s, most of it the
+Starting a warm worker (ci.speed.engine.worker) on an H200 takes ~4.3 s, most of it the
 interpreter and ``import torch`` -- work for the CPU alone. A :class:`Spare` does
 that part early: it is spawned while the current generation measures and asked to
 ``preload`` (imports of torch, the harness and the side's kernels; no device
 context, no compilation, no operands, nothing that touches the GPU). It then waits,
-reading its stdin, for "go": at the restart ci.speed.warm promotes it (``start``,
+reading its stdin, for "go": at the restart ci.speed.engine.warm_engine promotes it (``start``,
 then ``prepare``), and only that part holds the runner.
 
 A spare whose parent dies reads end-of-file on stdin and exits: it never outlives
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ci.speed.worker_process import WorkerFailed, WorkerProcess
+from ci.speed.engine.worker_handle import WorkerFailed, WorkerProcess
 
 
 def preload_request(kernels: Sequence[str]) -> dict[str, Any]:

@@ -20,10 +20,10 @@ Any other failure of a measurement is not a reason to drop a round: the gate
 stops with a harness error instead. Excluded rounds do not advance a look of the
 sequential plan; the orchestrator caps the rounds it attempts.
 
-The reason is a code (ci.speed.reasons.Exclusion); its label ("throttled:
+The reason is a code (ci.speed.decide.codes.Exclusion); its label ("throttled:
 hw_thermal_slowdown", "SM clock below the floor", ...) is what harness.paired
 counts and the JSON keeps; the detail (side, state, values) is kept with the
-round in the JSON. ci.speed.report says it in words.
+round in the JSON. ci.speed.report.markdown says it in words.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from ci.speed.reasons import Excluded, Exclusion
+from ci.speed.decide.codes import Excluded, Exclusion
 from harness.gpu_state import SLOWDOWN_REASONS
 from harness.paired.rounds import Round
 
@@ -161,6 +161,6 @@ def paired_rounds(
             paired_round = Round(base, head, reason.label)
         order = tuple(s for s in rnd.get("order", by_side) if s in (base_side, head_side))
         generation = (records[head_side] or {}).get("worker_generation")
-        generation = int(generation) if isinstance(generation, int) else -1 - int(rnd["index"])  # as ci.speed.noise_run
+        generation = int(generation) if isinstance(generation, int) else -1 - int(rnd["index"])  # as ci.speed.decide.generations
         paired.append(PairedRound(int(rnd["index"]), paired_round, detail, order, reason, generation))
     return paired

@@ -1,4 +1,4 @@
-"""The speed gate's outcomes as codes: what code decides on; ci.speed.report turns them into words.
+"""The speed gate's outcomes as codes: what code decides on; ci.speed.report.markdown turns them into words.
 
 Each enum's value is the token the JSON record keeps (docs/SPEED_GATE.md), so a
 record written before these codes existed replays unchanged. Code compares
@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 
 class Status(enum.Enum):
-    """What the gate does with a benchmark (ci.speed.selection decides it from both surveys)."""
+    """What the gate does with a benchmark (ci.speed.decide.selection decides it from both surveys)."""
 
     GATED = "gated"  # runs at base and head, head correct: timed and decided
     WRONG_RESULT = "wrong result"  # head computes a wrong result: fails the gate, not timed
@@ -25,7 +25,7 @@ class Status(enum.Enum):
 
 
 class Check(enum.Enum):
-    """A correctness check's outcome as ci.speed.survey records it."""
+    """A correctness check's outcome as ci.speed.engine.survey records it."""
 
     PASS = "pass"
     FAIL = "fail"  # a wrong result
@@ -53,7 +53,7 @@ class Stop(enum.Enum):
 
 
 class Excluded(enum.Enum):
-    """Why a round cannot be used (ci.speed.exclusion); the value starts the recorded label."""
+    """Why a round cannot be used (ci.speed.decide.exclusion); the value starts the recorded label."""
 
     NOT_MEASURED = "not measured"
     GPU_BUSY = "GPU busy"

@@ -10,22 +10,21 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ci.common.json_file import JsonFileError, read_json
-from ci.speed.exclusion import ExclusionRule, PairedRound, paired_rounds
-from ci.speed.reasons import Status, Stop
-from ci.speed.report import ran_out_reason
-from ci.speed.rounds import Benchmark
-from ci.speed.selection import Entry
-from ci.speed.thresholds import Thresholds
+from ci.speed.decide.codes import Status, Stop
+from ci.speed.decide.exclusion import ExclusionRule, PairedRound, paired_rounds
+from ci.speed.decide.selection import Entry
+from ci.speed.decide.thresholds import Thresholds
+from ci.speed.engine.rounds import Benchmark
 from harness import paired
 from harness.paired.noise import LookNoise, Spread
-from harness.paired.zone import planned_rounds
 from harness.paired.sequential import METHOD, Decision, RoundsNoise, SequentialPlan
 from harness.paired.verdict import Verdict
+from harness.paired.zone import planned_rounds
 
 GATE_SCHEMA = "mxfp4-speed-gate/1"
 CALIBRATION_PATH = "ci/speed_calibration.json"
@@ -135,7 +134,7 @@ def decide_entry(
 
     ``ran_out`` says what ended the measuring when the plan is not through (the round or time
     budget, --plan rounds, the end of a record); an undecided benchmark is then inconclusive for that reason.
-    ``noise``: the noise model's view of this benchmark's rounds (ci.speed.noise_run), for a model plan.
+    ``noise``: the noise model's view of this benchmark's rounds (ci.speed.decide.generations), for a model plan.
     ``with_resolvable``: also plan the resolvable effect (the report's; the round loop's decisions skip it).
     """
     bench = entry.benchmark
@@ -150,8 +149,7 @@ def decide_entry(
     if decision.complete:
         result.stopped_by = Stop.DECISION
     elif ran_out is not None:
-        result.stopped_by = ran_out
-        decision = replace(decision, reason=ran_out_reason(ran_out, decision))
+        result.stopped_by = ran_out  # the report words it (ci.speed.report.markdown.decision_reason)
     result.decision = decision
     if not with_resolvable:
         return result

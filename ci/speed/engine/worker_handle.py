@@ -1,4 +1,4 @@
-"""The parent's handle on one warm worker (ci.speed.worker): start it, ask it, end it.
+"""The parent's handle on one warm worker (ci.speed.engine.worker): start it, ask it, end it.
 
 Every read has a time limit: a worker that dies answers with end-of-file at once,
 one that hangs is killed at the limit, and both raise :class:`WorkerFailed` naming
@@ -30,7 +30,7 @@ class WorkerFailed(RuntimeError):
 
 
 class WorkerProcess:
-    """One running ``python -m ci.speed.worker`` on ``tree``'s kernels, pinned by ``extra_env``."""
+    """One running ``python -m ci.speed.engine.worker`` on ``tree``'s kernels, pinned by ``extra_env``."""
 
     def __init__(
         self,
@@ -49,7 +49,7 @@ class WorkerProcess:
         env.update(extra_env or {})
         self.spawned_at = time.time()
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "ci.speed.worker"], cwd=folder, env=env, text=True,
+            [sys.executable, "-m", "ci.speed.engine.worker"], cwd=folder, env=env, text=True,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
         self.pid = self._proc.pid

@@ -9,8 +9,9 @@ is harness.paired.Verdict, already a code.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 
 class Status(enum.Enum):
@@ -33,7 +34,7 @@ class Check(enum.Enum):
     NOT_APPLICABLE = "n/a"  # the check cannot run here (unsupported shape or device)
 
     @classmethod
-    def of(cls, check: Mapping[str, Any]) -> "Check":
+    def of(cls, check: Mapping[str, Any]) -> Check:
         return cls(check["status"])
 
 

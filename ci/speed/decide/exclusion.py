@@ -1,35 +1,18 @@
 """Which rounds the speed gate may use: a pure function over recorded measurements.
 
-A round pairs one base and one head process, adjacent in time, for one
-benchmark. It is EXCLUDED (``harness.paired.Round(excluded=reason)``: counted
-and reported, never in an estimate) when either side's measurement shows
-
-* a slowdown throttle reason from outside the measured load
-  (``harness.gpu_state.SLOWDOWN_REASONS`` less :data:`OWN_LOAD_REASONS`: HW
-  slowdown, thermal slowdown, power brake; amdsmi's throttle flag) in its GPU
-  state before or after the timed launches (the software power cap that the
-  kernel's own load causes is counted, not excluded);
-* an SM clock below the clock floor in either state: ``--plan clock_floor_mhz=``, or
-  by default :data:`DEFAULT_CLOCK_FLOOR_FRACTION` of the card's max SM clock
-  (as the state reports it). Clocks are sampled before and after the timed
-  launches, not during them;
-* a timing that never became steady (warm-up gave up: ``steady=False``);
-* a GPU that was busy (the idle check gave up waiting: GpuBusyError).
-
-Any other failure of a measurement is not a reason to drop a round: the gate
-stops with a harness error instead. Excluded rounds do not advance a look of the
-sequential plan; the orchestrator caps the rounds it attempts.
-
-The reason is a code (ci.speed.decide.codes.Exclusion); its label ("throttled:
-hw_thermal_slowdown", "SM clock below the floor", ...) is what harness.paired
-counts and the JSON keeps; the detail (side, state, values) is kept with the
-round in the JSON. ci.speed.report.markdown says it in words.
+A round pairs one base and one head process, adjacent in time, for one benchmark. It is EXCLUDED
+(``harness.paired.Round(excluded=reason)``: counted and reported, never in an estimate) when either side's
+measurement shows a slowdown throttle from outside the measured load, an SM clock below the clock floor,
+a timing that never became steady, or a busy GPU; any other failure is a harness error, not an exclusion.
+The reason is a code (ci.speed.decide.codes.Exclusion); ci.speed.report.markdown words it.
+Each reason and why: docs/SPEED_GATE.md, "The command", step 7, and "Inside the code".
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ci.speed.decide.codes import Excluded, Exclusion
 from harness.gpu_state import SLOWDOWN_REASONS
@@ -71,7 +54,7 @@ class ExclusionRule:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "ExclusionRule":
+    def from_json(cls, data: Mapping[str, Any]) -> ExclusionRule:
         return cls(
             clock_floor_mhz=data.get("clock_floor_mhz"),
             clock_floor_fraction=data.get("clock_floor_fraction") or DEFAULT_CLOCK_FLOOR_FRACTION,
@@ -97,7 +80,8 @@ def side_problem(side: str, record: Mapping[str, Any] | None, rule: ExclusionRul
         floor, how = rule.floor_for(state)
         clock = state.get("sm_clock_mhz")
         if floor is not None and isinstance(clock, (int, float)) and clock < floor:
-            return Exclusion(Excluded.BELOW_CLOCK_FLOOR), f"{side} {when}: SM {clock:g} MHz < floor {floor:.0f} MHz ({how})"
+            detail = f"{side} {when}: SM {clock:g} MHz < floor {floor:.0f} MHz ({how})"
+            return Exclusion(Excluded.BELOW_CLOCK_FLOOR), detail
     if rule.require_steady and record.get("steady") is False:
         return Exclusion(Excluded.UNSTEADY), (f"{side}: warm-up gave up after {record.get('warmup_launches')} launches "
                                               f"({record.get('warmup_s', 0):.2f} s) without three chunks in tolerance")
@@ -133,7 +117,8 @@ class PairedRound:
     generation: int = 0  # the head worker's generation (a record without one: a generation of its own, -1 - index)
 
     def to_json(self) -> dict[str, Any]:
-        return {"round_index": self.round_index, **self.round.to_json(), "detail": self.detail or None, "order": list(self.order)}
+        return {"round_index": self.round_index, **self.round.to_json(), "detail": self.detail or None,
+                "order": list(self.order)}
 
 
 def paired_rounds(
@@ -161,6 +146,7 @@ def paired_rounds(
             paired_round = Round(base, head, reason.label)
         order = tuple(s for s in rnd.get("order", by_side) if s in (base_side, head_side))
         generation = (records[head_side] or {}).get("worker_generation")
-        generation = int(generation) if isinstance(generation, int) else -1 - int(rnd["index"])  # as ci.speed.decide.generations
+        # unknown: a generation of its own, as ci.speed.decide.generations has it
+        generation = int(generation) if isinstance(generation, int) else -1 - int(rnd["index"])
         paired.append(PairedRound(int(rnd["index"]), paired_round, detail, order, reason, generation))
     return paired

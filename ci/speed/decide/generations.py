@@ -1,18 +1,15 @@
 """The noise model applied to one run: each benchmark's worker generations, and the run's guard, in time order.
 
-The gate (ci.speed.modes.shared) feeds it each pair as it completes (a benchmark's base and head
-timings in one round); a replay feeds it the record's rounds in the same order: round by
-round, and within a round in the order the pairs completed (the round record's
-"sequence"; a record without one: the order of its head's records). So a benchmark decided
-in the middle of a round sees exactly what the live gate saw then, and the record replays
-to the same decisions. The guard itself is harness.paired.noise_guard.guard over every gated
-benchmark with a model entry; once it fires it stays fired for the rest of the run.
+The gate feeds it each pair as it completes; a replay feeds the record's rounds in the same order (the round
+record's "sequence"), so a record replays to the same decisions. The guard is harness.paired.noise_guard.guard;
+once it fires it stays fired for the rest of the run. Why: docs/SPEED_GATE.md, "Inside the code".
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ci.speed.decide.exclusion import ExclusionRule, exclusion
 from ci.speed.decide.noise_file import NoiseModel
@@ -50,7 +47,7 @@ class RunNoise:
         reason, _ = exclusion({side: records.get(side) for side in SIDES}, self.rule)
         head = records.get("head") or {}
         generation = head.get("worker_generation")
-        generation = int(generation) if isinstance(generation, int) else -1 - round_index  # unknown: a generation of its own
+        generation = int(generation) if isinstance(generation, int) else -1 - round_index  # unknown: one of its own
         ratio = None
         if reason is None:
             ratio = math.log(float(head["tflops"]) / float((records.get("base") or {})["tflops"]))
@@ -69,7 +66,7 @@ class RunNoise:
             self.add_pair(int(round_record["index"]), bench_id, recs)
 
     def rounds_noise(self, bench_id: str) -> RoundsNoise | None:
-        """What sequential_decision needs for ``bench_id`` (its rounds as ci.speed.decide.exclusion.paired_rounds lists them)."""
+        """What sequential_decision needs for ``bench_id`` (its rounds as exclusion.paired_rounds lists them)."""
         entry = self.model.entry(bench_id)
         if entry is None or bench_id not in self.generations:
             return None

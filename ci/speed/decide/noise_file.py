@@ -1,38 +1,19 @@
 """A runner's noise model file (``ci/speed_noise.json``, an H200's ``ci/speed_noise_h200.json``): read, fit, write.
 
-The statistics are harness.paired.noise; this module is the file and where its data come
-from. The file keeps the fitted parameters *and* the A/A rounds they were fitted from
-(each run's log ratios and worker generations), so a refresh refits from the data, never
-from a summary: ``python -m ci.speed.calibrate --write`` adds its run to the runs already
-in the file (same GPU model), keeps the newest :data:`MAX_RUNS`, refits and writes.
-Schema (docs/SPEED_GATE.md, "The noise model")::
-
-    {
-      "schema": "mxfp4-speed-noise/1",
-      "about": "free text",
-      "runner": {"gpu": "NVIDIA H200", "driver": "580.159.04", "torch": "2.11.0+cu130", "cuda": "13.0", "host": "..."},
-      "fitted": "2026-12-05T10:00:00+0000",
-      "restart_every": 4,
-      "spread": {"run_df": 13.3, "bench_df": 5.9, "estimated": true},
-      "benchmarks": {"kernel[config]/shape": {"within_sd": 0.00092, "within_df": 25, "between_sd": 0.0,
-                                              "between_df": 0, "rounds": 41, "runs": 5}},
-      "notes": ["..."],
-      "runs": [{"source": "...", "created": "...", "environment": {...}, "why_aa": "...",
-                "benchmarks": {"kernel[config]/shape": {"log_ratios": [...], "generations": [...]}}}]
-    }
-
-A run is "honestly A/A" when its record is a calibration record (one commit against itself), or a
-gate record whose code decision says the benchmark's code is identical at base and head (measured
-with ``--measure-identical``); any other record only with ``assume_aa`` and the reason, which the run keeps.
+The statistics are harness.paired.noise; this module is the file and where its data come from. The file keeps
+the fitted parameters *and* the A/A rounds they were fitted from, so a refresh refits from the data, never from
+a summary (``python -m ci.speed.calibrate --write`` adds its run, keeps the newest :data:`MAX_RUNS`, refits).
+A run must be honestly A/A (:func:`run_of_record`). Schema: docs/SPEED_GATE.md, "Inside the code".
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ci.common.json_file import JsonFileError, read_json
 from ci.speed.decide.exclusion import ExclusionRule, exclusion
@@ -74,7 +55,8 @@ class NoiseModel:
 
     def used_json(self, bench_ids: Sequence[str]) -> dict[str, Any]:
         """What a gate record keeps of the model it decided with: enough to replay it (no raw runs)."""
-        return {"source": self.source, "runner": dict(self.runner), "fitted": self.fitted, "restart_every": self.restart_every,
+        return {"source": self.source, "runner": dict(self.runner), "fitted": self.fitted,
+                "restart_every": self.restart_every,
                 "spread": self.spread.to_json(),
                 "benchmarks": {k: self.benchmarks[k].to_json() for k in sorted(bench_ids) if k in self.benchmarks}}
 
@@ -112,7 +94,8 @@ def parse_noise_model(data: Any, where: str, *, runs_required: bool = True) -> N
     if isinstance(restart, bool) or not isinstance(restart, int) or restart < 1:
         raise NoiseModelError(f"{_where(where, 'restart_every')}: a whole number >= 1 (got {restart!r})")
     runs = data.get("runs", [])
-    if not isinstance(runs, list) or not all(isinstance(r, dict) and isinstance(r.get("benchmarks"), dict) for r in runs):
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and isinstance(r.get("benchmarks"), dict)
+                                             for r in runs):
         raise NoiseModelError(f"{_where(where, 'runs')}: a list of runs, each with its \"benchmarks\" rounds")
     return NoiseModel(benchmarks, spread, data["runner"], str(data.get("fitted", "?")), restart, tuple(runs),
                       data.get("source") or where, tuple(data.get("notes", [])), str(data.get("about", "")))
@@ -131,7 +114,7 @@ def runner_identity(environment: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def identity_check(model: NoiseModel, environment: Mapping[str, Any]) -> tuple[bool, list[str]]:
-    """(usable, notes): a model of another GPU model is not used; another driver or torch is said, and the guard watches."""
+    """(usable, notes): a model of another GPU model is not used; another driver or torch is said."""
     here = runner_identity(environment)
     if model.runner.get("gpu") != here["gpu"]:
         return False, [f"the noise model ({model.source}) was measured on {model.runner.get('gpu')!r}; this runner is "
@@ -152,7 +135,8 @@ def _generation(record: Mapping[str, Any] | None) -> int | None:
     return int(value) if isinstance(value, int) else None
 
 
-def run_of_record(record: Mapping[str, Any], source: str, *, assume_aa: str | None = None) -> tuple[dict[str, Any], list[str]]:
+def run_of_record(record: Mapping[str, Any], source: str, *,
+                  assume_aa: str | None = None) -> tuple[dict[str, Any], list[str]]:
     """The A/A rounds of a gate or calibration record, as a model run; and what was left out, and why.
 
     Usable rounds only (the record's own exclusion rule applies again), in time order, each with the
@@ -172,7 +156,8 @@ def run_of_record(record: Mapping[str, Any], source: str, *, assume_aa: str | No
             pair = f"{bench['kernel']}[{bench['config']}]"
             identical = str(decisions.get(pair, "")).startswith("unchanged (identical code)")
             if mode != "calibrate" and not identical and not assume_aa:
-                notes.append(f"{bench['id']}: its code differs at base and head ({decisions.get(pair, 'no code decision')}): not A/A")
+                why = decisions.get(pair, "no code decision")
+                notes.append(f"{bench['id']}: its code differs at base and head ({why}): not A/A")
                 continue
             ratios, gens = [], []
             for rnd in record["rounds"]:
@@ -192,13 +177,16 @@ def run_of_record(record: Mapping[str, Any], source: str, *, assume_aa: str | No
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
         raise NoiseModelError(f"{source}: malformed record ({type(exc).__name__}: {exc})") from None
     why = ("a --calibrate record: one commit against itself" if mode == "calibrate"
-           else f"assumed A/A: {assume_aa}" if assume_aa else "identical code at base and head, measured with --measure-identical")
-    run = {"source": source, "created": record.get("created", "?"), "environment": runner_identity(record.get("environment") or {}),
+           else f"assumed A/A: {assume_aa}" if assume_aa
+           else "identical code at base and head, measured with --measure-identical")
+    run = {"source": source, "created": record.get("created", "?"),
+           "environment": runner_identity(record.get("environment") or {}),
            "why_aa": why, "benchmarks": benchmarks}
     return run, notes
 
 
-def refit(runs: Sequence[Mapping[str, Any]], *, restart_every: int, about: str = "", max_runs: int = MAX_RUNS) -> NoiseModel:
+def refit(runs: Sequence[Mapping[str, Any]], *, restart_every: int, about: str = "",
+          max_runs: int = MAX_RUNS) -> NoiseModel:
     """The model from ``runs``: the newest ``max_runs`` of those on the newest run's GPU model (same source once)."""
     if not runs:
         raise NoiseModelError("no A/A runs to fit a noise model from")
@@ -213,7 +201,8 @@ def refit(runs: Sequence[Mapping[str, Any]], *, restart_every: int, about: str =
                                                                tuple(data["generations"])))
     fitted = fit(by_bench)
     dropped = len(ordered) - len(kept)
-    notes = list(fitted.notes) + ([f"{dropped} older run(s) or run(s) of another GPU model left out"] if dropped else [])
+    left_out = [f"{dropped} older run(s) or run(s) of another GPU model left out"] if dropped else []
+    notes = list(fitted.notes) + left_out
     return NoiseModel(fitted.benchmarks, fitted.spread, dict(kept[-1].get("environment") or {}),
                       time.strftime("%Y-%m-%dT%H:%M:%S%z"), restart_every, tuple(kept), "", tuple(notes), about)
 

@@ -1,34 +1,16 @@
 """What the speed gate measures: the base's and the head's surveys (ci.speed.engine.survey) combined.
 
-A benchmark is (kernel, config, shape). Per benchmark, from what each side has
-on this device and from each side's correctness check:
-
-| status         | when                                                                  | timed |
-|----------------|-----------------------------------------------------------------------|-------|
-| gated          | runs at base and head, head's result is correct                       | yes   |
-| wrong result   | head's kernel computes a wrong result (the gate fails)                | no    |
-| new            | runs at head only (new kernel/config/shape, or the base raised)       | no    |
-| removed        | runs at base only (gone or n/a at head)                               | no    |
-| n/a            | runs on neither side here (device, shape constraints, CPU exclusion)   | no    |
-| unchanged      | identical speed fingerprint at base and head (ci.speed.scope.unchanged)      | no    |
-
-The output of the timed launches is checked too, at the benchmark's own shape
-(ci.common.correctness.check_output, in the worker that times it): a
-wrong head there makes the benchmark "wrong result", a wrong base only "new"
-(:meth:`Selection.mark_wrong_at_shape`, after the round that found it).
-
-A kernel that raises in the head's correctness check (anything but the
-registry's UnsupportedShape / UnsupportedDevice) is a harness error naming
-kernel and side. One that raises at the base only is reported and its
-benchmarks are "new": a change that fixes a broken base must not be blocked.
-A selector that matches nothing, or a selection with nothing that runs, is a
-harness error.
+Per benchmark (kernel, config, shape), from what each side has on this device and each side's correctness
+check, one status (ci.speed.decide.codes.Status): gated (the only one timed), wrong result, new, removed,
+n/a, unchanged. A kernel raising in the head's check, a selector matching nothing or a selection with nothing
+that runs is a :class:`SelectionError`. The table of statuses: docs/SPEED_GATE.md, "Inside the code".
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ci.common.options import name_matches
 from ci.speed.decide.codes import Check, Status
@@ -91,7 +73,8 @@ class Selection:
         return taken
 
 
-def check_selectors(surveys: Mapping[str, Mapping[str, Any] | None], kernels: Sequence[str], configs: Sequence[str]) -> None:
+def check_selectors(surveys: Mapping[str, Mapping[str, Any] | None], kernels: Sequence[str],
+                    configs: Sequence[str]) -> None:
     """Every --kernel / --config / --shape selector must match something on some side."""
     present = [s for s in surveys.values() if s is not None]
     registered = [k for s in present for k in s["registered"]]
@@ -110,7 +93,8 @@ def check_selectors(surveys: Mapping[str, Mapping[str, Any] | None], kernels: Se
                              "(harness/shapes.py BENCHMARK_SHAPES, asv_bench/common.py CPU_SHAPES)")
 
 
-def select(head: Mapping[str, Any], base: Mapping[str, Any] | None, base_note: str = "", others: Sequence[Entry] = ()) -> Selection:
+def select(head: Mapping[str, Any], base: Mapping[str, Any] | None, base_note: str = "",
+           others: Sequence[Entry] = ()) -> Selection:
     """Combine the surveys; raise SelectionError for a kernel raising at head or an empty selection.
 
     ``others``: entries decided without a survey (unchanged, identical code), listed after the surveyed ones.
@@ -122,34 +106,38 @@ def select(head: Mapping[str, Any], base: Mapping[str, Any] | None, base_note: s
     for c in correctness:
         if c["side"] == "head" and Check.of(c) is Check.ERROR:
             shape = "x".join(map(str, c["shape"]))
-            raise SelectionError(f"{c['kernel']}[{c['config']}] raised at head in its correctness check at {shape}: {c['message']}")
+            raise SelectionError(f"{c['kernel']}[{c['config']}] raised at head in its correctness check at {shape}: "
+                                 f"{c['message']}")
 
     head_b = {Benchmark.from_json(b).id: b for b in head["benchmarks"]}
     base_b = {Benchmark.from_json(b).id: b for b in base["benchmarks"]} if base is not None else {}
     entries = []
     for bench_id in list(head_b) + [i for i in base_b if i not in head_b]:
         h, b = head_b.get(bench_id), base_b.get(bench_id)
-        bench = Benchmark.from_json(h or b)
+        seen = h if h is not None else base_b[bench_id]
+        bench = Benchmark.from_json(seen)
         key = (bench.kernel, bench.config)
         head_check, base_check = checks.get(("head",) + key), checks.get(("base",) + key)
         runs_head = h is not None and h["available"]
         runs_base = b is not None and b["available"]
         if runs_head and head_check and Check.of(head_check) is Check.NOT_APPLICABLE:
-            runs_head, h = False, dict(h, reason=f"correctness check not possible: {head_check['message']}")
+            runs_head, h = False, dict(seen, reason=f"correctness check not possible: {head_check['message']}")
         base_raised = runs_base and base_check is not None and Check.of(base_check) is Check.ERROR
         if runs_head and head_check and Check.of(head_check) is Check.FAIL:
             entries.append(Entry(bench, Status.WRONG_RESULT, f"head: {head_check['message']}"))
         elif runs_head and runs_base and not base_raised:
-            note = f"base computed a wrong result ({base_check['message']})" if base_check and Check.of(base_check) is Check.FAIL else ""
+            base_wrong = base_check is not None and Check.of(base_check) is Check.FAIL
+            note = f"base computed a wrong result ({base_check['message']})" if base_check and base_wrong else ""
             entries.append(Entry(bench, Status.GATED, note))
         elif runs_head:
-            why = (f"base raised: {base_check['message']}" if base_raised
+            why = (f"base raised: {base_check['message']}" if base_raised and base_check is not None
                    else base_note or "not in the base" if b is None else f"n/a at base: {b['reason']}")
             entries.append(Entry(bench, Status.NEW, why))
         elif runs_base:
-            entries.append(Entry(bench, Status.REMOVED, "not in the head" if h is None else f"n/a at head: {h['reason']}"))
+            entries.append(Entry(bench, Status.REMOVED,
+                                 "not in the head" if h is None else f"n/a at head: {h['reason']}"))
         else:
-            entries.append(Entry(bench, Status.NOT_APPLICABLE, (h or b)["reason"]))
+            entries.append(Entry(bench, Status.NOT_APPLICABLE, (h or seen)["reason"]))
     entries += others
     if all(e.status is Status.NOT_APPLICABLE for e in entries):
         reasons = sorted({e.note for e in entries}) or ["no benchmark matches the selectors"]

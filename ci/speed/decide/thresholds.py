@@ -1,33 +1,9 @@
-"""The speed gate's thresholds: one committed file, ``ci/speed_thresholds.json``.
+"""The speed gate's thresholds: one committed file, ``ci/speed_thresholds.json`` (an H200's ``_h200``).
 
-A benchmark is named ``kernel[config]/shape`` (``triton_dot_scaled[m128_n256_k64_w8_s3]/square_m08192_n08192_k08192``).
-Its threshold ``t`` is the half-width of the band ``[1 - t, 1 + t]`` around a
-head/base TFLOPS ratio of 1 (harness.paired): the first override whose
-``match`` pattern matches the name, else ``default_threshold``. Patterns use
-``*`` (any run of characters) and ``?`` (one character); square brackets are
-literal, because they are part of every benchmark's name (fnmatch would read
-``[bf16]`` as a character class).
-
-Schema::
-
-    {
-      "schema": "mxfp4-speed-thresholds/1",
-      "default_threshold": 0.01,
-      "overrides": [
-        {"match": "torch_dequant[*]/*", "threshold": 0.1, "why": "A/A on <runner>, <date>: round SD ..."}
-      ]
-    }
-
-Every override says why (typically the ``--calibrate`` line it came from). A
-malformed file is a harness error naming the file and the key.
-
-``targets`` (optional, same form as overrides) are policy, not measurement: the effect
-that matters for those benchmarks. The gate does not read them; ``ci.speed.calibrate --write``
-sets a matching benchmark's threshold to the target, or to the smallest threshold the
-runner's noise supports when the target is below it (docs/SPEED_GATE.md, "Calibrating
-a new runner"), and every other benchmark's to its two-round threshold. Thresholds are a
-property of the runner's noise: ``ci/speed_thresholds.json`` is the MI355X
-runner's, ``ci/speed_thresholds_h200.json`` an H200's (``--thresholds``).
+A benchmark ``kernel[config]/shape`` has the threshold ``t`` of the band ``[1 - t, 1 + t]`` around a head/base
+ratio of 1: the first override whose ``match`` pattern (``*``, ``?``; brackets literal) matches, else
+``default_threshold``. Every override says why; ``targets`` are policy the gate does not read. A malformed
+file is a :class:`ThresholdsError` naming the file and the key. Schema: docs/SPEED_GATE.md, "Inside the code".
 """
 
 from __future__ import annotations
@@ -64,7 +40,7 @@ class Thresholds:
     default: float
     overrides: tuple[Override, ...]
     source: str  # where they were read from (a path, or "recorded in <file>")
-    targets: tuple[Override, ...] = ()  # policy for ci.speed.calibrate --write (the gate decides on overrides and the default)
+    targets: tuple[Override, ...] = ()  # policy, which the gate never reads (it decides on overrides and the default)
     about: str = ""
 
     def target(self, name: str) -> Override | None:
@@ -141,12 +117,14 @@ def _entries(data: dict[str, Any], key: str, where: str) -> tuple[Override, ...]
         missing = sorted(_OVERRIDE_KEYS - set(entry))
         if extra or missing:
             raise ThresholdsError(f"{at}: " + "; ".join(
-                part for part in (extra and f"unknown key(s) {extra}", missing and f"missing key(s) {missing}") if part))
+                part for part in (extra and f"unknown key(s) {extra}",
+                                  missing and f"missing key(s) {missing}") if part))
         if not isinstance(entry["match"], str) or not entry["match"].strip():
             raise ThresholdsError(f"{at}.match: must be a non-empty pattern over kernel[config]/shape")
         if not isinstance(entry["why"], str) or not entry["why"].strip():
             raise ThresholdsError(f"{at}.why: every override says why (e.g. the --calibrate line it came from)")
-        overrides.append(Override(entry["match"], _threshold(entry["threshold"], f"{at}.threshold"), entry["why"].strip()))
+        overrides.append(Override(entry["match"], _threshold(entry["threshold"], f"{at}.threshold"),
+                                  entry["why"].strip()))
     return tuple(overrides)
 
 

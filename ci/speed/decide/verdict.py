@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ci.common.json_file import JsonFileError, read_json
 from ci.speed.decide.codes import Status, Stop
@@ -85,8 +86,8 @@ class BenchmarkResult:
 
 
 def resolvable_effect(
-    bench_id: str, used: Sequence[paired.Round], threshold: float, plan: SequentialPlan, calibrations: Mapping[str, Any],
-    noise: RoundsNoise | None = None, restart_every: int = 4,
+    bench_id: str, used: Sequence[paired.Round], threshold: float, plan: SequentialPlan,
+    calibrations: Mapping[str, Any], noise: RoundsNoise | None = None, restart_every: int = 4,
 ) -> tuple[float | None, str]:
     """The smallest slowdown flagged as regression w.p. RESOLVE_POWER by the plan's last look, at ``threshold``.
 
@@ -96,14 +97,16 @@ def resolvable_effect(
     bound, via harness.paired.calibrate: a constant effect does not change the spread of log ratios).
     """
     if plan.rule == "zone":
-        look = LookNoise(noise.noise, noise.spread) if plan.variance == "model" and noise is not None and noise.noise else None
+        look = (LookNoise(noise.noise, noise.spread)
+                if plan.variance == "model" and noise is not None and noise.noise else None)
         n = planned_rounds(look, threshold, plan, restart_every)
         if look is None:
             return None, "no noise model entry: the rounds decide when they can (the last look always does)"
         if n is None:
-            return None, f"the zone plan cannot decide every effect by its last look ({plan.max_rounds} rounds) under the model"
+            return None, (f"the zone plan cannot decide every effect by its last look ({plan.max_rounds} rounds) "
+                          "under the model")
         return threshold, f"the zone plan: any effect decided by round {n} under the model"
-    if plan.variance == "model" and noise is not None:
+    if plan.variance == "model" and noise is not None and noise.noise is not None:
         look = LookNoise(noise.noise, noise.spread)
         return paired.model_resolvable_effect(look, threshold, plan, restart_every, RESOLVE_POWER), "the noise model"
     cal = calibrations.get(bench_id)
@@ -153,8 +156,8 @@ def decide_entry(
     result.decision = decision
     if not with_resolvable:
         return result
-    result.resolvable, result.resolvable_source = resolvable_effect(bench.id, result.used_rounds(), result.threshold, plan,
-                                                                    calibrations, noise, restart_every)
+    result.resolvable, result.resolvable_source = resolvable_effect(
+        bench.id, result.used_rounds(), result.threshold, plan, calibrations, noise, restart_every)
     return result
 
 
@@ -162,7 +165,7 @@ EXIT_INCONCLUSIVE = 3
 
 
 def inconclusive_failed(results: Sequence[BenchmarkResult]) -> list[BenchmarkResult]:
-    """The zone plan's gated benchmarks left inconclusive: a measurement that failed (not a PR that had already failed)."""
+    """The zone plan's gated benchmarks left inconclusive: a measurement that failed (not a PR that had failed)."""
     return [r for r in results if r.status is Status.GATED and r.verdict is Verdict.INCONCLUSIVE
             and r.decision is not None and r.decision.rule == "zone" and r.stopped_by is not Stop.PR_FAILED]
 
@@ -193,8 +196,10 @@ def load_record(path: str | Path) -> dict[str, Any]:
     except JsonFileError as exc:
         raise RecordError(str(exc)) from None
     if not isinstance(data, dict) or data.get("schema") != GATE_SCHEMA:
-        raise RecordError(f"{path}: not a {GATE_SCHEMA} record (\"schema\" is {data.get('schema') if isinstance(data, dict) else None!r})")
-    for key, kind in (("rounds", list), ("benchmarks", list), ("plan", dict), ("exclusion", dict), ("thresholds", dict)):
+        schema = data.get("schema") if isinstance(data, dict) else None
+        raise RecordError(f"{path}: not a {GATE_SCHEMA} record (\"schema\" is {schema!r})")
+    for key, kind in (("rounds", list), ("benchmarks", list), ("plan", dict), ("exclusion", dict),
+                      ("thresholds", dict)):
         if not isinstance(data.get(key), kind):
             raise RecordError(f"{path}: \"{key}\" is missing or not a {kind.__name__}")
     return data
@@ -204,33 +209,38 @@ def entries_of(record: Mapping[str, Any]) -> list[Entry]:
     return [Entry(Benchmark.from_json(b), Status(b["status"]), b.get("note") or "") for b in record["benchmarks"]]
 
 
-RETIRED_PLAN = ("was decided with the signed-rank plan (Hodges-Lehmann ratio, exact signed-rank interval, the fresh-process "
-                "engine's), retired in issue 28: it cannot be replayed under its own plan, and its rounds are not re-decided "
-                "under the warm plan in its place (docs/PERF_NOTES.md keeps what it found)")
+RETIRED_PLAN = ("was decided with the signed-rank plan (Hodges-Lehmann ratio, exact signed-rank interval, the "
+                "fresh-process engine's), retired in issue 28: it cannot be replayed under its own plan, and its "
+                "rounds are not re-decided under the warm plan in its place (docs/PERF_NOTES.md keeps what it found)")
 
 
 def plan_of(data: Mapping[str, Any], where: str = "the record") -> SequentialPlan:
     """The plan a record was decided with; RecordError for a plan this gate no longer has (never another in its place).
 
     Records of the warm plan before its rules existed replay without them: no ``alpha_per_tail``/``futility``
-    before version 3, no ``miss_alpha`` before version 4, no ``spending``/``variance`` before version 5 (issue 29). A record without a ``method`` (before issue 21) or with
-    ``"signed_rank"`` was decided with the retired signed-rank plan.
+    before version 3, no ``miss_alpha`` before version 4, no ``spending``/``variance`` before version 5 (issue 29).
+    A record without a ``method`` (before issue 21) or with ``"signed_rank"`` was decided with the retired
+    signed-rank plan.
     """
     points = tuple(data["look_points"])  # a plan without looks is malformed, not a retired plan
     method = data.get("method", "signed_rank")
     if method != METHOD:
-        raise RecordError(f"{where} {RETIRED_PLAN}" if method == "signed_rank" else f"{where}: unknown plan method {method!r}")
+        raise RecordError(f"{where} {RETIRED_PLAN}" if method == "signed_rank"
+                          else f"{where}: unknown plan method {method!r}")
     spending = data.get("spending")
-    zone = {}
+    zone: dict[str, Any] = {}
     if data.get("rule", "band") == "zone":  # version 6's keys (a record before it has none: the band)
         zone = {"rule": "zone", "prior_df_cap": data.get("prior_df_cap"), "between_floor": float(data["between_floor"]),
                 "bench_check_level": data.get("bench_check_level"), "forced_limit": float(data["forced_limit"]),
                 "first_round_level": data.get("first_round_level")}
-    return SequentialPlan(min_rounds=data["min_rounds"], max_rounds=data["max_rounds"], looks=points, alpha=data["alpha"],
-                          alpha_per_tail=bool(data.get("alpha_per_tail", False)), futility=bool(data.get("futility", False)),
+    return SequentialPlan(min_rounds=data["min_rounds"], max_rounds=data["max_rounds"], looks=points,
+                          alpha=data["alpha"],
+                          alpha_per_tail=bool(data.get("alpha_per_tail", False)),
+                          futility=bool(data.get("futility", False)),
                           miss_alpha=data.get("miss_alpha"), spending=None if spending is None else tuple(spending),
                           variance=data.get("variance", "rounds"),
-                          guard_level=data.get("guard_level", SequentialPlan.guard_level), **zone)  # a t plan's record has none
+                          guard_level=data.get("guard_level", SequentialPlan.guard_level),
+                          **zone)  # a t plan's record has none
 
 
 def load_calibrations(path: str | Path) -> dict[str, Any]:
@@ -242,7 +252,8 @@ def load_calibrations(path: str | Path) -> dict[str, Any]:
     where = f"{path}, {data.get('created', '?')}, {data.get('environment', {}).get('gpu') or 'cpu'}"
     out = {}
     for bench_id, cal in cals.items():
-        if not isinstance(cal, dict) or not isinstance(cal.get("ratio_sd_upper"), (int, float)) or not math.isfinite(cal["ratio_sd_upper"]):
+        sd = cal.get("ratio_sd_upper") if isinstance(cal, dict) else None
+        if not isinstance(sd, (int, float)) or not math.isfinite(sd):
             raise RecordError(f"{path}: calibrations[{bench_id!r}].ratio_sd_upper is missing or not a number")
         out[bench_id] = dict(cal, source=where)
     return out

@@ -6,7 +6,8 @@ report prints it ("GPU runner: ...", ci.speed.report.write).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 
 def cost_summary(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -30,5 +31,6 @@ def cost_summary(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         for dev in rnd.get("devices") or [{"device": "default", "wall_s": rnd.get("wall_s") or 0.0}]:
             key = str(dev["device"])
             device_wall[key] = round(device_wall.get(key, 0.0) + (dev.get("wall_s") or 0.0), 3)
-    return {"startup_s": round(startup, 3), "overlapped_startup_s": round(overlapped, 3), "measure_s": round(measure, 3),
+    return {"startup_s": round(startup, 3), "overlapped_startup_s": round(overlapped, 3),
+            "measure_s": round(measure, 3),
             "processes_started": len(processes), "device_wall_s": device_wall}

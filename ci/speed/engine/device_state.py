@@ -4,9 +4,10 @@ and what a part records when the round ends. No process is started or asked anyt
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ci.speed.engine.rounds import Benchmark
 from ci.speed.engine.spares import Spare
@@ -27,7 +28,7 @@ class Device:
     last_work_end: float = 0.0
     failure: str | None = None
     budget: dict[str, Any] | None = None  # the timing budget the workers resolved at their start
-    carried: "DevicePart | None" = None  # the survey's start-up, counted in the first round (see WarmEngine.survey)
+    carried: DevicePart | None = None  # the survey's start-up, counted in the first round (see WarmEngine.survey)
 
 
 @dataclass
@@ -38,14 +39,14 @@ class DevicePart:
     benches: list[Benchmark]
     began: float = field(default_factory=time.time)
     records: dict[str, dict[str, Any]] = field(default_factory=dict)  # side -> benchmark id -> record
-    workers: dict[str, dict[str, Any]] = field(default_factory=dict)  # side -> the worker that measured, and its seconds
+    workers: dict[str, dict[str, Any]] = field(default_factory=dict)  # side -> the worker that measured, its seconds
     summary: dict[str, Any] = field(default_factory=dict)
     budget: dict[str, Any] | None = None
     startup: dict[str, float] = field(default_factory=dict)  # side -> seconds of start-up that held the device
     overlapped: dict[str, float] = field(default_factory=dict)  # side -> seconds of a spare's start-up during measuring
     spare_failed: dict[str, str] = field(default_factory=dict)  # side -> why its spare could not be promoted
     phases: dict[str, dict[str, float]] = field(default_factory=dict)  # side -> when its new worker passed each step
-    start_failed: dict[str, "WorkerFailed"] = field(default_factory=dict)  # side -> why it did not start (the survey's start)
+    start_failed: dict[str, WorkerFailed] = field(default_factory=dict)  # side -> why it did not start (the survey's)
     carried_wall_s: float = 0.0  # the survey's wall time on this device, before this round began
     measure: dict[str, float] = field(default_factory=dict)
     error: str | None = None
@@ -98,7 +99,7 @@ def each(keys: list[Any], action: Callable[[Any], Any]) -> dict[Any, Any]:
     """``action`` for every key (side, device) at once; the first failure is raised after all have ended."""
     with ThreadPoolExecutor(max_workers=max(1, len(keys))) as pool:
         futures = {key: pool.submit(action, key) for key in keys}
-    errors = [f.exception() for f in futures.values() if f.exception() is not None]
+    errors = [e for e in (f.exception() for f in futures.values()) if e is not None]
     if errors:
         raise errors[0]
     return {side: f.result() for side, f in futures.items()}

@@ -1,21 +1,16 @@
 """Which device measures which benchmark, and how a worker process is pinned to its device.
 
-A runner may hold several GPUs (an MI355X node has 8). The speed gate spreads its
-benchmarks over them: every benchmark is measured, base and head, on ONE device
-(a ratio across two GPUs would measure the GPUs, not the change), and the devices
-get about equal work, so the wall time to a status falls with their number.
-
-The device index is the parent's numbering: the i-th GPU this process could see.
-A worker is pinned by its environment (:func:`pinned_environment`): it then sees one
-GPU, as ``cuda:0``, and the harness (operands, idle check, GPU state) works on it
-unchanged. Nothing here imports torch: the parent only starts processes.
+Every benchmark is measured, base and head, on ONE device (:func:`assign_devices`, the work spread about
+equally); a worker is pinned by its environment (:func:`pinned_environment`) and sees its GPU as ``cuda:0``.
+Nothing here imports torch. Why: docs/SPEED_GATE.md, "Inside the code".
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 # What a measurement costs on a GPU, for balancing only (harness.timing's GPU budget): at least the
 # warm-up and the timed launches (0.2 s + 0.5 s), more when min_reps launches of a slow GEMM exceed
@@ -62,7 +57,7 @@ def assign_devices(
 
 
 def visible_devices_variable(environ: Mapping[str, str] | None = None, rocm_marker: Path = Path("/dev/kfd")) -> str:
-    """HIP_VISIBLE_DEVICES on a ROCm machine (one of its variables set, or the KFD device present), else CUDA_VISIBLE_DEVICES.
+    """HIP_VISIBLE_DEVICES on a ROCm machine (a ROCm variable set, or /dev/kfd), else CUDA_VISIBLE_DEVICES.
 
     Only one variable is set: on ROCm a CUDA_VISIBLE_DEVICES beside HIP_VISIBLE_DEVICES
     would select again among the devices the first left visible.
@@ -73,7 +68,8 @@ def visible_devices_variable(environ: Mapping[str, str] | None = None, rocm_mark
     return "CUDA_VISIBLE_DEVICES"
 
 
-def pinned_environment(device: int, environ: Mapping[str, str] | None = None, variable: str | None = None) -> dict[str, str]:
+def pinned_environment(device: int, environ: Mapping[str, str] | None = None,
+                       variable: str | None = None) -> dict[str, str]:
     """The variables that leave only device ``device`` (the parent's numbering) visible to a child.
 
     When the parent itself sees a subset (the variable already set, e.g. by the CI runner),

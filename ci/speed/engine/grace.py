@@ -1,10 +1,7 @@
 """How long a worker asked just before the --max-minutes deadline still gets to answer: $MXFP4_SPEED_GRACE_S.
 
-Every read from a warm worker is bounded by what is left of --max-minutes, but never
-by less than this grace (ci.speed.modes.shared.open_measurer): a start, a survey or a timing
-asked at the last moment is not cut off before it could answer, and a hanging kernel
-holds the runner at most this long after the deadline. An environment variable, not an
-option: the CI workflow has no reason to change it; a test of the hanging kernel does.
+Every read from a warm worker is bounded by what is left of --max-minutes, never by less than this grace.
+Why an environment variable: docs/SPEED_GATE.md, "Inside the code".
 """
 
 from __future__ import annotations

@@ -1,22 +1,16 @@
 """A round and its record: every benchmark timed once per side, the sides' order rotating.
 
-The speed gate's unit of measurement is a *round*: each side's warm worker
-(ci.speed.engine.warm_engine) times every still-undecided benchmark once, the sides of one
-benchmark back to back, in the round's order. Rounds rotate the order of the
-sides (:func:`rotating_order`: A B, B A, A B, ...), so drift and warm-up land
-on both sides alike.
-
-A round record is plain JSON (``RoundRecord.to_json``): the order, and per
-side its workers, wall time and every benchmark's full Timing (all samples,
-steady flag, input sets, GPU state before/after, idle report).
-ci.speed.decide.exclusion pairs two sides of such records into harness.paired rounds.
+Each side's warm worker times every still-undecided benchmark once per round, the sides of one benchmark back
+to back, the order rotating (:func:`rotating_order`: A B, B A, ...). A round record is plain JSON
+(``RoundRecord.to_json``) that ci.speed.decide.exclusion pairs into harness.paired rounds.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 
 class SurveyFailed(RuntimeError):
@@ -48,7 +42,7 @@ class Benchmark:
         return {"id": self.id, **asdict(self)}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Benchmark":
+    def from_json(cls, data: Mapping[str, Any]) -> Benchmark:
         """From a survey's or a record's benchmark entry (extra keys ignored)."""
         return cls(data["kernel"], data["config"], data["shape"], int(data["m"]), int(data["n"]), int(data["k"]))
 
@@ -78,11 +72,12 @@ class RoundRecord:
     index: int
     order: list[str]
     processes: list[ProcessRecord] = field(default_factory=list)
-    engine: str = "warm"  # the record's "engine": ci.speed.engine.warm_engine's workers (records before issue 28 may say "fresh")
+    engine: str = "warm"  # the record's "engine": the warm workers (records before issue 28 may say "fresh")
     devices: list[dict[str, Any]] | None = None  # warm: per device its benchmarks, wall seconds, failure
     wall_s: float | None = None
     # The benchmark ids in the order their pairs (both sides) completed: the time order the noise model's guard
-    # reads (ci.speed.decide.generations); a round the gate stopped early (the PR had failed) lists only what was measured.
+    # reads (ci.speed.decide.generations); a round the gate stopped early (the PR had failed) lists only what was
+    # measured.
     sequence: list[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -117,5 +112,6 @@ def survey_request(
     pairs: Sequence[Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """What a warm worker's "survey" is asked (ci.speed.engine.survey.survey)."""
-    return {"device": device, "kernels": list(kernels), "configs": list(configs), "shapes": list(shapes), "check": check,
+    return {"device": device, "kernels": list(kernels), "configs": list(configs), "shapes": list(shapes),
+            "check": check,
             "pairs": None if pairs is None else [list(p) for p in pairs]}

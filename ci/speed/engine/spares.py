@@ -1,23 +1,17 @@
 """Spare workers: the next generation's processes, started while the current one measures.
 
-Starting a warm worker (ci.speed.engine.worker) on an H200 takes ~4.3 s, most of it the
-interpreter and ``import torch`` -- work for the CPU alone. A :class:`Spare` does
-that part early: it is spawned while the current generation measures and asked to
-``preload`` (imports of torch, the harness and the side's kernels; no device
-context, no compilation, no operands, nothing that touches the GPU). It then waits,
-reading its stdin, for "go": at the restart ci.speed.engine.warm_engine promotes it (``start``,
-then ``prepare``), and only that part holds the runner.
-
-A spare whose parent dies reads end-of-file on stdin and exits: it never outlives
-the engine by more than its imports.
+A :class:`Spare` is spawned and asked to ``preload`` (the CPU-only imports; nothing touches the GPU), then
+waits on stdin for the promotion (``start``, ``prepare``) at the restart; a spare whose parent dies reads
+end-of-file and exits. Why: docs/SPEED_GATE.md, "Inside the code".
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from ci.speed.engine.worker_handle import WorkerFailed, WorkerProcess
 
@@ -70,7 +64,8 @@ class Spare:
         if self._thread.is_alive():
             self.worker.kill()
             self._thread.join(timeout=5)
-            raise WorkerFailed(f"{self.worker.name} (pid {self.pid}, a spare) did not preload within {timeout_s:.0f} s (killed)")
+            raise WorkerFailed(f"{self.worker.name} (pid {self.pid}, a spare) did not preload within {timeout_s:.0f} s "
+                               "(killed)")
         if self.failure is not None:
             self.worker.kill()
             raise WorkerFailed(self.failure)

@@ -1,17 +1,9 @@
 """What a warm worker (ci.speed.engine.worker) knows about its commit: the survey, and the helpers it measures with.
 
-The worker runs under ci.common.commit_tree.kernels_of, so ``kernels`` is the
-commit's and everything else (harness, ci, asv_bench) this checkout's.
-
-* :func:`survey` -- which benchmarks exist for this commit on this device, and is
-  each selected (kernel, config) correct: ``ci.common.correctness.check_kernel`` at a
-  small shape the kernel accepts (:func:`check_shape`). Nothing is timed.
-* :func:`timing_budget`, :func:`wrong_result_record`, :func:`device_environment`:
-  what the worker's measurements are taken with and recorded as.
-
-The CPU rules are the asv suite's (asv_bench.common): the same CPU shapes, the
-same backends excluded from CPU timing (CPU_EXCLUDED_BACKENDS: Triton runs on a
-CPU only in its interpreter), the same timing budgets, one thread.
+:func:`survey`: which benchmarks exist for this commit on this device, and each selected (kernel, config)'s
+correctness at a small shape (nothing is timed); :func:`timing_budget`, :func:`wrong_result_record`,
+:func:`device_environment`: what the measurements are taken with and recorded as. The CPU rules are the asv
+suite's (asv_bench.common). Why: docs/SPEED_GATE.md, "Inside the code".
 """
 
 from __future__ import annotations
@@ -120,7 +112,8 @@ def survey(request: dict[str, Any]) -> dict[str, Any]:
     registry = common.import_project("registry")
     mxfp4 = common.import_project("mxfp4")
     # A commit older than the n/a exceptions has none: nothing is then treated as n/a by type.
-    not_applicable = tuple(getattr(registry, name) for name in ("UnsupportedShape", "UnsupportedDevice") if hasattr(registry, name))
+    names = [name for name in ("UnsupportedShape", "UnsupportedDevice") if hasattr(registry, name)]
+    not_applicable: tuple[type[BaseException], ...] = tuple(getattr(registry, name) for name in names)
     kernel_patterns, config_patterns = request.get("kernels", []), request.get("configs", [])
     # Only these (kernel, config)s (the gate leaves out those with identical code at base and head).
     pairs = None if request.get("pairs") is None else {tuple(p) for p in request["pairs"]}
@@ -129,7 +122,7 @@ def survey(request: dict[str, Any]) -> dict[str, Any]:
     answer: dict[str, Any] = {
         "device": device,
         "environment": device_environment(device),
-        "kernels_source": os.path.dirname(os.path.realpath(registry.__file__)),
+        "kernels_source": os.path.dirname(os.path.realpath(str(registry.__file__))),
         "registered": [{"name": k.name, "backend": k.backend, "configs": list(k.configs)} for k in kernels],
         "shapes": shapes,
         "unknown_shapes": unknown_shapes,
@@ -161,7 +154,8 @@ def survey(request: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
-def _check(kernel: Any, config: str, device: str, mxfp4: Any, not_applicable: tuple[type, ...]) -> dict[str, Any]:
+def _check(kernel: Any, config: str, device: str, mxfp4: Any,
+           not_applicable: tuple[type[BaseException], ...]) -> dict[str, Any]:
     # shape_constraints(config) is the registry's newer API (tile-size configs); older commits have only .constraints.
     constraints = kernel.shape_constraints(config) if hasattr(kernel, "shape_constraints") else kernel.constraints
     mnk = check_shape(constraints, device)
@@ -241,5 +235,6 @@ def timing_budget(device: str, overrides: dict[str, Any] | None) -> Any:
 
 def wrong_result_record(report: Any) -> dict[str, Any]:
     """The measurement record of a benchmark whose output is wrong at its shape (a harness.output_check.OutputReport):
-    an error record the gate turns into a wrong result (ci.speed.decide.selection.mark_wrong_at_shape), never a speed."""
+    an error record the gate turns into a wrong result (ci.speed.decide.selection: mark_wrong_at_shape), never a
+    speed."""
     return {"error": report.summary(), "error_type": "WrongResult", "busy": False, "wrong_result": report.to_json()}

@@ -1,38 +1,10 @@
 """Rounds from warm workers: each side's process started once, timed many times, on one or more devices.
 
-A fresh process per side per round spent ~5-7 s on an H200 starting (torch, the
-device context, compilation, operands) to time ~0.7 s; one process alternating A
-and B timings showed a per-round SD of the log ratio of 0.055% and no in-process
-bias (A/A' +0.004%; docs/PERF_NOTES.md). So :class:`WarmEngine` keeps one worker
-(ci.speed.engine.worker) per side and device alive and asks it for one timing per
-benchmark and round:
-
-* within a round, benchmark by benchmark, the sides in the round's order
-  (ci.speed.engine.rounds.rotating_order), so each pair is adjacent in time;
-* every ``restart_every`` rounds the workers are replaced, so the variation between
-  processes is sampled; each record names its worker (``worker_pid``, ``worker_generation``);
-* benchmarks are spread over ``devices`` (ci.speed.engine.devices.assign_devices) once and stay
-  there, base and head of one benchmark on one device; each record carries its ``device_index``;
-* the next generation is spawned while one measures (ci.speed.engine.spares: interpreter, torch,
-  the kernels' imports, CPU only) and promoted at the restart: only the promotion counts as
-  ``startup_s``, the rest is ``overlapped_startup_s``; not on a CPU device unless asked
-  (``spares=True``): there the imports would take the timed cores;
-* the surveys are asked of the first device's workers (:meth:`WarmEngine.survey`), which
-  then measure; their seconds count in the first round;
-* a round first readies every device (starts, restarts, prepares), then measures on every
-  device: no device's start-up runs beside a timing;
-* a worker that dies or hangs fails its device: every benchmark of that device gets an
-  error record naming the side, the benchmark and the cause; the other devices go on.
-
-The round record is ci.speed.engine.rounds.RoundRecord: one ProcessRecord per side, its
-records keyed by benchmark id (what ci.speed.decide.exclusion and ci.speed.decide.verdict read): per record
-``device_index``, ``worker_pid``, ``worker_generation``, ``measure_s``,
-``measured_at``; per side ``startup_s``, ``measure_s``, ``workers`` (each with ``prespawned``,
-``spawned_at``, ``overlapped_startup_s``, in the round it started ``phases``: the times it was
-spawned, preloaded, told "go", started; maybe ``spare_failed``); per round
-``engine``, ``devices``, ``wall_s``.
-
-Each device's state and its part of a round are ci.speed.engine.device_state's (bookkeeping, no processes).
+:class:`WarmEngine` keeps one worker (ci.speed.engine.worker) per side and device alive and asks it for one
+timing per benchmark and round, the sides in the round's order; every ``restart_every`` rounds the workers are
+replaced (the next generation pre-spawned: ci.speed.engine.spares); a dead or hung worker fails its device only.
+Each device's state is ci.speed.engine.device_state's; the round record ci.speed.engine.rounds.RoundRecord.
+Why warm, and every field of the record: docs/SPEED_GATE.md, "Warm workers" and "Inside the code".
 
     with WarmEngine(sides, device="cuda", devices=[0, 1], restart_every=4) as engine:
         for i in range(rounds):
@@ -43,8 +15,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, is_dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from ci.speed.engine.device_state import Device, DevicePart, carry_in, each, summarize
 from ci.speed.engine.devices import assign_devices, estimated_seconds, pinned_environment
@@ -90,7 +63,7 @@ class WarmEngine:
             raise ValueError(f"devices: expected distinct device indices, got {list(devices)}")
         self.sides = {s.name: s for s in sides}
         self.device, self.seed, self.restart_every, self.cost = device, seed, restart_every, cost
-        self.budget = asdict(budget) if is_dataclass(budget) else dict(budget or {})
+        self.budget = asdict(budget) if is_dataclass(budget) and not isinstance(budget, type) else dict(budget or {})
         self.timeouts = {"start": start_timeout_s, "setup": setup_timeout_s, "measure": measure_timeout_s}
         # A spare's imports run beside the timing: harmless to a GPU's, not to a CPU's (the same cores).
         self.spares_asked = spares
@@ -109,7 +82,7 @@ class WarmEngine:
     # -- the survey -------------------------------------------------------------
 
     def survey(self, requests: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any] | WorkerFailed]:
-        """Each side's survey (ci.speed.engine.survey.survey of its request), asked of that side's worker on the first device.
+        """Each side's survey (ci.speed.engine.survey of its request), asked of that side's worker on the first device.
 
         The workers that survey are the generation that then measures: one start per side. Their start-up
         and the survey's seconds are counted in the first round's ``startup_s``. A side whose worker cannot
@@ -231,7 +204,7 @@ class WarmEngine:
             if self.use_spares and not dev.spares:
                 self._spawn_spares(dev, part)
             for bench in part.benches:
-                if self._stop_round.is_set():  # the gate has its answer (the PR failed): the rest of the round is not needed
+                if self._stop_round.is_set():  # the gate has its answer (the PR failed): the rest of the round waits
                     break
                 for side in part.order:
                     part.records[side][bench.id] = self._measure(dev, side, bench, round_index, part.measure)
@@ -331,7 +304,8 @@ class WarmEngine:
         started = [a for a in answers.values() if a is not None]
         resolved = {a["device"] for a in started}
         if len(resolved) > 1:
-            raise WorkerFailed(f"the sides' workers on device {dev.index} resolved different devices: {sorted(resolved)}")
+            raise WorkerFailed(f"the sides' workers on device {dev.index} resolved different devices: "
+                               f"{sorted(resolved)}")
         dev.last_work_end = 0.0
         return started[0].get("budget") if started else None
 
@@ -341,13 +315,15 @@ class WarmEngine:
 
         def prepare(side: str) -> None:
             began = time.time()
-            dev.workers[side].request(request, timeout_s=self.timeouts["setup"], what=f"preparing {[b.id for b in benches]}")
+            dev.workers[side].request(request, timeout_s=self.timeouts["setup"],
+                                      what=f"preparing {[b.id for b in benches]}")
             startup[side] += time.time() - began
 
         each(list(dev.workers), prepare)
         dev.last_work_end = time.time()  # preparing ran every launch once
 
-    def _measure(self, dev: Device, side: str, bench: Benchmark, round_index: int, measure: dict[str, float]) -> dict[str, Any]:
+    def _measure(self, dev: Device, side: str, bench: Benchmark, round_index: int,
+                 measure: dict[str, float]) -> dict[str, Any]:
         worker = dev.workers[side]
         answer = worker.request(
             {"op": "measure", "benchmark": bench.id, "own_pids": [w.pid for w in dev.workers.values()],
@@ -400,7 +376,7 @@ class WarmEngine:
         if unused:
             self._say(f"speed_gate: {len(unused)} spare worker(s) not needed, ended: pids {unused}")
 
-    def __enter__(self) -> "WarmEngine":
+    def __enter__(self) -> WarmEngine:
         return self
 
     def __exit__(self, *exc: object) -> None:

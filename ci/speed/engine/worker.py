@@ -1,39 +1,12 @@
 """A warm worker: one side's kernels, set up once, timed on request.
 
-    python -m ci.speed.engine.worker      (started by ci.speed.engine.warm_engine; not a command for people)
+    python -m ci.speed.engine.worker      (started by ci.speed.engine.worker_handle; not a command for people)
 
-Started through ci.common.commit_tree.kernels_of (the commit's ``kernels``, this
-checkout's harness) and long-lived: the imports, the device context, the operands
-and the compilation are paid once, and each request then costs only the timing
-itself (a fresh process per measurement spent ~90% of a GPU's time starting:
-docs/PERF_NOTES.md).
-
-The protocol is line-delimited JSON: one request a line on stdin, one answer a
-line on stdout; progress and logs go to stderr. Anything else that writes to
-stdout (a kernel's print) is sent to stderr, so the answers stay parseable.
-
-    {"op": "preload", "kernels": [name, ...]}
-        -> {"ok": true, "pid", "preload_s", "preloaded"}
-        the CPU-only part of starting (torch, the harness, the side's kernels), for a spare
-        started while other workers measure; nothing here touches the device (no context).
-    {"op": "start", "device": "auto", "budget": {...}, "seed": 0, "side": "base"}
-        -> {"ok": true, "pid", "device", "environment", "ready_at"}
-    {"op": "survey", "request": {...}}
-        -> {"ok": true, "survey": ci.speed.engine.survey.survey(request)}
-        which benchmarks this commit has on this device, and each selected (kernel, config)'s
-        correctness at a small shape.
-    {"op": "prepare", "benchmarks": [Benchmark.to_json(), ...]}
-        -> {"ok": true, "prepared": {id: {"prepare_s", "error"?}}}
-        hold exactly these benchmarks: operands generated, launches prepared and run once
-        (compilation), that output checked at the benchmark's shape (ci.common.correctness.check_output);
-        benchmarks not listed are released (their memory is freed).
-    {"op": "measure", "benchmark": id, "own_pids": [...], "after_own_work": bool}
-        -> {"ok": true, "record": Timing.to_json() + measured_at, measure_s}
-        the record of one benchmark's timing: the whole Timing, or {"error", "error_type", "busy"} when it could not be timed, with "wrong_result"
-        (and error_type "WrongResult", never timed) when the output was wrong at its shape.
-    {"op": "quit"} -> {"ok": true}, then the process exits.
-
-A request that cannot be served answers {"ok": false, "error": ...}; the worker lives on.
+Started through ci.common.commit_tree.kernels_of (the commit's ``kernels``, this checkout's harness) and
+long-lived: imports, device context, operands and compilation are paid once. Line-delimited JSON: one
+request a line on stdin (ops ``preload``, ``start``, ``survey``, ``prepare``, ``measure``, ``quit``), one
+answer a line on stdout (``{"ok": false, "error": ...}`` when it cannot serve; it lives on); anything else
+written to stdout goes to stderr. The protocol: docs/SPEED_GATE.md, "Inside the code".
 """
 
 from __future__ import annotations
@@ -43,8 +16,9 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 from ci.speed.engine.survey import (
     device_environment,
@@ -73,7 +47,8 @@ def first_timing_budget(budget: Any, device: str, first: bool) -> Any:
     """The budget of a timing: a worker's first on a GPU warms up for at least FIRST_GPU_WARMUP_MS."""
     if not first or device == "cpu" or budget.warmup_ms >= FIRST_GPU_WARMUP_MS:
         return budget
-    return replace(budget, warmup_ms=FIRST_GPU_WARMUP_MS, max_warmup_ms=max(budget.max_warmup_ms, FIRST_GPU_WARMUP_MS + 1000.0))
+    return replace(budget, warmup_ms=FIRST_GPU_WARMUP_MS,
+                   max_warmup_ms=max(budget.max_warmup_ms, FIRST_GPU_WARMUP_MS + 1000.0))
 
 
 @dataclass
@@ -261,7 +236,8 @@ class Worker:
         began = time.monotonic()
         while True:
             state = self.monitor.snapshot()
-            problems = gpu_state.idle_problems(state, policy, own_pids=_own_pids(ours, state.process_ids), own_context=False)
+            problems = gpu_state.idle_problems(state, policy, own_pids=_own_pids(ours, state.process_ids),
+                                               own_context=False)
             waited = time.monotonic() - began
             if not problems:
                 return gpu_state.IdleReport("idle", waited, (), state)
@@ -269,8 +245,9 @@ class Worker:
                 return gpu_state.IdleReport("overridden", waited, tuple(problems), state)
             if waited >= policy.wait_s:
                 raise gpu_state.GpuBusyError(
-                    f"GPU {state.index} ({state.name}) is not idle after waiting {waited:.0f} s: {'; '.join(problems)}. "
-                    f"Not recording a benchmark on a busy GPU (set {gpu_state.ALLOW_BUSY_ENV}=1 for a local experiment).")
+                    f"GPU {state.index} ({state.name}) is not idle after waiting {waited:.0f} s: "
+                    f"{'; '.join(problems)}. Not recording a benchmark on a busy GPU "
+                    f"(set {gpu_state.ALLOW_BUSY_ENV}=1 for a local experiment).")
             time.sleep(min(policy.poll_s, max(policy.wait_s - waited, 0.0)))
 
 

@@ -15,9 +15,10 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ci.common.commit_tree import kernels_of
 

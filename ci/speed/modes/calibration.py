@@ -11,10 +11,11 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ci.speed.decide.codes import Status
 from ci.speed.decide.noise_file import NOISE_PATH, NoiseModel, load_noise_model, refit, run_of_record, write_noise_model
@@ -35,7 +36,8 @@ from harness.paired.zone import planned_rounds
 from harness.report import append_step_summary, markdown_table, write_json_atomic
 
 MAX_CALIBRATION_ROUNDS = 16  # at most; --max-minutes usually ends it first on a GPU
-RESTART_S = 7.5  # a new worker generation: a spare's promotion (~3.5 s) and both sides' first warm-up (2 s each) on the H200
+# A new worker generation on the H200: a spare's promotion (~3.5 s) and both sides' first warm-up (2 s each).
+RESTART_S = 7.5
 
 
 def calibrate_results(
@@ -84,7 +86,7 @@ CADENCES = (1, 2, 4)  # restart every R rounds: the between-worker variance aver
 
 
 def timing_costs(rounds: Sequence[dict[str, Any]]) -> dict[str, tuple[float, float]]:
-    """Per benchmark the median seconds of one timing: a worker generation's first, and a repeat (this run's records)."""
+    """Per benchmark the median seconds of one timing: a generation's first, and a repeat (this run's records)."""
     first: dict[str, list[float]] = {}
     repeat: dict[str, list[float]] = {}
     seen: set[tuple[str, str, Any]] = set()
@@ -165,13 +167,15 @@ def run_calibrate(options: SpeedOptions) -> int:
     record_runs, notes = _record_runs(options)
     thresholds_path = options.thresholds_path or Path(THRESHOLDS_PATH)
     thresholds = options.thresholds or (load_thresholds(thresholds_path) if thresholds_path.exists() else None)
-    results, rounds, correctness, env, device, sha, record = [], [], [], {}, "?", None, None
+    results: list[BenchmarkResult] = []
+    rounds: list[dict[str, Any]] = []
+    correctness, env, device, sha, record = [], {}, "?", None, None
     if not options.refit:
         repo = gitutil.open_repo(options.repo)
         sha = gitutil.resolve_commit(repo, "HEAD" if options.working_tree else options.head)
         with ExitStack() as stack:
             if options.working_tree:
-                tree_a = tree_b = Path(repo.working_tree_dir)
+                tree_a = tree_b = Path(repo.working_tree_dir or options.repo)
             else:  # two worktrees, as the gate has: per-path effects (caches, paths in kernels) land in the noise
                 tree_a, tree_b = (stack.enter_context(gitutil.checkout(repo, sha)) for _ in range(2))
             thresholds = thresholds or thresholds_for(options, tree_b)
@@ -179,6 +183,7 @@ def run_calibrate(options: SpeedOptions) -> int:
             # The workers that survey the head (and its second tree) are the ones that measure the A/A rounds.
             measurer = stack.enter_context(open_measurer(list(sides.values()), options, stop_at))
             survey = survey_both(sides, options, measurer)["head"]
+            assert survey is not None  # the head's survey failing raises (ci.speed.modes.shared)
             check_selectors({"head": survey}, options.kernels, options.configs)
             selection = select(survey, survey)
             correctness = [c for c in selection.correctness if c["side"] == "head"]
@@ -186,35 +191,42 @@ def run_calibrate(options: SpeedOptions) -> int:
                 f"{options.restart_every}, within {options.max_minutes or 'no limit'} minutes")
             finish_by = started + 60.0 * options.max_minutes if options.max_minutes and options.rounds is None else None
             rounds, results, _ = run_rounds(list(sides.values()), selection, measurer, plan=plan, rule=rule,
-                                            thresholds=thresholds, limit=n, fixed=True, deadline=stop_at, finish_by=finish_by)
+                                            thresholds=thresholds, limit=n, fixed=True, deadline=stop_at,
+                                            finish_by=finish_by)
         env, device = survey["environment"], survey["device"]
     elif thresholds is None:
         from ci.speed.decide.thresholds import ThresholdsError
 
-        raise ThresholdsError(f"{thresholds_path}: no such thresholds file (--thresholds names the file --write updates)")
-    where = f"{env.get('gpu') or (old_model.runner.get('gpu') if old_model else None) or 'CPU'}, {time.strftime('%Y-%m-%d')}"
+        raise ThresholdsError(f"{thresholds_path}: no such thresholds file "
+                              "(--thresholds names the file --write updates)")
+    gpu = env.get("gpu") or (old_model.runner.get("gpu") if old_model else None) or "CPU"
+    where = f"{gpu}, {time.strftime('%Y-%m-%d')}"
     if options.refit:  # nothing measured here: the thresholds come from the runs already recorded
         where = f"{where} (--refit of the recorded runs, nothing measured)"
     calibrations, overrides, cal_notes = calibrate_results(results, plan, f"{where} at {(sha or '?')[:12]}")
     code = 1 if any(r.status is Status.WRONG_RESULT for r in results) else 0
 
     def context(extra: dict[str, Any]) -> Context:
-        return Context(mode="calibrate", plan=plan, rule=rule, thresholds=thresholds, base={"ref": options.head, "sha": sha},
+        return Context(mode="calibrate", plan=plan, rule=rule, thresholds=thresholds,
+                       base={"ref": options.head, "sha": sha},
                        head={"ref": options.head, "sha": sha, "working_tree": options.working_tree}, environment=env,
                        device=device, timing=timing, round_limit=n, wall_s=time.time() - started, extra=extra)
 
-    base_extra = {"calibrations": {k: dict(c.to_json(), device=env.get("gpu") or "cpu") for k, c in calibrations.items()},
+    base_extra = {"calibrations": {k: dict(c.to_json(), device=env.get("gpu") or "cpu")
+                                   for k, c in calibrations.items()},
                   "suggested_overrides": overrides, "engine": engine_options(options), "cost": cost_summary(rounds),
                   "refit": options.refit}
     if not options.refit:
-        record = record_json(context(base_extra), results, correctness, rounds, code, options.fail_on_inconclusive, options.command)
+        record = record_json(context(base_extra), results, correctness, rounds, code, options.fail_on_inconclusive,
+                             options.command)
         run, left = run_of_record(record, _source_name(options.json, options.repo) if options.json
-                                  else f"--calibrate at {sha[:12]}, {record['created']}")
+                                  else f"--calibrate at {(sha or '?')[:12]}, {record['created']}")
         notes += left
         record_runs.append(run)
     model = refit(prior + record_runs, restart_every=DEFAULT_RESTART_EVERY)
     # Named after the runs' GPU, not the machine fitting them (a --refit on a CPU keeps an H200's model an H200's).
-    model = replace(model, source=model_path, about=f"the speed gate's noise model of the runner's {model.runner.get('gpu') or 'CPU'} "
+    model = replace(model, source=model_path,
+                    about=f"the speed gate's noise model of the runner's {model.runner.get('gpu') or 'CPU'} "
                                                     "(docs/SPEED_GATE.md, 'The noise model')")
     ids = [r.id for r in results if r.status is Status.GATED] if not options.refit else sorted(model.benchmarks)
     gated = len(ids)
@@ -226,18 +238,21 @@ def run_calibrate(options: SpeedOptions) -> int:
         files = [model_path]
         log(f"speed_gate: wrote the noise model to {model_path}")
     if cannot:
-        log(f"speed_gate: {len(cannot)} benchmark(s) cannot be decided at their threshold by the plan's last look under this "
-            f"model: {', '.join(cannot)} (measure more worker generations, or change the policy in {thresholds_path})")
+        log(f"speed_gate: {len(cannot)} benchmark(s) cannot be decided at their threshold by the plan's last look "
+            f"under this model: {', '.join(cannot)} (measure more worker generations, or change the policy in "
+            f"{thresholds_path})")
     markdown = noise_markdown(model, planned, [
-        (f"commit `{sha[:12]}` against itself ({'the working tree, one tree' if options.working_tree else 'two worktrees'}) on "
-         f"{where} · {len(rounds)} rounds, a restart every {options.restart_every} · " if not options.refit else
+        (f"commit `{(sha or '?')[:12]}` against itself "
+         f"({'the working tree, one tree' if options.working_tree else 'two worktrees'}) on {where} · "
+         f"{len(rounds)} rounds, a restart every {options.restart_every} · " if not options.refit else
          "refit from the runs in the model file and --aa-records (nothing measured) · ")
         + f"model plan: {plan_text(model_plan)}",
         f"thresholds: policy, from `{thresholds.source}` (never written here); rounds: the look by which the zone plan "
         f"decides any effect under the model ({gated} gated), restarting every 1, 2 or 4 rounds (the gate: every "
         f"{DEFAULT_RESTART_EVERY}); seconds: both sides' GPU time for those rounds"
         + (", from this run's timings" if rounds else " (no timings: --refit)"),
-        ("**written**: " + ", ".join(f"`{f}`" for f in files)) if files else "not written (add --write to write the model)",
+        ("**written**: " + ", ".join(f"`{f}`" for f in files)) if files
+        else "not written (add --write to write the model)",
         *([f"**cannot be decided** at their threshold by the last look ({model_plan.max_rounds} rounds): "
            + ", ".join(f"`{b}`" for b in cannot)] if cannot else []),
     ], notes + list(model.notes))

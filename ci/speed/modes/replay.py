@@ -8,9 +8,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ci.common.commit_tree import REPO_ROOT
 from ci.common.options import OptionsError
@@ -37,22 +38,20 @@ from ci.speed.decide.verdict import (
     load_record,
     plan_of,
 )
-from ci.speed.modes.shared import (
-    GateError,
-    log,
-    noise_record,
-)
+from ci.speed.modes.shared import GateError, log, noise_record
 from ci.speed.options import SpeedOptions
 from ci.speed.report.markdown import plan_text, rates_markdown
 from ci.speed.report.write import Context, finish
 from harness import paired
 from harness.paired.sequential import SequentialPlan
+from harness.paired.verdict import Verdict
 from harness.report import append_step_summary, write_json_atomic
 
 RATES_SCHEMA = "mxfp4-speed-replay-rates/1"
 
 
 def run_replay(options: SpeedOptions) -> int:
+    assert options.replay is not None  # the mode is REPLAY only with a record (ci.speed.options)
     record = load_record(options.replay)
     try:
         return run_judge(options, record) if options.judge else _replay(options, record)
@@ -75,7 +74,8 @@ def replayed_model(options: SpeedOptions, record: Mapping[str, Any], plan: Seque
         return load_noise_model(options.noise)
     kept = (record.get("noise") or {}).get("model")
     if not isinstance(kept, dict):
-        raise RecordError(f"{options.replay}: its plan decides with a noise model, but the record keeps none (\"noise\".\"model\")")
+        raise RecordError(f"{options.replay}: its plan decides with a noise model, but the record keeps none "
+                          '("noise"."model")')
     try:
         return parse_noise_model(kept, f"the noise model recorded in {options.replay}", runs_required=False)
     except NoiseModelError as exc:
@@ -109,7 +109,8 @@ def _replay(options: SpeedOptions, record: dict[str, Any]) -> int:
     else:
         recorded = {k: v for k, v in record["thresholds"].items() if k != "source"}
         thresholds = parse_thresholds(recorded, f"the thresholds recorded in {options.replay}")
-    calibrations = dict(options.calibrations) if options.calibrations is not None else record.get("calibrations_used") or {}
+    calibrations = (dict(options.calibrations) if options.calibrations is not None
+                    else record.get("calibrations_used") or {})
     entries = entries_of(record)
     model = replayed_model(options, record, plan)
     gated = [e.benchmark.id for e in entries if e.status is Status.GATED]
@@ -121,16 +122,19 @@ def _replay(options: SpeedOptions, record: dict[str, Any]) -> int:
     measuring_ended = {Stop.ROUND_BUDGET, Stop.TIME_BUDGET, Stop.FIXED_ROUNDS, Stop.PR_FAILED}
     stopped = {b["id"]: Stop(b["stopped_by"]) for b in record["benchmarks"] if b.get("stopped_by")}
     results = [decide_entry(e, record["rounds"], thresholds, plan, rule, calibrations,
-                            ran_out=stopped[e.benchmark.id] if stopped.get(e.benchmark.id) in measuring_ended else Stop.END_OF_RECORD,
+                            ran_out=stopped[e.benchmark.id] if stopped.get(e.benchmark.id) in measuring_ended
+                            else Stop.END_OF_RECORD,
                             noise=view.rounds_noise(e.benchmark.id) if view else None, restart_every=restart)
                for e in entries]
     context = Context(mode="replay", plan=plan, rule=rule, thresholds=thresholds, base=record.get("base") or {},
                       head=record.get("head") or {}, environment=record.get("environment") or {},
                       device=record.get("device", "?"), timing=record.get("timing_overrides") or {},
-                      round_limit=record.get("round_limit"), calibrations=calibrations, wall_s=record.get("wall_s") or 0.0,
+                      round_limit=record.get("round_limit"), calibrations=calibrations,
+                      wall_s=record.get("wall_s") or 0.0,
                       extra={"replayed_from": str(options.replay), "sides": list(SIDES), "engine": record.get("engine"),
                              **noise_record(ModelChoice(model), view, gated)})
-    return finish(context, results, record.get("correctness", []), record["rounds"], fail_on_inconclusive=options.fail_on_inconclusive,
+    return finish(context, results, record.get("correctness", []), record["rounds"],
+                  fail_on_inconclusive=options.fail_on_inconclusive,
                   json_path=options.json, plot_path=options.plot, command=options.command)
 
 
@@ -163,13 +167,15 @@ def run_judge(options: SpeedOptions, record: Mapping[str, Any]) -> int:
     correctness checks). Not taken: its plan, exclusion rule, thresholds, noise model, calibrations, verdicts,
     decisions and why its measuring stopped -- each of those is this checkout's (or --thresholds/--noise/--plan,
     files the judge names). A benchmark the plan has not decided at the end of the record is inconclusive, and an
-    inconclusive benchmark fails the judged verdict: a record cut short (or measured under a looser plan) is never green.
+    inconclusive benchmark fails the judged verdict: a record cut short (or measured under a looser plan) is never
+    green.
     """
     environment = record.get("environment") or {}
     thresholds_file, noise_file = judge_files(environment)
     where = lambda path: f"{path.relative_to(REPO_ROOT)} of this checkout (--judge)"  # noqa: E731
     thresholds = options.thresholds or replace(load_thresholds(thresholds_file), source=where(thresholds_file))
-    choice = ModelChoice(None, ["--plan noise=off: each benchmark's own rounds decide"] if not options.use_noise else [])
+    choice = ModelChoice(None,
+                         ["--plan noise=off: each benchmark's own rounds decide"] if not options.use_noise else [])
     noise_path = options.noise or noise_file
     if options.use_noise and noise_path is not None:
         model = replace(load_noise_model(noise_path), source=str(options.noise) if options.noise else where(noise_path))
@@ -179,7 +185,8 @@ def run_judge(options: SpeedOptions, record: Mapping[str, Any]) -> int:
     entries = entries_of(record)
     gated = [e.benchmark.id for e in entries if e.status is Status.GATED]
     plan = options.plan_for(len(gated), model=choice.model is not None)
-    view = run_noise(choice.model, rule, plan.guard_level, gated, record["rounds"]) if choice.model is not None else None
+    view = (run_noise(choice.model, rule, plan.guard_level, gated, record["rounds"]) if choice.model is not None
+            else None)
     default_calibrations = REPO_ROOT / CALIBRATION_PATH
     calibrations = (dict(options.calibrations) if options.calibrations is not None
                     else load_calibrations(default_calibrations) if default_calibrations.is_file() else {})
@@ -191,8 +198,8 @@ def run_judge(options: SpeedOptions, record: Mapping[str, Any]) -> int:
                 for e in entries]
 
     results = decide(Stop.END_OF_RECORD)
-    # Failed by this judge's own decisions (a regression, a wrong result): the benchmarks left undecided were not needed.
-    if any(r.status is Status.WRONG_RESULT or (r.verdict is not None and r.verdict.value == "regression") for r in results):
+    # Failed by this judge's own decisions (a regression, a wrong result): those left undecided were not needed.
+    if any(r.status is Status.WRONG_RESULT or r.verdict is Verdict.REGRESSION for r in results):
         results = decide(Stop.PR_FAILED)
     for note in choice.notes:
         log(f"speed_gate: {note}")
@@ -211,6 +218,7 @@ def run_judge(options: SpeedOptions, record: Mapping[str, Any]) -> int:
 
 
 def _replay_rates(options: SpeedOptions, record, entries, plan, rule, thresholds, view: RunNoise | None = None) -> int:
+    assert options.decisions is not None  # the caller's condition
     rates = {}
     for e in entries:
         if e.status is not Status.GATED:
@@ -219,12 +227,16 @@ def _replay_rates(options: SpeedOptions, record, entries, plan, rule, thresholds
         rounds = [p.round for p in paired_rounds(record["rounds"], e.benchmark.id, *SIDES, rule)]
         rates[e.benchmark.id], _ = paired.replay(rounds, threshold, plan, options.decisions,
                                                  view.rounds_noise(e.benchmark.id) if view else None)
-    markdown = rates_markdown(rates, [f"record `{options.replay}` · {len(record['rounds'])} recorded rounds · disjoint: "
-                                      "rounds consumed in time order, no round in two decisions", f"plan: {plan_text(plan)}"])
+    markdown = rates_markdown(rates,
+                              [f"record `{options.replay}` · {len(record['rounds'])} recorded rounds · disjoint: "
+                                      "rounds consumed in time order, no round in two decisions",
+                               f"plan: {plan_text(plan)}"])
     print(markdown)
     append_step_summary(markdown)
     if options.json is not None:
-        write_json_atomic(options.json, {"schema": RATES_SCHEMA, "replayed_from": str(options.replay), "sides": list(SIDES),
-                                         "plan": plan.to_json(), "exclusion": rule.to_json(), "thresholds": thresholds.to_json(),
+        write_json_atomic(options.json,
+                          {"schema": RATES_SCHEMA, "replayed_from": str(options.replay), "sides": list(SIDES),
+                                         "plan": plan.to_json(), "exclusion": rule.to_json(),
+                           "thresholds": thresholds.to_json(),
                                          "disjoint": True, "rates": {k: r.to_json() for k, r in rates.items()}})
     return 0

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from ci.common.commit_tree import REPO_ROOT
 from ci.speed.decide.codes import Status, Stop
@@ -46,7 +47,7 @@ def deadline(options: SpeedOptions, started: float) -> float | None:
     return started + 60.0 * options.max_minutes if options.max_minutes else None
 
 
-def survey_both(sides: dict[str, Side | None], options: SpeedOptions, engine: WarmEngine,
+def survey_both(sides: Mapping[str, Side | None], options: SpeedOptions, engine: WarmEngine,
                 pairs: Sequence[tuple[str, str]] | None = None) -> dict[str, dict[str, Any] | None]:
     """Both surveys at once, asked of the warm workers that will measure (nothing is timed yet).
 
@@ -93,12 +94,15 @@ def open_measurer(sides: Sequence[Side], options: SpeedOptions, deadline: float 
     ``--device cuda:LIST`` (default every visible GPU). The device may still be "auto" (the workers resolve it).
     """
     device = options.device
-    devices = list(options.gpus) if options.gpus is not None else list(range(visible_gpu_count() if device != "cpu" else 1))
+    devices = (list(options.gpus) if options.gpus is not None
+               else list(range(visible_gpu_count() if device != "cpu" else 1)))
     # Every read from a worker is bounded by what is left until ``deadline`` (--max-minutes; at least the grace,
     # $MXFP4_SPEED_GRACE_S: ci.speed.engine.grace): a hanging kernel cannot hold the runner.
     left = math.inf if deadline is None else max(options.grace_s, deadline - time.time())
-    return WarmEngine(sides, device=device, budget=options.timing_overrides, log=log, restart_every=options.restart_every,
-                      devices=devices, start_timeout_s=min(START_TIMEOUT_S, left), setup_timeout_s=min(SETUP_TIMEOUT_S, left),
+    return WarmEngine(sides, device=device, budget=options.timing_overrides, log=log,
+                      restart_every=options.restart_every,
+                      devices=devices, start_timeout_s=min(START_TIMEOUT_S, left),
+                      setup_timeout_s=min(SETUP_TIMEOUT_S, left),
                       measure_timeout_s=min(MEASURE_TIMEOUT_S, left))
 
 
@@ -140,29 +144,35 @@ def run_rounds(
     restart = getattr(measurer, "restart_every", 4)
 
     def noise_view(recorded: Sequence[Mapping[str, Any]]) -> RunNoise | None:
-        return run_noise(model, rule, plan.guard_level, gated_ids, recorded) if use_model else None
+        if not use_model or model is None:
+            return None
+        return run_noise(model, rule, plan.guard_level, gated_ids, recorded)
 
     while active and len(rounds) < limit:
         failing = regressed + [e.benchmark.id for e in selection.entries if e.status is Status.WRONG_RESULT]
         if stop_when_failed and failing:
             pr_failed = True
-            log(f"speed_gate: the PR fails ({', '.join(failing[:3])}{' ...' if len(failing) > 3 else ''}): no more rounds; "
-                f"{len(active)} benchmark(s) not decided (--all-verdicts measures them to their verdicts)")
+            more = " ..." if len(failing) > 3 else ""
+            log(f"speed_gate: the PR fails ({', '.join(failing[:3])}{more}): no more rounds; {len(active)} "
+                "benchmark(s) not decided (--all-verdicts measures them to their verdicts)")
             break
         if deadline is not None and time.time() >= deadline:
             out_of_time = True
-            log(f"speed_gate: the time budget is spent after {len(rounds)} rounds; {len(active)} benchmark(s) undecided")
+            log(f"speed_gate: the time budget is spent after {len(rounds)} rounds; "
+                f"{len(active)} benchmark(s) undecided")
             break
         longest = max((r.get("wall_s") or 0.0 for r in rounds), default=0.0)
         if finish_by is not None and rounds and time.time() + longest > finish_by:
             out_of_time = True
-            log(f"speed_gate: a round takes up to {longest:.0f} s: no time for another within the budget after {len(rounds)} rounds")
+            log(f"speed_gate: a round takes up to {longest:.0f} s: no time for another within the budget after "
+                f"{len(rounds)} rounds")
             break
         i = len(rounds)
         order = rotating_order(names, i)
         log(f"speed_gate: round {i + 1}/{limit} ({' '.join(order)}): {len(active)} benchmark(s)")
         after_pair = _pair_decider(i, order, rounds, active, noise_view(rounds), thresholds, plan, rule, restart) \
             if use_model and stop_when_failed else None
+        assert measurer is not None  # a gated benchmark has both sides' workers
         record = measurer.measure_round(order, active, round_index=i, after_pair=after_pair).to_json()
         for proc in record["processes"]:
             for bench_id, rec in proc["records"].items():
@@ -189,6 +199,7 @@ def run_rounds(
                                   noise=view.rounds_noise(bench.id) if view else None, restart_every=restart,
                                   with_resolvable=False)
             d = result.decision
+            assert d is not None  # a gated entry always has a decision
             est = d.estimate
             interval = f"[{est.low:.4f}, {est.high:.4f}]" if est.bounded else "[unbounded]"
             state = f"{d.verdict.value.upper()}" if d.complete else f"next look at {d.next_look} usable rounds"
@@ -200,8 +211,9 @@ def run_rounds(
                 still.append(bench)
         if view is not None and view.first_fire is not None and view.first_fire["round_index"] == i:
             fire = view.first_fire
-            log(f"speed_gate: the rounds are noisier than the noise model allows (variance ratio {fire['ratio']:.2f} over "
-                f"{fire['df']} df, anytime p {fire['p']:.2g}): each benchmark's own rounds decide from here on")
+            log(f"speed_gate: the rounds are noisier than the noise model allows (variance ratio "
+                f"{fire['ratio']:.2f} over {fire['df']} df, anytime p {fire['p']:.2g}): each benchmark's own rounds "
+                "decide from here on")
         active = still
     ran_out = (Stop.PR_FAILED if pr_failed else Stop.TIME_BUDGET if out_of_time else Stop.FIXED_ROUNDS if fixed
                else Stop.ROUND_BUDGET)
@@ -209,7 +221,8 @@ def run_rounds(
                for e in selection.entries]
     view = noise_view(rounds)
     results = [decide_entry(e, rounds, thresholds, plan, rule, calibrations or {}, ran_out=ran_out,
-                            noise=view.rounds_noise(e.benchmark.id) if view else None, restart_every=restart) for e in entries]
+                            noise=view.rounds_noise(e.benchmark.id) if view else None,
+                            restart_every=restart) for e in entries]
     return rounds, results, view
 
 
@@ -218,7 +231,8 @@ def _pair_decider(index: int, order: Sequence[str], rounds: Sequence[Mapping[str
                   restart: int) -> Callable[[str, dict[str, Any]], bool]:
     """The engine's after_pair for round ``index``: decide the benchmark whose pair just completed; True (stop
     the round) when it is a regression: the PR has failed. ``view``: the noise model's view of ``rounds``."""
-    partial = {"index": index, "order": list(order), "processes": [{"side": s, "records": {}} for s in order], "sequence": []}
+    partial: dict[str, Any] = {"index": index, "order": list(order),
+                               "processes": [{"side": s, "records": {}} for s in order], "sequence": []}
     by_id = {b.id: b for b in active}
 
     def after_pair(bench_id: str, records: dict[str, Any]) -> bool:
@@ -232,8 +246,9 @@ def _pair_decider(index: int, order: Sequence[str], rounds: Sequence[Mapping[str
         result = decide_entry(Entry(by_id[bench_id], Status.GATED), [*rounds, partial], thresholds, plan, rule,
                               noise=view.rounds_noise(bench_id) if view else None, restart_every=restart,
                               with_resolvable=False)
-        if result.decision.complete and result.decision.verdict is Verdict.REGRESSION:
-            log(f"speed_gate:   {bench_id}: REGRESSION in round {index + 1}: the PR fails; the rest of the round is not measured")
+        if result.decision is not None and result.decision.complete and result.decision.verdict is Verdict.REGRESSION:
+            log(f"speed_gate:   {bench_id}: REGRESSION in round {index + 1}: the PR fails; the rest of the round is "
+                "not measured")
             return True
         return False
 
@@ -264,7 +279,8 @@ def thresholds_for(options: SpeedOptions, head_tree: Path) -> Thresholds:
     path = head_tree / THRESHOLDS_PATH
     if path.exists():
         return replace(load_thresholds(path), source=f"{THRESHOLDS_PATH} of the head")
-    return replace(load_thresholds(REPO_ROOT / THRESHOLDS_PATH), source=f"{THRESHOLDS_PATH} of this checkout (the head has none)")
+    return replace(load_thresholds(REPO_ROOT / THRESHOLDS_PATH),
+                   source=f"{THRESHOLDS_PATH} of this checkout (the head has none)")
 
 
 def calibrations_for(options: SpeedOptions, head_tree: Path) -> Mapping[str, Any]:
@@ -275,8 +291,8 @@ def calibrations_for(options: SpeedOptions, head_tree: Path) -> Mapping[str, Any
 
 
 def noise_record(choice: ModelChoice, view: RunNoise | None, ids: Sequence[str]) -> dict[str, Any]:
-    """The record's "noise": the model the run decided with (enough to replay it: the gated ``ids``' entries), why (not),
-    and the guard."""
+    """The record's "noise": the model the run decided with (enough to replay it: the gated ``ids``' entries),
+    why (not), and the guard."""
     if choice.model is None:
         return {"noise": {"model": None, "notes": list(choice.notes)}} if choice.notes else {}
     return {"noise": {"model": choice.model.used_json(ids), "notes": list(choice.notes),

@@ -9,7 +9,8 @@ become words; the deciding modules never import it.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ci.speed.decide.codes import Check, Excluded, Exclusion, Status, Stop
 from ci.speed.decide.verdict import BenchmarkResult
@@ -33,14 +34,17 @@ STATUS_TEXT = {
     Status.NOT_APPLICABLE: "n/a",
     Status.UNCHANGED_IDENTICAL: "unchanged (identical code)",
 }
-CHECK_TEXT = {Check.PASS: "pass", Check.FAIL: "**WRONG RESULT**", Check.ERROR: "**RAISED**", Check.NOT_APPLICABLE: "n/a"}
+CHECK_TEXT = {Check.PASS: "pass", Check.FAIL: "**WRONG RESULT**", Check.ERROR: "**RAISED**",
+              Check.NOT_APPLICABLE: "n/a"}
 # Why a benchmark's measuring ended before a look decided: in a verdict cell, and in the decision's reason.
-STOP_TEXT = {Stop.PR_FAILED: "not decided: the PR had already failed", Stop.ROUND_BUDGET: "round budget spent", Stop.TIME_BUDGET: "time budget spent", Stop.FIXED_ROUNDS: "--plan rounds reached",
+STOP_TEXT = {Stop.PR_FAILED: "not decided: the PR had already failed", Stop.ROUND_BUDGET: "round budget spent",
+             Stop.TIME_BUDGET: "time budget spent", Stop.FIXED_ROUNDS: "--plan rounds reached",
              Stop.END_OF_RECORD: "record ran out"}
 # The PR's status was known (it fails): the rest of the runner's time would only have refined the report.
 PR_FAILED_TEXT = "not decided: measuring stopped once the PR had failed"
 RAN_OUT_TEXT = {Stop.ROUND_BUDGET: "the round budget", Stop.TIME_BUDGET: "the time budget (--max-minutes)",
-                Stop.FIXED_ROUNDS: "the fixed number of rounds (--plan rounds)", Stop.END_OF_RECORD: "the recorded rounds"}
+                Stop.FIXED_ROUNDS: "the fixed number of rounds (--plan rounds)",
+                Stop.END_OF_RECORD: "the recorded rounds"}
 EXCLUDED_TEXT = {
     Excluded.NOT_MEASURED: "not measured",
     Excluded.GPU_BUSY: "GPU busy",
@@ -60,7 +64,8 @@ def ran_out_reason(stop: Stop, decision: Decision) -> str:
     """The reason an undecided benchmark is inconclusive, when ``stop`` ended its measuring."""
     if stop is Stop.PR_FAILED:
         return (f"{PR_FAILED_TEXT} on another benchmark, before the look at {decision.next_look} usable rounds "
-                f"({decision.rounds_used} usable, {decision.rounds_excluded} excluded); --all-verdicts measures it to its verdict")
+                f"({decision.rounds_used} usable, {decision.rounds_excluded} excluded); "
+                "--all-verdicts measures it to its verdict")
     return (f"{RAN_OUT_TEXT[stop]} ran out before the look at {decision.next_look} usable rounds "
             f"({decision.rounds_used} usable, {decision.rounds_excluded} excluded): inconclusive")
 
@@ -96,13 +101,16 @@ def ratio_text(result: BenchmarkResult) -> str:
 def verdict_text(result: BenchmarkResult) -> str:
     if result.status is not Status.GATED:
         return STATUS_TEXT[result.status]
+    if result.verdict is None:  # gated but never decided: no rounds were read
+        return VERDICT_TEXT[Verdict.INCONCLUSIVE]
     text = VERDICT_TEXT[result.verdict]
     if result.decision is not None and result.decision.at_threshold_edge:
         return text + " (at the threshold edge)"
     return text + (f" ({STOP_TEXT[result.stopped_by]})" if result.stopped_by in STOP_TEXT else "")
 
 
-def benchmark_rows(results: Sequence[BenchmarkResult], changes: Mapping[str, str] | None = None) -> list[dict[str, str]]:
+def benchmark_rows(results: Sequence[BenchmarkResult],
+                   changes: Mapping[str, str] | None = None) -> list[dict[str, str]]:
     """One row per gated or wrong benchmark; with ``changes`` ({benchmark id: what differs}) a "code" column."""
     rows = []
     for r in results:
@@ -126,7 +134,8 @@ def benchmark_rows(results: Sequence[BenchmarkResult], changes: Mapping[str, str
     return rows
 
 
-VARIANCE_TEXT = {"model": "noise model + rounds", "rounds": "own rounds", "rounds (no model entry)": "own rounds (not in the model)",
+VARIANCE_TEXT = {"model": "noise model + rounds", "rounds": "own rounds",
+                 "rounds (no model entry)": "own rounds (not in the model)",
                  "rounds (the run is noisier than the model)": "own rounds (**guard**: noisier than the model)"}
 
 
@@ -156,11 +165,12 @@ def gpu_state_rows(rounds: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
     rows = []
     for rnd in rounds:
         for proc in rnd["processes"]:
-            states = [rec[w] for rec in proc["records"].values() for w in ("gpu_before", "gpu_after") if isinstance(rec, dict) and rec.get(w)]
+            states = [rec[w] for rec in proc["records"].values() for w in ("gpu_before", "gpu_after")
+                      if isinstance(rec, dict) and rec.get(w)]
             if not states:
                 continue
 
-            def values(key: str) -> list[float]:
+            def values(key: str, states: list[dict[str, Any]] = states) -> list[float]:
                 return [s[key] for s in states if isinstance(s.get(key), (int, float))]
 
             clocks, temps, power = values("sm_clock_mhz"), values("temperature_c"), values("power_w")
@@ -182,7 +192,8 @@ def idle_overrides(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
     for rnd in rounds:
         for proc in rnd["processes"]:
             problems = sorted({p for rec in proc["records"].values() if isinstance(rec, dict)
-                               and (rec.get("idle") or {}).get("status") == "overridden" for p in rec["idle"].get("problems", [])})
+                               and (rec.get("idle") or {}).get("status") == "overridden"
+                               for p in rec["idle"].get("problems", [])})
             if problems:
                 found.append(f"round {rnd['index'] + 1} {proc['side']}: {', '.join(problems)}")
     return found
@@ -212,8 +223,8 @@ def _interval_text(plan: SequentialPlan) -> str:
     each_look = (f"each look {plan.per_look_confidence:.3%} two-sided" if plan.spending is None else
                  f"looks {'/'.join(f'{plan.confidence_at(k):.3%}' for k in range(len(plan.look_points)))} two-sided")
     if plan.miss_alpha is not None:
-        return (f"{interval}, alpha {plan.alpha:.3g} a false regression and miss alpha {plan.miss_alpha:.3g} a missed one "
-                f"over its looks ({each_look}; 'no change' on a {plan.per_look_miss_confidence:.3%} interval"
+        return (f"{interval}, alpha {plan.alpha:.3g} a false regression and miss alpha {plan.miss_alpha:.3g} a "
+                f"missed one over its looks ({each_look}; 'no change' on a {plan.per_look_miss_confidence:.3%} interval"
                 + (" at the last look" if plan.spending is not None else "") + ")")
     per = "a false regression and a missed one each" if plan.alpha_per_tail else "per benchmark"
     return f"{interval}, alpha {plan.alpha:.3g} {per} over its looks ({each_look})"
@@ -246,9 +257,11 @@ def gate_markdown(
                   + "; ".join(f"{r.id}: {decision_reason(r)}" for r in results
                               if r.id in inconclusive[:8]), ""]
     elif inconclusive:
-        effect = "fails the gate (--fail-on-inconclusive)" if fail_on_inconclusive else "does not fail the gate (exit 0)"
-        parts += [f"> ⚠ **{len(inconclusive)} inconclusive**: no look's interval cleared the band, so the change could not be "
-                  f"told from the threshold with this noise in these rounds; this {effect}. {', '.join(inconclusive[:8])}", ""]
+        effect = ("fails the gate (--fail-on-inconclusive)" if fail_on_inconclusive
+                  else "does not fail the gate (exit 0)")
+        parts += [f"> ⚠ **{len(inconclusive)} inconclusive**: no look's interval cleared the band, so the change could "
+                  f"not be told from the threshold with this noise in these rounds; this {effect}. "
+                  f"{', '.join(inconclusive[:8])}", ""]
     wrong = [r for r in results if r.status is Status.WRONG_RESULT]
     for r in wrong:
         parts += [f"> ❌ **{r.id}: wrong result at head, not timed.** {r.note}", ""]
@@ -259,16 +272,17 @@ def gate_markdown(
     rows = benchmark_rows(results, changes)
     if rows:
         parts += [markdown_table(rows), ""]
-        parts += [f"_resolvable_: the smallest slowdown flagged as a regression with probability {resolve_power:.0%} by the "
-                  "last look at this threshold (noise from the calibration file where it has the benchmark, else from this "
-                  "run's rounds). Higher TFLOPS is better; head/base < 1 is a slowdown.", ""]
+        parts += [f"_resolvable_: the smallest slowdown flagged as a regression with probability {resolve_power:.0%} "
+                  "by the last look at this threshold (noise from the calibration file where it has the benchmark, "
+                  "else from this run's rounds). Higher TFLOPS is better; head/base < 1 is a slowdown.", ""]
     elif rounds:  # measured, yet nothing gated: say so; with no round at all the preface says why
         parts += ["_(no benchmark was gated)_", ""]
     notes = [f"- {r.id}: {r.note}" for r in results if r.status is Status.GATED and r.note]
     if notes:
         parts += ["**Notes**", *notes, ""]
     if correctness:
-        parts += ["**Correctness before timing** (ci.common.correctness.check_kernel):", *correctness_lines(correctness), ""]
+        parts += ["**Correctness before timing** (ci.common.correctness.check_kernel):",
+                  *correctness_lines(correctness), ""]
     excluded = excluded_rows(results)
     if excluded:
         parts += [f"**Excluded rounds** ({len(excluded)}): not used in any estimate.", "", markdown_table(excluded), ""]
@@ -283,7 +297,8 @@ def gate_markdown(
 
 
 def calibration_markdown(
-    calibrations: Mapping[str, Calibration], thresholds: Mapping[str, float], overrides: Sequence[Mapping[str, Any]], header: Sequence[str]
+    calibrations: Mapping[str, Calibration], thresholds: Mapping[str, float], overrides: Sequence[Mapping[str, Any]],
+    header: Sequence[str]
 ) -> str:
     rows = [{
         "benchmark": bench_id,
@@ -300,7 +315,8 @@ def calibration_markdown(
     snippet = ",\n".join("    " + json.dumps(o) for o in overrides)
     parts = ["### Speed gate calibration (A/A: one commit against itself)", "", *header, "", markdown_table(rows), ""]
     if overrides:
-        parts += ["Overrides to paste into `ci/speed_thresholds.json` \"overrides\" (first match wins):", "", "```json", snippet, "```", ""]
+        parts += ["Overrides to paste into `ci/speed_thresholds.json` \"overrides\" (first match wins):", "", "```json",
+                  snippet, "```", ""]
     return "\n".join(parts)
 
 
@@ -315,11 +331,12 @@ def rates_markdown(rates: Mapping[str, Rates], header: Sequence[str]) -> str:
             "stopped early": str(r.stopped_early),
             "incomplete (record too short)": str(r.incomplete),
         })
-    return "\n".join(["### Speed gate replay: decisions from recorded rounds", "", *header, "", markdown_table(rows), ""])
+    return "\n".join(["### Speed gate replay: decisions from recorded rounds", "", *header, "", markdown_table(rows),
+                      ""])
 
 
 def noise_markdown(model: Any, planned: Mapping[str, Any], header: Sequence[str], notes: Sequence[str]) -> str:
-    """The calibration's noise model: per benchmark its noise, its policy threshold, the rounds and seconds to decide."""
+    """The calibration's noise model: per benchmark its noise, policy threshold, the rounds and seconds to decide."""
     rows = []
     for bench_id, noise in sorted(model.benchmarks.items()):
         p = planned.get(bench_id)
@@ -330,17 +347,21 @@ def noise_markdown(model: Any, planned: Mapping[str, Any], header: Sequence[str]
             "between-worker SD (df)": f"{_pct(noise.between_sd)} ({noise.between_df})",
             "threshold (policy)": _pct(p.threshold) if p else "-",
         }
-        for every in sorted(p.rounds) if p else ():
-            n, sec = p.rounds[every], p.seconds[every]
+        rounds, seconds = (p.rounds, p.seconds) if p else ({}, {})
+        for every in sorted(rounds):
+            n, sec = rounds[every], seconds[every]
             row[f"decided by, restart every {every}"] = ("cannot" if n is None else f"{n} rounds"
                                                         + ("" if sec is None else f", {sec:.0f} s"))
         rows.append(row)
     spread = model.spread
-    differ = ("runs differ from the model by no more than its own estimation error" if min(spread.run_df, spread.bench_df) >= 1e5
-              else f"runs differ by prior df {spread.run_df:.3g} (the whole run) and {spread.bench_df:.3g} (one benchmark)")
+    differ = ("runs differ from the model by no more than its own estimation error"
+              if min(spread.run_df, spread.bench_df) >= 1e5
+              else f"runs differ by prior df {spread.run_df:.3g} (the whole run) and {spread.bench_df:.3g} "
+                   "(one benchmark)")
     parts = ["### Speed gate calibration: the runner's noise model", "", *header, "",
              f"runner: {', '.join(f'{k} {v}' for k, v in model.runner.items() if v)} · fitted {model.fitted} from "
-             f"{len(model.runs)} run(s) · {differ}" + ("" if spread.estimated else " (assumed: the runs could not show it)"),
+             f"{len(model.runs)} run(s) · {differ}"
+             + ("" if spread.estimated else " (assumed: the runs could not show it)"),
              "", markdown_table(rows) if rows else "_(no benchmark could be fitted)_", ""]
     if notes:
         parts += ["**Notes**", *[f"- {n}" for n in notes], ""]

@@ -9,9 +9,10 @@ from it again.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ci.speed.decide.codes import Status, Stop
 from ci.speed.decide.exclusion import ExclusionRule
@@ -51,7 +52,7 @@ def summary_ids(results: Sequence[BenchmarkResult]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {v.value: [] for v in Verdict}
     out.update({s.value: [] for s in Status if s is not Status.GATED})
     for r in results:
-        out[r.verdict.value if r.status is Status.GATED else r.status.value].append(r.id)
+        out[r.verdict.value if r.status is Status.GATED and r.verdict is not None else r.status.value].append(r.id)
     return out
 
 
@@ -65,7 +66,8 @@ def inconclusive_policy(plan: Any, fail_on_inconclusive: bool) -> str:
 
 
 def record_json(context: Context, results: Sequence[BenchmarkResult], correctness: Sequence[Mapping[str, Any]],
-                rounds: Sequence[Mapping[str, Any]], code: int, fail_on_inconclusive: bool, command: Sequence[str]) -> dict[str, Any]:
+                rounds: Sequence[Mapping[str, Any]], code: int, fail_on_inconclusive: bool,
+                command: Sequence[str]) -> dict[str, Any]:
     """The verdict record: a gate's, a calibration's or a replay's (docs/SPEED_GATE.md has the schema)."""
     return {
         "schema": GATE_SCHEMA,
@@ -84,7 +86,8 @@ def record_json(context: Context, results: Sequence[BenchmarkResult], correctnes
         "timing_overrides": context.timing,
         "exclusion": context.rule.to_json(),
         "thresholds": context.thresholds.to_json(),
-        "calibrations_used": {k: {"ratio_sd_upper": v["ratio_sd_upper"], "source": v.get("source")} for k, v in context.calibrations.items()},
+        "calibrations_used": {k: {"ratio_sd_upper": v["ratio_sd_upper"], "source": v.get("source")}
+                              for k, v in context.calibrations.items()},
         "wall_s": round(context.wall_s, 1),
         "summary": summary_ids(results),
         "correctness": list(correctness),
@@ -109,11 +112,14 @@ def header_lines(context: Context, rounds: Sequence[Mapping[str, Any]]) -> list[
     """
     env = context.environment or {}
     base, head = context.base, context.head
-    lines = [f"base `{(base.get('sha') or '?')[:12]}` (merge-base of the head and `{base.get('ref')}`) · head "
-             + ("the working tree" if head.get("working_tree") else f"`{(head.get('sha') or '?')[:12]}` ({head.get('ref')})")]
+    head_text = ("the working tree" if head.get("working_tree")
+                 else f"`{(head.get('sha') or '?')[:12]}` ({head.get('ref')})")
+    lines = [f"base `{(base.get('sha') or '?')[:12]}` (merge-base of the head and `{base.get('ref')}`) · "
+             f"head {head_text}"]
     if context.extra.get("replayed_from"):
         lines.insert(0, f"**replayed** from `{context.extra['replayed_from']}` (no GPU)")
-    device = f"device: {env.get('gpu') or 'CPU'} ({context.device})" + (f" · torch {env['torch']}" if env.get("torch") else "")
+    device = (f"device: {env.get('gpu') or 'CPU'} ({context.device})"
+              + (f" · torch {env['torch']}" if env.get("torch") else ""))
     if not rounds:
         return lines + ([device] if env else [])
     floor = (f"{context.rule.clock_floor_mhz:g} MHz" if context.rule.clock_floor_mhz is not None
@@ -121,16 +127,18 @@ def header_lines(context: Context, rounds: Sequence[Mapping[str, Any]]) -> list[
     lines += [
         f"{device} · {len(rounds)} rounds {_engine_text(context.extra.get('engine'))}, order rotating (A B, B A, …) · "
         f"{context.wall_s:.0f} s",
-        f"plan: {plan_text(context.plan, len(_gated_ids(rounds)) or None)} · round budget {context.round_limit} · thresholds: `{context.thresholds.source}` "
-        f"(default ±{context.thresholds.default:.2%}, {len(context.thresholds.overrides)} override(s))",
-        f"a round is excluded when either side is throttled ({', '.join(sorted(context.rule.slowdown_reasons)) or 'none'}), "
-        f"its SM clock is below {floor}, its timing never became steady, or the GPU was busy",
+        f"plan: {plan_text(context.plan, len(_gated_ids(rounds)) or None)} · round budget {context.round_limit} · "
+        f"thresholds: `{context.thresholds.source}` (default ±{context.thresholds.default:.2%}, "
+        f"{len(context.thresholds.overrides)} override(s))",
+        f"a round is excluded when either side is throttled "
+        f"({', '.join(sorted(context.rule.slowdown_reasons)) or 'none'}), its SM clock is below {floor}, "
+        "its timing never became steady, or the GPU was busy",
     ]
     lines += noise_lines(context.extra.get("noise"))
     cost = context.extra.get("cost")
     if cost:
-        lines.append(f"GPU runner: **{cost['measure_s'] + cost['startup_s']:.0f} s**: {cost['measure_s']:.1f} s measuring, "
-                     f"{cost['startup_s']:.1f} s starting "
+        lines.append(f"GPU runner: **{cost['measure_s'] + cost['startup_s']:.0f} s**: "
+                     f"{cost['measure_s']:.1f} s measuring, {cost['startup_s']:.1f} s starting "
                      f"{cost['processes_started']} process(es) (summed over processes"
                      + (f"; {cost['overlapped_startup_s']:.1f} s more start-up overlapped measuring"
                         if cost.get("overlapped_startup_s") else "") + "); wall per GPU: "
@@ -148,13 +156,15 @@ def noise_lines(noise: Mapping[str, Any] | None) -> list[str]:
         return lines
     runner = model.get("runner") or {}
     lines.insert(0, f"noise model: `{model.get('source')}` ({runner.get('gpu')}, driver {runner.get('driver')}, torch "
-                    f"{runner.get('torch')}; fitted {model.get('fitted')}), {len(model.get('benchmarks', {}))} benchmark(s)")
+                    f"{runner.get('torch')}; fitted {model.get('fitted')}), "
+                    f"{len(model.get('benchmarks', {}))} benchmark(s)")
     guard = noise.get("guard") or {}
     fired, final = guard.get("fired"), guard.get("final") or {}
     if fired:
-        lines.append(f"> ⚠ **the rounds are noisier than the noise model allows** (variance ratio {fired['ratio']:.2f} over "
-                     f"{fired['df']} df, anytime p {fired['p']:.2g} < the {guard['level']:g} level) from round {fired['round_index'] + 1} "
-                     f"({fired['benchmark']}): each benchmark's own rounds decided from there on")
+        lines.append(f"> ⚠ **the rounds are noisier than the noise model allows** (variance ratio "
+                     f"{fired['ratio']:.2f} over {fired['df']} df, anytime p {fired['p']:.2g} < the {guard['level']:g} "
+                     f"level) from round {fired['round_index'] + 1} ({fired['benchmark']}): each benchmark's own "
+                     "rounds decided from there on")
     elif final:
         lines.append(f"the run's guard: rounds as noisy as the model allows (variance ratio {final['ratio']:.2f} over "
                      f"{final['df']} df, anytime p {final['p']:.2g}; falls back below {guard.get('level', 0):g})")
@@ -172,14 +182,16 @@ def _engine_text(engine: Mapping[str, Any] | None) -> str:
 
 
 def finish(context: Context, results: Sequence[BenchmarkResult], correctness: Sequence[Mapping[str, Any]],
-           rounds: Sequence[Mapping[str, Any]], *, fail_on_inconclusive: bool, json_path: Path | None, plot_path: Path | None,
+           rounds: Sequence[Mapping[str, Any]], *, fail_on_inconclusive: bool, json_path: Path | None,
+           plot_path: Path | None,
            command: Sequence[str]) -> int:
     """Markdown to stdout and the step summary, the JSON record, the plot; returns the exit code."""
     code = exit_code(results, fail_on_inconclusive)
     ids = summary_ids(results)
     undecided = sum(r.status is Status.GATED and r.stopped_by is Stop.PR_FAILED for r in results)
     inconclusive = len(ids[Verdict.INCONCLUSIVE.value]) - undecided
-    title = (f"Speed gate: {STATUS_WORDS.get(code, 'FAIL')}" + (f" ({inconclusive} inconclusive ⚠)" if inconclusive else "")
+    title = (f"Speed gate: {STATUS_WORDS.get(code, 'FAIL')}"
+             + (f" ({inconclusive} inconclusive ⚠)" if inconclusive else "")
              + (f" ({undecided} not decided: the PR had failed)" if undecided else ""))
     # Nothing measured because every selected benchmark has identical code (or is gone at head).
     all_unchanged = (not rounds and any(r.status is Status.UNCHANGED_IDENTICAL for r in results)
@@ -226,6 +238,8 @@ def write_error_json(path: str | Path | None, message: str) -> None:
     if not path:
         return
     try:
-        write_json_atomic(path, {"schema": GATE_SCHEMA, "mode": "error", "verdict": "error", "exit_code": 2, "error": message})
+        write_json_atomic(path,
+                          {"schema": GATE_SCHEMA, "mode": "error", "verdict": "error", "exit_code": 2,
+                           "error": message})
     except OSError:
         pass

@@ -1,13 +1,8 @@
 """Which architecture's code the gate's fingerprints are for, found without importing torch.
 
-The gate decides what to skip before any child touches the GPU, so the parent
-asks the GPU's management library, as ci/history/machine_info.py does for the
-driver version: NVML (``pynvml``, nvidia-ml-py) for the compute capability ->
-``sm_90``; amdsmi for the ASIC's graphics target -> ``gfx950``. Neither creates a
-device context. On a CPU run (``--device cpu``, or ``auto`` with no GPU either
-library sees) the arch is ``cpu``: no device code is compiled, only the launch
-path counts. A GPU whose arch cannot be read gives None: every benchmark is then
-measured, with that reason (never skip on doubt).
+NVML's compute capability (``sm_90``) or amdsmi's graphics target (``gfx950``), no device context; ``cpu`` on a
+CPU run; None for a GPU whose arch cannot be read (every benchmark is then measured: never skip on doubt).
+Why: docs/SPEED_GATE.md, "Inside the code".
 """
 
 from __future__ import annotations

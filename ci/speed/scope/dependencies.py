@@ -1,12 +1,7 @@
 """Which pinned dependencies a PR changes: pyproject.toml's ``dependencies`` and ci/constraints-cpu.txt, base vs head.
 
-The speed gate times both sides in the runner's one environment, so a PR that
-raises the torch pin is measured under the old torch on both sides: the gate
-cannot see what the new pin does. It says so instead (issue 17) -- a warning in
-ci.speed.changes' report and in the gate's summary, naming each changed
-requirement ("torch 2.13.0 -> 2.14.0"). The files are read from git at the two
-commits (ci.common.gitutil.read_file), or from the working tree for
-``--working-tree``; nothing is installed or imported.
+Both sides are timed in the runner's one environment, so a changed pin is only said, never measured: one text
+per changed requirement for the reports' warning. Read from git (or the working tree); nothing is installed.
 """
 
 from __future__ import annotations
@@ -54,7 +49,8 @@ def _project_table(text: str) -> str:
 
 
 def changed(base: dict[str, str], head: dict[str, str], where: str = "") -> list[str]:
-    """One text per requirement that differs: ``torch 2.13.0 -> 2.14.0``, ``scipy ==1.17.1 (new)``, ``x >=1 removed``."""
+    """One text per requirement that differs: ``torch 2.13.0 -> 2.14.0``, ``scipy ==1.17.1 (new)``, ``x >=1 removed``.
+    """
     out = []
     for name in sorted(set(base) | set(head)):
         old, new = base.get(name), head.get(name)

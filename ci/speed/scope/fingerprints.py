@@ -1,19 +1,17 @@
 """Both sides' speed fingerprints and what they decide: one step for ci.speed.changes and the speed gate.
 
-:func:`fingerprint_sides` computes the base's and the head's fingerprints
-(ci.common.code_fingerprint, one child per side, in parallel) and
-:func:`decide` turns them into the decision data (ci.speed.scope.summary,
-schema ``mxfp4-changes/1``). The CPU job writes that data as ``changes.json``;
-the gate computes the same data itself or reads that file (``--changes``), so
-the workflow's decision and the gate's cannot be computed two ways.
+:func:`fingerprint_sides` computes both sides' fingerprints (ci.common.code_fingerprint, in parallel) and
+:func:`decide` turns them into the decision data (schema ``mxfp4-changes/1``), which the CPU job writes as
+``changes.json`` and the gate computes itself or reads (``--changes``): one computation, two users.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from ci.common.code_fingerprint import TreeFingerprints, compare, fingerprint_tree
 from ci.speed.scope import summary as changes_report

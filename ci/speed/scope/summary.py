@@ -7,8 +7,9 @@ from that object, so the summary and the JSON the workflow reads cannot disagree
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ci.common.code_fingerprint import Comparison, Outcome, TreeFingerprints, benchmark_id
 from ci.common.json_file import JsonFileError, read_json
@@ -57,7 +58,8 @@ def append_github_output(data: Mapping[str, Any], path: Path) -> None:
 
 
 def report_data(base_sha: str | None, head_sha: str, base: TreeFingerprints, head: TreeFingerprints,
-                comparisons: Mapping[str, Mapping[str, Comparison]], costs: Mapping[str, float] | None) -> dict[str, Any]:
+                comparisons: Mapping[str, Mapping[str, Comparison]],
+                costs: Mapping[str, float] | None) -> dict[str, Any]:
     benchmarks = {(arch, f"{b['kernel']}[{b['config']}]/{b['shape']}"): b
                   for side in (head, base) for arch, listed in side.benchmarks.items() for b in listed}
     by_arch: dict[str, dict[str, Any]] = {}
@@ -75,7 +77,8 @@ def report_data(base_sha: str | None, head_sha: str, base: TreeFingerprints, hea
                 unchanged.add(bench_id)
                 b = benchmarks[(arch, bench_id)]
                 cost = (costs or {}).get(bench_id)
-                saved[arch] = saved.get(arch, 0.0) + (cost if cost is not None else estimated_cost_s(b["m"], b["n"], b["k"]))
+                cost = cost if cost is not None else estimated_cost_s(b["m"], b["n"], b["k"])
+                saved[arch] = saved.get(arch, 0.0) + cost
             else:
                 to_measure.add(bench_id)
     nothing_listed = not any(comparisons.values())
@@ -86,7 +89,8 @@ def report_data(base_sha: str | None, head_sha: str, base: TreeFingerprints, hea
         "archs": list(comparisons),
         # A side whose registry could not be read lists nothing: the GPU job must run then.
         "gpu_needed": bool(to_measure) or nothing_listed,
-        "gpu_needed_by_arch": {arch: any(c.outcome not in (Outcome.IDENTICAL, Outcome.REMOVED) for c in results.values())
+        "gpu_needed_by_arch": {arch: any(c.outcome not in (Outcome.IDENTICAL, Outcome.REMOVED)
+                                         for c in results.values())
                                for arch, results in comparisons.items()},
         "to_measure": sorted(to_measure),
         "unchanged": sorted(unchanged - to_measure),
@@ -99,8 +103,9 @@ def report_data(base_sha: str | None, head_sha: str, base: TreeFingerprints, hea
                   "estimated": costs is None, "benchmarks_skipped": len(unchanged - to_measure)},
         "code_changes": code_changes(base, head),
         # What the speed gate needs to list the skipped benchmarks and check selectors without a survey.
-        "benchmarks_by_arch": {arch: (head if arch in head.benchmarks and not head.failure else base).benchmarks.get(arch, [])
-                               for arch in comparisons},
+        "benchmarks_by_arch": {
+            arch: (head if arch in head.benchmarks and not head.failure else base).benchmarks.get(arch, [])
+            for arch in comparisons},
         "registered": registered(head if not head.failure else base),
     }
 
@@ -126,7 +131,8 @@ def code_changes(base: TreeFingerprints, head: TreeFingerprints) -> list[dict[st
         old = base.compiled.get(target)
         if not (old and old["ok"] and new["ok"]) or old["digest"] == new["digest"]:
             continue
-        rows = mix_diff(instruction_mix(old["mix_kind"], old["mix_text"]), instruction_mix(new["mix_kind"], new["mix_text"]))
+        rows = mix_diff(instruction_mix(old["mix_kind"], old["mix_text"]),
+                        instruction_mix(new["mix_kind"], new["mix_text"]))
         out.append({"target": target, "dialect": new["mix_kind"], "instruction_mix": rows,
                     "resources": resource_diff(old["usage"], new["usage"])})
     return out
@@ -152,8 +158,9 @@ def markdown(data: Mapping[str, Any]) -> str:
     saved = data["saved"]
     seconds = ", ".join(f"{arch} {s:.0f} s" for arch, s in saved["gpu_seconds_by_arch"].items()) or "0 s"
     removed = f", {len(data['removed'])} removed at head" if data.get("removed") else ""
-    lines += [f"GPU needed: **{need}** ({len(data['to_measure'])} to measure, {saved['benchmarks_skipped']} unchanged{removed}). "
-              f"GPU time saved by the skips: {seconds}{' (estimated)' if saved['estimated'] else ''}.", ""]
+    lines += [f"GPU needed: **{need}** ({len(data['to_measure'])} to measure, {saved['benchmarks_skipped']} "
+              f"unchanged{removed}). GPU time saved by the skips: {seconds}"
+              f"{' (estimated)' if saved['estimated'] else ''}.", ""]
     for arch, results in data["by_arch"].items():
         rows = [{"benchmark": bench_id, "decision": r["summary"]} for bench_id, r in results.items()]
         lines += [f"#### {arch}", "", markdown_table(rows, empty="_(no benchmark runs on this arch)_"), ""]

@@ -1,20 +1,18 @@
-"""The gate's change-aware selection: which benchmarks have identical code at base and head, decided before any GPU time.
+"""The gate's change-aware selection: the benchmarks with identical code at base and head, before any GPU time.
 
-From the decision data of ci.speed.scope.fingerprints (computed by the gate, or the
-CPU job's ``changes.json`` given with ``--changes``) for the runner's arch
-(ci.speed.scope.arch): a (kernel, config) whose fingerprint is identical at base and
-head has every benchmark "unchanged (identical code)" (Status.UNCHANGED_IDENTICAL):
-not surveyed, not checked, not measured, a pass. The others are surveyed and
-measured as before, each with what differs or why it is measured. Also here:
-what the skips saved and what the measuring cost (:func:`cost_record`).
+From the decision data of ci.speed.scope.fingerprints (or the CPU job's ``--changes`` file) for the runner's
+arch: a (kernel, config) whose fingerprint is identical has every benchmark "unchanged (identical code)", not
+surveyed, not measured, a pass; the others are measured, each saying why. Also what the skips saved and what
+the measuring cost (:func:`cost_record`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ci.common.json_file import JsonFileError, read_json
 from ci.common.options import name_matches
@@ -81,7 +79,8 @@ def decision_from_data(data: Mapping[str, Any], arch: str, how: str, measure_ide
     """The per-(kernel, config) decision for ``arch`` from decision data (ci.speed.scope.summary.report_data)."""
     results = (data.get("by_arch") or {}).get(arch)
     if results is None:
-        raise ChangesFileError(f"the changes data has no fingerprints for {arch} (it has {', '.join(data.get('archs') or [])})")
+        raise ChangesFileError(f"the changes data has no fingerprints for {arch} "
+                               f"(it has {', '.join(data.get('archs') or [])})")
     pairs: dict[tuple[str, str], tuple[bool, str]] = {}
     for bench_id, result in results.items():
         match = _ID.match(bench_id)
@@ -130,7 +129,8 @@ def removed_entries(decision: CodeDecision, kernels: Sequence[str], configs: Seq
             and (not shapes or b.shape in wanted or f"{b.m}x{b.n}x{b.k}" in wanted)]
 
 
-def measured_pairs(decision: CodeDecision, kernels: Sequence[str], configs: Sequence[str]) -> list[tuple[str, str]] | None:
+def measured_pairs(decision: CodeDecision, kernels: Sequence[str],
+                   configs: Sequence[str]) -> list[tuple[str, str]] | None:
     """The (kernel, config)s to survey and measure; None: every selected one (no decision to go by)."""
     if decision.arch is None or decision.measure_identical:
         return None
@@ -158,7 +158,7 @@ def measured_costs(rounds: Sequence[Mapping[str, Any]]) -> dict[str, float]:
 
 
 def rounds_measured(rounds: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """``{benchmark id: rounds it was measured in}``: the rounds to its verdict (the gate stops measuring a decided one)."""
+    """``{benchmark id: rounds it was measured in}``: the rounds to its verdict (a decided one is measured no more)."""
     counts: dict[str, int] = {}
     for rnd in rounds:
         for bench_id in {b for proc in rnd["processes"] for b in proc["records"]}:
@@ -228,7 +228,8 @@ def code_decision(options: Any, base_sha: str, head_sha: str, base_tree: Path | 
     base, head = fingerprint_sides(base_tree, head_tree, [arch], log=lambda line: log(f"  [fingerprint] {line}"))
     data = decide(base_sha, head_sha, base, head, started=started)
     log(f"speed_gate: fingerprints for {arch} in {data['fingerprint_seconds']:.0f} s")
-    return decision_from_data(data, arch, f"{arch} ({how}); fingerprints computed in {data['fingerprint_seconds']:.0f} s",
+    return decision_from_data(data, arch,
+                              f"{arch} ({how}); fingerprints computed in {data['fingerprint_seconds']:.0f} s",
                               options.measure_identical)
 
 
@@ -247,14 +248,16 @@ def preface_lines(decision: CodeDecision | None, measured: Sequence[tuple[str, s
     lines += warning_lines(list(dependency_changes))
     if measured == []:
         removed = len(costs.get("removed_at_head") or [])
-        return lines + [f"every selected benchmark has identical code{f' ({removed} removed at head)' if removed else ''}: "
-                        f"nothing measured, 0 GPU seconds, ~{costs['gpu_seconds_saved_estimated']:.0f} s saved (estimated)", ""]
+        gone = f" ({removed} removed at head)" if removed else ""
+        return lines + [f"every selected benchmark has identical code{gone}: nothing measured, 0 GPU seconds, "
+                        f"~{costs['gpu_seconds_saved_estimated']:.0f} s saved (estimated)", ""]
     if decision.arch is not None:
         from harness.report import markdown_table
 
         shown = sorted(decision.pairs) if measured is None else measured
         rows = [{"kernel[config]": f"{k}[{c}]", "code": decision.why_measured(k, c)} for k, c in shown]
-        lines += [markdown_table(rows, empty="_every selected kernel[config] has identical code: nothing is measured_"), ""]
+        lines += [markdown_table(rows, empty="_every selected kernel[config] has identical code: nothing is measured_"),
+                  ""]
         from ci.speed.scope.summary import code_changes_lines
 
         lines += code_changes_lines(decision.data.get("code_changes") or [])

@@ -1,16 +1,9 @@
 """The options of ``python -m ci.speed``, checked whole before any work.
 
-The front (ci.speed.gate) parses ``argv`` and hands the parsed values, as a mapping
-(``vars(namespace)``), to :func:`speed_options`. It returns one frozen
-:class:`SpeedOptions`, or raises ci.common.options.OptionsError naming the option:
-the front prints that one line and exits 2 before any git worktree or measurement.
-Nothing below the front sees ``argv`` or a parser; it takes this object.
-
-The statistics' knobs are one option, ``--plan KEY=VALUE`` (repeatable), as
-``--timing`` is for the timing: ci.speed.plan_keys lists each key with its meaning
-and its checker; docs/SPEED_GATE.md ("The plan") documents them. A plan given in
-part is completed from the gate's plan, or, in a replay, from the plan the record
-was decided with (never from another plan).
+:func:`speed_options` takes the front's parsed values (``vars(namespace)``) and returns one frozen
+:class:`SpeedOptions`, or raises ci.common.options.OptionsError naming the option (exit 2 before any worktree).
+Nothing below the front sees ``argv``. The statistics' knobs are ``--plan KEY=VALUE`` (ci.speed.plan_keys); a
+plan given in part is completed from the gate's plan, or in a replay from the record's (never another).
 """
 
 from __future__ import annotations

@@ -30,16 +30,8 @@ from ci.speed.engine.survey import (
 )
 
 PROTOCOL = "mxfp4-speed-worker/1"
-# A benchmark this worker timed before needs no priming; on a GPU, no warm-up beyond one launch either:
-# the GPU has been timing until now, at its working clocks (harness.timing.benchmark(settled=True): steadiness
-# is then judged on the timed launches; unsteady ones become warm-up, and the full warm-up and a second
-# timing follow). A CPU keeps its warm-up, retried until steady: its timed cores are shared with whatever else runs.
-#
-# A worker's first timing on a GPU warms up for at least this long. With the 200 ms warm-up, a lone benchmark's first
-# round in fresh workers was 0.3-0.6% off in 6 of 7 runs of the tracked config alone on the H200 (2026-12-03; later
-# rounds agreed within ~0.1%; the GPU had just idled) and fired the noise model's guard in 5; with 2 s in none of 5
-# (docs/data/h200_noise_model_v5b/: "repeat"; "warm" as --timing warmup_ms=2000; "verify" as this). With many
-# benchmarks the prepare step warms the GPU first.
+# A repeat timing on a GPU skips priming and warms up one launch; a worker's first timing on a GPU warms up for at
+# least this long (why, and the H200 runs that set it: docs/SPEED_GATE.md, "Warm workers", "Repeat timings").
 FIRST_GPU_WARMUP_MS = 2000.0
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ci.common.code_fingerprint import TreeFingerprints, compare, fingerprint_tree
-from ci.speed.scope import summary as changes_report
+from ci.speed.scope import summary
 
 
 def fingerprint_sides(
@@ -40,7 +40,7 @@ def fingerprint_sides(
 def decide(base_sha: str | None, head_sha: str, base: TreeFingerprints, head: TreeFingerprints,
            costs: Mapping[str, float] | None = None, started: float | None = None) -> dict[str, Any]:
     """The decision data of ci.speed.scope.summary (what the CPU job writes as changes.json)."""
-    data = changes_report.report_data(base_sha, head_sha, base, head, compare(base, head), costs)
+    data = summary.report_data(base_sha, head_sha, base, head, compare(base, head), costs)
     if started is not None:
         data["fingerprint_seconds"] = round(time.perf_counter() - started, 1)
     return data

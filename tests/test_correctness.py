@@ -9,13 +9,13 @@ of data (tests/known_deviations.py) runs as a strict xfail.
 from __future__ import annotations
 
 import pytest
-
 from gate_summary import GateRun
-from kernels import registry
-from ci.common.correctness import check_kernel
-from harness.shapes import BENCHMARK_SHAPES, K_SWEEP, K_SWEEP_MN
 from known_deviations import expect_known_deviation
 from operands import DATA_KINDS, DEVICE, SEED, make_operands
+
+from ci.common.correctness import check_kernel
+from harness.shapes import BENCHMARK_SHAPES, K_SWEEP, K_SWEEP_MN
+from kernels import registry
 
 # Every registered config of every kernel: a bug can live in a config that is not the default.
 KERNEL_CONFIGS = [(k.name, config) for k in registry.all_kernels() for config in k.configs]

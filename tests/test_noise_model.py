@@ -23,13 +23,19 @@ import pytest
 from scipy import stats
 
 from ci.speed import gate
-from ci.speed.decide.noise_file import (NoiseModelError, identity_check, load_noise_model, parse_noise_model, refit,
-                                  run_of_record)
+from ci.speed.decide.noise_file import (
+    NoiseModelError,
+    identity_check,
+    load_noise_model,
+    parse_noise_model,
+    refit,
+    run_of_record,
+)
 from harness import paired
 from harness.paired.calibration import model_resolvable_effect, model_threshold
-from harness.paired.noise_guard import GuardState, GuardTerm, PairEvent, guard, guard_timeline
 from harness.paired.noise import INFINITE_DF, BenchmarkNoise, LookNoise, Spread, clustering, combined_df, within_ss
 from harness.paired.noise_fit import RunRounds, fit
+from harness.paired.noise_guard import GuardState, GuardTerm, PairEvent, guard, guard_timeline
 from harness.paired.plan import MODEL_PLAN
 from harness.paired.rounds import Round
 from harness.paired.sequential import RoundsNoise, sequential_decision
@@ -425,13 +431,13 @@ class FakeEngine:
 
 
 def _fake_run(stop_when_failed: bool):
+    from ci.speed.decide.codes import Status, Stop
     from ci.speed.decide.exclusion import ExclusionRule
     from ci.speed.decide.noise_file import NoiseModel
-    from ci.speed.decide.codes import Status, Stop
-    from ci.speed.engine.rounds import Benchmark, Side
-    from ci.speed.modes.shared import run_rounds
     from ci.speed.decide.selection import Entry, Selection
     from ci.speed.decide.thresholds import Thresholds
+    from ci.speed.engine.rounds import Benchmark, Side
+    from ci.speed.modes.shared import run_rounds
 
     benches = [Benchmark("k", "c", f"s{i}", 64, 64, 64) for i in range(3)]
     model = NoiseModel({b.id: BenchmarkNoise(0.0004, 40) for b in benches}, SPREAD, {"gpu": "cpu"}, "now", 4)

@@ -430,8 +430,8 @@ def test_the_warm_plan_decides_a_074_percent_slowdown_at_its_first_look_and_an_a
 
 
 def test_the_per_pr_alpha_is_shared_by_the_gated_benchmarks():
-    from ci.speed.options import speed_options
     from ci.speed.gate import _given
+    from ci.speed.options import speed_options
 
     def options(*argv):
         return speed_options(_given(argv, False))

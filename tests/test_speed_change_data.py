@@ -9,10 +9,8 @@ from __future__ import annotations
 import git
 
 from ci.common.code_fingerprint import Fingerprint, Outcome, Part, TreeFingerprints, compare
-from ci.speed.scope import summary
-from ci.speed.scope import dependencies
-from ci.speed.scope import unchanged
 from ci.speed.decide.codes import Status
+from ci.speed.scope import dependencies, summary, unchanged
 
 PYPROJECT = '''[project]
 name = "x"

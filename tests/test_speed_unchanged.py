@@ -13,7 +13,6 @@ import json
 import time
 
 import pytest
-
 from test_asv_suite import SLOWDOWN, git, make_project
 from test_speed_gate import BENCH, SMALL, run_gate
 

@@ -21,8 +21,7 @@ from pathlib import Path
 import pytest
 
 from ci.speed.engine.devices import assign_devices, estimated_seconds, pinned_environment, visible_devices_variable
-from ci.speed.engine.rounds import Benchmark, Side, rotating_order, survey_request
-from ci.speed.engine.cost import cost_summary
+from ci.speed.engine.rounds import Benchmark, Side, cost_summary, rotating_order, survey_request
 from ci.speed.engine.warm_engine import WarmEngine
 from ci.speed.engine.worker_handle import QUIT_TIMEOUT_S, WorkerFailed
 

@@ -41,16 +41,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from ci.speed.decide.exclusion import ExclusionRule, paired_rounds  # noqa: E402
-from ci.speed.decide.noise_file import refit, run_of_record  # noqa: E402
-from ci.speed.decide.generations import run_noise  # noqa: E402
 from ci.speed.decide.codes import Status  # noqa: E402
+from ci.speed.decide.exclusion import ExclusionRule, paired_rounds  # noqa: E402
+from ci.speed.decide.generations import run_noise  # noqa: E402
+from ci.speed.decide.noise_file import refit, run_of_record  # noqa: E402
 from ci.speed.decide.selection import Entry  # noqa: E402
 from ci.speed.decide.thresholds import load_thresholds  # noqa: E402
 from ci.speed.decide.verdict import decide_entry, entries_of  # noqa: E402
 from harness.paired.interval import look_interval, model_interval  # noqa: E402
-from harness.paired.noise_guard import GuardState, PairEvent  # noqa: E402
 from harness.paired.noise import LookNoise, Spread  # noqa: E402
+from harness.paired.noise_guard import GuardState, PairEvent  # noqa: E402
 from harness.paired.plan import MODEL_PLAN, WARM_PLAN  # noqa: E402
 from harness.paired.rounds import Round  # noqa: E402
 from harness.paired.sequential import RoundsNoise, sequential_decision  # noqa: E402

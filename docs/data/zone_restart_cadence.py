@@ -18,9 +18,10 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1]))
 
 import noise_model_rates as R  # noqa: E402
-from ci.speed.modes.calibration import CADENCES, plan_rounds  # noqa: E402
+
 from ci.speed.decide.noise_file import load_noise_model  # noqa: E402
 from ci.speed.decide.thresholds import load_thresholds  # noqa: E402
+from ci.speed.modes.calibration import CADENCES, plan_rounds  # noqa: E402
 from harness.paired.plan import ZONE_PLAN  # noqa: E402
 
 ROOT = HERE.parents[1]

@@ -234,8 +234,7 @@ def plan_of(data: Mapping[str, Any], where: str = "the record") -> SequentialPla
                 "bench_check_level": data.get("bench_check_level"), "forced_limit": float(data["forced_limit"]),
                 "first_round_level": data.get("first_round_level")}
     return SequentialPlan(min_rounds=data["min_rounds"], max_rounds=data["max_rounds"], looks=points,
-                          alpha=data["alpha"],
-                          alpha_per_tail=bool(data.get("alpha_per_tail", False)),
+                          alpha=data["alpha"], alpha_per_tail=bool(data.get("alpha_per_tail", False)),
                           futility=bool(data.get("futility", False)),
                           miss_alpha=data.get("miss_alpha"), spending=None if spending is None else tuple(spending),
                           variance=data.get("variance", "rounds"),

@@ -22,8 +22,7 @@ from ci.speed.decide.noise_file import NOISE_PATH, NoiseModel, load_noise_model,
 from ci.speed.decide.selection import check_selectors, select
 from ci.speed.decide.thresholds import THRESHOLDS_PATH, Thresholds, load_thresholds
 from ci.speed.decide.verdict import BenchmarkResult
-from ci.speed.engine.cost import cost_summary
-from ci.speed.engine.rounds import Side
+from ci.speed.engine.rounds import Side, cost_summary
 from ci.speed.engine.warm_engine import DEFAULT_RESTART_EVERY
 from ci.speed.modes.shared import deadline, engine_options, log, open_measurer, run_rounds, survey_both, thresholds_for
 from ci.speed.options import SpeedOptions

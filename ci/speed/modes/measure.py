@@ -17,8 +17,7 @@ from ci.speed.decide.codes import Status
 from ci.speed.decide.noise_file import ModelChoice
 from ci.speed.decide.selection import Selection, check_selectors, select
 from ci.speed.decide.verdict import BenchmarkResult, decide_entry
-from ci.speed.engine.cost import cost_summary
-from ci.speed.engine.rounds import Side
+from ci.speed.engine.rounds import Side, cost_summary
 from ci.speed.modes.shared import (
     BASE_UNMEASURABLE,
     GateError,

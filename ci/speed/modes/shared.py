@@ -100,8 +100,7 @@ def open_measurer(sides: Sequence[Side], options: SpeedOptions, deadline: float 
     # $MXFP4_SPEED_GRACE_S: ci.speed.engine.grace): a hanging kernel cannot hold the runner.
     left = math.inf if deadline is None else max(options.grace_s, deadline - time.time())
     return WarmEngine(sides, device=device, budget=options.timing_overrides, log=log,
-                      restart_every=options.restart_every,
-                      devices=devices, start_timeout_s=min(START_TIMEOUT_S, left),
+                      restart_every=options.restart_every, devices=devices, start_timeout_s=min(START_TIMEOUT_S, left),
                       setup_timeout_s=min(SETUP_TIMEOUT_S, left),
                       measure_timeout_s=min(MEASURE_TIMEOUT_S, left))
 

@@ -169,7 +169,7 @@ def rounds_measured(rounds: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 def cost_record(decision: CodeDecision | None, skipped: Sequence[Entry], rounds: Sequence[Mapping[str, Any]],
                 removed: Sequence[Entry] = ()) -> dict[str, Any]:
     """The JSON record's "code" and "costs" parts: what was skipped, the seconds saved (estimated) and spent."""
-    from ci.speed.engine.cost import cost_summary
+    from ci.speed.engine.rounds import cost_summary
 
     summary = cost_summary(rounds)  # the one tally of the rounds' seconds; the report's "GPU runner" line reads it too
     spent = summary["startup_s"] + summary["measure_s"]

@@ -80,7 +80,7 @@ def speed(*args: str, cwd: Path = PROJECT) -> subprocess.CompletedProcess:
 
 def base_threshold(bench: str = BENCH) -> float:
     """The threshold this checkout's H200 thresholds file gives ``bench`` (what the judge must decide with)."""
-    from ci.speed.thresholds import load_thresholds
+    from ci.speed.decide.thresholds import load_thresholds
 
     return load_thresholds(PROJECT / "ci" / "speed_thresholds_h200.json").lookup(bench)[0]
 
@@ -101,7 +101,16 @@ def make(folder: Path, rounds: int = ROUNDS, shift: float = SHIFT) -> Scenario:
 
 def jobs(speed_step: str = "success") -> list[dict[str, Any]]:
     """pr-checks' jobs as GitHub lists them for this run: everything green in the PR's own run."""
-    from ci.notify.comment import JOB_CHANGES, JOB_CPU, JOB_GPU, STEP_BUDGET, STEP_CHANGES, STEP_GPU_TESTS, STEP_SPEED, STEP_TESTS
+    from ci.notify.comment import (
+        JOB_CHANGES,
+        JOB_CPU,
+        JOB_GPU,
+        STEP_BUDGET,
+        STEP_CHANGES,
+        STEP_GPU_TESTS,
+        STEP_SPEED,
+        STEP_TESTS,
+    )
 
     def job(i, name, steps):
         return {"id": i, "name": name, "conclusion": "success", "html_url": f"{RUN_URL}/job/{i}",

@@ -30,7 +30,7 @@ FRONTS = {
 # Child entry points: started by a front with a fixed argv (a command and JSON file paths), not options.
 CHILD_ENTRY_POINTS = {
     "ci/common/device_code.py": "python -m ci.common.device_code REQUEST.json OUT.json (compile-only, in a commit's tree)",
-    "ci/speed/worker.py": "python -m ci.speed.worker (requests on stdin)",
+    "ci/speed/engine/worker.py": "python -m ci.speed.engine.worker (requests on stdin)",
 }
 # Shared option adders (asv's common_args): may import argparse to type the parser they add to; never read sys.argv.
 SHARED_ADDERS = {
@@ -81,9 +81,9 @@ def test_every_front_has_a_main(module):
 
 
 @pytest.mark.parametrize("module, injected, found", [
-    ("ci/speed/verdict.py", "import argparse\n", "argparse"),
-    ("ci/speed/run.py", "from argparse import Namespace\n", "argparse"),
-    ("ci/speed/modes.py", "import sys\nCOMMAND = sys.argv[1:]\n", "sys.argv"),
+    ("ci/speed/decide/verdict.py", "import argparse\n", "argparse"),
+    ("ci/speed/modes/shared.py", "from argparse import Namespace\n", "argparse"),
+    ("ci/speed/modes/measure.py", "import sys\nCOMMAND = sys.argv[1:]\n", "sys.argv"),
     ("ci/common/options.py", "import sys\nCOMMAND = sys.argv[1:]\n", "sys.argv"),  # an adder reads no argv
 ])
 def test_the_check_fails_on_a_command_line_below_a_front(tmp_path, module, injected, found):

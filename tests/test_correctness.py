@@ -9,13 +9,13 @@ of data (tests/known_deviations.py) runs as a strict xfail.
 from __future__ import annotations
 
 import pytest
-
 from gate_summary import GateRun
-from kernels import registry
-from ci.common.correctness import check_kernel
-from harness.shapes import BENCHMARK_SHAPES, K_SWEEP, K_SWEEP_MN
 from known_deviations import expect_known_deviation
 from operands import DATA_KINDS, DEVICE, SEED, make_operands
+
+from ci.common.correctness import check_kernel
+from harness.shapes import BENCHMARK_SHAPES, K_SWEEP, K_SWEEP_MN
+from kernels import registry
 
 # The correctness gates run on the GPU in the GPU job (selected by this marker), on the CPU here.
 pytestmark = pytest.mark.gpu_job

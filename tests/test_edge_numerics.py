@@ -20,15 +20,15 @@ import zlib
 
 import pytest
 import torch
-
 from gate_summary import GateRun
-from kernels import registry
-from ci.common.correctness import check_kernel
-from harness.accuracy import AccuracyReport, compare
-from kernels.mxfp4 import BLOCK_SIZE, E8M0_NAN, MXFP4Tensor, dequantize, pack_nibbles
 from known_deviations import describe_machine, expect_known_deviation
 from operands import DEVICE, SEED, generator
 from test_correctness import KERNEL_CONFIGS, kernel_ids, runnable, sweep_mn
+
+from ci.common.correctness import check_kernel
+from harness.accuracy import AccuracyReport, compare
+from kernels import registry
+from kernels.mxfp4 import BLOCK_SIZE, E8M0_NAN, MXFP4Tensor, dequantize, pack_nibbles
 
 # The correctness gates run on the GPU in the GPU job (selected by this marker), on the CPU here.
 pytestmark = pytest.mark.gpu_job

@@ -20,15 +20,15 @@ import time
 from pathlib import Path
 
 import pytest
+from test_asv_suite import git, make_project
+from test_speed_gate import RAISES, SMALL, run_gate
 
 from ci.common import interrupts
 from ci.common.json_file import JsonFileError, parse_json
-from ci.speed.grace import GRACE_ENV
-from ci.speed.thresholds import ThresholdsError, load_thresholds
-from ci.speed.verdict import GATE_SCHEMA, RecordError, load_record
+from ci.speed.decide.thresholds import ThresholdsError, load_thresholds
+from ci.speed.decide.verdict import GATE_SCHEMA, RecordError, load_record
+from ci.speed.engine.grace import GRACE_ENV
 from harness.report import append_step_summary_or_fallback, write_json_atomic, write_or_fallback
-from test_asv_suite import git, make_project
-from test_speed_gate import RAISES, SMALL, run_gate
 
 # ---------------------------------------------------------------------------
 # files: permissions, fallbacks, duplicate keys

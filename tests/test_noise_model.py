@@ -1,7 +1,7 @@
 """The runner's noise model (issue 29): its statistics, its file, the guard, and the gate deciding with it.
 
 harness.paired.noise / interval.model_interval / sequential_decision with RoundsNoise against hand
-computations and simulation; ci.speed.noise_model's file and the A/A runs it is fitted from; the gate's
+computations and simulation; ci.speed.decide.noise_file's file and the A/A runs it is fitted from; the gate's
 replay of the recorded H200 rounds under the model (the committed ci/speed_noise_h200.json), the interval
 moving with the model, a record made with the model replaying to itself, the guard firing on injected
 noise, and the round stopping at a regression. The end-to-end calibration on the CPU is in
@@ -23,13 +23,19 @@ import pytest
 from scipy import stats
 
 from ci.speed import gate
-from ci.speed.noise_model import (NoiseModelError, identity_check, load_noise_model, parse_noise_model, refit,
-                                  run_of_record)
+from ci.speed.decide.noise_file import (
+    NoiseModelError,
+    identity_check,
+    load_noise_model,
+    parse_noise_model,
+    refit,
+    run_of_record,
+)
 from harness import paired
 from harness.paired.calibration import model_resolvable_effect, model_threshold
-from harness.paired.noise_guard import GuardState, GuardTerm, PairEvent, guard, guard_timeline
 from harness.paired.noise import INFINITE_DF, BenchmarkNoise, LookNoise, Spread, clustering, combined_df, within_ss
 from harness.paired.noise_fit import RunRounds, fit
+from harness.paired.noise_guard import GuardState, GuardTerm, PairEvent, guard, guard_timeline
 from harness.paired.plan import MODEL_PLAN
 from harness.paired.rounds import Round
 from harness.paired.sequential import RoundsNoise, sequential_decision
@@ -245,7 +251,7 @@ def test_the_planning_formulas_hold_in_simulation_under_the_model():
 
 
 def test_the_model_plan_survives_its_json_record():
-    from ci.speed.verdict import plan_of
+    from ci.speed.decide.verdict import plan_of
 
     again = plan_of(MODEL_PLAN.with_alpha(0.0005).to_json())
     assert again.variance == "model" and again.look_points == MODEL_PLAN.look_points and not again.futility
@@ -408,7 +414,7 @@ class FakeEngine:
         self.effects, self.rng = effects, np.random.default_rng(seed)
 
     def measure_round(self, order, benchmarks, *, round_index, after_pair=None):
-        from ci.speed.rounds import ProcessRecord, RoundRecord
+        from ci.speed.engine.rounds import ProcessRecord, RoundRecord
 
         records = {side: {} for side in order}
         sequence = []
@@ -425,13 +431,13 @@ class FakeEngine:
 
 
 def _fake_run(stop_when_failed: bool):
-    from ci.speed.exclusion import ExclusionRule
-    from ci.speed.noise_model import NoiseModel
-    from ci.speed.reasons import Status, Stop
-    from ci.speed.rounds import Benchmark, Side
-    from ci.speed.run import run_rounds
-    from ci.speed.selection import Entry, Selection
-    from ci.speed.thresholds import Thresholds
+    from ci.speed.decide.codes import Status, Stop
+    from ci.speed.decide.exclusion import ExclusionRule
+    from ci.speed.decide.noise_file import NoiseModel
+    from ci.speed.decide.selection import Entry, Selection
+    from ci.speed.decide.thresholds import Thresholds
+    from ci.speed.engine.rounds import Benchmark, Side
+    from ci.speed.modes.shared import run_rounds
 
     benches = [Benchmark("k", "c", f"s{i}", 64, 64, 64) for i in range(3)]
     model = NoiseModel({b.id: BenchmarkNoise(0.0004, 40) for b in benches}, SPREAD, {"gpu": "cpu"}, "now", 4)
@@ -459,7 +465,7 @@ def test_a_refit_on_a_cpu_names_the_runs_gpu_and_the_gate_can_read_what_it_wrote
     """python -m ci.speed.calibrate --refit measures nothing: the model is fitted from recorded H200 A/A rounds on
     this CPU, and says it is the H200's (not the fitting machine's); the thresholds it writes load."""
     from ci.speed import gate
-    from ci.speed.thresholds import load_thresholds
+    from ci.speed.decide.thresholds import load_thresholds
 
     model_path, thresholds = tmp_path / "model.json", tmp_path / "thresholds.json"
     thresholds.write_text((PROJECT / "ci" / "speed_thresholds_h200.json").read_text())

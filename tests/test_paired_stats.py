@@ -374,7 +374,7 @@ def _plot_input():
 
 
 def test_plot_writes_a_png(tmp_path):
-    from ci.speed.plot import plot_rounds
+    from ci.speed.report.plot import plot_rounds
 
     path = tmp_path / "speed.png"
     assert plot_rounds(_plot_input(), path) == str(path)
@@ -387,7 +387,7 @@ def test_plot_writes_a_png(tmp_path):
 
 
 def test_plot_refuses_an_unwritable_path(tmp_path):
-    from ci.speed.plot import plot_rounds
+    from ci.speed.report.plot import plot_rounds
 
     under_a_file = tmp_path / "a file" / "speed.png"
     under_a_file.parent.write_text("not a folder")
@@ -407,7 +407,7 @@ def test_the_plot_names_what_it_shows():
     """The line is the t plan's geometric-mean ratio, the band its interval: no label of the retired plan's."""
     from matplotlib.figure import Figure
 
-    from ci.speed.plot import _draw
+    from ci.speed.report.plot import _draw
 
     (name, (rounds, decision)), *_ = _plot_input().items()
     ax = Figure().subplots()
@@ -430,8 +430,8 @@ def test_the_warm_plan_decides_a_074_percent_slowdown_at_its_first_look_and_an_a
 
 
 def test_the_per_pr_alpha_is_shared_by_the_gated_benchmarks():
-    from ci.speed.options import speed_options
     from ci.speed.gate import _given
+    from ci.speed.options import speed_options
 
     def options(*argv):
         return speed_options(_given(argv, False))
@@ -565,7 +565,7 @@ def test_the_miss_alpha_is_checked():
 
 
 def test_a_plan_survives_its_json_record_and_an_old_record_has_no_miss_alpha():
-    from ci.speed.verdict import RecordError, plan_of
+    from ci.speed.decide.verdict import RecordError, plan_of
 
     plan = WARM_PLAN.with_alpha(0.001)
     record = json.loads(json.dumps(plan.to_json()))
@@ -586,7 +586,7 @@ def test_a_plan_survives_its_json_record_and_an_old_record_has_no_miss_alpha():
 
 
 def test_the_plan_text_states_the_per_pr_false_alarm_and_the_per_benchmark_miss():
-    from ci.speed.report import plan_text
+    from ci.speed.report.markdown import plan_text
 
     text = plan_text(WARM_PLAN.with_alpha(0.001), 10)
     assert "a false alarm anywhere in this PR (10 gated): <= 0.01" in text

@@ -23,8 +23,8 @@ sys.path.insert(0, str(DATA))
 import aa_corpus  # noqa: E402
 import replay_lib as L  # noqa: E402
 
-from ci.speed.exclusion import ExclusionRule  # noqa: E402
-from ci.speed.noise_model import load_noise_model, run_of_record  # noqa: E402
+from ci.speed.decide.exclusion import ExclusionRule  # noqa: E402
+from ci.speed.decide.noise_file import load_noise_model, run_of_record  # noqa: E402
 from harness.paired.plan import MODEL_PLAN  # noqa: E402
 from harness.paired.verdict import Verdict  # noqa: E402
 
@@ -78,7 +78,7 @@ def test_a_gate_record_whose_code_differs_joins_only_with_a_reason():
 
 
 def test_the_corpus_of_a_real_record_is_the_noise_models_run_of_it():
-    """The same rounds and generations as ci.speed.noise_model.run_of_record (the model's own reader)."""
+    """The same rounds and generations as ci.speed.decide.noise_file.run_of_record (the model's own reader)."""
     import json
 
     record = json.loads((DATA / "h200_gpu_cost_v4/aa_ten.json").read_text())

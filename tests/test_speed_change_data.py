@@ -9,8 +9,8 @@ from __future__ import annotations
 import git
 
 from ci.common.code_fingerprint import Fingerprint, Outcome, Part, TreeFingerprints, compare
-from ci.speed import changes_report, dependencies, unchanged
-from ci.speed.reasons import Status
+from ci.speed.decide.codes import Status
+from ci.speed.scope import dependencies, summary, unchanged
 
 PYPROJECT = '''[project]
 name = "x"
@@ -92,11 +92,11 @@ def test_a_kernel_only_at_the_base_is_removed_at_head_not_dropped():
     results = compare(base, head)["sm_90"]
     assert results["gone[c]/s"].outcome is Outcome.REMOVED and results["gone[c]/s"].describe() == "removed at head"
     assert results["kept[c]/s"].outcome is Outcome.IDENTICAL
-    data = changes_report.report_data("b" * 40, "h" * 40, base, head, compare(base, head), None)
+    data = summary.report_data("b" * 40, "h" * 40, base, head, compare(base, head), None)
     assert data["removed"] == ["gone[c]/s"] and data["unchanged"] == ["kept[c]/s"] and data["to_measure"] == []
     assert data["gpu_needed"] is False and data["gpu_needed_by_arch"] == {"sm_90": False}  # a removal needs no GPU
     assert [b["kernel"] for b in data["removed_by_arch"]["sm_90"]] == ["gone"]
-    text = changes_report.markdown(data)
+    text = summary.markdown(data)
     assert any(line.split("|")[1:3] == [" gone[c]/s   ", " removed at head            "] for line in text.splitlines())
     assert "(0 to measure, 1 unchanged, 1 removed at head)" in text
 
@@ -110,7 +110,7 @@ def test_a_kernel_only_at_the_base_is_removed_at_head_not_dropped():
 
 def test_a_compact_preface_when_nothing_is_measured():
     base, head = _tree({"kept": "a", "gone": "b"}), _tree({"kept": "a"})
-    data = changes_report.report_data("b" * 40, "h" * 40, base, head, compare(base, head), None)
+    data = summary.report_data("b" * 40, "h" * 40, base, head, compare(base, head), None)
     decision = unchanged.decision_from_data(data, "sm_90", "--arch sm_90", False)
     skipped = unchanged.unchanged_entries(decision, [], [], [])
     costs = unchanged.cost_record(decision, skipped, [], unchanged.removed_entries(decision, [], [], []))

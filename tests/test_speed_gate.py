@@ -24,19 +24,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_asv_suite import SLOWDOWN, git, make_project
 
-from ci.speed.exclusion import ExclusionRule, exclusion, paired_rounds
-from ci.speed.calibrate import calibrate_results
-from ci.speed.reasons import Excluded, Exclusion, Status
-from ci.speed.rounds import Benchmark, rotating_order
-from ci.speed.selection import Entry, SelectionError, check_selectors
-from ci.speed.thresholds import ThresholdsError, parse_thresholds
-from ci.speed.verdict import decide_entry
+from ci.speed.decide.codes import Excluded, Exclusion, Status
+from ci.speed.decide.exclusion import ExclusionRule, exclusion, paired_rounds
+from ci.speed.decide.selection import Entry, SelectionError, check_selectors
+from ci.speed.decide.thresholds import ThresholdsError, parse_thresholds
+from ci.speed.decide.verdict import decide_entry
+from ci.speed.engine.rounds import Benchmark, rotating_order
+from ci.speed.modes.calibration import calibrate_results
 from harness import paired
 from harness.paired.rounds import Round
 from harness.paired.sequential import WARM_PLAN
 from harness.paired.verdict import Verdict
-from test_asv_suite import SLOWDOWN, git, make_project
 
 BENCH = "torch_dequant[bf16]/256x256x1024"
 THREE_ROUNDS = replace(WARM_PLAN, min_rounds=3, max_rounds=3, looks=1).with_alpha(0.3)  # one look at 3 rounds, a wide interval

@@ -56,6 +56,8 @@ def test_a_warm_plan_record_replays_to_its_verdicts(record, tmp_path):
             continue
         for key in ("rounds_used", "rounds_excluded", "complete", "stopped_early"):
             assert now["decision"][key] == was["decision"][key], (was["id"], key)
+        if was.get("stopped_by") not in (None, "decision"):  # the result keeps the code; the record gets the words
+            assert now["decision"]["reason"] == was["decision"]["reason"], was["id"]
         for key in ("point", "low", "high"):  # float rounding of another numpy may differ in the last bit
             assert now["decision"]["estimate"][key] == pytest.approx(was["decision"]["estimate"][key], rel=1e-12), (was["id"], key)
 

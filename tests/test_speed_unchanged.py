@@ -13,7 +13,6 @@ import json
 import time
 
 import pytest
-
 from test_asv_suite import SLOWDOWN, git, make_project
 from test_speed_gate import BENCH, SMALL, run_gate
 
@@ -94,7 +93,7 @@ def test_a_torch_dequant_change_is_measured_and_says_what_differs(repo, tmp_path
     # The measured cost, in the form ci.speed.changes --costs reads; the GPU seconds spent are its sum.
     spent = sum(p["wall_s"] for r in record["rounds"] for p in r["processes"])
     assert record["costs"][BENCH] == pytest.approx(spent, abs=0.05) and record["gpu_seconds_spent"] == pytest.approx(spent, abs=0.1)
-    from ci.speed.changes_report import load_costs
+    from ci.speed.scope.summary import load_costs
 
     assert load_costs(tmp_path / "v.json") == record["costs"]
 

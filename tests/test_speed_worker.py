@@ -1,4 +1,4 @@
-"""ci.speed.warm and ci.speed.worker: warm workers on the CPU, one device and three simulated ones.
+"""ci.speed.engine.warm_engine and ci.speed.engine.worker: warm workers on the CPU, one device and three simulated ones.
 
 Each side is a folder holding a copy of this checkout's kernels/ (ci.common.commit_tree
 needs nothing more); the head's torch_dequant carries a sabotage switch: a file named
@@ -20,11 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from ci.speed.devices import assign_devices, estimated_seconds, pinned_environment, visible_devices_variable
-from ci.speed.rounds import Benchmark, Side, rotating_order, survey_request
-from ci.speed.cost import cost_summary
-from ci.speed.warm import WarmEngine
-from ci.speed.worker_process import QUIT_TIMEOUT_S, WorkerFailed
+from ci.speed.engine.devices import assign_devices, estimated_seconds, pinned_environment, visible_devices_variable
+from ci.speed.engine.rounds import Benchmark, Side, cost_summary, rotating_order, survey_request
+from ci.speed.engine.warm_engine import WarmEngine
+from ci.speed.engine.worker_handle import QUIT_TIMEOUT_S, WorkerFailed
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SABOTAGE_ENV = "MXFP4_TEST_SABOTAGE"
@@ -401,7 +400,7 @@ def test_after_pair_sees_each_pair_in_order_and_can_stop_the_round(sides):
 
 def test_a_workers_first_timing_on_a_gpu_warms_up_longer_and_only_that_one():
     from asv_bench.common import CPU_BUDGET, GPU_BUDGET
-    from ci.speed.worker import FIRST_GPU_WARMUP_MS, first_timing_budget
+    from ci.speed.engine.worker import FIRST_GPU_WARMUP_MS, first_timing_budget
 
     first = first_timing_budget(GPU_BUDGET, "cuda", first=True)
     assert first.warmup_ms == FIRST_GPU_WARMUP_MS > GPU_BUDGET.warmup_ms and first.max_warmup_ms > first.warmup_ms

@@ -399,7 +399,7 @@ GPU_JOB = "gates-gpu"
 def test_the_gpu_job_reads_the_output_the_changes_command_writes(tmp_path):
     import re
 
-    from ci.speed.changes_report import SCHEMA, append_github_output
+    from ci.speed.scope.summary import SCHEMA, append_github_output
 
     jobs = _load(PR_CHECKS)["jobs"]
     condition = jobs[GPU_JOB]["if"]
@@ -449,7 +449,7 @@ def test_the_gpu_job_runs_every_gpu_test_chosen_by_marker():
 
 def test_a_changed_output_name_would_be_caught(tmp_path):
     # The check above must be able to fail: a workflow reading another name finds no matching writer.
-    from ci.speed.changes_report import github_output_text
+    from ci.speed.scope.summary import github_output_text
 
     assert github_output_text({"gpu_needed": False}).split("=")[0] != "gpu-needed"
     assert github_output_text({}) == "gpu_needed=true\n"  # no decision: the GPU job runs

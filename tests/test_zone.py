@@ -13,13 +13,20 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from ci.speed.verdict import plan_of
-from harness.paired import ZONE_PLAN, ZONE_WARM_PLAN, MODEL_PLAN, Round, Verdict, sequential_decision
+from ci.speed.decide.verdict import plan_of
+from harness.paired import MODEL_PLAN, ZONE_PLAN, ZONE_WARM_PLAN, Round, Verdict, sequential_decision
 from harness.paired.noise import BenchmarkNoise, LookNoise, Spread
 from harness.paired.sequential import RoundsNoise
-from harness.paired.zone import (SOURCE_BENCH, SOURCE_MODEL, SOURCE_NO_ENTRY, ZoneEdges, first_round_shift, first_rounds,
-                                 planned_rounds,
-                                 zone_variance)
+from harness.paired.zone import (
+    SOURCE_BENCH,
+    SOURCE_MODEL,
+    SOURCE_NO_ENTRY,
+    ZoneEdges,
+    first_round_shift,
+    first_rounds,
+    planned_rounds,
+    zone_variance,
+)
 
 NOISE = BenchmarkNoise(within_sd=0.001, within_df=30, between_sd=0.0005, between_df=12)
 SPREAD = Spread(40.0, 17.0, True)

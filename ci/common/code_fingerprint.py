@@ -302,7 +302,7 @@ def compare_fingerprints(base: Fingerprint | None, head: Fingerprint | None) -> 
 
 
 def benchmark_id(benchmark: Mapping[str, Any]) -> str:
-    """The speed gate's id (ci.speed.rounds.Benchmark.id): ``kernel[config]/shape``."""
+    """The speed gate's id (ci.speed.engine.rounds.Benchmark.id): ``kernel[config]/shape``."""
     return f"{benchmark['kernel']}[{benchmark['config']}]/{benchmark['shape']}"
 
 

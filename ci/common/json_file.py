@@ -3,8 +3,8 @@
 Python's ``json`` keeps the last of two equal keys silently, so a thresholds file,
 a budget, a calibration or a replayed record with a key pasted twice would
 quietly mean something other than what its reviewer read. Every reader of such
-a file (ci.budget.budget_file, ci.speed.thresholds, ci.speed.verdict's records and
-calibrations, ci.speed.unchanged's --changes file) goes through :func:`parse_json`.
+a file (ci.budget.budget_file, ci.speed.decide.thresholds, ci.speed.decide.verdict's records and
+calibrations, ci.speed.scope.unchanged's --changes file) goes through :func:`parse_json`.
 """
 
 from __future__ import annotations

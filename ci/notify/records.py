@@ -275,7 +275,7 @@ def _positive(r: Reader) -> float | None:
 
 
 # ---------------------------------------------------------------------------
-# the CPU job's decision (python -m ci.speed.changes --json; ci/speed/changes_report.py)
+# the CPU job's decision (python -m ci.speed.changes --json; ci/speed/scope/summary.py)
 # ---------------------------------------------------------------------------
 
 

@@ -3,17 +3,10 @@
     python -m ci.speed.changes --base origin/main                 # head = HEAD
     python -m ci.speed.changes --base HEAD~1 --arch sm_90 --json changes.json
 
-Builds worktrees of the merge-base and the head, computes each benchmark's speed
-fingerprint (ci.common.code_fingerprint: launch path + compiled device code per
-arch) and prints Markdown: per benchmark "unchanged (identical code)", "changed:
-what" or "measure: reason"; for each compiled code that changed, its instruction
-mix and register/LDS/occupancy diff; and the GPU seconds the skips save (from
-``--costs``, a ``{benchmark id: seconds}`` JSON of a previous gate run, else an
-estimate by shape). The JSON (``--json``) has ``to_measure`` and ``unchanged``
-(speed gate ids ``kernel[config]/shape``) and ``gpu_needed``, which the workflow
-reads to start the GPU job or not; with ``--github-output`` the command also
-appends ``gpu_needed=true|false`` to $GITHUB_OUTPUT (when that is set), so the
-workflow needs no JSON tool. The Markdown also goes to $GITHUB_STEP_SUMMARY.
+Prints Markdown (also to $GITHUB_STEP_SUMMARY): per benchmark "unchanged (identical code)", "changed: what"
+or "measure: reason", each changed compiled code's diff, the GPU seconds the skips save. ``--json`` has
+``to_measure``, ``unchanged`` and ``gpu_needed`` (the workflow's switch; ``--github-output`` also appends it
+to $GITHUB_OUTPUT). What is compared and why: docs/SPEED_GATE.md, "Identical code is not measured".
 
 Exit: 0 decided (whatever the decision); 2 harness error (bad option, git,
 neither side's kernels readable) -- then ``gpu_needed`` is true in the JSON.
@@ -25,19 +18,27 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from ci.common import gitutil
 from ci.common.code_fingerprint import DEFAULT_ARCHS
-from ci.common.options import OptionsError, add_arch, add_commits, add_json, add_selection, arch_value, names_value, output_value
-from ci.speed import changes_report
-from ci.speed.dependencies import dependency_changes
-from ci.speed.fingerprints import decide, fingerprint_sides
+from ci.common.options import (
+    OptionsError,
+    add_arch,
+    add_commits,
+    add_json,
+    add_selection,
+    arch_value,
+    names_value,
+    output_value,
+)
+from ci.speed.scope import summary as changes_report
+from ci.speed.scope.dependencies import dependency_changes
+from ci.speed.scope.fingerprints import decide, fingerprint_sides
 from harness.report import append_step_summary, write_json_atomic
-
 
 
 @dataclass(frozen=True)

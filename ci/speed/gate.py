@@ -3,63 +3,40 @@
     python -m ci.speed --base origin/main                      # HEAD vs its merge-base with origin/main
     python -m ci.speed --base main --kernel triton_dot_scaled --shape square_m08192_n08192_k08192
     python -m ci.speed --base main --working-tree              # your uncommitted edits vs the base
-    python -m ci.speed.calibrate --write --json cal.json      # A/A rounds: the noise model and thresholds, written
-    python -m ci.speed --replay verdict.json --decisions 10    # disjoint decisions from recorded rounds
-    python -m ci.speed --replay verdict.json --judge --json judged.json   # a PR's rounds decided by this checkout's gate
-
-How (docs/SPEED_GATE.md): the head and the merge-base of head and --base are
-checked out as git worktrees; one warm worker process per side and GPU imports
-that side's kernels under THIS checkout's harness (ci.speed.worker).
-1. Identical code is not measured: a (kernel, config) whose speed fingerprint for
-   the runner's arch is the same at base and head passes as "unchanged (identical
-   code)" (the CPU job's --changes file, or fingerprints computed here).
-2. Correctness first: each side's worker checks every selected (kernel, config) at
-   a small shape; a wrong result at head fails the gate, a kernel raising at head
-   is a harness error, a broken base makes its benchmarks "new".
-3. Rounds, the sides' order rotating (A B, B A, ...): every undecided benchmark is
-   timed once per side, its output checked at its shape; rounds throttled, below
-   the clock floor, never steady or on a busy GPU are excluded.
-4. Per benchmark the plan decides on the head/base TFLOPS ratios of the usable
-   rounds (mean log ratio, Student-t intervals): regression / improvement / no
-   change / inconclusive against the band [1 - t, 1 + t], t from
-   ci/speed_thresholds.json (default 1%); higher is better. With the runner's noise
-   model (ci/speed_noise.json, --noise) the variance is the model's, moderated by the
-   rounds, and the looks are at 2, 3, 5, 8, 12, 20 rounds; a run noisier than the
-   model falls back to each benchmark's own rounds (said). Without one: looks at 5,
-   7, 10, 14, 20. An unchanged head fails anywhere in the PR w.p. <= 0.01; a
-   benchmark slower by t or more is called "no change" w.p. <= 0.01. Measuring stops
-   when every benchmark is decided, at the round budget or --max-minutes, or (unless
-   --all-verdicts) once the PR has failed: its status is known.
+    python -m ci.speed --replay verdict.json --judge --json judged.json   # a PR's rounds decided by this checkout
 
 --plan KEY=VALUE (repeatable) sets the statistics and the rounds:
 {plan_keys}
 
-Defaults: on a GPU every registered kernel that runs there, every config, the
-five harness.shapes.BENCHMARK_SHAPES; on a CPU the asv suite's CPU shapes
-(Triton/FlyDSL are not timed on a CPU: asv_bench.common.CPU_EXCLUDED_BACKENDS).
-
-Exit: 0 pass (no regression, no wrong result; inconclusive benchmarks are listed
-with a warning and do not fail unless --fail-on-inconclusive), 1 a regression or
-a wrong result at head, 2 harness error (bad ref, selector matching nothing,
-malformed thresholds, a kernel raising at head, a worker dying, a record of a
-retired plan); 130/143 after SIGINT/SIGTERM (workers stopped, worktrees and
-temporary folders removed). Output: Markdown on stdout and in
-$GITHUB_STEP_SUMMARY, progress on stderr, --json (every raw measurement;
-replayable), --plot (PNG). docs/SPEED_GATE.md.
+Exit: 0 pass (inconclusive passes unless --fail-on-inconclusive), 1 a regression or a wrong result at head,
+2 harness error, 3 inconclusive under the zone rule, 130/143 after SIGINT/SIGTERM. Markdown on stdout and in
+$GITHUB_STEP_SUMMARY, progress on stderr, --json (every raw measurement; replayable), --plot (PNG).
+How it measures and decides: docs/SPEED_GATE.md, "The command".
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, NoReturn, Sequence
+from collections.abc import Callable, Sequence
+from typing import NoReturn
 
-from ci.common.options import (OptionsError, add_arch, add_commits, add_json, add_max_minutes, add_repo, add_selection,
-                               add_timing, add_traceback, step_summary_value)
-from ci.speed.noise_model import NOISE_PATH
+from ci.common.options import (
+    OptionsError,
+    add_arch,
+    add_commits,
+    add_json,
+    add_max_minutes,
+    add_repo,
+    add_selection,
+    add_timing,
+    add_traceback,
+    step_summary_value,
+)
+from ci.speed.decide.noise_file import NOISE_PATH
+from ci.speed.decide.thresholds import THRESHOLDS_PATH
+from ci.speed.decide.verdict import CALIBRATION_PATH
 from ci.speed.options import CALIBRATION_MAX_MINUTES, DEFAULT_MAX_MINUTES, PLAN_KEYS, Mode, SpeedOptions, speed_options
-from ci.speed.thresholds import THRESHOLDS_PATH
-from ci.speed.verdict import CALIBRATION_PATH
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -112,7 +89,7 @@ def _gate_parser() -> argparse.ArgumentParser:
     add_commits(g, head="the commit to gate")
     add_selection(g, shape=True)
     _add_device(g)
-    g = p.add_argument_group("what to skip: identical code (ci.speed.unchanged)")
+    g = p.add_argument_group("what to skip: identical code (ci.speed.scope.unchanged)")
     add_arch(g, None, "auto: cpu on a CPU run, else the runner's GPU, read through amdsmi/NVML; one arch here, or "
                       "cpu: launch paths only")
     g.add_argument("--changes", metavar="PATH", help="decide from this python -m ci.speed.changes --json file (of the "
@@ -231,13 +208,13 @@ def run(options: SpeedOptions) -> int:
             raise
         from ci.common.commit_tree import NotAKernelsTree
         from ci.common.gitutil import GitError
-        from ci.speed.rounds import SurveyFailed
-        from ci.speed.run import GateError
-        from ci.speed.selection import SelectionError
-        from ci.speed.thresholds import ThresholdsError
-        from ci.speed.unchanged import ChangesFileError
-        from ci.speed.noise_model import NoiseModelError
-        from ci.speed.verdict import RecordError
+        from ci.speed.decide.noise_file import NoiseModelError
+        from ci.speed.decide.selection import SelectionError
+        from ci.speed.decide.thresholds import ThresholdsError
+        from ci.speed.decide.verdict import RecordError
+        from ci.speed.engine.rounds import SurveyFailed
+        from ci.speed.modes.shared import GateError
+        from ci.speed.scope.unchanged import ChangesFileError
 
         known = (GateError, GitError, SurveyFailed, SelectionError, ThresholdsError, RecordError, NotAKernelsTree,
                  ChangesFileError, OptionsError, NoiseModelError)
@@ -246,7 +223,7 @@ def run(options: SpeedOptions) -> int:
 
 
 def _harness_error(message: str, json_path: object) -> int:
-    from ci.speed.outputs import write_error_json
+    from ci.speed.report.write import write_error_json
 
     print(f"speed_gate: {message}", file=sys.stderr)
     write_error_json(json_path, message)  # type: ignore[arg-type]

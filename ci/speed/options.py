@@ -1,34 +1,35 @@
 """The options of ``python -m ci.speed``, checked whole before any work.
 
-The front (ci.speed.gate) parses ``argv`` and hands the parsed values, as a mapping
-(``vars(namespace)``), to :func:`speed_options`. It returns one frozen
-:class:`SpeedOptions`, or raises ci.common.options.OptionsError naming the option:
-the front prints that one line and exits 2 before any git worktree or measurement.
-Nothing below the front sees ``argv`` or a parser; it takes this object.
-
-The statistics' knobs are one option, ``--plan KEY=VALUE`` (repeatable), as
-``--timing`` is for the timing: ci.speed.plan_keys lists each key with its meaning
-and its checker; docs/SPEED_GATE.md ("The plan") documents them. A plan given in
-part is completed from the gate's plan, or, in a replay, from the plan the record
-was decided with (never from another plan).
+:func:`speed_options` takes the front's parsed values (``vars(namespace)``) and returns one frozen
+:class:`SpeedOptions`, or raises ci.common.options.OptionsError naming the option (exit 2 before any worktree).
+Nothing below the front sees ``argv``. The statistics' knobs are ``--plan KEY=VALUE`` (ci.speed.plan_keys); a
+plan given in part is completed from the gate's plan, or in a replay from the record's (never another).
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from ci.common.options import (OptionsError, arch_value, minutes_value, names_value, output_value,
-                               positive_int_value, timing_value)
-from ci.speed.arch import ARCH_CHOICES
-from ci.speed.grace import DEFAULT_GRACE_S, grace_value
-from ci.speed.exclusion import ExclusionRule
-from ci.speed.thresholds import Thresholds, ThresholdsError, load_thresholds
-from ci.speed.warm import DEFAULT_RESTART_EVERY
+from ci.common.options import (
+    OptionsError,
+    arch_value,
+    minutes_value,
+    names_value,
+    output_value,
+    positive_int_value,
+    timing_value,
+)
+from ci.speed.decide.exclusion import ExclusionRule
+from ci.speed.decide.thresholds import Thresholds, ThresholdsError, load_thresholds
+from ci.speed.engine.grace import DEFAULT_GRACE_S, grace_value
+from ci.speed.engine.warm_engine import DEFAULT_RESTART_EVERY
 from ci.speed.plan_keys import PLAN_KEYS, build_plan, plan_value
+from ci.speed.scope.arch import ARCH_CHOICES
 from harness.paired.plan import MODEL_PLAN, WARM_PLAN, ZONE_PLAN, ZONE_WARM_PLAN, SequentialPlan
 
 # The PR workflow's GPU job has 120 minutes (.github/workflows/pr-checks.yml), correctness gates and set-up included:
@@ -37,10 +38,11 @@ DEFAULT_MAX_MINUTES = 90.0
 CALIBRATION_MIN_ROUNDS = 3  # harness.paired.calibrate needs an SD over at least this many rounds
 # Options that choose what is measured and how: a --replay measures nothing, so it refuses them.
 MEASURING_ONLY = {"base": "--base", "head": "--head", "working_tree": "--working-tree", "kernel": "--kernel",
-                  "config": "--config", "shape": "--shape", "device": "--device", "timing": "--timing", "arch": "--arch",
+                  "config": "--config", "shape": "--shape", "device": "--device", "timing": "--timing",
+                  "arch": "--arch",
                   "changes": "--changes", "measure_identical": "--measure-identical"}
-CALIBRATION_MAX_MINUTES = 9.0  # --calibrate's default time budget: the default selection's calibration within 10 minutes
-CALIBRATION_RESTART_EVERY = 2  # the calibration restarts its workers every 2 rounds: more generations for the between-worker SD
+CALIBRATION_MAX_MINUTES = 9.0  # the calibration's default time budget: the default selection within 10 minutes
+CALIBRATION_RESTART_EVERY = 2  # the calibration's restarts: more worker generations for the between-worker SD
 
 
 class Mode(enum.Enum):
@@ -72,8 +74,8 @@ class SpeedOptions:
     configs: tuple[str, ...] = ()
     shapes: tuple[str, ...] = ()
     device: str = "auto"
-    gpus: tuple[int, ...] | None = None  # --device cuda:LIST: the GPUs to spread benchmarks over; None: every visible one
-    arch: str = "auto"  # the fingerprints' arch (ci.speed.arch)
+    gpus: tuple[int, ...] | None = None  # --device cuda:LIST: the GPUs to spread benchmarks over; None: every one
+    arch: str = "auto"  # the fingerprints' arch (ci.speed.scope.arch)
     changes: Path | None = None  # a ci.speed.changes JSON to decide by, instead of computing the fingerprints
     changes_data: Mapping[str, Any] | None = None  # its content, read and checked
     measure_identical: bool = False  # measure benchmarks with identical code too
@@ -93,7 +95,7 @@ class SpeedOptions:
     timing: tuple[tuple[str, Any], ...] = ()  # harness.timing.TimingBudget overrides
     replay: Path | None = None
     decisions: int | None = None
-    judge: bool = False  # --replay --judge: this checkout's plan, rule, thresholds and model; nothing of the record's but its rounds
+    judge: bool = False  # --replay --judge: this checkout's plan, rule, thresholds and model; the record's rounds only
     json: Path | None = None
     plot: Path | None = None
     traceback: bool = False
@@ -139,7 +141,8 @@ class SpeedOptions:
         if recorded is not None and self.plan_given.get("rule", recorded.rule) != recorded.rule:
             recorded = None  # --plan rule=...: a record of the other rule is decided under today's plan of that rule
         if recorded is not None and not self.use_noise and recorded.variance == "model":
-            recorded = replace(recorded, variance="rounds")  # --plan noise=off: the same looks, each benchmark's own rounds
+            recorded = replace(recorded,
+                               variance="rounds")  # --plan noise=off: the same looks, each benchmark's own rounds
         return build_plan(recorded or self.default_plan(model), self.plan_given)
 
     def plan_for(self, gated: int, model: bool = False) -> SequentialPlan:
@@ -156,7 +159,7 @@ class SpeedOptions:
         return plan.with_alpha(self.plan_given.get("pr_alpha", 0.01) / gated)
 
     def exclusion_rule(self, recorded: ExclusionRule | None = None) -> ExclusionRule:
-        """The rule asked for: the recorded one (or the default) with the plan's clock floor and allowed throttles applied."""
+        """The rule asked for: the recorded one (or the default) with the plan's clock floor and allowed throttles."""
         rule = recorded or ExclusionRule()
         given = self.plan_given
         if "clock_floor_mhz" in given:
@@ -175,8 +178,8 @@ class SpeedOptions:
         return -(-3 * self.the_plan().max_rounds // 2)
 
 
-def speed_options(given: Mapping[str, Any], command: tuple[str, ...] | list[str] = ()) -> SpeedOptions:
-    """Check every option of ``python -m ci.speed`` (the parsed values by dest, and $MXFP4_SPEED_GRACE_S) into one object."""
+def speed_options(given: Mapping[str, Any], command: Sequence[str] = ()) -> SpeedOptions:
+    """Check every option of ``python -m ci.speed`` (parsed values by dest, $MXFP4_SPEED_GRACE_S) into one object."""
     if given["replay"] and given["calibrate"]:
         raise OptionsError("--replay and a calibration: choose one")
     mode = Mode.REPLAY if given["replay"] else Mode.CALIBRATE if given["calibrate"] else Mode.GATE
@@ -196,7 +199,8 @@ def speed_options(given: Mapping[str, Any], command: tuple[str, ...] | list[str]
     if mode is Mode.CALIBRATE and rounds is not None and rounds < CALIBRATION_MIN_ROUNDS:
         raise OptionsError(f"a calibration needs --plan rounds >= {CALIBRATION_MIN_ROUNDS} (got rounds={rounds})")
     if keys.get("round_budget") is not None and keys["round_budget"] < plan.min_rounds:
-        raise OptionsError(f"--plan round_budget={keys['round_budget']} is below the first look ({plan.min_rounds} rounds)")
+        raise OptionsError(f"--plan round_budget={keys['round_budget']} is below the first look "
+                           f"({plan.min_rounds} rounds)")
     device, gpus = _device(given.get("device"))
     return SpeedOptions(
         mode=mode,
@@ -266,7 +270,8 @@ def _check_mode(given: Mapping[str, Any], keys: Mapping[str, Any], mode: Mode) -
                 raise OptionsError(f"{flag} does not apply to --replay (nothing is measured; the record says what was)")
         for key in keys:
             if PLAN_KEYS[key].measuring:
-                raise OptionsError(f"--plan {key} does not apply to --replay (nothing is measured; the record says what was)")
+                raise OptionsError(f"--plan {key} does not apply to --replay "
+                                   "(nothing is measured; the record says what was)")
     # The calibration's own options (--write, --refit, ...) and the gate's (--base, --changes, ...) are each on
     # their front's parser only (ci.speed.gate): a plan key is the one thing both take.
     if given.get("assume_aa") and not given.get("aa_records"):
@@ -280,13 +285,13 @@ def _thresholds(path: str | None) -> Thresholds | None:
 
 
 def _calibrations(path: str | None) -> Mapping[str, Any] | None:
-    from ci.speed.verdict import RecordError, load_calibrations  # the statistics: only when there is a file to read
+    from ci.speed.decide.verdict import RecordError, load_calibrations
 
     return _read(path, "--calibration", lambda p: MappingProxyType(load_calibrations(p)), RecordError)
 
 
 def _changes(path: str | None) -> Mapping[str, Any] | None:
-    from ci.speed.unchanged import ChangesFileError, load_changes
+    from ci.speed.scope.unchanged import ChangesFileError, load_changes
 
     return _read(path, "", lambda p: MappingProxyType(load_changes(Path(p))), ChangesFileError)
 

@@ -7,7 +7,7 @@
 
 Per benchmark (``kernel[config]/shape``), per run (record path), per worker generation: the usable rounds' log
 ratios ``log(head / base TFLOPS)`` in time order, with both TFLOPS and the round index; excluded rounds dropped by
-the record's own exclusion rule (ci.speed.exclusion.paired_rounds), counted per reason. Which records count and
+the record's own exclusion rule (ci.speed.decide.exclusion.paired_rounds), counted per reason. Which records count and
 why is :data:`RECORDS` (each checked against its .md/.log, docs/SPEED_GATE.md and make_experiment_branches.py);
 :data:`LEFT_OUT` the records looked at and not counted. New records (a later lease) join by re-running with
 ``--record`` / ``--assume-aa``: the corpus is rebuilt from the records every time, never edited.

@@ -73,7 +73,7 @@ else
   fi
   cp "$MODEL" "$THRESHOLDS" "$LOGS/"
   NEW=(--noise "$MODEL" --thresholds "$THRESHOLDS")
-  if [ "$PART" = verify ]; then  # ci.speed.worker.FIRST_GPU_WARMUP_MS, as committed
+  if [ "$PART" = verify ]; then  # ci.speed.engine.worker.FIRST_GPU_WARMUP_MS, as committed
     for i in $(seq 1 "${REPEATS:-1}"); do
       suffix=$([ "${REPEATS:-1}" = 1 ] || echo "_$i")
       gate "verify_slow_0p25$suffix" 75 main exp/slow-0p25 "${NEW[@]}" "${TRIPLE[@]}"

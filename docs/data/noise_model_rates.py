@@ -7,7 +7,7 @@ Three parts, each through the gate's own code (harness.paired: model_interval, s
 RoundsNoise, GuardState; ci.speed for the records):
 
 1. ``held_out``: the recorded A/A rounds (docs/data/h200_gpu_cost*/aa_ten.json, all_launch_paths.json). For each
-   record, the model is fitted on the *other* records (ci.speed.noise_model.refit) and every window of the first 2, 3
+   record, the model is fitted on the *other* records (ci.speed.decide.noise_file.refit) and every window of the first 2, 3
    and 5 rounds from a worker generation's first round (what the gate's looks see) gets the interval of each method at
    90/99/99.9% confidence; an A/A
    window's truth is 1, so the share of intervals that miss 1 is each method's real false-alarm rate at that level:
@@ -41,16 +41,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from ci.speed.exclusion import ExclusionRule, paired_rounds  # noqa: E402
-from ci.speed.noise_model import refit, run_of_record  # noqa: E402
-from ci.speed.noise_run import run_noise  # noqa: E402
-from ci.speed.reasons import Status  # noqa: E402
-from ci.speed.selection import Entry  # noqa: E402
-from ci.speed.thresholds import load_thresholds  # noqa: E402
-from ci.speed.verdict import decide_entry, entries_of  # noqa: E402
+from ci.speed.decide.codes import Status  # noqa: E402
+from ci.speed.decide.exclusion import ExclusionRule, paired_rounds  # noqa: E402
+from ci.speed.decide.generations import run_noise  # noqa: E402
+from ci.speed.decide.noise_file import refit, run_of_record  # noqa: E402
+from ci.speed.decide.selection import Entry  # noqa: E402
+from ci.speed.decide.thresholds import load_thresholds  # noqa: E402
+from ci.speed.decide.verdict import decide_entry, entries_of  # noqa: E402
 from harness.paired.interval import look_interval, model_interval  # noqa: E402
-from harness.paired.noise_guard import GuardState, PairEvent  # noqa: E402
 from harness.paired.noise import LookNoise, Spread  # noqa: E402
+from harness.paired.noise_guard import GuardState, PairEvent  # noqa: E402
 from harness.paired.plan import MODEL_PLAN, WARM_PLAN  # noqa: E402
 from harness.paired.rounds import Round  # noqa: E402
 from harness.paired.sequential import RoundsNoise, sequential_decision  # noqa: E402

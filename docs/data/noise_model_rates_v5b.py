@@ -24,8 +24,9 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1]))
 
 import noise_model_rates as R  # noqa: E402
-from ci.speed.noise_model import load_noise_model  # noqa: E402
-from ci.speed.thresholds import load_thresholds  # noqa: E402
+
+from ci.speed.decide.noise_file import load_noise_model  # noqa: E402
+from ci.speed.decide.thresholds import load_thresholds  # noqa: E402
 from harness.paired.plan import MODEL_PLAN  # noqa: E402
 
 MODEL = HERE.parents[1] / "ci" / "speed_noise_h200.json"

@@ -4,7 +4,7 @@ Shared by docs/data/aa_corpus.py (builds the corpus), docs/data/replay_rates.py 
 docs/data/misspecification_rates.py (PRs drawn from the committed model with departures it does not know).
 
 - The corpus: per benchmark, per recorded run, per worker generation, the usable rounds' log ratios in time
-  order (ci.speed.exclusion.paired_rounds with the record's own rule: excluded rounds dropped).
+  order (ci.speed.decide.exclusion.paired_rounds with the record's own rule: excluded rounds dropped).
 - :class:`BlockResampler`: a simulated PR's benchmark is whole recorded generations, drawn with replacement,
   each keeping its internal order; benchmarks share the draw of a (run, generation) where both have it.
 - :func:`run_pr`: the gate's loop (noise_model_rates.simulate_pr's order): a round is every undecided benchmark's
@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ci.speed.exclusion import ExclusionRule, paired_rounds  # noqa: E402
-from ci.speed.warm import DEFAULT_RESTART_EVERY  # noqa: E402
+from ci.speed.decide.exclusion import ExclusionRule, paired_rounds  # noqa: E402
+from ci.speed.engine.warm_engine import DEFAULT_RESTART_EVERY  # noqa: E402
 from harness.paired.noise_guard import GuardState, PairEvent  # noqa: E402
 from harness.paired.rounds import Round  # noqa: E402
 from harness.paired.sequential import RoundsNoise, sequential_decision  # noqa: E402
@@ -58,8 +58,8 @@ def record_generations(record: Mapping[str, Any], source: str, why_aa: str | Non
 
     A calibration record is A/A by construction; a gate record's benchmark is A/A when its code was identical at
     base and head, or when ``why_aa`` says why it is anyway (a speed-neutral edit). A round is kept when both
-    sides measured the benchmark and the record's exclusion rule (ci.speed.exclusion) lets it count; its worker
-    generation is the head worker's (as ci.speed.noise_model.run_of_record takes it).
+    sides measured the benchmark and the record's exclusion rule (ci.speed.decide.exclusion) lets it count; its worker
+    generation is the head worker's (as ci.speed.decide.noise_file.run_of_record takes it).
     """
     mode = record.get("mode")
     if mode not in ("gate", "calibrate"):
@@ -387,8 +387,8 @@ def selection(name: str, corpus_or_model_ids: Sequence[str]) -> tuple[str, ...]:
 
 def load_setup(plan_spec: str, thresholds_path: str | Path, noise_path: str | Path, order: Sequence[str],
                pr_alpha: float = PR_ALPHA) -> Setup:
-    from ci.speed.noise_model import load_noise_model
-    from ci.speed.thresholds import load_thresholds
+    from ci.speed.decide.noise_file import load_noise_model
+    from ci.speed.decide.thresholds import load_thresholds
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import noise_model_rates  # the recorded timing costs (one source)

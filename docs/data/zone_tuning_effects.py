@@ -18,7 +18,7 @@ from scipy import stats
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from ci.speed.thresholds import load_thresholds  # noqa: E402
+from ci.speed.decide.thresholds import load_thresholds  # noqa: E402
 
 DATA = ROOT / "docs" / "data" / "h200_zone"
 TRUTH = DATA / "final" / "truth.json"

@@ -143,7 +143,7 @@ def guard_timeline(events: Sequence[PairEvent], models: Mapping[str, BenchmarkNo
 
     The gate asks this of its rounds in the order their pairs completed (a round, then the next), so a
     benchmark decided in the middle of a round is judged on exactly what had been measured by then; a
-    replay of the record asks the same (ci.speed.noise_run). Benchmarks without a model entry do not count.
+    replay of the record asks the same (ci.speed.decide.generations). Benchmarks without a model entry do not count.
     """
     state = GuardState(models, spread, level)
     results, first = [], None

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 # The record's plan "method": the t interval is the only one since issue 28. A record whose plan names
-# another ("signed_rank", or none: before issue 21) was decided by a retired plan (ci.speed.verdict.plan_of).
+# another ("signed_rank", or none: before issue 21) was decided by a retired plan (ci.speed.decide.verdict.plan_of).
 METHOD = "t"
 VARIANCE_SOURCES = ("rounds", "model")
 # "band" (versions 1-5): an interval must clear the band [1 - t, 1 + t] on one side or lie inside it;

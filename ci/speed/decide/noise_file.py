@@ -1,0 +1,219 @@
+"""A runner's noise model file (``ci/speed_noise.json``, an H200's ``ci/speed_noise_h200.json``): read, fit, write.
+
+The statistics are harness.paired.noise; this module is the file and where its data come from. The file keeps
+the fitted parameters *and* the A/A rounds they were fitted from, so a refresh refits from the data, never from
+a summary (``python -m ci.speed.calibrate --write`` adds its run, keeps the newest :data:`MAX_RUNS`, refits).
+A run must be honestly A/A (:func:`run_of_record`). Schema: docs/SPEED_GATE.md, "Inside the code".
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ci.common.json_file import JsonFileError, read_json
+from ci.speed.decide.exclusion import ExclusionRule, exclusion
+from harness.paired.noise import BenchmarkNoise, Spread
+from harness.paired.noise_fit import RunRounds, fit
+from harness.report import write_json_atomic
+
+NOISE_PATH = "ci/speed_noise.json"  # the MI355X runner's (none yet); an H200's: ci/speed_noise_h200.json (--noise)
+NOISE_SCHEMA = "mxfp4-speed-noise/1"
+MAX_RUNS = 8  # a refresh keeps the newest runs: the model follows the runner, not its history
+IDENTITY_KEYS = ("gpu", "driver", "torch", "cuda", "rocm")
+_TOP_KEYS = {"schema", "about", "runner", "fitted", "restart_every", "spread", "benchmarks", "notes", "runs"}
+
+
+class NoiseModelError(ValueError):
+    """The noise model file (or a record to fit from) is malformed; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    benchmarks: Mapping[str, BenchmarkNoise]
+    spread: Spread
+    runner: Mapping[str, Any]
+    fitted: str
+    restart_every: int
+    runs: tuple[Mapping[str, Any], ...] = ()
+    source: str = ""
+    notes: tuple[str, ...] = ()
+    about: str = ""
+
+    def entry(self, bench_id: str) -> BenchmarkNoise | None:
+        return self.benchmarks.get(bench_id)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": NOISE_SCHEMA, "about": self.about, "runner": dict(self.runner), "fitted": self.fitted,
+                "restart_every": self.restart_every, "spread": self.spread.to_json(),
+                "benchmarks": {k: v.to_json() for k, v in sorted(self.benchmarks.items())}, "notes": list(self.notes),
+                "runs": [dict(r) for r in self.runs]}
+
+    def used_json(self, bench_ids: Sequence[str]) -> dict[str, Any]:
+        """What a gate record keeps of the model it decided with: enough to replay it (no raw runs)."""
+        return {"source": self.source, "runner": dict(self.runner), "fitted": self.fitted,
+                "restart_every": self.restart_every,
+                "spread": self.spread.to_json(),
+                "benchmarks": {k: self.benchmarks[k].to_json() for k in sorted(bench_ids) if k in self.benchmarks}}
+
+
+def _where(path: Any, key: str) -> str:
+    return f"{path}: {key}"
+
+
+def parse_noise_model(data: Any, where: str, *, runs_required: bool = True) -> NoiseModel:
+    """Validate a parsed noise model (a file's, or the part a gate record kept: ``runs_required=False``)."""
+    if not isinstance(data, dict):
+        raise NoiseModelError(f"{where}: expected a JSON object at the top level")
+    if runs_required:
+        if data.get("schema") != NOISE_SCHEMA:
+            raise NoiseModelError(f"{where}: \"schema\" must be {NOISE_SCHEMA!r}, got {data.get('schema')!r}")
+        unknown = sorted(set(data) - _TOP_KEYS)
+        if unknown:
+            raise NoiseModelError(f"{where}: unknown key(s) {unknown}; known: {sorted(_TOP_KEYS)}")
+    for key, kind in (("benchmarks", dict), ("spread", dict), ("runner", dict)):
+        if not isinstance(data.get(key), kind):
+            raise NoiseModelError(f"{_where(where, key)} is missing or not a {kind.__name__}")
+    try:
+        spread = Spread.from_json(data["spread"])
+        if not (spread.run_df > 0 and spread.bench_df > 0):
+            raise ValueError("run_df and bench_df must be > 0")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise NoiseModelError(f"{_where(where, 'spread')}: {exc}") from None
+    benchmarks = {}
+    for bench_id, entry in data["benchmarks"].items():
+        try:
+            benchmarks[bench_id] = BenchmarkNoise.from_json(entry)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise NoiseModelError(f"{_where(where, f'benchmarks[{bench_id!r}]')}: {exc}") from None
+    restart = data.get("restart_every", 4)
+    if isinstance(restart, bool) or not isinstance(restart, int) or restart < 1:
+        raise NoiseModelError(f"{_where(where, 'restart_every')}: a whole number >= 1 (got {restart!r})")
+    runs = data.get("runs", [])
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and isinstance(r.get("benchmarks"), dict)
+                                             for r in runs):
+        raise NoiseModelError(f"{_where(where, 'runs')}: a list of runs, each with its \"benchmarks\" rounds")
+    return NoiseModel(benchmarks, spread, data["runner"], str(data.get("fitted", "?")), restart, tuple(runs),
+                      data.get("source") or where, tuple(data.get("notes", [])), str(data.get("about", "")))
+
+
+def load_noise_model(path: str | Path) -> NoiseModel:
+    try:
+        data = read_json(Path(path))
+    except JsonFileError as exc:
+        raise NoiseModelError(str(exc)) from None
+    return parse_noise_model(data, str(path))
+
+
+def runner_identity(environment: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: environment.get(k) for k in IDENTITY_KEYS}
+
+
+def identity_check(model: NoiseModel, environment: Mapping[str, Any]) -> tuple[bool, list[str]]:
+    """(usable, notes): a model of another GPU model is not used; another driver or torch is said."""
+    here = runner_identity(environment)
+    if model.runner.get("gpu") != here["gpu"]:
+        return False, [f"the noise model ({model.source}) was measured on {model.runner.get('gpu')!r}; this runner is "
+                       f"{here['gpu']!r}: not used (each benchmark's own rounds decide)"]
+    notes = [f"the noise model ({model.source}) was measured with {key} {model.runner.get(key)!r}; this runner has "
+             f"{here[key]!r}: used, and the guard checks the rounds against it"
+             for key in IDENTITY_KEYS[1:] if model.runner.get(key) != here[key] and here[key] is not None]
+    return True, notes
+
+
+# ---------------------------------------------------------------------------
+# runs from records
+# ---------------------------------------------------------------------------
+
+
+def _generation(record: Mapping[str, Any] | None) -> int | None:
+    value = (record or {}).get("worker_generation")
+    return int(value) if isinstance(value, int) else None
+
+
+def run_of_record(record: Mapping[str, Any], source: str, *,
+                  assume_aa: str | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The A/A rounds of a gate or calibration record, as a model run; and what was left out, and why.
+
+    Usable rounds only (the record's own exclusion rule applies again), in time order, each with the
+    head worker's generation. A gate record's benchmark counts only when its code was identical at
+    base and head, unless ``assume_aa`` gives the reason it is A/A anyway (kept in the run).
+    """
+    mode = record.get("mode")
+    if mode not in ("gate", "calibrate", "experiment"):
+        raise NoiseModelError(f"{source}: a {mode!r} record has no rounds of its own to fit a noise model from")
+    try:
+        rule = ExclusionRule.from_json(record["exclusion"])
+        decisions = (record.get("code") or {}).get("decisions") or {}
+        benchmarks, notes = {}, []
+        for bench in record["benchmarks"]:
+            if bench.get("status") != "gated":
+                continue
+            pair = f"{bench['kernel']}[{bench['config']}]"
+            identical = str(decisions.get(pair, "")).startswith("unchanged (identical code)")
+            if mode != "calibrate" and not identical and not assume_aa:
+                why = decisions.get(pair, "no code decision")
+                notes.append(f"{bench['id']}: its code differs at base and head ({why}): not A/A")
+                continue
+            ratios, gens = [], []
+            for rnd in record["rounds"]:
+                by_side = {p["side"]: p.get("records", {}) for p in rnd["processes"]}
+                recs = {side: by_side.get(side, {}).get(bench["id"]) for side in ("base", "head")}
+                if recs["base"] is None and recs["head"] is None:
+                    continue
+                reason, _ = exclusion(recs, rule)
+                generation = _generation(recs["head"])
+                if reason is not None or generation is None:
+                    continue
+                ratio = float(recs["head"]["tflops"]) / float(recs["base"]["tflops"])
+                ratios.append(round(math.log(ratio), 10))
+                gens.append(generation)
+            if ratios:
+                benchmarks[bench["id"]] = {"log_ratios": ratios, "generations": gens}
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        raise NoiseModelError(f"{source}: malformed record ({type(exc).__name__}: {exc})") from None
+    why = ("a --calibrate record: one commit against itself" if mode == "calibrate"
+           else f"assumed A/A: {assume_aa}" if assume_aa
+           else "identical code at base and head, measured with --measure-identical")
+    run = {"source": source, "created": record.get("created", "?"),
+           "environment": runner_identity(record.get("environment") or {}),
+           "why_aa": why, "benchmarks": benchmarks}
+    return run, notes
+
+
+def refit(runs: Sequence[Mapping[str, Any]], *, restart_every: int, about: str = "",
+          max_runs: int = MAX_RUNS) -> NoiseModel:
+    """The model from ``runs``: the newest ``max_runs`` of those on the newest run's GPU model (same source once)."""
+    if not runs:
+        raise NoiseModelError("no A/A runs to fit a noise model from")
+    unique = {(r["source"], r.get("created")): r for r in runs}
+    ordered = sorted(unique.values(), key=lambda r: str(r.get("created")))
+    gpu = (ordered[-1].get("environment") or {}).get("gpu")
+    kept = [r for r in ordered if (r.get("environment") or {}).get("gpu") == gpu][-max_runs:]
+    by_bench: dict[str, list[RunRounds]] = {}
+    for i, run in enumerate(kept):
+        for bench_id, data in run["benchmarks"].items():
+            by_bench.setdefault(bench_id, []).append(RunRounds(f"{i}:{run['source']}", tuple(data["log_ratios"]),
+                                                               tuple(data["generations"])))
+    fitted = fit(by_bench)
+    dropped = len(ordered) - len(kept)
+    left_out = [f"{dropped} older run(s) or run(s) of another GPU model left out"] if dropped else []
+    notes = list(fitted.notes) + left_out
+    return NoiseModel(fitted.benchmarks, fitted.spread, dict(kept[-1].get("environment") or {}),
+                      time.strftime("%Y-%m-%dT%H:%M:%S%z"), restart_every, tuple(kept), "", tuple(notes), about)
+
+
+def write_noise_model(path: str | Path, model: NoiseModel) -> None:
+    write_json_atomic(path, model.to_json())
+
+
+@dataclass
+class ModelChoice:
+    """Which noise model a run uses (None: each benchmark's own rounds), and what was said about it."""
+
+    model: NoiseModel | None
+    notes: list[str] = field(default_factory=list)

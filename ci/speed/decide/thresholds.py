@@ -1,0 +1,141 @@
+"""The speed gate's thresholds: one committed file, ``ci/speed_thresholds.json`` (an H200's ``_h200``).
+
+A benchmark ``kernel[config]/shape`` has the threshold ``t`` of the band ``[1 - t, 1 + t]`` around a head/base
+ratio of 1: the first override whose ``match`` pattern (``*``, ``?``; brackets literal) matches, else
+``default_threshold``. Every override says why; ``targets`` are policy the gate does not read. A malformed
+file is a :class:`ThresholdsError` naming the file and the key. Schema: docs/SPEED_GATE.md, "Inside the code".
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ci.common.json_file import JsonFileError, parse_json
+
+THRESHOLDS_PATH = "ci/speed_thresholds.json"
+THRESHOLDS_SCHEMA = "mxfp4-speed-thresholds/1"
+_TOP_KEYS = {"schema", "default_threshold", "overrides", "about", "targets"}
+_OVERRIDE_KEYS = {"match", "threshold", "why"}
+
+
+class ThresholdsError(ValueError):
+    """The thresholds file is malformed; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Override:
+    match: str
+    threshold: float
+    why: str
+
+    def matches(self, name: str) -> bool:
+        return _pattern(self.match).fullmatch(name) is not None
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    default: float
+    overrides: tuple[Override, ...]
+    source: str  # where they were read from (a path, or "recorded in <file>")
+    targets: tuple[Override, ...] = ()  # policy, which the gate never reads (it decides on overrides and the default)
+    about: str = ""
+
+    def target(self, name: str) -> Override | None:
+        """The first target matching benchmark ``name`` (ci.speed.calibrate --write's policy), or None."""
+        return next((t for t in self.targets if t.matches(name)), None)
+
+    def lookup(self, name: str) -> tuple[float, str]:
+        """(threshold, where it came from) for benchmark ``name``: the first matching override, else the default."""
+        for override in self.overrides:
+            if override.matches(name):
+                return override.threshold, f"override {override.match!r}: {override.why}"
+        return self.default, "default_threshold"
+
+    def to_json(self) -> dict[str, Any]:
+        out = {
+            "schema": THRESHOLDS_SCHEMA,
+            "source": self.source,
+            "default_threshold": self.default,
+            "overrides": [{"match": o.match, "threshold": o.threshold, "why": o.why} for o in self.overrides],
+        }
+        if self.targets:
+            out["targets"] = [{"match": o.match, "threshold": o.threshold, "why": o.why} for o in self.targets]
+        return out
+
+    def file_json(self) -> dict[str, Any]:
+        """The thresholds as a file holds them (what ci.speed.calibrate --write writes): no "source"."""
+        out = {"schema": THRESHOLDS_SCHEMA, **({"about": self.about} if self.about else {})}
+        out.update({k: v for k, v in self.to_json().items() if k not in ("schema", "source")})
+        return out
+
+
+def _pattern(pattern: str) -> re.Pattern[str]:
+    """``*`` and ``?`` are wildcards; everything else, brackets included, is literal."""
+    return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern))
+
+
+def _threshold(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+        raise ThresholdsError(f"{where}: must be a fraction in (0, 1), e.g. 0.01 for 1% (got {value!r})")
+    return float(value)
+
+
+def parse_thresholds(data: Any, where: str) -> Thresholds:
+    """Validate the parsed JSON of a thresholds file; every error names ``where`` and the key."""
+    if not isinstance(data, dict):
+        raise ThresholdsError(f"{where}: expected a JSON object at the top level")
+    if data.get("schema") != THRESHOLDS_SCHEMA:
+        raise ThresholdsError(f"{where}: \"schema\" must be {THRESHOLDS_SCHEMA!r}, got {data.get('schema')!r}")
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise ThresholdsError(f"{where}: unknown key(s) {unknown}; known: {sorted(_TOP_KEYS)}")
+    if "default_threshold" not in data:
+        raise ThresholdsError(f"{where}: missing \"default_threshold\"")
+    default = _threshold(data["default_threshold"], f"{where}: default_threshold")
+    overrides = _entries(data, "overrides", where)
+    targets = _entries(data, "targets", where)
+    about = data.get("about", "")
+    if not isinstance(about, str):
+        raise ThresholdsError(f"{where}: \"about\" must be text")
+    return Thresholds(default, overrides, where, targets, about)
+
+
+def _entries(data: dict[str, Any], key: str, where: str) -> tuple[Override, ...]:
+    """The ``overrides`` or ``targets`` list, each entry {match, threshold, why} checked."""
+    raw = data.get(key, [])
+    if not isinstance(raw, list):
+        raise ThresholdsError(f"{where}: \"{key}\" must be a list of {{match, threshold, why}} objects")
+    overrides = []
+    for i, entry in enumerate(raw):
+        at = f"{where}: {key}[{i}]"
+        if not isinstance(entry, dict):
+            raise ThresholdsError(f"{at}: expected an object with match, threshold, why")
+        extra = sorted(set(entry) - _OVERRIDE_KEYS)
+        missing = sorted(_OVERRIDE_KEYS - set(entry))
+        if extra or missing:
+            raise ThresholdsError(f"{at}: " + "; ".join(
+                part for part in (extra and f"unknown key(s) {extra}",
+                                  missing and f"missing key(s) {missing}") if part))
+        if not isinstance(entry["match"], str) or not entry["match"].strip():
+            raise ThresholdsError(f"{at}.match: must be a non-empty pattern over kernel[config]/shape")
+        if not isinstance(entry["why"], str) or not entry["why"].strip():
+            raise ThresholdsError(f"{at}.why: every override says why (e.g. the --calibrate line it came from)")
+        overrides.append(Override(entry["match"], _threshold(entry["threshold"], f"{at}.threshold"),
+                                  entry["why"].strip()))
+    return tuple(overrides)
+
+
+def load_thresholds(path: str | Path) -> Thresholds:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ThresholdsError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        data = parse_json(text, str(path))
+    except JsonFileError as exc:
+        raise ThresholdsError(str(exc)) from None
+    return parse_thresholds(data, str(path))

@@ -1,0 +1,142 @@
+"""A round and its record: every benchmark timed once per side, the sides' order rotating; what the rounds cost.
+
+Each side's warm worker times every still-undecided benchmark once per round, the sides of one benchmark back
+to back, the order rotating (:func:`rotating_order`: A B, B A, ...). A round record is plain JSON
+(``RoundRecord.to_json``) that ci.speed.decide.exclusion pairs into harness.paired rounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class SurveyFailed(RuntimeError):
+    """A side's worker could not survey its commit; the message names the side and why."""
+
+
+@dataclass(frozen=True)
+class Side:
+    """A named tree whose ``kernels`` package is measured (a git worktree, or the working tree)."""
+
+    name: str
+    tree: Path
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    kernel: str
+    config: str
+    shape: str  # a harness.shapes name, an asv CPU shape name, or "MxNxK"
+    m: int
+    n: int
+    k: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.kernel}[{self.config}]/{self.shape}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, **asdict(self)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Benchmark:
+        """From a survey's or a record's benchmark entry (extra keys ignored)."""
+        return cls(data["kernel"], data["config"], data["shape"], int(data["m"]), int(data["n"]), int(data["k"]))
+
+
+@dataclass
+class ProcessRecord:
+    """One side's measurements in one round: that side's warm workers (ci.speed.engine.warm_engine)."""
+
+    side: str
+    pid: int | None  # None when several workers (devices) measured this side
+    wall_s: float
+    records: dict[str, Any]  # benchmark id -> Timing.to_json() or {"error", "error_type", "busy"}
+    budget: dict[str, Any] | None = None
+    started: float | None = None
+    # Cost accounting: seconds of starting (process start to ready: imports, device, and for warm
+    # workers operands and compilation) and of measuring, summed over this side's processes.
+    startup_s: float | None = None
+    measure_s: float | None = None
+    workers: list[dict[str, Any]] | None = None  # warm: per worker {device, pid, generation, started_round, ...}
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class RoundRecord:
+    index: int
+    order: list[str]
+    processes: list[ProcessRecord] = field(default_factory=list)
+    engine: str = "warm"  # the record's "engine": the warm workers (records before issue 28 may say "fresh")
+    devices: list[dict[str, Any]] | None = None  # warm: per device its benchmarks, wall seconds, failure
+    wall_s: float | None = None
+    # The benchmark ids in the order their pairs (both sides) completed: the time order the noise model's guard
+    # reads (ci.speed.decide.generations); a round the gate stopped early (the PR had failed) lists only what was
+    # measured.
+    sequence: list[str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"index": self.index, "order": list(self.order), "processes": [p.to_json() for p in self.processes],
+               "engine": self.engine, "wall_s": self.wall_s}
+        if self.devices is not None:
+            out["devices"] = self.devices
+        if self.sequence is not None:
+            out["sequence"] = list(self.sequence)
+        return out
+
+
+def rotating_order(sides: Sequence[str], round_index: int) -> list[str]:
+    """Round ``i`` runs the sides rotated by ``i``: A B, B A, A B, ... (three sides: A B C, B C A, C A B).
+
+    Over every ``len(sides)`` consecutive rounds each side runs once in each position,
+    so a drift that is linear in time adds the same to every side.
+    """
+    if not sides:
+        raise ValueError("rotating_order: no sides")
+    shift = round_index % len(sides)
+    return list(sides[shift:]) + list(sides[:shift])
+
+
+def survey_request(
+    *,
+    device: str,
+    kernels: Sequence[str] = (),
+    configs: Sequence[str] = (),
+    shapes: Sequence[str] = (),
+    check: bool = True,
+    pairs: Sequence[Sequence[str]] | None = None,
+) -> dict[str, Any]:
+    """What a warm worker's "survey" is asked (ci.speed.engine.survey.survey)."""
+    return {"device": device, "kernels": list(kernels), "configs": list(configs), "shapes": list(shapes),
+            "check": check,
+            "pairs": None if pairs is None else [list(p) for p in pairs]}
+
+
+def cost_summary(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What a run cost the GPU runner, from its round records: seconds starting processes vs measuring.
+
+    ``startup_s`` and ``measure_s`` sum every process's own seconds that held the runner (two
+    workers starting side by side count twice: each holds the device); ``overlapped_startup_s``
+    is start-up done by spares while other workers measured (no runner time);
+    ``device_wall_s`` is each device's wall time.
+    """
+    startup = overlapped = measure = 0.0
+    processes: set[tuple[Any, ...]] = set()
+    device_wall: dict[str, float] = {}
+    for rnd in rounds:
+        for proc in rnd["processes"]:
+            startup += proc.get("startup_s") or 0.0
+            measure += proc.get("measure_s") or 0.0
+            for worker in proc.get("workers") or [{"pid": proc.get("pid"), "round": rnd["index"]}]:
+                processes.add((worker.get("pid"), worker.get("round")))
+                overlapped += worker.get("overlapped_startup_s") or 0.0
+        for dev in rnd.get("devices") or [{"device": "default", "wall_s": rnd.get("wall_s") or 0.0}]:
+            key = str(dev["device"])
+            device_wall[key] = round(device_wall.get(key, 0.0) + (dev.get("wall_s") or 0.0), 3)
+    return {"startup_s": round(startup, 3), "overlapped_startup_s": round(overlapped, 3),
+            "measure_s": round(measure, 3), "processes_started": len(processes), "device_wall_s": device_wall}

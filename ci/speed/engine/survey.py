@@ -1,0 +1,240 @@
+"""What a warm worker (ci.speed.engine.worker) knows about its commit: the survey, and the helpers it measures with.
+
+:func:`survey`: which benchmarks exist for this commit on this device, and each selected (kernel, config)'s
+correctness at a small shape (nothing is timed); :func:`timing_budget`, :func:`wrong_result_record`,
+:func:`device_environment`: what the measurements are taken with and recorded as. The CPU rules are the asv
+suite's (asv_bench.common). Why: docs/SPEED_GATE.md, "Inside the code".
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from dataclasses import fields, replace
+from typing import Any
+
+# Correctness is checked at M, N >= this (one 256 x 256 tile of the gfx950 kernel), rounded up to the
+# kernel's multiples, and at K = CHECK_K[device type] (rounded up likewise): a GPU kernel's K loop
+# runs many iterations at 8192, and a CPU checks 1024 in milliseconds.
+CHECK_MN = 256
+CHECK_K = {"cpu": 1024, "cuda": 8192}
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def resolve_device(requested: str) -> str:
+    import torch
+
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested not in ("cpu", "cuda"):
+        raise ValueError(f"device: expected auto, cpu or cuda, got {requested!r}")
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device cuda: this machine has no CUDA/ROCm GPU visible to torch")
+    return requested
+
+
+def setup_device(device: str) -> None:
+    if device == "cpu":
+        import torch
+
+        # One thread, like the asv CPU history: on a shared runner a second thread times the neighbours.
+        torch.set_num_threads(1)
+
+
+def parse_shape(text: str) -> tuple[int, int, int] | None:
+    """``"256x256x1024"`` -> (256, 256, 1024); None when ``text`` is not of that form."""
+    parts = text.lower().split("x")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        return None
+    m, n, k = (int(p) for p in parts)
+    return m, n, k
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def check_shape(constraints: Any, device: str) -> tuple[int, int, int]:
+    """The small shape a kernel's correctness is checked at (see CHECK_MN, CHECK_K)."""
+    return (
+        _round_up(CHECK_MN, constraints.m_multiple),
+        _round_up(CHECK_MN, constraints.n_multiple),
+        _round_up(CHECK_K[device], constraints.k_multiple),
+    )
+
+
+# ---------------------------------------------------------------------------
+# survey
+# ---------------------------------------------------------------------------
+
+
+def _shapes(requested: list[str], device: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """(selected shapes, selectors naming no shape). Default: the GPU benchmark shapes, or asv's CPU shapes."""
+    from asv_bench import common
+
+    known = {s.name: s for s in common.GPU_SHAPES + common.CPU_SHAPES}
+    if not requested:
+        chosen = common.CPU_SHAPES if device == "cpu" else common.GPU_SHAPES
+        return [{"name": s.name, "m": s.m, "n": s.n, "k": s.k} for s in chosen], []
+    shapes, unknown = [], []
+    for text in dict.fromkeys(requested):  # a shape named twice is one benchmark
+        mnk = parse_shape(text)
+        if mnk is not None:
+            shapes.append({"name": "x".join(map(str, mnk)), "m": mnk[0], "n": mnk[1], "k": mnk[2]})
+        elif text in known:
+            s = known[text]
+            shapes.append({"name": s.name, "m": s.m, "n": s.n, "k": s.k})
+        else:
+            unknown.append(text)
+    return shapes, unknown
+
+
+def _accuracy_report(kernel: Any, config: str, mnk: tuple[int, int, int], device: str, mxfp4: Any) -> Any:
+    from ci.common.correctness import check_kernel
+    from harness.operands import gemm_operands
+
+    m, n, k = mnk
+    a, b = gemm_operands(m, n, k, seed=0, device=device)
+    return check_kernel(kernel, mxfp4.MXFP4Tensor(a.data, a.scales), mxfp4.MXFP4Tensor(b.data, b.scales), config)
+
+
+def survey(request: dict[str, Any]) -> dict[str, Any]:
+    from asv_bench import common
+    from ci.common.options import name_matches
+
+    device = resolve_device(request.get("device", "auto"))
+    setup_device(device)
+    registry = common.import_project("registry")
+    mxfp4 = common.import_project("mxfp4")
+    # A commit older than the n/a exceptions has none: nothing is then treated as n/a by type.
+    names = [name for name in ("UnsupportedShape", "UnsupportedDevice") if hasattr(registry, name)]
+    not_applicable: tuple[type[BaseException], ...] = tuple(getattr(registry, name) for name in names)
+    kernel_patterns, config_patterns = request.get("kernels", []), request.get("configs", [])
+    # Only these (kernel, config)s (the gate leaves out those with identical code at base and head).
+    pairs = None if request.get("pairs") is None else {tuple(p) for p in request["pairs"]}
+    shapes, unknown_shapes = _shapes(request.get("shapes", []), device)
+    kernels = registry.all_kernels()
+    answer: dict[str, Any] = {
+        "device": device,
+        "environment": device_environment(device),
+        "kernels_source": os.path.dirname(os.path.realpath(str(registry.__file__))),
+        "registered": [{"name": k.name, "backend": k.backend, "configs": list(k.configs)} for k in kernels],
+        "shapes": shapes,
+        "unknown_shapes": unknown_shapes,
+        "benchmarks": [],
+        "correctness": [],
+    }
+    for kernel in kernels:
+        if not name_matches(kernel.name, kernel_patterns):
+            continue
+        excluded = common.CPU_EXCLUDED_BACKENDS.get(kernel.backend) if device == "cpu" else None
+        unavailable = excluded or kernel.unavailable_reason(device)
+        for config in kernel.configs:
+            if not name_matches(config, config_patterns) or (pairs is not None and (kernel.name, config) not in pairs):
+                continue
+            available_any = False
+            for shape in shapes:
+                reason = unavailable
+                if reason is None:
+                    try:
+                        kernel.check_shape(shape["m"], shape["n"], shape["k"], config)
+                    except ValueError as exc:  # the registry's UnsupportedShape
+                        reason = str(exc)
+                available_any |= reason is None
+                answer["benchmarks"].append({"kernel": kernel.name, "config": config, "backend": kernel.backend,
+                                             "shape": shape["name"], "m": shape["m"], "n": shape["n"], "k": shape["k"],
+                                             "available": reason is None, "reason": reason})
+            if available_any and request.get("check", True):
+                answer["correctness"].append(_check(kernel, config, device, mxfp4, not_applicable))
+    return answer
+
+
+def _check(kernel: Any, config: str, device: str, mxfp4: Any,
+           not_applicable: tuple[type[BaseException], ...]) -> dict[str, Any]:
+    # shape_constraints(config) is the registry's newer API (tile-size configs); older commits have only .constraints.
+    constraints = kernel.shape_constraints(config) if hasattr(kernel, "shape_constraints") else kernel.constraints
+    mnk = check_shape(constraints, device)
+    entry: dict[str, Any] = {"kernel": kernel.name, "config": config, "shape": list(mnk)}
+    started = time.perf_counter()
+    try:
+        report = _accuracy_report(kernel, config, mnk, device, mxfp4)
+    except not_applicable as exc:
+        entry.update(status="n/a", message=f"{type(exc).__name__}: {exc}")
+    except Exception as exc:  # the kernel raised: the parent makes this a harness error naming kernel and side
+        entry.update(status="error", message=f"{type(exc).__name__}: {exc}",
+                     traceback="".join(traceback.format_exception(exc))[-4000:])
+    else:
+        entry.update(status="pass" if report.passed else "fail", message=report.summary(), failures=report.failures,
+                     rel_err=report.rel_err, cosine=report.cosine, worst_element_ratio=report.worst_element_ratio)
+    entry["seconds"] = round(time.perf_counter() - started, 3)
+    log(f"correctness {kernel.name}[{config}] at {'x'.join(map(str, mnk))}: {entry['status']}: {entry['message']}")
+    return entry
+
+
+def device_environment(device: str) -> dict[str, Any]:
+    import platform
+
+    import torch
+
+    env: dict[str, Any] = {"torch": torch.__version__, "python": platform.python_version(), "host": platform.node()}
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        env.update(gpu=torch.cuda.get_device_name(0), rocm=getattr(torch.version, "hip", None), cuda=torch.version.cuda,
+                   arch=getattr(props, "gcnArchName", None) or f"sm_{props.major}{props.minor}",
+                   driver=_driver_version(bool(getattr(torch.version, "hip", None))))
+    else:
+        env.update(gpu=None, cpu=platform.processor() or platform.machine())
+    return env
+
+
+def _driver_version(rocm: bool) -> str | None:
+    """The GPU driver's version (NVML or amdsmi), for the noise model's runner identity; None when unreadable."""
+    try:
+        if rocm:
+            import amdsmi
+
+            amdsmi.amdsmi_init()
+            try:
+                handle = amdsmi.amdsmi_get_processor_handles()[0]
+                return str(amdsmi.amdsmi_get_gpu_driver_info(handle).get("driver_version"))
+            finally:
+                amdsmi.amdsmi_shut_down()
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            version = pynvml.nvmlSystemGetDriverVersion()
+            return version.decode() if isinstance(version, bytes) else str(version)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # a missing library or an old driver: the identity says "unknown", nothing fails
+        return None
+
+
+# ---------------------------------------------------------------------------
+# what the worker measures with
+# ---------------------------------------------------------------------------
+
+
+def timing_budget(device: str, overrides: dict[str, Any] | None) -> Any:
+    """The asv suite's budget for ``device`` (asv_bench.common), with ``overrides`` of TimingBudget fields."""
+    from asv_bench import common
+
+    budget = common.CPU_BUDGET if device == "cpu" else common.GPU_BUDGET
+    known = {f.name for f in fields(budget)}
+    unknown = sorted(set(overrides or {}) - known)
+    if unknown:
+        raise ValueError(f"timing budget: unknown field(s) {unknown}; TimingBudget has {sorted(known)}")
+    return replace(budget, **(overrides or {}))
+
+
+def wrong_result_record(report: Any) -> dict[str, Any]:
+    """The measurement record of a benchmark whose output is wrong at its shape (a harness.output_check.OutputReport):
+    an error record the gate turns into a wrong result (ci.speed.decide.selection: mark_wrong_at_shape), never a
+    speed."""
+    return {"error": report.summary(), "error_type": "WrongResult", "busy": False, "wrong_result": report.to_json()}

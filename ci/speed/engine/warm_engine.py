@@ -1,0 +1,383 @@
+"""Rounds from warm workers: each side's process started once, timed many times, on one or more devices.
+
+:class:`WarmEngine` keeps one worker (ci.speed.engine.worker) per side and device alive and asks it for one
+timing per benchmark and round, the sides in the round's order; every ``restart_every`` rounds the workers are
+replaced (the next generation pre-spawned: ci.speed.engine.spares); a dead or hung worker fails its device only.
+Each device's state is ci.speed.engine.device_state's; the round record ci.speed.engine.rounds.RoundRecord.
+Why warm, and every field of the record: docs/SPEED_GATE.md, "Warm workers" and "Inside the code".
+
+    with WarmEngine(sides, device="cuda", devices=[0, 1], restart_every=4) as engine:
+        for i in range(rounds):
+            record = engine.measure_round(rotating_order(names, i), benchmarks, round_index=i).to_json()
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, is_dataclass
+from typing import Any
+
+from ci.speed.engine.device_state import Device, DevicePart, carry_in, each, summarize
+from ci.speed.engine.devices import assign_devices, estimated_seconds, pinned_environment
+from ci.speed.engine.rounds import Benchmark, ProcessRecord, RoundRecord, Side
+from ci.speed.engine.spares import Spare, preload_request
+from ci.speed.engine.worker_handle import WorkerFailed, WorkerProcess
+
+# New workers every 2 rounds (4 before issue 37): the zone rule decides a benchmark whose worker generations differ
+# (the H200's n256 configs: between-worker SD 0.19-0.25%) by its second generation, at round 3 instead of 5 or more.
+DEFAULT_RESTART_EVERY = 2
+# NVML averages utilization over at most a second: within this long after our own work, a
+# utilization above the idle bound is ours (ci.speed.engine.worker's idle check then ignores it).
+AFTER_OWN_WORK_S = 2.0
+START_TIMEOUT_S = 300.0  # imports and the device context
+SETUP_TIMEOUT_S = 1800.0  # operands and compilation of one device's benchmarks (a cold Triton cache)
+RETIRE_EXIT_S = 1.0  # a replaced worker that answered "quit" and has not exited yet is killed after this long
+MEASURE_TIMEOUT_S = 600.0  # the idle wait (120 s by default), warm-up and the timed launches
+
+
+class WarmEngine:
+    kind = "warm"
+
+    def __init__(
+        self,
+        sides: Sequence[Side],
+        *,
+        device: str = "auto",
+        budget: Any = None,
+        seed: int = 0,
+        devices: Sequence[int] = (0,),
+        restart_every: int = DEFAULT_RESTART_EVERY,
+        cost: Callable[[Benchmark], float] = estimated_seconds,
+        start_timeout_s: float = START_TIMEOUT_S,
+        setup_timeout_s: float = SETUP_TIMEOUT_S,
+        measure_timeout_s: float = MEASURE_TIMEOUT_S,
+        spares: bool | None = None,
+        environ: Mapping[str, str] | None = None,
+        log: Callable[[str], None] | None = None,
+    ):
+        if restart_every < 1:
+            raise ValueError(f"restart_every must be >= 1 (got {restart_every})")
+        if not devices or len(set(devices)) != len(devices):
+            raise ValueError(f"devices: expected distinct device indices, got {list(devices)}")
+        self.sides = {s.name: s for s in sides}
+        self.device, self.seed, self.restart_every, self.cost = device, seed, restart_every, cost
+        self.budget = asdict(budget) if is_dataclass(budget) and not isinstance(budget, type) else dict(budget or {})
+        self.timeouts = {"start": start_timeout_s, "setup": setup_timeout_s, "measure": measure_timeout_s}
+        # A spare's imports run beside the timing: harmless to a GPU's, not to a CPU's (the same cores).
+        self.spares_asked = spares
+        self.use_spares = spares if spares is not None else device != "cpu"
+        self.environ, self.log = environ, log
+        self.devices = {d: Device(d) for d in devices}
+        self.assigned: dict[str, int] = {}  # benchmark id -> device, for the whole run
+        self._known_cost: dict[str, float] = {}
+        self._spawned: list[WorkerProcess] = []  # every process this engine started: none outlives close()
+        self._lock = threading.Lock()
+        self._pair_lock = threading.Lock()  # after_pair calls, one at a time across devices
+        self._after_pair: Callable[[str, dict[str, Any]], bool] | None = None
+        self._sequence: list[str] = []
+        self._stop_round = threading.Event()
+
+    # -- the survey -------------------------------------------------------------
+
+    def survey(self, requests: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any] | WorkerFailed]:
+        """Each side's survey (ci.speed.engine.survey of its request), asked of that side's worker on the first device.
+
+        The workers that survey are the generation that then measures: one start per side. Their start-up
+        and the survey's seconds are counted in the first round's ``startup_s``. A side whose worker cannot
+        start or survey gets its :class:`WorkerFailed` back: the caller decides what a broken side means.
+        """
+        dev = self.devices[min(self.devices)]
+        scratch = DevicePart(list(requests), [])
+
+        def one(side: str) -> dict[str, Any] | WorkerFailed:
+            try:
+                began = time.time()
+                try:
+                    answer = dev.workers[side].request({"op": "survey", "request": dict(requests[side])},
+                                                       timeout_s=self.timeouts["setup"], what="the survey")
+                finally:
+                    scratch.startup[side] += time.time() - began
+            except WorkerFailed as exc:
+                return exc
+            return answer["survey"]
+
+        try:
+            dev.budget = self._start(dev, scratch, round_index=None, sides_may_fail=True)
+        finally:
+            dev.carried = scratch
+        answers: dict[str, dict[str, Any] | WorkerFailed] = dict(scratch.start_failed)  # a side that did not start
+        answers.update(each([side for side in requests if side in dev.workers], one))
+        for side, answer in answers.items():  # a side that could not survey is not measured: its worker ends
+            if isinstance(answer, WorkerFailed) and side in dev.workers:
+                dev.workers.pop(side).quit()
+        scratch.carried_wall_s = time.time() - scratch.began
+        resolved = {a["device"] for a in answers.values() if isinstance(a, dict)}
+        if resolved == {"cpu"}:  # "auto" found no GPU: one device, and no spares importing beside the timing
+            self.use_spares = self.spares_asked if self.spares_asked is not None else False
+        return answers
+
+    # -- the round --------------------------------------------------------------
+
+    def measure_round(self, order: Sequence[str], benchmarks: Sequence[Benchmark], *, round_index: int,
+                      after_pair: Callable[[str, dict[str, Any]], bool] | None = None) -> RoundRecord:
+        """Every benchmark once per side, the sides in ``order``, each benchmark on its device.
+
+        ``after_pair(bench_id, {side: record})`` is called (one call at a time, whatever the devices) as each
+        benchmark's last side completes; when it returns True no further benchmark of this round is measured
+        on any device (the gate stops once the PR has failed). The record's ``sequence`` lists the pairs in
+        the order they completed.
+        """
+        if sorted(order) != sorted(set(order)) or any(name not in self.sides for name in order):
+            raise ValueError(f"order {list(order)} must name each of the sides {sorted(self.sides)} at most once")
+        plan = self._assign(benchmarks)
+        self._after_pair, self._sequence, self._stop_round = after_pair, [], threading.Event()
+        began = time.time()
+        # A device whose workers surveyed joins its first round even without benchmarks: its start-up is counted.
+        parts = {d: DevicePart(list(order), benches, began) for d, benches in plan.items()
+                 if benches or self.devices[d].carried is not None}
+        # Every device is ready before any measures: one device's start-up (its context, its
+        # compilation, a CPU-heavy Triton build) never runs beside another device's timing.
+        each(list(parts), lambda d: self._ready(self.devices[d], parts[d], round_index))
+        each(list(parts), lambda d: self._measure_all(self.devices[d], parts[d], round_index))
+        for d, part in parts.items():
+            summarize(self.devices[d], part)
+        record = RoundRecord(round_index, list(order), engine=self.kind,
+                             devices=[parts[d].summary for d in sorted(parts)], wall_s=round(time.time() - began, 3))
+        measured = [bid for d in sorted(parts) for bid in parts[d].records[order[-1]]] if order else []
+        record.sequence = self._sequence + [bid for bid in measured if bid not in self._sequence]
+        for side in order:
+            workers = [parts[d].workers[side] for d in sorted(parts) if side in parts[d].workers]
+            records = {bid: rec for d in sorted(parts) for bid, rec in parts[d].records[side].items()}
+            startup = round(sum(w["startup_s"] for w in workers), 3)
+            measure = round(sum(w["measure_s"] for w in workers), 3)
+            budget = next((parts[d].budget for d in sorted(parts) if parts[d].budget), None)
+            record.processes.append(ProcessRecord(
+                side, workers[0]["pid"] if len(workers) == 1 else None, round(startup + measure, 3), records, budget,
+                began, startup_s=startup, measure_s=measure, workers=workers))
+        return record
+
+    def _assign(self, benchmarks: Sequence[Benchmark]) -> dict[int, list[Benchmark]]:
+        """This round's benchmarks by device; a benchmark seen before keeps its device."""
+        new = [b for b in benchmarks if b.id not in self.assigned]
+        if new:
+            load = {d: 0.0 for d in self.devices}
+            for bench_id, d in self.assigned.items():
+                load[d] += self._known_cost.get(bench_id, 0.0)
+            for d, benches in assign_devices(new, list(self.devices), self.cost, load=load).items():
+                for bench in benches:
+                    self.assigned[bench.id] = d
+                    self._known_cost[bench.id] = self.cost(bench)
+        plan: dict[int, list[Benchmark]] = {d: [] for d in self.devices}
+        for bench in benchmarks:
+            plan[self.assigned[bench.id]].append(bench)
+        return plan
+
+    def _ready(self, dev: Device, part: DevicePart, round_index: int) -> None:
+        """Phase one: the device's workers started (a restart when due) and holding ``part.benches``."""
+        if dev.failure:
+            part.error = f"device {dev.index} failed earlier: {dev.failure}"
+            return
+        retiring: dict[str, threading.Thread] = {}
+        try:
+            if dev.workers and dev.rounds_served >= self.restart_every:
+                retiring = self._retire(dev)
+            if dev.carried is not None:
+                carry_in(dev, part, round_index)
+            if not dev.workers:
+                part.budget = self._start(dev, part, round_index)
+            self._prepare(dev, part.benches, part.startup)
+        except WorkerFailed as exc:
+            self._fail(dev, part, exc, round_index)
+        finally:
+            for side, ending in retiring.items():  # gone before anything is timed: no stranger on the device
+                began = time.time()
+                ending.join()
+                part.startup[side] = part.startup.get(side, 0.0) + time.time() - began
+
+    def _measure_all(self, dev: Device, part: DevicePart, round_index: int) -> None:
+        """Phase two: benchmark by benchmark, the sides in order; the next generation's spares start meanwhile."""
+        if part.error or not part.benches:
+            return
+        try:
+            if self.use_spares and not dev.spares:
+                self._spawn_spares(dev, part)
+            for bench in part.benches:
+                if self._stop_round.is_set():  # the gate has its answer (the PR failed): the rest of the round waits
+                    break
+                for side in part.order:
+                    part.records[side][bench.id] = self._measure(dev, side, bench, round_index, part.measure)
+                self._pair_done(bench.id, {side: part.records[side][bench.id] for side in part.order})
+            dev.rounds_served += 1
+        except WorkerFailed as exc:
+            self._fail(dev, part, exc, round_index)
+
+    def _pair_done(self, bench_id: str, records: dict[str, Any]) -> None:
+        """Both sides of ``bench_id`` measured: note the order, ask the gate whether the round may stop."""
+        with self._pair_lock:
+            self._sequence.append(bench_id)
+            if self._after_pair is not None and self._after_pair(bench_id, records):
+                self._stop_round.set()
+
+    def _fail(self, dev: Device, part: DevicePart, exc: WorkerFailed, round_index: int) -> None:
+        part.error = dev.failure = str(exc)
+        self._stop(dev)
+        self._kill_spares(dev)
+        self._say(f"speed_gate: device {dev.index} failed in round {round_index + 1}: {exc}")
+
+    # -- the workers ------------------------------------------------------------
+
+    def _spawn(self, dev: Device, side: str, generation: int) -> WorkerProcess:
+        worker = WorkerProcess(self.sides[side].tree, side=side, device_index=dev.index, generation=generation,
+                               extra_env=pinned_environment(dev.index, self.environ), log=self.log)
+        with self._lock:
+            self._spawned.append(worker)
+        return worker
+
+    def _spawn_spares(self, dev: Device, part: DevicePart) -> None:
+        """The next generation's processes, preloading (CPU only) while this one measures."""
+        env = pinned_environment(dev.index, self.environ)
+        kernels = [b.kernel for b in part.benches]
+        for side in part.order:
+            spare = Spare(self.sides[side].tree, side=side, device_index=dev.index, generation=dev.generation + 1,
+                          kernels=kernels, timeout_s=self.timeouts["start"], extra_env=env, log=self.log)
+            with self._lock:
+                self._spawned.append(spare.worker)
+            dev.spares[side] = spare
+
+    def _start(self, dev: Device, part: DevicePart, round_index: int | None,
+               sides_may_fail: bool = False) -> dict[str, Any] | None:
+        """A new generation of workers on ``dev``, one per side, side by side: its spares promoted, or fresh ones.
+
+        ``round_index`` None: started for the survey, before the first round. ``sides_may_fail``: a side
+        that fails to start leaves the others started (the survey reports each side on its own).
+        """
+        dev.generation += 1
+        dev.started_round, dev.rounds_served = round_index, 0
+        spares, dev.spares = dev.spares, {}
+        request = {"op": "start", "device": self.device, "budget": self.budget, "seed": self.seed}
+        kernels = [b.kernel for b in part.benches]
+
+        def start(side: str) -> dict[str, Any] | None:
+            try:
+                return start_one(side)
+            except WorkerFailed as exc:
+                if not sides_may_fail:
+                    raise
+                failed = dev.workers.pop(side, None)
+                if failed is not None:
+                    failed.kill()
+                part.start_failed[side] = exc
+                return None
+
+        def start_one(side: str) -> dict[str, Any]:
+            go_at = time.time()
+            worker, spare = None, spares.pop(side, None)
+            if spare is not None:
+                try:
+                    worker, part.overlapped[side] = spare.promote(self.timeouts["start"])
+                except WorkerFailed as exc:
+                    part.spare_failed[side] = str(exc)
+                    self._say(f"speed_gate: device {dev.index}: the {side} spare could not be promoted "
+                              f"(starting a fresh worker instead): {exc}")
+            dev.prespawned[side] = worker is not None
+            if worker is None:
+                worker = dev.workers[side] = self._spawn(dev, side, dev.generation)
+                worker.request(preload_request(kernels), timeout_s=self.timeouts["start"], what="preload")
+                preloaded_at = time.time()
+            else:
+                assert spare is not None and spare.preloaded_at is not None
+                preloaded_at = spare.preloaded_at
+            dev.workers[side] = worker
+            answer = worker.request({**request, "side": side}, timeout_s=self.timeouts["start"], what="start")
+            part.phases[side] = {"spawned_at": worker.spawned_at, "preloaded_at": preloaded_at, "go_at": go_at,
+                                 "started_at": time.time()}
+            part.startup[side] += time.time() - go_at
+            return answer
+
+        try:
+            answers = each(list(part.order), start)
+        finally:
+            for spare in spares.values():  # a side not in this round's order: its spare is not needed
+                spare.kill()
+        started = [a for a in answers.values() if a is not None]
+        resolved = {a["device"] for a in started}
+        if len(resolved) > 1:
+            raise WorkerFailed(f"the sides' workers on device {dev.index} resolved different devices: "
+                               f"{sorted(resolved)}")
+        dev.last_work_end = 0.0
+        return started[0].get("budget") if started else None
+
+    def _prepare(self, dev: Device, benches: list[Benchmark], startup: dict[str, float]) -> None:
+        """Each worker holds exactly ``benches`` prepared (operands, compiled launches)."""
+        request = {"op": "prepare", "benchmarks": [b.to_json() for b in benches]}
+
+        def prepare(side: str) -> None:
+            began = time.time()
+            dev.workers[side].request(request, timeout_s=self.timeouts["setup"],
+                                      what=f"preparing {[b.id for b in benches]}")
+            startup[side] += time.time() - began
+
+        each(list(dev.workers), prepare)
+        dev.last_work_end = time.time()  # preparing ran every launch once
+
+    def _measure(self, dev: Device, side: str, bench: Benchmark, round_index: int,
+                 measure: dict[str, float]) -> dict[str, Any]:
+        worker = dev.workers[side]
+        answer = worker.request(
+            {"op": "measure", "benchmark": bench.id, "own_pids": [w.pid for w in dev.workers.values()],
+             "after_own_work": time.time() - dev.last_work_end < AFTER_OWN_WORK_S},
+            timeout_s=self.timeouts["measure"], what=f"measuring {bench.id} in round {round_index + 1}")
+        dev.last_work_end = time.time()
+        measure[side] += answer["measure_s"]
+        return {**answer["record"], "device_index": dev.index, "worker_pid": worker.pid,
+                "worker_generation": dev.generation, "measure_s": answer["measure_s"]}
+
+    def _retire(self, dev: Device) -> dict[str, threading.Thread]:
+        """The old generation ends (quit, exit) while the new one starts: its teardown costs no wait of its own."""
+        retiring = {side: threading.Thread(target=worker.quit, args=(RETIRE_EXIT_S,), daemon=True)
+                    for side, worker in dev.workers.items()}
+        for ending in retiring.values():
+            ending.start()
+        dev.workers.clear()
+        return retiring
+
+    def _stop(self, dev: Device) -> None:
+        # Taken off the device first: close() (a signal) and a measuring thread whose worker it killed may both stop it.
+        workers = dict(dev.workers)
+        dev.workers.clear()
+        each(list(workers), lambda side: workers[side].quit())
+
+    def _kill_spares(self, dev: Device) -> None:
+        spares, dev.spares = dev.spares, {}
+        for spare in spares.values():
+            spare.kill()
+
+    def _say(self, message: str) -> None:
+        if self.log:
+            self.log(message)
+
+    def process_ids(self) -> list[int]:
+        """Every process this engine has started (workers and spares), ended or not."""
+        with self._lock:
+            return [worker.pid for worker in self._spawned]
+
+    def close(self) -> None:
+        """End every worker (asked to quit, killed when it does not) and every spare; then anything still alive."""
+        unused = [spare.pid for dev in self.devices.values() for spare in dev.spares.values()]
+        for dev in self.devices.values():
+            self._kill_spares(dev)
+            self._stop(dev)
+        with self._lock:
+            spawned = list(self._spawned)
+        for worker in spawned:  # one that an exception left behind
+            worker.kill()
+        if unused:
+            self._say(f"speed_gate: {len(unused)} spare worker(s) not needed, ended: pids {unused}")
+
+    def __enter__(self) -> WarmEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,305 @@
+"""A warm worker: one side's kernels, set up once, timed on request.
+
+    python -m ci.speed.engine.worker      (started by ci.speed.engine.worker_handle; not a command for people)
+
+Started through ci.common.commit_tree.kernels_of (the commit's ``kernels``, this checkout's harness) and
+long-lived: imports, device context, operands and compilation are paid once. Line-delimited JSON: one
+request a line on stdin (ops ``preload``, ``start``, ``survey``, ``prepare``, ``measure``, ``quit``), one
+answer a line on stdout (``{"ok": false, "error": ...}`` when it cannot serve; it lives on); anything else
+written to stdout goes to stderr. The protocol: docs/SPEED_GATE.md, "Inside the code".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, TextIO
+
+from ci.speed.engine.survey import (
+    device_environment,
+    log,
+    resolve_device,
+    setup_device,
+    timing_budget,
+    wrong_result_record,
+)
+
+PROTOCOL = "mxfp4-speed-worker/1"
+# A repeat timing on a GPU skips priming and warms up one launch; a worker's first timing on a GPU warms up for at
+# least this long (why, and the H200 runs that set it: docs/SPEED_GATE.md, "Warm workers", "Repeat timings").
+FIRST_GPU_WARMUP_MS = 2000.0
+
+
+def first_timing_budget(budget: Any, device: str, first: bool) -> Any:
+    """The budget of a timing: a worker's first on a GPU warms up for at least FIRST_GPU_WARMUP_MS."""
+    if not first or device == "cpu" or budget.warmup_ms >= FIRST_GPU_WARMUP_MS:
+        return budget
+    return replace(budget, warmup_ms=FIRST_GPU_WARMUP_MS,
+                   max_warmup_ms=max(budget.max_warmup_ms, FIRST_GPU_WARMUP_MS + 1000.0))
+
+
+@dataclass
+class Prepared:
+    """One benchmark, ready to time: its launches (one per input set) hold their operands."""
+
+    bench: dict[str, Any]
+    launches: list[Callable[[], None]] = field(default_factory=list)
+    inputs_cold: bool = True
+    prepare_s: float = 0.0
+    error: dict[str, Any] | None = None  # the measurement record to answer when set-up failed or the output is wrong
+    output_check: str = ""  # harness.output_check's summary of the first launch's output
+
+
+class Worker:
+    """The state of one worker process: its device, budget and prepared benchmarks."""
+
+    def __init__(self) -> None:
+        self.device = "cpu"
+        self.side = "?"
+        self.seed = 0
+        self.budget: Any = None
+        self.prepared: dict[str, Prepared] = {}
+        self.timed: set[str] = set()  # benchmarks timed at least once by this worker
+        self.monitor: Any = None
+        self.monitor_problem: str | None = None
+
+    # -- requests -----------------------------------------------------------
+
+    def preload(self, request: dict[str, Any]) -> dict[str, Any]:
+        began = time.perf_counter()
+        import torch  # noqa: F401  (imported, not initialized: no device call here)
+
+        from asv_bench import common
+
+        preloaded = []
+        for name in request.get("kernels", ()):
+            try:  # a kernel this commit lacks is reported by prepare, as without a preload
+                common.registered_kernel(name)
+                preloaded.append(name)
+            except Exception as exc:
+                log(f"preload of kernel {name!r} [{self.side}]: {type(exc).__name__}: {exc}")
+        return {"pid": os.getpid(), "preload_s": round(time.perf_counter() - began, 4), "preloaded": preloaded}
+
+    def start(self, request: dict[str, Any]) -> dict[str, Any]:
+        self.device = resolve_device(request.get("device", "auto"))
+        setup_device(self.device)
+        self.side = request.get("side", "?")
+        self.seed = int(request.get("seed", 0))
+        self.budget = timing_budget(self.device, request.get("budget"))
+        if self.device == "cuda":
+            import torch
+
+            torch.empty(1, device="cuda")  # create the context now: it is part of starting, not of measuring
+        return {"pid": os.getpid(), "device": self.device, "environment": device_environment(self.device),
+                "budget": asdict(self.budget), "ready_at": time.time()}
+
+    def survey(self, request: dict[str, Any]) -> dict[str, Any]:
+        from ci.speed.engine.survey import survey
+
+        return {"survey": survey(dict(request["request"], device=self.device))}
+
+    def prepare(self, request: dict[str, Any]) -> dict[str, Any]:
+        wanted = {b["id"]: b for b in request["benchmarks"]}
+        released = [i for i in self.prepared if i not in wanted]
+        for bench_id in released:
+            del self.prepared[bench_id]
+            self.timed.discard(bench_id)
+        if released:
+            self._free_memory()
+        for bench_id, bench in wanted.items():
+            if bench_id not in self.prepared:
+                self.prepared[bench_id] = self._prepare_one(bench)
+        return {"prepared": {i: {"prepare_s": round(p.prepare_s, 4), **({"error": p.error["error"]} if p.error else {})}
+                             for i, p in self.prepared.items()}}
+
+    def measure(self, request: dict[str, Any]) -> dict[str, Any]:
+        from harness import gpu_state, timing
+
+        bench_id = request["benchmark"]
+        prepared = self.prepared.get(bench_id)
+        if prepared is None:
+            raise KeyError(f"benchmark {bench_id!r} is not prepared in this worker (prepare it first)")
+        began, measured_at = time.perf_counter(), time.time()
+        if prepared.error is not None:
+            return {"record": {**prepared.error, "measured_at": measured_at}, "measure_s": 0.0}
+        bench = prepared.bench
+        label = f"{bench_id} [{self.side}]"
+        try:
+            idle = self._wait_idle(frozenset(request.get("own_pids", ())), bool(request.get("after_own_work")))
+            again = bench_id in self.timed
+            budget = first_timing_budget(self.budget, self.device, first=not self.timed)
+            result = timing.benchmark(prepared.launches, flops=timing.gemm_flops(bench["m"], bench["n"], bench["k"]),
+                                      device=self.device, budget=budget, monitor=self.monitor,
+                                      inputs_cold=prepared.inputs_cold, label=label, primed=again,
+                                      settled=again and self.device != "cpu")
+            self.timed.add(bench_id)
+        except gpu_state.GpuBusyError as exc:  # the parent excludes the round: the GPU was not ours
+            record = {"error": str(exc), "error_type": type(exc).__name__, "busy": True}
+            log(f"{label}: GPU busy: {exc}")
+        except Exception as exc:
+            record = _error_record(exc)
+            log(f"{label}: FAILED: {record['error']}")
+        else:
+            result = replace(result, idle=idle.to_json())
+            record = {**result.to_json(), "output_check": prepared.output_check}
+            log(result.summary())
+        record["measured_at"] = measured_at
+        return {"record": record, "measure_s": round(time.perf_counter() - began, 4)}
+
+    def quit(self) -> None:
+        if self.monitor is not None:
+            self.monitor.close()
+            self.monitor = None
+
+    # -- helpers ------------------------------------------------------------
+
+    def _prepare_one(self, bench: dict[str, Any]) -> Prepared:
+        from asv_bench import common
+        from ci.common.correctness import check_kept_output
+        from harness import timing
+        from harness.output_check import KeptOutput
+
+        began = time.perf_counter()
+        prepared = Prepared(bench)
+        try:
+            kernel = common.registered_kernel(bench["kernel"])
+            kept = KeptOutput(common.kernel_prepare(kernel, bench["config"]))
+            inputs = timing.gemm_inputs(bench["m"], bench["n"], bench["k"], device=self.device, seed=self.seed)
+            prepared.launches = [kept(a, b, out) for a, b, out in inputs.sets]
+            prepared.inputs_cold = inputs.cold
+            for launch in prepared.launches:  # compile now: start-up, not measuring
+                launch()
+            _synchronize(self.device)
+            # What is timed must be right at this shape: the first set's output, written by the launch just run.
+            report = check_kept_output(kept, seed=self.seed)
+            prepared.output_check = report.summary()
+            if not report.passed:
+                prepared.error = wrong_result_record(report)
+                prepared.launches = []
+                log(f"{bench['id']} [{self.side}]: {report.summary()}")
+        except Exception as exc:
+            prepared.error = _error_record(exc)
+            prepared.launches = []
+            log(f"{bench['id']} [{self.side}]: set-up FAILED: {prepared.error['error']}")
+        prepared.prepare_s = time.perf_counter() - began
+        return prepared
+
+    def _free_memory(self) -> None:
+        import gc
+
+        gc.collect()
+        if self.device == "cuda":
+            import torch
+
+            torch.cuda.empty_cache()
+
+    def _wait_idle(self, partner_pids: frozenset[int], after_own_work: bool) -> Any:
+        """harness.timing's idle check, knowing that the other workers of this device are ours.
+
+        Both sides' workers hold a context on the device all the time, so the partner's
+        pid is not "another process". Right after our own measurement the utilization
+        (averaged over up to a second by the driver) still shows that work: then only
+        the process list and the throttle reasons count, polled quickly.
+        """
+        from harness import gpu_state
+
+        if self.monitor is None and self.monitor_problem is None and self.device != "cpu":
+            try:
+                self.monitor = gpu_state.open_monitor(self.device)
+            except gpu_state.MonitorUnavailable as exc:
+                if not gpu_state.override_requested():
+                    raise gpu_state.MonitorUnavailable(
+                        f"{exc}. Cannot check that the GPU is idle, so not timing; set {gpu_state.ALLOW_BUSY_ENV}=1 "
+                        "to time anyway.") from None
+                self.monitor_problem = f"not monitored: {exc}"
+        if self.monitor is None:
+            if self.monitor_problem:
+                return gpu_state.IdleReport("overridden", 0.0, (self.monitor_problem,), None)
+            return gpu_state.IdleReport("no gpu", 0.0, (), None)
+        policy = gpu_state.IdlePolicy.from_environment()
+        if after_own_work:
+            policy = replace(policy, max_utilization_pct=float("inf"), poll_s=min(policy.poll_s, 0.05))
+        ours = frozenset({os.getpid()}) | partner_pids
+        began = time.monotonic()
+        while True:
+            state = self.monitor.snapshot()
+            problems = gpu_state.idle_problems(state, policy, own_pids=_own_pids(ours, state.process_ids),
+                                               own_context=False)
+            waited = time.monotonic() - began
+            if not problems:
+                return gpu_state.IdleReport("idle", waited, (), state)
+            if gpu_state.override_requested():
+                return gpu_state.IdleReport("overridden", waited, tuple(problems), state)
+            if waited >= policy.wait_s:
+                raise gpu_state.GpuBusyError(
+                    f"GPU {state.index} ({state.name}) is not idle after waiting {waited:.0f} s: "
+                    f"{'; '.join(problems)}. Not recording a benchmark on a busy GPU "
+                    f"(set {gpu_state.ALLOW_BUSY_ENV}=1 for a local experiment).")
+            time.sleep(min(policy.poll_s, max(policy.wait_s - waited, 0.0)))
+
+
+def _own_pids(ours: frozenset[int], listed: tuple[int, ...]) -> frozenset[int]:
+    """Our pids as the management library lists them. In a container it lists host pids, none of
+    ours: then as many listed processes as we have workers on the device are taken to be ours."""
+    if ours & set(listed):
+        return ours
+    return ours | frozenset(listed[: len(ours)])
+
+
+def _synchronize(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _error_record(exc: BaseException) -> dict[str, Any]:
+    return {"error": f"{type(exc).__name__}: {exc}", "error_type": type(exc).__name__, "busy": False,
+            "traceback": "".join(traceback.format_exception(exc))[-4000:]}
+
+
+def serve(requests: TextIO, answers: TextIO) -> int:
+    """Answer ``requests`` line by line until "quit" or end of input."""
+    worker = Worker()
+    handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+        "preload": worker.preload, "start": worker.start, "survey": worker.survey, "prepare": worker.prepare,
+        "measure": worker.measure}
+    for line in requests:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+            op = request.get("op")
+            if op == "quit":
+                worker.quit()
+                answers.write(json.dumps({"ok": True, "protocol": PROTOCOL}) + "\n")
+                answers.flush()
+                return 0
+            if op not in handlers:
+                raise ValueError(f"unknown op {op!r}; expected one of {sorted(handlers) + ['quit']}")
+            answer = {"ok": True, "protocol": PROTOCOL, **handlers[op](request)}
+        except Exception as exc:
+            answer = {"ok": False, "protocol": PROTOCOL, "error": f"{type(exc).__name__}: {exc}",
+                      "traceback": "".join(traceback.format_exception(exc))[-4000:]}
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
+    worker.quit()
+    return 0
+
+
+def main() -> int:
+    # The answers get a private copy of stdout; file descriptor 1 becomes stderr, so a stray print
+    # (a kernel's, a library's, even from C) cannot corrupt the protocol.
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return serve(sys.stdin, answers)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

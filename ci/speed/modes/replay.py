@@ -1,0 +1,242 @@
+"""``--replay``: decide again from a recorded JSON through the gate's own functions (ci.speed.decide.verdict).
+
+* :func:`run_replay`: under the plan the record was decided with (a record of the retired signed-rank plan is
+  refused); ``--decisions N`` takes N disjoint decisions from it (harness.paired.replay);
+* :func:`run_judge` (``--replay --judge``): the record's raw rounds decided with this checkout's plan, rule,
+  thresholds and noise model only (the PR comment's judge, .github/workflows/pr-comment.yml).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ci.common.commit_tree import REPO_ROOT
+from ci.common.options import OptionsError
+from ci.speed.decide.codes import Status, Stop
+from ci.speed.decide.exclusion import ExclusionRule, paired_rounds
+from ci.speed.decide.generations import RunNoise, run_noise
+from ci.speed.decide.noise_file import (
+    NOISE_PATH,
+    ModelChoice,
+    NoiseModelError,
+    identity_check,
+    load_noise_model,
+    parse_noise_model,
+    runner_identity,
+)
+from ci.speed.decide.thresholds import THRESHOLDS_PATH, ThresholdsError, load_thresholds, parse_thresholds
+from ci.speed.decide.verdict import (
+    CALIBRATION_PATH,
+    BenchmarkResult,
+    RecordError,
+    decide_entry,
+    entries_of,
+    load_calibrations,
+    load_record,
+    plan_of,
+)
+from ci.speed.modes.shared import GateError, log, noise_record
+from ci.speed.options import SpeedOptions
+from ci.speed.report.markdown import plan_text, rates_markdown
+from ci.speed.report.write import Context, finish
+from harness import paired
+from harness.paired.sequential import SequentialPlan
+from harness.paired.verdict import Verdict
+from harness.report import append_step_summary, write_json_atomic
+
+RATES_SCHEMA = "mxfp4-speed-replay-rates/1"
+
+
+def run_replay(options: SpeedOptions) -> int:
+    assert options.replay is not None  # the mode is REPLAY only with a record (ci.speed.options)
+    record = load_record(options.replay)
+    try:
+        return run_judge(options, record) if options.judge else _replay(options, record)
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+        if isinstance(exc, (RecordError, ThresholdsError, GateError, OptionsError)):
+            raise
+        # A record edited by hand or cut short: name the file and what was wrong in it, not "internal error".
+        what = f"lacks {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
+        raise RecordError(f"{options.replay}: malformed record ({what})") from None
+
+
+SIDES = ("base", "head")  # the two sides every gate and calibration record holds
+
+
+def replayed_model(options: SpeedOptions, record: Mapping[str, Any], plan: SequentialPlan):
+    """The noise model a replay decides with: --noise, else the one the record kept; None for a plan without one."""
+    if plan.variance != "model":
+        return None
+    if options.noise is not None:
+        return load_noise_model(options.noise)
+    kept = (record.get("noise") or {}).get("model")
+    if not isinstance(kept, dict):
+        raise RecordError(f"{options.replay}: its plan decides with a noise model, but the record keeps none "
+                          '("noise"."model")')
+    try:
+        return parse_noise_model(kept, f"the noise model recorded in {options.replay}", runs_required=False)
+    except NoiseModelError as exc:
+        raise RecordError(str(exc)) from None
+
+
+def replay_plan(options: SpeedOptions, recorded: SequentialPlan) -> SequentialPlan:
+    """The recorded plan with the keys given; ``--noise`` on a record decided without a model: the model plan at the
+    recorded alpha (what the noise model would have decided from the same rounds)."""
+    if options.noise is not None and options.use_noise and recorded.variance != "model":
+        return options.the_plan(model=True).with_alpha(recorded.alpha) if "alpha" not in options.plan_given \
+            else options.the_plan(model=True)
+    if options.plan_given.get("rule", recorded.rule) != recorded.rule:  # --plan rule=...: today's plan of that rule
+        model = recorded.variance == "model" or options.noise is not None
+        plan = options.the_plan(model=model)
+        return plan if "alpha" in options.plan_given else plan.with_alpha(recorded.alpha)
+    return options.the_plan(recorded)
+
+
+def _replay(options: SpeedOptions, record: dict[str, Any]) -> int:
+    try:
+        plan = replay_plan(options, plan_of(record["plan"], str(options.replay)))
+        rule = options.exclusion_rule(ExclusionRule.from_json(record["exclusion"]))
+    except (KeyError, TypeError) as exc:
+        raise RecordError(f"{options.replay}: the recorded plan or exclusion rule lacks {exc}") from None
+    recorded_sides = {p["side"] for rnd in record["rounds"] for p in rnd["processes"]}
+    if record["rounds"] and not set(SIDES) <= recorded_sides:
+        raise RecordError(f"{options.replay}: its rounds hold the sides {sorted(recorded_sides)}, not base and head")
+    if options.thresholds is not None:
+        thresholds = options.thresholds
+    else:
+        recorded = {k: v for k, v in record["thresholds"].items() if k != "source"}
+        thresholds = parse_thresholds(recorded, f"the thresholds recorded in {options.replay}")
+    calibrations = (dict(options.calibrations) if options.calibrations is not None
+                    else record.get("calibrations_used") or {})
+    entries = entries_of(record)
+    model = replayed_model(options, record, plan)
+    gated = [e.benchmark.id for e in entries if e.status is Status.GATED]
+    view = run_noise(model, rule, plan.guard_level, gated, record["rounds"]) if model is not None else None
+    restart = (record.get("engine") or {}).get("restart_every") or 4
+    if options.decisions is not None:
+        return _replay_rates(options, record, entries, plan, rule, thresholds, view)
+    # An undecided benchmark keeps the recorded reason the measuring ended; otherwise the record is what ran out.
+    measuring_ended = {Stop.ROUND_BUDGET, Stop.TIME_BUDGET, Stop.FIXED_ROUNDS, Stop.PR_FAILED}
+    stopped = {b["id"]: Stop(b["stopped_by"]) for b in record["benchmarks"] if b.get("stopped_by")}
+    results = [decide_entry(e, record["rounds"], thresholds, plan, rule, calibrations,
+                            ran_out=stopped[e.benchmark.id] if stopped.get(e.benchmark.id) in measuring_ended
+                            else Stop.END_OF_RECORD,
+                            noise=view.rounds_noise(e.benchmark.id) if view else None, restart_every=restart)
+               for e in entries]
+    context = Context(mode="replay", plan=plan, rule=rule, thresholds=thresholds, base=record.get("base") or {},
+                      head=record.get("head") or {}, environment=record.get("environment") or {},
+                      device=record.get("device", "?"), timing=record.get("timing_overrides") or {},
+                      round_limit=record.get("round_limit"), calibrations=calibrations,
+                      wall_s=record.get("wall_s") or 0.0,
+                      extra={"replayed_from": str(options.replay), "sides": list(SIDES), "engine": record.get("engine"),
+                             **noise_record(ModelChoice(model), view, gated)})
+    return finish(context, results, record.get("correctness", []), record["rounds"],
+                  fail_on_inconclusive=options.fail_on_inconclusive,
+                  json_path=options.json, plot_path=options.plot, command=options.command)
+
+
+# ---------------------------------------------------------------------------
+# --replay --judge: a PR's rounds decided by this checkout (the default branch's, in pr-comment.yml)
+# ---------------------------------------------------------------------------
+
+
+def judge_files(environment: Mapping[str, Any]) -> tuple[Path, Path | None]:
+    """This checkout's thresholds file and noise model for the runner a record names.
+
+    The runner whose model this checkout keeps (``ci/speed_noise_<runner>.json``, its ``runner.gpu`` the
+    record's GPU) uses that model and the thresholds file of the same suffix (an H200: ``ci/speed_noise_h200.json``,
+    ``ci/speed_thresholds_h200.json``, the pair its gate is run with); any other runner the defaults, which the
+    MI355X runner's gate reads (``ci/speed_thresholds.json``, ``ci/speed_noise.json`` once it exists).
+    """
+    gpu = runner_identity(environment).get("gpu")
+    for noise in sorted((REPO_ROOT / NOISE_PATH).parent.glob("speed_noise_*.json")):
+        thresholds = noise.with_name(noise.name.replace("speed_noise_", "speed_thresholds_", 1))
+        if gpu is not None and thresholds.is_file() and load_noise_model(noise).runner.get("gpu") == gpu:
+            return thresholds, noise
+    default = REPO_ROOT / NOISE_PATH
+    return REPO_ROOT / THRESHOLDS_PATH, default if default.is_file() else None
+
+
+def run_judge(options: SpeedOptions, record: Mapping[str, Any]) -> int:
+    """The record's raw rounds decided as this checkout's gate would decide them; nothing the record decided is used.
+
+    Taken from the record: what was measured (the benchmarks and their status, the rounds, the environment, the
+    correctness checks). Not taken: its plan, exclusion rule, thresholds, noise model, calibrations, verdicts,
+    decisions and why its measuring stopped -- each of those is this checkout's (or --thresholds/--noise/--plan,
+    files the judge names). A benchmark the plan has not decided at the end of the record is inconclusive, and an
+    inconclusive benchmark fails the judged verdict: a record cut short (or measured under a looser plan) is never
+    green.
+    """
+    environment = record.get("environment") or {}
+    thresholds_file, noise_file = judge_files(environment)
+    where = lambda path: f"{path.relative_to(REPO_ROOT)} of this checkout (--judge)"  # noqa: E731
+    thresholds = options.thresholds or replace(load_thresholds(thresholds_file), source=where(thresholds_file))
+    choice = ModelChoice(None,
+                         ["--plan noise=off: each benchmark's own rounds decide"] if not options.use_noise else [])
+    noise_path = options.noise or noise_file
+    if options.use_noise and noise_path is not None:
+        model = replace(load_noise_model(noise_path), source=str(options.noise) if options.noise else where(noise_path))
+        usable, notes = identity_check(model, environment)
+        choice = ModelChoice(model if usable else None, notes)
+    rule = options.exclusion_rule()  # this checkout's rule over the raw states the rounds carry
+    entries = entries_of(record)
+    gated = [e.benchmark.id for e in entries if e.status is Status.GATED]
+    plan = options.plan_for(len(gated), model=choice.model is not None)
+    view = (run_noise(choice.model, rule, plan.guard_level, gated, record["rounds"]) if choice.model is not None
+            else None)
+    default_calibrations = REPO_ROOT / CALIBRATION_PATH
+    calibrations = (dict(options.calibrations) if options.calibrations is not None
+                    else load_calibrations(default_calibrations) if default_calibrations.is_file() else {})
+    restart = (record.get("engine") or {}).get("restart_every") or 4
+
+    def decide(ran_out: Stop) -> list[BenchmarkResult]:
+        return [decide_entry(e, record["rounds"], thresholds, plan, rule, calibrations, ran_out=ran_out,
+                             noise=view.rounds_noise(e.benchmark.id) if view else None, restart_every=restart)
+                for e in entries]
+
+    results = decide(Stop.END_OF_RECORD)
+    # Failed by this judge's own decisions (a regression, a wrong result): those left undecided were not needed.
+    if any(r.status is Status.WRONG_RESULT or r.verdict is Verdict.REGRESSION for r in results):
+        results = decide(Stop.PR_FAILED)
+    for note in choice.notes:
+        log(f"speed_gate: {note}")
+    judged = {"by": "this checkout's gate (--judge)", "thresholds": thresholds.source,
+              "noise_model": None if choice.model is None else choice.model.source,
+              "recorded": {"verdict": record.get("verdict"), "exit_code": record.get("exit_code"),
+                           "thresholds": (record.get("thresholds") or {}).get("source")}}
+    context = Context(mode="replay", plan=plan, rule=rule, thresholds=thresholds, base=record.get("base") or {},
+                      head=record.get("head") or {}, environment=environment, device=record.get("device", "?"),
+                      timing=record.get("timing_overrides") or {}, round_limit=record.get("round_limit"),
+                      calibrations=calibrations, wall_s=record.get("wall_s") or 0.0,
+                      extra={"replayed_from": str(options.replay), "sides": list(SIDES), "engine": record.get("engine"),
+                             "judged": judged, **noise_record(choice, view, gated)})
+    return finish(context, results, record.get("correctness", []), record["rounds"], fail_on_inconclusive=True,
+                  json_path=options.json, plot_path=options.plot, command=options.command)
+
+
+def _replay_rates(options: SpeedOptions, record, entries, plan, rule, thresholds, view: RunNoise | None = None) -> int:
+    assert options.decisions is not None  # the caller's condition
+    rates = {}
+    for e in entries:
+        if e.status is not Status.GATED:
+            continue
+        threshold, _ = thresholds.lookup(e.benchmark.id)
+        rounds = [p.round for p in paired_rounds(record["rounds"], e.benchmark.id, *SIDES, rule)]
+        rates[e.benchmark.id], _ = paired.replay(rounds, threshold, plan, options.decisions,
+                                                 view.rounds_noise(e.benchmark.id) if view else None)
+    markdown = rates_markdown(rates,
+                              [f"record `{options.replay}` · {len(record['rounds'])} recorded rounds · disjoint: "
+                                      "rounds consumed in time order, no round in two decisions",
+                               f"plan: {plan_text(plan)}"])
+    print(markdown)
+    append_step_summary(markdown)
+    if options.json is not None:
+        write_json_atomic(options.json,
+                          {"schema": RATES_SCHEMA, "replayed_from": str(options.replay), "sides": list(SIDES),
+                                         "plan": plan.to_json(), "exclusion": rule.to_json(),
+                           "thresholds": thresholds.to_json(),
+                                         "disjoint": True, "rates": {k: r.to_json() for k, r in rates.items()}})
+    return 0

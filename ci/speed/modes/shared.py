@@ -1,0 +1,304 @@
+"""What the speed gate's modes share: both surveys, the round loop, the thresholds and calibrations to use.
+
+ci.speed.gate is the command line (it checks every option into a
+ci.speed.options.SpeedOptions); this module opens the warm workers (ci.speed.engine.warm_engine),
+asks them for the surveys, runs rounds until every gated benchmark is decided and
+decides each one (ci.speed.decide.verdict); ci.speed.modes holds the three modes and
+ci.speed.report.write writes what they found.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ci.common.commit_tree import REPO_ROOT
+from ci.speed.decide.codes import Status, Stop
+from ci.speed.decide.exclusion import ExclusionRule
+from ci.speed.decide.generations import RunNoise, run_noise
+from ci.speed.decide.noise_file import NOISE_PATH, ModelChoice, NoiseModel, identity_check, load_noise_model
+from ci.speed.decide.selection import Entry, Selection
+from ci.speed.decide.thresholds import THRESHOLDS_PATH, Thresholds, load_thresholds
+from ci.speed.decide.verdict import CALIBRATION_PATH, BenchmarkResult, decide_entry, load_calibrations
+from ci.speed.engine.devices import visible_gpu_count
+from ci.speed.engine.rounds import Side, SurveyFailed, rotating_order, survey_request
+from ci.speed.engine.survey import log
+from ci.speed.engine.warm_engine import MEASURE_TIMEOUT_S, SETUP_TIMEOUT_S, START_TIMEOUT_S, WarmEngine
+from ci.speed.options import SpeedOptions
+from harness.paired.sequential import SequentialPlan
+from harness.paired.verdict import Verdict
+
+
+class GateError(RuntimeError):
+    """The gate cannot decide; the message says why (exit 2)."""
+
+
+# ---------------------------------------------------------------------------
+# measuring
+# ---------------------------------------------------------------------------
+
+
+def deadline(options: SpeedOptions, started: float) -> float | None:
+    """When the last round may start (time.time()), or None for no limit."""
+    return started + 60.0 * options.max_minutes if options.max_minutes else None
+
+
+def survey_both(sides: Mapping[str, Side | None], options: SpeedOptions, engine: WarmEngine,
+                pairs: Sequence[tuple[str, str]] | None = None) -> dict[str, dict[str, Any] | None]:
+    """Both surveys at once, asked of the warm workers that will measure (nothing is timed yet).
+
+    A side without kernels/ surveys as None. A base whose survey fails (its kernels do not import,
+    its worker dies) also surveys as None, with ``BASE_UNMEASURABLE`` saying why: the head's
+    benchmarks are then "new", so a change that fixes a broken base is not blocked by it. A head
+    whose survey fails is a harness error. ``pairs``: survey only these (kernel, config)s (None:
+    every selected one)."""
+    present = {name: side for name, side in sides.items() if side is not None}
+    request = survey_request(device=options.device, kernels=options.kernels, configs=options.configs,
+                             shapes=options.shapes, pairs=pairs)
+    log(f"speed_gate: surveying {' and '.join(sorted(present))} in the workers that will measure them")
+    answers = engine.survey({name: request for name in present}) if present else {}
+    surveys = {name: _survey_result(name, answers[name]) if name in present else None
+               for name in sides}
+    devices = {s["device"] for s in surveys.values() if s is not None and BASE_UNMEASURABLE not in s}
+    if len(devices) > 1:
+        raise GateError(f"the sides resolved different devices: {sorted(devices)}")
+    return surveys
+
+
+BASE_UNMEASURABLE = "base_unmeasurable"  # a survey's key: why the base could not be surveyed
+
+
+def _survey_result(name: str, answer: dict[str, Any] | Exception) -> dict[str, Any] | None:
+    """A worker's survey; a base whose worker could not survey is unmeasurable, a head a harness error."""
+    if not isinstance(answer, Exception):
+        return answer
+    if name != "base":
+        raise SurveyFailed(f"{name} survey: {answer}")
+    log(f"speed_gate: the base could not be surveyed; its benchmarks count as new: {name} survey: {answer}")
+    return {BASE_UNMEASURABLE: f"the base could not be surveyed ({_last_line(answer)})"}
+
+
+def _last_line(exc: Exception, limit: int = 300) -> str:
+    lines = str(exc).strip().splitlines()
+    return (lines[-1] if lines else type(exc).__name__)[:limit]
+
+
+def open_measurer(sides: Sequence[Side], options: SpeedOptions, deadline: float | None) -> WarmEngine:
+    """The warm workers that survey and measure ``sides`` (closing the engine ends every process it started).
+
+    Workers are replaced every ``restart_every`` rounds; benchmarks are spread over the GPUs of
+    ``--device cuda:LIST`` (default every visible GPU). The device may still be "auto" (the workers resolve it).
+    """
+    device = options.device
+    devices = (list(options.gpus) if options.gpus is not None
+               else list(range(visible_gpu_count() if device != "cpu" else 1)))
+    # Every read from a worker is bounded by what is left until ``deadline`` (--max-minutes; at least the grace,
+    # $MXFP4_SPEED_GRACE_S: ci.speed.engine.grace): a hanging kernel cannot hold the runner.
+    left = math.inf if deadline is None else max(options.grace_s, deadline - time.time())
+    return WarmEngine(sides, device=device, budget=options.timing_overrides, log=log,
+                      restart_every=options.restart_every, devices=devices, start_timeout_s=min(START_TIMEOUT_S, left),
+                      setup_timeout_s=min(SETUP_TIMEOUT_S, left),
+                      measure_timeout_s=min(MEASURE_TIMEOUT_S, left))
+
+
+def run_rounds(
+    sides: Sequence[Side],
+    selection: Selection,
+    measurer: WarmEngine | None,
+    *,
+    plan: SequentialPlan,
+    rule: ExclusionRule,
+    thresholds: Thresholds,
+    limit: int,
+    fixed: bool,
+    calibrations: Mapping[str, Any] | None = None,
+    deadline: float | None = None,
+    stop_when_failed: bool = False,
+    model: NoiseModel | None = None,
+    finish_by: float | None = None,
+) -> tuple[list[dict[str, Any]], list[BenchmarkResult], RunNoise | None]:
+    """Rounds until every gated benchmark is decided (or all ``limit`` of them when ``fixed``); then decide each.
+
+    ``measurer``: the engine that surveyed (:func:`open_measurer`); None when nothing can be measured
+    (no base). No round starts after ``deadline`` (time.time()), nor one that would end after
+    ``finish_by`` by the longest round so far: what is undecided then is inconclusive.
+    ``stop_when_failed``: no round starts once the PR has failed (a regression decided, or a wrong
+    result at head): its status is known, and the undecided benchmarks say so (Stop.PR_FAILED). With a
+    noise model (a plan whose variance is "model") each benchmark is decided as its pair completes, and a
+    regression also ends the round it was found in. Returns the rounds, the results and the run's noise view.
+    """
+    stop_when_failed = stop_when_failed and not fixed
+    use_model = model is not None and plan.variance == "model"
+    gated_ids = [b.id for b in selection.gated]
+    rounds: list[dict[str, Any]] = []
+    active = selection.gated
+    names = [s.name for s in sides]
+    out_of_time = pr_failed = False
+    base_failed: dict[str, str] = {}  # benchmark id -> why the base could not be measured
+    regressed: list[str] = []
+    restart = getattr(measurer, "restart_every", 4)
+
+    def noise_view(recorded: Sequence[Mapping[str, Any]]) -> RunNoise | None:
+        if not use_model or model is None:
+            return None
+        return run_noise(model, rule, plan.guard_level, gated_ids, recorded)
+
+    while active and len(rounds) < limit:
+        failing = regressed + [e.benchmark.id for e in selection.entries if e.status is Status.WRONG_RESULT]
+        if stop_when_failed and failing:
+            pr_failed = True
+            more = " ..." if len(failing) > 3 else ""
+            log(f"speed_gate: the PR fails ({', '.join(failing[:3])}{more}): no more rounds; {len(active)} "
+                "benchmark(s) not decided (--all-verdicts measures them to their verdicts)")
+            break
+        if deadline is not None and time.time() >= deadline:
+            out_of_time = True
+            log(f"speed_gate: the time budget is spent after {len(rounds)} rounds; "
+                f"{len(active)} benchmark(s) undecided")
+            break
+        longest = max((r.get("wall_s") or 0.0 for r in rounds), default=0.0)
+        if finish_by is not None and rounds and time.time() + longest > finish_by:
+            out_of_time = True
+            log(f"speed_gate: a round takes up to {longest:.0f} s: no time for another within the budget after "
+                f"{len(rounds)} rounds")
+            break
+        i = len(rounds)
+        order = rotating_order(names, i)
+        log(f"speed_gate: round {i + 1}/{limit} ({' '.join(order)}): {len(active)} benchmark(s)")
+        after_pair = _pair_decider(i, order, rounds, active, noise_view(rounds), thresholds, plan, rule, restart) \
+            if use_model and stop_when_failed else None
+        assert measurer is not None  # a gated benchmark has both sides' workers
+        record = measurer.measure_round(order, active, round_index=i, after_pair=after_pair).to_json()
+        for proc in record["processes"]:
+            for bench_id, rec in proc["records"].items():
+                if "error" in rec and not rec.get("busy") and not rec.get("wrong_result"):
+                    if proc["side"] != "base":
+                        raise GateError(f"{bench_id} failed at {proc['side']} in round {i + 1}: {rec['error']}")
+                    # Only the head's own failures fail: a base that raises makes the benchmark new.
+                    base_failed.setdefault(bench_id, f"base raised in round {i + 1}: {rec['error']}")
+                    log(f"speed_gate:   {bench_id}: {base_failed[bench_id]} -> new (not gated)")
+        rounds.append(record)
+        wrong = selection.mark_wrong_at_shape(record)  # a wrong output at the timed shape: never a speed
+        for bench_id in sorted(wrong):
+            log(f"speed_gate:   {bench_id}: {next(e for e in selection.entries if e.benchmark.id == bench_id).note}")
+        view = noise_view(rounds)
+        measured = set(record.get("sequence") or [b for p in record["processes"] for b in p["records"]])
+        still = []
+        for bench in (b for b in active if b.id not in wrong):
+            if bench.id in base_failed:
+                continue
+            if bench.id not in measured:  # the round stopped before it (the PR had failed): nothing new to decide
+                still.append(bench)
+                continue
+            result = decide_entry(Entry(bench, Status.GATED), rounds, thresholds, plan, rule,
+                                  noise=view.rounds_noise(bench.id) if view else None, restart_every=restart,
+                                  with_resolvable=False)
+            d = result.decision
+            assert d is not None  # a gated entry always has a decision
+            est = d.estimate
+            interval = f"[{est.low:.4f}, {est.high:.4f}]" if est.bounded else "[unbounded]"
+            state = f"{d.verdict.value.upper()}" if d.complete else f"next look at {d.next_look} usable rounds"
+            log(f"speed_gate:   {bench.id}: head/base {est.point:.4f} {interval}, {d.rounds_used} usable, "
+                f"{d.rounds_excluded} excluded -> {state}")
+            if d.complete and d.verdict is Verdict.REGRESSION:
+                regressed.append(bench.id)
+            if fixed or not d.complete:
+                still.append(bench)
+        if view is not None and view.first_fire is not None and view.first_fire["round_index"] == i:
+            fire = view.first_fire
+            log(f"speed_gate: the rounds are noisier than the noise model allows (variance ratio "
+                f"{fire['ratio']:.2f} over {fire['df']} df, anytime p {fire['p']:.2g}): each benchmark's own rounds "
+                "decide from here on")
+        active = still
+    ran_out = (Stop.PR_FAILED if pr_failed else Stop.TIME_BUDGET if out_of_time else Stop.FIXED_ROUNDS if fixed
+               else Stop.ROUND_BUDGET)
+    entries = [Entry(e.benchmark, Status.NEW, base_failed[e.benchmark.id]) if e.benchmark.id in base_failed else e
+               for e in selection.entries]
+    view = noise_view(rounds)
+    results = [decide_entry(e, rounds, thresholds, plan, rule, calibrations or {}, ran_out=ran_out,
+                            noise=view.rounds_noise(e.benchmark.id) if view else None,
+                            restart_every=restart) for e in entries]
+    return rounds, results, view
+
+
+def _pair_decider(index: int, order: Sequence[str], rounds: Sequence[Mapping[str, Any]], active: Sequence[Any],
+                  view: RunNoise | None, thresholds: Thresholds, plan: SequentialPlan, rule: ExclusionRule,
+                  restart: int) -> Callable[[str, dict[str, Any]], bool]:
+    """The engine's after_pair for round ``index``: decide the benchmark whose pair just completed; True (stop
+    the round) when it is a regression: the PR has failed. ``view``: the noise model's view of ``rounds``."""
+    partial: dict[str, Any] = {"index": index, "order": list(order),
+                               "processes": [{"side": s, "records": {}} for s in order], "sequence": []}
+    by_id = {b.id: b for b in active}
+
+    def after_pair(bench_id: str, records: dict[str, Any]) -> bool:
+        for proc in partial["processes"]:
+            proc["records"][bench_id] = records.get(proc["side"])
+        partial["sequence"].append(bench_id)
+        if view is not None:
+            view.add_pair(index, bench_id, records)
+        if any("error" in (r or {}) for r in records.values()) or bench_id not in by_id:
+            return False  # a failed or wrong timing: the round's end decides what it means
+        result = decide_entry(Entry(by_id[bench_id], Status.GATED), [*rounds, partial], thresholds, plan, rule,
+                              noise=view.rounds_noise(bench_id) if view else None, restart_every=restart,
+                              with_resolvable=False)
+        if result.decision is not None and result.decision.complete and result.decision.verdict is Verdict.REGRESSION:
+            log(f"speed_gate:   {bench_id}: REGRESSION in round {index + 1}: the PR fails; the rest of the round is "
+                "not measured")
+            return True
+        return False
+
+    return after_pair
+
+
+def noise_model_for(options: SpeedOptions, head_tree: Path, environment: Mapping[str, Any]) -> ModelChoice:
+    """The noise model this run decides with: --noise, else the head's file, else this checkout's; None with why not."""
+    if not options.use_noise:
+        return ModelChoice(None, ["--plan noise=off: each benchmark's own rounds decide (the plan before issue 29)"])
+    if options.noise is not None:
+        path, where = options.noise, str(options.noise)
+    elif (head_tree / NOISE_PATH).exists():
+        path, where = head_tree / NOISE_PATH, f"{NOISE_PATH} of the head"
+    elif (REPO_ROOT / NOISE_PATH).exists():
+        path, where = REPO_ROOT / NOISE_PATH, f"{NOISE_PATH} of this checkout (the head has none)"
+    else:
+        return ModelChoice(None, [f"no noise model for this runner ({NOISE_PATH}): each benchmark's own rounds decide"])
+    model = replace(load_noise_model(path), source=where)
+    usable, notes = identity_check(model, environment)
+    return ModelChoice(model if usable else None, notes)
+
+
+def thresholds_for(options: SpeedOptions, head_tree: Path) -> Thresholds:
+    """--thresholds, else the head's file (a threshold change is reviewed in the PR), else this checkout's."""
+    if options.thresholds is not None:
+        return options.thresholds
+    path = head_tree / THRESHOLDS_PATH
+    if path.exists():
+        return replace(load_thresholds(path), source=f"{THRESHOLDS_PATH} of the head")
+    return replace(load_thresholds(REPO_ROOT / THRESHOLDS_PATH),
+                   source=f"{THRESHOLDS_PATH} of this checkout (the head has none)")
+
+
+def calibrations_for(options: SpeedOptions, head_tree: Path) -> Mapping[str, Any]:
+    if options.calibrations is not None:
+        return options.calibrations
+    path = head_tree / CALIBRATION_PATH
+    return load_calibrations(path) if path.exists() else {}
+
+
+def noise_record(choice: ModelChoice, view: RunNoise | None, ids: Sequence[str]) -> dict[str, Any]:
+    """The record's "noise": the model the run decided with (enough to replay it: the gated ``ids``' entries),
+    why (not), and the guard."""
+    if choice.model is None:
+        return {"noise": {"model": None, "notes": list(choice.notes)}} if choice.notes else {}
+    return {"noise": {"model": choice.model.used_json(ids), "notes": list(choice.notes),
+                      "guard": view.summary() if view is not None else None}}
+
+
+def engine_options(options: SpeedOptions) -> dict[str, Any]:
+    """How the warm workers measured, as the record keeps it ("engine" is always "warm" since issue 28)."""
+    return {"engine": "warm", "restart_every": options.restart_every,
+            "gpus": list(options.gpus) if options.gpus is not None else None}

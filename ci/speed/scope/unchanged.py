@@ -1,0 +1,264 @@
+"""The gate's change-aware selection: the benchmarks with identical code at base and head, before any GPU time.
+
+From the decision data of ci.speed.scope.fingerprints (or the CPU job's ``--changes`` file) for the runner's
+arch: a (kernel, config) whose fingerprint is identical has every benchmark "unchanged (identical code)", not
+surveyed, not measured, a pass; the others are measured, each saying why. Also what the skips saved and what
+the measuring cost (:func:`cost_record`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ci.common.json_file import JsonFileError, read_json
+from ci.common.options import name_matches
+from ci.speed.decide.codes import Status
+from ci.speed.decide.selection import Entry
+from ci.speed.engine.rounds import Benchmark
+from ci.speed.engine.survey import parse_shape
+from ci.speed.scope.summary import SCHEMA, estimated_cost_s
+
+_ID = re.compile(r"^(?P<kernel>[^\[]+)\[(?P<config>[^\]]*)\]/(?P<shape>.+)$")
+IDENTICAL = "IDENTICAL"  # ci.common.code_fingerprint.Outcome.IDENTICAL.name, as the JSON keeps it
+REMOVED = "REMOVED"  # Outcome.REMOVED.name: at base only
+REMOVED_NOTE = "removed at head"
+
+
+class ChangesFileError(ValueError):
+    """A --changes file that cannot be used: unreadable, another schema, other commits, or without the arch."""
+
+
+@dataclass
+class CodeDecision:
+    """Per selected (kernel, config) on the arch: identical or not, and the words for it."""
+
+    arch: str | None
+    how: str  # how the arch was found, and where the fingerprints came from
+    pairs: dict[tuple[str, str], tuple[bool, str]] = field(default_factory=dict)  # -> (identical, describe())
+    listed: list[Benchmark] = field(default_factory=list)  # the benchmarks the fingerprints list on the arch
+    removed: list[Benchmark] = field(default_factory=list)  # the base's benchmarks on the arch that the head lacks
+    data: Mapping[str, Any] = field(default_factory=dict)  # the decision data (code_changes, registered, ...)
+    measure_identical: bool = False
+
+    @property
+    def identical_pairs(self) -> set[tuple[str, str]]:
+        return set() if self.measure_identical else {p for p, (same, _) in self.pairs.items() if same}
+
+    def why_measured(self, kernel: str, config: str) -> str:
+        if self.arch is None:
+            return f"measure: the runner's arch is unknown ({self.how})"
+        same, text = self.pairs.get((kernel, config), (False, "measure: not fingerprinted on this arch"))
+        return "measured (--measure-identical): " + text if same else text
+
+
+def load_changes(path: Path) -> dict[str, Any]:
+    try:
+        data = read_json(path, f"--changes {path}")
+    except JsonFileError as exc:
+        raise ChangesFileError(str(exc)) from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise ChangesFileError(f"--changes {path}: not a {SCHEMA} file (python -m ci.speed.changes --json)")
+    if data.get("error"):
+        raise ChangesFileError(f"--changes {path}: the CPU job failed: {data['error']}")
+    return data
+
+
+def check_changes_commits(data: Mapping[str, Any], path: Path, base_sha: str, head_sha: str) -> None:
+    """The file must be of this comparison: the same merge-base and head."""
+    for side, expected in (("base", base_sha), ("head", head_sha)):
+        if data.get(side) != expected:
+            raise ChangesFileError(f"--changes {path}: its {side} is {str(data.get(side))[:12]}, this gate's {side} is "
+                                   f"{expected[:12]}: fingerprints of other commits")
+
+
+def decision_from_data(data: Mapping[str, Any], arch: str, how: str, measure_identical: bool) -> CodeDecision:
+    """The per-(kernel, config) decision for ``arch`` from decision data (ci.speed.scope.summary.report_data)."""
+    results = (data.get("by_arch") or {}).get(arch)
+    if results is None:
+        raise ChangesFileError(f"the changes data has no fingerprints for {arch} "
+                               f"(it has {', '.join(data.get('archs') or [])})")
+    pairs: dict[tuple[str, str], tuple[bool, str]] = {}
+    for bench_id, result in results.items():
+        match = _ID.match(bench_id)
+        if match is None:
+            continue
+        if result["outcome"] == REMOVED:  # nothing at head to measure or skip: listed as removed instead
+            continue
+        key = (match["kernel"], match["config"])
+        same = result["outcome"] == IDENTICAL
+        if key not in pairs or not same:  # any non-identical benchmark of the pair measures the pair
+            pairs[key] = (same and pairs.get(key, (True, ""))[0], result["summary"])
+    listed = [Benchmark.from_json(b) for b in (data.get("benchmarks_by_arch") or {}).get(arch, [])]
+    removed = [Benchmark.from_json(b) for b in (data.get("removed_by_arch") or {}).get(arch, [])]
+    return CodeDecision(arch, how, pairs, listed, removed, data, measure_identical)
+
+
+def unchanged_entries(decision: CodeDecision, kernels: Sequence[str], configs: Sequence[str],
+                      shapes: Sequence[str]) -> list[Entry]:
+    """The selected benchmarks of identical (kernel, config)s, named as a survey would name them."""
+    identical = {p for p in decision.identical_pairs if name_matches(p[0], kernels) and name_matches(p[1], configs)}
+    runs_here = [b for b in decision.listed if (b.kernel, b.config) in identical]
+    if shapes:  # as ci.speed.engine.survey._shapes: MxNxK is a shape of its own; a name must be one the arch lists
+        names = {b.shape: b for b in decision.listed}
+        chosen = []
+        for text in dict.fromkeys(shapes):
+            mnk = parse_shape(text)
+            if mnk is not None:
+                chosen.append(("x".join(map(str, mnk)), mnk))
+            elif text in names:
+                chosen.append((text, (names[text].m, names[text].n, names[text].k)))
+        pairs = dict.fromkeys((b.kernel, b.config) for b in runs_here)
+        runs_here = [Benchmark(k, c, name, *mnk) for k, c in pairs for name, mnk in chosen]
+    why = f"the same {decision.arch} speed fingerprint at base and head"
+    return [Entry(b, Status.UNCHANGED_IDENTICAL, why) for b in runs_here]
+
+
+def removed_entries(decision: CodeDecision, kernels: Sequence[str], configs: Sequence[str],
+                    shapes: Sequence[str]) -> list[Entry]:
+    """The selected benchmarks the base has on the arch and the head does not: "removed", never measured.
+
+    The gate adds them when its survey is narrowed to the changed (kernel, config)s, which leaves them out.
+    """
+    wanted = {s for text in shapes for s in (text, "x".join(map(str, parse_shape(text) or ())))}
+    return [Entry(b, Status.REMOVED, f"{REMOVED_NOTE} ({decision.arch})") for b in decision.removed
+            if name_matches(b.kernel, kernels) and name_matches(b.config, configs)
+            and (not shapes or b.shape in wanted or f"{b.m}x{b.n}x{b.k}" in wanted)]
+
+
+def measured_pairs(decision: CodeDecision, kernels: Sequence[str],
+                   configs: Sequence[str]) -> list[tuple[str, str]] | None:
+    """The (kernel, config)s to survey and measure; None: every selected one (no decision to go by)."""
+    if decision.arch is None or decision.measure_identical:
+        return None
+    return sorted(p for p in decision.pairs if p not in decision.identical_pairs
+                  and name_matches(p[0], kernels) and name_matches(p[1], configs))
+
+
+# ---------------------------------------------------------------------------
+# what it saved and what it cost
+# ---------------------------------------------------------------------------
+
+
+def measured_costs(rounds: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """``{benchmark id: seconds}``: each measuring process's wall time shared equally by the benchmarks it timed.
+
+    The same form ci.speed.changes --costs reads (it takes the record's "costs").
+    """
+    costs: dict[str, float] = {}
+    for rnd in rounds:
+        for proc in rnd["processes"]:
+            ids = list(proc["records"])
+            for bench_id in ids:
+                costs[bench_id] = costs.get(bench_id, 0.0) + proc["wall_s"] / len(ids)
+    return {k: round(v, 2) for k, v in costs.items()}
+
+
+def rounds_measured(rounds: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """``{benchmark id: rounds it was measured in}``: the rounds to its verdict (a decided one is measured no more)."""
+    counts: dict[str, int] = {}
+    for rnd in rounds:
+        for bench_id in {b for proc in rnd["processes"] for b in proc["records"]}:
+            counts[bench_id] = counts.get(bench_id, 0) + 1
+    return counts
+
+
+def cost_record(decision: CodeDecision | None, skipped: Sequence[Entry], rounds: Sequence[Mapping[str, Any]],
+                removed: Sequence[Entry] = ()) -> dict[str, Any]:
+    """The JSON record's "code" and "costs" parts: what was skipped, the seconds saved (estimated) and spent."""
+    from ci.speed.engine.rounds import cost_summary
+
+    summary = cost_summary(rounds)  # the one tally of the rounds' seconds; the report's "GPU runner" line reads it too
+    spent = summary["startup_s"] + summary["measure_s"]
+    saved = {e.benchmark.id: round(estimated_cost_s(e.benchmark.m, e.benchmark.n, e.benchmark.k), 1) for e in skipped}
+    return {
+        "code": None if decision is None else {
+            "arch": decision.arch, "how": decision.how, "measure_identical": decision.measure_identical,
+            "decisions": {f"{k}[{c}]": text for (k, c), (_, text) in sorted(decision.pairs.items())},
+            "code_changes": list(decision.data.get("code_changes") or []),
+        },
+        "skipped_identical": [e.benchmark.id for e in skipped],
+        "removed_at_head": [e.benchmark.id for e in removed],
+        "gpu_seconds_saved_estimated": round(sum(saved.values()), 1),
+        "gpu_seconds_spent": round(spent, 1),
+        "costs": measured_costs(rounds),
+        "rounds_to_verdict": rounds_measured(rounds),
+    }
+
+
+def cost_lines(record: Mapping[str, Any]) -> list[str]:
+    skipped = record["skipped_identical"]
+    # What the rounds spent is the "GPU runner" line of the run's header (ci.speed.report.write), from the same tally.
+    return [f"{len(skipped)} benchmark(s) unchanged (identical code), not measured: "
+            f"~{record['gpu_seconds_saved_estimated']:.0f} s of GPU runner saved (estimated)"]
+
+
+# ---------------------------------------------------------------------------
+# the gate's step
+# ---------------------------------------------------------------------------
+
+
+def code_decision(options: Any, base_sha: str, head_sha: str, base_tree: Path | None, head_tree: Path,
+                  log: Any = lambda line: None) -> CodeDecision:
+    """Fingerprint both trees for the runner's arch (or read --changes) and decide per (kernel, config).
+
+    Nothing here starts a child that touches the GPU: the fingerprint children compile on the CPU.
+    """
+    from ci.speed.scope.arch import resolve_arch
+
+    arch, how = resolve_arch(options.arch, options.device)
+    if arch is None:
+        log(f"speed_gate: the runner's arch is unknown ({how}): every benchmark is measured")
+        return CodeDecision(None, how, measure_identical=options.measure_identical)
+    if options.changes_data is not None:
+        check_changes_commits(options.changes_data, options.changes, base_sha, head_sha)
+        try:
+            return decision_from_data(options.changes_data, arch, f"{arch} ({how}); fingerprints from --changes "
+                                      f"{options.changes}", options.measure_identical)
+        except ChangesFileError as exc:
+            raise ChangesFileError(f"--changes {options.changes}: {exc}") from None
+    import time
+
+    from ci.speed.scope.fingerprints import decide, fingerprint_sides
+
+    started = time.perf_counter()
+    base, head = fingerprint_sides(base_tree, head_tree, [arch], log=lambda line: log(f"  [fingerprint] {line}"))
+    data = decide(base_sha, head_sha, base, head, started=started)
+    log(f"speed_gate: fingerprints for {arch} in {data['fingerprint_seconds']:.0f} s")
+    return decision_from_data(data, arch,
+                              f"{arch} ({how}); fingerprints computed in {data['fingerprint_seconds']:.0f} s",
+                              options.measure_identical)
+
+
+def preface_lines(decision: CodeDecision | None, measured: Sequence[tuple[str, str]] | None, costs: Mapping[str, Any],
+                  dependency_changes: Sequence[str] = ()) -> list[str]:
+    """Above the verdict: the arch, what each measured (kernel, config) changed, the ISA and resource diffs, the costs.
+
+    ``measured == []`` (every selected benchmark has identical code): the code line and one line of what it saved.
+    """
+    from ci.speed.scope.dependencies import warning_lines
+
+    if decision is None:
+        return warning_lines(list(dependency_changes))
+    lines = [f"**Code** for {decision.arch or 'an unknown arch'}: {decision.how}"
+             + (" · --measure-identical: identical code measured too" if decision.measure_identical else ""), ""]
+    lines += warning_lines(list(dependency_changes))
+    if measured == []:
+        removed = len(costs.get("removed_at_head") or [])
+        gone = f" ({removed} removed at head)" if removed else ""
+        return lines + [f"every selected benchmark has identical code{gone}: nothing measured, 0 GPU seconds, "
+                        f"~{costs['gpu_seconds_saved_estimated']:.0f} s saved (estimated)", ""]
+    if decision.arch is not None:
+        from harness.report import markdown_table
+
+        shown = sorted(decision.pairs) if measured is None else measured
+        rows = [{"kernel[config]": f"{k}[{c}]", "code": decision.why_measured(k, c)} for k, c in shown]
+        lines += [markdown_table(rows, empty="_every selected kernel[config] has identical code: nothing is measured_"),
+                  ""]
+        from ci.speed.scope.summary import code_changes_lines
+
+        lines += code_changes_lines(decision.data.get("code_changes") or [])
+    return lines + cost_lines(costs) + [""]

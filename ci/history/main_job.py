@@ -6,7 +6,7 @@
     python -m ci.history --commits 1 --tracks gpu --push-results --remeasure   # the scheduled run (drift)
 
 Steps (numbered ``[k/n]`` on stderr; asv's and pip's own output goes to ``.asv/main_job.log``, written as
-it goes, and the screen gets asv's progress: a bar on a terminal, a line per quarter or minute in CI; ci.history.progress):
+it goes, and the screen gets asv's progress: a bar on a terminal, a line per quarter or minute in CI; ci.history.measure.progress):
 
 1. Before any work: every option is checked (this module, the front: ``--json``
    writable, ``--commits`` >= 1, ``--results-remote`` only with ``--push-results``,
@@ -16,12 +16,12 @@ it goes, and the screen gets asv's progress: a bar on a terminal, a line per qua
 2. Fingerprint this machine in a child process (GPU, driver, stack, which kernels
    run here): the asv machine ``<host>-<gpu>``.
 3. Results: every file under ``.asv/results`` is validated; an unreadable one is
-   moved to ``.asv/quarantine/`` with a message (ci.history.results). The results
+   moved to ``.asv/quarantine/`` with a message (ci.history.results.folder). The results
    branch (``asv-results``) is fetched and merged in. Measurements a killed run
    finished but asv never saved are marked for reuse.
-4. ``--tracks`` (ci.history.tracks): ``gpu`` the GEMM timings of this machine, ``cpu``
+4. ``--tracks`` (ci.history.measure.tracks): ``gpu`` the GEMM timings of this machine, ``cpu``
    the compile-only resource counts (asv machine ``compile-only``, no GPU), ``all`` both.
-   The timing track first fingerprints each commit on the CPU (ci.history.identical):
+   The timing track first fingerprints each commit on the CPU (ci.history.measure.identical):
    a commit whose code equals a measured commit's on this machine is not measured, its
    results are that commit's, copied with the note "identical code to <sha12>: not
    re-measured" (``--remeasure``: measure the newest anyway). Then ``asv run`` over the
@@ -36,17 +36,17 @@ it goes, and the screen gets asv's progress: a bar on a terminal, a line per qua
 5. This machine's results and records are committed to the results branch
    (GitPython, never touching the work tree); with ``--push-results`` pushed, and on
    a rejection (another runner pushed first) rebuilt on the new tip and pushed
-   again (ci.history.results_branch).
+   again (ci.history.branch.results_branch).
 6. ``asv publish`` from the results (the branch's, all machines); the plug-in
-   ci.history.asv_html makes the page work offline, on GitHub Pages, and as a file. It is
+   ci.history.site.asv_html makes the page work offline, on GitHub Pages, and as a file. It is
    published into a scratch folder and copied into the html folder file by file, so a running
    ``asv preview`` keeps serving it.
 
 Output: a Markdown summary of this run's measurements (time, TFLOPS, flags,
 resources, failures) on stdout, its tables cut to a few rows (every row in the log file and
 $GITHUB_STEP_SUMMARY); ``--json PATH``.
-The work itself is ci.history.run (asv driven by ci.history.asv_driver, the
-branch by ci.history.branch_sync); it takes the checked options, never ``argv``.
+The work itself is ci.history.run (asv driven by ci.history.measure.asv_driver, the
+branch by ci.history.branch.branch_sync); it takes the checked options, never ``argv``.
 
 Exit: 0 recorded (or nothing new: every commit already measured); 1 the newest commit failed to build or a benchmark of it
 failed (older commits' failures are listed: they are history); 2 the harness
@@ -67,8 +67,8 @@ from typing import Sequence
 from ci.common import options as common_options
 from ci.common.options import OptionsError
 from ci.history import run
+from ci.history.branch.results_branch import BRANCH
 from ci.history.options import DEFAULT_RESULTS_REMOTE, LAUNCH_METHODS, TRACKS, HistoryOptions
-from ci.history.results_branch import BRANCH
 
 _DEFAULTS = {f.name: f.default for f in fields(HistoryOptions)}
 

@@ -16,14 +16,18 @@ from typing import Any, Sequence
 
 from asv_bench import records
 from ci.common import gitutil, job_process
-from ci.history import asv_driver, branch_sync, machine_info, machine_spread, regressions, site_build, store, track_steps, tracks
-from ci.history import results as history_results
-from ci.history import summary as history_summary
-from ci.history.ledger import Ledger
+from ci.history.branch import branch_sync
+from ci.history.branch.results_branch import BRANCH, BranchError, ResultsBranch
+from ci.history.measure import asv_driver, machine_info, track_steps, tracks
+from ci.history.measure import summary as history_summary
+from ci.history.measure.progress import Steps
 from ci.history.messages import HarnessError, log, log_detail, log_to
 from ci.history.options import HistoryOptions, SiteOptions
-from ci.history.progress import Steps
-from ci.history.results_branch import BRANCH, BranchError, ResultsBranch
+from ci.history.results import folder as history_results
+from ci.history.results import store
+from ci.history.results.ledger import Ledger
+from ci.history.site import site_build
+from ci.history.trends import machine_spread, regressions
 from harness.report import append_step_summary, write_json_atomic
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

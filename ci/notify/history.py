@@ -2,7 +2,7 @@
 
 history.yml's site-build job uploads it as the artifact ``history-changes``: per
 machine, the change points of each GEMM benchmark's TFLOPS history
-(ci.history.regressions.CommitChange.to_json) and the drift guard's results
+(ci.history.trends.regressions.CommitChange.to_json) and the drift guard's results
 (Drift.to_json). Fields this module does not use are ignored; a field it uses with the
 wrong type is a RecordError naming its path (ci.notify.records.Reader).
 

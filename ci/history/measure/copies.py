@@ -36,22 +36,10 @@ class Copied:
     seconds_saved: float = 0.0  # the source's asv durations of those rows
 
 
-def _documents(results_dir: Path, machine: str, commit: str) -> list[tuple[Path, dict[str, Any]]]:
-    found = []
-    for path in sorted((results_dir / machine).glob(f"{commit[:8]}-*.json")):
-        try:
-            document = history_results.check_results_file(path, machine)
-        except history_results.InvalidFile:
-            continue
-        if document["commit_hash"] == commit:
-            found.append((path, document))
-    return found
-
-
 def copy_results(results_dir: Path, machine: str, source: str, target: str, target_date_ms: int, track: str, job: str) -> Copied:
     """Copy ``source``'s rows matching ``track`` (a regex) and their records to ``target``; see the module doc."""
     done = Copied()
-    for path, document in _documents(results_dir, machine, source):
+    for path, document in history_results.commit_documents(results_dir, machine, source):
         rows = {name: row for name, row in document["results"].items() if re.search(track, name)}
         if not rows:
             continue
@@ -81,10 +69,7 @@ def _existing(target_file: Path, machine: str, target: str, columns: list[str]) 
 
 
 def _copy_records(source_sidecar: Path, target_sidecar: Path, rows: dict[str, Any], source: str, job: str) -> int:
-    try:
-        entries = records.load(source_sidecar)
-    except records.CorruptSidecar:
-        return 0
+    entries = history_results.read_records(source_sidecar)
     wanted = {key: record for key, record in entries.items() if key.partition("(")[0] in rows}
     changes = {
         key: {**record, "identical_to": record.get("identical_to") or source, "copied_by": job,
@@ -107,7 +92,7 @@ def _duration(row: list[Any], columns: list[str]) -> float:
 def benchmark_seconds(results_dir: Path, machine: str, commit: str, track: str, since_ms: float) -> float:
     """asv's wall seconds of the ``track`` rows of ``commit`` that ran at or after ``since_ms`` (this run)."""
     total = 0.0
-    for _, document in _documents(results_dir, machine, commit):
+    for _, document in history_results.commit_documents(results_dir, machine, commit):
         columns = document["result_columns"]
         for name, row in document["results"].items():
             started = dict(zip(columns, row)).get("started_at")

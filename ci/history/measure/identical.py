@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from asv_bench import records
 from ci.common import code_fingerprint, gitutil
-from ci.history.results import store
+from ci.history.results import folder, store
 
 Fingerprints = dict[str, dict[str, str] | None]  # asv key -> {part: digest}, None when a part is unknown
 
@@ -114,11 +114,7 @@ def stamp(results_dir: Path, machine: str, commit: str, fingerprints: Fingerprin
     """Write each fingerprint into the record of this job's measurement of it; returns how many were stamped."""
     stamped = 0
     now = time.time()
-    for sidecar in sorted((results_dir / machine).glob(f"{commit[:8]}-*{records.SUFFIX}")):
-        try:
-            entries = records.load(sidecar)
-        except records.CorruptSidecar:
-            continue
+    for sidecar, entries in folder.sidecars(results_dir, machine, commit[:8]):
         changes = {
             key: {**record, "fingerprint": fingerprints[key], "fingerprint_at": now}
             for key, record in entries.items()

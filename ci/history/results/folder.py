@@ -29,7 +29,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Container, Iterator
 
 from asv_bench import records
 
@@ -40,6 +40,58 @@ BENCHMARKS_API_VERSION = 2  # asv.benchmarks.Benchmarks.api_version
 
 class InvalidFile(ValueError):
     """A file under the results directory that asv (or the records reader) cannot use; the message says why."""
+
+
+# ---------------------------------------------------------------------------
+# reading: every other module reads the results folder through these
+# ---------------------------------------------------------------------------
+
+
+def machine_dirs(results_dir: Path) -> list[Path]:
+    """Each machine's folder under ``results_dir``, sorted; none where the folder does not exist."""
+    return sorted(p for p in results_dir.iterdir() if p.is_dir()) if results_dir.is_dir() else []
+
+
+def machine_json(results_dir: Path, machine: str) -> dict[str, Any] | None:
+    """A machine's ``machine.json``, or None where it is missing or unreadable."""
+    try:
+        data = json.loads((results_dir / machine / "machine.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def commit_documents(results_dir: Path, machine: str, commit: str) -> list[tuple[Path, dict[str, Any]]]:
+    """Each sound results file of ``commit`` on ``machine`` with its document (an unsound one is left out:
+    :func:`validate_tree` quarantines it)."""
+    found = []
+    for path in sorted((results_dir / machine).glob(f"{commit[:8]}-*.json")):
+        try:
+            document = check_results_file(path, machine)
+        except InvalidFile:
+            continue
+        if document["commit_hash"] == commit:
+            found.append((path, document))
+    return found
+
+
+def read_records(sidecar: Path) -> dict[str, dict[str, Any]]:
+    """A sidecar's records; none where it is missing or corrupt (:func:`validate_tree` quarantines it)."""
+    try:
+        return records.load(sidecar) if sidecar.exists() else {}
+    except records.CorruptSidecar:
+        return {}
+
+
+def sidecars(
+    results_dir: Path, machine: str, prefix: str = "", stems: Container[str] | None = None
+) -> Iterator[tuple[Path, dict[str, dict[str, Any]]]]:
+    """Each readable sidecar of ``machine`` whose name starts with ``prefix`` (and whose first 8 characters, a
+    commit's, are in ``stems`` where given), with its records."""
+    for sidecar in sorted((results_dir / machine).glob(f"{prefix}*{records.SUFFIX}")):
+        if stems is None or sidecar.name[:8] in stems:
+            if entries := read_records(sidecar):
+                yield sidecar, entries
 
 
 # ---------------------------------------------------------------------------

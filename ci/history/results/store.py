@@ -116,23 +116,13 @@ def lines(points: Iterable[Point]) -> dict[tuple[str, str, str], list[Point]]:
 
 def read_commit(results_dir: Path, machine: str, commit: str) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], dict | None]:
     """(asv values by key, records by key, the results document or None) of one commit on ``machine``."""
-    folder = results_dir / machine
     values: dict[str, dict[str, Any]] = {}
     recs: dict[str, dict[str, Any]] = {}
     document = None
-    for path in sorted(folder.glob(f"{commit[:8]}-*.json")):
-        try:
-            checked = history_results.check_results_file(path, machine)
-        except history_results.InvalidFile:
-            continue
-        if checked["commit_hash"] == commit:
-            document = checked
-            values.update(history_results.values_by_key(checked))
-    for sidecar in sorted(folder.glob(f"{commit[:8]}-*{records.SUFFIX}")):
-        try:
-            recs.update(records.load(sidecar))
-        except records.CorruptSidecar:
-            continue
+    for _, document in history_results.commit_documents(results_dir, machine, commit):
+        values.update(history_results.values_by_key(document))
+    for _, entries in history_results.sidecars(results_dir, machine, commit[:8]):
+        recs.update(entries)
     return values, recs, document
 
 
@@ -200,12 +190,7 @@ def _summarize_file(path: Path, machine: str) -> dict[str, Any] | None:
         document = history_results.check_results_file(path, machine)
     except history_results.InvalidFile:
         return None  # ci.history.results.folder.validate_tree quarantines it, saying why
-    sidecar = records.sidecar_for_results_file(path)
-    try:
-        recs = records.load(sidecar) if sidecar.exists() else {}
-    except records.CorruptSidecar:
-        recs = {}
-    return summarize(document, recs)
+    return summarize(document, history_results.read_records(records.sidecar_for_results_file(path)))
 
 
 # ---------------------------------------------------------------------------
@@ -264,7 +249,7 @@ class Store:
         kept = {(m, s): (stamp, summary, prints) for m, s, stamp, summary, prints in self.db.execute(f"SELECT {columns} FROM {FILES}")
                 if machines is None or m in machines}
         seen = set()
-        folders = sorted(p for p in results_dir.iterdir() if p.is_dir()) if results_dir.is_dir() else []
+        folders = history_results.machine_dirs(results_dir)
         for machine_dir in folders:
             machine = machine_dir.name
             if machines is not None and machine not in machines:

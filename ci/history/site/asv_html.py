@@ -34,7 +34,6 @@ Imports asv (only asv loads it) and the standard library; not torch.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import os
 import re
@@ -48,7 +47,7 @@ from asv.publishing import OutputPublisher
 from asv.results import iter_results
 
 from asv_bench import records
-from ci.history.results import store
+from ci.history.results import folder, store
 from ci.history.site import asv_steps, offline_html
 from harness.report import write_json_atomic, write_text_atomic
 
@@ -212,15 +211,9 @@ def collect_notes(results_dir: Path, benchmarks: dict, revisions: dict[str, int]
     by_stem = {commit[:8]: commit for commit in revisions}
     per_benchmark: dict[str, dict] = defaultdict(lambda: defaultdict(dict))
     latest: dict[tuple[str, str], tuple[int, dict[str, dict]]] = {}  # (benchmark, machine) -> newest records
-    for machine_dir in sorted(p for p in results_dir.iterdir() if p.is_dir()) if results_dir.is_dir() else []:
-        for sidecar in sorted(machine_dir.glob("*" + records.SUFFIX)):
-            commit = by_stem.get(sidecar.name[:8])
-            if commit is None:
-                continue
-            try:
-                entries = records.load(sidecar)
-            except records.CorruptSidecar:
-                continue  # ci.history.main_job quarantines these; a plain asv publish just leaves them out
+    for machine_dir in folder.machine_dirs(results_dir):
+        for sidecar, entries in folder.sidecars(results_dir, machine_dir.name, stems=by_stem):
+            commit = by_stem[sidecar.name[:8]]
             unsaved = {k for k, r in entries.items() if not _is_saved(r, saved.get((machine_dir.name, commit, k)))}
             _add_records(per_benchmark, latest, machine_dir.name, commit, revisions[commit], entries, unsaved)
 
@@ -267,15 +260,8 @@ def _keep_newest_and_flagged(per_benchmark: dict, revisions: dict[str, int]) -> 
 
 def _machines_without_gpu(results_dir: Path) -> set[str]:
     """Machines whose machine.json (ci.history.measure.machine_info) says ``gpu: none``: a CPU-only machine, or compile-only."""
-    found = set()
-    for info in results_dir.glob("*/machine.json") if results_dir.is_dir() else []:
-        try:
-            gpu = str(json.loads(info.read_text()).get("gpu", ""))
-        except (OSError, ValueError, AttributeError):
-            continue
-        if gpu.startswith("none"):
-            found.add(info.parent.name)
-    return found
+    infos = {d.name: folder.machine_json(results_dir, d.name) or {} for d in folder.machine_dirs(results_dir)}
+    return {machine for machine, info in infos.items() if str(info.get("gpu", "")).startswith("none")}
 
 
 def _not_run_here(name: str, machine: str, without_gpu: set[str]) -> str | None:

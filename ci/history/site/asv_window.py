@@ -29,6 +29,7 @@ from typing import Iterable
 from asv_bench import records
 from ci.history.measure import asv_driver
 from ci.history.messages import HarnessError
+from ci.history.results import folder
 
 # The most commits asv's pages may show: asv writes each graph with every commit of it, and its largest, the GPU
 # timings' (40 parameter sets in one file), takes 0.5-0.7 KB a commit (4.76 MB over 10,000 commits of plain ``asv
@@ -61,7 +62,7 @@ def update_view(results_dir: Path, view: Path, commits: Iterable[str]) -> int:
     benchmarks.json; returns how many files the view holds."""
     wanted_stems = {c[:8] for c in commits}
     wanted: dict[Path, Path] = {}
-    for machine_dir in sorted(p for p in results_dir.iterdir() if p.is_dir()) if results_dir.is_dir() else []:
+    for machine_dir in folder.machine_dirs(results_dir):
         for entry in os.scandir(machine_dir):
             name = entry.name
             keep = name == "machine.json" or (name[:8] in wanted_stems and (name.endswith(".json") or name.endswith(records.SUFFIX)))

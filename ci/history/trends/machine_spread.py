@@ -16,14 +16,13 @@ median over those commits of its commit medians, and their ratio.
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ci.history.results import store
+from ci.history.results import folder
 from ci.history.results.store import History
 from ci.history.trends import regressions, views
 from harness.report import markdown_table
@@ -33,10 +32,7 @@ NO_GPU = re.compile(r"^none\b")
 
 def gpu_kind(results_dir: Path, machine: str) -> str | None:
     """The GPU model of an asv machine (its machine.json ``gpu`` without the device count), or None without a GPU."""
-    try:
-        gpu = json.loads((results_dir / machine / "machine.json").read_text()).get("gpu")
-    except (OSError, ValueError, AttributeError):
-        return None
+    gpu = (folder.machine_json(results_dir, machine) or {}).get("gpu")
     if not isinstance(gpu, str) or not gpu.strip() or NO_GPU.match(gpu):
         return None
     return re.sub(r"\s+x\d+$", "", gpu.strip())
@@ -45,11 +41,10 @@ def gpu_kind(results_dir: Path, machine: str) -> str | None:
 def machines_by_kind(results_dir: Path) -> dict[str, list[str]]:
     """GPU model -> the asv machines of that model under ``results_dir`` (every kind, one machine or more)."""
     kinds: dict[str, list[str]] = {}
-    if results_dir.is_dir():
-        for folder in sorted(p for p in results_dir.iterdir() if p.is_dir()):
-            kind = gpu_kind(results_dir, folder.name)
-            if kind is not None:
-                kinds.setdefault(kind, []).append(folder.name)
+    for machine_dir in folder.machine_dirs(results_dir):
+        kind = gpu_kind(results_dir, machine_dir.name)
+        if kind is not None:
+            kinds.setdefault(kind, []).append(machine_dir.name)
     return kinds
 
 

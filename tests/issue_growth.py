@@ -2,7 +2,7 @@
 
 Not the whole main job per run (asv, a results branch, a site build: minutes each): the same
 code from the history store on. Each run builds the history of its first n commits as the
-store holds it (ci.history.results.store.History of Points), computes what the site build publishes
+store holds it (ci.history.asv_results.store.History of Points), computes what the site build publishes
 (ci.history.trends.regressions.all_checks, with a memo store as the site build keeps one, so each
 series recomputes only its tail), writes it as ``changes.json`` (schema
 mxfp4-history-changes/1) and runs the regression-issues command on it against the local
@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ci.history.results.store import History, Point
+from ci.history.asv_results.store import History, Point
 from ci.history.site.site_build import SCHEMA
 from ci.history.trends import regressions
 
@@ -96,7 +96,7 @@ def history_of(scenario: Scenario, values: np.ndarray, n: int) -> History:
 
 
 class Memos:
-    """The memo half of ci.history.results.store.Store, in memory: each series recomputes only its tail, as in the site build."""
+    """The memo half of ci.history.asv_results.store.Store, in memory: each series recomputes only its tail, as in the site build."""
 
     def __init__(self) -> None:
         self.memos: dict[str, Any] = {}

@@ -31,10 +31,10 @@ from test_asv_suite import git
 from test_results_branch import bare_remote_with_clones
 
 from ci.history import main_job
+from ci.history.asv_results import folder as history_results
 from ci.history.branch import branch_sync
 from ci.history.branch.results_branch import BRANCH, BranchError, ResultsBranch, ShrinkError
 from ci.history.messages import HarnessError
-from ci.history.results import folder as history_results
 
 MACHINE = "ci-test"
 ENV = "virtualenv-py3.11"

@@ -15,9 +15,9 @@ import history_job
 import pytest
 
 from ci.history import messages
+from ci.history.asv_results import result_points
 from ci.history.measure import asv_driver, progress, track_steps
 from ci.history.measure import summary as history_summary
-from ci.history.results import result_points
 
 SCREEN_LINES = 60
 

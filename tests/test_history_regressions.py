@@ -1,4 +1,4 @@
-"""ci.history.trends.regressions: series read from asv results + records (through ci.history.results.store), change points as
+"""ci.history.trends.regressions: series read from asv results + records (through ci.history.asv_results.store), change points as
 commits, the drift guard."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from asv_bench import records
-from ci.history.results import store
+from ci.history.asv_results import store
 from ci.history.trends import regressions
 
 ENV = "virtualenv-py3.11"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from browser import CHROMIUM, probe_result, served_dom
 
-from ci.history.results import store
+from ci.history.asv_results import store
 from ci.history.site import commit_info, kernel_figure, kernel_page
 from ci.history.synthetic import history as synthetic
 from ci.history.synthetic.summaries import summaries as synthetic_summaries

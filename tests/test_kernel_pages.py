@@ -18,7 +18,7 @@ import pytest
 from asv.step_detect import detect_regressions, detect_steps
 
 from asv_bench import records
-from ci.history.results import store
+from ci.history.asv_results import store
 from ci.history.site import device_peaks, kernel_figure, kernel_page, page_changes
 from ci.history.site.commit_info import iso
 from ci.history.trends import regressions

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from ci.history.asv_results.ledger import Ledger
 from ci.history.branch import branch_sync
 from ci.history.branch.results_branch import ResultsBranch
-from ci.history.results.ledger import Ledger
 from ci.history.synthetic import history as synthetic
 
 REPO = Path(__file__).resolve().parents[1]
@@ -118,7 +118,7 @@ def test_the_branch_import_reads_only_what_changed(tmp_path):
 
 
 def test_the_main_jobs_results_and_the_sites_mirror_keep_their_summaries_apart(tmp_path):
-    from ci.history.results import store
+    from ci.history.asv_results import store
 
     asv = tmp_path / ".asv"
     assert store.default_path(asv / "results") != store.default_path(asv / "site-results")

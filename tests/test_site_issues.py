@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.history.results.store import History
+from ci.history.asv_results.store import History
 from ci.history.site import issue_links, kernel_page, page_changes
 from ci.history.site.issue_links import IssueRecordError, Issues, for_site, join, parse
 

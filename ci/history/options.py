@@ -31,7 +31,7 @@ class HistoryOptions:
     tracks: str = "all"  # one of TRACKS: the GPU runner runs "gpu", a CPU job "cpu", a developer "all"
     remeasure: bool = False  # measure even a commit whose code is identical to a measured one's (the schedule)
     # --drop: regexes of point ids ('<machine>/<commit8>-<env>/<benchmark>(<params>)') that may leave the
-    # results branch; every other recorded point must stay (ci.history.results.result_points). Each compiled.
+    # results branch; every other recorded point must stay (ci.history.asv_results.result_points). Each compiled.
     drop: tuple[str, ...] = ()
 
 

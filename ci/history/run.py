@@ -16,6 +16,9 @@ from typing import Any, Sequence
 
 from asv_bench import records
 from ci.common import gitutil, job_process
+from ci.history.asv_results import folder as history_results
+from ci.history.asv_results import store
+from ci.history.asv_results.ledger import Ledger
 from ci.history.branch import branch_sync
 from ci.history.branch.results_branch import BRANCH, BranchError, ResultsBranch
 from ci.history.measure import asv_driver, machine_info, track_steps, tracks
@@ -23,9 +26,6 @@ from ci.history.measure import summary as history_summary
 from ci.history.measure.progress import Steps
 from ci.history.messages import HarnessError, log, log_detail, log_to
 from ci.history.options import HistoryOptions, SiteOptions
-from ci.history.results import folder as history_results
-from ci.history.results import store
-from ci.history.results.ledger import Ledger
 from ci.history.site import site_build
 from ci.history.trends import machine_spread, regressions
 from harness.report import append_step_summary, write_json_atomic

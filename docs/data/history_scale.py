@@ -227,7 +227,7 @@ def pages_only(commits: int, work: Path) -> dict:
     """The checks and the kernel pages of ``commits`` synthetic commits, from in-memory summaries (see the doc)."""
     import resource
 
-    from ci.history.results import store
+    from ci.history.asv_results import store
     from ci.history.site import kernel_page
     from ci.history.trends import regressions
 

@@ -87,7 +87,7 @@ def time_pages(work: Path) -> None:
     ``publish``): what this checkout's ci.history.site.kernel_page costs (PYTHONPATH picks which checkout's)."""
     import inspect
 
-    from ci.history.results import store
+    from ci.history.asv_results import store
     from ci.history.site import kernel_page
     from ci.history.trends import regressions
 

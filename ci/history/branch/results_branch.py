@@ -1,28 +1,10 @@
 """The asv history on its own branch (``asv-results``), written with GitPython, safe when runners race.
 
-Layout of the branch (a tree of files, no source code)::
-
-    results/benchmarks.json                      the suite, as the last writer discovered it
-    results/<machine>/machine.json               one folder per machine (an MI355X, an H200, ...)
-    results/<machine>/<commit8>-<env>.json       asv's results of one commit
-    results/<machine>/<commit8>-<env>.records    the per-measurement records beside them
-
-A runner only ever writes files of its own machine (and benchmarks.json), so two
-runners' commits are a union: :meth:`ResultsBranch.commit_and_push` builds the commit
-on the remote's newest tip (in a private index: the checkout's work tree, index
-and HEAD are never touched), pushes without force, and on a rejected push
-(another runner pushed first) fetches and builds it again on the new tip, up to
-a bound. Where a file of this machine already exists on the branch with other
-content (two runs of one machine raced, two clones share a machine name), results
-are merged per measured point (ci.history.results.result_points): this run's numbers win,
-every point it lacks is kept; nothing of another machine is ever replaced.
-
-The branch never shrinks silently: before a commit, every point the previous tip
-holds must still have its value in the new tree, else :class:`ShrinkError` (nothing
-committed), unless a ``--drop`` pattern names the point. A write that fails (a full
-disk under ``.git``) is a :class:`BranchError` saying that the branch was left as it was.
-
-The credentials are git's own (the workflow's credential helper); nothing here reads a token.
+The branch holds ``results/benchmarks.json`` and ``results/<machine>/`` (machine.json, asv's results, records).
+A runner writes only its own machine's files: :meth:`ResultsBranch.commit_and_push` builds the commit on the
+remote's tip in a private index, pushes without force and retries on a rejection; files that differ are merged
+per point (ci.history.asv_results.result_points). A commit that would lose a point raises :class:`ShrinkError`; a
+failed write a :class:`BranchError`. Layout and reasons: docs/HISTORY.md, "branch/results_branch.py".
 """
 
 from __future__ import annotations
@@ -40,7 +22,7 @@ from typing import Callable
 import git
 from gitdb import IStream
 
-from ci.history.results import result_points
+from ci.history.asv_results import result_points
 
 BRANCH = "asv-results"
 # A push that lost a race: the remote moved between our fetch and our push.
@@ -226,7 +208,7 @@ class ResultsBranch:
     ) -> str | None:
         """Commit ``files`` on the newest tip; with ``push``, push it, rebuilding on a rejection. Returns the tip.
 
-        ``drop``: regexes of point ids (ci.history.results.result_points) that may leave the branch; any other loss is a ShrinkError.
+        ``drop``: regexes of point ids (ci.history.asv_results.result_points) that may leave the branch; any other loss is a ShrinkError.
         """
         for attempt in range(1, attempts + 1):
             base = self.fetch() if push else self._newest_known_tip()
@@ -262,7 +244,7 @@ class ResultsBranch:
 
 
 def merge_file(path: str, theirs: bytes | None, ours: bytes, drop: tuple[str, ...] = ()) -> bytes:
-    """Ours, except asv results and records files: merged per measured point (ci.history.results.result_points),
+    """Ours, except asv results and records files: merged per measured point (ci.history.asv_results.result_points),
     then without the points a ``drop`` pattern names."""
     if theirs == ours and not drop:
         return ours

@@ -25,12 +25,12 @@ from typing import Any, Sequence
 
 from asv_bench import records
 from ci.common import job_process
+from ci.history.asv_results import store
 from ci.history.measure import summary as history_summary
 from ci.history.measure.progress import AsvProgress
 from ci.history.measure.tracks import TrackRun
 from ci.history.messages import log, log_detail
 from ci.history.options import HistoryOptions
-from ci.history.results import store
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 ASV = [sys.executable, "-m", "asv"]

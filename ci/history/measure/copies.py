@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from asv_bench import records
-from ci.history.results import folder as history_results
+from ci.history.asv_results import folder as history_results
 from harness.report import write_bytes_atomic
 
 

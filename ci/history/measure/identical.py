@@ -1,22 +1,9 @@
 """Identical code costs the GPU runner nothing: which commits of a run need measuring at all.
 
-For each commit, on the CPU, before any benchmark runs: the history fingerprint of
-every GEMM benchmark this machine times (ci.common.code_fingerprint with the
-environment part -- launch path, compiled device code for this machine's arch,
-the measuring code harness/ and asv_bench/, torch/triton/flydsl/driver versions).
-A commit whose fingerprints are all known and equal, benchmark for benchmark, to
-those of a commit already measured on this machine is not measured: its results
-are that commit's, copied under its hash with the note "identical code to <sha12>:
-not re-measured" (ci.history.measure.copies). A commit this machine already holds results of (measured, or copied
-by an earlier run) is neither fingerprinted, measured nor copied again: it is "already measured", and a run
-with nothing else to do writes nothing. ``--remeasure`` measures anyway; the
-scheduled run uses it on main's tip, so drift from outside the repository (driver,
-firmware, a hotter room) still shows.
-
-Where the fingerprints are kept: in each measurement's record (asv_bench.records,
-field ``fingerprint``), stamped after asv measured it. The records travel with the
-results on the results branch already, per benchmark, merged like them; a
-measurement without a fingerprint (older than this, or failed) never matches.
+Each commit's GEMM benchmarks are fingerprinted on the CPU (ci.common.code_fingerprint); a commit whose
+fingerprints all equal a measured commit's on this machine is not measured, its results are copied
+(ci.history.measure.copies). A commit already held is "already measured"; ``--remeasure`` measures anyway.
+Fingerprints are stamped into each measurement's record (docs/HISTORY.md, "measure/identical.py").
 """
 
 from __future__ import annotations
@@ -28,7 +15,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from asv_bench import records
 from ci.common import code_fingerprint, gitutil
-from ci.history.results import folder, store
+from ci.history.asv_results import folder, store
 
 Fingerprints = dict[str, dict[str, str] | None]  # asv key -> {part: digest}, None when a part is unknown
 

@@ -1,19 +1,8 @@
 """What one main-job run measured, read back from asv's results and the records, as tables and Markdown.
 
-Only this run's measurements are reported: a GEMM timing whose record carries this
-job's id (or was resumed by it), a resource count whose asv ``started_at`` is after
-the job started. Values from earlier runs are history; the HTML shows them.
-
-Each commit ends in one of: ``measured``; ``failed`` (built, but every benchmark it ran
-failed for a reason its record names: a wrong result at the timed shape, a kernel that
-raised); ``build failed`` (asv built nothing: every benchmark of the commit is a failure
-and no record explains one); ``not measured`` (asv stopped before it --
-a harness failure, never blamed on the commit); ``identical code`` (its fingerprints equal
-those of a measured commit: that commit's results were copied under it by this run,
-ci.history.measure.copies, and ``identical_to`` names it); ``already measured`` (nothing new: the
-run left it out because this machine already has its results of the track -- measured by an
-earlier run, or copied under it from ``identical_to`` -- and it holds a value of the track;
-one left out that holds none is ``not measured``).
+Only this run's measurements are reported (a GEMM record with this job's id, a resource count started after
+the job); each commit ends in one status: measured, failed, build failed, not measured, identical code or
+already measured (docs/HISTORY.md, "measure/summary.py", says what each means).
 """
 
 from __future__ import annotations
@@ -27,7 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from asv_bench import records
-from ci.history.results import store
+from ci.history.asv_results import store
 from harness.report import markdown_table
 
 RESOURCE_KEY = re.compile(r"^bench_resources\.CompiledResources\.track_(\w+)\('([^']*)', '([^']*)'\)$")

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ci.common import gitutil, job_process
+from ci.history.asv_results import result_points, store
 from ci.history.measure import asv_driver, copies, identical, tracks
 from ci.history.measure.progress import Steps
 from ci.history.measure.tracks import TrackRun
 from ci.history.messages import log
 from ci.history.options import HistoryOptions
-from ci.history.results import result_points, store
 
 
 @dataclass

@@ -1,20 +1,9 @@
 """Which asv benchmarks a main-job run measures, and under which asv machine: ``--tracks gpu|cpu|all``.
 
-Two kinds of track, with different owners:
-
-* ``gpu`` -- the GEMM timings of this machine's device: ``bench_gemm.GemmOnGpu`` on a
-  machine with a GPU; on a machine without one its stand-in, ``bench_gemm.GemmOnCpu``
-  (the torch kernel at small CPU shapes). Machine-dependent numbers, recorded under
-  this machine (``<host>-<gpu>``). The GPU runner's workflow runs only these.
-* ``cpu`` -- the compile-only resource counts (``bench_resources.CompiledResources``:
-  registers, spills, LDS/shared memory per kernel and arch). They are the compiler's
-  output for a fixed target, the same on every machine, so they are recorded under
-  one fixed asv machine, :data:`COMPILE_MACHINE`, whoever computes them: the CPU job
-  of the history workflow, or a developer's ``all``. The HTML shows them in the same
-  history; the GPU runner never spends time on them.
-
-``all`` (the default, a developer's plain run) is both, one asv run each.
-The ``--bench`` regexes narrow each track; a track they select nothing of is not run.
+``gpu``: the GEMM timings of this machine's device (``GemmOnGpu``, or ``GemmOnCpu`` without a GPU), under this
+machine. ``cpu``: the compile-only resource counts, the same on every machine, under :data:`COMPILE_MACHINE`.
+``all`` (the default) is both, one asv run each; ``--bench`` regexes narrow each track, and a track they select
+nothing of is not run (docs/HISTORY.md, "measure/tracks.py").
 """
 
 from __future__ import annotations

@@ -1,34 +1,10 @@
 """asv plug-in (asv.conf.json "plugins"): the published HTML works wherever it is viewed, whoever runs ``asv publish``.
 
-asv runs every :class:`asv.publishing.OutputPublisher` subclass after it has
-written the page and its graphs; this one, last, does three things to ``html_dir``:
-
-1. **No CDN link.** asv 0.6.6's index.html loads jQuery, flot and bootstrap from
-   public CDNs; a runner or laptop without them shows no graph. The libraries,
-   committed and pinned in ``ci/history/vendor/`` (ci.history.site.offline_html), are
-   copied into ``vendor/`` and the page points at them, so GitHub Pages,
-   ``asv preview`` and an offline machine all draw the graphs. When a library is
-   missing, altered or unknown, index.html is replaced by a page that says so and
-   ``asv publish`` fails: no page that silently needs the internet is left.
-2. **Opened as a file** (file://), the page says how to view it: browsers refuse
-   the page's own data requests (index.json, graphs/) from file:// URLs.
-3. **Notes** from the per-measurement records (asv_bench.records) in
-   ``mxfp4/``, shown by ``mxfp4/notes.js`` in a band under each graph (never over it): why a graph is
-   empty on a machine (e.g. no GPU: the GPU shapes are n/a there), each
-   measurement's TFLOPS (from the same samples as the time), and the flagged
-   ones (idle check overridden, warm-up never steady, throttled clocks).
-4. **TFLOPS by kernel**: ``kernels/index.html`` and ``kernels/<kernel>.html``
-   (ci.history.site.kernel_page: TFLOPS by commit, higher is better, fraction of peak,
-   register/LDS headroom), linked from asv's navigation bar. asv's own graphs stay
-   seconds, lower is better: a TFLOPS gain is a time drop there, never a regression.
-   The site build (ci.history.site.site_build) writes these pages itself from the whole
-   history (``MXFP4_KERNEL_PAGES=site``); a plain ``asv publish`` writes them here.
-5. **One way to say a step**: asv's step detection, which its Regressions page lists,
-   is the project's change-point detector (ci.history.site.asv_steps); the same page lists every
-   change point of the whole history too (``kernels/change_points.json``, ci.history.site.kernel_page),
-   since asv sees only the newest commits it publishes.
-
-Imports asv (only asv loads it) and the standard library; not torch.
+Run last after asv wrote its page: (1) the pinned ``ci/history/vendor`` libraries instead of CDN links
+(ci.history.site.offline_html; a missing or altered one fails the publish), (2) a notice when opened as a file,
+(3) notes from the records under each graph (``mxfp4/``), (4) the kernel pages (unless the site build writes them),
+(5) asv's step detection is the project's change-point detector (ci.history.site.asv_steps).
+Imports asv (only asv loads it); why each: docs/HISTORY.md, "site/asv_html.py".
 """
 
 from __future__ import annotations
@@ -47,7 +23,7 @@ from asv.publishing import OutputPublisher
 from asv.results import iter_results
 
 from asv_bench import records
-from ci.history.results import folder, store
+from ci.history.asv_results import folder, store
 from ci.history.site import asv_steps, offline_html
 from harness.report import write_json_atomic, write_text_atomic
 

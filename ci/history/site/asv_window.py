@@ -1,21 +1,8 @@
 """asv's own pages over the newest commits: ``asv publish`` on a view of the results folder, at a cost that stays flat.
 
-``asv publish`` reads every results file (twice), runs its own step detection on every graph, and
-writes each graph with every commit in it: over 10,000 commits of two machines that is 134 s and a
-7 MB graph file (docs/PERF_NOTES.md, "The history at scale"). asv's pages are for reading the recent
-history point by point; the whole history, with every change point, is on the kernel pages
-(ci.history.site.kernel_page), which stay light at any length. So asv publishes a view:
-
-* ``<view>/results/`` holds hard links to the newest ``window`` commits' results files and sidecars
-  of every machine (plus each machine.json and benchmarks.json); kept in step between runs (a link
-  whose source was replaced is made again), so nothing is copied and nothing of the results folder
-  is touched;
-* a copy of asv.conf.json points asv at it (``results_dir``) and at a scratch ``html_dir``;
-* ``asv publish --no-pull`` runs in the checkout (asv's plug-in ci.history.site.asv_html is imported from
-  there) with ``MXFP4_KERNEL_PAGES=site``: the kernel pages, which need the whole history, are the
-  site build's.
-
-Imports the standard library, asv's config loader and ci.history's drivers.
+The view (``<view>/results/``) holds hard links to the newest ``window`` commits' files of every machine, kept in
+step between runs; a copy of asv.conf.json points asv at it, and ``asv publish --no-pull`` runs with
+``MXFP4_KERNEL_PAGES=site`` (the kernel pages are the site build's). Why: docs/HISTORY.md, "site/asv_window.py".
 """
 
 from __future__ import annotations
@@ -27,9 +14,9 @@ from pathlib import Path
 from typing import Iterable
 
 from asv_bench import records
+from ci.history.asv_results import folder
 from ci.history.measure import asv_driver
 from ci.history.messages import HarnessError
-from ci.history.results import folder
 
 # The most commits asv's pages may show: asv writes each graph with every commit of it, and its largest, the GPU
 # timings' (40 parameter sets in one file), takes 0.5-0.7 KB a commit (4.76 MB over 10,000 commits of plain ``asv

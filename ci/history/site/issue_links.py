@@ -1,19 +1,9 @@
 """Each change point's regression issue on the published history: the issue filer's record, joined by identity.
 
-The regression-issues workflow writes what every regression issue is after its run (``python -m
-ci.notify regression-issues --json``, schema ``mxfp4-regression-issues/2``: the repository's
-address, the results commit it filed from, and per issue its number, GitHub's state, the bot's
-status and its members). The site build reads the newest such record (``--issues``) and shows,
-beside each regression change point, the issue it belongs to -- by ci.common.regression_identity,
-the one function the filer itself matches with (same series; the same suspected commits, or near
-and alike), never by label, title or a name's text -- and its state in words: open; closed,
-recovered at the fixing commit; closed, not confirmed.
-
-A record it cannot read (missing, not JSON, another schema, a field of the wrong type or a value
-that is not what its field holds) shows no state at all, and every page says why: nothing claims a
-state it does not know. A change point the record has no issue for says nothing (too small, too
-old, an improvement, or found after the record was written). Every text from the record reaches a
-page through :func:`html.escape`; numbers, states and shas are checked before that.
+Reads the newest ``mxfp4-regression-issues/2`` record (``--issues``) and joins each regression change point to
+its issue by ci.common.regression_identity (the filer's own match), with the issue's state in words. A record
+it cannot read shows no state and every page says why; every text of the record is HTML-escaped
+(docs/HISTORY.md, "site/issue_links.py").
 """
 
 from __future__ import annotations

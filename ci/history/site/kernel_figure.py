@@ -24,7 +24,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from ci.history.results.store import History, Point, lines
+from ci.history.asv_results.store import History, Point, lines
 from ci.history.site import device_peaks, page_changes
 from ci.history.site.commit_info import iso
 

@@ -1,22 +1,9 @@
 """The per-kernel pages published beside asv's HTML: html/kernels/index.html and html/kernels/<kernel>.html.
 
-The page a kernel engineer opens first: the kernel's shapes on one TFLOPS-by-commit view (higher
-is better), the fraction of the device's peak with the peak's source, register/LDS headroom and
-spills on the same commit axis, the change points (the main job's detector) and each line's drift
-guard, and why anything is empty.
-
-Light at any history length: ``<kernel>.html`` shows the newest ``window`` commits in full detail;
-when the history is longer, ``<kernel>-all.html`` shows all of it, each line thinned to about
-ALL_POINTS points (per bucket its lowest and highest TFLOPS, and every flagged measurement and every
-change point's commits kept: ci.history.results.store.thinned), with every change point. Written by the site
-build (ci.history.site.site_build) from the history store and the machines' checks, or by a plain
-``asv publish`` through the plug-in (ci/history/site/asv_html.py), which reads the results itself.
-
-plotly draws it; plotly.js is written once to html/kernels/plotly.min.js from the pinned plotly
-package and loaded by a relative path: no CDN, no network when viewed, and the page works from
-file:// too (it reads no data files).
-
-Imports plotly and this package's data modules.
+A kernel's shapes on one TFLOPS-by-commit view with fraction of peak, register/LDS headroom, change points and
+drift; ``<kernel>.html`` holds the newest ``window`` commits, ``<kernel>-all.html`` the whole history thinned.
+Written by the site build or by the asv plug-in; plotly.js is written once beside them, no CDN
+(docs/HISTORY.md, "site/kernel_page.py").
 """
 
 from __future__ import annotations
@@ -28,8 +15,8 @@ from pathlib import Path
 import plotly.io
 import plotly.offline
 
-from ci.history.results import store
-from ci.history.results.store import History, lines
+from ci.history.asv_results import store
+from ci.history.asv_results.store import History, lines
 from ci.history.site import commit_info, issue_links, page_changes
 from ci.history.site.kernel_figure import CLICK_TO_COMMIT, kernel_figure
 from ci.history.trends import regressions, views

@@ -20,7 +20,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from ci.history.results.store import GEMM_KEY
+from ci.history.asv_results.store import GEMM_KEY
 from ci.history.trends import regressions
 from harness import changepoints
 

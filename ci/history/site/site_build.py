@@ -1,24 +1,10 @@
 """The published history, from checked options to a site folder (``python -m ci.history.publish``; the main job's publish).
 
-Each step costs what changed since the last build, not the history (docs/PERF_NOTES.md, "The history at
-scale", has the growth measured from 100 to 10,000 commits):
-
-1. **Results** (``from_branch``): every machine's files from the results branch into a mirror folder,
-   through a ledger of blob ids (ci.history.results.ledger): one ``git ls-tree`` and the new files' blobs.
-2. **Summaries**: each results file read once (ci.history.results.store), in asv's commit order.
-3. **Checks**: change points and the drift guard of every GPU line (ci.history.trends.regressions), each series
-   recomputed only where new commits can change it (harness.changepoints.incremental).
-4. **asv's pages** over the newest ``asv_window`` commits (ci.history.site.asv_window).
-5. **Kernel pages** over the whole history (ci.history.site.kernel_page): the newest commits in detail, all of
-   them thinned, on a date axis (ci.history.site.commit_info: git's dates and subjects); every change point of the
-   whole history in ``kernels/change_points.json``, which asv's Regressions page lists beside its own; each
-   regression change point with its issue and state, from the issue filer's record (``--issues``,
-   ci.history.site.issue_links: missing or unreadable, every page says so and nothing shows a state).
-6. **Stamp**: ``site.json`` and every page say which results commit the site was built from, and when.
-
-The site is written into a scratch folder and copied over ``out`` file by file (a running server keeps
-serving). What the checks found goes to ``--json`` (schema ``mxfp4-history-changes/1``: the issue filer
-reads it) and the step summary; finding a change is not a failure of the build.
+Steps: results from the branch (through the ledger), summaries (the store), checks (change points and drift),
+asv's pages over the newest commits, the kernel pages over the whole history, the stamp (``site.json``). Each
+costs what changed since the last build. The site is written into a scratch folder and copied over ``out``
+file by file; what the checks found goes to ``--json`` (``mxfp4-history-changes/1``) and the step summary
+(docs/HISTORY.md, "site/site_build.py").
 """
 
 from __future__ import annotations
@@ -31,13 +17,13 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from ci.history.asv_results import store
+from ci.history.asv_results.ledger import Ledger
 from ci.history.branch import branch_sync
 from ci.history.branch.results_branch import BRANCH, BranchError, ResultsBranch
 from ci.history.measure import asv_driver
 from ci.history.messages import HarnessError, log, log_to
 from ci.history.options import SiteOptions
-from ci.history.results import store
-from ci.history.results.ledger import Ledger
 from ci.history.site import asv_window, commit_info, issue_links, kernel_page
 from ci.history.trends import machine_spread, regressions
 from harness.report import append_step_summary, write_json_atomic

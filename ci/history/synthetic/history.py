@@ -1,32 +1,9 @@
 """Synthetic histories at scale: N commits x machines x benchmarks, with steps, short regressions and noise of known size.
 
-What the history features are measured and tested on (docs/data/history_scale.py prints the growth
-law; tests/test_history_scale.py checks incremental against full work on small ones). A history is
-made in a clone of this repository, where the main job and ``asv publish`` run unchanged:
-
-* ``main`` gets N new commits on top of its tip, each changing one line of
-  ``docs/synthetic-history.txt`` (``git fast-import``: 10,000 commits in seconds);
-* ``asv-results`` gets one commit per main commit, as the main job writes it, holding for each
-  machine asv's results file and its ``.records`` sidecar:
-
-  - a GPU machine (``Spec.gpu_machine``): the real H200 results of a full GPU suite run
-    (docs/data/h200_history_cost, 30 measured GEMM benchmarks of 40, every timing sample kept,
-    records with clocks and fingerprints) with each line's level and samples redrawn;
-  - ``compile-only``: the compile-only resource counts (bench_resources), integers that change at a
-    few commits;
-  - with ``Spec.cpu_machine``, a machine without a GPU timing ``bench_gemm.GemmOnCpu`` (torch_dequant at the
-    CPU shapes, the rest n/a), with a CPU's spread and heavy tail: the two-machine history of issue 39.
-
-A line's TFLOPS at commit i is ``base x step(i) x bump(i) x drift(i) x (1 + commit noise)``: steps
-are lasting changes of known size at known commits, bumps are regressions fixed some commits
-later (issue 31), drift is a slow mean-reverting wander of the whole machine (AR(1)), and each
-sample adds its own noise. :class:`Truth` keeps all of it, so a detector's answers can be scored.
-
-Dates are in the past, as a real history's are: the newest commit an hour before ``Spec.end`` (now by
-default), gaps heavy-tailed (lognormal: minutes to an hour, a few a day or more), each commit measured 2-30
-minutes after it (asv's ``started_at``); drawn from their own stream, so a seed's levels do not depend on them.
-
-Imports numpy and the standard library; git is run as a command.
+Made in a clone of this repository (``git fast-import``): ``main`` gets N commits, ``asv-results`` one commit per
+main commit with a GPU machine (the real H200 results, redrawn), ``compile-only`` counts and optionally a CPU
+machine. A line's TFLOPS is ``base x step x bump x drift x (1 + noise)``; :class:`Truth` keeps it all. Dates are
+in the past, gaps heavy-tailed (docs/HISTORY.md, "synthetic/history.py").
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from ci.history.results import folder
-from ci.history.results.store import History
+from ci.history.asv_results import folder
+from ci.history.asv_results.store import History
 from ci.history.trends import regressions, views
 from harness.report import markdown_table
 

@@ -1,26 +1,10 @@
 """The history as series, its change points, and the drift guard: what the PR gate cannot see one change at a time.
 
-* :func:`series_of` -- one machine's TFLOPS history per GEMM benchmark, oldest first, from the
-  history store (ci.history.results.store, the one reader of the results folder): each measured commit's
-  level (the log of its median TFLOPS over every sample) and that median's standard error.
-  Commits whose results were copied from an identical-code commit (ci.history.measure.copies) are left out:
-  they are the same measurement twice and would make one run weigh double. Machines are never
-  mixed: a series belongs to one (machine, benchmark).
-* :func:`change_points` -- harness.changepoints over each series, mapped to commits: a change at
-  index i is suspected in (commits[i-1], commits[i]] -- the commits between the last measured at the
-  old level and the first at the new. With a memo (the history store keeps one per series) only the
-  series' tail is recomputed; the answer is the full computation's.
-* :func:`drift` -- the drift guard. Fails a benchmark whose newest TFLOPS is more than a threshold
-  below the best of its last ``window`` measured commits. The threshold is ``k`` times the
-  benchmark's commit-to-commit noise (the SD of the log of commit medians over the window,
-  robustly: 1.4826 x MAD of successive differences / sqrt 2, so a step inside the window does not
-  inflate it), and at least ``floor``. Every step may have passed the gate while the sum did not:
-  this looks at the sum.
-
-Defaults and why (docs/CHANGE_POINTS.md): ``k = 3`` (a one-sided 3-sigma margin on the
-difference of a single commit against a window's best, whose own upward bias is about
-one sigma for a window of 10), ``floor = 2%`` (under 2% the gate's own resolution on
-the runners, PERF_NOTES, is the better judge), ``window = 10``.
+* :func:`series_of` -- one machine's TFLOPS history per GEMM benchmark (copied commits left out, machines never mixed);
+* :func:`change_points` -- harness.changepoints over each series, mapped to commit ranges (with a memo: only the tail);
+* :func:`drift` -- fails a benchmark whose newest TFLOPS is more than ``k`` x its noise (at least ``floor``)
+  below the best of its last ``window`` commits.
+Defaults ``k = 3``, ``floor = 2%``, ``window = 10``; why: docs/CHANGE_POINTS.md and docs/HISTORY.md, "trends/regressions.py".
 """
 
 from __future__ import annotations
@@ -32,8 +16,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ci.history.results import store
-from ci.history.results.store import GEMM_KEY, History
+from ci.history.asv_results import store
+from ci.history.asv_results.store import GEMM_KEY, History
 from harness import changepoints
 
 DRIFT_K = 3.0

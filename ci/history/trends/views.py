@@ -1,13 +1,13 @@
 """Views of a long history for what must stay light: the newest commits, and every line thinned.
 
 A kernel page of 10,000 commits with every point of every line is tens of MB and slow to draw; these cut a
-:class:`~ci.history.results.store.History` down without hiding what a reader looks for (a drop, a spike, a flagged
-measurement, a change point). Imports ci.history.results.store only.
+:class:`~ci.history.asv_results.store.History` down without hiding what a reader looks for (a drop, a spike, a flagged
+measurement, a change point). Imports ci.history.asv_results.store only.
 """
 
 from __future__ import annotations
 
-from ci.history.results.store import History, lines
+from ci.history.asv_results.store import History, lines
 
 
 def newest(full: History, count: int) -> History:

@@ -1,20 +1,11 @@
-"""The one reader of the results folder: every results file and its records, read once and kept, as one history.
+"""Every results file and its records, summarized once and kept, as one history.
 
-Everything that looks at the history -- the kernel pages, change points and the drift guard, the
-main job's summary -- reads it through here. A results file (asv's ``<commit8>-<env>.json``) and
-its sidecar (``.records``, asv_bench.records) become one :class:`CommitFile`: per GEMM benchmark the
-TFLOPS of the measurement (its record's, from the samples asv keeps as seconds), the log of the
-median TFLOPS of every sample with that median's standard error (what change points work on), its
-flags, clocks and device; why a benchmark has no number (n/a or failed); compile-only resource
-counts.
-
-**Read once.** :class:`Store` keeps each file's summary in a small SQLite database beside the folder
-(``.asv/results.cache.sqlite``, ``.asv/site-results.cache.sqlite``), keyed by the file's size and modification time (or, for files brought
-from the results branch, by git's blob id): a publish after one new commit parses that commit's files
-only. The database is derived data: a damaged one is set aside and rebuilt, with a message; deleting
-it costs one full read.
-
-Imports the standard library, numpy, asv_bench.records and ci.history.results.folder (the file checks).
+Everything that looks at the history (kernel pages, change points, the drift guard, the main job's summary)
+reads it through here; the files themselves are opened by ci.history.asv_results.folder. A results file and its
+sidecar become one summary per commit: TFLOPS per GEMM benchmark, the log of the median with its standard
+error, flags, clocks, device, why a number is missing, resource counts. :class:`Store` keeps each summary in
+SQLite beside the folder, keyed by size and mtime (or blob id): derived data, rebuilt when damaged
+(docs/HISTORY.md, "asv_results/store.py").
 """
 
 from __future__ import annotations
@@ -33,7 +24,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from asv_bench import records
-from ci.history.results import folder as history_results
+from ci.history.asv_results import folder as history_results
 
 GEMM_PREFIX = "bench_gemm.GemmOn"
 RESOURCES_PREFIX = "bench_resources.CompiledResources.track_"
@@ -189,7 +180,7 @@ def _summarize_file(path: Path, machine: str) -> dict[str, Any] | None:
     try:
         document = history_results.check_results_file(path, machine)
     except history_results.InvalidFile:
-        return None  # ci.history.results.folder.validate_tree quarantines it, saying why
+        return None  # ci.history.asv_results.folder.validate_tree quarantines it, saying why
     return summarize(document, history_results.read_records(records.sidecar_for_results_file(path)))
 
 

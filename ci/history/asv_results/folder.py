@@ -1,21 +1,12 @@
-"""asv's results directory as the main job keeps it: validated, quarantined, reconciled with the records.
+"""asv's results folder as the main job keeps it: the only module that reads it; validated, quarantined, reconciled.
 
-* :func:`validate_tree` -- every file under the results directory is read the way
-  asv reads it (results, machine.json, benchmarks.json) or the way
-  asv_bench.records does (sidecars) and checked for the shape asv relies on. A
-  file that fails (a run killed while asv wrote it in place, a bad merge) is moved
-  to ``.asv/quarantine/<time>/`` with a message naming it and why; the rest is
-  measured and published as usual. Unchecked, one truncated results file makes
-  every later ``asv run`` abort at its commit.
-* :func:`reconcile` -- a measurement record whose value never reached asv's
-  results file (asv writes once per commit, at its end; the run was killed) is
-  marked ``resume``: the next run's benchmark gives asv its samples instead of
-  measuring again. A record whose value did arrive drops its samples (asv keeps them).
-* :func:`values_by_key` -- asv's results as ``benchmark(params) -> value`` (ci.history.results.store reads the folder
-  with it, for everyone).
-* :func:`full_disk_problem` -- after asv ran: can the results directory still be
-  written? asv writes its files in place and reports a build that failed for want
-  of space as a build failure; a full disk must be the harness's error, not the code's.
+* reading: :func:`machine_dirs`, :func:`machine_json`, :func:`commit_documents`, :func:`sidecars`,
+  :func:`read_records`, :func:`check_results_file`, :func:`values_by_key` -- every other module reads through these;
+* :func:`validate_tree` -- every file checked the way asv (or asv_bench.records) reads it; a bad one is moved
+  to ``.asv/quarantine/<time>/`` with a message;
+* :func:`reconcile` -- a record whose value never reached asv's file is marked ``resume``;
+* :func:`full_disk_problem` -- after asv ran: can the folder still be written?
+Why each exists: docs/HISTORY.md, "asv_results/folder.py".
 """
 
 from __future__ import annotations
@@ -226,7 +217,7 @@ def _candidates(results_dir: Path) -> list[str]:
 def validate_tree(results_dir: Path, quarantine_dir: Path, log: Callable[[str], None], ledger=None) -> list[Quarantined]:
     """Check every ``.json`` and sidecar under ``results_dir``; move each bad one aside, saying so.
 
-    ``ledger`` (ci.history.results.ledger.Ledger): a file unchanged since it last passed is not read again, and each file
+    ``ledger`` (ci.history.asv_results.ledger.Ledger): a file unchanged since it last passed is not read again, and each file
     that passes is recorded there."""
     moved: list[Quarantined] = []
     if not results_dir.is_dir():
@@ -287,7 +278,7 @@ class Reconciled:
 def reconcile(results_dir: Path, machine: str, ledger=None) -> Reconciled:
     """Mark records asv never saved as resumable; drop the samples of those it did save.
 
-    ``ledger`` (ci.history.results.ledger.Ledger): a sidecar reconciled before and unchanged since, beside an unchanged
+    ``ledger`` (ci.history.asv_results.ledger.Ledger): a sidecar reconciled before and unchanged since, beside an unchanged
     results file, is skipped (a run that wrote either changed its stat)."""
     report = Reconciled()
     folder = results_dir / machine

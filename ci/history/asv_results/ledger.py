@@ -1,19 +1,8 @@
 """What each file of the local results folder was when last checked: its size, modification time and git blob id.
 
-The main job and the site build touch few files per run (the new commit's), but the results folder
-holds every commit's. The ledger lets each step skip what has not changed since it last looked:
-
-* a file whose size and modification time match its entry passed the checks before
-  (ci.history.results.folder.validate_tree) and holds the blob the entry names;
-* a file whose entry's blob is the results branch's blob at that path is already on the branch: it
-  need not be offered to the next commit, nor brought in from the branch again
-  (ci.history.branch.branch_sync);
-* a sidecar whose stat changed was written by a run since (ci.history.results.folder.reconcile looks at
-  those only).
-
-It lives beside the results folder (``.asv/results.ledger.json``, not inside it: asv reads every
-``*.json`` there), is written atomically, and is only a shortcut: without it every file is checked,
-read and compared as if new, which is always correct, only slower.
+A shortcut for the checks, the branch sync and reconcile: a file whose stat matches its entry is skipped.
+It lives beside the results folder (``.asv/results.ledger.json``), is written atomically, and without it
+every file is checked as new: always correct, only slower (docs/HISTORY.md, "asv_results/ledger.py").
 """
 
 from __future__ import annotations
@@ -84,7 +73,7 @@ class Ledger:
             self.entries[relative] = [stat[0], stat[1], blob, False]
 
     def reconciled(self, relative: str) -> bool:
-        """Unchanged since ci.history.results.folder.reconcile last looked at it."""
+        """Unchanged since ci.history.asv_results.folder.reconcile last looked at it."""
         return self.unchanged(relative) and len(self.entries[relative]) > 3 and bool(self.entries[relative][3])
 
     def mark_reconciled(self, relative: str) -> None:

@@ -1,4 +1,4 @@
-"""asv's results folder on this machine: read, checked and kept.
+"""asv's results folder on this machine (``.asv/results``): read, checked and kept.
 
 folder (the only module that opens results files and records: checks, quarantine, reconcile), store (each file
 summarized once, kept in SQLite, read back as one History), result_points (files merged point by point), ledger

@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Sequence
 
 from ci.common import options as common_options
 from ci.common.options import OptionsError

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from ci.common import options as common_options
 from ci.common.options import OptionsError

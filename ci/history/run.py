@@ -11,8 +11,9 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from asv_bench import records
 from ci.common import gitutil, job_process

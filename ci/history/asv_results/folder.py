@@ -18,9 +18,10 @@ import math
 import os
 import shutil
 import time
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Container, Iterator
+from typing import Any
 
 from asv_bench import records
 
@@ -297,7 +298,7 @@ def reconcile(results_dir: Path, machine: str, ledger=None) -> Reconciled:
             saved = values_by_key(check_results_file(results_file, machine)) if results_file.exists() else {}
         except InvalidFile:
             saved = {}
-        changes = {}
+        changes: dict[str, dict[str, Any] | None] = {}
         for key, record in entries.items():
             if record["status"] != "measured":
                 continue

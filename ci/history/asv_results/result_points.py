@@ -19,8 +19,9 @@ import itertools
 import json
 import math
 import re
+from collections.abc import Iterable
 from pathlib import PurePosixPath
-from typing import Any, Iterable
+from typing import Any
 
 # Row-level columns keep ours; these hold one entry per parameter combination.
 _PER_POINT_PREFIX = "stats_"
@@ -97,7 +98,7 @@ def _merge_row(columns: list[str], theirs: dict[str, Any], ours: dict[str, Any])
     axes = [_union(t, o) for t, o in zip(their_params, our_params)]
     their_points, our_points = _row_points(theirs), _row_points(ours)
     combos = list(itertools.product(*axes)) if axes else [()]
-    merged = {c: [] for c in columns if _per_point(c)}
+    merged: dict[str, list[Any]] = {c: [] for c in columns if _per_point(c)}
     for combo in combos:
         ours_here, theirs_here = our_points.get(combo, {}), their_points.get(combo, {})
         if _is_number(ours_here.get("result")) or (ours_here and theirs_here.get("result") is None):
@@ -106,7 +107,7 @@ def _merge_row(columns: list[str], theirs: dict[str, Any], ours: dict[str, Any])
             source = theirs_here  # ours has no number here (n/a, failed, not run): theirs is kept
         for column in merged:
             merged[column].append(source.get(column))
-    row = []
+    row: list[Any] = []
     for column in columns:
         if column == "params":
             row.append(axes)

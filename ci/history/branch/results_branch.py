@@ -16,8 +16,9 @@ import random
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
+from typing import Any, TypeGuard
 
 import git
 from gitdb import IStream
@@ -67,7 +68,7 @@ class ResultsBranch:
         if self.remote is None:
             return self.local_tip()
         try:
-            listed = self.repo.git.ls_remote("--heads", self.remote, self.branch).split()
+            listed = str(self.repo.git.ls_remote("--heads", self.remote, self.branch)).split()
             if not listed:
                 return None
             self.repo.git.fetch("--quiet", self.remote, f"+refs/heads/{self.branch}:{self._tracking_ref}")
@@ -189,7 +190,7 @@ class ResultsBranch:
             fetched = self.repo.git.rev_parse("--verify", "--quiet", self._tracking_ref)
         except git.GitCommandError:
             return local
-        if local is None or self.repo.is_ancestor(local, fetched):
+        if local is None or self.repo.is_ancestor(local, fetched):  # type: ignore[arg-type]  # git merge-base takes any rev
             return fetched
         return local
 
@@ -273,7 +274,7 @@ def _git_said(stderr: str) -> str:
     return stderr.strip().removeprefix("stderr:").strip().strip("'").strip()
 
 
-def _is_results(data) -> bool:
+def _is_results(data: Any) -> TypeGuard[dict[str, Any]]:
     return isinstance(data, dict) and isinstance(data.get("results"), dict) and isinstance(data.get("result_columns"), list)
 
 

@@ -71,7 +71,7 @@ def _existing(target_file: Path, machine: str, target: str, columns: list[str]) 
 def _copy_records(source_sidecar: Path, target_sidecar: Path, rows: dict[str, Any], source: str, job: str) -> int:
     entries = history_results.read_records(source_sidecar)
     wanted = {key: record for key, record in entries.items() if key.partition("(")[0] in rows}
-    changes = {
+    changes: dict[str, dict[str, Any] | None] = {
         key: {**record, "identical_to": record.get("identical_to") or source, "copied_by": job,
               "note": note(record.get("identical_to") or source), "resume": False, "samples_s": None}
         for key, record in wanted.items()

@@ -9,9 +9,10 @@ Fingerprints are stamped into each measurement's record (docs/HISTORY.md, "measu
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from asv_bench import records
 from ci.common import code_fingerprint, gitutil
@@ -37,7 +38,7 @@ def fingerprints_of_tree(tree: Path, arch: str, has_gpu: bool, log: Callable[[st
         parts = fingerprint.parts() if fingerprint else {}
         known = bool(parts) and all(p.known for p in parts.values())
         out[timing_key(has_gpu, bench["kernel"], bench["config"], bench["shape"])] = (
-            {name: p.digest for name, p in parts.items()} if known else None)
+            {name: p.digest for name, p in parts.items() if p.digest is not None} if known else None)
     return out
 
 
@@ -102,7 +103,7 @@ def stamp(results_dir: Path, machine: str, commit: str, fingerprints: Fingerprin
     stamped = 0
     now = time.time()
     for sidecar, entries in folder.sidecars(results_dir, machine, commit[:8]):
-        changes = {
+        changes: dict[str, dict[str, Any] | None] = {
             key: {**record, "fingerprint": fingerprints[key], "fingerprint_at": now}
             for key, record in entries.items()
             if key in fingerprints and fingerprints[key] is not None and record["status"] == "measured"

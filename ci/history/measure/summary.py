@@ -11,9 +11,10 @@ import math
 import re
 import statistics
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from asv_bench import records
 from ci.history.asv_results import store
@@ -122,7 +123,7 @@ def _already(commit: str, values: dict[str, dict[str, Any]], recs: dict[str, dic
         return run
     run.status = ALREADY
     sources = {recs.get(k, {}).get("identical_to") for k in held} - {None, commit}
-    run.identical_to = sorted(sources)[0] if len(sources) == 1 else None
+    run.identical_to = sources.pop() if len(sources) == 1 else None
     return run
 
 
@@ -241,7 +242,7 @@ def summary_markdown(
         notes = notes[:SHORT_TABLE_ROWS] + [f"... {len(notes) - SHORT_TABLE_ROWS} more in `{short}`"]
     if notes:
         parts += ["### Flagged measurements (recorded, marked, not clean)", "", *[f"- {n}" for n in notes], ""]
-    not_available = Counter()
+    not_available: Counter[str] = Counter()
     for run in runs:
         not_available.update(run.not_available)
     if not_available:
@@ -263,7 +264,7 @@ def summary_markdown(
 # ---------------------------------------------------------------------------
 
 
-def merge_tracks(per_track: dict[str, Sequence[CommitRun]]) -> list[CommitRun]:
+def merge_tracks(per_track: Mapping[str, Sequence[CommitRun]]) -> list[CommitRun]:
     """One CommitRun per commit from each track's (timings from "gpu", resource counts from "cpu")."""
     merged = []
     for parts in zip(*per_track.values()):

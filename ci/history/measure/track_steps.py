@@ -14,9 +14,10 @@ of the asv runs and of the fingerprints.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ci.common import gitutil, job_process
 from ci.history.asv_results import result_points, store

@@ -9,8 +9,8 @@ nothing of is not run (docs/HISTORY.md, "measure/tracks.py").
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 COMPILE_MACHINE = "compile-only"
 GPU_TIMINGS = r"^bench_gemm\.GemmOnGpu\."

@@ -154,7 +154,8 @@ def join(checks: list[dict[str, Any]], record: Record) -> dict[Key, Link]:
              for machine in checks for entry in machine["change_points"] if entry["change"]["direction"] == "regression"]
     known = [(m, (record.issues[m.issue].state != "open", -m.issue)) for m in record.members]
     links = {}
-    for fi, ki in identity.pair(found, known).items():
+    # Place declares plain attributes; these frozen dataclasses have read-only ones, and pair only reads them.
+    for fi, ki in identity.pair(found, known).items():  # type: ignore[arg-type]
         f, m = found[fi], record.members[ki]
         issue = record.issues[m.issue]
         links[(f.machine, f.benchmark, f.last_before, f.first_after)] = Link(

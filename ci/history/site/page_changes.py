@@ -78,7 +78,7 @@ LABELLED = 8  # band labels drawn on the graph, newest first, each at a height o
 
 
 def draw(fig: go.Figure, found: list[tuple[LineKey, regressions.CommitChange]], when: dict[str, float], hover_axis: str,
-         labels: int = LABELLED) -> dict[str, int]:
+         labels: int = LABELLED) -> dict[str, Any]:
     """A shaded range per change point on the GPU TFLOPS row (axes x and y), the newest ``labels`` labelled with their
     size and interval (labels stack so that none hides another), and a marker over every band on ``hover_axis`` (an
     invisible y axis over the row, 0 to 1) whose hover says the same label. Returns what was drawn, for the page's

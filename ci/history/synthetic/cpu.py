@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -55,7 +56,7 @@ class CpuFiles:
 
     def files(self, index: int, commit: str, date_ms: int, measured_ms: int) -> dict[str, bytes]:
         size = len(self.keys)
-        row: dict[str, list] = {c: [None] * size for c in ("result", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25",
+        row: dict[str, Any] = {c: [None] * size for c in ("result", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25",
                                                             "stats_q_75", "stats_number", "stats_repeat", "samples")}
         row["result"] = [math.nan] * size
         recs: dict[str, dict[str, Any]] = {}

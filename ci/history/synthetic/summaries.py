@@ -12,7 +12,7 @@ from ci.history.asv_results import store
 from ci.history.synthetic import history as synthetic
 
 
-def summaries(spec: "synthetic.Spec") -> tuple[list[str], dict[str, list[dict[str, Any]]]]:
+def summaries(spec: synthetic.Spec) -> tuple[list[str], dict[str, list[dict[str, Any]]]]:
     """(commits oldest first, machine -> the summaries ci.history.asv_results.store would keep) of :func:`make_history`'s history
     for a seed, made without git or files, under made-up hashes: the checks and kernel pages at sizes too slow to
     write (docs/data/history_scale.py --pages-only)."""

@@ -10,9 +10,10 @@ Defaults ``k = 3``, ``floor = 2%``, ``window = 10``; why: docs/CHANGE_POINTS.md 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -85,7 +86,7 @@ class CommitChange:
         return {**asdict(self), "change": self.change.to_json()}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "CommitChange":
+    def from_json(cls, data: dict[str, Any]) -> CommitChange:
         c = data["change"]
         change = changepoints.ChangePoint(**{**c, "interval": tuple(c["interval"]), "before": tuple(c["before"]),
                                              "after": tuple(c["after"])})
@@ -136,7 +137,7 @@ class Drift:
                 f"(max({DRIFT_FLOOR:.0%}, k x {self.noise:.2%} noise))")
 
 
-def commit_noise(medians: Sequence[float]) -> float:
+def commit_noise(medians: Sequence[float] | np.ndarray) -> float:
     """Commit-to-commit SD of log TFLOPS, from successive differences (robust to one step in the window)."""
     logs = np.log(np.asarray(medians, dtype=float))
     if len(logs) < 3:
@@ -222,7 +223,7 @@ def history_checks(history: History, machine: str, *, timed_on_gpu: bool, kept: 
 
 def all_checks(history: History, kept: store.Store | None = None) -> list[dict[str, Any]]:
     """:func:`history_checks` of every machine with GEMM timings (compile-only has none), by machine name."""
-    timed = {}
+    timed: dict[str, bool] = {}
     for point in history.points:
         timed[point.machine] = timed.get(point.machine, False) or not point.is_cpu
     return [history_checks(history, machine, timed_on_gpu=gpu, kept=kept) for machine, gpu in sorted(timed.items())]

@@ -115,7 +115,8 @@ def check_results_file(path: Path, machine: str) -> dict[str, Any]:
     if not (isinstance(commit, str) and len(commit) == 40 and path.name.startswith(commit[:8])):
         raise InvalidFile(f"commit_hash {commit!r} does not match the file name")
     if not isinstance(data["params"], dict) or data["params"].get("machine") != machine:
-        raise InvalidFile(f"machine {data['params'].get('machine') if isinstance(data['params'], dict) else '?'!r}, expected {machine!r}")
+        raise InvalidFile(f"machine {data['params'].get('machine') if isinstance(data['params'], dict) else '?'!r}, "
+                          f"expected {machine!r}")
     columns = data["result_columns"]
     if not isinstance(columns, list) or "result" not in columns or "params" not in columns:
         raise InvalidFile("result_columns lacks result/params")
@@ -137,7 +138,8 @@ def _check_row(name: str, row: Any, columns: list[str]) -> None:
         return
     expected = math.prod(len(p) for p in params) if params else 1
     if not isinstance(result, list) or len(result) != expected:
-        raise InvalidFile(f"{name}: {len(result) if isinstance(result, list) else 'no'} values for {expected} parameter sets")
+        raise InvalidFile(f"{name}: {len(result) if isinstance(result, list) else 'no'} values for {expected} "
+                          f"parameter sets")
     if not all(v is None or isinstance(v, (int, float)) for v in result):
         raise InvalidFile(f"{name}: a value that is not a number")
 
@@ -218,8 +220,8 @@ def _candidates(results_dir: Path) -> list[str]:
 def validate_tree(results_dir: Path, quarantine_dir: Path, log: Callable[[str], None], ledger=None) -> list[Quarantined]:
     """Check every ``.json`` and sidecar under ``results_dir``; move each bad one aside, saying so.
 
-    ``ledger`` (ci.history.asv_results.ledger.Ledger): a file unchanged since it last passed is not read again, and each file
-    that passes is recorded there."""
+    ``ledger`` (ci.history.asv_results.ledger.Ledger): a file unchanged since it last passed is not read again, and
+    each file that passes is recorded there."""
     moved: list[Quarantined] = []
     if not results_dir.is_dir():
         return moved
@@ -238,7 +240,8 @@ def validate_tree(results_dir: Path, quarantine_dir: Path, log: Callable[[str], 
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(str(path), str(target))
             moved.append(Quarantined(str(relative), str(exc), str(target)))
-            log(f"quarantined {path}: {exc}. Moved to {target}; the rest of the history goes on (its commit is measured again)")
+            log(f"quarantined {path}: {exc}. Moved to {target}; the rest of the history goes on (its commit is "
+                f"measured again)")
     return moved
 
 
@@ -279,8 +282,8 @@ class Reconciled:
 def reconcile(results_dir: Path, machine: str, ledger=None) -> Reconciled:
     """Mark records asv never saved as resumable; drop the samples of those it did save.
 
-    ``ledger`` (ci.history.asv_results.ledger.Ledger): a sidecar reconciled before and unchanged since, beside an unchanged
-    results file, is skipped (a run that wrote either changed its stat)."""
+    ``ledger`` (ci.history.asv_results.ledger.Ledger): a sidecar reconciled before and unchanged since, beside an
+    unchanged results file, is skipped (a run that wrote either changed its stat)."""
     report = Reconciled()
     folder = results_dir / machine
     names = sorted(n for n in os.listdir(folder) if n.endswith(records.SUFFIX)) if folder.is_dir() else []

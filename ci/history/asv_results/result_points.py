@@ -1,4 +1,5 @@
-"""asv results as measured points (commit x benchmark x parameter x machine): merged point by point, never lost silently.
+"""asv results as measured points (commit x benchmark x parameter x machine): merged point by point, never lost
+silently.
 
 A results file of the branch is one machine's values of one commit (``results/<machine>/<commit8>-<env>.json``);
 each benchmark row holds one value per parameter combination. Two runs of one machine (two clones with the

@@ -213,7 +213,8 @@ class Store:
         except sqlite3.DatabaseError as exc:
             aside = self.path.with_name(self.path.name + ".damaged")
             os.replace(self.path, aside)
-            self.log(f"history cache {self.path} unreadable ({exc}): moved to {aside}, every results file is read again")
+            self.log(f"history cache {self.path} unreadable ({exc}): moved to {aside}, every results file is read "
+                     f"again")
             return self._schema(sqlite3.connect(self.path))
 
     @staticmethod

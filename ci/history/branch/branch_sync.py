@@ -156,7 +156,8 @@ def _drop_locally(path: Path, key: str, data: bytes, drop: tuple[str, ...]) -> b
         before = set(_point_ids(key, data))
         gone = sorted(before - set(_point_ids(key, kept)))
         if gone:
-            log(f"--drop: removing {len(gone)} points of {path.name}: {', '.join(gone[:5])}{' ...' if len(gone) > 5 else ''}")
+            log(f"--drop: removing {len(gone)} points of {path.name}: "
+                f"{', '.join(gone[:5])}{' ...' if len(gone) > 5 else ''}")
         _write_kept(path, kept, 0, None)
     return kept
 

@@ -48,7 +48,8 @@ class ResultsBranch:
         self.branch = branch
         self.log = log
         if self.repo.head.is_valid() and not self.repo.head.is_detached and self.repo.active_branch.name == branch:
-            raise BranchError(f"the checkout has {branch} checked out; the results branch is written without a work tree")
+            raise BranchError(f"the checkout has {branch} checked out; the results branch is written without a work "
+                              f"tree")
 
     # -- reading ----------------------------------------------------------------
 
@@ -57,7 +58,8 @@ class ResultsBranch:
         if self.remote is None:
             return
         if self.remote not in [r.name for r in self.repo.remotes]:
-            raise BranchError(f"no git remote {self.remote!r} in this checkout (git remote -v lists {[r.name for r in self.repo.remotes]})")
+            raise BranchError(f"no git remote {self.remote!r} in this checkout (git remote -v lists "
+                              f"{[r.name for r in self.repo.remotes]})")
         try:
             self.repo.git.ls_remote("--heads", self.remote, self.branch)
         except git.GitCommandError as exc:
@@ -130,7 +132,8 @@ class ResultsBranch:
                 else:
                     self.repo.git.read_tree("--empty", env=env)
                 # The base's blob ids listed once: each file's old content is then read by id, never by walking the
-                # tree (a machine folder holds a file per commit: walking it per file grew with the square of the history).
+                # tree (a machine folder holds a file per commit: walking it per file grew with the square of the
+                # history).
                 theirs_ids = self.tree(base, "results/") if base is not None else {}
                 index_lines = []
                 for path, data in sorted(files.items()):
@@ -158,7 +161,8 @@ class ResultsBranch:
             # A full disk or an unwritable .git: the objects were not written, the branch ref was never moved.
             detail = _git_said(exc.stderr) if isinstance(exc, git.GitCommandError) else (exc.strerror or str(exc))
             kept = f"{base[:8]}" if base else "no commit yet"
-            raise BranchError(f"cannot write the {self.branch} commit ({detail}); the branch is left as it was ({kept}), "
+            raise BranchError(f"cannot write the {self.branch} commit ({detail}); the branch is left as it was "
+                              f"({kept}), "
                               "every recorded point is still on it") from None
 
     def _blob(self, commit: str | None, path: str) -> bytes | None:
@@ -209,7 +213,8 @@ class ResultsBranch:
     ) -> str | None:
         """Commit ``files`` on the newest tip; with ``push``, push it, rebuilding on a rejection. Returns the tip.
 
-        ``drop``: regexes of point ids (ci.history.asv_results.result_points) that may leave the branch; any other loss is a ShrinkError.
+        ``drop``: regexes of point ids (ci.history.asv_results.result_points) that may leave the branch; any other loss
+        is a ShrinkError.
         """
         for attempt in range(1, attempts + 1):
             base = self.fetch() if push else self._newest_known_tip()
@@ -230,7 +235,8 @@ class ResultsBranch:
                 if not _RETRYABLE.search(exc.stderr or ""):
                     raise BranchError(f"git push {self.remote} {self.branch}: {exc.stderr.strip()}") from None
                 delay = min(30.0, 0.5 * 2**attempt) * random.uniform(0.5, 1.0)
-                self.log(f"{self.branch}: another runner pushed first (attempt {attempt}/{attempts}); fetching and retrying in {delay:.1f} s")
+                self.log(f"{self.branch}: another runner pushed first (attempt {attempt}/{attempts}); fetching and "
+                         f"retrying in {delay:.1f} s")
                 time.sleep(delay)
                 continue
             self._set_local(sha)

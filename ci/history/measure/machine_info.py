@@ -182,7 +182,8 @@ def record_machine(name: str, fields: dict[str, str], asv: list[str], env: dict[
     cmd = [*asv, "machine", "--yes", f"--machine={name}", *args]
     proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise FingerprintError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+        raise FingerprintError(f"{' '.join(cmd)} failed "
+                               f"({proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
     from asv.machine import MachineCollection
 
     entry = MachineCollection.load(name)

@@ -306,5 +306,6 @@ def cost_lines(cost: dict[str, dict[str, Any]]) -> list[str]:
                 f"fingerprints {data['fingerprint_seconds']:.0f} s on the CPU; each benchmark measured once per commit"
             )
         else:
-            lines.append(f"compile-only tracks ({data['machine']}): asv's wall time {data['asv_wall_seconds']:.0f} s, no GPU")
+            lines.append(f"compile-only tracks ({data['machine']}): asv's wall time {data['asv_wall_seconds']:.0f} s, "
+                         f"no GPU")
     return lines

@@ -159,6 +159,6 @@ def run_track(
             continue
         outcome.copied[commit] = source
         outcome.saved_seconds += copied.seconds_saved
-        log(f"{commit[:8]}: {copies.note(source)} ({copied.rows} asv benchmarks, {copied.records} parameter sets copied; "
-            f"{copied.seconds_saved:.0f} GPU seconds saved)")
+        log(f"{commit[:8]}: {copies.note(source)} ({copied.rows} asv benchmarks, {copied.records} parameter sets "
+            f"copied; {copied.seconds_saved:.0f} GPU seconds saved)")
     return outcome

@@ -77,7 +77,8 @@ STAMP_ENV = "MXFP4_SITE_STAMP"  # which results commit the site was built from, 
 
 def kernel_pages_link() -> str:
     return (f'\n\t<li id="{KERNEL_PAGES_LINK_ID}"><a href="{_kernel_page().PAGES_DIR}/index.html" '
-            'title="TFLOPS by commit per kernel, from the same measurements as these seconds">TFLOPS by kernel (higher is better)</a></li>')
+            'title="TFLOPS by commit per kernel, from the same measurements as these seconds">TFLOPS by kernel (higher '
+            'is better)</a></li>')
 
 
 def _kernel_page():
@@ -126,7 +127,8 @@ def finish_page(html: Path, stamp: str = "") -> None:
         write_text_atomic(html / "index.html", _missing_libraries_page(str(exc)))
         raise MissingLibraries(
             f"the published page would load its JavaScript from public CDNs, so it was replaced by a page that "
-            f"says why: {exc}. Restore ci/history/vendor/ from git (git checkout -- ci/history/vendor), then publish again"
+            f"says why: {exc}. Restore ci/history/vendor/ from git (git checkout -- ci/history/vendor), then publish "
+            f"again"
         ) from None
     shutil.copyfile(NOTES_JS, html / NOTES_DIR / "notes.js")
     index = html / "index.html"

@@ -83,8 +83,8 @@ def publish(results_dir: Path, view: Path, html_dir: Path, commits: list[str], r
             env: dict[str, str] | None = None) -> int:
     """asv's pages of ``commits`` (the window) into ``html_dir``; asv's exit code."""
     if len(commits) > MAX_WINDOW:
-        raise HarnessError(f"asv's pages over {len(commits)} commits: at most {MAX_WINDOW} (asv's graph data grows with "
-                           "every commit it shows; the kernel pages hold the whole history)")
+        raise HarnessError(f"asv's pages over {len(commits)} commits: at most {MAX_WINDOW} (asv's graph data grows "
+                           "with every commit it shows; the kernel pages hold the whole history)")
     update_view(results_dir, view, commits)
     conf = config_for(view, html_dir, repo_root)
     env = {**(env if env is not None else os.environ), KERNEL_PAGES_ENV: "site", STAMP_ENV: stamp}

@@ -130,8 +130,8 @@ NOT_GIVEN = Issues({}, "Regression issues are not shown: this build was given no
 
 
 def for_site(path: Path | None, checks: list[dict[str, Any]]) -> Issues:
-    """The issues of the change points in ``checks`` (ci.history.trends.regressions.all_checks) from the record at ``path``;
-    a record that cannot be read gives no link and a note that says why (the site still builds)."""
+    """The issues of the change points in ``checks`` (ci.history.trends.regressions.all_checks) from the record at
+    ``path``; a record that cannot be read gives no link and a note that says why (the site still builds)."""
     if path is None:
         return NOT_GIVEN
     try:

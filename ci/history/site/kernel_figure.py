@@ -81,8 +81,8 @@ def _short(value: float) -> float:
 
 
 HOVER = (
-    "<b>%{y:.4g} TFLOPS</b><br>%{x|%Y-%m-%d %H:%M} UTC, commit %{customdata[0]}<br>%{customdata[4]}<br>time (median) %{customdata[1]}"
-    "<br>clocks %{customdata[2]}<br>flags %{customdata[3]}<extra>%{fullData.name}</extra>"
+    "<b>%{y:.4g} TFLOPS</b><br>%{x|%Y-%m-%d %H:%M} UTC, commit %{customdata[0]}<br>%{customdata[4]}<br>time (median) "
+    "%{customdata[1]}<br>clocks %{customdata[2]}<br>flags %{customdata[3]}<extra>%{fullData.name}</extra>"
 )
 # A click opens the point's commit on asv's graph; the URL is built here from the trace's meta (benchmark, config,
 # shape) and the point's commit, not stored per point.
@@ -149,7 +149,8 @@ def kernel_figure(kernel: str, history: History, changes: list | None = None, wh
                 row["peak"], kind, x=x, y=[_short(100 * p.tflops / peak.tflops) for p in line], name=short, legendgroup=name,
                 showlegend=False, mode="lines+markers", marker={"symbol": symbols, "size": 4 if whole else 5, "color": colour},
                 line={"color": colour},
-                hovertemplate=f"%{{y:.2f}}% of {peak.tflops:g} TFLOPS ({peak.math})<br>%{{x|%Y-%m-%d %H:%M}} UTC<extra>{html_text.escape(name)}</extra>"))
+                hovertemplate=f"%{{y:.2f}}% of {peak.tflops:g} TFLOPS ({peak.math})<br>%{{x|%Y-%m-%d %H:%M}} "
+                              f"UTC<extra>{html_text.escape(name)}</extra>"))
     hover_axis = f"y{len(names) + 1}"
     drawn = page_changes.draw(fig, changes or [], {c: when[c] for c in commit_axis}, hover_axis)  # this page's commits only
     said |= {"bands": drawn["bands"], "labelled": drawn["labelled"]}
@@ -230,11 +231,13 @@ def _resource_rows(kernel: str, history: History, x_of: dict[str, str], row: dic
         x, y = [x_of[c] for _, c, _ in values if c in x_of], [v for _, c, v in values if c in x_of]
         if metric == "registers" and arch in REGISTER_LIMIT:
             traces.append(_trace(row["registers"], x=x, y=[REGISTER_LIMIT[arch] - v for v in y], name=f"register headroom {arch} (of {REGISTER_LIMIT[arch]})",
-                                 mode="lines+markers", hovertemplate="%{y:.0f} registers free<extra>%{fullData.name}</extra>"))
+                                 mode="lines+markers", hovertemplate="%{y:.0f} registers "
+                                                                     "free<extra>%{fullData.name}</extra>"))
         elif metric in ("spilled_registers", "spill_bytes"):
             unit = "registers" if metric == "spilled_registers" else "bytes"
             traces.append(_trace(row["registers"], x=x, y=y, name=f"spills {arch} ({unit}; lower is better)", mode="lines+markers",
-                                 line={"dash": "dash"}, hovertemplate=f"%{{y:.0f}} {unit} spilled<extra>%{{fullData.name}}</extra>"))
+                                 line={"dash": "dash"}, hovertemplate=f"%{{y:.0f}} {unit} "
+                                                                      f"spilled<extra>%{{fullData.name}}</extra>"))
         elif metric == "shared_memory_bytes" and arch in LDS_LIMIT_KIB:
             traces.append(_trace(row["lds"], x=x, y=[LDS_LIMIT_KIB[arch] - v / 1024 for v in y], name=f"LDS headroom {arch} (of {LDS_LIMIT_KIB[arch]} KiB)",
                                  mode="lines+markers", hovertemplate="%{y:.1f} KiB free<extra>%{fullData.name}</extra>"))
@@ -250,9 +253,12 @@ def _explain_empty_rows(fig: go.Figure, traces: list[dict], mine: list[Point], s
         "gpu": ("No GPU TFLOPS for this kernel in these results: only CPU timings (the row below)." if mine else
                 "No TFLOPS measured for this kernel in these results (see the reasons below the graph)."),
         "peak": "No peak to compare with: " + ("no GPU measurement here (CPU timings have no device peak)." if not gpu_points
-                                               else "this device's peak for the kernel's math is not in ci/history/site/device_peaks.py."),
-        "registers": "No compile-only register counts in these results (asv machine 'compile-only': python -m ci.history --tracks cpu).",
-        "lds": "No compile-only LDS counts in these results (asv machine 'compile-only': python -m ci.history --tracks cpu).",
+                                               else "this device's peak for the kernel's math is not in "
+                                                    "ci/history/site/device_peaks.py."),
+        "registers": "No compile-only register counts in these results (asv machine 'compile-only': python -m "
+                     "ci.history --tracks cpu).",
+        "lds": "No compile-only LDS counts in these results (asv machine 'compile-only': python -m ci.history --tracks "
+               "cpu).",
     }
     if compiled_any:  # the compile-only track ran: this kernel has no count there (n/a on both archs, or failed)
         reasons["registers"] = reasons["lds"] = (

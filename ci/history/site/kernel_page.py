@@ -64,8 +64,8 @@ def publish_history(html_dir: Path, history: History, checks: list[dict], window
                     issues: issue_links.Issues | None = None) -> list[Path]:
     """Write the kernel pages from ``history`` and its machines' ``checks`` (regressions.all_checks); returns the files.
     ``info``: each commit's date and subject (ci.history.site.commit_info.read), for the date axis and the hover.
-    ``issues``: each change point's regression issue (ci.history.site.issue_links.for_site); None: nothing said of issues
-    (a plain asv publish); a record that could not be read: its note, and no issue column."""
+    ``issues``: each change point's regression issue (ci.history.site.issue_links.for_site); None: nothing said of
+    issues (a plain asv publish); a record that could not be read: its note, and no issue column."""
     info = info or {}
     changes = page_changes.from_checks(checks)
     drifts = page_changes.drift_by_line(checks)
@@ -113,8 +113,8 @@ class PageContext:
 
 def change_points_json(found: list, spans: dict, info: dict, whole_page: bool, issues: issue_links.Issues | None = None) -> dict:
     """Every change point of the whole history, newest first: what asv's Regressions page lists beside its own
-    (ci/history/site/asv_html_notes.js), since asv's window of the newest commits holds few of them; with ``issues``, each
-    one's regression issue (null: none) and the sentence about where the issues come from (``issues_note``)."""
+    (ci/history/site/asv_html_notes.js), since asv's window of the newest commits holds few of them; with ``issues``,
+    each one's regression issue (null: none) and the sentence about where the issues come from (``issues_note``)."""
     rows = []
     for (machine, kernel_config, shape), change in found:
         c = change.change
@@ -150,34 +150,35 @@ def _no_gpu_note(history: History) -> str:
     timed = sorted({p.machine for p in history.points} | {m.machine for m in history.missing})
     where = f"on {', '.join(timed)}" if timed else "in these results"
     return (
-        f"<div class='note no-gpu' id='no-gpu'><b>No GPU measurements {html_text.escape(where)}</b>: this machine has no GPU, "
-        f"so the GPU shapes are n/a here and only CPU timings (marked CPU, not the GPU history) are shown. {GPU_HISTORY_HELP}</div>"
+        f"<div class='note no-gpu' id='no-gpu'><b>No GPU measurements {html_text.escape(where)}</b>: this machine has "
+        f"no GPU, so the GPU shapes are n/a here and only CPU timings (marked CPU, not the GPU history) are shown. "
+        f"{GPU_HISTORY_HELP}</div>"
     )
 
 
 def _common_notes(said: dict | None = None) -> str:
     """The reading notes; a kernel page's (``said``: what its figure drew) also say how to read its graph, and the
     change-point sentence says what that graph draws, no more."""
-    general = ("<b>Higher is better.</b> TFLOPS = 2&middot;M&middot;N&middot;K / median time, from the same samples asv keeps "
-               "as seconds (no extra measurement). asv's own graphs show those seconds, lower is better: a TFLOPS gain is a time "
-               "drop there, an improvement, never a regression. Each line is one machine; machines are never mixed, and GPU and "
-               "CPU lines never share an axis. ")
+    general = ("<b>Higher is better.</b> TFLOPS = 2&middot;M&middot;N&middot;K / median time, from the same samples "
+               "asv keeps as seconds (no extra measurement). asv's own graphs show those seconds, lower is better: a "
+               "TFLOPS gain is a time drop there, an improvement, never a regression. Each line is one machine; "
+               "machines are never mixed, and GPU and CPU lines never share an axis. ")
     if said is None:
         return f"<div class='note' id='reading'>{general}</div>"
     if said["bands"]:
         labelled = said["labelled"]
         which = ("each labelled" if labelled == said["bands"] else
                  f"the newest {labelled} labelled" if labelled else "none labelled")
-        bands = (f"Shaded ranges are change points on the GPU lines ({said['bands']} on this graph; red: TFLOPS down, a "
-                 f"regression; green: up), {which} with the size and its 95% interval; the marker over each band says its "
-                 "size, line and commits on hover, and the table below lists every one. ")
+        bands = (f"Shaded ranges are change points on the GPU lines ({said['bands']} on this graph; red: TFLOPS down, "
+                 f"a regression; green: up), {which} with the size and its 95% interval; the marker over each band "
+                 "says its size, line and commits on hover, and the table below lists every one. ")
     else:
         bands = "No change point is drawn on this graph (the table below says why). "
     return (
-        f"<div class='note' id='reading'>{general}The x axis is each commit's date (UTC); the buttons over the graph show the "
-        f"last week, the last month or all of it (it opens on {said.get('opens_on', 'all')}). Crosses are flagged measurements (idle check overridden, clocks throttled, "
-        "warm-up never steady, inputs may be cache resident); hover a point for TFLOPS, date, commit and subject, time, "
-        "clocks and flags, click it to open the commit on asv's graph. " + bands +
+        f"<div class='note' id='reading'>{general}The x axis is each commit's date (UTC); the buttons over the graph "
+        f"show the last week, the last month or all of it (it opens on {said.get('opens_on', 'all')}). Crosses are "
+        "flagged measurements (idle check overridden, clocks throttled, warm-up never steady, inputs may be cache "
+        "resident); hover a point for TFLOPS, date, commit and subject, time, clocks and flags, click it to open the commit on asv's graph. " + bands +
         "The newest commits are the drift guard's (the table below the graph).</div>"
     )
 
@@ -190,7 +191,8 @@ def kernel_page(kernel: str, history: History, changes: list, context: PageConte
     fig, said = kernel_figure(kernel, history, changes, when=context.when, subjects=context.subjects, whole=whole, title_note=note)
     graph = plotly.io.to_html(fig, validate=False, full_html=False, include_plotlyjs=False, div_id="kernel-graph",
                               config={"displaylogo": False})
-    parts = ["<p><a href='index.html'>all kernels</a> &middot; <a href='../index.html'>asv's graphs (seconds, lower is better)</a></p>",
+    parts = ["<p><a href='index.html'>all kernels</a> &middot; <a href='../index.html'>asv's graphs (seconds, lower is "
+             "better)</a></p>",
              f"<h1>{html_text.escape(kernel)}{' (whole history)' if whole else ''}</h1>", _stamp(context.stamp),
              _views(kernel, history, total, whole), _no_gpu_note(history), graph, _click_to_commit(), _common_notes(said)]
     parts.append(_change_points(changes, history, whole, context.spans, context.issues))
@@ -224,8 +226,8 @@ def _click_to_commit() -> str:
 def _change_points(found: list, history: History, whole: bool, spans: dict, issues: issue_links.Issues | None = None) -> str:
     """The change points drawn as shaded ranges, as a table: the suspected commits, the size and its interval; with
     ``issues``, each one's regression issue and its state (ci.history.site.issue_links), and where they come from."""
-    text = (f"<h2>Change points</h2><p>{html_text.escape(page_changes.METHOD)}. CPU lines are not checked (their timings "
-            "moved 19-45% between runs).</p>")
+    text = (f"<h2>Change points</h2><p>{html_text.escape(page_changes.METHOD)}. CPU lines are not checked (their "
+            "timings moved 19-45% between runs).</p>")
     shown = found if whole else [(line, c) for line, c in found if c.first_after in history.commits]
     if not found:
         return text + f"<p class='note' id='no-change-points'>No change point on any GPU line of this kernel over {len(history.commits)} commits.</p>"
@@ -239,15 +241,16 @@ def _change_points(found: list, history: History, whole: bool, spans: dict, issu
             f"<td class='span'>{spans.get(((machine, kernel_config, shape), change.first_after), '?')}</td>"
             f"<td>{html_text.escape(f'{kernel_config} {shape} on {machine}')}</td>{_issue_cell(change, issues)}</tr>")
     older = len(found) - len(shown)
-    more = (f"<p>{older} older change points of this kernel: on <a href='{html_text.escape(found[0][0][1].partition(':')[0])}-all.html'>"
+    more = (f"<p>{older} older change points of this kernel: on <a "
+            f"href='{html_text.escape(found[0][0][1].partition(':')[0])}-all.html'>"
             "the whole history</a>.</p>") if older else ""
     if not rows:
         return text + f"<p class='note' id='no-change-points'>No change point in these {len(history.commits)} commits.</p>" + more
     if issues is not None:
         text += issues.note_html()
-    return text + ("<table id='change-points'><tr><th></th><th>TFLOPS change [95% interval, %]</th><th>suspected commits "
-                   "(after the first, up to the second)</th><th>commits at the new level (up to the line's next change, or its newest "
-                   "commit; over the whole history)</th><th>line</th>" + ("<th>regression issue</th>" if issues is not None and issues.known else "") + "</tr>"
+    return text + ("<table id='change-points'><tr><th></th><th>TFLOPS change [95% interval, %]</th><th>suspected "
+                   "commits (after the first, up to the second)</th><th>commits at the new level (up to the line's "
+                   "next change, or its newest commit; over the whole history)</th><th>line</th>" + ("<th>regression issue</th>" if issues is not None and issues.known else "") + "</tr>"
                    + "".join(rows) + "</table>" + more)
 
 
@@ -274,8 +277,8 @@ def _drift_table(lines_shown: list, drifts: dict) -> str:
     if not rows:
         return ""
     return ("<h2>The newest commit: the drift guard</h2><p>Each GPU line's newest commit against the best of its last "
-            f"{regressions.DRIFT_WINDOW} measured commits (a change point needs three commits after it; this looks at the "
-            "newest now). Threshold: max(2%, 3 x the line's commit-to-commit noise).</p>"
+            f"{regressions.DRIFT_WINDOW} measured commits (a change point needs three commits after it; this looks at "
+            "the newest now). Threshold: max(2%, 3 x the line's commit-to-commit noise).</p>"
             "<table id='drift'><tr><th>line</th><th>newest vs best</th><th>threshold</th><th></th></tr>" + "".join(rows) + "</table>")
 
 
@@ -305,7 +308,8 @@ def _unavailable(kernel: str, history: History) -> str:
     grouped: dict[tuple[str, str], list[str]] = {}
     for (machine, config, shape), (_, why) in sorted(newest.items()):
         grouped.setdefault((machine, why), []).append(f"{config} {shape}")
-    items = "".join(f"<li>on {html_text.escape(machine)}: <b>{html_text.escape(why)}</b> ({len(what)}: {html_text.escape(', '.join(what))})</li>"
+    items = "".join(f"<li>on {html_text.escape(machine)}: <b>{html_text.escape(why)}</b> ({len(what)}: "
+                    f"{html_text.escape(', '.join(what))})</li>"
                     for (machine, why), what in grouped.items())
     return f"<h2>Not measured at the newest commit</h2><ul id='unavailable'>{items}</ul>"
 
@@ -326,14 +330,16 @@ def index_page(history: History, stamp: str = "", changes: dict | None = None, w
                      default=None)
         latest = "" if newest is None else (
             f"<span class='{'regression' if newest[1].change.direction == 'regression' else 'gain'}'>"
-            f"{html_text.escape(page_changes.size_label(newest[1]))}</span> {html_text.escape(newest[0][1])} {html_text.escape(newest[0][2])}"
+            f"{html_text.escape(page_changes.size_label(newest[1]))}</span> {html_text.escape(newest[0][1])} "
+            f"{html_text.escape(newest[0][2])}"
             + (f", {info[newest[1].first_after].date[:10]}" if newest[1].first_after in info else ""))
         name = html_text.escape(kernel)
         pages = f"<a href='{name}.html'>{'newest commits' if whole else 'page'}</a>" + (f" &middot; <a href='{name}-all.html'>whole history</a>" if whole else "")
-        rows.append(f"<tr><td><b>{name}</b></td><td style='white-space: nowrap'>{pages}</td><td>{html_text.escape(about)}</td>"
-                    f"<td>{len(found)} ({down} regressions, {len(found) - down} improvements)</td><td>{latest}</td></tr>")
-    listing = ("<table id='kernels'><tr><th>kernel</th><th>pages</th><th>best TFLOPS (line)</th><th>change points, whole history</th>"
-               f"<th>the newest change point</th></tr>{''.join(rows)}</table>") if rows else (
+        rows.append(f"<tr><td><b>{name}</b></td><td style='white-space: "
+                    f"nowrap'>{pages}</td><td>{html_text.escape(about)}</td><td>{len(found)} ({down} regressions, "
+                    f"{len(found) - down} improvements)</td><td>{latest}</td></tr>")
+    listing = ("<table id='kernels'><tr><th>kernel</th><th>pages</th><th>best TFLOPS (line)</th><th>change points, "
+               f"whole history</th><th>the newest change point</th></tr>{''.join(rows)}</table>") if rows else (
         "<p class='note'>No results to show: no GEMM records and no compile-only counts in the results folder. "
         f"Run the main job (<code>python -m ci.history</code>). {GPU_HISTORY_HELP}</p>")
     return _page("TFLOPS by kernel", "<p><a href='../index.html'>asv's graphs (seconds, lower is better)</a></p>"

@@ -27,8 +27,9 @@ from harness import changepoints
 LineKey = tuple[str, str, str]  # (machine, kernel config, shape): one line of the page
 GAIN_COLOUR, REGRESSION_COLOUR = "#1a9850", "#d73027"
 METHOD = ("Multi-scale local comparison of each GPU line's commit levels (the median of every sample of each commit), "
-          "each change confirmed between its neighbouring changes; under 1% of pure-noise histories of 1000 commits get "
-          "any, and a change must move the level by at least 0.5% (docs/CHANGE_POINTS.md); as in the main job's summary")
+          "each change confirmed between its neighbouring changes; under 1% of pure-noise histories of 1000 commits "
+          "get any, and a change must move the level by at least 0.5% (docs/CHANGE_POINTS.md); as in the main job's "
+          "summary")
 
 
 def from_checks(checks: list[dict[str, Any]]) -> dict[LineKey, list[regressions.CommitChange]]:

@@ -1,4 +1,5 @@
-"""The published history, from checked options to a site folder (``python -m ci.history.publish``; the main job's publish).
+"""The published history, from checked options to a site folder (``python -m ci.history.publish``; the main job's
+publish).
 
 Steps: results from the branch (through the ledger), summaries (the store), checks (change points and drift),
 asv's pages over the newest commits, the kernel pages over the whole history, the stamp (``site.json``). Each
@@ -79,7 +80,8 @@ def _bring_results(options: SiteOptions) -> str | None:
         tip = branch.local_tip() or branch.tracking_tip(options.results_remote)
         log(f"warning: {exc}; reading what this checkout has of {BRANCH} ({tip[:12] if tip else 'nothing'})")
     if tip is None:
-        raise HarnessError(f"no {BRANCH} branch to publish (git fetch {options.results_remote or 'origin'} {BRANCH}, or --local)")
+        raise HarnessError(f"no {BRANCH} branch to publish (git fetch {options.results_remote or 'origin'} {BRANCH}, "
+                           f"or --local)")
     options.results_dir.mkdir(parents=True, exist_ok=True)
     ledger = Ledger(options.results_dir)
     on_branch = {path.removeprefix("results/") for path in branch.tree(tip, "results/")}
@@ -146,8 +148,8 @@ def build(options: SiteOptions) -> dict[str, Any]:
 
 def summary_markdown(report: dict[str, Any]) -> list[str]:
     lines = [f"## The published history: {report['stamp']}", "",
-             f"- site: {report.get('site_url') or report['site']} (asv's pages: the newest {report['asv_window']} commits; "
-             f"kernel pages: the newest {report['page_window']} in detail, the whole history thinned)",
+             f"- site: {report.get('site_url') or report['site']} (asv's pages: the newest {report['asv_window']} "
+             f"commits; kernel pages: the newest {report['page_window']} in detail, the whole history thinned)",
              f"- results files read {report['files']['read']}, reused {report['files']['reused']}; seconds: "
              + ", ".join(f"{k} {v:g}" for k, v in report["seconds"].items()),
              f"- regression issues: {report['issues']['linked']} change points linked; {report['issues']['note']}"]

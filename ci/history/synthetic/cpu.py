@@ -1,5 +1,5 @@
-"""The CPU machine of a synthetic history (ci.history.synthetic.history, ``Spec.cpu_machine``): asv's results and records
-of ``bench_gemm.GemmOnCpu`` on a machine without a GPU, as the main job's timing track writes them there.
+"""The CPU machine of a synthetic history (ci.history.synthetic.history, ``Spec.cpu_machine``): asv's results and
+records of ``bench_gemm.GemmOnCpu`` on a machine without a GPU, as the main job's timing track writes them there.
 
 Imports numpy, the standard library and asv_bench.records.
 """
@@ -63,7 +63,8 @@ class CpuFiles:
         for i, key in enumerate(self.keys):
             if i not in self.measured:
                 kernel = key.split("('", 1)[1].split(":", 1)[0]
-                recs[key] = {"job": "synthetic", "status": "n/a", "reason": f"{kernel} runs on a GPU; this device is cpu",
+                recs[key] = {"job": "synthetic", "status": "n/a", "reason": f"{kernel} runs on a GPU; this device is "
+                                                                            f"cpu",
                              "resume": False, "samples_s": None}
                 continue
             repeats = int(self.rng.integers(10, 30))
@@ -78,7 +79,8 @@ class CpuFiles:
             row["stats_number"][i], row["stats_repeat"][i] = 1, repeats
             recs[key] = {"job": "synthetic", "status": "measured", "method_version": "1", "median_s": middle,
                          "tflops": self.flops[i] / middle / 1e12, "flops": self.flops[i], "n": repeats, "samples_s": None,
-                         "relative_iqr": (q75 - q25) / middle, "flags": [], "idle": {"status": "no GPU idle check on a CPU"},
+                         "relative_iqr": (q75 - q25) / middle, "flags": [], "idle": {"status": "no GPU idle check on a "
+                                                                                               "CPU"},
                          "override_requested": False, "steady": True, "warmup_launches": 3, "inputs_cold": False,
                          "input_sets": 1, "clock": "perf_counter", "gpu_before": None, "gpu_after": None,
                          "label": f"{key} on cpu", "resume": False,

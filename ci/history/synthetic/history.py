@@ -1,4 +1,5 @@
-"""Synthetic histories at scale: N commits x machines x benchmarks, with steps, short regressions and noise of known size.
+"""Synthetic histories at scale: N commits x machines x benchmarks, with steps, short regressions and noise of known
+size.
 
 Made in a clone of this repository (``git fast-import``): ``main`` gets N commits, ``asv-results`` one commit per
 main commit with a GPU machine (the real H200 results, redrawn), ``compile-only`` counts and optionally a CPU

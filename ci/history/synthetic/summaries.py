@@ -13,9 +13,9 @@ from ci.history.synthetic import history as synthetic
 
 
 def summaries(spec: synthetic.Spec) -> tuple[list[str], dict[str, list[dict[str, Any]]]]:
-    """(commits oldest first, machine -> the summaries ci.history.asv_results.store would keep) of :func:`make_history`'s history
-    for a seed, made without git or files, under made-up hashes: the checks and kernel pages at sizes too slow to
-    write (docs/data/history_scale.py --pages-only)."""
+    """(commits oldest first, machine -> the summaries ci.history.asv_results.store would keep) of
+    :func:`make_history`'s history for a seed, made without git or files, under made-up hashes: the checks and kernel
+    pages at sizes too slow to write (docs/data/history_scale.py --pages-only)."""
     rng, gpu, compile_files, lines, levels, drift, noise = synthetic._draw(spec)
     dates, _ = synthetic.commit_dates(spec)
     recs = gpu.sidecar["records"]

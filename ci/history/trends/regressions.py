@@ -4,7 +4,8 @@
 * :func:`change_points` -- harness.changepoints over each series, mapped to commit ranges (with a memo: only the tail);
 * :func:`drift` -- fails a benchmark whose newest TFLOPS is more than ``k`` x its noise (at least ``floor``)
   below the best of its last ``window`` commits.
-Defaults ``k = 3``, ``floor = 2%``, ``window = 10``; why: docs/CHANGE_POINTS.md and docs/HISTORY.md, "trends/regressions.py".
+Defaults ``k = 3``, ``floor = 2%``, ``window = 10``; why: docs/CHANGE_POINTS.md and docs/HISTORY.md,
+"trends/regressions.py".
 """
 
 from __future__ import annotations
@@ -132,8 +133,8 @@ class Drift:
 
     def line(self) -> str:
         verdict = "FAILS" if self.failed else "ok"
-        return (f"{self.benchmark} on {self.machine}: {verdict}, {self.newest[:12]} is {self.drop:.2%} below the best of "
-                f"the last {self.window} measured commits ({self.best[:12]}), threshold {self.threshold:.2%} "
+        return (f"{self.benchmark} on {self.machine}: {verdict}, {self.newest[:12]} is {self.drop:.2%} below the best "
+                f"of the last {self.window} measured commits ({self.best[:12]}), threshold {self.threshold:.2%} "
                 f"(max({DRIFT_FLOOR:.0%}, k x {self.noise:.2%} noise))")
 
 
@@ -216,7 +217,8 @@ def history_checks(history: History, machine: str, *, timed_on_gpu: bool, kept: 
                                "orders": [history.commits[c.last_before], history.commits[c.first_after]]}
                               for c, r in zip(changes, recent)],
             "change_point_lines": [c.line() for c in changes],
-            # streak: how many of the newest commits in a row fail (against the second best: one stray commit is no streak)
+            # streak: how many of the newest commits in a row fail (against the second best: one stray commit is no
+            # streak)
             "drift": [{**d.to_json(), "orders": [history.commits[d.best], history.commits[d.newest]],
                        "streak": failing_streak(series[d.benchmark], d)} for d in drifts], "drift_failed": [d.line() for d in drifts if d.failed]}
 
@@ -241,6 +243,6 @@ def history_markdown(checks: dict[str, Any]) -> list[str]:
     if older:
         lines.append(f"- {older} older change points: on the kernel pages and in the JSON (`change_points`)")
     lines += [f"- **drift**: {line}" for line in checks["drift_failed"]] or [
-        f"- drift guard: every benchmark with >= {DRIFT_MIN_COMMITS} measured commits is within its threshold of the best "
-        f"of its last {DRIFT_WINDOW}"]
+        f"- drift guard: every benchmark with >= {DRIFT_MIN_COMMITS} measured commits is within its threshold of the "
+        f"best of its last {DRIFT_WINDOW}"]
     return lines

@@ -145,7 +145,8 @@ def merge_documents(theirs: dict[str, Any], ours: dict[str, Any]) -> dict[str, A
 
 
 def lost_points(theirs: dict[str, Any], after: dict[str, Any], prefix: str) -> list[str]:
-    """Ids of the points that had a value in ``theirs`` and have none in ``after`` (a number that became n/a included)."""
+    """Ids of the points that had a value in ``theirs`` and have none in ``after`` (a number that became n/a
+    included)."""
     before, now = values(theirs), values(after)
     lost = []
     for key, value in before.items():

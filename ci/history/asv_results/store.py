@@ -173,7 +173,8 @@ def _clocks(record: dict[str, Any]) -> str:
     before = record.get("gpu_before") or {}
     if before.get("sm_clock_mhz"):
         after = record.get("gpu_after") or {}
-        return f"SM {before['sm_clock_mhz']} MHz before, {after.get('sm_clock_mhz', '?')} after, max {before.get('max_sm_clock_mhz', '?')}"
+        after_mhz, max_mhz = after.get("sm_clock_mhz", "?"), before.get("max_sm_clock_mhz", "?")
+        return f"SM {before['sm_clock_mhz']} MHz before, {after_mhz} after, max {max_mhz}"
     return str(record.get("clock") or "")
 
 

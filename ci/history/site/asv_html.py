@@ -51,7 +51,8 @@ if (location.protocol === 'file:') {
   window.js_load_failure = function () {};
   var mxfp4FileNotice = function () {
     document.title = 'asv results: open over http';
-    document.body.innerHTML = '<div id="mxfp4-file-notice" style="font: 16px sans-serif; margin: 3em; max-width: 50em">' +
+    document.body.innerHTML =
+      '<div id="mxfp4-file-notice" style="font: 16px sans-serif; margin: 3em; max-width: 50em">' +
       '<h2>This page needs a web server</h2>' +
       '<p>It reads its data (index.json, graphs/) with requests that browsers refuse for pages opened as files ' +
       '(file://). View it over http, any of these ways:</p><ul>' +
@@ -237,7 +238,8 @@ def _keep_newest_and_flagged(per_benchmark: dict, revisions: dict[str, int]) -> 
 
 
 def _machines_without_gpu(results_dir: Path) -> set[str]:
-    """Machines whose machine.json (ci.history.measure.machine_info) says ``gpu: none``: a CPU-only machine, or compile-only."""
+    """Machines whose machine.json (ci.history.measure.machine_info) says ``gpu: none``: a CPU-only machine, or
+    compile-only."""
     infos = {d.name: folder.machine_json(results_dir, d.name) or {} for d in folder.machine_dirs(results_dir)}
     return {machine for machine, info in infos.items() if str(info.get("gpu", "")).startswith("none")}
 
@@ -292,7 +294,8 @@ def _why_empty(newest: tuple[int, dict[str, dict]] | None, has_results: bool) ->
     if newest is None and not has_results:
         return "not run on this machine yet (no results)"
     if newest is None:
-        return "every parameter set was n/a or failed here (asv run --show-stderr prints why; this benchmark keeps no records)"
+        return ("every parameter set was n/a or failed here (asv run --show-stderr prints why; "
+                "this benchmark keeps no records)")
     by_params = newest[1]
     reasons = Counter(records.describe(r) for r in by_params.values() if r["status"] != "measured")
     if not reasons:

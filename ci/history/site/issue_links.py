@@ -113,7 +113,7 @@ Key = tuple[str, str, str, str]  # (machine, benchmark, last_before, first_after
 
 @dataclass(frozen=True)
 class Issues:
-    """What one site build knows of the issues: each change point's link, and the sentence every page says about them."""
+    """What one site build knows of the issues: each change point's link, and the sentence every page says of them."""
 
     links: dict[Key, Link]
     note: str  # plain text (escaped where it is shown)

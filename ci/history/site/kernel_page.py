@@ -38,12 +38,14 @@ GPU_HISTORY_HELP = (
 STYLE = """body { font: 15px/1.45 sans-serif; margin: 1.2em 2em; color: #222; max-width: 1400px }
 .note { background: #f4f6f8; border-left: 4px solid #8aa; padding: .5em 1em; margin: .6em 0 }
 .no-gpu { border-left-color: #d9a400; background: #fff8e1 }
-table { border-collapse: collapse; margin: .5em 0 } td, th { border: 1px solid #ccc; padding: 2px 8px; text-align: left }
+table { border-collapse: collapse; margin: .5em 0 }
+td, th { border: 1px solid #ccc; padding: 2px 8px; text-align: left }
 tr.gain td.change, tr.gain-range td.change { color: #1a9850; font-weight: bold }
 tr.regression td.change, tr.regression-range td.change { color: #d73027; font-weight: bold }
 span.regression { color: #d73027; font-weight: bold } span.gain { color: #1a9850; font-weight: bold }
 code { background: #eef; padding: 0 3px }
-td.issue { white-space: nowrap } span.issue a { font-weight: bold } span.issue-open a { color: #d73027 } span.issue-closed { color: #555 }
+td.issue { white-space: nowrap } span.issue a { font-weight: bold }
+span.issue-open a { color: #d73027 } span.issue-closed { color: #555 }
 #issues-note.no-issues { border-left-color: #d9a400; background: #fff8e1 }"""
 
 
@@ -178,13 +180,14 @@ def _common_notes(said: dict | None = None) -> str:
         f"<div class='note' id='reading'>{general}The x axis is each commit's date (UTC); the buttons over the graph "
         f"show the last week, the last month or all of it (it opens on {said.get('opens_on', 'all')}). Crosses are "
         "flagged measurements (idle check overridden, clocks throttled, warm-up never steady, inputs may be cache "
-        "resident); hover a point for TFLOPS, date, commit and subject, time, clocks and flags, click it to open the commit on asv's graph. " + bands +
+        "resident); hover a point for TFLOPS, date, commit and subject, time, clocks and flags, click it to open the "
+        "commit on asv's graph. " + bands +
         "The newest commits are the drift guard's (the table below the graph).</div>"
     )
 
 
 def kernel_page(kernel: str, history: History, changes: list, context: PageContext, whole: bool = False) -> str:
-    """``changes``: this kernel's change points (page_changes.for_kernel); ``context``: what the publish's pages share."""
+    """``changes``: this kernel's change points (page_changes.for_kernel); ``context``: what the pages share."""
     total = context.total
     note = f" (all {total} commits, each line thinned to ~{ALL_POINTS} points)" if whole else (
         f" (the newest {len(history.commits)} of {total})" if total else "")
@@ -230,7 +233,8 @@ def _change_points(found: list, history: History, whole: bool, spans: dict, issu
             "timings moved 19-45% between runs).</p>")
     shown = found if whole else [(line, c) for line, c in found if c.first_after in history.commits]
     if not found:
-        return text + f"<p class='note' id='no-change-points'>No change point on any GPU line of this kernel over {len(history.commits)} commits.</p>"
+        return text + (f"<p class='note' id='no-change-points'>No change point on any GPU line of this kernel over "
+                       f"{len(history.commits)} commits.</p>")
     rows = []
     for (machine, kernel_config, shape), change in sorted(shown, key=lambda item: item[1].change.index, reverse=True):
         c = change.change

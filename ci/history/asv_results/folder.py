@@ -44,6 +44,12 @@ def machine_dirs(results_dir: Path) -> list[Path]:
     return sorted(p for p in results_dir.iterdir() if p.is_dir()) if results_dir.is_dir() else []
 
 
+def machine_files(results_dir: Path, machine: str) -> list[Path]:
+    """Every file in ``machine``'s folder; none where it does not exist."""
+    folder = results_dir / machine
+    return [p for p in folder.iterdir() if p.is_file()] if folder.is_dir() else []
+
+
 def machine_json(results_dir: Path, machine: str) -> dict[str, Any] | None:
     """A machine's ``machine.json``, or None where it is missing or unreadable."""
     try:

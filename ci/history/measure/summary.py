@@ -12,7 +12,7 @@ import re
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -205,13 +205,58 @@ def _table(rows: list[dict[str, str]], empty: str, short: str | None) -> str:
     return f"{shown}\n\n_... {len(rows) - SHORT_TABLE_ROWS} more rows: the full table is in `{short}`_"
 
 
+@dataclass
+class Report:
+    """One main-job run as JSON (``--json``; the Markdown summary is drawn from it): every harness problem included.
+    :meth:`to_json` leaves out ``history`` and ``machine_spread`` where they were not computed (no publish)."""
+
+    machine: str
+    fingerprint: dict[str, Any]
+    job: str
+    commits: list[str]
+    status: dict[str, str]
+    track_status: dict[str, dict[str, str]]
+    nothing_new: bool  # every commit already measured on every track: nothing measured or copied
+    identical_to: dict[str, str]
+    results_branch: str
+    html: str
+    quarantined: list[dict[str, str]]
+    harness_problems: list[str]
+    failures: list[str]
+    measurements: dict[str, Any]
+    resources: dict[str, Any]
+    seconds: float
+    step_seconds: dict[str, float]  # where a run's time goes (docs/PERF_NOTES.md, the history at scale)
+    tracks: dict[str, str]
+    cost: dict[str, dict[str, Any]]
+    # point -> [samples before this run, samples now]: a re-run adds to the first run's samples, never replaces them
+    samples: dict[str, dict[str, dict[str, list[int]]]]
+    history: dict[str, Any] | None = None  # change points and the drift guard of this machine (with a publish)
+    machine_spread: list[dict[str, Any]] | None = None  # two runners of one GPU model (with a publish)
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None or k not in ("history", "machine_spread")}
+
+
+def harness_problems(per_track: Mapping[str, Sequence[CommitRun]], problems: list[str], log_file: Path) -> list[str]:
+    """The run's harness problems with each commit's: not measured, or a failure that is the harness's."""
+    problems = list(problems)
+    for kind, track_runs in per_track.items():
+        for run in track_runs:
+            if run.status == NOT_MEASURED:
+                problems.append(f"{run.commit[:8]}: not measured ({kind} tracks; asv stopped before it; its output "
+                                f"in {log_file} says why)")
+            problems += [f"{run.commit[:8]} {item}" for item in run.harness_failures]
+    return problems
+
+
 def summary_markdown(
-    report: dict[str, Any], runs: Sequence[CommitRun], spread: list[dict[str, str]] | None, short: str | None = None,
+    report: Report, runs: Sequence[CommitRun], spread: list[dict[str, str]] | None, short: str | None = None,
 ) -> str:
     """The run in Markdown; ``short`` (the log file's path): the screen's form, each table cut to a few rows."""
-    fp = report["fingerprint"]
+    fp = report.fingerprint
     parts = [
-        f"## asv main job: {report['machine']}",
+        f"## asv main job: {report.machine}",
         "",
         f"GPU: {fp['gpu']} ({fp['gpu_arch']}), driver {fp['gpu_driver']}, {fp['gpu_runtime']}; "
         f"torch {fp['torch']}, triton {fp['triton']}, flydsl {fp['flydsl']}; {fp['cpu']} x{fp['num_cpu']}.",
@@ -219,11 +264,11 @@ def summary_markdown(
         "Kernels here: " + "; ".join(f"`{k}`: {v}" for k, v in fp["kernels"].items()),
         "",
         f"Commits (oldest first): {', '.join(f'{r.commit[:8]} ({r.describe_status()})' for r in runs)}. "
-        f"Results branch: {report['results_branch']}. HTML: `{report['html']}`",
+        f"Results branch: {report.results_branch}. HTML: `{report.html}`",
         "",
         *([f"**Nothing new**: every commit already measured on every track of this run "
-           f"({', '.join(report.get('track_status') or {})}); nothing was measured or copied.", ""]
-          if report.get("nothing_new") else []),
+           f"({', '.join(report.track_status)}); nothing was measured or copied.", ""]
+          if report.nothing_new else []),
         "### GEMM time per commit, this run (median; TFLOPS from the same samples; ⚑ flagged, see below)",
         "",
         _table(gemm_rows(runs), "_(no GEMM measured in this run)_", short),
@@ -233,8 +278,8 @@ def summary_markdown(
         _table(resource_rows(runs), "_(no resources measured in this run)_", short),
         "",
     ]
-    if report.get("cost"):
-        parts += ["### What this run cost", "", *[f"- {line}" for line in cost_lines(report["cost"])], ""]
+    if report.cost:
+        parts += ["### What this run cost", "", *[f"- {line}" for line in cost_lines(report.cost)], ""]
     if spread:
         parts += ["### Same commit, repeated: spread = (max - min) / median", "", _table(spread, "", short), ""]
     notes = flagged(runs)
@@ -249,12 +294,12 @@ def summary_markdown(
         parts += ["### Not measured on this machine (n/a)", ""]
         parts += [f"- {reason} ({count} parameter sets over {len(runs)} commits)" for reason, count in not_available.most_common()]
         parts.append("")
-    for title, items in (("Harness problems (not the commits' fault)", report["harness_problems"]), ("Failed benchmarks", report["failures"])):
+    for title, items in (("Harness problems (not the commits' fault)", report.harness_problems), ("Failed benchmarks", report.failures)):
         if items:
             parts += [f"### {title}", "", *[f"- {item}" for item in items], ""]
-    if report["quarantined"]:
+    if report.quarantined:
         parts += ["### Results files moved aside (unreadable)", ""]
-        parts += [f"- `{q['path']}`: {q['reason']} (now `{q['moved_to']}`)" for q in report["quarantined"]]
+        parts += [f"- `{q['path']}`: {q['reason']} (now `{q['moved_to']}`)" for q in report.quarantined]
         parts.append("")
     return "\n".join(parts)
 

@@ -271,7 +271,7 @@ def _issue_cell(change: regressions.CommitChange, issues: issue_links.Issues | N
 def _drift_table(lines_shown: list, drifts: dict) -> str:
     """The drift guard per line: its newest commit against the best of its recent ones (regressions.drift)."""
     rows = []
-    for name, key, line in lines_shown:
+    for name, key, _ in lines_shown:
         d = drifts.get(key)
         if d is None:
             continue

@@ -1,4 +1,4 @@
-"""The main job's work, from checked options to an exit code (the steps are listed in ci.history.main_job).
+"""The main job's work, from checked options to an exit code: the steps of docs/HISTORY.md, "The main job".
 
 :func:`run` takes one :class:`~ci.history.options.HistoryOptions` (its front,
 ci.history.main_job, built and checked it) and never reads ``argv``.

@@ -2,8 +2,8 @@
 
 Not the whole main job per run (asv, a results branch, a site build: minutes each): the same
 code from the history store on. Each run builds the history of its first n commits as the
-store holds it (ci.history.store.History of Points), computes what the site build publishes
-(ci.history.regressions.all_checks, with a memo store as the site build keeps one, so each
+store holds it (ci.history.asv_results.store.History of Points), computes what the site build publishes
+(ci.history.trends.regressions.all_checks, with a memo store as the site build keeps one, so each
 series recomputes only its tail), writes it as ``changes.json`` (schema
 mxfp4-history-changes/1) and runs the regression-issues command on it against the local
 GitHub stand-in (tests/fake_github.py), as the workflow does after each history run.
@@ -26,9 +26,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ci.history import regressions
-from ci.history.site_build import SCHEMA
-from ci.history.store import History, Point
+from ci.history.asv_results.store import History, Point
+from ci.history.site.site_build import SCHEMA
+from ci.history.trends import regressions
 
 MACHINE = "synthetic-h200"
 HOSTILE = ('evil`\n<!-- mxfp4-perf-issue {"v":2,"kind":"slowdown","status":"open","members":[],"drifts":[],'
@@ -96,7 +96,7 @@ def history_of(scenario: Scenario, values: np.ndarray, n: int) -> History:
 
 
 class Memos:
-    """The memo half of ci.history.store.Store, in memory: each series recomputes only its tail, as in the site build."""
+    """The memo half of ci.history.asv_results.store.Store, in memory: each series recomputes only its tail, as in the site build."""
 
     def __init__(self) -> None:
         self.memos: dict[str, Any] = {}
@@ -144,7 +144,8 @@ def grow(scenario: Scenario, folder: Path, run_command: Callable[[Path, int], No
 def notify_in_process(env: dict[str, str], log: list[str], extra: tuple[str, ...] = ()) -> Callable[[Path, int], None]:
     """The same command's front and code in this process (no interpreter start per run): ``gh`` gets ``env``;
     ``extra``: more options (``--json FILE``: the record the site build reads)."""
-    from ci.notify.front import options_from, run as notify_run
+    from ci.notify.front import options_from
+    from ci.notify.front import run as notify_run
 
     def run(changes: Path, number: int) -> None:
         options = options_from(["regression-issues", "--repo", "OWNER/REPO", "--changes", str(changes), "--run-url",

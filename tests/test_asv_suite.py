@@ -12,8 +12,8 @@ import itertools
 import json
 import os
 import re
-import statistics
 import shutil
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from asv_bench import common, records
-from ci.history import machine_info as fingerprint
+from ci.history.measure import machine_info as fingerprint
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # Never copied into a temporary project: environments, results, caches, carried wheels.
@@ -180,7 +180,7 @@ def test_resource_targets_cover_every_compile_target():
 def test_every_asv_benchmark_is_lower_is_better():
     """asv has no higher-is-better setting (its issue 1617): a TFLOPS or occupancy benchmark would show a gain
     as a regression in asv compare and the benchmark list. TFLOPS travel in the records instead."""
-    from ci.history.machine_info import suite_benchmarks
+    from ci.history.measure.machine_info import suite_benchmarks
 
     names = {n.partition("(")[0] for n in suite_benchmarks()}
     assert "bench_gemm.GemmOnGpu.track_time" in names and "bench_gemm.GemmOnCpu.track_time" in names
@@ -194,7 +194,7 @@ def test_asv_config_loads_plugs_in_the_html_and_keeps_cpu_timings_off_the_regres
     assert conf.benchmark_dir == "asv_bench" and conf.environment_type == "virtualenv"
     assert conf.results_dir == records.DEFAULT_RESULTS_DIR
     assert conf.matrix["env"]["VIRTUALENV_SYSTEM_SITE_PACKAGES"] == "true"
-    assert conf.plugins == [".ci.history.asv_html"]
+    assert conf.plugins == [".ci.history.site.asv_html"]
     skipped = [re.compile(k) for k, v in conf.regressions_first_commits.items() if v is None]
     assert any(p.match("bench_gemm.GemmOnCpu.track_time('torch_dequant:bf16', 'cpu_m00128_n00128_k02048')") for p in skipped)
     assert not any(p.match("bench_gemm.GemmOnGpu.track_time('torch_dequant:bf16', 'square')") for p in skipped)

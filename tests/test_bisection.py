@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ci.bisect import engine, measurer, options as bisect_options, report
+from ci.bisect import engine, measurer, report
+from ci.bisect import options as bisect_options
 
 THRESHOLD = 0.01  # the simulated gate's band
 HALF_WIDTH = 0.004  # and its interval's half width: steps near the threshold are inconclusive
@@ -206,7 +207,7 @@ OTHER_KEY = "bench_gemm.GemmOnGpu.track_time('torch_dequant:bf16', 'square_m0819
 
 
 def change(benchmark: str, last_before: str, first_after: str, direction: str = "regression") -> dict:
-    """One entry of the main job's history.change_points, as ci.history.regressions.CommitChange.to_json writes it."""
+    """One entry of the main job's history.change_points, as ci.history.trends.regressions.CommitChange.to_json writes it."""
     return {"machine": "h200", "benchmark": benchmark, "last_before": last_before, "first_after": first_after,
             "change": {"index": 3, "direction": direction, "relative_change": -0.01 if direction == "regression" else 0.02}}
 

@@ -13,14 +13,15 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-
-from asv_bench import records
-from ci.history import asv_driver, copies, identical, main_job, tracks
-from ci.history import summary as history_summary
 import history_job
+import pytest
 from test_asv_suite import commit_change
 from test_history_results import COMMIT_A, COMMIT_B, ENV, MACHINE, write_results
+
+from asv_bench import records
+from ci.history import main_job
+from ci.history.measure import asv_driver, copies, identical, tracks
+from ci.history.measure import summary as history_summary
 
 NAMES = [
     "bench_gemm.GemmOnGpu.track_time('triton_dot_scaled:m128_n128_k128_w8_s3', 'square_m08192_n08192_k08192')",

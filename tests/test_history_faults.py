@@ -27,13 +27,14 @@ import time
 from pathlib import Path
 
 import pytest
-
-from ci.history import branch_sync, main_job
-from ci.history import results as history_results
-from ci.history.messages import HarnessError
-from ci.history.results_branch import BRANCH, BranchError, ResultsBranch, ShrinkError
 from test_asv_suite import git
 from test_results_branch import bare_remote_with_clones
+
+from ci.history import main_job
+from ci.history.asv_results import folder as history_results
+from ci.history.branch import branch_sync
+from ci.history.branch.results_branch import BRANCH, BranchError, ResultsBranch, ShrinkError
+from ci.history.messages import HarnessError
 
 MACHINE = "ci-test"
 ENV = "virtualenv-py3.11"
@@ -346,8 +347,8 @@ def test_the_main_job_on_a_disk_that_fills_during_asv_exits_2_and_keeps_every_po
     the job exited 0 blaming the build, and the points were gone locally and on the branch."""
     import signal
 
-    from ci.history import asv_driver, machine_info
     from ci.history import run as history_run
+    from ci.history.measure import asv_driver, machine_info
     from ci.history.options import HistoryOptions
 
     remote, clone = remote_and_clone

@@ -11,11 +11,13 @@ from __future__ import annotations
 import io
 import re
 
+import history_job
 import pytest
 
-from ci.history import asv_driver, messages, progress, result_points, track_steps
-from ci.history import summary as history_summary
-import history_job
+from ci.history import messages
+from ci.history.asv_results import result_points
+from ci.history.measure import asv_driver, progress, track_steps
+from ci.history.measure import summary as history_summary
 
 SCREEN_LINES = 60
 

@@ -1,4 +1,4 @@
-"""ci.history.regressions: series read from asv results + records (through ci.history.store), change points as
+"""ci.history.trends.regressions: series read from asv results + records (through ci.history.asv_results.store), change points as
 commits, the drift guard."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from asv_bench import records
-from ci.history import regressions, store
+from ci.history.asv_results import store
+from ci.history.trends import regressions
 
 ENV = "virtualenv-py3.11"
 KEY = "bench_gemm.GemmOnCpu.track_time"
@@ -138,12 +139,12 @@ def test_a_cpu_machines_timings_and_a_short_history_never_fail_the_drift_guard(t
 
 
 def _gpu_machine(results_dir: Path, machine: str, gpu: str) -> None:
-    """The asv machine file as the main job writes it (ci.history.machine_info.machine_fields), with its GPU."""
+    """The asv machine file as the main job writes it (ci.history.measure.machine_info.machine_fields), with its GPU."""
     (results_dir / machine / "machine.json").write_text(json.dumps({"machine": machine, "gpu": gpu, "version": 1}))
 
 
 def test_two_machines_of_one_kind_2pct_apart_are_a_spread_not_a_change_point(tmp_path):
-    from ci.history import machine_spread
+    from ci.history.trends import machine_spread
 
     shas = history(tmp_path, [100.0] * 12, machine="h200-a", seed=1)
     history(tmp_path, [98.0] * 12, machine="h200-b", seed=2)  # 2% slower, the same commits, no step

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from asv_bench import bench_gemm, common, records
-from ci.history import results as history_results
-from ci.history import summary as history_summary
+from ci.history.asv_results import folder as history_results
+from ci.history.measure import summary as history_summary
 from harness import gpu_state
 
 COMMIT_A = "a" * 40

@@ -1,8 +1,8 @@
 """A kernel page's range buttons, clicked in headless Chromium (issue 39: "a range selector (last week / month / all)
 with the newest weeks readable on one screen").
 
-A synthetic history of ~9 weeks (ci.history.synthetic's in-memory summaries: no git, no asv) becomes kernel pages
-(ci.history.kernel_page.publish_history); the newest-commits page is served on 127.0.0.1 and a probe page loads it
+A synthetic history of ~9 weeks (ci.history.synthetic.summaries: no git, no asv) becomes kernel pages
+(ci.history.site.kernel_page.publish_history); the newest-commits page is served on 127.0.0.1 and a probe page loads it
 in a same-origin iframe, reads plotly's x range as the page opens, then clicks each button in turn and reads it
 again. Each range must be what its button says: it ends at the newest commit and starts a week, a month or the
 page's oldest commit before it; the page opens on its documented default (kernel_figure.OPENS_ON).
@@ -17,9 +17,12 @@ import time
 from pathlib import Path
 
 import pytest
-
-from ci.history import commit_info, kernel_figure, kernel_page, store, synthetic
 from browser import CHROMIUM, probe_result, served_dom
+
+from ci.history.asv_results import store
+from ci.history.site import commit_info, kernel_figure, kernel_page
+from ci.history.synthetic import history as synthetic
+from ci.history.synthetic.summaries import summaries as synthetic_summaries
 
 DAY = 86_400.0
 # Commits ~8 h apart on average (median 4 h, heavy-tailed): the newest 160 span ~7 weeks, so a week, a month and all
@@ -66,7 +69,7 @@ start();
 def pages(tmp_path_factory):
     """The kernel pages of SPEC's history, and the newest-commits page's oldest and newest commit dates (seconds)."""
     site = tmp_path_factory.mktemp("ranges")
-    made, summaries = synthetic.summaries(SPEC)
+    made, summaries = synthetic_summaries(SPEC)
     history = store.history(summaries, {c: i for i, c in enumerate(made)})
     info = commit_info.from_summaries(summaries)
     kernel_page.publish_history(site, history, [], WINDOW, "test", info=info)

@@ -1,4 +1,4 @@
-"""The per-kernel TFLOPS pages (ci/history/kernel_page.py), from a synthetic results folder, in headless Chromium.
+"""The per-kernel TFLOPS pages (ci/history/site/kernel_page.py), from a synthetic results folder, in headless Chromium.
 
 Four commits on an H200 machine: triton_dot_scaled at 8192^3 steps +7% TFLOPS at the third commit
 and -3% at the fourth, with compile-only register counts; a CPU-only machine with CPU timings and
@@ -18,8 +18,10 @@ import pytest
 from asv.step_detect import detect_regressions, detect_steps
 
 from asv_bench import records
-from ci.history import device_peaks, kernel_figure, kernel_page, page_changes, regressions, store
-from ci.history.commit_info import iso
+from ci.history.asv_results import store
+from ci.history.site import device_peaks, kernel_figure, kernel_page, page_changes
+from ci.history.site.commit_info import iso
+from ci.history.trends import regressions
 
 CHROMIUM = shutil.which("chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
@@ -152,7 +154,7 @@ def test_on_a_machine_without_a_gpu_the_pages_say_where_gpu_history_comes_from(t
 
 
 # ---------------------------------------------------------------------------
-# change points drawn on the page (ci/history/page_changes.py)
+# change points drawn on the page (ci/history/site/page_changes.py)
 # ---------------------------------------------------------------------------
 
 STEP_AT = 6  # the first commit at the new level
@@ -204,7 +206,7 @@ def test_a_three_percent_drop_is_a_change_point_over_its_commit_range_and_a_flat
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
 def test_the_kernel_page_shades_the_change_points_commit_range_with_its_size(tmp_path):
-    from ci.history import page_changes  # noqa: F401 (the colours below are its)
+    from ci.history.site import page_changes  # noqa: F401 (the colours below are its)
 
     results, shas = make_step_history(tmp_path, -0.03)
     html = tmp_path / "html"
@@ -240,7 +242,7 @@ def test_the_asv_plugin_loads_without_plotly_and_publishing_names_what_is_missin
     import sys
 
     code = ("import sys; sys.modules['plotly'] = None\n"
-            "import ci.history.asv_html as h\n"
+            "import ci.history.site.asv_html as h\n"
             "try:\n    h.kernel_pages_link()\nexcept h.MissingLibraries as exc:\n    print('missing:', exc)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -271,7 +273,7 @@ def test_gpu_and_cpu_lines_never_share_a_y_axis():
 
 
 def test_commits_sharing_a_date_keep_their_order_on_the_date_axis():
-    from ci.history import commit_info
+    from ci.history.site import commit_info
 
     info = {c: commit_info.CommitInfo("2026-01-05 10:00:00", "rebased") for c in COMMITS[:3]}
     when = commit_info.axis_seconds(COMMITS, info)

@@ -177,7 +177,7 @@ def test_results_remote_without_push_results_exits_2_from_the_command_line():
 
 def test_nothing_below_the_front_parses_the_command_line():
     # publish.py is the front of python -m ci.history.publish (tests/test_command_fronts.py lists every front).
-    below = [p for p in Path(main_job.__file__).parent.glob("*.py") if p.stem not in ("main_job", "__main__", "publish")]
+    below = [p for p in Path(main_job.__file__).parent.rglob("*.py") if p.stem not in ("main_job", "__main__", "publish")]
     assert len(below) >= 8, below
     for path in below:
         text = path.read_text()

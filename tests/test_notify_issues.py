@@ -15,6 +15,8 @@ import os
 import shutil
 
 import pytest
+from fake_github import FakeGitHub, State
+from issue_growth import HOSTILE, Scenario, benchmark_key, fixing_commit, grow, notify_in_process
 
 from ci.notify.github import GitHub, GitHubError, Limits
 from ci.notify.history import load_history_changes
@@ -22,8 +24,6 @@ from ci.notify.issue_state import PREFIX, Tracked, parse, render_marker
 from ci.notify.issues import Context, body, title
 from ci.notify.matching import MAX_NEW, SETTLE, plan
 from ci.notify.post import file_issues
-from fake_github import FakeGitHub, State
-from issue_growth import HOSTILE, Scenario, benchmark_key, fixing_commit, grow, notify_in_process
 
 MACHINE = "h200-a"
 RUN = "https://github.com/OWNER/REPO/actions/runs/9"
@@ -345,10 +345,11 @@ def test_a_grown_history_files_one_issue_per_regression_whatever_triage_does(tmp
 
 
 def test_a_drift_streak_is_not_made_by_one_stray_high_commit():
-    """The filer opens a drift issue only after DRIFT_STREAK failing commits in a row (ci.history.regressions'
+    """The filer opens a drift issue only after DRIFT_STREAK failing commits in a row (ci.history.trends.regressions'
     ``streak``): counted against the window's second best, so one stray high commit does not make one."""
-    from ci.history.regressions import Series, drift, failing_streak
     import numpy as np
+
+    from ci.history.trends.regressions import Series, drift, failing_streak
 
     flat = [0.0, 0.001, -0.001, 0.0, 0.025, 0.0, -0.001, 0.001, 0.0, -0.001]  # one commit 2.5% high
     step = [0.0, 0.001, -0.001, 0.0, 0.001, -0.03, -0.031, -0.029, -0.03, -0.031]  # a 3% step five commits ago

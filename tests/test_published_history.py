@@ -1,7 +1,7 @@
 """The published history (python -m ci.history.publish) on synthetic histories: what a new commit costs, and that
 building incrementally gives the answers of building from nothing (issue 27).
 
-A clone of this repository gets a few hundred synthetic commits and their results (ci.history.synthetic: 30 GEMM
+A clone of this repository gets a few hundred synthetic commits and their results (ci.history.synthetic.history: 30 GEMM
 lines with known steps and regressions fixed a few commits later, and compile-only's counts). The site is built,
 commits arrive, it is built again with everything the first build kept; a second clone builds the same final
 history from nothing. Their change points and drift verdicts must be the same, the second build of the first clone
@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from ci.history import branch_sync, synthetic
-from ci.history.ledger import Ledger
-from ci.history.results_branch import ResultsBranch
+from ci.history.asv_results.ledger import Ledger
+from ci.history.branch import branch_sync
+from ci.history.branch.results_branch import ResultsBranch
+from ci.history.synthetic import history as synthetic
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = synthetic.Spec(commits=240, seed=4, bumps_per_line=1, bump_length=(5, 10), drift_sd=0.0, commit_noise=0.002)
@@ -117,7 +118,7 @@ def test_the_branch_import_reads_only_what_changed(tmp_path):
 
 
 def test_the_main_jobs_results_and_the_sites_mirror_keep_their_summaries_apart(tmp_path):
-    from ci.history import store
+    from ci.history.asv_results import store
 
     asv = tmp_path / ".asv"
     assert store.default_path(asv / "results") != store.default_path(asv / "site-results")
@@ -128,8 +129,9 @@ def test_asvs_pages_show_a_bounded_window_whatever_the_history(tmp_path):
     """asv writes each graph with every commit it shows (~0.7 KB a commit in the GPU timings' file): the window is
     bounded so that no file of the site passes 5 MB at any history length (issue 39); the kernel pages hold the rest."""
     from ci.common.options import OptionsError
-    from ci.history import asv_window, publish
+    from ci.history import publish
     from ci.history.messages import HarnessError
+    from ci.history.site import asv_window
 
     for bad in ("0", str(asv_window.MAX_WINDOW + 1)):
         with pytest.raises(OptionsError, match=f"expected 1 to {asv_window.MAX_WINDOW}"):

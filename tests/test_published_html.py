@@ -17,13 +17,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from ci.history import offline_html
 import browser
+import pytest
 from browser import CHROMIUM, CHROMIUM_FLAGS
 from test_asv_suite import CPU_TIME_BENCHMARK, asv, asv_env, commit_change, copy_asv_envs, make_project
 from test_results_branch import results_file
+
+from ci.history.site import offline_html
 
 RESOURCE_BENCHMARK = r"CompiledResources\.track_registers\('triton_dot_scaled'"
 
@@ -65,7 +65,7 @@ check();
 </script></body></html>"""
 
 
-# What the regressions page says about itself (ci/history/asv_html_notes.js), once asv has drawn it.
+# What the regressions page says about itself (ci/history/site/asv_html_notes.js), once asv has drawn it.
 REGRESSIONS_PROBE = b"""<!doctype html><html><body><pre id="result">pending</pre>
 <iframe id="asv" width="1200" height="800" src="index.html#/regressions"></iframe>
 <script>

@@ -13,11 +13,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from test_asv_suite import git
 
 from ci.common import gitutil
-from ci.history import results_branch
-from ci.history.results_branch import BRANCH, BranchError, ResultsBranch
-from test_asv_suite import git
+from ci.history.branch import results_branch
+from ci.history.branch.results_branch import BRANCH, BranchError, ResultsBranch
 
 
 def results_file(machine: str, commit: str, benchmarks: dict[str, float]) -> bytes:

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from ci.history import issue_links, kernel_page, page_changes
-from ci.history.issue_links import IssueRecordError, Issues, for_site, join, parse
-from ci.history.store import History
+from ci.history.asv_results.store import History
+from ci.history.site import issue_links, kernel_page, page_changes
+from ci.history.site.issue_links import IssueRecordError, Issues, for_site, join, parse
 
 MACHINE = "h200-a"
 REPO = "https://github.com/OWNER/REPO"
@@ -44,7 +44,7 @@ def bench(name: str) -> str:
 
 
 def cp(benchmark: str, at: int, change: float, *, machine: str = MACHINE, direction: str = "regression") -> dict:
-    """A change point as the site build's checks hold it (ci.history.regressions.history_checks)."""
+    """A change point as the site build's checks hold it (ci.history.trends.regressions.history_checks)."""
     return {"machine": machine, "benchmark": benchmark, "last_before": sha(at - 1), "first_after": sha(at),
             "orders": [at - 1, at], "recent": True,
             "change": {"index": at, "direction": direction, "relative_change": change,
@@ -192,7 +192,7 @@ def test_the_join_is_the_filers_identity_not_a_name_a_title_or_a_label():
 
 
 def test_the_site_joins_exactly_as_the_filer_matches():
-    """ci.history.issue_links.join and ci.notify.matching pair the same change points with the same members."""
+    """ci.history.site.issue_links.join and ci.notify.matching pair the same change points with the same members."""
     from ci.notify.issue_state import IssueState, Member, Tracked
     from ci.notify.matching import _match
 
@@ -290,7 +290,8 @@ def test_a_missing_or_bad_record_shows_no_state_and_says_why(tmp_path, content, 
 def test_the_kernel_pages_build_with_a_bad_record_and_say_so(tmp_path):
     """The whole kernel-page publish over a small grown history: a bad record costs the states, not the pages."""
     from issue_growth import Memos, Scenario, history_of, levels
-    from ci.history import regressions
+
+    from ci.history.trends import regressions
 
     scenario = Scenario(benchmarks=3, runs=40)
     values = levels(scenario)
@@ -351,7 +352,7 @@ def _regressions_dom(tmp_path: Path, listed: dict) -> str:
 
     if CHROMIUM is None:
         pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    from ci.history.asv_html import NOTES_JS
+    from ci.history.site.asv_html import NOTES_JS
 
     site = tmp_path / "html"
     (site / "mxfp4").mkdir(parents=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ci.common.options import OptionsError
-from ci.history.summary import GEMM_KEY
+from ci.history.asv_results.store import GEMM_KEY
 
 REGRESSION = "regression"  # harness.changepoints' direction of a TFLOPS drop
 

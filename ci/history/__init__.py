@@ -5,4 +5,7 @@ quarantined and re-measured), and the job's exit code. Reads: the git history,
 the ``asv-results`` branch, asv's results and the per-measurement records.
 Writes: the ``asv-results`` branch (results/<machine>/), the published HTML,
 a summary (Markdown, ``--json``). Command: ``python -m ci.history``.
+
+Fronts here (main_job, publish, options, run, messages); the rest by subsystem: asv_results, branch,
+measure, trends, site, synthetic (docs/HISTORY.md, "Layout").
 """

@@ -2,57 +2,12 @@
 
     python -m ci.history                                  # last 3 commits of main, publish
     python -m ci.history --commits 1 --push-results       # the history workflow (.github/workflows/history.yml)
-    python -m ci.history --commits 5 --repeat-head 1 --bench triton_dot_scaled
     python -m ci.history --commits 1 --tracks gpu --push-results --remeasure   # the scheduled run (drift)
 
-Steps (numbered ``[k/n]`` on stderr; asv's and pip's own output goes to ``.asv/main_job.log``, written as
-it goes, and the screen gets asv's progress: a bar on a terminal, a line per quarter or minute in CI; ci.history.progress):
-
-1. Before any work: every option is checked (this module, the front: ``--json``
-   writable, ``--commits`` >= 1, ``--results-remote`` only with ``--push-results``,
-   ...), then every ``--bench`` regex must select a benchmark and the results
-   remote must answer; one main job per checkout (a killed one's leftover
-   processes and temporary files are removed: ci.common.job_process).
-2. Fingerprint this machine in a child process (GPU, driver, stack, which kernels
-   run here): the asv machine ``<host>-<gpu>``.
-3. Results: every file under ``.asv/results`` is validated; an unreadable one is
-   moved to ``.asv/quarantine/`` with a message (ci.history.results). The results
-   branch (``asv-results``) is fetched and merged in. Measurements a killed run
-   finished but asv never saved are marked for reuse.
-4. ``--tracks`` (ci.history.tracks): ``gpu`` the GEMM timings of this machine, ``cpu``
-   the compile-only resource counts (asv machine ``compile-only``, no GPU), ``all`` both.
-   The timing track first fingerprints each commit on the CPU (ci.history.identical):
-   a commit whose code equals a measured commit's on this machine is not measured, its
-   results are that commit's, copied with the note "identical code to <sha12>: not
-   re-measured" (``--remeasure``: measure the newest anyway). Then ``asv run`` over the
-   rest of the last ``--commits`` first-parent commits of ``--branch`` (each benchmark
-   once per commit); ``--repeat-head N`` runs the newest again N times (its spread). A commit
-   measured before keeps its samples: asv appends the new ones (``--append-samples``), and a line
-   says how many samples each point now holds. A commit this machine already has results of
-   (the compile track: its counts; the timing track: a known commit, measured or copied before)
-   is left out and reported "already measured": a run with nothing new exits 0 and writes nothing. Every GEMM
-   measurement writes its record -- TFLOPS, idle check, clocks, throttling,
-   steadiness -- beside asv's results (asv_bench.records).
-5. This machine's results and records are committed to the results branch
-   (GitPython, never touching the work tree); with ``--push-results`` pushed, and on
-   a rejection (another runner pushed first) rebuilt on the new tip and pushed
-   again (ci.history.results_branch).
-6. ``asv publish`` from the results (the branch's, all machines); the plug-in
-   ci.history.asv_html makes the page work offline, on GitHub Pages, and as a file. It is
-   published into a scratch folder and copied into the html folder file by file, so a running
-   ``asv preview`` keeps serving it.
-
-Output: a Markdown summary of this run's measurements (time, TFLOPS, flags,
-resources, failures) on stdout, its tables cut to a few rows (every row in the log file and
-$GITHUB_STEP_SUMMARY); ``--json PATH``.
-The work itself is ci.history.run (asv driven by ci.history.asv_driver, the
-branch by ci.history.branch_sync); it takes the checked options, never ``argv``.
-
-Exit: 0 recorded (or nothing new: every commit already measured); 1 the newest commit failed to build or a benchmark of it
-failed (older commits' failures are listed: they are history); 2 the harness
-failed (bad input, asv could not run, a commit not measured, the push failed);
-130/143 interrupted (Ctrl-C / SIGTERM), after stopping asv and every benchmark process; a results
-folder (.asv) that cannot be written is a harness error naming it.
+This module is the front (options checked whole); the work is ci.history.run. The steps, the output and
+the reasons: docs/HISTORY.md, "The main job".
+Exit: 0 recorded (or nothing new); 1 the newest commit failed to build or a benchmark of it failed;
+2 the harness failed; 130/143 interrupted.
 """
 
 from __future__ import annotations
@@ -60,15 +15,15 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Sequence
 
 from ci.common import options as common_options
 from ci.common.options import OptionsError
 from ci.history import run
+from ci.history.branch.results_branch import BRANCH
 from ci.history.options import DEFAULT_RESULTS_REMOTE, LAUNCH_METHODS, TRACKS, HistoryOptions
-from ci.history.results_branch import BRANCH
 
 _DEFAULTS = {f.name: f.default for f in fields(HistoryOptions)}
 

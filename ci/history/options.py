@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LAUNCH_METHODS = ("auto", "spawn", "forkserver")
-TRACKS = ("all", "gpu", "cpu")  # ci.history.tracks says what each selects
+TRACKS = ("all", "gpu", "cpu")  # ci.history.measure.tracks says what each selects
 DEFAULT_RESULTS_REMOTE = "origin"
 
 
@@ -31,13 +31,13 @@ class HistoryOptions:
     tracks: str = "all"  # one of TRACKS: the GPU runner runs "gpu", a CPU job "cpu", a developer "all"
     remeasure: bool = False  # measure even a commit whose code is identical to a measured one's (the schedule)
     # --drop: regexes of point ids ('<machine>/<commit8>-<env>/<benchmark>(<params>)') that may leave the
-    # results branch; every other recorded point must stay (ci.history.result_points). Each compiled.
+    # results branch; every other recorded point must stay (ci.history.asv_results.result_points). Each compiled.
     drop: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class SiteOptions:
-    """``python -m ci.history.publish``: the published history, built from the results (ci.history.site_build)."""
+    """``python -m ci.history.publish``: the published history, built from the results (ci.history.site.site_build)."""
 
     out: Path  # the site's folder (created); every file of it is the build's
     results_dir: Path  # where the results are (brought from the branch into it with from_branch)

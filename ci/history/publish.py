@@ -3,13 +3,13 @@
     python -m ci.history.publish --out site --json changes.json      # the Pages workflow (every machine's results)
     python -m ci.history.publish --local --out .asv/html             # this checkout's .asv/results, as it is
 
-Steps (ci.history.site_build): every machine's results from the ``asv-results`` branch (only the
+Steps (ci.history.site.site_build): every machine's results from the ``asv-results`` branch (only the
 files that changed since the last build are read: a ledger of blob ids), each results file summarized
 once (the history store), change points and the drift guard per GPU line (recomputed only where new
 commits can change them), asv's own pages over the newest ``--asv-window`` commits, the kernel pages
 over the whole history (the newest ``--page-window`` commits in detail, the whole history thinned),
 a stamp saying which results commit the site was built from and when; with ``--issues``, each change
-point's regression issue and its state (ci.history.issue_links).
+point's regression issue and its state (ci.history.site.issue_links).
 
 Exit: 0 built (change points and drift are reported, never a failure here: the issue filer and the
 kernel pages say them); 2 the build failed (no results branch, asv publish failed, bad input).
@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from ci.common import options as common_options
 from ci.common.options import OptionsError
-from ci.history import asv_window
 from ci.history.options import DEFAULT_RESULTS_REMOTE, SiteOptions
+from ci.history.site import asv_window
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OptionsError as exc:
         print(f"python -m ci.history.publish: error: {exc}", file=sys.stderr)
         return 2
-    from ci.history import site_build
+    from ci.history.site import site_build
 
     return site_build.run(options)
 

@@ -1,7 +1,7 @@
 """The history site build's ``changes.json`` (schema ``mxfp4-history-changes/1``) as findings to file issues for.
 
 history.yml's site-build job uploads it as the artifact ``history-changes``: per machine, each GEMM
-benchmark's change points (ci.history.regressions.CommitChange.to_json) and drift guard (Drift.to_json).
+benchmark's change points (ci.history.trends.regressions.CommitChange.to_json) and drift guard (Drift.to_json).
 Fields not used here are ignored; a used one of the wrong type is a RecordError naming its path.
 Findings: :class:`Slowdown` (a "regression" change point, where it is and whether a later improvement
 took at least half of it back) and :class:`DriftAlarm` (identity: machine, benchmark, best commit;

@@ -143,7 +143,7 @@ def issues_record(existing: Sequence[Tracked], done: dict[int, IssueState], acti
                   context: Context, github_open: dict[int, bool]) -> dict[str, Any]:
     """Every regression issue after this run, as JSON: what the published history shows beside its change points.
 
-    The site build reads it (ci.history.issue_links): where each issue is (the repository's address), GitHub's state
+    The site build reads it (ci.history.site.issue_links): where each issue is (the repository's address), GitHub's state
     (``state``: open or closed, a person's close included) and the bot's (``status``), and per member what the
     identity needs (ci.common.regression_identity: series, suspected commits, their order, size)."""
     states = {t.number: t.state for t in existing}

@@ -3,7 +3,7 @@
     PYTHONPATH=. .venv/bin/python docs/data/change_bands_cost.py 300
 
 Synthetic change points, one every 3 commits of a 1000-commit axis, on a 3-row figure as the kernel pages draw
-(ci.history.page_changes.draw). Prints N, the seconds, and how many shapes and labels the figure got.
+(ci.history.site.page_changes.draw). Prints N, the seconds, and how many shapes and labels the figure got.
 """
 
 import sys
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 from plotly.subplots import make_subplots
 
-from ci.history import page_changes
+from ci.history.site import page_changes
 from harness import changepoints
 
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 300

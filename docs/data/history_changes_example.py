@@ -4,7 +4,7 @@
 
 The shape is the one history.yml's site-build job uploads as the ``history-changes`` artifact
 (schema ``mxfp4-history-changes/1``, python -m ci.history.publish --json); the change points and
-drift entries are computed by the real ci.history.regressions (harness.changepoints, the drift guard) over TFLOPS
+drift entries are computed by the real ci.history.trends.regressions (harness.changepoints, the drift guard) over TFLOPS
 series drawn here with a fixed seed, one machine, 40 commits, 5 samples a commit at 1% noise:
 
 - a 10% step down at commit 25 that stays (a regression change point, not recovered);
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ci.history.regressions import DRIFT_MIN_COMMITS, HISTORY_COMMITS, Series, change_points, drift
+from ci.history.trends.regressions import DRIFT_MIN_COMMITS, HISTORY_COMMITS, Series, change_points, drift
 from harness.changepoints import levels_of
 
 MACHINE = "mi355x-gpu0"

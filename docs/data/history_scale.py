@@ -7,7 +7,7 @@
     PYTHONPATH=. python docs/data/history_scale.py --interleave --commits 10000 20000 --repeats 2 --out docs/data/history_scale_20k.json
 
 For each N, in a fresh clone of this checkout's HEAD as its main (commit first: the clone runs the committed code):
-a synthetic history of N commits on main and their results on asv-results (ci.history.synthetic: a GPU
+a synthetic history of N commits on main and their results on asv-results (ci.history.synthetic.history: a GPU
 machine with the 30 measured GEMM benchmarks and their records, and compile-only's counts; 3 steps of
 1-3% per line, a slow AR(1) wander of SD 0.25%, 0.1% commit noise), the newest commit's results held
 back. Then, each command timed with /usr/bin/time (wall, CPU, peak RSS of the process tree):
@@ -47,7 +47,8 @@ import sys
 import time
 from pathlib import Path
 
-from ci.history import synthetic
+from ci.history.synthetic import history as synthetic
+from ci.history.synthetic.summaries import summaries as synthetic_summaries
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -226,11 +227,13 @@ def pages_only(commits: int, work: Path) -> dict:
     """The checks and the kernel pages of ``commits`` synthetic commits, from in-memory summaries (see the doc)."""
     import resource
 
-    from ci.history import kernel_page, regressions, store
+    from ci.history.asv_results import store
+    from ci.history.site import kernel_page
+    from ci.history.trends import regressions
 
     load_before = os.getloadavg()
     started = time.process_time()
-    made, summaries = synthetic.summaries(synthetic.Spec(commits=commits))
+    made, summaries = synthetic_summaries(synthetic.Spec(commits=commits))
     history = store.history(summaries, {c: i for i, c in enumerate(made)})
     mark = time.process_time()
     row: dict = {"commits": commits, "pages_only": True, "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

@@ -19,7 +19,7 @@ c11  docs        a README line                                             copie
 c12  neutral     the launch closure binds the grid's launcher once         measured
 
 Why most commits change code: the main job measures a commit only when its speed
-fingerprint is new (ci.history.identical) and the change points and the drift guard see
+fingerprint is new (ci.history.measure.identical) and the change points and the drift guard see
 measured commits only (copies are the same measurement twice). E-divisive cuts a segment
 only with >= 2 commits on each side (a pooled t-test of commit medians, Bonferroni over the
 splits), and the drift guard needs >= 5 measured commits; with only c1, c4, c6, c9 measured

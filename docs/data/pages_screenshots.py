@@ -5,7 +5,7 @@
     PYTHONPATH=. python docs/data/pages_screenshots.py shoot --work /tmp/pages-10k --out docs/img
     PYTHONPATH=. python docs/data/pages_screenshots.py time-pages --work /tmp/pages-10k   # the kernel pages' CPU seconds
 
-``make``: a clone of this checkout gets a synthetic two-machine history (ci.history.synthetic: the H200 GPU
+``make``: a clone of this checkout gets a synthetic two-machine history (ci.history.synthetic.history: the H200 GPU
 machine with its 30 GEMM lines, 3 steps of 1-3% each; a CPU machine timing bench_gemm.GemmOnCpu, torch_dequant's
 4 lines at the CPU shapes; and compile-only's counts) dated in the past by the generator, as a real history is
 (the newest commit an hour old, gaps heavy-tailed: 10,000 commits span ~21 months). ``publish``: this checkout's working tree (committed or not) over the clone's code,
@@ -59,7 +59,7 @@ def copy_code(clone: Path) -> None:
 
 
 def make(work: Path, commits: int) -> None:
-    from ci.history import synthetic
+    from ci.history.synthetic import history as synthetic
 
     clone = work / "clone"
     shutil.rmtree(clone, ignore_errors=True)
@@ -84,10 +84,12 @@ def publish(work: Path) -> None:
 
 def time_pages(work: Path) -> None:
     """CPU seconds of the kernel pages alone over the clone's published history (its store already filled by
-    ``publish``): what this checkout's ci.history.kernel_page costs (PYTHONPATH picks which checkout's)."""
+    ``publish``): what this checkout's ci.history.site.kernel_page costs (PYTHONPATH picks which checkout's)."""
     import inspect
 
-    from ci.history import kernel_page, regressions, store
+    from ci.history.asv_results import store
+    from ci.history.site import kernel_page
+    from ci.history.trends import regressions
 
     clone = work / "clone"
     results = clone / ".asv" / "site-results"
@@ -101,7 +103,7 @@ def time_pages(work: Path) -> None:
         kept.close()
     extra = {}
     if "info" in inspect.signature(kernel_page.publish_history).parameters:  # a checkout before issue 39 has no dates
-        from ci.history import commit_info
+        from ci.history.site import commit_info
 
         extra["info"] = commit_info.read(clone, summaries)
     started = time.process_time()

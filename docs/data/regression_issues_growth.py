@@ -5,7 +5,7 @@
 Per seed: tests/issue_growth.py's scenario (24 benchmarks, 0.3% t5 commit noise with exact
 repeats; regressions of -5% at commit 30 fixed at 40, -4% at 45, -6% at 56; -2% in 20
 benchmarks at 66; one benchmark named with a forged marker), 20 commits, then 60 runs of one
-commit each. Each run computes what the site build publishes (ci.history.regressions over the
+commit each. Each run computes what the site build publishes (ci.history.trends.regressions over the
 history store's points, memos kept) and runs ``python -m ci.notify regression-issues``'s front
 in this process against tests/fake_github.py (real HTTPS through ``gh``). Before run 35 every
 issue's label is removed and the first issue is retitled by a person. Then it counts, per true
@@ -18,7 +18,7 @@ regression, the issues that name its benchmarks: exactly one each is the goal.
 ``mxfp4_demo``, so that one page holds the fixed, the open and the hostile-named regressions), the
 filer writing its record (``--json``, schema mxfp4-regression-issues/2) after every run as the
 workflow does; then the kernel pages of the grown history published with that record
-(ci.history.issue_links: each change point's issue and state), commits dated an hour apart ending a
+(ci.history.site.issue_links: each change point's issue and state), commits dated an hour apart ending a
 day ago. ``--screenshot``: headless Chromium at 1600x1200 of ``mxfp4_demo.html``, at its change
 points. The JSON says what each change point of that page shows; exit 1 unless the fixed
 regression's issue shows closed with its fixing commit and two others open.
@@ -38,8 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))  # the scenario and the GitHub stand-in live with the tests
 
 from fake_github import FakeGitHub, State  # noqa: E402
-from issue_growth import (Memos, Scenario, benchmark_key, fixing_commit, grow, history_of, levels,  # noqa: E402
-                          notify_in_process)
+from issue_growth import Memos, Scenario, benchmark_key, fixing_commit, grow, history_of, levels, notify_in_process  # noqa: E402
 
 from ci.notify.issue_state import parse  # noqa: E402
 from harness.report import write_json_atomic  # noqa: E402
@@ -147,7 +146,8 @@ def site(seed: int, runs: int, out: Path, screenshot: Path | None) -> dict:
     import shutil
     import subprocess
 
-    from ci.history import commit_info, issue_links, kernel_page, regressions
+    from ci.history.site import commit_info, issue_links, kernel_page
+    from ci.history.trends import regressions
 
     scenario = Scenario(seed=seed, runs=runs, one_kernel=4)
     with tempfile.TemporaryDirectory() as tmp, FakeGitHub(Path(tmp), State()) as server:

@@ -3,7 +3,7 @@
     python docs/data/render_h200_kernel_page.py    # writes docs/img/h200_kernel_page.png (needs Debian's chromium)
 
 The results are the main job's on exp/history (docs/data/h200_history.sh, 2026-12-02): 12 commits, a +1% step
-at c4 and +3% at c9. The page is the one every `asv publish` writes (ci.history.kernel_page), drawn here again
+at c4 and +3% at c9. The page is the one every `asv publish` writes (ci.history.site.kernel_page), drawn here again
 from the committed results so that the picture can be checked against the data.
 """
 
@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ci.history import kernel_page
+from ci.history.site import kernel_page
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs/data/h200_history/asv/results"

@@ -1,0 +1,305 @@
+"""The asv history on its own branch (``asv-results``), written with GitPython, safe when runners race.
+
+The branch holds ``results/benchmarks.json`` and ``results/<machine>/`` (machine.json, asv's results, records).
+A runner writes only its own machine's files: :meth:`ResultsBranch.commit_and_push` builds the commit on the
+remote's tip in a private index, pushes without force and retries on a rejection; files that differ are merged
+per point (ci.history.asv_results.result_points). A commit that would lose a point raises :class:`ShrinkError`; a
+failed write a :class:`BranchError`. Layout and reasons: docs/HISTORY.md, "branch/results_branch.py".
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import re
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeGuard
+
+import git
+from gitdb import IStream
+
+from ci.history.asv_results import result_points
+
+BRANCH = "asv-results"
+# A push that lost a race: the remote moved between our fetch and our push.
+_RETRYABLE = re.compile(r"non-fast-forward|fetch first|\[rejected\]|cannot lock ref|failed to update ref|stale info|incorrect old value", re.I)
+
+
+class BranchError(RuntimeError):
+    """The results branch could not be read or written; the message says what git said."""
+
+
+class ShrinkError(BranchError):
+    """A commit would remove recorded points from the branch that no ``--drop`` names; nothing was committed."""
+
+
+class ResultsBranch:
+    def __init__(self, checkout: Path, remote: str | None, branch: str = BRANCH, log: Callable[[str], None] = print):
+        try:
+            self.repo = git.Repo(checkout)
+        except git.exc.InvalidGitRepositoryError:
+            raise BranchError(f"{checkout} is not a git repository") from None
+        self.remote = remote
+        self.branch = branch
+        self.log = log
+        if self.repo.head.is_valid() and not self.repo.head.is_detached and self.repo.active_branch.name == branch:
+            raise BranchError(f"the checkout has {branch} checked out; the results branch is written without a work "
+                              f"tree")
+
+    # -- reading ----------------------------------------------------------------
+
+    def check_remote(self) -> None:
+        """Fail before the work when the remote is missing or unreachable (ls-remote)."""
+        if self.remote is None:
+            return
+        if self.remote not in [r.name for r in self.repo.remotes]:
+            raise BranchError(f"no git remote {self.remote!r} in this checkout (git remote -v lists "
+                              f"{[r.name for r in self.repo.remotes]})")
+        try:
+            self.repo.git.ls_remote("--heads", self.remote, self.branch)
+        except git.GitCommandError as exc:
+            raise BranchError(f"cannot reach remote {self.remote!r}: {exc.stderr.strip()}") from None
+
+    def fetch(self) -> str | None:
+        """The remote branch's tip (fetched into refs/remotes/<remote>/<branch>), or None if it has none yet."""
+        if self.remote is None:
+            return self.local_tip()
+        try:
+            listed = str(self.repo.git.ls_remote("--heads", self.remote, self.branch)).split()
+            if not listed:
+                return None
+            self.repo.git.fetch("--quiet", self.remote, f"+refs/heads/{self.branch}:{self._tracking_ref}")
+        except git.GitCommandError as exc:
+            raise BranchError(f"git fetch {self.remote} {self.branch}: {exc.stderr.strip()}") from None
+        return self.repo.git.rev_parse(self._tracking_ref)
+
+    @property
+    def _tracking_ref(self) -> str:
+        return f"refs/remotes/{self.remote}/{self.branch}"
+
+    def tracking_tip(self, remote: str) -> str | None:
+        """``refs/remotes/<remote>/<branch>`` as the last fetch left it, or None."""
+        try:
+            return self.repo.git.rev_parse("--verify", "--quiet", f"refs/remotes/{remote}/{self.branch}") or None
+        except git.GitCommandError:
+            return None
+
+    def local_tip(self) -> str | None:
+        try:
+            return self.repo.git.rev_parse("--verify", "--quiet", f"refs/heads/{self.branch}")
+        except git.GitCommandError:
+            return None
+
+    def files(self, commit: str | None, under: str = "") -> dict[str, bytes]:
+        """path -> content of every file under ``under`` in ``commit``'s tree."""
+        return {path: self.blob(sha) for path, sha in self.tree(commit, under).items()}
+
+    def tree(self, commit: str | None, under: str = "") -> dict[str, str]:
+        """path -> blob id of every file under ``under`` in ``commit``'s tree (one ``git ls-tree``, no content read)."""
+        if commit is None:
+            return {}
+        out = {}
+        listing = self.repo.git.ls_tree("-r", "-z", "--full-tree", commit, *([under] if under else []))
+        for entry in filter(None, listing.split("\0")):
+            meta, _, path = entry.partition("\t")
+            _, kind, sha = meta.split()
+            if kind == "blob":
+                out[path] = sha
+        return out
+
+    def blob(self, sha: str) -> bytes:
+        """A blob's content, through git's long-running ``cat-file --batch`` (GitPython's object database)."""
+        return self.repo.odb.stream(bytes.fromhex(sha)).read()
+
+    # -- writing ----------------------------------------------------------------
+
+    def commit(self, files: dict[str, bytes], message: str, base: str | None, drop: tuple[str, ...] = ()) -> str | None:
+        """A commit on ``base`` adding/merging ``files`` point by point; None when it would change nothing.
+
+        Raises :class:`ShrinkError` when a point of ``base`` would lose its value and no ``drop`` pattern names it.
+        """
+        lost: list[str] = []
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+                if base is not None:
+                    self.repo.git.read_tree(base, env=env)
+                else:
+                    self.repo.git.read_tree("--empty", env=env)
+                # The base's blob ids listed once: each file's old content is then read by id, never by walking the
+                # tree (a machine folder holds a file per commit: walking it per file grew with the square of the
+                # history).
+                theirs_ids = self.tree(base, "results/") if base is not None else {}
+                index_lines = []
+                for path, data in sorted(files.items()):
+                    theirs_id = theirs_ids.get(path) if path.startswith("results/") else None
+                    theirs = self.blob(theirs_id) if theirs_id else (self._blob(base, path) if not path.startswith("results/") else None)
+                    merged = merge_file(path, theirs, data, drop)
+                    lost += _lost(path, theirs, merged, drop)
+                    if lost:
+                        continue
+                    sha = self.repo.odb.store(IStream("blob", len(merged), io.BytesIO(merged))).hexsha.decode()
+                    index_lines.append(f"100644 {sha}\t{path}\n")
+                if lost:
+                    raise ShrinkError(_shrink_message(lost, base, self.branch))
+                if index_lines:  # one git process for every file of the commit
+                    listing = Path(tmp) / "index-info"
+                    listing.write_text("".join(index_lines))
+                    with open(listing, "rb") as stdin:
+                        self.repo.git.update_index("--add", "--index-info", istream=stdin, env=env)
+                tree = self.repo.git.write_tree(env=env)
+            if base is not None and self.repo.commit(base).tree.hexsha == tree:
+                return None
+            parents = ["-p", base] if base is not None else []
+            return self.repo.git.commit_tree(tree, *parents, "-m", message, env=self._identity())
+        except (OSError, git.GitCommandError) as exc:
+            # A full disk or an unwritable .git: the objects were not written, the branch ref was never moved.
+            detail = _git_said(exc.stderr) if isinstance(exc, git.GitCommandError) else (exc.strerror or str(exc))
+            kept = f"{base[:8]}" if base else "no commit yet"
+            raise BranchError(f"cannot write the {self.branch} commit ({detail}); the branch is left as it was "
+                              f"({kept}), "
+                              "every recorded point is still on it") from None
+
+    def _blob(self, commit: str | None, path: str) -> bytes | None:
+        if commit is None:
+            return None
+        try:
+            return (self.repo.commit(commit).tree / path).data_stream.read()
+        except KeyError:
+            return None
+
+    def _identity(self) -> dict[str, str]:
+        """git's configured author, or a stated one where none is configured (a fresh machine)."""
+        if os.environ.get("GIT_COMMITTER_EMAIL") and os.environ.get("GIT_AUTHOR_EMAIL"):
+            return {}
+        try:
+            self.repo.git.config("user.email")
+            return {}
+        except git.GitCommandError:
+            name = "mxfp4 main job"
+            email = "main-job@localhost"
+            return {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
+
+    def _newest_known_tip(self) -> str | None:
+        """Without a push: the local branch, or the last fetched remote tip when the local one is behind it."""
+        local = self.local_tip()
+        if self.remote is None:
+            return local
+        try:
+            fetched = self.repo.git.rev_parse("--verify", "--quiet", self._tracking_ref)
+        except git.GitCommandError:
+            return local
+        if local is None or self.repo.is_ancestor(local, fetched):  # type: ignore[arg-type]  # git merge-base takes any rev
+            return fetched
+        return local
+
+    def _set_local(self, sha: str) -> None:
+        self.repo.git.update_ref(f"refs/heads/{self.branch}", sha)
+
+    def commit_and_push(
+        self,
+        files: dict[str, bytes],
+        message: str,
+        *,
+        push: bool,
+        attempts: int = 6,
+        before_push: Callable[[], None] | None = None,
+        drop: tuple[str, ...] = (),
+    ) -> str | None:
+        """Commit ``files`` on the newest tip; with ``push``, push it, rebuilding on a rejection. Returns the tip.
+
+        ``drop``: regexes of point ids (ci.history.asv_results.result_points) that may leave the branch; any other loss
+        is a ShrinkError.
+        """
+        for attempt in range(1, attempts + 1):
+            base = self.fetch() if push else self._newest_known_tip()
+            sha = self.commit(files, message, base, drop)
+            if sha is None:
+                self.log(f"{self.branch}: nothing new to commit (the branch already holds these results)")
+                if base is not None:
+                    self._set_local(base)
+                return base
+            if not push:
+                self._set_local(sha)
+                return sha
+            if before_push is not None:
+                before_push()  # tests: let another runner push in between
+            try:
+                self.repo.git.push("--quiet", self.remote, f"{sha}:refs/heads/{self.branch}")
+            except git.GitCommandError as exc:
+                if not _RETRYABLE.search(exc.stderr or ""):
+                    raise BranchError(f"git push {self.remote} {self.branch}: {exc.stderr.strip()}") from None
+                delay = min(30.0, 0.5 * 2**attempt) * random.uniform(0.5, 1.0)
+                self.log(f"{self.branch}: another runner pushed first (attempt {attempt}/{attempts}); fetching and "
+                         f"retrying in {delay:.1f} s")
+                time.sleep(delay)
+                continue
+            self._set_local(sha)
+            self.repo.git.update_ref(self._tracking_ref, sha)
+            return sha
+        raise BranchError(f"git push {self.remote} {self.branch}: still rejected after {attempts} attempts")
+
+
+# ---------------------------------------------------------------------------
+# merging one file that both the branch and this run have
+# ---------------------------------------------------------------------------
+
+
+def merge_file(path: str, theirs: bytes | None, ours: bytes, drop: tuple[str, ...] = ()) -> bytes:
+    """Ours, except asv results and records files: merged per measured point (ci.history.asv_results.result_points),
+    then without the points a ``drop`` pattern names."""
+    if theirs == ours and not drop:
+        return ours
+    try:
+        new = json.loads(ours)
+        old = json.loads(theirs) if theirs is not None else None
+    except ValueError:
+        return ours  # theirs is unreadable (ours was validated before the commit): nothing readable to keep
+    prefix = result_points.point_prefix(path)
+    if path.endswith(".records") and isinstance(new.get("records"), dict):
+        merged = new if not isinstance(old, dict) or not isinstance(old.get("records"), dict) else {
+            **old, **new, "records": {**old["records"], **new["records"]}}
+        merged = result_points.drop_records(merged, prefix, drop)[0]
+    elif path.endswith(".json") and isinstance(new.get("results"), dict) and "result_columns" in new:
+        merged = new if not _is_results(old) else result_points.merge_documents(old, new)
+        merged = result_points.drop_points(merged, prefix, drop)[0]
+    else:
+        return ours
+    if merged == new and theirs is None:
+        return ours
+    return result_points.dumps(merged)
+
+
+def _git_said(stderr: str) -> str:
+    """GitPython's "stderr: 'fatal: ...'" as git's own words."""
+    return stderr.strip().removeprefix("stderr:").strip().strip("'").strip()
+
+
+def _is_results(data: Any) -> TypeGuard[dict[str, Any]]:
+    return isinstance(data, dict) and isinstance(data.get("results"), dict) and isinstance(data.get("result_columns"), list)
+
+
+def _lost(path: str, theirs: bytes | None, merged: bytes, drop: tuple[str, ...]) -> list[str]:
+    """The points of ``theirs`` (a results file of the branch) without a value in ``merged`` that no ``drop`` names."""
+    if theirs is None or not path.endswith(".json"):
+        return []
+    try:
+        old, new = json.loads(theirs), json.loads(merged)
+    except ValueError:
+        return []  # an unreadable file on the branch holds no point anyone can read
+    if not _is_results(old) or not _is_results(new):
+        return []
+    patterns = [re.compile(p) for p in drop]
+    return [p for p in result_points.lost_points(old, new, result_points.point_prefix(path)) if not any(r.search(p) for r in patterns)]
+
+
+def _shrink_message(lost: list[str], base: str | None, branch: str) -> str:
+    shown = ", ".join(lost[:8]) + (f" and {len(lost) - 8} more" if len(lost) > 8 else "")
+    return (f"this commit would remove {len(lost)} recorded points from {branch} ({shown}); nothing was committed, "
+            f"the branch is left at {base[:8] if base else '?'}. If they should go, name them with --drop PATTERN "
+            "(a regex searched in '<machine>/<commit8>-<env>/<benchmark>(<params>)')")

@@ -1,0 +1,118 @@
+"""Make the HTML of ``asv publish`` work without the internet, from committed copies of its libraries.
+
+asv 0.6.6's index.html loads jQuery, flot, bootstrap and three small plugins
+from public CDNs; on a runner or a laptop without those hosts the page shows
+no graph at all. The same libraries are committed in ``ci/history/vendor/``
+(npm packages' files, unchanged, with their licenses), each named in
+``vendor/lock.json`` with its package@version and sha256: every publish serves
+the same bytes, and nothing is installed or resolved when it runs.
+:func:`localize` copies them into ``vendor/`` beside index.html and points the
+page at them. Where the committed file is byte-identical to the CDN one (same
+SRI hash), the ``integrity`` attribute is kept and the browser still verifies
+it; where npm ships another build (flot 0.8.3 unminified, stupidtable 1.1.3
+instead of 1.0.1, same API) it is dropped.
+
+Run by every ``asv publish`` (ci/history/site/asv_html.py). Imports the standard library and harness.report.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.report import write_text_atomic
+
+VENDOR_DIR = Path(__file__).parents[1] / "vendor"
+LOCK_FILE = VENDOR_DIR / "lock.json"
+# A <script src=...> or <link href=...> tag naming one URL, with its attributes.
+_TAG = re.compile(r"<(script|link)\b[^>]*?\b(?:src|href)=\"(?P<url>https://[^\"]+)\"[^>]*>")
+
+
+class AssetsUnavailable(RuntimeError):
+    """A library the page needs is missing, altered, or unknown here; the message says which."""
+
+
+@dataclass(frozen=True)
+class Asset:
+    """One library file: where asv's page loads it from, and the committed copy that replaces it."""
+
+    cdn_url: str
+    file: str  # under VENDOR_DIR, and under the published html_dir/vendor/
+    package: str  # npm package@version it was taken from
+    path_in_package: str
+    sha256: str
+    license: str  # under VENDOR_DIR
+
+
+def locked_assets(lock_file: Path = LOCK_FILE) -> dict[str, Asset]:
+    """CDN URL -> Asset, as ``vendor/lock.json`` names them."""
+    rows = json.loads(lock_file.read_text())["assets"]
+    return {row["cdn_url"]: Asset(**row) for row in rows}
+
+
+def sha256_mismatches(assets: dict[str, Asset], vendor_dir: Path = VENDOR_DIR) -> list[str]:
+    """The committed files that are missing or differ from their locked sha256, each with why."""
+    problems = []
+    for asset in assets.values():
+        path = vendor_dir / asset.file
+        if not path.is_file():
+            problems.append(f"{path} is missing ({asset.package})")
+            continue
+        actual = hashlib.sha256(path.read_bytes()).hexdigest()
+        if actual != asset.sha256:
+            problems.append(f"{path} has sha256 {actual}, not {asset.sha256} as {LOCK_FILE.name} says "
+                            f"({asset.package})")
+    return problems
+
+
+def _sri(path: Path, algorithm: str) -> str:
+    digest = hashlib.new(algorithm, path.read_bytes()).digest()
+    return f"{algorithm}-{base64.b64encode(digest).decode()}"
+
+
+def localize(html_dir: Path, vendor_dir: Path = VENDOR_DIR, lock_file: Path = LOCK_FILE) -> list[str]:
+    """Copy the libraries into ``html_dir``/vendor and point index.html at them. Returns the URLs replaced."""
+    index = html_dir / "index.html"
+    if not index.is_file():
+        raise FileNotFoundError(f"{index}: no published HTML (run asv publish first)")
+    assets = locked_assets(lock_file)
+    altered = sha256_mismatches(assets, vendor_dir)
+    if altered:
+        # A page served with other bytes than the locked ones is not the page that was reviewed.
+        raise AssetsUnavailable("; ".join(altered))
+    text = index.read_text()
+    published = html_dir / "vendor"
+    published.mkdir(exist_ok=True)
+    replaced: list[str] = []
+    unknown: list[str] = []
+
+    def rewrite(match: re.Match[str]) -> str:
+        url = match.group("url")
+        if url not in assets:
+            unknown.append(url)
+            return match.group(0)
+        asset = assets[url]
+        source = vendor_dir / asset.file
+        shutil.copyfile(source, published / asset.file)
+        tag = match.group(0).replace(url, f"vendor/{asset.file}")
+        integrity = re.search(r'\bintegrity="(sha\d+)-[^"]*"', tag)
+        if integrity and f'integrity="{_sri(source, integrity.group(1))}"' not in tag:
+            # Another build than the CDN's: the browser would refuse it under the old hash.
+            tag = re.sub(r'\s+integrity="[^"]*"', "", tag)
+        tag = re.sub(r'\s+crossorigin="[^"]*"', "", tag)
+        replaced.append(url)
+        return tag
+
+    text = _TAG.sub(rewrite, text)
+    if unknown:
+        raise AssetsUnavailable(
+            f"{index} loads {', '.join(unknown)}, which {lock_file} does not name: asv's HTML changed; commit "
+            f"the library's file in {vendor_dir} with its license and add its row (package@version, sha256)"
+        )
+    write_text_atomic(index, text)
+    return replaced

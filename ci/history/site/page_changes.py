@@ -1,0 +1,145 @@
+"""Change points on the kernel pages: the main job's detector over each GPU line, drawn as shaded commit ranges.
+
+The same method, settings and series as the main job's summary and JSON (ci.history.trends.regressions,
+harness.changepoints, docs/CHANGE_POINTS.md): the site build computes each machine's checks once
+and both the pages and the JSON are drawn from them, so they never disagree about a change. A
+change is drawn where it is suspected: the commits after the last one measured at the old level up
+to the first at the new (``(last_before, first_after]``), shaded in red for a TFLOPS drop (a
+regression) and green for a gain (an improvement); the newest eight are labelled on the graph with their size and
+95% interval, every one says it on hover (a marker over its band) and in the table below the graph.
+
+Only GPU lines are checked, as in the main job: a CPU machine's timings moved 19-45% between runs
+(ci.history.trends.regressions.CPU_NOT_CHECKED). Machines are never mixed: a series is one machine's.
+The newest commits, where a change point needs three commits after it, are the drift guard's
+(shown per line beside the change points).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+
+from ci.history.asv_results.store import GEMM_KEY
+from ci.history.trends import regressions
+from harness import changepoints
+
+LineKey = tuple[str, str, str]  # (machine, kernel config, shape): one line of the page
+GAIN_COLOUR, REGRESSION_COLOUR = "#1a9850", "#d73027"
+METHOD = ("Multi-scale local comparison of each GPU line's commit levels (the median of every sample of each commit), "
+          "each change confirmed between its neighbouring changes; under 1% of pure-noise histories of 1000 commits "
+          "get any, and a change must move the level by at least 0.5% (docs/CHANGE_POINTS.md); as in the main job's "
+          "summary")
+
+
+def from_checks(checks: list[dict[str, Any]]) -> dict[LineKey, list[regressions.CommitChange]]:
+    """Each GPU line's change points, by (machine, kernel config, shape), from the machines' history checks
+    (ci.history.trends.regressions.history_checks); lines without one are left out."""
+    out: dict[LineKey, list[regressions.CommitChange]] = {}
+    for machine in checks:
+        for entry in machine["change_points"]:
+            match = GEMM_KEY.match(entry["benchmark"])
+            if match is None or match.group(1) != "GemmOnGpu":
+                continue
+            out.setdefault((entry["machine"], match.group(2), match.group(3)), []).append(regressions.CommitChange.from_json(entry))
+    return out
+
+
+def drift_by_line(checks: list[dict[str, Any]]) -> dict[LineKey, dict[str, Any]]:
+    """(machine, kernel config, shape) -> the drift guard's verdict on its newest commit (Drift.to_json())."""
+    out = {}
+    for machine in checks:
+        for entry in machine["drift"]:
+            match = GEMM_KEY.match(entry["benchmark"])
+            if match is not None:
+                out[(entry["machine"], match.group(2), match.group(3))] = entry
+    return out
+
+
+def for_kernel(changes: dict[LineKey, list[regressions.CommitChange]], kernel: str) -> list[tuple[LineKey, regressions.CommitChange]]:
+    return [(line, c) for line, found in sorted(changes.items()) if line[1].partition(":")[0] == kernel for c in found]
+
+
+def _percent(value: float) -> str:
+    return f"{value * 100:+.1f}%".replace("-", "\u2212")
+
+
+def size_label(change: regressions.CommitChange) -> str:
+    """'regression −3.1% [−3.6, −2.6]': direction, size, and its interval (percent)."""
+    c = change.change
+    low, high = (f"{v * 100:+.1f}".replace("-", "\u2212") for v in c.interval)
+    return f"{c.direction} {_percent(c.relative_change)} [{low}, {high}]"
+
+
+def colour(change: regressions.CommitChange) -> str:
+    return REGRESSION_COLOUR if change.change.direction == changepoints.REGRESSION else GAIN_COLOUR
+
+
+LABELLED = 8  # band labels drawn on the graph, newest first, each at a height of its own (hover and the table say all)
+
+
+def draw(fig: go.Figure, found: list[tuple[LineKey, regressions.CommitChange]], when: dict[str, float], hover_axis: str,
+         labels: int = LABELLED) -> dict[str, Any]:
+    """A shaded range per change point on the GPU TFLOPS row (axes x and y), the newest ``labels`` labelled with their
+    size and interval (labels stack so that none hides another), and a marker over every band on ``hover_axis`` (an
+    invisible y axis over the row, 0 to 1) whose hover says the same label. Returns what was drawn, for the page's
+    sentences: {"bands": n, "labelled": k}.
+
+    ``when``: commit -> its place on the date axis (seconds); a change whose first commit at the new level is off the
+    axis (older than a window of the newest commits) is left out, one whose last old commit is off it starts at the
+    axis's first commit. The markers' trace (plotly JSON) is returned under "trace", for the figure's data."""
+    # Shapes and labels go in as one layout update: plotly's add_vrect / add_annotation re-validate every shape and
+    # label already there on each call, so a page with hundreds of change points cost seconds per band drawn.
+    from ci.history.site.commit_info import iso
+
+    shown = sorted(((line, c) for line, c in found if c.first_after in when), key=lambda item: when[item[1].first_after], reverse=True)
+    if not shown:
+        return {"bands": 0, "labelled": 0, "trace": None}
+    first, last = min(when.values()), max(when.values())
+    span = max(last - first, 1.0)
+    bands: list[dict] = []
+    notes: list[dict] = []
+    marks: dict[str, list] = {"x": [], "text": [], "color": []}
+    for number, ((machine, kernel_config, shape), change) in enumerate(shown):
+        end = when[change.first_after]
+        start = when.get(change.last_before, first)
+        # Over months of history a one-commit band would be under a pixel: at least 1/300 of the axis wide.
+        widen = max(0.0, (span / 300 - (end - start)) / 2)
+        label = size_label(change)
+        bands.append({"type": "rect", "xref": "x", "yref": "y domain", "x0": iso(start - widen), "x1": iso(end + widen),
+                      "y0": 0, "y1": 1, "fillcolor": colour(change), "opacity": 0.18, "line": {"width": 0},
+                      "layer": "below", "name": f"change point: {label} ({kernel_config} {shape}, {machine})"})
+        middle = (start + end) / 2
+        marks["x"].append(iso(middle))
+        marks["color"].append(colour(change))
+        marks["text"].append(f"<b>{label}</b><br>{kernel_config} {shape} on {machine}<br>"
+                             f"suspected commits {change.last_before[:8]}..{change.first_after[:8]}")
+        if number < labels:
+            # The label runs into the wider side of the graph from the band, never past the axis.
+            left_half = middle < first + span / 2
+            notes.append({"x": iso(end if left_half else start), "y": 0.97 - 0.07 * number, "xref": "x",
+                          "yref": "y domain", "showarrow": False, "text": f"<b>{label}</b>",  # in the table too
+                          "font": {"size": 11, "color": colour(change)}, "bgcolor": "rgba(255,255,255,0.8)",
+                          "xanchor": "left" if left_half else "right", "name": "change-point"})
+    fig.update_layout(shapes=[*fig.layout.shapes, *bands], annotations=[*fig.layout.annotations, *notes])
+    marker = {"type": "scatter", "x": marks["x"], "y": [1.0] * len(marks["x"]), "mode": "markers", "hovertext": marks["text"],
+              "hoverinfo": "text", "marker": {"symbol": "triangle-down", "size": 9, "color": marks["color"]}, "cliponaxis": False,
+              "showlegend": False, "name": "change points", "xaxis": "x", "yaxis": hover_axis}
+    return {"bands": len(bands), "labelled": len(notes), "trace": marker}
+
+
+def spans(found: list[tuple[LineKey, regressions.CommitChange]], line_commits: dict[LineKey, list[str]]) -> dict[tuple[LineKey, str], int]:
+    """(line, first commit at the new level) -> how many of the line's commits are at that level: from that commit up
+    to the next change point of the line, or to its newest commit. ``line_commits``: each line's commits in order, over
+    the whole history (a window's or a thinned page's points would count fewer)."""
+    out = {}
+    by_line: dict[LineKey, list[str]] = {}
+    for line, change in found:
+        by_line.setdefault(line, []).append(change.first_after)
+    for line, firsts in by_line.items():
+        commits = line_commits.get(line, [])
+        position = {c: i for i, c in enumerate(commits)}
+        starts = sorted(position[c] for c in firsts if c in position)
+        for here, following in zip(starts, [*starts[1:], len(commits)]):
+            out[(line, commits[here])] = following - here
+    return out

@@ -1,0 +1,158 @@
+"""The published history, from checked options to a site folder (``python -m ci.history.publish``; the main job's
+publish).
+
+Steps: results from the branch (through the ledger), summaries (the store), checks (change points and drift),
+asv's pages over the newest commits, the kernel pages over the whole history, the stamp (``site.json``). Each
+costs what changed since the last build. The site is written into a scratch folder and copied over ``out``
+file by file; what the checks found goes to ``--json`` (``mxfp4-history-changes/1``) and the step summary
+(docs/HISTORY.md, "site/site_build.py").
+"""
+
+from __future__ import annotations
+
+import datetime
+import shutil
+import subprocess
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from ci.history.asv_results import store
+from ci.history.asv_results.ledger import Ledger
+from ci.history.branch import branch_sync
+from ci.history.branch.results_branch import BRANCH, BranchError, ResultsBranch
+from ci.history.measure import asv_driver
+from ci.history.messages import HarnessError, log, log_to
+from ci.history.options import SiteOptions
+from ci.history.site import asv_window, commit_info, issue_links, kernel_page
+from ci.history.trends import machine_spread, regressions
+from harness.report import append_step_summary, write_json_atomic
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+SCHEMA = "mxfp4-history-changes/1"
+
+
+LOG_FILE = REPO_ROOT / ".asv" / "site.log"  # asv's output, in full
+
+
+def run(options: SiteOptions) -> int:
+    """Build the site; 0 built, 2 the build failed (its reason printed)."""
+    LOG_FILE.parent.mkdir(parents=True, exist_ok=True)
+    log_to(LOG_FILE)
+    try:
+        report = build(options)
+    except (HarnessError, BranchError) as exc:
+        log(f"error: {exc}")
+        return 2
+    except Exception:
+        log(f"error: the site build itself failed (exit 2):\n{traceback.format_exc()}")
+        return 2
+    finally:
+        log_to(None)
+    markdown = "\n".join(summary_markdown(report))
+    print(markdown)
+    append_step_summary(markdown)
+    if options.json is not None:
+        write_json_atomic(options.json, report)
+        log(f"change points and drift written to {options.json}")
+    return 0
+
+
+def commit_order(repo_root: Path) -> dict[str, int]:
+    """asv's revision numbers (asv.plugins.git.get_revisions): every commit by date, oldest first."""
+    listing = subprocess.run(["git", "-C", str(repo_root), "rev-list", "--all", "--date-order", "--reverse"],
+                             capture_output=True, text=True, check=True).stdout.split()
+    return {commit: i for i, commit in enumerate(listing)}
+
+
+def _bring_results(options: SiteOptions) -> str | None:
+    """The branch's files into the mirror; returns the branch tip they came from."""
+    try:
+        branch = ResultsBranch(REPO_ROOT, options.results_remote)
+        tip = branch.fetch() if options.results_remote else branch.local_tip()
+    except BranchError as exc:
+        if options.results_remote is None:
+            raise
+        # No fetch (a private repository after actions/checkout took its token back, an offline machine): what the
+        # checkout already has, the local branch or the remote's tracking ref.
+        branch = ResultsBranch(REPO_ROOT, None)
+        tip = branch.local_tip() or branch.tracking_tip(options.results_remote)
+        log(f"warning: {exc}; reading what this checkout has of {BRANCH} ({tip[:12] if tip else 'nothing'})")
+    if tip is None:
+        raise HarnessError(f"no {BRANCH} branch to publish (git fetch {options.results_remote or 'origin'} {BRANCH}, "
+                           f"or --local)")
+    options.results_dir.mkdir(parents=True, exist_ok=True)
+    ledger = Ledger(options.results_dir)
+    on_branch = {path.removeprefix("results/") for path in branch.tree(tip, "results/")}
+    imported = branch_sync.import_from_branch(branch, tip, options.results_dir, (), ledger)
+    gone = [p for p in options.results_dir.rglob("*") if p.is_file() and p.relative_to(options.results_dir).as_posix() not in on_branch]
+    for path in gone:  # the mirror holds what the branch holds: a point dropped there (--drop) leaves here too
+        path.unlink()
+    ledger.forget(p.relative_to(options.results_dir).as_posix() for p in gone)
+    ledger.save()
+    log(f"{BRANCH} at {tip[:12]}: {imported} files brought in or updated, {len(gone)} gone from the branch removed")
+    return tip
+
+
+def build(options: SiteOptions) -> dict[str, Any]:
+    started, seconds = time.monotonic(), {}
+
+    def step(name: str, since: float) -> float:
+        now = time.monotonic()
+        seconds[name] = round(now - since, 2)
+        return now
+
+    tip = _bring_results(options) if options.from_branch else None
+    mark = step("results", started)
+    kept = store.Store(store.default_path(options.results_dir), log)
+    try:
+        summaries = kept.summaries(options.results_dir)
+        history = store.history(summaries, commit_order(REPO_ROOT))
+        info = commit_info.read(REPO_ROOT, summaries)  # dates and subjects for the kernel pages' date axis and hover
+        mark = step("summaries", mark)
+        checks = regressions.all_checks(history, kept)
+        spread = machine_spread.spread(options.results_dir, history)
+        mark = step("checks", mark)
+    finally:
+        parsed, reused = kept.parsed, kept.reused
+        kept.close()
+    if not history.commits:
+        raise HarnessError(f"no results of a commit of this clone in {options.results_dir}: nothing to publish")
+    built_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    source = f"asv-results {tip[:12]}" if tip else f"the local results in {options.results_dir}"
+    machines = sorted(p.name for p in options.results_dir.iterdir() if (p / "machine.json").is_file())
+    stamp = f"Built {built_at} from {source}: {len(history.commits)} commits, {len(machines)} machines"
+    commits = history.commit_axis()
+    window = commits[-options.asv_window:] if options.asv_window else commits
+    scratch = options.out.with_name(f".{options.out.name}.building")
+    view = options.results_dir.with_name(options.results_dir.name + "-asv-view")
+    if asv_window.publish(options.results_dir, view, scratch, window, REPO_ROOT, stamp) != 0:
+        raise HarnessError(f"asv publish failed over the newest {len(window)} commits (its output: {LOG_FILE})")
+    mark = step("asv pages", mark)
+    issues = issue_links.for_site(options.issues, checks)
+    log(issues.note if issues.known else f"warning: {issues.note}")
+    pages = kernel_page.publish_history(scratch, history, checks, options.page_window, stamp, info, issues)
+    mark = step("kernel pages", mark)
+    site = {"results_commit": tip, "built_at": built_at, "stamp": stamp, "commits": len(history.commits),
+            "machine_names": machines, "asv_window": len(window), "page_window": options.page_window}
+    write_json_atomic(scratch / "site.json", site)
+    asv_driver.sync_tree(scratch, options.out)
+    shutil.rmtree(scratch, ignore_errors=True)
+    step("copy", mark)
+    seconds["total"] = round(time.monotonic() - started, 2)
+    return {"schema": SCHEMA, **site, "site_url": options.site_url, "site": str(options.out),
+            "machines": checks, "issues": {"known": issues.known, "note": issues.note, "linked": len(issues.links)},
+            "machine_spread": spread, "kernel_pages": len(pages), "files": {"read": parsed, "reused": reused}, "seconds": seconds}
+
+
+def summary_markdown(report: dict[str, Any]) -> list[str]:
+    lines = [f"## The published history: {report['stamp']}", "",
+             f"- site: {report.get('site_url') or report['site']} (asv's pages: the newest {report['asv_window']} "
+             f"commits; kernel pages: the newest {report['page_window']} in detail, the whole history thinned)",
+             f"- results files read {report['files']['read']}, reused {report['files']['reused']}; seconds: "
+             + ", ".join(f"{k} {v:g}" for k, v in report["seconds"].items()),
+             f"- regression issues: {report['issues']['linked']} change points linked; {report['issues']['note']}"]
+    for checks in report["machines"]:
+        lines += ["", *regressions.history_markdown(checks)]
+    return lines + machine_spread.spread_markdown(report["machine_spread"])

@@ -295,7 +295,9 @@ def test_a_noop_commit_passes(gate_repo, tmp_path):
                     "--measure-identical")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (bench,) = json.loads((tmp_path / "v.json").read_text())["benchmarks"]
-    assert bench["status"] == "gated" and bench["verdict"] in ("no change", "inconclusive") and bench["threshold"] == 0.5
+    # Passing is the point: never "regression". Two rounds of a CPU timing on a machine with every core busy can
+    # read as "improvement" (seen at a load average of 10), which a pass allows.
+    assert bench["status"] == "gated" and bench["verdict"] != "regression" and bench["threshold"] == 0.5
 
 
 def test_a_kernel_raising_at_head_is_a_harness_error(gate_repo):

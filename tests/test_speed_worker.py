@@ -223,7 +223,9 @@ def test_three_devices_keep_pairs_together_and_report_a_failing_device(sides, sa
         sabotage.write_text("exit 2")
         began = time.perf_counter()
         second = engine.measure_round(list(reversed(names)), benches, round_index=1).to_json()
-        assert time.perf_counter() - began < 60  # not a hang
+        # Not a hang: bounded by the 10 s read limits, not the 30 min default; 600 s leaves room for a machine
+        # with every core busy (a loaded 2-core CI box took 88 s).
+        assert time.perf_counter() - began < 600
         on_two = [b.id for b in benches if device_of[b.id] == 2]
         (failed,) = [d for d in second["devices"] if d["error"]]
         assert failed["device"] == 2 and failed["benchmarks"] == on_two
@@ -240,7 +242,7 @@ def test_three_devices_keep_pairs_together_and_report_a_failing_device(sides, sa
         sabotage.write_text("hang 1")
         began = time.perf_counter()
         third = engine.measure_round(names, benches, round_index=2).to_json()
-        assert time.perf_counter() - began < 60
+        assert time.perf_counter() - began < 600
         errors = {d["device"]: d["error"] for d in third["devices"] if d["error"]}
         assert set(errors) == {1, 2}
         # The restarted generation (worker 1), caught while preparing: reported, not waited on for the 30 min default.

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from asv_bench import records
-from ci.common import gitutil, job_process
+from ci.common import errors, gitutil, job_process
+from ci.common.files import write_json_atomic
 from ci.history import asv_driver, branch_sync, machine_info, machine_spread, regressions, site_build, store, track_steps, tracks
 from ci.history import results as history_results
 from ci.history import summary as history_summary
@@ -24,7 +25,7 @@ from ci.history.messages import HarnessError, log, log_detail, log_to
 from ci.history.options import HistoryOptions, SiteOptions
 from ci.history.progress import Steps
 from ci.history.results_branch import BRANCH, BranchError, ResultsBranch
-from harness.report import append_step_summary, write_json_atomic
+from harness.report import append_step_summary
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 QUARANTINE_DIR = REPO_ROOT / ".asv" / "quarantine"
@@ -80,7 +81,7 @@ def run(options: HistoryOptions) -> int:
     interrupted = None
     try:
         return _steps(options, job, started)
-    except (HarnessError, gitutil.GitError, job_process.JobConflict) as exc:
+    except (HarnessError, errors.HarnessError, gitutil.GitError, job_process.JobConflict) as exc:
         log(f"error: {exc}")
         return 2
     except job_process.Interrupted as exc:
@@ -231,7 +232,7 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
     print("\n\n".join(filter(None, [history_summary.summary_markdown(report, commit_runs, spread, short=str(LOG_FILE)), checks])))
     append_step_summary(markdown)
     if options.json is not None:
-        write_json_atomic(options.json, report)
+        write_json_atomic(options.json, report, kept=f"this run's results in {results_dir} and {branch_state} (above)")
     for line in history_summary.cost_lines(report["cost"]):
         log_detail(line)  # on the screen in the summary above
     if options.json is not None:

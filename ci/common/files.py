@@ -1,0 +1,50 @@
+"""harness/report.py's atomic writers for the ci tools: a write that fails is a WriteError, one line.
+
+A full disk (ENOSPC, EDQUOT), a file-size limit (EFBIG) or no permission (EACCES) while writing a result
+ends as ``WriteError`` naming the file and what was kept. The writers replace a file atomically, so what was
+there before is whole and no temporary file is left (docs/RELIABILITY.md, "A full disk").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from ci.common.errors import WriteError
+from harness import report
+
+KEPT = "the file as it was before (or no file), no partial or temporary file left"
+
+
+@contextlib.contextmanager
+def writing(path: str | os.PathLike[str], kept: str = KEPT) -> Iterator[None]:
+    """Turn an ``OSError`` inside the block into a :class:`WriteError` naming ``path`` and what was ``kept``."""
+    try:
+        yield
+    except OSError as exc:
+        raise WriteError(f"cannot write {path} ({exc.strerror or exc}); kept: {kept}") from None
+
+
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, durable: bool = True, kept: str = KEPT) -> Path:
+    with writing(path, kept):
+        return report.write_bytes_atomic(path, data, durable)
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str, kept: str = KEPT) -> Path:
+    with writing(path, kept):
+        return report.write_text_atomic(path, text)
+
+
+def write_json_atomic(path: str | os.PathLike[str], data: Any, kept: str = KEPT) -> Path:
+    with writing(path, kept):
+        return report.write_json_atomic(path, data)
+
+
+def write_or_fallback(path: str | os.PathLike[str], data: bytes, what: str, log: Callable[[str], None]) -> Path:
+    """:func:`harness.report.write_or_fallback`; when the fallback fails too, a WriteError naming both."""
+    try:
+        return report.write_or_fallback(path, data, what, log)
+    except OSError as exc:
+        raise WriteError(f"{exc}; kept: nothing of this output (the run's lines above say what it found)") from None

@@ -1,0 +1,113 @@
+"""A full disk in each write path of the main job, the gates and publish: one line, exit 2, nothing lost.
+
+Each test runs the real command in a subprocess with the folder of the path under test on a tmpfs filled to its
+last page (a real ENOSPC from the kernel: nothing is mocked) and everything else on the ordinary disk, so the
+steps before succeed and that write fails. It asserts exit 2, no traceback, the error as the last line of stderr
+naming the file and what was kept, every earlier file byte-identical and no temporary file left. Mounting needs
+root (CI runs as root); elsewhere these tests skip, saying so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+import history_job
+from test_asv_suite import asv_env, commit_change
+
+FILLER = "filler.bin"
+
+
+@contextlib.contextmanager
+def full(folder: Path, size: str = "2m") -> Iterator[Path]:
+    """``folder``, its files as they were, on a tmpfs with no page left: every new byte there fails with ENOSPC."""
+    saved = folder.with_name(folder.name + ".before-tmpfs")
+    if folder.exists():
+        folder.rename(saved)
+    folder.mkdir(parents=True)
+    mounted = os.geteuid() == 0 and subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                                                   capture_output=True).returncode == 0
+    if not mounted:
+        pytest.skip("a full disk needs a tmpfs, which needs root (CI runs as root)")
+    try:
+        if saved.exists():
+            shutil.copytree(saved, folder, dirs_exist_ok=True)  # copy2: the times the ledger knows files by
+            shutil.rmtree(saved)
+        with open(folder / FILLER, "wb", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"\0" * 4096)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=True)
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != FILLER}
+
+
+def assert_one_clean_line(done: subprocess.CompletedProcess, prefix: str, path: Path) -> str:
+    """Exit 2, no traceback, and the last line of stderr the error: naming ``path``, the disk and what was kept."""
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-4000:]
+    assert "Traceback" not in done.stderr, done.stderr[-4000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(prefix) and f"cannot write {path}" in last, last
+    assert "No space left on device" in last and "kept: " in last, last
+    return last
+
+
+def no_temporary_files(folder: Path) -> None:
+    left = [p.name for p in folder.rglob("*") if p.name.endswith((".tmp", ".partial"))]
+    assert not left, left
+
+
+# ---------------------------------------------------------------------------
+# the main job (python -m ci.history)
+# ---------------------------------------------------------------------------
+
+
+def _main_job(repo: Path, home: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ci.history", "--commits=1", f"--bench={history_job.TWO_CPU_TIMINGS}", "--tracks=gpu",
+         "--no-publish", *args], cwd=repo, env=asv_env(home), capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.slow
+def test_the_copy_of_identical_code_on_a_full_disk(tmp_path, measured_project):
+    """The case found at 99191cf: a two-part traceback where one line was promised."""
+    measured = history_job.copy_project(measured_project, tmp_path)
+    docs = commit_change(measured.repo, "README.md", "\nA docs-only change.\n", "docs")
+    results = measured.repo / ".asv" / "results"
+    before = files(results)
+    with full(results / measured.report["machine"]) as machine_dir:
+        done = _main_job(measured.repo, measured.home)
+        assert_one_clean_line(done, "main_job: error: ", machine_dir / f"{docs[:8]}-")
+        assert files(results) == before
+        no_temporary_files(results)
+
+
+@pytest.mark.slow
+def test_the_main_jobs_json_report_on_a_full_disk(tmp_path, measured_project):
+    measured = history_job.copy_project(measured_project, tmp_path)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "report.json").write_text('{"an": "earlier report"}\n')
+    results = measured.repo / ".asv" / "results"
+    before = files(results)
+    with full(tmp_path / "out") as out:
+        done = _main_job(measured.repo, measured.home, f"--json={out / 'report.json'}")
+        last = assert_one_clean_line(done, "main_job: error: ", out / "report.json")
+        assert "this run's results in" in last
+        assert (out / "report.json").read_text() == '{"an": "earlier report"}\n'
+        no_temporary_files(out)
+    assert files(results) == before

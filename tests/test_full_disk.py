@@ -111,3 +111,29 @@ def test_the_main_jobs_json_report_on_a_full_disk(tmp_path, measured_project):
         assert (out / "report.json").read_text() == '{"an": "earlier report"}\n'
         no_temporary_files(out)
     assert files(results) == before
+
+
+# ---------------------------------------------------------------------------
+# publish (python -m ci.history.publish): the site's folder
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_publishing_into_a_full_site_folder(tmp_path):
+    from ci.history import synthetic
+    from test_published_history import _clone, _publish
+
+    clone = _clone(tmp_path / "clone")
+    _, held = synthetic.make_history(clone, synthetic.Spec(commits=30, seed=2), hold_back=1)
+    _publish(clone, tmp_path / "first.json")
+    next(iter(held))  # one merge more: every page changes
+    scratch = clone / ".site.building"
+    with full(clone / "site", size="64m") as site:
+        before = files(site)
+        done = subprocess.run([sys.executable, "-m", "ci.history.publish", "--local-branch", "--out", str(site)],
+                              cwd=clone, capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(clone)})
+        assert_one_clean_line(done, "main_job: error: ", site)
+        new = files(scratch)
+        assert all(data in (before.get(name), new.get(name)) for name, data in files(site).items())  # each file whole
+        assert any(files(site)[name] == data for name, data in before.items() if new.get(name) != data)  # old ones kept
+        no_temporary_files(site)

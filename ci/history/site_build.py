@@ -37,7 +37,9 @@ from ci.history.ledger import Ledger
 from ci.history.messages import HarnessError, log, log_to
 from ci.history.options import SiteOptions
 from ci.history.results_branch import BRANCH, BranchError, ResultsBranch
-from harness.report import append_step_summary, write_json_atomic
+from ci.common import errors
+from ci.common.files import write_json_atomic
+from harness.report import append_step_summary
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = "mxfp4-history-changes/1"
@@ -52,7 +54,7 @@ def run(options: SiteOptions) -> int:
     log_to(LOG_FILE)
     try:
         report = build(options)
-    except (HarnessError, BranchError) as exc:
+    except (HarnessError, errors.HarnessError, BranchError) as exc:
         log(f"error: {exc}")
         return 2
     except Exception:

@@ -137,3 +137,33 @@ def test_publishing_into_a_full_site_folder(tmp_path):
         assert all(data in (before.get(name), new.get(name)) for name, data in files(site).items())  # each file whole
         assert any(files(site)[name] == data for name, data in before.items() if new.get(name) != data)  # old ones kept
         no_temporary_files(site)
+
+
+# ---------------------------------------------------------------------------
+# the gates' records: python -m ci.notify
+# ---------------------------------------------------------------------------
+
+
+def test_the_pr_comment_into_a_full_folder(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "comment.md").write_text("an earlier comment\n")
+    with full(tmp_path / "out", size="64k") as out:
+        done = subprocess.run([sys.executable, "-m", "ci.notify", "comment", "--artifacts", str(tmp_path),
+                               "--run-url", "https://github.com/a/b/actions/runs/1", "--out", str(out / "comment.md")],
+                              capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"})
+        assert_one_clean_line(done, "ci.notify: error: ", out / "comment.md")
+        assert files(out) == {"comment.md": b"an earlier comment\n"}
+
+
+def test_the_bisection_record_into_a_full_folder(tmp_path):
+    from test_asv_suite import make_project
+
+    repo = make_project(tmp_path)
+    commit_change(repo, "README.md", "\nA docs-only change.\n", "docs")  # no code change: nothing to measure
+    with full(tmp_path / "out", size="64k") as out:
+        done = subprocess.run([sys.executable, "-m", "ci.bisect", "--good", "HEAD~1", "--bad", "HEAD", "--bench",
+                               "torch_dequant[bf16]/s", "--repo", str(repo), "--json", str(out / "bisect.json")],
+                              capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"})
+        assert "No code change" in done.stdout
+        assert_one_clean_line(done, "ci.bisect: error: ", out / "bisect.json")
+        assert files(out) == {}

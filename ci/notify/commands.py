@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Callable
 
+from ci.common.files import write_json_atomic, write_text_atomic
 from ci.notify import bundle
 from ci.notify.comment import Links, render
 from ci.notify.github import GitHub, GitHubError, Limits
@@ -16,7 +17,7 @@ from ci.notify.judge import judge
 from ci.notify.post import checked_status, file_issues, find_pull_requests, list_pr_files, post_comment, post_status
 from ci.notify.records import RecordError, load_json
 from ci.notify.status import status_of
-from harness.report import append_step_summary, write_json_atomic, write_text_atomic
+from harness.report import append_step_summary
 
 Log = Callable[[str], None]
 

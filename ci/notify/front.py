@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from ci.common.errors import WriteError
 from ci.common.options import OptionsError
 from ci.notify.post import BOT_LOGIN
 from ci.notify.records import SAFE_URL
@@ -166,4 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OptionsError as exc:
         print(f"ci.notify: error: {exc}", file=sys.stderr)
         return 2
-    return run(options)
+    try:
+        return run(options)
+    except WriteError as exc:  # until ci/common/command.py's runner catches every HarnessError
+        print(f"ci.notify: error: {exc}", file=sys.stderr)
+        return 2

@@ -25,8 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+from ci.common.files import write_json_atomic
 from ci.notify import bundle
-from harness.report import write_json_atomic
 
 CHECKOUT = Path(__file__).resolve().parents[2]  # the checkout whose gate judges (the default branch's, in the workflow)
 GATE_SCHEMA = "mxfp4-speed-gate/1"

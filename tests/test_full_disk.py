@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import shutil
 import subprocess
@@ -167,3 +168,36 @@ def test_the_bisection_record_into_a_full_folder(tmp_path):
         assert "No code change" in done.stdout
         assert_one_clean_line(done, "ci.bisect: error: ", out / "bisect.json")
         assert files(out) == {}
+
+
+# ---------------------------------------------------------------------------
+# the speed gate (python -m ci.speed): its record, Markdown and plot, from a recorded run replayed
+# ---------------------------------------------------------------------------
+
+RECORDED = Path(__file__).resolve().parents[1] / "docs/data/h200_noise_model/after/after_one_pass.json"
+OUTPUTS = {"--json": "gate.json", "--plot": "gate.png", "$GITHUB_STEP_SUMMARY": "summary.md"}
+
+
+@pytest.mark.parametrize("refused", list(OUTPUTS))
+def test_one_output_of_the_speed_gate_on_a_full_disk(tmp_path, refused):
+    (tmp_path / "roomy").mkdir()
+    (tmp_path / "full").mkdir()
+    where = {option: tmp_path / ("full" if option == refused else "roomy") / name for option, name in OUTPUTS.items()}
+    where[refused].write_text("earlier\n")
+    with full(tmp_path / "full") as cramped:
+        done = subprocess.run([sys.executable, "-m", "ci.speed", "--replay", str(RECORDED), "--json", str(where["--json"]),
+                               "--plot", str(where["--plot"])], capture_output=True, text=True,
+                              env={**os.environ, "GITHUB_STEP_SUMMARY": str(where["$GITHUB_STEP_SUMMARY"])})
+        if refused == "--plot":
+            assert_one_clean_line(done, "speed_gate: error: ", where[refused])
+        else:  # the data went to a named fallback file, and the line says where
+            assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+            last = done.stderr.strip().splitlines()[-1]
+            assert last.startswith(f"speed_gate: error: {refused} {where[refused]}: cannot write there (No space"), last
+            spare = Path(last.split("kept: the ")[1].split(" in ", 1)[1])
+            assert spare.stat().st_size > 1000
+            spare.unlink()
+        assert files(cramped) == {OUTPUTS[refused]: b"earlier\n"}
+    assert all(path.stat().st_size > 1000 for option, path in where.items() if option != refused)  # the others written
+    if refused != "--json":
+        assert json.loads(where["--json"].read_text())["verdict"] != "error"  # the record, not an error record

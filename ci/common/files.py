@@ -44,7 +44,11 @@ def write_json_atomic(path: str | os.PathLike[str], data: Any, kept: str = KEPT)
 
 def write_or_fallback(path: str | os.PathLike[str], data: bytes, what: str, log: Callable[[str], None]) -> Path:
     """:func:`harness.report.write_or_fallback`; when the fallback fails too, a WriteError naming both."""
-    try:
+    with writing(path, "nothing of this output (the lines above say what the run found)"):
         return report.write_or_fallback(path, data, what, log)
-    except OSError as exc:
-        raise WriteError(f"{exc}; kept: nothing of this output (the run's lines above say what it found)") from None
+
+
+def append_step_summary_or_fallback(markdown: str, log: Callable[[str], None]) -> Path | None:
+    """:func:`harness.report.append_step_summary_or_fallback`; when the fallback fails too, a WriteError."""
+    with writing("$GITHUB_STEP_SUMMARY", "nothing of the summary (it is on stdout)"):
+        return report.append_step_summary_or_fallback(markdown, log)

@@ -230,6 +230,7 @@ def run(options: SpeedOptions) -> int:
         if options.traceback:
             raise
         from ci.common.commit_tree import NotAKernelsTree
+        from ci.common.errors import WriteError
         from ci.common.gitutil import GitError
         from ci.speed.rounds import SurveyFailed
         from ci.speed.run import GateError
@@ -239,10 +240,11 @@ def run(options: SpeedOptions) -> int:
         from ci.speed.noise_model import NoiseModelError
         from ci.speed.verdict import RecordError
 
-        known = (GateError, GitError, SurveyFailed, SelectionError, ThresholdsError, RecordError, NotAKernelsTree,
+        known = (WriteError, GateError, GitError, SurveyFailed, SelectionError, ThresholdsError, RecordError, NotAKernelsTree,
                  ChangesFileError, OptionsError, NoiseModelError)
         kind = "error" if isinstance(exc, known) else f"internal error ({type(exc).__name__})"
-        return _harness_error(f"{kind}: {exc}", options.json)
+        # An output the disk refused: what was written (or its fallback) is not replaced by an error record.
+        return _harness_error(f"{kind}: {exc}", None if isinstance(exc, WriteError) else options.json)
 
 
 def _harness_error(message: str, json_path: object) -> int:

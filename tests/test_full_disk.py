@@ -23,8 +23,10 @@ import pytest
 
 import history_job
 from test_asv_suite import asv_env, commit_change
+from test_budget_gate import gate_env, probe_repo  # noqa: F401 (fixtures)
 
 FILLER = "filler.bin"
+EARLIER = "earlier\n" * 512  # a whole page: appending to it needs a page more
 
 
 @contextlib.contextmanager
@@ -183,7 +185,7 @@ def test_one_output_of_the_speed_gate_on_a_full_disk(tmp_path, refused):
     (tmp_path / "roomy").mkdir()
     (tmp_path / "full").mkdir()
     where = {option: tmp_path / ("full" if option == refused else "roomy") / name for option, name in OUTPUTS.items()}
-    where[refused].write_text("earlier\n")
+    where[refused].write_text(EARLIER)
     with full(tmp_path / "full") as cramped:
         done = subprocess.run([sys.executable, "-m", "ci.speed", "--replay", str(RECORDED), "--json", str(where["--json"]),
                                "--plot", str(where["--plot"])], capture_output=True, text=True,
@@ -197,7 +199,45 @@ def test_one_output_of_the_speed_gate_on_a_full_disk(tmp_path, refused):
             spare = Path(last.split("kept: the ")[1].split(" in ", 1)[1])
             assert spare.stat().st_size > 1000
             spare.unlink()
-        assert files(cramped) == {OUTPUTS[refused]: b"earlier\n"}
+        assert files(cramped) == {OUTPUTS[refused]: EARLIER.encode()}
     assert all(path.stat().st_size > 1000 for option, path in where.items() if option != refused)  # the others written
     if refused != "--json":
         assert json.loads(where["--json"].read_text())["verdict"] != "error"  # the record, not an error record
+
+
+# ---------------------------------------------------------------------------
+# the budget gate (python -m ci.budget): its record, Markdown and --update-budget
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("refused", ["--json", "$GITHUB_STEP_SUMMARY", "--update-budget"])
+def test_one_output_of_the_budget_gate_on_a_full_disk(probe_repo, tmp_path, refused):
+    import git
+
+    from test_budget_gate import CANNED, run_gate
+
+    root, _ = probe_repo
+    work = tmp_path / "work"
+    git.Repo.clone_from(f"file://{root}", work).git.checkout("origin/trade", b="trade", quiet=True)  # a tightening
+    names = {"--json": "gate.json", "$GITHUB_STEP_SUMMARY": "summary.md", "--update-budget": "budget.json"}
+    (tmp_path / "roomy").mkdir()
+    (tmp_path / "full").mkdir()
+    where = {option: tmp_path / ("full" if option == refused else "roomy") / name for option, name in names.items()}
+    shutil.copy(work / "ci/register_budget.json", where["--update-budget"])
+    where["$GITHUB_STEP_SUMMARY"].write_text(EARLIER)
+    before = {option: path.read_bytes() for option, path in where.items() if path.exists()}
+    with full(tmp_path / "full", size="64k") as cramped:
+        done = run_gate(work, "--base", "origin/main", "--kernel", CANNED, "--json", str(where["--json"]), "--update-budget",
+                        "--budget", str(where["--update-budget"]),
+                        env_extra={"GITHUB_STEP_SUMMARY": str(where["$GITHUB_STEP_SUMMARY"])})
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stdout[-2000:] + done.stderr[-3000:]
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.startswith("budget_gate: error: ") and str(where[refused]) in last and "cannot write" in last, last
+        assert "No space left on device" in last and "kept: " in last, last
+        if refused != "--update-budget":  # the data went to a named fallback file, and the line says where
+            spare = Path(last.split("kept: the ")[1].split(" in ", 1)[1])
+            assert spare.stat().st_size > 100
+            spare.unlink()
+        assert files(cramped) == ({names[refused]: before[refused]} if refused in before else {})
+    if refused != "--json":
+        assert json.loads(where["--json"].read_text())["verdict"] == "pass"  # the record, not an error record

@@ -16,17 +16,19 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
-
-import pytest
 
 import history_job
+import pytest
+import test_budget_gate
 from test_asv_suite import asv_env, commit_change
-from test_budget_gate import gate_env, probe_repo  # noqa: F401 (fixtures)
+
+gate_env, probe_repo = test_budget_gate.gate_env, test_budget_gate.probe_repo  # the budget gate's fixtures
 
 FILLER = "filler.bin"
 EARLIER = "earlier\n" * 512  # a whole page: appending to it needs a page more
+NO_SUMMARY = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
 
 
 @contextlib.contextmanager
@@ -123,8 +125,9 @@ def test_the_main_jobs_json_report_on_a_full_disk(tmp_path, measured_project):
 
 @pytest.mark.slow
 def test_publishing_into_a_full_site_folder(tmp_path):
-    from ci.history import synthetic
     from test_published_history import _clone, _publish
+
+    from ci.history import synthetic
 
     clone = _clone(tmp_path / "clone")
     _, held = synthetic.make_history(clone, synthetic.Spec(commits=30, seed=2), hold_back=1)
@@ -134,7 +137,7 @@ def test_publishing_into_a_full_site_folder(tmp_path):
     with full(clone / "site", size="64m") as site:
         before = files(site)
         done = subprocess.run([sys.executable, "-m", "ci.history.publish", "--local-branch", "--out", str(site)],
-                              cwd=clone, capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(clone)})
+                              cwd=clone, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(clone)})
         assert_one_clean_line(done, "main_job: error: ", site)
         new = files(scratch)
         assert all(data in (before.get(name), new.get(name)) for name, data in files(site).items())  # each file whole
@@ -153,7 +156,7 @@ def test_the_pr_comment_into_a_full_folder(tmp_path):
     with full(tmp_path / "out", size="64k") as out:
         done = subprocess.run([sys.executable, "-m", "ci.notify", "comment", "--artifacts", str(tmp_path),
                                "--run-url", "https://github.com/a/b/actions/runs/1", "--out", str(out / "comment.md")],
-                              capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"})
+                              capture_output=True, text=True, env=NO_SUMMARY)
         assert_one_clean_line(done, "ci.notify: error: ", out / "comment.md")
         assert files(out) == {"comment.md": b"an earlier comment\n"}
 
@@ -166,7 +169,7 @@ def test_the_bisection_record_into_a_full_folder(tmp_path):
     with full(tmp_path / "out", size="64k") as out:
         done = subprocess.run([sys.executable, "-m", "ci.bisect", "--good", "HEAD~1", "--bad", "HEAD", "--bench",
                                "torch_dequant[bf16]/s", "--repo", str(repo), "--json", str(out / "bisect.json")],
-                              capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"})
+                              capture_output=True, text=True, env=NO_SUMMARY)
         assert "No code change" in done.stdout
         assert_one_clean_line(done, "ci.bisect: error: ", out / "bisect.json")
         assert files(out) == {}
@@ -187,8 +190,9 @@ def test_one_output_of_the_speed_gate_on_a_full_disk(tmp_path, refused):
     where = {option: tmp_path / ("full" if option == refused else "roomy") / name for option, name in OUTPUTS.items()}
     where[refused].write_text(EARLIER)
     with full(tmp_path / "full") as cramped:
-        done = subprocess.run([sys.executable, "-m", "ci.speed", "--replay", str(RECORDED), "--json", str(where["--json"]),
-                               "--plot", str(where["--plot"])], capture_output=True, text=True,
+        done = subprocess.run([sys.executable, "-m", "ci.speed", "--replay", str(RECORDED),
+                               "--json", str(where["--json"]), "--plot", str(where["--plot"])],
+                              capture_output=True, text=True,
                               env={**os.environ, "GITHUB_STEP_SUMMARY": str(where["$GITHUB_STEP_SUMMARY"])})
         if refused == "--plot":
             assert_one_clean_line(done, "speed_gate: error: ", where[refused])
@@ -213,7 +217,6 @@ def test_one_output_of_the_speed_gate_on_a_full_disk(tmp_path, refused):
 @pytest.mark.parametrize("refused", ["--json", "$GITHUB_STEP_SUMMARY", "--update-budget"])
 def test_one_output_of_the_budget_gate_on_a_full_disk(probe_repo, tmp_path, refused):
     import git
-
     from test_budget_gate import CANNED, run_gate
 
     root, _ = probe_repo
@@ -227,8 +230,8 @@ def test_one_output_of_the_budget_gate_on_a_full_disk(probe_repo, tmp_path, refu
     where["$GITHUB_STEP_SUMMARY"].write_text(EARLIER)
     before = {option: path.read_bytes() for option, path in where.items() if path.exists()}
     with full(tmp_path / "full", size="64k") as cramped:
-        done = run_gate(work, "--base", "origin/main", "--kernel", CANNED, "--json", str(where["--json"]), "--update-budget",
-                        "--budget", str(where["--update-budget"]),
+        done = run_gate(work, "--base", "origin/main", "--kernel", CANNED, "--json", str(where["--json"]),
+                        "--update-budget", "--budget", str(where["--update-budget"]),
                         env_extra={"GITHUB_STEP_SUMMARY": str(where["$GITHUB_STEP_SUMMARY"])})
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stdout[-2000:] + done.stderr[-3000:]
         last = done.stderr.strip().splitlines()[-1]

@@ -158,7 +158,8 @@ def main(argv: Iterable[str] | None = None) -> int:
     except Exception as exc:
         if options.traceback:
             raise
-        kind = "error" if isinstance(exc, (HarnessError, WriteError, GitError)) else f"internal error ({type(exc).__name__})"
+        known = isinstance(exc, (HarnessError, WriteError, GitError))
+        kind = "error" if known else f"internal error ({type(exc).__name__})"
         print(f"budget_gate: {kind}: {exc}", file=sys.stderr)
         if not isinstance(exc, WriteError):  # what was written (or its fallback) is not replaced by an error record
             write_error_json(options.json, f"{kind}: {exc}")

@@ -72,8 +72,10 @@ def sync_tree(source: Path, target: Path) -> None:
                 os.replace(partial, destination)
             except OSError as exc:
                 partial.unlink(missing_ok=True)
-                raise WriteError(f"cannot write {destination} ({exc.strerror or exc}); kept: {target}'s other files, "
-                                 f"each whole (those before it in name order are the new ones, the new set in {source})") from None
+                raise WriteError(
+                    f"cannot write {destination} ({exc.strerror or exc}); kept: {target}'s other files, each whole "
+                    f"(those before it in name order are the new ones, the new set in {source})"
+                ) from None
     for path in sorted(target.rglob("*"), reverse=True):  # deepest first: a folder is empty when its turn comes
         if path.relative_to(target) not in wanted:
             path.rmdir() if path.is_dir() and not path.is_symlink() else path.unlink()

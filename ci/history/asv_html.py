@@ -48,8 +48,8 @@ from asv.publishing import OutputPublisher
 from asv.results import iter_results
 
 from asv_bench import records
-from ci.history import asv_steps, offline_html, store
 from ci.common.files import write_json_atomic, write_text_atomic
+from ci.history import asv_steps, offline_html, store
 
 NOTES_JS = Path(__file__).with_name("asv_html_notes.js")
 NOTES_DIR = "mxfp4"

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from asv_bench import records
-from ci.history import results as history_results
 from ci.common.files import write_bytes_atomic
+from ci.history import results as history_results
 
 
 def note(source: str) -> str:
@@ -60,7 +60,7 @@ def copy_results(results_dir: Path, machine: str, source: str, target: str, targ
         copied = {**document, "commit_hash": target, "date": target_date_ms,
                   "results": {**existing, **rows},
                   "durations": {}}  # set-up/build durations were the source's run, not this commit's
-        kept = f"{target_file.name} as it was (or none), {source[:8]}'s results and every earlier one; nothing committed"
+        kept = f"{target_file.name} as it was (or none), {source[:8]}'s results, every earlier one; nothing committed"
         write_bytes_atomic(target_file, (json.dumps(copied, separators=(",", ":")) + "\n").encode(), kept=kept)
         done.rows += len(rows)
         done.seconds_saved += sum(_duration(row, document["result_columns"]) for row in rows.values())

@@ -28,10 +28,10 @@ from pathlib import Path
 import plotly.io
 import plotly.offline
 
+from ci.common.files import write_json_atomic, write_text_atomic
 from ci.history import commit_info, issue_links, page_changes, regressions, store, views
 from ci.history.kernel_figure import CLICK_TO_COMMIT, kernel_figure
 from ci.history.store import History, lines
-from ci.common.files import write_json_atomic, write_text_atomic
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PAGES_DIR = "kernels"

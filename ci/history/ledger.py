@@ -98,4 +98,4 @@ class Ledger:
     def save(self) -> None:
         present = {k: v for k, v in self.entries.items() if os.path.exists(self._root + k)}
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(self.path, {"format": FORMAT, "files": present}, kept="the ledger as it was, every results file")
+        write_json_atomic(self.path, {"format": FORMAT, "files": present}, kept="the ledger as it was, every result")

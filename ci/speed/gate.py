@@ -240,8 +240,8 @@ def run(options: SpeedOptions) -> int:
         from ci.speed.noise_model import NoiseModelError
         from ci.speed.verdict import RecordError
 
-        known = (WriteError, GateError, GitError, SurveyFailed, SelectionError, ThresholdsError, RecordError, NotAKernelsTree,
-                 ChangesFileError, OptionsError, NoiseModelError)
+        known = (WriteError, GateError, GitError, SurveyFailed, SelectionError, ThresholdsError, RecordError,
+                 NotAKernelsTree, ChangesFileError, OptionsError, NoiseModelError)
         kind = "error" if isinstance(exc, known) else f"internal error ({type(exc).__name__})"
         # An output the disk refused: what was written (or its fallback) is not replaced by an error record.
         return _harness_error(f"{kind}: {exc}", None if isinstance(exc, WriteError) else options.json)

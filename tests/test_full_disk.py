@@ -22,7 +22,7 @@ from pathlib import Path
 import history_job
 import pytest
 import test_budget_gate
-from test_asv_suite import asv_env, commit_change
+from test_asv_suite import asv_env, commit_change, git
 
 gate_env, probe_repo = test_budget_gate.gate_env, test_budget_gate.probe_repo  # the budget gate's fixtures
 
@@ -244,3 +244,23 @@ def test_one_output_of_the_budget_gate_on_a_full_disk(probe_repo, tmp_path, refu
         assert files(cramped) == ({names[refused]: before[refused]} if refused in before else {})
     if refused != "--json":
         assert json.loads(where["--json"].read_text())["verdict"] == "pass"  # the record, not an error record
+
+
+@pytest.mark.slow
+def test_asvs_own_results_on_a_full_disk(tmp_path, measured_project):
+    """asv writes its files in place, in a child process: the job finds the disk full after asv ran and says so."""
+    measured = history_job.copy_project(measured_project, tmp_path)
+    commit_change(measured.repo, "kernels/torch_dequant.py", "\n_CHANGED = 1\n", "a kernel change: asv measures it")
+    results = measured.repo / ".asv" / "results"
+    before, tip = files(results), git(measured.repo, "rev-parse", "asv-results")
+    with full(results):
+        done = _main_job(measured.repo, measured.home)
+        after = files(results)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-4000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("main_job: harness problems (exit 2): ") and "asv run (gpu tracks) exited 1" in last, last
+    assert f"{results} cannot be written (No space left on device) after asv ran" in last, last
+    assert "Kept: every point recorded before stays on asv-results" in last, last
+    assert {name: after.get(name) for name in before} == before  # asv's half-written file quarantined, no other touched
+    assert all(name.endswith(".lock") for name in set(after) - set(before)), set(after) - set(before)
+    assert git(measured.repo, "rev-parse", "asv-results") == tip

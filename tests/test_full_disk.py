@@ -247,6 +247,24 @@ def test_one_output_of_the_budget_gate_on_a_full_disk(probe_repo, tmp_path, refu
 
 
 @pytest.mark.slow
+def test_the_main_jobs_log_on_a_full_disk(tmp_path, measured_project):
+    """The log is not a result: it stops with one line saying so, and the job goes on to record its results."""
+    measured = history_job.copy_project(measured_project, tmp_path)
+    docs = commit_change(measured.repo, "README.md", "\nA docs-only change.\n", "docs")
+    (tmp_path / "logs").mkdir()
+    log = measured.repo / ".asv" / "main_job.log"
+    log.unlink()
+    log.symlink_to(tmp_path / "logs" / "main_job.log")  # opened through the link: its writes land on the full disk
+    with full(tmp_path / "logs", size="64k"):
+        done = _main_job(measured.repo, measured.home, f"--json={tmp_path / 'report.json'}")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-4000:]
+    refused = [line for line in done.stderr.splitlines() if "main_job.log (No space left on device)" in line]
+    assert refused == [f"main_job: cannot write {log} (No space left on device); kept: the log up to here, the rest on "
+                       "this screen only"], refused
+    assert json.loads((tmp_path / "report.json").read_text())["status"][docs] == "identical code"
+
+
+@pytest.mark.slow
 def test_asvs_own_results_on_a_full_disk(tmp_path, measured_project):
     """asv writes its files in place, in a child process: the job finds the disk full after asv ran and says so."""
     measured = history_job.copy_project(measured_project, tmp_path)

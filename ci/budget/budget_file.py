@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ci.budget.errors import HarnessError
+from ci.budget.metrics import BUDGET_KEYS, FAMILY_KEYS, METRIC_BY_FIELD, SPILL_FIELDS
 from ci.common.files import write_json_atomic
 from ci.common.json_file import JsonFileError, parse_json
-from ci.budget.metrics import BUDGET_KEYS, FAMILY_KEYS, METRIC_BY_FIELD, SPILL_FIELDS
 
 BUDGET_PATH = "ci/register_budget.json"
 BUDGET_SCHEMA = "mxfp4-register-budget/2"

@@ -17,8 +17,15 @@ from ci.budget.compare import evaluate
 from ci.budget.errors import HarnessError
 from ci.budget.measure import Measurement, measure_tree
 from ci.budget.options import GateOptions, selectors_text
-from ci.budget.report import (dirty_warning, gate_json, gate_report, markdown_summary, tightened_edits, update_line,
-                              verdict_line)
+from ci.budget.report import (
+    dirty_warning,
+    gate_json,
+    gate_report,
+    markdown_summary,
+    tightened_edits,
+    update_line,
+    verdict_line,
+)
 from ci.common import gitutil
 from ci.common.errors import WriteError
 from ci.common.files import append_step_summary_or_fallback, write_or_fallback

@@ -71,7 +71,7 @@ def run(options: HistoryOptions) -> int:
     try:
         check_results_remote(options)
         job = job_process.start(REPO_ROOT, log)
-    except (HarnessError, job_process.JobConflict) as exc:
+    except (HarnessError, errors.HarnessError, job_process.JobConflict) as exc:
         log(f"error: {exc}")
         return 2
     # Only once the checkout is this job's: a refused second job must not truncate the running one's log.

@@ -8,12 +8,12 @@ from typing import Callable
 from ci.common.files import write_json_atomic, write_text_atomic
 from ci.notify import bundle
 from ci.notify.comment import Links, render
+from ci.notify.gate_files import GITHUB_FILES_LIMIT, files_record
 from ci.notify.github import GitHub, GitHubError, Limits
 from ci.notify.history import load_history_changes
 from ci.notify.issues import Context
-from ci.notify.markdown import GITHUB_BODY_LIMIT
-from ci.notify.gate_files import GITHUB_FILES_LIMIT, files_record
 from ci.notify.judge import judge
+from ci.notify.markdown import GITHUB_BODY_LIMIT
 from ci.notify.post import checked_status, file_issues, find_pull_requests, list_pr_files, post_comment, post_status
 from ci.notify.records import RecordError, load_json
 from ci.notify.status import status_of

@@ -32,11 +32,13 @@ from typing import Sequence
 
 from ci.common import gitutil
 from ci.common.code_fingerprint import DEFAULT_ARCHS
+from ci.common.errors import WriteError
+from ci.common.files import write_json_atomic
 from ci.common.options import OptionsError, add_arch, add_commits, add_json, add_selection, arch_value, names_value, output_value
 from ci.speed import changes_report
 from ci.speed.dependencies import dependency_changes
 from ci.speed.fingerprints import decide, fingerprint_sides
-from harness.report import append_step_summary, write_json_atomic
+from harness.report import append_step_summary
 
 
 
@@ -119,7 +121,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(text)
     append_step_summary(text)
     if options.json:
-        write_json_atomic(options.json, data)
+        try:
+            write_json_atomic(options.json, data)
+        except WriteError as exc:  # until ci/common/command.py's runner catches every HarnessError
+            print(f"ci.speed.changes: error: {exc}", file=sys.stderr)
+            return 2
     if options.github_output:
         changes_report.append_github_output(data, options.github_output)
     return 2 if data["failures"] and not any(data["by_arch"].values()) else 0

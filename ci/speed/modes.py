@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ci.common.commit_tree import REPO_ROOT, NotAKernelsTree, has_kernels
+from ci.common.files import write_json_atomic
 from ci.common.options import OptionsError
 from ci.speed.cost import cost_summary
 from ci.speed.exclusion import ExclusionRule, paired_rounds
@@ -41,7 +42,7 @@ from ci.speed.verdict import (CALIBRATION_PATH, BenchmarkResult, RecordError, de
                               load_record, plan_of)
 from harness import paired
 from harness.paired.sequential import SequentialPlan
-from harness.report import append_step_summary, write_json_atomic
+from harness.report import append_step_summary
 
 RATES_SCHEMA = "mxfp4-speed-replay-rates/1"
 

@@ -1,9 +1,5 @@
-"""harness/report.py's atomic writers for the ci tools: a write that fails is a WriteError, one line.
-
-A full disk (ENOSPC, EDQUOT), a file-size limit (EFBIG) or no permission (EACCES) while writing a result
-ends as ``WriteError`` naming the file and what was kept. The writers replace a file atomically, so what was
-there before is whole and no temporary file is left (docs/RELIABILITY.md, "A full disk").
-"""
+"""harness/report.py's atomic writers for the ci tools: a refused write (ENOSPC, EDQUOT, EFBIG, EACCES) is one
+``WriteError`` naming the file and what was kept (docs/RELIABILITY.md, "A full disk")."""
 
 from __future__ import annotations
 
@@ -21,7 +17,6 @@ KEPT = "the file as it was before (or no file), no partial or temporary file lef
 
 @contextlib.contextmanager
 def writing(path: str | os.PathLike[str], kept: str = KEPT) -> Iterator[None]:
-    """Turn an ``OSError`` inside the block into a :class:`WriteError` naming ``path`` and what was ``kept``."""
     try:
         yield
     except OSError as exc:
@@ -34,22 +29,19 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, durable: bool 
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str, kept: str = KEPT) -> Path:
-    with writing(path, kept):
-        return report.write_text_atomic(path, text)
+    return write_bytes_atomic(path, text.encode("utf-8"), kept=kept)
 
 
 def write_json_atomic(path: str | os.PathLike[str], data: Any, kept: str = KEPT) -> Path:
-    with writing(path, kept):
-        return report.write_json_atomic(path, data)
+    return write_text_atomic(path, report.json_text(data), kept=kept)  # serialized before any file is touched
 
 
 def write_or_fallback(path: str | os.PathLike[str], data: bytes, what: str, log: Callable[[str], None]) -> Path:
-    """:func:`harness.report.write_or_fallback`; when the fallback fails too, a WriteError naming both."""
+    """:func:`harness.report.write_or_fallback`: the data in a named fallback file when ``path`` refuses them."""
     with writing(path, "nothing of this output (the lines above say what the run found)"):
         return report.write_or_fallback(path, data, what, log)
 
 
 def append_step_summary_or_fallback(markdown: str, log: Callable[[str], None]) -> Path | None:
-    """:func:`harness.report.append_step_summary_or_fallback`; when the fallback fails too, a WriteError."""
     with writing("$GITHUB_STEP_SUMMARY", "nothing of the summary (it is on stdout)"):
         return report.append_step_summary_or_fallback(markdown, log)

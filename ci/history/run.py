@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from asv_bench import records
 from ci.common import errors, gitutil, job_process
-from ci.common.files import write_json_atomic
+from ci.common.files import append_step_summary_or_fallback, write_json_atomic
 from ci.history import asv_driver, branch_sync, machine_info, machine_spread, regressions, site_build, store, track_steps, tracks
 from ci.history import results as history_results
 from ci.history import summary as history_summary
@@ -25,7 +25,6 @@ from ci.history.messages import HarnessError, log, log_detail, log_to
 from ci.history.options import HistoryOptions, SiteOptions
 from ci.history.progress import Steps
 from ci.history.results_branch import BRANCH, BranchError, ResultsBranch
-from harness.report import append_step_summary
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 QUARANTINE_DIR = REPO_ROOT / ".asv" / "quarantine"
@@ -230,7 +229,7 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
     markdown = "\n\n".join(filter(None, [history_summary.summary_markdown(report, commit_runs, spread), checks]))
     log_detail(markdown)
     print("\n\n".join(filter(None, [history_summary.summary_markdown(report, commit_runs, spread, short=str(LOG_FILE)), checks])))
-    append_step_summary(markdown)
+    append_step_summary_or_fallback(markdown, log)  # a refused summary: a named file, one line
     if options.json is not None:
         write_json_atomic(options.json, report, kept=f"this run's results in {results_dir} and {branch_state} (above)")
     for line in history_summary.cost_lines(report["cost"]):

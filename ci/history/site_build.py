@@ -38,8 +38,7 @@ from ci.history.messages import HarnessError, log, log_to
 from ci.history.options import SiteOptions
 from ci.history.results_branch import BRANCH, BranchError, ResultsBranch
 from ci.common import errors
-from ci.common.files import write_json_atomic
-from harness.report import append_step_summary
+from ci.common.files import append_step_summary_or_fallback, write_json_atomic
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = "mxfp4-history-changes/1"
@@ -64,7 +63,7 @@ def run(options: SiteOptions) -> int:
         log_to(None)
     markdown = "\n".join(summary_markdown(report))
     print(markdown)
-    append_step_summary(markdown)
+    append_step_summary_or_fallback(markdown, log)
     if options.json is not None:
         write_json_atomic(options.json, report)
         log(f"change points and drift written to {options.json}")

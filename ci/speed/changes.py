@@ -33,12 +33,11 @@ from typing import Sequence
 from ci.common import gitutil
 from ci.common.code_fingerprint import DEFAULT_ARCHS
 from ci.common.errors import WriteError
-from ci.common.files import write_json_atomic
+from ci.common.files import append_step_summary_or_fallback, write_json_atomic
 from ci.common.options import OptionsError, add_arch, add_commits, add_json, add_selection, arch_value, names_value, output_value
 from ci.speed import changes_report
 from ci.speed.dependencies import dependency_changes
 from ci.speed.fingerprints import decide, fingerprint_sides
-from harness.report import append_step_summary
 
 
 
@@ -119,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             changes_report.append_github_output(failed, options.github_output)
         return 2
     print(text)
-    append_step_summary(text)
+    append_step_summary_or_fallback(text, lambda line: print(f"ci.speed.changes: {line}", file=sys.stderr))
     if options.json:
         try:
             write_json_atomic(options.json, data)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ci.common.commit_tree import REPO_ROOT, NotAKernelsTree, has_kernels
-from ci.common.files import write_json_atomic
+from ci.common.files import append_step_summary_or_fallback, write_json_atomic
 from ci.common.options import OptionsError
 from ci.speed.cost import cost_summary
 from ci.speed.exclusion import ExclusionRule, paired_rounds
@@ -42,7 +42,6 @@ from ci.speed.verdict import (CALIBRATION_PATH, BenchmarkResult, RecordError, de
                               load_record, plan_of)
 from harness import paired
 from harness.paired.sequential import SequentialPlan
-from harness.report import append_step_summary
 
 RATES_SCHEMA = "mxfp4-speed-replay-rates/1"
 
@@ -323,7 +322,7 @@ def _replay_rates(options: SpeedOptions, record, entries, plan, rule, thresholds
     markdown = rates_markdown(rates, [f"record `{options.replay}` · {len(record['rounds'])} recorded rounds · disjoint: "
                                       "rounds consumed in time order, no round in two decisions", f"plan: {plan_text(plan)}"])
     print(markdown)
-    append_step_summary(markdown)
+    append_step_summary_or_fallback(markdown, log)
     if options.json is not None:
         write_json_atomic(options.json, {"schema": RATES_SCHEMA, "replayed_from": str(options.replay), "sides": list(SIDES),
                                          "plan": plan.to_json(), "exclusion": rule.to_json(), "thresholds": thresholds.to_json(),

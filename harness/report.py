@@ -9,6 +9,7 @@ when set. Every command writes through here. Imports nothing from kernels/ or ci
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -125,7 +126,7 @@ def write_or_fallback(path: str | os.PathLike[str], data: bytes, what: str, log:
     except OSError as exc:
         raise OSError(f"{what} {path}: cannot write there ({reason}), nor to a fallback file in "
                       f"{tempfile.gettempdir()} ({exc.strerror or exc})") from None
-    log(f"{what} {path}: cannot write there ({reason}); the data are in {spare}")
+    log(f"{what} {path}: cannot write there ({reason}); kept: the data in {spare}")
     return spare
 
 
@@ -167,8 +168,14 @@ def append_step_summary(markdown: str, environ: Mapping[str, str] | None = None)
     path = (os.environ if environ is None else environ).get("GITHUB_STEP_SUMMARY")
     if not path:
         return None
-    with open(path, "a") as f:
-        f.write(markdown.rstrip() + "\n\n")
+    start = os.path.getsize(path) if os.path.isfile(path) else 0
+    try:
+        with open(path, "a") as f:
+            f.write(markdown.rstrip() + "\n\n")
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.truncate(path, start)  # a disk that took half the summary: the file as it was, no half summary
+        raise
     return Path(path)
 
 
@@ -181,7 +188,7 @@ def append_step_summary_or_fallback(markdown: str, log: Callable[[str], None], e
         path = (os.environ if environ is None else environ).get("GITHUB_STEP_SUMMARY", "")
         spare = fallback_path(path, "GITHUB_STEP_SUMMARY")
         write_bytes_atomic(spare, (markdown.rstrip() + "\n").encode("utf-8"))
-        log(f"$GITHUB_STEP_SUMMARY {path}: cannot write there ({exc.strerror or exc}); the summary is in {spare}")
+        log(f"$GITHUB_STEP_SUMMARY {path}: cannot write there ({exc.strerror or exc}); kept: the summary in {spare}")
         return spare
 
 

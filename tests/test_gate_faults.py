@@ -55,13 +55,13 @@ def test_an_unwritable_output_at_the_end_goes_to_a_named_fallback_file(tmp_path)
     where = write_or_fallback(tmp_path / "file" / "verdict.json", b'{"rounds": [1, 2]}', "--json", lines.append)
     try:
         assert where.parent == Path(tempfile.gettempdir()) and where.read_bytes() == b'{"rounds": [1, 2]}'
-        assert len(lines) == 1 and f"the data are in {where}" in lines[0] and "cannot write there" in lines[0]
+        assert len(lines) == 1 and f"kept: the data in {where}" in lines[0] and "cannot write there" in lines[0]
     finally:
         where.unlink()
     spare = append_step_summary_or_fallback("### Speed gate: PASS", lines.append,
                                             {"GITHUB_STEP_SUMMARY": str(tmp_path / "file" / "summary.md")})
     try:
-        assert "### Speed gate: PASS" in spare.read_text() and f"the summary is in {spare}" in lines[-1]
+        assert "### Speed gate: PASS" in spare.read_text() and f"kept: the summary in {spare}" in lines[-1]
     finally:
         spare.unlink()
 

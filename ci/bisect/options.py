@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ci.common import gitutil
 from ci.common.code_fingerprint import DEFAULT_ARCHS
+from ci.common.errors import WriteError
 from ci.common.options import OptionsError, add_arch, add_json, add_repo, arch_value, output_value
 
 
@@ -100,7 +101,8 @@ def first_parent_range(repo_path: Path, good: str, bad: str) -> list[str]:
 def run(options: BisectOptions, measure=None, key=None, log: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> int:
     """Bisect with ``measure`` and ``key`` (default: the speed gate and the code fingerprint); write the outputs."""
     from ci.bisect import engine, measurer, report
-    from harness.report import append_step_summary_or_fallback, write_json_atomic
+    from ci.common.files import write_json_atomic
+    from harness.report import append_step_summary_or_fallback
 
     measure = measure or measurer.SpeedGateMeasurer(options.kernel, options.config, options.shape, options.repo,
                                                     options.gate_args, log)
@@ -128,4 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OptionsError as exc:
         print(f"ci.bisect: {exc}", file=sys.stderr)
         return 2
-    return run(options)
+    try:
+        return run(options)
+    except WriteError as exc:  # until ci/common/command.py's runner catches every HarnessError
+        print(f"ci.bisect: error: {exc}", file=sys.stderr)
+        return 2

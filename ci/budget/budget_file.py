@@ -17,8 +17,8 @@ from typing import Any
 
 from ci.budget.errors import HarnessError
 from ci.budget.metrics import BUDGET_KEYS, FAMILY_KEYS, METRIC_BY_FIELD, SPILL_FIELDS
+from ci.common.files import write_json_atomic
 from ci.common.json_file import JsonFileError, parse_json
-from harness.report import write_json_atomic
 
 BUDGET_PATH = "ci/register_budget.json"
 BUDGET_SCHEMA = "mxfp4-register-budget/2"
@@ -208,5 +208,5 @@ def update_budget_file(path: Path, edits: Mapping[str, Mapping[str, Any]]) -> di
                 changed.setdefault(target, {})[key] = tighter
     if changed:
         parse_budget(json.dumps(data), str(path))  # never write a file the gate itself would reject
-        write_json_atomic(path, data)
+        write_json_atomic(path, data, kept=f"{path} as it was (run --update-budget again)")
     return changed

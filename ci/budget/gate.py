@@ -22,6 +22,7 @@ from ci.budget.budget_file import BUDGET_PATH
 from ci.budget.errors import HarnessError
 from ci.budget.options import GateOptions
 from ci.budget.report import write_error_json
+from ci.common.errors import WriteError
 from ci.common.gitutil import GitError
 from ci.common.options import (
     OptionsError,
@@ -78,9 +79,11 @@ def main(argv: Iterable[str] | None = None) -> int:
     except Exception as exc:
         if options.traceback:
             raise
-        kind = "error" if isinstance(exc, (HarnessError, GitError)) else f"internal error ({type(exc).__name__})"
+        known = isinstance(exc, (HarnessError, WriteError, GitError))
+        kind = "error" if known else f"internal error ({type(exc).__name__})"
         print(f"budget_gate: {kind}: {exc}", file=sys.stderr)
-        write_error_json(options.json, f"{kind}: {exc}")
+        if not isinstance(exc, WriteError):  # what was written (or its fallback) is not replaced by an error record
+            write_error_json(options.json, f"{kind}: {exc}")
         return 2
 
 

@@ -26,7 +26,9 @@ from ci.budget.report import (
     verdict_line,
 )
 from ci.common import gitutil
-from harness.report import append_step_summary_or_fallback, json_text, text_table, write_or_fallback
+from ci.common.errors import WriteError
+from ci.common.files import append_step_summary_or_fallback, write_or_fallback
+from harness.report import json_text, text_table
 
 
 def _progress(text: str) -> None:
@@ -76,27 +78,37 @@ def run(options: GateOptions) -> int:
 
     update_path = options.budget or working_dir / BUDGET_PATH
     tightened = tightened_edits(checks)
-    updated = update_budget_file(update_path, tightened) if options.update_budget and tightened else {}
+    # An output the disk refuses goes to a named fallback file (the budget: it stays as it was), not nowhere; the
+    # others are still written, then the run is a WriteError naming each (exit 2).
+    refused: list[str] = []
+    updated: dict | None = {}
+    try:
+        updated = update_budget_file(update_path, tightened) if options.update_budget and tightened else {}
+    except WriteError as exc:
+        refused.append(str(exc))
+        updated = None
 
     print(f"{base_note}\n")
     print(text_table(report.rows))
     for block in (report.suggestion, report.ratchet):
         if block:
             print("\n" + block)
-    if options.update_budget:
+    if options.update_budget and updated is not None:
         print("\n" + update_line(updated, update_path))
     if dirty:
         print("\n" + dirty)
     print("\n" + verdict_line(checks))
-    append_step_summary_or_fallback(markdown_summary(report), _progress)
-    if options.json:  # an unwritable --json at the end: the verdict goes to a named fallback file, not nowhere
+    append_step_summary_or_fallback(markdown_summary(report), refused.append)
+    if options.json:
         write_or_fallback(options.json, json_text(gate_json(
             report, checks,
             base={"ref": base.ref, "sha": base.sha, "note": base_note},
             head={"ref": options.head, "sha": head_sha, "working_tree": options.working_tree},
             dirty_files=dirty_files,
             budget_updated={"path": str(update_path), "changes": updated} if updated else None,
-        )).encode("utf-8"), "--json", _progress)
+        )).encode("utf-8"), "--json", refused.append)
+    if refused:
+        raise WriteError("; ".join(refused))
     return 1 if report.verdict == "fail" else 0
 
 

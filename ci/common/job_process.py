@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from asv_bench.records import JOB_ENV
-from harness.report import write_json_atomic
+from ci.common.files import write_json_atomic
 
 LOCKS_ENV = "MXFP4_MAIN_JOB_LOCKS"
 DEFAULT_LOCKS = Path("/tmp/mxfp4-main-job-locks")  # host-wide, not $TMPDIR: two clones may set theirs apart

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -21,14 +22,23 @@ def log_to(path: Path | None) -> None:
 
 
 def log(message: str) -> None:
+    log_detail(f"main_job: {message}")  # first: a log file the disk refuses is said before, the message stays last
     print(f"main_job: {message}", file=sys.stderr, flush=True)
-    log_detail(f"main_job: {message}")
 
 
 def log_detail(text: str) -> None:
     """Only into the log file: asv's and pip's own output, the full tables (the screen gets the short form)."""
-    if _log_file is not None:
+    global _log_file
+    if _log_file is None:
+        return
+    try:
         _log_file.write(text if text.endswith("\n") else text + "\n")
+    except OSError as exc:  # a full disk: the job goes on (its results say what they can), the log stops
+        refused, _log_file = _log_file, None
+        with contextlib.suppress(OSError):
+            refused.close()
+        print(f"main_job: cannot write {refused.name} ({exc.strerror or exc}); kept: the log up to here, the rest "
+              "on this screen only", file=sys.stderr, flush=True)
 
 
 class HarnessError(RuntimeError):

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from asv_bench import records
-from ci.common import gitutil, job_process
+from ci.common import errors, gitutil, job_process
+from ci.common.files import append_step_summary_or_fallback, write_json_atomic
 from ci.history.asv_results import folder as history_results
 from ci.history.asv_results import store
 from ci.history.asv_results.ledger import Ledger
@@ -30,7 +31,6 @@ from ci.history.messages import HarnessError, log, log_detail, log_to
 from ci.history.options import HistoryOptions, SiteOptions
 from ci.history.site import site_build
 from ci.history.trends import machine_spread, regressions
-from harness.report import append_step_summary, write_json_atomic
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 QUARANTINE_DIR = REPO_ROOT / ".asv" / "quarantine"
@@ -76,7 +76,7 @@ def run(options: HistoryOptions) -> int:
     try:
         check_results_remote(options)
         job = job_process.start(REPO_ROOT, log)
-    except (HarnessError, job_process.JobConflict) as exc:
+    except (HarnessError, errors.HarnessError, job_process.JobConflict) as exc:
         log(f"error: {exc}")
         return 2
     # Only once the checkout is this job's: a refused second job must not truncate the running one's log.
@@ -86,7 +86,7 @@ def run(options: HistoryOptions) -> int:
     interrupted = None
     try:
         return _steps(options, job, started)
-    except (HarnessError, gitutil.GitError, job_process.JobConflict) as exc:
+    except (HarnessError, errors.HarnessError, gitutil.GitError, job_process.JobConflict) as exc:
         log(f"error: {exc}")
         return 2
     except job_process.Interrupted as exc:
@@ -300,9 +300,9 @@ def _finish(s: _Job) -> int:
     markdown = "\n\n".join(filter(None, [history_summary.summary_markdown(report, runs, spread), checks]))
     log_detail(markdown)
     print("\n\n".join(filter(None, [history_summary.summary_markdown(report, runs, spread, short=str(LOG_FILE)), checks])))
-    append_step_summary(markdown)
+    append_step_summary_or_fallback(markdown, log)  # a refused summary: a named file, one line
     if options.json is not None:
-        write_json_atomic(options.json, report.to_json())
+        write_json_atomic(options.json, report.to_json(), kept=f"this run's results in {s.results_dir} and {s.branch_state} (above)")
     for line in history_summary.cost_lines(report.cost):
         log_detail(line)  # on the screen in the summary above
     if options.json is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from ci.common.files import append_step_summary_or_fallback, write_json_atomic, write_text_atomic
 from ci.notify import bundle
 from ci.notify.comment import Links, render
 from ci.notify.gate_files import GITHUB_FILES_LIMIT, files_record
@@ -16,7 +17,6 @@ from ci.notify.markdown import GITHUB_BODY_LIMIT
 from ci.notify.post import checked_status, file_issues, find_pull_requests, list_pr_files, post_comment, post_status
 from ci.notify.records import RecordError, load_json
 from ci.notify.status import status_of
-from harness.report import append_step_summary, write_json_atomic, write_text_atomic
 
 Log = Callable[[str], None]
 
@@ -28,7 +28,7 @@ def comment(options, log: Log) -> int:
     plot = bundle.artifact_url(options.artifact_list, options.run_url, bundle.artifact_name(bundle.SPEED_ARTIFACT, options.attempt))
     text = render(inputs, Links(options.run_url, plot, options.head_sha, options.attempt))
     write_text_atomic(options.out, text)
-    append_step_summary(text)
+    append_step_summary_or_fallback(text, log)
     log(f"ci.notify: comment written to {options.out} ({len(text)} characters): {text.splitlines()[0]}")
     if options.status_out is not None:
         status = status_of(inputs, options.run_url)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ci.common.errors import WriteError
 from ci.common.options import OptionsError
 from ci.notify.post import BOT_LOGIN
 from ci.notify.records import SAFE_URL
@@ -157,4 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OptionsError as exc:
         print(f"ci.notify: error: {exc}", file=sys.stderr)
         return 2
-    return run(options)
+    try:
+        return run(options)
+    except WriteError as exc:  # until ci/common/command.py's runner catches every HarnessError
+        print(f"ci.notify: error: {exc}", file=sys.stderr)
+        return 2

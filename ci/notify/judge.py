@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ci.common.files import write_json_atomic
 from ci.notify import bundle
-from harness.report import write_json_atomic
 
 CHECKOUT = Path(__file__).resolve().parents[2]  # the checkout whose gate judges (the default branch's, in the workflow)
 GATE_SCHEMA = "mxfp4-speed-gate/1"

@@ -25,6 +25,8 @@ from pathlib import Path
 
 from ci.common import gitutil
 from ci.common.code_fingerprint import DEFAULT_ARCHS
+from ci.common.errors import WriteError
+from ci.common.files import append_step_summary_or_fallback, write_json_atomic
 from ci.common.options import (
     OptionsError,
     add_arch,
@@ -38,7 +40,6 @@ from ci.common.options import (
 from ci.speed.scope import summary as changes_report
 from ci.speed.scope.dependencies import dependency_changes
 from ci.speed.scope.fingerprints import decide, fingerprint_sides
-from harness.report import append_step_summary, write_json_atomic
 
 
 @dataclass(frozen=True)
@@ -118,9 +119,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             changes_report.append_github_output(failed, options.github_output)
         return 2
     print(text)
-    append_step_summary(text)
+    append_step_summary_or_fallback(text, lambda line: print(f"ci.speed.changes: {line}", file=sys.stderr))
     if options.json:
-        write_json_atomic(options.json, data)
+        try:
+            write_json_atomic(options.json, data)
+        except WriteError as exc:  # until ci/common/command.py's runner catches every HarnessError
+            print(f"ci.speed.changes: error: {exc}", file=sys.stderr)
+            return 2
     if options.github_output:
         changes_report.append_github_output(data, options.github_output)
     return 2 if data["failures"] and not any(data["by_arch"].values()) else 0

@@ -207,6 +207,7 @@ def run(options: SpeedOptions) -> int:
         if options.traceback:
             raise
         from ci.common.commit_tree import NotAKernelsTree
+        from ci.common.errors import WriteError
         from ci.common.gitutil import GitError
         from ci.speed.decide.noise_file import NoiseModelError
         from ci.speed.decide.selection import SelectionError
@@ -216,10 +217,11 @@ def run(options: SpeedOptions) -> int:
         from ci.speed.modes.shared import GateError
         from ci.speed.scope.unchanged import ChangesFileError
 
-        known = (GateError, GitError, SurveyFailed, SelectionError, ThresholdsError, RecordError, NotAKernelsTree,
-                 ChangesFileError, OptionsError, NoiseModelError)
+        known = (WriteError, GateError, GitError, SurveyFailed, SelectionError, ThresholdsError, RecordError,
+                 NotAKernelsTree, ChangesFileError, OptionsError, NoiseModelError)
         kind = "error" if isinstance(exc, known) else f"internal error ({type(exc).__name__})"
-        return _harness_error(f"{kind}: {exc}", options.json)
+        # An output the disk refused: what was written (or its fallback) is not replaced by an error record.
+        return _harness_error(f"{kind}: {exc}", None if isinstance(exc, WriteError) else options.json)
 
 
 def _harness_error(message: str, json_path: object) -> int:

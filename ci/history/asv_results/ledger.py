@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from harness.report import write_json_atomic
+from ci.common.files import write_json_atomic
 
 FORMAT = 2
 
@@ -87,4 +87,4 @@ class Ledger:
     def save(self) -> None:
         present = {k: v for k, v in self.entries.items() if os.path.exists(self._root + k)}
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(self.path, {"format": FORMAT, "files": present})
+        write_json_atomic(self.path, {"format": FORMAT, "files": present}, kept="the ledger as it was, every result")

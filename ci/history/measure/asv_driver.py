@@ -26,6 +26,7 @@ from typing import Any
 
 from asv_bench import records
 from ci.common import job_process
+from ci.common.errors import WriteError
 from ci.history.asv_results import store
 from ci.history.measure import summary as history_summary
 from ci.history.measure.progress import AsvProgress
@@ -67,8 +68,15 @@ def sync_tree(source: Path, target: Path) -> None:
             destination.mkdir(exist_ok=True)
         elif not destination.is_file() or not filecmp.cmp(path, destination, shallow=False):
             partial = destination.with_name(destination.name + ".partial")
-            shutil.copyfile(path, partial)
-            os.replace(partial, destination)
+            try:
+                shutil.copyfile(path, partial)
+                os.replace(partial, destination)
+            except OSError as exc:
+                partial.unlink(missing_ok=True)
+                raise WriteError(
+                    f"cannot write {destination} ({exc.strerror or exc}); kept: {target}'s other files, each whole "
+                    f"(those before it in name order are the new ones, the new set in {source})"
+                ) from None
     for path in sorted(target.rglob("*"), reverse=True):  # deepest first: a folder is empty when its turn comes
         if path.relative_to(target) not in wanted:
             path.rmdir() if path.is_dir() and not path.is_symlink() else path.unlink()

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from asv_bench import records
+from ci.common.files import write_bytes_atomic
 from ci.history.asv_results import folder as history_results
-from harness.report import write_bytes_atomic
 
 
 def note(source: str) -> str:
@@ -48,7 +48,8 @@ def copy_results(results_dir: Path, machine: str, source: str, target: str, targ
         copied = {**document, "commit_hash": target, "date": target_date_ms,
                   "results": {**existing, **rows},
                   "durations": {}}  # set-up/build durations were the source's run, not this commit's
-        write_bytes_atomic(target_file, (json.dumps(copied, separators=(",", ":")) + "\n").encode())
+        kept = f"{target_file.name} as it was (or none), {source[:8]}'s results, every earlier one; nothing committed"
+        write_bytes_atomic(target_file, (json.dumps(copied, separators=(",", ":")) + "\n").encode(), kept=kept)
         done.rows += len(rows)
         done.seconds_saved += sum(_duration(row, document["result_columns"]) for row in rows.values())
         done.records += _copy_records(records.sidecar_for_results_file(path), records.sidecar_for_results_file(target_file),

@@ -23,9 +23,9 @@ from asv.publishing import OutputPublisher
 from asv.results import iter_results
 
 from asv_bench import records
+from ci.common.files import write_json_atomic, write_text_atomic
 from ci.history.asv_results import folder, store
 from ci.history.site import asv_steps, offline_html
-from harness.report import write_json_atomic, write_text_atomic
 
 NOTES_JS = Path(__file__).with_name("asv_html_notes.js")
 NOTES_DIR = "mxfp4"

@@ -15,12 +15,12 @@ from pathlib import Path
 import plotly.io
 import plotly.offline
 
+from ci.common.files import write_json_atomic, write_text_atomic
 from ci.history.asv_results import store
 from ci.history.asv_results.store import History, lines
 from ci.history.site import commit_info, issue_links, page_changes
 from ci.history.site.kernel_figure import CLICK_TO_COMMIT, kernel_figure
 from ci.history.trends import regressions, views
-from harness.report import write_json_atomic, write_text_atomic
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 PAGES_DIR = "kernels"

@@ -25,7 +25,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.report import write_text_atomic
+from ci.common.files import write_text_atomic
 
 VENDOR_DIR = Path(__file__).parents[1] / "vendor"
 LOCK_FILE = VENDOR_DIR / "lock.json"

@@ -25,9 +25,10 @@ from ci.history.branch.results_branch import BRANCH, BranchError, ResultsBranch
 from ci.history.measure import asv_driver
 from ci.history.messages import HarnessError, log, log_to
 from ci.history.options import SiteOptions
+from ci.common import errors
+from ci.common.files import append_step_summary_or_fallback, write_json_atomic
 from ci.history.site import asv_window, commit_info, issue_links, kernel_page
 from ci.history.trends import machine_spread, regressions
-from harness.report import append_step_summary, write_json_atomic
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SCHEMA = "mxfp4-history-changes/1"
@@ -42,7 +43,7 @@ def run(options: SiteOptions) -> int:
     log_to(LOG_FILE)
     try:
         report = build(options)
-    except (HarnessError, BranchError) as exc:
+    except (HarnessError, errors.HarnessError, BranchError) as exc:
         log(f"error: {exc}")
         return 2
     except Exception:
@@ -52,7 +53,7 @@ def run(options: SiteOptions) -> int:
         log_to(None)
     markdown = "\n".join(summary_markdown(report))
     print(markdown)
-    append_step_summary(markdown)
+    append_step_summary_or_fallback(markdown, log)
     if options.json is not None:
         write_json_atomic(options.json, report)
         log(f"change points and drift written to {options.json}")

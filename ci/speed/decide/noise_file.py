@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ci.common.files import write_json_atomic
 from ci.common.json_file import JsonFileError, read_json
 from ci.speed.decide.exclusion import ExclusionRule, exclusion
 from harness.paired.noise import BenchmarkNoise, Spread
 from harness.paired.noise_fit import RunRounds, fit
-from harness.report import write_json_atomic
 
 NOISE_PATH = "ci/speed_noise.json"  # the MI355X runner's (none yet); an H200's: ci/speed_noise_h200.json (--noise)
 NOISE_SCHEMA = "mxfp4-speed-noise/1"

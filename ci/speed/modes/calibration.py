@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ci.common.files import append_step_summary_or_fallback, write_json_atomic
 from ci.speed.decide.codes import Status
 from ci.speed.decide.noise_file import NOISE_PATH, NoiseModel, load_noise_model, refit, run_of_record, write_noise_model
 from ci.speed.decide.selection import check_selectors, select
@@ -32,7 +33,7 @@ from harness import paired
 from harness.paired.noise import LookNoise
 from harness.paired.sequential import SequentialPlan
 from harness.paired.zone import planned_rounds
-from harness.report import append_step_summary, markdown_table, write_json_atomic
+from harness.report import markdown_table
 
 MAX_CALIBRATION_ROUNDS = 16  # at most; --max-minutes usually ends it first on a GPU
 # A new worker generation on the H200: a spare's promotion (~3.5 s) and both sides' first warm-up (2 s each).
@@ -265,7 +266,7 @@ def run_calibrate(options: SpeedOptions) -> int:
         if excluded:
             markdown += f"\n\n**Excluded rounds** ({len(excluded)}): not used.\n\n{markdown_table(excluded)}"
     print(markdown)
-    append_step_summary(markdown)
+    append_step_summary_or_fallback(markdown, log)
     if options.json is not None:
         extra = {**base_extra, "noise_model": {k: v for k, v in model.to_json().items() if k != "runs"},
                  "noise_runs": [r["source"] for r in model.runs], "model_plan": model_plan.to_json(),

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ci.common.commit_tree import REPO_ROOT
+from ci.common.files import append_step_summary_or_fallback, write_json_atomic
 from ci.common.options import OptionsError
 from ci.speed.decide.codes import Status, Stop
 from ci.speed.decide.exclusion import ExclusionRule, paired_rounds
@@ -45,7 +46,6 @@ from ci.speed.report.write import Context, finish
 from harness import paired
 from harness.paired.sequential import SequentialPlan
 from harness.paired.verdict import Verdict
-from harness.report import append_step_summary, write_json_atomic
 
 RATES_SCHEMA = "mxfp4-speed-replay-rates/1"
 
@@ -232,7 +232,7 @@ def _replay_rates(options: SpeedOptions, record, entries, plan, rule, thresholds
                                       "rounds consumed in time order, no round in two decisions",
                                f"plan: {plan_text(plan)}"])
     print(markdown)
-    append_step_summary(markdown)
+    append_step_summary_or_fallback(markdown, log)
     if options.json is not None:
         write_json_atomic(options.json,
                           {"schema": RATES_SCHEMA, "replayed_from": str(options.replay), "sides": list(SIDES),

@@ -15,10 +15,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from ci.common.files import write_bytes_atomic
 from harness.paired.rounds import Round
 from harness.paired.sequential import Decision
 from harness.paired.verdict import Verdict
-from harness.report import check_writable, write_bytes_atomic
+from harness.report import check_writable
 
 VERDICT_COLOURS = {
     Verdict.REGRESSION: "#c0392b",
@@ -95,8 +96,5 @@ def plot_rounds(benchmarks: Mapping[str, tuple[Sequence[Round], Decision]], path
     axes[-1].set_xlabel("round (time order)")
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
-    try:
-        write_bytes_atomic(path, buf.getvalue())
-    except OSError as exc:
-        raise OSError(f"speed plot: cannot write {path!r}: {exc.strerror or exc}") from exc
+    write_bytes_atomic(path, buf.getvalue(), kept="the plot as it was (or none); the rounds are in the --json record")
     return path

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ci.common.errors import WriteError
+from ci.common.files import append_step_summary_or_fallback, write_or_fallback
 from ci.speed.decide.codes import Status, Stop
 from ci.speed.decide.exclusion import ExclusionRule
 from ci.speed.decide.thresholds import Thresholds
@@ -21,7 +23,7 @@ from ci.speed.decide.verdict import EXIT_INCONCLUSIVE, GATE_SCHEMA, RESOLVE_POWE
 from ci.speed.engine.survey import log
 from ci.speed.report.markdown import decision_reason, gate_markdown, plan_text
 from harness.paired import SequentialPlan, Verdict
-from harness.report import append_step_summary_or_fallback, json_text, write_json_atomic, write_or_fallback
+from harness.report import json_text, write_json_atomic
 
 ALL_UNCHANGED = "PASS: unchanged (identical code), 0 GPU seconds"
 
@@ -203,16 +205,18 @@ def finish(context: Context, results: Sequence[BenchmarkResult], correctness: Se
                              resolve_power=RESOLVE_POWER, preface=context.preface, changes=context.changes)
     print(markdown)
     # The measured rounds must survive an output that became unwritable during the run (disk full, a folder
-    # gone read-only): each output falls back to a named file in the temp dir, and the run's verdict stands.
-    append_step_summary_or_fallback(markdown, log)
+    # gone read-only): each output falls back to a named file in the temp dir, the others are still written,
+    # and the run ends as a WriteError naming each (exit 2).
+    refused: list[str] = []
+    append_step_summary_or_fallback(markdown, refused.append)
     if json_path is not None:
         record = record_json(context, results, correctness, rounds, code, fail_on_inconclusive, command)
-        write_or_fallback(json_path, json_text(record).encode("utf-8"), "--json", log)
+        write_or_fallback(json_path, json_text(record).encode("utf-8"), "--json", refused.append)
     if plot_path is not None:
         try:
             _plot(plot_path, results)
-        except OSError as exc:
-            log(f"speed_gate: {exc}; no plot (the rounds are in the --json record)")
+        except (OSError, WriteError) as exc:
+            refused.append(str(exc))
     failed = [f"{v} in {', '.join(ids[v])}" for v in (Verdict.REGRESSION.value, Status.WRONG_RESULT.value) if ids[v]]
     if all_unchanged:
         log(f"speed_gate: {ALL_UNCHANGED}")
@@ -220,6 +224,8 @@ def finish(context: Context, results: Sequence[BenchmarkResult], correctness: Se
         word = STATUS_WORDS.get(code, "FAIL")
         log(f"speed_gate: {word + ': ' + '; '.join(failed) if code == 1 and failed else word}"
             + (f" ({inconclusive} inconclusive)" if inconclusive else ""))
+    if refused:
+        raise WriteError("; ".join(refused))
     return code
 
 

@@ -30,7 +30,7 @@ import pytest
 
 from ci.budget.budget_file import BUDGET_SCHEMA, Budget, parse_budget, suggested_entry, update_budget_file
 from ci.budget.compare import evaluate
-from ci.budget.errors import HarnessError
+from ci.common.errors import HarnessError
 from ci.budget.findings import Reason
 from ci.budget.options import GateOptions
 from ci.common.options import OptionsError

@@ -324,7 +324,7 @@ def test_identical_code_is_a_green_status_without_a_judge():
 
 def test_the_status_is_checked_before_it_is_sent():
     from ci.notify.post import checked_status
-    from ci.notify.records import RecordError
+    from ci.common.errors import InputError as RecordError
 
     good = {"schema": "mxfp4-commit-status/1", "state": "failure", "context": CONTEXT, "description": "FAIL"}
     assert checked_status(good)["state"] == "failure"

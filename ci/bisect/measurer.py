@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Hashable, Sequence
 
+from ci.common.errors import HarnessError
 from ci.bisect.engine import Measurement
 from ci.common import gitutil
 from ci.common.code_fingerprint import fingerprint_tree
 
 
-class MeasureError(RuntimeError):
+class MeasureError(HarnessError, RuntimeError):
     """The speed gate could not measure (its exit 2, or no readable record)."""
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ci.budget.errors import HarnessError
+from ci.common.errors import HarnessError
 from ci.common.json_file import JsonFileError, parse_json
 from ci.budget.metrics import BUDGET_KEYS, FAMILY_KEYS, METRIC_BY_FIELD, SPILL_FIELDS
 from harness.report import write_json_atomic

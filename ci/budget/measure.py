@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ci.budget.compiling import SCHEMA as RESULTS_SCHEMA
-from ci.budget.errors import HarnessError
+from ci.common.errors import HarnessError
 from ci.budget.metrics import METRIC_BY_FIELD
 
 CHILD_TIMEOUT_S = 1800

@@ -181,13 +181,3 @@ def gate_json(report: GateReport, checks: Sequence[TargetCheck], *, base: Mappin
         "tightened_budget": tightened_edits(checks),
         "budget_updated": budget_updated,
     }
-
-
-def write_error_json(path, message: str) -> None:
-    """After a harness error (exit 2): a verdict file that says so, when one was asked for and can be written."""
-    if not path:
-        return
-    try:
-        write_json_atomic(path, {"schema": GATE_SCHEMA, "verdict": "error", "exit_code": 2, "error": message})
-    except OSError:
-        pass

@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 
 from ci.budget.budget_file import BUDGET_PATH, read_base_budget, read_budget, update_budget_file
 from ci.budget.compare import evaluate
-from ci.budget.errors import HarnessError
+from ci.common.errors import HarnessError
 from ci.budget.measure import Measurement, measure_tree
 from ci.budget.options import GateOptions, selectors_text
 from ci.budget.report import (dirty_warning, gate_json, gate_report, markdown_summary, tightened_edits, update_line,

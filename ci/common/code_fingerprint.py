@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from ci.common.errors import HarnessError
 from ci.common import launch_path
 from ci.common.commit_tree import REPO_ROOT, kernels_of, run_forwarding_stderr
 from ci.common.interrupts import MARKER
@@ -201,7 +202,7 @@ def device_part(kernel: Mapping[str, Any], arch: str, config: str, compiled: Map
     return Part(result["digest"])
 
 
-class ChildFailed(RuntimeError):
+class ChildFailed(HarnessError, RuntimeError):
     """The child loading the tree's registry died, timed out or wrote nothing; the message has its last lines."""
 
 

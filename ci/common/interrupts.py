@@ -4,11 +4,11 @@ On SIGINT (Ctrl-C) or SIGTERM (a cancelled CI job) a gate must not leave a child
 measuring or compiling, a ``git worktree`` registered, or a temporary folder in
 /tmp, and must say in one line what stopped -- no traceback. So:
 
-* :func:`install` makes both signals kill every child started through
-  :func:`tracked` (ci.common.commit_tree's runner) and then raise
-  :class:`~ci.common.job_process.Interrupted` in the main thread; every ``with``
-  block on the way out (worktrees, temporary folders) then cleans up as usual;
-  the front prints :func:`interrupted_line` and exits :func:`exit_code` (130/143).
+* :func:`install` (called by every front's runner, ci.common.command) makes both
+  signals kill every child started through :func:`tracked` (ci.common.commit_tree's
+  runner) and then raise :class:`Interrupted` in the main thread; every ``with`` or
+  ``finally`` on the way out (worktrees, temporary folders, the main job's lock) then
+  cleans up as usual; the runner prints one line and exits 130/143.
 * a SIGKILL runs no cleanup at all. Every temporary folder of the gates is made
   by :func:`temp_dir`, whose name carries the owner's pid; :func:`sweep_stale`
   (called before the first worktree of a run) removes those whose owner is dead
@@ -28,13 +28,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ci.common.job_process import Interrupted
 
 MARKER = "mxfp4-gate-"  # every temporary folder of the gates: mxfp4-gate-<pid>-<kind>-<random>
 _OWNED = re.compile(re.escape(MARKER) + r"(\d+)-")
 
 _children: set[subprocess.Popen] = set()
 _lock = threading.Lock()
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM: unwind cleanly (a KeyboardInterrupt, so no ``except Exception`` on the way swallows it)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
 @contextmanager
@@ -70,16 +77,6 @@ def install() -> None:
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
-
-
-def exit_code(exc: Interrupted) -> int:
-    """The shell's convention: 128 + the signal (130 for SIGINT, 143 for SIGTERM)."""
-    return 128 + exc.signum
-
-
-def interrupted_line(prog: str, exc: Interrupted) -> str:
-    return (f"{prog}: interrupted by {signal.Signals(exc.signum).name}: stopped its child processes and removed its "
-            "worktrees and temporary folders; no verdict")
 
 
 def temp_dir(kind: str) -> Path:

@@ -28,6 +28,7 @@ import ast
 import hashlib
 import threading
 from pathlib import Path
+from ci.common.errors import InputError
 
 PACKAGE = "kernels"
 # CPython 3.11 keeps the AST constructor's recursion depth per interpreter, not per thread: two threads
@@ -42,11 +43,11 @@ def parse(text: str, where: str = "<source>") -> ast.Module:
         return ast.parse(text, filename=where)
 
 
-class ModuleNotInTree(LookupError):
+class ModuleNotInTree(InputError, LookupError):
     """A project module on the launch path has no file in the tree; the message names it."""
 
 
-class SourceUnparsable(SyntaxError):
+class SourceUnparsable(InputError, SyntaxError):
     """A module on the launch path is not valid Python; the message names the file."""
 
 

@@ -26,13 +26,14 @@ import math
 import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
+from ci.common.errors import UsageError
 
 Parser = argparse.ArgumentParser | argparse._ArgumentGroup
 # The GPU architectures whose compiled code the tools read (Triton for sm_90 and gfx950, FlyDSL for gfx950).
 KNOWN_ARCHS = ("sm_90", "gfx950")
 
 
-class OptionsError(ValueError):
+class OptionsError(UsageError, ValueError):
     """An option's value is wrong; the message names the option."""
 
 

@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from ci.common.errors import HarnessError as HarnessError  # the one root; the main job's modules import it from here
+
 _log_file: TextIO | None = None
 
 
@@ -30,6 +32,3 @@ def log_detail(text: str) -> None:
     if _log_file is not None:
         _log_file.write(text if text.endswith("\n") else text + "\n")
 
-
-class HarnessError(RuntimeError):
-    """The job could not do its work (not a benchmark result); exit 2."""

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.report import write_text_atomic
+from ci.common.errors import HarnessError
 
 VENDOR_DIR = Path(__file__).with_name("vendor")
 LOCK_FILE = VENDOR_DIR / "lock.json"
@@ -33,7 +34,7 @@ LOCK_FILE = VENDOR_DIR / "lock.json"
 _TAG = re.compile(r"<(script|link)\b[^>]*?\b(?:src|href)=\"(?P<url>https://[^\"]+)\"[^>]*>")
 
 
-class AssetsUnavailable(RuntimeError):
+class AssetsUnavailable(HarnessError, RuntimeError):
     """A library the page needs is missing, altered, or unknown here; the message says which."""
 
 

@@ -34,7 +34,7 @@ from typing import Any
 from ci.history import (asv_driver, asv_window, branch_sync, commit_info, issue_links, kernel_page, machine_spread,
                         regressions, store)
 from ci.history.ledger import Ledger
-from ci.history.messages import HarnessError, log, log_to
+from ci.history.messages import HarnessError, log, log_detail, log_to
 from ci.history.options import SiteOptions
 from ci.history.results_branch import BRANCH, BranchError, ResultsBranch
 from harness.report import append_step_summary, write_json_atomic
@@ -47,17 +47,14 @@ LOG_FILE = REPO_ROOT / ".asv" / "site.log"  # asv's output, in full
 
 
 def run(options: SiteOptions) -> int:
-    """Build the site; 0 built, 2 the build failed (its reason printed)."""
+    """Build the site; 0 built; a failed build raises (its front: exit 2, one line)."""
     LOG_FILE.parent.mkdir(parents=True, exist_ok=True)
     log_to(LOG_FILE)
     try:
         report = build(options)
-    except (HarnessError, BranchError) as exc:
-        log(f"error: {exc}")
-        return 2
     except Exception:
-        log(f"error: the site build itself failed (exit 2):\n{traceback.format_exc()}")
-        return 2
+        log_detail(traceback.format_exc())  # the front says it in one line; the log file keeps the whole
+        raise
     finally:
         log_to(None)
     markdown = "\n".join(summary_markdown(report))

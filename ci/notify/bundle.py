@@ -14,8 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ci.common.errors import InputError
 from ci.notify.comment import Inputs
-from ci.notify.records import (Reader, RecordError, budget_record, changes_record, jobs_record, load_json, pr_files_record, read,
+from ci.notify.records import (Reader, budget_record, changes_record, jobs_record, load_json, pr_files_record, read,
                                speed_record)
 
 # artifact (without "-attempt<N>") -> (file in it, reader, what the comment calls it)
@@ -70,6 +71,6 @@ def artifact_url(listing: Path | None, run_url: str, name: str) -> str | None:
         for artifact in root.get("artifacts").items():
             if artifact.get("name").text(optional=True) == name and not artifact.get("expired").boolean(optional=True):
                 return f"{run_url}/artifacts/{artifact.get('id').integer()}"
-    except (OSError, RecordError):
+    except (OSError, InputError):
         return None
     return None

@@ -1,4 +1,4 @@
-"""The front of ``python -m ci.notify``: argparse in, one frozen checked :class:`Options` out, then the command.
+"""Where the gates' verdicts are told: the PR comment and the regression issues (the front of ``python -m ci.notify``).
 
     python -m ci.notify judge --artifacts DIR --attempt N --out judged.json     # the base's verdict of the PR's rounds
     python -m ci.notify pr-files --repo OWNER/NAME --head-repo OWNER/NAME --head-branch B --head-sha SHA --out pr-files.json
@@ -14,9 +14,7 @@
 (``python -m ci.speed --replay --judge``: numpy and scipy needed, the record read as JSON only);
 ``comment`` renders (nothing from the artifacts is run, and no network is used);
 ``pr-files``, ``post-comment`` and ``regression-issues`` talk to GitHub through ``gh api`` with the
-token in ``GH_TOKEN``. Exit: 0 done (also when no open PR has that head any more:
-nothing to post to, said on stderr); 2 a bad option, a file that cannot be used, or a
-GitHub call that failed. There is no gate here, so no exit 1.
+token in ``GH_TOKEN``. There is no gate here, so no exit 1.
 """
 
 from __future__ import annotations
@@ -28,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from ci.common.command import Command
 from ci.common.options import OptionsError
 from ci.notify.post import BOT_LOGIN
 from ci.notify.records import SAFE_URL
@@ -67,9 +66,7 @@ class Options:
     json: Path | None = None
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ci.notify", description=__doc__.split("\n\n")[0],
-                                     epilog="Exit codes: 0 done, 2 error (bad option or input, GitHub call failed).")
+def _arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     comment = sub.add_parser("comment", help="render the PR comment from pr-checks' artifacts (Markdown file)")
     comment.add_argument("--artifacts", type=Path, required=True, metavar="DIR", help="the downloaded artifacts, one folder each")
@@ -117,7 +114,6 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--repo", required=True, metavar="OWNER/NAME", help="this repository (github.repository)")
         p.add_argument("--server-url", default="https://github.com", metavar="URL", help="github.server_url (links)")
         p.add_argument("--bot-login", default=BOT_LOGIN, metavar="LOGIN", help=f"whose comments and issues are ours (default {BOT_LOGIN})")
-    return parser
 
 
 def _check(pattern: re.Pattern, value: str | None, flag: str, what: str) -> None:
@@ -130,8 +126,7 @@ def _file(path: Path | None, flag: str) -> None:
         raise OptionsError(f"{flag} {path}: no such file")
 
 
-def options_from(argv: Sequence[str] | None) -> Options:
-    args = _parser().parse_args(argv)
+def options_from(args: argparse.Namespace) -> Options:
     values = {k: v for k, v in vars(args).items() if k in Options.__dataclass_fields__}
     options = Options(**values)
     for flag, pattern, what in (("--repo", _REPO, "OWNER/NAME"), ("--head-repo", _REPO, "OWNER/NAME"),
@@ -160,10 +155,9 @@ def run(options: Options, log=lambda line: print(line, file=sys.stderr, flush=Tr
     return COMMANDS[options.command](options, log)
 
 
+COMMAND = Command("python -m ci.notify", __doc__ or "", _arguments, options_from, run,
+                  {0: "done (also when no open PR has that head any more: nothing to post to, said on stderr)"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        options = options_from(argv)
-    except OptionsError as exc:
-        print(f"ci.notify: error: {exc}", file=sys.stderr)
-        return 2
-    return run(options)
+    return COMMAND.main(argv)

@@ -28,11 +28,12 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
+from ci.common.errors import HarnessError
 
 GH_TIMEOUT_S = 120
 
 
-class GitHubError(RuntimeError):
+class GitHubError(HarnessError, RuntimeError):
     """A ``gh api`` call that failed; the message has the method, the path and what gh said."""
 
 

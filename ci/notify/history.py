@@ -4,7 +4,7 @@ history.yml's site-build job uploads it as the artifact ``history-changes``: per
 machine, the change points of each GEMM benchmark's TFLOPS history
 (ci.history.regressions.CommitChange.to_json) and the drift guard's results
 (Drift.to_json). Fields this module does not use are ignored; a field it uses with the
-wrong type is a RecordError naming its path (ci.notify.records.Reader).
+wrong type is a InputError naming its path (ci.notify.records.Reader).
 
 Findings:
 
@@ -33,8 +33,9 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
+from ci.common.errors import InputError
 from ci.common.regression_identity import series as short_hash  # noqa: F401 (one series id for the filer and the site)
-from ci.notify.records import Reader, RecordError, check_schema
+from ci.notify.records import Reader, check_schema
 
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
 _KERNEL = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
@@ -112,7 +113,7 @@ class HistoryChanges:
 def _sha(r: Reader) -> str:
     value = r.text()
     if not _SHA.match(value):
-        raise RecordError(f"{r.path}: expected a commit sha (hex), got {value[:60]!r}")
+        raise InputError(f"{r.path}: expected a commit sha (hex), got {value[:60]!r}")
     return value
 
 
@@ -133,7 +134,7 @@ def _site_url(r: Reader) -> str | None:
         return None
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme != "https" or not parsed.netloc or any(c in url for c in " ()<>[]\"'`\\"):
-        raise RecordError(f"{r.path}: expected an https:// address, got {url[:80]!r}")
+        raise InputError(f"{r.path}: expected an https:// address, got {url[:80]!r}")
     return url if url.endswith("/") else url + "/"
 
 
@@ -170,9 +171,9 @@ def _change_point(c: Reader, machine: str) -> dict[str, Any]:
     change = c.get("change")
     interval = change.get("interval").items()
     if len(interval) != 2:
-        raise RecordError(f"{change.path}.interval: expected [low, high]")
+        raise InputError(f"{change.path}.interval: expected [low, high]")
     if c.get("machine").text(optional=True) not in (None, machine):
-        raise RecordError(f"{c.path}.machine: {c.get('machine').text()!r} listed under machine {machine!r}")
+        raise InputError(f"{c.path}.machine: {c.get('machine').text()!r} listed under machine {machine!r}")
     return {"benchmark": c.get("benchmark").text(), "last_before": _sha(c.get("last_before")),
             "first_after": _sha(c.get("first_after")), "index": change.get("index").integer(),
             "direction": change.get("direction").choice({"regression", "improvement"}),
@@ -187,7 +188,7 @@ def _settled(r: Reader) -> int | None:
         return None
     pair = r.items()
     if len(pair) != 2:
-        raise RecordError(f"{r.path}: expected [start, end]")
+        raise InputError(f"{r.path}: expected [start, end]")
     return pair[1].integer() - pair[0].integer()
 
 
@@ -197,7 +198,7 @@ def _orders(r: Reader) -> tuple[int, int] | None:
         return None
     pair = r.items()
     if len(pair) != 2 or pair[0].integer() > pair[1].integer():
-        raise RecordError(f"{r.path}: expected [before, after], before <= after")
+        raise InputError(f"{r.path}: expected [before, after], before <= after")
     return pair[0].integer(), pair[1].integer()
 
 

@@ -25,6 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+from ci.common.errors import WriteError
 from ci.notify import bundle
 from harness.report import write_json_atomic
 
@@ -80,7 +81,6 @@ def judge(options, log: Callable[[str], None]) -> int:
     try:
         write_json_atomic(options.out, judged)
     except OSError as exc:
-        log(f"ci.notify: --out {options.out}: {exc}")
-        return 2
+        raise WriteError(f"--out {options.out}: {exc}") from None
     log(f"ci.notify: the base's verdict ({judged.get('verdict')}, exit {judged.get('exit_code')}) written to {options.out}")
     return 0

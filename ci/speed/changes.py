@@ -14,9 +14,7 @@ estimate by shape). The JSON (``--json``) has ``to_measure`` and ``unchanged``
 reads to start the GPU job or not; with ``--github-output`` the command also
 appends ``gpu_needed=true|false`` to $GITHUB_OUTPUT (when that is set), so the
 workflow needs no JSON tool. The Markdown also goes to $GITHUB_STEP_SUMMARY.
-
-Exit: 0 decided (whatever the decision); 2 harness error (bad option, git,
-neither side's kernels readable) -- then ``gpu_needed`` is true in the JSON.
+After any error (exit 2, neither side's kernels readable included) ``gpu_needed`` is true.
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from typing import Sequence
 
 from ci.common import gitutil
 from ci.common.code_fingerprint import DEFAULT_ARCHS
+from ci.common.command import Command
 from ci.common.options import OptionsError, add_arch, add_commits, add_json, add_selection, arch_value, names_value, output_value
 from ci.speed import changes_report
 from ci.speed.dependencies import dependency_changes
@@ -52,9 +52,7 @@ class Options:
     github_output: Path | None = None  # append gpu_needed=true|false here ($GITHUB_OUTPUT)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ci.speed.changes", description=__doc__.split("\n\n")[0],
-                                     epilog="Exit codes: 0 decided, 2 harness error.")
+def _arguments(parser: argparse.ArgumentParser) -> None:
     add_commits(parser, working_tree=False)
     add_arch(parser, ",".join(DEFAULT_ARCHS))
     add_selection(parser, config=False)
@@ -62,11 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--github-output", action="store_true",
                         help="append gpu_needed=true|false to the file named by $GITHUB_OUTPUT (a workflow step's outputs)")
     add_json(parser, "the decision")
-    return parser
 
 
-def options_from_args(argv: Sequence[str] | None) -> Options:
-    args = _parser().parse_args(argv)
+def options_from_args(args: argparse.Namespace) -> Options:
     archs = arch_value(args.arch)
     costs = None
     if args.costs is not None:
@@ -100,22 +96,8 @@ def run(options: Options, log=lambda line: print(line, file=sys.stderr, flush=Tr
     return data, changes_report.markdown(data)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        options = options_from_args(argv)
-    except OptionsError as exc:
-        print(f"ci.speed.changes: error: {exc}", file=sys.stderr)
-        return 2
-    try:
-        data, text = run(options)
-    except gitutil.GitError as exc:
-        print(f"ci.speed.changes: error: {exc}", file=sys.stderr)
-        failed = {"schema": changes_report.SCHEMA, "gpu_needed": True, "error": str(exc)}
-        if options.json:
-            write_json_atomic(options.json, failed)
-        if options.github_output:
-            changes_report.append_github_output(failed, options.github_output)
-        return 2
+def _decide(options: Options) -> int:
+    data, text = run(options)
     print(text)
     append_step_summary(text)
     if options.json:
@@ -123,6 +105,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.github_output:
         changes_report.append_github_output(data, options.github_output)
     return 2 if data["failures"] and not any(data["by_arch"].values()) else 0
+
+
+def _failed(args: argparse.Namespace, record: dict[str, Any]) -> None:
+    """Whatever stopped the decision, the GPU job runs: gpu_needed=true for the workflow too."""
+    if getattr(args, "github_output", False) and os.environ.get("GITHUB_OUTPUT"):
+        changes_report.append_github_output(record, Path(os.environ["GITHUB_OUTPUT"]))
+
+
+COMMAND = Command("python -m ci.speed.changes", __doc__ or "", _arguments, options_from_args, _decide,
+                  {0: "decided (whatever the decision)"},
+                  error_fields={"schema": changes_report.SCHEMA, "gpu_needed": True}, on_error=_failed)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return COMMAND.main(argv)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ci.common.errors import InputError
 from ci.common.json_file import JsonFileError, read_json
 from ci.speed.exclusion import ExclusionRule, exclusion
 from harness.paired.noise import BenchmarkNoise, Spread
@@ -47,7 +48,7 @@ IDENTITY_KEYS = ("gpu", "driver", "torch", "cuda", "rocm")
 _TOP_KEYS = {"schema", "about", "runner", "fitted", "restart_every", "spread", "benchmarks", "notes", "runs"}
 
 
-class NoiseModelError(ValueError):
+class NoiseModelError(InputError, ValueError):
     """The noise model file (or a record to fit from) is malformed; the message names the file and the key."""
 
 

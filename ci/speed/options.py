@@ -96,7 +96,6 @@ class SpeedOptions:
     judge: bool = False  # --replay --judge: this checkout's plan, rule, thresholds and model; nothing of the record's but its rounds
     json: Path | None = None
     plot: Path | None = None
-    traceback: bool = False
     command: tuple[str, ...] = ()  # the arguments as given, for the record
 
     @property
@@ -232,7 +231,6 @@ def speed_options(given: Mapping[str, Any], command: tuple[str, ...] | list[str]
         judge=bool(given.get("judge")),
         json=output_value(given["json"], "--json"),
         plot=output_value(given["plot"], "--plot"),
-        traceback=given["traceback"],
         command=tuple(command),
     )
 

@@ -212,13 +212,3 @@ def _plot(path: Path, results: Sequence[BenchmarkResult]) -> None:
         log(f"speed_gate: plot of {len(drawn)} benchmarks' rounds written to {plot_rounds(drawn, path)}")
     else:
         log(f"speed_gate: no benchmark was timed: no plot written to {path}")
-
-
-def write_error_json(path: str | Path | None, message: str) -> None:
-    """A harness error still leaves a verdict file, when one was asked for and can be written."""
-    if not path:
-        return
-    try:
-        write_json_atomic(path, {"schema": GATE_SCHEMA, "mode": "error", "verdict": "error", "exit_code": 2, "error": message})
-    except OSError:
-        pass

@@ -17,9 +17,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
+from ci.common.errors import HarnessError
 
 
-class SurveyFailed(RuntimeError):
+class SurveyFailed(HarnessError, RuntimeError):
     """A side's worker could not survey its commit; the message names the side and why."""
 
 

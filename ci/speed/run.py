@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from ci.common.errors import HarnessError
 from ci.common.commit_tree import REPO_ROOT
 from ci.speed.exclusion import ExclusionRule
 from ci.speed.noise_model import NOISE_PATH, ModelChoice, NoiseModel, identity_check, load_noise_model
@@ -32,7 +33,7 @@ from harness.paired.sequential import SequentialPlan
 from harness.paired.verdict import Verdict
 
 
-class GateError(RuntimeError):
+class GateError(HarnessError, RuntimeError):
     """The gate cannot decide; the message says why (exit 2)."""
 
 

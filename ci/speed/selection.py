@@ -30,12 +30,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from ci.common.errors import UsageError
 from ci.speed.reasons import Check, Status
 from ci.common.options import name_matches
 from ci.speed.rounds import Benchmark
 
 
-class SelectionError(RuntimeError):
+class SelectionError(UsageError, RuntimeError):
     """The selection is unusable (a selector matches nothing, a kernel raised at head); the message says which."""
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ci.common.errors import InputError
 from ci.common.json_file import JsonFileError, read_json
 from ci.speed.changes_report import SCHEMA, estimated_cost_s
 from ci.common.options import name_matches
@@ -30,7 +31,7 @@ REMOVED = "REMOVED"  # Outcome.REMOVED.name: at base only
 REMOVED_NOTE = "removed at head"
 
 
-class ChangesFileError(ValueError):
+class ChangesFileError(InputError, ValueError):
     """A --changes file that cannot be used: unreadable, another schema, other commits, or without the arch."""
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ci.common.errors import InputError
 from ci.common.json_file import JsonFileError, read_json
 from ci.speed.exclusion import ExclusionRule, PairedRound, paired_rounds
 from ci.speed.reasons import Status, Stop
@@ -33,7 +34,7 @@ CALIBRATION_PATH = "ci/speed_calibration.json"
 RESOLVE_POWER = 0.99
 
 
-class RecordError(ValueError):
+class RecordError(InputError, ValueError):
     """A recorded JSON file cannot be replayed or read as a calibration; the message names the file and key."""
 
 

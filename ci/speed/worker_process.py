@@ -19,13 +19,14 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from ci.common.errors import HarnessError
 from ci.common.commit_tree import kernels_of
 
 QUIT_TIMEOUT_S = 15.0
 _END = object()  # the worker closed its stdout
 
 
-class WorkerFailed(RuntimeError):
+class WorkerFailed(HarnessError, RuntimeError):
     """A worker died, hung, or refused a request; the message names side, device and request."""
 
 

@@ -473,7 +473,7 @@ def test_working_tree_edits_are_gated_and_named_when_left_out(probe_repo, gate_e
 def _assert_harness_error(done: subprocess.CompletedProcess, message: str) -> None:
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
-    assert done.stderr.strip().splitlines()[-1].startswith("budget_gate: error: ")
+    assert done.stderr.strip().splitlines()[-1].startswith("python -m ci.budget: error: ")
     assert message in done.stderr, done.stderr[-2000:]
 
 

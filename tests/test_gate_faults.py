@@ -260,7 +260,7 @@ def test_a_malformed_replay_file_is_an_error_naming_the_file(fault_repo, tmp_pat
     done = run_gate(repo, "--replay", str(bad))
     assert done.returncode == 2, done.stderr[-2000:]
     line = done.stderr.strip().splitlines()[-1]
-    assert line.startswith(f"speed_gate: error: {bad}: ") and "internal error" not in line, line
+    assert line.startswith(f"python -m ci.speed: error: {bad}: ") and "internal error" not in line, line
 
 
 def test_an_unwritable_step_summary_is_refused_before_any_work(fault_repo, tmp_path):
@@ -284,5 +284,5 @@ def test_an_unwritable_results_folder_is_a_harness_error_naming_it(tmp_path):
     done = subprocess.run([sys.executable, "-m", "ci.history", "--commits", "1"], cwd=repo, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stderr[-2000:]
-    assert f"main_job: error: the results folder (.asv): {asv_dir}/main_job.json: cannot write there" in done.stderr
+    assert f"python -m ci.history: error: the results folder (.asv): {asv_dir}/main_job.json: cannot write there" in done.stderr
     assert "Traceback" not in done.stderr and asv_dir.read_text().startswith("a file where")

@@ -344,7 +344,7 @@ def test_bad_arguments_fail_before_measuring(gate_repo, tmp_path, args, message)
     done = run_gate(repo, *(["--base", c0] if "--base" not in args else []), "--head", "noop", *args)
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     lines = [line for line in done.stderr.splitlines() if line.startswith("speed_gate: ")]
-    assert lines[-1].startswith("speed_gate: error: ") and message.format(**fill) in lines[-1], done.stderr[-2000:]
+    assert lines[-1].startswith("python -m ci.speed: error: ") and message.format(**fill) in lines[-1], done.stderr[-2000:]
     assert "survey" not in done.stderr and time.perf_counter() - started < 60  # no child was started
 
 

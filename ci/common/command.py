@@ -29,7 +29,7 @@ class Parser(argparse.ArgumentParser):
     """A bad argument is a :class:`UsageError` (the runner's one line), not argparse's own exit."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
+        raise UsageError(f"{message} ({self.prog} --help)")
 
 
 def _no_record(args: argparse.Namespace, record: dict[str, Any]) -> None:
@@ -44,7 +44,8 @@ class Command:
     options: Callable[[argparse.Namespace], Any]  # the checked options object; a bad value raises HarnessError
     run: Callable[[Any], int]
     exits: Mapping[int, str]  # the tool's own meanings of 0, 1 and 3; 2 and 130/143 are the runner's
-    error_fields: Mapping[str, Any] = field(default_factory=dict)  # the tool's schema in its error JSON
+    # The tool's schema in the error JSON at --json; None: its --json is state that an error must not overwrite.
+    error_fields: Mapping[str, Any] | None = field(default_factory=dict)
     on_error: Callable[[argparse.Namespace, dict[str, Any]], None] = _no_record  # besides the error JSON
 
     def parser(self) -> argparse.ArgumentParser:
@@ -70,10 +71,7 @@ class Command:
         try:
             args = self._parse(parser, argv)
             return _work(self, args)
-        except UsageError as exc:
-            parser.print_usage(sys.stderr)
-            return self._stop(args, f"error: {exc}", 2)
-        except HarnessError as exc:
+        except HarnessError as exc:  # UsageError too: one line, as every other error (--help has the usage)
             return self._stop(args, f"error: {exc}", 2)
         except KeyboardInterrupt as exc:  # interrupts.Interrupted too (SIGTERM)
             signum = getattr(exc, "signum", signal.SIGINT)
@@ -98,9 +96,9 @@ class Command:
         if args.traceback and code == 2 and sys.exc_info()[0] is not None:
             traceback.print_exc()
         print(f"{self.prog}: {' '.join(message.split())}", file=sys.stderr, flush=True)
-        record = {**self.error_fields, "verdict": "error", "exit_code": code, "error": message}
+        record = {**(self.error_fields or {}), "verdict": "error", "exit_code": code, "error": message}
         json_path = getattr(args, "json", None)
-        if json_path:
+        if json_path and self.error_fields is not None:
             from harness.report import write_json_atomic
 
             try:

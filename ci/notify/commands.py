@@ -68,18 +68,17 @@ def post_comment_command(options, log: Log) -> int:
     except (OSError, InputError) as exc:
         raise InputError(f"--status {options.status}: {exc}") from None
     gh = GitHub(options.repo)
-    try:
-        prs = find_pull_requests(gh, options.head_repo, options.head_branch, options.head_sha)
-        if not prs:
-            log(f"ci.notify: no open pull request of {options.repo} has head {options.head_repo}:{options.head_branch} at "
-                f"{options.head_sha[:12]} (closed, or pushed again since: its newer run will comment); nothing posted")
-            return 0
-        for pr in prs:
-            plan = post_comment(gh, pr, body, options.bot_login)
-            log(f"ci.notify: PR #{pr}: comment {plan.action}" + (f" (id {plan.comment_id})" if plan.comment_id else ""))
-        if status is not None:
-            post_status(gh, options.head_sha, status)
-            log(f"ci.notify: status {status['context']!r} on {options.head_sha[:12]}: {status['state']}: {status['description']}")
+    prs = find_pull_requests(gh, options.head_repo, options.head_branch, options.head_sha)
+    if not prs:
+        log(f"ci.notify: no open pull request of {options.repo} has head {options.head_repo}:{options.head_branch} at "
+            f"{options.head_sha[:12]} (closed, or pushed again since: its newer run will comment); nothing posted")
+        return 0
+    for pr in prs:
+        plan = post_comment(gh, pr, body, options.bot_login)
+        log(f"ci.notify: PR #{pr}: comment {plan.action}" + (f" (id {plan.comment_id})" if plan.comment_id else ""))
+    if status is not None:
+        post_status(gh, options.head_sha, status)
+        log(f"ci.notify: status {status['context']!r} on {options.head_sha[:12]}: {status['state']}: {status['description']}")
     return 0
 
 

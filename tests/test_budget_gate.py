@@ -141,7 +141,7 @@ def run_gate(repo_dir: Path, *args: str, env_extra: dict | None = None) -> subpr
     env.update(env_extra or {})
     env["PYTHONPATH"] = str(repo_dir)
     return subprocess.run(
-        [sys.executable, "-m", "ci.budget.gate", *args], cwd=repo_dir, env=env, capture_output=True, text=True, timeout=900
+        [sys.executable, "-m", "ci.budget", *args], cwd=repo_dir, env=env, capture_output=True, text=True, timeout=900
     )
 
 
@@ -667,7 +667,7 @@ def test_a_legacy_base_budget_is_read_for_its_limits():
 
 
 def test_help_explains_the_gate():
-    done = subprocess.run([sys.executable, "-m", "ci.budget.gate", "--help"], cwd=PROJECT, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "ci.budget", "--help"], cwd=PROJECT, capture_output=True, text=True)
     assert done.returncode == 0
     for phrase in ("--base", "--working-tree", "--update-budget", "tolerance", "spills", "160 KiB", "no base",
                    "git fetch", "CI=true", "Exit: 0 pass, 1 gate failed, 2"):

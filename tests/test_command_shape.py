@@ -22,7 +22,9 @@ from tests.test_command_fronts import CHILD_ENTRY_POINTS
 
 REPO = Path(__file__).resolve().parents[1]
 # Arguments a front needs to parse at all (a subcommand and its required options); none of them is checked here.
-PARSES = {"ci.notify": ["regression-issues", "--repo", "o/n", "--changes", "c.json", "--run-url", "https://example.org/r"]}
+PARSES = {
+    "ci.notify": ["regression-issues", "--repo", "o/n", "--changes", "c.json", "--run-url", "https://example.org/r"]
+}
 # Runs the front as `python -m` would, with the runner's call of the tool replaced: "crash" raises, "wait" waits.
 WRAPPER = """
 import runpy, sys, time
@@ -59,8 +61,9 @@ def _env(pythonpath: str | Path = REPO) -> dict[str, str]:
 
 
 def _run(args: list[str], cwd: Path, pythonpath: str | Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=cwd, env=_env(pythonpath), capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, *args], cwd=cwd, env=_env(pythonpath), capture_output=True, text=True, timeout=120
+    )
 
 
 def _last_line(text: str) -> str:
@@ -80,7 +83,8 @@ def check_help(front: str, cwd: Path, pythonpath: str | Path = REPO) -> str:
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"usage: python -m {front} " in done.stdout and "--traceback" in done.stdout
     section = done.stdout.split("\nexit codes:\n", 1)[-1]
-    assert "\nexit codes:\n" in done.stdout and all(f"  {code} " in section for code in (0, 2, 130)), done.stdout[-1500:]
+    assert "\nexit codes:\n" in done.stdout, done.stdout[-1500:]
+    assert all(f"  {code} " in section for code in (0, 2, 130)), section
     return done.stdout
 
 
@@ -88,22 +92,26 @@ def check_crash(front: str, cwd: Path, pythonpath: str | Path = REPO) -> None:
     done = _run(["-c", WRAPPER, "crash", front, *PARSES.get(front, [])], cwd, pythonpath)
     line = _last_line(done.stderr)
     assert done.returncode == 2, done.stderr[-2000:]
-    assert line == (f"python -m {front}: error: internal error (RuntimeError: injected crash); "
-                    "run again with --traceback for the Python traceback"), done.stderr[-2000:]
+    assert line == (
+        f"python -m {front}: error: internal error (RuntimeError: injected crash); "
+        "run again with --traceback for the Python traceback"
+    ), done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     shown = _run(["-c", WRAPPER, "crash", front, *PARSES.get(front, []), "--traceback"], cwd, pythonpath)
     assert shown.returncode == 2 and "Traceback (most recent call last)" in shown.stderr, shown.stderr[-2000:]
     assert _last_line(shown.stderr).startswith(f"python -m {front}: error: internal error (RuntimeError"), shown.stderr
 
 
-def check_signal(front: str, cwd: Path, signum: int = signal.SIGINT, pythonpath: str | Path = REPO,
-                 takes_json: bool = True) -> None:
+def check_signal(
+    front: str, cwd: Path, signum: int = signal.SIGINT, pythonpath: str | Path = REPO, takes_json: bool = True
+) -> None:
     """Stopped while it runs: 128 + the signal, one line, and its --json (if it has one) absent or whole."""
     args = PARSES.get(front, [])
     out = cwd / f"{front}.json"
     command = [sys.executable, "-c", WRAPPER, "wait", front, *args, *(["--json", str(out)] if takes_json else [])]
-    proc = subprocess.Popen(command, cwd=cwd, env=_env(pythonpath), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        command, cwd=cwd, env=_env(pythonpath), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         started = proc.stdout.readline()
         assert started == "running\n", proc.communicate()[1][-2000:]
@@ -121,8 +129,17 @@ def check_signal(front: str, cwd: Path, signum: int = signal.SIGINT, pythonpath:
 
 def test_the_fronts_are_found():
     """The nine commands of issue 40; the discovery sees a new one (and not a child entry point)."""
-    assert fronts() == ["ci.bisect", "ci.budget", "ci.budget.resources", "ci.history", "ci.history.publish",
-                        "ci.notify", "ci.speed", "ci.speed.calibrate", "ci.speed.changes"]
+    assert fronts() == [
+        "ci.bisect",
+        "ci.budget",
+        "ci.budget.resources",
+        "ci.history",
+        "ci.history.publish",
+        "ci.notify",
+        "ci.speed",
+        "ci.speed.calibrate",
+        "ci.speed.changes",
+    ]
 
 
 @pytest.mark.parametrize("front", fronts())
@@ -145,7 +162,8 @@ def test_a_harness_error_is_one_line_and_its_json(tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert _last_line(done.stderr) == f"python -m ci.budget: error: --repo {tmp_path / 'none'}: not a directory"
     record = json.loads(out.read_text())
-    assert record["verdict"] == "error" and record["exit_code"] == 2 and record["schema"].startswith("mxfp4-budget-gate/")
+    assert record["verdict"] == "error" and record["exit_code"] == 2
+    assert record["schema"].startswith("mxfp4-budget-gate/")
 
 
 def test_the_discovery_sees_a_new_front_and_skips_the_child_entry_points(tmp_path):

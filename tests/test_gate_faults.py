@@ -232,7 +232,7 @@ def test_a_signal_stops_the_gate_removes_its_worktrees_and_says_so(fault_repo, t
     repo, c0 = fault_repo
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GITHUB_STEP_SUMMARY", "TRITON_INTERPRET")}
     env["PYTHONPATH"] = str(repo)
-    gate = subprocess.Popen([sys.executable, "-m", "ci.speed.gate", "--repo", str(repo), "--base", c0, "--head", "hangs",
+    gate = subprocess.Popen([sys.executable, "-m", "ci.speed", "--repo", str(repo), "--base", c0, "--head", "hangs",
                              *SMALL, "--json", str(tmp_path / "v.json")], cwd=repo, env=env, stderr=subprocess.PIPE, text=True)
     stderr = _Lines(gate.stderr)
     try:
@@ -247,7 +247,7 @@ def test_a_signal_stops_the_gate_removes_its_worktrees_and_says_so(fault_repo, t
     rest = stderr.rest()
     assert code == 128 + signum, "".join(stderr.seen) + rest
     name = signal.Signals(signum).name
-    assert f"speed_gate: interrupted by {name}: stopped its child processes" in rest and "Traceback" not in rest, rest
+    assert f"python -m ci.speed: interrupted by {name}: child processes stopped" in rest and "Traceback" not in rest, rest
     assert json.loads((tmp_path / "v.json").read_text())["verdict"] == "error"
     assert _leftovers(gate.pid) == [] and git(repo, "worktree", "list").count("\n") == 0
 

@@ -30,7 +30,7 @@ FOUR_CPU_TIMINGS = r"GemmOnCpu\.track_time\('torch_dequant:(bf16|fp32)'"
 
 def run_job(repo: Path, home: Path, *args: str, timeout: float = 900, **popen) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "ci.history.main_job", *args], cwd=repo, env=asv_env(home), capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "ci.history", *args], cwd=repo, env=asv_env(home), capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -202,7 +202,7 @@ def test_sigkill_mid_run_then_a_rerun_leaves_no_process_and_loses_only_the_bench
     repo = make_project(tmp_path, asv_env_from=asv_env_template)
     home = tmp_path / "home"
     results = repo / ".asv" / "results"
-    args = [sys.executable, "-m", "ci.history.main_job", "--commits=1", f"--bench={FOUR_CPU_TIMINGS}", "--no-publish"]
+    args = [sys.executable, "-m", "ci.history", "--commits=1", f"--bench={FOUR_CPU_TIMINGS}", "--no-publish"]
     first = subprocess.Popen(args, cwd=repo, env=asv_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and len(_measured(list(results.glob("*/*.records")))) < 2:

@@ -22,13 +22,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import judge_scenario as scenario
 import pytest
 import yaml
+from fake_github import BOT, FakeGitHub, State
 
-import judge_scenario as scenario
 from ci.notify.comment import MARKER, threshold_text
 from ci.notify.status import CONTEXT
-from fake_github import BOT, FakeGitHub, State
 
 PROJECT = Path(__file__).resolve().parents[1]
 WORKFLOW = PROJECT / ".github" / "workflows" / "pr-comment.yml"
@@ -293,10 +293,9 @@ def test_the_gate_files_come_from_every_page_of_githubs_list_and_renames_count(g
 
 
 def test_a_pr_files_failure_says_the_gate_change_is_not_known(tmp_path):
-    from ci.notify.comment import gate_change_block
+    from ci.notify.comment import Inputs, gate_change_block
     from ci.notify.gate_files import files_record
     from ci.notify.records import pr_files_record
-    from ci.notify.comment import Inputs
 
     record = pr_files_record(files_record([], [], error="GitHub's list of the PR's files failed: 502"))
     assert "Whether this PR changes the gate is not known" in gate_change_block(Inputs(None, None, None, None, pr_files=record))
@@ -323,8 +322,8 @@ def test_identical_code_is_a_green_status_without_a_judge():
 
 
 def test_the_status_is_checked_before_it_is_sent():
-    from ci.notify.post import checked_status
     from ci.common.errors import InputError as RecordError
+    from ci.notify.post import checked_status
 
     good = {"schema": "mxfp4-commit-status/1", "state": "failure", "context": CONTEXT, "description": "FAIL"}
     assert checked_status(good)["state"] == "failure"

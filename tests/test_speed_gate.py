@@ -231,7 +231,7 @@ def run_gate(repo: Path, *args: str, summary: Path | None = None, timeout: float
     if summary is not None:
         env["GITHUB_STEP_SUMMARY"] = str(summary)
     # "--calibrate" first: the calibration's own front, python -m ci.speed.calibrate.
-    module, args = ("ci.speed.calibrate", args[1:]) if args[:1] == ("--calibrate",) else ("ci.speed.gate", args)
+    module, args = ("ci.speed.calibrate", args[1:]) if args[:1] == ("--calibrate",) else ("ci.speed", args)
     return subprocess.run([sys.executable, "-m", module, "--repo", str(repo), *args], cwd=repo, env=env,
                           capture_output=True, text=True, timeout=timeout)
 

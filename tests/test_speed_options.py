@@ -10,7 +10,7 @@ import pytest
 
 from ci.speed import gate
 from ci.speed.grace import GRACE_ENV
-from ci.speed.options import PLAN_KEYS, Mode, speed_options
+from ci.speed.options import PLAN_KEYS, Mode
 from ci.speed.verdict import plan_of
 from harness.paired.plan import ZONE_PLAN
 from harness.paired.plan import ZONE_WARM_PLAN as WARM_PLAN  # the gate's plan without a noise model (version 6)

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Hashable, Sequence
 
-from ci.common.errors import HarnessError
 from ci.bisect.engine import Measurement
 from ci.common import gitutil
 from ci.common.code_fingerprint import fingerprint_tree
+from ci.common.errors import HarnessError
 
 
 class MeasureError(HarnessError, RuntimeError):

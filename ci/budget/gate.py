@@ -100,7 +100,6 @@ the budget only.
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ci.budget.budget_file import BUDGET_PATH
 from ci.budget.options import GateOptions

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ci.budget.compiling import SCHEMA as RESULTS_SCHEMA
-from ci.common.errors import HarnessError
 from ci.budget.metrics import METRIC_BY_FIELD
+from ci.common.errors import HarnessError
 
 CHILD_TIMEOUT_S = 1800
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from ci.budget.budget_file import BUDGET_PATH
 from ci.budget.metrics import METRIC_BY_FIELD, SPILL_FIELDS
-from harness.report import markdown_table, write_json_atomic
+from harness.report import markdown_table
 
 if TYPE_CHECKING:
     from ci.budget.compare import TargetCheck

@@ -37,7 +37,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allow-empty",
         action="store_true",
-        help="no target matching --kernel/--arch/--config is not an error (the budget gate measures old commits with it)",
+        help="no target matching --kernel/--arch/--config is not an error (the budget gate measures old commits "
+        "with it)",
     )
 
 
@@ -53,7 +54,7 @@ def _run(options: ResourcesOptions) -> int:
 
 
 COMMAND = Command("python -m ci.budget.resources", __doc__ or "", _arguments, _options, _run,
-                  {0: "every target compiled", 1: "a target failed to compile (its error is in the table and the JSON)"})
+                  {0: "every target compiled", 1: "a target failed to compile (its error is in the table and JSON)"})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ci.common.errors import HarnessError
 from ci.common import launch_path
 from ci.common.commit_tree import REPO_ROOT, kernels_of, run_forwarding_stderr
+from ci.common.errors import HarnessError
 from ci.common.interrupts import MARKER
 from ci.common.options import name_matches
 

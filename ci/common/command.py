@@ -15,8 +15,9 @@ import argparse
 import signal
 import sys
 import traceback
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, NoReturn, Sequence
+from typing import Any, NoReturn
 
 from ci.common import interrupts
 from ci.common.errors import HarnessError, UsageError
@@ -52,8 +53,12 @@ class Command:
         description, _, epilog = self.doc.strip().partition("\n\n")
         codes = {**self.exits, 2: HARNESS_ERROR, 130: f"interrupted by SIGINT (143: SIGTERM): {STOPPED}"}
         section = "exit codes:\n" + "\n".join(f"  {code:<4} {codes[code]}" for code in sorted(codes))
-        parser = Parser(prog=self.prog, description=description, epilog=f"{epilog}\n\n{section}".strip(),
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
+        parser = Parser(
+            prog=self.prog,
+            description=description,
+            epilog=f"{epilog}\n\n{section}".strip(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         self.arguments(parser)
         traceback_help = "on an error, also print the Python traceback"
         parser.add_argument("--traceback", action="store_true", help=traceback_help)
@@ -113,7 +118,7 @@ def _work(command: Command, args: argparse.Namespace) -> int:
     return command.run(command.options(args))
 
 
-def _install() -> dict[int, Any] | None:
+def _install() -> dict[signal.Signals, Any] | None:
     """The signals' one mechanism for the run (interrupts.install); the previous handlers, to put back after."""
     try:
         before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -123,6 +128,6 @@ def _install() -> dict[int, Any] | None:
     return before
 
 
-def _restore(before: dict[int, Any] | None) -> None:
+def _restore(before: dict[signal.Signals, Any] | None) -> None:
     for signum, handler in (before or {}).items():
         signal.signal(signum, handler)

@@ -28,6 +28,7 @@ import ast
 import hashlib
 import threading
 from pathlib import Path
+
 from ci.common.errors import InputError
 
 PACKAGE = "kernels"

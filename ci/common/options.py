@@ -26,6 +26,7 @@ import math
 import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
+
 from ci.common.errors import UsageError
 
 Parser = argparse.ArgumentParser | argparse._ArgumentGroup

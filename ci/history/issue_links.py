@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ci.common.errors import InputError
 from ci.common import regression_identity as identity
+from ci.common.errors import InputError
 from ci.common.json_file import JsonFileError, read_json
 
 SCHEMA = "mxfp4-regression-issues/2"

@@ -18,6 +18,7 @@ import socket
 import subprocess
 from pathlib import Path
 from typing import Any
+
 from ci.common.errors import HarnessError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

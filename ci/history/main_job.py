@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 from dataclasses import fields
 from pathlib import Path
 from typing import Sequence

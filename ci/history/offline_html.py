@@ -25,8 +25,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.report import write_text_atomic
 from ci.common.errors import HarnessError
+from harness.report import write_text_atomic
 
 VENDOR_DIR = Path(__file__).with_name("vendor")
 LOCK_FILE = VENDOR_DIR / "lock.json"

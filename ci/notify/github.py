@@ -28,6 +28,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
+
 from ci.common.errors import HarnessError
 
 GH_TIMEOUT_S = 120

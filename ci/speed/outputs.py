@@ -20,7 +20,7 @@ from ci.speed.run import log
 from ci.speed.thresholds import Thresholds
 from ci.speed.verdict import EXIT_INCONCLUSIVE, GATE_SCHEMA, RESOLVE_POWER, BenchmarkResult, exit_code
 from harness.paired import SequentialPlan, Verdict
-from harness.report import append_step_summary_or_fallback, json_text, write_json_atomic, write_or_fallback
+from harness.report import append_step_summary_or_fallback, json_text, write_or_fallback
 
 
 ALL_UNCHANGED = "PASS: unchanged (identical code), 0 GPU seconds"
@@ -72,7 +72,7 @@ def record_json(context: Context, results: Sequence[BenchmarkResult], correctnes
         "schema": GATE_SCHEMA,
         "mode": context.mode,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": ["python", "-m", "ci.speed.gate", *command],
+        "command": ["python", "-m", "ci.speed", *command],
         "verdict": STATUS_WORDS.get(code, "fail").lower(),
         "exit_code": code,
         "inconclusive_policy": inconclusive_policy(context.plan, fail_on_inconclusive),

@@ -19,8 +19,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ci.common.errors import HarnessError
 from ci.common.commit_tree import kernels_of
+from ci.common.errors import HarnessError
 
 QUIT_TIMEOUT_S = 15.0
 _END = object()  # the worker closed its stdout

@@ -147,7 +147,7 @@ def notify_in_process(env: dict[str, str], log: list[str], extra: tuple[str, ...
     from ci.notify.front import COMMAND, run as notify_run
 
     def run(changes: Path, number: int) -> None:
-        options = COMMAND.checked(["regression-issues", "--repo", "OWNER/REPO", "--changes", str(changes), "--run-url",
+        options = COMMAND.checked(["regression-issues", "--github-repo", "OWNER/REPO", "--changes", str(changes), "--run-url",
                                 f"https://github.com/OWNER/REPO/actions/runs/{number}", "--write-interval", "0", *extra])
         saved = dict(os.environ)
         os.environ.clear()

@@ -36,7 +36,7 @@ CHILD_ENTRY_POINTS = {
 RUNNER = {"ci/common/command.py": "Command.main: the prefix, exit codes, --traceback, signals, the error JSON"}
 # Shared option adders (asv's common_args): may import argparse to type the parser they add to; never read sys.argv.
 SHARED_ADDERS = {
-    "ci/common/options.py": "add_commits, add_repo, add_selection, add_arch, add_traceback, add_timing, add_json, add_machine, add_max_minutes",
+    "ci/common/options.py": "add_commits, add_repo, add_selection, add_arch, add_timing, add_json, add_machine, add_max_minutes",
 }
 
 

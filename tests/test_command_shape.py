@@ -23,7 +23,7 @@ from tests.test_command_fronts import CHILD_ENTRY_POINTS
 REPO = Path(__file__).resolve().parents[1]
 # Arguments a front needs to parse at all (a subcommand and its required options); none of them is checked here.
 PARSES = {
-    "ci.notify": ["regression-issues", "--repo", "o/n", "--changes", "c.json", "--run-url", "https://example.org/r"]
+    "ci.notify": ["regression-issues", "--github-repo", "o/n", "--changes", "c.json", "--run-url", "https://example.org/r"]
 }
 # Runs the front as `python -m` would, with the runner's call of the tool replaced: "crash" raises, "wait" waits.
 WRAPPER = """

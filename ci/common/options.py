@@ -15,7 +15,8 @@ The shared meanings:
 * ``--kernel NAME`` / ``--config NAME``: only kernels / configs whose name matches (repeatable;
   ``*`` and ``?`` match, :func:`name_matches`); ``--shape NAME|MxNxK``: only this benchmark shape.
 * ``--arch ARCH[,ARCH]``: the compile targets whose device code counts (:data:`KNOWN_ARCHS`).
-* ``--json PATH``, ``--timing FIELD=VALUE``, ``--max-minutes M``, ``--machine NAME``, ``--traceback``.
+* ``--json PATH``, ``--timing FIELD=VALUE``, ``--max-minutes M``, ``--machine NAME``; ``--traceback`` is every
+  front's (ci.common.command).
 """
 
 from __future__ import annotations
@@ -66,10 +67,6 @@ def add_arch(parser: Parser, default: str | None, default_text: str = "") -> Non
     parser.add_argument("--arch", default=default, metavar="ARCH[,ARCH]",
                         help=f"the compile targets whose device code counts, comma-separated, of {', '.join(KNOWN_ARCHS)} "
                              f"(default {default_text or default or 'all'})")
-
-
-def add_traceback(parser: Parser) -> None:
-    parser.add_argument("--traceback", action="store_true", help="show the Python traceback of a harness error")
 
 
 def add_timing(parser: Parser) -> None:

@@ -1,13 +1,13 @@
 """Where the gates' verdicts are told: the PR comment and the regression issues (the front of ``python -m ci.notify``).
 
     python -m ci.notify judge --artifacts DIR --attempt N --out judged.json     # the base's verdict of the PR's rounds
-    python -m ci.notify pr-files --repo OWNER/NAME --head-repo OWNER/NAME --head-branch B --head-sha SHA --out pr-files.json
+    python -m ci.notify pr-files --github-repo OWNER/NAME --head-repo OWNER/NAME --head-branch B --head-sha SHA --out pr-files.json
     python -m ci.notify comment --artifacts DIR --attempt N --run-url URL [--jobs jobs.json]
                                 [--artifact-list artifacts.json] [--head-sha SHA] [--judged judged.json]
                                 [--pr-files pr-files.json] [--status-out status.json] --out comment.md
-    python -m ci.notify post-comment --repo OWNER/NAME --head-repo OWNER/NAME --head-branch B --head-sha SHA --body comment.md
+    python -m ci.notify post-comment --github-repo OWNER/NAME --head-repo OWNER/NAME --head-branch B --head-sha SHA --body comment.md
                                      [--status status.json]
-    python -m ci.notify regression-issues --repo OWNER/NAME --changes changes.json --run-url URL [--dry-run]
+    python -m ci.notify regression-issues --github-repo OWNER/NAME --changes changes.json --run-url URL [--dry-run]
                                           [--max-new N] [--max-wait S] [--write-interval S] [--json issues.json]
 
 ``judge`` runs this checkout's speed gate on the speed record's raw rounds
@@ -34,6 +34,8 @@ from ci.notify.records import SAFE_URL
 _REPO = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _URL = SAFE_URL
+# --github-repo, not --repo: every other front's --repo is a directory (ci.common.options.add_repo).
+GITHUB_REPO = "this repository on GitHub (github.repository)"
 # Any branch name git allows (it is only ever an argument and a URL-encoded query value), but on one line.
 _BRANCH = re.compile(r"^[^\x00-\x1f\x7f]{1,255}$")
 
@@ -97,7 +99,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     files.add_argument("--head-repo", required=True, metavar="OWNER/NAME", help="the run's head repository (a fork's too)")
     files.add_argument("--head-branch", required=True, metavar="BRANCH")
     files.add_argument("--head-sha", required=True, metavar="SHA")
-    files.add_argument("--repo", required=True, metavar="OWNER/NAME", help="this repository (github.repository)")
+    files.add_argument("--github-repo", dest="repo", required=True, metavar="OWNER/NAME", help=GITHUB_REPO)
     issues = sub.add_parser("regression-issues", help="open, edit or close one issue per regression on main (gh api)")
     issues.add_argument("--changes", type=Path, required=True, metavar="PATH", help="the history-changes artifact's changes.json")
     issues.add_argument("--run-url", required=True, metavar="URL", help="the history run's page (from the event)")
@@ -111,7 +113,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     issues.add_argument("--json", type=Path, metavar="PATH",
                         help="write every regression issue after this run (schema mxfp4-regression-issues/2)")
     for p in (post, issues):
-        p.add_argument("--repo", required=True, metavar="OWNER/NAME", help="this repository (github.repository)")
+        p.add_argument("--github-repo", dest="repo", required=True, metavar="OWNER/NAME", help=GITHUB_REPO)
         p.add_argument("--server-url", default="https://github.com", metavar="URL", help="github.server_url (links)")
         p.add_argument("--bot-login", default=BOT_LOGIN, metavar="LOGIN", help=f"whose comments and issues are ours (default {BOT_LOGIN})")
 
@@ -129,11 +131,14 @@ def _file(path: Path | None, flag: str) -> None:
 def options_from(args: argparse.Namespace) -> Options:
     values = {k: v for k, v in vars(args).items() if k in Options.__dataclass_fields__}
     options = Options(**values)
-    for flag, pattern, what in (("--repo", _REPO, "OWNER/NAME"), ("--head-repo", _REPO, "OWNER/NAME"),
-                                ("--head-sha", _SHA, "a full commit sha (40 hex digits)"),
-                                ("--run-url", _URL, "an https:// address"), ("--server-url", _URL, "an https:// address"),
-                                ("--head-branch", _BRANCH, "a branch name")):
-        _check(pattern, getattr(options, flag[2:].replace("-", "_")), flag, what)
+    for flag, value, pattern, what in (
+        ("--github-repo", options.repo, _REPO, "OWNER/NAME"), ("--head-repo", options.head_repo, _REPO, "OWNER/NAME"),
+        ("--head-sha", options.head_sha, _SHA, "a full commit sha (40 hex digits)"),
+        ("--run-url", options.run_url, _URL, "an https:// address"),
+        ("--server-url", options.server_url, _URL, "an https:// address"),
+        ("--head-branch", options.head_branch, _BRANCH, "a branch name"),
+    ):
+        _check(pattern, value, flag, what)
     if options.attempt < 1:
         raise OptionsError(f"--attempt must be >= 1 (got {options.attempt})")
     if options.max_new < 2:

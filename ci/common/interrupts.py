@@ -78,6 +78,12 @@ def install() -> None:
     signal.signal(signal.SIGINT, handler)
 
 
+def ignore() -> None:
+    """From now on both signals are ignored: a second Ctrl-C must not break a clean-up into a traceback."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def temp_dir(kind: str) -> Path:
     """A new temporary folder named for this process, so that a later run can sweep it once we are gone."""
     return Path(tempfile.mkdtemp(prefix=f"{MARKER}{os.getpid()}-{kind}-"))

@@ -7,7 +7,6 @@ ci.history.main_job, built and checked it) and never reads ``argv``.
 from __future__ import annotations
 
 import re
-import signal
 import sys
 import time
 import traceback
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from asv_bench import records
-from ci.common import gitutil, job_process
+from ci.common import gitutil, interrupts, job_process
 from ci.history import asv_driver, branch_sync, machine_info, machine_spread, regressions, site_build, store, track_steps, tracks
 from ci.history import results as history_results
 from ci.history import summary as history_summary
@@ -82,9 +81,7 @@ def run(options: HistoryOptions) -> int:
         log_detail(traceback.format_exc())  # the front says it in one line; the log file keeps the whole
         raise
     finally:
-        # A second Ctrl-C must not break the clean-up into a traceback.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        interrupts.ignore()
         ended = job_process.finish(job)
         if interrupted is not None:
             log(

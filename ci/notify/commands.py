@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 from typing import Callable
 
-from ci.notify import bundle
 from ci.common.errors import InputError
+from ci.notify import bundle
 from ci.notify.comment import Links, render
+from ci.notify.gate_files import GITHUB_FILES_LIMIT, files_record
 from ci.notify.github import GitHub, GitHubError, Limits
 from ci.notify.history import load_history_changes
 from ci.notify.issues import Context
-from ci.notify.markdown import GITHUB_BODY_LIMIT
-from ci.notify.gate_files import GITHUB_FILES_LIMIT, files_record
 from ci.notify.judge import judge
+from ci.notify.markdown import GITHUB_BODY_LIMIT
 from ci.notify.post import checked_status, file_issues, find_pull_requests, list_pr_files, post_comment, post_status
 from ci.notify.records import load_json
 from ci.notify.status import status_of

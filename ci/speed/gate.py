@@ -49,8 +49,16 @@ from functools import partial
 from typing import Callable, Sequence
 
 from ci.common.command import Command
-from ci.common.options import (add_arch, add_commits, add_json, add_max_minutes, add_repo, add_selection, add_timing,
-                               step_summary_value)
+from ci.common.options import (
+    add_arch,
+    add_commits,
+    add_json,
+    add_max_minutes,
+    add_repo,
+    add_selection,
+    add_timing,
+    step_summary_value,
+)
 from ci.speed.noise_model import NOISE_PATH
 from ci.speed.options import CALIBRATION_MAX_MINUTES, DEFAULT_MAX_MINUTES, PLAN_KEYS, Mode, SpeedOptions, speed_options
 from ci.speed.thresholds import THRESHOLDS_PATH

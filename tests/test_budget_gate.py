@@ -670,7 +670,7 @@ def test_help_explains_the_gate():
     done = subprocess.run([sys.executable, "-m", "ci.budget", "--help"], cwd=PROJECT, capture_output=True, text=True)
     assert done.returncode == 0
     for phrase in ("--base", "--working-tree", "--update-budget", "tolerance", "spills", "160 KiB", "no base",
-                   "git fetch", "CI=true", "Exit: 0 pass, 1 gate failed, 2"):
+                   "git fetch", "CI=true", "exit codes:\n  0    pass\n  1    the gate failed"):
         assert phrase in done.stdout, phrase
 
 

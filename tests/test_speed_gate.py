@@ -343,7 +343,7 @@ def test_bad_arguments_fail_before_measuring(gate_repo, tmp_path, args, message)
     started = time.perf_counter()
     done = run_gate(repo, *(["--base", c0] if "--base" not in args else []), "--head", "noop", *args)
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
-    lines = [line for line in done.stderr.splitlines() if line.startswith("speed_gate: ")]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("python -m ci.speed: ")]
     assert lines[-1].startswith("python -m ci.speed: error: ") and message.format(**fill) in lines[-1], done.stderr[-2000:]
     assert "survey" not in done.stderr and time.perf_counter() - started < 60  # no child was started
 

@@ -98,6 +98,8 @@ class Command:
         return args
 
     def _stop(self, args: argparse.Namespace, message: str, code: int) -> int:
+        if code >= 128:
+            interrupts.ignore()  # a second Ctrl-C must not cut the line and the record short
         if args.traceback and code == 2 and sys.exc_info()[0] is not None:
             traceback.print_exc()
         print(f"{self.prog}: {' '.join(message.split())}", file=sys.stderr, flush=True)

@@ -33,10 +33,6 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} ({self.prog} --help)")
 
 
-def _no_record(args: argparse.Namespace, record: dict[str, Any]) -> None:
-    return None
-
-
 @dataclass(frozen=True)
 class Command:
     prog: str  # "python -m ci.speed": the error prefix and the usage line
@@ -47,7 +43,7 @@ class Command:
     exits: Mapping[int, str]  # the tool's own meanings of 0, 1 and 3; 2 and 130/143 are the runner's
     # The tool's schema in the error JSON at --json; None: its --json is state that an error must not overwrite.
     error_fields: Mapping[str, Any] | None = field(default_factory=dict)
-    on_error: Callable[[argparse.Namespace, dict[str, Any]], None] = _no_record  # besides the error JSON
+    on_error: Callable[[argparse.Namespace, dict[str, Any]], None] | None = None  # besides the error JSON
 
     def parser(self) -> argparse.ArgumentParser:
         description, _, epilog = self.doc.strip().partition("\n\n")
@@ -112,7 +108,8 @@ class Command:
                 write_json_atomic(json_path, record)
             except OSError:
                 pass  # the line above said what stopped; a JSON that cannot be written is not a second error
-        self.on_error(args, record)
+        if self.on_error is not None:
+            self.on_error(args, record)
         return code
 
 

@@ -31,16 +31,8 @@ from typing import Any, Sequence
 from ci.common import gitutil
 from ci.common.code_fingerprint import DEFAULT_ARCHS
 from ci.common.command import Command
-from ci.common.options import (
-    OptionsError,
-    add_arch,
-    add_commits,
-    add_json,
-    add_selection,
-    arch_value,
-    names_value,
-    output_value,
-)
+from ci.common.options import (OptionsError, add_arch, add_commits, add_json, add_selection,
+                               arch_value, names_value, output_value)
 from ci.speed import changes_report
 from ci.speed.dependencies import dependency_changes
 from ci.speed.fingerprints import decide, fingerprint_sides

@@ -144,11 +144,10 @@ def grow(scenario: Scenario, folder: Path, run_command: Callable[[Path, int], No
 def notify_in_process(env: dict[str, str], log: list[str], extra: tuple[str, ...] = ()) -> Callable[[Path, int], None]:
     """The same command's front and code in this process (no interpreter start per run): ``gh`` gets ``env``;
     ``extra``: more options (``--json FILE``: the record the site build reads)."""
-    from ci.notify.front import options_from
-    from ci.notify.front import run as notify_run
+    from ci.notify.front import COMMAND, run as notify_run
 
     def run(changes: Path, number: int) -> None:
-        options = options_from(["regression-issues", "--repo", "OWNER/REPO", "--changes", str(changes), "--run-url",
+        options = COMMAND.checked(["regression-issues", "--github-repo", "OWNER/REPO", "--changes", str(changes), "--run-url",
                                 f"https://github.com/OWNER/REPO/actions/runs/{number}", "--write-interval", "0", *extra])
         saved = dict(os.environ)
         os.environ.clear()

@@ -151,7 +151,7 @@ def test_the_front_checks_options_and_writes_the_record(tmp_path, monkeypatch, c
     assert bisect_options.main(["--good", shas[0], "--bad", shas[-1], "--bench", "no-brackets", "--repo", str(repo)]) == 2
     assert bisect_options.main(["--good", shas[-1], "--bad", shas[0], "--bench", "k[c]/s", "--repo", str(repo)]) == 2
     out = tmp_path / "bisect.json"
-    opts = bisect_options.options_from(["--good", shas[0], "--bad", shas[-1], "--bench", "k[c]/s", "--repo", str(repo),
+    opts = bisect_options.COMMAND.checked(["--good", shas[0], "--bad", shas[-1], "--bench", "k[c]/s", "--repo", str(repo),
                                         "--json", str(out), "--", "--device", "cuda"])
     assert (opts.kernel, opts.config, opts.shape) == ("k", "c", "s")
     assert opts.gate_args == ("--device", "cuda")  # passed through to every python -m ci.speed
@@ -228,21 +228,21 @@ def test_from_change_point_takes_good_bad_and_the_gate_id_from_the_report_and_fi
     report = main_job_report(tmp_path, [change(GPU_KEY, shas[1], shas[3]), change(OTHER_KEY, shas[0], shas[6], "improvement"),
                                         change(GPU_KEY, shas[4], shas[5])])
     out = tmp_path / "bisect.json"
-    opts = bisect_options.options_from(["--from-change-point", str(report), "--index", "2", "--repo", str(repo),
+    opts = bisect_options.COMMAND.checked(["--from-change-point", str(report), "--index", "2", "--repo", str(repo),
                                         "--json", str(out), "--", "--max-minutes", "2"])
     assert (opts.good, opts.bad) == (shas[4], shas[5])  # the second regression: the improvement is never picked
     assert (opts.bench, opts.kernel, opts.config, opts.shape) == (
         "triton_dot_scaled[m128_n128_k128_w8_s3]/square_m08192_n08192_k08192", "triton_dot_scaled", "m128_n128_k128_w8_s3",
         "square_m08192_n08192_k08192")
     assert opts.gate_args == ("--max-minutes", "2")
-    first = bisect_options.options_from(["--from-change-point", str(report), "--index", "1", "--repo", str(repo),
+    first = bisect_options.COMMAND.checked(["--from-change-point", str(report), "--index", "1", "--repo", str(repo),
                                          "--bench", "triton_dot_scaled[m128_n128_k128_w8_s3]/square_m08192_n08192_k08192"])
     assert (first.good, first.bad) == (shas[1], shas[3])
     assert bisect_options.run(first, SimulatedGate(repo), code_key(repo), log=lambda line: None) == 0
     assert bisect_options.run(opts, SimulatedGate(repo), code_key(repo), log=lambda line: None) == 0
     assert json.loads(out.read_text())["culprit"] == shas[5]
     single = main_job_report(tmp_path, [change(GPU_KEY, shas[1], shas[3])])  # one regression: no --index needed
-    assert bisect_options.options_from(["--from-change-point", str(single), "--repo", str(repo)]).bad == shas[3]
+    assert bisect_options.COMMAND.checked(["--from-change-point", str(single), "--repo", str(repo)]).bad == shas[3]
 
 
 @pytest.mark.parametrize("case, expected", [
@@ -279,6 +279,6 @@ def test_from_change_point_refuses_a_report_or_a_choice_it_cannot_use(tmp_path, 
         report = reports[case]() if case in reports else main_job_report(tmp_path, two)
         argv = ["--from-change-point", str(report), *extra.get(case, [])]
     with pytest.raises(bisect_options.OptionsError, match=re.escape(expected)):
-        bisect_options.options_from([*argv, "--repo", str(repo)])
+        bisect_options.COMMAND.checked([*argv, "--repo", str(repo)])
     assert bisect_options.main([*argv, "--repo", str(repo)]) == 2
     assert expected in capsys.readouterr().err

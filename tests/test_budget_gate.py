@@ -30,7 +30,7 @@ import pytest
 
 from ci.budget.budget_file import BUDGET_SCHEMA, Budget, parse_budget, suggested_entry, update_budget_file
 from ci.budget.compare import evaluate
-from ci.budget.errors import HarnessError
+from ci.common.errors import HarnessError
 from ci.budget.findings import Reason
 from ci.budget.options import GateOptions
 from ci.common.options import OptionsError
@@ -141,7 +141,7 @@ def run_gate(repo_dir: Path, *args: str, env_extra: dict | None = None) -> subpr
     env.update(env_extra or {})
     env["PYTHONPATH"] = str(repo_dir)
     return subprocess.run(
-        [sys.executable, "-m", "ci.budget.gate", *args], cwd=repo_dir, env=env, capture_output=True, text=True, timeout=900
+        [sys.executable, "-m", "ci.budget", *args], cwd=repo_dir, env=env, capture_output=True, text=True, timeout=900
     )
 
 
@@ -481,7 +481,7 @@ def test_working_tree_edits_are_gated_and_named_when_left_out(probe_repo, gate_e
 def _assert_harness_error(done: subprocess.CompletedProcess, message: str) -> None:
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
-    assert done.stderr.strip().splitlines()[-1].startswith("budget_gate: error: ")
+    assert done.stderr.strip().splitlines()[-1].startswith("python -m ci.budget: error: ")
     assert message in done.stderr, done.stderr[-2000:]
 
 
@@ -675,9 +675,10 @@ def test_a_legacy_base_budget_is_read_for_its_limits():
 
 
 def test_help_explains_the_gate():
-    done = subprocess.run([sys.executable, "-m", "ci.budget.gate", "--help"], cwd=PROJECT, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "ci.budget", "--help"], cwd=PROJECT, capture_output=True, text=True)
     assert done.returncode == 0
-    for phrase in ("--base", "--working-tree", "--update-budget", "Exit: 0 pass, 1 gate failed, 2", "docs/BUDGET_GATE.md"):
+    for phrase in ("--base", "--working-tree", "--update-budget", "docs/BUDGET_GATE.md",
+                   "exit codes:\n  0    pass\n  1    the gate failed"):
         assert phrase in done.stdout, phrase
     why = (PROJECT / "docs" / "BUDGET_GATE.md").read_text()  # the reasons live in the docs, which --help names
     for phrase in ("tolerance", "spills", "160 KiB", "no base", "git fetch", "CI=true"):

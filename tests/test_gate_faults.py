@@ -232,7 +232,7 @@ def test_a_signal_stops_the_gate_removes_its_worktrees_and_says_so(fault_repo, t
     repo, c0 = fault_repo
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GITHUB_STEP_SUMMARY", "TRITON_INTERPRET")}
     env["PYTHONPATH"] = str(repo)
-    gate = subprocess.Popen([sys.executable, "-m", "ci.speed.gate", "--repo", str(repo), "--base", c0, "--head", "hangs",
+    gate = subprocess.Popen([sys.executable, "-m", "ci.speed", "--repo", str(repo), "--base", c0, "--head", "hangs",
                              *SMALL, "--json", str(tmp_path / "v.json")], cwd=repo, env=env, stderr=subprocess.PIPE, text=True)
     stderr = _Lines(gate.stderr)
     try:
@@ -247,7 +247,7 @@ def test_a_signal_stops_the_gate_removes_its_worktrees_and_says_so(fault_repo, t
     rest = stderr.rest()
     assert code == 128 + signum, "".join(stderr.seen) + rest
     name = signal.Signals(signum).name
-    assert f"speed_gate: interrupted by {name}: stopped its child processes" in rest and "Traceback" not in rest, rest
+    assert f"python -m ci.speed: interrupted by {name}: child processes stopped" in rest and "Traceback" not in rest, rest
     assert json.loads((tmp_path / "v.json").read_text())["verdict"] == "error"
     assert _leftovers(gate.pid) == [] and git(repo, "worktree", "list").count("\n") == 0
 
@@ -260,7 +260,7 @@ def test_a_malformed_replay_file_is_an_error_naming_the_file(fault_repo, tmp_pat
     done = run_gate(repo, "--replay", str(bad))
     assert done.returncode == 2, done.stderr[-2000:]
     line = done.stderr.strip().splitlines()[-1]
-    assert line.startswith(f"speed_gate: error: {bad}: ") and "internal error" not in line, line
+    assert line.startswith(f"python -m ci.speed: error: {bad}: ") and "internal error" not in line, line
 
 
 def test_an_unwritable_step_summary_is_refused_before_any_work(fault_repo, tmp_path):
@@ -284,5 +284,5 @@ def test_an_unwritable_results_folder_is_a_harness_error_naming_it(tmp_path):
     done = subprocess.run([sys.executable, "-m", "ci.history", "--commits", "1"], cwd=repo, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stderr[-2000:]
-    assert f"main_job: error: the results folder (.asv): {asv_dir}/main_job.json: cannot write there" in done.stderr
+    assert f"python -m ci.history: error: the results folder (.asv): {asv_dir}/main_job.json: cannot write there" in done.stderr
     assert "Traceback" not in done.stderr and asv_dir.read_text().startswith("a file where")

@@ -13,6 +13,7 @@ import json
 import re
 from pathlib import Path
 
+from ci.common.errors import UsageError
 import history_job
 import pytest
 from test_asv_suite import commit_change
@@ -59,7 +60,7 @@ def test_bench_narrows_each_track_and_a_track_it_selects_nothing_of_is_not_run()
 
 
 def test_the_asv_command_line_carries_the_tracks_machine_and_one_bench_regex():
-    options = main_job.parse_options(["--tracks=gpu", "--bench=torch_dequant"])
+    options = main_job.COMMAND.checked(["--tracks=gpu", "--bench=torch_dequant"])
     assert options.tracks == "gpu" and not options.remeasure
     (run,) = tracks.plan(options.tracks, False, "host-cpu", options.bench, NAMES)
     args = asv_driver.asv_run_args(options, run, "forkserver")
@@ -68,9 +69,9 @@ def test_the_asv_command_line_carries_the_tracks_machine_and_one_bench_regex():
     assert [n for n in NAMES if re.search(bench, n)] == [NAMES[1]]
     (compile_run,) = tracks.plan("cpu", False, "host-cpu", (), NAMES)
     assert "--machine=compile-only" in asv_driver.asv_run_args(options, compile_run, "forkserver")
-    assert main_job.parse_options(["--remeasure"]).remeasure
-    with pytest.raises(SystemExit):
-        main_job.parse_options(["--tracks=gpus"])
+    assert main_job.COMMAND.checked(["--remeasure"]).remeasure
+    with pytest.raises(UsageError):
+        main_job.COMMAND.checked(["--tracks=gpus"])
 
 
 # ---------------------------------------------------------------------------

@@ -222,10 +222,10 @@ def test_a_commit_that_would_lose_points_is_refused_unless_drop_names_them(remot
 
 def test_drop_is_checked_up_front():
     with pytest.raises(main_job.OptionsError, match="--drop must name"):
-        main_job.options_from(main_job.build_parser().parse_args(["--drop", " "]))
+        main_job.COMMAND.checked(["--drop", " "])
     with pytest.raises(main_job.OptionsError, match="not a regular expression"):
-        main_job.options_from(main_job.build_parser().parse_args(["--drop", "("]))
-    assert main_job.options_from(main_job.build_parser().parse_args(["--drop", "s1", "--drop", "s2"])).drop == ("s1", "s2")
+        main_job.COMMAND.checked(["--drop", "("])
+    assert main_job.COMMAND.checked(["--drop", "s1", "--drop", "s2"]).drop == ("s1", "s2")
 
 
 # ---------------------------------------------------------------------------

@@ -295,13 +295,13 @@ def test_the_front_answers_help_and_refuses_bad_options(tmp_path):
     assert run("--help").returncode == 0 and "regression-issues" in run("--help").stdout
     body = tmp_path / "c.md"
     body.write_text("x")
-    for args, message in ((["post-comment", "--repo", "not a repo", "--head-repo", "a/b", "--head-branch", "b",
-                            "--head-sha", "a" * 40, "--body", str(body)], "--repo 'not a repo': expected OWNER/NAME"),
+    for args, message in ((["post-comment", "--github-repo", "not a repo", "--head-repo", "a/b", "--head-branch", "b",
+                            "--head-sha", "a" * 40, "--body", str(body)], "--github-repo 'not a repo': expected OWNER/NAME"),
                           (["comment", "--artifacts", str(tmp_path), "--run-url", "http://insecure", "--out", str(body)],
                            "--run-url 'http://insecure': expected an https:// address"),
-                          (["post-comment", "--repo", "a/b", "--head-repo", "a/b", "--head-branch", "b\nx",
+                          (["post-comment", "--github-repo", "a/b", "--head-repo", "a/b", "--head-branch", "b\nx",
                             "--head-sha", "a" * 40, "--body", str(body)], "--head-branch"),
-                          (["regression-issues", "--repo", "a/b", "--changes", str(tmp_path / "none.json"), "--run-url", RUN],
+                          (["regression-issues", "--github-repo", "a/b", "--changes", str(tmp_path / "none.json"), "--run-url", RUN],
                            "--changes")):
         done = run(*args)
         assert done.returncode == 2 and message in done.stderr, done.stderr

@@ -281,7 +281,7 @@ def test_the_gate_files_come_from_every_page_of_githubs_list_and_renames_count(g
     files.append({"filename": ".github/workflows/pr-checks.yml", "status": "modified"})
     github.state.files[scenario.PR_NUMBER] = files
     out = tmp_path / "pr-files.json"
-    done = subprocess.run([sys.executable, "-m", "ci.notify", "pr-files", "--repo", "OWNER/REPO", "--head-repo", scenario.FORK,
+    done = subprocess.run([sys.executable, "-m", "ci.notify", "pr-files", "--github-repo", "OWNER/REPO", "--head-repo", scenario.FORK,
                            "--head-branch", scenario.BRANCH, "--head-sha", scenario.SHA, "--out", str(out)],
                           cwd=PROJECT, env=github.env(dict(os.environ)), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -322,8 +322,8 @@ def test_identical_code_is_a_green_status_without_a_judge():
 
 
 def test_the_status_is_checked_before_it_is_sent():
+    from ci.common.errors import InputError as RecordError
     from ci.notify.post import checked_status
-    from ci.notify.records import RecordError
 
     good = {"schema": "mxfp4-commit-status/1", "state": "failure", "context": CONTEXT, "description": "FAIL"}
     assert checked_status(good)["state"] == "failure"

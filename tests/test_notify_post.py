@@ -73,7 +73,7 @@ def test_the_comment_is_created_once_then_edited_in_place_on_a_fork_pr(github, t
         state.add_comment(7, f"review comment {i}", "bob")
     state.add_comment(7, f"I saw {MARKER} in the source", "mallory")
     body = tmp_path / "comment.md"
-    args = ["post-comment", "--repo", "OWNER/REPO", "--head-repo", FORK, "--head-branch", BRANCH, "--head-sha", SHA,
+    args = ["post-comment", "--github-repo", "OWNER/REPO", "--head-repo", FORK, "--head-branch", BRANCH, "--head-sha", SHA,
             "--body", str(body)]
 
     body.write_text(f"### FAIL\n\n{MARKER}")
@@ -104,7 +104,7 @@ def test_a_pr_pushed_again_since_gets_nothing(github, tmp_path):
     github.state.add_pull(7, FORK, BRANCH, "c" * 40)  # the PR's head moved on: this run's verdict is stale
     body = tmp_path / "comment.md"
     body.write_text(f"### FAIL\n\n{MARKER}")
-    done = notify(github, "post-comment", "--repo", "OWNER/REPO", "--head-repo", FORK, "--head-branch", BRANCH,
+    done = notify(github, "post-comment", "--github-repo", "OWNER/REPO", "--head-repo", FORK, "--head-branch", BRANCH,
                   "--head-sha", SHA, "--body", str(body))
     assert done.returncode == 0 and "nothing posted" in done.stderr, done.stderr
     assert github.state.writes() == []
@@ -114,7 +114,7 @@ def test_a_github_error_is_exit_2_with_what_gh_said(github, tmp_path):
     github.state.repo = "SOMEONE/ELSE"  # every path of OWNER/REPO is now 404
     body = tmp_path / "comment.md"
     body.write_text(MARKER)
-    done = notify(github, "post-comment", "--repo", "OWNER/REPO", "--head-repo", FORK, "--head-branch", BRANCH,
+    done = notify(github, "post-comment", "--github-repo", "OWNER/REPO", "--head-repo", FORK, "--head-branch", BRANCH,
                   "--head-sha", SHA, "--body", str(body))
     assert done.returncode == 2 and "GET repos/OWNER/REPO/pulls" in done.stderr and "404" in done.stderr, done.stderr
 
@@ -131,7 +131,7 @@ def _changes(tmp_path: Path, data: dict, name: str = "changes.json") -> Path:
 
 
 def _issues(github: FakeGitHub, changes: Path, *extra: str) -> subprocess.CompletedProcess:
-    done = notify(github, "regression-issues", "--repo", "OWNER/REPO", "--changes", str(changes), "--run-url", RUN,
+    done = notify(github, "regression-issues", "--github-repo", "OWNER/REPO", "--changes", str(changes), "--run-url", RUN,
                   "--write-interval", "0", *extra)
     assert done.returncode == 0, done.stderr
     return done
@@ -223,7 +223,7 @@ def test_issues_by_someone_else_do_not_silence_a_finding(github, tmp_path):
 
 def test_a_history_file_of_an_unknown_schema_is_refused(github, tmp_path):
     data = dict(HISTORY, schema="mxfp4-history-changes/9")
-    done = notify(github, "regression-issues", "--repo", "OWNER/REPO", "--changes", str(_changes(tmp_path, data)),
+    done = notify(github, "regression-issues", "--github-repo", "OWNER/REPO", "--changes", str(_changes(tmp_path, data)),
                   "--run-url", RUN)
     assert done.returncode == 2 and "unknown schema mxfp4-history-changes/9" in done.stderr, done.stderr
     assert github.state.requests == []

@@ -135,8 +135,8 @@ def test_asvs_pages_show_a_bounded_window_whatever_the_history(tmp_path):
 
     for bad in ("0", str(asv_window.MAX_WINDOW + 1)):
         with pytest.raises(OptionsError, match=f"expected 1 to {asv_window.MAX_WINDOW}"):
-            publish.options_from(["--local", "--asv-window", bad])
-    assert publish.options_from(["--local", "--asv-window", str(asv_window.MAX_WINDOW)]).asv_window == asv_window.MAX_WINDOW
+            publish.COMMAND.checked(["--local", "--asv-window", bad])
+    assert publish.COMMAND.checked(["--local", "--asv-window", str(asv_window.MAX_WINDOW)]).asv_window == asv_window.MAX_WINDOW
     too_many = [f"{i:040x}" for i in range(asv_window.MAX_WINDOW + 1)]
     with pytest.raises(HarnessError, match=f"at most {asv_window.MAX_WINDOW}"):
         asv_window.publish(tmp_path / "results", tmp_path / "view", tmp_path / "html", too_many, REPO, "stamp")

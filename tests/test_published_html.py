@@ -135,7 +135,7 @@ def published(tmp_path_factory, asv_env_template):
         [
             sys.executable,
             "-m",
-            "ci.history.main_job",
+            "ci.history",
             "--commits=2",
             "--machine=ci-test",
             f"--bench={CPU_TIME_BENCHMARK}",

@@ -322,7 +322,7 @@ def test_the_record_the_filer_writes_is_the_record_the_site_reads(tmp_path):
     changes = written(tmp_path, history, "changes.json")
     out = tmp_path / "issues.json"
     with FakeGitHub(tmp_path, State()) as server:
-        done = subprocess.run([sys.executable, "-m", "ci.notify", "regression-issues", "--repo", "OWNER/REPO", "--changes",
+        done = subprocess.run([sys.executable, "-m", "ci.notify", "regression-issues", "--github-repo", "OWNER/REPO", "--changes",
                                str(changes), "--run-url", f"{REPO}/actions/runs/77", "--write-interval", "0", "--json",
                                str(out)], cwd=PROJECT, env=server.env(dict(os.environ)), capture_output=True,
                               text=True, timeout=300)

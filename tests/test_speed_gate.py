@@ -231,7 +231,7 @@ def run_gate(repo: Path, *args: str, summary: Path | None = None, timeout: float
     if summary is not None:
         env["GITHUB_STEP_SUMMARY"] = str(summary)
     # "--calibrate" first: the calibration's own front, python -m ci.speed.calibrate.
-    module, args = ("ci.speed.calibrate", args[1:]) if args[:1] == ("--calibrate",) else ("ci.speed.gate", args)
+    module, args = ("ci.speed.calibrate", args[1:]) if args[:1] == ("--calibrate",) else ("ci.speed", args)
     return subprocess.run([sys.executable, "-m", module, "--repo", str(repo), *args], cwd=repo, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -345,8 +345,8 @@ def test_bad_arguments_fail_before_measuring(gate_repo, tmp_path, args, message)
     started = time.perf_counter()
     done = run_gate(repo, *(["--base", c0] if "--base" not in args else []), "--head", "noop", *args)
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
-    lines = [line for line in done.stderr.splitlines() if line.startswith("speed_gate: ")]
-    assert lines[-1].startswith("speed_gate: error: ") and message.format(**fill) in lines[-1], done.stderr[-2000:]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("python -m ci.speed: ")]
+    assert lines[-1].startswith("python -m ci.speed: error: ") and message.format(**fill) in lines[-1], done.stderr[-2000:]
     assert "survey" not in done.stderr and time.perf_counter() - started < 60  # no child was started
 
 

@@ -67,6 +67,6 @@ def test_a_record_of_the_retired_signed_rank_plan_is_refused_with_the_reason(nam
     code, err = replay(DATA / name, tmp_path / "replay.json")
     assert code == 2
     line = err.strip().splitlines()[-1]
-    assert line.startswith(f"speed_gate: error: {DATA / name} was decided with the signed-rank plan"), line
+    assert line.startswith(f"python -m ci.speed: error: {DATA / name} was decided with the signed-rank plan"), line
     assert "retired in issue 28" in line and "not re-decided under the warm plan" in line
     assert json.loads((tmp_path / "replay.json").read_text())["verdict"] == "error"

@@ -22,9 +22,10 @@ from typing import Any
 from ci.bisect.engine import Measurement
 from ci.common import gitutil
 from ci.common.code_fingerprint import fingerprint_tree
+from ci.common.errors import HarnessError
 
 
-class MeasureError(RuntimeError):
+class MeasureError(HarnessError, RuntimeError):
     """The speed gate could not measure (its exit 2, or no readable record)."""
 
 

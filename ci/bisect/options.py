@@ -1,4 +1,4 @@
-"""The front of ``python -m ci.bisect``: argparse -> one frozen :class:`BisectOptions`, checked whole, then the run.
+"""Find the commit that made a benchmark slower: bisection with the speed gate (the front of ``python -m ci.bisect``).
 
     python -m ci.bisect --good A --bad B --bench 'kernel[config]/shape' [--json out.json] [-- <speed gate args>]
     python -m ci.bisect --from-change-point REPORT.json [--bench ID] [--index N] [--json out.json] [-- <speed gate args>]
@@ -7,9 +7,7 @@
 job's JSON report (ci.bisect.change_point); it excludes --good/--bad.
 
 Arguments after ``--`` go to every ``python -m ci.speed`` comparison (``--device``, ``--thresholds``,
-``--plan max_rounds=30``, ...). Exit 0: a culprit is named; 1: inconclusive, no regression, or no code change
-(the step summary says which); 2: a harness error (a bad option, a commit that does not resolve, a
-comparison the gate could not make).
+``--plan max_rounds=30``, ...).
 """
 
 from __future__ import annotations
@@ -22,7 +20,8 @@ from pathlib import Path
 
 from ci.common import gitutil
 from ci.common.code_fingerprint import DEFAULT_ARCHS
-from ci.common.errors import WriteError
+from ci.common.command import Command
+from ci.common.errors import InputError
 from ci.common.options import OptionsError, add_arch, add_json, add_repo, arch_value, output_value
 
 
@@ -40,9 +39,7 @@ class BisectOptions:
     gate_args: tuple[str, ...] = ()
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ci.bisect",
-                                     description="Find the commit that made a benchmark slower: bisection with the speed gate.")
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--good", help="a commit measured at the old speed")
     parser.add_argument("--bad", help="a later first-parent commit measured slower")
     parser.add_argument("--from-change-point", metavar="REPORT", type=Path,
@@ -57,14 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_repo(parser)
     add_json(parser, "the bisection (schema mxfp4-bisect/1)")
     parser.add_argument("gate_args", nargs="*", help="after --: arguments for every python -m ci.speed comparison")
-    return parser
 
 
-def options_from(argv: Sequence[str] | None) -> BisectOptions:
+def options_from(args: argparse.Namespace) -> BisectOptions:
     from ci.bisect import change_point
     from ci.bisect.measurer import parse_bench
 
-    args = build_parser().parse_args(argv)
     if args.from_change_point is not None:
         if args.good is not None or args.bad is not None:
             raise OptionsError("--from-change-point takes good and bad from the report: leave out --good and --bad")
@@ -109,13 +104,8 @@ def run(options: BisectOptions, measure=None, key=None, log: Callable[[str], Non
     key = key or measurer.FingerprintKey(options.repo, options.kernel, options.config, options.archs, log)
     commits = first_parent_range(options.repo, options.good, options.bad)
     if commits[-1:] != [options.bad]:
-        log(f"ci.bisect: {options.good[:12]} is not on {options.bad[:12]}'s first-parent line")
-        return 2
-    try:
-        result = engine.bisect(options.good, commits, key, measure, log)
-    except measurer.MeasureError as exc:
-        log(f"ci.bisect: {exc}")
-        return 2
+        raise InputError(f"{options.good[:12]} is not on {options.bad[:12]}'s first-parent line")
+    result = engine.bisect(options.good, commits, key, measure, log)
     text = report.markdown(result, options.bench)
     print(text)
     append_step_summary_or_fallback(text, log)
@@ -124,14 +114,9 @@ def run(options: BisectOptions, measure=None, key=None, log: Callable[[str], Non
     return 0 if result.outcome is engine.Outcome.CULPRIT else 1
 
 
+COMMAND = Command("python -m ci.bisect", __doc__ or "", _arguments, options_from, run,
+                  {0: "a culprit is named", 1: "inconclusive, no regression, or no code change (the step summary says which)"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        options = options_from(argv)
-    except OptionsError as exc:
-        print(f"ci.bisect: {exc}", file=sys.stderr)
-        return 2
-    try:
-        return run(options)
-    except WriteError as exc:  # until ci/common/command.py's runner catches every HarnessError
-        print(f"ci.bisect: error: {exc}", file=sys.stderr)
-        return 2
+    return COMMAND.main(argv)

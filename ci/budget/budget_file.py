@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ci.budget.errors import HarnessError
 from ci.budget.metrics import BUDGET_KEYS, FAMILY_KEYS, METRIC_BY_FIELD, SPILL_FIELDS
+from ci.common.errors import HarnessError
 from ci.common.files import write_json_atomic
 from ci.common.json_file import JsonFileError, parse_json
 

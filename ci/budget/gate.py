@@ -15,33 +15,15 @@ base rules: docs/BUDGET_GATE.md. Table on stdout, progress on stderr, Markdown i
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Iterable
 
 from ci.budget.budget_file import BUDGET_PATH
-from ci.budget.errors import HarnessError
 from ci.budget.options import GateOptions
-from ci.budget.report import write_error_json
-from ci.common.errors import WriteError
-from ci.common.gitutil import GitError
-from ci.common.options import (
-    OptionsError,
-    add_arch,
-    add_commits,
-    add_json,
-    add_selection,
-    add_traceback,
-    step_summary_value,
-)
+from ci.budget.report import GATE_SCHEMA
+from ci.common.command import Command
+from ci.common.options import add_arch, add_commits, add_json, add_selection, step_summary_value
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m ci.budget",
-        description=__doc__.split("\n\n", 1)[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def _arguments(parser: argparse.ArgumentParser) -> None:
     add_commits(parser)
     parser.add_argument("--budget", metavar="PATH", help=f"budget file to use (default: {BUDGET_PATH} of the head)")
     parser.add_argument("--update-budget", action="store_true",
@@ -50,42 +32,28 @@ def _parser() -> argparse.ArgumentParser:
     add_selection(parser)
     add_arch(parser, None)
     add_json(parser)
-    add_traceback(parser)
-    return parser
 
 
-def main(argv: Iterable[str] | None = None) -> int:
-    args = _parser().parse_args(None if argv is None else list(argv))
-    try:
-        options = GateOptions.checked(
-            head=args.head or "HEAD", base=args.base, working_tree=args.working_tree, budget=args.budget,
-            update_budget=args.update_budget, kernel=args.kernel, arch=args.arch, config=args.config,
-            repo=args.repo, json=args.json, traceback=args.traceback,
-        )
-        step_summary_value()
-    except OptionsError as exc:
-        print(f"budget_gate: error: {exc}", file=sys.stderr)
-        write_error_json(args.json, f"error: {exc}")
-        return 2
+def _options(args: argparse.Namespace) -> GateOptions:
+    options = GateOptions.checked(
+        head=args.head or "HEAD", base=args.base, working_tree=args.working_tree, budget=args.budget,
+        update_budget=args.update_budget, kernel=args.kernel, arch=args.arch, config=args.config,
+        repo=args.repo, json=args.json,
+    )
+    step_summary_value()
+    return options
+
+
+def _run(options: GateOptions) -> int:
     from ci.budget.run import run  # after the options: --help and a bad option need no compiler stack
-    from ci.common import interrupts
 
-    interrupts.install()
-    try:
-        return run(options)
-    except interrupts.Interrupted as exc:  # the worktrees and temporary folders are gone by now (their `with`s)
-        print(interrupts.interrupted_line("budget_gate", exc), file=sys.stderr)
-        return interrupts.exit_code(exc)
-    except Exception as exc:
-        if options.traceback:
-            raise
-        known = isinstance(exc, (HarnessError, WriteError, GitError))
-        kind = "error" if known else f"internal error ({type(exc).__name__})"
-        print(f"budget_gate: {kind}: {exc}", file=sys.stderr)
-        if not isinstance(exc, WriteError):  # what was written (or its fallback) is not replaced by an error record
-            write_error_json(options.json, f"{kind}: {exc}")
-        return 2
+    return run(options)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+COMMAND = Command("python -m ci.budget", __doc__ or "", _arguments, _options, _run,
+                  {0: "pass", 1: "the gate failed (a target over its budget or its base, a spill, a target gone)"},
+                  error_fields={"schema": GATE_SCHEMA})
+
+
+def main(argv: list[str] | None = None) -> int:
+    return COMMAND.main(argv)

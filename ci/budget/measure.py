@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ci.budget.compiling import SCHEMA as RESULTS_SCHEMA
-from ci.budget.errors import HarnessError
 from ci.budget.metrics import METRIC_BY_FIELD
+from ci.common.errors import HarnessError
 
 CHILD_TIMEOUT_S = 1800
 
@@ -46,10 +46,18 @@ def measure_tree(tree: Path, label: str, only: Mapping[str, Sequence[str]]) -> M
             raise HarnessError(f"{' '.join(cmd)} took over {CHILD_TIMEOUT_S} s in {tree}")
         returncode, stderr_tail = run.returncode, run.tail()
         # Exit 2 with a report: a target whose compiler output cannot be parsed (load_results names it).
-        if returncode not in (0, 1, 2) or not out.exists():
+        if returncode not in (0, 1, 2) or not out.exists() or _error_record(out.read_text()):
             raise HarnessError(f"ci.budget.resources failed in the {label} checkout (exit {returncode}): {stderr_tail}")
         text = out.read_text()
     return Measurement(load_results(text, f"{label} ci.budget.resources JSON", tree))
+
+
+def _error_record(text: str) -> bool:
+    """What a failed run leaves at --json (ci.common.command): the error is on its stderr, not a report."""
+    try:
+        return json.loads(text).get("verdict") == "error"
+    except (ValueError, AttributeError):
+        return False
 
 
 def load_results(text: str, where: str, tree: Path | None = None) -> dict[str, dict[str, Any]]:

@@ -52,13 +52,12 @@ class GateOptions:
     config: tuple[str, ...] = ()
     repo: Path = Path(".")
     json: Path | None = None
-    traceback: bool = False
 
     @classmethod
     def checked(cls, *, head: str = "HEAD", base: str | None = None, working_tree: bool = False,
                 budget: str | Path | None = None, update_budget: bool = False, kernel: Names = None,
                 arch: Names = None, config: Names = None, repo: str | Path = ".",
-                json: str | Path | None = None, traceback: bool = False) -> GateOptions:
+                json: str | Path | None = None) -> GateOptions:
         if working_tree and head != "HEAD":
             raise OptionsError(f"--head {head} and --working-tree exclude each other: the working tree is measured on HEAD")
         if not head:
@@ -74,7 +73,7 @@ class GateOptions:
             output_value(budget_path, "--budget (written by --update-budget)")
         return cls(head=head, base=base, working_tree=working_tree, budget=budget_path, update_budget=update_budget,
                    kernel=_names(kernel, "--kernel"), arch=_archs(arch), config=_names(config, "--config"),
-                   repo=Path(repo), json=output_value(json, "--json"), traceback=traceback)
+                   repo=Path(repo), json=output_value(json, "--json"))
 
     @property
     def selectors(self) -> dict[str, tuple[str, ...]]:

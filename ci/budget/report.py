@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ci.budget.budget_file import BUDGET_PATH
 from ci.budget.metrics import METRIC_BY_FIELD, SPILL_FIELDS
-from harness.report import markdown_table, write_json_atomic
+from harness.report import markdown_table
 
 if TYPE_CHECKING:
     from ci.budget.compare import TargetCheck
@@ -182,13 +182,3 @@ def gate_json(report: GateReport, checks: Sequence[TargetCheck], *, base: Mappin
         "tightened_budget": tightened_edits(checks),
         "budget_updated": budget_updated,
     }
-
-
-def write_error_json(path, message: str) -> None:
-    """After a harness error (exit 2): a verdict file that says so, when one was asked for and can be written."""
-    if not path:
-        return
-    try:
-        write_json_atomic(path, {"schema": GATE_SCHEMA, "verdict": "error", "exit_code": 2, "error": message})
-    except OSError:
-        pass

@@ -13,23 +13,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
 
-from ci.budget.compiling import run
 from ci.budget.options import ResourcesOptions
-from ci.common.options import OptionsError, add_arch, add_json, add_selection
+from ci.common.command import Command
+from ci.common.options import add_arch, add_json, add_selection
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m ci.budget.resources",
-        description=(
-            "Compile every (kernel, arch, config) the kernel registry can build without a GPU "
-            "(Triton for sm_90/gfx950, FlyDSL for gfx950) and report registers, spills/scratch, "
-            "shared memory/LDS, occupancy and MFMA count."
-        ),
-        epilog="Exit codes: 0 all compiled, 1 some target failed to compile, 2 harness error.",
-    )
+def _arguments(parser: argparse.ArgumentParser) -> None:
     add_selection(parser)
     add_arch(parser, None)
     add_json(parser, "the results")
@@ -41,18 +31,25 @@ def _parser() -> argparse.ArgumentParser:
         help="no target matching --kernel/--arch/--config is not an error "
         "(the budget gate measures old commits with it)",
     )
-    return parser
 
 
-def main(argv: Iterable[str] | None = None) -> int:
-    args = _parser().parse_args(None if argv is None else list(argv))
-    try:
-        options = ResourcesOptions.checked(kernel=args.kernel, arch=args.arch, config=args.config, json=args.json,
-                                           isa_dir=args.isa_dir, list_only=args.list, allow_empty=args.allow_empty)
-    except OptionsError as exc:  # before minutes of compiling, not after
-        print(f"ci.budget.resources: error: {exc}", file=sys.stderr)
-        return 2
+def _options(args: argparse.Namespace) -> ResourcesOptions:  # checked before minutes of compiling, not after
+    return ResourcesOptions.checked(kernel=args.kernel, arch=args.arch, config=args.config, json=args.json,
+                                    isa_dir=args.isa_dir, list_only=args.list, allow_empty=args.allow_empty)
+
+
+def _run(options: ResourcesOptions) -> int:
+    from ci.budget.compiling import run
+
     return run(options)
+
+
+COMMAND = Command("python -m ci.budget.resources", __doc__ or "", _arguments, _options, _run,
+                  {0: "every target compiled", 1: "a target failed to compile (its error is in the table and JSON)"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    return COMMAND.main(argv)
 
 
 if __name__ == "__main__":

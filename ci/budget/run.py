@@ -13,7 +13,6 @@ from contextlib import nullcontext
 
 from ci.budget.budget_file import BUDGET_PATH, read_base_budget, read_budget, update_budget_file
 from ci.budget.compare import evaluate
-from ci.budget.errors import HarnessError
 from ci.budget.measure import Measurement, measure_tree
 from ci.budget.options import GateOptions, selectors_text
 from ci.budget.report import (
@@ -26,7 +25,7 @@ from ci.budget.report import (
     verdict_line,
 )
 from ci.common import gitutil
-from ci.common.errors import WriteError
+from ci.common.errors import HarnessError, WriteError
 from ci.common.files import append_step_summary_or_fallback, write_or_fallback
 from harness.report import json_text, text_table
 

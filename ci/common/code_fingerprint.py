@@ -25,6 +25,7 @@ from typing import Any
 
 from ci.common import launch_path
 from ci.common.commit_tree import REPO_ROOT, kernels_of, run_forwarding_stderr
+from ci.common.errors import HarnessError
 from ci.common.interrupts import MARKER
 from ci.common.options import name_matches
 
@@ -194,7 +195,7 @@ def device_part(kernel: Mapping[str, Any], arch: str, config: str, compiled: Map
     return Part(result["digest"])
 
 
-class ChildFailed(RuntimeError):
+class ChildFailed(HarnessError, RuntimeError):
     """The child loading the tree's registry died, timed out or wrote nothing; the message has its last lines."""
 
 

@@ -25,12 +25,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ci.common.errors import InputError
 from ci.common.interrupts import temp_dir, tracked
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-class NotAKernelsTree(RuntimeError):
+class NotAKernelsTree(InputError, RuntimeError):
     """The worktree has no kernels/ package: nothing there can be measured."""
 
 

@@ -23,12 +23,13 @@ from pathlib import Path
 
 import git
 
+from ci.common.errors import HarnessError
 from ci.common.interrupts import sweep_stale, temp_dir
 
 DEFAULT_BASE_REFS = ("origin/main", "main")
 
 
-class GitError(RuntimeError):
+class GitError(HarnessError, RuntimeError):
     """A ref, repository or worktree problem; the message says which."""
 
 

@@ -1,11 +1,11 @@
 """SIGINT/SIGTERM for the gates, and what a SIGKILLed run left behind.
 
-:func:`install` makes both signals kill every child started through :func:`tracked` and raise
-:class:`~ci.common.job_process.Interrupted` in the main thread, so every ``with`` block cleans up on
-the way out; the front prints :func:`interrupted_line` and exits :func:`exit_code` (130/143).
-Temporary folders come from :func:`temp_dir` (its name carries the owner's pid); :func:`sweep_stale`
-removes those of dead owners and prunes their worktrees. Why: docs/RELIABILITY.md, "Signals and
-leftovers".
+SIGINT (Ctrl-C) or SIGTERM (a cancelled CI job): :func:`install` (called by every front's runner,
+ci.common.command) makes both signals kill every child started through :func:`tracked` and raise
+:class:`Interrupted` in the main thread, so every ``with`` block cleans up on the way out; the runner
+prints one line and exits 130/143. Temporary folders come from :func:`temp_dir` (its name carries the
+owner's pid); :func:`sweep_stale` removes those of dead owners and prunes their worktrees. Why:
+docs/RELIABILITY.md, "Signals and leftovers".
 """
 
 from __future__ import annotations
@@ -21,13 +21,19 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ci.common.job_process import Interrupted
-
 MARKER = "mxfp4-gate-"  # every temporary folder of the gates: mxfp4-gate-<pid>-<kind>-<random>
 _OWNED = re.compile(re.escape(MARKER) + r"(\d+)-")
 
 _children: set[subprocess.Popen] = set()
 _lock = threading.Lock()
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM: unwind cleanly (a KeyboardInterrupt, so no ``except Exception`` on the way swallows it)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
 @contextmanager
@@ -65,14 +71,10 @@ def install() -> None:
     signal.signal(signal.SIGINT, handler)
 
 
-def exit_code(exc: Interrupted) -> int:
-    """The shell's convention: 128 + the signal (130 for SIGINT, 143 for SIGTERM)."""
-    return 128 + exc.signum
-
-
-def interrupted_line(prog: str, exc: Interrupted) -> str:
-    return (f"{prog}: interrupted by {signal.Signals(exc.signum).name}: stopped its child processes and removed its "
-            "worktrees and temporary folders; no verdict")
+def ignore() -> None:
+    """From now on both signals are ignored: a second Ctrl-C must not break a clean-up into a traceback."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def temp_dir(kind: str) -> Path:

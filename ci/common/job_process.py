@@ -23,13 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from asv_bench.records import JOB_ENV
+from ci.common.errors import HarnessError
 from ci.common.files import write_json_atomic
 
 LOCKS_ENV = "MXFP4_MAIN_JOB_LOCKS"
 DEFAULT_LOCKS = Path("/tmp/mxfp4-main-job-locks")  # host-wide, not $TMPDIR: two clones may set theirs apart
 
 
-class JobConflict(RuntimeError):
+class JobConflict(HarnessError, RuntimeError):
     """Another main job is running in this checkout, or under this machine name on this host."""
 
 
@@ -223,21 +224,3 @@ def _read(job_file: Path) -> dict | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) and isinstance(data.get("pid"), int) else None
-
-
-class Interrupted(Exception):
-    """SIGINT or SIGTERM: stop cleanly."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-def raise_on_termination() -> None:
-    """SIGTERM (a cancelled CI job) and SIGINT (Ctrl-C) raise Interrupted in the main thread."""
-
-    def handler(signum, frame):
-        raise Interrupted(signum)
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)

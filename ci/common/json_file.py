@@ -13,8 +13,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ci.common.errors import InputError
 
-class JsonFileError(ValueError):
+
+class JsonFileError(InputError, ValueError):
     """Not valid JSON, or a key given twice; the message names the file (``where``) and what is wrong."""
 
 

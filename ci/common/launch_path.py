@@ -15,6 +15,8 @@ import hashlib
 import threading
 from pathlib import Path
 
+from ci.common.errors import InputError
+
 PACKAGE = "kernels"
 # CPython 3.11 keeps the AST constructor's recursion depth per interpreter, not per thread: two threads
 # parsing at once (the speed gate fingerprints base and head side by side) can fail with "SystemError:
@@ -28,11 +30,11 @@ def parse(text: str, where: str = "<source>") -> ast.Module:
         return ast.parse(text, filename=where)
 
 
-class ModuleNotInTree(LookupError):
+class ModuleNotInTree(InputError, LookupError):
     """A project module on the launch path has no file in the tree; the message names it."""
 
 
-class SourceUnparsable(SyntaxError):
+class SourceUnparsable(InputError, SyntaxError):
     """A module on the launch path is not valid Python; the message names the file."""
 
 

@@ -7,7 +7,7 @@ namespace into one frozen options object with the ``*_value`` checkers; nothing 
 tree with uncommitted edits) against the merge-base of the head and REF (default origin/main, else
 main), in the repository holding DIR; ``--kernel`` / ``--config NAME``: names that match (repeatable,
 ``*`` and ``?``: :func:`name_matches`); ``--shape NAME|MxNxK``; ``--arch ARCH[,ARCH]`` (:data:`KNOWN_ARCHS`);
-``--json PATH``, ``--timing FIELD=VALUE``, ``--max-minutes M``, ``--machine NAME``, ``--traceback``.
+``--json PATH``, ``--timing FIELD=VALUE``, ``--max-minutes M``, ``--machine NAME``; ``--traceback``: ci.common.command.
 """
 
 from __future__ import annotations
@@ -18,14 +18,16 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
+
+from ci.common.errors import UsageError
 
 Parser = argparse.ArgumentParser | argparse._ArgumentGroup
 # The GPU architectures whose compiled code the tools read (Triton for sm_90 and gfx950, FlyDSL for gfx950).
 KNOWN_ARCHS = ("sm_90", "gfx950")
 
 
-class OptionsError(ValueError):
+class OptionsError(UsageError, ValueError):
     """An option's value is wrong; the message names the option."""
 
 
@@ -57,10 +59,6 @@ def add_arch(parser: Parser, default: str | None, default_text: str = "") -> Non
     parser.add_argument("--arch", default=default, metavar="ARCH[,ARCH]",
                         help=f"the compile targets whose device code counts, comma-separated, of {', '.join(KNOWN_ARCHS)} "
                              f"(default {default_text or default or 'all'})")
-
-
-def add_traceback(parser: Parser) -> None:
-    parser.add_argument("--traceback", action="store_true", help="show the Python traceback of a harness error")
 
 
 def add_timing(parser: Parser) -> None:
@@ -151,6 +149,10 @@ def minutes_value(minutes: float | None, flag: str = "--max-minutes") -> float |
     return minutes or None
 
 
+@overload
+def positive_int_value(value: int, flag: str) -> int: ...
+@overload
+def positive_int_value(value: None, flag: str) -> None: ...
 def positive_int_value(value: int | None, flag: str) -> int | None:
     if value is not None and value < 1:
         raise OptionsError(f"{flag} must be >= 1 (got {value})")

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
 
 from ci.common import options as common_options
+from ci.common.command import Command
+from ci.common.errors import WriteError
 from ci.common.options import OptionsError
 from ci.history import run
 from ci.history.branch.results_branch import BRANCH
@@ -28,8 +29,7 @@ from ci.history.options import DEFAULT_RESULTS_REMOTE, LAUNCH_METHODS, TRACKS, H
 _DEFAULTS = {f.name: f.default for f in fields(HistoryOptions)}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ci.history", description=__doc__.split("\n\n")[0])
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--commits", type=int, default=_DEFAULTS["commits"], metavar="N",
                         help=f"how many recent first-parent commits of the branch (default {_DEFAULTS['commits']})")
     parser.add_argument("--branch", default=_DEFAULTS["branch"],
@@ -67,7 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"let the recorded points this regex finds in '<machine>/<commit8>-<env>/<benchmark>(<params>)' "
                         f"leave {BRANCH} (repeatable); without it, a commit that would lose a recorded point exits 2")
     common_options.add_json(parser, "the report")
-    return parser
 
 
 def options_from(args: argparse.Namespace) -> HistoryOptions:
@@ -80,6 +79,7 @@ def options_from(args: argparse.Namespace) -> HistoryOptions:
     if args.repeat_head < 0:
         raise OptionsError(f"--repeat-head must be >= 0 (got {args.repeat_head})")
     common_options.step_summary_value()
+    _check_results_folder()
     if args.wheelhouse is not None and not args.wheelhouse.is_dir():
         raise OptionsError(f"--wheelhouse {args.wheelhouse}: not a directory")
     return HistoryOptions(
@@ -120,36 +120,30 @@ def _bench_value(pattern: str) -> str:
     return pattern
 
 
-def parse_options(argv: Sequence[str] | None = None) -> HistoryOptions:
-    """The command line as checked options; a bad one exits 2 with argparse's usage line and the problem."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return options_from(args)
-    except OptionsError as exc:
-        parser.error(str(exc))
-        raise  # parser.error exits
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    options = parse_options(argv)
-    from ci.history.messages import log
+def _check_results_folder() -> None:
+    """The job writes its lock, asv's results and the records under .asv before anything else: a folder it
+    cannot write is one line naming it (exit 2), not a traceback minutes later."""
     from harness.report import check_writable
 
-    # The job writes its lock, asv's results and the records under .asv before anything else: a folder it
-    # cannot write is one line naming it (exit 2), not a traceback minutes later.
     try:
         check_writable(run.REPO_ROOT / ".asv" / "main_job.json", "the results folder (.asv):")
     except OSError as exc:
-        log(f"error: {exc} (exit 2)")
-        return 2
+        raise WriteError(str(exc)) from None
+
+
+def _run(options: HistoryOptions) -> int:
     try:
         return run.run(options)
     except OSError as exc:
         where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
-        log(f"error: cannot write{where}: {exc.strerror or exc} (exit 2)")
-        return 2
+        raise WriteError(f"cannot write{where}: {exc.strerror or exc}") from exc
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+COMMAND = Command("python -m ci.history", __doc__ or "", _arguments, options_from, _run,
+                  {0: "recorded (or nothing new: every commit already measured)",
+                   1: "the newest commit failed to build or a benchmark of it failed (older commits' failures are "
+                      "listed: they are history)"})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return COMMAND.main(argv)

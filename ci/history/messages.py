@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from ci.common.errors import HarnessError as HarnessError  # the one root; the main job's modules import it from here
+
 _log_file: TextIO | None = None
 
 
@@ -40,6 +42,3 @@ def log_detail(text: str) -> None:
         print(f"main_job: cannot write {refused.name} ({exc.strerror or exc}); kept: the log up to here, the rest "
               "on this screen only", file=sys.stderr, flush=True)
 
-
-class HarnessError(RuntimeError):
-    """The job could not do its work (not a benchmark result); exit 2."""

@@ -11,8 +11,7 @@ over the whole history (the newest ``--page-window`` commits in detail, the whol
 a stamp saying which results commit the site was built from and when; with ``--issues``, each change
 point's regression issue and its state (ci.history.site.issue_links).
 
-Exit: 0 built (change points and drift are reported, never a failure here: the issue filer and the
-kernel pages say them); 2 the build failed (no results branch, asv publish failed, bad input).
+Change points and drift are reported, never a failure here: the issue filer and the kernel pages say them.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ci.common import options as common_options
+from ci.common.command import Command
 from ci.common.options import OptionsError
 from ci.history.options import DEFAULT_RESULTS_REMOTE, SiteOptions
 from ci.history.site import asv_window
@@ -30,8 +30,7 @@ from ci.history.site import asv_window
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ci.history.publish", description=__doc__.split("\n\n")[0])
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=REPO_ROOT / ".asv" / "html", help="the site's folder (default .asv/html)")
     parser.add_argument("--results-dir", type=Path, default=None,
                         help="results folder (default .asv/results, or .asv/site-results when reading the branch)")
@@ -51,11 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the regression-issues workflow's record (schema mxfp4-regression-issues/2): each change point's "
                         "issue and its state on the pages; missing or unreadable, the pages say so and the site still builds")
     common_options.add_json(parser, "the change points, drift guard and build cost")
-    return parser
 
 
-def options_from(argv: Sequence[str] | None = None) -> SiteOptions:
-    args = build_parser().parse_args(argv)
+def options_from(args: argparse.Namespace) -> SiteOptions:
     if not 1 <= args.asv_window <= asv_window.MAX_WINDOW or args.page_window < 1:
         raise OptionsError(f"--asv-window {args.asv_window} / --page-window {args.page_window}: expected 1 to "
                            f"{asv_window.MAX_WINDOW} (asv's graph data grows with every commit it shows: a bounded window "
@@ -71,16 +68,18 @@ def options_from(argv: Sequence[str] | None = None) -> SiteOptions:
                        issues=args.issues.resolve() if args.issues else None)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        options = options_from(argv)
-    except OptionsError as exc:
-        print(f"python -m ci.history.publish: error: {exc}", file=sys.stderr)
-        return 2
+def _run(options: SiteOptions) -> int:
     from ci.history.site import site_build
 
     return site_build.run(options)
 
 
+COMMAND = Command("python -m ci.history.publish", __doc__ or "", _arguments, options_from, _run, {0: "built"})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return COMMAND.main(argv)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

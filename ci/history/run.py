@@ -7,7 +7,6 @@ ci.history.main_job, built and checked it) and never reads ``argv``.
 from __future__ import annotations
 
 import re
-import signal
 import sys
 import time
 import traceback
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from asv_bench import records
-from ci.common import errors, gitutil, job_process
+from ci.common import gitutil, interrupts, job_process
 from ci.common.files import append_step_summary_or_fallback, write_json_atomic
 from ci.history.asv_results import folder as history_results
 from ci.history.asv_results import store
@@ -71,35 +70,24 @@ def check_results_remote(options: HistoryOptions) -> None:
 
 
 def run(options: HistoryOptions) -> int:
-    """The whole job; 0 recorded, 1 the newest commit failed, 2 the harness failed, 130/143 interrupted."""
+    """The whole job; 0 recorded, 1 the newest commit failed; a harness error raises (its front: exit 2, 130/143)."""
     started = time.time()
-    try:
-        check_results_remote(options)
-        job = job_process.start(REPO_ROOT, log)
-    except (HarnessError, errors.HarnessError, job_process.JobConflict) as exc:
-        log(f"error: {exc}")
-        return 2
+    check_results_remote(options)
+    job = job_process.start(REPO_ROOT, log)
     # Only once the checkout is this job's: a refused second job must not truncate the running one's log.
     log_to(LOG_FILE)
     log(f"full output (asv, pip, every benchmark's row) in {LOG_FILE}, written as it goes")
-    job_process.raise_on_termination()
     interrupted = None
     try:
         return _steps(options, job, started)
-    except (HarnessError, errors.HarnessError, gitutil.GitError, job_process.JobConflict) as exc:
-        log(f"error: {exc}")
-        return 2
-    except job_process.Interrupted as exc:
+    except KeyboardInterrupt as exc:  # SIGINT, SIGTERM (ci.common.interrupts.Interrupted)
         interrupted = exc
-        return 128 + exc.signum  # 130 Ctrl-C, 143 SIGTERM
+        raise
     except Exception:
-        # A bug or an environment the job did not foresee is still the harness's failure, never a result.
-        log(f"error: the main job itself failed (exit 2):\n{traceback.format_exc()}")
-        return 2
+        log_detail(traceback.format_exc())  # the front says it in one line; the log file keeps the whole
+        raise
     finally:
-        # A second Ctrl-C must not break the clean-up into a traceback.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        interrupts.ignore()
         ended = job_process.finish(job)
         if interrupted is not None:
             log(

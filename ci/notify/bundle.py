@@ -14,10 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ci.common.errors import InputError
 from ci.notify.comment import Inputs
 from ci.notify.records import (
     Reader,
-    RecordError,
     budget_record,
     changes_record,
     jobs_record,
@@ -79,6 +79,6 @@ def artifact_url(listing: Path | None, run_url: str, name: str) -> str | None:
         for artifact in root.get("artifacts").items():
             if artifact.get("name").text(optional=True) == name and not artifact.get("expired").boolean(optional=True):
                 return f"{run_url}/artifacts/{artifact.get('id').integer()}"
-    except (OSError, RecordError):
+    except (OSError, InputError):
         return None
     return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from ci.common.errors import InputError
 from ci.common.files import append_step_summary_or_fallback, write_json_atomic, write_text_atomic
 from ci.notify import bundle
 from ci.notify.comment import Links, render
@@ -15,7 +16,7 @@ from ci.notify.issues import Context
 from ci.notify.judge import judge
 from ci.notify.markdown import GITHUB_BODY_LIMIT
 from ci.notify.post import checked_status, file_issues, find_pull_requests, list_pr_files, post_comment, post_status
-from ci.notify.records import RecordError, load_json
+from ci.notify.records import load_json
 from ci.notify.status import status_of
 
 Log = Callable[[str], None]
@@ -61,40 +62,31 @@ def pr_files(options, log: Log) -> int:
 def post_comment_command(options, log: Log) -> int:
     body = options.body.read_text(encoding="utf-8")
     if len(body) > GITHUB_BODY_LIMIT:
-        log(f"ci.notify: --body {options.body}: {len(body)} characters, over GitHub's {GITHUB_BODY_LIMIT}")
-        return 2
+        raise InputError(f"--body {options.body}: {len(body)} characters, over GitHub's {GITHUB_BODY_LIMIT}")
     try:
         status = None if options.status is None else checked_status(load_json(options.status))
-    except (OSError, RecordError) as exc:
-        log(f"ci.notify: --status {options.status}: {exc}")
-        return 2
+    except (OSError, InputError) as exc:
+        raise InputError(f"--status {options.status}: {exc}") from None
     gh = GitHub(options.repo)
-    try:
-        prs = find_pull_requests(gh, options.head_repo, options.head_branch, options.head_sha)
-        if not prs:
-            log(f"ci.notify: no open pull request of {options.repo} has head "
-                f"{options.head_repo}:{options.head_branch} at {options.head_sha[:12]} "
-                "(closed, or pushed again since: its newer run will comment); nothing posted")
-            return 0
-        for pr in prs:
-            plan = post_comment(gh, pr, body, options.bot_login)
-            log(f"ci.notify: PR #{pr}: comment {plan.action}" + (f" (id {plan.comment_id})" if plan.comment_id else ""))
-        if status is not None:
-            post_status(gh, options.head_sha, status)
-            log(f"ci.notify: status {status['context']!r} on {options.head_sha[:12]}: "
-                f"{status['state']}: {status['description']}")
-    except GitHubError as exc:
-        log(f"ci.notify: {exc}")
-        return 2
+    prs = find_pull_requests(gh, options.head_repo, options.head_branch, options.head_sha)
+    if not prs:
+        log(f"ci.notify: no open pull request of {options.repo} has head {options.head_repo}:{options.head_branch} at "
+            f"{options.head_sha[:12]} (closed, or pushed again since: its newer run will comment); nothing posted")
+        return 0
+    for pr in prs:
+        plan = post_comment(gh, pr, body, options.bot_login)
+        log(f"ci.notify: PR #{pr}: comment {plan.action}" + (f" (id {plan.comment_id})" if plan.comment_id else ""))
+    if status is not None:
+        post_status(gh, options.head_sha, status)
+        log(f"ci.notify: status {status['context']!r} on {options.head_sha[:12]}: {status['state']}: {status['description']}")
     return 0
 
 
 def regression_issues(options, log: Log) -> int:
     try:
         changes = load_history_changes(load_json(options.changes), options.changes.name)
-    except (OSError, RecordError) as exc:
-        log(f"ci.notify: --changes: {exc}")
-        return 2
+    except (OSError, InputError) as exc:
+        raise InputError(f"--changes: {exc}") from None
     for line in changes.not_checked:
         log(f"ci.notify: not checked: {line}")
     context = Context(options.repo, options.run_url, options.server_url, changes.site_url, changes.results_commit)
@@ -102,9 +94,6 @@ def regression_issues(options, log: Log) -> int:
     try:
         record = file_issues(gh, changes, context, options.bot_login, lambda line: log(f"ci.notify: {line}"),
                              max_new=options.max_new, dry_run=options.dry_run)
-    except GitHubError as exc:
-        log(f"ci.notify: {exc}")
-        return 2
     finally:
         if gh.waits:
             log(f"ci.notify: waited {sum(gh.waits):.0f} s on GitHub's rate limits ({len(gh.waits)} time(s))")

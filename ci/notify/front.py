@@ -1,8 +1,8 @@
-"""The front of ``python -m ci.notify``: argparse in, one frozen checked :class:`Options` out, then the command.
+"""Where the gates' verdicts are told: the PR comment and the regression issues (the front of ``python -m ci.notify``).
 
     python -m ci.notify judge --artifacts DIR --attempt N --out judged.json     # the base's verdict of the PR's rounds
     python -m ci.notify comment --artifacts DIR --attempt N --run-url URL --out comment.md
-    python -m ci.notify regression-issues --repo OWNER/NAME --changes changes.json --run-url URL [--dry-run]
+    python -m ci.notify regression-issues --github-repo OWNER/NAME --changes changes.json --run-url URL [--dry-run]
 
 ``judge`` replays the speed record with this checkout's gate; ``comment`` renders (nothing run, no
 network); ``pr-files``, ``post-comment`` and ``regression-issues`` use ``gh api`` with ``GH_TOKEN``.
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.common.errors import WriteError
+from ci.common.command import Command
 from ci.common.options import OptionsError
 from ci.notify.post import BOT_LOGIN
 from ci.notify.records import SAFE_URL
@@ -27,6 +27,8 @@ from ci.notify.records import SAFE_URL
 _REPO = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _URL = SAFE_URL
+# --github-repo, not --repo: every other front's --repo is a directory (ci.common.options.add_repo).
+GITHUB_REPO = "this repository on GitHub (github.repository)"
 # Any branch name git allows (it is only ever an argument and a URL-encoded query value), but on one line.
 _BRANCH = re.compile(r"^[^\x00-\x1f\x7f]{1,255}$")
 
@@ -59,9 +61,7 @@ class Options:
     json: Path | None = None
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ci.notify", description=__doc__.split("\n\n")[0],
-                                     epilog="Exit codes: 0 done, 2 error (bad option or input, GitHub call failed).")
+def _arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     comment = sub.add_parser("comment", help="render the PR comment from pr-checks' artifacts (Markdown file)")
     comment.add_argument("--artifacts", type=Path, required=True, metavar="DIR", help="the downloaded artifacts, one folder each")
@@ -92,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     files.add_argument("--head-repo", required=True, metavar="OWNER/NAME", help="the run's head repository (a fork's too)")
     files.add_argument("--head-branch", required=True, metavar="BRANCH")
     files.add_argument("--head-sha", required=True, metavar="SHA")
-    files.add_argument("--repo", required=True, metavar="OWNER/NAME", help="this repository (github.repository)")
+    files.add_argument("--github-repo", dest="repo", required=True, metavar="OWNER/NAME", help=GITHUB_REPO)
     issues = sub.add_parser("regression-issues", help="open, edit or close one issue per regression on main (gh api)")
     issues.add_argument("--changes", type=Path, required=True, metavar="PATH", help="the history-changes artifact's changes.json")
     issues.add_argument("--run-url", required=True, metavar="URL", help="the history run's page (from the event)")
@@ -106,10 +106,9 @@ def _parser() -> argparse.ArgumentParser:
     issues.add_argument("--json", type=Path, metavar="PATH",
                         help="write every regression issue after this run (schema mxfp4-regression-issues/2)")
     for p in (post, issues):
-        p.add_argument("--repo", required=True, metavar="OWNER/NAME", help="this repository (github.repository)")
+        p.add_argument("--github-repo", dest="repo", required=True, metavar="OWNER/NAME", help=GITHUB_REPO)
         p.add_argument("--server-url", default="https://github.com", metavar="URL", help="github.server_url (links)")
         p.add_argument("--bot-login", default=BOT_LOGIN, metavar="LOGIN", help=f"whose comments and issues are ours (default {BOT_LOGIN})")
-    return parser
 
 
 def _check(pattern: re.Pattern, value: str | None, flag: str, what: str) -> None:
@@ -122,22 +121,24 @@ def _file(path: Path | None, flag: str) -> None:
         raise OptionsError(f"{flag} {path}: no such file")
 
 
-def options_from(argv: Sequence[str] | None) -> Options:
-    args = _parser().parse_args(argv)
+def options_from(args: argparse.Namespace) -> Options:
     values = {k: v for k, v in vars(args).items() if k in Options.__dataclass_fields__}
     options = Options(**values)
-    for flag, pattern, what in (("--repo", _REPO, "OWNER/NAME"), ("--head-repo", _REPO, "OWNER/NAME"),
-                                ("--head-sha", _SHA, "a full commit sha (40 hex digits)"),
-                                ("--run-url", _URL, "an https:// address"), ("--server-url", _URL, "an https:// address"),
-                                ("--head-branch", _BRANCH, "a branch name")):
-        _check(pattern, getattr(options, flag[2:].replace("-", "_")), flag, what)
+    for flag, value, pattern, what in (
+        ("--github-repo", options.repo, _REPO, "OWNER/NAME"), ("--head-repo", options.head_repo, _REPO, "OWNER/NAME"),
+        ("--head-sha", options.head_sha, _SHA, "a full commit sha (40 hex digits)"),
+        ("--run-url", options.run_url, _URL, "an https:// address"),
+        ("--server-url", options.server_url, _URL, "an https:// address"),
+        ("--head-branch", options.head_branch, _BRANCH, "a branch name"),
+    ):
+        _check(pattern, value, flag, what)
     if options.attempt < 1:
         raise OptionsError(f"--attempt must be >= 1 (got {options.attempt})")
     if options.max_new < 2:
         raise OptionsError(f"--max-new must be >= 2: one issue may be the roll-up (got {options.max_new})")
-    for flag, value in (("--max-wait", options.max_wait), ("--write-interval", options.write_interval)):
-        if not 0 <= value <= 3600:
-            raise OptionsError(f"{flag} must be between 0 and 3600 seconds (got {value})")
+    for flag, seconds in (("--max-wait", options.max_wait), ("--write-interval", options.write_interval)):
+        if not 0 <= seconds <= 3600:
+            raise OptionsError(f"{flag} must be between 0 and 3600 seconds (got {seconds})")
     # No speed-gate artifact when the GPU job never ran: nothing for the judge to judge, not an error.
     if options.artifacts is not None and not options.artifacts.is_dir() and options.command != "judge":
         raise OptionsError(f"--artifacts {options.artifacts}: no such folder")
@@ -152,14 +153,10 @@ def run(options: Options, log=lambda line: print(line, file=sys.stderr, flush=Tr
     return COMMANDS[options.command](options, log)
 
 
+COMMAND = Command("python -m ci.notify", __doc__ or "", _arguments, options_from, run,
+                  {0: "done (also when no open PR has that head any more: nothing to post to, said on stderr)"},
+                  error_fields=None)  # regression-issues --json is the issues' state the site reads: never an error
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        options = options_from(argv)
-    except OptionsError as exc:
-        print(f"ci.notify: error: {exc}", file=sys.stderr)
-        return 2
-    try:
-        return run(options)
-    except WriteError as exc:  # until ci/common/command.py's runner catches every HarnessError
-        print(f"ci.notify: error: {exc}", file=sys.stderr)
-        return 2
+    return COMMAND.main(argv)

@@ -21,10 +21,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ci.common.errors import HarnessError
+
 GH_TIMEOUT_S = 120
 
 
-class GitHubError(RuntimeError):
+class GitHubError(HarnessError, RuntimeError):
     """A ``gh api`` call that failed; the message has the method, the path and what gh said."""
 
 

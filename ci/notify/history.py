@@ -2,7 +2,7 @@
 
 history.yml's site-build job uploads it as the artifact ``history-changes``: per machine, each GEMM
 benchmark's change points (ci.history.trends.regressions.CommitChange.to_json) and drift guard (Drift.to_json).
-Fields not used here are ignored; a used one of the wrong type is a RecordError naming its path.
+Fields not used here are ignored; a used one of the wrong type is a InputError naming its path.
 Findings: :class:`Slowdown` (a "regression" change point, where it is and whether a later improvement
 took at least half of it back) and :class:`DriftAlarm` (identity: machine, benchmark, best commit;
 recovered when a later entry against the same best no longer fails). Which issue each belongs to is
@@ -16,9 +16,10 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
+from ci.common.errors import InputError
 from ci.common.regression_identity import OfSeries
 from ci.common.regression_identity import series as short_hash  # noqa: F401 (one series id for the filer and the site)
-from ci.notify.records import Reader, RecordError, check_schema
+from ci.notify.records import Reader, check_schema
 
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
 _KERNEL = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
@@ -86,7 +87,7 @@ class HistoryChanges:
 def _sha(r: Reader) -> str:
     value = r.text()
     if not _SHA.match(value):
-        raise RecordError(f"{r.path}: expected a commit sha (hex), got {value[:60]!r}")
+        raise InputError(f"{r.path}: expected a commit sha (hex), got {value[:60]!r}")
     return value
 
 
@@ -107,7 +108,7 @@ def _site_url(r: Reader) -> str | None:
         return None
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme != "https" or not parsed.netloc or any(c in url for c in " ()<>[]\"'`\\"):
-        raise RecordError(f"{r.path}: expected an https:// address, got {url[:80]!r}")
+        raise InputError(f"{r.path}: expected an https:// address, got {url[:80]!r}")
     return url if url.endswith("/") else url + "/"
 
 
@@ -144,9 +145,9 @@ def _change_point(c: Reader, machine: str) -> dict[str, Any]:
     change = c.get("change")
     interval = change.get("interval").items()
     if len(interval) != 2:
-        raise RecordError(f"{change.path}.interval: expected [low, high]")
+        raise InputError(f"{change.path}.interval: expected [low, high]")
     if c.get("machine").text(optional=True) not in (None, machine):
-        raise RecordError(f"{c.path}.machine: {c.get('machine').text()!r} listed under machine {machine!r}")
+        raise InputError(f"{c.path}.machine: {c.get('machine').text()!r} listed under machine {machine!r}")
     return {"benchmark": c.get("benchmark").text(), "last_before": _sha(c.get("last_before")),
             "first_after": _sha(c.get("first_after")), "index": change.get("index").integer(),
             "direction": change.get("direction").choice({"regression", "improvement"}),
@@ -161,7 +162,7 @@ def _settled(r: Reader) -> int | None:
         return None
     pair = r.items()
     if len(pair) != 2:
-        raise RecordError(f"{r.path}: expected [start, end]")
+        raise InputError(f"{r.path}: expected [start, end]")
     return pair[1].integer() - pair[0].integer()
 
 
@@ -171,7 +172,7 @@ def _orders(r: Reader) -> tuple[int, int] | None:
         return None
     pair = r.items()
     if len(pair) != 2 or pair[0].integer() > pair[1].integer():
-        raise RecordError(f"{r.path}: expected [before, after], before <= after")
+        raise InputError(f"{r.path}: expected [before, after], before <= after")
     return pair[0].integer(), pair[1].integer()
 
 

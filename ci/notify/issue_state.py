@@ -16,8 +16,9 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ci.common.errors import InputError
 from ci.common.regression_identity import OfSeries, Point
-from ci.notify.records import Reader, RecordError
+from ci.notify.records import Reader
 
 PREFIX = "<!-- mxfp4-perf-issue "
 SUFFIX = " -->"
@@ -109,40 +110,40 @@ def parse(body: str) -> IssueState | None:
         return None
     try:
         return _state(Reader(json.loads(text), "marker"))
-    except (ValueError, RecordError, UnicodeDecodeError):
+    except (ValueError, InputError, UnicodeDecodeError):
         return None
 
 
 def _sha(r: Reader) -> str:
     value = r.text()
     if not _SHA.match(value):
-        raise RecordError(f"{r.path}: not a sha")
+        raise InputError(f"{r.path}: not a sha")
     return value
 
 
 def _names(r: Reader) -> tuple[str, str]:
     machine, sep, benchmark = _hex_text(r).partition("\n")
     if not sep:
-        raise RecordError(f"{r.path}: no machine and benchmark")
+        raise InputError(f"{r.path}: no machine and benchmark")
     return machine, benchmark
 
 
 def _hex_text(r: Reader) -> str:
     value = r.text()
     if not _HEX.match(value):
-        raise RecordError(f"{r.path}: not hex")
+        raise InputError(f"{r.path}: not hex")
     return bytes.fromhex(value).decode("utf-8")
 
 
 def _state(root: Reader) -> IssueState:
     if root.get("v").integer() != VERSION:
-        raise RecordError("another version")
+        raise InputError("another version")
     members = []
     for m in root.get("members").items():
         orders = m.get("o").items(optional=True)
         fix = m.get("fx").items(optional=True)
         if len(orders) not in (0, 2) or len(fix) not in (0, 4):
-            raise RecordError(f"{m.path}: bad o or fx")
+            raise InputError(f"{m.path}: bad o or fx")
         members.append(Member(*_names(m.get("n")), m.get("i").integer(), _sha(m.get("b")), _sha(m.get("a")),
                               (orders[0].integer(), orders[1].integer()) if orders else None, m.get("r").number(),
                               (m.get("lo").number(), m.get("hi").number()), m.get("p").number(),
@@ -152,14 +153,14 @@ def _state(root: Reader) -> IssueState:
     for d in root.get("drifts").items():
         orders = d.get("o").items(optional=True)
         if len(orders) not in (0, 2):
-            raise RecordError(f"{d.path}: bad o")
+            raise InputError(f"{d.path}: bad o")
         drifts.append(DriftEntry(*_names(d.get("n")), _sha(d.get("best")), _sha(d.get("new")), d.get("d").number(),
                                  d.get("t").number(), d.get("noise").number(), d.get("w").integer(),
                                  d.get("st").choice({"failing", "recovered"}),
                                  (orders[0].integer(), orders[1].integer()) if orders else None))
     rc, orc = root.get("rc").text(), root.get("orc").text()
     if (rc and not _SHA.match(rc)) or (orc and not _SHA.match(orc)):
-        raise RecordError("rc, orc: not a sha")
+        raise InputError("rc, orc: not a sha")
     return IssueState(root.get("kind").choice(set(KINDS)), root.get("status").choice(set(STATUSES)), tuple(members),
                       tuple(drifts), _hex_text(root.get("run")), rc or None, _hex_text(root.get("site")) or None, orc or None)
 

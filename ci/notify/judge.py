@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ci.common.errors import WriteError
 from ci.common.files import write_json_atomic
 from ci.notify import bundle
 
@@ -74,8 +75,6 @@ def judge(options, log: Callable[[str], None]) -> int:
     try:
         write_json_atomic(options.out, judged)
     except OSError as exc:
-        log(f"ci.notify: --out {options.out}: {exc}")
-        return 2
-    log(f"ci.notify: the base's verdict ({judged.get('verdict')}, exit {judged.get('exit_code')}) "
-        f"written to {options.out}")
+        raise WriteError(f"--out {options.out}: {exc}") from None
+    log(f"ci.notify: the base's verdict ({judged.get('verdict')}, exit {judged.get('exit_code')}) written to {options.out}")
     return 0

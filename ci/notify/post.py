@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ci.common.errors import InputError
 from ci.notify.comment import MARKER
 from ci.notify.github import GitHub
 from ci.notify.history import HistoryChanges
@@ -79,20 +80,20 @@ def list_pr_files(gh: GitHub, pr: int) -> list[dict[str, Any]]:
 
 def checked_status(data: Any) -> dict[str, str]:
     """The commit status ``comment --status-out`` wrote, checked again before it is sent (state, context, lengths)."""
-    from ci.notify.records import RecordError, check_schema
+    from ci.notify.records import check_schema
     from ci.notify.status import CONTEXT, DESCRIPTION_LIMIT, STATES
 
     root = check_schema(data, "mxfp4-commit-status", "status.json")
     status = {"state": root.get("state").choice(set(STATES.values())), "context": root.get("context").choice({CONTEXT}),
               "description": root.get("description").text()}
     if len(status["description"]) > DESCRIPTION_LIMIT:
-        raise RecordError(f"status.json: description over {DESCRIPTION_LIMIT} characters")
+        raise InputError(f"status.json: description over {DESCRIPTION_LIMIT} characters")
     url = root.get("target_url").text(optional=True)
     if url is not None:
         from ci.notify.records import SAFE_URL
 
         if not SAFE_URL.match(url):
-            raise RecordError("status.json: target_url is not an https:// address")
+            raise InputError("status.json: target_url is not an https:// address")
         status["target_url"] = url
     return status
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, overload
 
+from ci.common.errors import InputError
+
 MAX_BYTES = 2_000_000  # a gate's record without its raw rounds is ~50 kB; a full speed record of 20 benchmarks ~1 MB
 MAX_ITEMS = 2000  # benchmarks, targets, jobs, steps, table rows
 # schema name -> the major versions read here. A speed gate /2 (issue 28) is adapted here at merge.
@@ -32,10 +34,6 @@ KNOWN_SCHEMAS = {"mxfp4-speed-gate": {1}, "mxfp4-changes": {1}, "mxfp4-budget-ga
 _SCHEMA = re.compile(r"^([a-z0-9-]{1,60})/([0-9]{1,4})$")
 # An address that can go into a Markdown link as it is: https, no spaces, brackets, quotes or query.
 SAFE_URL = re.compile(r"^https://[A-Za-z0-9.:-]+(/[A-Za-z0-9._~%/-]*)?$")
-
-
-class RecordError(ValueError):
-    """A file that is not what it claims: too big, not JSON, the wrong schema, a field of the wrong type."""
 
 
 @dataclass(frozen=True)
@@ -51,11 +49,11 @@ def load_json(path: Path, limit: int = MAX_BYTES) -> Any:
     with open(path, "rb") as f:
         data = f.read(limit + 1)
     if len(data) > limit:
-        raise RecordError(f"{path.name}: over {limit} bytes: not read")
+        raise InputError(f"{path.name}: over {limit} bytes: not read")
     try:
         return json.loads(data.decode("utf-8"), parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise RecordError(f"{path.name}: not JSON ({clip(exc)})") from None
+        raise InputError(f"{path.name}: not JSON ({clip(exc)})") from None
 
 
 def _no_constant(name: str) -> None:
@@ -73,8 +71,8 @@ class Reader:
     def __init__(self, value: Any, path: str) -> None:
         self.value, self.path = value, path
 
-    def _fail(self, expected: str) -> RecordError:
-        return RecordError(f"{self.path}: expected {expected}, got {clip(self.value)}")
+    def _fail(self, expected: str) -> InputError:
+        return InputError(f"{self.path}: expected {expected}, got {clip(self.value)}")
 
     def get(self, key: str) -> Reader:
         if not isinstance(self.value, dict):
@@ -90,7 +88,7 @@ class Reader:
         if not isinstance(self.value, list):
             raise self._fail("a list")
         if len(self.value) > MAX_ITEMS:
-            raise RecordError(f"{self.path}: {len(self.value)} items, over {MAX_ITEMS}")
+            raise InputError(f"{self.path}: {len(self.value)} items, over {MAX_ITEMS}")
         return [Reader(v, f"{self.path}[{i}]") for i, v in enumerate(self.value)]
 
     def mapping(self, optional: bool = False) -> dict[str, Reader]:
@@ -156,15 +154,15 @@ class Reader:
 
 
 def check_schema(data: Any, name: str, file: str) -> Reader:
-    """The top-level reader of ``data`` if its ``schema`` is ``name/<known major>``; else RecordError says why."""
+    """The top-level reader of ``data`` when its ``schema`` is ``name/<known major>``; InputError says what it is else."""
     root = Reader(data, file)
     schema = root.get("schema").text(optional=True) if isinstance(data, dict) else None
     match = _SCHEMA.match(schema or "")
     if not match or match.group(1) != name:
-        raise RecordError(f"{file}: not a {name} record (schema {clip(schema)})")
+        raise InputError(f"{file}: not a {name} record (schema {clip(schema)})")
     if int(match.group(2)) not in KNOWN_SCHEMAS[name]:
         known = ", ".join(f"{name}/{v}" for v in sorted(KNOWN_SCHEMAS[name]))
-        raise RecordError(f"{file}: unknown schema {schema} (this publisher reads {known})")
+        raise InputError(f"{file}: unknown schema {schema} (this publisher reads {known})")
     return root
 
 
@@ -434,5 +432,5 @@ def read(path: Path, parse: Callable[[Any, str], Any], what: str) -> Any:
     """``parse`` of the JSON in ``path``, or :class:`Rejected` naming what is wrong with it."""
     try:
         return parse(load_json(path), path.name)
-    except (OSError, RecordError) as exc:
+    except (OSError, InputError) as exc:
         return Rejected(what, str(exc))

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m ci.speed.calibrate``: the gate's front with the calibration's options (ci.speed.gate)."""
-    from ci.speed.gate import main as front
+    from ci.speed.gate import CALIBRATE
 
-    return front(argv, calibrate=True)
+    return CALIBRATE.main(argv)
 
 
 if __name__ == "__main__":

@@ -22,10 +22,11 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ci.common import gitutil
 from ci.common.code_fingerprint import DEFAULT_ARCHS
-from ci.common.errors import WriteError
+from ci.common.command import Command
 from ci.common.files import append_step_summary_or_fallback, write_json_atomic
 from ci.common.options import (
     OptionsError,
@@ -54,9 +55,7 @@ class Options:
     github_output: Path | None = None  # append gpu_needed=true|false here ($GITHUB_OUTPUT)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ci.speed.changes", description=__doc__.split("\n\n")[0],
-                                     epilog="Exit codes: 0 decided, 2 harness error.")
+def _arguments(parser: argparse.ArgumentParser) -> None:
     add_commits(parser, working_tree=False)
     add_arch(parser, ",".join(DEFAULT_ARCHS))
     add_selection(parser, config=False)
@@ -64,11 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--github-output", action="store_true",
                         help="append gpu_needed=true|false to the file named by $GITHUB_OUTPUT (a workflow step's outputs)")
     add_json(parser, "the decision")
-    return parser
 
 
-def options_from_args(argv: Sequence[str] | None) -> Options:
-    args = _parser().parse_args(argv)
+def options_from_args(args: argparse.Namespace) -> Options:
     archs = arch_value(args.arch)
     costs = None
     if args.costs is not None:
@@ -102,33 +99,30 @@ def run(options: Options, log=lambda line: print(line, file=sys.stderr, flush=Tr
     return data, changes_report.markdown(data)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        options = options_from_args(argv)
-    except OptionsError as exc:
-        print(f"ci.speed.changes: error: {exc}", file=sys.stderr)
-        return 2
-    try:
-        data, text = run(options)
-    except gitutil.GitError as exc:
-        print(f"ci.speed.changes: error: {exc}", file=sys.stderr)
-        failed = {"schema": changes_report.SCHEMA, "gpu_needed": True, "error": str(exc)}
-        if options.json:
-            write_json_atomic(options.json, failed)
-        if options.github_output:
-            changes_report.append_github_output(failed, options.github_output)
-        return 2
+def _decide(options: Options) -> int:
+    data, text = run(options)
     print(text)
     append_step_summary_or_fallback(text, lambda line: print(f"ci.speed.changes: {line}", file=sys.stderr))
     if options.json:
-        try:
-            write_json_atomic(options.json, data)
-        except WriteError as exc:  # until ci/common/command.py's runner catches every HarnessError
-            print(f"ci.speed.changes: error: {exc}", file=sys.stderr)
-            return 2
+        write_json_atomic(options.json, data)  # refused: the runner's one line, and gpu_needed=true (_failed)
     if options.github_output:
         changes_report.append_github_output(data, options.github_output)
     return 2 if data["failures"] and not any(data["by_arch"].values()) else 0
+
+
+def _failed(args: argparse.Namespace, record: dict[str, Any]) -> None:
+    """Whatever stopped the decision, the GPU job runs: gpu_needed=true for the workflow too."""
+    if getattr(args, "github_output", False) and os.environ.get("GITHUB_OUTPUT"):
+        changes_report.append_github_output(record, Path(os.environ["GITHUB_OUTPUT"]))
+
+
+COMMAND = Command("python -m ci.speed.changes", __doc__ or "", _arguments, options_from_args, _decide,
+                  {0: "decided (whatever the decision)"},
+                  error_fields={"schema": changes_report.SCHEMA, "gpu_needed": True}, on_error=_failed)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return COMMAND.main(argv)
 
 
 if __name__ == "__main__":

@@ -17,12 +17,11 @@ How it measures and decides: docs/SPEED_GATE.md, "The command".
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from functools import partial
 
+from ci.common.command import Command
 from ci.common.options import (
-    OptionsError,
     add_arch,
     add_commits,
     add_json,
@@ -30,22 +29,12 @@ from ci.common.options import (
     add_repo,
     add_selection,
     add_timing,
-    add_traceback,
     step_summary_value,
 )
 from ci.speed.decide.noise_file import NOISE_PATH
 from ci.speed.decide.thresholds import THRESHOLDS_PATH
-from ci.speed.decide.verdict import CALIBRATION_PATH
+from ci.speed.decide.verdict import CALIBRATION_PATH, GATE_SCHEMA
 from ci.speed.options import CALIBRATION_MAX_MINUTES, DEFAULT_MAX_MINUTES, PLAN_KEYS, Mode, SpeedOptions, speed_options
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    """A bad option is one line on stderr, as every other harness error of the gate (exit 2)."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"speed_gate: error: {message} ({self.prog} --help)", file=sys.stderr)
-        sys.exit(2)
-
 
 CALIBRATE_DOC = """A/A rounds of the head against itself: the runner's noise model, written; the rounds each benchmark needs.
 
@@ -59,17 +48,15 @@ them and the runs already in the model file. The thresholds file is policy and i
 read: per benchmark the report gives the rounds and GPU seconds by which the gate decides
 any effect at its threshold, restarting workers every 1, 2 or 4 rounds, and names those
 that cannot be decided by the last look (docs/SPEED_GATE.md, "Calibrating a new runner").
-Without --write the model is printed, not written. Exit 0 done, 2 harness error.
+Without --write the model is printed, not written.
 
 --plan KEY=VALUE (repeatable; rounds, restart_every are the calibration's own):
 {plan_keys}
 """
 
 
-def _new_parser(prog: str, doc: str) -> argparse.ArgumentParser:
-    doc = doc.replace("{plan_keys}", "\n".join(f"  {k}: {v.means}" for k, v in PLAN_KEYS.items()))
-    return _OneLineParser(prog=prog, description=doc.split("\n\n", 1)[0], epilog=doc.split("\n\n", 1)[1],
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+def _doc(doc: str) -> str:
+    return doc.replace("{plan_keys}", "\n".join(f"  {k}: {v.means}" for k, v in PLAN_KEYS.items()))
 
 
 def _add_device(g: argparse._ArgumentGroup) -> None:
@@ -83,8 +70,7 @@ def _add_plan(g: argparse._ArgumentGroup) -> None:
                    help="a knob of the statistics or the rounds (repeatable; the keys are listed below)")
 
 
-def _gate_parser() -> argparse.ArgumentParser:
-    p = _new_parser("python -m ci.speed", __doc__ or "")
+def _gate_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("what to compare")
     add_commits(g, head="the commit to gate")
     add_selection(g, shape=True)
@@ -124,12 +110,9 @@ def _gate_parser() -> argparse.ArgumentParser:
                         "record is inconclusive and fails (the PR comment's judge: docs/SPEED_GATE.md)")
     add_json(g, "the verdict and every raw measurement")
     g.add_argument("--plot", metavar="PATH", help="write a PNG of the per-round ratios, intervals and bands")
-    add_traceback(g)
-    return p
 
 
-def _calibrate_parser() -> argparse.ArgumentParser:
-    p = _new_parser("python -m ci.speed.calibrate", CALIBRATE_DOC)
+def _calibrate_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("what to measure")
     g.add_argument("--head", metavar="REF", help="the commit measured against itself (default: HEAD)")
     g.add_argument("--working-tree", action="store_true", help="the current files, uncommitted edits included, twice")
@@ -154,83 +137,41 @@ def _calibrate_parser() -> argparse.ArgumentParser:
     g.add_argument("--assume-aa", metavar="WHY", help="count --aa-records whose code differed as A/A, for this reason "
                                                       "(kept in the model)")
     add_json(g, "the calibration record (every round)")
-    add_traceback(g)
-    return p
 
 
-def _parser(calibrate: bool = False) -> argparse.ArgumentParser:
-    """The gate's parser, or (``calibrate``) the calibration's: each front shows its own options."""
-    return _calibrate_parser() if calibrate else _gate_parser()
-
-
-def _given(argv: Sequence[str] | None, calibrate: bool) -> dict:
-    """The parsed values as one options object's input: the calibration's, completed with the gate's defaults for the
-    options only the gate has (derived from its parser, so the two cannot drift apart), and the mode."""
-    given = vars(_parser(calibrate).parse_args(None if argv is None else list(argv)))
+def _options(args: argparse.Namespace, calibrate: bool) -> SpeedOptions:
+    """The parsed values as one options object: the calibration's are completed with the gate's defaults for the
+    options only the gate has (derived from its arguments, so the two cannot drift apart), and the mode."""
+    given = vars(args)
     if calibrate:
-        given = {**vars(_gate_parser().parse_args([])), **given}
-    return {"calibrate": calibrate, "write": False, "refit": False, "aa_records": None, "assume_aa": None, **given}
-
-
-def main(argv: Sequence[str] | None = None, calibrate: bool = False) -> int:
-    """``python -m ci.speed`` (the gate, a replay) or, with ``calibrate``, ``python -m ci.speed.calibrate``."""
-    given = _given(argv, calibrate)
-    try:
-        options = speed_options(given, command=sys.argv[1:] if argv is None else argv)
-        step_summary_value()
-    except OptionsError as exc:  # before any worktree, survey or round
-        return _harness_error(f"error: {exc}", given["json"])
-    from ci.common import interrupts
-
-    interrupts.install()
-    try:
-        return run(options)
-    except interrupts.Interrupted as exc:  # the worktrees and temporary folders are gone by now (their `with`s)
-        message = interrupts.interrupted_line("speed_gate", exc)
-        _harness_error(message.split(": ", 1)[1], options.json)
-        return interrupts.exit_code(exc)
+        defaults = argparse.ArgumentParser()
+        _gate_arguments(defaults)
+        given = {**vars(defaults.parse_args([])), **given}
+    given = {"calibrate": calibrate, "write": False, "refit": False, "aa_records": None, "assume_aa": None, **given}
+    options = speed_options(given, command=args.command_line)
+    step_summary_value()  # before any worktree, survey or round
+    return options
 
 
 def run(options: SpeedOptions) -> int:
-    """Run the mode asked for; a harness error is one line on stderr (and the --json record) and exit 2."""
+    """Run the mode asked for."""
     from ci.speed import modes
 
     runner: Callable[[SpeedOptions], int] = {Mode.GATE: modes.run_gate, Mode.CALIBRATE: modes.run_calibrate,
                                              Mode.REPLAY: modes.run_replay}[options.mode]
-    from ci.common.interrupts import Interrupted
-
-    try:
-        return runner(options)
-    except (KeyboardInterrupt, Interrupted):
-        raise
-    except Exception as exc:
-        if options.traceback:
-            raise
-        from ci.common.commit_tree import NotAKernelsTree
-        from ci.common.errors import WriteError
-        from ci.common.gitutil import GitError
-        from ci.speed.decide.noise_file import NoiseModelError
-        from ci.speed.decide.selection import SelectionError
-        from ci.speed.decide.thresholds import ThresholdsError
-        from ci.speed.decide.verdict import RecordError
-        from ci.speed.engine.rounds import SurveyFailed
-        from ci.speed.modes.shared import GateError
-        from ci.speed.scope.unchanged import ChangesFileError
-
-        known = (WriteError, GateError, GitError, SurveyFailed, SelectionError, ThresholdsError, RecordError,
-                 NotAKernelsTree, ChangesFileError, OptionsError, NoiseModelError)
-        kind = "error" if isinstance(exc, known) else f"internal error ({type(exc).__name__})"
-        # An output the disk refused: what was written (or its fallback) is not replaced by an error record.
-        return _harness_error(f"{kind}: {exc}", None if isinstance(exc, WriteError) else options.json)
+    return runner(options)
 
 
-def _harness_error(message: str, json_path: object) -> int:
-    from ci.speed.report.write import write_error_json
+GATE = Command("python -m ci.speed", _doc(__doc__ or ""), _gate_arguments, partial(_options, calibrate=False), run,
+               {0: "pass: no regression, no wrong result (a band-rule inconclusive is a warning, unless "
+                   "--fail-on-inconclusive)", 1: "a regression or a wrong result at head",
+                3: "inconclusive: a measurement failed (the zone plan); re-run"},
+               error_fields={"schema": GATE_SCHEMA, "mode": "error"})
+CALIBRATE = Command("python -m ci.speed.calibrate", _doc(CALIBRATE_DOC), _calibrate_arguments,
+                    partial(_options, calibrate=True), run, {0: "done", 1: "a wrong result at head"},
+                    error_fields={"schema": GATE_SCHEMA, "mode": "error"})
 
-    print(f"speed_gate: {message}", file=sys.stderr)
-    write_error_json(json_path, message)  # type: ignore[arg-type]
-    return 2
 
-
-if __name__ == "__main__":
-    sys.exit(main())
+def main(argv: Sequence[str] | None = None, calibrate: bool = False) -> int:
+    """``python -m ci.speed`` (the gate, a replay) or, with ``calibrate``, ``python -m ci.speed.calibrate``."""
+    return (CALIBRATE if calibrate else GATE).main(argv)

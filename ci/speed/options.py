@@ -98,7 +98,6 @@ class SpeedOptions:
     judge: bool = False  # --replay --judge: this checkout's plan, rule, thresholds and model; the record's rounds only
     json: Path | None = None
     plot: Path | None = None
-    traceback: bool = False
     command: tuple[str, ...] = ()  # the arguments as given, for the record
 
     @property
@@ -236,7 +235,6 @@ def speed_options(given: Mapping[str, Any], command: Sequence[str] = ()) -> Spee
         judge=bool(given.get("judge")),
         json=output_value(given["json"], "--json"),
         plot=output_value(given["plot"], "--plot"),
-        traceback=given["traceback"],
         command=tuple(command),
     )
 

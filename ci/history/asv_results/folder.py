@@ -24,13 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from asv_bench import records
+from ci.common.errors import InputError
 
 RESULTS_API_VERSION = 2  # asv.results.Results.api_version (asv 0.6.x)
 MACHINE_API_VERSION = 1  # asv.machine.Machine.api_version
 BENCHMARKS_API_VERSION = 2  # asv.benchmarks.Benchmarks.api_version
 
 
-class InvalidFile(ValueError):
+class InvalidFile(InputError, ValueError):
     """A file under the results directory that asv (or the records reader) cannot use; the message says why."""
 
 

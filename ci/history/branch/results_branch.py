@@ -23,6 +23,7 @@ from typing import Any, TypeGuard
 import git
 from gitdb import IStream
 
+from ci.common.errors import HarnessError
 from ci.history.asv_results import result_points
 
 BRANCH = "asv-results"
@@ -30,7 +31,7 @@ BRANCH = "asv-results"
 _RETRYABLE = re.compile(r"non-fast-forward|fetch first|\[rejected\]|cannot lock ref|failed to update ref|stale info|incorrect old value", re.I)
 
 
-class BranchError(RuntimeError):
+class BranchError(HarnessError, RuntimeError):
     """The results branch could not be read or written; the message says what git said."""
 
 

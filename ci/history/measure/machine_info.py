@@ -19,10 +19,12 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from ci.common.errors import HarnessError
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
-class FingerprintError(RuntimeError):
+class FingerprintError(HarnessError, RuntimeError):
     """The child process could not fingerprint this machine; the message has its stderr."""
 
 

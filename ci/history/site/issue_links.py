@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ci.common import regression_identity as identity
+from ci.common.errors import InputError
 from ci.common.json_file import JsonFileError, read_json
 
 SCHEMA = "mxfp4-regression-issues/2"
@@ -27,7 +28,7 @@ _REPOSITORY = re.compile(r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9_.-]
 NAME_LIMIT = 4096  # characters of a machine or benchmark name (the filer's marker holds at most 4096 bytes of hex)
 
 
-class IssueRecordError(ValueError):
+class IssueRecordError(InputError, ValueError):
     """The record cannot be read; the message names the file and the field."""
 
 

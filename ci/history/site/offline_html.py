@@ -25,6 +25,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from ci.common.errors import HarnessError
 from ci.common.files import write_text_atomic
 
 VENDOR_DIR = Path(__file__).parents[1] / "vendor"
@@ -33,7 +34,7 @@ LOCK_FILE = VENDOR_DIR / "lock.json"
 _TAG = re.compile(r"<(script|link)\b[^>]*?\b(?:src|href)=\"(?P<url>https://[^\"]+)\"[^>]*>")
 
 
-class AssetsUnavailable(RuntimeError):
+class AssetsUnavailable(HarnessError, RuntimeError):
     """A library the page needs is missing, altered, or unknown here; the message says which."""
 
 

@@ -18,15 +18,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from ci.common.files import append_step_summary_or_fallback, write_json_atomic
 from ci.history.asv_results import store
 from ci.history.asv_results.ledger import Ledger
 from ci.history.branch import branch_sync
 from ci.history.branch.results_branch import BRANCH, BranchError, ResultsBranch
 from ci.history.measure import asv_driver
-from ci.history.messages import HarnessError, log, log_to
+from ci.history.messages import HarnessError, log, log_detail, log_to
 from ci.history.options import SiteOptions
-from ci.common import errors
-from ci.common.files import append_step_summary_or_fallback, write_json_atomic
 from ci.history.site import asv_window, commit_info, issue_links, kernel_page
 from ci.history.trends import machine_spread, regressions
 
@@ -38,17 +37,14 @@ LOG_FILE = REPO_ROOT / ".asv" / "site.log"  # asv's output, in full
 
 
 def run(options: SiteOptions) -> int:
-    """Build the site; 0 built, 2 the build failed (its reason printed)."""
+    """Build the site; 0 built; a failed build raises (its front: exit 2, one line)."""
     LOG_FILE.parent.mkdir(parents=True, exist_ok=True)
     log_to(LOG_FILE)
     try:
         report = build(options)
-    except (HarnessError, errors.HarnessError, BranchError) as exc:
-        log(f"error: {exc}")
-        return 2
     except Exception:
-        log(f"error: the site build itself failed (exit 2):\n{traceback.format_exc()}")
-        return 2
+        log_detail(traceback.format_exc())  # the front says it in one line; the log file keeps the whole
+        raise
     finally:
         log_to(None)
     markdown = "\n".join(summary_markdown(report))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ci.common.errors import InputError
 from ci.common.files import write_json_atomic
 from ci.common.json_file import JsonFileError, read_json
 from ci.speed.decide.exclusion import ExclusionRule, exclusion
@@ -28,7 +29,7 @@ IDENTITY_KEYS = ("gpu", "driver", "torch", "cuda", "rocm")
 _TOP_KEYS = {"schema", "about", "runner", "fitted", "restart_every", "spread", "benchmarks", "notes", "runs"}
 
 
-class NoiseModelError(ValueError):
+class NoiseModelError(InputError, ValueError):
     """The noise model file (or a record to fit from) is malformed; the message names the file and the key."""
 
 

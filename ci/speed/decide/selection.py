@@ -12,12 +12,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ci.common.errors import UsageError
 from ci.common.options import name_matches
 from ci.speed.decide.codes import Check, Status
 from ci.speed.engine.rounds import Benchmark
 
 
-class SelectionError(RuntimeError):
+class SelectionError(UsageError, RuntimeError):
     """The selection is unusable (a selector matches nothing, a kernel raised at head); the message says which."""
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ci.common.errors import InputError
 from ci.common.json_file import JsonFileError, parse_json
 
 THRESHOLDS_PATH = "ci/speed_thresholds.json"
@@ -21,7 +22,7 @@ _TOP_KEYS = {"schema", "default_threshold", "overrides", "about", "targets"}
 _OVERRIDE_KEYS = {"match", "threshold", "why"}
 
 
-class ThresholdsError(ValueError):
+class ThresholdsError(InputError, ValueError):
     """The thresholds file is malformed; the message names the file and the key."""
 
 

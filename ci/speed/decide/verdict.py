@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ci.common.errors import InputError
 from ci.common.json_file import JsonFileError, read_json
 from ci.speed.decide.codes import Status, Stop
 from ci.speed.decide.exclusion import ExclusionRule, PairedRound, paired_rounds
@@ -33,7 +34,7 @@ CALIBRATION_PATH = "ci/speed_calibration.json"
 RESOLVE_POWER = 0.99
 
 
-class RecordError(ValueError):
+class RecordError(InputError, ValueError):
     """A recorded JSON file cannot be replayed or read as a calibration; the message names the file and key."""
 
 

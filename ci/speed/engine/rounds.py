@@ -12,8 +12,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ci.common.errors import HarnessError
 
-class SurveyFailed(RuntimeError):
+
+class SurveyFailed(HarnessError, RuntimeError):
     """A side's worker could not survey its commit; the message names the side and why."""
 
 

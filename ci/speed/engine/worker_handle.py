@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from ci.common.commit_tree import kernels_of
+from ci.common.errors import HarnessError
 
 QUIT_TIMEOUT_S = 15.0
 _END = object()  # the worker closed its stdout
 
 
-class WorkerFailed(RuntimeError):
+class WorkerFailed(HarnessError, RuntimeError):
     """A worker died, hung, or refused a request; the message names side, device and request."""
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ci.common.commit_tree import REPO_ROOT
+from ci.common.errors import HarnessError
 from ci.speed.decide.codes import Status, Stop
 from ci.speed.decide.exclusion import ExclusionRule
 from ci.speed.decide.generations import RunNoise, run_noise
@@ -33,7 +34,7 @@ from harness.paired.sequential import SequentialPlan
 from harness.paired.verdict import Verdict
 
 
-class GateError(RuntimeError):
+class GateError(HarnessError, RuntimeError):
     """The gate cannot decide; the message says why (exit 2)."""
 
 

@@ -23,7 +23,7 @@ from ci.speed.decide.verdict import EXIT_INCONCLUSIVE, GATE_SCHEMA, RESOLVE_POWE
 from ci.speed.engine.survey import log
 from ci.speed.report.markdown import decision_reason, gate_markdown, plan_text
 from harness.paired import SequentialPlan, Verdict
-from harness.report import json_text, write_json_atomic
+from harness.report import json_text
 
 ALL_UNCHANGED = "PASS: unchanged (identical code), 0 GPU seconds"
 
@@ -75,7 +75,7 @@ def record_json(context: Context, results: Sequence[BenchmarkResult], correctnes
         "schema": GATE_SCHEMA,
         "mode": context.mode,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": ["python", "-m", "ci.speed.gate", *command],
+        "command": ["python", "-m", "ci.speed", *command],
         "verdict": STATUS_WORDS.get(code, "fail").lower(),
         "exit_code": code,
         "inconclusive_policy": inconclusive_policy(context.plan, fail_on_inconclusive),
@@ -237,15 +237,3 @@ def _plot(path: Path, results: Sequence[BenchmarkResult]) -> None:
         log(f"speed_gate: plot of {len(drawn)} benchmarks' rounds written to {plot_rounds(drawn, path)}")
     else:
         log(f"speed_gate: no benchmark was timed: no plot written to {path}")
-
-
-def write_error_json(path: str | Path | None, message: str) -> None:
-    """A harness error still leaves a verdict file, when one was asked for and can be written."""
-    if not path:
-        return
-    try:
-        write_json_atomic(path,
-                          {"schema": GATE_SCHEMA, "mode": "error", "verdict": "error", "exit_code": 2,
-                           "error": message})
-    except OSError:
-        pass

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ci.common.errors import InputError
 from ci.common.json_file import JsonFileError, read_json
 from ci.common.options import name_matches
 from ci.speed.decide.codes import Status
@@ -28,7 +29,7 @@ REMOVED = "REMOVED"  # Outcome.REMOVED.name: at base only
 REMOVED_NOTE = "removed at head"
 
 
-class ChangesFileError(ValueError):
+class ChangesFileError(InputError, ValueError):
     """A --changes file that cannot be used: unreadable, another schema, other commits, or without the arch."""
 
 

@@ -1,0 +1,133 @@
+"""One shape for every ``python -m ci.X`` front (asv's ``Command`` classes and its one ``main`` in spirit).
+
+A tool declares a :class:`Command`: its options on the parser (``arguments``), how the parsed values become
+one checked options object (``options``) and ``run(options) -> int``. :meth:`Command.main` owns the rest, the
+same for every front: the exit codes (0 pass, 1 a failed gate, 2 a harness error, 3 inconclusive where the tool
+has it, 130/143 after SIGINT/SIGTERM) and the ``--help`` section that lists them; ``--traceback``; one line
+``python -m ci.X: error: <message>`` on stderr for a :class:`~ci.common.errors.HarnessError` and for a crash
+(exit 2, never 1 or 3); the signals (:mod:`ci.common.interrupts`); and, where the front has ``--json``, one
+JSON object saying what stopped it there, written atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from ci.common import interrupts
+from ci.common.errors import HarnessError, UsageError, WriteError
+
+HARNESS_ERROR = "harness error: bad input, a missing or unwritable file, a tool that failed, or a crash (one line)"
+STOPPED = "child processes stopped, temporary files removed, no result"
+
+
+class Parser(argparse.ArgumentParser):
+    """A bad argument is a :class:`UsageError` (the runner's one line), not argparse's own exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} ({self.prog} --help)")
+
+
+@dataclass(frozen=True)
+class Command:
+    prog: str  # "python -m ci.speed": the error prefix and the usage line
+    doc: str  # its first paragraph is the description, the rest the epilog of --help
+    arguments: Callable[[argparse.ArgumentParser], None]
+    options: Callable[[argparse.Namespace], Any]  # the checked options object; a bad value raises HarnessError
+    run: Callable[[Any], int]
+    exits: Mapping[int, str]  # the tool's own meanings of 0, 1 and 3; 2 and 130/143 are the runner's
+    # The tool's schema in the error JSON at --json; None: its --json is state that an error must not overwrite.
+    error_fields: Mapping[str, Any] | None = field(default_factory=dict)
+    on_error: Callable[[argparse.Namespace, dict[str, Any]], None] | None = None  # besides the error JSON
+
+    def parser(self) -> argparse.ArgumentParser:
+        description, _, epilog = self.doc.strip().partition("\n\n")
+        codes = {**self.exits, 2: HARNESS_ERROR, 130: f"interrupted by SIGINT (143: SIGTERM): {STOPPED}"}
+        section = "exit codes:\n" + "\n".join(f"  {code:<4} {codes[code]}" for code in sorted(codes))
+        parser = Parser(
+            prog=self.prog,
+            description=description,
+            epilog=f"{epilog}\n\n{section}".strip(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        self.arguments(parser)
+        traceback_help = "on an error, also print the Python traceback"
+        parser.add_argument("--traceback", action="store_true", help=traceback_help)
+        subcommands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        for sub in (p for a in subcommands for p in a.choices.values()):  # not resetting a --traceback given before
+            sub.add_argument("--traceback", action="store_true", default=argparse.SUPPRESS, help=traceback_help)
+        return parser
+
+    def main(self, argv: Sequence[str] | None = None) -> int:
+        """Parse, check, run; every way out is one of the exit codes above, with one line on stderr if not 0/1/3."""
+        before = _install()
+        argv = list(sys.argv[1:] if argv is None else argv)
+        args = argparse.Namespace(traceback="--traceback" in argv)
+        parser = self.parser()
+        try:
+            args = self._parse(parser, argv)
+            return _work(self, args)
+        except HarnessError as exc:  # UsageError too: one line, as every other error (--help has the usage)
+            # A refused write: what was written (or its fallback) is not replaced by an error record.
+            return self._stop(args, f"error: {exc}", 2, keep_json=isinstance(exc, WriteError))
+        except KeyboardInterrupt as exc:  # interrupts.Interrupted too (SIGTERM)
+            signum = getattr(exc, "signum", signal.SIGINT)
+            return self._stop(args, f"interrupted by {signal.Signals(signum).name}: {STOPPED}", 128 + signum)
+        except Exception as exc:  # a defect, never "passed", "failed" or "inconclusive"
+            hint = "" if args.traceback else "; run again with --traceback for the Python traceback"
+            return self._stop(args, f"error: internal error ({type(exc).__name__}: {exc}){hint}", 2)
+        finally:
+            _restore(before)
+
+    def checked(self, argv: Sequence[str]) -> Any:
+        """The options object of ``argv``, as the front builds it (a bad argument raises UsageError): for tests."""
+        return self.options(self._parse(self.parser(), argv))
+
+    @staticmethod
+    def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+        args = parser.parse_args(list(argv))
+        args.command_line = tuple(argv)  # as given, for a tool's record
+        return args
+
+    def _stop(self, args: argparse.Namespace, message: str, code: int, keep_json: bool = False) -> int:
+        if code >= 128:
+            interrupts.ignore()  # a second Ctrl-C must not cut the line and the record short
+        if args.traceback and code == 2 and sys.exc_info()[0] is not None:
+            traceback.print_exc()
+        print(f"{self.prog}: {' '.join(message.split())}", file=sys.stderr, flush=True)
+        record = {**(self.error_fields or {}), "verdict": "error", "exit_code": code, "error": message}
+        json_path = getattr(args, "json", None)
+        if json_path and self.error_fields is not None and not keep_json:
+            from harness.report import write_json_atomic
+
+            try:
+                write_json_atomic(json_path, record)
+            except OSError:
+                pass  # the line above said what stopped; a JSON that cannot be written is not a second error
+        if self.on_error is not None:
+            self.on_error(args, record)
+        return code
+
+
+def _work(command: Command, args: argparse.Namespace) -> int:
+    return command.run(command.options(args))
+
+
+def _install() -> dict[signal.Signals, Any] | None:
+    """The signals' one mechanism for the run (interrupts.install); the previous handlers, to put back after."""
+    try:
+        before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        interrupts.install()
+    except ValueError:  # not the main thread (a test's worker thread): the caller's handlers stay
+        return None
+    return before
+
+
+def _restore(before: dict[signal.Signals, Any] | None) -> None:
+    for signum, handler in (before or {}).items():
+        signal.signal(signum, handler)

@@ -2,7 +2,8 @@
 
 Reproduce one GEMM benchmark by hand (from the repository root)::
 
-    asv run --quick --show-stderr -b "GemmOnGpu.track_time\\('triton_dot_scaled:m128_n256_k64_w8_s3', 'square_m08192" HEAD^!
+    asv run --quick --show-stderr \
+        -b "GemmOnGpu.track_time\\('triton_dot_scaled:m128_n256_k64_w8_s3', 'square_m08192" HEAD^!
 
 asv runs this suite (today's) against old commits, so: parameters are fixed data (:data:`KERNELS`,
 :data:`KERNEL_CONFIGS`, :data:`CPU_SHAPES`, harness/shapes.py; append only); the project under test is
@@ -173,8 +174,12 @@ def kernel_prepare(kernel: Any, config: str | None = None):
 def commit_reference(a, b, absolute: bool):
     """harness.output_check's ``reference``: the installed commit's float64 reference GEMM (every commit has one)."""
     reference, mxfp4 = import_project("reference"), import_project("mxfp4")
-    return reference.reference_gemm(mxfp4.MXFP4Tensor(a.data, a.scales), mxfp4.MXFP4Tensor(b.data, b.scales),
-                                    absolute=absolute, chunk_bytes=output_check.REFERENCE_CHUNK_BYTES)
+    return reference.reference_gemm(
+        mxfp4.MXFP4Tensor(a.data, a.scales),
+        mxfp4.MXFP4Tensor(b.data, b.scales),
+        absolute=absolute,
+        chunk_bytes=output_check.REFERENCE_CHUNK_BYTES,
+    )
 
 
 def check_timed_output(kept: output_check.KeptOutput) -> output_check.OutputReport:

@@ -26,7 +26,9 @@ from harness.report import write_json_atomic
 
 SUFFIX = ".records"
 FORMAT_VERSION = 1
-MACHINE_ENV = "MXFP4_ASV_MACHINE"  # set by ci.history.main_job; asv tells a benchmark its commit and env, not its machine
+MACHINE_ENV = (
+    "MXFP4_ASV_MACHINE"  # set by ci.history.main_job; asv tells a benchmark its commit and env, not its machine
+)
 RESULTS_DIR_ENV = "MXFP4_ASV_RESULTS_DIR"
 JOB_ENV = "MXFP4_MAIN_JOB"  # "<checkout>::<job id>", inherited by every process of one main-job run
 DEFAULT_RESULTS_DIR = ".asv/results"  # asv.conf.json "results_dir" (a test keeps the two equal)
@@ -37,7 +39,14 @@ FLAG_NOT_STEADY = "warm-up never steady"
 FLAG_THROTTLED = "clocks throttled"
 FLAG_INPUTS_WARM = "inputs may be cache resident"
 # Slowdown reasons (harness.gpu_state.SLOWDOWN_REASONS), repeated so this module needs no torch.
-_SLOWDOWNS = {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "throttled"}
+_SLOWDOWNS = {
+    "sw_power_cap",
+    "hw_slowdown",
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "throttled",
+}
 
 
 def results_file_stem(commit: str, env_name: str) -> str:
@@ -159,7 +168,12 @@ def quality_flags(timing: dict[str, Any], device_is_cpu: bool) -> list[str]:
         flags.append(FLAG_IDLE_OVERRIDDEN)
     if not timing.get("steady", True):
         flags.append(FLAG_NOT_STEADY)
-    reasons = {r for state in (timing.get("gpu_before"), timing.get("gpu_after")) if state for r in state.get("throttle_reasons", ())}
+    reasons = {
+        r
+        for state in (timing.get("gpu_before"), timing.get("gpu_after"))
+        if state
+        for r in state.get("throttle_reasons", ())
+    }
     if reasons & _SLOWDOWNS:
         flags.append(FLAG_THROTTLED)
     # On a CPU the inputs are always small enough to stay cached (harness.timing.CPU_MAX_INPUT_SETS): a
@@ -203,13 +217,23 @@ def measured_record(
 def _gpu_summary(state: dict[str, Any] | None) -> dict[str, Any] | None:
     if not state:
         return None
-    keep = ("name", "sm_clock_mhz", "max_sm_clock_mhz", "memory_clock_mhz", "temperature_c", "power_w", "throttle_reasons")
+    keep = (
+        "name",
+        "sm_clock_mhz",
+        "max_sm_clock_mhz",
+        "memory_clock_mhz",
+        "temperature_c",
+        "power_w",
+        "throttle_reasons",
+    )
     return {k: state.get(k) for k in keep}
 
 
 def is_harness_failure(exc: BaseException) -> bool:
     """The measuring code, not the kernel, could not measure (a busy or unwatchable GPU, no memory for inputs)."""
-    return type(exc).__name__ in {"GpuBusyError", "MonitorUnavailable", "OutOfMemoryError"} or isinstance(exc, MemoryError)
+    return type(exc).__name__ in {"GpuBusyError", "MonitorUnavailable", "OutOfMemoryError"} or isinstance(
+        exc, MemoryError
+    )
 
 
 def failure_kind(exc: BaseException) -> str:

@@ -102,8 +102,9 @@ def nan_failures(nonfinite: int, missing_nan: int) -> list[str]:
     return problems
 
 
-def _element_ratio(c: torch.Tensor, reference: torch.Tensor, abs_reference: torch.Tensor, k: int,
-                   valid: torch.Tensor) -> torch.Tensor:
+def _element_ratio(
+    c: torch.Tensor, reference: torch.Tensor, abs_reference: torch.Tensor, k: int, valid: torch.Tensor
+) -> torch.Tensor:
     """|C - R| / allowed per element (float64 C); 0 where the element is not ``valid``."""
     allowed = U_BF16 * reference.abs() + ACC_SIGMAS * math.sqrt(k) * U_FP32 * abs_reference
     return torch.where(valid, (c - reference).abs() / allowed.clamp_min(torch.finfo(torch.float64).tiny), 0.0)

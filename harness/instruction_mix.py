@@ -125,8 +125,9 @@ def mix_diff(base: Mapping[str, int], head: Mapping[str, int]) -> list[dict[str,
     rows = []
     for name in list(dict.fromkeys([*base, *head])):
         old, new = base.get(name, 0), head.get(name, 0)
-        rows.append({"instructions": name, "base": str(old), "head": str(new),
-                     "delta": "" if new == old else f"{new - old:+d}"})
+        rows.append(
+            {"instructions": name, "base": str(old), "head": str(new), "delta": "" if new == old else f"{new - old:+d}"}
+        )
     return rows
 
 

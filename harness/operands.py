@@ -66,4 +66,6 @@ def random_operand(
 def gemm_operands(m: int, n: int, k: int, *, seed: int, device: torch.device | str) -> tuple[Operand, Operand]:
     """A [M, K] and B [N, K] for one timing input set; A is drawn first from one generator seeded ``seed``."""
     generator = torch.Generator(device=device).manual_seed(seed)
-    return random_operand(m, k, generator=generator, device=device), random_operand(n, k, generator=generator, device=device)
+    return random_operand(m, k, generator=generator, device=device), random_operand(
+        n, k, generator=generator, device=device
+    )

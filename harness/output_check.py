@@ -77,17 +77,24 @@ class OutputReport:
         return "x".join(map(str, self.shape))
 
     def summary(self) -> str:
-        """"wrong result at MxNxK: ...; first bad element C[i,j]", or what was checked when it passed."""
+        """ "wrong result at MxNxK: ...; first bad element C[i,j]", or what was checked when it passed."""
         if self.passed:
-            return (f"correct at {self.shape_text} (whole output finite; {len(self.rows)} rows and "
-                    f"{len(self.columns)} columns match the reference)")
+            return (
+                f"correct at {self.shape_text} (whole output finite; {len(self.rows)} rows and "
+                f"{len(self.columns)} columns match the reference)"
+            )
         where = f"; first bad element C[{self.first_bad[0]},{self.first_bad[1]}]" if self.first_bad else ""
         return f"wrong result at {self.shape_text}: {'; '.join(self.failures)}{where}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"shape": list(self.shape), "passed": self.passed, "message": self.summary(),
-                "first_bad": list(self.first_bad) if self.first_bad else None,
-                "rows_checked": len(self.rows), "columns_checked": len(self.columns)}
+        return {
+            "shape": list(self.shape),
+            "passed": self.passed,
+            "message": self.summary(),
+            "first_bad": list(self.first_bad) if self.first_bad else None,
+            "rows_checked": len(self.rows),
+            "columns_checked": len(self.columns),
+        }
 
 
 def _mapped(report: AccuracyReport, rows: tuple[int, ...] | None, columns: tuple[int, ...] | None) -> list[str]:
@@ -97,8 +104,16 @@ def _mapped(report: AccuracyReport, rows: tuple[int, ...] | None, columns: tuple
     return [f.replace(f"C[{i},{j}]", whole) for f in report.value_failures]
 
 
-def check_output(out: torch.Tensor, a: Any, b: Any, reference: Reference, *, seed: int = 0,
-                 band: int = SAMPLE_BAND, cap: int = MAX_SAMPLES) -> OutputReport:
+def check_output(
+    out: torch.Tensor,
+    a: Any,
+    b: Any,
+    reference: Reference,
+    *,
+    seed: int = 0,
+    band: int = SAMPLE_BAND,
+    cap: int = MAX_SAMPLES,
+) -> OutputReport:
     """Judge ``out`` (bf16 [M, N]) = A . B^T for MXFP4 ``a`` [M, K] and ``b`` [N, K] (anything with .data, .scales)."""
     m, n = out.shape
     k = a.data.shape[1] * 2
@@ -133,8 +148,16 @@ def check_output(out: torch.Tensor, a: Any, b: Any, reference: Reference, *, see
     over = _first(element_ratio(column_out, column_ref, column_abs, k) > 1.0)
     bad.append(None if over is None else (over[0], columns[over[1]]))
     first_bad = min((x for x in bad if x is not None), default=None)
-    report = OutputReport((m, n, k), tuple(rows), tuple(columns), int(unexpected.sum()), int(missing.sum()),
-                          sampled_rows, sampled_columns, first_bad)
+    report = OutputReport(
+        (m, n, k),
+        tuple(rows),
+        tuple(columns),
+        int(unexpected.sum()),
+        int(missing.sum()),
+        sampled_rows,
+        sampled_columns,
+        first_bad,
+    )
     if first_bad is None and not report.passed:  # only a norm failed: name the worst sampled element
         i, j = sampled_rows.worst_element
         report = _with_first_bad(report, (rows[i], j))

@@ -124,8 +124,10 @@ def write_or_fallback(path: str | os.PathLike[str], data: bytes, what: str, log:
         spare = fallback_path(path, what)
         write_bytes_atomic(spare, data)
     except OSError as exc:
-        raise OSError(f"{what} {path}: cannot write there ({reason}), nor to a fallback file in "
-                      f"{tempfile.gettempdir()} ({exc.strerror or exc})") from None
+        raise OSError(
+            f"{what} {path}: cannot write there ({reason}), nor to a fallback file in "
+            f"{tempfile.gettempdir()} ({exc.strerror or exc})"
+        ) from None
     log(f"{what} {path}: cannot write there ({reason}); kept: the data in {spare}")
     return spare
 
@@ -179,7 +181,9 @@ def append_step_summary(markdown: str, environ: Mapping[str, str] | None = None)
     return Path(path)
 
 
-def append_step_summary_or_fallback(markdown: str, log: Callable[[str], None], environ: Mapping[str, str] | None = None) -> Path | None:
+def append_step_summary_or_fallback(
+    markdown: str, log: Callable[[str], None], environ: Mapping[str, str] | None = None
+) -> Path | None:
     """:func:`append_step_summary`; when ``$GITHUB_STEP_SUMMARY`` cannot be written, the Markdown goes to a
     named fallback file (:func:`write_or_fallback`) and ``log`` says where, instead of a traceback at the end."""
     try:

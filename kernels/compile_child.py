@@ -43,7 +43,9 @@ def child_environment(environ: Mapping[str, str] | None = None) -> dict[str, str
     return env
 
 
-def call_in_child(function: str, kwargs: Mapping[str, Any], *, what: str, timeout_s: float = CHILD_TIMEOUT_S) -> CompiledArtifact:
+def call_in_child(
+    function: str, kwargs: Mapping[str, Any], *, what: str, timeout_s: float = CHILD_TIMEOUT_S
+) -> CompiledArtifact:
     """Run ``function`` ("module:name", returning a CompiledArtifact) with JSON ``kwargs`` in a clean child."""
     with tempfile.TemporaryDirectory(prefix="compile-child-") as tmp:
         request, result = Path(tmp, "request.json"), Path(tmp, "artifact.json")

@@ -103,7 +103,9 @@ class Kernel(abc.ABC):
 
     def compile_only(self, arch: str, config: str | None = None) -> CompiledArtifact:
         if arch not in self.compile_archs:
-            raise NotImplementedError(f"{self.name} compiles without a GPU for {self.compile_archs or 'no arch'}, not {arch}")
+            raise NotImplementedError(
+                f"{self.name} compiles without a GPU for {self.compile_archs or 'no arch'}, not {arch}"
+            )
         name = config or self.default_config
         self.config(name)  # rejects an unknown config name here, not in a child process
         if self._compile_needs_clean_process():
@@ -137,8 +139,7 @@ class Kernel(abc.ABC):
     @abc.abstractmethod
     def _prepare(
         self, a: MXFP4Tensor, b: MXFP4Tensor, out: torch.Tensor, config: Mapping[str, Any]
-    ) -> Callable[[], None]:
-        ...
+    ) -> Callable[[], None]: ...
 
     def _compile_only(self, arch: str, config_name: str, config: Mapping[str, Any]) -> CompiledArtifact:
         raise NotImplementedError(f"{self.name} has no compile-only path")
@@ -180,7 +181,9 @@ def register(cls: type[Kernel]) -> type[Kernel]:
     if cls.backend not in BACKENDS:
         raise ValueError(f"{cls.__name__}: backend {cls.backend!r} is not one of {BACKENDS}")
     if cls.name in _REGISTRY and type(_REGISTRY[cls.name]) is not cls:
-        raise ValueError(f"kernel name {cls.name!r} is registered twice ({type(_REGISTRY[cls.name]).__name__}, {cls.__name__})")
+        raise ValueError(
+            f"kernel name {cls.name!r} is registered twice ({type(_REGISTRY[cls.name]).__name__}, {cls.__name__})"
+        )
     _REGISTRY[cls.name] = cls()
     return cls
 

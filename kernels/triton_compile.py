@@ -123,7 +123,9 @@ def target_for_arch(arch: str):
 # ---------------------------------------------------------------------------
 
 
-def _check_request(fn, kernel, config_name, arch, signature, constexprs, num_warps, num_stages, divisible_by_16) -> None:
+def _check_request(
+    fn, kernel, config_name, arch, signature, constexprs, num_warps, num_stages, divisible_by_16
+) -> None:
     for name, value in (("kernel", kernel), ("config_name", config_name), ("arch", arch)):
         if not isinstance(value, str) or not value:
             raise ValueError(f"{name}: expected a non-empty str, got {value!r}")
@@ -133,7 +135,9 @@ def _check_request(fn, kernel, config_name, arch, signature, constexprs, num_war
             raise ValueError(f"{name}: expected a positive int, got {value!r}")
     if num_warps & (num_warps - 1):
         raise ValueError(f"num_warps: must be a power of two, got {num_warps}")
-    if not isinstance(signature, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in signature.items()):
+    if not isinstance(signature, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in signature.items()
+    ):
         raise ValueError(f"signature: expected a dict of argument name -> Triton type string, got {signature!r}")
     if not isinstance(constexprs, Mapping) or not all(isinstance(k, str) for k in constexprs):
         raise ValueError(f"constexprs: expected a dict of argument name -> value, got {constexprs!r}")
@@ -284,14 +288,17 @@ def _tool_path(name: str) -> str:
     except (ImportError, AttributeError):  # older layout: the wheel's bin folder
         path = str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name)
     if not path or not Path(path).exists():
-        raise RuntimeError(f"{name}: not found (looked for {path!r}); the Triton wheel ships it under backends/nvidia/bin")
+        raise RuntimeError(
+            f"{name}: not found (looked for {path!r}); the Triton wheel ships it under backends/nvidia/bin"
+        )
     return path
 
 
 def _run(command: list[str]) -> str:
     done = subprocess.run(command, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
     if done.returncode != 0:
-        raise RuntimeError(f"{Path(command[0]).name} failed (exit {done.returncode}): {(done.stderr or done.stdout).strip()[-2000:]}")
+        raise RuntimeError(
+            f"{Path(command[0]).name} failed (exit {done.returncode}): {(done.stderr or done.stdout).strip()[-2000:]}"
+        )
     # ptxas -v reports on stderr, cuobjdump on stdout.
     return (done.stdout + done.stderr).strip()
-

@@ -27,7 +27,8 @@ from ci.notify import bundle
 from ci.notify.comment import (JOB_APPROVE, JOB_CHANGES, JOB_CPU, JOB_GPU, MARKER, STEP_BUDGET, STEP_CHANGES, STEP_GPU_TESTS,
                                STEP_SPEED, STEP_TESTS, Inputs, Links, render, render_capped)
 from ci.notify.markdown import GITHUB_BODY_LIMIT, code
-from ci.notify.records import MAX_BYTES, Rejected, changes_record, jobs_record, speed_record
+from ci.notify.records import changes_record, jobs_record, speed_record
+from ci.notify.untrusted import MAX_BYTES, Rejected
 
 cmarkgfm = pytest.importorskip("cmarkgfm", reason="cmarkgfm (GitHub's cmark-gfm) comes with the test extra")
 from cmarkgfm.cmark import Options  # noqa: E402

@@ -1,6 +1,6 @@
 """One regression, one issue, for its whole life (issue 38): identity, lifecycle, grouping, cap, rate limits.
 
-The planning is pure (ci.notify.matching over ci.notify.issue_state), so most of it is tested on
+The planning is pure (ci.notify.regression_issues.matching over ci.notify.regression_issues.issue_state), so most of it is tested on
 hand-made change points: a change point that moves, narrows, recovers, dissolves, comes back;
 20 benchmarks at one commit; more regressions in one run than the cap. The posting is tested
 through ``gh`` against tests/fake_github.py, with the rate-limit refusals it emulates, and the
@@ -19,10 +19,10 @@ from fake_github import FakeGitHub, State
 from issue_growth import HOSTILE, Scenario, benchmark_key, fixing_commit, grow, notify_in_process
 
 from ci.notify.github import GitHub, GitHubError, Limits
-from ci.notify.history import load_history_changes
-from ci.notify.issue_state import PREFIX, Tracked, parse, render_marker
-from ci.notify.issues import Context, body, title
-from ci.notify.matching import MAX_NEW, SETTLE, plan
+from ci.notify.regression_issues.history import load_history_changes
+from ci.notify.regression_issues.issue_state import PREFIX, Tracked, parse, render_marker
+from ci.notify.regression_issues.issues import Context, body, title
+from ci.notify.regression_issues.matching import MAX_NEW, SETTLE, plan
 from ci.notify.post import file_issues
 
 MACHINE = "h200-a"

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from ci.notify.comment import MARKER
-from ci.notify.history import load_history_changes
-from ci.notify.issue_state import parse, tracked
-from ci.notify.issues import body as issue_body, title as issue_title
-from ci.notify.matching import plan
+from ci.notify.regression_issues.history import load_history_changes
+from ci.notify.regression_issues.issue_state import parse, tracked
+from ci.notify.regression_issues.issues import body as issue_body, title as issue_title
+from ci.notify.regression_issues.matching import plan
 from ci.notify.post import plan_comment
 from fake_github import BOT, FakeGitHub, State
 

@@ -192,9 +192,9 @@ def test_the_join_is_the_filers_identity_not_a_name_a_title_or_a_label():
 
 
 def test_the_site_joins_exactly_as_the_filer_matches():
-    """ci.history.site.issue_links.join and ci.notify.matching pair the same change points with the same members."""
-    from ci.notify.issue_state import IssueState, Member, Tracked
-    from ci.notify.matching import _match
+    """ci.history.site.issue_links.join and ci.notify.regression_issues.matching pair the same change points with the same members."""
+    from ci.notify.regression_issues.issue_state import IssueState, Member, Tracked
+    from ci.notify.regression_issues.matching import _match
 
     rng = random.Random(5)
     for _ in range(200):

@@ -46,19 +46,27 @@ def _load_changes(report_path: Path) -> list[dict[str, Any]]:
         report = json.loads(Path(report_path).read_text())
     except (OSError, ValueError) as exc:
         raise OptionsError(f"--from-change-point {report_path}: not a readable JSON report ({exc})") from None
-    if isinstance(report, dict) and isinstance(report.get("machines"), list):  # the site build's (ci.history.publish --json)
+    if isinstance(report, dict) and isinstance(
+        report.get("machines"), list
+    ):  # the site build's (ci.history.publish --json)
         checked = [m for m in report["machines"] if isinstance(m, dict) and not m.get("not_checked")]
         changes = [c for m in checked for c in m.get("change_points") or [] if isinstance(c, dict)]
         if not checked:
-            raise OptionsError(f"--from-change-point {report_path}: no machine of the report was checked for change points")
+            raise OptionsError(
+                f"--from-change-point {report_path}: no machine of the report was checked for change points"
+            )
         return changes
     history = report.get("history") if isinstance(report, dict) else None
     if not isinstance(history, dict):
-        raise OptionsError(f"--from-change-point {report_path}: no 'history' section (is it python -m ci.history --json's "
-                           "report of a run that measured GEMM timings?)")
+        raise OptionsError(
+            f"--from-change-point {report_path}: no 'history' section (is it python -m ci.history --json's "
+            "report of a run that measured GEMM timings?)"
+        )
     if history.get("not_checked"):
-        raise OptionsError(f"--from-change-point {report_path}: machine {history.get('machine')} was not checked for "
-                           f"change points: {history['not_checked']}")
+        raise OptionsError(
+            f"--from-change-point {report_path}: machine {history.get('machine')} was not checked for "
+            f"change points: {history['not_checked']}"
+        )
     points = history.get("change_points")
     if not isinstance(points, list):
         raise OptionsError(f"--from-change-point {report_path}: 'history.change_points' is missing")
@@ -66,8 +74,10 @@ def _load_changes(report_path: Path) -> list[dict[str, Any]]:
 
 
 def _describe(changes: list[dict[str, Any]]) -> str:
-    return "; ".join(f"{i}: {c.get('benchmark')} in {str(c.get('last_before'))[:12]}..{str(c.get('first_after'))[:12]}"
-                     for i, c in enumerate(changes, 1))
+    return "; ".join(
+        f"{i}: {c.get('benchmark')} in {str(c.get('last_before'))[:12]}..{str(c.get('first_after'))[:12]}"
+        for i, c in enumerate(changes, 1)
+    )
 
 
 def choose(report_path: Path, bench: str | None = None, index: int | None = None) -> ChosenChange:
@@ -77,20 +87,26 @@ def choose(report_path: Path, bench: str | None = None, index: int | None = None
         raise OptionsError(f"--from-change-point {report_path}: the report has no change point: nothing to bisect")
     regressions = [c for c in changes if (c.get("change") or {}).get("direction") == REGRESSION]
     if not regressions:
-        raise OptionsError(f"--from-change-point {report_path}: its {len(changes)} change point(s) are improvements; "
-                           "only a slowdown is bisected")
+        raise OptionsError(
+            f"--from-change-point {report_path}: its {len(changes)} change point(s) are improvements; "
+            "only a slowdown is bisected"
+        )
     if bench is not None:
         regressions = [c for c in regressions if bench in (c.get("benchmark"), gate_bench_id(str(c.get("benchmark"))))]
         if not regressions:
             raise OptionsError(f"--bench {bench}: no regression change point of that benchmark in {report_path}")
     if index is None:
         if len(regressions) > 1:
-            raise OptionsError(f"--from-change-point {report_path}: {len(regressions)} regression change points, pick "
-                               f"one with --index N (or narrow with --bench): {_describe(regressions)}")
+            raise OptionsError(
+                f"--from-change-point {report_path}: {len(regressions)} regression change points, pick "
+                f"one with --index N (or narrow with --bench): {_describe(regressions)}"
+            )
         index = 1
     if not 1 <= index <= len(regressions):
-        raise OptionsError(f"--index {index}: the report has {len(regressions)} regression change point(s)"
-                           f"{' of that benchmark' if bench else ''}: {_describe(regressions)}")
+        raise OptionsError(
+            f"--index {index}: the report has {len(regressions)} regression change point(s)"
+            f"{' of that benchmark' if bench else ''}: {_describe(regressions)}"
+        )
     picked = regressions[index - 1]
     good, bad = picked.get("last_before"), picked.get("first_after")
     if not (isinstance(good, str) and isinstance(bad, str) and good and bad):

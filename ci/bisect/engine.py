@@ -65,20 +65,29 @@ class Bisection:
             return []
         low, high = self.interval
         start = 0 if low == self.good else self.candidates.index(low) + 1
-        return self.candidates[start:self.candidates.index(high) + 1]
+        return self.candidates[start : self.candidates.index(high) + 1]
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "schema": "mxfp4-bisect/1", "good": self.good, "bad": self.bad, "outcome": self.outcome.value,
-            "culprit": self.culprit, "interval": list(self.interval) if self.interval else None,
-            "remaining": self.remaining(), "commits": self.commits, "candidates": self.candidates,
-            "skipped_identical_code": self.skipped, "comparisons": len(self.measurements),
+            "schema": "mxfp4-bisect/1",
+            "good": self.good,
+            "bad": self.bad,
+            "outcome": self.outcome.value,
+            "culprit": self.culprit,
+            "interval": list(self.interval) if self.interval else None,
+            "remaining": self.remaining(),
+            "commits": self.commits,
+            "candidates": self.candidates,
+            "skipped_identical_code": self.skipped,
+            "comparisons": len(self.measurements),
             "comparison_bound": self.comparison_bound,
             "measurements": [vars(m) for m in self.measurements],
         }
 
 
-def candidates(good: str, commits: Sequence[str], key: Callable[[str], Hashable | None]) -> tuple[list[str], dict[str, str]]:
+def candidates(
+    good: str, commits: Sequence[str], key: Callable[[str], Hashable | None]
+) -> tuple[list[str], dict[str, str]]:
     """The commits whose fingerprint key differs from their parent's (``good`` is the first one's parent)."""
     kept, skipped = [], {}
     parent, parent_key = good, key(good)
@@ -92,8 +101,13 @@ def candidates(good: str, commits: Sequence[str], key: Callable[[str], Hashable 
     return kept, skipped
 
 
-def bisect(good: str, commits: Sequence[str], key: Callable[[str], Hashable | None], measure: Measurer,
-           log: Callable[[str], None] = lambda line: None) -> Bisection:
+def bisect(
+    good: str,
+    commits: Sequence[str],
+    key: Callable[[str], Hashable | None],
+    measure: Measurer,
+    log: Callable[[str], None] = lambda line: None,
+) -> Bisection:
     """The first of ``commits`` (oldest first, ending at the bad one) at which ``measure`` sees the regression."""
     if not commits:
         raise ValueError("no commits between good and bad: is good an ancestor of bad on the first-parent line?")

@@ -41,14 +41,17 @@ def parse_bench(text: str) -> tuple[str, str, str]:
 def measurement_from_record(record: dict[str, Any], base: str, head: str) -> Measurement:
     benchmarks = record.get("benchmarks") or []
     if len(benchmarks) != 1:
-        raise MeasureError(f"the gate's record has {len(benchmarks)} benchmarks, expected 1 (verdict {record.get('verdict')!r})")
+        raise MeasureError(
+            f"the gate's record has {len(benchmarks)} benchmarks, expected 1 (verdict {record.get('verdict')!r})"
+        )
     bench = benchmarks[0]
     estimate = (bench.get("decision") or {}).get("estimate") or {}
     verdict = bench.get("verdict")
     if verdict is None:
         raise MeasureError(f"{head[:12]}: the gate gave no verdict ({bench.get('status')}: {bench.get('note')})")
-    return Measurement(base, head, verdict, estimate.get("point"), estimate.get("low"), estimate.get("high"),
-                       bench.get("threshold"))
+    return Measurement(
+        base, head, verdict, estimate.get("point"), estimate.get("low"), estimate.get("high"), bench.get("threshold")
+    )
 
 
 @dataclass(frozen=True)
@@ -63,10 +66,26 @@ class SpeedGateMeasurer:
     def __call__(self, base: str, head: str) -> Measurement:
         with tempfile.TemporaryDirectory(prefix="bisect-") as scratch:
             out = Path(scratch) / "verdict.json"
-            command = [sys.executable, "-m", "ci.speed", "--base", base, "--head", head, "--kernel", self.kernel,
-                       "--config", self.config, "--shape", self.shape, "--json", str(out),
-                       # A midpoint may have the good end's code again (a revert): measured, never skipped unseen.
-                       "--measure-identical", *self.gate_args]
+            command = [
+                sys.executable,
+                "-m",
+                "ci.speed",
+                "--base",
+                base,
+                "--head",
+                head,
+                "--kernel",
+                self.kernel,
+                "--config",
+                self.config,
+                "--shape",
+                self.shape,
+                "--json",
+                str(out),
+                # A midpoint may have the good end's code again (a revert): measured, never skipped unseen.
+                "--measure-identical",
+                *self.gate_args,
+            ]
             self.log("running " + " ".join(command))
             done = subprocess.run(command, cwd=self.repo, env=dict(os.environ), stdout=sys.stderr)
             if done.returncode not in (0, 1, 3):  # 3: inconclusive (the zone rule), a verdict the engine stops on

@@ -1,7 +1,8 @@
 """Find the commit that made a benchmark slower: bisection with the speed gate (the front of ``python -m ci.bisect``).
 
     python -m ci.bisect --good A --bad B --bench 'kernel[config]/shape' [--json out.json] [-- <speed gate args>]
-    python -m ci.bisect --from-change-point REPORT.json [--bench ID] [--index N] [--json out.json] [-- <speed gate args>]
+    python -m ci.bisect --from-change-point REPORT.json [--bench ID] [--index N] [--json out.json] \
+        [-- <speed gate args>]
 
 ``--from-change-point`` takes good, bad and the benchmark from a regression change point of the main
 job's JSON report (ci.bisect.change_point); it excludes --good/--bad.
@@ -42,14 +43,25 @@ class BisectOptions:
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--good", help="a commit measured at the old speed")
     parser.add_argument("--bad", help="a later first-parent commit measured slower")
-    parser.add_argument("--from-change-point", metavar="REPORT", type=Path,
-                        help="instead of --good/--bad/--bench: a regression change point of this main-job JSON "
-                             "(python -m ci.history --json): good = the last commit before its suspected range, bad = its end")
-    parser.add_argument("--index", type=int, metavar="N",
-                        help="with --from-change-point: the N-th regression change point (from 1, after --bench narrowed them)")
-    parser.add_argument("--bench", metavar="ID",
-                        help="the speed gate's benchmark id, kernel[config]/shape (with --from-change-point: which "
-                             "benchmark's change points; the asv key works too)")
+    parser.add_argument(
+        "--from-change-point",
+        metavar="REPORT",
+        type=Path,
+        help="instead of --good/--bad/--bench: a regression change point of this main-job JSON "
+        "(python -m ci.history --json): good = the last commit before its suspected range, bad = its end",
+    )
+    parser.add_argument(
+        "--index",
+        type=int,
+        metavar="N",
+        help="with --from-change-point: the N-th regression change point (from 1, after --bench narrowed them)",
+    )
+    parser.add_argument(
+        "--bench",
+        metavar="ID",
+        help="the speed gate's benchmark id, kernel[config]/shape (with --from-change-point: which "
+        "benchmark's change points; the asv key works too)",
+    )
     add_arch(parser, ",".join(DEFAULT_ARCHS))  # a commit is skipped unmeasured only when its code is identical on all
     add_repo(parser)
     add_json(parser, "the bisection (schema mxfp4-bisect/1)")
@@ -83,8 +95,18 @@ def options_from(args: argparse.Namespace) -> BisectOptions:
         raise OptionsError(f"--good/--bad: {exc}") from None
     if good == bad or not repo.is_ancestor(repo.commit(good), repo.commit(bad)):
         raise OptionsError(f"--good {args.good} must be an ancestor of --bad {args.bad}")
-    return BisectOptions(good, bad, args.bench, kernel, config, shape, archs, output_value(args.json, "--json"),
-                         Path(args.repo), tuple(args.gate_args))
+    return BisectOptions(
+        good,
+        bad,
+        args.bench,
+        kernel,
+        config,
+        shape,
+        archs,
+        output_value(args.json, "--json"),
+        Path(args.repo),
+        tuple(args.gate_args),
+    )
 
 
 def first_parent_range(repo_path: Path, good: str, bad: str) -> list[str]:
@@ -93,14 +115,20 @@ def first_parent_range(repo_path: Path, good: str, bad: str) -> list[str]:
     return repo.git.rev_list("--first-parent", "--reverse", f"{good}..{bad}", "--").split()
 
 
-def run(options: BisectOptions, measure=None, key=None, log: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> int:
+def run(
+    options: BisectOptions,
+    measure=None,
+    key=None,
+    log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+) -> int:
     """Bisect with ``measure`` and ``key`` (default: the speed gate and the code fingerprint); write the outputs."""
     from ci.bisect import engine, measurer, report
     from ci.common.files import write_json_atomic
     from harness.report import append_step_summary_or_fallback
 
-    measure = measure or measurer.SpeedGateMeasurer(options.kernel, options.config, options.shape, options.repo,
-                                                    options.gate_args, log)
+    measure = measure or measurer.SpeedGateMeasurer(
+        options.kernel, options.config, options.shape, options.repo, options.gate_args, log
+    )
     key = key or measurer.FingerprintKey(options.repo, options.kernel, options.config, options.archs, log)
     commits = first_parent_range(options.repo, options.good, options.bad)
     if commits[-1:] != [options.bad]:
@@ -114,8 +142,14 @@ def run(options: BisectOptions, measure=None, key=None, log: Callable[[str], Non
     return 0 if result.outcome is engine.Outcome.CULPRIT else 1
 
 
-COMMAND = Command("python -m ci.bisect", __doc__ or "", _arguments, options_from, run,
-                  {0: "a culprit is named", 1: "inconclusive, no regression, or no code change (the step summary says which)"})
+COMMAND = Command(
+    "python -m ci.bisect",
+    __doc__ or "",
+    _arguments,
+    options_from,
+    run,
+    {0: "a culprit is named", 1: "inconclusive, no regression, or no code change (the step summary says which)"},
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -68,11 +68,11 @@ def parse_budget(text: str, where: str, *, allow_legacy: bool = False) -> Budget
     if allow_legacy and data.get("schema") == LEGACY_BUDGET_SCHEMA:
         return _parse_legacy_budget(data, where)
     if data.get("schema") != BUDGET_SCHEMA:
-        raise HarnessError(f"{where}: \"schema\" must be {BUDGET_SCHEMA!r}, got {data.get('schema')!r}")
+        raise HarnessError(f'{where}: "schema" must be {BUDGET_SCHEMA!r}, got {data.get("schema")!r}')
     defaults = _parse_default_tolerances(data.get("default_tolerances"), f"{where}: default_tolerances")
     targets = data.get("targets")
     if not isinstance(targets, dict):
-        raise HarnessError(f"{where}: \"targets\" must be an object of kernel/arch/config -> limits")
+        raise HarnessError(f'{where}: "targets" must be an object of kernel/arch/config -> limits')
     entries, overrides = {}, {}
     for target, entry in targets.items():
         entries[target], override = _parse_entry(target, entry, f"{where}: targets[{target!r}]")
@@ -83,16 +83,17 @@ def parse_budget(text: str, where: str, *, allow_legacy: bool = False) -> Budget
 
 def _parse_default_tolerances(block: Any, where: str) -> dict[str, int]:
     if not isinstance(block, dict):
-        raise HarnessError(f"{where}: must be an object of field -> {{\"tolerance\": N, \"why\": \"...\"}}")
+        raise HarnessError(f'{where}: must be an object of field -> {{"tolerance": N, "why": "..."}}')
     unknown = sorted(set(block) - set(METRIC_BY_FIELD))
     missing = [name for name in METRIC_BY_FIELD if name not in block]
     if unknown or missing:
-        raise HarnessError(f"{where}: every compared field needs a tolerance and its reason; "
-                           f"unknown {unknown}, missing {missing}")
+        raise HarnessError(
+            f"{where}: every compared field needs a tolerance and its reason; unknown {unknown}, missing {missing}"
+        )
     tolerances = {}
     for name, spec in block.items():
         if not isinstance(spec, dict) or set(spec) != {"tolerance", "why"}:
-            raise HarnessError(f"{where}.{name}: expected {{\"tolerance\": N, \"why\": \"...\"}}, got {spec!r}")
+            raise HarnessError(f'{where}.{name}: expected {{"tolerance": N, "why": "..."}}, got {spec!r}')
         if not isinstance(spec["why"], str) or not spec["why"].strip():
             raise HarnessError(f"{where}.{name}.why: say what this tolerance protects (a non-empty string)")
         tolerances[name] = _check_tolerance(name, spec["tolerance"], f"{where}.{name}.tolerance")
@@ -116,8 +117,10 @@ def _parse_entry(target: str, entry: Any, where: str) -> tuple[dict[str, int], d
     allowed = FAMILY_KEYS[family]
     unknown = sorted(set(entry) - set(allowed) - {"tolerance"})
     if unknown:
-        raise HarnessError(f"{where}: unknown key(s) {unknown} for {parts[1]}; known: {sorted(allowed) + ['tolerance']} "
-                           "(spills and scratch cannot be budgeted: they must be 0)")
+        raise HarnessError(
+            f"{where}: unknown key(s) {unknown} for {parts[1]}; known: {sorted(allowed) + ['tolerance']} "
+            "(spills and scratch cannot be budgeted: they must be 0)"
+        )
     missing = [key for key in allowed if key not in entry]
     if missing:
         raise HarnessError(f"{where}: missing required key(s) {missing}")
@@ -126,7 +129,7 @@ def _parse_entry(target: str, entry: Any, where: str) -> tuple[dict[str, int], d
         _check_count(value, f"{where}.{key}")
     override = entry.get("tolerance", {})
     if not isinstance(override, dict):
-        raise HarnessError(f"{where}.tolerance: expected an object of field -> tolerance, e.g. {{\"sgpr\": 4}}")
+        raise HarnessError(f'{where}.tolerance: expected an object of field -> tolerance, e.g. {{"sgpr": 4}}')
     measured = {BUDGET_KEYS[key].field for key in allowed} | set(SPILL_FIELDS)
     for name, value in override.items():
         if name not in measured:
@@ -139,7 +142,7 @@ def _parse_legacy_budget(data: Mapping[str, Any], where: str) -> Budget:
     """The /1 schema: limits only are needed (its one tolerance covered registers and arch VGPRs)."""
     targets = data.get("targets")
     if not isinstance(targets, dict):
-        raise HarnessError(f"{where}: \"targets\" must be an object")
+        raise HarnessError(f'{where}: "targets" must be an object')
     entries = {}
     for target, entry in targets.items():
         if not isinstance(entry, dict):
@@ -170,8 +173,10 @@ def read_base_budget(repo, sha: str) -> Budget | None:
     try:
         return parse_budget(text, f"{BUDGET_PATH} at base", allow_legacy=True)
     except HarnessError as exc:
-        print(f"budget_gate: note: ignoring the base's budget ({exc}); its measured numbers stand in for it",
-              file=sys.stderr)
+        print(
+            f"budget_gate: note: ignoring the base's budget ({exc}); its measured numbers stand in for it",
+            file=sys.stderr,
+        )
         return None
 
 

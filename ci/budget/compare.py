@@ -110,15 +110,21 @@ def _hard_limits(usage: Mapping[str, Any]) -> list[Finding]:
     if spills:
         found.append(Finding(Reason.SPILLS, facts={"counts": spills}))
     if usage["shared_bytes"] > usage["shared_limit"]:
-        found.append(Finding(Reason.SHARED_OVER_HARDWARE, "shared_bytes",
-                             {"shared_bytes": usage["shared_bytes"], "shared_limit": usage["shared_limit"]}))
+        found.append(
+            Finding(
+                Reason.SHARED_OVER_HARDWARE,
+                "shared_bytes",
+                {"shared_bytes": usage["shared_bytes"], "shared_limit": usage["shared_limit"]},
+            )
+        )
     elif usage["occupancy"] == 0:
         found.append(Finding(Reason.CANNOT_LAUNCH, "occupancy", {"limited_by": usage.get("occupancy_limited_by")}))
     return found
 
 
-def _check_metric(check: TargetCheck, metric: Metric, usage, base_usage, entry, base_entry, budget: Budget,
-                  base_budget: Budget | None) -> int | None:
+def _check_metric(
+    check: TargetCheck, metric: Metric, usage, base_usage, entry, base_entry, budget: Budget, base_budget: Budget | None
+) -> int | None:
     """Compare one field with its budget limit and its base value; return the limit that would accept it, or None."""
     if usage.get(metric.field) is None:
         return None  # not measured on this arch (AGPRs, SGPRs, copies on sm_90; spill bytes on gfx950)
@@ -148,12 +154,25 @@ def _check_metric(check: TargetCheck, metric: Metric, usage, base_usage, entry, 
     # legacy one without this key) is taken at its measured value: an entry is no blank cheque.
     base_limit = before if base_entry is None or key not in base_entry else base_entry[key]
     loosening = max(0, metric.worse_by(limit, base_limit)) if limit is not None and key is not None else 0
-    facts = {"value": value, "before": before, "growth": growth, "tolerance": tolerance, "loosening": loosening,
-             "key": key, "base_limit": base_limit, "limit": limit, "base_tolerance": None}
+    facts = {
+        "value": value,
+        "before": before,
+        "growth": growth,
+        "tolerance": tolerance,
+        "loosening": loosening,
+        "key": key,
+        "base_limit": base_limit,
+        "limit": limit,
+        "base_tolerance": None,
+    }
     if growth <= loosening:
         check.findings.append(Finding(Reason.BUDGET_EDIT_EXEMPT, name, facts))
         return needed
-    step = _lost_occupancy_step(name, usage, metric.worsened(before, loosening)) if growth <= loosening + tolerance else None
+    step = (
+        _lost_occupancy_step(name, usage, metric.worsened(before, loosening))
+        if growth <= loosening + tolerance
+        else None
+    )
     if growth <= loosening + tolerance and not step:
         if base_budget is not None and base_budget.schema == BUDGET_SCHEMA:
             base_tolerance = base_budget.tolerance(check.target, name)

@@ -59,7 +59,11 @@ def measure(
             continue
         except Exception as exc:  # a kernel that fails to compile is a result, not a crash
             results[name] = {"ok": False, "kind": "compile", "error": describe_error(exc)}
-            print(f"    FAILED after {time.perf_counter() - start:.1f} s: {results[name]['error']}", file=progress, flush=True)
+            print(
+                f"    FAILED after {time.perf_counter() - start:.1f} s: {results[name]['error']}",
+                file=progress,
+                flush=True,
+            )
             continue
         results[name] = {"ok": True, "usage": usage.to_dict()}
         print(f"    {usage.registers} regs, {time.perf_counter() - start:.1f} s", file=progress, flush=True)
@@ -112,8 +116,11 @@ def run(options: ResourcesOptions) -> int:
     print(text_table(rows))
     if options.isa_dir is not None:
         kept = sorted(p.name for p in Path(options.isa_dir).glob("*")) if Path(options.isa_dir).is_dir() else []
-        print(f"ci.budget.resources: assembly of {len(results)} target(s) written to {options.isa_dir} "
-              f"({len(kept)} files there)", file=sys.stderr)
+        print(
+            f"ci.budget.resources: assembly of {len(results)} target(s) written to {options.isa_dir} "
+            f"({len(kept)} files there)",
+            file=sys.stderr,
+        )
     failed = sorted(name for name, result in results.items() if not result["ok"])
     unreadable = sorted(name for name, result in results.items() if result.get("kind") == "parse")
     if options.json:
@@ -125,9 +132,14 @@ def run(options: ResourcesOptions) -> int:
             return 2
     append_step_summary("### Kernel resources (compile-only)\n\n" + markdown_table(rows))
     if unreadable:
-        print(f"ci.budget.resources: error: cannot read the compiler output of {', '.join(unreadable)}", file=sys.stderr)
+        print(
+            f"ci.budget.resources: error: cannot read the compiler output of {', '.join(unreadable)}", file=sys.stderr
+        )
         return 2
     if failed:
-        print(f"ci.budget.resources: {len(failed)} of {len(results)} target(s) failed to compile: {', '.join(failed)}", file=sys.stderr)
+        print(
+            f"ci.budget.resources: {len(failed)} of {len(results)} target(s) failed to compile: {', '.join(failed)}",
+            file=sys.stderr,
+        )
         return 1
     return 0

@@ -36,10 +36,16 @@ class Reason(enum.Enum):
         return self not in _NOTES
 
 
-_NOTES = frozenset({
-    Reason.REMOVAL_INTENDED, Reason.BASE_DID_NOT_COMPILE, Reason.BASE_HAD_NO_ENTRY,
-    Reason.OVER_BUDGET_WITHIN_TOLERANCE, Reason.WORSE_THAN_BASE_WITHIN_TOLERANCE, Reason.BUDGET_EDIT_EXEMPT,
-})
+_NOTES = frozenset(
+    {
+        Reason.REMOVAL_INTENDED,
+        Reason.BASE_DID_NOT_COMPILE,
+        Reason.BASE_HAD_NO_ENTRY,
+        Reason.OVER_BUDGET_WITHIN_TOLERANCE,
+        Reason.WORSE_THAN_BASE_WITHIN_TOLERANCE,
+        Reason.BUDGET_EDIT_EXEMPT,
+    }
+)
 # A budget edit cannot accept these: the gate proposes no entry for a target that has one.
 NOT_BUDGETABLE = frozenset({Reason.SPILLS})
 
@@ -77,4 +83,10 @@ class Finding:
 
     def to_json(self) -> dict[str, Any]:
         step = None if self.step is None else vars(self.step)
-        return {"code": self.code.name, "fails": self.fails, "metric": self.metric, "facts": dict(self.facts), "step": step}
+        return {
+            "code": self.code.name,
+            "fails": self.fails,
+            "metric": self.metric,
+            "facts": dict(self.facts),
+            "step": step,
+        }

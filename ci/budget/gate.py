@@ -26,9 +26,12 @@ from ci.common.options import add_arch, add_commits, add_json, add_selection, st
 def _arguments(parser: argparse.ArgumentParser) -> None:
     add_commits(parser)
     parser.add_argument("--budget", metavar="PATH", help=f"budget file to use (default: {BUDGET_PATH} of the head)")
-    parser.add_argument("--update-budget", action="store_true",
-                        help="write the tightened entries of passing targets into --budget or the working tree's "
-                        f"{BUDGET_PATH} (only ever tightens)")
+    parser.add_argument(
+        "--update-budget",
+        action="store_true",
+        help="write the tightened entries of passing targets into --budget or the working tree's "
+        f"{BUDGET_PATH} (only ever tightens)",
+    )
     add_selection(parser)
     add_arch(parser, None)
     add_json(parser)
@@ -36,9 +39,16 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 def _options(args: argparse.Namespace) -> GateOptions:
     options = GateOptions.checked(
-        head=args.head or "HEAD", base=args.base, working_tree=args.working_tree, budget=args.budget,
-        update_budget=args.update_budget, kernel=args.kernel, arch=args.arch, config=args.config,
-        repo=args.repo, json=args.json,
+        head=args.head or "HEAD",
+        base=args.base,
+        working_tree=args.working_tree,
+        budget=args.budget,
+        update_budget=args.update_budget,
+        kernel=args.kernel,
+        arch=args.arch,
+        config=args.config,
+        repo=args.repo,
+        json=args.json,
     )
     step_summary_value()
     return options
@@ -50,9 +60,15 @@ def _run(options: GateOptions) -> int:
     return run(options)
 
 
-COMMAND = Command("python -m ci.budget", __doc__ or "", _arguments, _options, _run,
-                  {0: "pass", 1: "the gate failed (a target over its budget or its base, a spill, a target gone)"},
-                  error_fields={"schema": GATE_SCHEMA})
+COMMAND = Command(
+    "python -m ci.budget",
+    __doc__ or "",
+    _arguments,
+    _options,
+    _run,
+    {0: "pass", 1: "the gate failed (a target over its budget or its base, a spill, a target gone)"},
+    error_fields={"schema": GATE_SCHEMA},
+)
 
 
 def main(argv: list[str] | None = None) -> int:

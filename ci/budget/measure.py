@@ -37,11 +37,19 @@ def measure_tree(tree: Path, label: str, only: Mapping[str, Sequence[str]]) -> M
     with kernels_of(tree) as (folder, env):
         out = folder / "resources.json"
         cmd = [sys.executable, "-m", "ci.budget.resources", "--json", str(out), "--allow-empty"]
-        cmd += [f"--{name}={value}" for name, values in only.items()
-                for value in ([",".join(values)] if name == "arch" and values else values)]
+        cmd += [
+            f"--{name}={value}"
+            for name, values in only.items()
+            for value in ([",".join(values)] if name == "arch" and values else values)
+        ]
         print(f"budget_gate: measuring {label} in {tree}", file=sys.stderr, flush=True)
-        run = run_forwarding_stderr(cmd, cwd=folder, env=env, timeout_s=CHILD_TIMEOUT_S,
-                                    log=lambda line: print(f"  [{label}] {line}", file=sys.stderr, flush=True))
+        run = run_forwarding_stderr(
+            cmd,
+            cwd=folder,
+            env=env,
+            timeout_s=CHILD_TIMEOUT_S,
+            log=lambda line: print(f"  [{label}] {line}", file=sys.stderr, flush=True),
+        )
         if run.timed_out:
             raise HarnessError(f"{' '.join(cmd)} took over {CHILD_TIMEOUT_S} s in {tree}")
         returncode, stderr_tail = run.returncode, run.tail()
@@ -73,7 +81,7 @@ def load_results(text: str, where: str, tree: Path | None = None) -> dict[str, d
     results = data["targets"]
     for target, result in results.items():
         if not isinstance(result, dict) or not isinstance(result.get("ok"), bool):
-            raise HarnessError(f"{where}: targets[{target!r}] has no boolean \"ok\"")
+            raise HarnessError(f'{where}: targets[{target!r}] has no boolean "ok"')
         if result.get("kind") == "parse":
             raise HarnessError(f"{where}: cannot parse the compiler output of {target}: {result.get('error')}")
         if result["ok"]:

@@ -54,12 +54,24 @@ class GateOptions:
     json: Path | None = None
 
     @classmethod
-    def checked(cls, *, head: str = "HEAD", base: str | None = None, working_tree: bool = False,
-                budget: str | Path | None = None, update_budget: bool = False, kernel: Names = None,
-                arch: Names = None, config: Names = None, repo: str | Path = ".",
-                json: str | Path | None = None) -> GateOptions:
+    def checked(
+        cls,
+        *,
+        head: str = "HEAD",
+        base: str | None = None,
+        working_tree: bool = False,
+        budget: str | Path | None = None,
+        update_budget: bool = False,
+        kernel: Names = None,
+        arch: Names = None,
+        config: Names = None,
+        repo: str | Path = ".",
+        json: str | Path | None = None,
+    ) -> GateOptions:
         if working_tree and head != "HEAD":
-            raise OptionsError(f"--head {head} and --working-tree exclude each other: the working tree is measured on HEAD")
+            raise OptionsError(
+                f"--head {head} and --working-tree exclude each other: the working tree is measured on HEAD"
+            )
         if not head:
             raise OptionsError("--head must name a commit")
         if base == "":
@@ -71,9 +83,18 @@ class GateOptions:
             raise OptionsError(f"budget file {budget_path} does not exist")
         if budget_path is not None and update_budget:
             output_value(budget_path, "--budget (written by --update-budget)")
-        return cls(head=head, base=base, working_tree=working_tree, budget=budget_path, update_budget=update_budget,
-                   kernel=_names(kernel, "--kernel"), arch=_archs(arch), config=_names(config, "--config"),
-                   repo=Path(repo), json=output_value(json, "--json"))
+        return cls(
+            head=head,
+            base=base,
+            working_tree=working_tree,
+            budget=budget_path,
+            update_budget=update_budget,
+            kernel=_names(kernel, "--kernel"),
+            arch=_archs(arch),
+            config=_names(config, "--config"),
+            repo=Path(repo),
+            json=output_value(json, "--json"),
+        )
 
     @property
     def selectors(self) -> dict[str, tuple[str, ...]]:
@@ -100,9 +121,17 @@ class ResourcesOptions:
     allow_empty: bool = False
 
     @classmethod
-    def checked(cls, *, kernel: Names = None, arch: Names = None, config: Names = None,
-                json: str | Path | None = None, isa_dir: str | Path | None = None, list_only: bool = False,
-                allow_empty: bool = False) -> ResourcesOptions:
+    def checked(
+        cls,
+        *,
+        kernel: Names = None,
+        arch: Names = None,
+        config: Names = None,
+        json: str | Path | None = None,
+        isa_dir: str | Path | None = None,
+        list_only: bool = False,
+        allow_empty: bool = False,
+    ) -> ResourcesOptions:
         kernel, arch, config = _names(kernel, "--kernel"), _archs(arch), _names(config, "--config")
         try:
             every = compile_targets()

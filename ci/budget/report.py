@@ -24,8 +24,13 @@ DIRTY_FILES_SHOWN = 10
 
 # Side by side, one unit per column: the merge-base's value, the head's and the budget's limit.
 SIDE_BY_SIDE = (("regs", "registers"), ("LDS bytes", "shared_bytes"), ("occupancy", "occupancy"))
-OTHER_COUNTS = (("arch_vgpr", "arch_vgpr"), ("agpr", "agpr"), ("sgpr", "sgpr"), ("acc_copies", "accvgpr_copies"),
-                ("in_loop", "accvgpr_copies_in_loop"))
+OTHER_COUNTS = (
+    ("arch_vgpr", "arch_vgpr"),
+    ("agpr", "agpr"),
+    ("sgpr", "sgpr"),
+    ("acc_copies", "accvgpr_copies"),
+    ("in_loop", "accvgpr_copies_in_loop"),
+)
 
 
 def _value(record: Mapping | None, name: str) -> str:
@@ -56,8 +61,11 @@ def table_rows(checks: Iterable[TargetCheck]) -> list[dict[str, str]]:
         spills = ", ".join(f"{f}={head[f]}" for f in SPILL_FIELDS if head and head.get(f)) or ("0" if head else "-")
         row = {"target": c.target, "status": c.status.upper()}
         for label, name in SIDE_BY_SIDE:
-            row |= {f"{label} base": _value(base, name), f"{label} head": _value(head, name),
-                    f"{label} budget": _limit(c.budget, name)}
+            row |= {
+                f"{label} base": _value(base, name),
+                f"{label} head": _value(head, name),
+                f"{label} budget": _limit(c.budget, name),
+            }
         unit = (head or base or {}).get("occupancy_unit")
         row["occupancy unit"] = unit or "-"
         row["regs limit"] = _value(head, "register_limit")
@@ -88,7 +96,7 @@ def render_suggestion(edits: Mapping[str, Mapping[str, Any]]) -> str:
     if not edits:
         return ""
     return (
-        f"To accept these numbers on purpose, edit {BUDGET_PATH} -- under \"targets\", set:\n{_entries_text(edits)}\n"
+        f'To accept these numbers on purpose, edit {BUDGET_PATH} -- under "targets", set:\n{_entries_text(edits)}\n'
         "(spills, scratch, LDS over the hardware limit and compile failures cannot be accepted by a budget edit)"
     )
 
@@ -98,23 +106,29 @@ def render_ratchet(edits: Mapping[str, Mapping[str, Any]]) -> str:
         return ""
     return (
         f"Ratchet: these targets now use less than their budget. Tighten {BUDGET_PATH} so the next change cannot "
-        f"spend the room silently -- under \"targets\", set (or rerun with --update-budget):\n{_entries_text(edits)}"
+        f'spend the room silently -- under "targets", set (or rerun with --update-budget):\n{_entries_text(edits)}'
     )
 
 
 def dirty_warning(files: Sequence[str], head_sha: str) -> str:
     if not files:
         return ""
-    shown = ", ".join(files[:DIRTY_FILES_SHOWN]) + (f" and {len(files) - DIRTY_FILES_SHOWN} more" if len(files) > DIRTY_FILES_SHOWN else "")
-    return (f"budget_gate: WARNING: {len(files)} uncommitted file(s) NOT measured (this run checks commit "
-            f"{head_sha[:12]}; add --working-tree to include them): {shown}")
+    shown = ", ".join(files[:DIRTY_FILES_SHOWN]) + (
+        f" and {len(files) - DIRTY_FILES_SHOWN} more" if len(files) > DIRTY_FILES_SHOWN else ""
+    )
+    return (
+        f"budget_gate: WARNING: {len(files)} uncommitted file(s) NOT measured (this run checks commit "
+        f"{head_sha[:12]}; add --working-tree to include them): {shown}"
+    )
 
 
 def update_line(updated: Mapping[str, Mapping[str, int]], path) -> str:
     """What ``--update-budget`` did."""
     return "budget_gate: --update-budget: " + (
         f"tightened {', '.join(f'{t} ({json.dumps(c)})' for t, c in sorted(updated.items()))} in {path}"
-        if updated else f"nothing to tighten in {path}")
+        if updated
+        else f"nothing to tighten in {path}"
+    )
 
 
 def verdict_line(checks: Sequence[TargetCheck]) -> str:
@@ -138,8 +152,14 @@ class GateReport:
 
 def gate_report(checks: Sequence[TargetCheck], base_note: str, dirty: str) -> GateReport:
     verdict = "fail" if any(c.status == "fail" for c in checks) else "pass"
-    return GateReport(verdict, base_note, table_rows(checks), render_suggestion(suggested_edits(checks)),
-                      render_ratchet(tightened_edits(checks)), dirty)
+    return GateReport(
+        verdict,
+        base_note,
+        table_rows(checks),
+        render_suggestion(suggested_edits(checks)),
+        render_ratchet(tightened_edits(checks)),
+        dirty,
+    )
 
 
 def markdown_summary(report: GateReport) -> str:
@@ -169,8 +189,15 @@ def check_json(check: TargetCheck) -> dict[str, Any]:
     }
 
 
-def gate_json(report: GateReport, checks: Sequence[TargetCheck], *, base: Mapping[str, Any], head: Mapping[str, Any],
-              dirty_files: Sequence[str], budget_updated: Mapping[str, Any] | None) -> dict[str, Any]:
+def gate_json(
+    report: GateReport,
+    checks: Sequence[TargetCheck],
+    *,
+    base: Mapping[str, Any],
+    head: Mapping[str, Any],
+    dirty_files: Sequence[str],
+    budget_updated: Mapping[str, Any] | None,
+) -> dict[str, Any]:
     return {
         "schema": GATE_SCHEMA,
         "verdict": report.verdict,

@@ -34,8 +34,15 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _options(args: argparse.Namespace) -> ResourcesOptions:  # checked before minutes of compiling, not after
-    return ResourcesOptions.checked(kernel=args.kernel, arch=args.arch, config=args.config, json=args.json,
-                                    isa_dir=args.isa_dir, list_only=args.list, allow_empty=args.allow_empty)
+    return ResourcesOptions.checked(
+        kernel=args.kernel,
+        arch=args.arch,
+        config=args.config,
+        json=args.json,
+        isa_dir=args.isa_dir,
+        list_only=args.list,
+        allow_empty=args.allow_empty,
+    )
 
 
 def _run(options: ResourcesOptions) -> int:
@@ -44,8 +51,14 @@ def _run(options: ResourcesOptions) -> int:
     return run(options)
 
 
-COMMAND = Command("python -m ci.budget.resources", __doc__ or "", _arguments, _options, _run,
-                  {0: "every target compiled", 1: "a target failed to compile (its error is in the table and JSON)"})
+COMMAND = Command(
+    "python -m ci.budget.resources",
+    __doc__ or "",
+    _arguments,
+    _options,
+    _run,
+    {0: "every target compiled", 1: "a target failed to compile (its error is in the table and JSON)"},
+)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -99,13 +99,21 @@ def run(options: GateOptions) -> int:
     print("\n" + verdict_line(checks))
     append_step_summary_or_fallback(markdown_summary(report), refused.append)
     if options.json:
-        write_or_fallback(options.json, json_text(gate_json(
-            report, checks,
-            base={"ref": base.ref, "sha": base.sha, "note": base_note},
-            head={"ref": options.head, "sha": head_sha, "working_tree": options.working_tree},
-            dirty_files=dirty_files,
-            budget_updated={"path": str(update_path), "changes": updated} if updated else None,
-        )).encode("utf-8"), "--json", refused.append)
+        write_or_fallback(
+            options.json,
+            json_text(
+                gate_json(
+                    report,
+                    checks,
+                    base={"ref": base.ref, "sha": base.sha, "note": base_note},
+                    head={"ref": options.head, "sha": head_sha, "working_tree": options.working_tree},
+                    dirty_files=dirty_files,
+                    budget_updated={"path": str(update_path), "changes": updated} if updated else None,
+                )
+            ).encode("utf-8"),
+            "--json",
+            refused.append,
+        )
     if refused:
         raise WriteError("; ".join(refused))
     return 1 if report.verdict == "fail" else 0
@@ -121,5 +129,7 @@ def _nothing_selected(only: Mapping[str, Sequence[str]], names: set[str]) -> str
     if not asked:
         return "no compile target and no budget entry: nothing was checked"
     known = [sorted({n.split("/")[i] for n in names}) for i in range(3)]
-    return (f"{asked} matches no target at head, base or in the budget; known kernels: {', '.join(known[0]) or '-'}; "
-            f"archs: {', '.join(known[1]) or '-'}; configs: {', '.join(known[2]) or '-'}")
+    return (
+        f"{asked} matches no target at head, base or in the budget; known kernels: {', '.join(known[0]) or '-'}; "
+        f"archs: {', '.join(known[1]) or '-'}; configs: {', '.join(known[2]) or '-'}"
+    )

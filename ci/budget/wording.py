@@ -18,8 +18,10 @@ def sentence(finding: Finding) -> str:
 
 
 def _step(step: OccupancyStep) -> str:
-    return (f"crosses an occupancy step ({step.resource} alone allows {step.then} -> {step.now} {step.unit}): "
-            "no tolerance covers that, only a budget edit")
+    return (
+        f"crosses an occupancy step ({step.resource} alone allows {step.then} -> {step.now} {step.unit}): "
+        "no tolerance covers that, only a budget edit"
+    )
 
 
 def _metric(f: Finding) -> Metric:
@@ -37,8 +39,10 @@ def _over_budget(f: Finding) -> str:
 
 def _over_budget_within_tolerance(f: Finding) -> str:
     facts, metric = f.facts, _metric(f)
-    return (f"{f.metric} {facts['value']} {metric.comparison} budget {facts['key']} {facts['limit']} by {facts['over']}: "
-            f"within its tolerance {facts['tolerance']}")
+    return (
+        f"{f.metric} {facts['value']} {metric.comparison} budget {facts['key']} {facts['limit']} by {facts['over']}: "
+        f"within its tolerance {facts['tolerance']}"
+    )
 
 
 def _change(f: Finding) -> str:
@@ -55,7 +59,8 @@ def _worse_than_base(f: Finding) -> str:
         return f"{_change(f)}, which {_step(f.step)}"
     tolerance, loosening = f.facts["tolerance"], f.facts["loosening"]
     allowed = f"allowed {loosening + tolerance} (tolerance {tolerance}" + (
-        f" + {loosening} loosened by this change's budget edit: {_edit(f)})" if loosening else ")")
+        f" + {loosening} loosened by this change's budget edit: {_edit(f)})" if loosening else ")"
+    )
     return f"{_change(f)}, {allowed}"
 
 
@@ -68,19 +73,23 @@ def _worse_than_base_within_tolerance(f: Finding) -> str:
 
 _SENTENCES: dict[Reason, Callable[[Finding], str]] = {
     Reason.MISSING_TARGET: lambda f: (
-        f"no longer compiled at head: listed in {' and '.join(f.facts['listed_in'])} but not by head's registry"),
+        f"no longer compiled at head: listed in {' and '.join(f.facts['listed_in'])} but not by head's registry"
+    ),
     Reason.COMPILE_FAILED: lambda f: f"does not compile at head: {f.facts['error']}",
     Reason.SPILLS: lambda f: "spills/scratch must be 0: " + ", ".join(f"{k}={v}" for k, v in f.facts["counts"].items()),
     Reason.SHARED_OVER_HARDWARE: lambda f: (
-        f"shared memory/LDS {f.facts['shared_bytes']} B exceeds the hardware limit {f.facts['shared_limit']} B"),
+        f"shared memory/LDS {f.facts['shared_bytes']} B exceeds the hardware limit {f.facts['shared_limit']} B"
+    ),
     Reason.CANNOT_LAUNCH: lambda f: f"occupancy 0: cannot launch ({f.facts['limited_by']})",
     Reason.NO_BUDGET_ENTRY: lambda f: f"no budget entry in {BUDGET_PATH}",
     Reason.OVER_BUDGET: _over_budget,
     Reason.WORSE_THAN_BASE: _worse_than_base,
     Reason.REMOVAL_INTENDED: lambda f: "gone at head; its budget entry was deleted in this change",
     Reason.BASE_DID_NOT_COMPILE: lambda f: "fixed: the base failed to compile",
-    Reason.BASE_HAD_NO_ENTRY: lambda f: ("the base had this target but no budget entry: its measured numbers stand in "
-                                         "for one, so this entry exempts only what it sets above them"),
+    Reason.BASE_HAD_NO_ENTRY: lambda f: (
+        "the base had this target but no budget entry: its measured numbers stand in "
+        "for one, so this entry exempts only what it sets above them"
+    ),
     Reason.OVER_BUDGET_WITHIN_TOLERANCE: _over_budget_within_tolerance,
     Reason.WORSE_THAN_BASE_WITHIN_TOLERANCE: _worse_than_base_within_tolerance,
     Reason.BUDGET_EDIT_EXEMPT: lambda f: f"{_change(f)}: accepted by this change's budget edit ({_edit(f)})",

@@ -166,8 +166,11 @@ def _fingerprint_tree(tree, archs, kernels, with_environment, log) -> TreeFinger
             for config in kernel["configs"]:
                 device = device_part(kernel, arch, config, child["compiled"])
                 fingerprints[(kernel["name"], config, arch)] = Fingerprint(
-                    kernel["name"], config, arch, launch, device, environment)
-    benchmarks = {arch: [b for b in child["benchmarks"][arch] if name_matches(b["kernel"], kernels or ())] for arch in archs}
+                    kernel["name"], config, arch, launch, device, environment
+                )
+    benchmarks = {
+        arch: [b for b in child["benchmarks"][arch] if name_matches(b["kernel"], kernels or ())] for arch in archs
+    }
     return TreeFingerprints(fingerprints, benchmarks, child["compiled"])
 
 
@@ -201,7 +204,10 @@ class ChildFailed(HarnessError, RuntimeError):
 
 def _run_child(tree: Path, request: Mapping[str, Any], log: Callable[[str], None]) -> dict[str, Any]:
     try:
-        with kernels_of(tree) as (folder, env), tempfile.TemporaryDirectory(prefix=f"{MARKER}{os.getpid()}-fingerprint-") as tmp:
+        with (
+            kernels_of(tree) as (folder, env),
+            tempfile.TemporaryDirectory(prefix=f"{MARKER}{os.getpid()}-fingerprint-") as tmp,
+        ):
             request_path, result_path = Path(tmp, "request.json"), Path(tmp, "result.json")
             request_path.write_text(json.dumps(request))
             cmd = [sys.executable, "-m", "ci.common.device_code", str(request_path), str(result_path)]
@@ -245,8 +251,10 @@ def environment_part(measuring_root: Path = REPO_ROOT) -> Part:
 def environment_fields(measuring_root: Path) -> dict[str, str]:
     fields = {"python": platform.python_version()}
     for folder in ("harness", "asv_bench"):
-        files = {p.relative_to(measuring_root).as_posix(): launch_path.source_digest(p.read_text(), str(p))
-                 for p in sorted((Path(measuring_root) / folder).rglob("*.py"))}
+        files = {
+            p.relative_to(measuring_root).as_posix(): launch_path.source_digest(p.read_text(), str(p))
+            for p in sorted((Path(measuring_root) / folder).rglob("*.py"))
+        }
         fields[folder] = launch_path.combined_digest(files)
     for module in ("torch", "triton", "flydsl"):
         try:
@@ -267,8 +275,12 @@ def _driver_version() -> str:
     if rocm.is_file():
         return "rocm " + rocm.read_text().strip()
     try:
-        done = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=30)
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         if done.returncode == 0 and done.stdout.strip():
             return "nvidia " + done.stdout.split()[0]
     except (OSError, subprocess.TimeoutExpired):
@@ -296,7 +308,11 @@ def compare_fingerprints(base: Fingerprint | None, head: Fingerprint | None) -> 
         what.append("launch path: " + ", ".join(changed))
     if base.device_code.digest != head.device_code.digest:
         what.append(f"{head.arch} code of {head.config}")
-    if base.environment is not None and head.environment is not None and base.environment.digest != head.environment.digest:
+    if (
+        base.environment is not None
+        and head.environment is not None
+        and base.environment.digest != head.environment.digest
+    ):
         old, new = base.environment.files, head.environment.files
         what.append("environment: " + ", ".join(sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))))
     return Comparison(Outcome.DIFFERS, tuple(what)) if what else Comparison(Outcome.IDENTICAL)

@@ -85,7 +85,9 @@ def run_forwarding_stderr(
     The child is killed at ``timeout_s`` (``ChildRun.timed_out``) and on any interruption of
     this process (Ctrl-C, a cancelled job), so no child is left measuring or compiling.
     """
-    proc = subprocess.Popen(list(cmd), cwd=cwd, env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        list(cmd), cwd=cwd, env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     with tracked(proc):  # killed by ci.common.interrupts on SIGINT/SIGTERM, whichever thread waits here
         return _wait_forwarding(proc, log, timeout_s)
 

@@ -41,8 +41,12 @@ def check_kernel(kernel, a: MXFP4Tensor, b: MXFP4Tensor, config: str | None = No
 
 def commit_reference(a: Operand, b: Operand, absolute: bool) -> torch.Tensor:
     """harness.output_check's ``reference``: this process's kernels.reference (the commit's, in a gate's child)."""
-    return reference_gemm(MXFP4Tensor(a.data, a.scales), MXFP4Tensor(b.data, b.scales), absolute=absolute,
-                          chunk_bytes=output_check.REFERENCE_CHUNK_BYTES)
+    return reference_gemm(
+        MXFP4Tensor(a.data, a.scales),
+        MXFP4Tensor(b.data, b.scales),
+        absolute=absolute,
+        chunk_bytes=output_check.REFERENCE_CHUNK_BYTES,
+    )
 
 
 def check_output(out: torch.Tensor, a, b, *, seed: int = 0) -> output_check.OutputReport:

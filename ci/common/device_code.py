@@ -109,8 +109,14 @@ def describe_registry(archs: Sequence[str]) -> dict[str, Any]:
     from kernels.registry import all_kernels
 
     kernels = [
-        {"name": k.name, "module": type(k).__module__, "backend": k.backend, "configs": list(k.configs),
-         "runs_on": list(k.runs_on), "compile_archs": list(k.compile_archs)}
+        {
+            "name": k.name,
+            "module": type(k).__module__,
+            "backend": k.backend,
+            "configs": list(k.configs),
+            "runs_on": list(k.runs_on),
+            "compile_archs": list(k.compile_archs),
+        }
         for k in all_kernels()
     ]
     benchmarks: dict[str, list[dict[str, Any]]] = {arch: [] for arch in archs}
@@ -119,10 +125,18 @@ def describe_registry(archs: Sequence[str]) -> dict[str, Any]:
             if not devices.arch_matches(arch, kernel.runs_on) or (arch == "cpu" and kernel.backend in cpu_excluded):
                 continue
             for config in kernel.configs:
-                for shape in (cpu_shapes if arch == "cpu" else BENCHMARK_SHAPES):
+                for shape in cpu_shapes if arch == "cpu" else BENCHMARK_SHAPES:
                     if _supports(kernel, (shape.m, shape.n, shape.k), config):
-                        benchmarks[arch].append({"kernel": kernel.name, "config": config, "shape": shape.name,
-                                                 "m": shape.m, "n": shape.n, "k": shape.k})
+                        benchmarks[arch].append(
+                            {
+                                "kernel": kernel.name,
+                                "config": config,
+                                "shape": shape.name,
+                                "m": shape.m,
+                                "n": shape.n,
+                                "k": shape.k,
+                            }
+                        )
     return {"kernels": kernels, "benchmarks": benchmarks}
 
 
@@ -156,8 +170,14 @@ def compile_targets(targets: Sequence[Sequence[str]]) -> dict[str, dict[str, Any
             usage = usage_from_artifact(artifact).to_dict()
         except Exception as exc:  # resources are for the report; the fingerprint does not need them
             usage = {"error": f"{type(exc).__name__}: {exc}"}
-        results[name] = {"ok": True, "digest": digest(text), "kind": kind, "mix_kind": mix_kind,
-                         "mix_text": mix_text, "usage": usage}
+        results[name] = {
+            "ok": True,
+            "digest": digest(text),
+            "kind": kind,
+            "mix_kind": mix_kind,
+            "mix_text": mix_text,
+            "usage": usage,
+        }
     return results
 
 
@@ -170,8 +190,10 @@ def run_request(request: Mapping[str, Any]) -> dict[str, Any]:
     wanted = request.get("kernels") or ()
     targets = sorted(
         (k["name"], arch, config)
-        for k in described["kernels"] if name_matches(k["name"], wanted)
-        for arch in archs if arch in k["compile_archs"]
+        for k in described["kernels"]
+        if name_matches(k["name"], wanted)
+        for arch in archs
+        if arch in k["compile_archs"]
         for config in k["configs"]
     )
     described["compiled"] = compile_targets(targets) if request.get("compile", True) else {}

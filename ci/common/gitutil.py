@@ -78,8 +78,10 @@ def deepen_hint(base_ref: str | None = None, remotes: Iterable[str] = ("origin",
         remote, branch = "origin", "main"
     # The refspec also creates the remote-tracking ref, which a single-branch clone lacks for other branches.
     deepen = f"git fetch --deepen=200 {remote} {branch}:refs/remotes/{remote}/{branch}"
-    return (f"this is a shallow clone: fetch the history, e.g. `git fetch --unshallow` or `{deepen}` "
-            "(GitHub Actions: actions/checkout with fetch-depth: 0)")
+    return (
+        f"this is a shallow clone: fetch the history, e.g. `git fetch --unshallow` or `{deepen}` "
+        "(GitHub Actions: actions/checkout with fetch-depth: 0)"
+    )
 
 
 def running_in_ci(environ: Mapping[str, str] | None = None) -> bool:
@@ -110,8 +112,10 @@ def resolve_base(
             missing = f"none of {', '.join(DEFAULT_BASE_REFS)} exists"
             if running_in_ci() if ci is None else ci:
                 shallow = f"; {deepen_hint()}" if is_shallow(repo) else ""
-                raise GitError(f"no base to compare with: {missing}, and under CI a base is required; pass --base REF "
-                               f"or fetch main (`git fetch origin main:refs/remotes/origin/main`){shallow}")
+                raise GitError(
+                    f"no base to compare with: {missing}, and under CI a base is required; pass --base REF "
+                    f"or fetch main (`git fetch origin main:refs/remotes/origin/main`){shallow}"
+                )
             return Base(None, None, f"no base: {missing}; checked against budget only")
         base_ref = candidates[0]
     elif not resolves(repo, base_ref):
@@ -124,7 +128,11 @@ def resolve_base(
         raise GitError(f"the head ({head_sha[:12]}) and {base_ref!r} have no common ancestor{hint}")
     sha = merge_bases[0].hexsha
     if sha == head_sha and not head_may_be_base:
-        return Base(None, base_ref, f"no base: the merge-base of HEAD and {base_ref} is HEAD itself; checked against budget only")
+        return Base(
+            None,
+            base_ref,
+            f"no base: the merge-base of HEAD and {base_ref} is HEAD itself; checked against budget only",
+        )
     return Base(sha, base_ref, f"base: merge-base of HEAD and {base_ref} = {sha[:12]}")
 
 

@@ -80,7 +80,7 @@ def tagged_processes(checkout: Path, *, except_job: str | None = None) -> list[i
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         tag = _environ(int(entry.name)).get(JOB_ENV, "")
-        if tag.startswith(prefix) and tag[len(prefix):] != except_job:
+        if tag.startswith(prefix) and tag[len(prefix) :] != except_job:
             found.append(int(entry.name))
     return sorted(found)
 
@@ -140,14 +140,21 @@ def _hold(lock_path: Path, what: str, holder: dict) -> int:
         owner = _holder(lock_path)
         pid = re.match(r"pid (\d+)", owner)
         stop = f", or stop it (kill -INT {pid.group(1)})" if pid else ""
-        raise JobConflict(f"another main job is running {what}: {owner}, holding {lock_path}. Wait for it{stop}") from None
+        raise JobConflict(
+            f"another main job is running {what}: {owner}, holding {lock_path}. Wait for it{stop}"
+        ) from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps(holder).encode(), 0)
     return fd
 
 
 def _holder_info(job_id: str, checkout: Path) -> dict:
-    return {"pid": os.getpid(), "job": job_id, "checkout": str(checkout), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    return {
+        "pid": os.getpid(),
+        "job": job_id,
+        "checkout": str(checkout),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
 
 
 def lock_machine(job: Job, machine: str) -> None:
@@ -160,7 +167,13 @@ def lock_machine(job: Job, machine: str) -> None:
         except OSError:
             pass
     name = re.sub(r"[^A-Za-z0-9._-]", "_", machine)
-    job.locks.append(_hold(folder / f"{name}.lock", f"under the machine name {machine!r} on this host", _holder_info(job.id, job.checkout)))
+    job.locks.append(
+        _hold(
+            folder / f"{name}.lock",
+            f"under the machine name {machine!r} on this host",
+            _holder_info(job.id, job.checkout),
+        )
+    )
 
 
 def start(checkout: Path, log) -> Job:
@@ -170,15 +183,25 @@ def start(checkout: Path, log) -> Job:
     lock = _hold(checkout / ".asv" / "main_job.lock", "in this checkout", _holder_info(job_id, checkout))
     try:
         previous = _read(job_file)
-        if previous and previous.get("job") != job_id and _start_time(previous["pid"]) == previous.get("start_time") \
-                and previous["pid"] != os.getpid():
+        if (
+            previous
+            and previous.get("job") != job_id
+            and _start_time(previous["pid"]) == previous.get("start_time")
+            and previous["pid"] != os.getpid()
+        ):
             # A job of a version without the lock file, still running.
             raise JobConflict(
                 f"another main job is running in this checkout: pid {previous['pid']} since {previous.get('started')} "
                 f"({job_file}). Wait for it, or stop it (kill -INT {previous['pid']})"
             )
         _clean_up_after(previous, checkout, log)
-        job = Job(id=job_id, checkout=checkout, tmp_dir=Path(tempfile.mkdtemp(prefix="mxfp4-main-job-")), job_file=job_file, locks=[lock])
+        job = Job(
+            id=job_id,
+            checkout=checkout,
+            tmp_dir=Path(tempfile.mkdtemp(prefix="mxfp4-main-job-")),
+            job_file=job_file,
+            locks=[lock],
+        )
         write_json_atomic(
             job_file,
             {

@@ -52,8 +52,12 @@ def normalized_source(text: str, where: str = "<source>") -> str:
 
 def _has_docstring(node: ast.AST) -> bool:
     body = getattr(node, "body", [])
-    return bool(body) and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+    return (
+        bool(body)
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
         and isinstance(body[0].value.value, str)
+    )
 
 
 def source_digest(text: str, where: str = "<source>") -> str:
@@ -89,8 +93,11 @@ def _imported_modules(tree: Path, module: str, syntax: ast.AST) -> set[str]:
                 base = node.module or ""
             found.add(base)
             # ``from kernels import preshuffle`` imports a submodule, not a name.
-            found.update(f"{base}.{alias.name}" for alias in node.names
-                         if _is_package(tree, base) and _exists(tree, f"{base}.{alias.name}"))
+            found.update(
+                f"{base}.{alias.name}"
+                for alias in node.names
+                if _is_package(tree, base) and _exists(tree, f"{base}.{alias.name}")
+            )
     project = {m for m in found if m == PACKAGE or m.startswith(PACKAGE + ".")}
     with_parents = set(project)
     for m in project:

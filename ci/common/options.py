@@ -32,43 +32,80 @@ class OptionsError(UsageError, ValueError):
 
 
 def add_commits(parser: Parser, *, head: str = "the commit to check", working_tree: bool = True) -> None:
-    parser.add_argument("--base", metavar="REF", help="compare with the merge-base of the head and REF (default: origin/main, else main)")
+    parser.add_argument(
+        "--base",
+        metavar="REF",
+        help="compare with the merge-base of the head and REF (default: origin/main, else main)",
+    )
     parser.add_argument("--head", metavar="REF", help=f"{head} (default: HEAD)")
     if working_tree:
-        parser.add_argument("--working-tree", action="store_true",
-                            help="the current files, uncommitted edits included, are the head (the base may then be HEAD)")
+        parser.add_argument(
+            "--working-tree",
+            action="store_true",
+            help="the current files, uncommitted edits included, are the head (the base may then be HEAD)",
+        )
     add_repo(parser)
 
 
 def add_repo(parser: Parser) -> None:
-    parser.add_argument("--repo", metavar="DIR", default=".", help="the git repository (default: the current directory)")
+    parser.add_argument(
+        "--repo", metavar="DIR", default=".", help="the git repository (default: the current directory)"
+    )
 
 
 def add_selection(parser: Parser, *, config: bool = True, shape: bool = False) -> None:
-    parser.add_argument("--kernel", action="append", default=[], metavar="NAME",
-                        help="only kernels with this registered name (repeatable; * and ? match)")
+    parser.add_argument(
+        "--kernel",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only kernels with this registered name (repeatable; * and ? match)",
+    )
     if config:
-        parser.add_argument("--config", action="append", default=[], metavar="NAME",
-                            help="only configs with this name (repeatable; * and ? match)")
+        parser.add_argument(
+            "--config",
+            action="append",
+            default=[],
+            metavar="NAME",
+            help="only configs with this name (repeatable; * and ? match)",
+        )
     if shape:
-        parser.add_argument("--shape", action="append", default=[], metavar="NAME|MxNxK",
-                            help="only this shape: a harness.shapes or asv CPU shape name, or MxNxK (repeatable)")
+        parser.add_argument(
+            "--shape",
+            action="append",
+            default=[],
+            metavar="NAME|MxNxK",
+            help="only this shape: a harness.shapes or asv CPU shape name, or MxNxK (repeatable)",
+        )
 
 
 def add_arch(parser: Parser, default: str | None, default_text: str = "") -> None:
-    parser.add_argument("--arch", default=default, metavar="ARCH[,ARCH]",
-                        help=f"the compile targets whose device code counts, comma-separated, of {', '.join(KNOWN_ARCHS)} "
-                             f"(default {default_text or default or 'all'})")
+    parser.add_argument(
+        "--arch",
+        default=default,
+        metavar="ARCH[,ARCH]",
+        help=f"the compile targets whose device code counts, comma-separated, of {', '.join(KNOWN_ARCHS)} "
+        f"(default {default_text or default or 'all'})",
+    )
 
 
 def add_timing(parser: Parser) -> None:
-    parser.add_argument("--timing", action="append", default=[], metavar="FIELD=VALUE",
-                        help="override a harness.timing.TimingBudget field, e.g. rep_ms=200 (repeatable)")
+    parser.add_argument(
+        "--timing",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a harness.timing.TimingBudget field, e.g. rep_ms=200 (repeatable)",
+    )
 
 
 def add_json(parser: Parser, what: str = "the verdict") -> None:
-    parser.add_argument("--json", type=Path, metavar="PATH",
-                        help=f"write {what} as JSON here (atomically; checked writable before any work)")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        metavar="PATH",
+        help=f"write {what} as JSON here (atomically; checked writable before any work)",
+    )
 
 
 def add_machine(parser: Parser) -> None:
@@ -77,8 +114,9 @@ def add_machine(parser: Parser) -> None:
 
 def add_max_minutes(parser: Parser, default: float | None, what: str) -> None:
     shown = "none" if not default else f"{default:g}"
-    parser.add_argument("--max-minutes", type=float, default=default, metavar="M",
-                        help=f"{what} (default {shown}; 0: no limit)")
+    parser.add_argument(
+        "--max-minutes", type=float, default=default, metavar="M", help=f"{what} (default {shown}; 0: no limit)"
+    )
 
 
 def name_matches(name: str, patterns: Sequence[str]) -> bool:
@@ -133,7 +171,9 @@ def timing_value(items: Sequence[str]) -> dict[str, Any]:
         try:
             value = float(text) if kind is float else int(text)
         except ValueError:
-            raise OptionsError(f"--timing {item!r}: {name} must be a{'n integer' if kind is int else ' number'}") from None
+            raise OptionsError(
+                f"--timing {item!r}: {name} must be a{'n integer' if kind is int else ' number'}"
+            ) from None
         if not math.isfinite(value) or value <= 0:
             raise OptionsError(f"--timing {item!r}: {name} must be a finite number > 0")
         out[name] = value

@@ -5,7 +5,7 @@ Two change points of one series are one regression when both name the same suspe
 else when they are near (ranges at most :data:`NEAR` commits apart, by commit order, else by series
 index) and alike (the smaller log size at least :data:`ALIKE` of the larger). :func:`pair` matches
 this run's change points to known ones one to one, exact ranges first, then the nearest.
-ci.notify.matching files issues with it and ci.history's site build names each change point's issue
+ci.notify.regression_issues.matching files issues with it and ci.history's site build names each change point's issue
 with it, so the page never names an issue the filer would not (docs/PR_COMMENT.md, "Identity").
 """
 
@@ -24,7 +24,8 @@ Range = tuple[int, int]  # (x, y]: after commit position x, up to and including 
 
 
 class Place(Protocol):
-    """A change point as identity sees it (ci.notify.issue_state.Member has these fields; so does a site build's).
+    """A change point as identity sees it (ci.notify.regression_issues.issue_state.Member has these fields;
+    so does a site build's).
 
     Read-only properties, so that a frozen dataclass has them."""
 
@@ -62,7 +63,7 @@ class OfSeries:
 
 @dataclass(frozen=True)
 class Point(OfSeries):
-    """A :class:`Place` as a record (ci.notify.issue_state.Member extends it)."""
+    """A :class:`Place` as a record (ci.notify.regression_issues.issue_state.Member extends it)."""
 
     machine: str
     benchmark: str
@@ -101,8 +102,9 @@ def exact(a: Place, b: Place) -> bool:
 
 def same(a: Place, b: Place) -> bool:
     """One regression: the same series, and the same commits or near and alike (module doc)."""
-    return (series(a.machine, a.benchmark) == series(b.machine, b.benchmark)
-            and (exact(a, b) or (gap(a, b) <= NEAR and alike(a, b))))
+    return series(a.machine, a.benchmark) == series(b.machine, b.benchmark) and (
+        exact(a, b) or (gap(a, b) <= NEAR and alike(a, b))
+    )
 
 
 def pair(found: Sequence[Place], known: Sequence[tuple[Place, Hashable]]) -> dict[int, int]:

@@ -30,13 +30,28 @@ _DEFAULTS = {f.name: f.default for f in fields(HistoryOptions)}
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--commits", type=int, default=_DEFAULTS["commits"], metavar="N",
-                        help=f"how many recent first-parent commits of the branch (default {_DEFAULTS['commits']})")
-    parser.add_argument("--branch", default=_DEFAULTS["branch"],
-                        help=f"branch whose history is benchmarked (default {_DEFAULTS['branch']})")
-    parser.add_argument("--bench", action="append", default=[], metavar="REGEX",
-                        help="asv -b regex (repeatable); each must select a benchmark")
-    parser.add_argument("--repeat-head", type=int, default=0, metavar="N", help="run the newest commit N more times: spread")
+    parser.add_argument(
+        "--commits",
+        type=int,
+        default=_DEFAULTS["commits"],
+        metavar="N",
+        help=f"how many recent first-parent commits of the branch (default {_DEFAULTS['commits']})",
+    )
+    parser.add_argument(
+        "--branch",
+        default=_DEFAULTS["branch"],
+        help=f"branch whose history is benchmarked (default {_DEFAULTS['branch']})",
+    )
+    parser.add_argument(
+        "--bench",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="asv -b regex (repeatable); each must select a benchmark",
+    )
+    parser.add_argument(
+        "--repeat-head", type=int, default=0, metavar="N", help="run the newest commit N more times: spread"
+    )
     common_options.add_machine(parser)
     parser.add_argument(
         "--launch-method",
@@ -46,34 +61,53 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "imported the suite; each makes its own device context). auto: forkserver (saves ~5-10 s of start-up per "
         "benchmark; measured on an H200: the full GPU suite of one commit in 99 s)",
     )
-    parser.add_argument("--wheelhouse", type=Path, metavar="DIR", help="directory of wheels for asv's environments (offline machines)")
+    parser.add_argument(
+        "--wheelhouse", type=Path, metavar="DIR", help="directory of wheels for asv's environments (offline machines)"
+    )
     parser.add_argument("--show-stderr", action="store_true", help="print every benchmark's output (timing summaries)")
     parser.add_argument(
         "--push-results", action="store_true", help=f"push the {BRANCH} branch to --results-remote (retrying on a race)"
     )
-    parser.add_argument("--results-remote", metavar="REMOTE",
-                        help=f"git remote --push-results pushes the {BRANCH} branch to (default {DEFAULT_RESULTS_REMOTE}; "
-                        "only with --push-results: without it the branch is read from "
-                        f"{DEFAULT_RESULTS_REMOTE} when that exists)")
+    parser.add_argument(
+        "--results-remote",
+        metavar="REMOTE",
+        help=f"git remote --push-results pushes the {BRANCH} branch to (default {DEFAULT_RESULTS_REMOTE}; "
+        "only with --push-results: without it the branch is read from "
+        f"{DEFAULT_RESULTS_REMOTE} when that exists)",
+    )
     parser.add_argument("--no-publish", action="store_true", help="skip asv publish")
-    parser.add_argument("--tracks", choices=TRACKS, default=_DEFAULTS["tracks"],
-                        help="gpu: the GEMM timings of this machine (GemmOnGpu; GemmOnCpu without a GPU); cpu: the "
-                        "compile-only resource counts, recorded under the asv machine 'compile-only'; all: both "
-                        f"(default {_DEFAULTS['tracks']}; the GPU runner's workflow runs gpu, its CPU job cpu)")
-    parser.add_argument("--remeasure", action="store_true",
-                        help="measure the newest commit even when its code is identical to a measured commit's "
-                        "(the scheduled run: drift of the driver, firmware or machine still shows)")
-    parser.add_argument("--drop", action="append", default=[], metavar="PATTERN",
-                        help=f"let the recorded points this regex finds in '<machine>/<commit8>-<env>/<benchmark>(<params>)' "
-                        f"leave {BRANCH} (repeatable); without it, a commit that would lose a recorded point exits 2")
+    parser.add_argument(
+        "--tracks",
+        choices=TRACKS,
+        default=_DEFAULTS["tracks"],
+        help="gpu: the GEMM timings of this machine (GemmOnGpu; GemmOnCpu without a GPU); cpu: the "
+        "compile-only resource counts, recorded under the asv machine 'compile-only'; all: both "
+        f"(default {_DEFAULTS['tracks']}; the GPU runner's workflow runs gpu, its CPU job cpu)",
+    )
+    parser.add_argument(
+        "--remeasure",
+        action="store_true",
+        help="measure the newest commit even when its code is identical to a measured commit's "
+        "(the scheduled run: drift of the driver, firmware or machine still shows)",
+    )
+    parser.add_argument(
+        "--drop",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help=f"let the recorded points this regex finds in '<machine>/<commit8>-<env>/<benchmark>(<params>)' "
+        f"leave {BRANCH} (repeatable); without it, a commit that would lose a recorded point exits 2",
+    )
     common_options.add_json(parser, "the report")
 
 
 def options_from(args: argparse.Namespace) -> HistoryOptions:
     """The parsed arguments as one checked value; an :class:`OptionsError` names the first bad option."""
     if args.results_remote is not None and not args.push_results:
-        raise OptionsError(f"--results-remote {args.results_remote!r} is only used with --push-results (without it "
-                           f"the results branch is read from {DEFAULT_RESULTS_REMOTE}); add --push-results or drop it")
+        raise OptionsError(
+            f"--results-remote {args.results_remote!r} is only used with --push-results (without it "
+            f"the results branch is read from {DEFAULT_RESULTS_REMOTE}); add --push-results or drop it"
+        )
     if args.results_remote == "":
         raise OptionsError("--results-remote must name a git remote (got an empty name)")
     if args.repeat_head < 0:
@@ -104,7 +138,9 @@ def options_from(args: argparse.Namespace) -> HistoryOptions:
 def _drop_value(pattern: str) -> str:
     """--drop: a regex that is not empty (an empty one would let every point go)."""
     if not pattern.strip():
-        raise OptionsError("--drop must name the points to remove (got an empty pattern, which would match every point)")
+        raise OptionsError(
+            "--drop must name the points to remove (got an empty pattern, which would match every point)"
+        )
     try:
         re.compile(pattern)
     except re.error as exc:
@@ -139,10 +175,18 @@ def _run(options: HistoryOptions) -> int:
         raise WriteError(f"cannot write{where}: {exc.strerror or exc}") from exc
 
 
-COMMAND = Command("python -m ci.history", __doc__ or "", _arguments, options_from, _run,
-                  {0: "recorded (or nothing new: every commit already measured)",
-                   1: "the newest commit failed to build or a benchmark of it failed (older commits' failures are "
-                      "listed: they are history)"})
+COMMAND = Command(
+    "python -m ci.history",
+    __doc__ or "",
+    _arguments,
+    options_from,
+    _run,
+    {
+        0: "recorded (or nothing new: every commit already measured)",
+        1: "the newest commit failed to build or a benchmark of it failed (older commits' failures are "
+        "listed: they are history)",
+    },
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

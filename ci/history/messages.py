@@ -39,6 +39,9 @@ def log_detail(text: str) -> None:
         refused, _log_file = _log_file, None
         with contextlib.suppress(OSError):
             refused.close()
-        print(f"main_job: cannot write {refused.name} ({exc.strerror or exc}); kept: the log up to here, the rest "
-              "on this screen only", file=sys.stderr, flush=True)
-
+        print(
+            f"main_job: cannot write {refused.name} ({exc.strerror or exc}); kept: the log up to here, the rest "
+            "on this screen only",
+            file=sys.stderr,
+            flush=True,
+        )

@@ -130,8 +130,15 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
     conf = asv_driver.asv_config()
     # The total is known once the tracks are: 1 and 2 here, each track's own, the commit, the publish.
     total = 3 + {"gpu": 2, "cpu": 1}.get(options.tracks, 3) + (1 if options.publish else 0)
-    state = _Job(options, job, started, asv_driver.asv_environment(options, job), REPO_ROOT / conf["results_dir"],
-                 REPO_ROOT / conf["html_dir"], Steps(total))
+    state = _Job(
+        options,
+        job,
+        started,
+        asv_driver.asv_environment(options, job),
+        REPO_ROOT / conf["results_dir"],
+        REPO_ROOT / conf["html_dir"],
+        Steps(total),
+    )
     for step in STEPS:
         step(state)
     return _finish(state)
@@ -147,8 +154,10 @@ def _fingerprint(s: _Job) -> None:
         s.machine = options.machine or machine_info.machine_name(s.info)
         s.runs = tracks.plan(options.tracks, s.info["gpu"] != "none", s.machine, options.bench, s.info["benchmarks"])
         if not s.runs:
-            raise HarnessError(f"--tracks {options.tracks} with --bench {', '.join(options.bench)}: no benchmark of "
-                               "these tracks is selected; nothing was run")
+            raise HarnessError(
+                f"--tracks {options.tracks} with --bench {', '.join(options.bench)}: no benchmark of "
+                "these tracks is selected; nothing was run"
+            )
         for track in s.runs:
             job_process.lock_machine(s.job, track.machine)  # one job per machine name on this host, as per checkout
             machine_info.record_machine(track.machine, _machine_fields(s.info, track), asv_driver.ASV, s.env)
@@ -157,8 +166,10 @@ def _fingerprint(s: _Job) -> None:
     s.steps.total = 3 + sum(track_steps.steps_of(t) for t in s.runs) + (1 if options.publish else 0)
     s.env[records.RESULTS_DIR_ENV] = str(s.results_dir)
     info = s.info
-    log(f"machine {s.machine}: {info['gpu']} ({info['gpu_arch']}), {info['gpu_runtime']}, driver {info['gpu_driver']}; "
-        f"tracks {options.tracks}: " + "; ".join(f"{t.kind} -> {t.machine}" for t in s.runs))
+    log(
+        f"machine {s.machine}: {info['gpu']} ({info['gpu_arch']}), {info['gpu_runtime']}, driver {info['gpu_driver']}; "
+        f"tracks {options.tracks}: " + "; ".join(f"{t.kind} -> {t.machine}" for t in s.runs)
+    )
     for kernel, status in info["kernels"].items():
         log_detail(f"  {kernel}: {status}")  # on the screen in the summary's "Kernels here"
 
@@ -175,20 +186,25 @@ def _results(s: _Job) -> None:
     imported = branch_sync.import_from_branch(s.branch, s.tip, s.results_dir, s.machines, s.ledger)
     resumable = sum(len(history_results.reconcile(s.results_dir, m, s.ledger).resumable) for m in s.machines)
     here = sum(len(history_results.machine_files(s.results_dir, m)) for m in s.machines)
-    log(f"{here} results files of {', '.join(s.machines)} here ({imported} brought in or updated from {BRANCH}, the "
-        f"rest already up to date); {resumable} measurements of a killed run will be resumed")
+    log(
+        f"{here} results files of {', '.join(s.machines)} here ({imported} brought in or updated from {BRANCH}, the "
+        f"rest already up to date); {resumable} measurements of a killed run will be resumed"
+    )
     # asv (run, publish) reads the history from a local branch; a fresh clone of another branch has only the remote's.
     if gitutil.ensure_local_branch(repo, s.options.branch, s.options.results_remote):
-        log(f"created the local branch {s.options.branch} from {s.options.results_remote}/{s.options.branch} "
-            "(asv reads the history from a local branch)")
+        log(
+            f"created the local branch {s.options.branch} from {s.options.results_remote}/{s.options.branch} "
+            "(asv reads the history from a local branch)"
+        )
     s.commits = gitutil.first_parent_commits(repo, s.options.branch, s.options.commits)
 
 
 def _measure(s: _Job) -> None:
     """Steps 3 on: each track's own (plan, asv run, stamp, copy), then the results checked again."""
     s.outcomes = [
-        track_steps.run_track(s.options, s.env, s.commits, s.info, track, s.job, s.results_dir, REPO_ROOT,
-                              s.started * 1000.0, s.steps)
+        track_steps.run_track(
+            s.options, s.env, s.commits, s.info, track, s.job, s.results_dir, REPO_ROOT, s.started * 1000.0, s.steps
+        )
         for track in s.runs
     ]
     disk = history_results.full_disk_problem(s.results_dir, BRANCH)
@@ -200,8 +216,10 @@ def _measure(s: _Job) -> None:
             history_results.reconcile(s.results_dir, outcome.track.machine, s.ledger)
         s.problems += outcome.problems
         if 1 in outcome.codes:
-            s.problems.append(f"asv run ({outcome.track.kind} tracks) exited 1 (asv itself failed; its output in "
-                              f"{LOG_FILE} says why): exit codes {list(outcome.codes)}")
+            s.problems.append(
+                f"asv run ({outcome.track.kind} tracks) exited 1 (asv itself failed; its output in "
+                f"{LOG_FILE} says why): exit codes {list(outcome.codes)}"
+            )
 
 
 def _commit(s: _Job) -> None:
@@ -210,16 +228,22 @@ def _commit(s: _Job) -> None:
     assert branch is not None  # _results made it
     pushing = f" and pushing to {options.results_remote}" if options.push_results else ""
     s.steps.start(f"committing {', '.join(machines)}'s results to {BRANCH}{pushing}")
-    message = f"{', '.join(machines)}: {len(s.commits)} commits ({', '.join(c[:8] for c in s.commits)}), main job {s.job.id}"
+    message = (
+        f"{', '.join(machines)}: {len(s.commits)} commits ({', '.join(c[:8] for c in s.commits)}), main job {s.job.id}"
+    )
     try:
         # Only what differs from the branch's tip is offered (the ledger knows each file's blob); a push that loses a
         # race rebuilds on the new tip, where the merge per point keeps everyone's.
         on_branch = branch.tree(s.tip, "results/")
-        files = {path: data for m in machines
-                 for path, data in branch_sync.machine_files(s.results_dir, m, options.drop, s.ledger, on_branch).items()}
+        files = {
+            path: data
+            for m in machines
+            for path, data in branch_sync.machine_files(s.results_dir, m, options.drop, s.ledger, on_branch).items()
+        }
         s.tip = branch.commit_and_push(files, message, push=options.push_results, drop=options.drop)
         s.branch_state = f"`{BRANCH}` at {s.tip[:8] if s.tip else 'none'}" + (
-            " (pushed)" if options.push_results else " (local)")
+            " (pushed)" if options.push_results else " (local)"
+        )
     except BranchError as exc:
         s.problems.append(f"results branch: {exc}")
         s.branch_state = f"`{BRANCH}` not updated ({exc})"
@@ -234,12 +258,17 @@ def _publish(s: _Job) -> None:
     """asv's pages and the kernel pages over every machine's results (without ``--no-publish``)."""
     if not s.options.publish:
         return
-    s.steps.start(f"publishing into {s.html} (every machine's results: asv's pages over the newest commits, the "
-                  "kernel pages over all of them, change points and the drift guard; a running asv preview keeps "
-                  "serving it)")
+    s.steps.start(
+        f"publishing into {s.html} (every machine's results: asv's pages over the newest commits, the "
+        "kernel pages over all of them, change points and the drift guard; a running asv preview keeps "
+        "serving it)"
+    )
     try:
-        s.site = site_build.build(SiteOptions(out=s.html, results_dir=s.results_dir, from_branch=False,
-                                              results_remote=None, branch=s.options.branch))
+        s.site = site_build.build(
+            SiteOptions(
+                out=s.html, results_dir=s.results_dir, from_branch=False, results_remote=None, branch=s.options.branch
+            )
+        )
     except (HarnessError, BranchError) as exc:
         s.problems.append(f"publishing: {exc}")
 
@@ -251,28 +280,47 @@ def _finish(s: _Job) -> int:
     """The report (``--json``, the Markdown summary, the step summary) and the exit code."""
     options, outcomes, started_ms = s.options, s.outcomes, s.started * 1000.0
     per_track = {
-        o.track.kind: [history_summary.collect_commit(s.results_dir, o.track.machine, c, s.job.id, started_ms,
-                                                      options.bench, already=o.track.bench if c in o.already else None)
-                       for c in reversed(s.commits)]
+        o.track.kind: [
+            history_summary.collect_commit(
+                s.results_dir,
+                o.track.machine,
+                c,
+                s.job.id,
+                started_ms,
+                options.bench,
+                already=o.track.bench if c in o.already else None,
+            )
+            for c in reversed(s.commits)
+        ]
         for o in outcomes
     }
     runs = history_summary.merge_tracks(per_track)
     timing = next((o for o in outcomes if o.track.timings), None)
     spread = history_summary.spread_rows(timing.codes.head_medians) if options.repeat_head and timing else None
     report = history_summary.Report(
-        machine=s.machine, fingerprint={k: v for k, v in s.info.items() if k != "benchmarks"}, job=s.job.id,
-        commits=[r.commit for r in runs], status={r.commit: r.status for r in runs},
+        machine=s.machine,
+        fingerprint={k: v for k, v in s.info.items() if k != "benchmarks"},
+        job=s.job.id,
+        commits=[r.commit for r in runs],
+        status={r.commit: r.status for r in runs},
         track_status={kind: {r.commit: r.status for r in track_runs} for kind, track_runs in per_track.items()},
         nothing_new=all(r.status == history_summary.ALREADY for track_runs in per_track.values() for r in track_runs),
-        identical_to={r.commit: r.identical_to for r in runs if r.identical_to}, results_branch=s.branch_state,
-        html=str(s.html / "index.html"), quarantined=[vars(q) for q in s.quarantined],
+        identical_to={r.commit: r.identical_to for r in runs if r.identical_to},
+        results_branch=s.branch_state,
+        html=str(s.html / "index.html"),
+        quarantined=[vars(q) for q in s.quarantined],
         harness_problems=history_summary.harness_problems(per_track, s.problems, LOG_FILE),
         failures=[f"{run.commit[:8]} {item}" for run in runs for item in run.failures],
-        measurements={r.commit: r.gemm for r in runs}, resources={r.commit: r.resources for r in runs},
-        seconds=round(time.time() - s.started, 1), step_seconds=s.steps.finish(),
-        tracks={o.track.kind: o.track.machine for o in outcomes}, cost={o.track.kind: o.cost() for o in outcomes},
-        samples={o.track.kind: {c: {k: list(v) for k, v in points.items()} for c, points in o.samples.items()}
-                 for o in outcomes},
+        measurements={r.commit: r.gemm for r in runs},
+        resources={r.commit: r.resources for r in runs},
+        seconds=round(time.time() - s.started, 1),
+        step_seconds=s.steps.finish(),
+        tracks={o.track.kind: o.track.machine for o in outcomes},
+        cost={o.track.kind: o.cost() for o in outcomes},
+        samples={
+            o.track.kind: {c: {k: list(v) for k, v in points.items()} for c, points in o.samples.items()}
+            for o in outcomes
+        },
     )
     if timing is not None and s.site is not None:
         # Change points and the drift guard over this machine's history, as the site build computed them (issue 20);
@@ -281,29 +329,50 @@ def _finish(s: _Job) -> int:
         report.history = next((m for m in s.site["machines"] if m["machine"] == timing.track.machine), empty)
         # Two runners of one GPU model on the results branch: how far apart they measure the same commits.
         report.machine_spread = s.site["machine_spread"]
-    checks = "\n".join(regressions.history_markdown(report.history) + machine_spread.spread_markdown(
-        report.machine_spread or [])) if report.history else (
-        "Change points and the drift guard: not computed here (--no-publish); the site build computes them over every "
-        "machine's history (`python -m ci.history.publish`, the Pages job)" if timing is not None and not options.publish else "")
+    checks = (
+        "\n".join(
+            regressions.history_markdown(report.history) + machine_spread.spread_markdown(report.machine_spread or [])
+        )
+        if report.history
+        else (
+            "Change points and the drift guard: not computed here (--no-publish); "
+            "the site build computes them over every "
+            "machine's history (`python -m ci.history.publish`, the Pages job)"
+            if timing is not None and not options.publish
+            else ""
+        )
+    )
     markdown = "\n\n".join(filter(None, [history_summary.summary_markdown(report, runs, spread), checks]))
     log_detail(markdown)
-    print("\n\n".join(filter(None, [history_summary.summary_markdown(report, runs, spread, short=str(LOG_FILE)), checks])))
+    print(
+        "\n\n".join(filter(None, [history_summary.summary_markdown(report, runs, spread, short=str(LOG_FILE)), checks]))
+    )
     append_step_summary_or_fallback(markdown, log)  # a refused summary: a named file, one line
     if options.json is not None:
-        write_json_atomic(options.json, report.to_json(), kept=f"this run's results in {s.results_dir} and {s.branch_state} (above)")
+        write_json_atomic(
+            options.json, report.to_json(), kept=f"this run's results in {s.results_dir} and {s.branch_state} (above)"
+        )
     for line in history_summary.cost_lines(report.cost):
         log_detail(line)  # on the screen in the summary above
     if options.json is not None:
         log(f"report written to {options.json}")
     if report.nothing_new:
-        log(f"nothing new: {len(s.commits)} commits already measured on every track ({', '.join(report.tracks)}); "
-            "nothing measured or copied")
-    log(f"done in {report.seconds:.0f} s. HTML: {s.html / 'index.html'} -- serve it with: asv preview (from {REPO_ROOT}). "
-        f"Full output: {LOG_FILE}")
+        log(
+            f"nothing new: {len(s.commits)} commits already measured on every track ({', '.join(report.tracks)}); "
+            "nothing measured or copied"
+        )
+    log(
+        f"done in {report.seconds:.0f} s. HTML: {s.html / 'index.html'} -- "
+        f"serve it with: asv preview (from {REPO_ROOT}). "
+        f"Full output: {LOG_FILE}"
+    )
     code = _exit_code(runs, report.harness_problems)
     drifted = (report.history or {}).get("drift_failed")
     if code == 0 and drifted:
-        log(f"drift guard (exit 1): {len(drifted)} benchmark(s) below the best of their recent history: {'; '.join(drifted)}")
+        log(
+            f"drift guard (exit 1): {len(drifted)} benchmark(s) below the best of their recent history: "
+            f"{'; '.join(drifted)}"
+        )
         return 1
     return code
 

@@ -6,7 +6,7 @@ subfolder named after it, and each record is taken from the newest attempt up to
 event's that has it. The names below are the ones pr-checks.yml uploads
 (tests/test_notify_comment.py checks both sides). A file that is missing is None (the
 gate left no record: the comment says why from the job list); one that is there but
-wrong is :class:`ci.notify.records.Rejected`.
+wrong is :class:`ci.notify.untrusted.Rejected`.
 """
 
 from __future__ import annotations
@@ -16,16 +16,8 @@ from typing import Any
 
 from ci.common.errors import InputError
 from ci.notify.comment import Inputs
-from ci.notify.records import (
-    Reader,
-    budget_record,
-    changes_record,
-    jobs_record,
-    load_json,
-    pr_files_record,
-    read,
-    speed_record,
-)
+from ci.notify.records import budget_record, changes_record, jobs_record, pr_files_record, speed_record
+from ci.notify.untrusted import Reader, load_json, read
 
 # artifact (without "-attempt<N>") -> (file in it, reader, what the comment calls it)
 SPEED_ARTIFACT, CHANGES_ARTIFACT, BUDGET_ARTIFACT = "speed-gate", "speed-changes", "budget-gate"
@@ -57,17 +49,21 @@ def _read(folder: Path, name: str, attempt: int) -> Any:
     return None if path is None else read(path, parse, what)
 
 
-def load_inputs(folder: Path, attempt: int, jobs: Path | None, judged: Path | None = None,
-                pr_files: Path | None = None) -> Inputs:
+def load_inputs(
+    folder: Path, attempt: int, jobs: Path | None, judged: Path | None = None, pr_files: Path | None = None
+) -> Inputs:
     """The records of one run attempt's artifacts in ``folder``, and the run's job list; with ``judged``, the base's
     verdict of the speed record (``python -m ci.notify judge``'s file: a missing one is an error, not a pass), and
     with ``pr_files`` the PR's gate files (``python -m ci.notify pr-files``)."""
-    return Inputs(speed=_read(folder, SPEED_ARTIFACT, attempt), changes=_read(folder, CHANGES_ARTIFACT, attempt),
-                  budget=_read(folder, BUDGET_ARTIFACT, attempt),
-                  jobs=None if jobs is None else read(jobs, jobs_record, "jobs"),
-                  judged=read(judged, speed_record, "base's verdict") if judged is not None and judged.is_file() else None,
-                  judge_expected=judged is not None,
-                  pr_files=read(pr_files, pr_files_record, "PR files") if pr_files is not None and pr_files.is_file() else None)
+    return Inputs(
+        speed=_read(folder, SPEED_ARTIFACT, attempt),
+        changes=_read(folder, CHANGES_ARTIFACT, attempt),
+        budget=_read(folder, BUDGET_ARTIFACT, attempt),
+        jobs=None if jobs is None else read(jobs, jobs_record, "jobs"),
+        judged=read(judged, speed_record, "base's verdict") if judged is not None and judged.is_file() else None,
+        judge_expected=judged is not None,
+        pr_files=read(pr_files, pr_files_record, "PR files") if pr_files is not None and pr_files.is_file() else None,
+    )
 
 
 def artifact_url(listing: Path | None, run_url: str, name: str) -> str | None:

@@ -20,17 +20,21 @@ from ci.notify.records import (
     CodeChange,
     Jobs,
     PrFiles,
-    Rejected,
     SpeedBenchmark,
     SpeedRecord,
 )
+from ci.notify.untrusted import Rejected
 
 MARKER = "<!-- mxfp4-perf: pr-comment -->"
 # pr-checks.yml's job names (`name:`) and step names, as the jobs API reports them.
 JOB_CPU, STEP_TESTS, STEP_BUDGET = "CPU gates and register budget", "tests", "register budget vs the PR base"
 JOB_CHANGES, STEP_CHANGES = "which benchmarks the PR changes (gfx950 code, on a CPU)", "fingerprint base and head"
 JOB_APPROVE = "approve the GPU run of a fork PR"
-JOB_GPU, STEP_GPU_TESTS, STEP_SPEED = "GPU correctness and speed gate (MI355X)", "correctness gates on the GPU", "speed gate vs the PR base"
+JOB_GPU, STEP_GPU_TESTS, STEP_SPEED = (
+    "GPU correctness and speed gate (MI355X)",
+    "correctness gates on the GPU",
+    "speed gate vs the PR base",
+)
 ROWS_SHOWN = 25  # per table; the rest is counted
 PASS, FAIL, ERROR, INCONCLUSIVE, NOT_RUN = "PASS", "FAIL", "ERROR", "INCONCLUSIVE", "NOT RUN"
 _SEVERITY = {FAIL: 4, ERROR: 3, INCONCLUSIVE: 2, NOT_RUN: 1, PASS: 0}
@@ -72,12 +76,18 @@ def _jobs(inputs: Inputs) -> Jobs:
 
 
 def _failing(speed: SpeedRecord) -> list[SpeedBenchmark]:
-    return [b for b in speed.benchmarks if b.status == "wrong result" or (b.status == "gated" and b.verdict == "regression")]
+    return [
+        b for b in speed.benchmarks if b.status == "wrong result" or (b.status == "gated" and b.verdict == "regression")
+    ]
 
 
 def undecided_benchmarks(speed: SpeedRecord) -> list[SpeedBenchmark]:
     """Gated benchmarks left undecided for a reason of their own (not those a failed PR no longer needed)."""
-    return [b for b in speed.benchmarks if b.status == "gated" and b.verdict in ("inconclusive", None) and b.stopped_by != "pr failed"]
+    return [
+        b
+        for b in speed.benchmarks
+        if b.status == "gated" and b.verdict in ("inconclusive", None) and b.stopped_by != "pr failed"
+    ]
 
 
 def record_state(speed: SpeedRecord) -> Area:
@@ -104,8 +114,13 @@ def judged_speed(inputs: Inputs) -> SpeedRecord | Area | None:
         return own  # a gate that stopped left no rounds to judge: its own words say why
     judged = inputs.judged
     if judged is None:
-        return Area(ERROR, ("The base's gate left no verdict of the PR's rounds (the pr-comment run's judge job): the "
-                            "PR's own job's verdict is not taken in its place.",))
+        return Area(
+            ERROR,
+            (
+                "The base's gate left no verdict of the PR's rounds (the pr-comment run's judge job): the "
+                "PR's own job's verdict is not taken in its place.",
+            ),
+        )
     if isinstance(judged, Rejected):
         return Area(ERROR, (f"The base's verdict was not read: {code(judged.reason, 600)}",))
     if judged.verdict == "error":
@@ -141,13 +156,19 @@ _JUDGE_SOURCE = " of this checkout (--judge)"  # how ci.speed --judge names the 
 def judge_lines(inputs: Inputs, area: Area) -> list[str]:
     """Who decided the speed verdict, and what the PR's own job said when it said something else."""
     own, judged = inputs.speed, inputs.judged
-    if not (isinstance(own, SpeedRecord) and isinstance(judged, SpeedRecord) and inputs.judge_expected
-            and own.verdict != "error"):
+    if not (
+        isinstance(own, SpeedRecord)
+        and isinstance(judged, SpeedRecord)
+        and inputs.judge_expected
+        and own.verdict != "error"
+    ):
         return []
     named = [judged.judged.thresholds, judged.judged.noise_model] if judged.judged else []
     files = " and ".join(code(f.removesuffix(_JUDGE_SOURCE), 120) for f in named if f)
-    lines = [f"Speed: decided by the base's gate{f' with its {files}' if files else ''}, "
-             "from the rounds the PR's job recorded."]
+    lines = [
+        f"Speed: decided by the base's gate{f' with its {files}' if files else ''}, "
+        "from the rounds the PR's job recorded."
+    ]
     # The PR's job's own word (its record's verdict), not this comment's reading of its benchmarks.
     mine = {"pass": PASS, "fail": FAIL, "inconclusive": INCONCLUSIVE}.get(own.verdict, ERROR)
     if mine != area.state:
@@ -159,21 +180,30 @@ def gate_change_block(inputs: Inputs) -> str:
     """The PR's changed files that are the gate itself, or why that is not known."""
     files = inputs.pr_files
     if isinstance(files, Rejected):
-        return f"_Whether this PR changes the gate is not known: its file list was not read ({code(files.reason, 300)})._"
+        return (
+            f"_Whether this PR changes the gate is not known: its file list was not read ({code(files.reason, 300)})._"
+        )
     if not isinstance(files, PrFiles):
         return ""
     if files.error:
         return f"_Whether this PR changes the gate is not known: {code(files.error, 300)}._"
-    cut = (f" GitHub lists only the first {files.files_listed} files of this PR; the rest may change it too."
-           if files.truncated else "")
+    cut = (
+        f" GitHub lists only the first {files.files_listed} files of this PR; the rest may change it too."
+        if files.truncated
+        else ""
+    )
     if not files.gate_files:
         return f"_This PR changes none of the gate's files ({files.files_listed} files listed)._{cut}" if cut else ""
-    rows = [{"path": code(path, in_table=True), "what it is": what, "change": code(status, 20, in_table=True)}
-            for path, what, status in files.gate_files]
-    return _table(f"⚠ This PR changes the gate itself ({len(rows)} file{'s' if len(rows) != 1 else ''}). Its own job "
-                  "ran with them: its rounds were measured, and its own verdict decided, by the PR's files; the speed "
-                  "verdict above is the base's gate's, from those rounds", rows) + \
-        (f"\n\n{cut.strip()}" if cut else "")
+    rows = [
+        {"path": code(path, in_table=True), "what it is": what, "change": code(status, 20, in_table=True)}
+        for path, what, status in files.gate_files
+    ]
+    return _table(
+        f"⚠ This PR changes the gate itself ({len(rows)} file{'s' if len(rows) != 1 else ''}). Its own job "
+        "ran with them: its rounds were measured, and its own verdict decided, by the PR's files; the speed "
+        "verdict above is the base's gate's, from those rounds",
+        rows,
+    ) + (f"\n\n{cut.strip()}" if cut else "")
 
 
 def budget_area(inputs: Inputs) -> Area:
@@ -186,18 +216,25 @@ def budget_area(inputs: Inputs) -> Area:
         return Area(ERROR, (f"The register budget gate's record was not read: {code(budget.reason, 600)}",))
     step, job = jobs.step(JOB_CPU, STEP_BUDGET), jobs.conclusion(JOB_CPU)
     if step == "failure":
-        return Area(ERROR, ("The register budget gate stopped before it wrote a verdict (exit 2: see the CPU job's log).",))
+        return Area(
+            ERROR, ("The register budget gate stopped before it wrote a verdict (exit 2: see the CPU job's log).",)
+        )
     if job in ("cancelled", "timed_out"):
         return Area(ERROR, (f"The CPU job {_STOPPED[job]} before the register budget gate had a verdict.",))
-    return Area(NOT_RUN, ("The register budget gate did not run" + (" (the tests before it failed)." if step == "skipped" else "."),))
+    return Area(
+        NOT_RUN,
+        ("The register budget gate did not run" + (" (the tests before it failed)." if step == "skipped" else "."),),
+    )
 
 
 def correctness_area(inputs: Inputs) -> Area:
     jobs, speed = _jobs(inputs), inputs.speed
     states: list[str] = []
     lines: list[str] = []
-    for job, step, what in ((JOB_CPU, STEP_TESTS, "the CPU correctness gates and tests"),
-                            (JOB_GPU, STEP_GPU_TESTS, "the GPU correctness tests")):
+    for job, step, what in (
+        (JOB_CPU, STEP_TESTS, "the CPU correctness gates and tests"),
+        (JOB_GPU, STEP_GPU_TESTS, "the GPU correctness tests"),
+    ):
         conclusion = jobs.step(job, step)
         if conclusion == "failure":
             states.append(FAIL)
@@ -206,7 +243,9 @@ def correctness_area(inputs: Inputs) -> Area:
         elif conclusion == "success":
             states.append(PASS)
     if isinstance(speed, SpeedRecord) and speed.verdict != "error":
-        states.append(FAIL if speed.wrong_at_head or any(b.status == "wrong result" for b in speed.benchmarks) else PASS)
+        states.append(
+            FAIL if speed.wrong_at_head or any(b.status == "wrong result" for b in speed.benchmarks) else PASS
+        )
     if not states:
         return Area(NOT_RUN, ("No correctness check reported a result.",))
     return Area(max(states, key=_SEVERITY.__getitem__), tuple(lines))
@@ -244,11 +283,14 @@ def benchmark_cell(bench_id: str) -> str:
 
 def _ratio_cells(b: SpeedBenchmark) -> dict[str, str]:
     interval = f"{b.low:.3f} – {b.high:.3f}" if b.low is not None and b.high is not None else "unbounded"
-    return {"benchmark": benchmark_cell(b.id),
-            "base TFLOPS": tflops(b.base_tflops), "head TFLOPS": tflops(b.head_tflops),
-            "head vs base (interval of head/base)": f"{change_words(b.ratio)}<br>{interval}",
-            "threshold": threshold_text(b.threshold),
-            "rounds": "?" if b.rounds_used is None else str(b.rounds_used)}
+    return {
+        "benchmark": benchmark_cell(b.id),
+        "base TFLOPS": tflops(b.base_tflops),
+        "head TFLOPS": tflops(b.head_tflops),
+        "head vs base (interval of head/base)": f"{change_words(b.ratio)}<br>{interval}",
+        "threshold": threshold_text(b.threshold),
+        "rounds": "?" if b.rounds_used is None else str(b.rounds_used),
+    }
 
 
 def _table(title: str, rows: list[dict[str, str]]) -> str:
@@ -277,8 +319,9 @@ def speed_blocks(speed: SpeedRecord) -> tuple[list[str], list[str]]:
         bad.append("**Wrong result at head** (not timed)\n\n" + "\n".join(wrong[:ROWS_SHOWN]))
     if undecided:
         rows = [dict(_ratio_cells(b), why=code(b.reason, 300, in_table=True)) for b in undecided]
-        bad.append(_table(f"Inconclusive ({len(rows)}): not decided, so the status is not green; a re-run is the remedy",
-                          rows))
+        bad.append(
+            _table(f"Inconclusive ({len(rows)}): not decided, so the status is not green; a re-run is the remedy", rows)
+        )
     if others:
         rows = [dict(_ratio_cells(b), verdict=code(b.verdict, 40, in_table=True)) for b in others]
         rest.append(_table(f"Other verdicts ({len(rows)})", rows))
@@ -300,13 +343,21 @@ def summary_line(inputs: Inputs) -> str:
         identical = max(counts.pop("unchanged (identical code)", 0), speed.skipped_identical)
         if identical:
             parts.append(f"{identical} unchanged (identical code): not measured")
-        words = {"no change": "no change beyond the threshold", "new": "new at head", "removed": "removed at head",
-                 "n/a": "not run on this device"}
+        words = {
+            "no change": "no change beyond the threshold",
+            "new": "new at head",
+            "removed": "removed at head",
+            "n/a": "not run on this device",
+        }
         for key, text in words.items():
             if counts.get(key):
                 parts.append(f"{counts[key]} {text}")
         # A status a later gate writes: counted as it says (as text).
-        parts += [f"{n} {code(key, 60)}" for key, n in counts.items() if key not in words and key not in ("gated", "wrong result")]
+        parts += [
+            f"{n} {code(key, 60)}"
+            for key, n in counts.items()
+            if key not in words and key not in ("gated", "wrong result")
+        ]
     elif isinstance(changes, ChangesRecord) and not changes.error:
         if changes.unchanged:
             parts.append(f"{changes.unchanged} benchmark(s) unchanged (identical code): not measured")
@@ -321,14 +372,27 @@ def code_change_block(change: CodeChange) -> str:
     resources = [r for r in change.resources if r.delta]
 
     def rows(items, label):
-        return [{label: code(r.name, 80, in_table=True), "base": _number(r.base), "head": _number(r.head),
-                 "delta": _number(r.delta)} for r in items]
+        return [
+            {
+                label: code(r.name, 80, in_table=True),
+                "base": _number(r.base),
+                "head": _number(r.head),
+                "delta": _number(r.delta),
+            }
+            for r in items
+        ]
 
-    summary = (f"{html_code(change.target)}: {len(mix)} instruction kind(s) and {len(resources)} resource(s) changed "
-               f"({html_code(change.dialect, 20)})")
-    body = [table(rows(mix, "instructions")) if mix else "_(the same instruction mix)_", "",
-            table(rows(resources, "resource")) if resources else "_(the same resources)_", "",
-            "_Static counts; unchanged rows left out._"]
+    summary = (
+        f"{html_code(change.target)}: {len(mix)} instruction kind(s) and {len(resources)} resource(s) changed "
+        f"({html_code(change.dialect, 20)})"
+    )
+    body = [
+        table(rows(mix, "instructions")) if mix else "_(the same instruction mix)_",
+        "",
+        table(rows(resources, "resource")) if resources else "_(the same resources)_",
+        "",
+        "_Static counts; unchanged rows left out._",
+    ]
     return details(summary, "\n".join(body))
 
 
@@ -348,7 +412,9 @@ def cost_line(inputs: Inputs) -> str:
         spent = 0.0
     if spent is None and saved is None:
         return ""
-    parts = [f"{spent:.0f} s spent" if spent is not None else "time spent not recorded (the speed gate left no measurement)"]
+    parts = [
+        f"{spent:.0f} s spent" if spent is not None else "time spent not recorded (the speed gate left no measurement)"
+    ]
     if saved:
         parts.append(f"~{saved:.0f} s saved by not measuring identical code{' (estimated)' if estimated else ''}")
     return "GPU runner: " + ", ".join(parts) + "."
@@ -377,8 +443,9 @@ def overall_state(areas: dict[str, Area]) -> str:
 
 def render_capped(inputs: Inputs, links: Links, limit: int | None = None) -> Capped:
     areas = areas_of(inputs)
-    head = f"### {overall_state(areas)} — " + " · ".join(f"{name} {_SYMBOL[a.state]} **{a.state}**{a.note}"
-                                                          for name, a in areas.items())
+    head = f"### {overall_state(areas)} — " + " · ".join(
+        f"{name} {_SYMBOL[a.state]} **{a.state}**{a.note}" for name, a in areas.items()
+    )
     blocks: list[str] = [head, *judge_lines(inputs, areas["speed"]), gate_change_block(inputs)]
     stopped = [line for a in areas.values() if a.state in (ERROR, NOT_RUN) for line in a.lines]
     failed_lines = [line for a in areas.values() if a.state == FAIL for line in a.lines]
@@ -386,8 +453,13 @@ def render_capped(inputs: Inputs, links: Links, limit: int | None = None) -> Cap
     bad, rest = speed_blocks(speed) if isinstance(speed, SpeedRecord) else ([], [])
     blocks += bad
     if isinstance(inputs.budget, BudgetRecord) and inputs.budget.failed:
-        rows = [{"target": code(t.target, in_table=True),
-                 "why": "<br>".join(code(r, 200, in_table=True) for r in t.reasons[:12]) or "?"} for t in inputs.budget.failed]
+        rows = [
+            {
+                "target": code(t.target, in_table=True),
+                "why": "<br>".join(code(r, 200, in_table=True) for r in t.reasons[:12]) or "?",
+            }
+            for t in inputs.budget.failed
+        ]
         blocks.append(_table(f"Register budget exceeded ({len(rows)} of {inputs.budget.targets} targets)", rows))
     if failed_lines:
         blocks.append("**Correctness**\n\n" + "\n".join(f"- {line}" for line in failed_lines))
@@ -401,7 +473,9 @@ def render_capped(inputs: Inputs, links: Links, limit: int | None = None) -> Cap
     # The footer is never capped: the GPU line, the links the cap's note points to, the head, the marker.
     sha = f"head {code(links.head_sha[:12])} · " if links.head_sha else ""
     footer = "\n\n".join(line for line in (cost_line(inputs), links_line(links)) if line)
-    footer += f"\n\n<sub>{sha}attempt {links.attempt} · posted by the pr-comment workflow, edited in place</sub>\n\n{MARKER}"
+    footer += (
+        f"\n\n<sub>{sha}attempt {links.attempt} · posted by the pr-comment workflow, edited in place</sub>\n\n{MARKER}"
+    )
     return join_capped(blocks, footer=footer, limit=limit or GITHUB_BODY_LIMIT)
 
 
@@ -412,7 +486,9 @@ def _notes(inputs: Inputs) -> Sequence[str]:
         notes.append(f"Code changes: the record was not read: {code(changes.reason, 600)}")
     elif isinstance(changes, ChangesRecord):
         if changes.error:
-            notes.append(f"Code changes: the fingerprinting stopped: {code(changes.error, 600)}; every benchmark was measured.")
+            notes.append(
+                f"Code changes: the fingerprinting stopped: {code(changes.error, 600)}; every benchmark was measured."
+            )
         notes += [f"Code changes: kernels not readable at {code(f, 600)}" for f in changes.failures]
     if isinstance(inputs.jobs, Rejected):
         notes.append(f"The run's job list was not read: {code(inputs.jobs.reason, 600)}")

@@ -22,7 +22,7 @@ from pathlib import Path
 from ci.common.command import Command
 from ci.common.options import OptionsError
 from ci.notify.post import BOT_LOGIN
-from ci.notify.records import SAFE_URL
+from ci.notify.untrusted import SAFE_URL
 
 _REPO = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
 _SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -64,51 +64,109 @@ class Options:
 def _arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     comment = sub.add_parser("comment", help="render the PR comment from pr-checks' artifacts (Markdown file)")
-    comment.add_argument("--artifacts", type=Path, required=True, metavar="DIR", help="the downloaded artifacts, one folder each")
-    comment.add_argument("--attempt", type=int, default=1, help="the pr-checks run attempt whose artifacts to read (default 1)")
+    comment.add_argument(
+        "--artifacts", type=Path, required=True, metavar="DIR", help="the downloaded artifacts, one folder each"
+    )
+    comment.add_argument(
+        "--attempt", type=int, default=1, help="the pr-checks run attempt whose artifacts to read (default 1)"
+    )
     comment.add_argument("--run-url", required=True, metavar="URL", help="the pr-checks run's page (from the event)")
     comment.add_argument("--head-sha", metavar="SHA", help="the run's head commit (from the event)")
     comment.add_argument("--jobs", type=Path, metavar="PATH", help="GitHub's job list of the run attempt (JSON)")
-    comment.add_argument("--artifact-list", type=Path, metavar="PATH", help="GitHub's artifact list of the run (JSON): the plot link")
-    comment.add_argument("--judged", type=Path, metavar="PATH",
-                         help="the base's verdict of the speed record (`judge --out`): the speed verdict shown; given "
-                              "and missing, the speed area is ERROR (never the PR's own verdict in its place)")
-    comment.add_argument("--pr-files", type=Path, metavar="PATH", help="`pr-files --out`: the PR's files that are the gate")
-    comment.add_argument("--status-out", type=Path, metavar="PATH", help="also write the commit status of the speed verdict (JSON)")
+    comment.add_argument(
+        "--artifact-list", type=Path, metavar="PATH", help="GitHub's artifact list of the run (JSON): the plot link"
+    )
+    comment.add_argument(
+        "--judged",
+        type=Path,
+        metavar="PATH",
+        help="the base's verdict of the speed record (`judge --out`): the speed verdict shown; given "
+        "and missing, the speed area is ERROR (never the PR's own verdict in its place)",
+    )
+    comment.add_argument(
+        "--pr-files", type=Path, metavar="PATH", help="`pr-files --out`: the PR's files that are the gate"
+    )
+    comment.add_argument(
+        "--status-out", type=Path, metavar="PATH", help="also write the commit status of the speed verdict (JSON)"
+    )
     comment.add_argument("--out", type=Path, required=True, metavar="PATH", help="write the Markdown here")
-    judge = sub.add_parser("judge", help="decide the speed record's rounds with this checkout's gate (--replay --judge)")
-    judge.add_argument("--artifacts", type=Path, required=True, metavar="DIR", help="the downloaded artifacts, one folder each")
-    judge.add_argument("--attempt", type=int, default=1, help="the pr-checks run attempt whose record to judge (default 1)")
-    judge.add_argument("--out", type=Path, required=True, metavar="PATH", help="the base's verdict (JSON, without the rounds)")
+    judge = sub.add_parser(
+        "judge", help="decide the speed record's rounds with this checkout's gate (--replay --judge)"
+    )
+    judge.add_argument(
+        "--artifacts", type=Path, required=True, metavar="DIR", help="the downloaded artifacts, one folder each"
+    )
+    judge.add_argument(
+        "--attempt", type=int, default=1, help="the pr-checks run attempt whose record to judge (default 1)"
+    )
+    judge.add_argument(
+        "--out", type=Path, required=True, metavar="PATH", help="the base's verdict (JSON, without the rounds)"
+    )
     files = sub.add_parser("pr-files", help="list the PR's changed files that are the gate itself (gh api)")
     files.add_argument("--out", type=Path, required=True, metavar="PATH", help="write the list here (JSON)")
     post = sub.add_parser("post-comment", help="create or edit the PR's one comment (gh api)")
-    post.add_argument("--head-repo", required=True, metavar="OWNER/NAME", help="the run's head repository (a fork's too)")
+    post.add_argument(
+        "--head-repo", required=True, metavar="OWNER/NAME", help="the run's head repository (a fork's too)"
+    )
     post.add_argument("--head-branch", required=True, metavar="BRANCH")
     post.add_argument("--head-sha", required=True, metavar="SHA")
     post.add_argument("--body", type=Path, required=True, metavar="PATH", help="the Markdown that `comment` wrote")
-    post.add_argument("--status", type=Path, metavar="PATH",
-                      help="the commit status `comment --status-out` wrote: set on --head-sha (POST statuses/SHA)")
-    files.add_argument("--head-repo", required=True, metavar="OWNER/NAME", help="the run's head repository (a fork's too)")
+    post.add_argument(
+        "--status",
+        type=Path,
+        metavar="PATH",
+        help="the commit status `comment --status-out` wrote: set on --head-sha (POST statuses/SHA)",
+    )
+    files.add_argument(
+        "--head-repo", required=True, metavar="OWNER/NAME", help="the run's head repository (a fork's too)"
+    )
     files.add_argument("--head-branch", required=True, metavar="BRANCH")
     files.add_argument("--head-sha", required=True, metavar="SHA")
     files.add_argument("--github-repo", dest="repo", required=True, metavar="OWNER/NAME", help=GITHUB_REPO)
     issues = sub.add_parser("regression-issues", help="open, edit or close one issue per regression on main (gh api)")
-    issues.add_argument("--changes", type=Path, required=True, metavar="PATH", help="the history-changes artifact's changes.json")
+    issues.add_argument(
+        "--changes", type=Path, required=True, metavar="PATH", help="the history-changes artifact's changes.json"
+    )
     issues.add_argument("--run-url", required=True, metavar="URL", help="the history run's page (from the event)")
-    issues.add_argument("--dry-run", action="store_true", help="print what would be opened, edited or closed (JSON); change nothing")
-    issues.add_argument("--max-new", type=int, default=10, metavar="N",
-                        help="issues opened per run at most, a roll-up issue included (default 10)")
-    issues.add_argument("--max-wait", type=float, default=600.0, metavar="S",
-                        help="seconds this run may wait on GitHub's rate limits in all; then exit 2, a re-run resumes (default 600)")
-    issues.add_argument("--write-interval", type=float, default=1.0, metavar="S",
-                        help="seconds between two writes (GitHub asks for 1; default 1)")
-    issues.add_argument("--json", type=Path, metavar="PATH",
-                        help="write every regression issue after this run (schema mxfp4-regression-issues/2)")
+    issues.add_argument(
+        "--dry-run", action="store_true", help="print what would be opened, edited or closed (JSON); change nothing"
+    )
+    issues.add_argument(
+        "--max-new",
+        type=int,
+        default=10,
+        metavar="N",
+        help="issues opened per run at most, a roll-up issue included (default 10)",
+    )
+    issues.add_argument(
+        "--max-wait",
+        type=float,
+        default=600.0,
+        metavar="S",
+        help="seconds this run may wait on GitHub's rate limits in all; then exit 2, a re-run resumes (default 600)",
+    )
+    issues.add_argument(
+        "--write-interval",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="seconds between two writes (GitHub asks for 1; default 1)",
+    )
+    issues.add_argument(
+        "--json",
+        type=Path,
+        metavar="PATH",
+        help="write every regression issue after this run (schema mxfp4-regression-issues/2)",
+    )
     for p in (post, issues):
         p.add_argument("--github-repo", dest="repo", required=True, metavar="OWNER/NAME", help=GITHUB_REPO)
         p.add_argument("--server-url", default="https://github.com", metavar="URL", help="github.server_url (links)")
-        p.add_argument("--bot-login", default=BOT_LOGIN, metavar="LOGIN", help=f"whose comments and issues are ours (default {BOT_LOGIN})")
+        p.add_argument(
+            "--bot-login",
+            default=BOT_LOGIN,
+            metavar="LOGIN",
+            help=f"whose comments and issues are ours (default {BOT_LOGIN})",
+        )
 
 
 def _check(pattern: re.Pattern, value: str | None, flag: str, what: str) -> None:
@@ -125,7 +183,8 @@ def options_from(args: argparse.Namespace) -> Options:
     values = {k: v for k, v in vars(args).items() if k in Options.__dataclass_fields__}
     options = Options(**values)
     for flag, value, pattern, what in (
-        ("--github-repo", options.repo, _REPO, "OWNER/NAME"), ("--head-repo", options.head_repo, _REPO, "OWNER/NAME"),
+        ("--github-repo", options.repo, _REPO, "OWNER/NAME"),
+        ("--head-repo", options.head_repo, _REPO, "OWNER/NAME"),
         ("--head-sha", options.head_sha, _SHA, "a full commit sha (40 hex digits)"),
         ("--run-url", options.run_url, _URL, "an https:// address"),
         ("--server-url", options.server_url, _URL, "an https:// address"),
@@ -153,9 +212,15 @@ def run(options: Options, log=lambda line: print(line, file=sys.stderr, flush=Tr
     return COMMANDS[options.command](options, log)
 
 
-COMMAND = Command("python -m ci.notify", __doc__ or "", _arguments, options_from, run,
-                  {0: "done (also when no open PR has that head any more: nothing to post to, said on stderr)"},
-                  error_fields=None)  # regression-issues --json is the issues' state the site reads: never an error
+COMMAND = Command(
+    "python -m ci.notify",
+    __doc__ or "",
+    _arguments,
+    options_from,
+    run,
+    {0: "done (also when no open PR has that head any more: nothing to post to, said on stderr)"},
+    error_fields=None,
+)  # regression-issues --json is the issues' state the site reads: never an error
 
 
 def main(argv: Sequence[str] | None = None) -> int:

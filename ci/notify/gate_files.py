@@ -59,8 +59,15 @@ def gate_files(files: Sequence[Mapping[str, Any]]) -> list[GateFile]:
     return found
 
 
-def files_record(pull_requests: Sequence[int], files: Sequence[Mapping[str, Any]], truncated: bool = False,
-                 error: str | None = None) -> dict[str, Any]:
+def files_record(
+    pull_requests: Sequence[int], files: Sequence[Mapping[str, Any]], truncated: bool = False, error: str | None = None
+) -> dict[str, Any]:
     """What ``python -m ci.notify pr-files`` writes: the PR(s), how many files GitHub listed, and those of the gate."""
-    return {"schema": SCHEMA, "pull_requests": list(pull_requests), "files_listed": len(files), "truncated": truncated,
-            "gate_files": [{"path": g.path, "what": g.what, "status": g.status} for g in gate_files(files)], "error": error}
+    return {
+        "schema": SCHEMA,
+        "pull_requests": list(pull_requests),
+        "files_listed": len(files),
+        "truncated": truncated,
+        "gate_files": [{"path": g.path, "what": g.what, "status": g.status} for g in gate_files(files)],
+        "error": error,
+    }

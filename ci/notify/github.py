@@ -43,8 +43,11 @@ class Response:
         if self.status == 429:
             return True
         message = str(self.body.get("message", "")) if isinstance(self.body, dict) else ""
-        return self.status == 403 and ("retry-after" in self.headers or self.headers.get("x-ratelimit-remaining") == "0"
-                                       or "rate limit" in message.lower())
+        return self.status == 403 and (
+            "retry-after" in self.headers
+            or self.headers.get("x-ratelimit-remaining") == "0"
+            or "rate limit" in message.lower()
+        )
 
 
 def responses(text: str) -> list[Response]:
@@ -58,7 +61,7 @@ def responses(text: str) -> list[Response]:
             return out
         match = _STATUS.match(text, at)
         if match is None:
-            raise GitHubError(f"gh printed no HTTP status where one was expected: {text[at:at + 120]!r}")
+            raise GitHubError(f"gh printed no HTTP status where one was expected: {text[at : at + 120]!r}")
         at, headers = match.end(), {}
         while at < len(text):
             end = text.find("\n", at)
@@ -75,7 +78,7 @@ def responses(text: str) -> list[Response]:
             try:
                 body, at = decoder.raw_decode(text, at)
             except ValueError:
-                raise GitHubError(f"a response body that is not JSON: {text[at:at + 120]!r}") from None
+                raise GitHubError(f"a response body that is not JSON: {text[at : at + 120]!r}") from None
         out.append(Response(int(match.group(1)), headers, body))
 
 
@@ -102,7 +105,9 @@ class GitHub:
     waits: list[float] = field(default_factory=list)  # each wait on a rate limit, seconds
     _last_write: float | None = None
 
-    def _once(self, method: str, path: str, body: Any, paginate: bool) -> tuple[subprocess.CompletedProcess, list[Response]]:
+    def _once(
+        self, method: str, path: str, body: Any, paginate: bool
+    ) -> tuple[subprocess.CompletedProcess, list[Response]]:
         exe = shutil.which(self.gh, path=self.env.get("PATH")) or shutil.which(self.gh)
         if exe is None:
             raise GitHubError(f"the GitHub CLI ({self.gh}) is not installed")
@@ -113,8 +118,14 @@ class GitHub:
             cmd += ["--input", "-"]
         self.calls.append(f"{method} {path}")
         try:
-            done = subprocess.run(cmd, input=None if body is None else json.dumps(body), capture_output=True, text=True,
-                                  env=dict(self.env), timeout=GH_TIMEOUT_S)
+            done = subprocess.run(
+                cmd,
+                input=None if body is None else json.dumps(body),
+                capture_output=True,
+                text=True,
+                env=dict(self.env),
+                timeout=GH_TIMEOUT_S,
+            )
         except subprocess.TimeoutExpired:
             raise GitHubError(f"{method} {path}: gh did not answer in {GH_TIMEOUT_S} s") from None
         try:
@@ -132,7 +143,7 @@ class GitHub:
         reset = refused.headers.get("x-ratelimit-reset", "")
         if refused.headers.get("x-ratelimit-remaining") == "0" and reset.isdigit():
             return max(0.0, float(reset) - self.clock()) + 1.0
-        return self.limits.first_backoff_s * 2 ** attempt
+        return self.limits.first_backoff_s * 2**attempt
 
     def _run(self, method: str, path: str, body: Any = None, paginate: bool = False) -> list[Response]:
         if method != "GET" and self._last_write is not None:
@@ -152,9 +163,11 @@ class GitHub:
                 raise GitHubError(f"{method} {path}: gh exited {done.returncode}: {said}")
             wait = self._wait_for(refused, attempt)
             if sum(self.waits) + wait > self.limits.max_wait_s:
-                raise GitHubError(f"{method} {path}: rate limited (HTTP {refused.status}); waiting {wait:.0f} s more would "
-                                  f"pass this run's limit of {self.limits.max_wait_s:.0f} s (waited "
-                                  f"{sum(self.waits):.0f} s): stopped; a re-run resumes where this one stopped")
+                raise GitHubError(
+                    f"{method} {path}: rate limited (HTTP {refused.status}); waiting {wait:.0f} s more would "
+                    f"pass this run's limit of {self.limits.max_wait_s:.0f} s (waited "
+                    f"{sum(self.waits):.0f} s): stopped; a re-run resumes where this one stopped"
+                )
             self.waits.append(wait)
             self.sleep(wait)
             attempt += 1

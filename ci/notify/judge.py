@@ -36,8 +36,9 @@ def without_rounds(record: dict[str, Any]) -> dict[str, Any]:
     """The record the comment reads: every field but the raw rounds (the top level's and each benchmark's)."""
     slim = {k: v for k, v in record.items() if k != "rounds"}
     if isinstance(slim.get("benchmarks"), list):
-        slim["benchmarks"] = [{k: v for k, v in b.items() if k != "rounds"} if isinstance(b, dict) else b
-                              for b in slim["benchmarks"]]
+        slim["benchmarks"] = [
+            {k: v for k, v in b.items() if k != "rounds"} if isinstance(b, dict) else b for b in slim["benchmarks"]
+        ]
     return slim
 
 
@@ -54,7 +55,9 @@ def judge_record(record: Path, log: Callable[[str], None]) -> dict[str, Any]:
             done = subprocess.run(cmd, cwd=CHECKOUT, capture_output=True, text=True, timeout=JUDGE_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             return error_record(f"the base's gate did not judge the record in {JUDGE_TIMEOUT_S} s")
-        sys.stderr.write(done.stdout + done.stderr)  # its Markdown (also in the step summary) and its progress, for the log
+        sys.stderr.write(
+            done.stdout + done.stderr
+        )  # its Markdown (also in the step summary) and its progress, for the log
         try:
             judged = json.loads(out.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -68,13 +71,18 @@ def judge_record(record: Path, log: Callable[[str], None]) -> dict[str, Any]:
 def judge(options, log: Callable[[str], None]) -> int:
     record = bundle.record_path(options.artifacts, bundle.SPEED_ARTIFACT, options.attempt)
     if record is None:
-        log("ci.notify: no speed-gate record in the artifacts (the GPU job did not run, or stopped before one): "
-            "nothing to judge")
+        log(
+            "ci.notify: no speed-gate record in the artifacts (the GPU job did not run, or stopped before one): "
+            "nothing to judge"
+        )
         return 0
     judged = judge_record(record, log)
     try:
         write_json_atomic(options.out, judged)
     except OSError as exc:
         raise WriteError(f"--out {options.out}: {exc}") from None
-    log(f"ci.notify: the base's verdict ({judged.get('verdict')}, exit {judged.get('exit_code')}) written to {options.out}")
+    log(
+        f"ci.notify: the base's verdict ({judged.get('verdict')}, exit {judged.get('exit_code')}) "
+        f"written to {options.out}"
+    )
     return 0

@@ -88,9 +88,14 @@ class Capped:
     left_out: int
 
 
-def join_capped(blocks: Iterable[str], *, footer: str, limit: int = GITHUB_BODY_LIMIT,
-                note: str = "_… {n} more section(s) left out: the comment would exceed GitHub's size limit. "
-                            "The run's step summaries and its artifacts (linked below) have everything._") -> Capped:
+def join_capped(
+    blocks: Iterable[str],
+    *,
+    footer: str,
+    limit: int = GITHUB_BODY_LIMIT,
+    note: str = "_… {n} more section(s) left out: the comment would exceed GitHub's size limit. "
+    "The run's step summaries and its artifacts (linked below) have everything._",
+) -> Capped:
     """Whole blocks joined by blank lines, as many as fit under ``limit`` with the note and ``footer``.
 
     A block is never cut in the middle, so a ``<details>`` or a table is never left open.

@@ -1,6 +1,6 @@
 """Posting: the PR comment created once and then edited in place, the PR found from the event, the issues filed.
 
-What to do is decided by pure functions (:func:`plan_comment`, ci.notify.matching.plan)
+What to do is decided by pure functions (:func:`plan_comment`, ci.notify.regression_issues.matching.plan)
 from what GitHub lists; this module only lists and carries the decisions out through
 ci.notify.github (``gh api``).
 
@@ -24,10 +24,10 @@ from typing import Any
 from ci.common.errors import InputError
 from ci.notify.comment import MARKER
 from ci.notify.github import GitHub
-from ci.notify.history import HistoryChanges
-from ci.notify.issue_state import IssueState, Tracked, tracked
-from ci.notify.issues import Context, body, title, transition_comment
-from ci.notify.matching import MAX_NEW, plan
+from ci.notify.regression_issues.history import HistoryChanges
+from ci.notify.regression_issues.issue_state import IssueState, Tracked, tracked
+from ci.notify.regression_issues.issues import Context, body, title, transition_comment
+from ci.notify.regression_issues.matching import MAX_NEW, plan
 
 BOT_LOGIN = "github-actions[bot]"  # the author of what GITHUB_TOKEN posts
 
@@ -40,9 +40,14 @@ class CommentPlan:
 
 def plan_comment(existing: Sequence[dict[str, Any]], body: str, bot_login: str = BOT_LOGIN) -> CommentPlan:
     """Edit the oldest comment of ours that carries the marker; create one when there is none."""
-    ours = [c for c in existing
-            if isinstance(c, dict) and MARKER in str(c.get("body") or "") and (c.get("user") or {}).get("login") == bot_login
-            and isinstance(c.get("id"), int)]
+    ours = [
+        c
+        for c in existing
+        if isinstance(c, dict)
+        and MARKER in str(c.get("body") or "")
+        and (c.get("user") or {}).get("login") == bot_login
+        and isinstance(c.get("id"), int)
+    ]
     if not ours:
         return CommentPlan("create")
     oldest = min(ours, key=lambda c: c["id"])
@@ -56,8 +61,12 @@ def find_pull_requests(gh: GitHub, head_repo: str, head_branch: str, head_sha: s
     found = []
     for pr in gh.get_all(gh.repo_path(f"pulls?{query}")):
         head = pr.get("head") or {}
-        if (head.get("sha") == head_sha and (head.get("repo") or {}).get("full_name") == head_repo
-                and head.get("ref") == head_branch and isinstance(pr.get("number"), int)):
+        if (
+            head.get("sha") == head_sha
+            and (head.get("repo") or {}).get("full_name") == head_repo
+            and head.get("ref") == head_branch
+            and isinstance(pr.get("number"), int)
+        ):
             found.append(pr["number"])
     return sorted(found)
 
@@ -80,17 +89,20 @@ def list_pr_files(gh: GitHub, pr: int) -> list[dict[str, Any]]:
 
 def checked_status(data: Any) -> dict[str, str]:
     """The commit status ``comment --status-out`` wrote, checked again before it is sent (state, context, lengths)."""
-    from ci.notify.records import check_schema
     from ci.notify.status import CONTEXT, DESCRIPTION_LIMIT, STATES
+    from ci.notify.untrusted import check_schema
 
     root = check_schema(data, "mxfp4-commit-status", "status.json")
-    status = {"state": root.get("state").choice(set(STATES.values())), "context": root.get("context").choice({CONTEXT}),
-              "description": root.get("description").text()}
+    status = {
+        "state": root.get("state").choice(set(STATES.values())),
+        "context": root.get("context").choice({CONTEXT}),
+        "description": root.get("description").text(),
+    }
     if len(status["description"]) > DESCRIPTION_LIMIT:
         raise InputError(f"status.json: description over {DESCRIPTION_LIMIT} characters")
     url = root.get("target_url").text(optional=True)
     if url is not None:
-        from ci.notify.records import SAFE_URL
+        from ci.notify.untrusted import SAFE_URL
 
         if not SAFE_URL.match(url):
             raise InputError("status.json: target_url is not an https:// address")
@@ -115,8 +127,14 @@ STATE_REASON = {"recovered": "completed", "not-confirmed": "not_planned"}
 def ensure_label(gh: GitHub) -> None:
     names = {label.get("name") for label in gh.get_all(gh.repo_path("labels"))}
     if LABEL not in names:
-        gh.post(gh.repo_path("labels"), {"name": LABEL, "color": LABEL_COLOR,
-                                         "description": "A slowdown on main found by the history job (ci.notify)"})
+        gh.post(
+            gh.repo_path("labels"),
+            {
+                "name": LABEL,
+                "color": LABEL_COLOR,
+                "description": "A slowdown on main found by the history job (ci.notify)",
+            },
+        )
 
 
 def _by(item: dict[str, Any], login: str) -> bool:
@@ -124,7 +142,9 @@ def _by(item: dict[str, Any], login: str) -> bool:
 
 
 def list_regression_issues(gh: GitHub, bot_login: str = BOT_LOGIN) -> list[Tracked]:
-    """The bot's issues, open and closed, whose body starts with the marker (ci.notify.issue_state), oldest first.
+    """The bot's issues, open and closed, whose body starts with the marker (regression_issues.issue_state).
+
+    Oldest first.
 
     Listed by author (``creator``), not by label (a person may remove it) and not by the search API (indexed
     with a delay: an issue opened a minute ago could be missed and opened twice). Issues and comments by anyone
@@ -140,21 +160,33 @@ def list_regression_issues(gh: GitHub, bot_login: str = BOT_LOGIN) -> list[Track
     return found
 
 
-def issues_record(existing: Sequence[Tracked], done: dict[int, IssueState], actions: list[str], deferred: int,
-                  context: Context, github_open: dict[int, bool]) -> dict[str, Any]:
+def issues_record(
+    existing: Sequence[Tracked],
+    done: dict[int, IssueState],
+    actions: list[str],
+    deferred: int,
+    context: Context,
+    github_open: dict[int, bool],
+) -> dict[str, Any]:
     """Every regression issue after this run, as JSON: what the published history shows beside its change points.
 
-    The site build reads it (ci.history.site.issue_links): where each issue is (the repository's address), GitHub's state
+    The site build reads it (ci.history.site.issue_links): where each issue is (the repository's address),
+    GitHub's state
     (``state``: open or closed, a person's close included) and the bot's (``status``), and per member what the
     identity needs (ci.common.regression_identity: series, suspected commits, their order, size)."""
     states = {t.number: t.state for t in existing}
     states.update(done)
     opened = {t.number: t.open for t in existing}
     opened.update(github_open)
-    return {"schema": ISSUES_SCHEMA, "repository": f"{context.server_url.rstrip('/')}/{context.repo}",
-            "run_url": context.run_url, "results_commit": context.results_commit,
-            "issues": [_issue_json(n, s, opened.get(n, True)) for n, s in sorted(states.items())],
-            "actions": actions, "deferred": deferred}
+    return {
+        "schema": ISSUES_SCHEMA,
+        "repository": f"{context.server_url.rstrip('/')}/{context.repo}",
+        "run_url": context.run_url,
+        "results_commit": context.results_commit,
+        "issues": [_issue_json(n, s, opened.get(n, True)) for n, s in sorted(states.items())],
+        "actions": actions,
+        "deferred": deferred,
+    }
 
 
 # 2: the repository's address, the run and results commit it is as of, GitHub's state, each member's index and orders
@@ -162,18 +194,43 @@ ISSUES_SCHEMA = "mxfp4-regression-issues/2"
 
 
 def _issue_json(number: int, state: IssueState, github_open: bool) -> dict[str, Any]:
-    return {"number": number, "kind": state.kind, "status": state.status, "state": "open" if github_open else "closed",
-            "members": [{"machine": m.machine, "benchmark": m.benchmark, "index": m.index, "last_before": m.last_before,
-                         "first_after": m.first_after, "orders": list(m.orders) if m.orders else None,
-                         "relative_change": m.change, "status": m.status,
-                         "fixed_in": list(m.fix[:2]) if m.fix else None} for m in state.members],
-            "drifts": [{"machine": d.machine, "benchmark": d.benchmark, "best": d.best, "newest": d.newest,
-                        "status": d.status} for d in state.drifts]}
+    return {
+        "number": number,
+        "kind": state.kind,
+        "status": state.status,
+        "state": "open" if github_open else "closed",
+        "members": [
+            {
+                "machine": m.machine,
+                "benchmark": m.benchmark,
+                "index": m.index,
+                "last_before": m.last_before,
+                "first_after": m.first_after,
+                "orders": list(m.orders) if m.orders else None,
+                "relative_change": m.change,
+                "status": m.status,
+                "fixed_in": list(m.fix[:2]) if m.fix else None,
+            }
+            for m in state.members
+        ],
+        "drifts": [
+            {"machine": d.machine, "benchmark": d.benchmark, "best": d.best, "newest": d.newest, "status": d.status}
+            for d in state.drifts
+        ],
+    }
 
 
-def file_issues(gh: GitHub, changes: HistoryChanges, context: Context, bot_login: str = BOT_LOGIN,
-                log: Callable[[str], None] = print, *, max_new: int = MAX_NEW, dry_run: bool = False) -> dict[str, Any]:
-    """Open, edit, close or reopen the regression issues for ``changes`` (ci.notify.matching); returns
+def file_issues(
+    gh: GitHub,
+    changes: HistoryChanges,
+    context: Context,
+    bot_login: str = BOT_LOGIN,
+    log: Callable[[str], None] = print,
+    *,
+    max_new: int = MAX_NEW,
+    dry_run: bool = False,
+) -> dict[str, Any]:
+    """Open, edit, close or reopen the regression issues for ``changes`` (ci.notify.regression_issues.matching); returns
     :func:`issues_record`. Each issue is written whole in one request (its state is its body's first line), then
     the comment on a change of status: a run stopped between two requests leaves nothing a re-run duplicates."""
     existing = list_regression_issues(gh, bot_login)
@@ -203,7 +260,9 @@ def file_issues(gh: GitHub, changes: HistoryChanges, context: Context, bot_login
             change: dict[str, Any] = {}
             if text_body != old.body:
                 change["body"] = text_body
-            if title(old.state) != text_title and old.title != text_title:  # a person's own title is kept until ours changes
+            if (
+                title(old.state) != text_title and old.title != text_title
+            ):  # a person's own title is kept until ours changes
                 change["title"] = text_title
             moved = p.old.status if p.old is not None and p.old.status != state.status else None  # moved from
             if moved and state.status == "open" and not p.github_open:
@@ -217,8 +276,10 @@ def file_issues(gh: GitHub, changes: HistoryChanges, context: Context, bot_login
                 if change:
                     gh.patch(gh.repo_path(f"issues/{p.number}"), change)
                 if moved:
-                    gh.post(gh.repo_path(f"issues/{p.number}/comments"),
-                            {"body": transition_comment(moved, state.status, state, context)})
+                    gh.post(
+                        gh.repo_path(f"issues/{p.number}/comments"),
+                        {"body": transition_comment(moved, state.status, state, context)},
+                    )
             done[p.number] = state
         log(line)
         actions.append(line)

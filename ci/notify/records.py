@@ -1,174 +1,23 @@
 """The gates' JSON read as data: the one module that knows their field names (speed, changes, budget, jobs).
 
-The PR comment is built from files a pull request's run uploaded, so each is untrusted:
-read with a size cap (:data:`MAX_BYTES`), parsed as JSON only, its ``schema`` checked
-against the major versions this module knows, and every field read through
-:class:`Reader`, which checks its type and names the path of a bad one
-("verdict.json: benchmarks[2].decision.estimate.point: expected a number, got 'x'").
+The PR comment is built from files a pull request's run uploaded, so each is untrusted: it is read
+through ci.notify.untrusted (a size cap, JSON only, the schema's known majors, every field type-checked).
 What comes out are plain frozen records (:class:`SpeedRecord`, :class:`ChangesRecord`,
 :class:`BudgetRecord`, :class:`Jobs`); the renderer (ci.notify.comment) never sees the
 raw JSON. A gate's record whose schema is unknown is a :class:`Rejected` with that reason,
 which the comment shows as such instead of guessing.
 
-When a gate's JSON changes, this module is the one to adapt: the schema names and
-known majors are :data:`KNOWN_SCHEMAS`.
+When a gate's JSON changes, this module is the one to adapt (and the known majors,
+ci.notify.untrusted.KNOWN_SCHEMAS).
 """
 
 from __future__ import annotations
 
-import json
-import math
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Any
 
-from ci.common.errors import InputError
-
-MAX_BYTES = 2_000_000  # a gate's record without its raw rounds is ~50 kB; a full speed record of 20 benchmarks ~1 MB
-MAX_ITEMS = 2000  # benchmarks, targets, jobs, steps, table rows
-# schema name -> the major versions read here. A speed gate /2 (issue 28) is adapted here at merge.
-KNOWN_SCHEMAS = {"mxfp4-speed-gate": {1}, "mxfp4-changes": {1}, "mxfp4-budget-gate": {2}, "mxfp4-history-changes": {1},
-                 "mxfp4-pr-files": {1}, "mxfp4-commit-status": {1}}
-_SCHEMA = re.compile(r"^([a-z0-9-]{1,60})/([0-9]{1,4})$")
-# An address that can go into a Markdown link as it is: https, no spaces, brackets, quotes or query.
-SAFE_URL = re.compile(r"^https://[A-Za-z0-9.:-]+(/[A-Za-z0-9._~%/-]*)?$")
-
-
-@dataclass(frozen=True)
-class Rejected:
-    """A gate's file that was found but not used, and why (shown in the comment)."""
-
-    what: str  # "speed gate", "budget gate", "code changes", "jobs"
-    reason: str
-
-
-def load_json(path: Path, limit: int = MAX_BYTES) -> Any:
-    """The JSON in ``path``, refused when it is over ``limit`` bytes (read no further) or not JSON."""
-    with open(path, "rb") as f:
-        data = f.read(limit + 1)
-    if len(data) > limit:
-        raise InputError(f"{path.name}: over {limit} bytes: not read")
-    try:
-        return json.loads(data.decode("utf-8"), parse_constant=_no_constant)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise InputError(f"{path.name}: not JSON ({clip(exc)})") from None
-
-
-def _no_constant(name: str) -> None:
-    raise ValueError(f"{name} is not JSON")
-
-
-def clip(value: object, limit: int = 120) -> str:
-    text = repr(value) if not isinstance(value, str) else value
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-class Reader:
-    """Typed access to one JSON value, which knows its path for the error message."""
-
-    def __init__(self, value: Any, path: str) -> None:
-        self.value, self.path = value, path
-
-    def _fail(self, expected: str) -> InputError:
-        return InputError(f"{self.path}: expected {expected}, got {clip(self.value)}")
-
-    def get(self, key: str) -> Reader:
-        if not isinstance(self.value, dict):
-            raise self._fail("an object")
-        return Reader(self.value.get(key), f"{self.path}.{key}")
-
-    def has(self, key: str) -> bool:
-        return isinstance(self.value, dict) and self.value.get(key) is not None
-
-    def items(self, optional: bool = False) -> list[Reader]:
-        if self.value is None and optional:
-            return []
-        if not isinstance(self.value, list):
-            raise self._fail("a list")
-        if len(self.value) > MAX_ITEMS:
-            raise InputError(f"{self.path}: {len(self.value)} items, over {MAX_ITEMS}")
-        return [Reader(v, f"{self.path}[{i}]") for i, v in enumerate(self.value)]
-
-    def mapping(self, optional: bool = False) -> dict[str, Reader]:
-        if self.value is None and optional:
-            return {}
-        if not isinstance(self.value, dict) or len(self.value) > MAX_ITEMS:
-            raise self._fail(f"an object of at most {MAX_ITEMS} keys")
-        return {str(k): Reader(v, f"{self.path}.{k}") for k, v in self.value.items()}
-
-    @overload
-    def text(self, optional: Literal[False] = ...) -> str: ...
-    @overload
-    def text(self, optional: bool) -> str | None: ...
-    def text(self, optional: bool = False) -> str | None:
-        if self.value is None and optional:
-            return None
-        if not isinstance(self.value, str):
-            raise self._fail("a string")
-        return self.value
-
-    @overload
-    def number(self, optional: Literal[False] = ...) -> float: ...
-    @overload
-    def number(self, optional: bool) -> float | None: ...
-    def number(self, optional: bool = False) -> float | None:
-        if self.value is None and optional:
-            return None
-        if isinstance(self.value, bool) or not isinstance(self.value, (int, float)) or not math.isfinite(self.value):
-            raise self._fail("a finite number")
-        return float(self.value)
-
-    @overload
-    def integer(self, optional: Literal[False] = ...) -> int: ...
-    @overload
-    def integer(self, optional: bool) -> int | None: ...
-    def integer(self, optional: bool = False) -> int | None:
-        if self.value is None and optional:
-            return None
-        if isinstance(self.value, bool) or not isinstance(self.value, int):
-            raise self._fail("an integer")
-        return self.value
-
-    @overload
-    def boolean(self, optional: Literal[False] = ...) -> bool: ...
-    @overload
-    def boolean(self, optional: bool) -> bool | None: ...
-    def boolean(self, optional: bool = False) -> bool | None:
-        if self.value is None and optional:
-            return None
-        if not isinstance(self.value, bool):
-            raise self._fail("true or false")
-        return self.value
-
-    @overload
-    def choice(self, allowed: set[str], optional: Literal[False] = ...) -> str: ...
-    @overload
-    def choice(self, allowed: set[str], optional: bool) -> str | None: ...
-    def choice(self, allowed: set[str], optional: bool = False) -> str | None:
-        value = self.text(optional)
-        if value is not None and value not in allowed:
-            raise self._fail(f"one of {sorted(allowed)}")
-        return value
-
-
-def check_schema(data: Any, name: str, file: str) -> Reader:
-    """The top-level reader of ``data`` when its ``schema`` is ``name/<known major>``; InputError says what it is else."""
-    root = Reader(data, file)
-    schema = root.get("schema").text(optional=True) if isinstance(data, dict) else None
-    match = _SCHEMA.match(schema or "")
-    if not match or match.group(1) != name:
-        raise InputError(f"{file}: not a {name} record (schema {clip(schema)})")
-    if int(match.group(2)) not in KNOWN_SCHEMAS[name]:
-        known = ", ".join(f"{name}/{v}" for v in sorted(KNOWN_SCHEMAS[name]))
-        raise InputError(f"{file}: unknown schema {schema} (this publisher reads {known})")
-    return root
-
-
-# ---------------------------------------------------------------------------
-# the speed gate (python -m ci.speed --json; docs/SPEED_GATE.md, "The JSON record")
-# ---------------------------------------------------------------------------
+from ci.notify.untrusted import SAFE_URL, Reader, check_schema
 
 SPEED_STATUSES = {"gated", "wrong result", "new", "removed", "n/a", "unchanged (identical code)"}
 # The verdicts a gated benchmark has had; another one (a later gate's) is shown as it is, not refused.
@@ -227,12 +76,16 @@ def speed_record(data: Any, file: str = "verdict.json") -> SpeedRecord:
     verdict = root.get("verdict").choice(RUN_VERDICTS)
     exit_code = root.get("exit_code").integer()
     if verdict == "error":
-        return SpeedRecord("error", exit_code, root.get("error").text(optional=True) or "(no message)", None, (), (), None, None, 0)
+        return SpeedRecord(
+            "error", exit_code, root.get("error").text(optional=True) or "(no message)", None, (), (), None, None, 0
+        )
     benchmarks = tuple(_speed_benchmark(b) for b in root.get("benchmarks").items())
     wrong = []
     for check in root.get("correctness").items(optional=True):
         if check.get("side").text(optional=True) == "head" and check.get("status").text(optional=True) == "fail":
-            where = f"{check.get('kernel').text(optional=True) or '?'}[{check.get('config').text(optional=True) or '?'}]"
+            where = (
+                f"{check.get('kernel').text(optional=True) or '?'}[{check.get('config').text(optional=True) or '?'}]"
+            )
             shape = check.get("shape").value
             if isinstance(shape, list) and len(shape) == 3 and all(isinstance(v, int) for v in shape):
                 where += " at {}x{}x{}".format(*shape)
@@ -241,11 +94,23 @@ def speed_record(data: Any, file: str = "verdict.json") -> SpeedRecord:
     judged = None
     if root.has("judged"):
         j = root.get("judged")
-        judged = Judged(j.get("thresholds").text(optional=True) or "?", j.get("noise_model").text(optional=True),
-                        j.get("recorded").get("verdict").text(optional=True) if j.has("recorded") else None)
-    return SpeedRecord(verdict, exit_code, None, root.get("head").get("sha").text(optional=True) if root.has("head") else None,
-                       benchmarks, tuple(wrong), root.get("gpu_seconds_spent").number(optional=True),
-                       root.get("gpu_seconds_saved_estimated").number(optional=True), len(skipped), judged)
+        judged = Judged(
+            j.get("thresholds").text(optional=True) or "?",
+            j.get("noise_model").text(optional=True),
+            j.get("recorded").get("verdict").text(optional=True) if j.has("recorded") else None,
+        )
+    return SpeedRecord(
+        verdict,
+        exit_code,
+        None,
+        root.get("head").get("sha").text(optional=True) if root.has("head") else None,
+        benchmarks,
+        tuple(wrong),
+        root.get("gpu_seconds_spent").number(optional=True),
+        root.get("gpu_seconds_saved_estimated").number(optional=True),
+        len(skipped),
+        judged,
+    )
 
 
 def _speed_benchmark(b: Reader) -> SpeedBenchmark:
@@ -262,9 +127,20 @@ def _speed_benchmark(b: Reader) -> SpeedBenchmark:
         rounds = decision.get("rounds_used").integer(optional=True)
         reason = decision.get("reason").text(optional=True) or reason
         verdict = decision.get("verdict").text(optional=True)
-    return SpeedBenchmark(b.get("id").text(), status, verdict, ratio, low, high, b.get("threshold").number(optional=True),
-                          rounds, reason, b.get("stopped_by").text(optional=True),
-                          _positive(b.get("base_tflops")), _positive(b.get("head_tflops")))
+    return SpeedBenchmark(
+        b.get("id").text(),
+        status,
+        verdict,
+        ratio,
+        low,
+        high,
+        b.get("threshold").number(optional=True),
+        rounds,
+        reason,
+        b.get("stopped_by").text(optional=True),
+        _positive(b.get("base_tflops")),
+        _positive(b.get("head_tflops")),
+    )
 
 
 def _positive(r: Reader) -> float | None:
@@ -312,18 +188,34 @@ def changes_record(data: Any, file: str = "changes.json") -> ChangesRecord:
         return ChangesRecord(root.get("error").text(), True, 0, 0, 0, 0.0, True, (), ())
     saved = root.get("saved")
     seconds = sum(v.number() for v in saved.get("gpu_seconds_by_arch").mapping().values())
-    changes = tuple(CodeChange(c.get("target").text(), c.get("dialect").text(),
-                               _rows(c.get("instruction_mix"), "instructions"), _rows(c.get("resources"), "resource"))
-                    for c in root.get("code_changes").items())
+    changes = tuple(
+        CodeChange(
+            c.get("target").text(),
+            c.get("dialect").text(),
+            _rows(c.get("instruction_mix"), "instructions"),
+            _rows(c.get("resources"), "resource"),
+        )
+        for c in root.get("code_changes").items()
+    )
     failures = tuple(f"{side}: {r.text()}" for side, r in root.get("failures").mapping(optional=True).items())
-    return ChangesRecord(None, bool(root.get("gpu_needed").boolean()), len(root.get("to_measure").items()),
-                         len(root.get("unchanged").items()), len(root.get("removed").items(optional=True)), seconds,
-                         bool(saved.get("estimated").boolean()), failures, changes)
+    return ChangesRecord(
+        None,
+        bool(root.get("gpu_needed").boolean()),
+        len(root.get("to_measure").items()),
+        len(root.get("unchanged").items()),
+        len(root.get("removed").items(optional=True)),
+        seconds,
+        bool(saved.get("estimated").boolean()),
+        failures,
+        changes,
+    )
 
 
 def _rows(rows: Reader, name_key: str) -> tuple[DiffRow, ...]:
-    return tuple(DiffRow(r.get(name_key).text(), _str(r.get("base")), _str(r.get("head")), _str(r.get("delta")))
-                 for r in rows.items())
+    return tuple(
+        DiffRow(r.get(name_key).text(), _str(r.get("base")), _str(r.get("head")), _str(r.get("delta")))
+        for r in rows.items()
+    )
 
 
 def _str(r: Reader) -> str:
@@ -383,10 +275,17 @@ class PrFiles:
 
 def pr_files_record(data: Any, file: str = "pr-files.json") -> PrFiles:
     root = check_schema(data, "mxfp4-pr-files", file)
-    gate = tuple((g.get("path").text(), g.get("what").text(), g.get("status").text(optional=True) or "?")
-                 for g in root.get("gate_files").items())
-    return PrFiles(tuple(n.integer() for n in root.get("pull_requests").items()), root.get("files_listed").integer(), gate,
-                   bool(root.get("truncated").boolean(optional=True)), root.get("error").text(optional=True))
+    gate = tuple(
+        (g.get("path").text(), g.get("what").text(), g.get("status").text(optional=True) or "?")
+        for g in root.get("gate_files").items()
+    )
+    return PrFiles(
+        tuple(n.integer() for n in root.get("pull_requests").items()),
+        root.get("files_listed").integer(),
+        gate,
+        bool(root.get("truncated").boolean(optional=True)),
+        root.get("error").text(optional=True),
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -421,16 +320,15 @@ def jobs_record(data: Any, file: str = "jobs.json") -> Jobs:
     root = Reader(data, file)
     jobs = {}
     for j in root.get("jobs").items():
-        steps = {s.get("name").text(): s.get("conclusion").choice(CONCLUSIONS, optional=True) for s in j.get("steps").items(optional=True)}
+        steps = {
+            s.get("name").text(): s.get("conclusion").choice(CONCLUSIONS, optional=True)
+            for s in j.get("steps").items(optional=True)
+        }
         url = j.get("html_url").text(optional=True)
-        jobs[j.get("name").text()] = Job(j.get("name").text(), j.get("conclusion").choice(CONCLUSIONS, optional=True),
-                                         url if url and SAFE_URL.match(url) else None, steps)
+        jobs[j.get("name").text()] = Job(
+            j.get("name").text(),
+            j.get("conclusion").choice(CONCLUSIONS, optional=True),
+            url if url and SAFE_URL.match(url) else None,
+            steps,
+        )
     return Jobs(jobs)
-
-
-def read(path: Path, parse: Callable[[Any, str], Any], what: str) -> Any:
-    """``parse`` of the JSON in ``path``, or :class:`Rejected` naming what is wrong with it."""
-    try:
-        return parse(load_json(path), path.name)
-    except (OSError, InputError) as exc:
-        return Rejected(what, str(exc))

@@ -33,7 +33,11 @@ SCHEMA = "mxfp4-commit-status/1"
 
 
 def _count(record: Any, verdict: str) -> int:
-    return sum(b.status == "gated" and b.verdict == verdict for b in record.benchmarks) if isinstance(record, SpeedRecord) else 0
+    return (
+        sum(b.status == "gated" and b.verdict == verdict for b in record.benchmarks)
+        if isinstance(record, SpeedRecord)
+        else 0
+    )
 
 
 def status_of(inputs: Inputs, target_url: str | None = None) -> dict[str, Any]:
@@ -46,8 +50,17 @@ def status_of(inputs: Inputs, target_url: str | None = None) -> dict[str, Any]:
     elif area.state == FAIL:
         regressions = _count(speed, "regression")
         wrong = sum(b.status == "wrong result" for b in speed.benchmarks) if isinstance(speed, SpeedRecord) else 0
-        what = ", ".join(p for p in (f"{regressions} regression(s)" if regressions else "",
-                                     f"{wrong} wrong result(s)" if wrong else "") if p) or "failed"
+        what = (
+            ", ".join(
+                p
+                for p in (
+                    f"{regressions} regression(s)" if regressions else "",
+                    f"{wrong} wrong result(s)" if wrong else "",
+                )
+                if p
+            )
+            or "failed"
+        )
         description = f"FAIL: {what}, {by}"
     elif area.state == INCONCLUSIVE:
         n = len(undecided_benchmarks(speed)) if isinstance(speed, SpeedRecord) else 0

@@ -1,4 +1,5 @@
 """python -m ci.speed: the PR speed gate (see ci.speed.gate)."""
+
 import sys
 
 from ci.speed.gate import main

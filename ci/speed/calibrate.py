@@ -5,6 +5,7 @@
 The gate's front with the calibration's options (ci.speed.gate); the procedure is ci.speed.modes.calibration,
 its steps docs/SPEED_GATE.md, "Calibrating a new runner".
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence

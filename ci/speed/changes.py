@@ -59,9 +59,14 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     add_commits(parser, working_tree=False)
     add_arch(parser, ",".join(DEFAULT_ARCHS))
     add_selection(parser, config=False)
-    parser.add_argument("--costs", metavar="PATH", type=Path, help="GPU seconds per benchmark id from a previous gate run (JSON)")
-    parser.add_argument("--github-output", action="store_true",
-                        help="append gpu_needed=true|false to the file named by $GITHUB_OUTPUT (a workflow step's outputs)")
+    parser.add_argument(
+        "--costs", metavar="PATH", type=Path, help="GPU seconds per benchmark id from a previous gate run (JSON)"
+    )
+    parser.add_argument(
+        "--github-output",
+        action="store_true",
+        help="append gpu_needed=true|false to the file named by $GITHUB_OUTPUT (a workflow step's outputs)",
+    )
     add_json(parser, "the decision")
 
 
@@ -78,8 +83,16 @@ def options_from_args(args: argparse.Namespace) -> Options:
         if not os.environ.get("GITHUB_OUTPUT"):
             raise OptionsError("--github-output: $GITHUB_OUTPUT is not set (it is, in a GitHub Actions step)")
         github_output = Path(os.environ["GITHUB_OUTPUT"])
-    return Options(args.base, args.head or "HEAD", Path(args.repo), archs, output_value(args.json, "--json"), costs,
-                   names_value(args.kernel, "--kernel"), github_output)
+    return Options(
+        args.base,
+        args.head or "HEAD",
+        Path(args.repo),
+        archs,
+        output_value(args.json, "--json"),
+        costs,
+        names_value(args.kernel, "--kernel"),
+        github_output,
+    )
 
 
 def run(options: Options, log=lambda line: print(line, file=sys.stderr, flush=True)) -> tuple[dict, str]:
@@ -116,9 +129,16 @@ def _failed(args: argparse.Namespace, record: dict[str, Any]) -> None:
         changes_report.append_github_output(record, Path(os.environ["GITHUB_OUTPUT"]))
 
 
-COMMAND = Command("python -m ci.speed.changes", __doc__ or "", _arguments, options_from_args, _decide,
-                  {0: "decided (whatever the decision)"},
-                  error_fields={"schema": changes_report.SCHEMA, "gpu_needed": True}, on_error=_failed)
+COMMAND = Command(
+    "python -m ci.speed.changes",
+    __doc__ or "",
+    _arguments,
+    options_from_args,
+    _decide,
+    {0: "decided (whatever the decision)"},
+    error_fields={"schema": changes_report.SCHEMA, "gpu_needed": True},
+    on_error=_failed,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -36,7 +36,7 @@ from ci.speed.decide.thresholds import THRESHOLDS_PATH
 from ci.speed.decide.verdict import CALIBRATION_PATH, GATE_SCHEMA
 from ci.speed.options import CALIBRATION_MAX_MINUTES, DEFAULT_MAX_MINUTES, PLAN_KEYS, Mode, SpeedOptions, speed_options
 
-CALIBRATE_DOC = """A/A rounds of the head against itself: the runner's noise model, written; the rounds each benchmark needs.
+CALIBRATE_DOC = """A/A rounds of the head against itself: the runner's noise model; the rounds each benchmark needs.
 
     python -m ci.speed.calibrate --write                       # this runner's ci/speed_noise.json
     python -m ci.speed.calibrate --noise ci/speed_noise_h200.json --thresholds ci/speed_thresholds_h200.json --write
@@ -60,14 +60,22 @@ def _doc(doc: str) -> str:
 
 
 def _add_device(g: argparse._ArgumentGroup) -> None:
-    g.add_argument("--device", metavar="auto|cpu|cuda[:LIST]",
-                   help="where to run (default auto: the GPU if torch sees one); cuda:0,2: spread the benchmarks over "
-                        "these GPUs (default every visible one), base and head of a benchmark always on one")
+    g.add_argument(
+        "--device",
+        metavar="auto|cpu|cuda[:LIST]",
+        help="where to run (default auto: the GPU if torch sees one); cuda:0,2: spread the benchmarks over "
+        "these GPUs (default every visible one), base and head of a benchmark always on one",
+    )
 
 
 def _add_plan(g: argparse._ArgumentGroup) -> None:
-    g.add_argument("--plan", action="append", default=[], metavar="KEY=VALUE",
-                   help="a knob of the statistics or the rounds (repeatable; the keys are listed below)")
+    g.add_argument(
+        "--plan",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a knob of the statistics or the rounds (repeatable; the keys are listed below)",
+    )
 
 
 def _gate_arguments(p: argparse.ArgumentParser) -> None:
@@ -76,38 +84,78 @@ def _gate_arguments(p: argparse.ArgumentParser) -> None:
     add_selection(g, shape=True)
     _add_device(g)
     g = p.add_argument_group("what to skip: identical code (ci.speed.scope.unchanged)")
-    add_arch(g, None, "auto: cpu on a CPU run, else the runner's GPU, read through amdsmi/NVML; one arch here, or "
-                      "cpu: launch paths only")
-    g.add_argument("--changes", metavar="PATH", help="decide from this python -m ci.speed.changes --json file (of the "
-                                                     "same base and head) instead of fingerprinting here")
-    g.add_argument("--measure-identical", action="store_true",
-                   help="measure benchmarks whose code is identical at base and head too")
+    add_arch(
+        g,
+        None,
+        "auto: cpu on a CPU run, else the runner's GPU, read through amdsmi/NVML; one arch here, or "
+        "cpu: launch paths only",
+    )
+    g.add_argument(
+        "--changes",
+        metavar="PATH",
+        help="decide from this python -m ci.speed.changes --json file (of the "
+        "same base and head) instead of fingerprinting here",
+    )
+    g.add_argument(
+        "--measure-identical",
+        action="store_true",
+        help="measure benchmarks whose code is identical at base and head too",
+    )
     g = p.add_argument_group("how it decides")
     g.add_argument("--thresholds", metavar="PATH", help=f"thresholds file (default: the head's {THRESHOLDS_PATH})")
-    g.add_argument("--calibration", metavar="PATH",
-                   help=f"a calibration JSON for the t plan's resolvable effects (default: the head's {CALIBRATION_PATH} if present)")
-    g.add_argument("--noise", metavar="PATH", help=f"the runner's noise model (default: the head's {NOISE_PATH} if present"
-                                                   "; --plan noise=off ignores it)")
+    g.add_argument(
+        "--calibration",
+        metavar="PATH",
+        help=f"a calibration JSON for the t plan's resolvable effects "
+        f"(default: the head's {CALIBRATION_PATH} if present)",
+    )
+    g.add_argument(
+        "--noise",
+        metavar="PATH",
+        help=f"the runner's noise model (default: the head's {NOISE_PATH} if present; --plan noise=off ignores it)",
+    )
     _add_plan(g)
-    add_max_minutes(g, DEFAULT_MAX_MINUTES, "start no round after M minutes; undecided benchmarks are then inconclusive "
-                                            "(under the GPU job's 120-minute limit)")
-    g.add_argument("--fail-on-inconclusive", action="store_true",
-                   help="exit 1 when a benchmark is inconclusive (default: exit 0 with a warning)")
-    g.add_argument("--all-verdicts", action="store_true",
-                   help="measure on after the PR has failed (a regression decided, a wrong result at head) until "
-                        "every benchmark has its verdict (default: no round starts once the PR's status is known)")
+    add_max_minutes(
+        g,
+        DEFAULT_MAX_MINUTES,
+        "start no round after M minutes; undecided benchmarks are then inconclusive "
+        "(under the GPU job's 120-minute limit)",
+    )
+    g.add_argument(
+        "--fail-on-inconclusive",
+        action="store_true",
+        help="exit 1 when a benchmark is inconclusive (default: exit 0 with a warning)",
+    )
+    g.add_argument(
+        "--all-verdicts",
+        action="store_true",
+        help="measure on after the PR has failed (a regression decided, a wrong result at head) until "
+        "every benchmark has its verdict (default: no round starts once the PR's status is known)",
+    )
     add_timing(g)
     g = p.add_argument_group("modes and output")
-    g.add_argument("--replay", metavar="JSON", help="decide again from a recorded --json file (no GPU), with its plan "
-                                                    "and thresholds or the ones given; a record of a retired plan is refused")
-    g.add_argument("--decisions", type=int, metavar="N", help="with --replay: take N disjoint decisions from the "
-                                                              "record's rounds, in time order, and print verdict rates")
-    g.add_argument("--judge", action="store_true",
-                   help="with --replay: decide the record's raw rounds with THIS checkout's plan, exclusion rule, "
-                        "thresholds and noise model (those of the runner the record names: ci/speed_thresholds_h200.json "
-                        "and ci/speed_noise_h200.json for an H200, else ci/speed_thresholds.json and ci/speed_noise.json), "
-                        "never the record's; nothing it decided is kept, and a benchmark undecided at the end of the "
-                        "record is inconclusive and fails (the PR comment's judge: docs/SPEED_GATE.md)")
+    g.add_argument(
+        "--replay",
+        metavar="JSON",
+        help="decide again from a recorded --json file (no GPU), with its plan "
+        "and thresholds or the ones given; a record of a retired plan is refused",
+    )
+    g.add_argument(
+        "--decisions",
+        type=int,
+        metavar="N",
+        help="with --replay: take N disjoint decisions from the "
+        "record's rounds, in time order, and print verdict rates",
+    )
+    g.add_argument(
+        "--judge",
+        action="store_true",
+        help="with --replay: decide the record's raw rounds with THIS checkout's plan, exclusion rule, "
+        "thresholds and noise model (those of the runner the record names: ci/speed_thresholds_h200.json "
+        "and ci/speed_noise_h200.json for an H200, else ci/speed_thresholds.json and ci/speed_noise.json), "
+        "never the record's; nothing it decided is kept, and a benchmark undecided at the end of the "
+        "record is inconclusive and fails (the PR comment's judge: docs/SPEED_GATE.md)",
+    )
     add_json(g, "the verdict and every raw measurement")
     g.add_argument("--plot", metavar="PATH", help="write a PNG of the per-round ratios, intervals and bands")
 
@@ -120,22 +168,42 @@ def _calibrate_arguments(p: argparse.ArgumentParser) -> None:
     add_selection(g, shape=True)
     _add_device(g)
     g = p.add_argument_group("how it decides")
-    g.add_argument("--thresholds", metavar="PATH",
-                   help=f"thresholds file (default: the head's {THRESHOLDS_PATH}); the file written")
-    g.add_argument("--noise", metavar="PATH", help=f"the runner's noise model (default: the head's {NOISE_PATH} if present"
-                                                   "): the model refreshed")
+    g.add_argument(
+        "--thresholds",
+        metavar="PATH",
+        help=f"thresholds file (default: the head's {THRESHOLDS_PATH}); the file written",
+    )
+    g.add_argument(
+        "--noise",
+        metavar="PATH",
+        help=f"the runner's noise model (default: the head's {NOISE_PATH} if present): the model refreshed",
+    )
     _add_plan(g)
     add_max_minutes(g, CALIBRATION_MAX_MINUTES, "start no round after M minutes, and none that would end after them")
     add_timing(g)
     g = p.add_argument_group("calibration and output")
-    g.add_argument("--write", action="store_true", help=f"write the fitted noise model (--noise, default {NOISE_PATH}) "
-                                                         "and the thresholds (--thresholds) it supports")
-    g.add_argument("--refit", action="store_true",
-                   help="measure nothing; refit the model from the runs already in it and --aa-records")
-    g.add_argument("--aa-records", nargs="+", metavar="JSON", help="gate or calibration records whose rounds are "
-                                                                 "A/A (identical code, --measure-identical) to fit from too")
-    g.add_argument("--assume-aa", metavar="WHY", help="count --aa-records whose code differed as A/A, for this reason "
-                                                      "(kept in the model)")
+    g.add_argument(
+        "--write",
+        action="store_true",
+        help=f"write the fitted noise model (--noise, default {NOISE_PATH}) "
+        "and the thresholds (--thresholds) it supports",
+    )
+    g.add_argument(
+        "--refit",
+        action="store_true",
+        help="measure nothing; refit the model from the runs already in it and --aa-records",
+    )
+    g.add_argument(
+        "--aa-records",
+        nargs="+",
+        metavar="JSON",
+        help="gate or calibration records whose rounds are A/A (identical code, --measure-identical) to fit from too",
+    )
+    g.add_argument(
+        "--assume-aa",
+        metavar="WHY",
+        help="count --aa-records whose code differed as A/A, for this reason (kept in the model)",
+    )
     add_json(g, "the calibration record (every round)")
 
 
@@ -157,19 +225,37 @@ def run(options: SpeedOptions) -> int:
     """Run the mode asked for."""
     from ci.speed import modes
 
-    runner: Callable[[SpeedOptions], int] = {Mode.GATE: modes.run_gate, Mode.CALIBRATE: modes.run_calibrate,
-                                             Mode.REPLAY: modes.run_replay}[options.mode]
+    runner: Callable[[SpeedOptions], int] = {
+        Mode.GATE: modes.run_gate,
+        Mode.CALIBRATE: modes.run_calibrate,
+        Mode.REPLAY: modes.run_replay,
+    }[options.mode]
     return runner(options)
 
 
-GATE = Command("python -m ci.speed", _doc(__doc__ or ""), _gate_arguments, partial(_options, calibrate=False), run,
-               {0: "pass: no regression, no wrong result (a band-rule inconclusive is a warning, unless "
-                   "--fail-on-inconclusive)", 1: "a regression or a wrong result at head",
-                3: "inconclusive: a measurement failed (the zone plan); re-run"},
-               error_fields={"schema": GATE_SCHEMA, "mode": "error"})
-CALIBRATE = Command("python -m ci.speed.calibrate", _doc(CALIBRATE_DOC), _calibrate_arguments,
-                    partial(_options, calibrate=True), run, {0: "done", 1: "a wrong result at head"},
-                    error_fields={"schema": GATE_SCHEMA, "mode": "error"})
+GATE = Command(
+    "python -m ci.speed",
+    _doc(__doc__ or ""),
+    _gate_arguments,
+    partial(_options, calibrate=False),
+    run,
+    {
+        0: "pass: no regression, no wrong result (a band-rule inconclusive is a warning, unless "
+        "--fail-on-inconclusive)",
+        1: "a regression or a wrong result at head",
+        3: "inconclusive: a measurement failed (the zone plan); re-run",
+    },
+    error_fields={"schema": GATE_SCHEMA, "mode": "error"},
+)
+CALIBRATE = Command(
+    "python -m ci.speed.calibrate",
+    _doc(CALIBRATE_DOC),
+    _calibrate_arguments,
+    partial(_options, calibrate=True),
+    run,
+    {0: "done", 1: "a wrong result at head"},
+    error_fields={"schema": GATE_SCHEMA, "mode": "error"},
+)
 
 
 def main(argv: Sequence[str] | None = None, calibrate: bool = False) -> int:

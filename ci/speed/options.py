@@ -37,10 +37,19 @@ from harness.paired.plan import MODEL_PLAN, WARM_PLAN, ZONE_PLAN, ZONE_WARM_PLAN
 DEFAULT_MAX_MINUTES = 90.0
 CALIBRATION_MIN_ROUNDS = 3  # harness.paired.calibrate needs an SD over at least this many rounds
 # Options that choose what is measured and how: a --replay measures nothing, so it refuses them.
-MEASURING_ONLY = {"base": "--base", "head": "--head", "working_tree": "--working-tree", "kernel": "--kernel",
-                  "config": "--config", "shape": "--shape", "device": "--device", "timing": "--timing",
-                  "arch": "--arch",
-                  "changes": "--changes", "measure_identical": "--measure-identical"}
+MEASURING_ONLY = {
+    "base": "--base",
+    "head": "--head",
+    "working_tree": "--working-tree",
+    "kernel": "--kernel",
+    "config": "--config",
+    "shape": "--shape",
+    "device": "--device",
+    "timing": "--timing",
+    "arch": "--arch",
+    "changes": "--changes",
+    "measure_identical": "--measure-identical",
+}
 CALIBRATION_MAX_MINUTES = 9.0  # the calibration's default time budget: the default selection within 10 minutes
 CALIBRATION_RESTART_EVERY = 2  # the calibration's restarts: more worker generations for the between-worker SD
 
@@ -140,8 +149,9 @@ class SpeedOptions:
         if recorded is not None and self.plan_given.get("rule", recorded.rule) != recorded.rule:
             recorded = None  # --plan rule=...: a record of the other rule is decided under today's plan of that rule
         if recorded is not None and not self.use_noise and recorded.variance == "model":
-            recorded = replace(recorded,
-                               variance="rounds")  # --plan noise=off: the same looks, each benchmark's own rounds
+            recorded = replace(
+                recorded, variance="rounds"
+            )  # --plan noise=off: the same looks, each benchmark's own rounds
         return build_plan(recorded or self.default_plan(model), self.plan_given)
 
     def plan_for(self, gated: int, model: bool = False) -> SequentialPlan:
@@ -198,8 +208,9 @@ def speed_options(given: Mapping[str, Any], command: Sequence[str] = ()) -> Spee
     if mode is Mode.CALIBRATE and rounds is not None and rounds < CALIBRATION_MIN_ROUNDS:
         raise OptionsError(f"a calibration needs --plan rounds >= {CALIBRATION_MIN_ROUNDS} (got rounds={rounds})")
     if keys.get("round_budget") is not None and keys["round_budget"] < plan.min_rounds:
-        raise OptionsError(f"--plan round_budget={keys['round_budget']} is below the first look "
-                           f"({plan.min_rounds} rounds)")
+        raise OptionsError(
+            f"--plan round_budget={keys['round_budget']} is below the first look ({plan.min_rounds} rounds)"
+        )
     device, gpus = _device(given.get("device"))
     return SpeedOptions(
         mode=mode,
@@ -268,8 +279,9 @@ def _check_mode(given: Mapping[str, Any], keys: Mapping[str, Any], mode: Mode) -
                 raise OptionsError(f"{flag} does not apply to --replay (nothing is measured; the record says what was)")
         for key in keys:
             if PLAN_KEYS[key].measuring:
-                raise OptionsError(f"--plan {key} does not apply to --replay "
-                                   "(nothing is measured; the record says what was)")
+                raise OptionsError(
+                    f"--plan {key} does not apply to --replay (nothing is measured; the record says what was)"
+                )
     # The calibration's own options (--write, --refit, ...) and the gate's (--base, --changes, ...) are each on
     # their front's parser only (ci.speed.gate): a plan key is the one thing both take.
     if given.get("assume_aa") and not given.get("aa_records"):

@@ -64,8 +64,9 @@ def _shares(key: str, text: str) -> tuple[float, ...]:
 def _throttle_reasons(key: str, text: str) -> frozenset[str]:
     names = frozenset(t.strip() for t in text.split(",") if t.strip())
     for name in sorted(names - SLOWDOWN_REASONS):
-        raise OptionsError(f"--plan {key}={text}: {name!r} is not a slowdown reason; "
-                           f"known: {', '.join(sorted(SLOWDOWN_REASONS))}")
+        raise OptionsError(
+            f"--plan {key}={text}: {name!r} is not a slowdown reason; known: {', '.join(sorted(SLOWDOWN_REASONS))}"
+        )
     return names
 
 
@@ -83,40 +84,63 @@ def _rule(key: str, text: str) -> str:
 
 
 PLAN_KEYS: dict[str, PlanKey] = {
-    "rule": PlanKey(_rule,
-                    "zone: regression or not, with the zone [1 - t, 1 - t/2] and a last look that decides (version 6); "
-                           "band: version 5's interval against the band [1 - t, 1 + t], for a before/after"),
-    "looks": PlanKey(_looks,
-                     "usable-round counts of the looks (5,7,10,14,20), or their number, spread from min to max rounds"),
+    "rule": PlanKey(
+        _rule,
+        "zone: regression or not, with the zone [1 - t, 1 - t/2] and a last look that decides (version 6); "
+        "band: version 5's interval against the band [1 - t, 1 + t], for a before/after",
+    ),
+    "looks": PlanKey(
+        _looks, "usable-round counts of the looks (5,7,10,14,20), or their number, spread from min to max rounds"
+    ),
     "min_rounds": PlanKey(_positive_int, "usable rounds at the first look (5)"),
     "max_rounds": PlanKey(_positive_int, "usable rounds at the last look (20)"),
-    "pr_alpha": PlanKey(_probability,
-                        "chance that an unchanged head fails anywhere in the PR, shared by the gated benchmarks "
-                        "(0.01)"),
-    "alpha": PlanKey(_probability,
-                     "a per-benchmark false-alarm alpha instead of pr_alpha's share (the PR bound is then gated x "
-                     "alpha)"),
-    "miss_alpha": PlanKey(_probability,
-                          "chance that a benchmark slower by its threshold or more is called 'no change', "
-                                        "per benchmark (0.01; raised to alpha where below it)"),
-    "rounds": PlanKey(_positive_int,
-                      "exactly N rounds of every benchmark, no early stop (a record to replay; --calibrate: up to 16 "
-                                         "within --max-minutes)", True),
+    "pr_alpha": PlanKey(
+        _probability, "chance that an unchanged head fails anywhere in the PR, shared by the gated benchmarks (0.01)"
+    ),
+    "alpha": PlanKey(
+        _probability,
+        "a per-benchmark false-alarm alpha instead of pr_alpha's share (the PR bound is then gated x alpha)",
+    ),
+    "miss_alpha": PlanKey(
+        _probability,
+        "chance that a benchmark slower by its threshold or more is called 'no change', "
+        "per benchmark (0.01; raised to alpha where below it)",
+    ),
+    "rounds": PlanKey(
+        _positive_int,
+        "exactly N rounds of every benchmark, no early stop (a record to replay; --calibrate: up to 16 "
+        "within --max-minutes)",
+        True,
+    ),
     "round_budget": PlanKey(_positive_int, "most rounds attempted, excluded ones included (1.5 x max_rounds)", True),
     "restart_every": PlanKey(_positive_int, f"new worker processes every N rounds ({DEFAULT_RESTART_EVERY})", True),
-    "clock_floor_mhz": PlanKey(_clock_floor,
-                               "exclude rounds with an SM clock below this (75% of the card's max SM clock; 0: none)"),
+    "clock_floor_mhz": PlanKey(
+        _clock_floor, "exclude rounds with an SM clock below this (75% of the card's max SM clock; 0: none)"
+    ),
     "allow_throttle": PlanKey(_throttle_reasons, "do not exclude rounds for these throttle reasons (comma-separated)"),
-    "noise": PlanKey(_on_off,
-                     "on: decide with the runner's noise model when there is one (--noise; looks at 2,3,5,8,12,20); "
-                              "off: each benchmark's own rounds only (the plan before issue 29)"),
-    "spending": PlanKey(_shares,
-                        "each look's share of alpha, e.g. 4,2,1,1,1,1 (default: the plan's; equal without the model)"),
-    "guard_level": PlanKey(_probability, "with the noise model: the run's guard falls back to each benchmark's "
-                                         "own rounds in at most this share of runs that follow the model (0.05)"),
+    "noise": PlanKey(
+        _on_off,
+        "on: decide with the runner's noise model when there is one (--noise; looks at 2,3,5,8,12,20); "
+        "off: each benchmark's own rounds only (the plan before issue 29)",
+    ),
+    "spending": PlanKey(
+        _shares, "each look's share of alpha, e.g. 4,2,1,1,1,1 (default: the plan's; equal without the model)"
+    ),
+    "guard_level": PlanKey(
+        _probability,
+        "with the noise model: the run's guard falls back to each benchmark's "
+        "own rounds in at most this share of runs that follow the model (0.05)",
+    ),
 }
-SEQUENTIAL_KEYS = ("looks", "min_rounds", "max_rounds", "alpha", "miss_alpha", "spending",
-                   "guard_level")  # SequentialPlan fields
+SEQUENTIAL_KEYS = (
+    "looks",
+    "min_rounds",
+    "max_rounds",
+    "alpha",
+    "miss_alpha",
+    "spending",
+    "guard_level",
+)  # SequentialPlan fields
 
 
 def plan_value(items: list[str] | None) -> dict[str, Any]:
@@ -134,9 +158,13 @@ def build_plan(start: SequentialPlan, given: Mapping[str, Any]) -> SequentialPla
     chosen = {k: given[k] for k in SEQUENTIAL_KEYS if k in given}
     if not chosen:
         return start
-    fields: dict[str, Any] = {"min_rounds": start.min_rounds, "max_rounds": start.max_rounds, "looks": start.looks,
-                              "alpha": start.alpha,
-              "miss_alpha": start.miss_alpha}
+    fields: dict[str, Any] = {
+        "min_rounds": start.min_rounds,
+        "max_rounds": start.max_rounds,
+        "looks": start.looks,
+        "alpha": start.alpha,
+        "miss_alpha": start.miss_alpha,
+    }
     if {"min_rounds", "max_rounds"} & set(chosen) and "looks" not in chosen:
         fields["looks"] = len(start.look_points)
     if "max_rounds" in chosen and "min_rounds" not in chosen:

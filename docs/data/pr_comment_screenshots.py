@@ -30,8 +30,8 @@ from cmarkgfm.cmark import Options
 from ci.notify.bundle import load_inputs
 from ci.notify.comment import Inputs, Links, render, render_capped
 from ci.notify.records import changes_record
-from ci.notify.history import load_history_changes
-from ci.notify.issues import Context, drift_body, slowdown_body, title
+from ci.notify.regression_issues.history import load_history_changes
+from ci.notify.regression_issues.issues import Context, drift_body, slowdown_body, title
 
 DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
 RUN = "https://github.com/OWNER/REPO/actions/runs/1000"

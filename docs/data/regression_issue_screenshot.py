@@ -5,7 +5,7 @@
 The issue is what ``python -m ci.notify regression-issues`` files and then closes from
 tests/data/history_changes.json: a first run without the triton kernel's improvement opens its
 slowdown's issue, a second run with it closes the issue as recovered, naming the fixing commit.
-Both come from the code the workflow runs (ci.notify.matching, ci.notify.issues); the Markdown
+Both come from the code the workflow runs (ci.notify.regression_issues.matching, ci.notify.regression_issues.issues); the Markdown
 is turned into HTML by cmark-gfm (GitHub's own library) and shot by headless Chromium with the
 stylesheet of docs/data/pr_comment_screenshots.py.
 
@@ -25,10 +25,10 @@ from pathlib import Path
 import cmarkgfm
 from cmarkgfm.cmark import Options
 
-from ci.notify.history import load_history_changes
-from ci.notify.issue_state import Tracked
-from ci.notify.issues import Context, body, title, transition_comment
-from ci.notify.matching import plan
+from ci.notify.regression_issues.history import load_history_changes
+from ci.notify.regression_issues.issue_state import Tracked
+from ci.notify.regression_issues.issues import Context, body, title, transition_comment
+from ci.notify.regression_issues.matching import plan
 from docs.data.pr_comment_screenshots import CSS, shoot
 
 DATA = Path(__file__).resolve().parents[2] / "tests" / "data" / "history_changes.json"

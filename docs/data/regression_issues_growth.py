@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the scenario and the GitHub stand-in 
 from fake_github import FakeGitHub, State  # noqa: E402
 from issue_growth import Memos, Scenario, benchmark_key, fixing_commit, grow, history_of, levels, notify_in_process  # noqa: E402
 
-from ci.notify.issue_state import parse  # noqa: E402
+from ci.notify.regression_issues.issue_state import parse  # noqa: E402
 from harness.report import write_json_atomic  # noqa: E402
 
 

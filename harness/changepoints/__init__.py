@@ -20,9 +20,22 @@ from harness.changepoints.incremental import Memo, Work
 from harness.changepoints.scan import REACH, SCALES, candidates, noise, without_outliers
 from harness.changepoints.segments import CONFIRM_WINDOW, IMPROVEMENT, REGRESSION, ChangePoint, confirm, describe, hold
 
-__all__ = ["ChangePoint", "REGRESSION", "IMPROVEMENT", "detect", "detect_growing", "Memo", "Work", "levels_of", "find",
-           "REACH", "SCALES",
-           "CONFIRM_WINDOW", "DEFAULT_THRESHOLD", "DEFAULT_MIN_CHANGE"]
+__all__ = [
+    "ChangePoint",
+    "REGRESSION",
+    "IMPROVEMENT",
+    "detect",
+    "detect_growing",
+    "Memo",
+    "Work",
+    "levels_of",
+    "find",
+    "REACH",
+    "SCALES",
+    "CONFIRM_WINDOW",
+    "DEFAULT_THRESHOLD",
+    "DEFAULT_MIN_CHANGE",
+]
 
 DEFAULT_THRESHOLD = 4.7  # |z|; docs/CHANGE_POINTS.md: <= 1% of pure-noise series of 50 or 1000 commits flagged
 DEFAULT_MIN_CHANGE = 0.005  # relative; smaller steps are the PR gate's (docs/CHANGE_POINTS.md)
@@ -40,7 +53,9 @@ def levels_of(series: Sequence[Sequence[float] | float]) -> tuple[np.ndarray, np
         if samples.size == 0:
             raise ValueError(f"commit {i} has no finite sample: leave unmeasured commits out of the series")
         if np.any(samples <= 0):
-            raise ValueError(f"commit {i} has a sample <= 0: change points are found in TFLOPS or seconds, which are positive")
+            raise ValueError(
+                f"commit {i} has a sample <= 0: change points are found in TFLOPS or seconds, which are positive"
+            )
         logs = np.log(samples)
         levels[i] = float(np.median(logs))
         if samples.size > 1:
@@ -49,8 +64,12 @@ def levels_of(series: Sequence[Sequence[float] | float]) -> tuple[np.ndarray, np
     return levels, errors
 
 
-def find(levels: np.ndarray, threshold: float = DEFAULT_THRESHOLD, min_change: float = DEFAULT_MIN_CHANGE,
-         published: Sequence[int] = ()) -> list:
+def find(
+    levels: np.ndarray,
+    threshold: float = DEFAULT_THRESHOLD,
+    min_change: float = DEFAULT_MIN_CHANGE,
+    published: Sequence[int] = (),
+) -> list:
     """The confirmed changes of a series of log levels, as (position, z) records (segments.Confirmed), by position.
     ``published``: the positions reported for this series before (its prefix), held where the data allow
     (segments.hold)."""
@@ -65,28 +84,72 @@ def find(levels: np.ndarray, threshold: float = DEFAULT_THRESHOLD, min_change: f
     return confirmed
 
 
-def detect(series: Sequence[Sequence[float] | float], *, higher_is_better: bool = True,
-           threshold: float = DEFAULT_THRESHOLD, min_change: float = DEFAULT_MIN_CHANGE, seed: int = 0,
-           with_intervals: bool = True, bootstrap: int = DEFAULT_BOOTSTRAP,
-           confidence: float = DEFAULT_CONFIDENCE) -> list[ChangePoint]:
+def detect(
+    series: Sequence[Sequence[float] | float],
+    *,
+    higher_is_better: bool = True,
+    threshold: float = DEFAULT_THRESHOLD,
+    min_change: float = DEFAULT_MIN_CHANGE,
+    seed: int = 0,
+    with_intervals: bool = True,
+    bootstrap: int = DEFAULT_BOOTSTRAP,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> list[ChangePoint]:
     """The change points of ``series`` (one sample list per commit, oldest first), by index."""
     levels, errors = levels_of(series)
-    points = describe(levels, errors, find(levels, threshold, min_change), higher_is_better=higher_is_better,
-                      threshold=threshold, with_intervals=with_intervals, bootstrap=bootstrap, confidence=confidence,
-                      seed=seed)
+    points = describe(
+        levels,
+        errors,
+        find(levels, threshold, min_change),
+        higher_is_better=higher_is_better,
+        threshold=threshold,
+        with_intervals=with_intervals,
+        bootstrap=bootstrap,
+        confidence=confidence,
+        seed=seed,
+    )
     return [p for p in points if p is not None]  # with no ``only``, none is None
 
 
-def detect_growing(levels: np.ndarray, errors: np.ndarray, memo: Memo | None, *, higher_is_better: bool = True,
-                   threshold: float = DEFAULT_THRESHOLD, min_change: float = DEFAULT_MIN_CHANGE, seed: int = 0,
-                   bootstrap: int = DEFAULT_BOOTSTRAP, confidence: float = DEFAULT_CONFIDENCE,
-                   ) -> tuple[list[ChangePoint], Memo, Work]:
+def detect_growing(
+    levels: np.ndarray,
+    errors: np.ndarray,
+    memo: Memo | None,
+    *,
+    higher_is_better: bool = True,
+    threshold: float = DEFAULT_THRESHOLD,
+    min_change: float = DEFAULT_MIN_CHANGE,
+    seed: int = 0,
+    bootstrap: int = DEFAULT_BOOTSTRAP,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> tuple[list[ChangePoint], Memo, Work]:
     """:func:`detect`'s answer for a series (as :func:`levels_of` gives it) that grew since ``memo`` was made,
     recomputing only its tail (harness.changepoints.incremental); pass the returned memo next time."""
     levels, errors = np.asarray(levels, dtype=float), np.asarray(errors, dtype=float)
-    settings = {"higher_is_better": higher_is_better, "threshold": threshold, "min_change": min_change, "seed": seed,
-                "bootstrap": bootstrap, "confidence": confidence}
-    return incremental.update(levels, errors, memo, settings, lambda x, published: find(x, threshold, min_change, published),
-                              lambda x, e, found, only: describe(
-                                  x, e, found, only=only, higher_is_better=higher_is_better, threshold=threshold,
-                                  with_intervals=True, bootstrap=bootstrap, confidence=confidence, seed=seed))
+    settings = {
+        "higher_is_better": higher_is_better,
+        "threshold": threshold,
+        "min_change": min_change,
+        "seed": seed,
+        "bootstrap": bootstrap,
+        "confidence": confidence,
+    }
+    return incremental.update(
+        levels,
+        errors,
+        memo,
+        settings,
+        lambda x, published: find(x, threshold, min_change, published),
+        lambda x, e, found, only: describe(
+            x,
+            e,
+            found,
+            only=only,
+            higher_is_better=higher_is_better,
+            threshold=threshold,
+            with_intervals=True,
+            bootstrap=bootstrap,
+            confidence=confidence,
+            seed=seed,
+        ),
+    )

@@ -41,8 +41,13 @@ class Memo:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Memo:
-        return cls(settings=dict(data["settings"]), length=int(data["length"]), digest=str(data["digest"]),
-                   confirmed=[(int(p), float(z)) for p, z in data["confirmed"]], described=list(data["described"]))
+        return cls(
+            settings=dict(data["settings"]),
+            length=int(data["length"]),
+            digest=str(data["digest"]),
+            confirmed=[(int(p), float(z)) for p, z in data["confirmed"]],
+            described=list(data["described"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -59,12 +64,14 @@ def digest(levels: np.ndarray, errors: np.ndarray) -> str:
 
 
 def _as_change(data: dict[str, Any]) -> segments.ChangePoint:
-    return segments.ChangePoint(**{**data, "interval": tuple(data["interval"]), "before": tuple(data["before"]),
-                                   "after": tuple(data["after"])})
+    return segments.ChangePoint(
+        **{**data, "interval": tuple(data["interval"]), "before": tuple(data["before"]), "after": tuple(data["after"])}
+    )
 
 
-def update(levels: np.ndarray, errors: np.ndarray, memo: Memo | None, settings: dict[str, Any],
-           find, describe) -> tuple[list[segments.ChangePoint], Memo, Work]:
+def update(
+    levels: np.ndarray, errors: np.ndarray, memo: Memo | None, settings: dict[str, Any], find, describe
+) -> tuple[list[segments.ChangePoint], Memo, Work]:
     """The change points of ``levels`` (all commits so far), from ``memo`` where it still holds.
 
     ``find(levels, published) -> [Confirmed]`` (``published``: the positions the memo holds) and
@@ -76,8 +83,12 @@ def update(levels: np.ndarray, errors: np.ndarray, memo: Memo | None, settings: 
     start = 0 if memo is None else memo.length - REACH
     # What was published holds where the data allow (segments.hold) when it was computed the same way on the same
     # commits; a re-measured old commit, another method or other settings start afresh.
-    same = (memo is not None and memo.settings == settings and memo.length <= n
-            and digest(levels[: memo.length], errors[: memo.length]) == memo.digest)
+    same = (
+        memo is not None
+        and memo.settings == settings
+        and memo.length <= n
+        and digest(levels[: memo.length], errors[: memo.length]) == memo.digest
+    )
     published = [p for p, _ in memo.confirmed] if same and memo is not None else []
     if not (same and start > 0):
         confirmed = find(levels, published)
@@ -86,20 +97,31 @@ def update(levels: np.ndarray, errors: np.ndarray, memo: Memo | None, settings: 
     assert memo is not None
     origin = (start - REACH) // scan.ALIGN * scan.ALIGN if start > REACH else 0
     shifted = [p - origin for p in published if p >= origin]
-    tail = [segments.Confirmed(c.position + origin, c.z) for c in find(levels[origin:], shifted)
-            if c.position + origin >= start]
+    tail = [
+        segments.Confirmed(c.position + origin, c.z)
+        for c in find(levels[origin:], shifted)
+        if c.position + origin >= start
+    ]
     kept = [segments.Confirmed(p, z) for p, z in memo.confirmed if p < start]
     confirmed = kept + tail
     # A kept change keeps its size and interval when its neighbours are the same as before: both sides are bounded
     # by the neighbouring changes (and CONFIRM_WINDOW), and its levels did not change (the digest).
     old = {p: i for i, (p, _) in enumerate(memo.confirmed)}
     now = [(c.position, c.z) for c in confirmed]
-    reused = {i: old[c.position] for i, c in enumerate(confirmed)
-              if i < len(kept) and _neighbours(memo.confirmed, old[c.position]) == _neighbours(now, i)
-              and c.position + segments.CONFIRM_WINDOW <= memo.length}
+    reused = {
+        i: old[c.position]
+        for i, c in enumerate(confirmed)
+        if i < len(kept)
+        and _neighbours(memo.confirmed, old[c.position]) == _neighbours(now, i)
+        and c.position + segments.CONFIRM_WINDOW <= memo.length
+    }
     fresh = describe(levels, errors, confirmed, set(range(len(confirmed))) - set(reused))
     changes = [_as_change(memo.described[reused[i]]) if i in reused else fresh[i] for i in range(len(confirmed))]
-    return changes, _memo(settings, levels, errors, confirmed, changes), Work(False, start, len(confirmed) - len(reused))
+    return (
+        changes,
+        _memo(settings, levels, errors, confirmed, changes),
+        Work(False, start, len(confirmed) - len(reused)),
+    )
 
 
 def _neighbours(confirmed: list[tuple[int, float]], i: int) -> tuple[int | None, int | None]:
@@ -109,6 +131,10 @@ def _neighbours(confirmed: list[tuple[int, float]], i: int) -> tuple[int | None,
 
 
 def _memo(settings: dict[str, Any], levels: np.ndarray, errors: np.ndarray, confirmed, changes) -> Memo:
-    return Memo(settings=settings, length=len(levels), digest=digest(levels, errors),
-                confirmed=[(c.position, c.z) for c in confirmed],
-                described=[json.loads(json.dumps(c.to_json())) for c in changes])
+    return Memo(
+        settings=settings,
+        length=len(levels),
+        digest=digest(levels, errors),
+        confirmed=[(c.position, c.z) for c in confirmed],
+        described=[json.loads(json.dumps(c.to_json())) for c in changes],
+    )

@@ -79,11 +79,14 @@ def _blockwise(values: np.ndarray, block: int, span: int, minimum: int, floor=No
             # early false change points that vanish as commits arrive). Long histories are unchanged; the
             # floor is not raised (a noise-free series stays noise-free).
             full = (2 * span + 1) * block
-            per_block = per_block * np.maximum(1.0, (1 + _MAD_SE / np.sqrt(np.maximum(together, 1)))
-                                               / (1 + _MAD_SE / math.sqrt(full)))
+            per_block = per_block * np.maximum(
+                1.0, (1 + _MAD_SE / np.sqrt(np.maximum(together, 1))) / (1 + _MAD_SE / math.sqrt(full))
+            )
             per_block = np.fmax(per_block, floor(rows, counts))
         per_block[counts < 2] = np.nan
-        pooled = np.nanmedian(sliding_window_view(np.pad(per_block, span, constant_values=np.nan), 2 * span + 1), axis=1)
+        pooled = np.nanmedian(
+            sliding_window_view(np.pad(per_block, span, constant_values=np.nan), 2 * span + 1), axis=1
+        )
     pooled[together < minimum] = np.nan
     return pooled
 
@@ -127,7 +130,7 @@ def noise(levels: np.ndarray) -> np.ndarray:
     diffs = np.diff(levels)  # diffs[i] sits at boundary i + 1
     per_block = _blockwise(diffs, NOISE_BLOCK, NOISE_SPAN, minimum=3, floor=_tie_floor) / math.sqrt(2)
     sigma = np.repeat(per_block, NOISE_BLOCK)[: max(n - 1, 0)]
-    at_boundary = np.concatenate([[np.nan], sigma, [np.nan]])[:n + 1]
+    at_boundary = np.concatenate([[np.nan], sigma, [np.nan]])[: n + 1]
     # A block without an estimate (too few differences) takes its neighbours'; a series without any, zero noise.
     finite = at_boundary[np.isfinite(at_boundary)]
     fallback = float(np.median(finite)) if finite.size else 0.0
@@ -163,8 +166,12 @@ def window_mean(levels: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> 
     return out
 
 
-def scale_scan(levels: np.ndarray, sigma: np.ndarray, h: int, narrower: np.ndarray | None = None,
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def scale_scan(
+    levels: np.ndarray,
+    sigma: np.ndarray,
+    h: int,
+    narrower: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(positions p, mean difference after - before, z, inflation) at scale h; windows shrink at the ends to
     MIN_SIDE. ``inflation`` is indexed by boundary (0..n): the long-run factor z was divided by (>= 1); where too
     few positions measure it, the narrower scale's (``narrower``): a wander seen at 16 commits is there at 32."""
@@ -179,8 +186,9 @@ def scale_scan(levels: np.ndarray, sigma: np.ndarray, h: int, narrower: np.ndarr
     return positions, difference, difference / (white * inflation[positions]), inflation
 
 
-def _long_run_inflation(difference: np.ndarray, positions: np.ndarray, a: np.ndarray, b: np.ndarray,
-                        white: np.ndarray, h: int, n: int) -> np.ndarray:
+def _long_run_inflation(
+    difference: np.ndarray, positions: np.ndarray, a: np.ndarray, b: np.ndarray, white: np.ndarray, h: int, n: int
+) -> np.ndarray:
     """How much more than white noise the scale-h difference varies around each position (>= 1; NaN where too few
     positions around measure it)."""
     block = spread_block(h)
@@ -194,7 +202,7 @@ def _long_run_inflation(difference: np.ndarray, positions: np.ndarray, a: np.nda
     measured = per_block.copy()
     for i in range(1, len(per_block)):
         if np.isnan(measured[i]):
-            earlier = measured[max(0, i - 2):i]
+            earlier = measured[max(0, i - 2) : i]
             earlier = earlier[np.isfinite(earlier)]
             if earlier.size:
                 per_block[i] = earlier[-1]
@@ -202,7 +210,9 @@ def _long_run_inflation(difference: np.ndarray, positions: np.ndarray, a: np.nda
     return np.maximum(at_boundary, 1.0)  # NaN (not measurable here) stays NaN
 
 
-def candidates(levels: np.ndarray, sigma: np.ndarray, threshold: float) -> tuple[list[Candidate], dict[int, np.ndarray]]:
+def candidates(
+    levels: np.ndarray, sigma: np.ndarray, threshold: float
+) -> tuple[list[Candidate], dict[int, np.ndarray]]:
     """Local maxima of |z| >= threshold at every scale, merged bottom-up (smallest scale first), by position;
     and each scale's long-run inflation by boundary (for the confirmation's wider windows)."""
     n = len(levels)

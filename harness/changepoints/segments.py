@@ -64,8 +64,14 @@ class Confirmed:
     z: float
 
 
-def confirm(levels: np.ndarray, sigma: np.ndarray, found: list[Candidate], threshold: float, min_change: float,
-            inflation: dict[int, np.ndarray]) -> list[Confirmed]:
+def confirm(
+    levels: np.ndarray,
+    sigma: np.ndarray,
+    found: list[Candidate],
+    threshold: float,
+    min_change: float,
+    inflation: dict[int, np.ndarray],
+) -> list[Confirmed]:
     """The candidates that hold between their neighbours (see the module doc), at their best splits; then the
     segments between them tested again for a step they hide (:func:`_within`).
 
@@ -97,8 +103,9 @@ def confirm(levels: np.ndarray, sigma: np.ndarray, found: list[Candidate], thres
     return sorted(confirmed, key=lambda c: c.position)
 
 
-def _split(levels: np.ndarray, sigma: np.ndarray, inflation: dict[int, np.ndarray], low: int, high: int, first: int,
-           last: int) -> Confirmed | None:
+def _split(
+    levels: np.ndarray, sigma: np.ndarray, inflation: dict[int, np.ndarray], low: int, high: int, first: int, last: int
+) -> Confirmed | None:
     """The best split of ``levels[low:high]`` among ``first..last``, and its z; None when it leaves under MIN_SIDE
     commits on a side.
 
@@ -119,12 +126,25 @@ def _split(levels: np.ndarray, sigma: np.ndarray, inflation: dict[int, np.ndarra
     split, before, after = int(splits[best]), int(a[best]), int(b[best])
     if min(before, after) < MIN_SIDE:
         return None
-    scale = float(sigma[split] * math.sqrt(1 / before + 1 / after) * _at(inflation, np.array([split]), np.array([max(before, after)]))[0])
+    scale = float(
+        sigma[split]
+        * math.sqrt(1 / before + 1 / after)
+        * _at(inflation, np.array([split]), np.array([max(before, after)]))[0]
+    )
     return Confirmed(split, float(difference[best]) / scale)
 
 
-def _bump(levels: np.ndarray, sigma: np.ndarray, inflation: dict[int, np.ndarray], low: int, high: int, at: int,
-          half: int, threshold: float, min_change: float) -> list[Confirmed]:
+def _bump(
+    levels: np.ndarray,
+    sigma: np.ndarray,
+    inflation: dict[int, np.ndarray],
+    low: int,
+    high: int,
+    at: int,
+    half: int,
+    threshold: float,
+    min_change: float,
+) -> list[Confirmed]:
     """A candidate that fails between its neighbours, tested as one edge of a short segment whose other edge the
     scan missed: a large bump with one weak edge (+28% for 10 commits at 9% noise) is diluted by the bump's far
     side in every cut of the whole segment. On each side, the other edge is the best split of the commits between
@@ -153,14 +173,23 @@ def _bump(levels: np.ndarray, sigma: np.ndarray, inflation: dict[int, np.ndarray
             continue
         # The other edge was searched for over the segment: its bar is raised for that search (Bonferroni).
         searched = float(stats.norm.isf(stats.norm.sf(threshold) / max(1, high - low)))
-        if all(c is not None and _holds(levels, c, a, b, searched if c is other else threshold, min_change)
-               for c, a, b in pair):
+        if all(
+            c is not None and _holds(levels, c, a, b, searched if c is other else threshold, min_change)
+            for c, a, b in pair
+        ):
             return [first, second]
     return []
 
 
-def hold(levels: np.ndarray, sigma: np.ndarray, inflation: dict[int, np.ndarray], confirmed: list[Confirmed],
-         published: list[int], threshold: float, min_change: float) -> list[Confirmed]:
+def hold(
+    levels: np.ndarray,
+    sigma: np.ndarray,
+    inflation: dict[int, np.ndarray],
+    confirmed: list[Confirmed],
+    published: list[int],
+    threshold: float,
+    min_change: float,
+) -> list[Confirmed]:
     """``confirmed`` with the change points published before held where the data still allow them (issue 38: a
     published change point holds still as commits arrive).
 
@@ -190,8 +219,11 @@ def hold(levels: np.ndarray, sigma: np.ndarray, inflation: dict[int, np.ndarray]
             low = max(raw[i - 1] if i else 0, c - CONFIRM_WINDOW)
             high = min(raw[i + 1] if i + 1 < len(raw) else n, c + CONFIRM_WINDOW)
             at = _split(levels, sigma, inflation, low, high, p, p) if low < p < high else None
-            if (at is not None and (_gain(levels, low, high, c) - _gain(levels, low, high, p)) / sigma[c] ** 2
-                    <= LOCATION_MARGIN and _holds(levels, at, low, high, HOLD_Z, min_change)):
+            if (
+                at is not None
+                and (_gain(levels, low, high, c) - _gain(levels, low, high, p)) / sigma[c] ** 2 <= LOCATION_MARGIN
+                and _holds(levels, at, low, high, HOLD_Z, min_change)
+            ):
                 del out[c]
                 out[p] = at
             continue
@@ -208,16 +240,23 @@ def _gain(levels: np.ndarray, low: int, high: int, split: int) -> float:
     """How much a step at ``split`` reduces the squared error of ``levels[low:high]`` about one mean."""
     a, b = split - low, high - split
     difference = float(np.mean(levels[split:high]) - np.mean(levels[low:split]))
-    return difference ** 2 * a * b / (a + b)
+    return difference**2 * a * b / (a + b)
 
 
 def _holds(levels: np.ndarray, tested: Confirmed, low: int, high: int, threshold: float, min_change: float) -> bool:
-    size = math.expm1(float(np.median(levels[tested.position:high]) - np.median(levels[low:tested.position])))
+    size = math.expm1(float(np.median(levels[tested.position : high]) - np.median(levels[low : tested.position])))
     return abs(tested.z) >= threshold and abs(size) >= min_change
 
 
-def _within(levels: np.ndarray, sigma: np.ndarray, inflation: dict[int, np.ndarray], low: int, high: int,
-            threshold: float, min_change: float) -> list[Confirmed]:
+def _within(
+    levels: np.ndarray,
+    sigma: np.ndarray,
+    inflation: dict[int, np.ndarray],
+    low: int,
+    high: int,
+    threshold: float,
+    min_change: float,
+) -> list[Confirmed]:
     """Steps inside a segment between confirmed change points (or an end of the series), found by splitting it at
     its best split while that split holds, each half again (binary segmentation). A weaker step beside a stronger
     one is seen by the scan's windows with the stronger step in them, and by the bottom-up merge as a neighbour
@@ -229,8 +268,11 @@ def _within(levels: np.ndarray, sigma: np.ndarray, inflation: dict[int, np.ndarr
     tested = _split(levels, sigma, inflation, low, high, low + 1, high - 1)
     if tested is None or not _holds(levels, tested, low, high, threshold, min_change):
         return []
-    return [*_within(levels, sigma, inflation, low, tested.position, threshold, min_change), tested,
-            *_within(levels, sigma, inflation, tested.position, high, threshold, min_change)]
+    return [
+        *_within(levels, sigma, inflation, low, tested.position, threshold, min_change),
+        tested,
+        *_within(levels, sigma, inflation, tested.position, high, threshold, min_change),
+    ]
 
 
 def _at(inflation: dict[int, np.ndarray], positions: np.ndarray, widths: np.ndarray) -> np.ndarray:
@@ -243,9 +285,19 @@ def _at(inflation: dict[int, np.ndarray], positions: np.ndarray, widths: np.ndar
     return out
 
 
-def describe(levels: np.ndarray, errors: np.ndarray, changes: list[Confirmed], *, higher_is_better: bool,
-             threshold: float, with_intervals: bool, bootstrap: int, confidence: float, seed: int,
-             only: set[int] | None = None) -> list[ChangePoint | None]:
+def describe(
+    levels: np.ndarray,
+    errors: np.ndarray,
+    changes: list[Confirmed],
+    *,
+    higher_is_better: bool,
+    threshold: float,
+    with_intervals: bool,
+    bootstrap: int,
+    confidence: float,
+    seed: int,
+    only: set[int] | None = None,
+) -> list[ChangePoint | None]:
     """Size, interval and direction of each confirmed change (``only``: of these indices; None elsewhere), its
     sides bounded by the neighbouring changes and CONFIRM_WINDOW."""
     n = len(levels)
@@ -259,18 +311,38 @@ def describe(levels: np.ndarray, errors: np.ndarray, changes: list[Confirmed], *
         tau = change.position
         before = (max(bounds[i], tau - CONFIRM_WINDOW), tau)
         after = (tau, min(bounds[i + 2], tau + CONFIRM_WINDOW))
-        size = math.expm1(float(np.median(levels[after[0]:after[1]]) - np.median(levels[before[0]:before[1]])))
-        interval = (_interval(levels, errors, before, after, bootstrap, confidence, np.random.default_rng((seed, tau)))
-                    if with_intervals else (float("nan"), float("nan")))
+        size = math.expm1(float(np.median(levels[after[0] : after[1]]) - np.median(levels[before[0] : before[1]])))
+        interval = (
+            _interval(levels, errors, before, after, bootstrap, confidence, np.random.default_rng((seed, tau)))
+            if with_intervals
+            else (float("nan"), float("nan"))
+        )
         worse = size < 0 if higher_is_better else size > 0
-        out.append(ChangePoint(index=tau, direction=REGRESSION if worse else IMPROVEMENT, relative_change=size,
-                               interval=interval, confidence=confidence, p_value=float(2 * stats.norm.sf(abs(change.z))),
-                               level=level, before=before, after=after))
+        out.append(
+            ChangePoint(
+                index=tau,
+                direction=REGRESSION if worse else IMPROVEMENT,
+                relative_change=size,
+                interval=interval,
+                confidence=confidence,
+                p_value=float(2 * stats.norm.sf(abs(change.z))),
+                level=level,
+                before=before,
+                after=after,
+            )
+        )
     return out
 
 
-def _interval(levels: np.ndarray, errors: np.ndarray, before: tuple[int, int], after: tuple[int, int], replicates: int,
-              confidence: float, rng: np.random.Generator) -> tuple[float, float]:
+def _interval(
+    levels: np.ndarray,
+    errors: np.ndarray,
+    before: tuple[int, int],
+    after: tuple[int, int],
+    replicates: int,
+    confidence: float,
+    rng: np.random.Generator,
+) -> tuple[float, float]:
     def resampled(side: tuple[int, int]) -> np.ndarray:
         count = side[1] - side[0]
         picks = side[0] + rng.integers(0, count, (replicates, count))

@@ -10,12 +10,12 @@ guard), ``calibration``, ``rates``, ``simulation``. Derivations and error rates:
 """
 
 from harness.paired.calibration import (
-                                        Calibration,
-                                        calibrate,
-                                        model_resolvable_effect,
-                                        model_threshold,
-                                        resolvable_effect,
-                                        threshold_for,
+    Calibration,
+    calibrate,
+    model_resolvable_effect,
+    model_threshold,
+    resolvable_effect,
+    threshold_for,
 )
 from harness.paired.interval import Estimate, look_interval, model_interval
 from harness.paired.noise import BenchmarkNoise, LookNoise, Spread

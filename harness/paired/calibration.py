@@ -60,7 +60,9 @@ def resolvable_effect(ratio_sd: float, threshold: float, plan: SequentialPlan, p
     """
     n = plan.max_rounds
     se = standard_error(ratio_sd, n)
-    return -math.expm1(math.log1p(-threshold) - (quantile(plan.per_look_confidence, n) + _t_quantile(power, n - 1)) * se)
+    return -math.expm1(
+        math.log1p(-threshold) - (quantile(plan.per_look_confidence, n) + _t_quantile(power, n - 1)) * se
+    )
 
 
 @dataclass(frozen=True)
@@ -168,7 +170,7 @@ def _planned_parts(look: LookNoise, n: int, restart_every: int) -> tuple[float, 
     """(the model's within share sigma_w^2 / n, its between share tau^2 C, the run's own within df) for n rounds."""
     generations = [i // restart_every for i in range(n)]
     own_df = n - len(set(generations))
-    return look.noise.within_sd ** 2 / n, look.noise.between_sd ** 2 * clustering(generations), own_df
+    return look.noise.within_sd**2 / n, look.noise.between_sd**2 * clustering(generations), own_df
 
 
 RUN_GRID = 512  # quantiles of a run's variance factor the planning averages over (midpoints in probability)
@@ -190,7 +192,9 @@ def _half_width(q: float, within: float, between: float, d0: float, own_df: int,
     return q * np.sqrt(within * (d0 + own_df * lam * lam) / (d0 + own_df) + between)
 
 
-def model_threshold(look: LookNoise, plan: SequentialPlan, by_rounds: int, restart_every: int, alpha: float = 0.01) -> float:
+def model_threshold(
+    look: LookNoise, plan: SequentialPlan, by_rounds: int, restart_every: int, alpha: float = 0.01
+) -> float:
     """Smallest threshold at which an unchanged head says "no change" w.p. ``>= 1 - alpha`` at look ``by_rounds``.
 
     The look's interval is ``mean +- q sqrt(V)`` (harness.paired.noise.mean_variance, ``q`` the look's miss
@@ -210,6 +214,7 @@ def model_threshold(look: LookNoise, plan: SequentialPlan, by_rounds: int, resta
         def p(lam: np.ndarray) -> np.ndarray:
             room = t_log - _half_width(q, within, between, d0, own, lam)
             return np.maximum(0.0, 2.0 * special.ndtr(room / (lam * sd)) - 1.0)
+
         return _over_runs(p, d0)
 
     hi = (q + 1.0) * sd
@@ -220,8 +225,9 @@ def model_threshold(look: LookNoise, plan: SequentialPlan, by_rounds: int, resta
     return math.expm1(float(optimize.brentq(lambda x: no_change(x) - (1 - alpha), 0.0, hi, xtol=1e-9)))
 
 
-def model_resolvable_effect(look: LookNoise, threshold: float, plan: SequentialPlan, restart_every: int,
-                            power: float = 0.95) -> float:
+def model_resolvable_effect(
+    look: LookNoise, threshold: float, plan: SequentialPlan, restart_every: int, power: float = 0.95
+) -> float:
     """Smallest slowdown flagged as regression w.p. ``>= power`` by the last look, under the noise model.
 
     As :func:`model_threshold`, over the runs' spread: the smallest ``D`` with
@@ -237,6 +243,7 @@ def model_resolvable_effect(look: LookNoise, threshold: float, plan: SequentialP
     def flagged(d: float) -> float:
         def p(lam: np.ndarray) -> np.ndarray:
             return special.ndtr((d - edge - _half_width(q, within, between, d0, own, lam)) / (lam * sd))
+
         return _over_runs(p, d0)
 
     hi = edge + (q + 3.0) * sd

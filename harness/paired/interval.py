@@ -29,7 +29,9 @@ from harness.paired.rounds import json_float
 
 METHOD = "mean of log ratios; Student-t interval"
 MODEL_METHOD = "mean of log ratios; moderated t interval (noise model)"
-FALLBACK_METHOD = "mean of log ratios; t interval on this run's within-worker variance (the run is noisier than the model)"
+FALLBACK_METHOD = (
+    "mean of log ratios; t interval on this run's within-worker variance (the run is noisier than the model)"
+)
 
 
 @dataclass(frozen=True)
@@ -131,4 +133,6 @@ def model_interval(ratios: Iterable[float], generations: Iterable[int], confiden
     if not (math.isfinite(variance) and df > 0):
         return Estimate(math.exp(mean), 0.0, math.inf, int(d.size), method, confidence, 1.0)
     half = t_quantile(confidence, df) * math.sqrt(variance)
-    return Estimate(math.exp(mean), math.exp(mean - half), math.exp(mean + half), int(d.size), method, confidence, confidence)
+    return Estimate(
+        math.exp(mean), math.exp(mean - half), math.exp(mean + half), int(d.size), method, confidence, confidence
+    )

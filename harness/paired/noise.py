@@ -68,7 +68,7 @@ def within_ss(log_ratios: Sequence[float] | np.ndarray, generations: Sequence[in
         raise ValueError(f"{x.size} log ratios but {len(generations)} generation labels")
     ss, start = 0.0, 0
     for size in generation_sizes(generations):
-        part = x[start:start + size]
+        part = x[start : start + size]
         ss += float(np.sum((part - part.mean()) ** 2))
         start += size
     return ss, int(x.size) - len(generation_sizes(generations))
@@ -100,13 +100,25 @@ class BenchmarkNoise:
             raise ValueError("a between-worker SD needs between_df >= 1")
 
     def to_json(self) -> dict[str, Any]:
-        return {"within_sd": self.within_sd, "within_df": self.within_df, "between_sd": self.between_sd,
-                "between_df": self.between_df, "rounds": self.rounds, "runs": self.runs}
+        return {
+            "within_sd": self.within_sd,
+            "within_df": self.within_df,
+            "between_sd": self.between_sd,
+            "between_df": self.between_df,
+            "rounds": self.rounds,
+            "runs": self.runs,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BenchmarkNoise:
-        return cls(float(data["within_sd"]), int(data["within_df"]), float(data.get("between_sd", 0.0)),
-                   int(data.get("between_df", 0)), int(data.get("rounds", 0)), int(data.get("runs", 0)))
+        return cls(
+            float(data["within_sd"]),
+            int(data["within_df"]),
+            float(data.get("between_sd", 0.0)),
+            int(data.get("between_df", 0)),
+            int(data.get("rounds", 0)),
+            int(data.get("runs", 0)),
+        )
 
 
 @dataclass(frozen=True)
@@ -141,10 +153,16 @@ class LookNoise:
     @property
     def between_df(self) -> float:
         """df of tau^2 in one run: its estimate's and the runs' spread."""
-        return combined_df(self.noise.between_df, self.spread.run_df, self.spread.bench_df) if self.noise.between_df else 0.0
+        return (
+            combined_df(self.noise.between_df, self.spread.run_df, self.spread.bench_df)
+            if self.noise.between_df
+            else 0.0
+        )
 
 
-def mean_variance(log_ratios: Sequence[float] | np.ndarray, generations: Sequence[int], look: LookNoise) -> tuple[float, float]:
+def mean_variance(
+    log_ratios: Sequence[float] | np.ndarray, generations: Sequence[int], look: LookNoise
+) -> tuple[float, float]:
     """(variance of the mean log ratio, its degrees of freedom) for these rounds under the model.
 
     Within part: the moderated within variance over ``n`` (or, after the guard fired, this run's own
@@ -153,7 +171,7 @@ def mean_variance(log_ratios: Sequence[float] | np.ndarray, generations: Sequenc
     """
     n = len(log_ratios)
     ss, d_w = within_ss(log_ratios, generations)
-    sw2 = look.noise.within_sd ** 2
+    sw2 = look.noise.within_sd**2
     if look.fallback:
         if d_w < 1:
             return math.inf, 0.0
@@ -162,7 +180,7 @@ def mean_variance(log_ratios: Sequence[float] | np.ndarray, generations: Sequenc
         d0 = look.prior_df
         within, within_df = (d0 * sw2 + ss) / (d0 + d_w), d0 + d_w
     a = within / n
-    b = look.noise.between_sd ** 2 * clustering(generations)
+    b = look.noise.between_sd**2 * clustering(generations)
     if b <= 0:
         return a, within_df
     return a + b, (a + b) ** 2 / (a * a / within_df + b * b / look.between_df)
@@ -173,9 +191,9 @@ def planned_variance(n: int, restart_every: int, look: LookNoise) -> tuple[float
     generations = [i // restart_every for i in range(n)]
     d_w = n - len(generation_sizes(generations))
     d0 = look.prior_df
-    a = look.noise.within_sd ** 2 / n
+    a = look.noise.within_sd**2 / n
     within_df = d0 + d_w
-    b = look.noise.between_sd ** 2 * clustering(generations)
+    b = look.noise.between_sd**2 * clustering(generations)
     if b <= 0:
         return a, within_df
     return a + b, (a + b) ** 2 / (a * a / within_df + b * b / look.between_df)

@@ -63,7 +63,7 @@ def _benchmark_fit(runs: Sequence[RunRounds]) -> BenchmarkNoise | None:
         if len(sizes) >= 2:
             start, means = 0, []
             for s in sizes:
-                means.append(float(x[start:start + s].mean()))
+                means.append(float(x[start : start + s].mean()))
                 start += s
             grand = float(x.mean())
             ss_b += sum(s * (m - grand) ** 2 for s, m in zip(sizes, means))
@@ -82,8 +82,10 @@ def _spread_log_variances(cells: Mapping[tuple[str, str], tuple[float, int]]) ->
     runs = sorted({run for _, run in cells})
     benches = sorted({b for b, _ in cells})
     if len(runs) < 2 or len(cells) < len(benches) + len(runs):
-        return Spread(), (f"the runs' spread: {len(runs)} run(s) cannot show it; run_df {DEFAULT_RUN_DF:g}, bench_df "
-                          f"{DEFAULT_BENCH_DF:g} assumed (about the recorded H200 runs')")
+        return Spread(), (
+            f"the runs' spread: {len(runs)} run(s) cannot show it; run_df {DEFAULT_RUN_DF:g}, bench_df "
+            f"{DEFAULT_BENCH_DF:g} assumed (about the recorded H200 runs')"
+        )
     z = {k: math.log(s2) - float(log_chi2_bias(d)) for k, (s2, d) in cells.items()}
     sampling = {k: float(_trigamma(d / 2.0)) for k, (_, d) in cells.items()}
     bench_eff = {b: 0.0 for b in benches}
@@ -101,8 +103,10 @@ def _spread_log_variances(cells: Mapping[tuple[str, str], tuple[float, int]]) ->
     bench_excess = sum(r * r for r in resid) / dof - mean_sampling if dof > 0 else 0.0
     run_excess = float(np.var(list(run_eff.values()), ddof=1)) - mean_sampling * len(runs) / len(cells)
     spread = Spread(df_for_log_variance(run_excess), df_for_log_variance(bench_excess), True)
-    return spread, (f"the runs' spread from {len(cells)} (benchmark, run) log variances over {len(runs)} runs: "
-                    f"run_df {spread.run_df:.3g}, bench_df {spread.bench_df:.3g}")
+    return spread, (
+        f"the runs' spread from {len(cells)} (benchmark, run) log variances over {len(runs)} runs: "
+        f"run_df {spread.run_df:.3g}, bench_df {spread.bench_df:.3g}"
+    )
 
 
 HELD_OUT_ROUNDS = 2  # the gate's first look: the first two rounds from a worker generation's first round
@@ -111,6 +115,7 @@ MIN_WINDOWS = 30
 
 def _tail_df(z: np.ndarray) -> float:
     """The df of a unit-variance t that fits ``z`` best (maximum likelihood); INFINITE_DF when no tail shows."""
+
     def loss(log_d: float) -> float:
         d = math.exp(log_d)
         scale = math.sqrt((d - 2.0) / d)
@@ -144,9 +149,9 @@ def _spread_held_out(runs: Mapping[str, Sequence[RunRounds]], shares: Spread) ->
                 x, g = r.log_ratios, r.generations
                 starts = [i for i in range(len(x)) if i == 0 or g[i] != g[i - 1]]
                 for start in (i for i in starts if i + HELD_OUT_ROUNDS <= len(x)):
-                    window = g[start:start + HELD_OUT_ROUNDS]
-                    variance = model.within_sd ** 2 / HELD_OUT_ROUNDS + model.between_sd ** 2 * clustering(window)
-                    z.append(float(np.mean(x[start:start + HELD_OUT_ROUNDS])) / math.sqrt(variance))
+                    window = g[start : start + HELD_OUT_ROUNDS]
+                    variance = model.within_sd**2 / HELD_OUT_ROUNDS + model.between_sd**2 * clustering(window)
+                    z.append(float(np.mean(x[start : start + HELD_OUT_ROUNDS])) / math.sqrt(variance))
                     nus.append(model.within_df)
     if len(z) < MIN_WINDOWS:
         return None
@@ -160,11 +165,15 @@ def _spread_held_out(runs: Mapping[str, Sequence[RunRounds]], shares: Spread) ->
         run_share = min(max(run_share, 0.05), 0.95)
         spread = Spread(1.0 / (inverse * run_share), 1.0 / (inverse * (1.0 - run_share)), True)
         words = f"prior df {1.0 / inverse:.3g} (run_df {spread.run_df:.3g}, bench_df {spread.bench_df:.3g})"
-    return spread, (f"the runs' spread held out: {len(z)} two-round windows of {len(labels)} runs, each against the model "
-                    f"of the others: a t with {total:.3g} df fits them, the model's own error ~{own:.0f} df: {words}")
+    return spread, (
+        f"the runs' spread held out: {len(z)} two-round windows of {len(labels)} runs, each against the model "
+        f"of the others: a t with {total:.3g} df fits them, the model's own error ~{own:.0f} df: {words}"
+    )
 
 
-def _spread(runs: Mapping[str, Sequence[RunRounds]], cells: Mapping[tuple[str, str], tuple[float, int]]) -> tuple[Spread, str]:
+def _spread(
+    runs: Mapping[str, Sequence[RunRounds]], cells: Mapping[tuple[str, str], tuple[float, int]]
+) -> tuple[Spread, str]:
     """How far a run strays from the model: held out if three runs allow, else from the log variances, else assumed."""
     moments, note = _spread_log_variances(cells)
     return _spread_held_out(runs, moments) or (moments, note)

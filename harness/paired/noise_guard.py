@@ -82,12 +82,13 @@ def evidence(terms: Iterable[GuardTerm], spread: Spread) -> tuple[float, float, 
     if not total:
         return 1.0, 1.0, 0
     d = np.array([t.df for t in used], dtype=float)
-    q = np.array([t.ss / t.noise.within_sd ** 2 for t in used])
+    q = np.array([t.ss / t.noise.within_sd**2 for t in used])
     b = np.array([combined_df(spread.bench_df, t.noise.within_df) for t in used])
     u, log_w = _run_factor_grid(spread.run_df)
     ratios = np.array((1.0, *VARIANCE_RATIOS))
-    log_m = special.logsumexp(_log_marginals((ratios[:, None] * u).ravel(), d, q, b).reshape(len(ratios), -1) + log_w,
-                              axis=1)  # log M(c): the null (c = 1), then each alternative
+    log_m = special.logsumexp(
+        _log_marginals((ratios[:, None] * u).ravel(), d, q, b).reshape(len(ratios), -1) + log_w, axis=1
+    )  # log M(c): the null (c = 1), then each alternative
     log_e = special.logsumexp(log_m[1:] - log_m[0]) - math.log(len(VARIANCE_RATIOS))
     return float(math.exp(min(log_e, 700.0))), float(q.sum() / total), total
 
@@ -137,8 +138,9 @@ class GuardState:
         return self.last
 
 
-def guard_timeline(events: Sequence[PairEvent], models: Mapping[str, BenchmarkNoise], spread: Spread,
-                   level: float) -> tuple[list[GuardResult], int | None]:
+def guard_timeline(
+    events: Sequence[PairEvent], models: Mapping[str, BenchmarkNoise], spread: Spread, level: float
+) -> tuple[list[GuardResult], int | None]:
     """The guard after each event, over every benchmark's usable rounds so far; and the first event that fired it.
 
     The gate asks this of its rounds in the order their pairs completed (a round, then the next), so a

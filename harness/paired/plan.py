@@ -50,7 +50,9 @@ class SequentialPlan:
     miss_alpha: float | None = 0.01
     spending: tuple[float, ...] | None = None  # each look's share of alpha (and miss alpha); None: equal
     variance: str = "rounds"  # "rounds": each benchmark's own; "model": the runner's noise model (issue 29)
-    guard_level: float = 0.05  # variance "model": the run's guard (harness.paired.noise_guard) fires in at most this share of runs
+    guard_level: float = (
+        0.05  # variance "model": the run's guard (harness.paired.noise_guard) fires in at most this share of runs
+    )
     rule: str = "band"  # "zone": version 6's decision (harness.paired.zone); the keys below are its own
     prior_df_cap: float | None = None  # zone: the model's within variance is worth at most this many df in one run
     between_floor: float = 0.0  # zone: the between-worker SD used is at least this times the within SD
@@ -66,14 +68,18 @@ class SequentialPlan:
         points = self.look_points
         if isinstance(self.looks, tuple):
             if list(points) != sorted(set(points)) or points[0] < self.min_rounds or points[-1] != self.max_rounds:
-                raise ValueError(f"looks {self.looks} must increase strictly from >= min_rounds to max_rounds "
-                                 f"({self.min_rounds}..{self.max_rounds})")
+                raise ValueError(
+                    f"looks {self.looks} must increase strictly from >= min_rounds to max_rounds "
+                    f"({self.min_rounds}..{self.max_rounds})"
+                )
         elif self.looks < 1:
             raise ValueError(f"looks must be >= 1 (got {self.looks})")
         self._check_spending()
         if not max(self._per_look(self.alpha, k) for k in range(len(points))) < 1:
-            raise ValueError(f"alpha {self.alpha} per tail over {len(points)} look(s) leaves no interval: "
-                             f"need alpha < {len(points) / 2:g}")
+            raise ValueError(
+                f"alpha {self.alpha} per tail over {len(points)} look(s) leaves no interval: "
+                f"need alpha < {len(points) / 2:g}"
+            )
         self._check_miss_alpha()
         if self.variance not in VARIANCE_SOURCES:
             raise ValueError(f"variance must be one of {VARIANCE_SOURCES} (got {self.variance!r})")
@@ -84,8 +90,10 @@ class SequentialPlan:
         if self.rule == "zone":
             self._check_zone()
         if points[0] < 2:
-            raise ValueError(f"the first look at {points[0]} rounds can never decide: a t interval needs >= 2 rounds "
-                             "(one gives no spread); raise min_rounds")
+            raise ValueError(
+                f"the first look at {points[0]} rounds can never decide: a t interval needs >= 2 rounds "
+                "(one gives no spread); raise min_rounds"
+            )
 
     def _check_zone(self) -> None:
         if self.futility:
@@ -120,8 +128,10 @@ class SequentialPlan:
         if not self.alpha_per_tail:
             raise ValueError("miss_alpha bounds one tail (a missed regression): it needs alpha_per_tail")
         if not max(self._per_look(self.miss_alpha, k) for k in range(len(self.look_points))) < 1:
-            raise ValueError(f"miss_alpha {self.miss_alpha} per tail over {len(self.look_points)} look(s) leaves no interval: "
-                             f"need miss_alpha < {len(self.look_points) / 2:g}")
+            raise ValueError(
+                f"miss_alpha {self.miss_alpha} per tail over {len(self.look_points)} look(s) leaves no interval: "
+                f"need miss_alpha < {len(self.look_points) / 2:g}"
+            )
 
     @property
     def look_points(self) -> tuple[int, ...]:
@@ -209,14 +219,29 @@ class SequentialPlan:
             "miss_alpha": self.miss_alpha,
             "per_look_miss_confidence": self.per_look_miss_confidence,
         }
-        if self.spending is not None or self.variance != "rounds":  # version 5's keys; a version 4 record stays as it was
-            out.update({"spending": list(self.shares()), "variance": self.variance, "guard_level": self.guard_level,
-                        "look_confidences": [self.confidence_at(k) for k in range(len(self.look_points))],
-                        "look_miss_confidences": [self.miss_confidence_at(k) for k in range(len(self.look_points))]})
+        if (
+            self.spending is not None or self.variance != "rounds"
+        ):  # version 5's keys; a version 4 record stays as it was
+            out.update(
+                {
+                    "spending": list(self.shares()),
+                    "variance": self.variance,
+                    "guard_level": self.guard_level,
+                    "look_confidences": [self.confidence_at(k) for k in range(len(self.look_points))],
+                    "look_miss_confidences": [self.miss_confidence_at(k) for k in range(len(self.look_points))],
+                }
+            )
         if self.rule == "zone":  # version 6's keys; a record before it has none and replays with the band
-            out.update({"rule": self.rule, "prior_df_cap": self.prior_df_cap, "between_floor": self.between_floor,
-                        "bench_check_level": self.bench_check_level, "forced_limit": self.forced_limit,
-                        "first_round_level": self.first_round_level})
+            out.update(
+                {
+                    "rule": self.rule,
+                    "prior_df_cap": self.prior_df_cap,
+                    "between_floor": self.between_floor,
+                    "bench_check_level": self.bench_check_level,
+                    "forced_limit": self.forced_limit,
+                    "first_round_level": self.first_round_level,
+                }
+            )
         return out
 
 
@@ -231,8 +256,14 @@ WARM_PLAN = SequentialPlan()
 # raised the threshold to 0.18% and left 0.25% at 8% power). No futility stop: with the model's narrow early
 # intervals it gave up on ~22% of A/A runs of the tracked config at its threshold (simulated; docs/SPEED_GATE.md),
 # and a benchmark left alone costs ~1 s a round.
-MODEL_PLAN = SequentialPlan(min_rounds=2, max_rounds=40, looks=(2, 3, 5, 8, 12, 20, 40),
-                            spending=(4.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0), variance="model", futility=False)
+MODEL_PLAN = SequentialPlan(
+    min_rounds=2,
+    max_rounds=40,
+    looks=(2, 3, 5, 8, 12, 20, 40),
+    spending=(4.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0),
+    variance="model",
+    futility=False,
+)
 
 # Version 6 (issue 37): the zone rule (harness.paired.zone) with the runner's noise model. Looks as version 5b's,
 # with two more between 20 and 40 (a benchmark in the zone's middle is the one that needs the late looks; the step
@@ -242,12 +273,29 @@ MODEL_PLAN = SequentialPlan(min_rounds=2, max_rounds=40, looks=(2, 3, 5, 8, 12, 
 # model at 1% (F test) on its own rounds; a worker generation's first round that differs from the rest at 0.1% (a
 # 0.5% first-round shift gave a false regression in every simulated PR with every benchmark at t/2) left out.
 # docs/SPEED_GATE.md ("Version 6: the zone") has the rates.
-ZONE_PLAN = SequentialPlan(min_rounds=2, max_rounds=40, looks=(2, 3, 5, 8, 12, 16, 20, 30, 40),
-                           spending=(3.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0), variance="model", futility=False,
-                           rule="zone", prior_df_cap=8.0, between_floor=0.5, bench_check_level=0.01,
-                           first_round_level=0.001)
+ZONE_PLAN = SequentialPlan(
+    min_rounds=2,
+    max_rounds=40,
+    looks=(2, 3, 5, 8, 12, 16, 20, 30, 40),
+    spending=(3.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0),
+    variance="model",
+    futility=False,
+    rule="zone",
+    prior_df_cap=8.0,
+    between_floor=0.5,
+    bench_check_level=0.01,
+    first_round_level=0.001,
+)
 # The zone rule without a noise model (an uncalibrated runner, the CPU): each benchmark's own within-generation
 # variance with the same between floor; the first look at 3 rounds (a generation with two rounds: one df).
-ZONE_WARM_PLAN = SequentialPlan(min_rounds=3, max_rounds=40, looks=(3, 5, 8, 12, 16, 20, 30, 40),
-                                spending=(2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0), variance="rounds", futility=False,
-                                rule="zone", between_floor=0.5, first_round_level=0.001)
+ZONE_WARM_PLAN = SequentialPlan(
+    min_rounds=3,
+    max_rounds=40,
+    looks=(3, 5, 8, 12, 16, 20, 30, 40),
+    spending=(2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0),
+    variance="rounds",
+    futility=False,
+    rule="zone",
+    between_floor=0.5,
+    first_round_level=0.001,
+)

@@ -47,7 +47,14 @@ def rates_of(decisions: Sequence[Decision], params: dict[str, Any], incomplete: 
     for dec in decisions:
         counts[dec.verdict.value] += 1
     mean_rounds = float(np.mean([d.rounds_used for d in decisions])) if decisions else math.nan
-    return Rates(tuple(counts.items()), len(decisions), mean_rounds, sum(d.stopped_early for d in decisions), tuple(params.items()), incomplete)
+    return Rates(
+        tuple(counts.items()),
+        len(decisions),
+        mean_rounds,
+        sum(d.stopped_early for d in decisions),
+        tuple(params.items()),
+        incomplete,
+    )
 
 
 def replay(
@@ -81,6 +88,11 @@ def replay(
             break
         done.append(dec)
         start += dec.rounds_seen
-    params = {"threshold": threshold, "plan": plan.look_points, "alpha": plan.alpha, "disjoint": True,
-              "recorded_rounds": len(recorded_rounds)}
+    params = {
+        "threshold": threshold,
+        "plan": plan.look_points,
+        "alpha": plan.alpha,
+        "disjoint": True,
+        "recorded_rounds": len(recorded_rounds),
+    }
     return rates_of(done, params, incomplete), done

@@ -42,7 +42,9 @@ class Round:
             except (TypeError, ValueError):
                 ok = False
             if not ok:
-                raise ValueError(f"Round.{name} must be a finite TFLOPS figure > 0 (got {value!r}); mark the round excluded instead")
+                raise ValueError(
+                    f"Round.{name} must be a finite TFLOPS figure > 0 (got {value!r}); mark the round excluded instead"
+                )
 
     @property
     def ratio(self) -> float:
@@ -53,10 +55,17 @@ class Round:
             return math.nan
 
     def to_json(self) -> dict[str, Any]:
-        return {"base": json_float(self.base), "head": json_float(self.head), "ratio": json_float(self.ratio), "excluded": self.excluded}
+        return {
+            "base": json_float(self.base),
+            "head": json_float(self.head),
+            "ratio": json_float(self.ratio),
+            "excluded": self.excluded,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Round:
         base = data.get("base")
         head = data.get("head")
-        return cls(math.nan if base is None else float(base), math.nan if head is None else float(head), data.get("excluded"))
+        return cls(
+            math.nan if base is None else float(base), math.nan if head is None else float(head), data.get("excluded")
+        )

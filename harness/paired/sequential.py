@@ -1,4 +1,4 @@
-"""The decision over the plan's looks (harness.paired.plan): the gate stops at the first look whose interval clears the band.
+"""The decision over the plan's looks (harness.paired.plan): it stops at the first look whose interval clears the band.
 
 Each look's interval spends its share of alpha (Bonferroni), so every interval covers the true ratio
 together with probability ``>= 1 - alpha`` whichever look the gate stops at. Rules (a plan recorded
@@ -26,8 +26,19 @@ from harness.paired.rounds import Round
 from harness.paired.verdict import Verdict, check_threshold, decide
 from harness.paired.zone import ZoneEdges, improved, zone_look
 
-__all__ = ["METHOD", "MODEL_PLAN", "WARM_PLAN", "Decision", "RoundsNoise", "SequentialPlan", "futile_edge", "look_verdict",
-           "next_look", "sequential_decision"]
+__all__ = [
+    "METHOD",
+    "MODEL_PLAN",
+    "WARM_PLAN",
+    "Decision",
+    "RoundsNoise",
+    "SequentialPlan",
+    "futile_edge",
+    "look_verdict",
+    "next_look",
+    "sequential_decision",
+]
+
 
 @dataclass(frozen=True)
 class RoundsNoise:
@@ -51,12 +62,20 @@ class RoundsNoise:
         return LookNoise(self.noise, self.spread, fallback)
 
 
-def _interval(ratios: Sequence[float], confidence: float, look: LookNoise | None, generations: Sequence[int]) -> Estimate:
+def _interval(
+    ratios: Sequence[float], confidence: float, look: LookNoise | None, generations: Sequence[int]
+) -> Estimate:
     return look_interval(ratios, confidence) if look is None else model_interval(ratios, generations, confidence, look)
 
 
-def look_verdict(ratios: Sequence[float], threshold: float, plan: SequentialPlan, look_no: int = 0,
-                 look: LookNoise | None = None, generations: Sequence[int] = ()) -> tuple[Verdict, Estimate, Estimate]:
+def look_verdict(
+    ratios: Sequence[float],
+    threshold: float,
+    plan: SequentialPlan,
+    look_no: int = 0,
+    look: LookNoise | None = None,
+    generations: Sequence[int] = (),
+) -> tuple[Verdict, Estimate, Estimate]:
     """One look's verdict, the interval it was decided on, and the false-alarm interval (futility's).
 
     ``look_no`` is the look's index (0-based: its share of alpha). "Regression" and "improvement"
@@ -122,8 +141,16 @@ class Decision:
             "reason": self.reason,
             "at_threshold_edge": self.at_threshold_edge,
             "variance": self.variance,
-            **({"rule": self.rule, "zone": [1.0 - self.threshold, 1.0 - self.threshold / 2.0],
-                "forced_error": self.forced_error, "too_noisy": self.too_noisy} if self.rule == "zone" else {}),
+            **(
+                {
+                    "rule": self.rule,
+                    "zone": [1.0 - self.threshold, 1.0 - self.threshold / 2.0],
+                    "forced_error": self.forced_error,
+                    "too_noisy": self.too_noisy,
+                }
+                if self.rule == "zone"
+                else {}
+            ),
         }
 
 
@@ -139,8 +166,14 @@ def next_look(rounds_so_far: int, plan: SequentialPlan) -> int | None:
     return None
 
 
-def futile_edge(ratios: Sequence[float], now: Estimate, threshold: float, plan: SequentialPlan,
-                look: LookNoise | None = None, generations: Sequence[int] = ()) -> float | None:
+def futile_edge(
+    ratios: Sequence[float],
+    now: Estimate,
+    threshold: float,
+    plan: SequentialPlan,
+    look: LookNoise | None = None,
+    generations: Sequence[int] = (),
+) -> float | None:
     """The band edge (as a ratio) that the last look could not tell the effect from, or None.
 
     ``now`` is this look's interval over ``ratios``.
@@ -168,10 +201,10 @@ def futile_edge(ratios: Sequence[float], now: Estimate, threshold: float, plan: 
             within, df = ss / d_w, float(d_w)
         else:
             d0 = look.prior_df
-            within, df = (d0 * look.noise.within_sd ** 2 + ss) / (d0 + d_w), d0 + d_w
+            within, df = (d0 * look.noise.within_sd**2 + ss) / (d0 + d_w), d0 + d_w
         low = within * float(stats.chi2.ppf(0.10, df)) / df
         size = n / len(generation_sizes(generations))  # rounds per worker generation so far, assumed to go on
-        clustered = look.noise.between_sd ** 2 * min(1.0, size / last)
+        clustered = look.noise.between_sd**2 * min(1.0, size / last)
         half_last = t_quantile(plan.per_look_confidence, df) * math.sqrt(low / last + clustered)
     edges = [e for e in (1.0 - threshold, 1.0 + threshold) if now.low < e < now.high]
     if len(edges) != 1:
@@ -195,8 +228,9 @@ def variance_source(plan: SequentialPlan, noise: RoundsNoise | None, look: LookN
     return "rounds (the run is noisier than the model)" if look is not None and look.fallback else "model"
 
 
-def sequential_decision(rounds: Sequence[Round], threshold: float, plan: SequentialPlan = WARM_PLAN,
-                        noise: RoundsNoise | None = None) -> Decision:
+def sequential_decision(
+    rounds: Sequence[Round], threshold: float, plan: SequentialPlan = WARM_PLAN, noise: RoundsNoise | None = None
+) -> Decision:
     """Replay the gate's planned looks over ``rounds`` (in time order) and decide.
 
     At each look point ``m`` the interval of the first ``m`` usable rounds is
@@ -244,7 +278,13 @@ def sequential_decision(rounds: Sequence[Round], threshold: float, plan: Sequent
             if verdict is Verdict.INCONCLUSIVE:
                 why = f"{_fmt_interval(est)} straddles an edge of the {band} after all {m} planned rounds"
             else:
-                where = "below" if verdict is Verdict.REGRESSION else "above" if verdict is Verdict.IMPROVEMENT else "inside"
+                where = (
+                    "below"
+                    if verdict is Verdict.REGRESSION
+                    else "above"
+                    if verdict is Verdict.IMPROVEMENT
+                    else "inside"
+                )
                 why = f"{_fmt_interval(est)} lies {where} the {band} at look {look_no + 1}/{len(points)} ({m} rounds)"
             return Decision(verdict, est, m, n_excl, not last, why, threshold, True, None, reasons, variance=source)
         # Futility asks of the false-alarm interval, as before the miss alpha: giving up on the narrower
@@ -252,11 +292,25 @@ def sequential_decision(rounds: Sequence[Round], threshold: float, plan: Sequent
         edge = futile_edge(ratios[:m], false_alarm, threshold, plan, look, gens[:m]) if plan.futility else None
         if edge is not None:
             n_excl, reasons = excluded_before(positions[m - 1] + 1)
-            why = (f"{_fmt_interval(est)} straddles the band edge {edge:.4f} at look {look_no + 1}/{len(points)} "
-                   f"({m} rounds), and {points[-1]} rounds could not tell the effect from that edge: "
-                   "stopped, inconclusive (at the threshold edge)")
-            return Decision(verdict, est, m, n_excl, True, why, threshold, True, None, reasons, at_threshold_edge=True,
-                            variance=source)
+            why = (
+                f"{_fmt_interval(est)} straddles the band edge {edge:.4f} at look {look_no + 1}/{len(points)} "
+                f"({m} rounds), and {points[-1]} rounds could not tell the effect from that edge: "
+                "stopped, inconclusive (at the threshold edge)"
+            )
+            return Decision(
+                verdict,
+                est,
+                m,
+                n_excl,
+                True,
+                why,
+                threshold,
+                True,
+                None,
+                reasons,
+                at_threshold_edge=True,
+                variance=source,
+            )
     # Not enough usable rounds for the next look: report progress, keep going.
     pending = next_look(usable, plan)
     assert pending is not None
@@ -265,8 +319,19 @@ def sequential_decision(rounds: Sequence[Round], threshold: float, plan: Sequent
     progress = _interval(ratios[:seen], plan.per_look_confidence, look, gens[:seen])
     n_excl, reasons = excluded_before(len(rounds))
     why = f"{usable} usable rounds; next look at {pending}"
-    return Decision(Verdict.INCONCLUSIVE, progress, usable, n_excl, False, why, threshold, False, pending, reasons,
-                    variance=variance_source(plan, noise, look))
+    return Decision(
+        Verdict.INCONCLUSIVE,
+        progress,
+        usable,
+        n_excl,
+        False,
+        why,
+        threshold,
+        False,
+        pending,
+        reasons,
+        variance=variance_source(plan, noise, look),
+    )
 
 
 def _excluded_before(rounds: Sequence[Round], end: int) -> tuple[int, tuple[tuple[str, int], ...]]:
@@ -277,7 +342,9 @@ def _excluded_before(rounds: Sequence[Round], end: int) -> tuple[int, tuple[tupl
     return sum(reasons.values()), tuple(sorted(reasons.items()))
 
 
-def zone_decision(rounds: Sequence[Round], threshold: float, plan: SequentialPlan, noise: RoundsNoise | None) -> Decision:
+def zone_decision(
+    rounds: Sequence[Round], threshold: float, plan: SequentialPlan, noise: RoundsNoise | None
+) -> Decision:
     """Version 6's decision over ``rounds`` (harness.paired.zone): regression or not, the last look deciding.
 
     ``noise`` carries the rounds' worker generations (and the model's entry when there is one; the
@@ -306,27 +373,66 @@ def zone_decision(rounds: Sequence[Round], threshold: float, plan: SequentialPla
         where = f"look {look_no + 1}/{len(points)} ({m} rounds)"
         zone = f"zone [{1 - threshold:.4f}, {1 - threshold / 2:.4f}]"
         if zl.too_noisy:
-            err = "" if zl.forced_error is None else f" (a forced call would be wrong w.p. {zl.forced_error:.1%} at the zone's edges)"
-            why = (f"{_fmt_interval(est)}: too noisy to decide at the threshold in {m} rounds{err}: inconclusive, "
-                   "the measurement failed; re-run")
-            return Decision(Verdict.INCONCLUSIVE, est, m, n_excl, False, why, threshold, True, None, reasons,
-                            variance=zl.source, rule="zone", forced_error=zl.forced_error, too_noisy=True)
+            err = (
+                ""
+                if zl.forced_error is None
+                else f" (a forced call would be wrong w.p. {zl.forced_error:.1%} at the zone's edges)"
+            )
+            why = (
+                f"{_fmt_interval(est)}: too noisy to decide at the threshold in {m} rounds{err}: inconclusive, "
+                "the measurement failed; re-run"
+            )
+            return Decision(
+                Verdict.INCONCLUSIVE,
+                est,
+                m,
+                n_excl,
+                False,
+                why,
+                threshold,
+                True,
+                None,
+                reasons,
+                variance=zl.source,
+                rule="zone",
+                forced_error=zl.forced_error,
+                too_noisy=True,
+            )
         if zl.answer == "regression":
             verdict = Verdict.REGRESSION
         else:
             verdict = Verdict.IMPROVEMENT if improved(zl, edges, plan, look_no) else Verdict.NO_CHANGE
         if zl.forced_error is not None:
             side = "below" if verdict is Verdict.REGRESSION else "above"
-            why = (f"{_fmt_interval(est)}: the mean lies {side} the {zone}'s midpoint at the last look, {where}; "
-                   f"this forced call is wrong w.p. <= {zl.forced_error:.2%} at the zone's edges")
+            why = (
+                f"{_fmt_interval(est)}: the mean lies {side} the {zone}'s midpoint at the last look, {where}; "
+                f"this forced call is wrong w.p. <= {zl.forced_error:.2%} at the zone's edges"
+            )
         elif verdict is Verdict.REGRESSION:
-            why = (f"{_fmt_interval(est)}: slower than {1 - threshold / 2:.4f} with confidence at {where}: "
-                   f"a regression (the {zone})")
+            why = (
+                f"{_fmt_interval(est)}: slower than {1 - threshold / 2:.4f} with confidence at {where}: "
+                f"a regression (the {zone})"
+            )
         else:
-            why = (f"{_fmt_interval(est)}: not slower than {1 - threshold:.4f} with confidence at {where}: "
-                   f"not a regression (the {zone})")
-        return Decision(verdict, est, m, n_excl, not last, why, threshold, True, None, reasons, variance=zl.source,
-                        rule="zone", forced_error=zl.forced_error)
+            why = (
+                f"{_fmt_interval(est)}: not slower than {1 - threshold:.4f} with confidence at {where}: "
+                f"not a regression (the {zone})"
+            )
+        return Decision(
+            verdict,
+            est,
+            m,
+            n_excl,
+            not last,
+            why,
+            threshold,
+            True,
+            None,
+            reasons,
+            variance=zl.source,
+            rule="zone",
+            forced_error=zl.forced_error,
+        )
     pending = next_look(len(usable), plan)
     assert pending is not None
     seen = min(len(usable), plan.max_rounds)
@@ -338,5 +444,17 @@ def zone_decision(rounds: Sequence[Round], threshold: float, plan: SequentialPla
         progress = look_interval([rnd.ratio for _, rnd in usable[:seen]], plan.per_look_confidence)
         source = "model" if model is not None else "rounds"
     why = f"{len(usable)} usable rounds; next look at {pending}"
-    return Decision(Verdict.INCONCLUSIVE, progress, len(usable), n_excl, False, why, threshold, False, pending, reasons,
-                    variance=source, rule="zone")
+    return Decision(
+        Verdict.INCONCLUSIVE,
+        progress,
+        len(usable),
+        n_excl,
+        False,
+        why,
+        threshold,
+        False,
+        pending,
+        reasons,
+        variance=source,
+        rule="zone",
+    )

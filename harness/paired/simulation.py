@@ -67,7 +67,10 @@ def synthetic_rounds(
         head = head + rng.normal(0.0, process_sd, size=int(generation[-1]) + 1)[generation]
     excluded = rng.random(n) < exclude_rate if exclude_rate else np.zeros(n, dtype=bool)
     head = np.where(excluded, head + math.log(0.8), head)
-    return [Round(float(b), float(h), "synthetic: throttled" if x else None) for b, h, x in zip(np.exp(base), np.exp(head), excluded)]
+    return [
+        Round(float(b), float(h), "synthetic: throttled" if x else None)
+        for b, h, x in zip(np.exp(base), np.exp(head), excluded)
+    ]
 
 
 def simulate(
@@ -89,10 +92,20 @@ def simulate(
     # Enough rounds that exclusions cannot starve a trial of its max_rounds usable ones.
     excl = float(noise.get("exclude_rate", 0.0))
     n = plan.max_rounds if not excl else int(math.ceil(1.5 * plan.max_rounds / (1.0 - excl))) + 10
-    decisions = [sequential_decision(synthetic_rounds(n, ratio_sd, true_effect, rng, **noise), threshold, plan) for _ in range(trials)]
+    decisions = [
+        sequential_decision(synthetic_rounds(n, ratio_sd, true_effect, rng, **noise), threshold, plan)
+        for _ in range(trials)
+    ]
     incomplete = sum(not d.complete for d in decisions)
     if incomplete:
         raise RuntimeError(f"{incomplete} simulated decisions ran out of rounds; raise the round supply")
-    params = {"ratio_sd": ratio_sd, "true_effect": true_effect, "threshold": threshold, "plan": plan.look_points, "alpha": plan.alpha, "seed": seed, **noise}
+    params = {
+        "ratio_sd": ratio_sd,
+        "true_effect": true_effect,
+        "threshold": threshold,
+        "plan": plan.look_points,
+        "alpha": plan.alpha,
+        "seed": seed,
+        **noise,
+    }
     return rates_of(decisions, params)
-

@@ -77,8 +77,9 @@ def _own_within(ss: float, d_w: int) -> tuple[float, float]:
     return (ss / d_w, float(d_w)) if d_w >= 1 else (math.inf, 0.0)
 
 
-def _combine(within: float, within_df: float, n: int, generations: Sequence[int], tau2: float | None, tau_df: float,
-             floor: float) -> tuple[float, float]:
+def _combine(
+    within: float, within_df: float, n: int, generations: Sequence[int], tau2: float | None, tau_df: float, floor: float
+) -> tuple[float, float]:
     """``within / n`` plus the between share.
 
     A model's positive between-worker SD (with its df) is used as fitted; none, or one fitted as 0
@@ -92,7 +93,9 @@ def _combine(within: float, within_df: float, n: int, generations: Sequence[int]
     return a + b, (a + b) ** 2 / (a * a / within_df + b * b / tau_df)
 
 
-def zone_variance(d: np.ndarray, generations: Sequence[int], look: LookNoise | None, plan: SequentialPlan) -> LookVariance:
+def zone_variance(
+    d: np.ndarray, generations: Sequence[int], look: LookNoise | None, plan: SequentialPlan
+) -> LookVariance:
     """The variance of the mean of ``d`` (log ratios, one worker generation label each) for a zone look."""
     n = int(d.size)
     if n == 0:
@@ -106,8 +109,8 @@ def zone_variance(d: np.ndarray, generations: Sequence[int], look: LookNoise | N
             return LookVariance(math.inf, 0.0, source)
         var, df = _combine(within, df, n, generations, None, 0.0, floor)
         return LookVariance(var, df, source)
-    sw2 = look.noise.within_sd ** 2
-    tau2, tau_df = look.noise.between_sd ** 2, look.between_df
+    sw2 = look.noise.within_sd**2
+    tau2, tau_df = look.noise.between_sd**2, look.between_df
     own_check = plan.bench_check_level is not None and d_w >= 2 and not look.fallback
     if own_check and ss / d_w > sw2 * float(stats.f.isf(plan.bench_check_level, d_w, look.prior_df)):
         within, df = _own_within(ss, d_w)
@@ -130,8 +133,9 @@ def first_rounds(generations: Sequence[int]) -> list[bool]:
     return [i == 0 or generations[i] != generations[i - 1] for i in range(len(generations))]
 
 
-def first_round_shift(d: np.ndarray, generations: Sequence[int], within: float, df: float,
-                      level: float) -> float | None:
+def first_round_shift(
+    d: np.ndarray, generations: Sequence[int], within: float, df: float, level: float
+) -> float | None:
     """The mean difference of each generation's first round from the rest of its generation, when it is significant.
 
     Per generation of ``m >= 2`` rounds, ``c = d_first - mean(d_rest)`` has variance ``within (1 + 1/(m-1))``
@@ -147,7 +151,7 @@ def first_round_shift(d: np.ndarray, generations: Sequence[int], within: float, 
         if i == len(d) or opens[i]:
             size = i - start
             if size >= 2:
-                contrasts.append(float(d[start] - np.mean(d[start + 1:i])))
+                contrasts.append(float(d[start] - np.mean(d[start + 1 : i])))
                 weights.append(1.0 / (1.0 + 1.0 / (size - 1)))
             start = i
     if not contrasts or not (math.isfinite(within) and within > 0 and df > 0):
@@ -178,24 +182,40 @@ class ZoneLook:
     def estimate(self, confidence: float, n: int) -> Estimate:
         """The two-sided interval at ``confidence`` (the report's; the decision used one-sided bounds)."""
         model = self.source.startswith(SOURCE_MODEL)
-        method = f"{ZONE_METHOD}; variance: {'the noise model' + self.source[len(SOURCE_MODEL):] if model else self.source}"
+        method = (
+            f"{ZONE_METHOD}; variance: {'the noise model' + self.source[len(SOURCE_MODEL) :] if model else self.source}"
+        )
         if not (math.isfinite(self.se) and self.df > 0):
             return Estimate(math.exp(self.mean), 0.0, math.inf, n, method, confidence, 1.0)
         half = float(stats.t.isf((1 - confidence) / 2, self.df)) * self.se
-        return Estimate(math.exp(self.mean), math.exp(self.mean - half), math.exp(self.mean + half), n, method,
-                        confidence, confidence)
+        return Estimate(
+            math.exp(self.mean),
+            math.exp(self.mean - half),
+            math.exp(self.mean + half),
+            n,
+            method,
+            confidence,
+            confidence,
+        )
 
 
 def _null_within(d: np.ndarray, generations: Sequence[int], look: LookNoise | None) -> tuple[float, float]:
     """The within-generation variance the first-round check tests against: the model's (its null), else the rounds'."""
     if look is not None:
-        return look.noise.within_sd ** 2, look.prior_df
+        return look.noise.within_sd**2, look.prior_df
     ss, d_w = within_ss(d, generations)
     return _own_within(ss, d_w)
 
 
-def zone_look(d: np.ndarray, generations: Sequence[int], look: LookNoise | None, edges: ZoneEdges, plan: SequentialPlan,
-              look_no: int, last: bool) -> ZoneLook:
+def zone_look(
+    d: np.ndarray,
+    generations: Sequence[int],
+    look: LookNoise | None,
+    edges: ZoneEdges,
+    plan: SequentialPlan,
+    look_no: int,
+    last: bool,
+) -> ZoneLook:
     """The zone's answer at look ``look_no`` (0-based) over the log ratios ``d``.
 
     With ``plan.first_round_level``, a look first asks whether each worker generation's first round differs
@@ -250,10 +270,10 @@ def planned_rounds(look: LookNoise | None, threshold: float, plan: SequentialPla
     edges = ZoneEdges(threshold)
     for k, n in enumerate(plan.look_points):
         gens = [i // restart_every for i in range(n)]
-        sw2 = look.noise.within_sd ** 2
+        sw2 = look.noise.within_sd**2
         d0 = look.prior_df if plan.prior_df_cap is None else min(look.prior_df, plan.prior_df_cap)
         d_w = n - len(generation_sizes(gens))
-        var, df = _combine(sw2, d0 + d_w, n, gens, look.noise.between_sd ** 2, look.between_df, plan.between_floor)
+        var, df = _combine(sw2, d0 + d_w, n, gens, look.noise.between_sd**2, look.between_df, plan.between_floor)
         share = plan.shares()[k]
         need = (one_sided(plan.alpha * share, df) + one_sided(plan.miss_side_alpha * share, df)) * math.sqrt(var)
         if need <= edges.gap:

@@ -51,7 +51,9 @@ def usage_from_artifact(artifact: Any) -> ResourceUsage:
     """Read one compiled (kernel, arch, config) into a :class:`ResourceUsage`."""
     missing = [f for f in ARTIFACT_FIELDS if not hasattr(artifact, f)]
     if missing:
-        raise ResourceParseError(f"artifact: {type(artifact).__name__} has no {', '.join(missing)} (not a CompiledArtifact)")
+        raise ResourceParseError(
+            f"artifact: {type(artifact).__name__} has no {', '.join(missing)} (not a CompiledArtifact)"
+        )
     where = target_id(artifact.kernel, artifact.arch, artifact.config)
     if not isinstance(artifact.assembly, str) or not artifact.assembly.strip():
         raise ResourceParseError(f"{where}: the artifact has no assembly text")

@@ -55,7 +55,9 @@ def parse_amdgpu_isa(text: str, where: str = "ISA", function: str | None = None)
             raise ResourceParseError(f"{where}: .amdgpu_metadata has no kernel named {function!r}")
     if len(kernels) != 1:
         names = [k.get(".name") for k in kernels]
-        raise ResourceParseError(f"{where}: expected one kernel in .amdgpu_metadata, found {len(kernels)} {names}; name one")
+        raise ResourceParseError(
+            f"{where}: expected one kernel in .amdgpu_metadata, found {len(kernels)} {names}; name one"
+        )
     meta = kernels[0]
     name = meta.get(".name")
     if not isinstance(name, str):
@@ -110,7 +112,9 @@ def _accvgpr_copies(text: str) -> dict[str, int]:
 def _metadata_block(text: str, where: str) -> list[str]:
     match = re.search(r"^\s*\.amdgpu_metadata\s*$(.*?)^\s*\.end_amdgpu_metadata\s*$", text, re.MULTILINE | re.DOTALL)
     if not match:
-        raise ResourceParseError(f"{where}: no .amdgpu_metadata ... .end_amdgpu_metadata block (is this AMDGPU ISA text?)")
+        raise ResourceParseError(
+            f"{where}: no .amdgpu_metadata ... .end_amdgpu_metadata block (is this AMDGPU ISA text?)"
+        )
     return match.group(1).splitlines()
 
 
@@ -171,7 +175,9 @@ def _kernel_descriptor(text: str, name: str, where: str) -> tuple[dict[str, str]
 def _accum_offset(text: str, name: str, descriptor: Mapping[str, str], where: str) -> int:
     value = descriptor.get(".amdhsa_accum_offset")
     if value is None:
-        raise ResourceParseError(f"{where}: kernel descriptor of {name} has no .amdhsa_accum_offset (not a gfx90a+ target?)")
+        raise ResourceParseError(
+            f"{where}: kernel descriptor of {name} has no .amdhsa_accum_offset (not a gfx90a+ target?)"
+        )
     if re.fullmatch(r"\d+", value):
         return int(value)
     # Newer LLVM writes it as an expression over .set symbols:
@@ -192,7 +198,9 @@ def _num_vgpr_symbol(text: str, name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _arch_vgpr(text: str, name: str, meta: Mapping[str, Any], accum_offset: int, descriptor_end: int, where: str) -> int:
+def _arch_vgpr(
+    text: str, name: str, meta: Mapping[str, Any], accum_offset: int, descriptor_end: int, where: str
+) -> int:
     """The arch VGPRs of kernel ``name``, as exact as the compiler's output allows (module docstring)."""
     total = meta[".vgpr_count"]
     count = _num_vgpr_symbol(text, name)
@@ -221,7 +229,9 @@ def amd_usage(artifact: Any, limits: AmdLimits, where: str) -> ResourceUsage:
     total_vgpr, sgpr = meta[".vgpr_count"], meta[".sgpr_count"]
     wave_size = meta[".wavefront_size"]
     if wave_size != limits.wave_size:
-        raise ResourceParseError(f"{where}: .wavefront_size is {wave_size}; the {artifact.arch} model assumes {limits.wave_size}")
+        raise ResourceParseError(
+            f"{where}: .wavefront_size is {wave_size}; the {artifact.arch} model assumes {limits.wave_size}"
+        )
     lds = meta[".group_segment_fixed_size"] + extra_int(artifact, "dynamic_shared_bytes", where)
     threads = meta[".max_flat_workgroup_size"]
     occupancy = amd_occupancy(total_vgpr=total_vgpr, sgpr=sgpr, lds_bytes=lds, threads_per_group=threads, limits=limits)

@@ -23,7 +23,9 @@ def parse_cuobjdump_resource_usage(text: str, where: str = "cuobjdump", function
         functions = [f for f in functions if f[0] == function]
     if len(functions) != 1:
         names = [f[0] for f in functions]
-        raise ResourceParseError(f"{where}: expected one 'Function <name>:' entry{f' for {function}' if function else ''}, found {names}")
+        raise ResourceParseError(
+            f"{where}: expected one 'Function <name>:' entry{f' for {function}' if function else ''}, found {names}"
+        )
     fields = dict(re.findall(r"(\w+(?:\[\d+\])?):(\d+)", functions[0][1]))
     missing = [key for key in ("REG", "STACK", "SHARED", "LOCAL") if key not in fields]
     if missing:
@@ -49,7 +51,9 @@ def nvidia_usage(artifact: Any, limits: NvidiaLimits, where: str) -> ResourceUsa
     function = extra.get("function")
     for key in ("cuobjdump_resource_usage", "ptxas_verbose"):
         if not extra.get(key):
-            raise ResourceParseError(f"{where}: artifact.extra has no {key!r} (Triton's compile_only fills it: kernels/triton_compile.py)")
+            raise ResourceParseError(
+                f"{where}: artifact.extra has no {key!r} (Triton's compile_only fills it: kernels/triton_compile.py)"
+            )
     binary = parse_cuobjdump_resource_usage(extra["cuobjdump_resource_usage"], f"{where} cuobjdump", function)
     log = parse_ptxas_verbose(extra["ptxas_verbose"], f"{where} ptxas -v")
     if log["registers"] != binary["REG"]:
@@ -93,7 +97,9 @@ def nvidia_usage(artifact: Any, limits: NvidiaLimits, where: str) -> ResourceUsa
 
 
 def _threads_per_block(artifact: Any, where: str) -> int:
-    match = re.search(r"^\s*\.(?:reqntid|maxntid)\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?", artifact.assembly, re.MULTILINE)
+    match = re.search(
+        r"^\s*\.(?:reqntid|maxntid)\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?", artifact.assembly, re.MULTILINE
+    )
     if match:
         return math.prod(int(v) for v in match.groups() if v)
     if "num_warps" in artifact.extra:

@@ -47,7 +47,9 @@ class NvidiaLimits:
 LIMITS: dict[str, AmdLimits | NvidiaLimits] = {"gfx950": AmdLimits(), "sm_90": NvidiaLimits()}
 
 
-def amd_occupancy(*, total_vgpr: int, sgpr: int, lds_bytes: int, threads_per_group: int, limits: AmdLimits) -> dict[str, Any]:
+def amd_occupancy(
+    *, total_vgpr: int, sgpr: int, lds_bytes: int, threads_per_group: int, limits: AmdLimits
+) -> dict[str, Any]:
     """Waves per SIMD and workgroups per CU (rules and sources in the module docstring)."""
     by, groups_by_lds, waves_per_group = _amd_waves_by(total_vgpr, sgpr, lds_bytes, threads_per_group, limits)
     limiter = min(by, key=lambda k: by[k])
@@ -80,7 +82,9 @@ def _amd_waves_by(total_vgpr: int, sgpr: int, lds_bytes: int, threads_per_group:
     return by, groups_by_lds, waves_per_group
 
 
-def nvidia_occupancy(*, registers: int, smem_bytes: int, threads_per_block: int, limits: NvidiaLimits) -> dict[str, Any]:
+def nvidia_occupancy(
+    *, registers: int, smem_bytes: int, threads_per_block: int, limits: NvidiaLimits
+) -> dict[str, Any]:
     """Blocks and warps per SM, the CUDA occupancy calculator's way (see the module docstring)."""
     by, warps_per_block = _nvidia_blocks_by(registers, smem_bytes, threads_per_block, limits)
     limiter = min(by, key=lambda k: by[k])
@@ -112,9 +116,16 @@ def occupancy_by_resource(usage: Mapping[str, Any]) -> dict[str, int]:
     """
     limits = LIMITS.get(usage["arch"])
     if isinstance(limits, AmdLimits):
-        by, _, _ = _amd_waves_by(usage["registers"], usage["sgpr"], usage["shared_bytes"], usage["threads_per_group"], limits)
+        by, _, _ = _amd_waves_by(
+            usage["registers"], usage["sgpr"], usage["shared_bytes"], usage["threads_per_group"], limits
+        )
         return {"registers": by["VGPRs"], "sgpr": by["SGPRs"], "shared_bytes": by.get("LDS", by.get("workgroup slots"))}
     if isinstance(limits, NvidiaLimits):
-        blocks, warps_per_block = _nvidia_blocks_by(usage["registers"], usage["shared_bytes"], usage["threads_per_group"], limits)
-        return {"registers": blocks["registers"] * warps_per_block, "shared_bytes": blocks["shared memory"] * warps_per_block}
+        blocks, warps_per_block = _nvidia_blocks_by(
+            usage["registers"], usage["shared_bytes"], usage["threads_per_group"], limits
+        )
+        return {
+            "registers": blocks["registers"] * warps_per_block,
+            "shared_bytes": blocks["shared memory"] * warps_per_block,
+        }
     raise ValueError(f"no occupancy model for arch {usage['arch']!r}; known: {sorted(LIMITS)}")

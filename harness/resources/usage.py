@@ -63,7 +63,14 @@ class ResourceUsage:
 
     def spills_or_scratch(self) -> dict[str, int]:
         """The nonzero spill and scratch counters, by name (empty when clean)."""
-        names = ("vgpr_spills", "sgpr_spills", "spill_store_bytes", "spill_load_bytes", "scratch_bytes", "dynamic_stack")
+        names = (
+            "vgpr_spills",
+            "sgpr_spills",
+            "spill_store_bytes",
+            "spill_load_bytes",
+            "scratch_bytes",
+            "dynamic_stack",
+        )
         return {n: int(getattr(self, n)) for n in names if getattr(self, n)}
 
     def to_dict(self) -> dict[str, Any]:
@@ -104,7 +111,9 @@ def usage_table(usages: Iterable[ResourceUsage]) -> list[dict[str, str]]:
                 "threads": str(u.threads_per_group),
                 "occupancy": f"{u.occupancy}/{u.occupancy_max} {u.occupancy_unit} ({u.occupancy_limited_by})",
                 "mma": str(u.mma_count),
-                "acc_copies": "-" if u.accvgpr_copies is None else f"{u.accvgpr_copies} ({u.accvgpr_copies_in_loop} in loop)",
+                "acc_copies": "-"
+                if u.accvgpr_copies is None
+                else f"{u.accvgpr_copies} ({u.accvgpr_copies_in_loop} in loop)",
                 "compile_s": f"{u.compile_seconds:.2f}",
             }
         )

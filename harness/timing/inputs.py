@@ -27,7 +27,6 @@ MAX_INPUT_SETS = 64
 CPU_MAX_INPUT_SETS = 2
 
 
-
 def gemm_bytes(m: int, n: int, k: int) -> int:
     """Bytes one GEMM touches: packed A and B, their e8m0 scales, the bf16 C."""
     return (m + n) * (k // 2 + k // 32) + m * n * 2
@@ -44,7 +43,7 @@ def last_level_cache_bytes(device: torch.device | str) -> int:
 
 
 def _gpu_arch(device: torch.device) -> str:
-    """"gfx950" (ROCm gcnArchName without features) or "sm_90". kernels.devices has the same rule for
+    """ "gfx950" (ROCm gcnArchName without features) or "sm_90". kernels.devices has the same rule for
     the registry; it is repeated here because the harness imports nothing from the code it measures."""
     props = torch.cuda.get_device_properties(device)
     if getattr(torch.version, "hip", None):
@@ -108,7 +107,6 @@ def input_set_count(
     wanted = max(2, math.ceil(2 * cache_bytes / set_bytes) + 1)
     sets = min(wanted, max_sets, fit)
     return sets, (sets - 1) * set_bytes >= cache_bytes
-
 
 
 @dataclass

@@ -77,8 +77,10 @@ class Timing:
         )
         for when, state in (("before", self.gpu_before), ("after", self.gpu_after)):
             if state:
-                text += (f"; {when}: SM {state.get('sm_clock_mhz')} MHz, {state.get('temperature_c')} C, "
-                         f"{state.get('power_w')} W")
+                text += (
+                    f"; {when}: SM {state.get('sm_clock_mhz')} MHz, {state.get('temperature_c')} C, "
+                    f"{state.get('power_w')} W"
+                )
         if self.idle and self.idle.get("status") == "overridden":
             text += f"; IDLE CHECK OVERRIDDEN: {'; '.join(self.idle.get('problems', []))}"
         return text

@@ -90,8 +90,13 @@ class _WarmUp:
     steady: bool
 
 
-def _timed(clock: Clock, launches: Sequence[Callable[[], None]], warm: _WarmUp, budget: TimingBudget,
-           monitor: gpu_state.GpuMonitor | None) -> tuple[list[float], dict | None, dict | None]:
+def _timed(
+    clock: Clock,
+    launches: Sequence[Callable[[], None]],
+    warm: _WarmUp,
+    budget: TimingBudget,
+    monitor: gpu_state.GpuMonitor | None,
+) -> tuple[list[float], dict | None, dict | None]:
     """Step 5 right after ``warm`` (its launches started the rotation at the first input set): the
     samples, and the GPU's state just before and after them."""
     before = monitor.snapshot().to_json() if monitor is not None else None
@@ -108,7 +113,7 @@ def samples_steady(samples: Sequence[float], tolerance: float) -> bool:
     if len(samples) < 3:
         return False
     third = len(samples) // 3
-    blocks = (samples[:third], samples[third:len(samples) - third], samples[len(samples) - third:])
+    blocks = (samples[:third], samples[third : len(samples) - third], samples[len(samples) - third :])
     medians = [sorted(block)[len(block) // 2] for block in blocks]
     return max(medians) <= min(medians) * (1 + tolerance)
 

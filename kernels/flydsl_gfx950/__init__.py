@@ -65,7 +65,11 @@ class FlyDSLGfx950FourWave(Kernel):
 
     def check_shape(self, m: int, n: int, k: int, config: str | None = None) -> None:
         super().check_shape(m, n, k, config)
-        for what, size in (("M x K/2 (A bytes)", m * k // 2), ("N x K/2 (B bytes)", n * k // 2), ("M x N x 2 (C bytes)", m * n * 2)):
+        for what, size in (
+            ("M x K/2 (A bytes)", m * k // 2),
+            ("N x K/2 (B bytes)", n * k // 2),
+            ("M x N x 2 (C bytes)", m * n * 2),
+        ):
             if size >= _INT32_LIMIT:
                 raise UnsupportedShape(f"{self.name}: {what} = {size} must be < 2**31 (32-bit buffer offsets)")
 
@@ -76,7 +80,9 @@ class FlyDSLGfx950FourWave(Kernel):
             return f"FlyDSL is not importable: {exc}"
         return toolchain.hip_runtime_missing_reason()
 
-    def _prepare(self, a: MXFP4Tensor, b: MXFP4Tensor, out: torch.Tensor, config: Mapping[str, Any]) -> Callable[[], None]:
+    def _prepare(
+        self, a: MXFP4Tensor, b: MXFP4Tensor, out: torch.Tensor, config: Mapping[str, Any]
+    ) -> Callable[[], None]:
         """NOT YET RUN ON A GFX950 (see launcher.py)."""
         return prepare_launch(a, b, out, config)
 

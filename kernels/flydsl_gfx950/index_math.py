@@ -65,7 +65,9 @@ def a_copy_offsets(tile_m, chunk, k_step, lane, k_bytes):
     + 16 (l // 16)`` -- its MFMA operand (module doc of kernels.preshuffle).
     """
     tile, half = chunk >> 1, chunk & 1
-    uniform = tile_m * (BLOCK_M * k_bytes) + tile * (TILE * k_bytes) + k_step * ROW_BYTES_PER_STEP + half * HALF_STEP_BYTES
+    uniform = (
+        tile_m * (BLOCK_M * k_bytes) + tile * (TILE * k_bytes) + k_step * ROW_BYTES_PER_STEP + half * HALF_STEP_BYTES
+    )
     per_lane = (lane & LANE_ROW_MASK) * k_bytes + (lane >> LANE_GROUP_SHIFT) * LANE_BYTES
     return uniform, per_lane
 

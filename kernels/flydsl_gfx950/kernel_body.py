@@ -115,7 +115,9 @@ def build_launcher(*, k: int, lds_stages: int = 2, agpr_accumulators: bool = Tru
     def mfma_intrinsic(a, b, acc, scale_a, opsel_a, scale_b, opsel_b):
         """Same operation through llvm.amdgcn.mfma.scale.f32.16x16x128.f8f6f4."""
         v4f32 = ir.VectorType.get([4], T.f32)
-        return rocdl.mfma_scale_f32_16x16x128_f8f6f4(v4f32, [a, b, acc, E2M1_FORMAT_CODE, E2M1_FORMAT_CODE, opsel_a, scale_a, opsel_b, scale_b])
+        return rocdl.mfma_scale_f32_16x16x128_f8f6f4(
+            v4f32, [a, b, acc, E2M1_FORMAT_CODE, E2M1_FORMAT_CODE, opsel_a, scale_a, opsel_b, scale_b]
+        )
 
     def guard_inline_asm_mfma():
         """Wait out the MFMA result latency before the epilogue reads the accumulators.
@@ -165,14 +167,18 @@ def build_launcher(*, k: int, lds_stages: int = 2, agpr_accumulators: bool = Tru
         sa_rsrc = rocdl.get_buffer_rsrc(
             fx.get_iter(
                 fx.rocdl.make_buffer_tensor(
-                    A_scale, max_size=False, num_records_bytes=fx.Int64(m // SCALE_ROWS_PER_WORD) * (scale_words * SCALE_WORD_BYTES)
+                    A_scale,
+                    max_size=False,
+                    num_records_bytes=fx.Int64(m // SCALE_ROWS_PER_WORD) * (scale_words * SCALE_WORD_BYTES),
                 )
             )
         )
         sb_rsrc = rocdl.get_buffer_rsrc(
             fx.get_iter(
                 fx.rocdl.make_buffer_tensor(
-                    B_scale, max_size=False, num_records_bytes=fx.Int64(n // SCALE_ROWS_PER_WORD) * (scale_words * SCALE_WORD_BYTES)
+                    B_scale,
+                    max_size=False,
+                    num_records_bytes=fx.Int64(n // SCALE_ROWS_PER_WORD) * (scale_words * SCALE_WORD_BYTES),
                 )
             )
         )
@@ -182,14 +188,22 @@ def build_launcher(*, k: int, lds_stages: int = 2, agpr_accumulators: bool = Tru
 
         # -- global -> LDS DMA (one async group of 16 per wave per K step) -----
         def issue_stage_copy(k_step, stage):
-            for operand, rsrc, offsets, tile_mn in ((0, a_rsrc, a_copy_offsets, tile_m), (1, b_rsrc, b_copy_offsets, tile_n)):
+            for operand, rsrc, offsets, tile_mn in (
+                (0, a_rsrc, a_copy_offsets, tile_m),
+                (1, b_rsrc, b_copy_offsets, tile_n),
+            ):
                 for j in range_constexpr(DMA_PER_WAVE):
                     chunk = dma_chunk(wave, j)
                     uniform, per_lane = offsets(tile_mn, chunk, k_step, lane, k_bytes)
                     # The DMA writes lane l's 16 bytes at M0 + 16 l: M0 is the chunk base.
                     dst = uniform_i32(lds_base + lds_chunk_offset(stage, operand, chunk))
                     rocdl.raw_ptr_buffer_load_async_lds(
-                        rsrc, lds_ptr(dst), i32(LANE_BYTES), per_lane.ir_value(), uniform_i32(uniform).ir_value(), i32(0)
+                        rsrc,
+                        lds_ptr(dst),
+                        i32(LANE_BYTES),
+                        per_lane.ir_value(),
+                        uniform_i32(uniform).ir_value(),
+                        i32(0),
                     )
             rocdl.asyncmark()
 

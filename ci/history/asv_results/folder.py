@@ -115,15 +115,21 @@ def _load_versioned(path: Path, api_version: int) -> dict[str, Any]:
 def check_results_file(path: Path, machine: str) -> dict[str, Any]:
     """What asv.results.Results.load needs, and what its readers assume (row lengths, parameter grid)."""
     data = _load_versioned(path, RESULTS_API_VERSION)
-    missing = [k for k in ("commit_hash", "env_name", "params", "results", "result_columns", "requirements", "python", "date") if k not in data]
+    missing = [
+        k
+        for k in ("commit_hash", "env_name", "params", "results", "result_columns", "requirements", "python", "date")
+        if k not in data
+    ]
     if missing:
         raise InvalidFile(f"missing {', '.join(missing)}")
     commit = data["commit_hash"]
     if not (isinstance(commit, str) and len(commit) == 40 and path.name.startswith(commit[:8])):
         raise InvalidFile(f"commit_hash {commit!r} does not match the file name")
     if not isinstance(data["params"], dict) or data["params"].get("machine") != machine:
-        raise InvalidFile(f"machine {data['params'].get('machine') if isinstance(data['params'], dict) else '?'!r}, "
-                          f"expected {machine!r}")
+        raise InvalidFile(
+            f"machine {data['params'].get('machine') if isinstance(data['params'], dict) else '?'!r}, "
+            f"expected {machine!r}"
+        )
     columns = data["result_columns"]
     if not isinstance(columns, list) or "result" not in columns or "params" not in columns:
         raise InvalidFile("result_columns lacks result/params")
@@ -145,8 +151,9 @@ def _check_row(name: str, row: Any, columns: list[str]) -> None:
         return
     expected = math.prod(len(p) for p in params) if params else 1
     if not isinstance(result, list) or len(result) != expected:
-        raise InvalidFile(f"{name}: {len(result) if isinstance(result, list) else 'no'} values for {expected} "
-                          f"parameter sets")
+        raise InvalidFile(
+            f"{name}: {len(result) if isinstance(result, list) else 'no'} values for {expected} parameter sets"
+        )
     if not all(v is None or isinstance(v, (int, float)) for v in result):
         raise InvalidFile(f"{name}: a value that is not a number")
 
@@ -224,7 +231,9 @@ def _candidates(results_dir: Path) -> list[str]:
     return sorted(found)
 
 
-def validate_tree(results_dir: Path, quarantine_dir: Path, log: Callable[[str], None], ledger=None) -> list[Quarantined]:
+def validate_tree(
+    results_dir: Path, quarantine_dir: Path, log: Callable[[str], None], ledger=None
+) -> list[Quarantined]:
     """Check every ``.json`` and sidecar under ``results_dir``; move each bad one aside, saying so.
 
     ``ledger`` (ci.history.asv_results.ledger.Ledger): a file unchanged since it last passed is not read again, and
@@ -247,8 +256,10 @@ def validate_tree(results_dir: Path, quarantine_dir: Path, log: Callable[[str], 
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(str(path), str(target))
             moved.append(Quarantined(str(relative), str(exc), str(target)))
-            log(f"quarantined {path}: {exc}. Moved to {target}; the rest of the history goes on (its commit is "
-                f"measured again)")
+            log(
+                f"quarantined {path}: {exc}. Moved to {target}; the rest of the history goes on (its commit is "
+                f"measured again)"
+            )
     return moved
 
 
@@ -295,8 +306,11 @@ def reconcile(results_dir: Path, machine: str, ledger=None) -> Reconciled:
     folder = results_dir / machine
     names = sorted(n for n in os.listdir(folder) if n.endswith(records.SUFFIX)) if folder.is_dir() else []
     for name in names:
-        if ledger is not None and ledger.reconciled(f"{machine}/{name}") and ledger.unchanged(
-                f"{machine}/{name[:-len(records.SUFFIX)]}.json"):
+        if (
+            ledger is not None
+            and ledger.reconciled(f"{machine}/{name}")
+            and ledger.unchanged(f"{machine}/{name[: -len(records.SUFFIX)]}.json")
+        ):
             continue
         sidecar = folder / name
         try:

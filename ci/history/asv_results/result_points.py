@@ -177,7 +177,11 @@ def drop_points(data: dict[str, Any], prefix: str, patterns: Iterable[str]) -> t
         if not hits:
             results[name] = row
             continue
-        dropped += [prefix + _key(name, combo) for i, combo in enumerate(points) if i in hits and points[combo].get("result") is not None]
+        dropped += [
+            prefix + _key(name, combo)
+            for i, combo in enumerate(points)
+            if i in hits and points[combo].get("result") is not None
+        ]
         if len(hits) == len(points):
             continue
         for column in columns:

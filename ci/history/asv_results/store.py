@@ -106,7 +106,9 @@ def lines(points: Iterable[Point]) -> dict[tuple[str, str, str], list[Point]]:
 # ---------------------------------------------------------------------------
 
 
-def read_commit(results_dir: Path, machine: str, commit: str) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], dict | None]:
+def read_commit(
+    results_dir: Path, machine: str, commit: str
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], dict | None]:
     """(asv values by key, records by key, the results document or None) of one commit on ``machine``."""
     values: dict[str, dict[str, Any]] = {}
     recs: dict[str, dict[str, Any]] = {}
@@ -155,18 +157,41 @@ def summarize(document: dict[str, Any], recs: dict[str, dict[str, Any]]) -> dict
         level, error = _level(samples)
         before = record.get("gpu_before") or {}
         device = "cpu" if ".GemmOnCpu." in key else (before.get("name") or "GPU")
-        gemm[key] = [float(record["tflops"]), float(record["median_s"]), level, error, float(record.get("relative_iqr") or 0.0),
-                     device, list(record.get("flags") or ()), _clocks(record), record.get("identical_to")]
-    stamped = {k: r for k, r in recs.items() if r.get("status") == "measured" and isinstance(r.get("fingerprint"), dict)}
-    fingerprints = {"of": {k: r["fingerprint"] for k, r in stamped.items()},
-                    "originals": sorted({r.get("identical_to") or document["commit_hash"] for r in stamped.values()}),
-                    "at": max((float(r.get("fingerprint_at") or 0.0) for r in stamped.values()), default=0.0)}
+        gemm[key] = [
+            float(record["tflops"]),
+            float(record["median_s"]),
+            level,
+            error,
+            float(record.get("relative_iqr") or 0.0),
+            device,
+            list(record.get("flags") or ()),
+            _clocks(record),
+            record.get("identical_to"),
+        ]
+    stamped = {
+        k: r for k, r in recs.items() if r.get("status") == "measured" and isinstance(r.get("fingerprint"), dict)
+    }
+    fingerprints = {
+        "of": {k: r["fingerprint"] for k, r in stamped.items()},
+        "originals": sorted({r.get("identical_to") or document["commit_hash"] for r in stamped.values()}),
+        "at": max((float(r.get("fingerprint_at") or 0.0) for r in stamped.values()), default=0.0),
+    }
     resources = {}
     for key, entry in values.items():
-        if key.startswith(RESOURCES_PREFIX) and isinstance(entry["value"], (int, float)) and math.isfinite(entry["value"]):
+        if (
+            key.startswith(RESOURCES_PREFIX)
+            and isinstance(entry["value"], (int, float))
+            and math.isfinite(entry["value"])
+        ):
             resources[key] = float(entry["value"])
-    return {"commit": document["commit_hash"], "date": document.get("date"), "gemm": gemm, "missing": missing,
-            "resources": resources, "fingerprints": fingerprints}
+    return {
+        "commit": document["commit_hash"],
+        "date": document.get("date"),
+        "gemm": gemm,
+        "missing": missing,
+        "resources": resources,
+        "fingerprints": fingerprints,
+    }
 
 
 def _clocks(record: dict[str, Any]) -> str:
@@ -214,8 +239,9 @@ class Store:
         except sqlite3.DatabaseError as exc:
             aside = self.path.with_name(self.path.name + ".damaged")
             os.replace(self.path, aside)
-            self.log(f"history cache {self.path} unreadable ({exc}): moved to {aside}, every results file is read "
-                     f"again")
+            self.log(
+                f"history cache {self.path} unreadable ({exc}): moved to {aside}, every results file is read again"
+            )
             return self._schema(sqlite3.connect(self.path))
 
     @staticmethod
@@ -223,8 +249,10 @@ class Store:
         for legacy in ("files", *(f"files_v{v}" for v in range(1, SCHEMA))):  # summaries of an older schema: read again
             db.execute(f"DROP TABLE IF EXISTS {legacy}")
         # Fingerprints apart: only the main job's identical-code plan reads them, and they are most of a summary.
-        db.execute(f"CREATE TABLE IF NOT EXISTS {FILES} (machine TEXT, stem TEXT, stamp TEXT, summary TEXT, "
-                   "fingerprints TEXT, PRIMARY KEY (machine, stem))")
+        db.execute(
+            f"CREATE TABLE IF NOT EXISTS {FILES} (machine TEXT, stem TEXT, stamp TEXT, summary TEXT, "
+            "fingerprints TEXT, PRIMARY KEY (machine, stem))"
+        )
         db.execute("CREATE TABLE IF NOT EXISTS memos (name TEXT PRIMARY KEY, memo TEXT)")
         db.execute(f"SELECT count(*) FROM {FILES}").fetchone()  # a damaged file fails here, not later
         return db
@@ -232,16 +260,24 @@ class Store:
     def close(self) -> None:
         self.db.close()
 
-    def summaries(self, results_dir: Path, stamps: dict[str, str] | None = None, machines: tuple[str, ...] | None = None,
-                  fingerprints: bool = False) -> dict[str, list[dict[str, Any]]]:
+    def summaries(
+        self,
+        results_dir: Path,
+        stamps: dict[str, str] | None = None,
+        machines: tuple[str, ...] | None = None,
+        fingerprints: bool = False,
+    ) -> dict[str, list[dict[str, Any]]]:
         """machine -> the summary of each of its results files (``machines``: of these only; ``fingerprints``: with
         their records' fingerprints). ``stamps``: relative path -> a content id (git's blob id) where known; other
         files are stamped by size and modification time."""
         out: dict[str, list[dict[str, Any]]] = {}
         stamps = stamps or {}
         columns = "machine, stem, stamp, summary" + (", fingerprints" if fingerprints else ", NULL")
-        kept = {(m, s): (stamp, summary, prints) for m, s, stamp, summary, prints in self.db.execute(f"SELECT {columns} FROM {FILES}")
-                if machines is None or m in machines}
+        kept = {
+            (m, s): (stamp, summary, prints)
+            for m, s, stamp, summary, prints in self.db.execute(f"SELECT {columns} FROM {FILES}")
+            if machines is None or m in machines
+        }
         seen = set()
         folders = history_results.machine_dirs(results_dir)
         for machine_dir in folders:
@@ -264,8 +300,10 @@ class Store:
                     summary = _summarize_file(Path(entry.path), machine)
                     self.parsed += 1
                     prints = None if summary is None else summary.pop("fingerprints")
-                    self.db.execute(f"INSERT OR REPLACE INTO {FILES} VALUES (?, ?, ?, ?, ?)",
-                                    (machine, stem, stamp, json.dumps(summary), json.dumps(prints)))
+                    self.db.execute(
+                        f"INSERT OR REPLACE INTO {FILES} VALUES (?, ?, ?, ?, ?)",
+                        (machine, stem, stamp, json.dumps(summary), json.dumps(prints)),
+                    )
                     if summary is not None and fingerprints:
                         summary["fingerprints"] = prints
                 if summary is not None:
@@ -342,8 +380,25 @@ def _add(out: History, machine: str, commit: str, order: int, summary: dict[str,
         if split is None:
             continue
         tflops, median_s, level, error, iqr, device, flags, clocks, copied = row
-        out.points.append(Point(machine, split[0], split[1], key, commit, order, tflops, median_s, level, error, iqr,
-                                device, tuple(flags), clocks, copied))
+        out.points.append(
+            Point(
+                machine,
+                split[0],
+                split[1],
+                key,
+                commit,
+                order,
+                tflops,
+                median_s,
+                level,
+                error,
+                iqr,
+                device,
+                tuple(flags),
+                clocks,
+                copied,
+            )
+        )
     for key, why in summary["missing"].items():
         split = _split(key)
         if split is not None:
@@ -351,7 +406,7 @@ def _add(out: History, machine: str, commit: str, order: int, summary: dict[str,
     for key, value in summary["resources"].items():
         split = _split(key)
         if split is not None:
-            metric = key[len(RESOURCES_PREFIX):].partition("(")[0]
+            metric = key[len(RESOURCES_PREFIX) :].partition("(")[0]
             out.resources.setdefault((split[0], split[1], metric), []).append((order, commit, value))
 
 

@@ -40,22 +40,30 @@ def fetch_tip(branch: ResultsBranch, push: bool, problems: list[str]) -> str | N
         return branch.local_tip()
 
 
-def import_from_branch(branch: ResultsBranch, tip: str | None, results_dir: Path, machine: str | Sequence[str],
-                       ledger: Ledger | None = None) -> int:
+def import_from_branch(
+    branch: ResultsBranch,
+    tip: str | None,
+    results_dir: Path,
+    machine: str | Sequence[str],
+    ledger: Ledger | None = None,
+) -> int:
     """Bring the branch's results into ``results_dir``: other machines' as they are (they own them), this
     machine's merged under the local copy; files of commits this clone lacks, or unreadable ones, are left out.
 
     Only files whose blob differs from what the ledger says the local file holds are read and written: a
     branch of 10,000 commits costs one listing and the new commits' files."""
-    own_machines = {machine} if isinstance(machine, str) else set(machine)  # a run may write several (ci.history.measure.tracks)
+    own_machines = (
+        {machine} if isinstance(machine, str) else set(machine)
+    )  # a run may write several (ci.history.measure.tracks)
     ledger = ledger or Ledger(results_dir)
     known: set[str] | None = None
     imported = skipped = 0
     scratch = Path(tempfile.mkdtemp(prefix="branch-files-"))  # where each new file is checked before it is used
     try:
         for path, blob in branch.tree(tip, "results/").items():
-            imported, skipped, known = _import_one(branch, tip, results_dir, own_machines, ledger, scratch, path, blob,
-                                                   imported, skipped, known)
+            imported, skipped, known = _import_one(
+                branch, tip, results_dir, own_machines, ledger, scratch, path, blob, imported, skipped, known
+            )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     ledger.save()
@@ -122,8 +130,13 @@ def _branch_file_problem(relative: Path, data: bytes, known: set[str], scratch: 
     return None
 
 
-def machine_files(results_dir: Path, machine: str, drop: tuple[str, ...] = (), ledger: Ledger | None = None,
-                  on_branch: dict[str, str] | None = None) -> dict[str, bytes]:
+def machine_files(
+    results_dir: Path,
+    machine: str,
+    drop: tuple[str, ...] = (),
+    ledger: Ledger | None = None,
+    on_branch: dict[str, str] | None = None,
+) -> dict[str, bytes]:
     """What this machine contributes to the branch: its folder, and the suite's benchmarks.json.
 
     With ``on_branch`` (path -> blob id of the branch's tip, ResultsBranch.tree) and a ledger, only the files whose
@@ -137,7 +150,12 @@ def machine_files(results_dir: Path, machine: str, drop: tuple[str, ...] = (), l
     for name in names:
         if name.endswith(".json") or name.endswith(records.SUFFIX):
             key = f"results/{machine}/{name}"
-            if not drop and on_branch is not None and ledger is not None and on_branch.get(key) == ledger.blob(f"{machine}/{name}"):
+            if (
+                not drop
+                and on_branch is not None
+                and ledger is not None
+                and on_branch.get(key) == ledger.blob(f"{machine}/{name}")
+            ):
                 continue
             path = folder / name
             data = path.read_bytes()
@@ -145,7 +163,11 @@ def machine_files(results_dir: Path, machine: str, drop: tuple[str, ...] = (), l
                 data = _drop_locally(path, key, data, drop)
             files[key] = data
     benchmarks = results_dir / "benchmarks.json"
-    if benchmarks.is_file() and (on_branch is None or ledger is None or on_branch.get("results/benchmarks.json") != ledger.blob("benchmarks.json")):
+    if benchmarks.is_file() and (
+        on_branch is None
+        or ledger is None
+        or on_branch.get("results/benchmarks.json") != ledger.blob("benchmarks.json")
+    ):
         files["results/benchmarks.json"] = benchmarks.read_bytes()
     return files
 
@@ -156,8 +178,10 @@ def _drop_locally(path: Path, key: str, data: bytes, drop: tuple[str, ...]) -> b
         before = set(_point_ids(key, data))
         gone = sorted(before - set(_point_ids(key, kept)))
         if gone:
-            log(f"--drop: removing {len(gone)} points of {path.name}: "
-                f"{', '.join(gone[:5])}{' ...' if len(gone) > 5 else ''}")
+            log(
+                f"--drop: removing {len(gone)} points of {path.name}: "
+                f"{', '.join(gone[:5])}{' ...' if len(gone) > 5 else ''}"
+            )
         _write_kept(path, kept, 0, None)
     return kept
 

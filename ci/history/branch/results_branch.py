@@ -28,7 +28,10 @@ from ci.history.asv_results import result_points
 
 BRANCH = "asv-results"
 # A push that lost a race: the remote moved between our fetch and our push.
-_RETRYABLE = re.compile(r"non-fast-forward|fetch first|\[rejected\]|cannot lock ref|failed to update ref|stale info|incorrect old value", re.I)
+_RETRYABLE = re.compile(
+    r"non-fast-forward|fetch first|\[rejected\]|cannot lock ref|failed to update ref|stale info|incorrect old value",
+    re.I,
+)
 
 
 class BranchError(HarnessError, RuntimeError):
@@ -49,8 +52,9 @@ class ResultsBranch:
         self.branch = branch
         self.log = log
         if self.repo.head.is_valid() and not self.repo.head.is_detached and self.repo.active_branch.name == branch:
-            raise BranchError(f"the checkout has {branch} checked out; the results branch is written without a work "
-                              f"tree")
+            raise BranchError(
+                f"the checkout has {branch} checked out; the results branch is written without a work tree"
+            )
 
     # -- reading ----------------------------------------------------------------
 
@@ -59,8 +63,10 @@ class ResultsBranch:
         if self.remote is None:
             return
         if self.remote not in [r.name for r in self.repo.remotes]:
-            raise BranchError(f"no git remote {self.remote!r} in this checkout (git remote -v lists "
-                              f"{[r.name for r in self.repo.remotes]})")
+            raise BranchError(
+                f"no git remote {self.remote!r} in this checkout (git remote -v lists "
+                f"{[r.name for r in self.repo.remotes]})"
+            )
         try:
             self.repo.git.ls_remote("--heads", self.remote, self.branch)
         except git.GitCommandError as exc:
@@ -139,7 +145,11 @@ class ResultsBranch:
                 index_lines = []
                 for path, data in sorted(files.items()):
                     theirs_id = theirs_ids.get(path) if path.startswith("results/") else None
-                    theirs = self.blob(theirs_id) if theirs_id else (self._blob(base, path) if not path.startswith("results/") else None)
+                    theirs = (
+                        self.blob(theirs_id)
+                        if theirs_id
+                        else (self._blob(base, path) if not path.startswith("results/") else None)
+                    )
                     merged = merge_file(path, theirs, data, drop)
                     lost += _lost(path, theirs, merged, drop)
                     if lost:
@@ -162,9 +172,11 @@ class ResultsBranch:
             # A full disk or an unwritable .git: the objects were not written, the branch ref was never moved.
             detail = _git_said(exc.stderr) if isinstance(exc, git.GitCommandError) else (exc.strerror or str(exc))
             kept = f"{base[:8]}" if base else "no commit yet"
-            raise BranchError(f"cannot write the {self.branch} commit ({detail}); the branch is left as it was "
-                              f"({kept}), "
-                              "every recorded point is still on it") from None
+            raise BranchError(
+                f"cannot write the {self.branch} commit ({detail}); the branch is left as it was "
+                f"({kept}), "
+                "every recorded point is still on it"
+            ) from None
 
     def _blob(self, commit: str | None, path: str) -> bytes | None:
         if commit is None:
@@ -184,7 +196,12 @@ class ResultsBranch:
         except git.GitCommandError:
             name = "mxfp4 main job"
             email = "main-job@localhost"
-            return {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
+            return {
+                "GIT_AUTHOR_NAME": name,
+                "GIT_AUTHOR_EMAIL": email,
+                "GIT_COMMITTER_NAME": name,
+                "GIT_COMMITTER_EMAIL": email,
+            }
 
     def _newest_known_tip(self) -> str | None:
         """Without a push: the local branch, or the last fetched remote tip when the local one is behind it."""
@@ -236,8 +253,10 @@ class ResultsBranch:
                 if not _RETRYABLE.search(exc.stderr or ""):
                     raise BranchError(f"git push {self.remote} {self.branch}: {exc.stderr.strip()}") from None
                 delay = min(30.0, 0.5 * 2**attempt) * random.uniform(0.5, 1.0)
-                self.log(f"{self.branch}: another runner pushed first (attempt {attempt}/{attempts}); fetching and "
-                         f"retrying in {delay:.1f} s")
+                self.log(
+                    f"{self.branch}: another runner pushed first (attempt {attempt}/{attempts}); fetching and "
+                    f"retrying in {delay:.1f} s"
+                )
                 time.sleep(delay)
                 continue
             self._set_local(sha)
@@ -263,8 +282,11 @@ def merge_file(path: str, theirs: bytes | None, ours: bytes, drop: tuple[str, ..
         return ours  # theirs is unreadable (ours was validated before the commit): nothing readable to keep
     prefix = result_points.point_prefix(path)
     if path.endswith(".records") and isinstance(new.get("records"), dict):
-        merged = new if not isinstance(old, dict) or not isinstance(old.get("records"), dict) else {
-            **old, **new, "records": {**old["records"], **new["records"]}}
+        merged = (
+            new
+            if not isinstance(old, dict) or not isinstance(old.get("records"), dict)
+            else {**old, **new, "records": {**old["records"], **new["records"]}}
+        )
         merged = result_points.drop_records(merged, prefix, drop)[0]
     elif path.endswith(".json") and isinstance(new.get("results"), dict) and "result_columns" in new:
         merged = new if not _is_results(old) else result_points.merge_documents(old, new)
@@ -282,7 +304,11 @@ def _git_said(stderr: str) -> str:
 
 
 def _is_results(data: Any) -> TypeGuard[dict[str, Any]]:
-    return isinstance(data, dict) and isinstance(data.get("results"), dict) and isinstance(data.get("result_columns"), list)
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("results"), dict)
+        and isinstance(data.get("result_columns"), list)
+    )
 
 
 def _lost(path: str, theirs: bytes | None, merged: bytes, drop: tuple[str, ...]) -> list[str]:
@@ -296,11 +322,17 @@ def _lost(path: str, theirs: bytes | None, merged: bytes, drop: tuple[str, ...])
     if not _is_results(old) or not _is_results(new):
         return []
     patterns = [re.compile(p) for p in drop]
-    return [p for p in result_points.lost_points(old, new, result_points.point_prefix(path)) if not any(r.search(p) for r in patterns)]
+    return [
+        p
+        for p in result_points.lost_points(old, new, result_points.point_prefix(path))
+        if not any(r.search(p) for r in patterns)
+    ]
 
 
 def _shrink_message(lost: list[str], base: str | None, branch: str) -> str:
     shown = ", ".join(lost[:8]) + (f" and {len(lost) - 8} more" if len(lost) > 8 else "")
-    return (f"this commit would remove {len(lost)} recorded points from {branch} ({shown}); nothing was committed, "
-            f"the branch is left at {base[:8] if base else '?'}. If they should go, name them with --drop PATTERN "
-            "(a regex searched in '<machine>/<commit8>-<env>/<benchmark>(<params>)')")
+    return (
+        f"this commit would remove {len(lost)} recorded points from {branch} ({shown}); nothing was committed, "
+        f"the branch is left at {base[:8] if base else '?'}. If they should go, name them with --drop PATTERN "
+        "(a regex searched in '<machine>/<commit8>-<env>/<benchmark>(<params>)')"
+    )

@@ -38,7 +38,9 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 ASV = [sys.executable, "-m", "asv"]
 
 
-def run_streaming(cmd: list[str], env: dict[str, str], label: str = "asv", echo: bool = False, quiet: bool = False) -> int:
+def run_streaming(
+    cmd: list[str], env: dict[str, str], label: str = "asv", echo: bool = False, quiet: bool = False
+) -> int:
     """Run ``cmd``, its output to the log file and its progress to the screen (``quiet``: none, for short work);
     on an interrupt, stop it first."""
     log_detail(f"main_job: {label}: $ " + " ".join(cmd))
@@ -139,16 +141,25 @@ def asv_run_args(options: HistoryOptions, track: TrackRun, launch: str) -> list[
     """What every ``asv run`` of one track gets: its machine, launch method and the track's one ``-b`` regex."""
     # --record-samples: keep every timing sample, so `asv compare` can apply its Mann-Whitney test.
     # --append-samples: a second run of a commit adds its samples to the first's instead of replacing them.
-    args = [f"--machine={track.machine}", f"--launch-method={launch}", "--record-samples", "--append-samples",
-            f"--bench={track.bench}"]
+    args = [
+        f"--machine={track.machine}",
+        f"--launch-method={launch}",
+        "--record-samples",
+        "--append-samples",
+        f"--bench={track.bench}",
+    ]
     if options.show_stderr:
         args.append("--show-stderr")
     return args
 
 
 def run_asv(
-    options: HistoryOptions, env: dict[str, str], commits: Sequence[str], track: TrackRun,
-    job: job_process.Job, repeat_head: int = 0,
+    options: HistoryOptions,
+    env: dict[str, str],
+    commits: Sequence[str],
+    track: TrackRun,
+    job: job_process.Job,
+    repeat_head: int = 0,
 ) -> AsvCodes:
     """``asv run`` of one track over ``commits`` (newest first), then the newest again ``repeat_head`` times."""
     launch = launch_method(options)
@@ -160,14 +171,18 @@ def run_asv(
     if commits:
         hashfile = job.tmp_dir / f"commits-{track.kind}.txt"
         hashfile.write_text("\n".join(commits) + "\n")
-        codes.append(run_streaming([*ASV, "run", f"HASHFILE:{hashfile}", *common], env, f"asv run {track.kind}",
-                                   options.show_stderr))
+        codes.append(
+            run_streaming(
+                [*ASV, "run", f"HASHFILE:{hashfile}", *common], env, f"asv run {track.kind}", options.show_stderr
+            )
+        )
         results_dir = Path(env[records.RESULTS_DIR_ENV])
         codes.head_medians.append(_head_medians(results_dir, track.machine, commits[0]))
         for i in range(repeat_head):
             log(f"repeat {i + 1}/{repeat_head} of {commits[0][:8]} (same commit, for the spread)")
-            codes.append(run_streaming([*ASV, "run", f"{commits[0]}^!", *common], env, f"repeat {i + 1}",
-                                       options.show_stderr))
+            codes.append(
+                run_streaming([*ASV, "run", f"{commits[0]}^!", *common], env, f"repeat {i + 1}", options.show_stderr)
+            )
             codes.head_medians.append(_head_medians(results_dir, track.machine, commits[0]))
     codes.seconds = time.monotonic() - started
     return codes

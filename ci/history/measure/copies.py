@@ -36,7 +36,9 @@ class Copied:
     seconds_saved: float = 0.0  # the source's asv durations of those rows
 
 
-def copy_results(results_dir: Path, machine: str, source: str, target: str, target_date_ms: int, track: str, job: str) -> Copied:
+def copy_results(
+    results_dir: Path, machine: str, source: str, target: str, target_date_ms: int, track: str, job: str
+) -> Copied:
     """Copy ``source``'s rows matching ``track`` (a regex) and their records to ``target``; see the module doc."""
     done = Copied()
     for path, document in history_results.commit_documents(results_dir, machine, source):
@@ -45,15 +47,20 @@ def copy_results(results_dir: Path, machine: str, source: str, target: str, targ
             continue
         target_file = path.with_name(records.results_file_stem(target, document["env_name"]) + ".json")
         existing = _existing(target_file, machine, target, document["result_columns"])
-        copied = {**document, "commit_hash": target, "date": target_date_ms,
-                  "results": {**existing, **rows},
-                  "durations": {}}  # set-up/build durations were the source's run, not this commit's
+        copied = {
+            **document,
+            "commit_hash": target,
+            "date": target_date_ms,
+            "results": {**existing, **rows},
+            "durations": {},
+        }  # set-up/build durations were the source's run, not this commit's
         kept = f"{target_file.name} as it was (or none), {source[:8]}'s results, every earlier one; nothing committed"
         write_bytes_atomic(target_file, (json.dumps(copied, separators=(",", ":")) + "\n").encode(), kept=kept)
         done.rows += len(rows)
         done.seconds_saved += sum(_duration(row, document["result_columns"]) for row in rows.values())
-        done.records += _copy_records(records.sidecar_for_results_file(path), records.sidecar_for_results_file(target_file),
-                                      rows, source, job)
+        done.records += _copy_records(
+            records.sidecar_for_results_file(path), records.sidecar_for_results_file(target_file), rows, source, job
+        )
     return done
 
 
@@ -73,8 +80,14 @@ def _copy_records(source_sidecar: Path, target_sidecar: Path, rows: dict[str, An
     entries = history_results.read_records(source_sidecar)
     wanted = {key: record for key, record in entries.items() if key.partition("(")[0] in rows}
     changes: dict[str, dict[str, Any] | None] = {
-        key: {**record, "identical_to": record.get("identical_to") or source, "copied_by": job,
-              "note": note(record.get("identical_to") or source), "resume": False, "samples_s": None}
+        key: {
+            **record,
+            "identical_to": record.get("identical_to") or source,
+            "copied_by": job,
+            "note": note(record.get("identical_to") or source),
+            "resume": False,
+            "samples_s": None,
+        }
         for key, record in wanted.items()
     }
     if changes:

@@ -38,11 +38,14 @@ def fingerprints_of_tree(tree: Path, arch: str, has_gpu: bool, log: Callable[[st
         parts = fingerprint.parts() if fingerprint else {}
         known = bool(parts) and all(p.known for p in parts.values())
         out[timing_key(has_gpu, bench["kernel"], bench["config"], bench["shape"])] = (
-            {name: p.digest for name, p in parts.items() if p.digest is not None} if known else None)
+            {name: p.digest for name, p in parts.items() if p.digest is not None} if known else None
+        )
     return out
 
 
-def commit_fingerprints(repo_root: Path, commit: str, arch: str, has_gpu: bool, log: Callable[[str], None]) -> Fingerprints:
+def commit_fingerprints(
+    repo_root: Path, commit: str, arch: str, has_gpu: bool, log: Callable[[str], None]
+) -> Fingerprints:
     repo = gitutil.open_repo(repo_root)
     with gitutil.checkout(repo, commit) as tree:
         return fingerprints_of_tree(tree, arch, has_gpu, log)
@@ -81,9 +84,15 @@ def recorded(results_dir: Path, machine: str, kept: store.Store | None = None) -
             into["of"].update(prints["of"])
             into["originals"].update(prints["originals"])
             into["at"] = max(into["at"], prints["at"])
-    return {commit: Recorded(commit, prints["of"], original=next(iter(prints["originals"])) if len(prints["originals"]) == 1 else commit,
-                             stamped_at=prints["at"])
-            for commit, prints in merged.items()}
+    return {
+        commit: Recorded(
+            commit,
+            prints["of"],
+            original=next(iter(prints["originals"])) if len(prints["originals"]) == 1 else commit,
+            stamped_at=prints["at"],
+        )
+        for commit, prints in merged.items()
+    }
 
 
 def match(fingerprints: Fingerprints, candidates: Mapping[str, Recorded]) -> str | None:
@@ -106,8 +115,11 @@ def stamp(results_dir: Path, machine: str, commit: str, fingerprints: Fingerprin
         changes: dict[str, dict[str, Any] | None] = {
             key: {**record, "fingerprint": fingerprints[key], "fingerprint_at": now}
             for key, record in entries.items()
-            if key in fingerprints and fingerprints[key] is not None and record["status"] == "measured"
-            and job in (record.get("job"), record.get("resumed_by")) and not record.get("identical_to")
+            if key in fingerprints
+            and fingerprints[key] is not None
+            and record["status"] == "measured"
+            and job in (record.get("job"), record.get("resumed_by"))
+            and not record.get("identical_to")
         }
         if changes:
             records.update(sidecar, changes)
@@ -179,14 +191,23 @@ def _why_measured(prints: Fingerprints) -> str:
 
 
 def describe(plan_: Plan) -> list[str]:
-    lines = [f"{c[:12]}: already measured on this machine: not measured again (--remeasure measures it again)"
-             if c == s else f"{c[:12]}: already has the results of {s[:12]} (identical code) on this machine: not "
-             "measured (--remeasure measures it)" for c, s in plan_.already.items()]
+    lines = [
+        f"{c[:12]}: already measured on this machine: not measured again (--remeasure measures it again)"
+        if c == s
+        else f"{c[:12]}: already has the results of {s[:12]} (identical code) on this machine: not "
+        "measured (--remeasure measures it)"
+        for c, s in plan_.already.items()
+    ]
     lines += [f"{c[:12]}: identical code to {s[:12]}: not measured" for c, s in plan_.identical.items()]
     lines += [f"{c[:12]}: measured ({plan_.reasons.get(c, '')})" for c in plan_.measure]
     return lines
 
 
 def to_json(plan_: Plan) -> dict[str, Any]:
-    return {"measure": plan_.measure, "identical": plan_.identical, "already": plan_.already, "reasons": plan_.reasons,
-            "fingerprint_seconds": round(plan_.seconds, 1)}
+    return {
+        "measure": plan_.measure,
+        "identical": plan_.identical,
+        "already": plan_.already,
+        "reasons": plan_.reasons,
+        "fingerprint_seconds": round(plan_.seconds, 1),
+    }

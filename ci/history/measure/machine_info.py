@@ -149,7 +149,6 @@ def fingerprint_in_child(python: str, env: dict[str, str]) -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-
 def machine_name(info: dict[str, Any]) -> str:
     gpu = info["gpu"].split(" x")[0] if info["gpu"] != "none" else "cpu"
     return re.sub(r"[^a-z0-9]+", "-", f"{info['host']}-{gpu}".lower()).strip("-")
@@ -184,8 +183,9 @@ def record_machine(name: str, fields: dict[str, str], asv: list[str], env: dict[
     cmd = [*asv, "machine", "--yes", f"--machine={name}", *args]
     proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise FingerprintError(f"{' '.join(cmd)} failed "
-                               f"({proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+        raise FingerprintError(
+            f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+        )
     from asv.machine import MachineCollection
 
     entry = MachineCollection.load(name)

@@ -76,8 +76,11 @@ class AsvProgress:
             self.stream.write(f"\r  {self.label} [{'#' * filled}{' ' * (20 - filled)}] {percent:3.0f}% {what[:60]:<60}")
             self.stream.flush()
             self.bar_drawn = True
-        elif (percent >= self.shown + PLAIN_STEP_PERCENT or (percent >= 100 and self.shown < 100)
-              or time.monotonic() - self.shown_at >= PLAIN_EVERY_S):
+        elif (
+            percent >= self.shown + PLAIN_STEP_PERCENT
+            or (percent >= 100 and self.shown < 100)
+            or time.monotonic() - self.shown_at >= PLAIN_EVERY_S
+        ):
             self.shown = int(percent // PLAIN_STEP_PERCENT) * PLAIN_STEP_PERCENT
             self.shown_at = time.monotonic()
             log(f"  {self.label}: {percent:.0f}% {what}")

@@ -22,7 +22,13 @@ from harness.report import markdown_table
 
 RESOURCE_KEY = re.compile(r"^bench_resources\.CompiledResources\.track_(\w+)\('([^']*)', '([^']*)'\)$")
 
-MEASURED, FAILED, BUILD_FAILED, NOT_MEASURED, IDENTICAL = "measured", "failed", "build failed", "not measured", "identical code"
+MEASURED, FAILED, BUILD_FAILED, NOT_MEASURED, IDENTICAL = (
+    "measured",
+    "failed",
+    "build failed",
+    "not measured",
+    "identical code",
+)
 ALREADY = "already measured"
 
 
@@ -56,7 +62,12 @@ def gemm_row(key: str) -> str | None:
 
 
 def collect_commit(
-    results_dir: Path, machine: str, commit: str, job: str, started_ms: float, selection: Sequence[str] = (),
+    results_dir: Path,
+    machine: str,
+    commit: str,
+    job: str,
+    started_ms: float,
+    selection: Sequence[str] = (),
     already: str | None = None,
 ) -> CommitRun:
     """This run's measurements of ``commit``; ``selection`` (the --bench regexes) leaves out the parameter
@@ -112,14 +123,25 @@ def collect_commit(
     return run
 
 
-def _already(commit: str, values: dict[str, dict[str, Any]], recs: dict[str, dict[str, Any]], track: str,
-             selection: Sequence[str]) -> CommitRun:
+def _already(
+    commit: str,
+    values: dict[str, dict[str, Any]],
+    recs: dict[str, dict[str, Any]],
+    track: str,
+    selection: Sequence[str],
+) -> CommitRun:
     run = CommitRun(commit)
-    held = [k for k, v in values.items()
-            if re.search(track, k) and (not selection or any(re.search(p, k) for p in selection)) and _finite(v.get("value"))]
+    held = [
+        k
+        for k, v in values.items()
+        if re.search(track, k)
+        and (not selection or any(re.search(p, k) for p in selection))
+        and _finite(v.get("value"))
+    ]
     if not held:
-        run.harness_failures.append(f"left out as already measured, but it holds no result of these benchmarks "
-                                    f"({track}) on this machine")
+        run.harness_failures.append(
+            f"left out as already measured, but it holds no result of these benchmarks ({track}) on this machine"
+        )
         return run
     run.status = ALREADY
     sources = {recs.get(k, {}).get("identical_to") for k in held} - {None, commit}
@@ -189,7 +211,10 @@ def spread_rows(head_runs: Sequence[dict[str, float]]) -> list[dict[str, str]]:
         if len(numbers) < 2:
             continue
         middle = statistics.median(numbers)
-        row = {"benchmark": name, **{f"run {i + 1}": "" if v is None else f"{v * 1e3:.4g} ms" for i, v in enumerate(values)}}
+        row = {
+            "benchmark": name,
+            **{f"run {i + 1}": "" if v is None else f"{v * 1e3:.4g} ms" for i, v in enumerate(values)},
+        }
         row["spread"] = f"{(numbers[-1] - numbers[0]) / middle * 100:.1f}%"
         rows.append(row)
     return rows
@@ -244,14 +269,19 @@ def harness_problems(per_track: Mapping[str, Sequence[CommitRun]], problems: lis
     for kind, track_runs in per_track.items():
         for run in track_runs:
             if run.status == NOT_MEASURED:
-                problems.append(f"{run.commit[:8]}: not measured ({kind} tracks; asv stopped before it; its output "
-                                f"in {log_file} says why)")
+                problems.append(
+                    f"{run.commit[:8]}: not measured ({kind} tracks; asv stopped before it; its output "
+                    f"in {log_file} says why)"
+                )
             problems += [f"{run.commit[:8]} {item}" for item in run.harness_failures]
     return problems
 
 
 def summary_markdown(
-    report: Report, runs: Sequence[CommitRun], spread: list[dict[str, str]] | None, short: str | None = None,
+    report: Report,
+    runs: Sequence[CommitRun],
+    spread: list[dict[str, str]] | None,
+    short: str | None = None,
 ) -> str:
     """The run in Markdown; ``short`` (the log file's path): the screen's form, each table cut to a few rows."""
     fp = report.fingerprint
@@ -266,9 +296,15 @@ def summary_markdown(
         f"Commits (oldest first): {', '.join(f'{r.commit[:8]} ({r.describe_status()})' for r in runs)}. "
         f"Results branch: {report.results_branch}. HTML: `{report.html}`",
         "",
-        *([f"**Nothing new**: every commit already measured on every track of this run "
-           f"({', '.join(report.track_status)}); nothing was measured or copied.", ""]
-          if report.nothing_new else []),
+        *(
+            [
+                f"**Nothing new**: every commit already measured on every track of this run "
+                f"({', '.join(report.track_status)}); nothing was measured or copied.",
+                "",
+            ]
+            if report.nothing_new
+            else []
+        ),
         "### GEMM time per commit, this run (median; TFLOPS from the same samples; ⚑ flagged, see below)",
         "",
         _table(gemm_rows(runs), "_(no GEMM measured in this run)_", short),
@@ -292,9 +328,15 @@ def summary_markdown(
         not_available.update(run.not_available)
     if not_available:
         parts += ["### Not measured on this machine (n/a)", ""]
-        parts += [f"- {reason} ({count} parameter sets over {len(runs)} commits)" for reason, count in not_available.most_common()]
+        parts += [
+            f"- {reason} ({count} parameter sets over {len(runs)} commits)"
+            for reason, count in not_available.most_common()
+        ]
         parts.append("")
-    for title, items in (("Harness problems (not the commits' fault)", report.harness_problems), ("Failed benchmarks", report.failures)):
+    for title, items in (
+        ("Harness problems (not the commits' fault)", report.harness_problems),
+        ("Failed benchmarks", report.failures),
+    ):
         if items:
             parts += [f"### {title}", "", *[f"- {item}" for item in items], ""]
     if report.quarantined:
@@ -351,6 +393,7 @@ def cost_lines(cost: dict[str, dict[str, Any]]) -> list[str]:
                 f"fingerprints {data['fingerprint_seconds']:.0f} s on the CPU; each benchmark measured once per commit"
             )
         else:
-            lines.append(f"compile-only tracks ({data['machine']}): asv's wall time {data['asv_wall_seconds']:.0f} s, "
-                         f"no GPU")
+            lines.append(
+                f"compile-only tracks ({data['machine']}): asv's wall time {data['asv_wall_seconds']:.0f} s, no GPU"
+            )
     return lines

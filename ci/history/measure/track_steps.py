@@ -51,8 +51,12 @@ class TrackOutcome:
             "measured_commits": len(self.plan.measure) if self.plan else None,
         }
         if self.plan is not None:
-            data |= {"saved_seconds": round(self.saved_seconds, 1), "identical": self.copied,
-                     "fingerprint_seconds": round(self.plan.seconds, 1), "decisions": identical.describe(self.plan)}
+            data |= {
+                "saved_seconds": round(self.saved_seconds, 1),
+                "identical": self.copied,
+                "fingerprint_seconds": round(self.plan.seconds, 1),
+                "decisions": identical.describe(self.plan),
+            }
         return data
 
 
@@ -61,8 +65,11 @@ def _without_counts(results_dir: Path, machine: str, commits: Sequence[str], ben
     ``machine`` yet (the counts are the compiler's: a commit compiled once has them for good)."""
     kept = store.Store(store.default_path(results_dir))
     try:
-        counted = {s["commit"] for s in kept.summaries(results_dir, machines=(machine,)).get(machine, [])
-                   if any(re.search(bench, key) for key in s["resources"])}
+        counted = {
+            s["commit"]
+            for s in kept.summaries(results_dir, machines=(machine,)).get(machine, [])
+            if any(re.search(bench, key) for key in s["resources"])
+        }
     finally:
         kept.close()
     return [c for c in commits if c not in counted]
@@ -85,7 +92,9 @@ def sample_counts(results_dir: Path, machine: str, commits: Sequence[str]) -> di
 def _measure(options, env, commits, track, job, results_dir, outcome_of) -> TrackOutcome:
     """asv over ``commits``; a commit measured before keeps its samples, and the line says how many it holds now."""
     before = sample_counts(results_dir, track.machine, commits)
-    outcome = outcome_of(asv_driver.run_asv(options, env, commits, track, job, options.repeat_head if track.timings else 0))
+    outcome = outcome_of(
+        asv_driver.run_asv(options, env, commits, track, job, options.repeat_head if track.timings else 0)
+    )
     after = sample_counts(results_dir, track.machine, commits)
     for commit in commits:
         points = {key: (before[commit].get(key, 0), n) for key, n in after[commit].items()}
@@ -103,13 +112,23 @@ def rerun_lines(commit: str, points: dict[str, tuple[int, int]]) -> list[str]:
     kept = sum(b for b, _ in added.values())
     now = sorted({a for _, a in added.values()})
     holds = f"{now[0]}" if len(now) == 1 else f"{now[0]}-{now[-1]}"
-    return [f"{commit[:8]}: measured again, samples added to the previous ones (none replaced): {len(added)} points "
-            f"kept {kept} samples and now hold {holds} samples each"]
+    return [
+        f"{commit[:8]}: measured again, samples added to the previous ones (none replaced): {len(added)} points "
+        f"kept {kept} samples and now hold {holds} samples each"
+    ]
 
 
 def run_track(
-    options: HistoryOptions, env: dict[str, str], commits: Sequence[str], info: dict[str, Any], track: TrackRun,
-    job: job_process.Job, results_dir: Path, repo_root: Path, started_ms: float, steps: Steps | None = None,
+    options: HistoryOptions,
+    env: dict[str, str],
+    commits: Sequence[str],
+    info: dict[str, Any],
+    track: TrackRun,
+    job: job_process.Job,
+    results_dir: Path,
+    repo_root: Path,
+    started_ms: float,
+    steps: Steps | None = None,
 ) -> TrackOutcome:
     has_gpu = info["gpu"] != "none"
     steps = steps or Steps(steps_of(track))
@@ -117,23 +136,31 @@ def run_track(
         todo = list(commits) if options.remeasure else _without_counts(results_dir, track.machine, commits, track.bench)
         already = [c for c in commits if c not in todo]
         for commit in already:
-            log(f"{commit[:8]}: already has its compile-only counts on {track.machine}: not compiled again "
-                "(--remeasure compiles it again)")
-        steps.start(f"asv run: {track.kind} tracks (machine {track.machine}), {len(todo)} of {len(commits)} commits"
-                    + (": nothing new" if not todo else ""))
-        return _measure(options, env, todo, track, job, results_dir,
-                        lambda codes: TrackOutcome(track, codes, already=already))
+            log(
+                f"{commit[:8]}: already has its compile-only counts on {track.machine}: not compiled again "
+                "(--remeasure compiles it again)"
+            )
+        steps.start(
+            f"asv run: {track.kind} tracks (machine {track.machine}), {len(todo)} of {len(commits)} commits"
+            + (": nothing new" if not todo else "")
+        )
+        return _measure(
+            options, env, todo, track, job, results_dir, lambda codes: TrackOutcome(track, codes, already=already)
+        )
 
     kept = store.Store(store.default_path(results_dir), log)
     try:
         known = identical.recorded(results_dir, track.machine, kept)
     finally:
         kept.close()
-    steps.start(f"fingerprinting {len(commits)} commits for {info['gpu_arch']} on the CPU (identical code is not "
-                f"measured; {len(known)} fingerprinted commits of {track.machine} known)")
+    steps.start(
+        f"fingerprinting {len(commits)} commits for {info['gpu_arch']} on the CPU (identical code is not "
+        f"measured; {len(known)} fingerprinted commits of {track.machine} known)"
+    )
     names = set(info["benchmarks"])
     plan = identical.plan(
-        commits, known,
+        commits,
+        known,
         lambda commit: identical.commit_fingerprints(repo_root, commit, info["gpu_arch"], has_gpu, log),
         lambda key: key in names and re.search(track.bench, key) is not None,
         remeasure=commits[:1] if options.remeasure or options.repeat_head else (),
@@ -141,24 +168,39 @@ def run_track(
     for line in identical.describe(plan):
         log(f"  {line}")
     nothing_new = not plan.measure and not plan.identical
-    steps.start(f"asv run: {track.kind} tracks (machine {track.machine}), {len(plan.measure)} of {len(commits)} "
-                "commits to measure" + (": nothing new" if nothing_new else ""))
-    outcome = _measure(options, env, plan.measure, track, job, results_dir,
-                       lambda codes: TrackOutcome(track, codes, plan, already=list(plan.already)))
+    steps.start(
+        f"asv run: {track.kind} tracks (machine {track.machine}), {len(plan.measure)} of {len(commits)} "
+        "commits to measure" + (": nothing new" if nothing_new else "")
+    )
+    outcome = _measure(
+        options,
+        env,
+        plan.measure,
+        track,
+        job,
+        results_dir,
+        lambda codes: TrackOutcome(track, codes, plan, already=list(plan.already)),
+    )
     timing_rows = tracks.timing_track(has_gpu)
     for commit in plan.measure:
         identical.stamp(results_dir, track.machine, commit, plan.fingerprints.get(commit, {}), job.id)
-        outcome.benchmark_seconds += copies.benchmark_seconds(results_dir, track.machine, commit, timing_rows, started_ms)
+        outcome.benchmark_seconds += copies.benchmark_seconds(
+            results_dir, track.machine, commit, timing_rows, started_ms
+        )
     repo = gitutil.open_repo(repo_root)
     for commit, source in plan.identical.items():
         date_ms = repo.commit(commit).authored_date * 1000
         copied = copies.copy_results(results_dir, track.machine, source, commit, date_ms, timing_rows, job.id)
         if copied.rows == 0:
-            outcome.problems.append(f"{commit[:8]}: identical code to {source[:12]}, but {source[:12]} has no results "
-                                    f"of these benchmarks on {track.machine} to copy (run with --remeasure)")
+            outcome.problems.append(
+                f"{commit[:8]}: identical code to {source[:12]}, but {source[:12]} has no results "
+                f"of these benchmarks on {track.machine} to copy (run with --remeasure)"
+            )
             continue
         outcome.copied[commit] = source
         outcome.saved_seconds += copied.seconds_saved
-        log(f"{commit[:8]}: {copies.note(source)} ({copied.rows} asv benchmarks, {copied.records} parameter sets "
-            f"copied; {copied.seconds_saved:.0f} GPU seconds saved)")
+        log(
+            f"{commit[:8]}: {copies.note(source)} ({copied.rows} asv benchmarks, {copied.records} parameter sets "
+            f"copied; {copied.seconds_saved:.0f} GPU seconds saved)"
+        )
     return outcome

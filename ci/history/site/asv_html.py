@@ -72,14 +72,18 @@ if (location.protocol === 'file:') {
 REGRESSIONS_NAV_ITEM = '<li id="nav-li-regressions"><a href="#/regressions">Regressions</a></li>'
 KERNEL_PAGES_LINK_ID = "mxfp4-kernel-pages"
 SITE_STAMP_ID = "mxfp4-site-stamp"
-KERNEL_PAGES_ENV = "MXFP4_KERNEL_PAGES"  # "site": ci.history.site.site_build writes the kernel pages (ci.history.site.asv_window)
+KERNEL_PAGES_ENV = (
+    "MXFP4_KERNEL_PAGES"  # "site": ci.history.site.site_build writes the kernel pages (ci.history.site.asv_window)
+)
 STAMP_ENV = "MXFP4_SITE_STAMP"  # which results commit the site was built from, and when
 
 
 def kernel_pages_link() -> str:
-    return (f'\n\t<li id="{KERNEL_PAGES_LINK_ID}"><a href="{_kernel_page().PAGES_DIR}/index.html" '
-            'title="TFLOPS by commit per kernel, from the same measurements as these seconds">TFLOPS by kernel (higher '
-            'is better)</a></li>')
+    return (
+        f'\n\t<li id="{KERNEL_PAGES_LINK_ID}"><a href="{_kernel_page().PAGES_DIR}/index.html" '
+        'title="TFLOPS by commit per kernel, from the same measurements as these seconds">TFLOPS by kernel (higher '
+        "is better)</a></li>"
+    )
 
 
 def _kernel_page():
@@ -142,8 +146,10 @@ def finish_page(html: Path, stamp: str = "") -> None:
         text = text.replace(REGRESSIONS_NAV_ITEM, REGRESSIONS_NAV_ITEM + kernel_pages_link(), 1)
         write_text_atomic(index, text)
     if stamp and SITE_STAMP_ID not in text and "</body>" in text:
-        banner = (f'<div id="{SITE_STAMP_ID}" style="position: fixed; bottom: 0; right: 0; font: 11px sans-serif; '
-                  f'background: #f4f6f8; padding: 2px 8px; z-index: 1000">{_html_escape(stamp)}</div>')
+        banner = (
+            f'<div id="{SITE_STAMP_ID}" style="position: fixed; bottom: 0; right: 0; font: 11px sans-serif; '
+            f'background: #f4f6f8; padding: 2px 8px; z-index: 1000">{_html_escape(stamp)}</div>'
+        )
         write_text_atomic(index, text.replace("</body>", banner + "</body>", 1))
     error_page = html / "error.html"
     if error_page.is_file() and "mxfp4-file-notice" not in error_page.read_text():
@@ -208,18 +214,24 @@ def collect_notes(results_dir: Path, benchmarks: dict, revisions: dict[str, int]
         }
         if reasons:
             empty[name] = reasons
-    standing = {name: [note for pattern, note in STANDING_NOTES.items() if re.match(pattern, name)] for name in benchmarks}
+    standing = {
+        name: [note for pattern, note in STANDING_NOTES.items() if re.match(pattern, name)] for name in benchmarks
+    }
     index = {
         "empty": empty,
         # Machines with a value for each benchmark: a thumbnail says "empty" only where this is (notes.js).
-        "with_data": {name: sorted(m for (n, m), has in has_data.items() if has and n == name) for name in sorted(benchmarks)},
+        "with_data": {
+            name: sorted(m for (n, m), has in has_data.items() if has and n == name) for name in sorted(benchmarks)
+        },
         "standing": {k: v for k, v in standing.items() if v},
         "measured": sorted(per_benchmark),
         # What the regressions page says about itself (notes.js): over how many commits, whether any GPU timed.
         "regressions_context": {
             "commits": len(revisions),
             "machines": machines,
-            "gpu_machines": sorted({m for (name, m), has in has_data.items() if has and name.startswith("bench_gemm.GemmOnGpu.")}),
+            "gpu_machines": sorted(
+                {m for (name, m), has in has_data.items() if has and name.startswith("bench_gemm.GemmOnGpu.")}
+            ),
             "gpu_history_help": _kernel_page().GPU_HISTORY_HELP,
         },
     }
@@ -233,8 +245,10 @@ def _keep_newest_and_flagged(per_benchmark: dict, revisions: dict[str, int]) -> 
         for machine, by_commit in data.get("measured", {}).items():
             newest = max(by_commit, key=lambda c: revisions.get(c, -1))
             data["measured"][machine] = {
-                commit: kept for commit, entries in by_commit.items()
-                if (kept := {params: m for params, m in entries.items() if commit == newest or m["flagged"]})}
+                commit: kept
+                for commit, entries in by_commit.items()
+                if (kept := {params: m for params, m in entries.items() if commit == newest or m["flagged"]})
+            }
 
 
 def _machines_without_gpu(results_dir: Path) -> set[str]:
@@ -247,8 +261,10 @@ def _machines_without_gpu(results_dir: Path) -> set[str]:
 def _not_run_here(name: str, machine: str, without_gpu: set[str]) -> str | None:
     """Why the main job never runs ``name`` on ``machine`` (ci.history.measure.tracks), or None when it may."""
     if name.startswith("bench_gemm.GemmOnGpu.") and machine in without_gpu:
-        return ("n/a: no GPU on this machine (the GPU shapes are measured by the GPU runner, whose results reach "
-                "this page from the asv-results branch; TFLOPS by kernel: kernels/index.html)")
+        return (
+            "n/a: no GPU on this machine (the GPU shapes are measured by the GPU runner, whose results reach "
+            "this page from the asv-results branch; TFLOPS by kernel: kernels/index.html)"
+        )
     if machine == store.COMPILE_MACHINE and name.startswith("bench_gemm."):
         return "not measured here: this machine holds the compile-only resource counts, no timings"
     if name.startswith("bench_resources.") and machine != store.COMPILE_MACHINE:
@@ -278,7 +294,11 @@ def _add_records(
                 "tflops": record.get("tflops"),
                 "median_s": record.get("median_s"),
                 "note": records.describe(record)
-                + ("; not the graph's value: its run was killed before asv saved it (the next main job resumes it)" if key in unsaved else ""),
+                + (
+                    "; not the graph's value: its run was killed before asv saved it (the next main job resumes it)"
+                    if key in unsaved
+                    else ""
+                ),
                 "flagged": bool(record.get("flags")),
             }
     for benchmark, by_params in grouped.items():
@@ -294,8 +314,10 @@ def _why_empty(newest: tuple[int, dict[str, dict]] | None, has_results: bool) ->
     if newest is None and not has_results:
         return "not run on this machine yet (no results)"
     if newest is None:
-        return ("every parameter set was n/a or failed here (asv run --show-stderr prints why; "
-                "this benchmark keeps no records)")
+        return (
+            "every parameter set was n/a or failed here (asv run --show-stderr prints why; "
+            "this benchmark keeps no records)"
+        )
     by_params = newest[1]
     reasons = Counter(records.describe(r) for r in by_params.values() if r["status"] != "measured")
     if not reasons:

@@ -28,8 +28,11 @@ from harness import changepoints
 def detect_steps(y: Sequence[Any], w: Sequence[Any] | None = None) -> list[tuple[int, int, float, float, float]]:
     """asv's ``detect_steps`` contract: segments (left, right, value, min, mean |y - value|) over the non-missing
     points of ``y``, left inclusive and right exclusive in ``y``'s indices, cut at the detector's change points."""
-    kept = [(i, float(v)) for i, v in enumerate(y)
-            if v is not None and not (isinstance(v, float) and math.isnan(v)) and (w is None or w[i] is None or w[i] > 0)]
+    kept = [
+        (i, float(v))
+        for i, v in enumerate(y)
+        if v is not None and not (isinstance(v, float) and math.isnan(v)) and (w is None or w[i] is None or w[i] > 0)
+    ]
     if not kept:
         return []
     index = [i for i, _ in kept]
@@ -43,7 +46,9 @@ def detect_steps(y: Sequence[Any], w: Sequence[Any] | None = None) -> list[tuple
     for left, right in zip(bounds, bounds[1:]):
         part = values[left:right]
         value = float(np.median(part))
-        steps.append((index[left], index[right - 1] + 1, value, float(part.min()), float(np.mean(np.abs(part - value)))))
+        steps.append(
+            (index[left], index[right - 1] + 1, value, float(part.min()), float(np.mean(np.abs(part - value))))
+        )
     return steps
 
 

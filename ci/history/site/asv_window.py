@@ -52,7 +52,9 @@ def update_view(results_dir: Path, view: Path, commits: Iterable[str]) -> int:
     for machine_dir in folder.machine_dirs(results_dir):
         for entry in os.scandir(machine_dir):
             name = entry.name
-            keep = name == "machine.json" or (name[:8] in wanted_stems and (name.endswith(".json") or name.endswith(records.SUFFIX)))
+            keep = name == "machine.json" or (
+                name[:8] in wanted_stems and (name.endswith(".json") or name.endswith(records.SUFFIX))
+            )
             if keep:
                 wanted[view / "results" / machine_dir.name / name] = Path(entry.path)
     if (results_dir / "benchmarks.json").is_file():
@@ -72,23 +74,40 @@ def config_for(view: Path, html_dir: Path, repo_root: Path) -> Path:
 
     conf = asv.util.load_json(str(repo_root / "asv.conf.json"), js_comments=True)
     # Absolute: asv reads relative paths from the config file's folder, which is the view here.
-    conf.update(repo=str(repo_root), results_dir=str(view / "results"), html_dir=str(html_dir),
-                env_dir=str(repo_root / ".asv" / "env"))
+    conf.update(
+        repo=str(repo_root),
+        results_dir=str(view / "results"),
+        html_dir=str(html_dir),
+        env_dir=str(repo_root / ".asv" / "env"),
+    )
     path = view / "asv.conf.json"
     path.write_text(json.dumps(conf, indent=1))
     return path
 
 
-def publish(results_dir: Path, view: Path, html_dir: Path, commits: list[str], repo_root: Path, stamp: str,
-            env: dict[str, str] | None = None) -> int:
+def publish(
+    results_dir: Path,
+    view: Path,
+    html_dir: Path,
+    commits: list[str],
+    repo_root: Path,
+    stamp: str,
+    env: dict[str, str] | None = None,
+) -> int:
     """asv's pages of ``commits`` (the window) into ``html_dir``; asv's exit code."""
     if len(commits) > MAX_WINDOW:
-        raise HarnessError(f"asv's pages over {len(commits)} commits: at most {MAX_WINDOW} (asv's graph data grows "
-                           "with every commit it shows; the kernel pages hold the whole history)")
+        raise HarnessError(
+            f"asv's pages over {len(commits)} commits: at most {MAX_WINDOW} (asv's graph data grows "
+            "with every commit it shows; the kernel pages hold the whole history)"
+        )
     update_view(results_dir, view, commits)
     conf = config_for(view, html_dir, repo_root)
     env = {**(env if env is not None else os.environ), KERNEL_PAGES_ENV: "site", STAMP_ENV: stamp}
     if html_dir.exists():
         shutil.rmtree(html_dir)
-    return asv_driver.run_streaming([*asv_driver.ASV, "--config", str(conf), "publish", "--no-pull"], env,
-                                    label="asv publish (the newest commits)", quiet=True)
+    return asv_driver.run_streaming(
+        [*asv_driver.ASV, "--config", str(conf), "publish", "--no-pull"],
+        env,
+        label="asv publish (the newest commits)",
+        quiet=True,
+    )

@@ -31,8 +31,12 @@ def from_git(repo_root: Path, wanted: Iterable[str]) -> dict[str, CommitInfo]:
     """The wanted commits that ``repo_root``'s refs reach; {} without git or a repository."""
     wanted = set(wanted)
     try:
-        listing = subprocess.run(["git", "-C", str(repo_root), "log", "--all", "--format=%H%x00%ct%x00%s"],
-                                 capture_output=True, text=True, check=True).stdout
+        listing = subprocess.run(
+            ["git", "-C", str(repo_root), "log", "--all", "--format=%H%x00%ct%x00%s"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         return {}
     out = {}
@@ -71,7 +75,11 @@ def axis_seconds(commit_axis: list[str], info: dict[str, CommitInfo]) -> dict[st
     previous = None
     for commit in commit_axis:
         known = info.get(commit)
-        seconds = datetime.datetime.fromisoformat(known.date).replace(tzinfo=datetime.timezone.utc).timestamp() if known else None
+        seconds = (
+            datetime.datetime.fromisoformat(known.date).replace(tzinfo=datetime.timezone.utc).timestamp()
+            if known
+            else None
+        )
         if seconds is None or (previous is not None and seconds <= previous):
             seconds = (previous + 1) if previous is not None else (seconds or 0.0)
         out[commit] = previous = seconds

@@ -21,7 +21,7 @@ from ci.common.json_file import JsonFileError, read_json
 
 SCHEMA = "mxfp4-regression-issues/2"
 STATES = ("open", "closed")  # GitHub's
-STATUSES = ("open", "recovered", "not-confirmed")  # the filer's (ci.notify.issue_state)
+STATUSES = ("open", "recovered", "not-confirmed")  # the filer's (ci.notify.regression_issues.issue_state)
 MEMBER_STATUSES = ("active", "recovered", "dissolved")
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
 _REPOSITORY = re.compile(r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9_.-]+)*/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
@@ -80,8 +80,15 @@ class Link:
         return f"#{self.number} open"
 
     def to_json(self) -> dict[str, Any]:
-        return {"number": self.number, "url": self.url, "state": self.state, "status": self.status,
-                "member_status": self.member_status, "fixing_commit": self.fixing_commit, "words": self.words()}
+        return {
+            "number": self.number,
+            "url": self.url,
+            "state": self.state,
+            "status": self.status,
+            "member_status": self.member_status,
+            "fixing_commit": self.fixing_commit,
+            "words": self.words(),
+        }
 
     def html(self) -> str:
         """The issue's link and its state, escaped: ``<a href='URL'>#12</a> closed: recovered at <code>sha</code>``."""
@@ -91,8 +98,10 @@ class Link:
             rest_html = f"{html.escape(before)}<code>{html.escape(self.fixing_commit[:12])}</code>{html.escape(after)}"
         else:
             rest_html = html.escape(rest)
-        return (f"<span class='issue issue-{html.escape(self.state)}'><a href='{html.escape(self.url, quote=True)}'>"
-                f"#{self.number}</a>{rest_html}</span>")
+        return (
+            f"<span class='issue issue-{html.escape(self.state)}'><a href='{html.escape(self.url, quote=True)}'>"
+            f"#{self.number}</a>{rest_html}</span>"
+        )
 
 
 Key = tuple[str, str, str, str]  # (machine, benchmark, last_before, first_after): one change point of the site
@@ -126,19 +135,31 @@ def for_site(path: Path | None, checks: list[dict[str, Any]]) -> Issues:
     except IssueRecordError as exc:
         return Issues({}, f"Regression issues are not shown: {exc}", False)
     where = f"asv-results {record.results_commit[:12]}" if record.results_commit else "an unnamed results commit"
-    note = (f"Regression issues as the issue filer left them after its run on the change points of {where} "
-            f"({record.run_url or 'run not named'}); a change point found since has no issue here yet. "
-            f"{len(record.issues)} issues in {record.repository}.")
+    note = (
+        f"Regression issues as the issue filer left them after its run on the change points of {where} "
+        f"({record.run_url or 'run not named'}); a change point found since has no issue here yet. "
+        f"{len(record.issues)} issues in {record.repository}."
+    )
     return Issues(join(checks, record), note, True)
 
 
 def join(checks: list[dict[str, Any]], record: Record) -> dict[Key, Link]:
     """Each regression change point -> its issue: ci.common.regression_identity.pair against every member of every
     issue, open or closed (among equals an open issue, then the newest: as the filer)."""
-    found = [identity.Point(entry["machine"], entry["benchmark"], entry["change"]["index"], entry["last_before"],
-                    entry["first_after"], tuple(entry["orders"]) if entry.get("orders") else None,
-                    entry["change"]["relative_change"])
-             for machine in checks for entry in machine["change_points"] if entry["change"]["direction"] == "regression"]
+    found = [
+        identity.Point(
+            entry["machine"],
+            entry["benchmark"],
+            entry["change"]["index"],
+            entry["last_before"],
+            entry["first_after"],
+            tuple(entry["orders"]) if entry.get("orders") else None,
+            entry["change"]["relative_change"],
+        )
+        for machine in checks
+        for entry in machine["change_points"]
+        if entry["change"]["direction"] == "regression"
+    ]
     known = [(m, (record.issues[m.issue].state != "open", -m.issue)) for m in record.members]
     links = {}
     # Place declares plain attributes; these frozen dataclasses have read-only ones, and pair only reads them.
@@ -146,7 +167,8 @@ def join(checks: list[dict[str, Any]], record: Record) -> dict[Key, Link]:
         f, m = found[fi], record.members[ki]
         issue = record.issues[m.issue]
         links[(f.machine, f.benchmark, f.last_before, f.first_after)] = Link(
-            issue.number, issue.url, issue.state, issue.status, m.status, m.fixed_in[1] if m.fixed_in else None)
+            issue.number, issue.url, issue.state, issue.status, m.status, m.fixed_in[1] if m.fixed_in else None
+        )
     return links
 
 
@@ -154,8 +176,10 @@ def load(path: Path) -> Record:
     """The record at ``path``, checked whole; :class:`IssueRecordError` naming the file and the field."""
     name = path.name
     if not path.is_file():
-        raise IssueRecordError(f"{name} is missing (the regression-issues workflow has not run yet, or its artifact "
-                               "could not be downloaded)")
+        raise IssueRecordError(
+            f"{name} is missing (the regression-issues workflow has not run yet, or its artifact "
+            "could not be downloaded)"
+        )
     try:
         data = read_json(path, name)
     except JsonFileError as exc:
@@ -218,7 +242,9 @@ def parse(data: Any, name: str = "the issue record") -> Record:
     if results_commit is not None:
         _sha(results_commit, f"{name}: results_commit")
     run_url = root.get("run_url")
-    if run_url is not None and (not isinstance(run_url, str) or not run_url.startswith("https://") or len(run_url) > 500):
+    if run_url is not None and (
+        not isinstance(run_url, str) or not run_url.startswith("https://") or len(run_url) > 500
+    ):
         raise _fail(f"{name}: run_url", "an https:// address", run_url)
     issues, members = {}, []
     for i, item in enumerate(_list(root, "issues", name)):
@@ -227,8 +253,12 @@ def parse(data: Any, name: str = "the issue record") -> Record:
         number = _int(item, "number", where)
         if number == 0 or number in issues:
             raise _fail(f"{where}.number", "a positive number, once", number)
-        issues[number] = Issue(number, f"{repository}/issues/{number}", _choice(item, "state", where, STATES),
-                               _choice(item, "status", where, STATUSES))
+        issues[number] = Issue(
+            number,
+            f"{repository}/issues/{number}",
+            _choice(item, "state", where, STATES),
+            _choice(item, "status", where, STATUSES),
+        )
         for j, m in enumerate(_list(item, "members", where)):
             members.append(_member(_object(m, f"{where}.members[{j}]"), f"{where}.members[{j}]", number))
     return Record(repository, results_commit, run_url, issues, tuple(members))
@@ -236,9 +266,12 @@ def parse(data: Any, name: str = "the issue record") -> Record:
 
 def _member(m: dict, where: str, number: int) -> Member:
     orders = m.get("orders")
-    if orders is not None and not (isinstance(orders, list) and len(orders) == 2
-                                   and all(isinstance(o, int) and not isinstance(o, bool) for o in orders)
-                                   and orders[0] <= orders[1]):
+    if orders is not None and not (
+        isinstance(orders, list)
+        and len(orders) == 2
+        and all(isinstance(o, int) and not isinstance(o, bool) for o in orders)
+        and orders[0] <= orders[1]
+    ):
         raise _fail(f"{where}.orders", "null or [before, after]", orders)
     change = m.get("relative_change")
     if not isinstance(change, (int, float)) or isinstance(change, bool) or not math.isfinite(change) or change <= -1:
@@ -249,8 +282,15 @@ def _member(m: dict, where: str, number: int) -> Member:
     status = _choice(m, "status", where, MEMBER_STATUSES)
     if status == "recovered" and fixed is None:
         raise _fail(f"{where}.fixed_in", "the recovering commits of a recovered change point", fixed)
-    return Member(_text(m, "machine", where), _text(m, "benchmark", where), _int(m, "index", where),
-                  _sha(m.get("last_before"), f"{where}.last_before"), _sha(m.get("first_after"), f"{where}.first_after"),
-                  (orders[0], orders[1]) if orders else None, float(change), status,
-                  (_sha(fixed[0], f"{where}.fixed_in[0]"), _sha(fixed[1], f"{where}.fixed_in[1]")) if fixed else None,
-                  number)
+    return Member(
+        _text(m, "machine", where),
+        _text(m, "benchmark", where),
+        _int(m, "index", where),
+        _sha(m.get("last_before"), f"{where}.last_before"),
+        _sha(m.get("first_after"), f"{where}.first_after"),
+        (orders[0], orders[1]) if orders else None,
+        float(change),
+        status,
+        (_sha(fixed[0], f"{where}.fixed_in[0]"), _sha(fixed[1], f"{where}.fixed_in[1]")) if fixed else None,
+        number,
+    )

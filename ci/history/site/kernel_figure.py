@@ -52,7 +52,9 @@ OPENS_ON = {False: "last month", True: "all"}
 def asv_graph_url(point: Point) -> str:
     """asv's graph of this point's benchmark and parameters, with its commit selected (from html/kernels/)."""
     benchmark = "bench_gemm.GemmOnCpu.track_time" if point.is_cpu else "bench_gemm.GemmOnGpu.track_time"
-    query = f"p-kernel_config={quote(repr(point.kernel_config))}&p-shape={quote(repr(point.shape))}&commits={point.commit}"
+    query = (
+        f"p-kernel_config={quote(repr(point.kernel_config))}&p-shape={quote(repr(point.shape))}&commits={point.commit}"
+    )
     return f"../index.html#{benchmark}?{query}"
 
 
@@ -71,8 +73,13 @@ def legend_name(machine: str, kernel_config: str, shape: str, device: str, machi
 
 
 def _hover(point: Point, subject: str) -> list[str]:
-    return [point.commit[:12], f"{point.median_s * 1e3:.4g} ms", point.clocks or "not recorded", "; ".join(point.flags) or "none",
-            html_text.escape(subject)]  # plotly reads hover text as HTML
+    return [
+        point.commit[:12],
+        f"{point.median_s * 1e3:.4g} ms",
+        point.clocks or "not recorded",
+        "; ".join(point.flags) or "none",
+        html_text.escape(subject),
+    ]  # plotly reads hover text as HTML
 
 
 def _short(value: float) -> float:
@@ -101,8 +108,15 @@ def _trace(row: int, kind: str = "scatter", **properties) -> dict:
     return {"type": kind, "xaxis": f"x{axis}", "yaxis": f"y{axis}", **properties}
 
 
-def kernel_figure(kernel: str, history: History, changes: list | None = None, when: dict[str, float] | None = None,
-                  subjects: dict[str, str] | None = None, whole: bool = False, title_note: str = "") -> tuple[dict, dict]:
+def kernel_figure(
+    kernel: str,
+    history: History,
+    changes: list | None = None,
+    when: dict[str, float] | None = None,
+    subjects: dict[str, str] | None = None,
+    whole: bool = False,
+    title_note: str = "",
+) -> tuple[dict, dict]:
     """The figure (plotly's JSON: plotly.io.to_html(figure, validate=False)) and what the page says beside it:
     {"lines": [...], "peaks": {...}, "empty_rows": {...}, "bands": n, "labelled": k}.
 
@@ -118,8 +132,14 @@ def kernel_figure(kernel: str, history: History, changes: list | None = None, wh
     names = [name for name in ROWS if name != "cpu" or any(p.is_cpu for p in mine)]
     row = {name: i + 1 for i, name in enumerate(names)}
     total = sum(ROW_HEIGHT[n] for n in names)
-    fig = make_subplots(rows=len(names), cols=1, shared_xaxes=True, vertical_spacing=0.05,
-                        row_heights=[ROW_HEIGHT[n] / total for n in names], subplot_titles=[ROWS[n] for n in names])
+    fig = make_subplots(
+        rows=len(names),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.05,
+        row_heights=[ROW_HEIGHT[n] / total for n in names],
+        subplot_titles=[ROWS[n] for n in names],
+    )
     said: dict = {"lines": [], "peaks": {}, "empty_rows": {}, "rows": row}
     palette = qualitative.Plotly  # one colour per line, the same in the TFLOPS and the peak rows
     kind = "scattergl" if whole else "scatter"
@@ -135,24 +155,45 @@ def kernel_figure(kernel: str, history: History, changes: list | None = None, wh
         symbols = ["x" if p.flags else "circle" for p in line]
         benchmark = "bench_gemm.GemmOnCpu.track_time" if line[-1].is_cpu else "bench_gemm.GemmOnGpu.track_time"
         short = legend_name(machine, kernel_config, shape, device, len({p.machine for p in mine}))
-        traces.append(_trace(
-            row["cpu" if line[-1].is_cpu else "gpu"], kind, x=x, y=[_short(p.tflops) for p in line], customdata=custom,
-            name=short, legendgroup=name, mode="lines+markers",
-            marker={"symbol": symbols, "size": 5 if whole else 7, "color": colour},
-            meta=[benchmark, kernel_config, shape, [p.commit for p in line]],
-            line={"dash": "dot" if line[-1].is_cpu else "solid", "color": colour},
-            hovertemplate=HOVER.replace("%{fullData.name}", html_text.escape(name))))
+        traces.append(
+            _trace(
+                row["cpu" if line[-1].is_cpu else "gpu"],
+                kind,
+                x=x,
+                y=[_short(p.tflops) for p in line],
+                customdata=custom,
+                name=short,
+                legendgroup=name,
+                mode="lines+markers",
+                marker={"symbol": symbols, "size": 5 if whole else 7, "color": colour},
+                meta=[benchmark, kernel_config, shape, [p.commit for p in line]],
+                line={"dash": "dot" if line[-1].is_cpu else "solid", "color": colour},
+                hovertemplate=HOVER.replace("%{fullData.name}", html_text.escape(name)),
+            )
+        )
         peak = device_peaks.peak_for(kernel_config, device)
         if peak is not None:
             said["peaks"][f"{peak.device}: {peak.math}"] = peak
-            traces.append(_trace(
-                row["peak"], kind, x=x, y=[_short(100 * p.tflops / peak.tflops) for p in line], name=short, legendgroup=name,
-                showlegend=False, mode="lines+markers", marker={"symbol": symbols, "size": 4 if whole else 5, "color": colour},
-                line={"color": colour},
-                hovertemplate=f"%{{y:.2f}}% of {peak.tflops:g} TFLOPS ({peak.math})<br>%{{x|%Y-%m-%d %H:%M}} "
-                              f"UTC<extra>{html_text.escape(name)}</extra>"))
+            traces.append(
+                _trace(
+                    row["peak"],
+                    kind,
+                    x=x,
+                    y=[_short(100 * p.tflops / peak.tflops) for p in line],
+                    name=short,
+                    legendgroup=name,
+                    showlegend=False,
+                    mode="lines+markers",
+                    marker={"symbol": symbols, "size": 4 if whole else 5, "color": colour},
+                    line={"color": colour},
+                    hovertemplate=f"%{{y:.2f}}% of {peak.tflops:g} TFLOPS ({peak.math})<br>%{{x|%Y-%m-%d %H:%M}} "
+                    f"UTC<extra>{html_text.escape(name)}</extra>",
+                )
+            )
     hover_axis = f"y{len(names) + 1}"
-    drawn = page_changes.draw(fig, changes or [], {c: when[c] for c in commit_axis}, hover_axis)  # this page's commits only
+    drawn = page_changes.draw(
+        fig, changes or [], {c: when[c] for c in commit_axis}, hover_axis
+    )  # this page's commits only
     said |= {"bands": drawn["bands"], "labelled": drawn["labelled"]}
     if drawn["trace"] is not None:
         traces.append(drawn["trace"])
@@ -164,7 +205,9 @@ def kernel_figure(kernel: str, history: History, changes: list | None = None, wh
     # covered the next row's title.
     bottom = len(names)
     fig.update_xaxes(type="date", range=[iso(first - pad, ms=True), iso(last + pad, ms=True)], showticklabels=False)
-    fig.update_xaxes(showticklabels=True, title_text="commit date (UTC), oldest to newest" + title_note, row=bottom, col=1)
+    fig.update_xaxes(
+        showticklabels=True, title_text="commit date (UTC), oldest to newest" + title_note, row=bottom, col=1
+    )
     # Not from zero: the steps this page exists for are 1-3% (a zero-based axis drew the H200's +1% and +3%
     # steps as one flat line); the fraction-of-peak row below keeps zero for scale.
     fig.update_yaxes(title_text="GPU TFLOPS", rangemode="normal", row=row["gpu"], col=1)
@@ -174,7 +217,10 @@ def kernel_figure(kernel: str, history: History, changes: list | None = None, wh
     fig.update_yaxes(title_text="registers", row=row["registers"], col=1)
     fig.update_yaxes(title_text="KiB", row=row["lds"], col=1)
     fig.update_layout(
-        height=300 + 180 * len(names), hovermode="closest", template="plotly_white", margin={"t": 90, "r": 20},
+        height=300 + 180 * len(names),
+        hovermode="closest",
+        template="plotly_white",
+        margin={"t": 90, "r": 20},
         # On the right, beside the rows: below them it covered the commit axis's title.
         legend={"orientation": "v", "yanchor": "top", "y": 1, "x": 1.01, "xanchor": "left", "font": {"size": 11}},
         title={"text": f"{kernel}: TFLOPS by commit, higher is better"},
@@ -184,17 +230,25 @@ def kernel_figure(kernel: str, history: History, changes: list | None = None, wh
     if menu:  # the page opens as its button would set it: the same x and TFLOPS ranges
         for key, value in menu["buttons"][menu["active"]]["args"][0].items():
             axis, _, attribute = key.partition(".")
-            matched = [a for a in figure["layout"] if a.startswith("xaxis")] if axis == "xaxis" else [axis]  # rows share x
+            matched = (
+                [a for a in figure["layout"] if a.startswith("xaxis")] if axis == "xaxis" else [axis]
+            )  # rows share x
             for name in matched:
                 figure["layout"].setdefault(name, {})[attribute] = value
         said["opens_on"] = OPENS_ON[whole]
-    figure["layout"][f"yaxis{len(names) + 1}"] = {"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True}
+    figure["layout"][f"yaxis{len(names) + 1}"] = {
+        "overlaying": "y",
+        "range": [0, 1],
+        "visible": False,
+        "fixedrange": True,
+    }
     figure["data"] = traces
     return figure, said
 
 
-def _range_buttons(traces: list[dict], row: dict[str, int], when: dict[str, float], commit_axis: list[str],
-                   opens_on: str) -> dict:
+def _range_buttons(
+    traces: list[dict], row: dict[str, int], when: dict[str, float], commit_axis: list[str], opens_on: str
+) -> dict:
     """Buttons over the graph: the last week, the last month, all; each sets the commit axis and the TFLOPS rows' y
     ranges to what that stretch holds (plotly's own range selector leaves y at the whole history's range, where a
     week's 1% step is a few pixels). ``opens_on``: the active one's label."""
@@ -210,16 +264,31 @@ def _range_buttons(traces: list[dict], row: dict[str, int], when: dict[str, floa
             if name not in row:
                 continue
             axis = "y" if row[name] == 1 else f"y{row[name]}"
-            values = [y for t in traces if t.get("yaxis") == axis and t.get("meta")
-                      for x, y in zip(t["x"], t["y"]) if x >= iso(start)]
+            values = [
+                y
+                for t in traces
+                if t.get("yaxis") == axis and t.get("meta")
+                for x, y in zip(t["x"], t["y"])
+                if x >= iso(start)
+            ]
             if values:
                 low, high = min(values), max(values)
                 margin = max(high - low, abs(high) * 0.002) * 0.08
                 layout[f"{'yaxis' if row[name] == 1 else f'yaxis{row[name]}'}.range"] = [low - margin, high + margin]
         buttons.append({"label": label, "method": "relayout", "args": [layout]})
-    return {"type": "buttons", "direction": "right", "x": 1.0, "xanchor": "right", "y": 1.0, "yanchor": "bottom",
-            "pad": {"b": 28}, "showactive": True, "active": [b["label"] for b in buttons].index(opens_on), "buttons": buttons,
-            "font": {"size": 12}}
+    return {
+        "type": "buttons",
+        "direction": "right",
+        "x": 1.0,
+        "xanchor": "right",
+        "y": 1.0,
+        "yanchor": "bottom",
+        "pad": {"b": 28},
+        "showactive": True,
+        "active": [b["label"] for b in buttons].index(opens_on),
+        "buttons": buttons,
+        "font": {"size": 12},
+    }
 
 
 def _resource_rows(kernel: str, history: History, x_of: dict[str, str], row: dict[str, int]) -> list[dict]:
@@ -230,17 +299,40 @@ def _resource_rows(kernel: str, history: History, x_of: dict[str, str], row: dic
         values = sorted(values)
         x, y = [x_of[c] for _, c, _ in values if c in x_of], [v for _, c, v in values if c in x_of]
         if metric == "registers" and arch in REGISTER_LIMIT:
-            traces.append(_trace(row["registers"], x=x, y=[REGISTER_LIMIT[arch] - v for v in y], name=f"register headroom {arch} (of {REGISTER_LIMIT[arch]})",
-                                 mode="lines+markers", hovertemplate="%{y:.0f} registers "
-                                                                     "free<extra>%{fullData.name}</extra>"))
+            traces.append(
+                _trace(
+                    row["registers"],
+                    x=x,
+                    y=[REGISTER_LIMIT[arch] - v for v in y],
+                    name=f"register headroom {arch} (of {REGISTER_LIMIT[arch]})",
+                    mode="lines+markers",
+                    hovertemplate="%{y:.0f} registers free<extra>%{fullData.name}</extra>",
+                )
+            )
         elif metric in ("spilled_registers", "spill_bytes"):
             unit = "registers" if metric == "spilled_registers" else "bytes"
-            traces.append(_trace(row["registers"], x=x, y=y, name=f"spills {arch} ({unit}; lower is better)", mode="lines+markers",
-                                 line={"dash": "dash"}, hovertemplate=f"%{{y:.0f}} {unit} "
-                                                                      f"spilled<extra>%{{fullData.name}}</extra>"))
+            traces.append(
+                _trace(
+                    row["registers"],
+                    x=x,
+                    y=y,
+                    name=f"spills {arch} ({unit}; lower is better)",
+                    mode="lines+markers",
+                    line={"dash": "dash"},
+                    hovertemplate=f"%{{y:.0f}} {unit} spilled<extra>%{{fullData.name}}</extra>",
+                )
+            )
         elif metric == "shared_memory_bytes" and arch in LDS_LIMIT_KIB:
-            traces.append(_trace(row["lds"], x=x, y=[LDS_LIMIT_KIB[arch] - v / 1024 for v in y], name=f"LDS headroom {arch} (of {LDS_LIMIT_KIB[arch]} KiB)",
-                                 mode="lines+markers", hovertemplate="%{y:.1f} KiB free<extra>%{fullData.name}</extra>"))
+            traces.append(
+                _trace(
+                    row["lds"],
+                    x=x,
+                    y=[LDS_LIMIT_KIB[arch] - v / 1024 for v in y],
+                    name=f"LDS headroom {arch} (of {LDS_LIMIT_KIB[arch]} KiB)",
+                    mode="lines+markers",
+                    hovertemplate="%{y:.1f} KiB free<extra>%{fullData.name}</extra>",
+                )
+            )
     return traces
 
 
@@ -250,23 +342,38 @@ def _explain_empty_rows(fig: go.Figure, traces: list[dict], mine: list[Point], s
     has = {name: any(t["yaxis"] == axis[name] for t in traces) for name in row}
     gpu_points = [p for p in mine if not p.is_cpu]
     reasons = {
-        "gpu": ("No GPU TFLOPS for this kernel in these results: only CPU timings (the row below)." if mine else
-                "No TFLOPS measured for this kernel in these results (see the reasons below the graph)."),
-        "peak": "No peak to compare with: " + ("no GPU measurement here (CPU timings have no device peak)." if not gpu_points
-                                               else "this device's peak for the kernel's math is not in "
-                                                    "ci/history/site/device_peaks.py."),
+        "gpu": (
+            "No GPU TFLOPS for this kernel in these results: only CPU timings (the row below)."
+            if mine
+            else "No TFLOPS measured for this kernel in these results (see the reasons below the graph)."
+        ),
+        "peak": "No peak to compare with: "
+        + (
+            "no GPU measurement here (CPU timings have no device peak)."
+            if not gpu_points
+            else "this device's peak for the kernel's math is not in ci/history/site/device_peaks.py."
+        ),
         "registers": "No compile-only register counts in these results (asv machine 'compile-only': python -m "
-                     "ci.history --tracks cpu).",
+        "ci.history --tracks cpu).",
         "lds": "No compile-only LDS counts in these results (asv machine 'compile-only': python -m ci.history --tracks "
-               "cpu).",
+        "cpu).",
     }
     if compiled_any:  # the compile-only track ran: this kernel has no count there (n/a on both archs, or failed)
         reasons["registers"] = reasons["lds"] = (
             "No compile-only count for this kernel: n/a when it does not compile without a GPU for gfx950 or sm_90 "
-            "(python -m ci.budget.resources says why), or it was left out of the run (--bench)")
+            "(python -m ci.budget.resources says why), or it was left out of the run (--bench)"
+        )
     for name, number in row.items():
         if not has[name] and name in reasons:
             said["empty_rows"][number] = reasons[name]
             low, high = fig.layout["yaxis" if number == 1 else f"yaxis{number}"].domain
-            fig.add_annotation(text="<br>".join(textwrap.wrap(reasons[name], 110)), xref="paper", yref="paper", x=0.5, y=(low + high) / 2,
-                               showarrow=False, font={"size": 13, "color": "#555"}, name="why-empty")
+            fig.add_annotation(
+                text="<br>".join(textwrap.wrap(reasons[name], 110)),
+                xref="paper",
+                yref="paper",
+                x=0.5,
+                y=(low + high) / 2,
+                showarrow=False,
+                font={"size": 13, "color": "#555"},
+                name="why-empty",
+            )

@@ -66,8 +66,9 @@ def sha256_mismatches(assets: dict[str, Asset], vendor_dir: Path = VENDOR_DIR) -
             continue
         actual = hashlib.sha256(path.read_bytes()).hexdigest()
         if actual != asset.sha256:
-            problems.append(f"{path} has sha256 {actual}, not {asset.sha256} as {LOCK_FILE.name} says "
-                            f"({asset.package})")
+            problems.append(
+                f"{path} has sha256 {actual}, not {asset.sha256} as {LOCK_FILE.name} says ({asset.package})"
+            )
     return problems
 
 

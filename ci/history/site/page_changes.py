@@ -26,10 +26,12 @@ from harness import changepoints
 
 LineKey = tuple[str, str, str]  # (machine, kernel config, shape): one line of the page
 GAIN_COLOUR, REGRESSION_COLOUR = "#1a9850", "#d73027"
-METHOD = ("Multi-scale local comparison of each GPU line's commit levels (the median of every sample of each commit), "
-          "each change confirmed between its neighbouring changes; under 1% of pure-noise histories of 1000 commits "
-          "get any, and a change must move the level by at least 0.5% (docs/CHANGE_POINTS.md); as in the main job's "
-          "summary")
+METHOD = (
+    "Multi-scale local comparison of each GPU line's commit levels (the median of every sample of each commit), "
+    "each change confirmed between its neighbouring changes; under 1% of pure-noise histories of 1000 commits "
+    "get any, and a change must move the level by at least 0.5% (docs/CHANGE_POINTS.md); as in the main job's "
+    "summary"
+)
 
 
 def from_checks(checks: list[dict[str, Any]]) -> dict[LineKey, list[regressions.CommitChange]]:
@@ -41,7 +43,9 @@ def from_checks(checks: list[dict[str, Any]]) -> dict[LineKey, list[regressions.
             match = GEMM_KEY.match(entry["benchmark"])
             if match is None or match.group(1) != "GemmOnGpu":
                 continue
-            out.setdefault((entry["machine"], match.group(2), match.group(3)), []).append(regressions.CommitChange.from_json(entry))
+            out.setdefault((entry["machine"], match.group(2), match.group(3)), []).append(
+                regressions.CommitChange.from_json(entry)
+            )
     return out
 
 
@@ -56,7 +60,9 @@ def drift_by_line(checks: list[dict[str, Any]]) -> dict[LineKey, dict[str, Any]]
     return out
 
 
-def for_kernel(changes: dict[LineKey, list[regressions.CommitChange]], kernel: str) -> list[tuple[LineKey, regressions.CommitChange]]:
+def for_kernel(
+    changes: dict[LineKey, list[regressions.CommitChange]], kernel: str
+) -> list[tuple[LineKey, regressions.CommitChange]]:
     return [(line, c) for line, found in sorted(changes.items()) if line[1].partition(":")[0] == kernel for c in found]
 
 
@@ -78,8 +84,13 @@ def colour(change: regressions.CommitChange) -> str:
 LABELLED = 8  # band labels drawn on the graph, newest first, each at a height of its own (hover and the table say all)
 
 
-def draw(fig: go.Figure, found: list[tuple[LineKey, regressions.CommitChange]], when: dict[str, float], hover_axis: str,
-         labels: int = LABELLED) -> dict[str, Any]:
+def draw(
+    fig: go.Figure,
+    found: list[tuple[LineKey, regressions.CommitChange]],
+    when: dict[str, float],
+    hover_axis: str,
+    labels: int = LABELLED,
+) -> dict[str, Any]:
     """A shaded range per change point on the GPU TFLOPS row (axes x and y), the newest ``labels`` labelled with their
     size and interval (labels stack so that none hides another), and a marker over every band on ``hover_axis`` (an
     invisible y axis over the row, 0 to 1) whose hover says the same label. Returns what was drawn, for the page's
@@ -92,7 +103,11 @@ def draw(fig: go.Figure, found: list[tuple[LineKey, regressions.CommitChange]], 
     # label already there on each call, so a page with hundreds of change points cost seconds per band drawn.
     from ci.history.site.commit_info import iso
 
-    shown = sorted(((line, c) for line, c in found if c.first_after in when), key=lambda item: when[item[1].first_after], reverse=True)
+    shown = sorted(
+        ((line, c) for line, c in found if c.first_after in when),
+        key=lambda item: when[item[1].first_after],
+        reverse=True,
+    )
     if not shown:
         return {"bands": 0, "labelled": 0, "trace": None}
     first, last = min(when.values()), max(when.values())
@@ -106,29 +121,67 @@ def draw(fig: go.Figure, found: list[tuple[LineKey, regressions.CommitChange]], 
         # Over months of history a one-commit band would be under a pixel: at least 1/300 of the axis wide.
         widen = max(0.0, (span / 300 - (end - start)) / 2)
         label = size_label(change)
-        bands.append({"type": "rect", "xref": "x", "yref": "y domain", "x0": iso(start - widen), "x1": iso(end + widen),
-                      "y0": 0, "y1": 1, "fillcolor": colour(change), "opacity": 0.18, "line": {"width": 0},
-                      "layer": "below", "name": f"change point: {label} ({kernel_config} {shape}, {machine})"})
+        bands.append(
+            {
+                "type": "rect",
+                "xref": "x",
+                "yref": "y domain",
+                "x0": iso(start - widen),
+                "x1": iso(end + widen),
+                "y0": 0,
+                "y1": 1,
+                "fillcolor": colour(change),
+                "opacity": 0.18,
+                "line": {"width": 0},
+                "layer": "below",
+                "name": f"change point: {label} ({kernel_config} {shape}, {machine})",
+            }
+        )
         middle = (start + end) / 2
         marks["x"].append(iso(middle))
         marks["color"].append(colour(change))
-        marks["text"].append(f"<b>{label}</b><br>{kernel_config} {shape} on {machine}<br>"
-                             f"suspected commits {change.last_before[:8]}..{change.first_after[:8]}")
+        marks["text"].append(
+            f"<b>{label}</b><br>{kernel_config} {shape} on {machine}<br>"
+            f"suspected commits {change.last_before[:8]}..{change.first_after[:8]}"
+        )
         if number < labels:
             # The label runs into the wider side of the graph from the band, never past the axis.
             left_half = middle < first + span / 2
-            notes.append({"x": iso(end if left_half else start), "y": 0.97 - 0.07 * number, "xref": "x",
-                          "yref": "y domain", "showarrow": False, "text": f"<b>{label}</b>",  # in the table too
-                          "font": {"size": 11, "color": colour(change)}, "bgcolor": "rgba(255,255,255,0.8)",
-                          "xanchor": "left" if left_half else "right", "name": "change-point"})
+            notes.append(
+                {
+                    "x": iso(end if left_half else start),
+                    "y": 0.97 - 0.07 * number,
+                    "xref": "x",
+                    "yref": "y domain",
+                    "showarrow": False,
+                    "text": f"<b>{label}</b>",  # in the table too
+                    "font": {"size": 11, "color": colour(change)},
+                    "bgcolor": "rgba(255,255,255,0.8)",
+                    "xanchor": "left" if left_half else "right",
+                    "name": "change-point",
+                }
+            )
     fig.update_layout(shapes=[*fig.layout.shapes, *bands], annotations=[*fig.layout.annotations, *notes])
-    marker = {"type": "scatter", "x": marks["x"], "y": [1.0] * len(marks["x"]), "mode": "markers", "hovertext": marks["text"],
-              "hoverinfo": "text", "marker": {"symbol": "triangle-down", "size": 9, "color": marks["color"]}, "cliponaxis": False,
-              "showlegend": False, "name": "change points", "xaxis": "x", "yaxis": hover_axis}
+    marker = {
+        "type": "scatter",
+        "x": marks["x"],
+        "y": [1.0] * len(marks["x"]),
+        "mode": "markers",
+        "hovertext": marks["text"],
+        "hoverinfo": "text",
+        "marker": {"symbol": "triangle-down", "size": 9, "color": marks["color"]},
+        "cliponaxis": False,
+        "showlegend": False,
+        "name": "change points",
+        "xaxis": "x",
+        "yaxis": hover_axis,
+    }
     return {"bands": len(bands), "labelled": len(notes), "trace": marker}
 
 
-def spans(found: list[tuple[LineKey, regressions.CommitChange]], line_commits: dict[LineKey, list[str]]) -> dict[tuple[LineKey, str], int]:
+def spans(
+    found: list[tuple[LineKey, regressions.CommitChange]], line_commits: dict[LineKey, list[str]]
+) -> dict[tuple[LineKey, str], int]:
     """(line, first commit at the new level) -> how many of the line's commits are at that level: from that commit up
     to the next change point of the line, or to its newest commit. ``line_commits``: each line's commits in order, over
     the whole history (a window's or a thinned page's points would count fewer)."""

@@ -58,8 +58,12 @@ def run(options: SiteOptions) -> int:
 
 def commit_order(repo_root: Path) -> dict[str, int]:
     """asv's revision numbers (asv.plugins.git.get_revisions): every commit by date, oldest first."""
-    listing = subprocess.run(["git", "-C", str(repo_root), "rev-list", "--all", "--date-order", "--reverse"],
-                             capture_output=True, text=True, check=True).stdout.split()
+    listing = subprocess.run(
+        ["git", "-C", str(repo_root), "rev-list", "--all", "--date-order", "--reverse"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     return {commit: i for i, commit in enumerate(listing)}
 
 
@@ -77,13 +81,18 @@ def _bring_results(options: SiteOptions) -> str | None:
         tip = branch.local_tip() or branch.tracking_tip(options.results_remote)
         log(f"warning: {exc}; reading what this checkout has of {BRANCH} ({tip[:12] if tip else 'nothing'})")
     if tip is None:
-        raise HarnessError(f"no {BRANCH} branch to publish (git fetch {options.results_remote or 'origin'} {BRANCH}, "
-                           f"or --local)")
+        raise HarnessError(
+            f"no {BRANCH} branch to publish (git fetch {options.results_remote or 'origin'} {BRANCH}, or --local)"
+        )
     options.results_dir.mkdir(parents=True, exist_ok=True)
     ledger = Ledger(options.results_dir)
     on_branch = {path.removeprefix("results/") for path in branch.tree(tip, "results/")}
     imported = branch_sync.import_from_branch(branch, tip, options.results_dir, (), ledger)
-    gone = [p for p in options.results_dir.rglob("*") if p.is_file() and p.relative_to(options.results_dir).as_posix() not in on_branch]
+    gone = [
+        p
+        for p in options.results_dir.rglob("*")
+        if p.is_file() and p.relative_to(options.results_dir).as_posix() not in on_branch
+    ]
     for path in gone:  # the mirror holds what the branch holds: a point dropped there (--drop) leaves here too
         path.unlink()
     ledger.forget(p.relative_to(options.results_dir).as_posix() for p in gone)
@@ -121,7 +130,7 @@ def build(options: SiteOptions) -> dict[str, Any]:
     machines = sorted(p.name for p in options.results_dir.iterdir() if (p / "machine.json").is_file())
     stamp = f"Built {built_at} from {source}: {len(history.commits)} commits, {len(machines)} machines"
     commits = history.commit_axis()
-    window = commits[-options.asv_window:] if options.asv_window else commits
+    window = commits[-options.asv_window :] if options.asv_window else commits
     scratch = options.out.with_name(f".{options.out.name}.building")
     view = options.results_dir.with_name(options.results_dir.name + "-asv-view")
     if asv_window.publish(options.results_dir, view, scratch, window, REPO_ROOT, stamp) != 0:
@@ -131,25 +140,44 @@ def build(options: SiteOptions) -> dict[str, Any]:
     log(issues.note if issues.known else f"warning: {issues.note}")
     pages = kernel_page.publish_history(scratch, history, checks, options.page_window, stamp, info, issues)
     mark = step("kernel pages", mark)
-    site = {"results_commit": tip, "built_at": built_at, "stamp": stamp, "commits": len(history.commits),
-            "machine_names": machines, "asv_window": len(window), "page_window": options.page_window}
+    site = {
+        "results_commit": tip,
+        "built_at": built_at,
+        "stamp": stamp,
+        "commits": len(history.commits),
+        "machine_names": machines,
+        "asv_window": len(window),
+        "page_window": options.page_window,
+    }
     write_json_atomic(scratch / "site.json", site)
     asv_driver.sync_tree(scratch, options.out)
     shutil.rmtree(scratch, ignore_errors=True)
     step("copy", mark)
     seconds["total"] = round(time.monotonic() - started, 2)
-    return {"schema": SCHEMA, **site, "site_url": options.site_url, "site": str(options.out),
-            "machines": checks, "issues": {"known": issues.known, "note": issues.note, "linked": len(issues.links)},
-            "machine_spread": spread, "kernel_pages": len(pages), "files": {"read": parsed, "reused": reused}, "seconds": seconds}
+    return {
+        "schema": SCHEMA,
+        **site,
+        "site_url": options.site_url,
+        "site": str(options.out),
+        "machines": checks,
+        "issues": {"known": issues.known, "note": issues.note, "linked": len(issues.links)},
+        "machine_spread": spread,
+        "kernel_pages": len(pages),
+        "files": {"read": parsed, "reused": reused},
+        "seconds": seconds,
+    }
 
 
 def summary_markdown(report: dict[str, Any]) -> list[str]:
-    lines = [f"## The published history: {report['stamp']}", "",
-             f"- site: {report.get('site_url') or report['site']} (asv's pages: the newest {report['asv_window']} "
-             f"commits; kernel pages: the newest {report['page_window']} in detail, the whole history thinned)",
-             f"- results files read {report['files']['read']}, reused {report['files']['reused']}; seconds: "
-             + ", ".join(f"{k} {v:g}" for k, v in report["seconds"].items()),
-             f"- regression issues: {report['issues']['linked']} change points linked; {report['issues']['note']}"]
+    lines = [
+        f"## The published history: {report['stamp']}",
+        "",
+        f"- site: {report.get('site_url') or report['site']} (asv's pages: the newest {report['asv_window']} "
+        f"commits; kernel pages: the newest {report['page_window']} in detail, the whole history thinned)",
+        f"- results files read {report['files']['read']}, reused {report['files']['reused']}; seconds: "
+        + ", ".join(f"{k} {v:g}" for k, v in report["seconds"].items()),
+        f"- regression issues: {report['issues']['linked']} change points linked; {report['issues']['note']}",
+    ]
     for checks in report["machines"]:
         lines += ["", *regressions.history_markdown(checks)]
     return lines + machine_spread.spread_markdown(report["machine_spread"])

@@ -80,8 +80,12 @@ class Truth:
     results_tip: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"spec": asdict(self.spec), "commits": self.commits, "results_tip": self.results_tip,
-                "lines": {k: asdict(v) for k, v in self.lines.items()}}
+        return {
+            "spec": asdict(self.spec),
+            "commits": self.commits,
+            "results_tip": self.results_tip,
+            "lines": {k: asdict(v) for k, v in self.lines.items()},
+        }
 
 
 # ---------------------------------------------------------------------------
@@ -156,7 +160,9 @@ class _GpuFiles:
         info = json.loads((TEMPLATE / "machine.json").read_text())
         return _dumps({**info, "machine": self.spec.gpu_machine})
 
-    def files(self, commit: str, date_ms: int, measured_ms: int, factors: dict[int, float], flagged: set[int]) -> dict[str, bytes]:
+    def files(
+        self, commit: str, date_ms: int, measured_ms: int, factors: dict[int, float], flagged: set[int]
+    ) -> dict[str, bytes]:
         """``factors``: measured index -> this commit's TFLOPS multiplier (time is base / factor); ``measured_ms``:
         when asv started measuring it."""
         row = dict(self.row)
@@ -172,18 +178,38 @@ class _GpuFiles:
             q25[i], q75[i] = (float(f"{v:.5g}") for v in np.quantile(drawn, (0.25, 0.75)))
             lo[i], hi[i] = q25[i], q75[i]
             record = recs[self.keys[i]]
-            record.update(median_s=result[i], tflops=record["flops"] / result[i] / 1e12, n=len(drawn), samples_s=None,
-                          relative_iqr=(q75[i] - q25[i]) / result[i], job="synthetic", resume=False,
-                          flags=[records.FLAG_THROTTLED] if i in flagged else [],
-                          fingerprint={"launch path": commit, "device code": commit, "environment": "synthetic"})
-        row.update(result=result, samples=samples, stats_q_25=q25, stats_q_75=q75, stats_ci_99_a=lo, stats_ci_99_b=hi,
-                   started_at=measured_ms)
-        document = {**self.results, "commit_hash": commit, "date": date_ms,
-                    "results": {GEMM_BENCHMARK: [row.get(c) for c in self.columns]}}
+            record.update(
+                median_s=result[i],
+                tflops=record["flops"] / result[i] / 1e12,
+                n=len(drawn),
+                samples_s=None,
+                relative_iqr=(q75[i] - q25[i]) / result[i],
+                job="synthetic",
+                resume=False,
+                flags=[records.FLAG_THROTTLED] if i in flagged else [],
+                fingerprint={"launch path": commit, "device code": commit, "environment": "synthetic"},
+            )
+        row.update(
+            result=result,
+            samples=samples,
+            stats_q_25=q25,
+            stats_q_75=q75,
+            stats_ci_99_a=lo,
+            stats_ci_99_b=hi,
+            started_at=measured_ms,
+        )
+        document = {
+            **self.results,
+            "commit_hash": commit,
+            "date": date_ms,
+            "results": {GEMM_BENCHMARK: [row.get(c) for c in self.columns]},
+        }
         stem = records.results_file_stem(commit, document["env_name"])
         folder = f"results/{self.spec.gpu_machine}"
-        return {f"{folder}/{stem}.json": _dumps(document),
-                f"{folder}/{stem}{records.SUFFIX}": _dumps({"format": self.sidecar["format"], "records": recs})}
+        return {
+            f"{folder}/{stem}.json": _dumps(document),
+            f"{folder}/{stem}{records.SUFFIX}": _dumps({"format": self.sidecar["format"], "records": recs}),
+        }
 
 
 class _CompileFiles:
@@ -197,7 +223,9 @@ class _CompileFiles:
         size = len(self.params[0]) * len(self.params[1])
         self.base = {name: rng.integers(16, 256, size).astype(float) for name in self.names}
         n = spec.commits
-        self.changes = sorted(rng.choice(np.arange(1, n), size=min(spec.resource_changes, max(n - 1, 0)), replace=False))
+        self.changes = sorted(
+            rng.choice(np.arange(1, n), size=min(spec.resource_changes, max(n - 1, 0)), replace=False)
+        )
         self.deltas = {at: {name: rng.integers(-8, 9, size) for name in self.names} for at in self.changes}
         self.template = gpu_results
 
@@ -207,18 +235,37 @@ class _CompileFiles:
             self.base[name] = np.maximum(self.base[name] + delta, 0)
 
     def machine_json(self) -> bytes:
-        return _dumps({"machine": COMPILE_MACHINE, "arch": "x86_64", "cpu": "synthetic", "gpu": "none (compile-only)",
-                       "gpu_driver": "none", "gpu_runtime": "none", "num_cpu": "2", "os": "Linux", "ram": "24 GiB",
-                       "version": 1})
+        return _dumps(
+            {
+                "machine": COMPILE_MACHINE,
+                "arch": "x86_64",
+                "cpu": "synthetic",
+                "gpu": "none (compile-only)",
+                "gpu_driver": "none",
+                "gpu_runtime": "none",
+                "num_cpu": "2",
+                "os": "Linux",
+                "ram": "24 GiB",
+                "version": 1,
+            }
+        )
 
     def files(self, index: int, commit: str, date_ms: int, measured_ms: int) -> dict[str, bytes]:
         self.step(index)
         columns = ["result", "params", "version", "started_at", "duration"]
-        results = {name: [[float(v) for v in self.base[name]], self.params, self.versions[name], measured_ms, 1.0]
-                   for name in self.names}
-        document = {**self.template, "commit_hash": commit, "date": date_ms, "result_columns": columns,
-                    "results": results, "durations": {},
-                    "params": {**self.template["params"], "machine": COMPILE_MACHINE, "gpu": "none (compile-only)"}}
+        results = {
+            name: [[float(v) for v in self.base[name]], self.params, self.versions[name], measured_ms, 1.0]
+            for name in self.names
+        }
+        document = {
+            **self.template,
+            "commit_hash": commit,
+            "date": date_ms,
+            "result_columns": columns,
+            "results": results,
+            "durations": {},
+            "params": {**self.template["params"], "machine": COMPILE_MACHINE, "gpu": "none (compile-only)"},
+        }
         stem = records.results_file_stem(commit, document["env_name"])
         return {f"results/{COMPILE_MACHINE}/{stem}.json": _dumps(document)}
 
@@ -233,14 +280,19 @@ def _dumps(data: Any) -> bytes:
 
 
 def _git(repo: Path, *args: str, stdin: bytes | None = None) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], input=stdin, check=True, capture_output=True).stdout.decode().strip()
+    return (
+        subprocess.run(["git", "-C", str(repo), *args], input=stdin, check=True, capture_output=True)
+        .stdout.decode()
+        .strip()
+    )
 
 
 def _fast_import(repo: Path, stream: Iterator[bytes]) -> dict[int, str]:
     """Feed ``stream`` to git fast-import; returns mark -> commit sha."""
     marks = repo / ".git" / "synthetic-marks"
-    proc = subprocess.Popen(["git", "-C", str(repo), "fast-import", "--quiet", f"--export-marks={marks}"],
-                            stdin=subprocess.PIPE)
+    proc = subprocess.Popen(
+        ["git", "-C", str(repo), "fast-import", "--quiet", f"--export-marks={marks}"], stdin=subprocess.PIPE
+    )
     assert proc.stdin is not None
     for chunk in stream:
         proc.stdin.write(chunk)
@@ -296,8 +348,15 @@ def _draw(spec: Spec) -> tuple[np.random.Generator, _GpuFiles, _CompileFiles | N
     lines = {gpu.keys[i]: _line_truth(rng, spec) for i in gpu.measured}
     levels = {i: line_levels(lines[gpu.keys[i]], spec.commits) for i in gpu.measured}
     noise_drift = _drift(rng, spec)
-    return rng, gpu, compile_files, lines, levels, noise_drift, {i: rng.normal(0, spec.commit_noise, spec.commits)
-                                                               for i in gpu.measured}
+    return (
+        rng,
+        gpu,
+        compile_files,
+        lines,
+        levels,
+        noise_drift,
+        {i: rng.normal(0, spec.commit_noise, spec.commits) for i in gpu.measured},
+    )
 
 
 def make_history(repo: Path, spec: Spec, hold_back: int = 0) -> tuple[Truth, Iterator[None]]:
@@ -305,8 +364,11 @@ def make_history(repo: Path, spec: Spec, hold_back: int = 0) -> tuple[Truth, Ite
     asv-results (created or extended). The second value adds the held-back commits' results one per ``next()``:
     a new commit's results arriving, as the main job pushes them."""
     rng, gpu, compile_files, lines, levels, drift, noise = _draw(spec)
-    cpu_files = (synthetic_cpu.CpuFiles(spec, json.loads(BENCHMARKS_JSON.read_text()), gpu.results, gpu.columns, _drift)
-                 if spec.cpu_machine else None)
+    cpu_files = (
+        synthetic_cpu.CpuFiles(spec, json.loads(BENCHMARKS_JSON.read_text()), gpu.results, gpu.columns, _drift)
+        if spec.cpu_machine
+        else None
+    )
     tip = _git(repo, "rev-parse", "refs/heads/main")
     already = _count_synthetic(repo)
     after = int(_git(repo, "log", "-1", "--format=%at", tip)) if already else None  # extending: after the last one
@@ -361,8 +423,10 @@ def commit_dates(spec: Spec, after: int | None = None) -> tuple[np.ndarray, np.n
     if after is not None and spec.commits and dates[0] <= after:
         room = newest - after
         if room < spec.commits:
-            raise ValueError(f"cannot date {spec.commits} new commits between the newest synthetic commit "
-                             f"({after}) and the end ({end:.0f}): less than a second each")
+            raise ValueError(
+                f"cannot date {spec.commits} new commits between the newest synthetic commit "
+                f"({after}) and the end ({end:.0f}): less than a second each"
+            )
         dates = after + (dates - dates[0] + 1) * (room / (newest - dates[0] + 1))
     measured = dates + rng.uniform(*MEASURED_AFTER_S, spec.commits)
     return np.floor(dates).astype(np.int64), np.floor(measured).astype(np.int64)

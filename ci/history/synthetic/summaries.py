@@ -19,7 +19,9 @@ def summaries(spec: synthetic.Spec) -> tuple[list[str], dict[str, list[dict[str,
     rng, gpu, compile_files, lines, levels, drift, noise = synthetic._draw(spec)
     dates, _ = synthetic.commit_dates(spec)
     recs = gpu.sidecar["records"]
-    missing = {key: records.describe(recs[key]) for i, key in enumerate(gpu.keys) if i not in gpu.measured and key in recs}
+    missing = {
+        key: records.describe(recs[key]) for i, key in enumerate(gpu.keys) if i not in gpu.measured and key in recs
+    }
     devices = {i: (recs[gpu.keys[i]].get("gpu_before") or {}).get("name") or "GPU" for i in gpu.measured}
     clocks = {i: store._clocks(recs[gpu.keys[i]]) for i in gpu.measured}
     commits = [f"{i + 1:040x}" for i in range(spec.commits)]
@@ -33,16 +35,44 @@ def summaries(spec: synthetic.Spec) -> tuple[list[str], dict[str, list[dict[str,
             flops, middle = recs[gpu.keys[i]]["flops"], float(np.median(drawn))
             q25, q75 = np.quantile(drawn, (0.25, 0.75))
             level, error = store._level(flops / drawn / 1e12)
-            gemm[gpu.keys[i]] = [flops / middle / 1e12, middle, level, error, float((q75 - q25) / middle), devices[i],
-                                 [records.FLAG_THROTTLED] if flagged else [], clocks[i], None]
+            gemm[gpu.keys[i]] = [
+                flops / middle / 1e12,
+                middle,
+                level,
+                error,
+                float((q75 - q25) / middle),
+                devices[i],
+                [records.FLAG_THROTTLED] if flagged else [],
+                clocks[i],
+                None,
+            ]
         date_ms = int(dates[index]) * 1000
-        out[spec.gpu_machine].append({"commit": commit, "date": date_ms, "gemm": gemm, "missing": dict(missing), "resources": {},
-                                      "fingerprints": {"of": {}, "originals": [], "at": 0.0}})
+        out[spec.gpu_machine].append(
+            {
+                "commit": commit,
+                "date": date_ms,
+                "gemm": gemm,
+                "missing": dict(missing),
+                "resources": {},
+                "fingerprints": {"of": {}, "originals": [], "at": 0.0},
+            }
+        )
         if compile_files is not None:
             compile_files.step(index)
             params = [(a, b) for a in compile_files.params[0] for b in compile_files.params[1]]
-            resources = {f"{name}({a}, {b})": float(v) for name in compile_files.names
-                         for (a, b), v in zip(params, compile_files.base[name])}
-            out[synthetic.COMPILE_MACHINE].append({"commit": commit, "date": date_ms, "gemm": {}, "missing": {}, "resources": resources,
-                                         "fingerprints": {"of": {}, "originals": [], "at": 0.0}})
+            resources = {
+                f"{name}({a}, {b})": float(v)
+                for name in compile_files.names
+                for (a, b), v in zip(params, compile_files.base[name])
+            }
+            out[synthetic.COMPILE_MACHINE].append(
+                {
+                    "commit": commit,
+                    "date": date_ms,
+                    "gemm": {},
+                    "missing": {},
+                    "resources": resources,
+                    "fingerprints": {"of": {}, "originals": [], "at": 0.0},
+                }
+            )
     return commits, out

@@ -65,8 +65,16 @@ def spread(results_dir: Path, history: History, newest: int = regressions.HISTOR
                     continue
                 level_a = float(np.median([a.medians()[a.commits.index(c)] for c in common]))
                 level_b = float(np.median([b.medians()[b.commits.index(c)] for c in common]))
-                rows.append({"kind": kind, "benchmark": benchmark, "machines": [first, second], "commits": len(common),
-                             "tflops": [level_a, level_b], "ratio": level_b / level_a})
+                rows.append(
+                    {
+                        "kind": kind,
+                        "benchmark": benchmark,
+                        "machines": [first, second],
+                        "commits": len(common),
+                        "tflops": [level_a, level_b],
+                        "ratio": level_b / level_a,
+                    }
+                )
     return rows
 
 
@@ -74,9 +82,24 @@ def spread_markdown(rows: list[dict[str, Any]]) -> list[str]:
     """The summary's table; nothing when no two machines of one kind share a measured commit."""
     if not rows:
         return []
-    table = [{"benchmark": r["benchmark"], "GPU": r["kind"], "machine A": r["machines"][0], "A TFLOPS": f"{r['tflops'][0]:.4g}",
-              "machine B": r["machines"][1], "B TFLOPS": f"{r['tflops'][1]:.4g}", "B / A": f"{r['ratio']:.4f}",
-              "spread": f"{(r['ratio'] - 1) * 100:+.1f}%", "commits": str(r["commits"])} for r in rows]
-    return ["### Machine-to-machine spread (one GPU model, the commits both measured; median TFLOPS)", "",
-            "Change points and the drift guard compare each machine only with itself; this compares machines.", "",
-            markdown_table(table)]
+    table = [
+        {
+            "benchmark": r["benchmark"],
+            "GPU": r["kind"],
+            "machine A": r["machines"][0],
+            "A TFLOPS": f"{r['tflops'][0]:.4g}",
+            "machine B": r["machines"][1],
+            "B TFLOPS": f"{r['tflops'][1]:.4g}",
+            "B / A": f"{r['ratio']:.4f}",
+            "spread": f"{(r['ratio'] - 1) * 100:+.1f}%",
+            "commits": str(r["commits"]),
+        }
+        for r in rows
+    ]
+    return [
+        "### Machine-to-machine spread (one GPU model, the commits both measured; median TFLOPS)",
+        "",
+        "Change points and the drift guard compare each machine only with itself; this compares machines.",
+        "",
+        markdown_table(table),
+    ]

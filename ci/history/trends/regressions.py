@@ -40,7 +40,9 @@ class Series:
 
     def __post_init__(self) -> None:
         self.levels = np.asarray(self.levels, dtype=float)
-        self.errors = np.zeros(len(self.levels)) if len(self.errors) != len(self.levels) else np.asarray(self.errors, dtype=float)
+        self.errors = (
+            np.zeros(len(self.levels)) if len(self.errors) != len(self.levels) else np.asarray(self.errors, dtype=float)
+        )
 
     def medians(self) -> np.ndarray:
         return np.exp(self.levels)
@@ -59,8 +61,13 @@ def series_of(history: History, machine: str) -> dict[str, Series]:
     out = {}
     for key, points in sorted(grouped.items()):
         points.sort(key=lambda p: (p.order, p.commit))
-        out[key] = Series(machine, key, [p.commit for p in points], np.array([p.level for p in points]),
-                          np.array([p.error for p in points]))
+        out[key] = Series(
+            machine,
+            key,
+            [p.commit for p in points],
+            np.array([p.level for p in points]),
+            np.array([p.error for p in points]),
+        )
     return out
 
 
@@ -89,25 +96,31 @@ class CommitChange:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CommitChange:
         c = data["change"]
-        change = changepoints.ChangePoint(**{**c, "interval": tuple(c["interval"]), "before": tuple(c["before"]),
-                                             "after": tuple(c["after"])})
+        change = changepoints.ChangePoint(
+            **{**c, "interval": tuple(c["interval"]), "before": tuple(c["before"]), "after": tuple(c["after"])}
+        )
         return cls(data["machine"], data["benchmark"], data["last_before"], data["first_after"], change)
 
     def line(self) -> str:
         c = self.change
         low, high = c.interval
-        return (f"{self.benchmark} on {self.machine}: {c.direction} {c.relative_change:+.2%} "
-                f"[{low:+.2%}, {high:+.2%}] at {c.confidence:.0%}, p = {c.p_value:.2g} (level {c.level:.2g}), "
-                f"in {self.last_before[:12]}..{self.first_after[:12]}")
+        return (
+            f"{self.benchmark} on {self.machine}: {c.direction} {c.relative_change:+.2%} "
+            f"[{low:+.2%}, {high:+.2%}] at {c.confidence:.0%}, p = {c.p_value:.2g} (level {c.level:.2g}), "
+            f"in {self.last_before[:12]}..{self.first_after[:12]}"
+        )
 
 
 def change_points(series: Series, memo: dict[str, Any] | None = None) -> tuple[list[CommitChange], dict[str, Any]]:
     """harness.changepoints over a series (TFLOPS: higher is better), each change named by its commits; and the
     memo to pass next time (only the tail a new commit can change is recomputed then)."""
     found, new_memo, _ = changepoints.detect_growing(
-        series.levels, series.errors, changepoints.Memo.from_json(memo) if memo else None, higher_is_better=True)
-    changes = [CommitChange(series.machine, series.benchmark, series.commits[c.index - 1], series.commits[c.index], c)
-               for c in found]
+        series.levels, series.errors, changepoints.Memo.from_json(memo) if memo else None, higher_is_better=True
+    )
+    changes = [
+        CommitChange(series.machine, series.benchmark, series.commits[c.index - 1], series.commits[c.index], c)
+        for c in found
+    ]
     return changes, new_memo.to_json()
 
 
@@ -133,9 +146,11 @@ class Drift:
 
     def line(self) -> str:
         verdict = "FAILS" if self.failed else "ok"
-        return (f"{self.benchmark} on {self.machine}: {verdict}, {self.newest[:12]} is {self.drop:.2%} below the best "
-                f"of the last {self.window} measured commits ({self.best[:12]}), threshold {self.threshold:.2%} "
-                f"(max({DRIFT_FLOOR:.0%}, k x {self.noise:.2%} noise))")
+        return (
+            f"{self.benchmark} on {self.machine}: {verdict}, {self.newest[:12]} is {self.drop:.2%} below the best "
+            f"of the last {self.window} measured commits ({self.best[:12]}), threshold {self.threshold:.2%} "
+            f"(max({DRIFT_FLOOR:.0%}, k x {self.noise:.2%} noise))"
+        )
 
 
 def commit_noise(medians: Sequence[float] | np.ndarray) -> float:
@@ -147,7 +162,9 @@ def commit_noise(medians: Sequence[float] | np.ndarray) -> float:
     return float(_MAD_TO_SD * np.median(np.abs(diffs - np.median(diffs))) / math.sqrt(2))
 
 
-def drift(series: Series, *, window: int = DRIFT_WINDOW, k: float = DRIFT_K, floor: float = DRIFT_FLOOR) -> Drift | None:
+def drift(
+    series: Series, *, window: int = DRIFT_WINDOW, k: float = DRIFT_K, floor: float = DRIFT_FLOOR
+) -> Drift | None:
     """The newest commit against the best of the last ``window`` (itself included); None with under 2 commits."""
     if len(series.commits) < 2:
         return None
@@ -157,8 +174,17 @@ def drift(series: Series, *, window: int = DRIFT_WINDOW, k: float = DRIFT_K, flo
     noise = commit_noise(medians)
     threshold = max(floor, 1 - math.exp(-k * noise))
     drop = float(1 - medians[-1] / medians[best])
-    return Drift(series.machine, series.benchmark, commits[-1], commits[best], drop, threshold, noise, len(commits),
-                 failed=drop > threshold)
+    return Drift(
+        series.machine,
+        series.benchmark,
+        commits[-1],
+        commits[best],
+        drop,
+        threshold,
+        noise,
+        len(commits),
+        failed=drop > threshold,
+    )
 
 
 def failing_streak(series: Series, d: Drift) -> int:
@@ -166,7 +192,7 @@ def failing_streak(series: Series, d: Drift) -> int:
 
     The second best, not the best: one stray high commit would otherwise put every commit after it "below the best"
     for a whole window (the issue filer reads the streak; the drift guard's own verdict is unchanged)."""
-    medians = series.medians()[-d.window:]
+    medians = series.medians()[-d.window :]
     best = float(np.sort(medians)[-2]) if len(medians) >= 3 else float(np.max(medians))
     streak = 0
     for m in medians[::-1]:
@@ -184,11 +210,15 @@ HISTORY_COMMITS = 50  # change points whose new level starts within the newest t
 # The drift guard's noise comes from successive commits: with fewer than this many it would be a guess, and the
 # 2% floor alone would fail on one noisy pair.
 DRIFT_MIN_COMMITS = 5
-CPU_NOT_CHECKED = ("CPU timings are not checked: on the shared CPU machines one commit measured 19-45% apart "
-                   "(README), far above any step worth reporting; the GPU runner's history is checked")
+CPU_NOT_CHECKED = (
+    "CPU timings are not checked: on the shared CPU machines one commit measured 19-45% apart "
+    "(README), far above any step worth reporting; the GPU runner's history is checked"
+)
 
 
-def history_checks(history: History, machine: str, *, timed_on_gpu: bool, kept: store.Store | None = None) -> dict[str, Any]:
+def history_checks(
+    history: History, machine: str, *, timed_on_gpu: bool, kept: store.Store | None = None
+) -> dict[str, Any]:
     """Change points and the drift guard over one machine's GEMM history (never mixed with another machine's).
 
     Only a GPU machine's timings are checked: a CPU machine's are reported as not checked, with why. Every change
@@ -209,18 +239,30 @@ def history_checks(history: History, machine: str, *, timed_on_gpu: bool, kept: 
     if kept is not None:
         kept.commit()
     drifts = [d for s in series.values() if len(s.commits) >= DRIFT_MIN_COMMITS and (d := drift(s)) is not None]
-    return {"machine": machine, "commits": len({c for s in series.values() for c in s.commits}), "benchmarks": len(series),
-            "not_checked": None if timed_on_gpu else CPU_NOT_CHECKED,
-            # orders (here and in drift): the commits' positions in the history's commit order, so that the issue filer
-            # can tell how far apart two changes are across benchmarks and runs (ci.notify.matching)
-            "change_points": [{**c.to_json(), "recent": r,
-                               "orders": [history.commits[c.last_before], history.commits[c.first_after]]}
-                              for c, r in zip(changes, recent)],
-            "change_point_lines": [c.line() for c in changes],
-            # streak: how many of the newest commits in a row fail (against the second best: one stray commit is no
-            # streak)
-            "drift": [{**d.to_json(), "orders": [history.commits[d.best], history.commits[d.newest]],
-                       "streak": failing_streak(series[d.benchmark], d)} for d in drifts], "drift_failed": [d.line() for d in drifts if d.failed]}
+    return {
+        "machine": machine,
+        "commits": len({c for s in series.values() for c in s.commits}),
+        "benchmarks": len(series),
+        "not_checked": None if timed_on_gpu else CPU_NOT_CHECKED,
+        # orders (here and in drift): the commits' positions in the history's commit order, so that the issue filer
+        # can tell how far apart two changes are across benchmarks and runs (ci.notify.regression_issues.matching)
+        "change_points": [
+            {**c.to_json(), "recent": r, "orders": [history.commits[c.last_before], history.commits[c.first_after]]}
+            for c, r in zip(changes, recent)
+        ],
+        "change_point_lines": [c.line() for c in changes],
+        # streak: how many of the newest commits in a row fail (against the second best: one stray commit is no
+        # streak)
+        "drift": [
+            {
+                **d.to_json(),
+                "orders": [history.commits[d.best], history.commits[d.newest]],
+                "streak": failing_streak(series[d.benchmark], d),
+            }
+            for d in drifts
+        ],
+        "drift_failed": [d.line() for d in drifts if d.failed],
+    }
 
 
 def all_checks(history: History, kept: store.Store | None = None) -> list[dict[str, Any]]:
@@ -232,17 +274,22 @@ def all_checks(history: History, kept: store.Store | None = None) -> list[dict[s
 
 
 def history_markdown(checks: dict[str, Any]) -> list[str]:
-    lines = [f"### History of {checks['machine']}: change points and drift ({checks['benchmarks']} benchmarks, "
-             f"{checks['commits']} commits)", ""]
+    lines = [
+        f"### History of {checks['machine']}: change points and drift ({checks['benchmarks']} benchmarks, "
+        f"{checks['commits']} commits)",
+        "",
+    ]
     if checks.get("not_checked"):
         return lines + [f"- {checks['not_checked']}"]
     recent = [line for line, c in zip(checks["change_point_lines"], checks["change_points"]) if c.get("recent", True)]
     older = len(checks["change_point_lines"]) - len(recent)
     lines += [f"- change point: {line}" for line in recent] or [
-        f"- no change point in the newest {HISTORY_COMMITS} measured commits (docs/CHANGE_POINTS.md)"]
+        f"- no change point in the newest {HISTORY_COMMITS} measured commits (docs/CHANGE_POINTS.md)"
+    ]
     if older:
         lines.append(f"- {older} older change points: on the kernel pages and in the JSON (`change_points`)")
     lines += [f"- **drift**: {line}" for line in checks["drift_failed"]] or [
         f"- drift guard: every benchmark with >= {DRIFT_MIN_COMMITS} measured commits is within its threshold of the "
-        f"best of its last {DRIFT_WINDOW}"]
+        f"best of its last {DRIFT_WINDOW}"
+    ]
     return lines

@@ -83,8 +83,10 @@ def side_problem(side: str, record: Mapping[str, Any] | None, rule: ExclusionRul
             detail = f"{side} {when}: SM {clock:g} MHz < floor {floor:.0f} MHz ({how})"
             return Exclusion(Excluded.BELOW_CLOCK_FLOOR), detail
     if rule.require_steady and record.get("steady") is False:
-        return Exclusion(Excluded.UNSTEADY), (f"{side}: warm-up gave up after {record.get('warmup_launches')} launches "
-                                              f"({record.get('warmup_s', 0):.2f} s) without three chunks in tolerance")
+        return Exclusion(Excluded.UNSTEADY), (
+            f"{side}: warm-up gave up after {record.get('warmup_launches')} launches "
+            f"({record.get('warmup_s', 0):.2f} s) without three chunks in tolerance"
+        )
     return None
 
 
@@ -101,8 +103,10 @@ def exclusion(records: Mapping[str, Mapping[str, Any] | None], rule: ExclusionRu
 
 
 def _state_text(state: Mapping[str, Any]) -> str:
-    return (f"SM {state.get('sm_clock_mhz')} MHz, {state.get('temperature_c')} C, {state.get('power_w')} W, "
-            f"throttle reasons {list(state.get('throttle_reasons') or [])}")
+    return (
+        f"SM {state.get('sm_clock_mhz')} MHz, {state.get('temperature_c')} C, {state.get('power_w')} W, "
+        f"throttle reasons {list(state.get('throttle_reasons') or [])}"
+    )
 
 
 @dataclass(frozen=True)
@@ -117,8 +121,12 @@ class PairedRound:
     generation: int = 0  # the head worker's generation (a record without one: a generation of its own, -1 - index)
 
     def to_json(self) -> dict[str, Any]:
-        return {"round_index": self.round_index, **self.round.to_json(), "detail": self.detail or None,
-                "order": list(self.order)}
+        return {
+            "round_index": self.round_index,
+            **self.round.to_json(),
+            "detail": self.detail or None,
+            "order": list(self.order),
+        }
 
 
 def paired_rounds(

@@ -79,8 +79,9 @@ class RunNoise:
         return {"level": self.level, "final": self.state.last.to_json(), "fired": self.first_fire}
 
 
-def run_noise(model: NoiseModel, rule: ExclusionRule, level: float, gated: Sequence[str],
-              rounds: Sequence[Mapping[str, Any]]) -> RunNoise:
+def run_noise(
+    model: NoiseModel, rule: ExclusionRule, level: float, gated: Sequence[str], rounds: Sequence[Mapping[str, Any]]
+) -> RunNoise:
     """A RunNoise over recorded rounds (a replay, or the gate's rounds so far)."""
     state = RunNoise(model, rule, level, gated)
     for rnd in sorted(rounds, key=lambda r: int(r["index"])):

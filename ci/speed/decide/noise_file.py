@@ -49,17 +49,28 @@ class NoiseModel:
         return self.benchmarks.get(bench_id)
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema": NOISE_SCHEMA, "about": self.about, "runner": dict(self.runner), "fitted": self.fitted,
-                "restart_every": self.restart_every, "spread": self.spread.to_json(),
-                "benchmarks": {k: v.to_json() for k, v in sorted(self.benchmarks.items())}, "notes": list(self.notes),
-                "runs": [dict(r) for r in self.runs]}
+        return {
+            "schema": NOISE_SCHEMA,
+            "about": self.about,
+            "runner": dict(self.runner),
+            "fitted": self.fitted,
+            "restart_every": self.restart_every,
+            "spread": self.spread.to_json(),
+            "benchmarks": {k: v.to_json() for k, v in sorted(self.benchmarks.items())},
+            "notes": list(self.notes),
+            "runs": [dict(r) for r in self.runs],
+        }
 
     def used_json(self, bench_ids: Sequence[str]) -> dict[str, Any]:
         """What a gate record keeps of the model it decided with: enough to replay it (no raw runs)."""
-        return {"source": self.source, "runner": dict(self.runner), "fitted": self.fitted,
-                "restart_every": self.restart_every,
-                "spread": self.spread.to_json(),
-                "benchmarks": {k: self.benchmarks[k].to_json() for k in sorted(bench_ids) if k in self.benchmarks}}
+        return {
+            "source": self.source,
+            "runner": dict(self.runner),
+            "fitted": self.fitted,
+            "restart_every": self.restart_every,
+            "spread": self.spread.to_json(),
+            "benchmarks": {k: self.benchmarks[k].to_json() for k in sorted(bench_ids) if k in self.benchmarks},
+        }
 
 
 def _where(path: Any, key: str) -> str:
@@ -72,7 +83,7 @@ def parse_noise_model(data: Any, where: str, *, runs_required: bool = True) -> N
         raise NoiseModelError(f"{where}: expected a JSON object at the top level")
     if runs_required:
         if data.get("schema") != NOISE_SCHEMA:
-            raise NoiseModelError(f"{where}: \"schema\" must be {NOISE_SCHEMA!r}, got {data.get('schema')!r}")
+            raise NoiseModelError(f'{where}: "schema" must be {NOISE_SCHEMA!r}, got {data.get("schema")!r}')
         unknown = sorted(set(data) - _TOP_KEYS)
         if unknown:
             raise NoiseModelError(f"{where}: unknown key(s) {unknown}; known: {sorted(_TOP_KEYS)}")
@@ -95,11 +106,21 @@ def parse_noise_model(data: Any, where: str, *, runs_required: bool = True) -> N
     if isinstance(restart, bool) or not isinstance(restart, int) or restart < 1:
         raise NoiseModelError(f"{_where(where, 'restart_every')}: a whole number >= 1 (got {restart!r})")
     runs = data.get("runs", [])
-    if not isinstance(runs, list) or not all(isinstance(r, dict) and isinstance(r.get("benchmarks"), dict)
-                                             for r in runs):
-        raise NoiseModelError(f"{_where(where, 'runs')}: a list of runs, each with its \"benchmarks\" rounds")
-    return NoiseModel(benchmarks, spread, data["runner"], str(data.get("fitted", "?")), restart, tuple(runs),
-                      data.get("source") or where, tuple(data.get("notes", [])), str(data.get("about", "")))
+    if not isinstance(runs, list) or not all(
+        isinstance(r, dict) and isinstance(r.get("benchmarks"), dict) for r in runs
+    ):
+        raise NoiseModelError(f'{_where(where, "runs")}: a list of runs, each with its "benchmarks" rounds')
+    return NoiseModel(
+        benchmarks,
+        spread,
+        data["runner"],
+        str(data.get("fitted", "?")),
+        restart,
+        tuple(runs),
+        data.get("source") or where,
+        tuple(data.get("notes", [])),
+        str(data.get("about", "")),
+    )
 
 
 def load_noise_model(path: str | Path) -> NoiseModel:
@@ -118,11 +139,16 @@ def identity_check(model: NoiseModel, environment: Mapping[str, Any]) -> tuple[b
     """(usable, notes): a model of another GPU model is not used; another driver or torch is said."""
     here = runner_identity(environment)
     if model.runner.get("gpu") != here["gpu"]:
-        return False, [f"the noise model ({model.source}) was measured on {model.runner.get('gpu')!r}; this runner is "
-                       f"{here['gpu']!r}: not used (each benchmark's own rounds decide)"]
-    notes = [f"the noise model ({model.source}) was measured with {key} {model.runner.get(key)!r}; this runner has "
-             f"{here[key]!r}: used, and the guard checks the rounds against it"
-             for key in IDENTITY_KEYS[1:] if model.runner.get(key) != here[key] and here[key] is not None]
+        return False, [
+            f"the noise model ({model.source}) was measured on {model.runner.get('gpu')!r}; this runner is "
+            f"{here['gpu']!r}: not used (each benchmark's own rounds decide)"
+        ]
+    notes = [
+        f"the noise model ({model.source}) was measured with {key} {model.runner.get(key)!r}; this runner has "
+        f"{here[key]!r}: used, and the guard checks the rounds against it"
+        for key in IDENTITY_KEYS[1:]
+        if model.runner.get(key) != here[key] and here[key] is not None
+    ]
     return True, notes
 
 
@@ -136,8 +162,9 @@ def _generation(record: Mapping[str, Any] | None) -> int | None:
     return int(value) if isinstance(value, int) else None
 
 
-def run_of_record(record: Mapping[str, Any], source: str, *,
-                  assume_aa: str | None = None) -> tuple[dict[str, Any], list[str]]:
+def run_of_record(
+    record: Mapping[str, Any], source: str, *, assume_aa: str | None = None
+) -> tuple[dict[str, Any], list[str]]:
     """The A/A rounds of a gate or calibration record, as a model run; and what was left out, and why.
 
     Usable rounds only (the record's own exclusion rule applies again), in time order, each with the
@@ -177,17 +204,26 @@ def run_of_record(record: Mapping[str, Any], source: str, *,
                 benchmarks[bench["id"]] = {"log_ratios": ratios, "generations": gens}
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
         raise NoiseModelError(f"{source}: malformed record ({type(exc).__name__}: {exc})") from None
-    why = ("a --calibrate record: one commit against itself" if mode == "calibrate"
-           else f"assumed A/A: {assume_aa}" if assume_aa
-           else "identical code at base and head, measured with --measure-identical")
-    run = {"source": source, "created": record.get("created", "?"),
-           "environment": runner_identity(record.get("environment") or {}),
-           "why_aa": why, "benchmarks": benchmarks}
+    why = (
+        "a --calibrate record: one commit against itself"
+        if mode == "calibrate"
+        else f"assumed A/A: {assume_aa}"
+        if assume_aa
+        else "identical code at base and head, measured with --measure-identical"
+    )
+    run = {
+        "source": source,
+        "created": record.get("created", "?"),
+        "environment": runner_identity(record.get("environment") or {}),
+        "why_aa": why,
+        "benchmarks": benchmarks,
+    }
     return run, notes
 
 
-def refit(runs: Sequence[Mapping[str, Any]], *, restart_every: int, about: str = "",
-          max_runs: int = MAX_RUNS) -> NoiseModel:
+def refit(
+    runs: Sequence[Mapping[str, Any]], *, restart_every: int, about: str = "", max_runs: int = MAX_RUNS
+) -> NoiseModel:
     """The model from ``runs``: the newest ``max_runs`` of those on the newest run's GPU model (same source once)."""
     if not runs:
         raise NoiseModelError("no A/A runs to fit a noise model from")
@@ -198,14 +234,24 @@ def refit(runs: Sequence[Mapping[str, Any]], *, restart_every: int, about: str =
     by_bench: dict[str, list[RunRounds]] = {}
     for i, run in enumerate(kept):
         for bench_id, data in run["benchmarks"].items():
-            by_bench.setdefault(bench_id, []).append(RunRounds(f"{i}:{run['source']}", tuple(data["log_ratios"]),
-                                                               tuple(data["generations"])))
+            by_bench.setdefault(bench_id, []).append(
+                RunRounds(f"{i}:{run['source']}", tuple(data["log_ratios"]), tuple(data["generations"]))
+            )
     fitted = fit(by_bench)
     dropped = len(ordered) - len(kept)
     left_out = [f"{dropped} older run(s) or run(s) of another GPU model left out"] if dropped else []
     notes = list(fitted.notes) + left_out
-    return NoiseModel(fitted.benchmarks, fitted.spread, dict(kept[-1].get("environment") or {}),
-                      time.strftime("%Y-%m-%dT%H:%M:%S%z"), restart_every, tuple(kept), "", tuple(notes), about)
+    return NoiseModel(
+        fitted.benchmarks,
+        fitted.spread,
+        dict(kept[-1].get("environment") or {}),
+        time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        restart_every,
+        tuple(kept),
+        "",
+        tuple(notes),
+        about,
+    )
 
 
 def write_noise_model(path: str | Path, model: NoiseModel) -> None:

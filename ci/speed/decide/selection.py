@@ -62,9 +62,17 @@ class Selection:
                 continue
             bench = entry.benchmark
             for side, message in sides.items():
-                self.correctness.append({"side": side, "kernel": bench.kernel, "config": bench.config,
-                                         "shape": [bench.m, bench.n, bench.k], "status": Check.FAIL.value,
-                                         "message": message, "timed_shape": True})
+                self.correctness.append(
+                    {
+                        "side": side,
+                        "kernel": bench.kernel,
+                        "config": bench.config,
+                        "shape": [bench.m, bench.n, bench.k],
+                        "status": Check.FAIL.value,
+                        "message": message,
+                        "timed_shape": True,
+                    }
+                )
             if "head" in sides:
                 entry.status, entry.note = Status.WRONG_RESULT, f"head: {sides['head']}"
             else:
@@ -74,8 +82,9 @@ class Selection:
         return taken
 
 
-def check_selectors(surveys: Mapping[str, Mapping[str, Any] | None], kernels: Sequence[str],
-                    configs: Sequence[str]) -> None:
+def check_selectors(
+    surveys: Mapping[str, Mapping[str, Any] | None], kernels: Sequence[str], configs: Sequence[str]
+) -> None:
     """Every --kernel / --config / --shape selector must match something on some side."""
     present = [s for s in surveys.values() if s is not None]
     registered = [k for s in present for k in s["registered"]]
@@ -90,12 +99,15 @@ def check_selectors(surveys: Mapping[str, Mapping[str, Any] | None], kernels: Se
             raise SelectionError(f"--config {pattern!r} matches no config of the selected kernels ({', '.join(have)})")
     unknown = sorted({u for s in present for u in s.get("unknown_shapes", [])})
     if unknown:
-        raise SelectionError(f"--shape {unknown[0]!r} is neither MxNxK nor a known shape name "
-                             "(harness/shapes.py BENCHMARK_SHAPES, asv_bench/common.py CPU_SHAPES)")
+        raise SelectionError(
+            f"--shape {unknown[0]!r} is neither MxNxK nor a known shape name "
+            "(harness/shapes.py BENCHMARK_SHAPES, asv_bench/common.py CPU_SHAPES)"
+        )
 
 
-def select(head: Mapping[str, Any], base: Mapping[str, Any] | None, base_note: str = "",
-           others: Sequence[Entry] = ()) -> Selection:
+def select(
+    head: Mapping[str, Any], base: Mapping[str, Any] | None, base_note: str = "", others: Sequence[Entry] = ()
+) -> Selection:
     """Combine the surveys; raise SelectionError for a kernel raising at head or an empty selection.
 
     ``others``: entries decided without a survey (unchanged, identical code), listed after the surveyed ones.
@@ -107,8 +119,9 @@ def select(head: Mapping[str, Any], base: Mapping[str, Any] | None, base_note: s
     for c in correctness:
         if c["side"] == "head" and Check.of(c) is Check.ERROR:
             shape = "x".join(map(str, c["shape"]))
-            raise SelectionError(f"{c['kernel']}[{c['config']}] raised at head in its correctness check at {shape}: "
-                                 f"{c['message']}")
+            raise SelectionError(
+                f"{c['kernel']}[{c['config']}] raised at head in its correctness check at {shape}: {c['message']}"
+            )
 
     head_b = {Benchmark.from_json(b).id: b for b in head["benchmarks"]}
     base_b = {Benchmark.from_json(b).id: b for b in base["benchmarks"]} if base is not None else {}
@@ -131,12 +144,18 @@ def select(head: Mapping[str, Any], base: Mapping[str, Any] | None, base_note: s
             note = f"base computed a wrong result ({base_check['message']})" if base_check and base_wrong else ""
             entries.append(Entry(bench, Status.GATED, note))
         elif runs_head:
-            why = (f"base raised: {base_check['message']}" if base_raised and base_check is not None
-                   else base_note or "not in the base" if b is None else f"n/a at base: {b['reason']}")
+            why = (
+                f"base raised: {base_check['message']}"
+                if base_raised and base_check is not None
+                else base_note or "not in the base"
+                if b is None
+                else f"n/a at base: {b['reason']}"
+            )
             entries.append(Entry(bench, Status.NEW, why))
         elif runs_base:
-            entries.append(Entry(bench, Status.REMOVED,
-                                 "not in the head" if h is None else f"n/a at head: {h['reason']}"))
+            entries.append(
+                Entry(bench, Status.REMOVED, "not in the head" if h is None else f"n/a at head: {h['reason']}")
+            )
         else:
             entries.append(Entry(bench, Status.NOT_APPLICABLE, (h or seen)["reason"]))
     entries += others

@@ -89,18 +89,18 @@ def parse_thresholds(data: Any, where: str) -> Thresholds:
     if not isinstance(data, dict):
         raise ThresholdsError(f"{where}: expected a JSON object at the top level")
     if data.get("schema") != THRESHOLDS_SCHEMA:
-        raise ThresholdsError(f"{where}: \"schema\" must be {THRESHOLDS_SCHEMA!r}, got {data.get('schema')!r}")
+        raise ThresholdsError(f'{where}: "schema" must be {THRESHOLDS_SCHEMA!r}, got {data.get("schema")!r}')
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
         raise ThresholdsError(f"{where}: unknown key(s) {unknown}; known: {sorted(_TOP_KEYS)}")
     if "default_threshold" not in data:
-        raise ThresholdsError(f"{where}: missing \"default_threshold\"")
+        raise ThresholdsError(f'{where}: missing "default_threshold"')
     default = _threshold(data["default_threshold"], f"{where}: default_threshold")
     overrides = _entries(data, "overrides", where)
     targets = _entries(data, "targets", where)
     about = data.get("about", "")
     if not isinstance(about, str):
-        raise ThresholdsError(f"{where}: \"about\" must be text")
+        raise ThresholdsError(f'{where}: "about" must be text')
     return Thresholds(default, overrides, where, targets, about)
 
 
@@ -108,7 +108,7 @@ def _entries(data: dict[str, Any], key: str, where: str) -> tuple[Override, ...]
     """The ``overrides`` or ``targets`` list, each entry {match, threshold, why} checked."""
     raw = data.get(key, [])
     if not isinstance(raw, list):
-        raise ThresholdsError(f"{where}: \"{key}\" must be a list of {{match, threshold, why}} objects")
+        raise ThresholdsError(f'{where}: "{key}" must be a list of {{match, threshold, why}} objects')
     overrides = []
     for i, entry in enumerate(raw):
         at = f"{where}: {key}[{i}]"
@@ -117,15 +117,21 @@ def _entries(data: dict[str, Any], key: str, where: str) -> tuple[Override, ...]
         extra = sorted(set(entry) - _OVERRIDE_KEYS)
         missing = sorted(_OVERRIDE_KEYS - set(entry))
         if extra or missing:
-            raise ThresholdsError(f"{at}: " + "; ".join(
-                part for part in (extra and f"unknown key(s) {extra}",
-                                  missing and f"missing key(s) {missing}") if part))
+            raise ThresholdsError(
+                f"{at}: "
+                + "; ".join(
+                    part
+                    for part in (extra and f"unknown key(s) {extra}", missing and f"missing key(s) {missing}")
+                    if part
+                )
+            )
         if not isinstance(entry["match"], str) or not entry["match"].strip():
             raise ThresholdsError(f"{at}.match: must be a non-empty pattern over kernel[config]/shape")
         if not isinstance(entry["why"], str) or not entry["why"].strip():
             raise ThresholdsError(f"{at}.why: every override says why (e.g. the --calibrate line it came from)")
-        overrides.append(Override(entry["match"], _threshold(entry["threshold"], f"{at}.threshold"),
-                                  entry["why"].strip()))
+        overrides.append(
+            Override(entry["match"], _threshold(entry["threshold"], f"{at}.threshold"), entry["why"].strip())
+        )
     return tuple(overrides)
 
 

@@ -87,8 +87,13 @@ class BenchmarkResult:
 
 
 def resolvable_effect(
-    bench_id: str, used: Sequence[paired.Round], threshold: float, plan: SequentialPlan,
-    calibrations: Mapping[str, Any], noise: RoundsNoise | None = None, restart_every: int = 4,
+    bench_id: str,
+    used: Sequence[paired.Round],
+    threshold: float,
+    plan: SequentialPlan,
+    calibrations: Mapping[str, Any],
+    noise: RoundsNoise | None = None,
+    restart_every: int = 4,
 ) -> tuple[float | None, str]:
     """The smallest slowdown flagged as regression w.p. RESOLVE_POWER by the plan's last look, at ``threshold``.
 
@@ -98,14 +103,18 @@ def resolvable_effect(
     bound, via harness.paired.calibrate: a constant effect does not change the spread of log ratios).
     """
     if plan.rule == "zone":
-        look = (LookNoise(noise.noise, noise.spread)
-                if plan.variance == "model" and noise is not None and noise.noise else None)
+        look = (
+            LookNoise(noise.noise, noise.spread)
+            if plan.variance == "model" and noise is not None and noise.noise
+            else None
+        )
         n = planned_rounds(look, threshold, plan, restart_every)
         if look is None:
             return None, "no noise model entry: the rounds decide when they can (the last look always does)"
         if n is None:
-            return None, (f"the zone plan cannot decide every effect by its last look ({plan.max_rounds} rounds) "
-                          "under the model")
+            return None, (
+                f"the zone plan cannot decide every effect by its last look ({plan.max_rounds} rounds) under the model"
+            )
         return threshold, f"the zone plan: any effect decided by round {n} under the model"
     if plan.variance == "model" and noise is not None and noise.noise is not None:
         look = LookNoise(noise.noise, noise.spread)
@@ -158,7 +167,8 @@ def decide_entry(
     if not with_resolvable:
         return result
     result.resolvable, result.resolvable_source = resolvable_effect(
-        bench.id, result.used_rounds(), result.threshold, plan, calibrations, noise, restart_every)
+        bench.id, result.used_rounds(), result.threshold, plan, calibrations, noise, restart_every
+    )
     return result
 
 
@@ -167,8 +177,15 @@ EXIT_INCONCLUSIVE = 3
 
 def inconclusive_failed(results: Sequence[BenchmarkResult]) -> list[BenchmarkResult]:
     """The zone plan's gated benchmarks left inconclusive: a measurement that failed (not a PR that had failed)."""
-    return [r for r in results if r.status is Status.GATED and r.verdict is Verdict.INCONCLUSIVE
-            and r.decision is not None and r.decision.rule == "zone" and r.stopped_by is not Stop.PR_FAILED]
+    return [
+        r
+        for r in results
+        if r.status is Status.GATED
+        and r.verdict is Verdict.INCONCLUSIVE
+        and r.decision is not None
+        and r.decision.rule == "zone"
+        and r.stopped_by is not Stop.PR_FAILED
+    ]
 
 
 def exit_code(results: Sequence[BenchmarkResult], fail_on_inconclusive: bool) -> int:
@@ -198,11 +215,16 @@ def load_record(path: str | Path) -> dict[str, Any]:
         raise RecordError(str(exc)) from None
     if not isinstance(data, dict) or data.get("schema") != GATE_SCHEMA:
         schema = data.get("schema") if isinstance(data, dict) else None
-        raise RecordError(f"{path}: not a {GATE_SCHEMA} record (\"schema\" is {schema!r})")
-    for key, kind in (("rounds", list), ("benchmarks", list), ("plan", dict), ("exclusion", dict),
-                      ("thresholds", dict)):
+        raise RecordError(f'{path}: not a {GATE_SCHEMA} record ("schema" is {schema!r})')
+    for key, kind in (
+        ("rounds", list),
+        ("benchmarks", list),
+        ("plan", dict),
+        ("exclusion", dict),
+        ("thresholds", dict),
+    ):
         if not isinstance(data.get(key), kind):
-            raise RecordError(f"{path}: \"{key}\" is missing or not a {kind.__name__}")
+            raise RecordError(f'{path}: "{key}" is missing or not a {kind.__name__}')
     return data
 
 
@@ -210,9 +232,11 @@ def entries_of(record: Mapping[str, Any]) -> list[Entry]:
     return [Entry(Benchmark.from_json(b), Status(b["status"]), b.get("note") or "") for b in record["benchmarks"]]
 
 
-RETIRED_PLAN = ("was decided with the signed-rank plan (Hodges-Lehmann ratio, exact signed-rank interval, the "
-                "fresh-process engine's), retired in issue 28: it cannot be replayed under its own plan, and its "
-                "rounds are not re-decided under the warm plan in its place (docs/PERF_NOTES.md keeps what it found)")
+RETIRED_PLAN = (
+    "was decided with the signed-rank plan (Hodges-Lehmann ratio, exact signed-rank interval, the "
+    "fresh-process engine's), retired in issue 28: it cannot be replayed under its own plan, and its "
+    "rounds are not re-decided under the warm plan in its place (docs/PERF_NOTES.md keeps what it found)"
+)
 
 
 def plan_of(data: Mapping[str, Any], where: str = "the record") -> SequentialPlan:
@@ -226,21 +250,33 @@ def plan_of(data: Mapping[str, Any], where: str = "the record") -> SequentialPla
     points = tuple(data["look_points"])  # a plan without looks is malformed, not a retired plan
     method = data.get("method", "signed_rank")
     if method != METHOD:
-        raise RecordError(f"{where} {RETIRED_PLAN}" if method == "signed_rank"
-                          else f"{where}: unknown plan method {method!r}")
+        raise RecordError(
+            f"{where} {RETIRED_PLAN}" if method == "signed_rank" else f"{where}: unknown plan method {method!r}"
+        )
     spending = data.get("spending")
     zone: dict[str, Any] = {}
     if data.get("rule", "band") == "zone":  # version 6's keys (a record before it has none: the band)
-        zone = {"rule": "zone", "prior_df_cap": data.get("prior_df_cap"), "between_floor": float(data["between_floor"]),
-                "bench_check_level": data.get("bench_check_level"), "forced_limit": float(data["forced_limit"]),
-                "first_round_level": data.get("first_round_level")}
-    return SequentialPlan(min_rounds=data["min_rounds"], max_rounds=data["max_rounds"], looks=points,
-                          alpha=data["alpha"], alpha_per_tail=bool(data.get("alpha_per_tail", False)),
-                          futility=bool(data.get("futility", False)),
-                          miss_alpha=data.get("miss_alpha"), spending=None if spending is None else tuple(spending),
-                          variance=data.get("variance", "rounds"),
-                          guard_level=data.get("guard_level", SequentialPlan.guard_level),
-                          **zone)  # a t plan's record has none
+        zone = {
+            "rule": "zone",
+            "prior_df_cap": data.get("prior_df_cap"),
+            "between_floor": float(data["between_floor"]),
+            "bench_check_level": data.get("bench_check_level"),
+            "forced_limit": float(data["forced_limit"]),
+            "first_round_level": data.get("first_round_level"),
+        }
+    return SequentialPlan(
+        min_rounds=data["min_rounds"],
+        max_rounds=data["max_rounds"],
+        looks=points,
+        alpha=data["alpha"],
+        alpha_per_tail=bool(data.get("alpha_per_tail", False)),
+        futility=bool(data.get("futility", False)),
+        miss_alpha=data.get("miss_alpha"),
+        spending=None if spending is None else tuple(spending),
+        variance=data.get("variance", "rounds"),
+        guard_level=data.get("guard_level", SequentialPlan.guard_level),
+        **zone,
+    )  # a t plan's record has none
 
 
 def load_calibrations(path: str | Path) -> dict[str, Any]:
@@ -248,7 +284,7 @@ def load_calibrations(path: str | Path) -> dict[str, Any]:
     data = load_record(path)
     cals = data.get("calibrations")
     if not isinstance(cals, dict):
-        raise RecordError(f"{path}: no \"calibrations\" (write one with python -m ci.speed.calibrate --json {path})")
+        raise RecordError(f'{path}: no "calibrations" (write one with python -m ci.speed.calibrate --json {path})')
     where = f"{path}, {data.get('created', '?')}, {data.get('environment', {}).get('gpu') or 'cpu'}"
     out = {}
     for bench_id, cal in cals.items():

@@ -77,22 +77,40 @@ def summarize(dev: Device, part: DevicePart) -> None:
     if part.error:
         for bench in part.benches:
             for side in part.order:
-                part.records[side].setdefault(bench.id, {
-                    "error": f"WorkerFailed: {part.error}", "error_type": "WorkerFailed", "busy": False,
-                    "device_index": dev.index, "device_failed": True})
+                part.records[side].setdefault(
+                    bench.id,
+                    {
+                        "error": f"WorkerFailed: {part.error}",
+                        "error_type": "WorkerFailed",
+                        "busy": False,
+                        "device_index": dev.index,
+                        "device_failed": True,
+                    },
+                )
     for side in part.order:
         worker = dev.workers.get(side)
         part.workers[side] = {
-            "device": dev.index, "pid": worker.pid if worker else None, "generation": dev.generation,
-            "started_round": dev.started_round, "prespawned": dev.prespawned.get(side, False),
+            "device": dev.index,
+            "pid": worker.pid if worker else None,
+            "generation": dev.generation,
+            "started_round": dev.started_round,
+            "prespawned": dev.prespawned.get(side, False),
             "spawned_at": worker.spawned_at if worker else None,
-            "startup_s": round(part.startup[side], 3), "overlapped_startup_s": round(part.overlapped[side], 3),
-            "measure_s": round(part.measure[side], 3), "benchmarks": [b.id for b in part.benches],
+            "startup_s": round(part.startup[side], 3),
+            "overlapped_startup_s": round(part.overlapped[side], 3),
+            "measure_s": round(part.measure[side], 3),
+            "benchmarks": [b.id for b in part.benches],
             **({"phases": part.phases[side]} if side in part.phases else {}),
-            **({"spare_failed": part.spare_failed[side]} if side in part.spare_failed else {})}
-    part.summary = {"device": dev.index, "benchmarks": [b.id for b in part.benches], "generation": dev.generation,
-                    "wall_s": round(time.time() - part.began + part.carried_wall_s, 3), "error": part.error or None,
-                    **({"survey_wall_s": round(part.carried_wall_s, 3)} if part.carried_wall_s else {})}
+            **({"spare_failed": part.spare_failed[side]} if side in part.spare_failed else {}),
+        }
+    part.summary = {
+        "device": dev.index,
+        "benchmarks": [b.id for b in part.benches],
+        "generation": dev.generation,
+        "wall_s": round(time.time() - part.began + part.carried_wall_s, 3),
+        "error": part.error or None,
+        **({"survey_wall_s": round(part.carried_wall_s, 3)} if part.carried_wall_s else {}),
+    }
 
 
 def each(keys: list[Any], action: Callable[[Any], Any]) -> dict[Any, Any]:

@@ -68,8 +68,9 @@ def visible_devices_variable(environ: Mapping[str, str] | None = None, rocm_mark
     return "CUDA_VISIBLE_DEVICES"
 
 
-def pinned_environment(device: int, environ: Mapping[str, str] | None = None,
-                       variable: str | None = None) -> dict[str, str]:
+def pinned_environment(
+    device: int, environ: Mapping[str, str] | None = None, variable: str | None = None
+) -> dict[str, str]:
     """The variables that leave only device ``device`` (the parent's numbering) visible to a child.
 
     When the parent itself sees a subset (the variable already set, e.g. by the CI runner),

@@ -83,8 +83,13 @@ class RoundRecord:
     sequence: list[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out = {"index": self.index, "order": list(self.order), "processes": [p.to_json() for p in self.processes],
-               "engine": self.engine, "wall_s": self.wall_s}
+        out = {
+            "index": self.index,
+            "order": list(self.order),
+            "processes": [p.to_json() for p in self.processes],
+            "engine": self.engine,
+            "wall_s": self.wall_s,
+        }
         if self.devices is not None:
             out["devices"] = self.devices
         if self.sequence is not None:
@@ -114,9 +119,14 @@ def survey_request(
     pairs: Sequence[Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """What a warm worker's "survey" is asked (ci.speed.engine.survey.survey)."""
-    return {"device": device, "kernels": list(kernels), "configs": list(configs), "shapes": list(shapes),
-            "check": check,
-            "pairs": None if pairs is None else [list(p) for p in pairs]}
+    return {
+        "device": device,
+        "kernels": list(kernels),
+        "configs": list(configs),
+        "shapes": list(shapes),
+        "check": check,
+        "pairs": None if pairs is None else [list(p) for p in pairs],
+    }
 
 
 def cost_summary(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -140,5 +150,10 @@ def cost_summary(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         for dev in rnd.get("devices") or [{"device": "default", "wall_s": rnd.get("wall_s") or 0.0}]:
             key = str(dev["device"])
             device_wall[key] = round(device_wall.get(key, 0.0) + (dev.get("wall_s") or 0.0), 3)
-    return {"startup_s": round(startup, 3), "overlapped_startup_s": round(overlapped, 3),
-            "measure_s": round(measure, 3), "processes_started": len(processes), "device_wall_s": device_wall}
+    return {
+        "startup_s": round(startup, 3),
+        "overlapped_startup_s": round(overlapped, 3),
+        "measure_s": round(measure, 3),
+        "processes_started": len(processes),
+        "device_wall_s": device_wall,
+    }

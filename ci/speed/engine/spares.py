@@ -35,8 +35,9 @@ class Spare:
         extra_env: Mapping[str, str] | None = None,
         log: Callable[[str], None] | None = None,
     ):
-        self.worker = WorkerProcess(tree, side=side, device_index=device_index, generation=generation,
-                                    extra_env=extra_env, log=log)
+        self.worker = WorkerProcess(
+            tree, side=side, device_index=device_index, generation=generation, extra_env=extra_env, log=log
+        )
         self.preloaded_at: float | None = None
         self.failure: str | None = None
         self._thread = threading.Thread(target=self._preload, args=(kernels, timeout_s), daemon=True)
@@ -64,15 +65,17 @@ class Spare:
         if self._thread.is_alive():
             self.worker.kill()
             self._thread.join(timeout=5)
-            raise WorkerFailed(f"{self.worker.name} (pid {self.pid}, a spare) did not preload within {timeout_s:.0f} s "
-                               "(killed)")
+            raise WorkerFailed(
+                f"{self.worker.name} (pid {self.pid}, a spare) did not preload within {timeout_s:.0f} s (killed)"
+            )
         if self.failure is not None:
             self.worker.kill()
             raise WorkerFailed(self.failure)
         if not self.worker.alive:
             self.worker.kill()
-            raise WorkerFailed(f"{self.worker.name} (pid {self.pid}, a spare) died before it was promoted: "
-                               f"{self.worker.stderr_tail()}")
+            raise WorkerFailed(
+                f"{self.worker.name} (pid {self.pid}, a spare) died before it was promoted: {self.worker.stderr_tail()}"
+            )
         assert self.preloaded_at is not None
         return self.worker, max(min(self.preloaded_at, go_at) - self.worker.spawned_at, 0.0)
 

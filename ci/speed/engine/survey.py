@@ -146,16 +146,27 @@ def survey(request: dict[str, Any]) -> dict[str, Any]:
                     except ValueError as exc:  # the registry's UnsupportedShape
                         reason = str(exc)
                 available_any |= reason is None
-                answer["benchmarks"].append({"kernel": kernel.name, "config": config, "backend": kernel.backend,
-                                             "shape": shape["name"], "m": shape["m"], "n": shape["n"], "k": shape["k"],
-                                             "available": reason is None, "reason": reason})
+                answer["benchmarks"].append(
+                    {
+                        "kernel": kernel.name,
+                        "config": config,
+                        "backend": kernel.backend,
+                        "shape": shape["name"],
+                        "m": shape["m"],
+                        "n": shape["n"],
+                        "k": shape["k"],
+                        "available": reason is None,
+                        "reason": reason,
+                    }
+                )
             if available_any and request.get("check", True):
                 answer["correctness"].append(_check(kernel, config, device, mxfp4, not_applicable))
     return answer
 
 
-def _check(kernel: Any, config: str, device: str, mxfp4: Any,
-           not_applicable: tuple[type[BaseException], ...]) -> dict[str, Any]:
+def _check(
+    kernel: Any, config: str, device: str, mxfp4: Any, not_applicable: tuple[type[BaseException], ...]
+) -> dict[str, Any]:
     # shape_constraints(config) is the registry's newer API (tile-size configs); older commits have only .constraints.
     constraints = kernel.shape_constraints(config) if hasattr(kernel, "shape_constraints") else kernel.constraints
     mnk = check_shape(constraints, device)
@@ -166,11 +177,20 @@ def _check(kernel: Any, config: str, device: str, mxfp4: Any,
     except not_applicable as exc:
         entry.update(status="n/a", message=f"{type(exc).__name__}: {exc}")
     except Exception as exc:  # the kernel raised: the parent makes this a harness error naming kernel and side
-        entry.update(status="error", message=f"{type(exc).__name__}: {exc}",
-                     traceback="".join(traceback.format_exception(exc))[-4000:])
+        entry.update(
+            status="error",
+            message=f"{type(exc).__name__}: {exc}",
+            traceback="".join(traceback.format_exception(exc))[-4000:],
+        )
     else:
-        entry.update(status="pass" if report.passed else "fail", message=report.summary(), failures=report.failures,
-                     rel_err=report.rel_err, cosine=report.cosine, worst_element_ratio=report.worst_element_ratio)
+        entry.update(
+            status="pass" if report.passed else "fail",
+            message=report.summary(),
+            failures=report.failures,
+            rel_err=report.rel_err,
+            cosine=report.cosine,
+            worst_element_ratio=report.worst_element_ratio,
+        )
     entry["seconds"] = round(time.perf_counter() - started, 3)
     log(f"correctness {kernel.name}[{config}] at {'x'.join(map(str, mnk))}: {entry['status']}: {entry['message']}")
     return entry
@@ -184,9 +204,13 @@ def device_environment(device: str) -> dict[str, Any]:
     env: dict[str, Any] = {"torch": torch.__version__, "python": platform.python_version(), "host": platform.node()}
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
-        env.update(gpu=torch.cuda.get_device_name(0), rocm=getattr(torch.version, "hip", None), cuda=torch.version.cuda,
-                   arch=getattr(props, "gcnArchName", None) or f"sm_{props.major}{props.minor}",
-                   driver=_driver_version(bool(getattr(torch.version, "hip", None))))
+        env.update(
+            gpu=torch.cuda.get_device_name(0),
+            rocm=getattr(torch.version, "hip", None),
+            cuda=torch.version.cuda,
+            arch=getattr(props, "gcnArchName", None) or f"sm_{props.major}{props.minor}",
+            driver=_driver_version(bool(getattr(torch.version, "hip", None))),
+        )
     else:
         env.update(gpu=None, cpu=platform.processor() or platform.machine())
     return env

@@ -95,8 +95,11 @@ class WarmEngine:
             try:
                 began = time.time()
                 try:
-                    answer = dev.workers[side].request({"op": "survey", "request": dict(requests[side])},
-                                                       timeout_s=self.timeouts["setup"], what="the survey")
+                    answer = dev.workers[side].request(
+                        {"op": "survey", "request": dict(requests[side])},
+                        timeout_s=self.timeouts["setup"],
+                        what="the survey",
+                    )
                 finally:
                     scratch.startup[side] += time.time() - began
             except WorkerFailed as exc:
@@ -120,8 +123,14 @@ class WarmEngine:
 
     # -- the round --------------------------------------------------------------
 
-    def measure_round(self, order: Sequence[str], benchmarks: Sequence[Benchmark], *, round_index: int,
-                      after_pair: Callable[[str, dict[str, Any]], bool] | None = None) -> RoundRecord:
+    def measure_round(
+        self,
+        order: Sequence[str],
+        benchmarks: Sequence[Benchmark],
+        *,
+        round_index: int,
+        after_pair: Callable[[str, dict[str, Any]], bool] | None = None,
+    ) -> RoundRecord:
         """Every benchmark once per side, the sides in ``order``, each benchmark on its device.
 
         ``after_pair(bench_id, {side: record})`` is called (one call at a time, whatever the devices) as each
@@ -135,16 +144,24 @@ class WarmEngine:
         self._after_pair, self._sequence, self._stop_round = after_pair, [], threading.Event()
         began = time.time()
         # A device whose workers surveyed joins its first round even without benchmarks: its start-up is counted.
-        parts = {d: DevicePart(list(order), benches, began) for d, benches in plan.items()
-                 if benches or self.devices[d].carried is not None}
+        parts = {
+            d: DevicePart(list(order), benches, began)
+            for d, benches in plan.items()
+            if benches or self.devices[d].carried is not None
+        }
         # Every device is ready before any measures: one device's start-up (its context, its
         # compilation, a CPU-heavy Triton build) never runs beside another device's timing.
         each(list(parts), lambda d: self._ready(self.devices[d], parts[d], round_index))
         each(list(parts), lambda d: self._measure_all(self.devices[d], parts[d], round_index))
         for d, part in parts.items():
             summarize(self.devices[d], part)
-        record = RoundRecord(round_index, list(order), engine=self.kind,
-                             devices=[parts[d].summary for d in sorted(parts)], wall_s=round(time.time() - began, 3))
+        record = RoundRecord(
+            round_index,
+            list(order),
+            engine=self.kind,
+            devices=[parts[d].summary for d in sorted(parts)],
+            wall_s=round(time.time() - began, 3),
+        )
         measured = [bid for d in sorted(parts) for bid in parts[d].records[order[-1]]] if order else []
         record.sequence = self._sequence + [bid for bid in measured if bid not in self._sequence]
         for side in order:
@@ -153,9 +170,19 @@ class WarmEngine:
             startup = round(sum(w["startup_s"] for w in workers), 3)
             measure = round(sum(w["measure_s"] for w in workers), 3)
             budget = next((parts[d].budget for d in sorted(parts) if parts[d].budget), None)
-            record.processes.append(ProcessRecord(
-                side, workers[0]["pid"] if len(workers) == 1 else None, round(startup + measure, 3), records, budget,
-                began, startup_s=startup, measure_s=measure, workers=workers))
+            record.processes.append(
+                ProcessRecord(
+                    side,
+                    workers[0]["pid"] if len(workers) == 1 else None,
+                    round(startup + measure, 3),
+                    records,
+                    budget,
+                    began,
+                    startup_s=startup,
+                    measure_s=measure,
+                    workers=workers,
+                )
+            )
         return record
 
     def _assign(self, benchmarks: Sequence[Benchmark]) -> dict[int, list[Benchmark]]:
@@ -229,8 +256,14 @@ class WarmEngine:
     # -- the workers ------------------------------------------------------------
 
     def _spawn(self, dev: Device, side: str, generation: int) -> WorkerProcess:
-        worker = WorkerProcess(self.sides[side].tree, side=side, device_index=dev.index, generation=generation,
-                               extra_env=pinned_environment(dev.index, self.environ), log=self.log)
+        worker = WorkerProcess(
+            self.sides[side].tree,
+            side=side,
+            device_index=dev.index,
+            generation=generation,
+            extra_env=pinned_environment(dev.index, self.environ),
+            log=self.log,
+        )
         with self._lock:
             self._spawned.append(worker)
         return worker
@@ -240,14 +273,23 @@ class WarmEngine:
         env = pinned_environment(dev.index, self.environ)
         kernels = [b.kernel for b in part.benches]
         for side in part.order:
-            spare = Spare(self.sides[side].tree, side=side, device_index=dev.index, generation=dev.generation + 1,
-                          kernels=kernels, timeout_s=self.timeouts["start"], extra_env=env, log=self.log)
+            spare = Spare(
+                self.sides[side].tree,
+                side=side,
+                device_index=dev.index,
+                generation=dev.generation + 1,
+                kernels=kernels,
+                timeout_s=self.timeouts["start"],
+                extra_env=env,
+                log=self.log,
+            )
             with self._lock:
                 self._spawned.append(spare.worker)
             dev.spares[side] = spare
 
-    def _start(self, dev: Device, part: DevicePart, round_index: int | None,
-               sides_may_fail: bool = False) -> dict[str, Any] | None:
+    def _start(
+        self, dev: Device, part: DevicePart, round_index: int | None, sides_may_fail: bool = False
+    ) -> dict[str, Any] | None:
         """A new generation of workers on ``dev``, one per side, side by side: its spares promoted, or fresh ones.
 
         ``round_index`` None: started for the survey, before the first round. ``sides_may_fail``: a side
@@ -279,8 +321,10 @@ class WarmEngine:
                     worker, part.overlapped[side] = spare.promote(self.timeouts["start"])
                 except WorkerFailed as exc:
                     part.spare_failed[side] = str(exc)
-                    self._say(f"speed_gate: device {dev.index}: the {side} spare could not be promoted "
-                              f"(starting a fresh worker instead): {exc}")
+                    self._say(
+                        f"speed_gate: device {dev.index}: the {side} spare could not be promoted "
+                        f"(starting a fresh worker instead): {exc}"
+                    )
             dev.prespawned[side] = worker is not None
             if worker is None:
                 worker = dev.workers[side] = self._spawn(dev, side, dev.generation)
@@ -291,8 +335,12 @@ class WarmEngine:
                 preloaded_at = spare.preloaded_at
             dev.workers[side] = worker
             answer = worker.request({**request, "side": side}, timeout_s=self.timeouts["start"], what="start")
-            part.phases[side] = {"spawned_at": worker.spawned_at, "preloaded_at": preloaded_at, "go_at": go_at,
-                                 "started_at": time.time()}
+            part.phases[side] = {
+                "spawned_at": worker.spawned_at,
+                "preloaded_at": preloaded_at,
+                "go_at": go_at,
+                "started_at": time.time(),
+            }
             part.startup[side] += time.time() - go_at
             return answer
 
@@ -304,8 +352,9 @@ class WarmEngine:
         started = [a for a in answers.values() if a is not None]
         resolved = {a["device"] for a in started}
         if len(resolved) > 1:
-            raise WorkerFailed(f"the sides' workers on device {dev.index} resolved different devices: "
-                               f"{sorted(resolved)}")
+            raise WorkerFailed(
+                f"the sides' workers on device {dev.index} resolved different devices: {sorted(resolved)}"
+            )
         dev.last_work_end = 0.0
         return started[0].get("budget") if started else None
 
@@ -315,29 +364,44 @@ class WarmEngine:
 
         def prepare(side: str) -> None:
             began = time.time()
-            dev.workers[side].request(request, timeout_s=self.timeouts["setup"],
-                                      what=f"preparing {[b.id for b in benches]}")
+            dev.workers[side].request(
+                request, timeout_s=self.timeouts["setup"], what=f"preparing {[b.id for b in benches]}"
+            )
             startup[side] += time.time() - began
 
         each(list(dev.workers), prepare)
         dev.last_work_end = time.time()  # preparing ran every launch once
 
-    def _measure(self, dev: Device, side: str, bench: Benchmark, round_index: int,
-                 measure: dict[str, float]) -> dict[str, Any]:
+    def _measure(
+        self, dev: Device, side: str, bench: Benchmark, round_index: int, measure: dict[str, float]
+    ) -> dict[str, Any]:
         worker = dev.workers[side]
         answer = worker.request(
-            {"op": "measure", "benchmark": bench.id, "own_pids": [w.pid for w in dev.workers.values()],
-             "after_own_work": time.time() - dev.last_work_end < AFTER_OWN_WORK_S},
-            timeout_s=self.timeouts["measure"], what=f"measuring {bench.id} in round {round_index + 1}")
+            {
+                "op": "measure",
+                "benchmark": bench.id,
+                "own_pids": [w.pid for w in dev.workers.values()],
+                "after_own_work": time.time() - dev.last_work_end < AFTER_OWN_WORK_S,
+            },
+            timeout_s=self.timeouts["measure"],
+            what=f"measuring {bench.id} in round {round_index + 1}",
+        )
         dev.last_work_end = time.time()
         measure[side] += answer["measure_s"]
-        return {**answer["record"], "device_index": dev.index, "worker_pid": worker.pid,
-                "worker_generation": dev.generation, "measure_s": answer["measure_s"]}
+        return {
+            **answer["record"],
+            "device_index": dev.index,
+            "worker_pid": worker.pid,
+            "worker_generation": dev.generation,
+            "measure_s": answer["measure_s"],
+        }
 
     def _retire(self, dev: Device) -> dict[str, threading.Thread]:
         """The old generation ends (quit, exit) while the new one starts: its teardown costs no wait of its own."""
-        retiring = {side: threading.Thread(target=worker.quit, args=(RETIRE_EXIT_S,), daemon=True)
-                    for side, worker in dev.workers.items()}
+        retiring = {
+            side: threading.Thread(target=worker.quit, args=(RETIRE_EXIT_S,), daemon=True)
+            for side, worker in dev.workers.items()
+        }
         for ending in retiring.values():
             ending.start()
         dev.workers.clear()

@@ -39,8 +39,9 @@ def first_timing_budget(budget: Any, device: str, first: bool) -> Any:
     """The budget of a timing: a worker's first on a GPU warms up for at least FIRST_GPU_WARMUP_MS."""
     if not first or device == "cpu" or budget.warmup_ms >= FIRST_GPU_WARMUP_MS:
         return budget
-    return replace(budget, warmup_ms=FIRST_GPU_WARMUP_MS,
-                   max_warmup_ms=max(budget.max_warmup_ms, FIRST_GPU_WARMUP_MS + 1000.0))
+    return replace(
+        budget, warmup_ms=FIRST_GPU_WARMUP_MS, max_warmup_ms=max(budget.max_warmup_ms, FIRST_GPU_WARMUP_MS + 1000.0)
+    )
 
 
 @dataclass
@@ -95,8 +96,13 @@ class Worker:
             import torch
 
             torch.empty(1, device="cuda")  # create the context now: it is part of starting, not of measuring
-        return {"pid": os.getpid(), "device": self.device, "environment": device_environment(self.device),
-                "budget": asdict(self.budget), "ready_at": time.time()}
+        return {
+            "pid": os.getpid(),
+            "device": self.device,
+            "environment": device_environment(self.device),
+            "budget": asdict(self.budget),
+            "ready_at": time.time(),
+        }
 
     def survey(self, request: dict[str, Any]) -> dict[str, Any]:
         from ci.speed.engine.survey import survey
@@ -114,8 +120,12 @@ class Worker:
         for bench_id, bench in wanted.items():
             if bench_id not in self.prepared:
                 self.prepared[bench_id] = self._prepare_one(bench)
-        return {"prepared": {i: {"prepare_s": round(p.prepare_s, 4), **({"error": p.error["error"]} if p.error else {})}
-                             for i, p in self.prepared.items()}}
+        return {
+            "prepared": {
+                i: {"prepare_s": round(p.prepare_s, 4), **({"error": p.error["error"]} if p.error else {})}
+                for i, p in self.prepared.items()
+            }
+        }
 
     def measure(self, request: dict[str, Any]) -> dict[str, Any]:
         from harness import gpu_state, timing
@@ -133,10 +143,17 @@ class Worker:
             idle = self._wait_idle(frozenset(request.get("own_pids", ())), bool(request.get("after_own_work")))
             again = bench_id in self.timed
             budget = first_timing_budget(self.budget, self.device, first=not self.timed)
-            result = timing.benchmark(prepared.launches, flops=timing.gemm_flops(bench["m"], bench["n"], bench["k"]),
-                                      device=self.device, budget=budget, monitor=self.monitor,
-                                      inputs_cold=prepared.inputs_cold, label=label, primed=again,
-                                      settled=again and self.device != "cpu")
+            result = timing.benchmark(
+                prepared.launches,
+                flops=timing.gemm_flops(bench["m"], bench["n"], bench["k"]),
+                device=self.device,
+                budget=budget,
+                monitor=self.monitor,
+                inputs_cold=prepared.inputs_cold,
+                label=label,
+                primed=again,
+                settled=again and self.device != "cpu",
+            )
             self.timed.add(bench_id)
         except gpu_state.GpuBusyError as exc:  # the parent excludes the round: the GPU was not ours
             record = {"error": str(exc), "error_type": type(exc).__name__, "busy": True}
@@ -215,7 +232,8 @@ class Worker:
                 if not gpu_state.override_requested():
                     raise gpu_state.MonitorUnavailable(
                         f"{exc}. Cannot check that the GPU is idle, so not timing; set {gpu_state.ALLOW_BUSY_ENV}=1 "
-                        "to time anyway.") from None
+                        "to time anyway."
+                    ) from None
                 self.monitor_problem = f"not monitored: {exc}"
         if self.monitor is None:
             if self.monitor_problem:
@@ -228,8 +246,9 @@ class Worker:
         began = time.monotonic()
         while True:
             state = self.monitor.snapshot()
-            problems = gpu_state.idle_problems(state, policy, own_pids=_own_pids(ours, state.process_ids),
-                                               own_context=False)
+            problems = gpu_state.idle_problems(
+                state, policy, own_pids=_own_pids(ours, state.process_ids), own_context=False
+            )
             waited = time.monotonic() - began
             if not problems:
                 return gpu_state.IdleReport("idle", waited, (), state)
@@ -239,7 +258,8 @@ class Worker:
                 raise gpu_state.GpuBusyError(
                     f"GPU {state.index} ({state.name}) is not idle after waiting {waited:.0f} s: "
                     f"{'; '.join(problems)}. Not recording a benchmark on a busy GPU "
-                    f"(set {gpu_state.ALLOW_BUSY_ENV}=1 for a local experiment).")
+                    f"(set {gpu_state.ALLOW_BUSY_ENV}=1 for a local experiment)."
+                )
             time.sleep(min(policy.poll_s, max(policy.wait_s - waited, 0.0)))
 
 
@@ -259,16 +279,24 @@ def _synchronize(device: str) -> None:
 
 
 def _error_record(exc: BaseException) -> dict[str, Any]:
-    return {"error": f"{type(exc).__name__}: {exc}", "error_type": type(exc).__name__, "busy": False,
-            "traceback": "".join(traceback.format_exception(exc))[-4000:]}
+    return {
+        "error": f"{type(exc).__name__}: {exc}",
+        "error_type": type(exc).__name__,
+        "busy": False,
+        "traceback": "".join(traceback.format_exception(exc))[-4000:],
+    }
 
 
 def serve(requests: TextIO, answers: TextIO) -> int:
     """Answer ``requests`` line by line until "quit" or end of input."""
     worker = Worker()
     handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
-        "preload": worker.preload, "start": worker.start, "survey": worker.survey, "prepare": worker.prepare,
-        "measure": worker.measure}
+        "preload": worker.preload,
+        "start": worker.start,
+        "survey": worker.survey,
+        "prepare": worker.prepare,
+        "measure": worker.measure,
+    }
     for line in requests:
         if not line.strip():
             continue
@@ -284,8 +312,12 @@ def serve(requests: TextIO, answers: TextIO) -> int:
                 raise ValueError(f"unknown op {op!r}; expected one of {sorted(handlers) + ['quit']}")
             answer = {"ok": True, "protocol": PROTOCOL, **handlers[op](request)}
         except Exception as exc:
-            answer = {"ok": False, "protocol": PROTOCOL, "error": f"{type(exc).__name__}: {exc}",
-                      "traceback": "".join(traceback.format_exception(exc))[-4000:]}
+            answer = {
+                "ok": False,
+                "protocol": PROTOCOL,
+                "error": f"{type(exc).__name__}: {exc}",
+                "traceback": "".join(traceback.format_exception(exc))[-4000:],
+            }
         answers.write(json.dumps(answer) + "\n")
         answers.flush()
     worker.quit()

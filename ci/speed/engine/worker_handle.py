@@ -51,8 +51,13 @@ class WorkerProcess:
         env.update(extra_env or {})
         self.spawned_at = time.time()
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "ci.speed.engine.worker"], cwd=folder, env=env, text=True,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            [sys.executable, "-m", "ci.speed.engine.worker"],
+            cwd=folder,
+            env=env,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
         self.pid = self._proc.pid
         # Held while a request waits for its answer. The worker reads its next request only after answering this one:

@@ -58,8 +58,13 @@ def calibrate_results(
         if cal.threshold >= 1:
             notes.append(f"{r.id}: too noisy for any threshold below 100% with this plan ({cal.summary()})")
             continue
-        overrides.append({"match": r.id, "threshold": math.ceil(cal.threshold * 1e4) / 1e4,
-                          "why": f"--calibrate on {where}: {cal.summary()}"})
+        overrides.append(
+            {
+                "match": r.id,
+                "threshold": math.ceil(cal.threshold * 1e4) / 1e4,
+                "why": f"--calibrate on {where}: {cal.summary()}",
+            }
+        )
     return calibrations, overrides, notes
 
 
@@ -77,9 +82,13 @@ class Planned:
         return self.rounds.get(self.restart_every) is not None
 
     def to_json(self) -> dict[str, Any]:
-        return {"threshold": self.threshold, "restart_every": self.restart_every, "decidable": self.decidable,
-                "rounds_to_decide": {str(k): v for k, v in self.rounds.items()},
-                "seconds_to_decide": {str(k): v for k, v in self.seconds.items()}}
+        return {
+            "threshold": self.threshold,
+            "restart_every": self.restart_every,
+            "decidable": self.decidable,
+            "rounds_to_decide": {str(k): v for k, v in self.rounds.items()},
+            "seconds_to_decide": {str(k): v for k, v in self.seconds.items()},
+        }
 
 
 CADENCES = (1, 2, 4)  # restart every R rounds: the between-worker variance averages over generations, each start costs
@@ -108,9 +117,17 @@ def _seconds(n: int | None, every: int, cost: tuple[float, float] | None, restar
     return round(2 * (generations * cost[0] + (n - generations) * cost[1]) + (generations - 1) * restart_s, 1)
 
 
-def plan_rounds(model: NoiseModel, bench_ids: Sequence[str], plan: SequentialPlan, thresholds: Thresholds, gated: int,
-                restart_every: int, costs: dict[str, tuple[float, float]], restart_s: float = RESTART_S,
-                pr_alpha: float = 0.01) -> dict[str, Planned]:
+def plan_rounds(
+    model: NoiseModel,
+    bench_ids: Sequence[str],
+    plan: SequentialPlan,
+    thresholds: Thresholds,
+    gated: int,
+    restart_every: int,
+    costs: dict[str, tuple[float, float]],
+    restart_s: float = RESTART_S,
+    pr_alpha: float = 0.01,
+) -> dict[str, Planned]:
     """Per benchmark: the rounds (and GPU seconds) by which the zone plan decides any effect at its policy threshold."""
     shared = plan.with_alpha(pr_alpha / max(1, gated))
     out = {}
@@ -187,18 +204,30 @@ def run_calibrate(options: SpeedOptions) -> int:
             check_selectors({"head": survey}, options.kernels, options.configs)
             selection = select(survey, survey)
             correctness = [c for c in selection.correctness if c["side"] == "head"]
-            log(f"speed_gate: calibrating {sha[:12]} against itself: up to {n} A/A rounds, a restart every "
-                f"{options.restart_every}, within {options.max_minutes or 'no limit'} minutes")
+            log(
+                f"speed_gate: calibrating {sha[:12]} against itself: up to {n} A/A rounds, a restart every "
+                f"{options.restart_every}, within {options.max_minutes or 'no limit'} minutes"
+            )
             finish_by = started + 60.0 * options.max_minutes if options.max_minutes and options.rounds is None else None
-            rounds, results, _ = run_rounds(list(sides.values()), selection, measurer, plan=plan, rule=rule,
-                                            thresholds=thresholds, limit=n, fixed=True, deadline=stop_at,
-                                            finish_by=finish_by)
+            rounds, results, _ = run_rounds(
+                list(sides.values()),
+                selection,
+                measurer,
+                plan=plan,
+                rule=rule,
+                thresholds=thresholds,
+                limit=n,
+                fixed=True,
+                deadline=stop_at,
+                finish_by=finish_by,
+            )
         env, device = survey["environment"], survey["device"]
     elif thresholds is None:
         from ci.speed.decide.thresholds import ThresholdsError
 
-        raise ThresholdsError(f"{thresholds_path}: no such thresholds file "
-                              "(--thresholds names the file --write updates)")
+        raise ThresholdsError(
+            f"{thresholds_path}: no such thresholds file (--thresholds names the file --write updates)"
+        )
     gpu = env.get("gpu") or (old_model.runner.get("gpu") if old_model else None) or "CPU"
     where = f"{gpu}, {time.strftime('%Y-%m-%d')}"
     if options.refit:  # nothing measured here: the thresholds come from the runs already recorded
@@ -207,27 +236,48 @@ def run_calibrate(options: SpeedOptions) -> int:
     code = 1 if any(r.status is Status.WRONG_RESULT for r in results) else 0
 
     def context(extra: dict[str, Any]) -> Context:
-        return Context(mode="calibrate", plan=plan, rule=rule, thresholds=thresholds,
-                       base={"ref": options.head, "sha": sha},
-                       head={"ref": options.head, "sha": sha, "working_tree": options.working_tree}, environment=env,
-                       device=device, timing=timing, round_limit=n, wall_s=time.time() - started, extra=extra)
+        return Context(
+            mode="calibrate",
+            plan=plan,
+            rule=rule,
+            thresholds=thresholds,
+            base={"ref": options.head, "sha": sha},
+            head={"ref": options.head, "sha": sha, "working_tree": options.working_tree},
+            environment=env,
+            device=device,
+            timing=timing,
+            round_limit=n,
+            wall_s=time.time() - started,
+            extra=extra,
+        )
 
-    base_extra = {"calibrations": {k: dict(c.to_json(), device=env.get("gpu") or "cpu")
-                                   for k, c in calibrations.items()},
-                  "suggested_overrides": overrides, "engine": engine_options(options), "cost": cost_summary(rounds),
-                  "refit": options.refit}
+    base_extra = {
+        "calibrations": {k: dict(c.to_json(), device=env.get("gpu") or "cpu") for k, c in calibrations.items()},
+        "suggested_overrides": overrides,
+        "engine": engine_options(options),
+        "cost": cost_summary(rounds),
+        "refit": options.refit,
+    }
     if not options.refit:
-        record = record_json(context(base_extra), results, correctness, rounds, code, options.fail_on_inconclusive,
-                             options.command)
-        run, left = run_of_record(record, _source_name(options.json, options.repo) if options.json
-                                  else f"--calibrate at {(sha or '?')[:12]}, {record['created']}")
+        record = record_json(
+            context(base_extra), results, correctness, rounds, code, options.fail_on_inconclusive, options.command
+        )
+        run, left = run_of_record(
+            record,
+            _source_name(options.json, options.repo)
+            if options.json
+            else f"--calibrate at {(sha or '?')[:12]}, {record['created']}",
+        )
         notes += left
         record_runs.append(run)
     model = refit(prior + record_runs, restart_every=DEFAULT_RESTART_EVERY)
     # Named after the runs' GPU, not the machine fitting them (a --refit on a CPU keeps an H200's model an H200's).
-    model = replace(model, source=model_path,
-                    about=f"the speed gate's noise model of the runner's {model.runner.get('gpu') or 'CPU'} "
-                                                    "(docs/SPEED_GATE.md, 'The noise model')")
+    model = replace(
+        model,
+        source=model_path,
+        about=f"the speed gate's noise model of the runner's {model.runner.get('gpu') or 'CPU'} "
+        "(docs/SPEED_GATE.md, 'The noise model')",
+    )
     ids = [r.id for r in results if r.status is Status.GATED] if not options.refit else sorted(model.benchmarks)
     gated = len(ids)
     planned = plan_rounds(model, ids, model_plan, thresholds, gated, DEFAULT_RESTART_EVERY, timing_costs(rounds))
@@ -238,40 +288,72 @@ def run_calibrate(options: SpeedOptions) -> int:
         files = [model_path]
         log(f"speed_gate: wrote the noise model to {model_path}")
     if cannot:
-        log(f"speed_gate: {len(cannot)} benchmark(s) cannot be decided at their threshold by the plan's last look "
+        log(
+            f"speed_gate: {len(cannot)} benchmark(s) cannot be decided at their threshold by the plan's last look "
             f"under this model: {', '.join(cannot)} (measure more worker generations, or change the policy in "
-            f"{thresholds_path})")
-    markdown = noise_markdown(model, planned, [
-        (f"commit `{(sha or '?')[:12]}` against itself "
-         f"({'the working tree, one tree' if options.working_tree else 'two worktrees'}) on {where} · "
-         f"{len(rounds)} rounds, a restart every {options.restart_every} · " if not options.refit else
-         "refit from the runs in the model file and --aa-records (nothing measured) · ")
-        + f"model plan: {plan_text(model_plan)}",
-        f"thresholds: policy, from `{thresholds.source}` (never written here); rounds: the look by which the zone plan "
-        f"decides any effect under the model ({gated} gated), restarting every 1, 2 or 4 rounds (the gate: every "
-        f"{DEFAULT_RESTART_EVERY}); seconds: both sides' GPU time for those rounds"
-        + (", from this run's timings" if rounds else " (no timings: --refit)"),
-        ("**written**: " + ", ".join(f"`{f}`" for f in files)) if files
-        else "not written (add --write to write the model)",
-        *([f"**cannot be decided** at their threshold by the last look ({model_plan.max_rounds} rounds): "
-           + ", ".join(f"`{b}`" for b in cannot)] if cannot else []),
-    ], notes + list(model.notes))
+            f"{thresholds_path})"
+        )
+    markdown = noise_markdown(
+        model,
+        planned,
+        [
+            (
+                f"commit `{(sha or '?')[:12]}` against itself "
+                f"({'the working tree, one tree' if options.working_tree else 'two worktrees'}) on {where} · "
+                f"{len(rounds)} rounds, a restart every {options.restart_every} · "
+                if not options.refit
+                else "refit from the runs in the model file and --aa-records (nothing measured) · "
+            )
+            + f"model plan: {plan_text(model_plan)}",
+            f"thresholds: policy, from `{thresholds.source}` (never written here); "
+            "rounds: the look by which the zone plan "
+            f"decides any effect under the model ({gated} gated), restarting every 1, 2 or 4 rounds (the gate: every "
+            f"{DEFAULT_RESTART_EVERY}); seconds: both sides' GPU time for those rounds"
+            + (", from this run's timings" if rounds else " (no timings: --refit)"),
+            ("**written**: " + ", ".join(f"`{f}`" for f in files))
+            if files
+            else "not written (add --write to write the model)",
+            *(
+                [
+                    f"**cannot be decided** at their threshold by the last look ({model_plan.max_rounds} rounds): "
+                    + ", ".join(f"`{b}`" for b in cannot)
+                ]
+                if cannot
+                else []
+            ),
+        ],
+        notes + list(model.notes),
+    )
     if results:
-        markdown += "\n" + calibration_markdown(calibrations, {k: thresholds.lookup(k)[0] for k in calibrations}, [], [
-            f"Without the noise model (the t plan: {plan_text(plan)}): per benchmark from these rounds alone."])
+        markdown += "\n" + calibration_markdown(
+            calibrations,
+            {k: thresholds.lookup(k)[0] for k in calibrations},
+            [],
+            [f"Without the noise model (the t plan: {plan_text(plan)}): per benchmark from these rounds alone."],
+        )
         markdown += "\n".join(f"- {n}" for n in cal_notes)
-        markdown += ("\n\n**Correctness before timing** (ci.common.correctness.check_kernel):\n"
-                     + "\n".join(correctness_lines(correctness)))
+        markdown += "\n\n**Correctness before timing** (ci.common.correctness.check_kernel):\n" + "\n".join(
+            correctness_lines(correctness)
+        )
         excluded = excluded_rows(results)
         if excluded:
             markdown += f"\n\n**Excluded rounds** ({len(excluded)}): not used.\n\n{markdown_table(excluded)}"
     print(markdown)
     append_step_summary_or_fallback(markdown, log)
     if options.json is not None:
-        extra = {**base_extra, "noise_model": {k: v for k, v in model.to_json().items() if k != "runs"},
-                 "noise_runs": [r["source"] for r in model.runs], "model_plan": model_plan.to_json(),
-                 "planned_rounds": {k: p.to_json() for k, p in planned.items()}, "cannot_decide": cannot,
-                 "files_written": files}
-        write_json_atomic(options.json, record_json(context(extra), results, correctness, rounds, code,
-                                                    options.fail_on_inconclusive, options.command))
+        extra = {
+            **base_extra,
+            "noise_model": {k: v for k, v in model.to_json().items() if k != "runs"},
+            "noise_runs": [r["source"] for r in model.runs],
+            "model_plan": model_plan.to_json(),
+            "planned_rounds": {k: p.to_json() for k, p in planned.items()},
+            "cannot_decide": cannot,
+            "files_written": files,
+        }
+        write_json_atomic(
+            options.json,
+            record_json(
+                context(extra), results, correctness, rounds, code, options.fail_on_inconclusive, options.command
+            ),
+        )
     return code

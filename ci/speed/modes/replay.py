@@ -74,8 +74,9 @@ def replayed_model(options: SpeedOptions, record: Mapping[str, Any], plan: Seque
         return load_noise_model(options.noise)
     kept = (record.get("noise") or {}).get("model")
     if not isinstance(kept, dict):
-        raise RecordError(f"{options.replay}: its plan decides with a noise model, but the record keeps none "
-                          '("noise"."model")')
+        raise RecordError(
+            f'{options.replay}: its plan decides with a noise model, but the record keeps none ("noise"."model")'
+        )
     try:
         return parse_noise_model(kept, f"the noise model recorded in {options.replay}", runs_required=False)
     except NoiseModelError as exc:
@@ -86,8 +87,11 @@ def replay_plan(options: SpeedOptions, recorded: SequentialPlan) -> SequentialPl
     """The recorded plan with the keys given; ``--noise`` on a record decided without a model: the model plan at the
     recorded alpha (what the noise model would have decided from the same rounds)."""
     if options.noise is not None and options.use_noise and recorded.variance != "model":
-        return options.the_plan(model=True).with_alpha(recorded.alpha) if "alpha" not in options.plan_given \
+        return (
+            options.the_plan(model=True).with_alpha(recorded.alpha)
+            if "alpha" not in options.plan_given
             else options.the_plan(model=True)
+        )
     if options.plan_given.get("rule", recorded.rule) != recorded.rule:  # --plan rule=...: today's plan of that rule
         model = recorded.variance == "model" or options.noise is not None
         plan = options.the_plan(model=model)
@@ -109,8 +113,9 @@ def _replay(options: SpeedOptions, record: dict[str, Any]) -> int:
     else:
         recorded = {k: v for k, v in record["thresholds"].items() if k != "source"}
         thresholds = parse_thresholds(recorded, f"the thresholds recorded in {options.replay}")
-    calibrations = (dict(options.calibrations) if options.calibrations is not None
-                    else record.get("calibrations_used") or {})
+    calibrations = (
+        dict(options.calibrations) if options.calibrations is not None else record.get("calibrations_used") or {}
+    )
     entries = entries_of(record)
     model = replayed_model(options, record, plan)
     gated = [e.benchmark.id for e in entries if e.status is Status.GATED]
@@ -121,21 +126,50 @@ def _replay(options: SpeedOptions, record: dict[str, Any]) -> int:
     # An undecided benchmark keeps the recorded reason the measuring ended; otherwise the record is what ran out.
     measuring_ended = {Stop.ROUND_BUDGET, Stop.TIME_BUDGET, Stop.FIXED_ROUNDS, Stop.PR_FAILED}
     stopped = {b["id"]: Stop(b["stopped_by"]) for b in record["benchmarks"] if b.get("stopped_by")}
-    results = [decide_entry(e, record["rounds"], thresholds, plan, rule, calibrations,
-                            ran_out=stopped[e.benchmark.id] if stopped.get(e.benchmark.id) in measuring_ended
-                            else Stop.END_OF_RECORD,
-                            noise=view.rounds_noise(e.benchmark.id) if view else None, restart_every=restart)
-               for e in entries]
-    context = Context(mode="replay", plan=plan, rule=rule, thresholds=thresholds, base=record.get("base") or {},
-                      head=record.get("head") or {}, environment=record.get("environment") or {},
-                      device=record.get("device", "?"), timing=record.get("timing_overrides") or {},
-                      round_limit=record.get("round_limit"), calibrations=calibrations,
-                      wall_s=record.get("wall_s") or 0.0,
-                      extra={"replayed_from": str(options.replay), "sides": list(SIDES), "engine": record.get("engine"),
-                             **noise_record(ModelChoice(model), view, gated)})
-    return finish(context, results, record.get("correctness", []), record["rounds"],
-                  fail_on_inconclusive=options.fail_on_inconclusive,
-                  json_path=options.json, plot_path=options.plot, command=options.command)
+    results = [
+        decide_entry(
+            e,
+            record["rounds"],
+            thresholds,
+            plan,
+            rule,
+            calibrations,
+            ran_out=stopped[e.benchmark.id] if stopped.get(e.benchmark.id) in measuring_ended else Stop.END_OF_RECORD,
+            noise=view.rounds_noise(e.benchmark.id) if view else None,
+            restart_every=restart,
+        )
+        for e in entries
+    ]
+    context = Context(
+        mode="replay",
+        plan=plan,
+        rule=rule,
+        thresholds=thresholds,
+        base=record.get("base") or {},
+        head=record.get("head") or {},
+        environment=record.get("environment") or {},
+        device=record.get("device", "?"),
+        timing=record.get("timing_overrides") or {},
+        round_limit=record.get("round_limit"),
+        calibrations=calibrations,
+        wall_s=record.get("wall_s") or 0.0,
+        extra={
+            "replayed_from": str(options.replay),
+            "sides": list(SIDES),
+            "engine": record.get("engine"),
+            **noise_record(ModelChoice(model), view, gated),
+        },
+    )
+    return finish(
+        context,
+        results,
+        record.get("correctness", []),
+        record["rounds"],
+        fail_on_inconclusive=options.fail_on_inconclusive,
+        json_path=options.json,
+        plot_path=options.plot,
+        command=options.command,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -174,8 +208,9 @@ def run_judge(options: SpeedOptions, record: Mapping[str, Any]) -> int:
     thresholds_file, noise_file = judge_files(environment)
     where = lambda path: f"{path.relative_to(REPO_ROOT)} of this checkout (--judge)"  # noqa: E731
     thresholds = options.thresholds or replace(load_thresholds(thresholds_file), source=where(thresholds_file))
-    choice = ModelChoice(None,
-                         ["--plan noise=off: each benchmark's own rounds decide"] if not options.use_noise else [])
+    choice = ModelChoice(
+        None, ["--plan noise=off: each benchmark's own rounds decide"] if not options.use_noise else []
+    )
     noise_path = options.noise or noise_file
     if options.use_noise and noise_path is not None:
         model = replace(load_noise_model(noise_path), source=str(options.noise) if options.noise else where(noise_path))
@@ -185,17 +220,34 @@ def run_judge(options: SpeedOptions, record: Mapping[str, Any]) -> int:
     entries = entries_of(record)
     gated = [e.benchmark.id for e in entries if e.status is Status.GATED]
     plan = options.plan_for(len(gated), model=choice.model is not None)
-    view = (run_noise(choice.model, rule, plan.guard_level, gated, record["rounds"]) if choice.model is not None
-            else None)
+    view = (
+        run_noise(choice.model, rule, plan.guard_level, gated, record["rounds"]) if choice.model is not None else None
+    )
     default_calibrations = REPO_ROOT / CALIBRATION_PATH
-    calibrations = (dict(options.calibrations) if options.calibrations is not None
-                    else load_calibrations(default_calibrations) if default_calibrations.is_file() else {})
+    calibrations = (
+        dict(options.calibrations)
+        if options.calibrations is not None
+        else load_calibrations(default_calibrations)
+        if default_calibrations.is_file()
+        else {}
+    )
     restart = (record.get("engine") or {}).get("restart_every") or 4
 
     def decide(ran_out: Stop) -> list[BenchmarkResult]:
-        return [decide_entry(e, record["rounds"], thresholds, plan, rule, calibrations, ran_out=ran_out,
-                             noise=view.rounds_noise(e.benchmark.id) if view else None, restart_every=restart)
-                for e in entries]
+        return [
+            decide_entry(
+                e,
+                record["rounds"],
+                thresholds,
+                plan,
+                rule,
+                calibrations,
+                ran_out=ran_out,
+                noise=view.rounds_noise(e.benchmark.id) if view else None,
+                restart_every=restart,
+            )
+            for e in entries
+        ]
 
     results = decide(Stop.END_OF_RECORD)
     # Failed by this judge's own decisions (a regression, a wrong result): those left undecided were not needed.
@@ -203,18 +255,47 @@ def run_judge(options: SpeedOptions, record: Mapping[str, Any]) -> int:
         results = decide(Stop.PR_FAILED)
     for note in choice.notes:
         log(f"speed_gate: {note}")
-    judged = {"by": "this checkout's gate (--judge)", "thresholds": thresholds.source,
-              "noise_model": None if choice.model is None else choice.model.source,
-              "recorded": {"verdict": record.get("verdict"), "exit_code": record.get("exit_code"),
-                           "thresholds": (record.get("thresholds") or {}).get("source")}}
-    context = Context(mode="replay", plan=plan, rule=rule, thresholds=thresholds, base=record.get("base") or {},
-                      head=record.get("head") or {}, environment=environment, device=record.get("device", "?"),
-                      timing=record.get("timing_overrides") or {}, round_limit=record.get("round_limit"),
-                      calibrations=calibrations, wall_s=record.get("wall_s") or 0.0,
-                      extra={"replayed_from": str(options.replay), "sides": list(SIDES), "engine": record.get("engine"),
-                             "judged": judged, **noise_record(choice, view, gated)})
-    return finish(context, results, record.get("correctness", []), record["rounds"], fail_on_inconclusive=True,
-                  json_path=options.json, plot_path=options.plot, command=options.command)
+    judged = {
+        "by": "this checkout's gate (--judge)",
+        "thresholds": thresholds.source,
+        "noise_model": None if choice.model is None else choice.model.source,
+        "recorded": {
+            "verdict": record.get("verdict"),
+            "exit_code": record.get("exit_code"),
+            "thresholds": (record.get("thresholds") or {}).get("source"),
+        },
+    }
+    context = Context(
+        mode="replay",
+        plan=plan,
+        rule=rule,
+        thresholds=thresholds,
+        base=record.get("base") or {},
+        head=record.get("head") or {},
+        environment=environment,
+        device=record.get("device", "?"),
+        timing=record.get("timing_overrides") or {},
+        round_limit=record.get("round_limit"),
+        calibrations=calibrations,
+        wall_s=record.get("wall_s") or 0.0,
+        extra={
+            "replayed_from": str(options.replay),
+            "sides": list(SIDES),
+            "engine": record.get("engine"),
+            "judged": judged,
+            **noise_record(choice, view, gated),
+        },
+    )
+    return finish(
+        context,
+        results,
+        record.get("correctness", []),
+        record["rounds"],
+        fail_on_inconclusive=True,
+        json_path=options.json,
+        plot_path=options.plot,
+        command=options.command,
+    )
 
 
 def _replay_rates(options: SpeedOptions, record, entries, plan, rule, thresholds, view: RunNoise | None = None) -> int:
@@ -225,18 +306,31 @@ def _replay_rates(options: SpeedOptions, record, entries, plan, rule, thresholds
             continue
         threshold, _ = thresholds.lookup(e.benchmark.id)
         rounds = [p.round for p in paired_rounds(record["rounds"], e.benchmark.id, *SIDES, rule)]
-        rates[e.benchmark.id], _ = paired.replay(rounds, threshold, plan, options.decisions,
-                                                 view.rounds_noise(e.benchmark.id) if view else None)
-    markdown = rates_markdown(rates,
-                              [f"record `{options.replay}` · {len(record['rounds'])} recorded rounds · disjoint: "
-                                      "rounds consumed in time order, no round in two decisions",
-                               f"plan: {plan_text(plan)}"])
+        rates[e.benchmark.id], _ = paired.replay(
+            rounds, threshold, plan, options.decisions, view.rounds_noise(e.benchmark.id) if view else None
+        )
+    markdown = rates_markdown(
+        rates,
+        [
+            f"record `{options.replay}` · {len(record['rounds'])} recorded rounds · disjoint: "
+            "rounds consumed in time order, no round in two decisions",
+            f"plan: {plan_text(plan)}",
+        ],
+    )
     print(markdown)
     append_step_summary_or_fallback(markdown, log)
     if options.json is not None:
-        write_json_atomic(options.json,
-                          {"schema": RATES_SCHEMA, "replayed_from": str(options.replay), "sides": list(SIDES),
-                                         "plan": plan.to_json(), "exclusion": rule.to_json(),
-                           "thresholds": thresholds.to_json(),
-                                         "disjoint": True, "rates": {k: r.to_json() for k, r in rates.items()}})
+        write_json_atomic(
+            options.json,
+            {
+                "schema": RATES_SCHEMA,
+                "replayed_from": str(options.replay),
+                "sides": list(SIDES),
+                "plan": plan.to_json(),
+                "exclusion": rule.to_json(),
+                "thresholds": thresholds.to_json(),
+                "disjoint": True,
+                "rates": {k: r.to_json() for k, r in rates.items()},
+            },
+        )
     return 0

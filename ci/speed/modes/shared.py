@@ -48,8 +48,12 @@ def deadline(options: SpeedOptions, started: float) -> float | None:
     return started + 60.0 * options.max_minutes if options.max_minutes else None
 
 
-def survey_both(sides: Mapping[str, Side | None], options: SpeedOptions, engine: WarmEngine,
-                pairs: Sequence[tuple[str, str]] | None = None) -> dict[str, dict[str, Any] | None]:
+def survey_both(
+    sides: Mapping[str, Side | None],
+    options: SpeedOptions,
+    engine: WarmEngine,
+    pairs: Sequence[tuple[str, str]] | None = None,
+) -> dict[str, dict[str, Any] | None]:
     """Both surveys at once, asked of the warm workers that will measure (nothing is timed yet).
 
     A side without kernels/ surveys as None. A base whose survey fails (its kernels do not import,
@@ -58,12 +62,12 @@ def survey_both(sides: Mapping[str, Side | None], options: SpeedOptions, engine:
     whose survey fails is a harness error. ``pairs``: survey only these (kernel, config)s (None:
     every selected one)."""
     present = {name: side for name, side in sides.items() if side is not None}
-    request = survey_request(device=options.device, kernels=options.kernels, configs=options.configs,
-                             shapes=options.shapes, pairs=pairs)
+    request = survey_request(
+        device=options.device, kernels=options.kernels, configs=options.configs, shapes=options.shapes, pairs=pairs
+    )
     log(f"speed_gate: surveying {' and '.join(sorted(present))} in the workers that will measure them")
     answers = engine.survey({name: request for name in present}) if present else {}
-    surveys = {name: _survey_result(name, answers[name]) if name in present else None
-               for name in sides}
+    surveys = {name: _survey_result(name, answers[name]) if name in present else None for name in sides}
     devices = {s["device"] for s in surveys.values() if s is not None and BASE_UNMEASURABLE not in s}
     if len(devices) > 1:
         raise GateError(f"the sides resolved different devices: {sorted(devices)}")
@@ -95,15 +99,23 @@ def open_measurer(sides: Sequence[Side], options: SpeedOptions, deadline: float 
     ``--device cuda:LIST`` (default every visible GPU). The device may still be "auto" (the workers resolve it).
     """
     device = options.device
-    devices = (list(options.gpus) if options.gpus is not None
-               else list(range(visible_gpu_count() if device != "cpu" else 1)))
+    devices = (
+        list(options.gpus) if options.gpus is not None else list(range(visible_gpu_count() if device != "cpu" else 1))
+    )
     # Every read from a worker is bounded by what is left until ``deadline`` (--max-minutes; at least the grace,
     # $MXFP4_SPEED_GRACE_S: ci.speed.engine.grace): a hanging kernel cannot hold the runner.
     left = math.inf if deadline is None else max(options.grace_s, deadline - time.time())
-    return WarmEngine(sides, device=device, budget=options.timing_overrides, log=log,
-                      restart_every=options.restart_every, devices=devices, start_timeout_s=min(START_TIMEOUT_S, left),
-                      setup_timeout_s=min(SETUP_TIMEOUT_S, left),
-                      measure_timeout_s=min(MEASURE_TIMEOUT_S, left))
+    return WarmEngine(
+        sides,
+        device=device,
+        budget=options.timing_overrides,
+        log=log,
+        restart_every=options.restart_every,
+        devices=devices,
+        start_timeout_s=min(START_TIMEOUT_S, left),
+        setup_timeout_s=min(SETUP_TIMEOUT_S, left),
+        measure_timeout_s=min(MEASURE_TIMEOUT_S, left),
+    )
 
 
 def run_rounds(
@@ -153,25 +165,33 @@ def run_rounds(
         if stop_when_failed and failing:
             pr_failed = True
             more = " ..." if len(failing) > 3 else ""
-            log(f"speed_gate: the PR fails ({', '.join(failing[:3])}{more}): no more rounds; {len(active)} "
-                "benchmark(s) not decided (--all-verdicts measures them to their verdicts)")
+            log(
+                f"speed_gate: the PR fails ({', '.join(failing[:3])}{more}): no more rounds; {len(active)} "
+                "benchmark(s) not decided (--all-verdicts measures them to their verdicts)"
+            )
             break
         if deadline is not None and time.time() >= deadline:
             out_of_time = True
-            log(f"speed_gate: the time budget is spent after {len(rounds)} rounds; "
-                f"{len(active)} benchmark(s) undecided")
+            log(
+                f"speed_gate: the time budget is spent after {len(rounds)} rounds; {len(active)} benchmark(s) undecided"
+            )
             break
         longest = max((r.get("wall_s") or 0.0 for r in rounds), default=0.0)
         if finish_by is not None and rounds and time.time() + longest > finish_by:
             out_of_time = True
-            log(f"speed_gate: a round takes up to {longest:.0f} s: no time for another within the budget after "
-                f"{len(rounds)} rounds")
+            log(
+                f"speed_gate: a round takes up to {longest:.0f} s: no time for another within the budget after "
+                f"{len(rounds)} rounds"
+            )
             break
         i = len(rounds)
         order = rotating_order(names, i)
         log(f"speed_gate: round {i + 1}/{limit} ({' '.join(order)}): {len(active)} benchmark(s)")
-        after_pair = _pair_decider(i, order, rounds, active, noise_view(rounds), thresholds, plan, rule, restart) \
-            if use_model and stop_when_failed else None
+        after_pair = (
+            _pair_decider(i, order, rounds, active, noise_view(rounds), thresholds, plan, rule, restart)
+            if use_model and stop_when_failed
+            else None
+        )
         assert measurer is not None  # a gated benchmark has both sides' workers
         record = measurer.measure_round(order, active, round_index=i, after_pair=after_pair).to_json()
         for proc in record["processes"]:
@@ -195,44 +215,87 @@ def run_rounds(
             if bench.id not in measured:  # the round stopped before it (the PR had failed): nothing new to decide
                 still.append(bench)
                 continue
-            result = decide_entry(Entry(bench, Status.GATED), rounds, thresholds, plan, rule,
-                                  noise=view.rounds_noise(bench.id) if view else None, restart_every=restart,
-                                  with_resolvable=False)
+            result = decide_entry(
+                Entry(bench, Status.GATED),
+                rounds,
+                thresholds,
+                plan,
+                rule,
+                noise=view.rounds_noise(bench.id) if view else None,
+                restart_every=restart,
+                with_resolvable=False,
+            )
             d = result.decision
             assert d is not None  # a gated entry always has a decision
             est = d.estimate
             interval = f"[{est.low:.4f}, {est.high:.4f}]" if est.bounded else "[unbounded]"
             state = f"{d.verdict.value.upper()}" if d.complete else f"next look at {d.next_look} usable rounds"
-            log(f"speed_gate:   {bench.id}: head/base {est.point:.4f} {interval}, {d.rounds_used} usable, "
-                f"{d.rounds_excluded} excluded -> {state}")
+            log(
+                f"speed_gate:   {bench.id}: head/base {est.point:.4f} {interval}, {d.rounds_used} usable, "
+                f"{d.rounds_excluded} excluded -> {state}"
+            )
             if d.complete and d.verdict is Verdict.REGRESSION:
                 regressed.append(bench.id)
             if fixed or not d.complete:
                 still.append(bench)
         if view is not None and view.first_fire is not None and view.first_fire["round_index"] == i:
             fire = view.first_fire
-            log(f"speed_gate: the rounds are noisier than the noise model allows (variance ratio "
+            log(
+                f"speed_gate: the rounds are noisier than the noise model allows (variance ratio "
                 f"{fire['ratio']:.2f} over {fire['df']} df, anytime p {fire['p']:.2g}): each benchmark's own rounds "
-                "decide from here on")
+                "decide from here on"
+            )
         active = still
-    ran_out = (Stop.PR_FAILED if pr_failed else Stop.TIME_BUDGET if out_of_time else Stop.FIXED_ROUNDS if fixed
-               else Stop.ROUND_BUDGET)
-    entries = [Entry(e.benchmark, Status.NEW, base_failed[e.benchmark.id]) if e.benchmark.id in base_failed else e
-               for e in selection.entries]
+    ran_out = (
+        Stop.PR_FAILED
+        if pr_failed
+        else Stop.TIME_BUDGET
+        if out_of_time
+        else Stop.FIXED_ROUNDS
+        if fixed
+        else Stop.ROUND_BUDGET
+    )
+    entries = [
+        Entry(e.benchmark, Status.NEW, base_failed[e.benchmark.id]) if e.benchmark.id in base_failed else e
+        for e in selection.entries
+    ]
     view = noise_view(rounds)
-    results = [decide_entry(e, rounds, thresholds, plan, rule, calibrations or {}, ran_out=ran_out,
-                            noise=view.rounds_noise(e.benchmark.id) if view else None,
-                            restart_every=restart) for e in entries]
+    results = [
+        decide_entry(
+            e,
+            rounds,
+            thresholds,
+            plan,
+            rule,
+            calibrations or {},
+            ran_out=ran_out,
+            noise=view.rounds_noise(e.benchmark.id) if view else None,
+            restart_every=restart,
+        )
+        for e in entries
+    ]
     return rounds, results, view
 
 
-def _pair_decider(index: int, order: Sequence[str], rounds: Sequence[Mapping[str, Any]], active: Sequence[Any],
-                  view: RunNoise | None, thresholds: Thresholds, plan: SequentialPlan, rule: ExclusionRule,
-                  restart: int) -> Callable[[str, dict[str, Any]], bool]:
+def _pair_decider(
+    index: int,
+    order: Sequence[str],
+    rounds: Sequence[Mapping[str, Any]],
+    active: Sequence[Any],
+    view: RunNoise | None,
+    thresholds: Thresholds,
+    plan: SequentialPlan,
+    rule: ExclusionRule,
+    restart: int,
+) -> Callable[[str, dict[str, Any]], bool]:
     """The engine's after_pair for round ``index``: decide the benchmark whose pair just completed; True (stop
     the round) when it is a regression: the PR has failed. ``view``: the noise model's view of ``rounds``."""
-    partial: dict[str, Any] = {"index": index, "order": list(order),
-                               "processes": [{"side": s, "records": {}} for s in order], "sequence": []}
+    partial: dict[str, Any] = {
+        "index": index,
+        "order": list(order),
+        "processes": [{"side": s, "records": {}} for s in order],
+        "sequence": [],
+    }
     by_id = {b.id: b for b in active}
 
     def after_pair(bench_id: str, records: dict[str, Any]) -> bool:
@@ -243,12 +306,21 @@ def _pair_decider(index: int, order: Sequence[str], rounds: Sequence[Mapping[str
             view.add_pair(index, bench_id, records)
         if any("error" in (r or {}) for r in records.values()) or bench_id not in by_id:
             return False  # a failed or wrong timing: the round's end decides what it means
-        result = decide_entry(Entry(by_id[bench_id], Status.GATED), [*rounds, partial], thresholds, plan, rule,
-                              noise=view.rounds_noise(bench_id) if view else None, restart_every=restart,
-                              with_resolvable=False)
+        result = decide_entry(
+            Entry(by_id[bench_id], Status.GATED),
+            [*rounds, partial],
+            thresholds,
+            plan,
+            rule,
+            noise=view.rounds_noise(bench_id) if view else None,
+            restart_every=restart,
+            with_resolvable=False,
+        )
         if result.decision is not None and result.decision.complete and result.decision.verdict is Verdict.REGRESSION:
-            log(f"speed_gate:   {bench_id}: REGRESSION in round {index + 1}: the PR fails; the rest of the round is "
-                "not measured")
+            log(
+                f"speed_gate:   {bench_id}: REGRESSION in round {index + 1}: the PR fails; the rest of the round is "
+                "not measured"
+            )
             return True
         return False
 
@@ -279,8 +351,9 @@ def thresholds_for(options: SpeedOptions, head_tree: Path) -> Thresholds:
     path = head_tree / THRESHOLDS_PATH
     if path.exists():
         return replace(load_thresholds(path), source=f"{THRESHOLDS_PATH} of the head")
-    return replace(load_thresholds(REPO_ROOT / THRESHOLDS_PATH),
-                   source=f"{THRESHOLDS_PATH} of this checkout (the head has none)")
+    return replace(
+        load_thresholds(REPO_ROOT / THRESHOLDS_PATH), source=f"{THRESHOLDS_PATH} of this checkout (the head has none)"
+    )
 
 
 def calibrations_for(options: SpeedOptions, head_tree: Path) -> Mapping[str, Any]:
@@ -295,11 +368,19 @@ def noise_record(choice: ModelChoice, view: RunNoise | None, ids: Sequence[str])
     why (not), and the guard."""
     if choice.model is None:
         return {"noise": {"model": None, "notes": list(choice.notes)}} if choice.notes else {}
-    return {"noise": {"model": choice.model.used_json(ids), "notes": list(choice.notes),
-                      "guard": view.summary() if view is not None else None}}
+    return {
+        "noise": {
+            "model": choice.model.used_json(ids),
+            "notes": list(choice.notes),
+            "guard": view.summary() if view is not None else None,
+        }
+    }
 
 
 def engine_options(options: SpeedOptions) -> dict[str, Any]:
     """How the warm workers measured, as the record keeps it ("engine" is always "warm" since issue 28)."""
-    return {"engine": "warm", "restart_every": options.restart_every,
-            "gpus": list(options.gpus) if options.gpus is not None else None}
+    return {
+        "engine": "warm",
+        "restart_every": options.restart_every,
+        "gpus": list(options.gpus) if options.gpus is not None else None,
+    }

@@ -34,17 +34,28 @@ STATUS_TEXT = {
     Status.NOT_APPLICABLE: "n/a",
     Status.UNCHANGED_IDENTICAL: "unchanged (identical code)",
 }
-CHECK_TEXT = {Check.PASS: "pass", Check.FAIL: "**WRONG RESULT**", Check.ERROR: "**RAISED**",
-              Check.NOT_APPLICABLE: "n/a"}
+CHECK_TEXT = {
+    Check.PASS: "pass",
+    Check.FAIL: "**WRONG RESULT**",
+    Check.ERROR: "**RAISED**",
+    Check.NOT_APPLICABLE: "n/a",
+}
 # Why a benchmark's measuring ended before a look decided: in a verdict cell, and in the decision's reason.
-STOP_TEXT = {Stop.PR_FAILED: "not decided: the PR had already failed", Stop.ROUND_BUDGET: "round budget spent",
-             Stop.TIME_BUDGET: "time budget spent", Stop.FIXED_ROUNDS: "--plan rounds reached",
-             Stop.END_OF_RECORD: "record ran out"}
+STOP_TEXT = {
+    Stop.PR_FAILED: "not decided: the PR had already failed",
+    Stop.ROUND_BUDGET: "round budget spent",
+    Stop.TIME_BUDGET: "time budget spent",
+    Stop.FIXED_ROUNDS: "--plan rounds reached",
+    Stop.END_OF_RECORD: "record ran out",
+}
 # The PR's status was known (it fails): the rest of the runner's time would only have refined the report.
 PR_FAILED_TEXT = "not decided: measuring stopped once the PR had failed"
-RAN_OUT_TEXT = {Stop.ROUND_BUDGET: "the round budget", Stop.TIME_BUDGET: "the time budget (--max-minutes)",
-                Stop.FIXED_ROUNDS: "the fixed number of rounds (--plan rounds)",
-                Stop.END_OF_RECORD: "the recorded rounds"}
+RAN_OUT_TEXT = {
+    Stop.ROUND_BUDGET: "the round budget",
+    Stop.TIME_BUDGET: "the time budget (--max-minutes)",
+    Stop.FIXED_ROUNDS: "the fixed number of rounds (--plan rounds)",
+    Stop.END_OF_RECORD: "the recorded rounds",
+}
 EXCLUDED_TEXT = {
     Excluded.NOT_MEASURED: "not measured",
     Excluded.GPU_BUSY: "GPU busy",
@@ -63,11 +74,15 @@ def exclusion_text(exclusion: Exclusion) -> str:
 def ran_out_reason(stop: Stop, decision: Decision) -> str:
     """The reason an undecided benchmark is inconclusive, when ``stop`` ended its measuring."""
     if stop is Stop.PR_FAILED:
-        return (f"{PR_FAILED_TEXT} on another benchmark, before the look at {decision.next_look} usable rounds "
-                f"({decision.rounds_used} usable, {decision.rounds_excluded} excluded); "
-                "--all-verdicts measures it to its verdict")
-    return (f"{RAN_OUT_TEXT[stop]} ran out before the look at {decision.next_look} usable rounds "
-            f"({decision.rounds_used} usable, {decision.rounds_excluded} excluded): inconclusive")
+        return (
+            f"{PR_FAILED_TEXT} on another benchmark, before the look at {decision.next_look} usable rounds "
+            f"({decision.rounds_used} usable, {decision.rounds_excluded} excluded); "
+            "--all-verdicts measures it to its verdict"
+        )
+    return (
+        f"{RAN_OUT_TEXT[stop]} ran out before the look at {decision.next_look} usable rounds "
+        f"({decision.rounds_used} usable, {decision.rounds_excluded} excluded): inconclusive"
+    )
 
 
 def decision_reason(result: BenchmarkResult) -> str:
@@ -109,24 +124,27 @@ def verdict_text(result: BenchmarkResult) -> str:
     return text + (f" ({STOP_TEXT[result.stopped_by]})" if result.stopped_by in STOP_TEXT else "")
 
 
-def benchmark_rows(results: Sequence[BenchmarkResult],
-                   changes: Mapping[str, str] | None = None) -> list[dict[str, str]]:
+def benchmark_rows(
+    results: Sequence[BenchmarkResult], changes: Mapping[str, str] | None = None
+) -> list[dict[str, str]]:
     """One row per gated or wrong benchmark; with ``changes`` ({benchmark id: what differs}) a "code" column."""
     rows = []
     for r in results:
         if r.status not in (Status.GATED, Status.WRONG_RESULT):
             continue
         d = r.decision
-        rows.append({
-            "benchmark": r.id,
-            "base TFLOPS": _tflops(r.median_tflops("base")),
-            "head TFLOPS": _tflops(r.median_tflops("head")),
-            "head/base [interval]": ratio_text(r),
-            "threshold": "-" if r.threshold is None else f"±{r.threshold:.2%}",
-            "resolvable": "-" if r.resolvable is None else f"{r.resolvable:.2%}",
-            "verdict": verdict_text(r),
-            "rounds used/excluded": "-" if d is None else f"{d.rounds_used}/{d.rounds_excluded}",
-        })
+        rows.append(
+            {
+                "benchmark": r.id,
+                "base TFLOPS": _tflops(r.median_tflops("base")),
+                "head TFLOPS": _tflops(r.median_tflops("head")),
+                "head/base [interval]": ratio_text(r),
+                "threshold": "-" if r.threshold is None else f"±{r.threshold:.2%}",
+                "resolvable": "-" if r.resolvable is None else f"{r.resolvable:.2%}",
+                "verdict": verdict_text(r),
+                "rounds used/excluded": "-" if d is None else f"{d.rounds_used}/{d.rounds_excluded}",
+            }
+        )
         if changes is not None:
             rows[-1]["code"] = changes.get(r.id, "-")
         if any(x.decision is not None and x.decision.variance != "rounds" for x in results):
@@ -134,21 +152,29 @@ def benchmark_rows(results: Sequence[BenchmarkResult],
     return rows
 
 
-VARIANCE_TEXT = {"model": "noise model + rounds", "rounds": "own rounds",
-                 "rounds (no model entry)": "own rounds (not in the model)",
-                 "rounds (the run is noisier than the model)": "own rounds (**guard**: noisier than the model)"}
+VARIANCE_TEXT = {
+    "model": "noise model + rounds",
+    "rounds": "own rounds",
+    "rounds (no model entry)": "own rounds (not in the model)",
+    "rounds (the run is noisier than the model)": "own rounds (**guard**: noisier than the model)",
+}
 
 
 def excluded_rows(results: Sequence[BenchmarkResult]) -> list[dict[str, str]]:
     return [
         {"round": str(p.round_index + 1), "benchmark": r.id, "reason": exclusion_text(p.exclusion), "detail": p.detail}
-        for r in results for p in r.rounds if p.exclusion is not None
+        for r in results
+        for p in r.rounds
+        if p.exclusion is not None
     ]
 
 
 def other_rows(results: Sequence[BenchmarkResult]) -> list[dict[str, str]]:
-    return [{"benchmark": r.id, "status": STATUS_TEXT[r.status], "why": r.note} for r in results
-            if r.status not in (Status.GATED, Status.WRONG_RESULT)]
+    return [
+        {"benchmark": r.id, "status": STATUS_TEXT[r.status], "why": r.note}
+        for r in results
+        if r.status not in (Status.GATED, Status.WRONG_RESULT)
+    ]
 
 
 def correctness_lines(correctness: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -165,8 +191,12 @@ def gpu_state_rows(rounds: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
     rows = []
     for rnd in rounds:
         for proc in rnd["processes"]:
-            states = [rec[w] for rec in proc["records"].values() for w in ("gpu_before", "gpu_after")
-                      if isinstance(rec, dict) and rec.get(w)]
+            states = [
+                rec[w]
+                for rec in proc["records"].values()
+                for w in ("gpu_before", "gpu_after")
+                if isinstance(rec, dict) and rec.get(w)
+            ]
             if not states:
                 continue
 
@@ -175,14 +205,16 @@ def gpu_state_rows(rounds: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
 
             clocks, temps, power = values("sm_clock_mhz"), values("temperature_c"), values("power_w")
             reasons = sorted({r for s in states for r in s.get("throttle_reasons") or ()})
-            rows.append({
-                "round": str(rnd["index"] + 1),
-                "side": proc["side"],
-                "SM MHz (min-max)": f"{min(clocks):g}-{max(clocks):g}" if clocks else "-",
-                "max °C": f"{max(temps):g}" if temps else "-",
-                "max W": f"{max(power):.0f}" if power else "-",
-                "throttle reasons": ", ".join(reasons) or "none",
-            })
+            rows.append(
+                {
+                    "round": str(rnd["index"] + 1),
+                    "side": proc["side"],
+                    "SM MHz (min-max)": f"{min(clocks):g}-{max(clocks):g}" if clocks else "-",
+                    "max °C": f"{max(temps):g}" if temps else "-",
+                    "max W": f"{max(power):.0f}" if power else "-",
+                    "throttle reasons": ", ".join(reasons) or "none",
+                }
+            )
     return rows
 
 
@@ -191,9 +223,14 @@ def idle_overrides(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
     found = []
     for rnd in rounds:
         for proc in rnd["processes"]:
-            problems = sorted({p for rec in proc["records"].values() if isinstance(rec, dict)
-                               and (rec.get("idle") or {}).get("status") == "overridden"
-                               for p in rec["idle"].get("problems", [])})
+            problems = sorted(
+                {
+                    p
+                    for rec in proc["records"].values()
+                    if isinstance(rec, dict) and (rec.get("idle") or {}).get("status") == "overridden"
+                    for p in rec["idle"].get("problems", [])
+                }
+            )
             if problems:
                 found.append(f"round {rnd['index'] + 1} {proc['side']}: {', '.join(problems)}")
     return found
@@ -206,26 +243,36 @@ def plan_text(plan: SequentialPlan, gated: int | None = None) -> str:
     if plan.spending is not None:
         text += f"; alpha spent {'/'.join(f'{w:.0%}' for w in plan.shares())} over the looks"
     if plan.variance == "model":
-        text += (f"; variance from the runner's noise model moderated by the rounds (the run's guard at "
-                 f"{plan.guard_level:g}: noisier rounds fall back to each benchmark's own)")
+        text += (
+            f"; variance from the runner's noise model moderated by the rounds (the run's guard at "
+            f"{plan.guard_level:g}: noisier rounds fall back to each benchmark's own)"
+        )
     if plan.futility:
         text += "; stops early when the effect cannot be told from the band's edge"
     if gated:
-        text += (f" · a false alarm anywhere in this PR ({gated} gated): <= {min(1.0, gated * plan.alpha):.3g}"
-                 f" · a benchmark slower by the threshold or more is called 'no change' with probability"
-                 f" <= {plan.miss_side_alpha:.3g}")
+        text += (
+            f" · a false alarm anywhere in this PR ({gated} gated): <= {min(1.0, gated * plan.alpha):.3g}"
+            f" · a benchmark slower by the threshold or more is called 'no change' with probability"
+            f" <= {plan.miss_side_alpha:.3g}"
+        )
     return text
 
 
 def _interval_text(plan: SequentialPlan) -> str:
     """Which interval each look computes, at what confidence, and what error each verdict spends."""
     interval = "t interval"
-    each_look = (f"each look {plan.per_look_confidence:.3%} two-sided" if plan.spending is None else
-                 f"looks {'/'.join(f'{plan.confidence_at(k):.3%}' for k in range(len(plan.look_points)))} two-sided")
+    each_look = (
+        f"each look {plan.per_look_confidence:.3%} two-sided"
+        if plan.spending is None
+        else f"looks {'/'.join(f'{plan.confidence_at(k):.3%}' for k in range(len(plan.look_points)))} two-sided"
+    )
     if plan.miss_alpha is not None:
-        return (f"{interval}, alpha {plan.alpha:.3g} a false regression and miss alpha {plan.miss_alpha:.3g} a "
-                f"missed one over its looks ({each_look}; 'no change' on a {plan.per_look_miss_confidence:.3%} interval"
-                + (" at the last look" if plan.spending is not None else "") + ")")
+        return (
+            f"{interval}, alpha {plan.alpha:.3g} a false regression and miss alpha {plan.miss_alpha:.3g} a "
+            f"missed one over its looks ({each_look}; 'no change' on a {plan.per_look_miss_confidence:.3%} interval"
+            + (" at the last look" if plan.spending is not None else "")
+            + ")"
+        )
     per = "a false regression and a missed one each" if plan.alpha_per_tail else "per benchmark"
     return f"{interval}, alpha {plan.alpha:.3g} {per} over its looks ({each_look})"
 
@@ -245,44 +292,65 @@ def gate_markdown(
     """The verdict; ``preface`` (the code changes, what was skipped) goes above it, ``changes`` into a "code" column."""
     parts = [f"### {title}", "", *header_lines, "", *preface]
     undecided = [r.id for r in results if r.status is Status.GATED and r.stopped_by is Stop.PR_FAILED]
-    inconclusive = [r.id for r in results if r.status is Status.GATED and r.verdict is Verdict.INCONCLUSIVE
-                    and r.stopped_by is not Stop.PR_FAILED]
+    inconclusive = [
+        r.id
+        for r in results
+        if r.status is Status.GATED and r.verdict is Verdict.INCONCLUSIVE and r.stopped_by is not Stop.PR_FAILED
+    ]
     if undecided:
-        parts += [f"> **{len(undecided)} not decided**: the PR had failed (the regression or wrong result below), so "
-                  "no round started after it: its status was known. `--all-verdicts` measures every benchmark to its "
-                  f"verdict. {', '.join(undecided[:8])}", ""]
+        parts += [
+            f"> **{len(undecided)} not decided**: the PR had failed (the regression or wrong result below), so "
+            "no round started after it: its status was known. `--all-verdicts` measures every benchmark to its "
+            f"verdict. {', '.join(undecided[:8])}",
+            "",
+        ]
     zone = [r for r in results if r.decision is not None and r.decision.rule == "zone"]
     if inconclusive and zone:
-        parts += [f"> ⚠ **{len(inconclusive)} inconclusive: the measurement failed, not green (exit 3); re-run.** "
-                  + "; ".join(f"{r.id}: {decision_reason(r)}" for r in results
-                              if r.id in inconclusive[:8]), ""]
+        parts += [
+            f"> ⚠ **{len(inconclusive)} inconclusive: the measurement failed, not green (exit 3); re-run.** "
+            + "; ".join(f"{r.id}: {decision_reason(r)}" for r in results if r.id in inconclusive[:8]),
+            "",
+        ]
     elif inconclusive:
-        effect = ("fails the gate (--fail-on-inconclusive)" if fail_on_inconclusive
-                  else "does not fail the gate (exit 0)")
-        parts += [f"> ⚠ **{len(inconclusive)} inconclusive**: no look's interval cleared the band, so the change could "
-                  f"not be told from the threshold with this noise in these rounds; this {effect}. "
-                  f"{', '.join(inconclusive[:8])}", ""]
+        effect = (
+            "fails the gate (--fail-on-inconclusive)" if fail_on_inconclusive else "does not fail the gate (exit 0)"
+        )
+        parts += [
+            f"> ⚠ **{len(inconclusive)} inconclusive**: no look's interval cleared the band, so the change could "
+            f"not be told from the threshold with this noise in these rounds; this {effect}. "
+            f"{', '.join(inconclusive[:8])}",
+            "",
+        ]
     wrong = [r for r in results if r.status is Status.WRONG_RESULT]
     for r in wrong:
         parts += [f"> ❌ **{r.id}: wrong result at head, not timed.** {r.note}", ""]
     overridden = idle_overrides(rounds)
     if overridden:
-        parts += [f"> ⚠ the idle check was overridden (MXFP4_ALLOW_BUSY_GPU) in {len(overridden)} process(es): "
-                  f"{'; '.join(overridden[:4])}", ""]
+        parts += [
+            f"> ⚠ the idle check was overridden (MXFP4_ALLOW_BUSY_GPU) in {len(overridden)} process(es): "
+            f"{'; '.join(overridden[:4])}",
+            "",
+        ]
     rows = benchmark_rows(results, changes)
     if rows:
         parts += [markdown_table(rows), ""]
-        parts += [f"_resolvable_: the smallest slowdown flagged as a regression with probability {resolve_power:.0%} "
-                  "by the last look at this threshold (noise from the calibration file where it has the benchmark, "
-                  "else from this run's rounds). Higher TFLOPS is better; head/base < 1 is a slowdown.", ""]
+        parts += [
+            f"_resolvable_: the smallest slowdown flagged as a regression with probability {resolve_power:.0%} "
+            "by the last look at this threshold (noise from the calibration file where it has the benchmark, "
+            "else from this run's rounds). Higher TFLOPS is better; head/base < 1 is a slowdown.",
+            "",
+        ]
     elif rounds:  # measured, yet nothing gated: say so; with no round at all the preface says why
         parts += ["_(no benchmark was gated)_", ""]
     notes = [f"- {r.id}: {r.note}" for r in results if r.status is Status.GATED and r.note]
     if notes:
         parts += ["**Notes**", *notes, ""]
     if correctness:
-        parts += ["**Correctness before timing** (ci.common.correctness.check_kernel):",
-                  *correctness_lines(correctness), ""]
+        parts += [
+            "**Correctness before timing** (ci.common.correctness.check_kernel):",
+            *correctness_lines(correctness),
+            "",
+        ]
     excluded = excluded_rows(results)
     if excluded:
         parts += [f"**Excluded rounds** ({len(excluded)}): not used in any estimate.", "", markdown_table(excluded), ""]
@@ -291,48 +359,68 @@ def gate_markdown(
         parts += ["**Not gated**", "", markdown_table(others), ""]
     states = gpu_state_rows(rounds)
     if states:
-        parts += ["<details><summary>GPU state per round (before/after each timed run)</summary>", "",
-                  markdown_table(states), "", "</details>", ""]
+        parts += [
+            "<details><summary>GPU state per round (before/after each timed run)</summary>",
+            "",
+            markdown_table(states),
+            "",
+            "</details>",
+            "",
+        ]
     return "\n".join(parts).rstrip() + "\n"
 
 
 def calibration_markdown(
-    calibrations: Mapping[str, Calibration], thresholds: Mapping[str, float], overrides: Sequence[Mapping[str, Any]],
-    header: Sequence[str]
+    calibrations: Mapping[str, Calibration],
+    thresholds: Mapping[str, float],
+    overrides: Sequence[Mapping[str, Any]],
+    header: Sequence[str],
 ) -> str:
-    rows = [{
-        "benchmark": bench_id,
-        "rounds (excl)": f"{c.n_rounds} ({c.n_excluded})",
-        "process CV": _pct(c.noise_cv),
-        "round ratio SD (95% upper)": f"{_pct(c.ratio_sd)} ({_pct(c.ratio_sd_upper)})",
-        "A/A ratio": f"{c.aa_estimate.point:.4f}",
-        "suggested threshold": _pct(c.threshold),
-        "resolvable at it": _pct(c.min_resolvable_effect),
-        "current threshold": _pct(thresholds[bench_id]),
-    } for bench_id, c in calibrations.items()]
+    rows = [
+        {
+            "benchmark": bench_id,
+            "rounds (excl)": f"{c.n_rounds} ({c.n_excluded})",
+            "process CV": _pct(c.noise_cv),
+            "round ratio SD (95% upper)": f"{_pct(c.ratio_sd)} ({_pct(c.ratio_sd_upper)})",
+            "A/A ratio": f"{c.aa_estimate.point:.4f}",
+            "suggested threshold": _pct(c.threshold),
+            "resolvable at it": _pct(c.min_resolvable_effect),
+            "current threshold": _pct(thresholds[bench_id]),
+        }
+        for bench_id, c in calibrations.items()
+    ]
     import json
 
     snippet = ",\n".join("    " + json.dumps(o) for o in overrides)
     parts = ["### Speed gate calibration (A/A: one commit against itself)", "", *header, "", markdown_table(rows), ""]
     if overrides:
-        parts += ["Overrides to paste into `ci/speed_thresholds.json` \"overrides\" (first match wins):", "", "```json",
-                  snippet, "```", ""]
+        parts += [
+            'Overrides to paste into `ci/speed_thresholds.json` "overrides" (first match wins):',
+            "",
+            "```json",
+            snippet,
+            "```",
+            "",
+        ]
     return "\n".join(parts)
 
 
 def rates_markdown(rates: Mapping[str, Rates], header: Sequence[str]) -> str:
     rows = []
     for bench_id, r in rates.items():
-        rows.append({
-            "benchmark": bench_id,
-            "decisions": str(r.decisions),
-            **{v.value: _pct(r.rate(v)) if r.decisions else "-" for v in Verdict},
-            "mean rounds": f"{r.mean_rounds:.1f}" if r.decisions else "-",
-            "stopped early": str(r.stopped_early),
-            "incomplete (record too short)": str(r.incomplete),
-        })
-    return "\n".join(["### Speed gate replay: decisions from recorded rounds", "", *header, "", markdown_table(rows),
-                      ""])
+        rows.append(
+            {
+                "benchmark": bench_id,
+                "decisions": str(r.decisions),
+                **{v.value: _pct(r.rate(v)) if r.decisions else "-" for v in Verdict},
+                "mean rounds": f"{r.mean_rounds:.1f}" if r.decisions else "-",
+                "stopped early": str(r.stopped_early),
+                "incomplete (record too short)": str(r.incomplete),
+            }
+        )
+    return "\n".join(
+        ["### Speed gate replay: decisions from recorded rounds", "", *header, "", markdown_table(rows), ""]
+    )
 
 
 def noise_markdown(model: Any, planned: Mapping[str, Any], header: Sequence[str], notes: Sequence[str]) -> str:
@@ -350,19 +438,27 @@ def noise_markdown(model: Any, planned: Mapping[str, Any], header: Sequence[str]
         rounds, seconds = (p.rounds, p.seconds) if p else ({}, {})
         for every in sorted(rounds):
             n, sec = rounds[every], seconds[every]
-            row[f"decided by, restart every {every}"] = ("cannot" if n is None else f"{n} rounds"
-                                                        + ("" if sec is None else f", {sec:.0f} s"))
+            row[f"decided by, restart every {every}"] = (
+                "cannot" if n is None else f"{n} rounds" + ("" if sec is None else f", {sec:.0f} s")
+            )
         rows.append(row)
     spread = model.spread
-    differ = ("runs differ from the model by no more than its own estimation error"
-              if min(spread.run_df, spread.bench_df) >= 1e5
-              else f"runs differ by prior df {spread.run_df:.3g} (the whole run) and {spread.bench_df:.3g} "
-                   "(one benchmark)")
-    parts = ["### Speed gate calibration: the runner's noise model", "", *header, "",
-             f"runner: {', '.join(f'{k} {v}' for k, v in model.runner.items() if v)} · fitted {model.fitted} from "
-             f"{len(model.runs)} run(s) · {differ}"
-             + ("" if spread.estimated else " (assumed: the runs could not show it)"),
-             "", markdown_table(rows) if rows else "_(no benchmark could be fitted)_", ""]
+    differ = (
+        "runs differ from the model by no more than its own estimation error"
+        if min(spread.run_df, spread.bench_df) >= 1e5
+        else f"runs differ by prior df {spread.run_df:.3g} (the whole run) and {spread.bench_df:.3g} (one benchmark)"
+    )
+    parts = [
+        "### Speed gate calibration: the runner's noise model",
+        "",
+        *header,
+        "",
+        f"runner: {', '.join(f'{k} {v}' for k, v in model.runner.items() if v)} · fitted {model.fitted} from "
+        f"{len(model.runs)} run(s) · {differ}" + ("" if spread.estimated else " (assumed: the runs could not show it)"),
+        "",
+        markdown_table(rows) if rows else "_(no benchmark could be fitted)_",
+        "",
+    ]
     if notes:
         parts += ["**Notes**", *[f"- {n}" for n in notes], ""]
     return "\n".join(parts)

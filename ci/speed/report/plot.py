@@ -67,9 +67,13 @@ def _draw(ax, name: str, rounds: Sequence[Round], decision: Decision) -> None:
     if decision.complete and decision.rounds_seen < len(rounds):
         ax.axvline(decision.rounds_seen + 0.5, color=colour, ls=":", lw=1.0, zorder=1, label="decided here")
     interval = f"[{est.low:.4f}, {est.high:.4f}]" if est.bounded else "unbounded"
-    ax.set_title(f"{name}: {decision.verdict.value.upper()}  (head/base {est.point:.4f}, interval {interval}, "
-                 f"{decision.rounds_used} rounds, {decision.rounds_excluded} excluded)", fontsize=9, color=colour,
-                 loc="left")
+    ax.set_title(
+        f"{name}: {decision.verdict.value.upper()}  (head/base {est.point:.4f}, interval {interval}, "
+        f"{decision.rounds_used} rounds, {decision.rounds_excluded} excluded)",
+        fontsize=9,
+        color=colour,
+        loc="left",
+    )
     ax.set_ylabel("head / base TFLOPS\n(higher is better)", fontsize=8)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.tick_params(labelsize=8)

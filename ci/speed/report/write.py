@@ -67,9 +67,15 @@ def inconclusive_policy(plan: Any, fail_on_inconclusive: bool) -> str:
     return "fail (--fail-on-inconclusive)" if fail_on_inconclusive else "pass with a warning"
 
 
-def record_json(context: Context, results: Sequence[BenchmarkResult], correctness: Sequence[Mapping[str, Any]],
-                rounds: Sequence[Mapping[str, Any]], code: int, fail_on_inconclusive: bool,
-                command: Sequence[str]) -> dict[str, Any]:
+def record_json(
+    context: Context,
+    results: Sequence[BenchmarkResult],
+    correctness: Sequence[Mapping[str, Any]],
+    rounds: Sequence[Mapping[str, Any]],
+    code: int,
+    fail_on_inconclusive: bool,
+    command: Sequence[str],
+) -> dict[str, Any]:
     """The verdict record: a gate's, a calibration's or a replay's (docs/SPEED_GATE.md has the schema)."""
     return {
         "schema": GATE_SCHEMA,
@@ -88,8 +94,10 @@ def record_json(context: Context, results: Sequence[BenchmarkResult], correctnes
         "timing_overrides": context.timing,
         "exclusion": context.rule.to_json(),
         "thresholds": context.thresholds.to_json(),
-        "calibrations_used": {k: {"ratio_sd_upper": v["ratio_sd_upper"], "source": v.get("source")}
-                              for k, v in context.calibrations.items()},
+        "calibrations_used": {
+            k: {"ratio_sd_upper": v["ratio_sd_upper"], "source": v.get("source")}
+            for k, v in context.calibrations.items()
+        },
         "wall_s": round(context.wall_s, 1),
         "summary": summary_ids(results),
         "correctness": list(correctness),
@@ -114,18 +122,24 @@ def header_lines(context: Context, rounds: Sequence[Mapping[str, Any]]) -> list[
     """
     env = context.environment or {}
     base, head = context.base, context.head
-    head_text = ("the working tree" if head.get("working_tree")
-                 else f"`{(head.get('sha') or '?')[:12]}` ({head.get('ref')})")
-    lines = [f"base `{(base.get('sha') or '?')[:12]}` (merge-base of the head and `{base.get('ref')}`) · "
-             f"head {head_text}"]
+    head_text = (
+        "the working tree" if head.get("working_tree") else f"`{(head.get('sha') or '?')[:12]}` ({head.get('ref')})"
+    )
+    lines = [
+        f"base `{(base.get('sha') or '?')[:12]}` (merge-base of the head and `{base.get('ref')}`) · head {head_text}"
+    ]
     if context.extra.get("replayed_from"):
         lines.insert(0, f"**replayed** from `{context.extra['replayed_from']}` (no GPU)")
-    device = (f"device: {env.get('gpu') or 'CPU'} ({context.device})"
-              + (f" · torch {env['torch']}" if env.get("torch") else ""))
+    device = f"device: {env.get('gpu') or 'CPU'} ({context.device})" + (
+        f" · torch {env['torch']}" if env.get("torch") else ""
+    )
     if not rounds:
         return lines + ([device] if env else [])
-    floor = (f"{context.rule.clock_floor_mhz:g} MHz" if context.rule.clock_floor_mhz is not None
-             else f"{context.rule.clock_floor_fraction:.0%} of the max SM clock")
+    floor = (
+        f"{context.rule.clock_floor_mhz:g} MHz"
+        if context.rule.clock_floor_mhz is not None
+        else f"{context.rule.clock_floor_fraction:.0%} of the max SM clock"
+    )
     lines += [
         f"{device} · {len(rounds)} rounds {_engine_text(context.extra.get('engine'))}, order rotating (A B, B A, …) · "
         f"{context.wall_s:.0f} s",
@@ -139,12 +153,18 @@ def header_lines(context: Context, rounds: Sequence[Mapping[str, Any]]) -> list[
     lines += noise_lines(context.extra.get("noise"))
     cost = context.extra.get("cost")
     if cost:
-        lines.append(f"GPU runner: **{cost['measure_s'] + cost['startup_s']:.0f} s**: "
-                     f"{cost['measure_s']:.1f} s measuring, {cost['startup_s']:.1f} s starting "
-                     f"{cost['processes_started']} process(es) (summed over processes"
-                     + (f"; {cost['overlapped_startup_s']:.1f} s more start-up overlapped measuring"
-                        if cost.get("overlapped_startup_s") else "") + "); wall per GPU: "
-                     + ", ".join(f"{d}: {w:.0f} s" for d, w in cost["device_wall_s"].items()))
+        lines.append(
+            f"GPU runner: **{cost['measure_s'] + cost['startup_s']:.0f} s**: "
+            f"{cost['measure_s']:.1f} s measuring, {cost['startup_s']:.1f} s starting "
+            f"{cost['processes_started']} process(es) (summed over processes"
+            + (
+                f"; {cost['overlapped_startup_s']:.1f} s more start-up overlapped measuring"
+                if cost.get("overlapped_startup_s")
+                else ""
+            )
+            + "); wall per GPU: "
+            + ", ".join(f"{d}: {w:.0f} s" for d, w in cost["device_wall_s"].items())
+        )
     return lines
 
 
@@ -157,19 +177,26 @@ def noise_lines(noise: Mapping[str, Any] | None) -> list[str]:
     if model is None:
         return lines
     runner = model.get("runner") or {}
-    lines.insert(0, f"noise model: `{model.get('source')}` ({runner.get('gpu')}, driver {runner.get('driver')}, torch "
-                    f"{runner.get('torch')}; fitted {model.get('fitted')}), "
-                    f"{len(model.get('benchmarks', {}))} benchmark(s)")
+    lines.insert(
+        0,
+        f"noise model: `{model.get('source')}` ({runner.get('gpu')}, driver {runner.get('driver')}, torch "
+        f"{runner.get('torch')}; fitted {model.get('fitted')}), "
+        f"{len(model.get('benchmarks', {}))} benchmark(s)",
+    )
     guard = noise.get("guard") or {}
     fired, final = guard.get("fired"), guard.get("final") or {}
     if fired:
-        lines.append(f"> ⚠ **the rounds are noisier than the noise model allows** (variance ratio "
-                     f"{fired['ratio']:.2f} over {fired['df']} df, anytime p {fired['p']:.2g} < the {guard['level']:g} "
-                     f"level) from round {fired['round_index'] + 1} ({fired['benchmark']}): each benchmark's own "
-                     "rounds decided from there on")
+        lines.append(
+            f"> ⚠ **the rounds are noisier than the noise model allows** (variance ratio "
+            f"{fired['ratio']:.2f} over {fired['df']} df, anytime p {fired['p']:.2g} < the {guard['level']:g} "
+            f"level) from round {fired['round_index'] + 1} ({fired['benchmark']}): each benchmark's own "
+            "rounds decided from there on"
+        )
     elif final:
-        lines.append(f"the run's guard: rounds as noisy as the model allows (variance ratio {final['ratio']:.2f} over "
-                     f"{final['df']} df, anytime p {final['p']:.2g}; falls back below {guard.get('level', 0):g})")
+        lines.append(
+            f"the run's guard: rounds as noisy as the model allows (variance ratio {final['ratio']:.2f} over "
+            f"{final['df']} df, anytime p {final['p']:.2g}; falls back below {guard.get('level', 0):g})"
+        )
     return lines
 
 
@@ -183,26 +210,46 @@ def _engine_text(engine: Mapping[str, Any] | None) -> str:
     return "from warm workers" + (f" (new processes every {every} rounds)" if every else "")
 
 
-def finish(context: Context, results: Sequence[BenchmarkResult], correctness: Sequence[Mapping[str, Any]],
-           rounds: Sequence[Mapping[str, Any]], *, fail_on_inconclusive: bool, json_path: Path | None,
-           plot_path: Path | None,
-           command: Sequence[str]) -> int:
+def finish(
+    context: Context,
+    results: Sequence[BenchmarkResult],
+    correctness: Sequence[Mapping[str, Any]],
+    rounds: Sequence[Mapping[str, Any]],
+    *,
+    fail_on_inconclusive: bool,
+    json_path: Path | None,
+    plot_path: Path | None,
+    command: Sequence[str],
+) -> int:
     """Markdown to stdout and the step summary, the JSON record, the plot; returns the exit code."""
     code = exit_code(results, fail_on_inconclusive)
     ids = summary_ids(results)
     undecided = sum(r.status is Status.GATED and r.stopped_by is Stop.PR_FAILED for r in results)
     inconclusive = len(ids[Verdict.INCONCLUSIVE.value]) - undecided
-    title = (f"Speed gate: {STATUS_WORDS.get(code, 'FAIL')}"
-             + (f" ({inconclusive} inconclusive ⚠)" if inconclusive else "")
-             + (f" ({undecided} not decided: the PR had failed)" if undecided else ""))
+    title = (
+        f"Speed gate: {STATUS_WORDS.get(code, 'FAIL')}"
+        + (f" ({inconclusive} inconclusive ⚠)" if inconclusive else "")
+        + (f" ({undecided} not decided: the PR had failed)" if undecided else "")
+    )
     # Nothing measured because every selected benchmark has identical code (or is gone at head).
-    all_unchanged = (not rounds and any(r.status is Status.UNCHANGED_IDENTICAL for r in results)
-                     and all(r.status in (Status.UNCHANGED_IDENTICAL, Status.REMOVED) for r in results))
+    all_unchanged = (
+        not rounds
+        and any(r.status is Status.UNCHANGED_IDENTICAL for r in results)
+        and all(r.status in (Status.UNCHANGED_IDENTICAL, Status.REMOVED) for r in results)
+    )
     if all_unchanged:
         title = f"Speed gate: {ALL_UNCHANGED}"
-    markdown = gate_markdown(title=title, header_lines=header_lines(context, rounds), results=results,
-                             correctness=correctness, rounds=rounds, fail_on_inconclusive=fail_on_inconclusive,
-                             resolve_power=RESOLVE_POWER, preface=context.preface, changes=context.changes)
+    markdown = gate_markdown(
+        title=title,
+        header_lines=header_lines(context, rounds),
+        results=results,
+        correctness=correctness,
+        rounds=rounds,
+        fail_on_inconclusive=fail_on_inconclusive,
+        resolve_power=RESOLVE_POWER,
+        preface=context.preface,
+        changes=context.changes,
+    )
     print(markdown)
     # The measured rounds must survive an output that became unwritable during the run (disk full, a folder
     # gone read-only): each output falls back to a named file in the temp dir, the others are still written,
@@ -222,8 +269,10 @@ def finish(context: Context, results: Sequence[BenchmarkResult], correctness: Se
         log(f"speed_gate: {ALL_UNCHANGED}")
     else:
         word = STATUS_WORDS.get(code, "FAIL")
-        log(f"speed_gate: {word + ': ' + '; '.join(failed) if code == 1 and failed else word}"
-            + (f" ({inconclusive} inconclusive)" if inconclusive else ""))
+        log(
+            f"speed_gate: {word + ': ' + '; '.join(failed) if code == 1 and failed else word}"
+            + (f" ({inconclusive} inconclusive)" if inconclusive else "")
+        )
     if refused:
         raise WriteError("; ".join(refused))
     return code

@@ -14,8 +14,10 @@ from ci.common import gitutil
 
 PYPROJECT = "pyproject.toml"
 CONSTRAINTS = "ci/constraints-cpu.txt"
-WARNING = ("this PR changes pinned dependencies ({changes}); the gate measures both sides in the runner's one "
-           "environment, so their effect is not measured here")
+WARNING = (
+    "this PR changes pinned dependencies ({changes}); the gate measures both sides in the runner's one "
+    "environment, so their effect is not measured here"
+)
 
 _REQUIREMENT = re.compile(r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(?P<extras>\[[^\]]*\])?\s*(?P<spec>.*?)\s*$")
 _DEPENDENCIES = re.compile(r"^dependencies\s*=\s*\[(?P<body>.*?)^\]", re.M | re.S)
@@ -38,8 +40,12 @@ def pyproject_dependencies(text: str | None) -> dict[str, str]:
     block = _DEPENDENCIES.search(_project_table(text or ""))
     if block is None:
         return {}
-    lines = [m.group(1) if m.group(1) is not None else m.group(2)
-             for line in block["body"].splitlines() for m in [_QUOTED.search(line.split("#", 1)[0])] if m]
+    lines = [
+        m.group(1) if m.group(1) is not None else m.group(2)
+        for line in block["body"].splitlines()
+        for m in [_QUOTED.search(line.split("#", 1)[0])]
+        if m
+    ]
     return requirements("\n".join(lines))
 
 
@@ -49,16 +55,20 @@ def _project_table(text: str) -> str:
 
 
 def changed(base: dict[str, str], head: dict[str, str], where: str = "") -> list[str]:
-    """One text per requirement that differs: ``torch 2.13.0 -> 2.14.0``, ``scipy ==1.17.1 (new)``, ``x >=1 removed``.
-    """
+    """One text per differing requirement: ``torch 2.13.0 -> 2.14.0``, ``scipy ==1.17.1 (new)``, ``x >=1 removed``."""
     out = []
     for name in sorted(set(base) | set(head)):
         old, new = base.get(name), head.get(name)
         if old == new:
             continue
         old_text, new_text = (_pin(v) if v is not None else None for v in (old, new))
-        text = (f"{name} {new_text} (new)" if old is None else f"{name} {old_text} removed" if new is None
-                else f"{name} {old_text} -> {new_text}")
+        text = (
+            f"{name} {new_text} (new)"
+            if old is None
+            else f"{name} {old_text} removed"
+            if new is None
+            else f"{name} {old_text} -> {new_text}"
+        )
         out.append(text + (f" in {where}" if where else ""))
     return out
 
@@ -79,8 +89,11 @@ def dependency_changes(repo: Any, base_sha: str | None, head_sha: str | None) ->
     """The changed requirements between two commits (``head_sha`` None: the working tree); [] without a base."""
     if base_sha is None:
         return []
-    out = changed(pyproject_dependencies(_read(repo, base_sha, PYPROJECT)),
-                  pyproject_dependencies(_read(repo, head_sha, PYPROJECT)), PYPROJECT)
+    out = changed(
+        pyproject_dependencies(_read(repo, base_sha, PYPROJECT)),
+        pyproject_dependencies(_read(repo, head_sha, PYPROJECT)),
+        PYPROJECT,
+    )
     out += changed(requirements(_read(repo, base_sha, CONSTRAINTS)), requirements(_read(repo, head_sha, CONSTRAINTS)))
     return out
 

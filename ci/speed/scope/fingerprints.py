@@ -26,6 +26,7 @@ def fingerprint_sides(
     log: Callable[[str], None] = lambda line: None,
 ) -> tuple[TreeFingerprints, TreeFingerprints]:
     """(base, head) fingerprints; a missing base tree (no merge-base) lists nothing, so everything is "measure"."""
+
     def one(name: str, tree: Path | None) -> TreeFingerprints:
         if tree is None:
             return TreeFingerprints({}, {a: [] for a in archs}, {})
@@ -37,8 +38,14 @@ def fingerprint_sides(
         return base.result(), head.result()
 
 
-def decide(base_sha: str | None, head_sha: str, base: TreeFingerprints, head: TreeFingerprints,
-           costs: Mapping[str, float] | None = None, started: float | None = None) -> dict[str, Any]:
+def decide(
+    base_sha: str | None,
+    head_sha: str,
+    base: TreeFingerprints,
+    head: TreeFingerprints,
+    costs: Mapping[str, float] | None = None,
+    started: float | None = None,
+) -> dict[str, Any]:
     """The decision data of ci.speed.scope.summary (what the CPU job writes as changes.json)."""
     data = summary.report_data(base_sha, head_sha, base, head, compare(base, head), costs)
     if started is not None:

@@ -27,8 +27,20 @@ GPU_NEEDED_OUTPUT = "gpu_needed"
 _REFERENCE_FLOPS = 8192**3
 _REFERENCE_SECONDS = 10.0
 _SECONDS_PER_8X = 5.0
-RESOURCE_FIELDS = ("registers", "arch_vgpr", "agpr", "sgpr", "vgpr_spills", "spill_store_bytes", "scratch_bytes",
-                   "shared_bytes", "occupancy", "mma_count", "accvgpr_copies", "accvgpr_copies_in_loop")
+RESOURCE_FIELDS = (
+    "registers",
+    "arch_vgpr",
+    "agpr",
+    "sgpr",
+    "vgpr_spills",
+    "spill_store_bytes",
+    "scratch_bytes",
+    "shared_bytes",
+    "occupancy",
+    "mma_count",
+    "accvgpr_copies",
+    "accvgpr_copies_in_loop",
+)
 
 
 def estimated_cost_s(m: int, n: int, k: int) -> float:
@@ -43,7 +55,7 @@ def load_costs(path: Path) -> dict[str, float]:
         raise ValueError(str(exc)) from None
     costs = data.get("costs", data) if isinstance(data, dict) else None
     if not isinstance(costs, dict) or not all(isinstance(v, (int, float)) for v in costs.values()):
-        raise ValueError(f"--costs {path}: expected {{benchmark id: seconds}} (optionally under \"costs\")")
+        raise ValueError(f'--costs {path}: expected {{benchmark id: seconds}} (optionally under "costs")')
     return {str(k): float(v) for k, v in costs.items()}
 
 
@@ -57,11 +69,20 @@ def append_github_output(data: Mapping[str, Any], path: Path) -> None:
         f.write(github_output_text(data))
 
 
-def report_data(base_sha: str | None, head_sha: str, base: TreeFingerprints, head: TreeFingerprints,
-                comparisons: Mapping[str, Mapping[str, Comparison]],
-                costs: Mapping[str, float] | None) -> dict[str, Any]:
-    benchmarks = {(arch, f"{b['kernel']}[{b['config']}]/{b['shape']}"): b
-                  for side in (head, base) for arch, listed in side.benchmarks.items() for b in listed}
+def report_data(
+    base_sha: str | None,
+    head_sha: str,
+    base: TreeFingerprints,
+    head: TreeFingerprints,
+    comparisons: Mapping[str, Mapping[str, Comparison]],
+    costs: Mapping[str, float] | None,
+) -> dict[str, Any]:
+    benchmarks = {
+        (arch, f"{b['kernel']}[{b['config']}]/{b['shape']}"): b
+        for side in (head, base)
+        for arch, listed in side.benchmarks.items()
+        for b in listed
+    }
     by_arch: dict[str, dict[str, Any]] = {}
     to_measure: set[str] = set()
     unchanged: set[str] = set()
@@ -89,9 +110,10 @@ def report_data(base_sha: str | None, head_sha: str, base: TreeFingerprints, hea
         "archs": list(comparisons),
         # A side whose registry could not be read lists nothing: the GPU job must run then.
         "gpu_needed": bool(to_measure) or nothing_listed,
-        "gpu_needed_by_arch": {arch: any(c.outcome not in (Outcome.IDENTICAL, Outcome.REMOVED)
-                                         for c in results.values())
-                               for arch, results in comparisons.items()},
+        "gpu_needed_by_arch": {
+            arch: any(c.outcome not in (Outcome.IDENTICAL, Outcome.REMOVED) for c in results.values())
+            for arch, results in comparisons.items()
+        },
         "to_measure": sorted(to_measure),
         "unchanged": sorted(unchanged - to_measure),
         # Base-only benchmarks: nothing to measure, but the summary and the gate list them.
@@ -99,13 +121,17 @@ def report_data(base_sha: str | None, head_sha: str, base: TreeFingerprints, hea
         "removed_by_arch": removed,
         "by_arch": by_arch,
         "failures": {side: t.failure for side, t in (("base", base), ("head", head)) if t.failure},
-        "saved": {"gpu_seconds_by_arch": {a: round(s, 1) for a, s in saved.items()},
-                  "estimated": costs is None, "benchmarks_skipped": len(unchanged - to_measure)},
+        "saved": {
+            "gpu_seconds_by_arch": {a: round(s, 1) for a, s in saved.items()},
+            "estimated": costs is None,
+            "benchmarks_skipped": len(unchanged - to_measure),
+        },
         "code_changes": code_changes(base, head),
         # What the speed gate needs to list the skipped benchmarks and check selectors without a survey.
         "benchmarks_by_arch": {
             arch: (head if arch in head.benchmarks and not head.failure else base).benchmarks.get(arch, [])
-            for arch in comparisons},
+            for arch in comparisons
+        },
         "registered": registered(head if not head.failure else base),
     }
 
@@ -120,8 +146,13 @@ def registered(tree: TreeFingerprints) -> list[dict[str, Any]]:
 
 
 def _comparison_json(c: Comparison) -> dict[str, Any]:
-    return {"outcome": c.outcome.name, "summary": c.describe(), "what": list(c.what),
-            "reason": c.reason.name if c.reason else None, "detail": c.detail}
+    return {
+        "outcome": c.outcome.name,
+        "summary": c.describe(),
+        "what": list(c.what),
+        "reason": c.reason.name if c.reason else None,
+        "detail": c.detail,
+    }
 
 
 def code_changes(base: TreeFingerprints, head: TreeFingerprints) -> list[dict[str, Any]]:
@@ -131,10 +162,17 @@ def code_changes(base: TreeFingerprints, head: TreeFingerprints) -> list[dict[st
         old = base.compiled.get(target)
         if not (old and old["ok"] and new["ok"]) or old["digest"] == new["digest"]:
             continue
-        rows = mix_diff(instruction_mix(old["mix_kind"], old["mix_text"]),
-                        instruction_mix(new["mix_kind"], new["mix_text"]))
-        out.append({"target": target, "dialect": new["mix_kind"], "instruction_mix": rows,
-                    "resources": resource_diff(old["usage"], new["usage"])})
+        rows = mix_diff(
+            instruction_mix(old["mix_kind"], old["mix_text"]), instruction_mix(new["mix_kind"], new["mix_text"])
+        )
+        out.append(
+            {
+                "target": target,
+                "dialect": new["mix_kind"],
+                "instruction_mix": rows,
+                "resources": resource_diff(old["usage"], new["usage"]),
+            }
+        )
     return out
 
 
@@ -158,9 +196,12 @@ def markdown(data: Mapping[str, Any]) -> str:
     saved = data["saved"]
     seconds = ", ".join(f"{arch} {s:.0f} s" for arch, s in saved["gpu_seconds_by_arch"].items()) or "0 s"
     removed = f", {len(data['removed'])} removed at head" if data.get("removed") else ""
-    lines += [f"GPU needed: **{need}** ({len(data['to_measure'])} to measure, {saved['benchmarks_skipped']} "
-              f"unchanged{removed}). GPU time saved by the skips: {seconds}"
-              f"{' (estimated)' if saved['estimated'] else ''}.", ""]
+    lines += [
+        f"GPU needed: **{need}** ({len(data['to_measure'])} to measure, {saved['benchmarks_skipped']} "
+        f"unchanged{removed}). GPU time saved by the skips: {seconds}"
+        f"{' (estimated)' if saved['estimated'] else ''}.",
+        "",
+    ]
     for arch, results in data["by_arch"].items():
         rows = [{"benchmark": bench_id, "decision": r["summary"]} for bench_id, r in results.items()]
         lines += [f"#### {arch}", "", markdown_table(rows, empty="_(no benchmark runs on this arch)_"), ""]
@@ -172,7 +213,14 @@ def code_changes_lines(changes: Any) -> list[str]:
     """Per compiled code that changed: its instruction mix and resources, base vs head (Markdown lines)."""
     lines: list[str] = []
     for change in changes:
-        lines += [f"#### {change['target']}: instruction mix ({change['dialect']}, static counts)", "",
-                  markdown_table(change["instruction_mix"]), "", "Resources:", "",
-                  markdown_table(change["resources"]), ""]
+        lines += [
+            f"#### {change['target']}: instruction mix ({change['dialect']}, static counts)",
+            "",
+            markdown_table(change["instruction_mix"]),
+            "",
+            "Resources:",
+            "",
+            markdown_table(change["resources"]),
+            "",
+        ]
     return lines

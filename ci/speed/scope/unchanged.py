@@ -72,16 +72,19 @@ def check_changes_commits(data: Mapping[str, Any], path: Path, base_sha: str, he
     """The file must be of this comparison: the same merge-base and head."""
     for side, expected in (("base", base_sha), ("head", head_sha)):
         if data.get(side) != expected:
-            raise ChangesFileError(f"--changes {path}: its {side} is {str(data.get(side))[:12]}, this gate's {side} is "
-                                   f"{expected[:12]}: fingerprints of other commits")
+            raise ChangesFileError(
+                f"--changes {path}: its {side} is {str(data.get(side))[:12]}, this gate's {side} is "
+                f"{expected[:12]}: fingerprints of other commits"
+            )
 
 
 def decision_from_data(data: Mapping[str, Any], arch: str, how: str, measure_identical: bool) -> CodeDecision:
     """The per-(kernel, config) decision for ``arch`` from decision data (ci.speed.scope.summary.report_data)."""
     results = (data.get("by_arch") or {}).get(arch)
     if results is None:
-        raise ChangesFileError(f"the changes data has no fingerprints for {arch} "
-                               f"(it has {', '.join(data.get('archs') or [])})")
+        raise ChangesFileError(
+            f"the changes data has no fingerprints for {arch} (it has {', '.join(data.get('archs') or [])})"
+        )
     pairs: dict[tuple[str, str], tuple[bool, str]] = {}
     for bench_id, result in results.items():
         match = _ID.match(bench_id)
@@ -98,8 +101,9 @@ def decision_from_data(data: Mapping[str, Any], arch: str, how: str, measure_ide
     return CodeDecision(arch, how, pairs, listed, removed, data, measure_identical)
 
 
-def unchanged_entries(decision: CodeDecision, kernels: Sequence[str], configs: Sequence[str],
-                      shapes: Sequence[str]) -> list[Entry]:
+def unchanged_entries(
+    decision: CodeDecision, kernels: Sequence[str], configs: Sequence[str], shapes: Sequence[str]
+) -> list[Entry]:
     """The selected benchmarks of identical (kernel, config)s, named as a survey would name them."""
     identical = {p for p in decision.identical_pairs if name_matches(p[0], kernels) and name_matches(p[1], configs)}
     runs_here = [b for b in decision.listed if (b.kernel, b.config) in identical]
@@ -118,25 +122,34 @@ def unchanged_entries(decision: CodeDecision, kernels: Sequence[str], configs: S
     return [Entry(b, Status.UNCHANGED_IDENTICAL, why) for b in runs_here]
 
 
-def removed_entries(decision: CodeDecision, kernels: Sequence[str], configs: Sequence[str],
-                    shapes: Sequence[str]) -> list[Entry]:
+def removed_entries(
+    decision: CodeDecision, kernels: Sequence[str], configs: Sequence[str], shapes: Sequence[str]
+) -> list[Entry]:
     """The selected benchmarks the base has on the arch and the head does not: "removed", never measured.
 
     The gate adds them when its survey is narrowed to the changed (kernel, config)s, which leaves them out.
     """
     wanted = {s for text in shapes for s in (text, "x".join(map(str, parse_shape(text) or ())))}
-    return [Entry(b, Status.REMOVED, f"{REMOVED_NOTE} ({decision.arch})") for b in decision.removed
-            if name_matches(b.kernel, kernels) and name_matches(b.config, configs)
-            and (not shapes or b.shape in wanted or f"{b.m}x{b.n}x{b.k}" in wanted)]
+    return [
+        Entry(b, Status.REMOVED, f"{REMOVED_NOTE} ({decision.arch})")
+        for b in decision.removed
+        if name_matches(b.kernel, kernels)
+        and name_matches(b.config, configs)
+        and (not shapes or b.shape in wanted or f"{b.m}x{b.n}x{b.k}" in wanted)
+    ]
 
 
-def measured_pairs(decision: CodeDecision, kernels: Sequence[str],
-                   configs: Sequence[str]) -> list[tuple[str, str]] | None:
+def measured_pairs(
+    decision: CodeDecision, kernels: Sequence[str], configs: Sequence[str]
+) -> list[tuple[str, str]] | None:
     """The (kernel, config)s to survey and measure; None: every selected one (no decision to go by)."""
     if decision.arch is None or decision.measure_identical:
         return None
-    return sorted(p for p in decision.pairs if p not in decision.identical_pairs
-                  and name_matches(p[0], kernels) and name_matches(p[1], configs))
+    return sorted(
+        p
+        for p in decision.pairs
+        if p not in decision.identical_pairs and name_matches(p[0], kernels) and name_matches(p[1], configs)
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -167,8 +180,12 @@ def rounds_measured(rounds: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     return counts
 
 
-def cost_record(decision: CodeDecision | None, skipped: Sequence[Entry], rounds: Sequence[Mapping[str, Any]],
-                removed: Sequence[Entry] = ()) -> dict[str, Any]:
+def cost_record(
+    decision: CodeDecision | None,
+    skipped: Sequence[Entry],
+    rounds: Sequence[Mapping[str, Any]],
+    removed: Sequence[Entry] = (),
+) -> dict[str, Any]:
     """The JSON record's "code" and "costs" parts: what was skipped, the seconds saved (estimated) and spent."""
     from ci.speed.engine.rounds import cost_summary
 
@@ -176,8 +193,12 @@ def cost_record(decision: CodeDecision | None, skipped: Sequence[Entry], rounds:
     spent = summary["startup_s"] + summary["measure_s"]
     saved = {e.benchmark.id: round(estimated_cost_s(e.benchmark.m, e.benchmark.n, e.benchmark.k), 1) for e in skipped}
     return {
-        "code": None if decision is None else {
-            "arch": decision.arch, "how": decision.how, "measure_identical": decision.measure_identical,
+        "code": None
+        if decision is None
+        else {
+            "arch": decision.arch,
+            "how": decision.how,
+            "measure_identical": decision.measure_identical,
             "decisions": {f"{k}[{c}]": text for (k, c), (_, text) in sorted(decision.pairs.items())},
             "code_changes": list(decision.data.get("code_changes") or []),
         },
@@ -193,8 +214,10 @@ def cost_record(decision: CodeDecision | None, skipped: Sequence[Entry], rounds:
 def cost_lines(record: Mapping[str, Any]) -> list[str]:
     skipped = record["skipped_identical"]
     # What the rounds spent is the "GPU runner" line of the run's header (ci.speed.report.write), from the same tally.
-    return [f"{len(skipped)} benchmark(s) unchanged (identical code), not measured: "
-            f"~{record['gpu_seconds_saved_estimated']:.0f} s of GPU runner saved (estimated)"]
+    return [
+        f"{len(skipped)} benchmark(s) unchanged (identical code), not measured: "
+        f"~{record['gpu_seconds_saved_estimated']:.0f} s of GPU runner saved (estimated)"
+    ]
 
 
 # ---------------------------------------------------------------------------
@@ -202,8 +225,9 @@ def cost_lines(record: Mapping[str, Any]) -> list[str]:
 # ---------------------------------------------------------------------------
 
 
-def code_decision(options: Any, base_sha: str, head_sha: str, base_tree: Path | None, head_tree: Path,
-                  log: Any = lambda line: None) -> CodeDecision:
+def code_decision(
+    options: Any, base_sha: str, head_sha: str, base_tree: Path | None, head_tree: Path, log: Any = lambda line: None
+) -> CodeDecision:
     """Fingerprint both trees for the runner's arch (or read --changes) and decide per (kernel, config).
 
     Nothing here starts a child that touches the GPU: the fingerprint children compile on the CPU.
@@ -217,8 +241,12 @@ def code_decision(options: Any, base_sha: str, head_sha: str, base_tree: Path | 
     if options.changes_data is not None:
         check_changes_commits(options.changes_data, options.changes, base_sha, head_sha)
         try:
-            return decision_from_data(options.changes_data, arch, f"{arch} ({how}); fingerprints from --changes "
-                                      f"{options.changes}", options.measure_identical)
+            return decision_from_data(
+                options.changes_data,
+                arch,
+                f"{arch} ({how}); fingerprints from --changes {options.changes}",
+                options.measure_identical,
+            )
         except ChangesFileError as exc:
             raise ChangesFileError(f"--changes {options.changes}: {exc}") from None
     import time
@@ -229,13 +257,20 @@ def code_decision(options: Any, base_sha: str, head_sha: str, base_tree: Path | 
     base, head = fingerprint_sides(base_tree, head_tree, [arch], log=lambda line: log(f"  [fingerprint] {line}"))
     data = decide(base_sha, head_sha, base, head, started=started)
     log(f"speed_gate: fingerprints for {arch} in {data['fingerprint_seconds']:.0f} s")
-    return decision_from_data(data, arch,
-                              f"{arch} ({how}); fingerprints computed in {data['fingerprint_seconds']:.0f} s",
-                              options.measure_identical)
+    return decision_from_data(
+        data,
+        arch,
+        f"{arch} ({how}); fingerprints computed in {data['fingerprint_seconds']:.0f} s",
+        options.measure_identical,
+    )
 
 
-def preface_lines(decision: CodeDecision | None, measured: Sequence[tuple[str, str]] | None, costs: Mapping[str, Any],
-                  dependency_changes: Sequence[str] = ()) -> list[str]:
+def preface_lines(
+    decision: CodeDecision | None,
+    measured: Sequence[tuple[str, str]] | None,
+    costs: Mapping[str, Any],
+    dependency_changes: Sequence[str] = (),
+) -> list[str]:
     """Above the verdict: the arch, what each measured (kernel, config) changed, the ISA and resource diffs, the costs.
 
     ``measured == []`` (every selected benchmark has identical code): the code line and one line of what it saved.
@@ -244,21 +279,29 @@ def preface_lines(decision: CodeDecision | None, measured: Sequence[tuple[str, s
 
     if decision is None:
         return warning_lines(list(dependency_changes))
-    lines = [f"**Code** for {decision.arch or 'an unknown arch'}: {decision.how}"
-             + (" · --measure-identical: identical code measured too" if decision.measure_identical else ""), ""]
+    lines = [
+        f"**Code** for {decision.arch or 'an unknown arch'}: {decision.how}"
+        + (" · --measure-identical: identical code measured too" if decision.measure_identical else ""),
+        "",
+    ]
     lines += warning_lines(list(dependency_changes))
     if measured == []:
         removed = len(costs.get("removed_at_head") or [])
         gone = f" ({removed} removed at head)" if removed else ""
-        return lines + [f"every selected benchmark has identical code{gone}: nothing measured, 0 GPU seconds, "
-                        f"~{costs['gpu_seconds_saved_estimated']:.0f} s saved (estimated)", ""]
+        return lines + [
+            f"every selected benchmark has identical code{gone}: nothing measured, 0 GPU seconds, "
+            f"~{costs['gpu_seconds_saved_estimated']:.0f} s saved (estimated)",
+            "",
+        ]
     if decision.arch is not None:
         from harness.report import markdown_table
 
         shown = sorted(decision.pairs) if measured is None else measured
         rows = [{"kernel[config]": f"{k}[{c}]", "code": decision.why_measured(k, c)} for k, c in shown]
-        lines += [markdown_table(rows, empty="_every selected kernel[config] has identical code: nothing is measured_"),
-                  ""]
+        lines += [
+            markdown_table(rows, empty="_every selected kernel[config] has identical code: nothing is measured_"),
+            "",
+        ]
         from ci.speed.scope.summary import code_changes_lines
 
         lines += code_changes_lines(decision.data.get("code_changes") or [])

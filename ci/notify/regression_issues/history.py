@@ -6,7 +6,7 @@ Fields not used here are ignored; a used one of the wrong type is a InputError n
 Findings: :class:`Slowdown` (a "regression" change point, where it is and whether a later improvement
 took at least half of it back) and :class:`DriftAlarm` (identity: machine, benchmark, best commit;
 recovered when a later entry against the same best no longer fails). Which issue each belongs to is
-ci.notify.matching's; the rules: docs/PR_COMMENT.md, "One issue per regression on main".
+ci.notify.regression_issues.matching's; the rules: docs/PR_COMMENT.md, "One issue per regression on main".
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 from ci.common.errors import InputError
 from ci.common.regression_identity import OfSeries
 from ci.common.regression_identity import series as short_hash  # noqa: F401 (one series id for the filer and the site)
-from ci.notify.records import Reader, check_schema
+from ci.notify.untrusted import Reader, check_schema
 
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
 _KERNEL = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
@@ -125,20 +125,51 @@ def load_history_changes(data: Any, file: str = "changes.json") -> HistoryChange
         for index, cp in enumerate(points):
             if cp["direction"] != "regression":
                 continue
-            later = [p for p in points[index + 1:] if p["benchmark"] == cp["benchmark"] and p["index"] > cp["index"]]
-            findings.append(Slowdown(machine, cp["benchmark"], cp["last_before"], cp["first_after"], cp["relative_change"],
-                                     cp["interval"], cp["confidence"], cp["p_value"], cp["level"], _recovery(cp, later),
-                                     cp["recent"], cp["index"], cp["orders"], cp["settled"]))
+            later = [p for p in points[index + 1 :] if p["benchmark"] == cp["benchmark"] and p["index"] > cp["index"]]
+            findings.append(
+                Slowdown(
+                    machine,
+                    cp["benchmark"],
+                    cp["last_before"],
+                    cp["first_after"],
+                    cp["relative_change"],
+                    cp["interval"],
+                    cp["confidence"],
+                    cp["p_value"],
+                    cp["level"],
+                    _recovery(cp, later),
+                    cp["recent"],
+                    cp["index"],
+                    cp["orders"],
+                    cp["settled"],
+                )
+            )
         present.update(short_hash(machine, cp["benchmark"]) for cp in points)
         for d in m.get("drift").items(optional=True):
             present.add(short_hash(machine, d.get("benchmark").text()))
-            findings.append(DriftAlarm(machine, d.get("benchmark").text(), _sha(d.get("newest")), _sha(d.get("best")),
-                                       d.get("drop").number(), d.get("threshold").number(), d.get("noise").number(),
-                                       d.get("window").integer(), bool(d.get("failed").boolean()), _orders(d.get("orders")),
-                                       d.get("streak").integer(optional=True)))
+            findings.append(
+                DriftAlarm(
+                    machine,
+                    d.get("benchmark").text(),
+                    _sha(d.get("newest")),
+                    _sha(d.get("best")),
+                    d.get("drop").number(),
+                    d.get("threshold").number(),
+                    d.get("noise").number(),
+                    d.get("window").integer(),
+                    bool(d.get("failed").boolean()),
+                    _orders(d.get("orders")),
+                    d.get("streak").integer(optional=True),
+                )
+            )
     commit = root.get("results_commit")
-    return HistoryChanges(_sha(commit) if commit.value is not None else None, _site_url(root.get("site_url")),
-                          tuple(findings), tuple(not_checked), frozenset(present))
+    return HistoryChanges(
+        _sha(commit) if commit.value is not None else None,
+        _site_url(root.get("site_url")),
+        tuple(findings),
+        tuple(not_checked),
+        frozenset(present),
+    )
 
 
 def _change_point(c: Reader, machine: str) -> dict[str, Any]:
@@ -148,13 +179,21 @@ def _change_point(c: Reader, machine: str) -> dict[str, Any]:
         raise InputError(f"{change.path}.interval: expected [low, high]")
     if c.get("machine").text(optional=True) not in (None, machine):
         raise InputError(f"{c.path}.machine: {c.get('machine').text()!r} listed under machine {machine!r}")
-    return {"benchmark": c.get("benchmark").text(), "last_before": _sha(c.get("last_before")),
-            "first_after": _sha(c.get("first_after")), "index": change.get("index").integer(),
-            "direction": change.get("direction").choice({"regression", "improvement"}),
-            "relative_change": change.get("relative_change").number(), "interval": (interval[0].number(), interval[1].number()),
-            "confidence": change.get("confidence").number(), "p_value": change.get("p_value").number(),
-            "level": change.get("level").number(), "recent": c.get("recent").boolean(optional=True) is not False,
-            "orders": _orders(c.get("orders")), "settled": _settled(change.get("after"))}
+    return {
+        "benchmark": c.get("benchmark").text(),
+        "last_before": _sha(c.get("last_before")),
+        "first_after": _sha(c.get("first_after")),
+        "index": change.get("index").integer(),
+        "direction": change.get("direction").choice({"regression", "improvement"}),
+        "relative_change": change.get("relative_change").number(),
+        "interval": (interval[0].number(), interval[1].number()),
+        "confidence": change.get("confidence").number(),
+        "p_value": change.get("p_value").number(),
+        "level": change.get("level").number(),
+        "recent": c.get("recent").boolean(optional=True) is not False,
+        "orders": _orders(c.get("orders")),
+        "settled": _settled(change.get("after")),
+    }
 
 
 def _settled(r: Reader) -> int | None:

@@ -1,4 +1,4 @@
-"""A regression issue's title, body and comments, rendered from its state (ci.notify.issue_state): pure text.
+"""A regression issue's title, body and comments, rendered from its state (regression_issues.issue_state): pure text.
 
 The body is a function of the state alone (and the repository's address), so an issue whose
 state did not change renders the same text and is not edited; one whose change point moved is
@@ -13,9 +13,9 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ci.notify.history import DriftAlarm, Finding, Slowdown, kernel_page
-from ci.notify.issue_state import DriftEntry, IssueState, Member, render_marker
 from ci.notify.markdown import FIELD_LIMIT, clean, code, percent, table
+from ci.notify.regression_issues.history import DriftAlarm, Finding, Slowdown, kernel_page
+from ci.notify.regression_issues.issue_state import DriftEntry, IssueState, Member, render_marker
 
 TITLE_LIMIT = 256  # GitHub's
 METHOD = "a multi-scale MOSUM scan, each change confirmed against its neighbours: docs/CHANGE_POINTS.md"
@@ -52,9 +52,11 @@ def _fenced(text: str) -> str:
 def bisect_block(machine: str, good: str, bad: str, benchmark: str) -> str:
     bench = clean(gate_id(benchmark), FIELD_LIMIT)
     command = f"python -m ci.bisect \\\n  --good {good} \\\n  --bad {bad} \\\n  --bench {shlex.quote(bench)}"
-    return (f"**Bisect** (on a runner like {code(machine)}, with the speed gate as the measurer):\n\n{_fenced(command)}\n\n"
-            "_Good and bad are what `python -m ci.bisect --from-change-point REPORT.json --bench ID` takes from the main "
-            "job's JSON report of that machine; this job runs no bisection (it has no GPU)._")
+    return (
+        f"**Bisect** (on a runner like {code(machine)}, with the speed gate as the measurer):\n\n{_fenced(command)}\n\n"
+        "_Good and bad are what `python -m ci.bisect --from-change-point REPORT.json --bench ID` takes from the main "
+        "job's JSON report of that machine; this job runs no bisection (it has no GPU)._"
+    )
 
 
 def _compare(server_url: str, repo: str, a: str, b: str) -> str:
@@ -98,8 +100,11 @@ def title(what: IssueState | Finding) -> str:
         return clean(f"{text} ({d.best[:7]}..{d.newest[:7]})", TITLE_LIMIT)
     members = state.members
     if state.kind == "rollup":
-        return clean(f"Slowdowns over this workflow's per-run issue cap: {len(members)} change points, "
-                     f"{len(state.drifts)} drift alarms", TITLE_LIMIT)
+        return clean(
+            f"Slowdowns over this workflow's per-run issue cap: {len(members)} change points, "
+            f"{len(state.drifts)} drift alarms",
+            TITLE_LIMIT,
+        )
     a, b = _span(members)
     if len(members) == 1:
         m = members[0]
@@ -113,19 +118,26 @@ def title(what: IssueState | Finding) -> str:
 
 def _status_line(state: IssueState, server: str, repo: str) -> str:
     if state.status == "open":
-        return "**Status: open.** A later run edits this issue when the change point moves, and closes it when the level " \
-               "comes back or more data does not confirm it."
+        return (
+            "**Status: open.** A later run edits this issue when the change point moves, and closes it when the level "
+            "comes back or more data does not confirm it."
+        )
     if state.status == "recovered":
         fixed = [(m, m.fix) for m in state.members if m.status == "recovered" and m.fix]
         if fixed:
-            lines = [f"{code(gate_id(m.benchmark), 80)}: recovered in {_compare(server, repo, fix[0], fix[1])} (fixing "
-                     f"commit {_fix_commit(m)}), an improvement of {percent(fix[2])}; the level is now "
-                     f"{percent(fix[3])} from before the slowdown" for m, fix in fixed[:20]]
+            lines = [
+                f"{code(gate_id(m.benchmark), 80)}: recovered in {_compare(server, repo, fix[0], fix[1])} (fixing "
+                f"commit {_fix_commit(m)}), an improvement of {percent(fix[2])}; the level is now "
+                f"{percent(fix[3])} from before the slowdown"
+                for m, fix in fixed[:20]
+            ]
             more = f"\n- … and {len(fixed) - 20} more" if len(fixed) > 20 else ""
             return "**Status: recovered, closed.**\n\n" + "\n".join(f"- {line}" for line in lines) + more
         return "**Status: recovered, closed.** The drift guard measures the newest commit back within its threshold."
-    return ("**Status: not confirmed, closed.** With more commits measured, the history no longer shows this change point: "
-            "it was noise or a level that came back before it settled.")
+    return (
+        "**Status: not confirmed, closed.** With more commits measured, the history no longer shows this change point: "
+        "it was noise or a level that came back before it settled."
+    )
 
 
 def _fix_commit(m: Member) -> str:
@@ -135,29 +147,47 @@ def _fix_commit(m: Member) -> str:
 
 def _member_row(m: Member, server: str, repo: str, machine: bool) -> dict[str, str]:
     low, high = m.interval
-    status = {"active": "open", "recovered": f"recovered at {_fix_commit(m)}" if m.fix else "recovered",
-              "dissolved": "not confirmed"}[m.status]
+    status = {
+        "active": "open",
+        "recovered": f"recovered at {_fix_commit(m)}" if m.fix else "recovered",
+        "dissolved": "not confirmed",
+    }[m.status]
     row = {"benchmark": code(gate_id(m.benchmark), 120, in_table=True)}
     if machine:
         row["machine"] = code(m.machine, 60, in_table=True)
     compare = f"[{m.last_before[:7]}..{m.first_after[:7]}]({server}/{repo}/compare/{m.last_before}...{m.first_after})"
-    return {**row, "TFLOPS": f"**{percent(m.change)}**", "95% interval": f"{percent(low)} to {percent(high)}",
-            "suspected commits": compare, "status": status}
+    return {
+        **row,
+        "TFLOPS": f"**{percent(m.change)}**",
+        "95% interval": f"{percent(low)} to {percent(high)}",
+        "suspected commits": compare,
+        "status": status,
+    }
 
 
 def _drift_text(d: DriftEntry, server: str, repo: str) -> str:
-    rows = [("benchmark", code(d.benchmark)), ("machine", code(d.machine)),
-            ("drop", f"**{percent(-d.drop)}**: the newest commit against the best of the last {d.window} measured"),
-            ("threshold", f"{d.threshold:.2%} (3 x {d.noise:.2%} commit-to-commit noise, at least 2%)"),
-            ("suspected commits", f"{_compare(server, repo, d.best, d.newest)}: from the best to the newest"),
-            ("status", "failing" if d.status == "failing" else "recovered: the newest commit is back within the threshold")]
-    return "\n\n".join(["The drift guard fires: every step may have passed the PR gate while their sum did not.",
-                        _facts(rows), bisect_block(d.machine, d.best, d.newest, d.benchmark)])
+    rows = [
+        ("benchmark", code(d.benchmark)),
+        ("machine", code(d.machine)),
+        ("drop", f"**{percent(-d.drop)}**: the newest commit against the best of the last {d.window} measured"),
+        ("threshold", f"{d.threshold:.2%} (3 x {d.noise:.2%} commit-to-commit noise, at least 2%)"),
+        ("suspected commits", f"{_compare(server, repo, d.best, d.newest)}: from the best to the newest"),
+        ("status", "failing" if d.status == "failing" else "recovered: the newest commit is back within the threshold"),
+    ]
+    return "\n\n".join(
+        [
+            "The drift guard fires: every step may have passed the PR gate while their sum did not.",
+            _facts(rows),
+            bisect_block(d.machine, d.best, d.newest, d.benchmark),
+        ]
+    )
 
 
-FOOTER = ("_Filed by the regression-issues workflow: one issue per regression, found again by the hidden line at the top "
-          "of this body (not by its label or title), edited when the change point moves, closed when the level comes back "
-          "or more data does not confirm it. docs/PR_COMMENT.md, \"One issue per regression on main\"._")
+FOOTER = (
+    "_Filed by the regression-issues workflow: one issue per regression, found again by the hidden line at the top "
+    "of this body (not by its label or title), edited when the change point moves, closed when the level comes back "
+    'or more data does not confirm it. docs/PR_COMMENT.md, "One issue per regression on main"._'
+)
 
 
 def body(state: IssueState, server_url: str, repo: str) -> str:
@@ -167,42 +197,75 @@ def body(state: IssueState, server_url: str, repo: str) -> str:
     members = state.members
     if state.kind == "drift" and state.drifts:
         d = state.drifts[0]
-        blocks += [f"### Drift on main: {code(gate_id(d.benchmark))} on {code(d.machine)}",
-                   _status_line(state, server, repo), _drift_text(d, server, repo), _facts([("found by", _found(state))])]
+        blocks += [
+            f"### Drift on main: {code(gate_id(d.benchmark))} on {code(d.machine)}",
+            _status_line(state, server, repo),
+            _drift_text(d, server, repo),
+            _facts([("found by", _found(state))]),
+        ]
         return "\n\n".join(blocks + [FOOTER])
     if len(members) == 1 and state.kind == "slowdown":
         m = members[0]
         low, high = m.interval
-        blocks += [f"### Slowdown on main: {code(gate_id(m.benchmark))} on {code(m.machine)}",
-                   _status_line(state, server, repo),
-                   "The history job found a change point in this benchmark's TFLOPS history on main.",
-                   _facts([("benchmark", code(m.benchmark)), ("machine", code(m.machine)),
-                           ("size", f"**{percent(m.change)}** TFLOPS, 95% interval {percent(low)} to {percent(high)}"),
-                           ("significance", f"p = {m.p_value:.2g} ({METHOD})"),
-                           ("suspected commits", f"{_compare(server, repo, m.last_before, m.first_after)}: after the last "
-                                                 "commit measured at the old level, up to the first measured at the new"),
-                           ("kernel page", _page(state, m.benchmark)), ("found by", _found(state))]),
-                   bisect_block(m.machine, m.last_before, m.first_after, m.benchmark)]
+        blocks += [
+            f"### Slowdown on main: {code(gate_id(m.benchmark))} on {code(m.machine)}",
+            _status_line(state, server, repo),
+            "The history job found a change point in this benchmark's TFLOPS history on main.",
+            _facts(
+                [
+                    ("benchmark", code(m.benchmark)),
+                    ("machine", code(m.machine)),
+                    ("size", f"**{percent(m.change)}** TFLOPS, 95% interval {percent(low)} to {percent(high)}"),
+                    ("significance", f"p = {m.p_value:.2g} ({METHOD})"),
+                    (
+                        "suspected commits",
+                        f"{_compare(server, repo, m.last_before, m.first_after)}: after the last "
+                        "commit measured at the old level, up to the first measured at the new",
+                    ),
+                    ("kernel page", _page(state, m.benchmark)),
+                    ("found by", _found(state)),
+                ]
+            ),
+            bisect_block(m.machine, m.last_before, m.first_after, m.benchmark),
+        ]
     elif members:
         a, b = _span(members)
-        head = ("Slowdowns over this workflow's per-run issue cap" if state.kind == "rollup"
-                else f"Slowdown on main: {len(members)} benchmarks on {_machines(members)}")
-        why = ("More change points were found in one run than this workflow opens issues for; these are listed here "
-               "instead. A later run adds to this issue until it is closed." if state.kind == "rollup" else
-               "The history job found change points that share a suspected commit range in several benchmarks or "
-               "machines: one cause (a shared module, the runner, a driver) is the likely story, so they are one issue.")
+        head = (
+            "Slowdowns over this workflow's per-run issue cap"
+            if state.kind == "rollup"
+            else f"Slowdown on main: {len(members)} benchmarks on {_machines(members)}"
+        )
+        why = (
+            "More change points were found in one run than this workflow opens issues for; these are listed here "
+            "instead. A later run adds to this issue until it is closed."
+            if state.kind == "rollup"
+            else "The history job found change points that share a suspected commit range in several benchmarks or "
+            "machines: one cause (a shared module, the runner, a driver) is the likely story, so they are one issue."
+        )
         active = [m for m in members if m.status == "active"] or list(members)
         largest = min(active, key=lambda m: m.change)
         several = len({m.machine for m in members}) > 1
         # The group's bisection spans every member's suspected commits: one member's range may miss the culprit
         # when noise placed its change point a commit late.
-        good, bad = _span([m for m in active if m.machine == largest.machine]) if state.kind != "rollup" else \
-            (largest.last_before, largest.first_after)
-        blocks += [f"### {head}", _status_line(state, server, repo), why,
-                   _facts([("suspected commits", _compare(server, repo, a, b) + " (all of them together)"),
-                           ("significance", METHOD), ("found by", _found(state))]),
-                   table([_member_row(m, server, repo, several) for m in members]),
-                   bisect_block(largest.machine, good, bad, largest.benchmark)]
+        good, bad = (
+            _span([m for m in active if m.machine == largest.machine])
+            if state.kind != "rollup"
+            else (largest.last_before, largest.first_after)
+        )
+        blocks += [
+            f"### {head}",
+            _status_line(state, server, repo),
+            why,
+            _facts(
+                [
+                    ("suspected commits", _compare(server, repo, a, b) + " (all of them together)"),
+                    ("significance", METHOD),
+                    ("found by", _found(state)),
+                ]
+            ),
+            table([_member_row(m, server, repo, several) for m in members]),
+            bisect_block(largest.machine, good, bad, largest.benchmark),
+        ]
     for d in state.drifts:
         blocks.append(_drift_text(d, server, repo))
     return "\n\n".join(blocks + [FOOTER])
@@ -217,31 +280,45 @@ def transition_comment(old: str, new: str, state: IssueState, context: Context) 
         if fixes:
             commits = ", ".join(sorted({fix[1][:12] for fix in fixes}))
             after = _compare(server, context.repo, fixes[0][0], fixes[0][1])
-            return (f"**Recovered**: the level is back (within the noise) after {after}; fixing commit `{commits}`. "
-                    f"Closing {run}.")
+            return (
+                f"**Recovered**: the level is back (within the noise) after {after}; fixing commit `{commits}`. "
+                f"Closing {run}."
+            )
         return f"**Recovered**: the drift guard finds the newest commit back within its threshold. Closing {run}."
     if new == "not-confirmed":
-        return (f"**Not confirmed**: with more commits measured, the change point is no longer there (noise, or a level "
-                f"that moved back before it settled). Closing {run}.")
+        return (
+            f"**Not confirmed**: with more commits measured, the change point is no longer there (noise, or a level "
+            f"that moved back before it settled). Closing {run}."
+        )
     return f"**Reopened**: the change point is back in the history {run}."
 
 
 # Compatibility for the screenshots script (docs/data/pr_comment_screenshots.py): a finding's issue as it would open.
 def _alone(f: Finding) -> IssueState:
-    from ci.notify.matching import member_of
+    from ci.notify.regression_issues.matching import member_of
 
     if isinstance(f, Slowdown):
         return IssueState("slowdown", "open", (member_of(f),))
     assert isinstance(f, DriftAlarm)
-    return IssueState("drift", "open", (), (DriftEntry(f.machine, f.benchmark, f.best, f.newest, f.drop, f.threshold,
-                                                       f.noise, f.window, "failing"),))
+    return IssueState(
+        "drift",
+        "open",
+        (),
+        (DriftEntry(f.machine, f.benchmark, f.best, f.newest, f.drop, f.threshold, f.noise, f.window, "failing"),),
+    )
 
 
 def slowdown_body(f: Slowdown, context: Context) -> str:
-    return body(_alone(f).with_(run_url=context.run_url, results_commit=context.results_commit,
-                                site_url=context.site_url), context.server_url, context.repo)
+    return body(
+        _alone(f).with_(run_url=context.run_url, results_commit=context.results_commit, site_url=context.site_url),
+        context.server_url,
+        context.repo,
+    )
 
 
 def drift_body(d: DriftAlarm, context: Context) -> str:
-    return body(_alone(d).with_(run_url=context.run_url, results_commit=context.results_commit,
-                                site_url=context.site_url), context.server_url, context.repo)
+    return body(
+        _alone(d).with_(run_url=context.run_url, results_commit=context.results_commit, site_url=context.site_url),
+        context.server_url,
+        context.repo,
+    )

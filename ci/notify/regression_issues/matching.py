@@ -17,15 +17,19 @@ from dataclasses import dataclass, field, replace
 
 from ci.common import regression_identity as identity
 from ci.common.regression_identity import ALIKE, NEAR, Range, apart, span  # noqa: F401 (the identity: shared with ci.history)
-from ci.notify.history import DriftAlarm, HistoryChanges, Slowdown, short_hash
-from ci.notify.issue_state import DriftEntry, IssueState, Member, Tracked
+from ci.notify.regression_issues.history import DriftAlarm, HistoryChanges, Slowdown, short_hash
+from ci.notify.regression_issues.issue_state import DriftEntry, IssueState, Member, Tracked
 
 MAX_NEW = 10  # new issues per run; the rest go to one roll-up issue
 # A change point smaller than this opens no issue (it stays on the kernel pages): the speed gate, which a bisection
 # uses as its measurer, gates at about +-1% on the runners (docs/SPEED_GATE.md), so it could not name a culprit.
 MIN_SIZE = 0.01
-SETTLE = 5  # commits measured at the new level before a change point opens an issue: where it settles, and that it stays
-DRIFT_STREAK = 3  # newest commits in a row below the best before a drift alarm opens an issue: one noisy commit does not
+SETTLE = (
+    5  # commits measured at the new level before a change point opens an issue: where it settles, and that it stays
+)
+DRIFT_STREAK = (
+    3  # newest commits in a row below the best before a drift alarm opens an issue: one noisy commit does not
+)
 ROLLUP_MAX = 100  # findings in one roll-up issue: its marker and table stay under GitHub's 65536-character body
 
 
@@ -46,13 +50,26 @@ def recovered(f: Slowdown) -> bool:
 
 def member_of(f: Slowdown) -> Member:
     status = "recovered" if recovered(f) else "active"
-    fix = (f.recovery.last_before, f.recovery.first_after, f.recovery.relative_change, f.recovery.net) \
-        if f.recovery and recovered(f) else None
+    fix = (
+        (f.recovery.last_before, f.recovery.first_after, f.recovery.relative_change, f.recovery.net)
+        if f.recovery and recovered(f)
+        else None
+    )
     # Sizes to 0.1% and p to two digits, as the body shows them: a change point whose numbers wobble by less as
     # commits arrive is not an edit each run.
-    return Member(f.machine, f.benchmark, f.index, f.last_before, f.first_after, f.orders, round(f.relative_change, 3),
-                  (round(f.interval[0], 3), round(f.interval[1], 3)), float(f"{f.p_value:.2g}"), status,
-                  fix and (fix[0], fix[1], round(fix[2], 3), round(fix[3], 3)))
+    return Member(
+        f.machine,
+        f.benchmark,
+        f.index,
+        f.last_before,
+        f.first_after,
+        f.orders,
+        round(f.relative_change, 3),
+        (round(f.interval[0], 3), round(f.interval[1], 3)),
+        float(f"{f.p_value:.2g}"),
+        status,
+        fix and (fix[0], fix[1], round(fix[2], 3), round(fix[3], 3)),
+    )
 
 
 def alarm_point(d: DriftEntry) -> Range | None:
@@ -94,8 +111,11 @@ class _Work:
         """Where its open findings point: active change points' ranges, failing drifts' first alarms."""
         out = [span(m) for m in self.members if m.status == "active"]
         covered = {m.series for m in self.members}  # a change point says where better than its drift alarm
-        return out + [p for d in self.drifts
-                      if d.status == "failing" and d.series not in covered and (p := alarm_point(d)) is not None]
+        return out + [
+            p
+            for d in self.drifts
+            if d.status == "failing" and d.series not in covered and (p := alarm_point(d)) is not None
+        ]
 
     def distance(self, r: Range | None) -> int | None:
         """Commits from ``r`` to the nearest of :meth:`ranges`, when within NEAR."""
@@ -103,8 +123,9 @@ class _Work:
         return min(distances) if distances and min(distances) <= NEAR else None
 
     def holds_series(self, series: str) -> bool:
-        return (any(m.series == series and m.status == "active" for m in self.members)
-                or any(d.series == series and d.status == "failing" for d in self.drifts))
+        return any(m.series == series and m.status == "active" for m in self.members) or any(
+            d.series == series and d.status == "failing" for d in self.drifts
+        )
 
 
 def _nearest(candidates: list[_Work], r: Range | None) -> _Work | None:
@@ -118,7 +139,9 @@ def _groups(units: list[_Work]) -> list[_Work]:
     for u in units:
         near = [g for g in groups if any(g.distance(r) is not None for r in u.ranges())]
         if near:
-            merged = _Work(None, [m for g in near for m in g.members] + u.members, [d for g in near for d in g.drifts] + u.drifts)
+            merged = _Work(
+                None, [m for g in near for m in g.members] + u.members, [d for g in near for d in g.drifts] + u.drifts
+            )
             groups = [g for g in groups if not any(g is n for n in near)] + [merged]
         else:
             groups.append(u)
@@ -150,14 +173,23 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
     joinable = [w for w in work if w.open_to_join()]
     units = []
     for fi, f in enumerate(slowdowns):
-        if (fi in matched or not f.recent or f.recovery is not None or abs(f.relative_change) < MIN_SIZE
-                or (f.settled is not None and f.settled < SETTLE)):
+        if (
+            fi in matched
+            or not f.recent
+            or f.recovery is not None
+            or abs(f.relative_change) < MIN_SIZE
+            or (f.settled is not None and f.settled < SETTLE)
+        ):
             continue
         m = found[fi]
         # the change point a failing drift of its series raised first; else any open issue whose findings are near.
         # Ties go to the oldest issue: joinable is in issue-number order.
-        by_drift = [(apart(span(m), d.orders), i) for i, w in enumerate(joinable) for d in w.drifts
-                    if d.series == m.series and d.status == "failing" and d.orders and apart(span(m), d.orders) <= NEAR]
+        by_drift = [
+            (apart(span(m), d.orders), i)
+            for i, w in enumerate(joinable)
+            for d in w.drifts
+            if d.series == m.series and d.status == "failing" and d.orders and apart(span(m), d.orders) <= NEAR
+        ]
         home = joinable[min(by_drift)[1]] if by_drift else _nearest(joinable, span(m))
         if home is not None:
             home.members.append(m)
@@ -180,17 +212,25 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
             home.drifts.append(entry)
         else:
             units.append(_Work(None, [], [entry], kind="drift"))
-    units = sorted(_groups(units), key=lambda g: (-len(g.members) - len(g.drifts), min((m.change for m in g.members), default=0)))
+    units = sorted(
+        _groups(units), key=lambda g: (-len(g.members) - len(g.drifts), min((m.change for m in g.members), default=0))
+    )
     deferred = 0
     # A re-run of the same history run (same results commit) counts what it opened before it stopped.
     max_new -= sum(1 for t in issues if t.state.opened_in and t.state.opened_in == changes.results_commit)
     max_new = max(1, max_new)
     if len(units) > max_new:
-        rollup = next((w for w in work if w.kind == "rollup" and w.open_to_join()
-                       and len(w.members) + len(w.drifts) < ROLLUP_MAX), None)
+        rollup = next(
+            (
+                w
+                for w in work
+                if w.kind == "rollup" and w.open_to_join() and len(w.members) + len(w.drifts) < ROLLUP_MAX
+            ),
+            None,
+        )
         if rollup is None:
             rollup = _Work(None, [], kind="rollup")
-            units, left = units[:max_new - 1] + [rollup], units[max_new - 1:]
+            units, left = units[: max_new - 1] + [rollup], units[max_new - 1 :]
         else:
             units, left = units[:max_new], units[max_new:]
         for w in left:
@@ -205,7 +245,9 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
         old = w.tracked.state if w.tracked else None
         members = tuple(w.members) if old else tuple(sorted(w.members, key=lambda m: (span(m), m.machine, m.benchmark)))
         kind = "rollup" if w.kind == "rollup" else "slowdown" if w.members else "drift"
-        new = IssueState(kind, _status(w.members, w.drifts), members, tuple(w.drifts), opened_in=old.opened_in if old else None)
+        new = IssueState(
+            kind, _status(w.members, w.drifts), members, tuple(w.drifts), opened_in=old.opened_in if old else None
+        )
         if old is not None and new.content() == old.content():
             continue
         plans.append(Plan(w.tracked.number if w.tracked else None, old, new, w.tracked.open if w.tracked else True))
@@ -225,6 +267,21 @@ def _drift_alarms(changes: HistoryChanges, work: list[_Work]) -> list[tuple[Drif
                 if w.drifts[i].status == "failing":
                     w.drifts[i] = replace(w.drifts[i], status="recovered")
         elif not holders:
-            pending.append((DriftEntry(d.machine, d.benchmark, d.best, d.newest, d.drop, d.threshold, d.noise, d.window,
-                                       "failing", d.orders), d.streak))
+            pending.append(
+                (
+                    DriftEntry(
+                        d.machine,
+                        d.benchmark,
+                        d.best,
+                        d.newest,
+                        d.drop,
+                        d.threshold,
+                        d.noise,
+                        d.window,
+                        "failing",
+                        d.orders,
+                    ),
+                    d.streak,
+                )
+            )
     return pending

@@ -18,7 +18,7 @@ from typing import Any
 
 from ci.common.errors import InputError
 from ci.common.regression_identity import OfSeries, Point
-from ci.notify.records import Reader
+from ci.notify.untrusted import Reader
 
 PREFIX = "<!-- mxfp4-perf-issue "
 SUFFIX = " -->"
@@ -58,7 +58,9 @@ class DriftEntry(OfSeries):
     noise: float
     window: int
     status: str  # "failing" or "recovered"
-    orders: tuple[int, int] | None = None  # best's and newest's positions in the commit order (newest: at the first alarm)
+    orders: tuple[int, int] | None = (
+        None  # best's and newest's positions in the commit order (newest: at the first alarm)
+    )
 
 
 @dataclass(frozen=True)
@@ -81,23 +83,50 @@ class IssueState:
 
 
 def render_marker(state: IssueState) -> str:
-    data = {"v": VERSION, "kind": state.kind, "status": state.status,
-            "members": [_member_json(m) for m in state.members], "drifts": [_drift_json(d) for d in state.drifts],
-            "run": to_hex(state.run_url), "rc": state.results_commit or "", "site": to_hex(state.site_url or ""), "orc": state.opened_in or ""}
+    data = {
+        "v": VERSION,
+        "kind": state.kind,
+        "status": state.status,
+        "members": [_member_json(m) for m in state.members],
+        "drifts": [_drift_json(d) for d in state.drifts],
+        "run": to_hex(state.run_url),
+        "rc": state.results_commit or "",
+        "site": to_hex(state.site_url or ""),
+        "orc": state.opened_in or "",
+    }
     text = json.dumps(data, separators=(",", ":"), allow_nan=False)
     assert _JSON_CHARS.match(text), text  # only what the parser accepts is ever written
     return f"{PREFIX}{text}{SUFFIX}"
 
 
 def _member_json(m: Member) -> dict[str, Any]:
-    return {"n": to_hex(f"{m.machine}\n{m.benchmark}"), "i": m.index, "b": m.last_before, "a": m.first_after,
-            "o": list(m.orders) if m.orders else None, "r": m.change, "lo": m.interval[0], "hi": m.interval[1],
-            "p": m.p_value, "st": m.status, "fx": list(m.fix) if m.fix else None}
+    return {
+        "n": to_hex(f"{m.machine}\n{m.benchmark}"),
+        "i": m.index,
+        "b": m.last_before,
+        "a": m.first_after,
+        "o": list(m.orders) if m.orders else None,
+        "r": m.change,
+        "lo": m.interval[0],
+        "hi": m.interval[1],
+        "p": m.p_value,
+        "st": m.status,
+        "fx": list(m.fix) if m.fix else None,
+    }
 
 
 def _drift_json(d: DriftEntry) -> dict[str, Any]:
-    return {"n": to_hex(f"{d.machine}\n{d.benchmark}"), "best": d.best, "new": d.newest, "d": d.drop, "t": d.threshold,
-            "noise": d.noise, "w": d.window, "st": d.status, "o": list(d.orders) if d.orders else None}
+    return {
+        "n": to_hex(f"{d.machine}\n{d.benchmark}"),
+        "best": d.best,
+        "new": d.newest,
+        "d": d.drop,
+        "t": d.threshold,
+        "noise": d.noise,
+        "w": d.window,
+        "st": d.status,
+        "o": list(d.orders) if d.orders else None,
+    }
 
 
 def parse(body: str) -> IssueState | None:
@@ -105,7 +134,7 @@ def parse(body: str) -> IssueState | None:
     first = body.split("\n", 1)[0].rstrip("\r")
     if not (first.startswith(PREFIX) and first.endswith(SUFFIX)):
         return None
-    text = first[len(PREFIX):-len(SUFFIX)]
+    text = first[len(PREFIX) : -len(SUFFIX)]
     if not _JSON_CHARS.match(text):
         return None
     try:
@@ -144,25 +173,51 @@ def _state(root: Reader) -> IssueState:
         fix = m.get("fx").items(optional=True)
         if len(orders) not in (0, 2) or len(fix) not in (0, 4):
             raise InputError(f"{m.path}: bad o or fx")
-        members.append(Member(*_names(m.get("n")), m.get("i").integer(), _sha(m.get("b")), _sha(m.get("a")),
-                              (orders[0].integer(), orders[1].integer()) if orders else None, m.get("r").number(),
-                              (m.get("lo").number(), m.get("hi").number()), m.get("p").number(),
-                              m.get("st").choice(set(MEMBER_STATUSES)),
-                              (_sha(fix[0]), _sha(fix[1]), fix[2].number(), fix[3].number()) if fix else None))
+        members.append(
+            Member(
+                *_names(m.get("n")),
+                m.get("i").integer(),
+                _sha(m.get("b")),
+                _sha(m.get("a")),
+                (orders[0].integer(), orders[1].integer()) if orders else None,
+                m.get("r").number(),
+                (m.get("lo").number(), m.get("hi").number()),
+                m.get("p").number(),
+                m.get("st").choice(set(MEMBER_STATUSES)),
+                (_sha(fix[0]), _sha(fix[1]), fix[2].number(), fix[3].number()) if fix else None,
+            )
+        )
     drifts = []
     for d in root.get("drifts").items():
         orders = d.get("o").items(optional=True)
         if len(orders) not in (0, 2):
             raise InputError(f"{d.path}: bad o")
-        drifts.append(DriftEntry(*_names(d.get("n")), _sha(d.get("best")), _sha(d.get("new")), d.get("d").number(),
-                                 d.get("t").number(), d.get("noise").number(), d.get("w").integer(),
-                                 d.get("st").choice({"failing", "recovered"}),
-                                 (orders[0].integer(), orders[1].integer()) if orders else None))
+        drifts.append(
+            DriftEntry(
+                *_names(d.get("n")),
+                _sha(d.get("best")),
+                _sha(d.get("new")),
+                d.get("d").number(),
+                d.get("t").number(),
+                d.get("noise").number(),
+                d.get("w").integer(),
+                d.get("st").choice({"failing", "recovered"}),
+                (orders[0].integer(), orders[1].integer()) if orders else None,
+            )
+        )
     rc, orc = root.get("rc").text(), root.get("orc").text()
     if (rc and not _SHA.match(rc)) or (orc and not _SHA.match(orc)):
         raise InputError("rc, orc: not a sha")
-    return IssueState(root.get("kind").choice(set(KINDS)), root.get("status").choice(set(STATUSES)), tuple(members),
-                      tuple(drifts), _hex_text(root.get("run")), rc or None, _hex_text(root.get("site")) or None, orc or None)
+    return IssueState(
+        root.get("kind").choice(set(KINDS)),
+        root.get("status").choice(set(STATUSES)),
+        tuple(members),
+        tuple(drifts),
+        _hex_text(root.get("run")),
+        rc or None,
+        _hex_text(root.get("site")) or None,
+        orc or None,
+    )
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# "About 400": a module a little over it is fine; one that doubles it holds two jobs.
-MAX_LINES = 430
+# "About 400" lines in the hand-wrapped style of issue 16: a module a little over it is fine; one that doubles it
+# holds two jobs. ruff format (issue 40) spreads the same code over 13% more lines (ci/ + harness/ at 99191cf:
+# 21,580 lines as written, 24,433 formatted), so the same bound is 430 x 1.13, about 490 formatted lines.
+MAX_LINES = 490
 TOOL_PACKAGES = {"common", "speed", "budget", "history", "bisect", "notify"}
 
 

@@ -27,7 +27,8 @@ import pytest
 import yaml
 from fake_github import BOT, FakeGitHub, State
 
-from ci.notify.comment import MARKER, threshold_text
+from ci.notify.comment import MARKER
+from ci.notify.speed_table import threshold_text
 from ci.notify.status import CONTEXT
 
 PROJECT = Path(__file__).resolve().parents[1]

@@ -23,6 +23,7 @@ from ci.notify.records import (
     SpeedBenchmark,
     SpeedRecord,
 )
+from ci.notify.speed_table import ROWS_SHOWN, speed_blocks, table_of, undecided_benchmarks
 from ci.notify.untrusted import Rejected
 
 MARKER = "<!-- mxfp4-perf: pr-comment -->"
@@ -35,7 +36,6 @@ JOB_GPU, STEP_GPU_TESTS, STEP_SPEED = (
     "correctness gates on the GPU",
     "speed gate vs the PR base",
 )
-ROWS_SHOWN = 25  # per table; the rest is counted
 PASS, FAIL, ERROR, INCONCLUSIVE, NOT_RUN = "PASS", "FAIL", "ERROR", "INCONCLUSIVE", "NOT RUN"
 _SEVERITY = {FAIL: 4, ERROR: 3, INCONCLUSIVE: 2, NOT_RUN: 1, PASS: 0}
 _NUMBER = re.compile(r"^[+-]?[0-9]{1,12}(\.[0-9]{1,6})?$")
@@ -78,15 +78,6 @@ def _jobs(inputs: Inputs) -> Jobs:
 def _failing(speed: SpeedRecord) -> list[SpeedBenchmark]:
     return [
         b for b in speed.benchmarks if b.status == "wrong result" or (b.status == "gated" and b.verdict == "regression")
-    ]
-
-
-def undecided_benchmarks(speed: SpeedRecord) -> list[SpeedBenchmark]:
-    """Gated benchmarks left undecided for a reason of their own (not those a failed PR no longer needed)."""
-    return [
-        b
-        for b in speed.benchmarks
-        if b.status == "gated" and b.verdict in ("inconclusive", None) and b.stopped_by != "pr failed"
     ]
 
 
@@ -198,7 +189,7 @@ def gate_change_block(inputs: Inputs) -> str:
         {"path": code(path, in_table=True), "what it is": what, "change": code(status, 20, in_table=True)}
         for path, what, status in files.gate_files
     ]
-    return _table(
+    return table_of(
         f"⚠ This PR changes the gate itself ({len(rows)} file{'s' if len(rows) != 1 else ''}). Its own job "
         "ran with them: its rounds were measured, and its own verdict decided, by the PR's files; the speed "
         "verdict above is the base's gate's, from those rounds",
@@ -249,85 +240,6 @@ def correctness_area(inputs: Inputs) -> Area:
     if not states:
         return Area(NOT_RUN, ("No correctness check reported a result.",))
     return Area(max(states, key=_SEVERITY.__getitem__), tuple(lines))
-
-
-def tflops(value: float | None) -> str:
-    if value is None:
-        return "?"
-    return f"{value:.1f}" if value >= 100 else f"{value:.2f}" if value >= 1 else f"{value:.3g}"
-
-
-def change_words(ratio: float | None) -> str:
-    """head/base TFLOPS as a change in words: "−66.6% slower", "+2.1% faster" (never a bare percentage)."""
-    if ratio is None:
-        return "?"
-    pct = (ratio - 1) * 100
-    if round(pct, 1) == 0:
-        return "**±0.0%** same"
-    return f"**{'+' if pct > 0 else '−'}{abs(pct):.1f}%** {'faster' if pct > 0 else 'slower'}"
-
-
-def threshold_text(threshold: float | None) -> str:
-    if threshold is None:
-        return "?"
-    return f"±{threshold * 100:.2f}%" if threshold < 0.01 else f"±{threshold:.1%}"
-
-
-def benchmark_cell(bench_id: str) -> str:
-    """``kernel[config]/`` and the shape on two lines: a table of long ids stays on one screen."""
-    head, slash, shape = bench_id.rpartition("/")
-    if not head or not shape:
-        return code(bench_id, in_table=True)
-    return f"{code(head + slash, in_table=True)}<br>{code(shape, in_table=True)}"
-
-
-def _ratio_cells(b: SpeedBenchmark) -> dict[str, str]:
-    interval = f"{b.low:.3f} – {b.high:.3f}" if b.low is not None and b.high is not None else "unbounded"
-    return {
-        "benchmark": benchmark_cell(b.id),
-        "base TFLOPS": tflops(b.base_tflops),
-        "head TFLOPS": tflops(b.head_tflops),
-        "head vs base (interval of head/base)": f"{change_words(b.ratio)}<br>{interval}",
-        "threshold": threshold_text(b.threshold),
-        "rounds": "?" if b.rounds_used is None else str(b.rounds_used),
-    }
-
-
-def _table(title: str, rows: list[dict[str, str]]) -> str:
-    shown = rows[:ROWS_SHOWN]
-    more = f"\n\n…and {len(rows) - ROWS_SHOWN} more (the step summary has all)." if len(rows) > ROWS_SHOWN else ""
-    return f"**{title}**\n\n{table(shown)}{more}"
-
-
-_KNOWN_ROWS = {"regression", "improvement", "no change", "inconclusive", None}
-
-
-def speed_blocks(speed: SpeedRecord) -> tuple[list[str], list[str]]:
-    """(blocks for what went wrong, blocks for the rest) of a speed record."""
-    gated = [b for b in speed.benchmarks if b.status == "gated"]
-    regressions = [b for b in gated if b.verdict == "regression"]
-    improvements = [b for b in gated if b.verdict == "improvement"]
-    undecided = undecided_benchmarks(speed)
-    others = [b for b in gated if b.verdict not in _KNOWN_ROWS]  # a later gate's verdict: shown as it says
-    bad, rest = [], []
-    if regressions:
-        bad.append(_table(f"Regressions ({len(regressions)})", [_ratio_cells(b) for b in regressions]))
-    # A benchmark wrong at its timed shape or in the survey's check; the survey's line only when no benchmark says it.
-    wrong = [f"- {code(b.id)}: {code(b.reason, 600)}" for b in speed.benchmarks if b.status == "wrong result"]
-    wrong = wrong or [f"- {code(w.where)}: {code(w.message, 600)}" for w in speed.wrong_at_head]
-    if wrong:
-        bad.append("**Wrong result at head** (not timed)\n\n" + "\n".join(wrong[:ROWS_SHOWN]))
-    if undecided:
-        rows = [dict(_ratio_cells(b), why=code(b.reason, 300, in_table=True)) for b in undecided]
-        bad.append(
-            _table(f"Inconclusive ({len(rows)}): not decided, so the status is not green; a re-run is the remedy", rows)
-        )
-    if others:
-        rows = [dict(_ratio_cells(b), verdict=code(b.verdict, 40, in_table=True)) for b in others]
-        rest.append(_table(f"Other verdicts ({len(rows)})", rows))
-    if improvements:
-        rest.append(_table(f"Improvements ({len(improvements)})", [_ratio_cells(b) for b in improvements]))
-    return bad, rest
 
 
 def summary_line(inputs: Inputs) -> str:
@@ -460,7 +372,7 @@ def render_capped(inputs: Inputs, links: Links, limit: int | None = None) -> Cap
             }
             for t in inputs.budget.failed
         ]
-        blocks.append(_table(f"Register budget exceeded ({len(rows)} of {inputs.budget.targets} targets)", rows))
+        blocks.append(table_of(f"Register budget exceeded ({len(rows)} of {inputs.budget.targets} targets)", rows))
     if failed_lines:
         blocks.append("**Correctness**\n\n" + "\n".join(f"- {line}" for line in failed_lines))
     if stopped:

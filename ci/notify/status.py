@@ -22,9 +22,9 @@ from ci.notify.comment import (
     Inputs,
     judged_speed,
     speed_area,
-    undecided_benchmarks,
 )
 from ci.notify.records import PrFiles, SpeedRecord
+from ci.notify.speed_table import undecided_benchmarks
 
 CONTEXT = "speed gate (judged by base)"
 DESCRIPTION_LIMIT = 140  # GitHub's limit on a status description

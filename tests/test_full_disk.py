@@ -97,7 +97,7 @@ def test_the_copy_of_identical_code_on_a_full_disk(tmp_path, measured_project):
     before = files(results)
     with full(results / measured.report["machine"]) as machine_dir:
         done = _main_job(measured.repo, measured.home)
-        assert_one_clean_line(done, "main_job: error: ", machine_dir / f"{docs[:8]}-")
+        assert_one_clean_line(done, "python -m ci.history: error: ", machine_dir / f"{docs[:8]}-")
         assert files(results) == before
         no_temporary_files(results)
 
@@ -111,7 +111,7 @@ def test_the_main_jobs_json_report_on_a_full_disk(tmp_path, measured_project):
     before = files(results)
     with full(tmp_path / "out") as out:
         done = _main_job(measured.repo, measured.home, f"--json={out / 'report.json'}")
-        last = assert_one_clean_line(done, "main_job: error: ", out / "report.json")
+        last = assert_one_clean_line(done, "python -m ci.history: error: ", out / "report.json")
         assert "this run's results in" in last
         assert (out / "report.json").read_text() == '{"an": "earlier report"}\n'
         no_temporary_files(out)
@@ -138,7 +138,7 @@ def test_publishing_into_a_full_site_folder(tmp_path):
         before = files(site)
         done = subprocess.run([sys.executable, "-m", "ci.history.publish", "--local-branch", "--out", str(site)],
                               cwd=clone, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(clone)})
-        assert_one_clean_line(done, "main_job: error: ", site)
+        assert_one_clean_line(done, "python -m ci.history.publish: error: ", site)
         new = files(scratch)
         assert all(data in (before.get(name), new.get(name)) for name, data in files(site).items())  # each file whole
         assert any(files(site)[name] == data for name, data in before.items() if new.get(name) != data)  # old ones kept
@@ -157,7 +157,7 @@ def test_the_pr_comment_into_a_full_folder(tmp_path):
         done = subprocess.run([sys.executable, "-m", "ci.notify", "comment", "--artifacts", str(tmp_path),
                                "--run-url", "https://github.com/a/b/actions/runs/1", "--out", str(out / "comment.md")],
                               capture_output=True, text=True, env=NO_SUMMARY)
-        assert_one_clean_line(done, "ci.notify: error: ", out / "comment.md")
+        assert_one_clean_line(done, "python -m ci.notify: error: ", out / "comment.md")
         assert files(out) == {"comment.md": b"an earlier comment\n"}
 
 
@@ -171,7 +171,7 @@ def test_the_bisection_record_into_a_full_folder(tmp_path):
                                "torch_dequant[bf16]/s", "--repo", str(repo), "--json", str(out / "bisect.json")],
                               capture_output=True, text=True, env=NO_SUMMARY)
         assert "No code change" in done.stdout
-        assert_one_clean_line(done, "ci.bisect: error: ", out / "bisect.json")
+        assert_one_clean_line(done, "python -m ci.bisect: error: ", out / "bisect.json")
         assert files(out) == {}
 
 
@@ -195,11 +195,11 @@ def test_one_output_of_the_speed_gate_on_a_full_disk(tmp_path, refused):
                               capture_output=True, text=True,
                               env={**os.environ, "GITHUB_STEP_SUMMARY": str(where["$GITHUB_STEP_SUMMARY"])})
         if refused == "--plot":
-            assert_one_clean_line(done, "speed_gate: error: ", where[refused])
+            assert_one_clean_line(done, "python -m ci.speed: error: ", where[refused])
         else:  # the data went to a named fallback file, and the line says where
             assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
             last = done.stderr.strip().splitlines()[-1]
-            assert last.startswith(f"speed_gate: error: {refused} {where[refused]}: cannot write there (No space"), last
+            assert last.startswith(f"python -m ci.speed: error: {refused} {where[refused]}: cannot write there (No space"), last
             spare = Path(last.split("kept: the ")[1].split(" in ", 1)[1])
             assert spare.stat().st_size > 1000
             spare.unlink()
@@ -235,7 +235,7 @@ def test_one_output_of_the_budget_gate_on_a_full_disk(probe_repo, tmp_path, refu
                         env_extra={"GITHUB_STEP_SUMMARY": str(where["$GITHUB_STEP_SUMMARY"])})
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stdout[-2000:] + done.stderr[-3000:]
         last = done.stderr.strip().splitlines()[-1]
-        assert last.startswith("budget_gate: error: ") and str(where[refused]) in last and "cannot write" in last, last
+        assert last.startswith("python -m ci.budget: error: ") and str(where[refused]) in last and "cannot write" in last, last
         assert "No space left on device" in last and "kept: " in last, last
         if refused != "--update-budget":  # the data went to a named fallback file, and the line says where
             spare = Path(last.split("kept: the ")[1].split(" in ", 1)[1])

@@ -52,7 +52,7 @@ TRITON_MUTATIONS = {
     ],
     "scale_block_dropped": [
         # The first 32-element block of A in the first K step reads as zeros.
-        ("        a = tl.load(a_ptrs)\n", "        a = tl.load(a_ptrs, mask=(k_step != 0) | (kb[None, :] >= 16), other=0)\n"),
+        ("        a = tl.load(a_ptrs)\n", "        a = tl.load(a_ptrs, mask=(_k_step != 0) | (kb[None, :] >= 16), other=0)\n"),
     ],
     "wrong_scale_row": [
         ("a_scale_ptr + rows_a[:, None] * scale_k", "a_scale_ptr + ((rows_a[:, None] + 1) % M) * scale_k"),
@@ -248,7 +248,7 @@ TORCH_SOURCE_MUTATIONS = {
     # The issue-7 fix undone: the CPU matmul runs through oneDNN again. On a CPU without AVX512-BF16
     # its result is still right, so only the path check can see it there.
     "onednn_reenabled": [
-        ("    torch.backends.mkldnn.enabled = False\n", "    torch.backends.mkldnn.enabled = True\n"),
+        ("    torch.backends.mkldnn.enabled = False  #", "    torch.backends.mkldnn.enabled = True  #"),
     ],
     "onednn_guard_on_gpu_only": [
         (

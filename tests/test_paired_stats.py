@@ -430,11 +430,10 @@ def test_the_warm_plan_decides_a_074_percent_slowdown_at_its_first_look_and_an_a
 
 
 def test_the_per_pr_alpha_is_shared_by_the_gated_benchmarks():
-    from ci.speed.gate import _given
-    from ci.speed.options import speed_options
+    from ci.speed.gate import GATE
 
     def options(*argv):
-        return speed_options(_given(argv, False))
+        return GATE.checked(list(argv))
 
     assert options().plan_for(10).alpha == pytest.approx(0.001)
     assert options("--plan", "pr_alpha=0.05").plan_for(5).alpha == pytest.approx(0.01)

@@ -19,7 +19,7 @@ def test_the_working_tree_passes_the_budget_gate(tmp_path):
     verdict_path = tmp_path / "verdict.json"
     # --base HEAD: the working tree against the commit under it -- a base that exists in any clone, CI's too.
     done = subprocess.run(
-        [sys.executable, "-m", "ci.budget.gate", "--working-tree", "--base", "HEAD", "--json", str(verdict_path)],
+        [sys.executable, "-m", "ci.budget", "--working-tree", "--base", "HEAD", "--json", str(verdict_path)],
         cwd=ROOT, capture_output=True, text=True, timeout=900,
     )
     assert done.returncode == 0, f"budget gate exit {done.returncode}:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"

@@ -291,13 +291,21 @@ def test_a_large_slowdown_fails_naming_the_benchmark(slow_run):
 def test_a_noop_commit_passes(gate_repo, tmp_path):
     repo, c0, wide = gate_repo
     # --measure-identical: a docs-only head has identical code and would be skipped (tests/test_speed_unchanged.py).
-    done = run_gate(repo, "--base", c0, "--head", "noop", *SMALL, "--thresholds", str(wide), "--json", str(tmp_path / "v.json"),
-                    "--measure-identical")
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # Six rounds, new worker processes every round: on a CPU with every core busy one worker process can run ~1.7x
+    # slower than another for its whole life (seen: 2 rounds of one generation read a no-op as a 42% regression);
+    # the gate answers that with restarts, whose spread widens the interval, as it does on a GPU runner.
+    rounds = ["--plan", "min_rounds=6", "--plan", "max_rounds=6", "--plan", "round_budget=8", "--plan", "restart_every=1"]
+    dropped = ("min_rounds", "max_rounds", "round_budget", "alpha")  # the default alpha: 1% a false alarm
+    args = [a for i, a in enumerate(SMALL) if not a.startswith(dropped) and not (
+        a == "--plan" and SMALL[i + 1].startswith(dropped))]
+    done = run_gate(repo, "--base", c0, "--head", "noop", *args, *rounds, "--thresholds", str(wide),
+                    "--json", str(tmp_path / "v.json"), "--measure-identical")
+    # Never a failed gate: a no-op passes, or, when a CPU with every core busy times the same code 1.4x apart
+    # (seen, each round a new process), the last look states it too noisy: inconclusive (exit 3), never green.
+    assert done.returncode in (0, 3), done.stdout[-3000:] + done.stderr[-3000:]
     (bench,) = json.loads((tmp_path / "v.json").read_text())["benchmarks"]
-    # Passing is the point: never "regression". Two rounds of a CPU timing on a machine with every core busy can
-    # read as "improvement" (seen at a load average of 10), which a pass allows.
     assert bench["status"] == "gated" and bench["verdict"] != "regression" and bench["threshold"] == 0.5
+    assert (done.returncode == 3) == (bench["verdict"] == "inconclusive"), bench
 
 
 def test_a_kernel_raising_at_head_is_a_harness_error(gate_repo):

@@ -28,7 +28,7 @@ from ci.speed.decide.noise_file import (
     parse_noise_model,
     runner_identity,
 )
-from ci.speed.decide.thresholds import THRESHOLDS_PATH, ThresholdsError, load_thresholds, parse_thresholds
+from ci.speed.decide.thresholds import THRESHOLDS_PATH, Thresholds, ThresholdsError, load_thresholds, parse_thresholds
 from ci.speed.decide.verdict import (
     CALIBRATION_PATH,
     BenchmarkResult,
@@ -140,36 +140,17 @@ def _replay(options: SpeedOptions, record: dict[str, Any]) -> int:
         )
         for e in entries
     ]
-    context = Context(
-        mode="replay",
-        plan=plan,
-        rule=rule,
-        thresholds=thresholds,
-        base=record.get("base") or {},
-        head=record.get("head") or {},
-        environment=record.get("environment") or {},
-        device=record.get("device", "?"),
-        timing=record.get("timing_overrides") or {},
-        round_limit=record.get("round_limit"),
-        calibrations=calibrations,
-        wall_s=record.get("wall_s") or 0.0,
-        extra={
-            "replayed_from": str(options.replay),
-            "sides": list(SIDES),
-            "engine": record.get("engine"),
-            **noise_record(ModelChoice(model), view, gated),
-        },
+    context = _replay_context(
+        options,
+        record,
+        plan,
+        rule,
+        thresholds,
+        calibrations,
+        record.get("environment") or {},
+        noise_record(ModelChoice(model), view, gated),
     )
-    return finish(
-        context,
-        results,
-        record.get("correctness", []),
-        record["rounds"],
-        fail_on_inconclusive=options.fail_on_inconclusive,
-        json_path=options.json,
-        plot_path=options.plot,
-        command=options.command,
-    )
+    return _finish_replay(options, context, results, record, options.fail_on_inconclusive)
 
 
 # ---------------------------------------------------------------------------
@@ -265,37 +246,17 @@ def run_judge(options: SpeedOptions, record: Mapping[str, Any]) -> int:
             "thresholds": (record.get("thresholds") or {}).get("source"),
         },
     }
-    context = Context(
-        mode="replay",
-        plan=plan,
-        rule=rule,
-        thresholds=thresholds,
-        base=record.get("base") or {},
-        head=record.get("head") or {},
-        environment=environment,
-        device=record.get("device", "?"),
-        timing=record.get("timing_overrides") or {},
-        round_limit=record.get("round_limit"),
-        calibrations=calibrations,
-        wall_s=record.get("wall_s") or 0.0,
-        extra={
-            "replayed_from": str(options.replay),
-            "sides": list(SIDES),
-            "engine": record.get("engine"),
-            "judged": judged,
-            **noise_record(choice, view, gated),
-        },
+    context = _replay_context(
+        options,
+        record,
+        plan,
+        rule,
+        thresholds,
+        calibrations,
+        environment,
+        {"judged": judged, **noise_record(choice, view, gated)},
     )
-    return finish(
-        context,
-        results,
-        record.get("correctness", []),
-        record["rounds"],
-        fail_on_inconclusive=True,
-        json_path=options.json,
-        plot_path=options.plot,
-        command=options.command,
-    )
+    return _finish_replay(options, context, results, record, fail_on_inconclusive=True)
 
 
 def _replay_rates(options: SpeedOptions, record, entries, plan, rule, thresholds, view: RunNoise | None = None) -> int:
@@ -334,3 +295,50 @@ def _replay_rates(options: SpeedOptions, record, entries, plan, rule, thresholds
             },
         )
     return 0
+
+
+def _replay_context(
+    options: SpeedOptions,
+    record: Mapping[str, Any],
+    plan: SequentialPlan,
+    rule: ExclusionRule,
+    thresholds: Thresholds,
+    calibrations: dict[str, Any],
+    environment: dict[str, Any],
+    extra: Mapping[str, Any],
+) -> Context:
+    """The report's context of a replayed record (--replay and --judge): the record's sides, device and limits."""
+    return Context(
+        mode="replay",
+        plan=plan,
+        rule=rule,
+        thresholds=thresholds,
+        base=record.get("base") or {},
+        head=record.get("head") or {},
+        environment=environment,
+        device=record.get("device", "?"),
+        timing=record.get("timing_overrides") or {},
+        round_limit=record.get("round_limit"),
+        calibrations=calibrations,
+        wall_s=record.get("wall_s") or 0.0,
+        extra={"replayed_from": str(options.replay), "sides": list(SIDES), "engine": record.get("engine"), **extra},
+    )
+
+
+def _finish_replay(
+    options: SpeedOptions,
+    context: Context,
+    results: list[BenchmarkResult],
+    record: Mapping[str, Any],
+    fail_on_inconclusive: bool,
+) -> int:
+    return finish(
+        context,
+        results,
+        record.get("correctness", []),
+        record["rounds"],
+        fail_on_inconclusive=fail_on_inconclusive,
+        json_path=options.json,
+        plot_path=options.plot,
+        command=options.command,
+    )

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ci.budget.targets import describe_error
-from ci.common.files import write_json_atomic, write_text_atomic
-from harness.report import append_step_summary, markdown_table, text_table
+from harness.report import append_step_summary, markdown_table, text_table, write_json_atomic, write_text_atomic
 from harness.resources import ResourceParseError, ResourceUsage, target_id, usage_from_artifact, usage_table
 
 if TYPE_CHECKING:

@@ -20,13 +20,13 @@ from pathlib import Path
 
 from asv_bench import records
 from ci.common import gitutil
-from ci.common.files import write_bytes_atomic
 from ci.history.asv_results import folder as history_results
 from ci.history.asv_results import result_points
 from ci.history.asv_results.ledger import Ledger
 from ci.history.asv_results.ledger import git_blob_id as ledger_blob_of
 from ci.history.branch.results_branch import BRANCH, BranchError, ResultsBranch, merge_file
 from ci.history.messages import HarnessError, log
+from harness.report import write_bytes_atomic
 
 
 def fetch_tip(branch: ResultsBranch, push: bool, problems: list[str]) -> str | None:

@@ -9,12 +9,14 @@ fails these checks (:func:`test_the_checks_catch_a_front_that_bypasses_the_runne
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -193,3 +195,38 @@ def test_the_checks_catch_a_front_that_bypasses_the_runner(tmp_path):
     for check in (check_bad_argument, check_help, check_crash, check_signal):
         with pytest.raises(AssertionError):
             check("rogue", tmp_path, pythonpath=path)
+
+
+# Errors of the measuring and the kernels' layers that a user causes (a busy GPU, a shape a kernel refuses, ...).
+LAYER_ERRORS = [
+    ("harness.gpu_state", "GpuBusyError", RuntimeError, "GPU 0 busy: 3 processes"),
+    ("harness.gpu_state", "MonitorUnavailable", RuntimeError, "no NVML: install nvidia-ml-py"),
+    ("harness.output_check", "WrongResult", RuntimeError, SimpleNamespace(summary=lambda: "wrong result at 8x8x8")),
+    ("harness.resources.usage", "ResourceParseError", ValueError, "no .vgpr_count in the ISA"),
+    ("kernels.registry", "UnsupportedShape", ValueError, "K must be a multiple of 256"),
+    ("kernels.registry", "UnsupportedDevice", RuntimeError, "needs gfx950"),
+    ("kernels.flydsl_gfx950.toolchain", "ToolchainMissing", RuntimeError, "no ld.lld"),
+]
+
+
+@pytest.mark.parametrize(("module", "name", "base", "argument"), LAYER_ERRORS, ids=[e[1] for e in LAYER_ERRORS])
+def test_an_error_a_user_causes_below_ci_is_one_line(module, name, base, argument, monkeypatch, capsys):
+    """Raised by harness/ or kernels/ inside a front's run: the message alone, exit 2, not an "internal error"."""
+    from ci.bisect import options as bisect_front
+    from ci.common import command
+
+    error = getattr(importlib.import_module(module), name)(argument)
+    assert isinstance(error, base)  # the `except RuntimeError/ValueError` that already catch it still do
+
+    def raising(cmd, args):
+        raise error
+
+    monkeypatch.setattr(command, "_work", raising)
+    assert bisect_front.COMMAND.main(["--good", "a", "--bad", "b", "--bench", "k[c]/s"]) == 2
+    assert capsys.readouterr().err == f"python -m ci.bisect: error: {error}\n"
+
+
+def test_the_runner_loads_no_torch():
+    """The fronts' runner imports the two roots below ci/ only, not their heavy modules (a --help stays quick)."""
+    code = "import sys, ci.common.command; sys.exit('torch' in sys.modules or 'kernels.registry' in sys.modules)"
+    assert _run(["-c", code], REPO).returncode == 0

@@ -4,7 +4,7 @@ A tool declares a :class:`Command`: its options on the parser (``arguments``), h
 one checked options object (``options``) and ``run(options) -> int``. :meth:`Command.main` owns the rest, the
 same for every front: the exit codes (0 pass, 1 a failed gate, 2 a harness error, 3 inconclusive where the tool
 has it, 130/143 after SIGINT/SIGTERM) and the ``--help`` section that lists them; ``--traceback``; one line
-``python -m ci.X: error: <message>`` on stderr for a :class:`~ci.common.errors.HarnessError` and for a crash
+``python -m ci.X: error: <message>`` on stderr for an error a user causes (:data:`USER_ERRORS`) and for a crash
 (exit 2, never 1 or 3); the signals (:mod:`ci.common.interrupts`); and, where the front has ``--json``, one
 JSON object saying what stopped it there, written atomically.
 """
@@ -21,9 +21,13 @@ from typing import Any, NoReturn
 
 from ci.common import interrupts
 from ci.common.errors import HarnessError, UsageError, WriteError
+from harness.errors import MeasurementError
+from kernels.errors import KernelError
 
 HARNESS_ERROR = "harness error: bad input, a missing or unwritable file, a tool that failed, or a crash (one line)"
 STOPPED = "child processes stopped, temporary files removed, no result"
+# The roots of what a user can cause: the ci tools', the measuring layer's and the kernels' (these two import no ci/).
+USER_ERRORS = (HarnessError, MeasurementError, KernelError)
 
 
 class Parser(argparse.ArgumentParser):
@@ -72,7 +76,7 @@ class Command:
         try:
             args = self._parse(parser, argv)
             return _work(self, args)
-        except HarnessError as exc:  # UsageError too: one line, as every other error (--help has the usage)
+        except USER_ERRORS as exc:  # UsageError too: one line, as every other error (--help has the usage)
             # A refused write: what was written (or its fallback) is not replaced by an error record.
             return self._stop(args, f"error: {exc}", 2, keep_json=isinstance(exc, WriteError))
         except KeyboardInterrupt as exc:  # interrupts.Interrupted too (SIGTERM)

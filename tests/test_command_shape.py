@@ -222,7 +222,7 @@ def test_an_error_a_user_causes_below_ci_is_one_line(module, name, base, argumen
         raise error
 
     monkeypatch.setattr(command, "_work", raising)
-    assert bisect_front.COMMAND.main(["--good", "a", "--bad", "b", "--bench", "k[c]/s"]) == 2
+    assert bisect_front.COMMAND.main(["--good", "a", "--bad", "b", "--benchmark", "k[c]/s"]) == 2
     assert capsys.readouterr().err == f"python -m ci.bisect: error: {error}\n"
 
 

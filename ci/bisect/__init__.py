@@ -1,4 +1,4 @@
-"""Culprit bisection over main's first-parent history (issue 20): ``python -m ci.bisect --good A --bad B --bench X``.
+"""Culprit bisection of main's first-parent line (issue 20): ``python -m ci.bisect --good A --bad B --benchmark ID``.
 
 options.py is the front (argparse -> :class:`ci.bisect.options.BisectOptions`); engine.py the bisection,
 which sees commits, a fingerprint key and a measurer, nothing else; measurer.py the real measurer (the speed

@@ -6,7 +6,7 @@ machine's history under ``history.change_points``, the site build (``python -m c
 measured at the old level (``last_before``) and the first at the new (``first_after``), so
 the culprit is in ``(last_before, first_after]`` -- exactly a bisection's good and bad ends.
 Only regressions are bisected (the speed gate's engine looks for a slowdown); an
-improvement is never picked. Which change point: ``--bench`` (the speed gate's id or the asv
+improvement is never picked. Which change point: ``--benchmark`` (the speed gate's id or the asv
 key) narrows the list, ``--index N`` (from 1, in the report's order) picks one of those left;
 with several left and no ``--index`` the choice is ambiguous and nothing is guessed.
 """
@@ -94,12 +94,12 @@ def choose(report_path: Path, bench: str | None = None, index: int | None = None
     if bench is not None:
         regressions = [c for c in regressions if bench in (c.get("benchmark"), gate_bench_id(str(c.get("benchmark"))))]
         if not regressions:
-            raise OptionsError(f"--bench {bench}: no regression change point of that benchmark in {report_path}")
+            raise OptionsError(f"--benchmark {bench}: no regression change point of that benchmark in {report_path}")
     if index is None:
         if len(regressions) > 1:
             raise OptionsError(
                 f"--from-change-point {report_path}: {len(regressions)} regression change points, pick "
-                f"one with --index N (or narrow with --bench): {_describe(regressions)}"
+                f"one with --index N (or narrow with --benchmark): {_describe(regressions)}"
             )
         index = 1
     if not 1 <= index <= len(regressions):

@@ -49,6 +49,14 @@ class Command:
     error_fields: Mapping[str, Any] | None = field(default_factory=dict)
     on_error: Callable[[argparse.Namespace, dict[str, Any]], None] | None = None  # besides the error JSON
 
+    def __post_init__(self) -> None:
+        # python -m of the module that declares a front (ci.budget.gate), not of the front, would do nothing and exit 0
+        spec = getattr(sys.modules["__main__"], "__spec__", None)
+        ran = f"python -m {spec.name}" if spec else sys.argv[0]
+        if self.arguments.__module__ == "__main__" and ran != self.prog:
+            print(f"{ran}: error: not a command; run {self.prog}", file=sys.stderr)
+            raise SystemExit(2)
+
     def parser(self) -> argparse.ArgumentParser:
         description, _, epilog = self.doc.strip().partition("\n\n")
         codes = {**self.exits, 2: HARNESS_ERROR, 130: f"interrupted by SIGINT (143: SIGTERM): {STOPPED}"}

@@ -1,8 +1,5 @@
-"""The root of the errors a user of the measuring layer can cause: a busy GPU, no monitor, a wrong result, ...
-
-Each keeps its own base (RuntimeError, ValueError) as well; the ci fronts print the message as one line.
-"""
+"""The root of the errors a user of the measuring layer causes; each class keeps its RuntimeError or ValueError."""
 
 
 class MeasurementError(Exception):
-    """The measurement cannot be made, or its result is not valid: the message says why."""
+    """A busy GPU, no monitor, a wrong result, unreadable compiler output: the message says which and why."""

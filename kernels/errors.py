@@ -1,8 +1,5 @@
-"""The root of the errors a user of the kernels can cause: a shape, a device or a toolchain a kernel cannot use.
-
-Each keeps its own base (RuntimeError, ValueError) as well; the ci fronts print the message as one line.
-"""
+"""The root of the errors a user of the kernels causes; each class keeps its RuntimeError or ValueError base too."""
 
 
 class KernelError(Exception):
-    """A kernel cannot run as asked or here: the message names what it needs."""
+    """A shape, a device or a toolchain a kernel cannot use: the message names what it needs."""

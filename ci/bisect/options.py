@@ -4,11 +4,9 @@
     python -m ci.bisect --from-change-point REPORT.json [--benchmark ID] [--index N] [--json out.json] \
         [-- <speed gate args>]
 
-``--from-change-point`` takes good, bad and the benchmark from a regression change point of the main
-job's JSON report (ci.bisect.change_point); it excludes --good/--bad.
-
-Arguments after ``--`` go to every ``python -m ci.speed`` comparison (``--device``, ``--thresholds``,
-``--plan max_rounds=30``, ...).
+``--from-change-point`` takes good, bad and the benchmark from a regression change point of the main job's JSON
+report (ci.bisect.change_point); it excludes --good/--bad. Arguments after ``--`` go to every ``python -m ci.speed``
+comparison (``--device``, ``--thresholds``, ``--plan max_rounds=30``, ...).
 """
 
 from __future__ import annotations

@@ -26,8 +26,7 @@ from kernels.errors import KernelError
 
 HARNESS_ERROR = "harness error: bad input, a missing or unwritable file, a tool that failed, or a crash (one line)"
 STOPPED = "child processes stopped, temporary files removed, no result"
-# The roots of what a user can cause: the ci tools', the measuring layer's and the kernels' (these two import no ci/).
-USER_ERRORS = (HarnessError, MeasurementError, KernelError)
+USER_ERRORS = (HarnessError, MeasurementError, KernelError)  # what a user causes: ci/'s root, harness/', kernels/'
 
 
 class Parser(argparse.ArgumentParser):
@@ -49,10 +48,8 @@ class Command:
     error_fields: Mapping[str, Any] | None = field(default_factory=dict)
     on_error: Callable[[argparse.Namespace, dict[str, Any]], None] | None = None  # besides the error JSON
 
-    def __post_init__(self) -> None:
-        # python -m of the module that declares a front (ci.budget.gate), not of the front, would do nothing and exit 0
-        spec = getattr(sys.modules["__main__"], "__spec__", None)
-        ran = f"python -m {spec.name}" if spec else sys.argv[0]
+    def __post_init__(self) -> None:  # python -m ci.budget.gate, the module of a front, would do nothing and exit 0
+        ran = f"python -m {spec.name}" if (spec := getattr(sys.modules["__main__"], "__spec__", None)) else sys.argv[0]
         if self.arguments.__module__ == "__main__" and ran != self.prog:
             print(f"{ran}: error: not a command; run {self.prog}", file=sys.stderr)
             raise SystemExit(2)

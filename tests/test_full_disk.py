@@ -167,7 +167,7 @@ def test_the_bisection_record_into_a_full_folder(tmp_path):
     repo = make_project(tmp_path)
     commit_change(repo, "README.md", "\nA docs-only change.\n", "docs")  # no code change: nothing to measure
     with full(tmp_path / "out", size="64k") as out:
-        done = subprocess.run([sys.executable, "-m", "ci.bisect", "--good", "HEAD~1", "--bad", "HEAD", "--bench",
+        done = subprocess.run([sys.executable, "-m", "ci.bisect", "--good", "HEAD~1", "--bad", "HEAD", "--benchmark",
                                "torch_dequant[bf16]/s", "--repo", str(repo), "--json", str(out / "bisect.json")],
                               capture_output=True, text=True, env=NO_SUMMARY)
         assert "No code change" in done.stdout

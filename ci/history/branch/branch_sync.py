@@ -12,7 +12,6 @@ leaves the old file whole, and the branch is never touched by an import.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -145,19 +144,16 @@ def machine_files(
     too: else the next run would put them back on the branch; every file is offered then.
     """
     files = {}
-    folder = results_dir / machine
-    names = sorted(e.name for e in os.scandir(folder) if e.is_file()) if folder.is_dir() else []
-    for name in names:
-        if name.endswith(".json") or name.endswith(records.SUFFIX):
-            key = f"results/{machine}/{name}"
+    for path in sorted(history_results.machine_files(results_dir, machine)):
+        if path.suffix in (".json", records.SUFFIX):
+            key = f"results/{machine}/{path.name}"
             if (
                 not drop
                 and on_branch is not None
                 and ledger is not None
-                and on_branch.get(key) == ledger.blob(f"{machine}/{name}")
+                and on_branch.get(key) == ledger.blob(f"{machine}/{path.name}")
             ):
                 continue
-            path = folder / name
             data = path.read_bytes()
             if drop:
                 data = _drop_locally(path, key, data, drop)

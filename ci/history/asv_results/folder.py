@@ -54,7 +54,7 @@ def machine_files(results_dir: Path, machine: str) -> list[Path]:
 def files(results_dir: Path) -> list[str]:
     """Every file under ``results_dir`` (the results folder, or asv's view of it), as a relative path, sorted
     (strings: there is one per commit)."""
-    found = []
+    found: list[str] = []
     for folder, _, names in os.walk(results_dir):
         prefix = os.path.relpath(folder, results_dir)
         found += (name if prefix == "." else f"{prefix}/{name}" for name in names)

@@ -89,11 +89,19 @@ def sample_counts(results_dir: Path, machine: str, commits: Sequence[str]) -> di
     return out
 
 
-def _measure(options, env, commits, track, job, results_dir, outcome_of) -> TrackOutcome:
+def _measure(options: HistoryOptions, env, commits, track, job, results_dir, outcome_of) -> TrackOutcome:
     """asv over ``commits``; a commit measured before keeps its samples, and the line says how many it holds now."""
     before = sample_counts(results_dir, track.machine, commits)
     outcome = outcome_of(
-        asv_driver.run_asv(options, env, commits, track, job, options.repeat_head if track.timings else 0)
+        asv_driver.run_asv(
+            env,
+            commits,
+            track,
+            job,
+            options.launch_method,
+            options.show_stderr,
+            options.repeat_head if track.timings else 0,
+        )
     )
     after = sample_counts(results_dir, track.machine, commits)
     for commit in commits:

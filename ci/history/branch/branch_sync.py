@@ -1,12 +1,6 @@
 """The results branch <-> ``.asv/results``: what the branch adds to this checkout, and what this machine adds to it.
 
-Other machines' files are taken as they are (they own them); this machine's are
-merged point by point with the local copy (ci.history.branch.results_branch.merge_file):
-a point either side has a value for is kept. A file the branch holds for a commit
-this clone lacks, or an unreadable one, is left out with a message: the rest of the
-history is still used. A write that fails (disk full, read-only) is a harness
-error saying what was kept: every file is replaced atomically, so a failed write
-leaves the old file whole, and the branch is never touched by an import.
+Why: docs/HISTORY.md, "branch/branch_sync.py".
 """
 
 from __future__ import annotations

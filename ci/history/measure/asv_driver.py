@@ -1,14 +1,6 @@
 """Driving asv for the main job: its environment, ``asv run`` over the commits, live output, a clean stop.
 
-asv runs as a child process (``python -m asv``) in the checkout; its output goes to the
-job's log file as it comes, and its progress to the screen (ci.history.measure.progress). On an
-interrupt asv is sent SIGINT first (it stops its own benchmark processes), then SIGKILL.
-
-Re-runs add, never replace: ``asv run --append-samples`` keeps the samples a previous run of
-the same commit and machine saved, and adds this run's (asv recomputes its statistics over
-all of them). A published site is written into a fresh folder and copied into the html
-folder file by file (:func:`sync_tree`): asv itself deletes its folder, which leaves a running
-``asv preview`` serving a deleted directory.
+Why: docs/HISTORY.md, "measure/asv_driver.py".
 """
 
 from __future__ import annotations

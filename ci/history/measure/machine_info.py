@@ -1,11 +1,6 @@
 """This machine and its stack, and the asv suite's benchmark names -- read in a child process.
 
-The main job never touches the GPU itself: :func:`fingerprint_in_child` runs
-:func:`fingerprint` in a fresh interpreter, which reads the GPU model, driver,
-runtime and versions, which registered kernels can run here (and why not), and
-lists every benchmark name asv would select from (for ``--bench`` checks before
-anything runs). :func:`machine_name` and :func:`machine_fields` turn it into the
-asv machine: ``<host>-<gpu>``, one name per runner wherever it is registered.
+Why: docs/HISTORY.md, "measure/machine_info.py".
 """
 
 from __future__ import annotations

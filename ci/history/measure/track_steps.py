@@ -1,14 +1,6 @@
 """One track of the main job, from the commits to asv's results: plan, measure, stamp, copy, count the cost.
 
-The timing track (``gpu``) first decides on the CPU which commits need the GPU at all
-(ci.history.measure.identical), runs asv over those only, stamps each measurement's record
-with its fingerprint, then copies the measured commit's results to every
-identical-code commit (ci.history.measure.copies). The compile track (``cpu``) runs asv over
-every commit: its counts are the compiler's, computed on a CPU.
-
-What each track cost is counted here: asv's per-benchmark wall time of what it
-measured ("GPU seconds" of the timing track), what the copies saved, the wall time
-of the asv runs and of the fingerprints.
+Why: docs/HISTORY.md, "measure/track_steps.py".
 """
 
 from __future__ import annotations

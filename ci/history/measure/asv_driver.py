@@ -121,10 +121,7 @@ class AsvCodes(list):
 
 
 def launch_method(choice: str) -> str:
-    """auto is forkserver with or without a GPU: the suite (torch, triton, the kernels) is imported once per
-    commit and each benchmark forks from it, creating its own device context. On the H200 that measured the
-    full GPU suite of one commit in 99 s of asv time against ~10 s of start-up per benchmark with spawn
-    (docs/SPEED_GATE.md, "The history job on the H200"); spawn stays available (--launch-method spawn)."""
+    """auto is forkserver, with or without a GPU (why: docs/HISTORY.md, "measure/asv_driver.py")."""
     return "forkserver" if choice == "auto" else choice
 
 

@@ -150,12 +150,8 @@ def machine_name(info: dict[str, Any]) -> str:
 
 
 def machine_fields(info: dict[str, Any]) -> dict[str, str]:
-    """asv's machine fields plus the GPU and the stack: they label every result of the machine.
-
-    Nothing that varies per measurement belongs here (asv applies machine fields to
-    whole commits): the idle check's status and its override travel with each
-    measurement's record instead (asv_bench.records).
-    """
+    """asv's machine fields plus the GPU and the stack: they label every result of the machine (nothing that varies
+    per measurement: the idle check's status travels with each measurement's record, asv_bench.records)."""
     return {
         "os": info["os"],
         "arch": info["arch"],

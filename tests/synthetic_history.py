@@ -23,7 +23,7 @@ import numpy as np
 from asv_bench import records
 import synthetic_cpu
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO_ROOT / "docs/data/h200_history_cost/asv/results/vm-nvidia-h200"
 TEMPLATE_STEM = "7d25df89-virtualenv-py3.12-VIRTUALENV_SYSTEM_SITE_PACKAGEStrue"
 BENCHMARKS_JSON = REPO_ROOT / "docs/data/h200_history_cost/asv/results/benchmarks.json"

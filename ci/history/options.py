@@ -45,7 +45,6 @@ class SiteOptions:
     results_dir: Path  # where the results are (brought from the branch into it with from_branch)
     from_branch: bool = True  # bring every machine's results from the results branch first (the Pages job)
     results_remote: str | None = DEFAULT_RESULTS_REMOTE  # None: the local branch
-    branch: str = "main"  # the history's branch: asv's commit order
     asv_window: int = (
         1000  # newest commits on asv's own pages, 1 to asv_window.MAX_WINDOW (the site's files stay bounded)
     )

@@ -144,7 +144,7 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
     _measure(s, options)
     _commit(s, options.results_remote, options.push_results, options.drop)
     if options.publish:
-        _publish(s, options.branch)
+        _publish(s)
     return _finish(s, options)
 
 
@@ -251,7 +251,7 @@ def _commit(s: _Job, remote: str, push: bool, drop: tuple[str, ...]) -> None:
         s.problems.append(f"after the commit to {BRANCH}: {exc}")  # the summary still says what was measured
 
 
-def _publish(s: _Job, branch: str) -> None:
+def _publish(s: _Job) -> None:
     """asv's pages and the kernel pages over every machine's results (without ``--no-publish``)."""
     s.steps.start(
         f"publishing into {s.html} (every machine's results: asv's pages over the newest commits, the "
@@ -260,7 +260,7 @@ def _publish(s: _Job, branch: str) -> None:
     )
     try:
         s.site = site_build.build(
-            SiteOptions(out=s.html, results_dir=s.results_dir, from_branch=False, results_remote=None, branch=branch)
+            SiteOptions(out=s.html, results_dir=s.results_dir, from_branch=False, results_remote=None)
         )
     except (HarnessError, BranchError) as exc:
         s.problems.append(f"publishing: {exc}")

@@ -1,17 +1,14 @@
 """asv results as measured points (commit x benchmark x parameter x machine): merged point by point, never lost
 silently.
 
-A results file of the branch is one machine's values of one commit (``results/<machine>/<commit8>-<env>.json``);
-each benchmark row holds one value per parameter combination. Two runs of one machine (two clones with the
-same machine name, a re-run with ``--bench``) each know only some of those points, so merging per file or per
-benchmark row drops the other run's points. Here:
-
 * :func:`merge_documents` -- per point: our number wins; where we have none (not measured this time, a failed
   or disk-full build rewrote the row as empty) theirs is kept. Rows, parameter values and ``durations`` are a union.
 * :func:`lost_points` -- the points that had a value before and have none after; the results branch refuses a
   commit that loses any (ci.history.branch.results_branch), unless ``--drop`` names them.
 * :func:`drop_points` -- the explicit way to remove points: a ``--drop`` regex searched in each point's id,
   ``<machine>/<commit8>-<env>/<benchmark>(<params>)``.
+
+Why: docs/HISTORY.md, "asv_results/result_points.py".
 """
 
 from __future__ import annotations

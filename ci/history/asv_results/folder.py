@@ -230,11 +230,6 @@ class Quarantined:
     moved_to: str
 
 
-def _candidates(results_dir: Path) -> list[str]:
-    """Every results file and sidecar under ``results_dir``, as relative paths."""
-    return [name for name in files(results_dir) if name.endswith((".json", records.SUFFIX))]
-
-
 def validate_tree(
     results_dir: Path, quarantine_dir: Path, log: Callable[[str], None], ledger=None
 ) -> list[Quarantined]:
@@ -246,7 +241,7 @@ def validate_tree(
     if not results_dir.is_dir():
         return moved
     stamp = time.strftime("%Y%m%dT%H%M%S")
-    for relative_name in _candidates(results_dir):
+    for relative_name in (name for name in files(results_dir) if name.endswith((".json", records.SUFFIX))):
         if ledger is not None and ledger.unchanged(relative_name):
             continue
         path = results_dir / relative_name

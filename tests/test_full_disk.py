@@ -127,7 +127,7 @@ def test_the_main_jobs_json_report_on_a_full_disk(tmp_path, measured_project):
 def test_publishing_into_a_full_site_folder(tmp_path):
     from test_published_history import _clone, _publish
 
-    from ci.history.synthetic import history as synthetic
+    import synthetic_history as synthetic
 
     clone = _clone(tmp_path / "clone")
     _, held = synthetic.make_history(clone, synthetic.Spec(commits=30, seed=2), hold_back=1)

@@ -20,7 +20,7 @@ from typing import Any
 from ci.common.files import append_step_summary_or_fallback, write_json_atomic
 from ci.speed.decide.codes import Status
 from ci.speed.decide.noise_file import NOISE_PATH, NoiseModel, load_noise_model, refit, run_of_record, write_noise_model
-from ci.speed.decide.selection import check_selectors, select
+from ci.speed.decide.selection import select
 from ci.speed.decide.thresholds import THRESHOLDS_PATH, Thresholds, load_thresholds
 from ci.speed.decide.verdict import BenchmarkResult
 from ci.speed.engine.rounds import Side, cost_summary
@@ -195,13 +195,13 @@ def run_calibrate(options: SpeedOptions) -> int:
                 tree_a = tree_b = Path(repo.working_tree_dir or options.repo)
             else:  # two worktrees, as the gate has: per-path effects (caches, paths in kernels) land in the noise
                 tree_a, tree_b = (stack.enter_context(gitutil.checkout(repo, sha)) for _ in range(2))
-            thresholds = thresholds or thresholds_for(options, tree_b)
+            thresholds = thresholds or thresholds_for(options.thresholds, tree_b)
             sides = {"base": Side("base", tree_a), "head": Side("head", tree_b)}
             # The workers that survey the head (and its second tree) are the ones that measure the A/A rounds.
             measurer = stack.enter_context(open_measurer(list(sides.values()), options, stop_at))
             survey = survey_both(sides, options, measurer)["head"]
             assert survey is not None  # the head's survey failing raises (ci.speed.modes.shared)
-            check_selectors({"head": survey}, options.kernels, options.configs)
+            options.selector.check_surveys({"head": survey})
             selection = select(survey, survey)
             correctness = [c for c in selection.correctness if c["side"] == "head"]
             log(

@@ -102,29 +102,26 @@ class Selector:
     def takes(self, kernel: str, config: str) -> bool:
         return self.kernel.match(kernel) is not None and self.config.match(config) is not None
 
-    def check_surveys(self, surveys: Mapping[str, Mapping[str, Any] | None]) -> None:
-        """Every --kernel / --config / --shape selector must match something on some side."""
-        present = [s for s in surveys.values() if s is not None]
-        registered = [k for s in present for k in s["registered"]]
-        for pattern in self.kernels:
-            if not any(name_matches(k["name"], [pattern]) for k in registered):
-                names = sorted({k["name"] for k in registered})
-                raise SelectionError(
-                    f"--kernel {pattern!r} matches no registered kernel (registered: {', '.join(names)})"
-                )
-        chosen = [k for k in registered if self.kernel.match(k["name"])]
-        for pattern in self.configs:
-            if not any(name_matches(c, [pattern]) for k in chosen for c in k["configs"]):
-                have = sorted({f"{k['name']}[{c}]" for k in chosen for c in k["configs"]})
-                raise SelectionError(
-                    f"--config {pattern!r} matches no config of the selected kernels ({', '.join(have)})"
-                )
-        unknown = sorted({u for s in present for u in s.get("unknown_shapes", [])})
-        if unknown:
-            raise SelectionError(
-                f"--shape {unknown[0]!r} is neither MxNxK nor a known shape name "
-                "(harness/shapes.py BENCHMARK_SHAPES, asv_bench/common.py CPU_SHAPES)"
-            )
+
+def check_selectors(surveys: Mapping[str, Mapping[str, Any] | None], selector: Selector) -> None:
+    """Every --kernel / --config / --shape selector must match something on some side."""
+    present = [s for s in surveys.values() if s is not None]
+    registered = [k for s in present for k in s["registered"]]
+    for pattern in selector.kernels:
+        if not any(name_matches(k["name"], [pattern]) for k in registered):
+            names = sorted({k["name"] for k in registered})
+            raise SelectionError(f"--kernel {pattern!r} matches no registered kernel (registered: {', '.join(names)})")
+    chosen = [k for k in registered if selector.kernel.match(k["name"])]
+    for pattern in selector.configs:
+        if not any(name_matches(c, [pattern]) for k in chosen for c in k["configs"]):
+            have = sorted({f"{k['name']}[{c}]" for k in chosen for c in k["configs"]})
+            raise SelectionError(f"--config {pattern!r} matches no config of the selected kernels ({', '.join(have)})")
+    unknown = sorted({u for s in present for u in s.get("unknown_shapes", [])})
+    if unknown:
+        raise SelectionError(
+            f"--shape {unknown[0]!r} is neither MxNxK nor a known shape name "
+            "(harness/shapes.py BENCHMARK_SHAPES, asv_bench/common.py CPU_SHAPES)"
+        )
 
 
 def select(

@@ -20,7 +20,7 @@ from typing import Any
 from ci.common.files import append_step_summary_or_fallback, write_json_atomic
 from ci.speed.decide.codes import Status
 from ci.speed.decide.noise_file import NOISE_PATH, NoiseModel, load_noise_model, refit, run_of_record, write_noise_model
-from ci.speed.decide.selection import select
+from ci.speed.decide.selection import check_selectors, select
 from ci.speed.decide.thresholds import THRESHOLDS_PATH, Thresholds, load_thresholds
 from ci.speed.decide.verdict import BenchmarkResult
 from ci.speed.engine.rounds import Side, cost_summary
@@ -179,7 +179,7 @@ def run_calibrate(options: SpeedOptions) -> int:
     model_plan = options.the_plan(model=True)
     n = options.rounds if options.rounds is not None else MAX_CALIBRATION_ROUNDS
     started = time.time()
-    stop_at = deadline(options, started)
+    stop_at = deadline(options.max_minutes, started)
     prior, model_path, old_model = _prior_runs(options)
     record_runs, notes = _record_runs(options)
     thresholds_path = options.thresholds_path or Path(THRESHOLDS_PATH)
@@ -199,9 +199,9 @@ def run_calibrate(options: SpeedOptions) -> int:
             sides = {"base": Side("base", tree_a), "head": Side("head", tree_b)}
             # The workers that survey the head (and its second tree) are the ones that measure the A/A rounds.
             measurer = stack.enter_context(open_measurer(list(sides.values()), options, stop_at))
-            survey = survey_both(sides, options, measurer)["head"]
+            survey = survey_both(sides, options.selector, measurer)["head"]
             assert survey is not None  # the head's survey failing raises (ci.speed.modes.shared)
-            options.selector.check_surveys({"head": survey})
+            check_selectors({"head": survey}, options.selector)
             selection = select(survey, survey)
             correctness = [c for c in selection.correctness if c["side"] == "head"]
             log(
@@ -254,7 +254,7 @@ def run_calibrate(options: SpeedOptions) -> int:
     base_extra = {
         "calibrations": {k: dict(c.to_json(), device=env.get("gpu") or "cpu") for k, c in calibrations.items()},
         "suggested_overrides": overrides,
-        "engine": engine_options(options),
+        "engine": engine_options(options.restart_every, options.gpus),
         "cost": cost_summary(rounds),
         "refit": options.refit,
     }

@@ -19,11 +19,10 @@ from ci.speed.decide.codes import Status
 from ci.speed.decide.exclusion import ExclusionRule
 from ci.speed.decide.generations import RunNoise
 from ci.speed.decide.noise_file import NOISE_PATH, ModelChoice, identity_check, load_noise_model
-from ci.speed.decide.selection import Entry, Selection, select
+from ci.speed.decide.selection import Entry, Selection, check_selectors, select
 from ci.speed.decide.thresholds import Thresholds
 from ci.speed.decide.verdict import BenchmarkResult
 from ci.speed.engine.rounds import Side, cost_summary
-from ci.speed.engine.warm_engine import WarmEngine
 from ci.speed.modes.shared import (
     BASE_UNMEASURABLE,
     GateError,
@@ -109,8 +108,8 @@ def run_gate(options: SpeedOptions) -> int:
         removed = unchanged.removed_entries(decision, options.selector) if skipped else []
         others = skipped + removed
         if skipped and pairs == []:  # nothing selected differs: no survey, no round, no GPU
-            options.selector.check_surveys(
-                {"head": {"registered": decision.data.get("registered", []), "unknown_shapes": []}}
+            check_selectors(
+                {"head": {"registered": decision.data.get("registered", []), "unknown_shapes": []}}, options.selector
             )
             log(
                 f"speed_gate: all {len(skipped)} selected benchmark(s) have identical code at base and head: "
@@ -120,11 +119,7 @@ def run_gate(options: SpeedOptions) -> int:
             device = "cpu" if decision.arch == "cpu" else "cuda"
             measured = Measured(Selection(others, []), options.the_plan(), device, results, [], {}, ModelChoice(None))
         else:
-            stop_at = deadline(options, started)
-            present = [side for side in (sides["base"], sides["head"]) if side is not None]
-            measurer = stack.enter_context(open_measurer(present, options, stop_at))
-            surveys = survey_both(sides, options, measurer, pairs=pairs if skipped else None)
-            measured = measure(options, rules, sides, surveys, measurer, others, head_tree, stop_at)
+            measured = measure(options, rules, sides, pairs if skipped else None, others, head_tree, started)
     context = report(options, rules, commits, decision, measured, skipped, removed, pairs if skipped else None, started)
     return finish(
         context,
@@ -165,39 +160,43 @@ def measure(
     options: SpeedOptions,
     rules: Rules,
     sides: dict[str, Side | None],
-    surveys: dict[str, dict[str, Any] | None],
-    measurer: WarmEngine,
+    pairs: list[tuple[str, str]] | None,
     others: list[Entry],
     head_tree: Path,
-    stop_at: float | None,
+    started: float,
 ) -> Measured:
-    """The surveyed benchmarks, each measured to its verdict (or the budget's end); ``others`` were decided without."""
-    base_note = "" if sides["base"] else "the base has no kernels/ package"
-    if surveys["base"] is not None and BASE_UNMEASURABLE in surveys["base"]:  # a broken base: all new
-        base_note, surveys["base"], sides["base"] = surveys["base"][BASE_UNMEASURABLE], None, None
-    options.selector.check_surveys(surveys)
-    head = surveys["head"]
-    assert head is not None  # a head without kernels/ stopped above; one that cannot survey raises
-    selection = select(head, surveys["base"], base_note, others=others)
-    choice = noise_model_for(options.use_noise, options.noise, head_tree, head["environment"])
-    for note in choice.notes:
-        log(f"speed_gate: {note}")
-    plan = options.plan_for(len(selection.gated), model=choice.model is not None)
-    both = [s for s in (sides["base"], sides["head"]) if s is not None] if sides["base"] else []
-    rounds, results, view = run_rounds(
-        both,
-        selection,
-        measurer,
-        plan=plan,
-        rule=rules.rule,
-        thresholds=rules.thresholds,
-        limit=rules.limit,
-        fixed=options.rounds is not None,
-        calibrations=rules.calibrations,
-        deadline=stop_at,
-        stop_when_failed=not options.all_verdicts,
-        model=choice.model,
-    )
+    """The warm workers survey ``pairs`` (None: every selected one) and measure each gated benchmark to its verdict
+    (or the budget's end); ``others`` were decided without them."""
+    stop_at = deadline(options.max_minutes, started)
+    present = [side for side in (sides["base"], sides["head"]) if side is not None]
+    with open_measurer(present, options, stop_at) as measurer:
+        surveys = survey_both(sides, options.selector, measurer, pairs=pairs)
+        base_note = "" if sides["base"] else "the base has no kernels/ package"
+        if surveys["base"] is not None and BASE_UNMEASURABLE in surveys["base"]:  # a broken base: all new
+            base_note, surveys["base"], sides["base"] = surveys["base"][BASE_UNMEASURABLE], None, None
+        check_selectors(surveys, options.selector)
+        head = surveys["head"]
+        assert head is not None  # a head without kernels/ stopped above; one that cannot survey raises
+        selection = select(head, surveys["base"], base_note, others=others)
+        choice = noise_model_for(options.use_noise, options.noise, head_tree, head["environment"])
+        for note in choice.notes:
+            log(f"speed_gate: {note}")
+        plan = options.plan_for(len(selection.gated), model=choice.model is not None)
+        both = [s for s in (sides["base"], sides["head"]) if s is not None] if sides["base"] else []
+        rounds, results, view = run_rounds(
+            both,
+            selection,
+            measurer,
+            plan=plan,
+            rule=rules.rule,
+            thresholds=rules.thresholds,
+            limit=rules.limit,
+            fixed=options.rounds is not None,
+            calibrations=rules.calibrations,
+            deadline=stop_at,
+            stop_when_failed=not options.all_verdicts,
+            model=choice.model,
+        )
     return Measured(selection, plan, head["device"], results, rounds, head["environment"], choice, view)
 
 
@@ -213,9 +212,10 @@ def report(
     started: float,
 ) -> Context:
     """What the record and the summary say besides the results: the code decision, the costs, how it was decided."""
-    costs = unchanged.cost_record(decision, skipped, measured.rounds, removed)
     head_sha = None if options.working_tree else commits.head
     dependency_changes = dependencies.dependency_changes(commits.repo, commits.base, head_sha)
+    costs = unchanged.cost_record(decision, skipped, measured.rounds, removed)
+    preface = unchanged.preface_lines(decision, narrowed_to, costs, dependency_changes)
     return Context(
         mode="gate",
         plan=measured.plan,
@@ -232,11 +232,11 @@ def report(
         extra={
             **costs,
             "dependency_changes": dependency_changes,
-            "engine": engine_options(options),
+            "engine": engine_options(options.restart_every, options.gpus),
             "cost": cost_summary(measured.rounds),
             **noise_record(measured.choice, measured.view, [b.id for b in measured.selection.gated]),
         },
-        preface=unchanged.preface_lines(decision, narrowed_to, costs, dependency_changes),
+        preface=preface,
         changes={
             r.id: decision.why_measured(r.benchmark.kernel, r.benchmark.config)
             for r in measured.results

@@ -1,11 +1,5 @@
-"""What the speed gate's modes share: both surveys, the round loop, the thresholds and calibrations to use.
-
-ci.speed.gate is the command line (it checks every option into a
-ci.speed.options.SpeedOptions); this module opens the warm workers (ci.speed.engine.warm_engine),
-asks them for the surveys, runs rounds until every gated benchmark is decided and
-decides each one (ci.speed.decide.verdict); ci.speed.modes holds the three modes and
-ci.speed.report.write writes what they found.
-"""
+"""What the speed gate's modes share: the warm workers (ci.speed.engine.warm_engine) and both surveys, the round
+loop that decides each gated benchmark (ci.speed.decide.verdict), the thresholds and calibrations, record parts."""
 
 from __future__ import annotations
 
@@ -22,7 +16,7 @@ from ci.speed.decide.codes import Status, Stop
 from ci.speed.decide.exclusion import ExclusionRule
 from ci.speed.decide.generations import RunNoise, run_noise
 from ci.speed.decide.noise_file import ModelChoice, NoiseModel
-from ci.speed.decide.selection import Entry, Selection
+from ci.speed.decide.selection import Entry, Selection, Selector
 from ci.speed.decide.thresholds import THRESHOLDS_PATH, Thresholds, load_thresholds
 from ci.speed.decide.verdict import CALIBRATION_PATH, BenchmarkResult, decide_entry, load_calibrations
 from ci.speed.engine.devices import visible_gpu_count
@@ -43,14 +37,14 @@ class GateError(HarnessError, RuntimeError):
 # ---------------------------------------------------------------------------
 
 
-def deadline(options: SpeedOptions, started: float) -> float | None:
+def deadline(max_minutes: float | None, started: float) -> float | None:
     """When the last round may start (time.time()), or None for no limit."""
-    return started + 60.0 * options.max_minutes if options.max_minutes else None
+    return started + 60.0 * max_minutes if max_minutes else None
 
 
 def survey_both(
     sides: Mapping[str, Side | None],
-    options: SpeedOptions,
+    selector: Selector,
     engine: WarmEngine,
     pairs: Sequence[tuple[str, str]] | None = None,
 ) -> dict[str, dict[str, Any] | None]:
@@ -62,9 +56,12 @@ def survey_both(
     whose survey fails is a harness error. ``pairs``: survey only these (kernel, config)s (None:
     every selected one)."""
     present = {name: side for name, side in sides.items() if side is not None}
-    chosen = options.selector
     request = survey_request(
-        device=options.device, kernels=chosen.kernels, configs=chosen.configs, shapes=list(chosen.sizes), pairs=pairs
+        device=engine.device,
+        kernels=selector.kernels,
+        configs=selector.configs,
+        shapes=list(selector.sizes),
+        pairs=pairs,
     )
     log(f"speed_gate: surveying {' and '.join(sorted(present))} in the workers that will measure them")
     answers = engine.survey({name: request for name in present}) if present else {}
@@ -331,10 +328,6 @@ def noise_record(choice: ModelChoice, view: RunNoise | None, ids: Sequence[str])
     }
 
 
-def engine_options(options: SpeedOptions) -> dict[str, Any]:
+def engine_options(restart_every: int, gpus: Sequence[int] | None) -> dict[str, Any]:
     """How the warm workers measured, as the record keeps it ("engine" is always "warm" since issue 28)."""
-    return {
-        "engine": "warm",
-        "restart_every": options.restart_every,
-        "gpus": list(options.gpus) if options.gpus is not None else None,
-    }
+    return {"engine": "warm", "restart_every": restart_every, "gpus": list(gpus) if gpus is not None else None}

@@ -221,13 +221,9 @@ def code_decision(
         return CodeDecision(None, how, measure_identical=options.measure_identical)
     if options.changes_data is not None:
         check_changes_commits(options.changes_data, options.changes, base_sha, head_sha)
+        where = f"{arch} ({how}); fingerprints from --changes {options.changes}"
         try:
-            return decision_from_data(
-                options.changes_data,
-                arch,
-                f"{arch} ({how}); fingerprints from --changes {options.changes}",
-                options.measure_identical,
-            )
+            return decision_from_data(options.changes_data, arch, where, options.measure_identical)
         except ChangesFileError as exc:
             raise ChangesFileError(f"--changes {options.changes}: {exc}") from None
     import time
@@ -238,12 +234,8 @@ def code_decision(
     base, head = fingerprint_sides(base_tree, head_tree, [arch], log=lambda line: log(f"  [fingerprint] {line}"))
     data = decide(base_sha, head_sha, base, head, started=started)
     log(f"speed_gate: fingerprints for {arch} in {data['fingerprint_seconds']:.0f} s")
-    return decision_from_data(
-        data,
-        arch,
-        f"{arch} ({how}); fingerprints computed in {data['fingerprint_seconds']:.0f} s",
-        options.measure_identical,
-    )
+    where = f"{arch} ({how}); fingerprints computed in {data['fingerprint_seconds']:.0f} s"
+    return decision_from_data(data, arch, where, options.measure_identical)
 
 
 def preface_lines(

@@ -1,8 +1,7 @@
 """Compile-only resource measurement: every target the registry can build without a GPU, read by harness.resources.
 
-The work behind ``python -m ci.budget.resources`` (its front, which owns the
-options). The budget gate reads the JSON this writes from a child run in each
-commit's checkout, so the layout (``SCHEMA``) is append-only.
+The work behind ``python -m ci.budget.resources`` (its front, which owns the options). The budget gate reads the JSON
+this writes from a child run in each commit's checkout, so the layout (``SCHEMA``) is append-only.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The resource fields the budget gate compares, and which way is worse for each.
 
-Every field of a resource record (harness.resources.ResourceUsage) that the gate
-judges is one :class:`Metric` here: its budget key (``max_<field>`` or
-``min_occupancy``; none for spills and scratch, which must be 0) and its
-direction. The budget file, the comparison and the report all read this table.
+Every field of a resource record (harness.resources.ResourceUsage) that the gate judges is one :class:`Metric` here: its
+budget key (``max_<field>`` or ``min_occupancy``; none for spills and scratch, which must be 0) and its direction. The
+budget file, the comparison and the report all read this table.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """SIGINT/SIGTERM for the gates, and what a SIGKILLed run left behind.
 
-SIGINT (Ctrl-C) or SIGTERM (a cancelled CI job): :func:`install` (called by every front's runner,
-ci.common.command) makes both signals kill every child started through :func:`tracked` and raise
-:class:`Interrupted` in the main thread, so every ``with`` block cleans up on the way out; the runner
-prints one line and exits 130/143. Temporary folders come from :func:`temp_dir` (its name carries the
-owner's pid); :func:`sweep_stale` removes those of dead owners and prunes their worktrees. Why:
-docs/RELIABILITY.md, "Signals and leftovers".
+SIGINT (Ctrl-C) or SIGTERM (a cancelled CI job): :func:`install` (called by every front's runner, ci.common.command)
+makes both signals kill every child started through :func:`tracked` and raise :class:`Interrupted` in the main thread,
+so every ``with`` block cleans up on the way out; the runner prints one line and exits 130/143. Temporary folders come
+from :func:`temp_dir` (its name carries the owner's pid); :func:`sweep_stale` removes those of dead owners and prunes
+their worktrees. Why: docs/RELIABILITY.md, "Signals and leftovers".
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """One main job per checkout, and nothing left running after it: a job file, a tag on every process, a reaper.
 
-Every process of a run inherits ``MXFP4_MAIN_JOB=<checkout>::<job id>``; a job holds an exclusive
-``flock`` on ``.asv/main_job.lock`` and on ``<locks>/<machine>.lock`` (``$MXFP4_MAIN_JOB_LOCKS``) for
-its whole life, and ``.asv/main_job.json`` names it (pid, the pid's start time, its temporary
-directory). A job that finds a lock held is refused (exit 2, naming the holder); one that finds a job
-file ends every process still tagged with this checkout and removes its temporary directory. Linux
-only (``/proc``). Why: docs/RELIABILITY.md, "One job per checkout".
+Every process of a run inherits ``MXFP4_MAIN_JOB=<checkout>::<job id>``; a job holds an exclusive ``flock`` on
+``.asv/main_job.lock`` and on ``<locks>/<machine>.lock`` (``$MXFP4_MAIN_JOB_LOCKS``) for its whole life, and
+``.asv/main_job.json`` names it (pid, the pid's start time, its temporary directory). A job that finds a lock held is
+refused (exit 2, naming the holder); one that finds a job file ends every process still tagged with this checkout and
+removes its temporary directory. Linux only (``/proc``). Why: docs/RELIABILITY.md, "One job per checkout".
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """Version 6's decision (issue 37): one question per benchmark, an indifference zone, a last look that decides.
 
-On the log scale (``d = log(head / base)``) with threshold ``t``: ``r = log(1 - t)`` must be called
-"regression", ``a = log(1 - t/2)`` "not a regression"; between them either answer is acceptable. At
-each look: regression when ``m + q(alpha_k, df) s < a``, not a regression when ``m - q(beta_k, df) s > r``,
-else the next look ("improvement" and "no change" are read off the rounds taken). The last look decides
-at the zone's midpoint and states that call's error, unless it is above ``plan.forced_limit``
-(inconclusive). :func:`zone_variance` is the noise model's made robust (``prior_df_cap``,
-``between_floor``, ``bench_check_level``), and a generation's first round that differs from the rest
+On the log scale (``d = log(head / base)``) with threshold ``t``: ``r = log(1 - t)`` must be called "regression", ``a =
+log(1 - t/2)`` "not a regression"; between them either answer is acceptable. At each look: regression when ``m +
+q(alpha_k, df) s < a``, not a regression when ``m - q(beta_k, df) s > r``, else the next look ("improvement" and "no
+change" are read off the rounds taken). The last look decides at the zone's midpoint and states that call's error,
+unless it is above ``plan.forced_limit`` (inconclusive). :func:`zone_variance` is the noise model's made robust
+(``prior_df_cap``, ``between_floor``, ``bench_check_level``), and a generation's first round that differs from the rest
 (``first_round_level``) is left out. docs/SPEED_GATE.md, "Version 6: the zone".
 """
 
@@ -82,9 +81,8 @@ def _combine(
 ) -> tuple[float, float]:
     """``within / n`` plus the between share.
 
-    A model's positive between-worker SD (with its df) is used as fitted; none, or one fitted as 0
-    (the fit truncates at 0), is replaced by the floor, ``floor * sqrt(within)``, which scales with
-    the within estimate and so shares its df.
+    A model's positive between-worker SD (with its df) is used as fitted; none, or one fitted as 0 (the fit truncates at
+    0), is replaced by the floor, ``floor * sqrt(within)``, which scales with the within estimate and so shares its df.
     """
     c = clustering(generations)
     if tau2 is None or tau2 <= 0 or tau_df <= 0:

@@ -56,7 +56,4 @@ METRICS = (
 METRIC_BY_FIELD = {m.field: m for m in METRICS}
 BUDGET_KEYS = {m.budget_key: m for m in METRICS if m.budget_key}
 # Which budget keys an entry must have (and may have), by arch family: every field the arch measures.
-FAMILY_KEYS = {
-    "gfx": tuple(BUDGET_KEYS),
-    "sm": ("max_registers", "max_shared_bytes", "min_occupancy"),
-}
+FAMILY_KEYS = {"gfx": tuple(BUDGET_KEYS), "sm": ("max_registers", "max_shared_bytes", "min_occupancy")}

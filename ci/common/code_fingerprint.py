@@ -270,12 +270,8 @@ def _driver_version() -> str:
     if rocm.is_file():
         return "rocm " + rocm.read_text().strip()
     try:
-        done = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        query = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
+        done = subprocess.run(query, capture_output=True, text=True, timeout=30)
         if done.returncode == 0 and done.stdout.strip():
             return "nvidia " + done.stdout.split()[0]
     except (OSError, subprocess.TimeoutExpired):

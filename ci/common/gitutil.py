@@ -121,11 +121,8 @@ def resolve_base(
         raise GitError(f"the head ({head_sha[:12]}) and {base_ref!r} have no common ancestor{hint}")
     sha = merge_bases[0].hexsha
     if sha == head_sha and not head_may_be_base:
-        return Base(
-            None,
-            base_ref,
-            f"no base: the merge-base of HEAD and {base_ref} is HEAD itself; checked against budget only",
-        )
+        note = f"no base: the merge-base of HEAD and {base_ref} is HEAD itself; checked against budget only"
+        return Base(None, base_ref, note)
     return Base(sha, base_ref, f"base: merge-base of HEAD and {base_ref} = {sha[:12]}")
 
 

@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 MARKER = "mxfp4-gate-"  # every temporary folder of the gates: mxfp4-gate-<pid>-<kind>-<random>
@@ -52,10 +52,8 @@ def stop_children() -> int:
     with _lock:
         running = [p for p in _children if p.poll() is None]
     for proc in running:
-        try:
+        with suppress(OSError):
             proc.kill()
-        except OSError:
-            pass
     return len(running)
 
 

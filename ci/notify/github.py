@@ -116,14 +116,10 @@ class GitHub:
         if body is not None:
             cmd += ["--input", "-"]
         self.calls.append(f"{method} {path}")
+        stdin = None if body is None else json.dumps(body)
         try:
             done = subprocess.run(
-                cmd,
-                input=None if body is None else json.dumps(body),
-                capture_output=True,
-                text=True,
-                env=dict(self.env),
-                timeout=GH_TIMEOUT_S,
+                cmd, input=stdin, capture_output=True, text=True, env=dict(self.env), timeout=GH_TIMEOUT_S
             )
         except subprocess.TimeoutExpired:
             raise GitHubError(f"{method} {path}: gh did not answer in {GH_TIMEOUT_S} s") from None

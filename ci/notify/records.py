@@ -86,10 +86,7 @@ def speed_record(data: Any, file: str = "verdict.json") -> SpeedRecord:
     judged = None
     if root.has("judged"):
         j = root.get("judged")
-        judged = Judged(
-            j.get("thresholds").text(optional=True) or "?",
-            j.get("noise_model").text(optional=True),
-        )
+        judged = Judged(j.get("thresholds").text(optional=True) or "?", j.get("noise_model").text(optional=True))
     return SpeedRecord(
         verdict,
         exit_code,

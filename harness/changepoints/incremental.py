@@ -96,11 +96,8 @@ def update(
     assert memo is not None
     origin = (start - REACH) // scan.ALIGN * scan.ALIGN if start > REACH else 0
     shifted = [p - origin for p in published if p >= origin]
-    tail = [
-        segments.Confirmed(c.position + origin, c.z)
-        for c in find(levels[origin:], shifted)
-        if c.position + origin >= start
-    ]
+    found = find(levels[origin:], shifted)
+    tail = [segments.Confirmed(c.position + origin, c.z) for c in found if c.position + origin >= start]
     kept = [segments.Confirmed(p, z) for p, z in memo.confirmed if p < start]
     confirmed = kept + tail
     # A kept change keeps its size and interval when its neighbours are the same as before: both sides are bounded
@@ -116,11 +113,8 @@ def update(
     }
     fresh = describe(levels, errors, confirmed, set(range(len(confirmed))) - set(reused))
     changes = [_as_change(memo.described[reused[i]]) if i in reused else fresh[i] for i in range(len(confirmed))]
-    return (
-        changes,
-        _memo(settings, levels, errors, confirmed, changes),
-        Work(False, start, len(confirmed) - len(reused)),
-    )
+    grown = _memo(settings, levels, errors, confirmed, changes)
+    return changes, grown, Work(False, start, len(confirmed) - len(reused))
 
 
 def _neighbours(confirmed: list[tuple[int, float]], i: int) -> tuple[int | None, int | None]:

@@ -28,9 +28,8 @@ HOLD_REACH = 4  # commits: a published change point and a new best split this cl
 # this many noise variances of the best one. Hansen (2000), "Sample splitting and threshold estimation",
 # Econometrica 68(3): the LR statistic of the location has the distribution (1 - exp(-x / 2))^2, 0.95 at 7.35.
 LOCATION_MARGIN = -2 * math.log(1 - math.sqrt(0.95))
-# |z| a published change point keeps at its own position: one test, not a search over positions and scales (which
-# the threshold pays for), at three sigma. A step first published at z ~ 4.8 whose z wanders around the threshold as
-# commits arrive is not dropped and published again; a false one, whose z falls as commits dilute it, goes.
+# |z| a published change point keeps at its own position: one test, not the search over positions and scales that
+# the threshold pays for (docs/CHANGE_POINTS.md, step 7).
 HOLD_Z = 3.0
 SEGMENT_MAX = 128  # commits: the longest segment between change points tested again for a step inside
 REGRESSION = "regression"

@@ -1,10 +1,10 @@
 """A runner's noise model: what each benchmark's rounds vary by, learned from A/A rounds (issue 29).
 
 A round's log ratio of one benchmark measured by worker generation ``g`` is ``d_i = mu + g_gen(i) + e_i`` (``sigma_w``
-within a generation, ``tau`` between generations); the mean of ``n`` rounds has variance ``sigma_w^2 / n + tau^2
-sum(n_g^2) / n^2`` (:func:`mean_variance`). A run's variance is not the model's, so the model is a prior worth
-``prior_df`` degrees of freedom (limma's moderation, Smyth 2004), from ``run_df``, ``bench_df`` and ``within_df``
-(:func:`combined_df`); :func:`harness.paired.noise_fit.fit` estimates them from A/A runs and
+within a generation, ``tau`` between generations); the mean of ``n`` rounds has variance
+``sigma_w^2 / n + tau^2 sum(n_g^2) / n^2`` (:func:`mean_variance`). A run's variance is not the model's, so the model is
+a prior worth ``prior_df`` degrees of freedom (limma's moderation, Smyth 2004), from ``run_df``, ``bench_df`` and
+``within_df`` (:func:`combined_df`); :func:`harness.paired.noise_fit.fit` estimates them from A/A runs and
 :mod:`harness.paired.noise_guard` checks each run against them. docs/SPEED_GATE.md, "The noise model". numpy and scipy
 only.
 """
@@ -141,11 +141,9 @@ class LookNoise:
     @property
     def between_df(self) -> float:
         """df of tau^2 in one run: its estimate's and the runs' spread."""
-        return (
-            combined_df(self.noise.between_df, self.spread.run_df, self.spread.bench_df)
-            if self.noise.between_df
-            else 0.0
-        )
+        if not self.noise.between_df:
+            return 0.0
+        return combined_df(self.noise.between_df, self.spread.run_df, self.spread.bench_df)
 
 
 def mean_variance(

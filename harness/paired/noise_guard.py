@@ -85,9 +85,8 @@ def evidence(terms: Iterable[GuardTerm], spread: Spread) -> tuple[float, float, 
     b = np.array([combined_df(spread.bench_df, t.noise.within_df) for t in used])
     u, log_w = _run_factor_grid(spread.run_df)
     ratios = np.array((1.0, *VARIANCE_RATIOS))
-    log_m = special.logsumexp(
-        _log_marginals((ratios[:, None] * u).ravel(), d, q, b).reshape(len(ratios), -1) + log_w, axis=1
-    )  # log M(c): the null (c = 1), then each alternative
+    marginals = _log_marginals((ratios[:, None] * u).ravel(), d, q, b).reshape(len(ratios), -1)
+    log_m = special.logsumexp(marginals + log_w, axis=1)  # log M(c): the null (c = 1), then each alternative
     log_e = special.logsumexp(log_m[1:] - log_m[0]) - math.log(len(VARIANCE_RATIOS))
     return float(math.exp(min(log_e, 700.0))), float(q.sum() / total), total
 

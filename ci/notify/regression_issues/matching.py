@@ -46,11 +46,8 @@ def recovered(f: Slowdown) -> bool:
 
 def member_of(f: Slowdown) -> Member:
     status = "recovered" if recovered(f) else "active"
-    fix = (
-        (f.recovery.last_before, f.recovery.first_after, f.recovery.relative_change, f.recovery.net)
-        if f.recovery and recovered(f)
-        else None
-    )
+    r = f.recovery
+    fix = (r.last_before, r.first_after, r.relative_change, r.net) if r and recovered(f) else None
     # Sizes to 0.1% and p to two digits, as the body shows them: a change point whose numbers wobble by less as
     # commits arrive is not an edit each run.
     return Member(
@@ -216,14 +213,8 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
     max_new -= sum(1 for t in issues if t.state.opened_in and t.state.opened_in == changes.results_commit)
     max_new = max(1, max_new)
     if len(units) > max_new:
-        rollup = next(
-            (
-                w
-                for w in work
-                if w.kind == "rollup" and w.open_to_join() and len(w.members) + len(w.drifts) < ROLLUP_MAX
-            ),
-            None,
-        )
+        joinable = [w for w in work if w.kind == "rollup" and w.open_to_join()]
+        rollup = next((w for w in joinable if len(w.members) + len(w.drifts) < ROLLUP_MAX), None)
         if rollup is None:
             rollup = _Work(None, [], kind="rollup")
             units, left = units[: max_new - 1] + [rollup], units[max_new - 1 :]

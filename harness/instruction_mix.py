@@ -1,22 +1,21 @@
 """The instruction mix of compiled code: how many instructions of each kind, and base vs head.
 
-Static counts (each instruction once, loops not unrolled by execution): what a
-code change did to the kernel's body -- MFMAs, memory traffic, waits, branches.
-Three dialects, each a table of (category, pattern on the mnemonic), first match wins:
+Static counts (each instruction once, loops not unrolled by execution): what a code change did to the kernel's body --
+MFMAs, memory traffic, waits, branches. Three dialects, each a table of (category, pattern on the mnemonic), first match
+wins:
 
 * ``amdgcn`` -- AMDGPU ISA text (Triton's ``amdgcn``, FlyDSL's final ISA);
 * ``sass``   -- ``cuobjdump --dump-sass`` (the sm_90 binary that runs);
 * ``ptx``    -- PTX, when no SASS is at hand.
 
-The lines are split into mnemonics here, minimally (comments, directives,
-labels and the ``.amdgpu_metadata`` block skipped); harness.resources has its
-own private ISA regexes for its counters, which this module does not import.
+The lines are split into mnemonics here, minimally (comments, directives, labels and the ``.amdgpu_metadata`` block
+skipped); harness.resources has its own private ISA regexes for its counters, which this module does not import.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 AMDGCN = (
     ("scaled MFMA", r"v_mfma_scale\w*"),
@@ -129,7 +128,3 @@ def mix_diff(base: Mapping[str, int], head: Mapping[str, int]) -> list[dict[str,
             {"instructions": name, "base": str(old), "head": str(new), "delta": "" if new == old else f"{new - old:+d}"}
         )
     return rows
-
-
-def changed_categories(rows: Sequence[Mapping[str, str]]) -> list[str]:
-    return [row["instructions"] for row in rows if row["delta"]]

@@ -19,11 +19,8 @@ from typing import Any
 
 
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, durable: bool = True) -> Path:
-    """Replace ``path`` with ``data`` atomically (see the module doc); returns the path.
-
-    ``durable=False`` skips the two fsyncs: still never a half-written file for a reader, but a power cut may lose
-    the write. For copies whose source is kept elsewhere (a results branch mirrored file by file: 30,000 fsyncs were
-    most of the first publish of a 10,000-commit history)."""
+    """Replace ``path`` with ``data`` atomically (see the module doc); returns the path. ``durable=False`` skips the
+    two fsyncs (a power cut may lose the write), for copies whose source is kept elsewhere (docs/PERF_NOTES.md)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -73,23 +70,17 @@ def json_text(data: Any) -> str:
 
 def _fsync_directory(directory: Path) -> None:
     """Make the rename itself durable; a file system that cannot open directories is left as is."""
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def check_writable(path: str | os.PathLike[str], what: str) -> Path:
-    """Fail before the work, not after it: ``path``'s folder must exist (or be creatable) and be writable.
-
-    Raises ``OSError`` naming ``what`` (e.g. ``"--json"``) and the reason.
-    """
+    """Fail before the work, not after it: ``path``'s folder must exist (or be creatable) and be writable; else
+    ``OSError`` naming ``what`` (e.g. ``"--json"``) and the reason."""
     path = Path(path)
     if path.is_dir():
         raise OSError(f"{what} {path}: is a directory, expected a file path")
@@ -132,37 +123,26 @@ def write_or_fallback(path: str | os.PathLike[str], data: bytes, what: str, log:
     return spare
 
 
-def _columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    return list(dict.fromkeys(key for row in rows for key in row))
-
-
-def _cells(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], markdown: bool) -> list[list[str]]:
-    def cell(value: Any) -> str:
-        text = "" if value is None else str(value)
-        # A pipe or newline would break a Markdown row.
-        return text.replace("|", "\\|").replace("\n", " ") if markdown else text
-
-    return [[cell(row.get(c)) for c in columns] for row in rows]
-
-
 def markdown_table(rows: Sequence[Mapping[str, Any]], empty: str = "_(no rows)_") -> str:
     """GitHub-flavoured Markdown; columns in order of first appearance; missing cells empty."""
-    if not rows:
-        return empty
-    from tabulate import tabulate  # here, not at the top: asv's install step writes files before tabulate exists
-
-    columns = _columns(rows)
-    return tabulate(_cells(rows, columns, True), headers=columns, tablefmt="github", disable_numparse=True)
+    return _table(rows, empty, markdown=True)
 
 
 def text_table(rows: Sequence[Mapping[str, Any]], empty: str = "(no rows)") -> str:
     """Aligned plain text for a terminal; the same columns as :func:`markdown_table`."""
+    return _table(rows, empty, markdown=False)
+
+
+def _table(rows: Sequence[Mapping[str, Any]], empty: str, markdown: bool) -> str:
     if not rows:
         return empty
-    from tabulate import tabulate
+    from tabulate import tabulate  # here, not at the top: asv's install step writes files before tabulate exists
 
-    columns = _columns(rows)
-    return tabulate(_cells(rows, columns, False), headers=columns, tablefmt="simple", disable_numparse=True)
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    cells = [["" if row.get(c) is None else str(row.get(c)) for c in columns] for row in rows]
+    if markdown:  # a pipe or newline would break a Markdown row
+        cells = [[text.replace("|", "\\|").replace("\n", " ") for text in row] for row in cells]
+    return tabulate(cells, headers=columns, tablefmt="github" if markdown else "simple", disable_numparse=True)
 
 
 def append_step_summary(markdown: str, environ: Mapping[str, str] | None = None) -> Path | None:

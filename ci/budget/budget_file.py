@@ -1,9 +1,8 @@
 """The committed budget (``ci/register_budget.json``): its schema, parsing, validation and the ratchet's writes.
 
-Every problem names the file and the key: a budget that cannot be read is a
-harness error (exit 2), never a silent default. A key given twice in one JSON
-object is such a problem too (``json`` would keep the last one without a word,
-so a reviewer could approve one limit while the gate applies another).
+Every problem names the file and the key: a budget that cannot be read is a harness error (exit 2), never a silent
+default. A key given twice in one JSON object is such a problem too (``json`` would keep the last one without a word, so
+a reviewer could approve one limit while the gate applies another).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Head vs merge-base vs budget, per compile target: the findings and the entries that would accept them.
 
-Each target in the head, the base or the budget gets one :class:`TargetCheck`:
-its findings (ci.budget.findings), its status decided from their codes, and,
-for a failing target, the budget entry that would accept it; for a passing one
+Each target in the head, the base or the budget gets one :class:`TargetCheck`: its findings (ci.budget.findings), its
+status decided from their codes, and, for a failing target, the budget entry that would accept it; for a passing one
 below its entry, the tightened entry (the ratchet).
 """
 
@@ -58,11 +57,8 @@ def evaluate(
 ) -> list[TargetCheck]:
     """One check per target in head, base or budget (those ``selected``)."""
     names = set(head) | set(base or {}) | set(budget.entries)
-    return [
-        _check_target(name, head.get(name), (base or {}).get(name), budget, base_budget)
-        for name in sorted(names)
-        if selected(name)
-    ]
+    picked = [name for name in sorted(names) if selected(name)]
+    return [_check_target(name, head.get(name), (base or {}).get(name), budget, base_budget) for name in picked]
 
 
 def _check_target(name, head_result, base_result, budget: Budget, base_budget: Budget | None) -> TargetCheck:
@@ -110,13 +106,8 @@ def _hard_limits(usage: Mapping[str, Any]) -> list[Finding]:
     if spills:
         found.append(Finding(Reason.SPILLS, facts={"counts": spills}))
     if usage["shared_bytes"] > usage["shared_limit"]:
-        found.append(
-            Finding(
-                Reason.SHARED_OVER_HARDWARE,
-                "shared_bytes",
-                {"shared_bytes": usage["shared_bytes"], "shared_limit": usage["shared_limit"]},
-            )
-        )
+        sizes = {"shared_bytes": usage["shared_bytes"], "shared_limit": usage["shared_limit"]}
+        found.append(Finding(Reason.SHARED_OVER_HARDWARE, "shared_bytes", sizes))
     elif usage["occupancy"] == 0:
         found.append(Finding(Reason.CANNOT_LAUNCH, "occupancy", {"limited_by": usage.get("occupancy_limited_by")}))
     return found
@@ -168,12 +159,9 @@ def _check_metric(
     if growth <= loosening:
         check.findings.append(Finding(Reason.BUDGET_EDIT_EXEMPT, name, facts))
         return needed
-    step = (
-        _lost_occupancy_step(name, usage, metric.worsened(before, loosening))
-        if growth <= loosening + tolerance
-        else None
-    )
-    if growth <= loosening + tolerance and not step:
+    tolerated = growth <= loosening + tolerance
+    step = _lost_occupancy_step(name, usage, metric.worsened(before, loosening)) if tolerated else None
+    if tolerated and not step:
         if base_budget is not None and base_budget.schema == BUDGET_SCHEMA:
             base_tolerance = base_budget.tolerance(check.target, name)
             if base_tolerance < tolerance:

@@ -1,8 +1,7 @@
 """Compile-only resource measurement: every target the registry can build without a GPU, read by harness.resources.
 
-The work behind ``python -m ci.budget.resources`` (its front, which owns the
-options). The budget gate reads the JSON this writes from a child run in each
-commit's checkout, so the layout (``SCHEMA``) is append-only.
+The work behind ``python -m ci.budget.resources`` (its front, which owns the options). The budget gate reads the JSON
+this writes from a child run in each commit's checkout, so the layout (``SCHEMA``) is append-only.
 """
 
 from __future__ import annotations
@@ -59,11 +58,8 @@ def measure(
             continue
         except Exception as exc:  # a kernel that fails to compile is a result, not a crash
             results[name] = {"ok": False, "kind": "compile", "error": describe_error(exc)}
-            print(
-                f"    FAILED after {time.perf_counter() - start:.1f} s: {results[name]['error']}",
-                file=progress,
-                flush=True,
-            )
+            seconds = time.perf_counter() - start
+            print(f"    FAILED after {seconds:.1f} s: {results[name]['error']}", file=progress, flush=True)
             continue
         results[name] = {"ok": True, "usage": usage.to_dict()}
         print(f"    {usage.registers} regs, {time.perf_counter() - start:.1f} s", file=progress, flush=True)
@@ -86,12 +82,8 @@ def resources_report(results: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
 
     # source_root lets the budget gate check that a checkout measured its own kernels.
     source_root = str(Path(kernels.__file__).resolve().parent.parent)
-    return {
-        "schema": SCHEMA,
-        "source_root": source_root,
-        "environment": environment(),
-        "targets": dict(sorted(results.items())),
-    }
+    targets = dict(sorted(results.items()))
+    return {"schema": SCHEMA, "source_root": source_root, "environment": environment(), "targets": targets}
 
 
 def results_table(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]]:
@@ -116,11 +108,8 @@ def run(options: ResourcesOptions) -> int:
     print(text_table(rows))
     if options.isa_dir is not None:
         kept = sorted(p.name for p in Path(options.isa_dir).glob("*")) if Path(options.isa_dir).is_dir() else []
-        print(
-            f"ci.budget.resources: assembly of {len(results)} target(s) written to {options.isa_dir} "
-            f"({len(kept)} files there)",
-            file=sys.stderr,
-        )
+        where = f"{options.isa_dir} ({len(kept)} files there)"
+        print(f"ci.budget.resources: assembly of {len(results)} target(s) written to {where}", file=sys.stderr)
     failed = sorted(name for name, result in results.items() if not result["ok"])
     unreadable = sorted(name for name, result in results.items() if result.get("kind") == "parse")
     if options.json:

@@ -1,8 +1,7 @@
 """What the budget gate found about one target, as codes and numbers (the report words them).
 
-Each :class:`Finding` carries a :class:`Reason` and the facts behind it; whether a
-target fails is decided from the codes alone (``Reason.fails``), never from the
-text people read. ci.budget.report turns findings into sentences.
+Each :class:`Finding` carries a :class:`Reason` and the facts behind it; whether a target fails is decided from the
+codes alone (``Reason.fails``), never from the text people read. ci.budget.report turns findings into sentences.
 """
 
 from __future__ import annotations
@@ -64,12 +63,11 @@ class OccupancyStep:
 class Finding:
     """One thing the gate found: its code, the compared field (if any) and the numbers the report words.
 
-    ``facts`` by code: MISSING_TARGET: listed_in (where it still is); COMPILE_FAILED: error;
-    SPILLS: counts {field: n}; SHARED_OVER_HARDWARE: shared_bytes, shared_limit;
-    CANNOT_LAUNCH: limited_by; OVER_BUDGET[_WITHIN_TOLERANCE]: value, key, limit, over,
-    tolerance; WORSE_THAN_BASE[_WITHIN_TOLERANCE], BUDGET_EDIT_EXEMPT: value, before, growth,
-    tolerance, loosening, key, base_limit, limit, base_tolerance (the base's lower tolerance,
-    else None). ``step``: the occupancy step the growth loses, where that is why it fails.
+    ``facts`` by code: MISSING_TARGET: listed_in (where it still is); COMPILE_FAILED: error; SPILLS: counts {field: n};
+    SHARED_OVER_HARDWARE: shared_bytes, shared_limit; CANNOT_LAUNCH: limited_by; OVER_BUDGET[_WITHIN_TOLERANCE]: value,
+    key, limit, over, tolerance; WORSE_THAN_BASE[_WITHIN_TOLERANCE], BUDGET_EDIT_EXEMPT: value, before, growth,
+    tolerance, loosening, key, base_limit, limit, base_tolerance (the base's lower tolerance, else None). ``step``: the
+    occupancy step the growth loses, where that is why it fails.
     """
 
     code: Reason

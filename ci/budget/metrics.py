@@ -1,9 +1,8 @@
 """The resource fields the budget gate compares, and which way is worse for each.
 
-Every field of a resource record (harness.resources.ResourceUsage) that the gate
-judges is one :class:`Metric` here: its budget key (``max_<field>`` or
-``min_occupancy``; none for spills and scratch, which must be 0) and its
-direction. The budget file, the comparison and the report all read this table.
+Every field of a resource record (harness.resources.ResourceUsage) that the gate judges is one :class:`Metric` here: its
+budget key (``max_<field>`` or ``min_occupancy``; none for spills and scratch, which must be 0) and its direction. The
+budget file, the comparison and the report all read this table.
 """
 
 from __future__ import annotations
@@ -57,7 +56,4 @@ METRICS = (
 METRIC_BY_FIELD = {m.field: m for m in METRICS}
 BUDGET_KEYS = {m.budget_key: m for m in METRICS if m.budget_key}
 # Which budget keys an entry must have (and may have), by arch family: every field the arch measures.
-FAMILY_KEYS = {
-    "gfx": tuple(BUDGET_KEYS),
-    "sm": ("max_registers", "max_shared_bytes", "min_occupancy"),
-}
+FAMILY_KEYS = {"gfx": tuple(BUDGET_KEYS), "sm": ("max_registers", "max_shared_bytes", "min_occupancy")}

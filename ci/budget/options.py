@@ -1,8 +1,7 @@
 """The budget package's options: one frozen object per command, checked whole before any work.
 
-ci.budget.gate and ci.budget.resources (the fronts) parse the command line and
-build these with their ``checked`` constructors; the code below the fronts takes
-the object and never sees ``argv``. A bad value is an
+ci.budget.gate and ci.budget.resources (the fronts) parse the command line and build these with their ``checked``
+constructors; the code below the fronts takes the object and never sees ``argv``. A bad value is an
 :class:`~ci.common.options.OptionsError` (exit 2), raised before minutes of compiling.
 """
 
@@ -15,7 +14,6 @@ from pathlib import Path
 from ci.budget.targets import compile_targets, describe_error
 from ci.common.options import OptionsError, arch_value, name_matches, names_value, output_value
 
-SELECTORS = ("kernel", "arch", "config")
 Names = str | Sequence[str] | None  # one value or several (a front's repeatable --kernel / --config, --arch a,b)
 
 

@@ -175,18 +175,8 @@ def markdown_summary(report: GateReport) -> str:
 
 def check_json(check: TargetCheck) -> dict[str, Any]:
     """One target in the JSON verdict: the sentences people read, and the codes behind them."""
-    return {
-        "target": check.target,
-        "status": check.status,
-        "reasons": check.reasons,
-        "notes": check.notes,
-        "findings": [f.to_json() for f in check.findings],
-        "head": check.head,
-        "base": check.base,
-        "budget": check.budget,
-        "suggested_budget": check.suggested_budget,
-        "tightened_budget": check.tightened_budget,
-    }
+    findings = [f.to_json() for f in check.findings]
+    return {**vars(check), "reasons": check.reasons, "notes": check.notes, "findings": findings}
 
 
 def gate_json(

@@ -3,10 +3,9 @@
     python -m ci.budget.resources                        # table of every compile target
     python -m ci.budget.resources --kernel flydsl_gfx950_4wave --isa-dir out/   # also keep each ISA/PTX
 
-A target is (kernel, arch, config); the kernel compiles itself and harness.resources reads the output.
-The table goes to stdout, progress to stderr, ``--json`` (atomic, layout ``compiling.SCHEMA``,
-append-only: the budget gate reads it from every commit). Exit: 0 all compiled, 1 a target failed to
-compile, 2 harness error. Details: docs/BUDGET_GATE.md.
+A target is (kernel, arch, config); the kernel compiles itself and harness.resources reads the output. The table goes to
+stdout, progress to stderr, ``--json`` (atomic, layout ``compiling.SCHEMA``, append-only: the budget gate reads it from
+every commit). Exit: 0 all compiled, 1 a target failed to compile, 2 harness error. Details: docs/BUDGET_GATE.md.
 """
 
 from __future__ import annotations

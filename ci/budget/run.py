@@ -1,8 +1,7 @@
 """One run of the budget gate, from checked options to the exit code: resolve, measure, compare, report.
 
-Git goes through ci.common.gitutil (the head and base checkouts, the base's
-budget); compiling through ci.budget.measure; the decision through
-ci.budget.compare; every output through ci.budget.report.
+Git goes through ci.common.gitutil (the head and base checkouts, the base's budget); compiling through
+ci.budget.measure; the decision through ci.budget.compare; every output through ci.budget.report.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """Speed fingerprints: everything of a commit that can change what a benchmark's timed region runs.
 
 For a commit's tree and each (kernel, config, arch), a :class:`Fingerprint` of parts: ``launch path``
-(ci.common.launch_path), ``device code`` (ci.common.device_code; ``none (torch ops)`` for a torch
-kernel) and, for the history only (``with_environment``), ``environment`` (harness/, asv_bench/ and
-the library versions). A part that cannot be computed is ``unknown`` with an :class:`UnknownReason`,
-and :func:`compare` then says "measure": never skip on doubt. Shapes share their (kernel, config, arch)
-fingerprint. Why these parts: docs/SPEED_GATE.md, "The speed fingerprint".
+(ci.common.launch_path), ``device code`` (ci.common.device_code; ``none (torch ops)`` for a torch kernel) and, for the
+history only (``with_environment``), ``environment`` (harness/, asv_bench/ and the library versions). A part that cannot
+be computed is ``unknown`` with an :class:`UnknownReason`, and :func:`compare` then says "measure": never skip on doubt.
+Shapes share their (kernel, config, arch) fingerprint. Why these parts: docs/SPEED_GATE.md, "The speed fingerprint".
 """
 
 from __future__ import annotations
@@ -126,9 +125,7 @@ class Comparison:
         return f"measure: {self.reason.value}" + (f" ({self.detail})" if self.detail else "")
 
 
-# ---------------------------------------------------------------------------
-# computing
-# ---------------------------------------------------------------------------
+# Computing
 
 _CACHE: dict[tuple, TreeFingerprints] = {}
 
@@ -234,9 +231,7 @@ def kernels_content_digest(tree: Path) -> str:
     return h.hexdigest()
 
 
-# ---------------------------------------------------------------------------
-# the history's environment part
-# ---------------------------------------------------------------------------
+# The history's environment part
 
 
 def environment_part(measuring_root: Path = REPO_ROOT) -> Part:
@@ -275,12 +270,8 @@ def _driver_version() -> str:
     if rocm.is_file():
         return "rocm " + rocm.read_text().strip()
     try:
-        done = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        query = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
+        done = subprocess.run(query, capture_output=True, text=True, timeout=30)
         if done.returncode == 0 and done.stdout.strip():
             return "nvidia " + done.stdout.split()[0]
     except (OSError, subprocess.TimeoutExpired):
@@ -288,9 +279,7 @@ def _driver_version() -> str:
     return "unknown"
 
 
-# ---------------------------------------------------------------------------
-# comparing
-# ---------------------------------------------------------------------------
+# Comparing
 
 
 def compare_fingerprints(base: Fingerprint | None, head: Fingerprint | None) -> Comparison:

@@ -1,17 +1,9 @@
 """Run today's measuring code on another commit's kernels, in a child process.
 
-The gates compare two commits. For the comparison to mean anything, both must
-be measured the same way: by this checkout's harness/ and ci/ code, with only
-the code under test -- the commit's ``kernels`` package -- taken from the
-commit's worktree. Python resolves a top-level package from the first
-``sys.path`` entry that has it, so the child's path is:
-
-1. a private folder holding one entry, ``kernels`` -> the worktree's kernels/
-   (a symlink), so only ``kernels`` comes from the commit;
-2. this checkout's root, for ``harness`` and ``ci`` (its ``kernels`` is shadowed by 1).
-
-The child also starts in that private folder: ``python -m`` puts the current
-directory first on ``sys.path``, and a checkout there would shadow both.
+Both commits of a comparison are measured by this checkout's harness/ and ci/, with only the ``kernels``
+package from the commit's worktree. The child's ``sys.path`` starts with a private folder holding one
+symlink, ``kernels`` -> the worktree's kernels/, then this checkout's root (whose ``kernels`` is shadowed);
+the child starts in that folder, as ``python -m`` puts the current directory first.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """The one correctness check: run a kernel once, compare with the reference.
 
-``check_kernel`` is the path every correctness gate, mutation test and the
-speed gate's pre-check go through: a NaN-poisoned output (an unwritten element
-fails as non-finite), one launch, the commit's float64 reference
-(kernels.reference), the harness's judgement (harness.accuracy).
-
-``check_output`` judges the output of a launch that was timed, at the shape it
-was timed at, with its operands (harness.output_check: a whole-output NaN/Inf
-scan and sampled rows and columns against the reference): the speed gate's
-warm worker and fresh child run it on every benchmark before its speed counts.
+:func:`check_kernel` is the path of every correctness gate, mutation test and the speed gate's pre-check (a
+NaN-poisoned output, one launch, the commit's float64 reference, harness.accuracy's judgement);
+:func:`check_output` judges a timed launch's output at its shape (harness.output_check), in the speed gate's
+warm worker and fresh child, before a benchmark's speed counts.
 """
 
 from __future__ import annotations

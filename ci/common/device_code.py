@@ -2,12 +2,11 @@
 
     python -m ci.common.device_code REQUEST.json RESULT.json
 
-Runs under ``ci.common.commit_tree.kernels_of(tree)``, loads the tree's registry and writes
-``kernels`` (each kernel's module, backend, configs, ``runs_on``, ``compile_archs``), ``benchmarks``
-(per arch, the (kernel, config, shape) the speed gate would time there) and ``compiled`` (per target
-the digest of its normalized device code, its text and resource usage, or the compile error).
-Compiling is ``Kernel.compile_only``, the path the resource tracks and the budget gate use; one
-compile per (kernel, config, arch), not per shape: docs/SPEED_GATE.md, "The speed fingerprint".
+Runs under ``ci.common.commit_tree.kernels_of(tree)``, loads the tree's registry and writes ``kernels`` (each kernel's
+module, backend, configs, ``runs_on``, ``compile_archs``), ``benchmarks`` (per arch, the (kernel, config, shape) the
+speed gate would time there) and ``compiled`` (per target the digest of its normalized device code, its text and
+resource usage, or the compile error). Compiling is ``Kernel.compile_only``, the path the resource tracks and the budget
+gate use; one compile per (kernel, config, arch), not per shape: docs/SPEED_GATE.md, "The speed fingerprint".
 """
 
 from __future__ import annotations
@@ -95,9 +94,7 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-# ---------------------------------------------------------------------------
-# the child
-# ---------------------------------------------------------------------------
+# The child
 
 
 def describe_registry(archs: Sequence[str]) -> dict[str, Any]:

@@ -1,14 +1,7 @@
-"""Git plumbing for gates that compare two commits (GitPython).
-
-``resolve_base`` finds the commit a change is measured against (the merge-base
-of HEAD and a base ref; a base that cannot be found is an error, with how to
-deepen a shallow clone), ``uncommitted_files`` names what a commit-based run
-leaves out, ``checkout`` materializes any commit in a temporary
-``git worktree`` so that commit's own code can be run, and ``read_file`` reads
-one file of a commit without checking it out. The history job lists a branch's
-recent commits (``first_parent_commits``), every commit a clone has
-(``all_commits``), its remotes, and creates a local branch from a remote one.
-Every git command of ci/ runs here or through GitPython, never as a subprocess.
+"""Git plumbing for gates that compare two commits (GitPython): the base a change is measured against
+(:func:`resolve_base`), what a commit-based run leaves out, a commit checked out in a temporary worktree or
+one file of it read, and the history job's commit lists, remotes and branches. Every git command of ci/
+runs here or through GitPython, never as a subprocess.
 """
 
 from __future__ import annotations
@@ -128,11 +121,8 @@ def resolve_base(
         raise GitError(f"the head ({head_sha[:12]}) and {base_ref!r} have no common ancestor{hint}")
     sha = merge_bases[0].hexsha
     if sha == head_sha and not head_may_be_base:
-        return Base(
-            None,
-            base_ref,
-            f"no base: the merge-base of HEAD and {base_ref} is HEAD itself; checked against budget only",
-        )
+        note = f"no base: the merge-base of HEAD and {base_ref} is HEAD itself; checked against budget only"
+        return Base(None, base_ref, note)
     return Base(sha, base_ref, f"base: merge-base of HEAD and {base_ref} = {sha[:12]}")
 
 

@@ -1,11 +1,10 @@
 """SIGINT/SIGTERM for the gates, and what a SIGKILLed run left behind.
 
-SIGINT (Ctrl-C) or SIGTERM (a cancelled CI job): :func:`install` (called by every front's runner,
-ci.common.command) makes both signals kill every child started through :func:`tracked` and raise
-:class:`Interrupted` in the main thread, so every ``with`` block cleans up on the way out; the runner
-prints one line and exits 130/143. Temporary folders come from :func:`temp_dir` (its name carries the
-owner's pid); :func:`sweep_stale` removes those of dead owners and prunes their worktrees. Why:
-docs/RELIABILITY.md, "Signals and leftovers".
+SIGINT (Ctrl-C) or SIGTERM (a cancelled CI job): :func:`install` (called by every front's runner, ci.common.command)
+makes both signals kill every child started through :func:`tracked` and raise :class:`Interrupted` in the main thread,
+so every ``with`` block cleans up on the way out; the runner prints one line and exits 130/143. Temporary folders come
+from :func:`temp_dir` (its name carries the owner's pid); :func:`sweep_stale` removes those of dead owners and prunes
+their worktrees. Why: docs/RELIABILITY.md, "Signals and leftovers".
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 MARKER = "mxfp4-gate-"  # every temporary folder of the gates: mxfp4-gate-<pid>-<kind>-<random>
@@ -53,10 +52,8 @@ def stop_children() -> int:
     with _lock:
         running = [p for p in _children if p.poll() is None]
     for proc in running:
-        try:
+        with suppress(OSError):
             proc.kill()
-        except OSError:
-            pass
     return len(running)
 
 

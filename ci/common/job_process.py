@@ -1,15 +1,15 @@
 """One main job per checkout, and nothing left running after it: a job file, a tag on every process, a reaper.
 
-Every process of a run inherits ``MXFP4_MAIN_JOB=<checkout>::<job id>``; a job holds an exclusive
-``flock`` on ``.asv/main_job.lock`` and on ``<locks>/<machine>.lock`` (``$MXFP4_MAIN_JOB_LOCKS``) for
-its whole life, and ``.asv/main_job.json`` names it (pid, the pid's start time, its temporary
-directory). A job that finds a lock held is refused (exit 2, naming the holder); one that finds a job
-file ends every process still tagged with this checkout and removes its temporary directory. Linux
-only (``/proc``). Why: docs/RELIABILITY.md, "One job per checkout".
+Every process of a run inherits ``MXFP4_MAIN_JOB=<checkout>::<job id>``; a job holds an exclusive ``flock`` on
+``.asv/main_job.lock`` and on ``<locks>/<machine>.lock`` (``$MXFP4_MAIN_JOB_LOCKS``) for its whole life, and
+``.asv/main_job.json`` names it (pid, the pid's start time, its temporary directory). A job that finds a lock held is
+refused (exit 2, naming the holder); one that finds a job file ends every process still tagged with this checkout and
+removes its temporary directory. Linux only (``/proc``). Why: docs/RELIABILITY.md, "One job per checkout".
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -99,10 +99,8 @@ def end_processes(pids: list[int], grace_s: float = 3.0) -> list[str]:
         targets.append((pid, group == pid and group != own_group))
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid, leads_group in targets:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, sig) if leads_group else os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
         deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline and any(_start_time(pid) and not _is_zombie(pid) for pid, _ in targets):
             time.sleep(0.05)
@@ -162,18 +160,11 @@ def lock_machine(job: Job, machine: str) -> None:
     folder = Path(os.environ.get(LOCKS_ENV) or DEFAULT_LOCKS)
     if not folder.is_dir():
         folder.mkdir(parents=True, exist_ok=True)
-        try:
+        with contextlib.suppress(OSError):
             folder.chmod(0o1777)  # shared by every user's clones, like /tmp itself
-        except OSError:
-            pass
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", machine)
-    job.locks.append(
-        _hold(
-            folder / f"{name}.lock",
-            f"under the machine name {machine!r} on this host",
-            _holder_info(job.id, job.checkout),
-        )
-    )
+    lock = folder / f"{re.sub(r'[^A-Za-z0-9._-]', '_', machine)}.lock"
+    where = f"under the machine name {machine!r} on this host"
+    job.locks.append(_hold(lock, where, _holder_info(job.id, job.checkout)))
 
 
 def start(checkout: Path, log) -> Job:

@@ -1,10 +1,9 @@
 """The one way the tools read a JSON file someone wrote: a key given twice in one object is an error.
 
-Python's ``json`` keeps the last of two equal keys silently, so a thresholds file,
-a budget, a calibration or a replayed record with a key pasted twice would
-quietly mean something other than what its reviewer read. Every reader of such
-a file (ci.budget.budget_file, ci.speed.decide.thresholds, ci.speed.decide.verdict's records and
-calibrations, ci.speed.scope.unchanged's --changes file) goes through :func:`parse_json`.
+Python's ``json`` keeps the last of two equal keys silently, so a thresholds file, a budget, a calibration or a replayed
+record with a key pasted twice would quietly mean something other than what its reviewer read. Every reader of such a
+file (ci.budget.budget_file, ci.speed.decide.thresholds, ci.speed.decide.verdict's records and calibrations,
+ci.speed.scope.unchanged's --changes file) goes through :func:`parse_json`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """The host-side launch path of a kernel: its module and every project module it imports, normalized.
 
-:func:`launch_path_files` follows a commit's ``kernels/`` imports statically (``ast``, nothing
-imported) and returns ``{relative path: digest}`` of every file on the path, each digest over
-:func:`normalized_source` (the syntax tree without docstrings or positions: comments and formatting
-do not count). Followed: absolute, ``from``, relative and in-function imports, and every package's
-``__init__.py``; not followed: the registry's ``import_module`` of ``KERNEL_MODULES``. Why:
-docs/SPEED_GATE.md, "The speed fingerprint".
+:func:`launch_path_files` follows a commit's ``kernels/`` imports statically (``ast``, nothing imported) and returns
+``{relative path: digest}`` of every file on the path, each digest over :func:`normalized_source` (the syntax tree
+without docstrings or positions: comments and formatting do not count). Followed: absolute, ``from``, relative and
+in-function imports, and every package's ``__init__.py``; not followed: the registry's ``import_module`` of
+``KERNEL_MODULES``. Why: docs/SPEED_GATE.md, "The speed fingerprint".
 """
 
 from __future__ import annotations

@@ -176,9 +176,8 @@ def timing_value(items: Sequence[str]) -> dict[str, Any]:
         try:
             value = float(text) if kind is float else int(text)
         except ValueError:
-            raise OptionsError(
-                f"--timing {item!r}: {name} must be a{'n integer' if kind is int else ' number'}"
-            ) from None
+            what = "an integer" if kind is int else "a number"
+            raise OptionsError(f"--timing {item!r}: {name} must be {what}") from None
         if not math.isfinite(value) or value <= 0:
             raise OptionsError(f"--timing {item!r}: {name} must be a finite number > 0")
         out[name] = value

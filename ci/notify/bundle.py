@@ -1,12 +1,8 @@
 """Where the comment's inputs are: pr-checks.yml's artifacts as actions/download-artifact lays them out.
 
-The render job of pr-comment.yml downloads the artifacts of a pr-checks run
-(``pattern: *-attempt*``) into a folder outside its checkout; each artifact is a
-subfolder named after it, and each record is taken from the newest attempt up to the
-event's that has it. The names below are the ones pr-checks.yml uploads
-(tests/test_notify_comment.py checks both sides). A file that is missing is None (the
-gate left no record: the comment says why from the job list); one that is there but
-wrong is :class:`ci.notify.untrusted.Rejected`.
+One subfolder per artifact, named as pr-checks.yml uploads it (tests/test_notify_comment.py checks both
+sides); each record from the newest attempt up to the event's. A missing file is None (the comment says why
+from the job list); one that is there but wrong is :class:`ci.notify.untrusted.Rejected`.
 """
 
 from __future__ import annotations

@@ -50,12 +50,8 @@ def pr_files(options, log: Log) -> int:
             listed = list_pr_files(gh, pr)
             truncated |= len(listed) >= GITHUB_FILES_LIMIT
             files += listed
-        record = files_record(
-            prs,
-            files,
-            truncated,
-            None if prs else "no open pull request has this run's head (closed, or pushed again since)",
-        )
+        missing = None if prs else "no open pull request has this run's head (closed, or pushed again since)"
+        record = files_record(prs, files, truncated, missing)
     except GitHubError as exc:
         log(f"ci.notify: {exc}")
         record = files_record([], [], error=f"GitHub's list of the PR's files failed: {exc}")

@@ -14,15 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ci.notify.markdown import GITHUB_BODY_LIMIT, Capped, code, details, html_code, join_capped, table
-from ci.notify.records import (
-    BudgetRecord,
-    ChangesRecord,
-    CodeChange,
-    Jobs,
-    PrFiles,
-    SpeedBenchmark,
-    SpeedRecord,
-)
+from ci.notify.records import BudgetRecord, ChangesRecord, CodeChange, Jobs, PrFiles, SpeedBenchmark, SpeedRecord
 from ci.notify.speed_table import ROWS_SHOWN, speed_blocks, table_of, undecided_benchmarks
 from ci.notify.untrusted import Rejected
 
@@ -31,11 +23,8 @@ MARKER = "<!-- mxfp4-perf: pr-comment -->"
 JOB_CPU, STEP_TESTS, STEP_BUDGET = "CPU gates and register budget", "tests", "register budget vs the PR base"
 JOB_CHANGES, STEP_CHANGES = "which benchmarks the PR changes (gfx950 code, on a CPU)", "fingerprint base and head"
 JOB_APPROVE = "approve the GPU run of a fork PR"
-JOB_GPU, STEP_GPU_TESTS, STEP_SPEED = (
-    "GPU correctness and speed gate (MI355X)",
-    "correctness gates on the GPU",
-    "speed gate vs the PR base",
-)
+JOB_GPU = "GPU correctness and speed gate (MI355X)"
+STEP_GPU_TESTS, STEP_SPEED = "correctness gates on the GPU", "speed gate vs the PR base"
 PASS, FAIL, ERROR, INCONCLUSIVE, NOT_RUN = "PASS", "FAIL", "ERROR", "INCONCLUSIVE", "NOT RUN"
 _SEVERITY = {FAIL: 4, ERROR: 3, INCONCLUSIVE: 2, NOT_RUN: 1, PASS: 0}
 _NUMBER = re.compile(r"^[+-]?[0-9]{1,12}(\.[0-9]{1,6})?$")

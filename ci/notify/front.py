@@ -105,11 +105,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     files = sub.add_parser("pr-files", help="list the PR's changed files that are the gate itself (gh api)")
     files.add_argument("--out", type=Path, required=True, metavar="PATH", help="write the list here (JSON)")
     post = sub.add_parser("post-comment", help="create or edit the PR's one comment (gh api)")
-    post.add_argument(
-        "--head-repo", required=True, metavar="OWNER/NAME", help="the run's head repository (a fork's too)"
-    )
-    post.add_argument("--head-branch", required=True, metavar="BRANCH")
-    post.add_argument("--head-sha", required=True, metavar="SHA")
+    for p in (files, post):
+        p.add_argument(
+            "--head-repo", required=True, metavar="OWNER/NAME", help="the run's head repository (a fork's too)"
+        )
+        p.add_argument("--head-branch", required=True, metavar="BRANCH")
+        p.add_argument("--head-sha", required=True, metavar="SHA")
     post.add_argument("--body", type=Path, required=True, metavar="PATH", help="the Markdown that `comment` wrote")
     post.add_argument(
         "--status",
@@ -117,11 +118,6 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="the commit status `comment --status-out` wrote: set on --head-sha (POST statuses/SHA)",
     )
-    files.add_argument(
-        "--head-repo", required=True, metavar="OWNER/NAME", help="the run's head repository (a fork's too)"
-    )
-    files.add_argument("--head-branch", required=True, metavar="BRANCH")
-    files.add_argument("--head-sha", required=True, metavar="SHA")
     files.add_argument("--github-repo", dest="repo", required=True, metavar="OWNER/NAME", help=GITHUB_REPO)
     issues = sub.add_parser("regression-issues", help="open, edit or close one issue per regression on main (gh api)")
     issues.add_argument(

@@ -1,16 +1,9 @@
 """Which of a pull request's changed files are the speed gate itself, from GitHub's list of the PR's files.
 
-The verdict the comment shows is the base's (``python -m ci.speed --replay --judge`` in the default
-branch's checkout), but the rounds it decides from were measured by the PR's own job: with the PR's
-``harness/`` timing them and the PR's ``ci/`` driving the workers. A PR that changes those (or the
-thresholds, the noise model, the workflows) is named as such, with the paths, so a reviewer reads its
-verdict knowing that.
-
-The list comes from GitHub (``GET /repos/{repo}/pulls/{n}/files``, every page), not from a git diff in
-the publishing job: GitHub computes it against the merge base, as the PR's "Files changed" tab shows
-it, for a fork's PR too, with the read token the job already has, and no object of the PR is fetched
-into the trusted checkout. GitHub lists at most :data:`GITHUB_FILES_LIMIT` files; a longer PR is said
-to be cut there (and, not knowing the rest, is treated as changing the gate).
+The base judges the rounds the PR's own job measured (its harness/ timing, its ci/ driving), so a PR that
+changes those, the thresholds, the noise model or the workflows is named as such, with the paths. Why the list
+comes from GitHub (``GET pulls/{n}/files``, every page; at most :data:`GITHUB_FILES_LIMIT`, a longer PR is
+treated as changing the gate): docs/PR_COMMENT.md.
 """
 
 from __future__ import annotations

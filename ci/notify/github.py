@@ -1,12 +1,11 @@
 """GitHub's REST API through the GitHub CLI (``gh api``): no HTTP written here.
 
-``gh`` takes its token from ``GH_TOKEN`` and its host from ``GH_HOST`` (another host than github.com
-is GitHub Enterprise, ``GH_ENTERPRISE_TOKEN``: the tests' local server). Bodies go through stdin,
-never the command line; ``--paginate`` pages are joined by :meth:`GitHub.get_all`; every call runs
-with ``--include`` so each response's status and headers are read (:func:`responses`). Rate limits
-are waited out within :class:`Limits` and writes spaced by ``write_interval_s``; past the bound, or
-on a 403 that is no rate limit, the call fails (exit 2). The rules and their source:
-docs/PR_COMMENT.md, "Cap and rate limits".
+``gh`` takes its token from ``GH_TOKEN`` and its host from ``GH_HOST`` (another host than github.com is GitHub
+Enterprise, ``GH_ENTERPRISE_TOKEN``: the tests' local server). Bodies go through stdin, never the command line;
+``--paginate`` pages are joined by :meth:`GitHub.get_all`; every call runs with ``--include`` so each response's status
+and headers are read (:func:`responses`). Rate limits are waited out within :class:`Limits` and writes spaced by
+``write_interval_s``; past the bound, or on a 403 that is no rate limit, the call fails (exit 2). The rules and their
+source: docs/PR_COMMENT.md, "Cap and rate limits".
 """
 
 from __future__ import annotations
@@ -117,14 +116,10 @@ class GitHub:
         if body is not None:
             cmd += ["--input", "-"]
         self.calls.append(f"{method} {path}")
+        stdin = None if body is None else json.dumps(body)
         try:
             done = subprocess.run(
-                cmd,
-                input=None if body is None else json.dumps(body),
-                capture_output=True,
-                text=True,
-                env=dict(self.env),
-                timeout=GH_TIMEOUT_S,
+                cmd, input=stdin, capture_output=True, text=True, env=dict(self.env), timeout=GH_TIMEOUT_S
             )
         except subprocess.TimeoutExpired:
             raise GitHubError(f"{method} {path}: gh did not answer in {GH_TIMEOUT_S} s") from None

@@ -55,9 +55,8 @@ def judge_record(record: Path, log: Callable[[str], None]) -> dict[str, Any]:
             done = subprocess.run(cmd, cwd=CHECKOUT, capture_output=True, text=True, timeout=JUDGE_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             return error_record(f"the base's gate did not judge the record in {JUDGE_TIMEOUT_S} s")
-        sys.stderr.write(
-            done.stdout + done.stderr
-        )  # its Markdown (also in the step summary) and its progress, for the log
+        # Its Markdown (also in the step summary) and its progress, for the log.
+        sys.stderr.write(done.stdout + done.stderr)
         try:
             judged = json.loads(out.read_text(encoding="utf-8"))
         except (OSError, ValueError):

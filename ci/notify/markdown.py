@@ -1,16 +1,9 @@
 """Markdown for GitHub from untrusted text: code spans, table cells, HTML-escaped summaries, a size cap.
 
-Every string that comes from an artifact (benchmark names, targets, messages, refs) is
-shown through :func:`code`: inside a code span nothing is Markdown or HTML, no
-``@mention`` notifies anyone, no URL becomes a link and no image loads, and the span's
-fence is longer than any run of backticks in the text, so the text cannot close it. In a
-table cell a ``|`` is escaped (GFM splits cells before it parses code spans, and un-escapes
-``\\|`` inside them). Newlines and other control characters become spaces, and each
-string is cut to a length, so no field can break the layout or fill the comment.
-
-Text this package writes itself (sentences, numbers, the links it builds from the
-event's run URL) is trusted and goes in as it is. Stdlib only (the publishing workflow
-runs it with the runner's python3, nothing installed).
+Every string from an artifact is shown through :func:`code` (a span whose fence is longer than any backtick
+run in the text, ``|`` escaped in a table cell, control characters folded, cut to a length), so it stays
+text; what this package writes itself goes in as it is. Stdlib only (the publishing workflow runs it with
+the runner's python3). docs/PR_COMMENT.md, "Safely".
 """
 
 from __future__ import annotations
@@ -23,7 +16,6 @@ from dataclasses import dataclass
 # GitHub refuses a comment or issue body over 65536 characters.
 GITHUB_BODY_LIMIT = 65536
 FIELD_LIMIT = 200  # an identifier (benchmark, target, ref)
-MESSAGE_LIMIT = 600  # a message (an error, an accuracy summary, a reason)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
 _BACKTICKS = re.compile(r"`+")
 

@@ -1,17 +1,10 @@
 """Posting: the PR comment created once and then edited in place, the PR found from the event, the issues filed.
 
 What to do is decided by pure functions (:func:`plan_comment`, ci.notify.regression_issues.matching.plan)
-from what GitHub lists; this module only lists and carries the decisions out through
-ci.notify.github (``gh api``).
-
-* The comment is found again by :data:`ci.notify.comment.MARKER` in its body **and** its
-  author being the workflow's bot, so a comment anyone else wrote with the marker in it
-  is never taken for ours (editing it would fail, and the verdict would go nowhere).
-* The pull request is found from the ``workflow_run`` event's head repository, branch
-  and commit (``GET /repos/{repo}/pulls?head=OWNER:BRANCH``), never from an artifact:
-  ``workflow_run.pull_requests`` is empty for a fork's PR, and an artifact is the PR's
-  own words. Only an open PR whose head is still that commit gets the comment; a PR
-  pushed again since has a newer run coming, whose comment would otherwise be overwritten.
+from what GitHub lists; this module lists and carries the decisions out through ci.notify.github. The
+comment is ours when it has :data:`ci.notify.comment.MARKER` and the bot wrote it; the PR is found from the
+``workflow_run`` event, never from an artifact, and gets the comment only while its head is that commit.
+Why: docs/PR_COMMENT.md, "Found again, never duplicated" and "Which PR".
 """
 
 from __future__ import annotations
@@ -115,9 +108,7 @@ def post_status(gh: GitHub, sha: str, status: dict[str, str]) -> None:
     gh.post(gh.repo_path(f"statuses/{sha}"), status)
 
 
-# ---------------------------------------------------------------------------
-# regression issues on main
-# ---------------------------------------------------------------------------
+# Regression issues on main
 
 LABEL = "perf-regression"  # for people to filter by; never read back (removing it changes nothing)
 LABEL_COLOR = "d73a4a"
@@ -142,14 +133,8 @@ def _by(item: dict[str, Any], login: str) -> bool:
 
 
 def list_regression_issues(gh: GitHub, bot_login: str = BOT_LOGIN) -> list[Tracked]:
-    """The bot's issues, open and closed, whose body starts with the marker (regression_issues.issue_state).
-
-    Oldest first.
-
-    Listed by author (``creator``), not by label (a person may remove it) and not by the search API (indexed
-    with a delay: an issue opened a minute ago could be missed and opened twice). Issues and comments by anyone
-    else are never read, so nobody else can silence or steer a finding.
-    """
+    """The bot's issues, open and closed, whose body starts with the marker (regression_issues.issue_state), oldest
+    first. Listed by author, not by label (a person may remove it) nor by the search API (indexed with a delay)."""
     query = urllib.parse.urlencode({"state": "all", "creator": bot_login, "sort": "created", "direction": "asc"})
     found = []
     for item in gh.get_all(gh.repo_path(f"issues?{query}")):
@@ -168,12 +153,8 @@ def issues_record(
     context: Context,
     github_open: dict[int, bool],
 ) -> dict[str, Any]:
-    """Every regression issue after this run, as JSON: what the published history shows beside its change points.
-
-    The site build reads it (ci.history.site.issue_links): where each issue is (the repository's address),
-    GitHub's state
-    (``state``: open or closed, a person's close included) and the bot's (``status``), and per member what the
-    identity needs (ci.common.regression_identity: series, suspected commits, their order, size)."""
+    """Every regression issue after this run, as JSON for the site build (ci.history.site.issue_links): its address,
+    GitHub's ``state`` and the bot's ``status``, and per member what ci.common.regression_identity needs."""
     states = {t.number: t.state for t in existing}
     states.update(done)
     opened = {t.number: t.open for t in existing}

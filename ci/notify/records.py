@@ -1,14 +1,9 @@
 """The gates' JSON read as data: the one module that knows their field names (speed, changes, budget, jobs).
 
-The PR comment is built from files a pull request's run uploaded, so each is untrusted: it is read
-through ci.notify.untrusted (a size cap, JSON only, the schema's known majors, every field type-checked).
-What comes out are plain frozen records (:class:`SpeedRecord`, :class:`ChangesRecord`,
-:class:`BudgetRecord`, :class:`Jobs`); the renderer (ci.notify.comment) never sees the
-raw JSON. A gate's record whose schema is unknown is a :class:`Rejected` with that reason,
-which the comment shows as such instead of guessing.
-
-When a gate's JSON changes, this module is the one to adapt (and the known majors,
-ci.notify.untrusted.KNOWN_SCHEMAS).
+Each untrusted file is read through ci.notify.untrusted into plain frozen records (:class:`SpeedRecord`,
+:class:`ChangesRecord`, :class:`BudgetRecord`, :class:`Jobs`), so the renderer never sees raw JSON; an
+unknown schema is a :class:`Rejected` with that reason. When a gate's JSON changes, adapt this module and
+ci.notify.untrusted.KNOWN_SCHEMAS.
 """
 
 from __future__ import annotations
@@ -19,9 +14,6 @@ from typing import Any
 
 from ci.notify.untrusted import SAFE_URL, Reader, check_schema
 
-SPEED_STATUSES = {"gated", "wrong result", "new", "removed", "n/a", "unchanged (identical code)"}
-# The verdicts a gated benchmark has had; another one (a later gate's) is shown as it is, not refused.
-VERDICTS = {"regression", "improvement", "no change", "inconclusive"}
 # The gate's verdicts of a whole run: "inconclusive" (a measurement failed, the remedy a re-run) is not green.
 RUN_VERDICTS = {"pass", "fail", "inconclusive", "error"}
 
@@ -29,8 +21,9 @@ RUN_VERDICTS = {"pass", "fail", "inconclusive", "error"}
 @dataclass(frozen=True)
 class SpeedBenchmark:
     id: str
-    status: str  # SPEED_STATUSES
-    verdict: str | None  # VERDICTS (or a later gate's own word), for a gated benchmark with a decision
+    status: str  # gated, wrong result, new, removed, n/a, unchanged (identical code); a later gate's word as it is
+    # regression, improvement, no change, inconclusive (or a later gate's word, shown, not refused), when decided
+    verdict: str | None
     ratio: float | None  # head/base TFLOPS (higher is better), the estimate
     low: float | None  # its interval, when bounded
     high: float | None
@@ -54,7 +47,6 @@ class Judged:
 
     thresholds: str  # the thresholds file's source
     noise_model: str | None
-    recorded_verdict: str | None  # what the record itself said (the PR's own job)
 
 
 @dataclass(frozen=True)
@@ -94,11 +86,7 @@ def speed_record(data: Any, file: str = "verdict.json") -> SpeedRecord:
     judged = None
     if root.has("judged"):
         j = root.get("judged")
-        judged = Judged(
-            j.get("thresholds").text(optional=True) or "?",
-            j.get("noise_model").text(optional=True),
-            j.get("recorded").get("verdict").text(optional=True) if j.has("recorded") else None,
-        )
+        judged = Judged(j.get("thresholds").text(optional=True) or "?", j.get("noise_model").text(optional=True))
     return SpeedRecord(
         verdict,
         exit_code,
@@ -114,7 +102,7 @@ def speed_record(data: Any, file: str = "verdict.json") -> SpeedRecord:
 
 
 def _speed_benchmark(b: Reader) -> SpeedBenchmark:
-    status = b.get("status").text()  # SPEED_STATUSES, or a later gate's own word (shown as it is)
+    status = b.get("status").text()
     decision = b.get("decision")
     ratio = low = high = None
     rounds = None
@@ -148,9 +136,7 @@ def _positive(r: Reader) -> float | None:
     return value if value is not None and value > 0 else None
 
 
-# ---------------------------------------------------------------------------
-# the CPU job's decision (python -m ci.speed.changes --json; ci/speed/scope/summary.py)
-# ---------------------------------------------------------------------------
+# The CPU job's decision (python -m ci.speed.changes --json; ci/speed/scope/summary.py)
 
 
 @dataclass(frozen=True)
@@ -224,9 +210,7 @@ def _str(r: Reader) -> str:
     return r.text(optional=True) or ""
 
 
-# ---------------------------------------------------------------------------
-# the register budget gate (python -m ci.budget --json; ci/budget/report.py)
-# ---------------------------------------------------------------------------
+# The register budget gate (python -m ci.budget --json; ci/budget/report.py)
 
 
 @dataclass(frozen=True)
@@ -259,9 +243,7 @@ def budget_record(data: Any, file: str = "budget.json") -> BudgetRecord:
     return BudgetRecord(verdict, None, len(targets), tuple(failed))
 
 
-# ---------------------------------------------------------------------------
-# the PR's changed files (python -m ci.notify pr-files: GitHub's list, written by the trusted render job)
-# ---------------------------------------------------------------------------
+# The PR's changed files (python -m ci.notify pr-files: GitHub's list, written by the trusted render job)
 
 
 @dataclass(frozen=True)
@@ -288,9 +270,7 @@ def pr_files_record(data: Any, file: str = "pr-files.json") -> PrFiles:
     )
 
 
-# ---------------------------------------------------------------------------
-# the run's jobs (GitHub: GET /repos/{repo}/actions/runs/{id}/attempts/{n}/jobs)
-# ---------------------------------------------------------------------------
+# The run's jobs (GitHub: GET /repos/{repo}/actions/runs/{id}/attempts/{n}/jobs)
 
 CONCLUSIONS = {"success", "failure", "cancelled", "skipped", "timed_out", "action_required", "neutral", "stale"}
 

@@ -89,11 +89,8 @@ def speed_blocks(speed: SpeedRecord) -> tuple[list[str], list[str]]:
         bad.append("**Wrong result at head** (not timed)\n\n" + "\n".join(wrong[:ROWS_SHOWN]))
     if undecided:
         rows = [dict(_ratio_cells(b), why=code(b.reason, 300, in_table=True)) for b in undecided]
-        bad.append(
-            table_of(
-                f"Inconclusive ({len(rows)}): not decided, so the status is not green; a re-run is the remedy", rows
-            )
-        )
+        title = f"Inconclusive ({len(rows)}): not decided, so the status is not green; a re-run is the remedy"
+        bad.append(table_of(title, rows))
     if others:
         rows = [dict(_ratio_cells(b), verdict=code(b.verdict, 40, in_table=True)) for b in others]
         rest.append(table_of(f"Other verdicts ({len(rows)})", rows))

@@ -1,28 +1,18 @@
 """The commit status of the speed verdict the PR comment shows: the base's judgement, on the PR's head commit.
 
 A pure function, the comment's inputs in, the status out (ci.notify.post sends it with
-``POST /repos/{repo}/statuses/{sha}``). It says what the comment's speed area says, so the two
-cannot disagree: success only for PASS (every benchmark decided, none slower by its threshold, no
-wrong result); failure for FAIL, and for INCONCLUSIVE with "inconclusive: re-run" (a measurement
-failed or ran out: not green); error when the gate stopped, its record or the base's verdict is
-missing, or it did not run. The description is this module's words and counts only (GitHub keeps
-140 characters), never text from an artifact.
+``POST /repos/{repo}/statuses/{sha}``). It says what the comment's speed area says, so the two cannot disagree: success
+only for PASS (every benchmark decided, none slower by its threshold, no wrong result); failure for FAIL, and for
+INCONCLUSIVE with "inconclusive: re-run" (a measurement failed or ran out: not green); error when the gate stopped, its
+record or the base's verdict is missing, or it did not run. The description is this module's words and counts only
+(GitHub keeps 140 characters), never text from an artifact.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ci.notify.comment import (
-    ERROR,
-    FAIL,
-    INCONCLUSIVE,
-    NOT_RUN,
-    PASS,
-    Inputs,
-    judged_speed,
-    speed_area,
-)
+from ci.notify.comment import ERROR, FAIL, INCONCLUSIVE, NOT_RUN, PASS, Inputs, judged_speed, speed_area
 from ci.notify.records import PrFiles, SpeedRecord
 from ci.notify.speed_table import undecided_benchmarks
 
@@ -33,11 +23,9 @@ SCHEMA = "mxfp4-commit-status/1"
 
 
 def _count(record: Any, verdict: str) -> int:
-    return (
-        sum(b.status == "gated" and b.verdict == verdict for b in record.benchmarks)
-        if isinstance(record, SpeedRecord)
-        else 0
-    )
+    if not isinstance(record, SpeedRecord):
+        return 0
+    return sum(b.status == "gated" and b.verdict == verdict for b in record.benchmarks)
 
 
 def status_of(inputs: Inputs, target_url: str | None = None) -> dict[str, Any]:

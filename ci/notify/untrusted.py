@@ -1,11 +1,10 @@
 """Untrusted JSON, read safely: a size cap, JSON only, the schema's known majors, every field type-checked.
 
-The PR comment is built from files a pull request's run uploaded. :func:`load_json` reads at most
-:data:`MAX_BYTES`; :func:`check_schema` accepts ``name/<major>`` of :data:`KNOWN_SCHEMAS` only; a
-:class:`Reader` checks each field's type and names the path of a bad one
-("verdict.json: benchmarks[2].decision.estimate.point: expected a number, got 'x'"); :func:`read` turns a
-file that fails any of these into a :class:`Rejected` with the reason. ci.notify.records builds the gates'
-records on top of it.
+The PR comment is built from files a pull request's run uploaded. :func:`load_json` reads at most :data:`MAX_BYTES`;
+:func:`check_schema` accepts ``name/<major>`` of :data:`KNOWN_SCHEMAS` only; a :class:`Reader` checks each field's type
+and names the path of a bad one ("verdict.json: benchmarks[2].decision.estimate.point: expected a number, got 'x'");
+:func:`read` turns a file that fails any of these into a :class:`Rejected` with the reason. ci.notify.records builds the
+gates' records on top of it.
 """
 
 from __future__ import annotations
@@ -74,6 +73,14 @@ class Reader:
     def _fail(self, expected: str) -> InputError:
         return InputError(f"{self.path}: expected {expected}, got {clip(self.value)}")
 
+    def _checked(self, optional: bool, valid: bool, expected: str) -> Any:
+        """The value when ``valid`` (None when absent and ``optional``), else the error naming ``expected``."""
+        if self.value is None and optional:
+            return None
+        if not valid:
+            raise self._fail(expected)
+        return self.value
+
     def get(self, key: str) -> Reader:
         if not isinstance(self.value, dict):
             raise self._fail("an object")
@@ -103,44 +110,30 @@ class Reader:
     @overload
     def text(self, optional: bool) -> str | None: ...
     def text(self, optional: bool = False) -> str | None:
-        if self.value is None and optional:
-            return None
-        if not isinstance(self.value, str):
-            raise self._fail("a string")
-        return self.value
+        return self._checked(optional, isinstance(self.value, str), "a string")
 
     @overload
     def number(self, optional: Literal[False] = ...) -> float: ...
     @overload
     def number(self, optional: bool) -> float | None: ...
     def number(self, optional: bool = False) -> float | None:
-        if self.value is None and optional:
-            return None
-        if isinstance(self.value, bool) or not isinstance(self.value, (int, float)) or not math.isfinite(self.value):
-            raise self._fail("a finite number")
-        return float(self.value)
+        finite = isinstance(self.value, (int, float)) and not isinstance(self.value, bool) and math.isfinite(self.value)
+        value = self._checked(optional, finite, "a finite number")
+        return None if value is None else float(value)
 
     @overload
     def integer(self, optional: Literal[False] = ...) -> int: ...
     @overload
     def integer(self, optional: bool) -> int | None: ...
     def integer(self, optional: bool = False) -> int | None:
-        if self.value is None and optional:
-            return None
-        if isinstance(self.value, bool) or not isinstance(self.value, int):
-            raise self._fail("an integer")
-        return self.value
+        return self._checked(optional, isinstance(self.value, int) and not isinstance(self.value, bool), "an integer")
 
     @overload
     def boolean(self, optional: Literal[False] = ...) -> bool: ...
     @overload
     def boolean(self, optional: bool) -> bool | None: ...
     def boolean(self, optional: bool = False) -> bool | None:
-        if self.value is None and optional:
-            return None
-        if not isinstance(self.value, bool):
-            raise self._fail("true or false")
-        return self.value
+        return self._checked(optional, isinstance(self.value, bool), "true or false")
 
     @overload
     def choice(self, allowed: set[str], optional: Literal[False] = ...) -> str: ...
@@ -164,11 +157,6 @@ def check_schema(data: Any, name: str, file: str) -> Reader:
         known = ", ".join(f"{name}/{v}" for v in sorted(KNOWN_SCHEMAS[name]))
         raise InputError(f"{file}: unknown schema {schema} (this publisher reads {known})")
     return root
-
-
-# ---------------------------------------------------------------------------
-# the speed gate (python -m ci.speed --json; docs/SPEED_GATE.md, "The JSON record")
-# ---------------------------------------------------------------------------
 
 
 def read(path: Path, parse: Callable[[Any, str], Any], what: str) -> Any:

@@ -1,16 +1,16 @@
 """Change points over a benchmark's history: where its level moved, for how long, by how much.
 
-Input: one entry per measured commit, oldest first, each with all samples of that commit. Levels are
-each commit's median as a log (every commit weighs the same; its samples give its median's error,
-which enters only the interval); :mod:`.scan` finds candidates locally at scales of 2 to 64 commits;
-:mod:`.segments` confirms each against its neighbours, holds what was published and sizes it with an
-interval; :mod:`.incremental` recomputes a grown series only where new commits reach (:data:`REACH`).
-The threshold sets a false-alarm rate per commit, not per series. The method, why it is local, what
-holds as the history grows and the measured rates: docs/CHANGE_POINTS.md. Only numpy and scipy.
+Input: one entry per measured commit, oldest first, each with all samples of that commit. Levels are each commit's
+median as a log (every commit weighs the same; its samples give its median's error, which enters only the interval);
+:mod:`.scan` finds candidates locally at scales of 2 to 64 commits; :mod:`.segments` confirms each against its
+neighbours, holds what was published and sizes it with an interval; :mod:`.incremental` recomputes a grown series only
+where new commits reach (:data:`REACH`). The threshold sets a false-alarm rate per commit, not per series. The method,
+why it is local, what holds as the history grows and the measured rates: docs/CHANGE_POINTS.md. Only numpy and scipy.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -126,30 +126,19 @@ def detect_growing(
     """:func:`detect`'s answer for a series (as :func:`levels_of` gives it) that grew since ``memo`` was made,
     recomputing only its tail (harness.changepoints.incremental); pass the returned memo next time."""
     levels, errors = np.asarray(levels, dtype=float), np.asarray(errors, dtype=float)
-    settings = {
-        "higher_is_better": higher_is_better,
-        "threshold": threshold,
-        "min_change": min_change,
-        "seed": seed,
-        "bootstrap": bootstrap,
-        "confidence": confidence,
-    }
+    described = functools.partial(
+        describe,
+        higher_is_better=higher_is_better,
+        threshold=threshold,
+        seed=seed,
+        bootstrap=bootstrap,
+        confidence=confidence,
+    )
     return incremental.update(
         levels,
         errors,
         memo,
-        settings,
+        {**described.keywords, "min_change": min_change},  # what the memo is valid for
         lambda x, published: find(x, threshold, min_change, published),
-        lambda x, e, found, only: describe(
-            x,
-            e,
-            found,
-            only=only,
-            higher_is_better=higher_is_better,
-            threshold=threshold,
-            with_intervals=True,
-            bootstrap=bootstrap,
-            confidence=confidence,
-            seed=seed,
-        ),
+        lambda x, e, found, only: described(x, e, found, only=only, with_intervals=True),
     )

@@ -1,11 +1,10 @@
 """Change points of a growing series, recomputed only where new commits can change them.
 
-A commit's answer depends on the commits within :data:`REACH` of it, so a series grown from n to
-n + k commits is recomputed from n - REACH (aligned to the noise blocks); the rest comes from the
-:class:`Memo`, whose change points are also passed on as published (held where the data allow). The
-answer is the full computation's given the same published change points. The memo is plain JSON:
-what was computed, on which levels (a digest: an old commit measured again, or one inserted before
-the newest, forces a full computation), with which settings. docs/CHANGE_POINTS.md, "Local, hence
+A commit's answer depends on the commits within :data:`REACH` of it, so a series grown from n to n + k commits is
+recomputed from n - REACH (aligned to the noise blocks); the rest comes from the :class:`Memo`, whose change points are
+also passed on as published (held where the data allow). The answer is the full computation's given the same published
+change points. The memo is plain JSON: what was computed, on which levels (a digest: an old commit measured again, or
+one inserted before the newest, forces a full computation), with which settings. docs/CHANGE_POINTS.md, "Local, hence
 incremental". Only numpy and the standard library.
 """
 
@@ -97,11 +96,8 @@ def update(
     assert memo is not None
     origin = (start - REACH) // scan.ALIGN * scan.ALIGN if start > REACH else 0
     shifted = [p - origin for p in published if p >= origin]
-    tail = [
-        segments.Confirmed(c.position + origin, c.z)
-        for c in find(levels[origin:], shifted)
-        if c.position + origin >= start
-    ]
+    found = find(levels[origin:], shifted)
+    tail = [segments.Confirmed(c.position + origin, c.z) for c in found if c.position + origin >= start]
     kept = [segments.Confirmed(p, z) for p, z in memo.confirmed if p < start]
     confirmed = kept + tail
     # A kept change keeps its size and interval when its neighbours are the same as before: both sides are bounded
@@ -117,11 +113,8 @@ def update(
     }
     fresh = describe(levels, errors, confirmed, set(range(len(confirmed))) - set(reused))
     changes = [_as_change(memo.described[reused[i]]) if i in reused else fresh[i] for i in range(len(confirmed))]
-    return (
-        changes,
-        _memo(settings, levels, errors, confirmed, changes),
-        Work(False, start, len(confirmed) - len(reused)),
-    )
+    grown = _memo(settings, levels, errors, confirmed, changes)
+    return changes, grown, Work(False, start, len(confirmed) - len(reused))
 
 
 def _neighbours(confirmed: list[tuple[int, float]], i: int) -> tuple[int | None, int | None]:

@@ -1,12 +1,11 @@
 """Where a series' level may change: a multi-scale moving-sum scan, local noise, candidates merged bottom-up.
 
-The series is one value per commit (the log of its median). At every boundary p and scale h of
-:data:`SCALES` the two windows either side are compared: their mean difference over the noise it
-would have without a change. The noise is measured locally (per :data:`NOISE_BLOCK`, pooled over
-:data:`NOISE_SPAN` blocks; exact repeats cannot collapse it: :func:`_tie_floor`, NOISE_FLOOR) and, for
-wide windows, at the scale tested (a slow wander is not a step). Candidates: the local maxima of |z|
-over the threshold, merged from the smallest scale up. Every quantity at a commit depends only on
-data within :data:`REACH` of it (incremental relies on it). docs/CHANGE_POINTS.md, steps 2-5. Only numpy.
+The series is one value per commit (the log of its median). At every boundary p and scale h of :data:`SCALES` the two
+windows either side are compared: their mean difference over the noise it would have without a change. The noise is
+measured locally (per :data:`NOISE_BLOCK`, pooled over :data:`NOISE_SPAN` blocks; exact repeats cannot collapse it:
+:func:`_tie_floor`, NOISE_FLOOR) and, for wide windows, at the scale tested (a slow wander is not a step). Candidates:
+the local maxima of |z| over the threshold, merged from the smallest scale up. Every quantity at a commit depends only
+on data within :data:`REACH` of it (incremental relies on it). docs/CHANGE_POINTS.md, steps 2-5. Only numpy.
 """
 
 from __future__ import annotations
@@ -50,11 +49,6 @@ class Candidate:
     z: float
 
 
-def _robust_sd(values: np.ndarray, axis: int = -1) -> np.ndarray:
-    centre = np.median(values, axis=axis, keepdims=True)
-    return _MAD_TO_SD * np.median(np.abs(values - centre), axis=axis)
-
-
 def _blockwise(values: np.ndarray, block: int, span: int, minimum: int, floor=None) -> np.ndarray:
     """Robust SD of ``values`` (NaN: no value) per block of ``block``, pooled as the median of the blocks within
     ``span`` either side; NaN where those blocks hold under ``minimum`` values together. One estimate per block.
@@ -92,23 +86,9 @@ def _blockwise(values: np.ndarray, block: int, span: int, minimum: int, floor=No
 
 
 def _tie_floor(rows: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Per block of successive differences, an SD (x sqrt 2) that exact repeats cannot collapse.
-
-    Quantized timings, integer counts and two-level series repeat values exactly: when half or more of the
-    differences are 0 their MAD is 0, and every flip would be a certain change. Two bounds that ties do not move:
-
-    * the nonzero differences' typical size x sqrt(their share): a second moment over all differences, robust to
-      the few that a step or an outlier makes large (for a two-level series, the two levels' true SD x sqrt 2).
-      Where the nonzero differences are mostly flips (a value that leaves and comes straight back: rounding near
-      a rounding boundary, a bimodal runner), their share is taken as at least RARE_FLIPS x the share of flips:
-      rare flips make a short run at the other value far likelier than normal noise of that SD would, and runs
-      of three are what the narrowest windows see. A step moves one difference and is no flip, so a noise-free
-      count series keeps its steps certain.
-    * the resolution: the smallest nonzero difference / sqrt 6 (a rounding error's SD is q / sqrt 12, and a
-      difference holds two).
-
-    On continuous data both are below the MAD and change nothing.
-    """
+    """Per block of successive differences, an SD (x sqrt 2) that exact repeats cannot collapse: at least the nonzero
+    differences' typical size x sqrt(their share, at least RARE_FLIPS x the share of flips), and at least the resolution
+    (smallest nonzero difference / sqrt 6). On continuous data both are below the MAD. docs/CHANGE_POINTS.md, step 2."""
     magnitude = np.abs(rows)
     moved = magnitude > 0
     undone = np.zeros_like(moved)

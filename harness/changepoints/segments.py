@@ -1,12 +1,11 @@
 """From candidates to change points: each confirmed against its neighbouring candidates, then sized with an interval.
 
-Confirmation: each candidate is tested again between its neighbours (at most :data:`CONFIRM_WINDOW`
-commits a side) at its least-squares split; one that fails is tried as an edge of a bump
-(:func:`_bump`); segments up to :data:`SEGMENT_MAX` commits are split again for a weaker step
-(:func:`_within`). Kept at z >= the threshold and a size >= ``min_change``; candidates are confirmed
-independently, so every answer stays local. :func:`hold` keeps published change points while the data
-allow. Size: median after over median before; interval: a two-level bootstrap, seeded per change.
-docs/CHANGE_POINTS.md, steps 6-8. Only numpy and scipy.
+Confirmation: each candidate is tested again between its neighbours (at most :data:`CONFIRM_WINDOW` commits a side) at
+its least-squares split; one that fails is tried as an edge of a bump (:func:`_bump`); segments up to
+:data:`SEGMENT_MAX` commits are split again for a weaker step (:func:`_within`). Kept at z >= the threshold and a size
+>= ``min_change``; candidates are confirmed independently, so every answer stays local. :func:`hold` keeps published
+change points while the data allow. Size: median after over median before; interval: a two-level bootstrap, seeded per
+change. docs/CHANGE_POINTS.md, steps 6-8. Only numpy and scipy.
 """
 
 from __future__ import annotations
@@ -21,19 +20,16 @@ from scipy import stats
 from harness.changepoints.scan import MIN_SIDE, SCALES, Candidate
 
 CONFIRM_WINDOW = 100
-# The shortest bump the rescue of one weak edge looks for (_bump). Shorter bumps are found by their own edges (3%
-# bumps of 3-10 commits at 0.3% noise: 100% without the rescue); with heavy tails, three or four outlier commits in a
-# row were such a bump (1000-commit series flagged with rescues of 3-4 commit bumps: t5 noise 2.0%, 5% outlier
-# commits 6.0%; from 5 commits on: 0.5% and 2.0%, docs/CHANGE_POINTS.md).
+# The shortest bump the rescue of one weak edge looks for (_bump): shorter ones are found by their own edges, and
+# with heavy tails three or four outlier commits in a row looked like one (docs/CHANGE_POINTS.md, step 6).
 BUMP_MIN = 5
 HOLD_REACH = 4  # commits: a published change point and a new best split this close are one change
 # The 95% likelihood-ratio confidence set of a change's location: the splits whose squared-error reduction is within
 # this many noise variances of the best one. Hansen (2000), "Sample splitting and threshold estimation",
 # Econometrica 68(3): the LR statistic of the location has the distribution (1 - exp(-x / 2))^2, 0.95 at 7.35.
 LOCATION_MARGIN = -2 * math.log(1 - math.sqrt(0.95))
-# |z| a published change point keeps at its own position: one test, not a search over positions and scales (which
-# the threshold pays for), at three sigma. A step first published at z ~ 4.8 whose z wanders around the threshold as
-# commits arrive is not dropped and published again; a false one, whose z falls as commits dilute it, goes.
+# |z| a published change point keeps at its own position: one test, not the search over positions and scales that
+# the threshold pays for (docs/CHANGE_POINTS.md, step 7).
 HOLD_Z = 3.0
 SEGMENT_MAX = 128  # commits: the longest segment between change points tested again for a step inside
 REGRESSION = "regression"
@@ -72,11 +68,8 @@ def confirm(
     min_change: float,
     inflation: dict[int, np.ndarray],
 ) -> list[Confirmed]:
-    """The candidates that hold between their neighbours (see the module doc), at their best splits; then the
-    segments between them tested again for a step they hide (:func:`_within`).
-
-    ``inflation``: scale -> per-position long-run inflation (scan.scale_scan's), for the segment widths tested.
-    """
+    """The candidates that hold between their neighbours, at their best splits, and the steps the segments between
+    them hide (:func:`_within`). ``inflation``: scale -> per-position long-run inflation (scan.scale_scan's)."""
     n = len(levels)
     bounds = [0, *(c.position for c in found), n]
     out: dict[int, Confirmed] = {}
@@ -106,15 +99,8 @@ def confirm(
 def _split(
     levels: np.ndarray, sigma: np.ndarray, inflation: dict[int, np.ndarray], low: int, high: int, first: int, last: int
 ) -> Confirmed | None:
-    """The best split of ``levels[low:high]`` among ``first..last``, and its z; None when it leaves under MIN_SIDE
-    commits on a side.
-
-    The split is where a single step explains the most of the segment (the largest |mean after - mean before| x
-    sqrt(a b / (a + b)), the least-squares change point), with nothing position-dependent in it: neither the
-    noise of the block a split falls in nor its long-run inflation can pull a step onto a block boundary. The
-    search runs to one commit from each end: a step whose best split leaves fewer than MIN_SIDE commits after it
-    (the newest ones) is not located yet and waits, rather than being reported a commit early and moved later.
-    """
+    """The least-squares split of ``levels[low:high]`` among ``first..last``, and its z; None when it leaves under
+    MIN_SIDE commits on a side (a step not located yet waits). docs/CHANGE_POINTS.md, step 6."""
     splits = np.arange(max(low + 1, first), min(high - 1, last) + 1)
     if not len(splits):
         return None
@@ -145,10 +131,8 @@ def _bump(
     threshold: float,
     min_change: float,
 ) -> list[Confirmed]:
-    """A candidate that fails between its neighbours, tested as one edge of a short segment whose other edge the
-    scan missed: a large bump with one weak edge (+28% for 10 commits at 9% noise) is diluted by the bump's far
-    side in every cut of the whole segment. On each side, the other edge is the best split of the commits between
-    the candidate and its neighbour; both edges stand or neither does."""
+    """A failed candidate tested as one edge of a bump whose other edge the scan missed (the best split between the
+    candidate and its neighbour, on each side); both edges stand or neither does."""
     for other_side_after in (True, False):
         if other_side_after:
             other = _split(levels, sigma, inflation, at, high, at + 1, high - 1)
@@ -190,21 +174,10 @@ def hold(
     threshold: float,
     min_change: float,
 ) -> list[Confirmed]:
-    """``confirmed`` with the change points published before held where the data still allow them (issue 38: a
-    published change point holds still as commits arrive).
-
-    * **Its position.** A confirmed change within HOLD_REACH commits of a published one is the same change, its
-      position an estimate: the published position is kept while it is inside the location's confidence set (its
-      squared-error reduction on the segment between the confirmed change's neighbours within LOCATION_MARGIN
-      noise variances of the best split's) and the step there still holds (|z| >= HOLD_Z, min_change). A step
-      that the data clearly place elsewhere moves.
-    * **Its existence.** A published change with no confirmed change near it is tested again at its own position
-      between its neighbours: kept while it holds there (|z| >= HOLD_Z, min_change). One test, no search: a
-      change point whose z wanders around the threshold as commits arrive is not dropped and published again a
-      run later; one that more commits dissolve goes.
-
-    The answer then depends on what was published (the memo, harness.changepoints.incremental), not on the levels
-    alone; with nothing published it is :func:`confirm`'s."""
+    """``confirmed`` with the change points published before held where the data still allow them (issue 38): a
+    published position while it is in the location's confidence set (LOCATION_MARGIN) and the step there holds
+    (|z| >= HOLD_Z, min_change); a published change with none confirmed near it while it holds at its own position.
+    docs/CHANGE_POINTS.md, step 7."""
     n = len(levels)
     raw = [c.position for c in confirmed]
     published_set = set(published)
@@ -257,12 +230,8 @@ def _within(
     threshold: float,
     min_change: float,
 ) -> list[Confirmed]:
-    """Steps inside a segment between confirmed change points (or an end of the series), found by splitting it at
-    its best split while that split holds, each half again (binary segmentation). A weaker step beside a stronger
-    one is seen by the scan's windows with the stronger step in them, and by the bottom-up merge as a neighbour
-    of the stronger one's candidate; between the confirmed steps it is alone. Only segments of at most
-    SEGMENT_MAX commits: the answer stays local (harness.changepoints.incremental), and a long segment is the
-    scan's, whose windows see it whole."""
+    """Steps inside a segment between confirmed change points (or an end), by binary segmentation, where a weaker
+    step beside a stronger one is alone. Segments up to SEGMENT_MAX commits only, so the answer stays local."""
     if high - low > SEGMENT_MAX or high - low < 2 * MIN_SIDE:
         return []
     tested = _split(levels, sigma, inflation, low, high, low + 1, high - 1)

@@ -1,14 +1,7 @@
 """A/A calibration: a benchmark's noise from one commit against itself, and the thresholds it supports.
 
-The planning formulas (:func:`threshold_for`, :func:`resolvable_effect`) treat the
-mean log ratio of the plan's last look as normal with the standard error of the
-plan's own interval (harness.paired.interval.standard_error, the t interval's
-``s / sqrt(n)``) and the interval's own quantile: tests/test_paired_stats.py checks
-that they match the interval the plan computes, and hold in simulation
-(:func:`harness.paired.simulation.simulate`). ``z(p)`` in their formulas is the
-Student-t quantile at ``max_rounds - 1`` degrees of freedom (scipy.stats). With a runner's
-noise model (:func:`model_threshold`, :func:`model_resolvable_effect`) the variance and the
-degrees of freedom are the model's at the planned look (harness.paired.noise.planned_variance).
+The planning formulas, with and without a runner's noise model, their derivation and how they were checked
+(tests/test_paired_stats.py, tests/test_noise_model.py): docs/SPEED_GATE.md, "Calibration".
 """
 
 from __future__ import annotations
@@ -33,31 +26,16 @@ def _t_quantile(p: float, df: int) -> float:
 
 
 def threshold_for(ratio_sd: float, plan: SequentialPlan, alpha: float = 0.01) -> float:
-    """Smallest threshold at which an A/A comparison says "no change" w.p. ``>= 1 - alpha`` at ``max_rounds``.
-
-    With ``se = ratio_sd / sqrt(n)`` at ``n = max_rounds``, the mean log ratio of an
-    A/A comparison is ~ N(0, se^2) and the interval is ``mean +- z(1 - a/2) se``
-    (``a`` the plan's per-look alpha of the interval "no change" is decided on: the
-    miss interval's, when the plan has one). Both ends lie in the band when
-    ``|mean| <= z(1 - alpha/2) se``, i.e. for
-    ``t = exp((z(1 - a/2) + z(1 - alpha/2)) se) - 1``
-    (``log(1 - t) <= -log(1 + t)``, so the lower edge is then met too).
-    """
+    """Smallest threshold at which an A/A comparison says "no change" w.p. ``>= 1 - alpha`` at ``max_rounds``:
+    ``exp((q(1 - a_miss/2) + q(1 - alpha/2)) se) - 1`` (docs/SPEED_GATE.md, "Calibration")."""
     n = plan.max_rounds
     se = standard_error(ratio_sd, n)
     return math.expm1((quantile(plan.per_look_miss_confidence, n) + _t_quantile(1 - alpha / 2, n - 1)) * se)
 
 
 def resolvable_effect(ratio_sd: float, threshold: float, plan: SequentialPlan, power: float = 0.99) -> float:
-    """Smallest slowdown (a fraction of TFLOPS) flagged as regression w.p. ``>= power`` by ``max_rounds``.
-
-    Regression needs ``mean + z(1 - a/2) se < log(1 - t)`` (``a`` the false-alarm
-    interval's per-look alpha); with the true log ratio ``-D`` and ``mean ~ N(-D, se^2)``
-    that holds w.p. ``power`` when
-    ``D = -log(1 - t) + (z(1 - a/2) + z(power)) se``: the slowdown is
-    ``1 - (1 - t) exp(-(z(1 - a/2) + z(power)) se)``. Effects between the
-    threshold and this are caught sometimes and otherwise come out inconclusive.
-    """
+    """Smallest slowdown (a fraction of TFLOPS) flagged as regression w.p. ``>= power`` by ``max_rounds``:
+    ``1 - (1 - t) exp(-(q(1 - a/2) + q(power)) se)``; between ``t`` and it, regression sometimes."""
     n = plan.max_rounds
     se = standard_error(ratio_sd, n)
     return -math.expm1(
@@ -67,29 +45,17 @@ def resolvable_effect(ratio_sd: float, threshold: float, plan: SequentialPlan, p
 
 @dataclass(frozen=True)
 class Calibration:
-    """Noise of one benchmark from A/A rounds (one commit against itself), and what the gate resolves.
-
-    ``ratio_sd``: sample SD of the per-round log ratios (~ the relative SD of a
-    round's ratio). ``ratio_sd_upper``: its one-sided 95% upper confidence bound
-    (normal theory, exact chi-square quantile); the planning figures use it,
-    because a few A/A rounds estimate an SD loosely. ``ratio_sd_robust``:
-    1.4826 x MAD of the log ratios; far below ``ratio_sd`` means outlier rounds.
-    ``noise_cv``: CV of the single-process TFLOPS of all usable A/A processes
-    (what one process is worth without pairing; drift lands here).
-    ``threshold``: :func:`threshold_for` at ``ratio_sd_upper`` (the suggested threshold). ``min_resolvable_effect``: the
-    smallest slowdown flagged as regression with probability ``1 - alpha`` at
-    that threshold within ``plan.max_rounds``.
-    """
+    """Noise of one benchmark from A/A rounds (one commit against itself), and what the gate resolves."""
 
     n_rounds: int
     n_excluded: int
-    ratio_sd: float
-    ratio_sd_upper: float
-    ratio_sd_robust: float
-    noise_cv: float
+    ratio_sd: float  # sample SD of the per-round log ratios
+    ratio_sd_upper: float  # its one-sided 95% upper bound, which the planning figures use
+    ratio_sd_robust: float  # 1.4826 MAD; far below ratio_sd means outlier rounds
+    noise_cv: float  # CV of the single-process TFLOPS (what one process is worth without pairing)
     aa_estimate: Estimate
-    threshold: float
-    min_resolvable_effect: float
+    threshold: float  # threshold_for(ratio_sd_upper): the suggested threshold
+    min_resolvable_effect: float  # resolvable_effect at that threshold, with power 1 - alpha
     plan: SequentialPlan
     alpha: float
 
@@ -119,11 +85,7 @@ class Calibration:
 
 
 def calibrate(aa_rounds: Sequence[Round], plan: SequentialPlan = WARM_PLAN, alpha: float = 0.01) -> Calibration:
-    """Calibrate a benchmark from A/A rounds; ``alpha`` is the miss rate the suggestions allow.
-
-    See :func:`threshold_for` and :func:`resolvable_effect` for the formulas;
-    tests/test_paired_stats.py checks both against :func:`harness.paired.simulation.simulate`.
-    """
+    """Calibrate a benchmark from A/A rounds; ``alpha`` is the miss rate the suggestions allow."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1) (got {alpha})")
     usable = [r for r in aa_rounds if r.excluded is None]
@@ -153,9 +115,7 @@ def calibrate(aa_rounds: Sequence[Round], plan: SequentialPlan = WARM_PLAN, alph
     )
 
 
-# ---------------------------------------------------------------------------
-# planning with a runner's noise model (issue 29)
-# ---------------------------------------------------------------------------
+# Planning with a runner's noise model (issue 29).
 
 
 def _look_index(plan: SequentialPlan, rounds: int) -> int:
@@ -177,10 +137,8 @@ RUN_GRID = 512  # quantiles of a run's variance factor the planning averages ove
 
 
 def _over_runs(probability: Callable[[np.ndarray], np.ndarray], d0: float) -> float:
-    """``E[probability(lam)]`` over a run's variance factor ``lam^2 ~ d0 / chi2_d0`` (the model's spread).
-
-    A midpoint rule in probability: ``lam`` at RUN_GRID quantiles of its distribution, vectorized.
-    """
+    """``E[probability(lam)]`` over a run's variance factor ``lam^2 ~ d0 / chi2_d0`` (the model's spread), by the
+    midpoint rule at RUN_GRID quantiles of ``lam``."""
     if d0 >= 1e5:
         return float(probability(np.ones(1))[0])
     u = stats.chi2.ppf((np.arange(RUN_GRID) + 0.5) / RUN_GRID, d0)
@@ -195,15 +153,8 @@ def _half_width(q: float, within: float, between: float, d0: float, own_df: int,
 def model_threshold(
     look: LookNoise, plan: SequentialPlan, by_rounds: int, restart_every: int, alpha: float = 0.01
 ) -> float:
-    """Smallest threshold at which an unchanged head says "no change" w.p. ``>= 1 - alpha`` at look ``by_rounds``.
-
-    The look's interval is ``mean +- q sqrt(V)`` (harness.paired.noise.mean_variance, ``q`` the look's miss
-    quantile at the model's degrees of freedom). A run's variance is ``lam^2`` times the model's, ``lam^2 ~ d0 /
-    chi2_d0`` (d0 the prior df: the runs' spread and the model's own error); the mean's SD scales with ``lam``
-    and the interval's within share follows as far as the run's own ``d_w`` df move the moderated estimate. The
-    threshold is the smallest ``t`` with ``E_lam[P(|mean| <= log(1 + t) - half_width(lam))] >= 1 - alpha``
-    (an average over lam's quantiles, :func:`_over_runs`).
-    """
+    """Smallest threshold at which an unchanged head says "no change" w.p. ``>= 1 - alpha`` at look ``by_rounds``,
+    averaged over how a run strays from the model (docs/SPEED_GATE.md, "With the noise model")."""
     k = _look_index(plan, by_rounds)
     n = plan.look_points[k]
     _, df = planned_variance(n, restart_every, look)
@@ -228,12 +179,8 @@ def model_threshold(
 def model_resolvable_effect(
     look: LookNoise, threshold: float, plan: SequentialPlan, restart_every: int, power: float = 0.95
 ) -> float:
-    """Smallest slowdown flagged as regression w.p. ``>= power`` by the last look, under the noise model.
-
-    As :func:`model_threshold`, over the runs' spread: the smallest ``D`` with
-    ``E_lam[P(mean + half_width(lam) < log(1 - t))] >= power`` for a mean ``-D``, the last look's
-    false-alarm quantile; returned as a fraction of TFLOPS (``1 - exp(-D)``).
-    """
+    """Smallest slowdown (a fraction of TFLOPS) flagged as regression w.p. ``>= power`` by the last look, under
+    the noise model, averaged over the runs' spread as :func:`model_threshold`."""
     n = plan.max_rounds
     _, df = planned_variance(n, restart_every, look)
     within, between, own = _planned_parts(look, n, restart_every)

@@ -1,17 +1,11 @@
 """A look's interval: the mean log ratio head/base with its Student-t interval.
 
-This is the one place the gate computes an interval from rounds (:func:`look_interval`
-from the rounds' own spread; :func:`model_interval` from a runner's noise model,
-harness.paired.noise, moderated by the rounds), and the one place its width is defined
-(:func:`standard_error`, :func:`quantile`, :func:`t_quantile`): the sequential plan's
-looks, its futility prediction and the calibration's planning formulas all use these,
-so a plan and its calibration cannot disagree on the width.
-
-Rounds from warm workers are cheap and their log ratios are close to normal (a
-ratio of two medians of hundreds of launches), so the interval is the t interval,
-exact for normal rounds at any n >= 2: ``exp(mean ± t_{1-a/2, n-1} · s / sqrt(n))``.
-Quantiles from scipy.stats.t. The A/A runs of docs/SPEED_GATE.md check the
-normality assumption where it matters: the false-alarm rate.
+This is the one place the gate computes an interval from rounds (:func:`look_interval` from the rounds' own spread;
+:func:`model_interval` from a runner's noise model, harness.paired.noise, moderated by the rounds), and the one place
+its width is defined (:func:`standard_error`, :func:`quantile`, :func:`t_quantile`): the sequential plan's looks, its
+futility prediction and the calibration's planning formulas all use these, so a plan and its calibration cannot disagree
+on the width. The interval is the t interval, ``exp(mean ± t_{1-a/2, n-1} · s / sqrt(n))``; why: docs/SPEED_GATE.md,
+"The interval".
 """
 
 from __future__ import annotations

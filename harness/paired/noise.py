@@ -1,20 +1,19 @@
 """A runner's noise model: what each benchmark's rounds vary by, learned from A/A rounds (issue 29).
 
-A round's log ratio of one benchmark measured by worker generation ``g`` is
-``d_i = mu + g_gen(i) + e_i`` (``sigma_w`` within a generation, ``tau`` between generations); the mean
-of ``n`` rounds has variance ``sigma_w^2 / n + tau^2 sum(n_g^2) / n^2`` (:func:`mean_variance`). A
-run's variance is not the model's, so the model is a prior worth ``prior_df`` degrees of freedom
-(limma's moderation, Smyth 2004), from ``run_df``, ``bench_df`` and ``within_df``
-(:func:`combined_df`); :func:`harness.paired.noise_fit.fit` estimates them from A/A runs and
-:mod:`harness.paired.noise_guard` checks each run against them. docs/SPEED_GATE.md, "The noise model".
-numpy and scipy only.
+A round's log ratio of one benchmark measured by worker generation ``g`` is ``d_i = mu + g_gen(i) + e_i`` (``sigma_w``
+within a generation, ``tau`` between generations); the mean of ``n`` rounds has variance
+``sigma_w^2 / n + tau^2 sum(n_g^2) / n^2`` (:func:`mean_variance`). A run's variance is not the model's, so the model is
+a prior worth ``prior_df`` degrees of freedom (limma's moderation, Smyth 2004), from ``run_df``, ``bench_df`` and
+``within_df`` (:func:`combined_df`); :func:`harness.paired.noise_fit.fit` estimates them from A/A runs and
+:mod:`harness.paired.noise_guard` checks each run against them. docs/SPEED_GATE.md, "The noise model". numpy and scipy
+only.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -26,10 +25,6 @@ DEFAULT_RUN_DF, DEFAULT_BENCH_DF = 30.0, 10.0
 INFINITE_DF = 1e6  # "no excess dispersion seen": the term drops out of combined_df
 
 
-def _trigamma(x: float | np.ndarray) -> float | np.ndarray:
-    return special.polygamma(1, x)
-
-
 def log_chi2_bias(df: float | np.ndarray) -> float | np.ndarray:
     """``E[log(chi2_df / df)]``: a sample variance's log is biased by this much (negative)."""
     return special.digamma(np.asarray(df) / 2.0) - np.log(np.asarray(df) / 2.0)
@@ -39,7 +34,7 @@ def df_for_log_variance(excess: float) -> float:
     """The df whose ``log(chi2_df / df)`` has variance ``excess`` (trigamma(df/2) = excess); INFINITE_DF when <= 0."""
     if not excess > 1e-9:
         return INFINITE_DF
-    return float(optimize.brentq(lambda d: float(_trigamma(d / 2.0)) - excess, 1e-3, 1e7))
+    return float(optimize.brentq(lambda d: float(special.polygamma(1, d / 2.0)) - excess, 1e-3, 1e7))
 
 
 def combined_df(*dfs: float) -> float:
@@ -100,14 +95,7 @@ class BenchmarkNoise:
             raise ValueError("a between-worker SD needs between_df >= 1")
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "within_sd": self.within_sd,
-            "within_df": self.within_df,
-            "between_sd": self.between_sd,
-            "between_df": self.between_df,
-            "rounds": self.rounds,
-            "runs": self.runs,
-        }
+        return asdict(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BenchmarkNoise:
@@ -153,11 +141,9 @@ class LookNoise:
     @property
     def between_df(self) -> float:
         """df of tau^2 in one run: its estimate's and the runs' spread."""
-        return (
-            combined_df(self.noise.between_df, self.spread.run_df, self.spread.bench_df)
-            if self.noise.between_df
-            else 0.0
-        )
+        if not self.noise.between_df:
+            return 0.0
+        return combined_df(self.noise.between_df, self.spread.run_df, self.spread.bench_df)
 
 
 def mean_variance(

@@ -1,12 +1,11 @@
 """Fitting a runner's noise model (harness.paired.noise) from its A/A runs.
 
-Per benchmark: ``within_sd`` pooled over the generations of its runs, ``between_sd`` from the
-generation means by the method of moments (truncated at 0). The runs' spread (``run_df``,
-``bench_df``: how far a run strays from the model) from runs the model has not seen, in the
-intervals' tail (:func:`_spread_held_out`, three runs or more), else from the (benchmark, run)
-log variances' moments (:func:`_spread_log_variances`, limma's fitFDist over an additive
-benchmark + run fit), else assumed. docs/SPEED_GATE.md, "The noise model", has the derivations
-and what the recorded H200 runs gave. numpy and scipy only.
+Per benchmark: ``within_sd`` pooled over the generations of its runs, ``between_sd`` from the generation means by the
+method of moments (truncated at 0). The runs' spread (``run_df``, ``bench_df``: how far a run strays from the model)
+from runs the model has not seen, in the intervals' tail (:func:`_spread_held_out`, three runs or more), else from the
+(benchmark, run) log variances' moments (:func:`_spread_log_variances`, limma's fitFDist over an additive benchmark +
+run fit), else assumed. docs/SPEED_GATE.md, "The noise model", has the derivations and what the recorded H200 runs gave.
+numpy and scipy only.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize, special, stats
 
 from harness.paired.noise import (
     DEFAULT_BENCH_DF,
@@ -24,7 +23,6 @@ from harness.paired.noise import (
     INFINITE_DF,
     BenchmarkNoise,
     Spread,
-    _trigamma,
     clustering,
     df_for_log_variance,
     generation_sizes,
@@ -87,7 +85,7 @@ def _spread_log_variances(cells: Mapping[tuple[str, str], tuple[float, int]]) ->
             f"{DEFAULT_BENCH_DF:g} assumed (about the recorded H200 runs')"
         )
     z = {k: math.log(s2) - float(log_chi2_bias(d)) for k, (s2, d) in cells.items()}
-    sampling = {k: float(_trigamma(d / 2.0)) for k, (_, d) in cells.items()}
+    sampling = {k: float(special.polygamma(1, d / 2.0)) for k, (_, d) in cells.items()}
     bench_eff = {b: 0.0 for b in benches}
     run_eff = {r: 0.0 for r in runs}
     for _ in range(200):  # alternating means: an additive fit that tolerates missing cells
@@ -126,16 +124,9 @@ def _tail_df(z: np.ndarray) -> float:
 
 
 def _spread_held_out(runs: Mapping[str, Sequence[RunRounds]], shares: Spread) -> tuple[Spread, str] | None:
-    """The runs' spread as runs the model has not seen show it (three runs or more; else None).
-
-    Each run in turn is left out and the model fitted on the others; the mean of each of the left-out
-    run's first looks (the first two rounds from a worker generation's first round) over the model's
-    standard error is ``z``. If a run's variance strays from the model's by ``lam^2 ~ d / chi2_d``, z is a
-    t with ``d`` df (unit variance: the model's variance is the runs' average): ``d`` by maximum likelihood,
-    less the model's own estimation error (its median within_df), is the spread, split between the run and
-    the benchmark parts as ``shares`` (the log variances' moments) split it. It is the intervals' tail that
-    matters, and the tail is what this fits: a variance's log also spreads with the rounds' own heavy tails.
-    """
+    """The runs' spread as runs the model has not seen show it (three runs or more; else None): each run left out
+    in turn, its first looks' ``z`` fitted by a t of ``d`` df, less the model's own error (its median within_df),
+    split between run and benchmark as ``shares``. docs/SPEED_GATE.md, "How far a run strays from it"."""
     labels = sorted({r.run for rr in runs.values() for r in rr})
     if len(labels) < 3:
         return None

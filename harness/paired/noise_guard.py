@@ -1,11 +1,10 @@
 """The run's guard: is this run noisier than the runner's noise model allows? (issue 29, deliver 3)
 
-Asked after every completed pair (~50 times in a PR of 20 benchmarks), so it is an *e-process*, not a
-repeated test: the Bayes factor of the within-generation contrasts seen so far (each a Helmert
-contrast, ``N(0, s^2)`` and independent of the earlier ones) under every variance ``c`` times the
-model's (``c`` in :data:`VARIANCE_RATIOS`) against the model. Its false-firing rate is ``level`` over
-the whole run however often it is asked (Ville's inequality); once fired it stays fired, and
-``p = min(1, 1 / E)`` is the anytime-valid p-value reported. docs/SPEED_GATE.md, "The guard".
+Asked after every completed pair (~50 times in a PR of 20 benchmarks), so it is an *e-process*, not a repeated test: the
+Bayes factor of the within-generation contrasts seen so far (each a Helmert contrast, ``N(0, s^2)`` and independent of
+the earlier ones) under every variance ``c`` times the model's (``c`` in :data:`VARIANCE_RATIOS`) against the model. Its
+false-firing rate is ``level`` over the whole run however often it is asked (Ville's inequality); once fired it stays
+fired, and ``p = min(1, 1 / E)`` is the anytime-valid p-value reported. docs/SPEED_GATE.md, "The guard".
 """
 
 from __future__ import annotations
@@ -86,9 +85,8 @@ def evidence(terms: Iterable[GuardTerm], spread: Spread) -> tuple[float, float, 
     b = np.array([combined_df(spread.bench_df, t.noise.within_df) for t in used])
     u, log_w = _run_factor_grid(spread.run_df)
     ratios = np.array((1.0, *VARIANCE_RATIOS))
-    log_m = special.logsumexp(
-        _log_marginals((ratios[:, None] * u).ravel(), d, q, b).reshape(len(ratios), -1) + log_w, axis=1
-    )  # log M(c): the null (c = 1), then each alternative
+    marginals = _log_marginals((ratios[:, None] * u).ravel(), d, q, b).reshape(len(ratios), -1)
+    log_m = special.logsumexp(marginals + log_w, axis=1)  # log M(c): the null (c = 1), then each alternative
     log_e = special.logsumexp(log_m[1:] - log_m[0]) - math.log(len(VARIANCE_RATIOS))
     return float(math.exp(min(log_e, 700.0))), float(q.sum() / total), total
 

@@ -66,10 +66,9 @@ def replay(
 ) -> tuple[Rates, list[Decision]]:
     """Take ``decisions`` gate decisions from recorded rounds, through the gate's own statistics.
 
-    The rounds are consumed in time order, each decision taking the rounds its sequential
-    plan needs (as repeated live gate runs would), so no round serves two decisions. When
-    the record runs out first, the shortfall is reported in ``Rates.incomplete`` (and those
-    decisions are not counted): a short record is never padded or reshuffled.
+    The rounds are consumed in time order, each decision taking the rounds its sequential plan needs (as repeated live
+    gate runs would), so no round serves two decisions. When the record runs out first, the shortfall is reported in
+    ``Rates.incomplete`` (and those decisions are not counted): a short record is never padded or reshuffled.
     """
     check_threshold(threshold)
     if decisions < 1:

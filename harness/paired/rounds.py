@@ -20,10 +20,9 @@ def json_float(x: float) -> float | None:
 class Round:
     """One A process and one B process adjacent in time, for one benchmark.
 
-    ``base`` and ``head`` are TFLOPS (each the median of its process's timed
-    launches). ``excluded`` is the caller's reason for keeping the round out of
-    the estimate (``"throttled: HW_SLOWDOWN"``, ``"sm clock 1410 < floor 1800 MHz"``);
-    an excluded round may carry non-finite figures (its process failed).
+    ``base`` and ``head`` are TFLOPS (each the median of its process's timed launches). ``excluded`` is the caller's
+    reason for keeping the round out of the estimate (``"throttled: HW_SLOWDOWN"``,
+    ``"sm clock 1410 < floor 1800 MHz"``); an excluded round may carry non-finite figures (its process failed).
     """
 
     base: float

@@ -42,15 +42,12 @@ def synthetic_rounds(
 ) -> list[Round]:
     """``n`` rounds of interleaved timings (A B, B A, ...) with log-normal noise.
 
-    Timing ``j`` (in time order) measures ``level * (1 + true_effect if head) *
-    exp(drift * j + e_j)`` with ``e_j ~ N(0, ratio_sd^2 / 2)``, so a round's log
-    ratio has SD ``ratio_sd``. With ``outlier_rate`` a timing is slowed by
-    ``outlier_size`` (interference). With ``exclude_rate`` a round is marked
-    excluded and its head is slowed by 20%, so an estimate that failed to drop
-    excluded rounds would be visibly biased. ``process_sd`` with ``restart_every``
-    models warm workers: each pair of worker processes, replaced every
-    ``restart_every`` rounds, adds one offset ``N(0, process_sd^2)`` to the log
-    ratio of all its rounds (allocation placement, code layout), so rounds of one
+    Timing ``j`` (in time order) measures ``level * (1 + true_effect if head) * exp(drift * j + e_j)`` with
+    ``e_j ~ N(0, ratio_sd^2 / 2)``, so a round's log ratio has SD ``ratio_sd``. With ``outlier_rate`` a timing is slowed
+    by ``outlier_size`` (interference). With ``exclude_rate`` a round is marked excluded and its head is slowed by 20%,
+    so an estimate that failed to drop excluded rounds would be visibly biased. ``process_sd`` with ``restart_every``
+    models warm workers: each pair of worker processes, replaced every ``restart_every`` rounds, adds one offset
+    ``N(0, process_sd^2)`` to the log ratio of all its rounds (allocation placement, code layout), so rounds of one
     generation are correlated, which an interval over rounds does not know.
     """
     sigma = ratio_sd / math.sqrt(2.0)

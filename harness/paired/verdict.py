@@ -31,10 +31,9 @@ def check_threshold(threshold: float) -> None:
 def decide(est: Estimate, threshold: float) -> Verdict:
     """Verdict of one interval against the band ``[1 - threshold, 1 + threshold]``.
 
-    Higher TFLOPS is better: an interval entirely below ``1 - threshold`` is a
-    regression, entirely above ``1 + threshold`` an improvement, entirely inside
-    the band no change; anything else (including an unbounded interval) is
-    inconclusive.
+    Higher TFLOPS is better: an interval entirely below ``1 - threshold`` is a regression, entirely above
+    ``1 + threshold`` an improvement, entirely inside the band no change; anything else (including an unbounded
+    interval) is inconclusive.
     """
     check_threshold(threshold)
     if not est.bounded:

@@ -1,12 +1,11 @@
 """Version 6's decision (issue 37): one question per benchmark, an indifference zone, a last look that decides.
 
-On the log scale (``d = log(head / base)``) with threshold ``t``: ``r = log(1 - t)`` must be called
-"regression", ``a = log(1 - t/2)`` "not a regression"; between them either answer is acceptable. At
-each look: regression when ``m + q(alpha_k, df) s < a``, not a regression when ``m - q(beta_k, df) s > r``,
-else the next look ("improvement" and "no change" are read off the rounds taken). The last look decides
-at the zone's midpoint and states that call's error, unless it is above ``plan.forced_limit``
-(inconclusive). :func:`zone_variance` is the noise model's made robust (``prior_df_cap``,
-``between_floor``, ``bench_check_level``), and a generation's first round that differs from the rest
+On the log scale (``d = log(head / base)``) with threshold ``t``: ``r = log(1 - t)`` must be called "regression",
+``a = log(1 - t/2)`` "not a regression"; between them either answer is acceptable. At each look: regression when
+``m + q(alpha_k, df) s < a``, not a regression when ``m - q(beta_k, df) s > r``, else the next look ("improvement" and
+"no change" are read off the rounds taken). The last look decides at the zone's midpoint and states that call's error,
+unless it is above ``plan.forced_limit`` (inconclusive). :func:`zone_variance` is the noise model's made robust
+(``prior_df_cap``, ``between_floor``, ``bench_check_level``), and a generation's first round that differs from the rest
 (``first_round_level``) is left out. docs/SPEED_GATE.md, "Version 6: the zone".
 """
 
@@ -82,9 +81,8 @@ def _combine(
 ) -> tuple[float, float]:
     """``within / n`` plus the between share.
 
-    A model's positive between-worker SD (with its df) is used as fitted; none, or one fitted as 0
-    (the fit truncates at 0), is replaced by the floor, ``floor * sqrt(within)``, which scales with
-    the within estimate and so shares its df.
+    A model's positive between-worker SD (with its df) is used as fitted; none, or one fitted as 0 (the fit truncates at
+    0), is replaced by the floor, ``floor * sqrt(within)``, which scales with the within estimate and so shares its df.
     """
     c = clustering(generations)
     if tau2 is None or tau2 <= 0 or tau_df <= 0:
@@ -136,13 +134,11 @@ def first_rounds(generations: Sequence[int]) -> list[bool]:
 def first_round_shift(
     d: np.ndarray, generations: Sequence[int], within: float, df: float, level: float
 ) -> float | None:
-    """The mean difference of each generation's first round from the rest of its generation, when it is significant.
+    """The mean difference of each generation's first round from the rest of its generation, when it is significant
+    (a measurement artifact: docs/SPEED_GATE.md, "Version 6"); None when not, or when no generation has two rounds.
 
     Per generation of ``m >= 2`` rounds, ``c = d_first - mean(d_rest)`` has variance ``within (1 + 1/(m-1))``
     under the model; their weighted mean against its standard error, two-sided at ``level`` (t with ``df``).
-    A real change of speed moves every round alike: a first round that differs is the measurement (a worker
-    warming up, an allocation settling), seen on the H200 before the 2 s first warm-up (+0.3 to +0.6%).
-    None when not significant, or when no generation has two rounds.
     """
     opens = first_rounds(generations)
     contrasts, weights = [], []
@@ -188,15 +184,8 @@ class ZoneLook:
         if not (math.isfinite(self.se) and self.df > 0):
             return Estimate(math.exp(self.mean), 0.0, math.inf, n, method, confidence, 1.0)
         half = float(stats.t.isf((1 - confidence) / 2, self.df)) * self.se
-        return Estimate(
-            math.exp(self.mean),
-            math.exp(self.mean - half),
-            math.exp(self.mean + half),
-            n,
-            method,
-            confidence,
-            confidence,
-        )
+        low, high = math.exp(self.mean - half), math.exp(self.mean + half)
+        return Estimate(math.exp(self.mean), low, high, n, method, confidence, confidence)
 
 
 def _null_within(d: np.ndarray, generations: Sequence[int], look: LookNoise | None) -> tuple[float, float]:

@@ -1,9 +1,8 @@
 """sm_90 (H100/H200): resource usage from PTX, the cubin's ``cuobjdump`` and a ``ptxas -v`` log.
 
-From ``cuobjdump --dump-resource-usage`` of the cubin: ``REG``, ``STACK``,
-``LOCAL``, static ``SHARED``; from ``ptxas -v``: spill store / load bytes; from
-the PTX: ``.reqntid``; from Triton: the dynamic shared memory size. Occupancy:
-:mod:`harness.resources.occupancy`.
+From ``cuobjdump --dump-resource-usage`` of the cubin: ``REG``, ``STACK``, ``LOCAL``, static ``SHARED``; from
+``ptxas -v``: spill store / load bytes; from the PTX: ``.reqntid``; from Triton: the dynamic shared memory size.
+Occupancy: :mod:`harness.resources.occupancy`.
 """
 
 from __future__ import annotations

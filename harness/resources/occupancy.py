@@ -20,7 +20,6 @@ from harness.resources.usage import round_up
 class AmdLimits:
     vgprs_per_lane: int = 512  # unified arch + acc VGPR file, per SIMD lane
     arch_vgprs: int = 256  # addressable arch VGPRs (v0-v255)
-    agprs: int = 256  # addressable AGPRs (a0-a255)
     vgpr_granule: int = 8
     max_waves_per_simd: int = 8
     simds_per_cu: int = 4

@@ -1,8 +1,7 @@
 """The one entry point for timing a GEMM: :func:`measure_gemm` (the method: :mod:`harness.timing`).
 
-It waits for an idle GPU (harness.gpu_state), builds the rotated input sets
-(:mod:`harness.timing.inputs`), lets the kernel's ``prepare`` make one launch per
-set and times them (:mod:`harness.timing.sampling`).
+It waits for an idle GPU (harness.gpu_state), builds the rotated input sets (:mod:`harness.timing.inputs`), lets the
+kernel's ``prepare`` make one launch per set and times them (:mod:`harness.timing.sampling`).
 """
 
 from __future__ import annotations
@@ -44,11 +43,10 @@ def measure_gemm(
 ) -> Timing:
     """Time an M x N x K MXFP4 GEMM; see the module doc.
 
-    ``prepare(a, b, out)`` is called once per input set with raw operands
-    (:class:`harness.operands.Operand`) and a bf16 ``out``; it returns the
-    zero-argument launch that is timed. The caller has already checked that
-    the kernel can run this shape here. Raises gpu_state.GpuBusyError when the
-    GPU does not become idle (default policy: gpu_state.IdlePolicy.from_environment()).
+    ``prepare(a, b, out)`` is called once per input set with raw operands (:class:`harness.operands.Operand`) and a bf16
+    ``out``; it returns the zero-argument launch that is timed. The caller has already checked that the kernel can run
+    this shape here. Raises gpu_state.GpuBusyError when the GPU does not become idle (default policy:
+    gpu_state.IdlePolicy.from_environment()).
     """
     device = torch.device(device)
     if min(m, n, k) <= 0:

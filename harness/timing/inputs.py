@@ -1,7 +1,6 @@
 """GEMM input sets: how many to rotate so each leaves the last-level cache before its reuse, and making them.
 
-Step 2 of the method in :mod:`harness.timing`. Operands come from
-:mod:`harness.operands`, seeded.
+Step 2 of the method in :mod:`harness.timing`. Operands come from :mod:`harness.operands`, seeded.
 """
 
 from __future__ import annotations
@@ -92,9 +91,8 @@ def input_set_count(
 ) -> tuple[int, bool]:
     """How many input sets to rotate, and whether that evicts each set before its reuse.
 
-    Between two uses of one set the other ``sets - 1`` sets are touched; twice
-    the cache size of them evicts it from an LRU-like cache. At least two sets,
-    so consecutive launches never share inputs.
+    Between two uses of one set the other ``sets - 1`` sets are touched; twice the cache size of them evicts it from an
+    LRU-like cache. At least two sets, so consecutive launches never share inputs.
     """
     if set_bytes <= 0:
         raise ValueError(f"set_bytes: must be positive, got {set_bytes}")

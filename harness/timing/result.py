@@ -88,13 +88,7 @@ class Timing:
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["samples_s"] = list(self.samples_s)
-        d.update(
-            median_s=self.median_s,
-            q25_s=self.q25_s,
-            q75_s=self.q75_s,
-            mad_s=self.mad_s,
-            tflops=self.tflops,
-        )
+        d.update(median_s=self.median_s, q25_s=self.q25_s, q75_s=self.q75_s, mad_s=self.mad_s, tflops=self.tflops)
         return d
 
 

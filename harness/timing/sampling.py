@@ -32,12 +32,9 @@ def benchmark(
 ) -> Timing:
     """Time zero-argument ``launches`` (one per input set, used in rotation); see the module doc.
 
-    ``primed``: every launch already ran in this process (a warm worker timing a benchmark
-    again), so step 3 is skipped. ``settled`` (with ``primed``): the device has just run this
-    same work (the other side's timing of it, on a GPU): step 4 is one timed launch, which
-    absorbs the switch between processes and sizes step 5, and whether the timing was steady
-    is judged on the timed launches themselves (:func:`samples_steady`); when they were not
-    steady they count as warm-up, and the full warm-up and a second timing follow.
+    ``primed``: every launch already ran in this process, so step 3 is skipped. ``settled`` (with ``primed``): the
+    device has just run this same work, so step 4 is one launch and steadiness is judged on the timed launches
+    (:func:`samples_steady`); unsteady ones count as warm-up, and the full warm-up and a second timing follow.
     """
     if settled and not primed:
         raise ValueError("settled: only a primed timing (every launch already ran) can skip its warm-up")

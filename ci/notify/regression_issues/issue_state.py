@@ -1,11 +1,10 @@
 """What a regression issue tracks, kept in the issue itself: one hidden line at the top of its body.
 
-The first line of every body the bot writes is ``<!-- mxfp4-perf-issue {JSON} -->``: kind, status,
-members and drift alarms, with all the body is rendered from; the next run decides from it alone.
-Names and addresses are stored as hex, the rest are shas, numbers and fixed words, so nothing a
-benchmark can name reaches the line. :func:`parse` is strict: the first line only, the exact prefix
-and suffix, only the characters that JSON uses (the comment cannot end early), every field typed;
-anything else is not our issue. Why: docs/PR_COMMENT.md, "Found again by a marker no benchmark name
+The first line of every body the bot writes is ``<!-- mxfp4-perf-issue {JSON} -->``: kind, status, members and drift
+alarms, with all the body is rendered from; the next run decides from it alone. Names and addresses are stored as hex,
+the rest are shas, numbers and fixed words, so nothing a benchmark can name reaches the line. :func:`parse` is strict:
+the first line only, the exact prefix and suffix, only the characters that JSON uses (the comment cannot end early),
+every field typed; anything else is not our issue. Why: docs/PR_COMMENT.md, "Found again by a marker no benchmark name
 can reach".
 """
 
@@ -58,9 +57,8 @@ class DriftEntry(OfSeries):
     noise: float
     window: int
     status: str  # "failing" or "recovered"
-    orders: tuple[int, int] | None = (
-        None  # best's and newest's positions in the commit order (newest: at the first alarm)
-    )
+    # best's and newest's positions in the commit order (newest: at the first alarm)
+    orders: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -300,12 +300,8 @@ def _alone(f: Finding) -> IssueState:
     if isinstance(f, Slowdown):
         return IssueState("slowdown", "open", (member_of(f),))
     assert isinstance(f, DriftAlarm)
-    return IssueState(
-        "drift",
-        "open",
-        (),
-        (DriftEntry(f.machine, f.benchmark, f.best, f.newest, f.drop, f.threshold, f.noise, f.window, "failing"),),
-    )
+    drift = DriftEntry(f.machine, f.benchmark, f.best, f.newest, f.drop, f.threshold, f.noise, f.window, "failing")
+    return IssueState("drift", "open", (), (drift,))
 
 
 def slowdown_body(f: Slowdown, context: Context) -> str:

@@ -1,13 +1,12 @@
 """Which issue a finding belongs to, and what each issue becomes: one regression, one issue, for its whole life (pure).
 
-Identity is ci.common.regression_identity's (the published history joins its change points to the
-issues with the same function): a change point that settles a commit later, gains commits or narrows
-edits its issue, never opens a second. A member is active, recovered or dissolved; the issue's status
-follows its members, and only a change of status opens or closes it on GitHub. A new change point
-files only when recent, unrecovered, at least :data:`MIN_SIZE` and settled (:data:`SETTLE`); a drift
-alarm after :data:`DRIFT_STREAK` failing commits. New findings join a near open issue or are grouped,
-at most ``max_new`` issues a history run, the rest in one roll-up (:data:`ROLLUP_MAX`). The rules
-and why: docs/PR_COMMENT.md, "One issue per regression on main".
+Identity is ci.common.regression_identity's (the published history joins its change points to the issues with the same
+function): a change point that settles a commit later, gains commits or narrows edits its issue, never opens a second. A
+member is active, recovered or dissolved; the issue's status follows its members, and only a change of status opens or
+closes it on GitHub. A new change point files only when recent, unrecovered, at least :data:`MIN_SIZE` and settled
+(:data:`SETTLE`); a drift alarm after :data:`DRIFT_STREAK` failing commits. New findings join a near open issue or are
+grouped, at most ``max_new`` issues a history run, the rest in one roll-up (:data:`ROLLUP_MAX`). The rules and why:
+docs/PR_COMMENT.md, "One issue per regression on main".
 """
 
 from __future__ import annotations
@@ -24,12 +23,9 @@ MAX_NEW = 10  # new issues per run; the rest go to one roll-up issue
 # A change point smaller than this opens no issue (it stays on the kernel pages): the speed gate, which a bisection
 # uses as its measurer, gates at about +-1% on the runners (docs/SPEED_GATE.md), so it could not name a culprit.
 MIN_SIZE = 0.01
-SETTLE = (
-    5  # commits measured at the new level before a change point opens an issue: where it settles, and that it stays
-)
-DRIFT_STREAK = (
-    3  # newest commits in a row below the best before a drift alarm opens an issue: one noisy commit does not
-)
+# Commits measured at the new level before a change point opens an issue: where it settles, and that it stays.
+SETTLE = 5
+DRIFT_STREAK = 3  # newest commits in a row below the best before a drift alarm opens an issue, not one noisy commit
 ROLLUP_MAX = 100  # findings in one roll-up issue: its marker and table stay under GitHub's 65536-character body
 
 
@@ -50,11 +46,8 @@ def recovered(f: Slowdown) -> bool:
 
 def member_of(f: Slowdown) -> Member:
     status = "recovered" if recovered(f) else "active"
-    fix = (
-        (f.recovery.last_before, f.recovery.first_after, f.recovery.relative_change, f.recovery.net)
-        if f.recovery and recovered(f)
-        else None
-    )
+    r = f.recovery
+    fix = (r.last_before, r.first_after, r.relative_change, r.net) if r and recovered(f) else None
     # Sizes to 0.1% and p to two digits, as the body shows them: a change point whose numbers wobble by less as
     # commits arrive is not an edit each run.
     return Member(
@@ -220,14 +213,8 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
     max_new -= sum(1 for t in issues if t.state.opened_in and t.state.opened_in == changes.results_commit)
     max_new = max(1, max_new)
     if len(units) > max_new:
-        rollup = next(
-            (
-                w
-                for w in work
-                if w.kind == "rollup" and w.open_to_join() and len(w.members) + len(w.drifts) < ROLLUP_MAX
-            ),
-            None,
-        )
+        joinable = [w for w in work if w.kind == "rollup" and w.open_to_join()]
+        rollup = next((w for w in joinable if len(w.members) + len(w.drifts) < ROLLUP_MAX), None)
         if rollup is None:
             rollup = _Work(None, [], kind="rollup")
             units, left = units[: max_new - 1] + [rollup], units[max_new - 1 :]

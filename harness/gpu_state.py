@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from harness.errors import MeasurementError
+
 ALLOW_BUSY_ENV = "MXFP4_ALLOW_BUSY_GPU"
 
 # NVML clock event ("throttle") reasons, nvml.h. Those in _NVML_SLOWDOWNS lower the
@@ -44,11 +46,11 @@ SLOWDOWN_REASONS = frozenset(
 )
 
 
-class GpuBusyError(RuntimeError):
+class GpuBusyError(MeasurementError, RuntimeError):
     """The GPU did not become idle within the wait bound; the message says why."""
 
 
-class MonitorUnavailable(RuntimeError):
+class MonitorUnavailable(MeasurementError, RuntimeError):
     """No management library can watch this GPU; the message names what is missing."""
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from harness.accuracy import AccuracyReport, compare, element_ratio, nan_failures
+from harness.errors import MeasurementError
 from harness.operands import E8M0_NAN, Operand
 
 # One sampled row (column) per band: the kernels' tiles are 128 or 256 wide along M and N.
@@ -179,7 +180,7 @@ def _first(mask: torch.Tensor) -> tuple[int, int] | None:
     return index // mask.shape[1], index % mask.shape[1]
 
 
-class WrongResult(RuntimeError):
+class WrongResult(MeasurementError, RuntimeError):
     """A timed output failed :func:`check_output`; the message is the report's summary ("wrong result at MxNxK: ..")."""
 
     def __init__(self, report: OutputReport):

@@ -22,6 +22,7 @@ import torch
 from kernels import devices
 from kernels.artifact import CompiledArtifact
 from kernels.compile_child import call_in_child
+from kernels.errors import KernelError
 from kernels.mxfp4 import MXFP4Tensor, check_mxfp4
 
 # CompiledArtifact is defined in kernels.artifact (kernels.compile_child sends it back without
@@ -38,11 +39,11 @@ KERNEL_MODULES = (
 )
 
 
-class UnsupportedShape(ValueError):
+class UnsupportedShape(KernelError, ValueError):
     """The kernel cannot compute this (M, N, K); the message names the constraint."""
 
 
-class UnsupportedDevice(RuntimeError):
+class UnsupportedDevice(KernelError, RuntimeError):
     """The kernel cannot run on this device; the message names what it needs."""
 
 

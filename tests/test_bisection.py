@@ -114,6 +114,23 @@ def test_a_step_below_the_gates_resolution_is_inconclusive_with_its_interval(tmp
     assert "Inconclusive" in text and "0.9900" in text and "[0.9860, 0.9940]" in text
 
 
+@pytest.mark.parametrize(("speeds", "code", "outcome"), [
+    ([100.0, 100.0, 94.0, 94.0], 0, "culprit"),
+    ([100.0, 100.0, 99.0, 99.0], 3, "inconclusive"),  # 1%: as the speed gate's own "inconclusive", never 1 ("failed")
+    ([100.0, 100.0, 100.0, 100.0], 1, "no regression"),
+])
+def test_the_exit_code_says_the_outcome(tmp_path, monkeypatch, speeds, code, outcome):
+    repo, shas = make_repo(tmp_path, [(f"v{i}", s) for i, s in enumerate(speeds)])
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    out = tmp_path / "bisect.json"
+    opts = bisect_options.COMMAND.checked(["--good", shas[0], "--bad", shas[-1], "--benchmark", "k[c]/s",
+                                        "--repo", str(repo), "--json", str(out)])
+    assert bisect_options.run(opts, SimulatedGate(repo), code_key(repo), log=lambda line: None) == code
+    assert json.loads(out.read_text())["outcome"] == outcome
+    exits = bisect_options.COMMAND.parser().format_help().split("exit codes:")[1]
+    assert f"  {code} " in exits and ("  3    inconclusive" in exits) and "  1    inconclusive" not in exits
+
+
 def test_an_inconclusive_midpoint_stops_with_the_narrowed_interval(tmp_path):
     # A 1% step at 5, then 4% at 7: the bad end is a clear regression; the first midpoint (4) is clean,
     # the second (6) sits 1% down, inside the gate's blind zone: the interval stops at (4, 8].
@@ -148,10 +165,10 @@ def test_only_first_parent_commits_are_bisected(tmp_path):
 def test_the_front_checks_options_and_writes_the_record(tmp_path, monkeypatch, capsys):
     repo, shas = make_repo(tmp_path, [(f"v{i}", 100.0 if i < 2 else 94.0) for i in range(5)])
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    assert bisect_options.main(["--good", shas[0], "--bad", shas[-1], "--bench", "no-brackets", "--repo", str(repo)]) == 2
-    assert bisect_options.main(["--good", shas[-1], "--bad", shas[0], "--bench", "k[c]/s", "--repo", str(repo)]) == 2
+    assert bisect_options.main(["--good", shas[0], "--bad", shas[-1], "--benchmark", "no-brackets", "--repo", str(repo)]) == 2
+    assert bisect_options.main(["--good", shas[-1], "--bad", shas[0], "--benchmark", "k[c]/s", "--repo", str(repo)]) == 2
     out = tmp_path / "bisect.json"
-    opts = bisect_options.COMMAND.checked(["--good", shas[0], "--bad", shas[-1], "--bench", "k[c]/s", "--repo", str(repo),
+    opts = bisect_options.COMMAND.checked(["--good", shas[0], "--bad", shas[-1], "--benchmark", "k[c]/s", "--repo", str(repo),
                                         "--json", str(out), "--", "--device", "cuda"])
     assert (opts.kernel, opts.config, opts.shape) == ("k", "c", "s")
     assert opts.gate_args == ("--device", "cuda")  # passed through to every python -m ci.speed
@@ -231,12 +248,12 @@ def test_from_change_point_takes_good_bad_and_the_gate_id_from_the_report_and_fi
     opts = bisect_options.COMMAND.checked(["--from-change-point", str(report), "--index", "2", "--repo", str(repo),
                                         "--json", str(out), "--", "--max-minutes", "2"])
     assert (opts.good, opts.bad) == (shas[4], shas[5])  # the second regression: the improvement is never picked
-    assert (opts.bench, opts.kernel, opts.config, opts.shape) == (
+    assert (opts.benchmark, opts.kernel, opts.config, opts.shape) == (
         "triton_dot_scaled[m128_n128_k128_w8_s3]/square_m08192_n08192_k08192", "triton_dot_scaled", "m128_n128_k128_w8_s3",
         "square_m08192_n08192_k08192")
     assert opts.gate_args == ("--max-minutes", "2")
     first = bisect_options.COMMAND.checked(["--from-change-point", str(report), "--index", "1", "--repo", str(repo),
-                                         "--bench", "triton_dot_scaled[m128_n128_k128_w8_s3]/square_m08192_n08192_k08192"])
+                                         "--benchmark", "triton_dot_scaled[m128_n128_k128_w8_s3]/square_m08192_n08192_k08192"])
     assert (first.good, first.bad) == (shas[1], shas[3])
     assert bisect_options.run(first, SimulatedGate(repo), code_key(repo), log=lambda line: None) == 0
     assert bisect_options.run(opts, SimulatedGate(repo), code_key(repo), log=lambda line: None) == 0
@@ -256,7 +273,7 @@ def test_from_change_point_takes_good_bad_and_the_gate_id_from_the_report_and_fi
     ("not json", "not a readable JSON report"),
     ("with --good", "leave out --good and --bad"),
     ("index alone", "it needs --from-change-point"),
-    ("nothing", "--good, --bad, --bench: required"),
+    ("nothing", "--good, --bad, --benchmark: required"),
 ])
 def test_from_change_point_refuses_a_report_or_a_choice_it_cannot_use(tmp_path, monkeypatch, capsys, case, expected):
     repo, shas = make_repo(tmp_path, [(f"v{i}", 100.0 if i < 2 else 94.0) for i in range(4)])
@@ -271,10 +288,10 @@ def test_from_change_point_refuses_a_report_or_a_choice_it_cannot_use(tmp_path, 
         "other benchmark": lambda: main_job_report(tmp_path, two),
         "not json": lambda: (tmp_path / "broken.json").write_text("{not json") and tmp_path / "broken.json",
     }
-    extra = {"index out of range": ["--index", "3"], "other benchmark": ["--bench", "k[c]/s"],
+    extra = {"index out of range": ["--index", "3"], "other benchmark": ["--benchmark", "k[c]/s"],
              "with --good": ["--good", shas[0]]}
     if case in ("index alone", "nothing"):
-        argv = ["--index", "1", "--good", shas[0], "--bad", shas[-1], "--bench", "k[c]/s"] if case == "index alone" else []
+        argv = ["--index", "1", "--good", shas[0], "--bad", shas[-1], "--benchmark", "k[c]/s"] if case == "index alone" else []
     else:
         report = reports[case]() if case in reports else main_job_report(tmp_path, two)
         argv = ["--from-change-point", str(report), *extra.get(case, [])]

@@ -9,12 +9,15 @@ fails these checks (:func:`test_the_checks_catch_a_front_that_bypasses_the_runne
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -193,3 +196,73 @@ def test_the_checks_catch_a_front_that_bypasses_the_runner(tmp_path):
     for check in (check_bad_argument, check_help, check_crash, check_signal):
         with pytest.raises(AssertionError):
             check("rogue", tmp_path, pythonpath=path)
+
+
+# Errors of the measuring and the kernels' layers that a user causes (a busy GPU, a shape a kernel refuses, ...).
+LAYER_ERRORS = [
+    ("harness.gpu_state", "GpuBusyError", RuntimeError, "GPU 0 busy: 3 processes"),
+    ("harness.gpu_state", "MonitorUnavailable", RuntimeError, "no NVML: install nvidia-ml-py"),
+    ("harness.output_check", "WrongResult", RuntimeError, SimpleNamespace(summary=lambda: "wrong result at 8x8x8")),
+    ("harness.resources.usage", "ResourceParseError", ValueError, "no .vgpr_count in the ISA"),
+    ("kernels.registry", "UnsupportedShape", ValueError, "K must be a multiple of 256"),
+    ("kernels.registry", "UnsupportedDevice", RuntimeError, "needs gfx950"),
+    ("kernels.flydsl_gfx950.toolchain", "ToolchainMissing", RuntimeError, "no ld.lld"),
+]
+
+
+@pytest.mark.parametrize(("module", "name", "base", "argument"), LAYER_ERRORS, ids=[e[1] for e in LAYER_ERRORS])
+def test_an_error_a_user_causes_below_ci_is_one_line(module, name, base, argument, monkeypatch, capsys):
+    """Raised by harness/ or kernels/ inside a front's run: the message alone, exit 2, not an "internal error"."""
+    from ci.bisect import options as bisect_front
+    from ci.common import command
+
+    error = getattr(importlib.import_module(module), name)(argument)
+    assert isinstance(error, base)  # the `except RuntimeError/ValueError` that already catch it still do
+
+    def raising(cmd, args):
+        raise error
+
+    monkeypatch.setattr(command, "_work", raising)
+    assert bisect_front.COMMAND.main(["--good", "a", "--bad", "b", "--benchmark", "k[c]/s"]) == 2
+    assert capsys.readouterr().err == f"python -m ci.bisect: error: {error}\n"
+
+
+def test_the_runner_loads_no_torch():
+    """The fronts' runner imports the two roots below ci/ only, not their heavy modules (a --help stays quick)."""
+    code = "import sys, ci.common.command; sys.exit('torch' in sys.modules or 'kernels.registry' in sys.modules)"
+    assert _run(["-c", code], REPO).returncode == 0
+
+
+def declaring_modules(root: Path = REPO) -> list[str]:
+    """The ``python -m`` names of the modules under ci/ that declare a front (a ``Command(``) without being it."""
+    found = {
+        ".".join(path.relative_to(root).with_suffix("").parts)
+        for path in (root / "ci").rglob("*.py")
+        if " Command(" in path.read_text() and path.name != "command.py"
+    }
+    return sorted(found - set(fronts(root)))
+
+
+@pytest.mark.parametrize("module", declaring_modules())
+def test_python_m_of_the_module_that_declares_a_front_says_which_is_the_front(module, tmp_path):
+    """``python -m ci.budget.gate`` (the front's module, not the front) is exit 2 and one line, not a silent 0."""
+    done = _run(["-m", module, "--help"], tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and not done.stdout, done.stderr[-2000:]
+    assert re.fullmatch(rf"python -m {module}: error: not a command; run python -m ci\.[a-z.]+\n", done.stderr)
+
+
+def test_the_modules_that_declare_a_front_are_found():
+    assert declaring_modules() == ["ci.bisect.options", "ci.budget.gate", "ci.history.main_job", "ci.notify.front", "ci.speed.gate"]
+
+
+def test_every_python_m_the_docs_spell_is_a_front():
+    """README.md, docs/ and .github/ spell only what runs: a front, or a child entry point named as one."""
+    runnable = set(fronts()) | {".".join(Path(path).with_suffix("").parts) for path in CHILD_ENTRY_POINTS}
+    texts = [REPO / "README.md", *(p for d in ("docs", ".github") for p in (REPO / d).rglob("*"))]
+    spelled = {
+        (str(path.relative_to(REPO)), module)
+        for path in texts
+        if path.suffix in (".md", ".sh", ".yml", ".yaml", ".py")
+        for module in re.findall(r"-m (ci(?:\.[a-z_]+)+)", path.read_text())
+    }
+    assert spelled and not {(path, module) for path, module in spelled if module not in runnable}

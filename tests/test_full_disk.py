@@ -127,7 +127,7 @@ def test_the_main_jobs_json_report_on_a_full_disk(tmp_path, measured_project):
 def test_publishing_into_a_full_site_folder(tmp_path):
     from test_published_history import _clone, _publish
 
-    from ci.history.synthetic import history as synthetic
+    import synthetic_history as synthetic
 
     clone = _clone(tmp_path / "clone")
     _, held = synthetic.make_history(clone, synthetic.Spec(commits=30, seed=2), hold_back=1)
@@ -167,7 +167,7 @@ def test_the_bisection_record_into_a_full_folder(tmp_path):
     repo = make_project(tmp_path)
     commit_change(repo, "README.md", "\nA docs-only change.\n", "docs")  # no code change: nothing to measure
     with full(tmp_path / "out", size="64k") as out:
-        done = subprocess.run([sys.executable, "-m", "ci.bisect", "--good", "HEAD~1", "--bad", "HEAD", "--bench",
+        done = subprocess.run([sys.executable, "-m", "ci.bisect", "--good", "HEAD~1", "--bad", "HEAD", "--benchmark",
                                "torch_dequant[bf16]/s", "--repo", str(repo), "--json", str(out / "bisect.json")],
                               capture_output=True, text=True, env=NO_SUMMARY)
         assert "No code change" in done.stdout

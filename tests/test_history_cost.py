@@ -63,12 +63,12 @@ def test_the_asv_command_line_carries_the_tracks_machine_and_one_bench_regex():
     options = main_job.COMMAND.checked(["--tracks=gpu", "--bench=torch_dequant"])
     assert options.tracks == "gpu" and not options.remeasure
     (run,) = tracks.plan(options.tracks, False, "host-cpu", options.bench, NAMES)
-    args = asv_driver.asv_run_args(options, run, "forkserver")
+    args = asv_driver.asv_run_args(run, "forkserver")
     assert "--machine=host-cpu" in args and "--launch-method=forkserver" in args
     (bench,) = [a.removeprefix("--bench=") for a in args if a.startswith("--bench=")]
     assert [n for n in NAMES if re.search(bench, n)] == [NAMES[1]]
     (compile_run,) = tracks.plan("cpu", False, "host-cpu", (), NAMES)
-    assert "--machine=compile-only" in asv_driver.asv_run_args(options, compile_run, "forkserver")
+    assert "--machine=compile-only" in asv_driver.asv_run_args(compile_run, "forkserver")
     assert main_job.COMMAND.checked(["--remeasure"]).remeasure
     with pytest.raises(UsageError):
         main_job.COMMAND.checked(["--tracks=gpus"])

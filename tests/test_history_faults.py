@@ -361,7 +361,7 @@ def test_the_main_job_on_a_disk_that_fills_during_asv_exits_2_and_keeps_every_po
     git(clone, "commit", "-q", "-m", "newest")
     results_dir = mount / "results"
 
-    def asv_on_a_filling_disk(options, env, commits, has_gpu, track, job, repeat_head=0):  # asv_driver.run_asv
+    def asv_on_a_filling_disk(env, commits, track, job, *how):  # asv_driver.run_asv
         (results_dir / MACHINE / f"{older[:8]}-{ENV}.json").write_bytes(results_bytes(older, [None] * 8))
         _fill(mount)
         codes = asv_driver.AsvCodes([2])

@@ -1,6 +1,6 @@
 """The main job with nothing new (issue 39): exit 0 on every track, said as such, nothing measured, copied or written.
 
-On a project with a synthetic history of 1,000 commits dated in the past as a real one is (ci.history.synthetic.history:
+On a project with a synthetic history of 1,000 commits dated in the past as a real one is (tests/synthetic_history.py:
 the GPU machine's timings and compile-only's counts of every commit, measured minutes after each commit, up to an
 hour ago), the history workflow's commands run with nothing new:
 
@@ -29,7 +29,7 @@ from history_job import TWO_CPU_TIMINGS
 from test_asv_suite import asv_env, copy_asv_envs, git, make_project
 
 from ci.history.measure import summary as history_summary
-from ci.history.synthetic import history as synthetic
+import synthetic_history as synthetic
 
 SPEC = synthetic.Spec(commits=1000, seed=39)
 MACHINE = SPEC.gpu_machine  # the GPU runner's machine name on the branch; here its CPU stand-in's timings

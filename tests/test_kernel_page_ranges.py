@@ -1,7 +1,7 @@
 """A kernel page's range buttons, clicked in headless Chromium (issue 39: "a range selector (last week / month / all)
 with the newest weeks readable on one screen").
 
-A synthetic history of ~9 weeks (ci.history.synthetic.summaries: no git, no asv) becomes kernel pages
+A synthetic history of ~9 weeks (tests/synthetic_summaries.py: no git, no asv) becomes kernel pages
 (ci.history.site.kernel_page.publish_history); the newest-commits page is served on 127.0.0.1 and a probe page loads it
 in a same-origin iframe, reads plotly's x range as the page opens, then clicks each button in turn and reads it
 again. Each range must be what its button says: it ends at the newest commit and starts a week, a month or the
@@ -21,8 +21,8 @@ from browser import CHROMIUM, probe_result, served_dom
 
 from ci.history.asv_results import store
 from ci.history.site import commit_info, kernel_figure, kernel_page
-from ci.history.synthetic import history as synthetic
-from ci.history.synthetic.summaries import summaries as synthetic_summaries
+import synthetic_history as synthetic
+from synthetic_summaries import summaries as synthetic_summaries
 
 DAY = 86_400.0
 # Commits ~8 h apart on average (median 4 h, heavy-tailed): the newest 160 span ~7 weeks, so a week, a month and all

@@ -136,3 +136,35 @@ def test_no_two_modules_import_each_other_even_through_others():
 def test_the_circle_check_finds_a_circle():
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+# One reader of asv's results folder (issue 40): ci/history/asv_results/ lists it; every other module of ci/history
+# asks it. The only other folder ci/history lists is the built site, copied over the old one file by file.
+LISTING_CALLS = {"glob", "rglob", "iterdir", "listdir", "scandir", "walk"}
+LISTS_THE_SITE = {("ci/history/measure/asv_driver.py", "sync_tree")}
+
+
+def _listings(node: ast.AST, where: str = "<module>"):
+    """(function, line) of each call under ``node`` that lists a folder."""
+    for child in ast.iter_child_nodes(node):
+        inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else where
+        if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) and child.func.attr in LISTING_CALLS:
+            yield inner, child.lineno
+        yield from _listings(child, inner)
+
+
+def test_only_asv_results_lists_the_results_folder():
+    reader = REPO / "ci" / "history" / "asv_results"
+    found = [
+        f"{name}:{line} ({function})"
+        for path in sorted((REPO / "ci" / "history").rglob("*.py"))
+        if reader not in path.parents
+        for function, line in _listings(ast.parse(path.read_text()))
+        if (name := str(path.relative_to(REPO)), function) not in LISTS_THE_SITE
+    ]
+    assert not found, f"list the results folder through ci.history.asv_results.folder: {found}"
+
+
+def test_the_listing_check_finds_a_listing():
+    code = "import os\ndef f(p):\n    return [os.scandir(p), p.rglob('*')]\n"
+    assert list(_listings(ast.parse(code))) == [("f", 3), ("f", 3)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -158,6 +159,12 @@ def test_each_regression_is_filed_once_and_a_recovered_one_closed_naming_its_fix
     assert "The drift guard fires" in intrinsic["body"] and parse(intrinsic["body"]).drifts
     body = next(i["body"] for i in state.issues if "[default]" in i["title"])
     assert "python -m ci.bisect" in body and "--good " in body and "kernels/flydsl_gfx950_4wave.html" in body
+    # The bisect command the issue prints spells the front's own options in full (not a prefix argparse would guess).
+    from ci.bisect.options import COMMAND as bisect_front
+
+    command = shlex.split(body.split("```sh\n", 1)[1].split("\n```", 1)[0].replace("\\\n", " "))
+    assert command[:3] == ["python", "-m", "ci.bisect"] and "--benchmark" in command
+    assert {word for word in command if word.startswith("--")} <= set(bisect_front.parser()._option_string_actions)
     assert "/compare/" in body and "-10.0%" in body and "MOSUM" in body and "E-divisive" not in body
 
     # Run 2: the same change points again: nothing written.

@@ -1,7 +1,7 @@
 """The published history (python -m ci.history.publish) on synthetic histories: what a new commit costs, and that
 building incrementally gives the answers of building from nothing (issue 27).
 
-A clone of this repository gets a few hundred synthetic commits and their results (ci.history.synthetic.history: 30 GEMM
+A clone of this repository gets a few hundred synthetic commits and their results (tests/synthetic_history.py: 30 GEMM
 lines with known steps and regressions fixed a few commits later, and compile-only's counts). The site is built,
 commits arrive, it is built again with everything the first build kept; a second clone builds the same final
 history from nothing. Their change points and drift verdicts must be the same, the second build of the first clone
@@ -21,7 +21,7 @@ import pytest
 from ci.history.asv_results.ledger import Ledger
 from ci.history.branch import branch_sync
 from ci.history.branch.results_branch import ResultsBranch
-from ci.history.synthetic import history as synthetic
+import synthetic_history as synthetic
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = synthetic.Spec(commits=240, seed=4, bumps_per_line=1, bump_length=(5, 10), drift_sd=0.0, commit_noise=0.002)

@@ -1,6 +1,6 @@
 """The published history as people read it (issue 39): a synthetic history published, then read in headless Chromium.
 
-A clone of this repository gets 160 synthetic commits dated in the past (ci.history.synthetic.history: the H200 machine's
+A clone of this repository gets 160 synthetic commits dated in the past (tests/synthetic_history.py: the H200 machine's
 30 GEMM lines with 3 steps each, and compile-only's counts) and ``python -m ci.history.publish`` builds the site:
 asv's pages over the newest 100 commits, the kernel pages over the newest 50 and the whole history. The site is
 served on 127.0.0.1; a probe page loads a page in a same-origin iframe of a given size and reports the bounding
@@ -31,7 +31,7 @@ import pytest
 from browser import CHROMIUM, probe_result, served_dom
 from test_published_history import _clone
 
-from ci.history.synthetic import history as synthetic
+import synthetic_history as synthetic
 
 SPEC = synthetic.Spec(commits=160, seed=11)
 ASV_WINDOW, PAGE_WINDOW = 100, 50

@@ -10,6 +10,7 @@ import git
 
 from ci.common.code_fingerprint import Fingerprint, Outcome, Part, TreeFingerprints, compare
 from ci.speed.decide.codes import Status
+from ci.speed.decide.selection import Selector
 from ci.speed.scope import dependencies, summary, unchanged
 
 PYPROJECT = '''[project]
@@ -102,18 +103,18 @@ def test_a_kernel_only_at_the_base_is_removed_at_head_not_dropped():
 
     decision = unchanged.decision_from_data(data, "sm_90", "--arch sm_90", False)
     assert decision.pairs == {("kept", "c"): (True, "unchanged (identical code)")}  # the removed one is neither
-    (entry,) = unchanged.removed_entries(decision, [], [], [])
+    (entry,) = unchanged.removed_entries(decision, Selector.of())
     assert entry.benchmark.id == "gone[c]/s" and entry.status is Status.REMOVED and entry.note == "removed at head (sm_90)"
-    assert unchanged.removed_entries(decision, ["kept"], [], []) == []  # selectors apply
-    assert unchanged.removed_entries(decision, [], [], ["256x256x256"]) == [entry]
+    assert unchanged.removed_entries(decision, Selector.of(["kept"])) == []  # selectors apply
+    assert unchanged.removed_entries(decision, Selector.of(shapes=["256x256x256"])) == [entry]
 
 
 def test_a_compact_preface_when_nothing_is_measured():
     base, head = _tree({"kept": "a", "gone": "b"}), _tree({"kept": "a"})
     data = summary.report_data("b" * 40, "h" * 40, base, head, compare(base, head), None)
     decision = unchanged.decision_from_data(data, "sm_90", "--arch sm_90", False)
-    skipped = unchanged.unchanged_entries(decision, [], [], [])
-    costs = unchanged.cost_record(decision, skipped, [], unchanged.removed_entries(decision, [], [], []))
+    skipped = unchanged.unchanged_entries(decision, Selector.of())
+    costs = unchanged.cost_record(decision, skipped, [], unchanged.removed_entries(decision, Selector.of()))
     lines = unchanged.preface_lines(decision, [], costs, ["torch 2.13.0 -> 2.14.0"])
     text = "\n".join(lines)
     assert costs["removed_at_head"] == ["gone[c]/s"]

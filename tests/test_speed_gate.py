@@ -28,7 +28,7 @@ from test_asv_suite import SLOWDOWN, git, make_project
 
 from ci.speed.decide.codes import Excluded, Exclusion, Status
 from ci.speed.decide.exclusion import ExclusionRule, exclusion, paired_rounds
-from ci.speed.decide.selection import Entry, SelectionError, check_selectors
+from ci.speed.decide.selection import Entry, SelectionError, Selector, check_selectors
 from ci.speed.decide.thresholds import ThresholdsError, parse_thresholds
 from ci.speed.decide.verdict import decide_entry
 from ci.speed.engine.rounds import Benchmark, rotating_order
@@ -187,11 +187,11 @@ def test_thresholds_file_validation_names_the_key():
 
 def test_selectors_that_match_nothing_are_refused():
     survey = {"registered": [{"name": "torch_dequant", "backend": "torch", "configs": ["bf16", "fp32"]}], "unknown_shapes": []}
-    check_selectors({"head": survey, "base": None}, ["torch_*"], ["fp32"])
+    check_selectors({"head": survey, "base": None}, Selector.of(["torch_*"], ["fp32"]))
     for kernels, configs, unknown, named in ((["nope"], [], [], "--kernel 'nope'"), ([], ["fp8"], [], "--config 'fp8'"),
                                              ([], [], ["12x"], "--shape '12x'")):
         with pytest.raises(SelectionError, match=named):
-            check_selectors({"head": dict(survey, unknown_shapes=unknown)}, kernels, configs)
+            check_selectors({"head": dict(survey, unknown_shapes=unknown)}, Selector.of(kernels, configs))
 
 
 def test_calibration_suggests_overrides_the_thresholds_file_accepts():

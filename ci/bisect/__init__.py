@@ -1,15 +1,9 @@
-"""Culprit bisection over main's first-parent history (issue 20): ``python -m ci.bisect --good A --bad B --bench X``.
+"""Culprit bisection of main's first-parent line (issue 20): ``python -m ci.bisect --good A --bad B --benchmark ID``.
 
-options.py is the front (argparse -> :class:`ci.bisect.options.BisectOptions`); engine.py the bisection,
-which sees commits, a fingerprint key and a measurer, nothing else; measurer.py the real measurer (the speed
-gate's interleaved A/B engine, run as ``python -m ci.speed ... --json``) and the real fingerprint key;
-change_point.py reads good, bad and the benchmark from a change point of the main job's JSON
-(``--from-change-point``); report.py the Markdown step summary and the JSON.
-
-The package is named ``bisect`` as issue 20 names the command. A command run from inside ci/ has ci/ first on
-sys.path, so ``import bisect`` there (numpy, random and git do it) finds this package instead of the standard
-library's; the block below then loads the standard library's module in its place, so every command still works
-from every directory (tests/test_harness_boundary.py runs them from ci/).
+options.py is the front; engine.py the bisection (commits, a fingerprint key and a measurer, nothing else);
+measurer.py the real measurer (``python -m ci.speed ... --json``) and fingerprint key; change_point.py good, bad
+and the benchmark from the main job's JSON; report.py the Markdown. Why the block below: ``ci/bisect`` shadows the
+standard library's ``bisect`` for a command run from inside ci/ (docs/CHANGE_POINTS.md).
 """
 
 if __name__ == "bisect":  # imported as the standard library's bisect, from inside ci/: become that module

@@ -1,14 +1,9 @@
 """Good, bad and the benchmark of a bisection, from a change point of the main job's JSON (``--from-change-point``).
 
-The main job (``python -m ci.history --json REPORT``) reports each change point of a GPU
-machine's history under ``history.change_points``, the site build (``python -m ci.history.publish
---json``, what the Pages workflow keeps) under ``machines[].change_points``: the asv benchmark key, the last commit
-measured at the old level (``last_before``) and the first at the new (``first_after``), so
-the culprit is in ``(last_before, first_after]`` -- exactly a bisection's good and bad ends.
-Only regressions are bisected (the speed gate's engine looks for a slowdown); an
-improvement is never picked. Which change point: ``--bench`` (the speed gate's id or the asv
-key) narrows the list, ``--index N`` (from 1, in the report's order) picks one of those left;
-with several left and no ``--index`` the choice is ambiguous and nothing is guessed.
+A change point (``history.change_points`` of ``python -m ci.history --json``, ``machines[].change_points`` of the
+site build's) names the asv key, ``last_before`` and ``first_after``: the culprit is in ``(last_before, first_after]``.
+Regressions only; ``--benchmark`` (the gate's id or the asv key) narrows, ``--index N`` (from 1) picks; several
+left and no ``--index`` is an error, nothing is guessed (docs/CHANGE_POINTS.md, "Culprit bisection").
 """
 
 from __future__ import annotations
@@ -94,12 +89,12 @@ def choose(report_path: Path, bench: str | None = None, index: int | None = None
     if bench is not None:
         regressions = [c for c in regressions if bench in (c.get("benchmark"), gate_bench_id(str(c.get("benchmark"))))]
         if not regressions:
-            raise OptionsError(f"--bench {bench}: no regression change point of that benchmark in {report_path}")
+            raise OptionsError(f"--benchmark {bench}: no regression change point of that benchmark in {report_path}")
     if index is None:
         if len(regressions) > 1:
             raise OptionsError(
                 f"--from-change-point {report_path}: {len(regressions)} regression change points, pick "
-                f"one with --index N (or narrow with --bench): {_describe(regressions)}"
+                f"one with --index N (or narrow with --benchmark): {_describe(regressions)}"
             )
         index = 1
     if not 1 <= index <= len(regressions):

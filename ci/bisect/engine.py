@@ -1,11 +1,7 @@
 """Bisection for the commit that made a benchmark slower, with a measurer that can say "I cannot tell".
 
-Given first-parent commits ``good .. bad`` (oldest first, ``good`` excluded): commits whose speed
-fingerprint equals their parent's are skipped (None never matches: on doubt, measure); ``bad`` is
-confirmed against ``good`` (else "no regression" or "inconclusive", with the interval); then each
-midpoint is measured against ``good``: a regression moves the bad end down, no change or an
-improvement the good end up, "inconclusive" stops with the candidates left. At most
-``1 + ceil(log2 N)`` comparisons for N candidates. docs/CHANGE_POINTS.md, "Culprit bisection".
+The steps (identical-code commits skipped, None never matching; ``bad`` confirmed against ``good`` first; midpoints
+against ``good``; at most ``1 + ceil(log2 N)`` comparisons): docs/CHANGE_POINTS.md, "Culprit bisection".
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The real measurer and fingerprint key of ci.bisect.engine: the speed gate and ci.common.code_fingerprint.
 
-:class:`SpeedGateMeasurer` runs ``python -m ci.speed --base <good> --head <commit> --kernel K
---config C --shape S --json <file>`` (the gate's warm workers in interleaved A/B rounds, its
-thresholds and plan) and reads the benchmark's verdict, ratio and interval from the JSON: the
-same record the PR gate writes, never its log. Exit 0, 1 and 3 (inconclusive) are verdicts; anything else
-is a harness error (:class:`MeasureError`, exit 2 of ci.bisect).
+:class:`SpeedGateMeasurer` runs ``python -m ci.speed --base <good> --head <commit> --kernel K --config C --shape S
+--json <file>`` and reads the verdict, ratio and interval from its JSON record, never its log. The gate's exit 0, 1
+and 3 (inconclusive) are verdicts; anything else is a :class:`MeasureError` (exit 2 of ci.bisect).
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
 """Find the commit that made a benchmark slower: bisection with the speed gate (the front of ``python -m ci.bisect``).
 
-    python -m ci.bisect --good A --bad B --bench 'kernel[config]/shape' [--json out.json] [-- <speed gate args>]
-    python -m ci.bisect --from-change-point REPORT.json [--bench ID] [--index N] [--json out.json] \
+    python -m ci.bisect --good A --bad B --benchmark 'kernel[config]/shape' [--json out.json] [-- <speed gate args>]
+    python -m ci.bisect --from-change-point REPORT.json [--benchmark ID] [--index N] [--json out.json] \
         [-- <speed gate args>]
 
-``--from-change-point`` takes good, bad and the benchmark from a regression change point of the main
-job's JSON report (ci.bisect.change_point); it excludes --good/--bad.
-
-Arguments after ``--`` go to every ``python -m ci.speed`` comparison (``--device``, ``--thresholds``,
-``--plan max_rounds=30``, ...).
+``--from-change-point`` takes good, bad and the benchmark from a regression change point of the main job's JSON
+report (ci.bisect.change_point); it excludes --good/--bad. Arguments after ``--`` go to every ``python -m ci.speed``
+comparison (``--device``, ``--thresholds``, ``--plan max_rounds=30``, ...).
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ from ci.common.options import OptionsError, add_arch, add_json, add_repo, arch_v
 class BisectOptions:
     good: str  # full sha, resolved
     bad: str  # full sha, a first-parent descendant of good
-    bench: str  # kernel[config]/shape
+    benchmark: str  # kernel[config]/shape
     kernel: str
     config: str
     shape: str
@@ -47,20 +45,20 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "--from-change-point",
         metavar="REPORT",
         type=Path,
-        help="instead of --good/--bad/--bench: a regression change point of this main-job JSON "
+        help="instead of --good/--bad/--benchmark: a regression change point of this main-job JSON "
         "(python -m ci.history --json): good = the last commit before its suspected range, bad = its end",
     )
     parser.add_argument(
         "--index",
         type=int,
         metavar="N",
-        help="with --from-change-point: the N-th regression change point (from 1, after --bench narrowed them)",
+        help="with --from-change-point: the N-th regression change point (from 1, after --benchmark narrowed them)",
     )
     parser.add_argument(
-        "--bench",
+        "--benchmark",
         metavar="ID",
-        help="the speed gate's benchmark id, kernel[config]/shape (with --from-change-point: which "
-        "benchmark's change points; the asv key works too)",
+        help="a benchmark id, not a pattern: the speed gate's kernel[config]/shape (with --from-change-point: "
+        "which benchmark's change points; its asv key works too)",
     )
     add_arch(parser, ",".join(DEFAULT_ARCHS))  # a commit is skipped unmeasured only when its code is identical on all
     add_repo(parser)
@@ -75,18 +73,18 @@ def options_from(args: argparse.Namespace) -> BisectOptions:
     if args.from_change_point is not None:
         if args.good is not None or args.bad is not None:
             raise OptionsError("--from-change-point takes good and bad from the report: leave out --good and --bad")
-        chosen = change_point.choose(args.from_change_point, args.bench, args.index)
-        args.good, args.bad, args.bench = chosen.good, chosen.bad, chosen.bench
+        chosen = change_point.choose(args.from_change_point, args.benchmark, args.index)
+        args.good, args.bad, args.benchmark = chosen.good, chosen.bad, chosen.bench
     else:
-        missing = [name for name in ("good", "bad", "bench") if getattr(args, name) is None]
+        missing = [name for name in ("good", "bad", "benchmark") if getattr(args, name) is None]
         if missing:
             raise OptionsError(f"--{', --'.join(missing)}: required (or --from-change-point REPORT)")
         if args.index is not None:
             raise OptionsError("--index picks a change point: it needs --from-change-point")
     try:
-        kernel, config, shape = parse_bench(args.bench)
+        kernel, config, shape = parse_bench(args.benchmark)
     except ValueError as exc:
-        raise OptionsError(f"--bench {exc}") from None
+        raise OptionsError(f"--benchmark {exc}") from None
     archs = arch_value(args.arch)
     try:
         repo = gitutil.open_repo(args.repo)
@@ -98,7 +96,7 @@ def options_from(args: argparse.Namespace) -> BisectOptions:
     return BisectOptions(
         good,
         bad,
-        args.bench,
+        args.benchmark,
         kernel,
         config,
         shape,
@@ -134,12 +132,12 @@ def run(
     if commits[-1:] != [options.bad]:
         raise InputError(f"{options.good[:12]} is not on {options.bad[:12]}'s first-parent line")
     result = engine.bisect(options.good, commits, key, measure, log)
-    text = report.markdown(result, options.bench)
+    text = report.markdown(result, options.benchmark)
     print(text)
     append_step_summary_or_fallback(text, log)
     if options.json is not None:
-        write_json_atomic(options.json, {**result.to_json(), "bench": options.bench})
-    return 0 if result.outcome is engine.Outcome.CULPRIT else 1
+        write_json_atomic(options.json, {**result.to_json(), "bench": options.benchmark})
+    return {engine.Outcome.CULPRIT: 0, engine.Outcome.INCONCLUSIVE: 3}.get(result.outcome, 1)
 
 
 COMMAND = Command(
@@ -148,7 +146,7 @@ COMMAND = Command(
     _arguments,
     options_from,
     run,
-    {0: "a culprit is named", 1: "inconclusive, no regression, or no code change (the step summary says which)"},
+    {0: "a culprit is named", 1: "no regression, or no code change (the step summary says which)", 3: "inconclusive"},
 )
 
 

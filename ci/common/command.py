@@ -4,7 +4,7 @@ A tool declares a :class:`Command`: its options on the parser (``arguments``), h
 one checked options object (``options``) and ``run(options) -> int``. :meth:`Command.main` owns the rest, the
 same for every front: the exit codes (0 pass, 1 a failed gate, 2 a harness error, 3 inconclusive where the tool
 has it, 130/143 after SIGINT/SIGTERM) and the ``--help`` section that lists them; ``--traceback``; one line
-``python -m ci.X: error: <message>`` on stderr for a :class:`~ci.common.errors.HarnessError` and for a crash
+``python -m ci.X: error: <message>`` on stderr for an error a user causes (:data:`USER_ERRORS`) and for a crash
 (exit 2, never 1 or 3); the signals (:mod:`ci.common.interrupts`); and, where the front has ``--json``, one
 JSON object saying what stopped it there, written atomically.
 """
@@ -21,9 +21,12 @@ from typing import Any, NoReturn
 
 from ci.common import interrupts
 from ci.common.errors import HarnessError, UsageError, WriteError
+from harness.errors import MeasurementError
+from kernels.errors import KernelError
 
 HARNESS_ERROR = "harness error: bad input, a missing or unwritable file, a tool that failed, or a crash (one line)"
 STOPPED = "child processes stopped, temporary files removed, no result"
+USER_ERRORS = (HarnessError, MeasurementError, KernelError)  # what a user causes: ci/'s root, harness/', kernels/'
 
 
 class Parser(argparse.ArgumentParser):
@@ -44,6 +47,12 @@ class Command:
     # The tool's schema in the error JSON at --json; None: its --json is state that an error must not overwrite.
     error_fields: Mapping[str, Any] | None = field(default_factory=dict)
     on_error: Callable[[argparse.Namespace, dict[str, Any]], None] | None = None  # besides the error JSON
+
+    def __post_init__(self) -> None:  # python -m ci.budget.gate, the module of a front, would do nothing and exit 0
+        ran = f"python -m {spec.name}" if (spec := getattr(sys.modules["__main__"], "__spec__", None)) else sys.argv[0]
+        if self.arguments.__module__ == "__main__" and ran != self.prog:
+            print(f"{ran}: error: not a command; run {self.prog}", file=sys.stderr)
+            raise SystemExit(2)
 
     def parser(self) -> argparse.ArgumentParser:
         description, _, epilog = self.doc.strip().partition("\n\n")
@@ -72,7 +81,7 @@ class Command:
         try:
             args = self._parse(parser, argv)
             return _work(self, args)
-        except HarnessError as exc:  # UsageError too: one line, as every other error (--help has the usage)
+        except USER_ERRORS as exc:  # UsageError too: one line, as every other error (--help has the usage)
             # A refused write: what was written (or its fallback) is not replaced by an error record.
             return self._stop(args, f"error: {exc}", 2, keep_json=isinstance(exc, WriteError))
         except KeyboardInterrupt as exc:  # interrupts.Interrupted too (SIGTERM)

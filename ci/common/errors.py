@@ -1,9 +1,8 @@
-"""The one root of every error a user of the ci tools can cause.
+"""The one root of every error a user of the ci tools can cause (harness.errors and kernels.errors have their own).
 
-A front (``ci/common/command.py``) catches :class:`HarnessError` only: it prints the
-message as one line, ``python -m ci.X: error: <message>``, and exits 2. Anything else
-is a defect in the tools and ends as a traceback with exit 2 as well, so a crash is
-never read as "passed" (0), "failed gate" (1) or "inconclusive" (3).
+A front (``ci/common/command.py``) prints any of the three roots as one line, ``python -m ci.X: error: <message>``,
+exit 2; anything else is a defect: an "internal error" line, exit 2 as well, never "passed" (0), "failed gate" (1)
+or "inconclusive" (3).
 """
 
 from __future__ import annotations

@@ -119,10 +119,15 @@ def add_max_minutes(parser: Parser, default: float | None, what: str) -> None:
     )
 
 
+def name_pattern(patterns: Sequence[str]) -> re.Pattern[str]:
+    """``--kernel``/``--config`` ``patterns`` compiled into one (none: every name). Brackets are literal: kernel
+    ids hold them (``kernel[config]``), so ``[`` is never a character class here."""
+    return re.compile("|".join(fnmatch.translate(p.replace("[", "[[]")) for p in patterns) or "(?s:.*)")
+
+
 def name_matches(name: str, patterns: Sequence[str]) -> bool:
-    """Whether ``name`` is selected by ``--kernel``/``--config`` ``patterns`` (none: every name). Brackets are
-    literal: kernel ids hold them (``kernel[config]``), so ``[`` is never a character class here."""
-    return not patterns or any(fnmatch.fnmatchcase(name, p.replace("[", "[[]")) for p in patterns)
+    """Whether ``name`` is selected by ``patterns`` (:func:`name_pattern`)."""
+    return name_pattern(patterns).match(name) is not None
 
 
 def names_value(values: Sequence[str] | None, flag: str) -> tuple[str, ...]:

@@ -7,5 +7,5 @@ Writes: the ``asv-results`` branch (results/<machine>/), the published HTML,
 a summary (Markdown, ``--json``). Command: ``python -m ci.history``.
 
 Fronts here (main_job, publish, options, run, messages); the rest by subsystem: asv_results, branch,
-measure, trends, site, synthetic (docs/HISTORY.md, "Layout").
+measure, trends, site (docs/HISTORY.md, "Layout").
 """

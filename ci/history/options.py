@@ -18,9 +18,8 @@ DEFAULT_RESULTS_REMOTE = "origin"
 class HistoryOptions:
     commits: int = 3  # the last N first-parent commits of ``branch``, >= 1
     branch: str = "main"
-    bench: tuple[
-        str, ...
-    ] = ()  # asv -b regexes, each compiled; whether each selects a benchmark is checked after the fingerprint
+    # asv -b regexes, each compiled; whether each selects a benchmark is checked after the fingerprint
+    bench: tuple[str, ...] = ()
     repeat_head: int = 0  # runs of the newest commit beyond the first, >= 0 (its spread)
     machine: str | None = None  # None: <host>-<gpu model>, from the fingerprint
     launch_method: str = "auto"  # one of LAUNCH_METHODS
@@ -45,10 +44,8 @@ class SiteOptions:
     results_dir: Path  # where the results are (brought from the branch into it with from_branch)
     from_branch: bool = True  # bring every machine's results from the results branch first (the Pages job)
     results_remote: str | None = DEFAULT_RESULTS_REMOTE  # None: the local branch
-    branch: str = "main"  # the history's branch: asv's commit order
-    asv_window: int = (
-        1000  # newest commits on asv's own pages, 1 to asv_window.MAX_WINDOW (the site's files stay bounded)
-    )
+    # newest commits on asv's own pages, 1 to asv_window.MAX_WINDOW (the site's files stay bounded)
+    asv_window: int = 1000
     page_window: int = 200  # newest commits on a kernel page (the whole history: <kernel>-all.html)
     site_url: str | None = None  # where the site is served (links in the JSON)
     json: Path | None = None  # the history checks and the cost, for machines (schema mxfp4-history-changes/1)

@@ -50,7 +50,6 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     where.add_argument("--local-branch", action="store_true", help="read the local asv-results branch, fetch nothing")
     where.add_argument("--local", action="store_true", help="publish the results folder as it is (no branch)")
-    parser.add_argument("--branch", default="main", help="the history's branch (default main)")
     parser.add_argument(
         "--asv-window",
         type=int,
@@ -94,7 +93,6 @@ def options_from(args: argparse.Namespace) -> SiteOptions:
         results_dir=results_dir.resolve(),
         from_branch=not args.local,
         results_remote=None if args.local_branch or args.local else args.results_remote,
-        branch=args.branch,
         asv_window=args.asv_window,
         page_window=args.page_window,
         site_url=args.site_url,

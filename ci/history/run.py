@@ -99,9 +99,9 @@ def run(options: HistoryOptions) -> int:
 
 @dataclass
 class _Job:
-    """What the steps of one run share: each step reads what the ones before it left here."""
+    """What the steps of one run share: each step reads what the ones before it left here (and takes the options it
+    needs as its own arguments)."""
 
-    options: HistoryOptions
     job: job_process.Job
     started: float
     env: dict[str, str]
@@ -130,24 +130,27 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
     conf = asv_driver.asv_config()
     # The total is known once the tracks are: 1 and 2 here, each track's own, the commit, the publish.
     total = 3 + {"gpu": 2, "cpu": 1}.get(options.tracks, 3) + (1 if options.publish else 0)
-    state = _Job(
-        options,
+    s = _Job(
         job,
         started,
-        asv_driver.asv_environment(options, job),
+        asv_driver.asv_environment(job, options.wheelhouse),
         REPO_ROOT / conf["results_dir"],
         REPO_ROOT / conf["html_dir"],
         Steps(total),
     )
-    for step in STEPS:
-        step(state)
-    return _finish(state)
+    # The steps of docs/HISTORY.md, "The main job".
+    _fingerprint(s, options)
+    _results(s, options.results_remote, options.push_results, options.branch, options.commits)
+    _measure(s, options)
+    _commit(s, options.results_remote, options.push_results, options.drop)
+    if options.publish:
+        _publish(s)
+    return _finish(s, options)
 
 
-def _fingerprint(s: _Job) -> None:
+def _fingerprint(s: _Job, options: HistoryOptions) -> None:
     """Step 1: this machine (in a child process), the tracks it runs and their asv machines."""
     s.steps.start("fingerprinting this machine (in a child process)")
-    options = s.options
     try:
         s.info = machine_info.fingerprint_in_child(sys.executable, s.env)
         check_bench_selection(options.bench, s.info["benchmarks"])
@@ -174,15 +177,14 @@ def _fingerprint(s: _Job) -> None:
         log_detail(f"  {kernel}: {status}")  # on the screen in the summary's "Kernels here"
 
 
-def _results(s: _Job) -> None:
+def _results(s: _Job, remote: str, push: bool, branch: str, commits: int) -> None:
     """Step 2: the results folder validated, the results branch merged in, a killed run's measurements resumed."""
     s.steps.start(f"results: validating {s.results_dir}, merging the {BRANCH} branch")
     s.ledger = Ledger(s.results_dir)  # what each file was when last checked: unchanged files are not read again
     s.quarantined = history_results.validate_tree(s.results_dir, QUARANTINE_DIR, log, s.ledger)
     repo = gitutil.open_repo(REPO_ROOT)
-    has_remote = s.options.results_remote in gitutil.remote_names(repo)
-    s.branch = ResultsBranch(REPO_ROOT, s.options.results_remote if has_remote else None, log=log)
-    s.tip = branch_sync.fetch_tip(s.branch, s.options.push_results, s.problems)
+    s.branch = ResultsBranch(REPO_ROOT, remote if remote in gitutil.remote_names(repo) else None, log=log)
+    s.tip = branch_sync.fetch_tip(s.branch, push, s.problems)
     imported = branch_sync.import_from_branch(s.branch, s.tip, s.results_dir, s.machines, s.ledger)
     resumable = sum(len(history_results.reconcile(s.results_dir, m, s.ledger).resumable) for m in s.machines)
     here = sum(len(history_results.machine_files(s.results_dir, m)) for m in s.machines)
@@ -191,19 +193,16 @@ def _results(s: _Job) -> None:
         f"rest already up to date); {resumable} measurements of a killed run will be resumed"
     )
     # asv (run, publish) reads the history from a local branch; a fresh clone of another branch has only the remote's.
-    if gitutil.ensure_local_branch(repo, s.options.branch, s.options.results_remote):
-        log(
-            f"created the local branch {s.options.branch} from {s.options.results_remote}/{s.options.branch} "
-            "(asv reads the history from a local branch)"
-        )
-    s.commits = gitutil.first_parent_commits(repo, s.options.branch, s.options.commits)
+    if gitutil.ensure_local_branch(repo, branch, remote):
+        log(f"created the local branch {branch} from {remote}/{branch} (asv reads the history from a local branch)")
+    s.commits = gitutil.first_parent_commits(repo, branch, commits)
 
 
-def _measure(s: _Job) -> None:
+def _measure(s: _Job, options: HistoryOptions) -> None:
     """Steps 3 on: each track's own (plan, asv run, stamp, copy), then the results checked again."""
     s.outcomes = [
         track_steps.run_track(
-            s.options, s.env, s.commits, s.info, track, s.job, s.results_dir, REPO_ROOT, s.started * 1000.0, s.steps
+            options, s.env, s.commits, s.info, track, s.job, s.results_dir, REPO_ROOT, s.started * 1000.0, s.steps
         )
         for track in s.runs
     ]
@@ -222,11 +221,11 @@ def _measure(s: _Job) -> None:
             )
 
 
-def _commit(s: _Job) -> None:
+def _commit(s: _Job, remote: str, push: bool, drop: tuple[str, ...]) -> None:
     """This machine's results committed to the results branch (and pushed), then what others pushed brought in."""
-    options, machines, branch = s.options, s.machines, s.branch
+    machines, branch = s.machines, s.branch
     assert branch is not None  # _results made it
-    pushing = f" and pushing to {options.results_remote}" if options.push_results else ""
+    pushing = f" and pushing to {remote}" if push else ""
     s.steps.start(f"committing {', '.join(machines)}'s results to {BRANCH}{pushing}")
     message = (
         f"{', '.join(machines)}: {len(s.commits)} commits ({', '.join(c[:8] for c in s.commits)}), main job {s.job.id}"
@@ -238,12 +237,10 @@ def _commit(s: _Job) -> None:
         files = {
             path: data
             for m in machines
-            for path, data in branch_sync.machine_files(s.results_dir, m, options.drop, s.ledger, on_branch).items()
+            for path, data in branch_sync.machine_files(s.results_dir, m, drop, s.ledger, on_branch).items()
         }
-        s.tip = branch.commit_and_push(files, message, push=options.push_results, drop=options.drop)
-        s.branch_state = f"`{BRANCH}` at {s.tip[:8] if s.tip else 'none'}" + (
-            " (pushed)" if options.push_results else " (local)"
-        )
+        s.tip = branch.commit_and_push(files, message, push=push, drop=drop)
+        s.branch_state = f"`{BRANCH}` at {s.tip[:8] if s.tip else 'none'}" + (" (pushed)" if push else " (local)")
     except BranchError as exc:
         s.problems.append(f"results branch: {exc}")
         s.branch_state = f"`{BRANCH}` not updated ({exc})"
@@ -256,8 +253,6 @@ def _commit(s: _Job) -> None:
 
 def _publish(s: _Job) -> None:
     """asv's pages and the kernel pages over every machine's results (without ``--no-publish``)."""
-    if not s.options.publish:
-        return
     s.steps.start(
         f"publishing into {s.html} (every machine's results: asv's pages over the newest commits, the "
         "kernel pages over all of them, change points and the drift guard; a running asv preview keeps "
@@ -265,20 +260,15 @@ def _publish(s: _Job) -> None:
     )
     try:
         s.site = site_build.build(
-            SiteOptions(
-                out=s.html, results_dir=s.results_dir, from_branch=False, results_remote=None, branch=s.options.branch
-            )
+            SiteOptions(out=s.html, results_dir=s.results_dir, from_branch=False, results_remote=None)
         )
     except (HarnessError, BranchError) as exc:
         s.problems.append(f"publishing: {exc}")
 
 
-STEPS = (_fingerprint, _results, _measure, _commit, _publish)  # the steps of docs/HISTORY.md, "The main job"
-
-
-def _finish(s: _Job) -> int:
+def _finish(s: _Job, options: HistoryOptions) -> int:
     """The report (``--json``, the Markdown summary, the step summary) and the exit code."""
-    options, outcomes, started_ms = s.options, s.outcomes, s.started * 1000.0
+    outcomes, started_ms = s.outcomes, s.started * 1000.0
     per_track = {
         o.track.kind: [
             history_summary.collect_commit(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -25,6 +25,7 @@ from ci.common.options import (
     timing_value,
 )
 from ci.speed.decide.exclusion import ExclusionRule
+from ci.speed.decide.selection import Selector
 from ci.speed.decide.thresholds import Thresholds, ThresholdsError, load_thresholds
 from ci.speed.engine.grace import DEFAULT_GRACE_S, grace_value
 from ci.speed.engine.warm_engine import DEFAULT_RESTART_EVERY
@@ -61,11 +62,6 @@ class Mode(enum.Enum):
 
 
 # ---------------------------------------------------------------------------
-# --plan KEY=VALUE
-# ---------------------------------------------------------------------------
-
-
-# ---------------------------------------------------------------------------
 # the options object
 # ---------------------------------------------------------------------------
 
@@ -79,9 +75,7 @@ class SpeedOptions:
     base: str | None = None  # None: origin/main, else main
     head: str = "HEAD"
     working_tree: bool = False
-    kernels: tuple[str, ...] = ()
-    configs: tuple[str, ...] = ()
-    shapes: tuple[str, ...] = ()
+    selector: Selector = field(default_factory=Selector.of)  # --kernel, --config, --shape compiled
     device: str = "auto"
     gpus: tuple[int, ...] | None = None  # --device cuda:LIST: the GPUs to spread benchmarks over; None: every one
     arch: str = "auto"  # the fingerprints' arch (ci.speed.scope.arch)
@@ -218,9 +212,9 @@ def speed_options(given: Mapping[str, Any], command: Sequence[str] = ()) -> Spee
         base=given["base"],
         head=given["head"] or "HEAD",
         working_tree=given["working_tree"],
-        kernels=names_value(given["kernel"], "--kernel"),
-        configs=names_value(given["config"], "--config"),
-        shapes=tuple(given["shape"]),
+        selector=Selector.of(
+            names_value(given["kernel"], "--kernel"), names_value(given["config"], "--config"), given["shape"]
+        ),
         device=device,
         gpus=gpus,
         arch=(arch_value(given["arch"], ARCH_CHOICES, most=1) or ("auto",))[0],

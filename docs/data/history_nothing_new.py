@@ -3,7 +3,7 @@
     PYTHONPATH=. WT=$PWD python docs/data/history_nothing_new.py WORK ASV_ENV_TEMPLATE [COMMITS]   # default 10000
 
 In WORK: a clone of this checkout's HEAD as its main, COMMITS synthetic commits and their results on asv-results
-(ci.history.synthetic.history), asv's environments copied from ASV_ENV_TEMPLATE (a ``.asv/env`` that tests/conftest.py's
+(tests/synthetic_history.py), asv's environments copied from ASV_ENV_TEMPLATE (a ``.asv/env`` that tests/conftest.py's
 ``asv_env_template`` made, as tests/test_asv_suite.copy_asv_envs copies it). Then, each under /usr/bin/time,
 ``--machine synthetic-h200 --no-publish``: ``--tracks cpu`` (nothing new: the first run, bringing the branch in),
 ``--tracks gpu`` once with the newest three commits' two CPU timings measured (not nothing new), ``--tracks gpu``
@@ -21,7 +21,7 @@ from pathlib import Path
 
 WT = Path(os.environ["WT"])
 sys.path[:0] = [str(WT), str(WT / "tests")]
-from ci.history.synthetic import history as synthetic  # noqa: E402 (the worktree goes on the path first)
+import synthetic_history as synthetic  # noqa: E402 (the worktree goes on the path first)
 
 work, template = Path(sys.argv[1]), Path(sys.argv[2])
 n = int(sys.argv[3]) if len(sys.argv) > 3 else 10000

@@ -7,7 +7,7 @@
     PYTHONPATH=. python docs/data/history_scale.py --interleave --commits 10000 20000 --repeats 2 --out docs/data/history_scale_20k.json
 
 For each N, in a fresh clone of this checkout's HEAD as its main (commit first: the clone runs the committed code):
-a synthetic history of N commits on main and their results on asv-results (ci.history.synthetic.history: a GPU
+a synthetic history of N commits on main and their results on asv-results (tests/synthetic_history.py: a GPU
 machine with the 30 measured GEMM benchmarks and their records, and compile-only's counts; 3 steps of
 1-3% per line, a slow AR(1) wander of SD 0.25%, 0.1% commit noise), the newest commit's results held
 back. Then, each command timed with /usr/bin/time (wall, CPU, peak RSS of the process tree):
@@ -27,7 +27,7 @@ size's minimum and the ratios of the minima (full publish per commit; one new co
 
 ``--pages-only N``: where writing N commits' files is too slow for the machine at hand, the checks and the kernel
 pages alone (the parts of a publish that read the whole history; asv's pages are over a window of fixed length), in
-this process, from the summaries the store would keep of the same synthetic history (ci.history.synthetic.summaries):
+this process, from the summaries the store would keep of the same synthetic history (tests/synthetic_summaries.py):
 their CPU seconds, peak RSS and every page's size.
 
 Site MB, the largest file of the site and the largest of asv's graph data (MB) after step 2, and every file over
@@ -47,8 +47,9 @@ import sys
 import time
 from pathlib import Path
 
-from ci.history.synthetic import history as synthetic
-from ci.history.synthetic.summaries import summaries as synthetic_summaries
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # the synthetic histories are test support
+import synthetic_history as synthetic  # noqa: E402
+from synthetic_summaries import summaries as synthetic_summaries  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable

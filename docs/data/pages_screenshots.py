@@ -5,7 +5,7 @@
     PYTHONPATH=. python docs/data/pages_screenshots.py shoot --work /tmp/pages-10k --out docs/img
     PYTHONPATH=. python docs/data/pages_screenshots.py time-pages --work /tmp/pages-10k   # the kernel pages' CPU seconds
 
-``make``: a clone of this checkout gets a synthetic two-machine history (ci.history.synthetic.history: the H200 GPU
+``make``: a clone of this checkout gets a synthetic two-machine history (tests/synthetic_history.py: the H200 GPU
 machine with its 30 GEMM lines, 3 steps of 1-3% each; a CPU machine timing bench_gemm.GemmOnCpu, torch_dequant's
 4 lines at the CPU shapes; and compile-only's counts) dated in the past by the generator, as a real history is
 (the newest commit an hour old, gaps heavy-tailed: 10,000 commits span ~21 months). ``publish``: this checkout's working tree (committed or not) over the clone's code,
@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))  # the synthetic histories are test support
 CODE = ("ci", "harness", "asv_bench", "kernels", "docs/data")
 SIZE = (1600, 1200)
 CPU_MACHINE = "synthetic-cpu"  # the second machine: no GPU, bench_gemm.GemmOnCpu
@@ -61,7 +62,7 @@ def copy_code(clone: Path) -> None:
 
 
 def make(work: Path, commits: int) -> None:
-    from ci.history.synthetic import history as synthetic
+    import synthetic_history as synthetic
 
     clone = work / "clone"
     shutil.rmtree(clone, ignore_errors=True)

@@ -164,11 +164,6 @@ class SequentialPlan:
         return 1.0 - self._per_look(self.miss_side_alpha, look)
 
     @property
-    def per_look_alpha(self) -> float:
-        """The two-sided miss probability of the last look's interval (every look's, with equal spending)."""
-        return self._per_look(self.alpha, len(self.look_points) - 1)
-
-    @property
     def per_look_confidence(self) -> float:
         """The last look's false-alarm confidence (every look's, with equal spending): the planning figures' look."""
         return self.confidence_at(len(self.look_points) - 1)
@@ -177,10 +172,6 @@ class SequentialPlan:
     def miss_side_alpha(self) -> float:
         """The bound on a missed regression (of the threshold or more called "no change") over the looks."""
         return self.alpha if self.miss_alpha is None else self.miss_alpha
-
-    @property
-    def per_look_miss_alpha(self) -> float:
-        return self._per_look(self.miss_side_alpha, len(self.look_points) - 1)
 
     @property
     def per_look_miss_confidence(self) -> float:

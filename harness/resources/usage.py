@@ -11,8 +11,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, asdict, dataclass
 from typing import Any
 
+from harness.errors import MeasurementError
 
-class ResourceParseError(ValueError):
+
+class ResourceParseError(MeasurementError, ValueError):
     """The compiler output cannot be read (a harness problem, not a kernel that failed to compile)."""
 
 

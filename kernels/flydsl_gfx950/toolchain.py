@@ -24,6 +24,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from kernels.errors import KernelError
+
 DEFAULT_ROCM_PATH = "/opt/rocm"
 DEBIAN_LLD = Path("/usr/lib/llvm-19/bin/ld.lld")
 DEBIAN_LLD_ON_PATH = "ld.lld-19"
@@ -31,7 +33,7 @@ SHIM_ROOT = Path.home() / ".cache" / "mxfp4-harness" / "rocm-shim"
 INSTALL_HINT = "install Debian's lld-19 (apt-get install lld-19) or ROCm (which ships $ROCM_PATH/llvm/bin/ld.lld)"
 
 
-class ToolchainMissing(RuntimeError):
+class ToolchainMissing(KernelError, RuntimeError):
     """No ld.lld that FlyDSL can use; the message says what to install."""
 
 

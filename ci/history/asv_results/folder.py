@@ -1,6 +1,6 @@
 """asv's results folder as the main job keeps it: the only module that reads it; validated, quarantined, reconciled.
 
-* reading: :func:`machine_dirs`, :func:`machine_json`, :func:`commit_documents`, :func:`sidecars`,
+* reading: :func:`files`, :func:`machine_dirs`, :func:`machine_json`, :func:`commit_documents`, :func:`sidecars`,
   :func:`read_records`, :func:`check_results_file`, :func:`values_by_key` -- every other module reads through these;
 * :func:`validate_tree` -- every file checked the way asv (or asv_bench.records) reads it; a bad one is moved
   to ``.asv/quarantine/<time>/`` with a message;
@@ -49,6 +49,16 @@ def machine_files(results_dir: Path, machine: str) -> list[Path]:
     """Every file in ``machine``'s folder; none where it does not exist."""
     folder = results_dir / machine
     return [p for p in folder.iterdir() if p.is_file()] if folder.is_dir() else []
+
+
+def files(results_dir: Path) -> list[str]:
+    """Every file under ``results_dir`` (the results folder, or asv's view of it), as a relative path, sorted
+    (strings: there is one per commit)."""
+    found: list[str] = []
+    for folder, _, names in os.walk(results_dir):
+        prefix = os.path.relpath(folder, results_dir)
+        found += (name if prefix == "." else f"{prefix}/{name}" for name in names)
+    return sorted(found)
 
 
 def machine_json(results_dir: Path, machine: str) -> dict[str, Any] | None:
@@ -220,17 +230,6 @@ class Quarantined:
     moved_to: str
 
 
-def _candidates(results_dir: Path) -> list[str]:
-    """Every results file and sidecar under ``results_dir``, as relative paths (strings: there is one per commit)."""
-    found = []
-    for folder, _, names in os.walk(results_dir):
-        prefix = os.path.relpath(folder, results_dir)
-        for name in names:
-            if name.endswith(".json") or name.endswith(records.SUFFIX):
-                found.append(name if prefix == "." else f"{prefix}/{name}")
-    return sorted(found)
-
-
 def validate_tree(
     results_dir: Path, quarantine_dir: Path, log: Callable[[str], None], ledger=None
 ) -> list[Quarantined]:
@@ -242,7 +241,7 @@ def validate_tree(
     if not results_dir.is_dir():
         return moved
     stamp = time.strftime("%Y%m%dT%H%M%S")
-    for relative_name in _candidates(results_dir):
+    for relative_name in (name for name in files(results_dir) if name.endswith((".json", records.SUFFIX))):
         if ledger is not None and ledger.unchanged(relative_name):
             continue
         path = results_dir / relative_name

@@ -1,17 +1,14 @@
 """asv results as measured points (commit x benchmark x parameter x machine): merged point by point, never lost
 silently.
 
-A results file of the branch is one machine's values of one commit (``results/<machine>/<commit8>-<env>.json``);
-each benchmark row holds one value per parameter combination. Two runs of one machine (two clones with the
-same machine name, a re-run with ``--bench``) each know only some of those points, so merging per file or per
-benchmark row drops the other run's points. Here:
-
 * :func:`merge_documents` -- per point: our number wins; where we have none (not measured this time, a failed
   or disk-full build rewrote the row as empty) theirs is kept. Rows, parameter values and ``durations`` are a union.
 * :func:`lost_points` -- the points that had a value before and have none after; the results branch refuses a
   commit that loses any (ci.history.branch.results_branch), unless ``--drop`` names them.
 * :func:`drop_points` -- the explicit way to remove points: a ``--drop`` regex searched in each point's id,
   ``<machine>/<commit8>-<env>/<benchmark>(<params>)``.
+
+Why: docs/HISTORY.md, "asv_results/result_points.py".
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -64,26 +61,26 @@ def _row_points(cells: dict[str, Any]) -> dict[tuple[str, ...], dict[str, Any]]:
     return out
 
 
-def values(data: dict[str, Any]) -> dict[str, Any]:
-    """``benchmark(params)`` -> value (None where the row has none) of a results document."""
+def _points(data: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``benchmark(params)`` and its {per-point column: value} for each point of a results document."""
     columns = data.get("result_columns") or []
-    out = {}
     for name, row in (data.get("results") or {}).items():
         for combo, cells in _row_points(_cells(columns, row)).items():
-            out[_key(name, combo)] = cells.get("result")
-    return out
+            yield _key(name, combo), cells
+
+
+def values(data: dict[str, Any]) -> dict[str, Any]:
+    """``benchmark(params)`` -> value (None where the row has none) of a results document."""
+    return {key: cells.get("result") for key, cells in _points(data)}
 
 
 def sample_counts(data: dict[str, Any]) -> dict[str, int]:
     """``benchmark(params)`` -> how many timing samples asv keeps for that point (``--record-samples``)."""
-    columns = data.get("result_columns") or []
-    out = {}
-    for name, row in (data.get("results") or {}).items():
-        for combo, cells in _row_points(_cells(columns, row)).items():
-            samples = cells.get("samples")
-            if isinstance(samples, list) and cells.get("result") is not None:
-                out[_key(name, combo)] = len(samples)
-    return out
+    return {
+        key: len(cells["samples"])
+        for key, cells in _points(data)
+        if isinstance(cells.get("samples"), list) and cells.get("result") is not None
+    }
 
 
 def _union(first: list[str], second: list[str]) -> list[str]:

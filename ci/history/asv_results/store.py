@@ -176,14 +176,13 @@ def summarize(document: dict[str, Any], recs: dict[str, dict[str, Any]]) -> dict
         "originals": sorted({r.get("identical_to") or document["commit_hash"] for r in stamped.values()}),
         "at": max((float(r.get("fingerprint_at") or 0.0) for r in stamped.values()), default=0.0),
     }
-    resources = {}
-    for key, entry in values.items():
-        if (
-            key.startswith(RESOURCES_PREFIX)
-            and isinstance(entry["value"], (int, float))
-            and math.isfinite(entry["value"])
-        ):
-            resources[key] = float(entry["value"])
+    resources = {
+        key: float(entry["value"])
+        for key, entry in values.items()
+        if key.startswith(RESOURCES_PREFIX)
+        and isinstance(entry["value"], (int, float))
+        and math.isfinite(entry["value"])
+    }
     return {
         "commit": document["commit_hash"],
         "date": document.get("date"),

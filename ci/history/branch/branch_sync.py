@@ -1,18 +1,11 @@
 """The results branch <-> ``.asv/results``: what the branch adds to this checkout, and what this machine adds to it.
 
-Other machines' files are taken as they are (they own them); this machine's are
-merged point by point with the local copy (ci.history.branch.results_branch.merge_file):
-a point either side has a value for is kept. A file the branch holds for a commit
-this clone lacks, or an unreadable one, is left out with a message: the rest of the
-history is still used. A write that fails (disk full, read-only) is a harness
-error saying what was kept: every file is replaced atomically, so a failed write
-leaves the old file whole, and the branch is never touched by an import.
+Why: docs/HISTORY.md, "branch/branch_sync.py".
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -145,19 +138,16 @@ def machine_files(
     too: else the next run would put them back on the branch; every file is offered then.
     """
     files = {}
-    folder = results_dir / machine
-    names = sorted(e.name for e in os.scandir(folder) if e.is_file()) if folder.is_dir() else []
-    for name in names:
-        if name.endswith(".json") or name.endswith(records.SUFFIX):
-            key = f"results/{machine}/{name}"
+    for path in sorted(history_results.machine_files(results_dir, machine)):
+        if path.suffix in (".json", records.SUFFIX):
+            key = f"results/{machine}/{path.name}"
             if (
                 not drop
                 and on_branch is not None
                 and ledger is not None
-                and on_branch.get(key) == ledger.blob(f"{machine}/{name}")
+                and on_branch.get(key) == ledger.blob(f"{machine}/{path.name}")
             ):
                 continue
-            path = folder / name
             data = path.read_bytes()
             if drop:
                 data = _drop_locally(path, key, data, drop)

@@ -102,10 +102,6 @@ class ResultsBranch:
         except git.GitCommandError:
             return None
 
-    def files(self, commit: str | None, under: str = "") -> dict[str, bytes]:
-        """path -> content of every file under ``under`` in ``commit``'s tree."""
-        return {path: self.blob(sha) for path, sha in self.tree(commit, under).items()}
-
     def tree(self, commit: str | None, under: str = "") -> dict[str, str]:
         """path -> blob id of every file under ``under`` in ``commit``'s tree (one ``git ls-tree``, no content read)."""
         if commit is None:
@@ -134,21 +130,19 @@ class ResultsBranch:
         try:
             with tempfile.TemporaryDirectory() as tmp:
                 env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-                if base is not None:
-                    self.repo.git.read_tree(base, env=env)
-                else:
-                    self.repo.git.read_tree("--empty", env=env)
+                self.repo.git.read_tree(base if base is not None else "--empty", env=env)
                 # The base's blob ids listed once: each file's old content is then read by id, never by walking the
                 # tree (a machine folder holds a file per commit: walking it per file grew with the square of the
                 # history).
-                theirs_ids = self.tree(base, "results/") if base is not None else {}
+                theirs_ids = self.tree(base, "results/")
                 index_lines = []
                 for path, data in sorted(files.items()):
-                    theirs_id = theirs_ids.get(path) if path.startswith("results/") else None
                     theirs = (
-                        self.blob(theirs_id)
-                        if theirs_id
-                        else (self._blob(base, path) if not path.startswith("results/") else None)
+                        self.blob(theirs_ids[path])
+                        if path in theirs_ids
+                        else None
+                        if path.startswith("results/")
+                        else self._blob(base, path)
                     )
                     merged = merge_file(path, theirs, data, drop)
                     lost += _lost(path, theirs, merged, drop)
@@ -173,9 +167,8 @@ class ResultsBranch:
             detail = _git_said(exc.stderr) if isinstance(exc, git.GitCommandError) else (exc.strerror or str(exc))
             kept = f"{base[:8]}" if base else "no commit yet"
             raise BranchError(
-                f"cannot write the {self.branch} commit ({detail}); the branch is left as it was "
-                f"({kept}), "
-                "every recorded point is still on it"
+                f"cannot write the {self.branch} commit ({detail}); the branch is left as it was ({kept}), every "
+                "recorded point is still on it"
             ) from None
 
     def _blob(self, commit: str | None, path: str) -> bytes | None:
@@ -194,14 +187,8 @@ class ResultsBranch:
             self.repo.git.config("user.email")
             return {}
         except git.GitCommandError:
-            name = "mxfp4 main job"
-            email = "main-job@localhost"
-            return {
-                "GIT_AUTHOR_NAME": name,
-                "GIT_AUTHOR_EMAIL": email,
-                "GIT_COMMITTER_NAME": name,
-                "GIT_COMMITTER_EMAIL": email,
-            }
+            who = {"NAME": "mxfp4 main job", "EMAIL": "main-job@localhost"}
+            return {f"GIT_{role}_{k}": v for role in ("AUTHOR", "COMMITTER") for k, v in who.items()}
 
     def _newest_known_tip(self) -> str | None:
         """Without a push: the local branch, or the last fetched remote tip when the local one is behind it."""

@@ -1,14 +1,6 @@
 """Driving asv for the main job: its environment, ``asv run`` over the commits, live output, a clean stop.
 
-asv runs as a child process (``python -m asv``) in the checkout; its output goes to the
-job's log file as it comes, and its progress to the screen (ci.history.measure.progress). On an
-interrupt asv is sent SIGINT first (it stops its own benchmark processes), then SIGKILL.
-
-Re-runs add, never replace: ``asv run --append-samples`` keeps the samples a previous run of
-the same commit and machine saved, and adds this run's (asv recomputes its statistics over
-all of them). A published site is written into a fresh folder and copied into the html
-folder file by file (:func:`sync_tree`): asv itself deletes its folder, which leaves a running
-``asv preview`` serving a deleted directory.
+Why: docs/HISTORY.md, "measure/asv_driver.py".
 """
 
 from __future__ import annotations
@@ -32,7 +24,6 @@ from ci.history.measure import summary as history_summary
 from ci.history.measure.progress import AsvProgress
 from ci.history.measure.tracks import TrackRun
 from ci.history.messages import log, log_detail
-from ci.history.options import HistoryOptions
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 ASV = [sys.executable, "-m", "asv"]
@@ -96,7 +87,7 @@ def _stop(proc: subprocess.Popen) -> None:
             continue
 
 
-def asv_environment(options: HistoryOptions, job: job_process.Job) -> dict[str, str]:
+def asv_environment(job: job_process.Job, wheelhouse: Path | None) -> dict[str, str]:
     env = dict(os.environ)
     # asv_bench/link_stack.py links this interpreter's site-packages into asv's environments.
     env["MXFP4_STACK_PYTHON"] = sys.executable
@@ -109,9 +100,9 @@ def asv_environment(options: HistoryOptions, job: job_process.Job) -> dict[str, 
     # temporary files (forkserver socket, result files) where the next job can remove them.
     env[records.JOB_ENV] = job.tag
     env["TMPDIR"] = str(job.tmp_dir)
-    if options.wheelhouse is not None:
+    if wheelhouse is not None:
         # Offline machines: asv's environment gets its few requirements (asv_runner, build, ...) from here.
-        env["PIP_FIND_LINKS"] = str(options.wheelhouse)
+        env["PIP_FIND_LINKS"] = str(wheelhouse)
         env["PIP_NO_INDEX"] = "1"
     return env
 
@@ -129,15 +120,12 @@ class AsvCodes(list):
     seconds: float  # wall time of the asv runs (environment builds included)
 
 
-def launch_method(options: HistoryOptions) -> str:
-    """auto is forkserver with or without a GPU: the suite (torch, triton, the kernels) is imported once per
-    commit and each benchmark forks from it, creating its own device context. On the H200 that measured the
-    full GPU suite of one commit in 99 s of asv time against ~10 s of start-up per benchmark with spawn
-    (docs/SPEED_GATE.md, "The history job on the H200"); spawn stays available (--launch-method spawn)."""
-    return "forkserver" if options.launch_method == "auto" else options.launch_method
+def launch_method(choice: str) -> str:
+    """auto is forkserver, with or without a GPU (why: docs/HISTORY.md, "measure/asv_driver.py")."""
+    return "forkserver" if choice == "auto" else choice
 
 
-def asv_run_args(options: HistoryOptions, track: TrackRun, launch: str) -> list[str]:
+def asv_run_args(track: TrackRun, launch: str, show_stderr: bool = False) -> list[str]:
     """What every ``asv run`` of one track gets: its machine, launch method and the track's one ``-b`` regex."""
     # --record-samples: keep every timing sample, so `asv compare` can apply its Mann-Whitney test.
     # --append-samples: a second run of a commit adds its samples to the first's instead of replacing them.
@@ -148,23 +136,23 @@ def asv_run_args(options: HistoryOptions, track: TrackRun, launch: str) -> list[
         "--append-samples",
         f"--bench={track.bench}",
     ]
-    if options.show_stderr:
+    if show_stderr:
         args.append("--show-stderr")
     return args
 
 
 def run_asv(
-    options: HistoryOptions,
     env: dict[str, str],
     commits: Sequence[str],
     track: TrackRun,
     job: job_process.Job,
+    launch: str,
+    show_stderr: bool = False,
     repeat_head: int = 0,
 ) -> AsvCodes:
     """``asv run`` of one track over ``commits`` (newest first), then the newest again ``repeat_head`` times."""
-    launch = launch_method(options)
     env = {**env, records.MACHINE_ENV: track.machine}
-    common = asv_run_args(options, track, launch)
+    common = asv_run_args(track, launch_method(launch), show_stderr)
     started = time.monotonic()
     codes = AsvCodes()
     codes.head_medians = []
@@ -172,17 +160,13 @@ def run_asv(
         hashfile = job.tmp_dir / f"commits-{track.kind}.txt"
         hashfile.write_text("\n".join(commits) + "\n")
         codes.append(
-            run_streaming(
-                [*ASV, "run", f"HASHFILE:{hashfile}", *common], env, f"asv run {track.kind}", options.show_stderr
-            )
+            run_streaming([*ASV, "run", f"HASHFILE:{hashfile}", *common], env, f"asv run {track.kind}", show_stderr)
         )
         results_dir = Path(env[records.RESULTS_DIR_ENV])
         codes.head_medians.append(_head_medians(results_dir, track.machine, commits[0]))
         for i in range(repeat_head):
             log(f"repeat {i + 1}/{repeat_head} of {commits[0][:8]} (same commit, for the spread)")
-            codes.append(
-                run_streaming([*ASV, "run", f"{commits[0]}^!", *common], env, f"repeat {i + 1}", options.show_stderr)
-            )
+            codes.append(run_streaming([*ASV, "run", f"{commits[0]}^!", *common], env, f"repeat {i + 1}", show_stderr))
             codes.head_medians.append(_head_medians(results_dir, track.machine, commits[0]))
     codes.seconds = time.monotonic() - started
     return codes

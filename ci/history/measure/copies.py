@@ -1,15 +1,6 @@
 """An identical-code commit's results: the measured commit's, copied under its hash; and what the GPU spent.
 
-:func:`copy_results` writes, for each asv results file of the measured commit on
-this machine, the same rows under the new commit (its hash, its date: the graph
-shows the point where the commit is), and beside it the records, each with
-``identical_to``, ``copied_by`` (this job) and the note "identical code to <sha12>:
-not re-measured". Only the rows of the run's track are copied; rows the new
-commit already has for other benchmarks stay.
-
-:func:`benchmark_seconds` is asv's own per-benchmark wall time (the ``duration``
-column: set-up, warm-up, timing of every parameter set) summed over the rows a
-run measured, or over the rows a copy saved.
+Why: docs/HISTORY.md, "measure/copies.py".
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """This machine and its stack, and the asv suite's benchmark names -- read in a child process.
 
-The main job never touches the GPU itself: :func:`fingerprint_in_child` runs
-:func:`fingerprint` in a fresh interpreter, which reads the GPU model, driver,
-runtime and versions, which registered kernels can run here (and why not), and
-lists every benchmark name asv would select from (for ``--bench`` checks before
-anything runs). :func:`machine_name` and :func:`machine_fields` turn it into the
-asv machine: ``<host>-<gpu>``, one name per runner wherever it is registered.
+Why: docs/HISTORY.md, "measure/machine_info.py".
 """
 
 from __future__ import annotations
@@ -155,12 +150,8 @@ def machine_name(info: dict[str, Any]) -> str:
 
 
 def machine_fields(info: dict[str, Any]) -> dict[str, str]:
-    """asv's machine fields plus the GPU and the stack: they label every result of the machine.
-
-    Nothing that varies per measurement belongs here (asv applies machine fields to
-    whole commits): the idle check's status and its override travel with each
-    measurement's record instead (asv_bench.records).
-    """
+    """asv's machine fields plus the GPU and the stack: they label every result of the machine (nothing that varies
+    per measurement: the idle check's status travels with each measurement's record, asv_bench.records)."""
     return {
         "os": info["os"],
         "arch": info["arch"],

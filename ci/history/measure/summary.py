@@ -22,13 +22,8 @@ from harness.report import markdown_table
 
 RESOURCE_KEY = re.compile(r"^bench_resources\.CompiledResources\.track_(\w+)\('([^']*)', '([^']*)'\)$")
 
-MEASURED, FAILED, BUILD_FAILED, NOT_MEASURED, IDENTICAL = (
-    "measured",
-    "failed",
-    "build failed",
-    "not measured",
-    "identical code",
-)
+MEASURED, FAILED, BUILD_FAILED = "measured", "failed", "build failed"
+NOT_MEASURED, IDENTICAL = "not measured", "identical code"
 ALREADY = "already measured"
 
 

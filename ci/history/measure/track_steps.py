@@ -1,14 +1,6 @@
 """One track of the main job, from the commits to asv's results: plan, measure, stamp, copy, count the cost.
 
-The timing track (``gpu``) first decides on the CPU which commits need the GPU at all
-(ci.history.measure.identical), runs asv over those only, stamps each measurement's record
-with its fingerprint, then copies the measured commit's results to every
-identical-code commit (ci.history.measure.copies). The compile track (``cpu``) runs asv over
-every commit: its counts are the compiler's, computed on a CPU.
-
-What each track cost is counted here: asv's per-benchmark wall time of what it
-measured ("GPU seconds" of the timing track), what the copies saved, the wall time
-of the asv runs and of the fingerprints.
+Why: docs/HISTORY.md, "measure/track_steps.py".
 """
 
 from __future__ import annotations
@@ -89,11 +81,19 @@ def sample_counts(results_dir: Path, machine: str, commits: Sequence[str]) -> di
     return out
 
 
-def _measure(options, env, commits, track, job, results_dir, outcome_of) -> TrackOutcome:
+def _measure(options: HistoryOptions, env, commits, track, job, results_dir, outcome_of) -> TrackOutcome:
     """asv over ``commits``; a commit measured before keeps its samples, and the line says how many it holds now."""
     before = sample_counts(results_dir, track.machine, commits)
     outcome = outcome_of(
-        asv_driver.run_asv(options, env, commits, track, job, options.repeat_head if track.timings else 0)
+        asv_driver.run_asv(
+            env,
+            commits,
+            track,
+            job,
+            options.launch_method,
+            options.show_stderr,
+            options.repeat_head if track.timings else 0,
+        )
     )
     after = sample_counts(results_dir, track.machine, commits)
     for commit in commits:

@@ -9,6 +9,7 @@ Imports asv (only asv loads it); why each: docs/HISTORY.md, "site/asv_html.py".
 
 from __future__ import annotations
 
+import html as html_text
 import itertools
 import math
 import os
@@ -148,7 +149,7 @@ def finish_page(html: Path, stamp: str = "") -> None:
     if stamp and SITE_STAMP_ID not in text and "</body>" in text:
         banner = (
             f'<div id="{SITE_STAMP_ID}" style="position: fixed; bottom: 0; right: 0; font: 11px sans-serif; '
-            f'background: #f4f6f8; padding: 2px 8px; z-index: 1000">{_html_escape(stamp)}</div>'
+            f'background: #f4f6f8; padding: 2px 8px; z-index: 1000">{html_text.escape(stamp)}</div>'
         )
         write_text_atomic(index, text.replace("</body>", banner + "</body>", 1))
     error_page = html / "error.html"
@@ -160,14 +161,10 @@ def _missing_libraries_page(reason: str) -> str:
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>asv results: libraries missing</title></head>"
         "<body style='font: 16px sans-serif; margin: 3em'><h2>The graphs' JavaScript libraries are missing</h2>"
-        f"<p>{_html_escape(reason)}</p><p>The libraries are committed in <code>ci/history/vendor/</code>: restore "
+        f"<p>{html_text.escape(reason)}</p><p>The libraries are committed in <code>ci/history/vendor/</code>: restore "
         "them (<code>git checkout -- ci/history/vendor</code>), then <code>asv publish</code> again.</p>"
         "</body></html>\n"
     )
-
-
-def _html_escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 # ---------------------------------------------------------------------------

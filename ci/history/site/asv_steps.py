@@ -1,17 +1,6 @@
 """asv's regressions page from the project's change-point detector: one way to say a step, everywhere.
 
-asv finds steps in each graph with its own method (``asv.step_detect.detect_steps``, an L1 piecewise
-fit whose penalty it tunes per series) and lists those beyond a threshold on its Regressions page.
-That was a third answer beside the kernel pages' and the main job's, and the largest cost of a
-publish (about 60% of it over 1000 commits). The plug-in (ci/history/site/asv_html.py) puts
-:func:`detect_steps` in its place when asv loads it: the same segments, in asv's format, cut where
-harness.changepoints finds a change (docs/CHANGE_POINTS.md). asv's own rule then decides what its
-page lists (``regressions_thresholds`` in asv.conf.json), over the same steps the kernel pages
-shade.
-
-asv's graphs are seconds (lower is better); the detector finds changes either way, and asv's
-``detect_regressions`` says which are regressions. Imports numpy, asv's step module and
-harness.changepoints.
+Why: docs/HISTORY.md, "site/asv_steps.py".
 """
 
 from __future__ import annotations

@@ -50,21 +50,18 @@ def update_view(results_dir: Path, view: Path, commits: Iterable[str]) -> int:
     wanted_stems = {c[:8] for c in commits}
     wanted: dict[Path, Path] = {}
     for machine_dir in folder.machine_dirs(results_dir):
-        for entry in os.scandir(machine_dir):
-            name = entry.name
-            keep = name == "machine.json" or (
-                name[:8] in wanted_stems and (name.endswith(".json") or name.endswith(records.SUFFIX))
-            )
-            if keep:
-                wanted[view / "results" / machine_dir.name / name] = Path(entry.path)
+        for path in folder.machine_files(results_dir, machine_dir.name):
+            if path.name == "machine.json" or (
+                path.name[:8] in wanted_stems and path.suffix in (".json", records.SUFFIX)
+            ):
+                wanted[view / "results" / machine_dir.name / path.name] = path
     if (results_dir / "benchmarks.json").is_file():
         wanted[view / "results" / "benchmarks.json"] = results_dir / "benchmarks.json"
     for target, source in wanted.items():
         _link(source, target)
-    if (view / "results").is_dir():
-        for path in sorted((view / "results").rglob("*"), reverse=True):
-            if path.is_file() and path not in wanted:
-                path.unlink()
+    for name in folder.files(view / "results"):
+        if view / "results" / name not in wanted:
+            (view / "results" / name).unlink()
     return len(wanted)
 
 

@@ -1,10 +1,8 @@
 """Each commit's date and subject, for the kernel pages' date axis and hover (a reader asks "when" and "which change").
 
-Dates come from git when the commits are in the repository (one ``git log`` over every ref), else from the
-results files (asv writes the commit's date into each, in ms), so a results folder published away from its
-clone still gets dates. A subject is git's only; without git it is empty.
-
 Imports the standard library.
+
+Why: docs/HISTORY.md, "site/commit_info.py".
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """The device's peak for the math a kernel actually runs, each figure with where it comes from.
 
-A kernel's TFLOPS mean little without the ceiling they are measured against, and the ceiling
-depends on what the kernel's inner loop executes, not on the input format: the FlyDSL kernel
-issues MXFP4 matrix instructions on gfx950 (MI355X), while every kernel on sm_90 (H200) upcasts
-the FP4 operands and multiplies in BF16 -- Hopper has no FP4 tensor-core instruction -- so the
-H200's ceiling is its dense BF16 figure. torch_dequant:fp32 multiplies in FP32 (CUDA cores).
-
-Each figure is dense (no 2:4 structured sparsity, which vendors quote at twice these) and says
-how it was checked: ``verified`` means two sources agree on the number; anything else says what
-is unverified, and the kernel page prints that beside the fraction of peak.
-
 Imports only the standard library.
+
+Why: docs/HISTORY.md, "site/device_peaks.py".
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -80,15 +80,7 @@ class Link:
         return f"#{self.number} open"
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "number": self.number,
-            "url": self.url,
-            "state": self.state,
-            "status": self.status,
-            "member_status": self.member_status,
-            "fixing_commit": self.fixing_commit,
-            "words": self.words(),
-        }
+        return {**asdict(self), "words": self.words()}
 
     def html(self) -> str:
         """The issue's link and its state, escaped: ``<a href='URL'>#12</a> closed: recovered at <code>sha</code>``."""

@@ -1,24 +1,14 @@
 """One kernel's figure: TFLOPS by commit (higher is better), fraction of peak, register/LDS headroom and spills.
 
-Rows on one date axis (plotly subplots sharing x, commits at their dates): a kernel engineer sees a
-TFLOPS step and the register or LDS change of the same commit one above the other. GPU lines and
-CPU lines have rows of their own (their TFLOPS are ~1000x apart: on one axis a GPU line's 1-3% step
-is flat). Each line is one (machine, kernel config, shape); a point's hover says its TFLOPS, date,
-commit and subject, time, clocks and flags, a click opens the commit on asv's graph. Buttons over the
-graph show the last week, the last month or all, each with the TFLOPS axes fitted to what it shows; the newest
-commits' page opens on the last month, the whole history's on all (OPENS_ON).
-A step is said one way only: change points (ci.history.site.page_changes, the detector of the main job's
-summary) as shaded commit ranges, the newest eight labelled with their size and interval, every one
-on hover. Flagged measurements are drawn as crosses. An empty row says why.
-
 Imports plotly and this package's data modules.
+
+Why: docs/HISTORY.md, "site/kernel_figure.py".
 """
 
 from __future__ import annotations
 
 import html as html_text
 import textwrap
-from urllib.parse import quote
 
 import plotly.graph_objects as go
 from plotly.colors import qualitative
@@ -41,21 +31,11 @@ ROWS = {
     "lds": "LDS / shared-memory headroom (compile-only, KiB; higher is better)",
 }
 ROW_HEIGHT = {"gpu": 0.4, "cpu": 0.16, "peak": 0.16, "registers": 0.16, "lds": 0.16}
-ROW_TITLES = tuple(ROWS.values())
 DAY = 86_400.0
 RANGES = (("last week", 7 * DAY), ("last month", 30 * DAY), ("all", None))  # the range buttons, newest first
 # The range a page opens on: the newest commits' page on the last month (its whole window where that is shorter), so
 # the newest weeks fill the screen however slowly the history moves; the whole history's page on all of it.
 OPENS_ON = {False: "last month", True: "all"}
-
-
-def asv_graph_url(point: Point) -> str:
-    """asv's graph of this point's benchmark and parameters, with its commit selected (from html/kernels/)."""
-    benchmark = "bench_gemm.GemmOnCpu.track_time" if point.is_cpu else "bench_gemm.GemmOnGpu.track_time"
-    query = (
-        f"p-kernel_config={quote(repr(point.kernel_config))}&p-shape={quote(repr(point.shape))}&commits={point.commit}"
-    )
-    return f"../index.html#{benchmark}?{query}"
 
 
 def line_name(machine: str, kernel_config: str, shape: str, device: str) -> str:

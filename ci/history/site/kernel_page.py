@@ -120,9 +120,8 @@ class PageContext:
     subjects: dict[str, str]
     stamp: str = ""
     total: int = 0  # commits in the whole history when a page shows fewer (a window, or a thinned whole)
-    issues: issue_links.Issues | None = (
-        None  # each change point's regression issue; None: not shown (a plain asv publish)
-    )
+    # Each change point's regression issue; None: not shown (a plain asv publish).
+    issues: issue_links.Issues | None = None
 
 
 def change_points_json(
@@ -247,16 +246,14 @@ def kernel_page(kernel: str, history: History, changes: list, context: PageConte
         _views(kernel, history, total, whole),
         _no_gpu_note(history),
         graph,
-        _click_to_commit(),
+        CLICK_TO_COMMIT,
         _common_notes(said),
+        _change_points(changes, history, whole, context.spans, context.issues),
+        _drift_table(said["lines"], context.drifts),
+        _peaks(said["peaks"], any(not p.is_cpu for p in history.points if p.kernel_config.startswith(kernel + ":"))),
+        _empty_rows(said["empty_rows"]),
+        _unavailable(kernel, history),
     ]
-    parts.append(_change_points(changes, history, whole, context.spans, context.issues))
-    parts.append(_drift_table(said["lines"], context.drifts))
-    parts.append(
-        _peaks(said["peaks"], any(not p.is_cpu for p in history.points if p.kernel_config.startswith(kernel + ":")))
-    )
-    parts.append(_empty_rows(said["empty_rows"]))
-    parts.append(_unavailable(kernel, history))
     return _page(f"{kernel}: TFLOPS by commit", "\n".join(p for p in parts if p))
 
 
@@ -278,10 +275,6 @@ def _views(kernel: str, history: History, total: int, whole: bool) -> str:
         f"<p class='note' id='views'>The newest {len(history.commits)} of {total} commits. "
         f"<a href='{name}-all.html'>The whole history</a> (every change point, each line thinned).</p>"
     )
-
-
-def _click_to_commit() -> str:
-    return CLICK_TO_COMMIT
 
 
 def _change_points(

@@ -1,18 +1,8 @@
 """Make the HTML of ``asv publish`` work without the internet, from committed copies of its libraries.
 
-asv 0.6.6's index.html loads jQuery, flot, bootstrap and three small plugins
-from public CDNs; on a runner or a laptop without those hosts the page shows
-no graph at all. The same libraries are committed in ``ci/history/vendor/``
-(npm packages' files, unchanged, with their licenses), each named in
-``vendor/lock.json`` with its package@version and sha256: every publish serves
-the same bytes, and nothing is installed or resolved when it runs.
-:func:`localize` copies them into ``vendor/`` beside index.html and points the
-page at them. Where the committed file is byte-identical to the CDN one (same
-SRI hash), the ``integrity`` attribute is kept and the browser still verifies
-it; where npm ships another build (flot 0.8.3 unminified, stupidtable 1.1.3
-instead of 1.0.1, same API) it is dropped.
-
 Run by every ``asv publish`` (ci/history/site/asv_html.py). Imports the standard library and harness.report.
+
+Why: docs/HISTORY.md, "site/offline_html.py".
 """
 
 from __future__ import annotations

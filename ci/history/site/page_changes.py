@@ -1,17 +1,6 @@
 """Change points on the kernel pages: the main job's detector over each GPU line, drawn as shaded commit ranges.
 
-The same method, settings and series as the main job's summary and JSON (ci.history.trends.regressions,
-harness.changepoints, docs/CHANGE_POINTS.md): the site build computes each machine's checks once
-and both the pages and the JSON are drawn from them, so they never disagree about a change. A
-change is drawn where it is suspected: the commits after the last one measured at the old level up
-to the first at the new (``(last_before, first_after]``), shaded in red for a TFLOPS drop (a
-regression) and green for a gain (an improvement); the newest eight are labelled on the graph with their size and
-95% interval, every one says it on hover (a marker over its band) and in the table below the graph.
-
-Only GPU lines are checked, as in the main job: a CPU machine's timings moved 19-45% between runs
-(ci.history.trends.regressions.CPU_NOT_CHECKED). Machines are never mixed: a series is one machine's.
-The newest commits, where a change point needs three commits after it, are the drift guard's
-(shown per line beside the change points).
+Why: docs/HISTORY.md, "site/page_changes.py".
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ci.common.files import append_step_summary_or_fallback, write_json_atomic
-from ci.history.asv_results import store
+from ci.history.asv_results import folder, store
 from ci.history.asv_results.ledger import Ledger
 from ci.history.branch import branch_sync
 from ci.history.branch.results_branch import BRANCH, BranchError, ResultsBranch
@@ -88,14 +88,10 @@ def _bring_results(options: SiteOptions) -> str | None:
     ledger = Ledger(options.results_dir)
     on_branch = {path.removeprefix("results/") for path in branch.tree(tip, "results/")}
     imported = branch_sync.import_from_branch(branch, tip, options.results_dir, (), ledger)
-    gone = [
-        p
-        for p in options.results_dir.rglob("*")
-        if p.is_file() and p.relative_to(options.results_dir).as_posix() not in on_branch
-    ]
-    for path in gone:  # the mirror holds what the branch holds: a point dropped there (--drop) leaves here too
-        path.unlink()
-    ledger.forget(p.relative_to(options.results_dir).as_posix() for p in gone)
+    gone = [name for name in folder.files(options.results_dir) if name not in on_branch]
+    for name in gone:  # the mirror holds what the branch holds: a point dropped there (--drop) leaves here too
+        (options.results_dir / name).unlink()
+    ledger.forget(gone)
     ledger.save()
     log(f"{BRANCH} at {tip[:12]}: {imported} files brought in or updated, {len(gone)} gone from the branch removed")
     return tip
@@ -127,7 +123,7 @@ def build(options: SiteOptions) -> dict[str, Any]:
         raise HarnessError(f"no results of a commit of this clone in {options.results_dir}: nothing to publish")
     built_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     source = f"asv-results {tip[:12]}" if tip else f"the local results in {options.results_dir}"
-    machines = sorted(p.name for p in options.results_dir.iterdir() if (p / "machine.json").is_file())
+    machines = [d.name for d in folder.machine_dirs(options.results_dir) if (d / "machine.json").is_file()]
     stamp = f"Built {built_at} from {source}: {len(history.commits)} commits, {len(machines)} machines"
     commits = history.commit_axis()
     window = commits[-options.asv_window :] if options.asv_window else commits

@@ -1,16 +1,6 @@
 """Machine-to-machine spread: two runners of one kind measured at the same commits, side by side (issue 20, item 4).
 
-Several runners write one results branch, each under its own asv machine name. Change points
-and the drift guard never mix them (ci.history.trends.regressions compares only within a machine); this
-compares them with each other, to show how far apart two machines of one kind measure the same
-code. The kind is the GPU model from asv's machine file (``results/<machine>/machine.json``,
-field ``gpu`` as ci.history.measure.machine_info.machine_fields writes it, e.g. "NVIDIA H200 x8"; the
-device count is dropped: the benchmarks use one device). CPU-only and compile-only machines
-have no kind here.
-
-For each pair of machines of one kind and each GEMM benchmark both measured: the commits both
-measured (copies of identical-code results left out, as in the change points), each machine's
-median over those commits of its commit medians, and their ratio.
+Why: docs/HISTORY.md, "trends/machine_spread.py".
 """
 
 from __future__ import annotations

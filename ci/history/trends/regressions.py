@@ -47,10 +47,6 @@ class Series:
     def medians(self) -> np.ndarray:
         return np.exp(self.levels)
 
-    @property
-    def on_gpu(self) -> bool:
-        return ".GemmOnGpu." in self.benchmark
-
 
 def series_of(history: History, machine: str) -> dict[str, Series]:
     """benchmark key -> its series on ``machine`` in the history's commit order (copies of identical code left out)."""

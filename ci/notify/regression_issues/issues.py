@@ -51,11 +51,11 @@ def _fenced(text: str) -> str:
 
 def bisect_block(machine: str, good: str, bad: str, benchmark: str) -> str:
     bench = clean(gate_id(benchmark), FIELD_LIMIT)
-    command = f"python -m ci.bisect \\\n  --good {good} \\\n  --bad {bad} \\\n  --bench {shlex.quote(bench)}"
+    command = f"python -m ci.bisect \\\n  --good {good} \\\n  --bad {bad} \\\n  --benchmark {shlex.quote(bench)}"
     return (
         f"**Bisect** (on a runner like {code(machine)}, with the speed gate as the measurer):\n\n{_fenced(command)}\n\n"
-        "_Good and bad are what `python -m ci.bisect --from-change-point REPORT.json --bench ID` takes from the main "
-        "job's JSON report of that machine; this job runs no bisection (it has no GPU)._"
+        "_Good and bad are what `python -m ci.bisect --from-change-point REPORT.json --benchmark ID` takes from the "
+        "main job's JSON report of that machine; this job runs no bisection (it has no GPU)._"
     )
 
 

@@ -8,14 +8,16 @@ that runs is a :class:`SelectionError`. The table of statuses: docs/SPEED_GATE.m
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ci.common.errors import UsageError
-from ci.common.options import name_matches
+from ci.common.options import name_matches, name_pattern
 from ci.speed.decide.codes import Check, Status
 from ci.speed.engine.rounds import Benchmark
+from ci.speed.engine.survey import parse_shape
 
 
 class SelectionError(UsageError, RuntimeError):
@@ -82,18 +84,35 @@ class Selection:
         return taken
 
 
-def check_selectors(
-    surveys: Mapping[str, Mapping[str, Any] | None], kernels: Sequence[str], configs: Sequence[str]
-) -> None:
+@dataclass(frozen=True)
+class Selector:
+    """--kernel / --config / --shape, compiled once (:meth:`of`): what every step of a run selects by."""
+
+    kernels: tuple[str, ...]  # the patterns as given: a survey request and the errors name them
+    configs: tuple[str, ...]
+    kernel: re.Pattern[str]  # the patterns compiled (ci.common.options.name_pattern)
+    config: re.Pattern[str]
+    sizes: Mapping[str, tuple[int, int, int] | None]  # each --shape once, in order: its MxNxK, None for a name
+
+    @classmethod
+    def of(cls, kernels: Sequence[str] = (), configs: Sequence[str] = (), shapes: Sequence[str] = ()) -> Selector:
+        sizes = {text: parse_shape(text) for text in shapes}
+        return cls(tuple(kernels), tuple(configs), name_pattern(kernels), name_pattern(configs), sizes)
+
+    def takes(self, kernel: str, config: str) -> bool:
+        return self.kernel.match(kernel) is not None and self.config.match(config) is not None
+
+
+def check_selectors(surveys: Mapping[str, Mapping[str, Any] | None], selector: Selector) -> None:
     """Every --kernel / --config / --shape selector must match something on some side."""
     present = [s for s in surveys.values() if s is not None]
     registered = [k for s in present for k in s["registered"]]
-    for pattern in kernels:
+    for pattern in selector.kernels:
         if not any(name_matches(k["name"], [pattern]) for k in registered):
             names = sorted({k["name"] for k in registered})
             raise SelectionError(f"--kernel {pattern!r} matches no registered kernel (registered: {', '.join(names)})")
-    chosen = [k for k in registered if name_matches(k["name"], kernels)]
-    for pattern in configs:
+    chosen = [k for k in registered if selector.kernel.match(k["name"])]
+    for pattern in selector.configs:
         if not any(name_matches(c, [pattern]) for k in chosen for c in k["configs"]):
             have = sorted({f"{k['name']}[{c}]" for k in chosen for c in k["configs"]})
             raise SelectionError(f"--config {pattern!r} matches no config of the selected kernels ({', '.join(have)})")

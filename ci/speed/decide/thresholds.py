@@ -8,13 +8,13 @@ file is a :class:`ThresholdsError` naming the file and the key. Schema: docs/SPE
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ci.common.errors import InputError
 from ci.common.json_file import JsonFileError, parse_json
+from ci.common.options import name_matches
 
 THRESHOLDS_PATH = "ci/speed_thresholds.json"
 THRESHOLDS_SCHEMA = "mxfp4-speed-thresholds/1"
@@ -33,7 +33,7 @@ class Override:
     why: str
 
     def matches(self, name: str) -> bool:
-        return _pattern(self.match).fullmatch(name) is not None
+        return name_matches(name, [self.match])
 
 
 @dataclass(frozen=True)
@@ -65,17 +65,6 @@ class Thresholds:
         if self.targets:
             out["targets"] = [{"match": o.match, "threshold": o.threshold, "why": o.why} for o in self.targets]
         return out
-
-    def file_json(self) -> dict[str, Any]:
-        """The thresholds as a file holds them (what ci.speed.calibrate --write writes): no "source"."""
-        out = {"schema": THRESHOLDS_SCHEMA, **({"about": self.about} if self.about else {})}
-        out.update({k: v for k, v in self.to_json().items() if k not in ("schema", "source")})
-        return out
-
-
-def _pattern(pattern: str) -> re.Pattern[str]:
-    """``*`` and ``?`` are wildcards; everything else, brackets included, is literal."""
-    return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern))
 
 
 def _threshold(value: Any, where: str) -> float:

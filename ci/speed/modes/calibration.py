@@ -179,7 +179,7 @@ def run_calibrate(options: SpeedOptions) -> int:
     model_plan = options.the_plan(model=True)
     n = options.rounds if options.rounds is not None else MAX_CALIBRATION_ROUNDS
     started = time.time()
-    stop_at = deadline(options, started)
+    stop_at = deadline(options.max_minutes, started)
     prior, model_path, old_model = _prior_runs(options)
     record_runs, notes = _record_runs(options)
     thresholds_path = options.thresholds_path or Path(THRESHOLDS_PATH)
@@ -195,13 +195,13 @@ def run_calibrate(options: SpeedOptions) -> int:
                 tree_a = tree_b = Path(repo.working_tree_dir or options.repo)
             else:  # two worktrees, as the gate has: per-path effects (caches, paths in kernels) land in the noise
                 tree_a, tree_b = (stack.enter_context(gitutil.checkout(repo, sha)) for _ in range(2))
-            thresholds = thresholds or thresholds_for(options, tree_b)
+            thresholds = thresholds or thresholds_for(options.thresholds, tree_b)
             sides = {"base": Side("base", tree_a), "head": Side("head", tree_b)}
             # The workers that survey the head (and its second tree) are the ones that measure the A/A rounds.
             measurer = stack.enter_context(open_measurer(list(sides.values()), options, stop_at))
-            survey = survey_both(sides, options, measurer)["head"]
+            survey = survey_both(sides, options.selector, measurer)["head"]
             assert survey is not None  # the head's survey failing raises (ci.speed.modes.shared)
-            check_selectors({"head": survey}, options.kernels, options.configs)
+            check_selectors({"head": survey}, options.selector)
             selection = select(survey, survey)
             correctness = [c for c in selection.correctness if c["side"] == "head"]
             log(
@@ -254,7 +254,7 @@ def run_calibrate(options: SpeedOptions) -> int:
     base_extra = {
         "calibrations": {k: dict(c.to_json(), device=env.get("gpu") or "cpu") for k, c in calibrations.items()},
         "suggested_overrides": overrides,
-        "engine": engine_options(options),
+        "engine": engine_options(options.restart_every, options.gpus),
         "cost": cost_summary(rounds),
         "refit": options.refit,
     }

@@ -1,22 +1,27 @@
 """The gate: the head against the merge-base of the head and --base, from one checked SpeedOptions.
 
-Identical code is decided first (ci.speed.scope.unchanged), then the warm workers survey and measure
-(ci.speed.modes.shared) and ci.speed.report.write writes what they found.
+In phases: the commits are resolved (:func:`resolve_commits`), identical code is decided (ci.speed.scope.unchanged),
+the warm workers survey and measure what differs (:func:`measure`, ci.speed.modes.shared) and ci.speed.report.write
+writes what they found (:func:`report`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping
 from contextlib import ExitStack
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ci.common.commit_tree import NotAKernelsTree, has_kernels
+from ci.common.commit_tree import REPO_ROOT, NotAKernelsTree, has_kernels
 from ci.speed.decide.codes import Status
-from ci.speed.decide.noise_file import ModelChoice
-from ci.speed.decide.selection import Selection, check_selectors, select
-from ci.speed.decide.verdict import BenchmarkResult, decide_entry
+from ci.speed.decide.exclusion import ExclusionRule
+from ci.speed.decide.generations import RunNoise
+from ci.speed.decide.noise_file import NOISE_PATH, ModelChoice, identity_check, load_noise_model
+from ci.speed.decide.selection import Entry, Selection, check_selectors, select
+from ci.speed.decide.thresholds import Thresholds
+from ci.speed.decide.verdict import BenchmarkResult
 from ci.speed.engine.rounds import Side, cost_summary
 from ci.speed.modes.shared import (
     BASE_UNMEASURABLE,
@@ -25,7 +30,6 @@ from ci.speed.modes.shared import (
     deadline,
     engine_options,
     log,
-    noise_model_for,
     noise_record,
     open_measurer,
     run_rounds,
@@ -35,139 +39,224 @@ from ci.speed.modes.shared import (
 from ci.speed.options import SpeedOptions
 from ci.speed.report.write import Context, finish
 from ci.speed.scope import dependencies, unchanged
+from harness.paired.sequential import SequentialPlan
+
+
+@dataclass(frozen=True)
+class Commits:
+    """The comparison, resolved once: the repository (a git.Repo), both commits and what the log calls the head."""
+
+    repo: Any
+    head: str
+    base: str
+    base_ref: str | None
+    label: str
+
+
+@dataclass
+class Measured:
+    """What the measuring hands the report; nothing measured: no rounds, no environment, no noise model."""
+
+    selection: Selection
+    plan: SequentialPlan
+    device: str
+    results: list[BenchmarkResult]
+    rounds: list[dict[str, Any]]
+    environment: dict[str, Any]
+    choice: ModelChoice
+    view: RunNoise | None = None
+
+
+@dataclass(frozen=True)
+class Rules:
+    """How this run decides, resolved once (the plan waits for the noise model): the options and the head's files."""
+
+    rule: ExclusionRule
+    limit: int
+    thresholds: Thresholds
+    calibrations: Mapping[str, Any]
 
 
 def run_gate(options: SpeedOptions) -> int:
     from ci.common import gitutil
 
-    plan, rule = options.the_plan(), options.exclusion_rule()
-    timing, limit = options.timing_overrides, options.round_limit()
     started = time.time()
-    stop_at = deadline(options, started)
-    repo = gitutil.open_repo(options.repo)
-    head_sha = gitutil.resolve_commit(repo, "HEAD" if options.working_tree else options.head)
-    if options.base is not None:
-        gitutil.resolve_commit(repo, options.base)  # an explicit base that names nothing: one clear line, exit 2
-    base = gitutil.resolve_base(repo, head_sha, options.base, head_may_be_base=options.working_tree)
+    commits = resolve_commits(options.repo, options.head, options.base, options.working_tree)
+    with ExitStack() as stack:
+        head_tree = (
+            Path(commits.repo.working_tree_dir or options.repo)
+            if options.working_tree
+            else stack.enter_context(gitutil.checkout(commits.repo, commits.head))
+        )
+        base_tree = stack.enter_context(gitutil.checkout(commits.repo, commits.base))
+        if not has_kernels(head_tree):
+            raise NotAKernelsTree(f"the head {commits.label} has no kernels/ package")
+        rules = Rules(
+            options.exclusion_rule(),
+            options.round_limit(),
+            thresholds_for(options.thresholds, head_tree),
+            calibrations_for(options.calibrations, head_tree),
+        )
+        sides = {"head": Side("head", head_tree), "base": Side("base", base_tree) if has_kernels(base_tree) else None}
+        # Before any child that touches the GPU: which (kernel, config)s have identical code at base and head.
+        decision = unchanged.code_decision(
+            options, commits.base, commits.head, base_tree if sides["base"] else None, head_tree, log
+        )
+        skipped = unchanged.unchanged_entries(decision, options.selector)
+        pairs = unchanged.measured_pairs(decision, options.selector)
+        # A survey narrowed to the changed pairs does not see kernels gone at head: the fingerprints list them.
+        removed = unchanged.removed_entries(decision, options.selector) if skipped else []
+        others = skipped + removed
+        if skipped and pairs == []:  # nothing selected differs: no survey, no round, no GPU
+            check_selectors(
+                {"head": {"registered": decision.data.get("registered", []), "unknown_shapes": []}}, options.selector
+            )
+            log(
+                f"speed_gate: all {len(skipped)} selected benchmark(s) have identical code at base and head: "
+                "nothing to measure"
+            )
+            results = [BenchmarkResult(e.benchmark, e.status, e.note) for e in others]  # none is gated
+            device = "cpu" if decision.arch == "cpu" else "cuda"
+            measured = Measured(Selection(others, []), options.the_plan(), device, results, [], {}, ModelChoice(None))
+        else:
+            measured = measure(options, rules, sides, pairs if skipped else None, others, head_tree, started)
+    context = report(options, rules, commits, decision, measured, skipped, removed, pairs if skipped else None, started)
+    return finish(
+        context,
+        measured.results,
+        measured.selection.correctness,
+        measured.rounds,
+        fail_on_inconclusive=options.fail_on_inconclusive,
+        json_path=options.json,
+        plot_path=options.plot,
+        command=options.command,
+    )
+
+
+def resolve_commits(path: Path, head: str, base_ref: str | None, working_tree: bool) -> Commits:
+    """The head (or the working tree) and the merge-base of it and ``base_ref``; a warning for uncommitted files."""
+    from ci.common import gitutil
+
+    repo = gitutil.open_repo(path)
+    head_sha = gitutil.resolve_commit(repo, "HEAD" if working_tree else head)
+    if base_ref is not None:
+        gitutil.resolve_commit(repo, base_ref)  # an explicit base that names nothing: one clear line, exit 2
+    base = gitutil.resolve_base(repo, head_sha, base_ref, head_may_be_base=working_tree)
     if base.sha is None:
         raise GateError(f"nothing to compare the head with: {base.note.split(';')[0]}")
-    head_label = "working tree" if options.working_tree else f"{options.head} ({head_sha[:12]})"
-    log(f"speed_gate: head {head_label}; base {base.sha[:12]} (merge-base of the head and {base.ref})")
-    dirty = [] if options.working_tree else gitutil.uncommitted_files(repo)
+    label = "working tree" if working_tree else f"{head} ({head_sha[:12]})"
+    log(f"speed_gate: head {label}; base {base.sha[:12]} (merge-base of the head and {base.ref})")
+    dirty = [] if working_tree else gitutil.uncommitted_files(repo)
     if dirty:
         shown = ", ".join(dirty[:5]) + (f" and {len(dirty) - 5} more" if len(dirty) > 5 else "")
         log(
             f"speed_gate: WARNING: {len(dirty)} uncommitted file(s) NOT measured (this run measures the committed "
             f"head {head_sha[:12]}; add --working-tree to measure them): {shown}"
         )
-    with ExitStack() as stack:
-        head_tree = (
-            Path(repo.working_tree_dir or options.repo)
-            if options.working_tree
-            else stack.enter_context(gitutil.checkout(repo, head_sha))
+    return Commits(repo, head_sha, base.sha, base.ref, label)
+
+
+def measure(
+    options: SpeedOptions,
+    rules: Rules,
+    sides: dict[str, Side | None],
+    pairs: list[tuple[str, str]] | None,
+    others: list[Entry],
+    head_tree: Path,
+    started: float,
+) -> Measured:
+    """The warm workers survey ``pairs`` (None: every selected one) and measure each gated benchmark to its verdict
+    (or the budget's end); ``others`` were decided without them."""
+    stop_at = deadline(options.max_minutes, started)
+    present = [side for side in (sides["base"], sides["head"]) if side is not None]
+    with open_measurer(present, options, stop_at) as measurer:
+        surveys = survey_both(sides, options.selector, measurer, pairs=pairs)
+        base_note = "" if sides["base"] else "the base has no kernels/ package"
+        if surveys["base"] is not None and BASE_UNMEASURABLE in surveys["base"]:  # a broken base: all new
+            base_note, surveys["base"], sides["base"] = surveys["base"][BASE_UNMEASURABLE], None, None
+        check_selectors(surveys, options.selector)
+        head = surveys["head"]
+        assert head is not None  # a head without kernels/ stopped above; one that cannot survey raises
+        selection = select(head, surveys["base"], base_note, others=others)
+        choice = noise_model_for(options.use_noise, options.noise, head_tree, head["environment"])
+        for note in choice.notes:
+            log(f"speed_gate: {note}")
+        plan = options.plan_for(len(selection.gated), model=choice.model is not None)
+        both = [s for s in (sides["base"], sides["head"]) if s is not None] if sides["base"] else []
+        rounds, results, view = run_rounds(
+            both,
+            selection,
+            measurer,
+            plan=plan,
+            rule=rules.rule,
+            thresholds=rules.thresholds,
+            limit=rules.limit,
+            fixed=options.rounds is not None,
+            calibrations=rules.calibrations,
+            deadline=stop_at,
+            stop_when_failed=not options.all_verdicts,
+            model=choice.model,
         )
-        base_tree = stack.enter_context(gitutil.checkout(repo, base.sha))
-        if not has_kernels(head_tree):
-            raise NotAKernelsTree(f"the head {head_label} has no kernels/ package")
-        thresholds, calibrations = thresholds_for(options, head_tree), calibrations_for(options, head_tree)
-        sides = {"head": Side("head", head_tree), "base": Side("base", base_tree) if has_kernels(base_tree) else None}
-        # Before any child that touches the GPU: which (kernel, config)s have identical code at base and head.
-        decision = unchanged.code_decision(
-            options, base.sha, head_sha, base_tree if sides["base"] else None, head_tree, log
-        )
-        skipped = unchanged.unchanged_entries(decision, options.kernels, options.configs, options.shapes)
-        pairs = unchanged.measured_pairs(decision, options.kernels, options.configs)
-        # A survey narrowed to the changed pairs does not see kernels gone at head: the fingerprints list them.
-        removed = (
-            unchanged.removed_entries(decision, options.kernels, options.configs, options.shapes) if skipped else []
-        )
-        rounds: list[dict[str, Any]]
-        if skipped and pairs == []:  # nothing selected differs: no survey, no round, no GPU
-            check_selectors(
-                {"head": {"registered": decision.data.get("registered", []), "unknown_shapes": []}},
-                options.kernels,
-                options.configs,
-            )
-            selection, rounds, environment = Selection(skipped + removed, []), [], {}
-            choice, view = ModelChoice(None), None
-            device = "cpu" if decision.arch == "cpu" else "cuda"
-            results = [decide_entry(e, rounds, thresholds, plan, rule) for e in selection.entries]
-            log(
-                f"speed_gate: all {len(skipped)} selected benchmark(s) have identical code at base and head: "
-                "nothing to measure"
-            )
-        else:
-            # The warm engine's workers answer the surveys and then measure: one start per side.
-            present = [side for side in (sides["base"], sides["head"]) if side is not None]
-            measurer = stack.enter_context(open_measurer(present, options, stop_at))
-            surveys = survey_both(sides, options, measurer, pairs=pairs if skipped else None)
-            base_note = "" if sides["base"] else "the base has no kernels/ package"
-            if surveys["base"] is not None and BASE_UNMEASURABLE in surveys["base"]:  # a broken base: all new
-                base_note, surveys["base"], sides["base"] = surveys["base"][BASE_UNMEASURABLE], None, None
-            check_selectors(surveys, options.kernels, options.configs)
-            head = surveys["head"]
-            assert head is not None  # a head without kernels/ stopped above; one that cannot survey raises
-            selection = select(head, surveys["base"], base_note, others=skipped + removed)
-            device, environment = head["device"], head["environment"]
-            choice = noise_model_for(options, head_tree, environment)
-            for note in choice.notes:
-                log(f"speed_gate: {note}")
-            plan = options.plan_for(len(selection.gated), model=choice.model is not None)
-            both = [s for s in (sides["base"], sides["head"]) if s is not None] if sides["base"] else []
-            rounds, results, view = run_rounds(
-                both,
-                selection,
-                measurer,
-                plan=plan,
-                rule=rule,
-                thresholds=thresholds,
-                limit=limit,
-                fixed=options.rounds is not None,
-                calibrations=calibrations,
-                deadline=stop_at,
-                stop_when_failed=not options.all_verdicts,
-                model=choice.model,
-            )
-    costs = unchanged.cost_record(decision, skipped, rounds, removed)
-    dependency_changes = dependencies.dependency_changes(repo, base.sha, None if options.working_tree else head_sha)
-    context = Context(
+    return Measured(selection, plan, head["device"], results, rounds, head["environment"], choice, view)
+
+
+def report(
+    options: SpeedOptions,
+    rules: Rules,
+    commits: Commits,
+    decision: unchanged.CodeDecision,
+    measured: Measured,
+    skipped: list[Entry],
+    removed: list[Entry],
+    narrowed_to: list[tuple[str, str]] | None,
+    started: float,
+) -> Context:
+    """What the record and the summary say besides the results: the code decision, the costs, how it was decided."""
+    head_sha = None if options.working_tree else commits.head
+    dependency_changes = dependencies.dependency_changes(commits.repo, commits.base, head_sha)
+    costs = unchanged.cost_record(decision, skipped, measured.rounds, removed)
+    preface = unchanged.preface_lines(decision, narrowed_to, costs, dependency_changes)
+    return Context(
         mode="gate",
-        plan=plan,
-        rule=rule,
-        thresholds=thresholds,
-        timing=timing,
-        round_limit=limit,
-        base={"ref": base.ref, "sha": base.sha},
-        head={"ref": options.head, "sha": head_sha, "working_tree": options.working_tree},
-        environment=environment,
-        device=device,
+        plan=measured.plan,
+        rule=rules.rule,
+        thresholds=rules.thresholds,
+        timing=options.timing_overrides,
+        round_limit=rules.limit,
+        base={"ref": commits.base_ref, "sha": commits.base},
+        head={"ref": options.head, "sha": commits.head, "working_tree": options.working_tree},
+        environment=measured.environment,
+        device=measured.device,
         wall_s=time.time() - started,
-        calibrations=dict(calibrations),
+        calibrations=dict(rules.calibrations),
         extra={
             **costs,
             "dependency_changes": dependency_changes,
-            "engine": engine_options(options),
-            "cost": cost_summary(rounds),
-            **noise_record(choice, view, [b.id for b in selection.gated]),
+            "engine": engine_options(options.restart_every, options.gpus),
+            "cost": cost_summary(measured.rounds),
+            **noise_record(measured.choice, measured.view, [b.id for b in measured.selection.gated]),
         },
-        preface=unchanged.preface_lines(decision, pairs if skipped else None, costs, dependency_changes),
+        preface=preface,
         changes={
             r.id: decision.why_measured(r.benchmark.kernel, r.benchmark.config)
-            for r in results
+            for r in measured.results
             if r.status is not Status.UNCHANGED_IDENTICAL
         },
     )
-    return _finish(options, context, results, selection.correctness, rounds)
 
 
-def _finish(options: SpeedOptions, context: Context, results: Sequence[BenchmarkResult], correctness, rounds) -> int:
-    return finish(
-        context,
-        results,
-        correctness,
-        rounds,
-        fail_on_inconclusive=options.fail_on_inconclusive,
-        json_path=options.json,
-        plot_path=options.plot,
-        command=options.command,
-    )
+def noise_model_for(use: bool, given: Path | None, head_tree: Path, environment: Mapping[str, Any]) -> ModelChoice:
+    """The noise model this run decides with: --noise, else the head's file, else this checkout's; None with why not."""
+    if not use:
+        return ModelChoice(None, ["--plan noise=off: each benchmark's own rounds decide (the plan before issue 29)"])
+    if given is not None:
+        path, where = given, str(given)
+    elif (head_tree / NOISE_PATH).exists():
+        path, where = head_tree / NOISE_PATH, f"{NOISE_PATH} of the head"
+    elif (REPO_ROOT / NOISE_PATH).exists():
+        path, where = REPO_ROOT / NOISE_PATH, f"{NOISE_PATH} of this checkout (the head has none)"
+    else:
+        return ModelChoice(None, [f"no noise model for this runner ({NOISE_PATH}): each benchmark's own rounds decide"])
+    model = replace(load_noise_model(path), source=where)
+    usable, notes = identity_check(model, environment)
+    return ModelChoice(model if usable else None, notes)

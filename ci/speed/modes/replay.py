@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -28,18 +28,17 @@ from ci.speed.decide.noise_file import (
     parse_noise_model,
     runner_identity,
 )
+from ci.speed.decide.selection import Entry
 from ci.speed.decide.thresholds import THRESHOLDS_PATH, Thresholds, ThresholdsError, load_thresholds, parse_thresholds
 from ci.speed.decide.verdict import (
-    CALIBRATION_PATH,
     BenchmarkResult,
     RecordError,
     decide_entry,
     entries_of,
-    load_calibrations,
     load_record,
     plan_of,
 )
-from ci.speed.modes.shared import GateError, log, noise_record
+from ci.speed.modes.shared import GateError, calibrations_for, log, noise_record
 from ci.speed.options import SpeedOptions
 from ci.speed.report.markdown import plan_text, rates_markdown
 from ci.speed.report.write import Context, finish
@@ -120,26 +119,13 @@ def _replay(options: SpeedOptions, record: dict[str, Any]) -> int:
     model = replayed_model(options, record, plan)
     gated = [e.benchmark.id for e in entries if e.status is Status.GATED]
     view = run_noise(model, rule, plan.guard_level, gated, record["rounds"]) if model is not None else None
-    restart = (record.get("engine") or {}).get("restart_every") or 4
     if options.decisions is not None:
         return _replay_rates(options, record, entries, plan, rule, thresholds, view)
     # An undecided benchmark keeps the recorded reason the measuring ended; otherwise the record is what ran out.
     measuring_ended = {Stop.ROUND_BUDGET, Stop.TIME_BUDGET, Stop.FIXED_ROUNDS, Stop.PR_FAILED}
     stopped = {b["id"]: Stop(b["stopped_by"]) for b in record["benchmarks"] if b.get("stopped_by")}
-    results = [
-        decide_entry(
-            e,
-            record["rounds"],
-            thresholds,
-            plan,
-            rule,
-            calibrations,
-            ran_out=stopped[e.benchmark.id] if stopped.get(e.benchmark.id) in measuring_ended else Stop.END_OF_RECORD,
-            noise=view.rounds_noise(e.benchmark.id) if view else None,
-            restart_every=restart,
-        )
-        for e in entries
-    ]
+    ran_out = {i: stop if stop in measuring_ended else Stop.END_OF_RECORD for i, stop in stopped.items()}
+    results = _decide(entries, record, thresholds, plan, rule, calibrations, view, ran_out, Stop.END_OF_RECORD)
     context = _replay_context(
         options,
         record,
@@ -151,6 +137,35 @@ def _replay(options: SpeedOptions, record: dict[str, Any]) -> int:
         noise_record(ModelChoice(model), view, gated),
     )
     return _finish_replay(options, context, results, record, options.fail_on_inconclusive)
+
+
+def _decide(
+    entries: Sequence[Entry],
+    record: Mapping[str, Any],
+    thresholds: Thresholds,
+    plan: SequentialPlan,
+    rule: ExclusionRule,
+    calibrations: Mapping[str, Any],
+    view: RunNoise | None,
+    ran_out: Mapping[str, Stop],
+    otherwise: Stop,
+) -> list[BenchmarkResult]:
+    """Each entry decided over the record's rounds; ``ran_out``: why its measuring ended (else ``otherwise``)."""
+    restart = (record.get("engine") or {}).get("restart_every") or 4
+    return [
+        decide_entry(
+            e,
+            record["rounds"],
+            thresholds,
+            plan,
+            rule,
+            calibrations,
+            ran_out=ran_out.get(e.benchmark.id, otherwise),
+            noise=view.rounds_noise(e.benchmark.id) if view else None,
+            restart_every=restart,
+        )
+        for e in entries
+    ]
 
 
 # ---------------------------------------------------------------------------
@@ -204,36 +219,11 @@ def run_judge(options: SpeedOptions, record: Mapping[str, Any]) -> int:
     view = (
         run_noise(choice.model, rule, plan.guard_level, gated, record["rounds"]) if choice.model is not None else None
     )
-    default_calibrations = REPO_ROOT / CALIBRATION_PATH
-    calibrations = (
-        dict(options.calibrations)
-        if options.calibrations is not None
-        else load_calibrations(default_calibrations)
-        if default_calibrations.is_file()
-        else {}
-    )
-    restart = (record.get("engine") or {}).get("restart_every") or 4
-
-    def decide(ran_out: Stop) -> list[BenchmarkResult]:
-        return [
-            decide_entry(
-                e,
-                record["rounds"],
-                thresholds,
-                plan,
-                rule,
-                calibrations,
-                ran_out=ran_out,
-                noise=view.rounds_noise(e.benchmark.id) if view else None,
-                restart_every=restart,
-            )
-            for e in entries
-        ]
-
-    results = decide(Stop.END_OF_RECORD)
+    calibrations = dict(calibrations_for(options.calibrations, REPO_ROOT))  # this checkout's, like the thresholds
+    results = _decide(entries, record, thresholds, plan, rule, calibrations, view, {}, Stop.END_OF_RECORD)
     # Failed by this judge's own decisions (a regression, a wrong result): those left undecided were not needed.
     if any(r.status is Status.WRONG_RESULT or r.verdict is Verdict.REGRESSION for r in results):
-        results = decide(Stop.PR_FAILED)
+        results = _decide(entries, record, thresholds, plan, rule, calibrations, view, {}, Stop.PR_FAILED)
     for note in choice.notes:
         log(f"speed_gate: {note}")
     judged = {

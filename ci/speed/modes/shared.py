@@ -1,11 +1,5 @@
-"""What the speed gate's modes share: both surveys, the round loop, the thresholds and calibrations to use.
-
-ci.speed.gate is the command line (it checks every option into a
-ci.speed.options.SpeedOptions); this module opens the warm workers (ci.speed.engine.warm_engine),
-asks them for the surveys, runs rounds until every gated benchmark is decided and
-decides each one (ci.speed.decide.verdict); ci.speed.modes holds the three modes and
-ci.speed.report.write writes what they found.
-"""
+"""What the speed gate's modes share: the warm workers (ci.speed.engine.warm_engine) and both surveys, the round
+loop that decides each gated benchmark (ci.speed.decide.verdict), the thresholds and calibrations, record parts."""
 
 from __future__ import annotations
 
@@ -21,8 +15,8 @@ from ci.common.errors import HarnessError
 from ci.speed.decide.codes import Status, Stop
 from ci.speed.decide.exclusion import ExclusionRule
 from ci.speed.decide.generations import RunNoise, run_noise
-from ci.speed.decide.noise_file import NOISE_PATH, ModelChoice, NoiseModel, identity_check, load_noise_model
-from ci.speed.decide.selection import Entry, Selection
+from ci.speed.decide.noise_file import ModelChoice, NoiseModel
+from ci.speed.decide.selection import Entry, Selection, Selector
 from ci.speed.decide.thresholds import THRESHOLDS_PATH, Thresholds, load_thresholds
 from ci.speed.decide.verdict import CALIBRATION_PATH, BenchmarkResult, decide_entry, load_calibrations
 from ci.speed.engine.devices import visible_gpu_count
@@ -43,14 +37,14 @@ class GateError(HarnessError, RuntimeError):
 # ---------------------------------------------------------------------------
 
 
-def deadline(options: SpeedOptions, started: float) -> float | None:
+def deadline(max_minutes: float | None, started: float) -> float | None:
     """When the last round may start (time.time()), or None for no limit."""
-    return started + 60.0 * options.max_minutes if options.max_minutes else None
+    return started + 60.0 * max_minutes if max_minutes else None
 
 
 def survey_both(
     sides: Mapping[str, Side | None],
-    options: SpeedOptions,
+    selector: Selector,
     engine: WarmEngine,
     pairs: Sequence[tuple[str, str]] | None = None,
 ) -> dict[str, dict[str, Any] | None]:
@@ -63,7 +57,11 @@ def survey_both(
     every selected one)."""
     present = {name: side for name, side in sides.items() if side is not None}
     request = survey_request(
-        device=options.device, kernels=options.kernels, configs=options.configs, shapes=options.shapes, pairs=pairs
+        device=engine.device,
+        kernels=selector.kernels,
+        configs=selector.configs,
+        shapes=list(selector.sizes),
+        pairs=pairs,
     )
     log(f"speed_gate: surveying {' and '.join(sorted(present))} in the workers that will measure them")
     answers = engine.survey({name: request for name in present}) if present else {}
@@ -160,6 +158,11 @@ def run_rounds(
             return None
         return run_noise(model, rule, plan.guard_level, gated_ids, recorded)
 
+    def decide(entry: Entry, upto: Sequence[Mapping[str, Any]], view: RunNoise | None, **how: Any) -> BenchmarkResult:
+        """``entry`` over the rounds ``upto``; ``how``: decide_entry's own keywords."""
+        noise = view.rounds_noise(entry.benchmark.id) if view else None
+        return decide_entry(entry, upto, thresholds, plan, rule, noise=noise, restart_every=restart, **how)
+
     while active and len(rounds) < limit:
         failing = regressed + [e.benchmark.id for e in selection.entries if e.status is Status.WRONG_RESULT]
         if stop_when_failed and failing:
@@ -188,7 +191,7 @@ def run_rounds(
         order = rotating_order(names, i)
         log(f"speed_gate: round {i + 1}/{limit} ({' '.join(order)}): {len(active)} benchmark(s)")
         after_pair = (
-            _pair_decider(i, order, rounds, active, noise_view(rounds), thresholds, plan, rule, restart)
+            _pair_decider(i, order, rounds, active, noise_view(rounds), decide)
             if use_model and stop_when_failed
             else None
         )
@@ -215,17 +218,7 @@ def run_rounds(
             if bench.id not in measured:  # the round stopped before it (the PR had failed): nothing new to decide
                 still.append(bench)
                 continue
-            result = decide_entry(
-                Entry(bench, Status.GATED),
-                rounds,
-                thresholds,
-                plan,
-                rule,
-                noise=view.rounds_noise(bench.id) if view else None,
-                restart_every=restart,
-                with_resolvable=False,
-            )
-            d = result.decision
+            d = decide(Entry(bench, Status.GATED), rounds, view, with_resolvable=False).decision
             assert d is not None  # a gated entry always has a decision
             est = d.estimate
             interval = f"[{est.low:.4f}, {est.high:.4f}]" if est.bounded else "[unbounded]"
@@ -260,20 +253,7 @@ def run_rounds(
         for e in selection.entries
     ]
     view = noise_view(rounds)
-    results = [
-        decide_entry(
-            e,
-            rounds,
-            thresholds,
-            plan,
-            rule,
-            calibrations or {},
-            ran_out=ran_out,
-            noise=view.rounds_noise(e.benchmark.id) if view else None,
-            restart_every=restart,
-        )
-        for e in entries
-    ]
+    results = [decide(e, rounds, view, calibrations=calibrations or {}, ran_out=ran_out) for e in entries]
     return rounds, results, view
 
 
@@ -283,10 +263,7 @@ def _pair_decider(
     rounds: Sequence[Mapping[str, Any]],
     active: Sequence[Any],
     view: RunNoise | None,
-    thresholds: Thresholds,
-    plan: SequentialPlan,
-    rule: ExclusionRule,
-    restart: int,
+    decide: Callable[..., BenchmarkResult],
 ) -> Callable[[str, dict[str, Any]], bool]:
     """The engine's after_pair for round ``index``: decide the benchmark whose pair just completed; True (stop
     the round) when it is a regression: the PR has failed. ``view``: the noise model's view of ``rounds``."""
@@ -306,16 +283,7 @@ def _pair_decider(
             view.add_pair(index, bench_id, records)
         if any("error" in (r or {}) for r in records.values()) or bench_id not in by_id:
             return False  # a failed or wrong timing: the round's end decides what it means
-        result = decide_entry(
-            Entry(by_id[bench_id], Status.GATED),
-            [*rounds, partial],
-            thresholds,
-            plan,
-            rule,
-            noise=view.rounds_noise(bench_id) if view else None,
-            restart_every=restart,
-            with_resolvable=False,
-        )
+        result = decide(Entry(by_id[bench_id], Status.GATED), [*rounds, partial], view, with_resolvable=False)
         if result.decision is not None and result.decision.complete and result.decision.verdict is Verdict.REGRESSION:
             log(
                 f"speed_gate:   {bench_id}: REGRESSION in round {index + 1}: the PR fails; the rest of the round is "
@@ -327,27 +295,10 @@ def _pair_decider(
     return after_pair
 
 
-def noise_model_for(options: SpeedOptions, head_tree: Path, environment: Mapping[str, Any]) -> ModelChoice:
-    """The noise model this run decides with: --noise, else the head's file, else this checkout's; None with why not."""
-    if not options.use_noise:
-        return ModelChoice(None, ["--plan noise=off: each benchmark's own rounds decide (the plan before issue 29)"])
-    if options.noise is not None:
-        path, where = options.noise, str(options.noise)
-    elif (head_tree / NOISE_PATH).exists():
-        path, where = head_tree / NOISE_PATH, f"{NOISE_PATH} of the head"
-    elif (REPO_ROOT / NOISE_PATH).exists():
-        path, where = REPO_ROOT / NOISE_PATH, f"{NOISE_PATH} of this checkout (the head has none)"
-    else:
-        return ModelChoice(None, [f"no noise model for this runner ({NOISE_PATH}): each benchmark's own rounds decide"])
-    model = replace(load_noise_model(path), source=where)
-    usable, notes = identity_check(model, environment)
-    return ModelChoice(model if usable else None, notes)
-
-
-def thresholds_for(options: SpeedOptions, head_tree: Path) -> Thresholds:
+def thresholds_for(given: Thresholds | None, head_tree: Path) -> Thresholds:
     """--thresholds, else the head's file (a threshold change is reviewed in the PR), else this checkout's."""
-    if options.thresholds is not None:
-        return options.thresholds
+    if given is not None:
+        return given
     path = head_tree / THRESHOLDS_PATH
     if path.exists():
         return replace(load_thresholds(path), source=f"{THRESHOLDS_PATH} of the head")
@@ -356,9 +307,9 @@ def thresholds_for(options: SpeedOptions, head_tree: Path) -> Thresholds:
     )
 
 
-def calibrations_for(options: SpeedOptions, head_tree: Path) -> Mapping[str, Any]:
-    if options.calibrations is not None:
-        return options.calibrations
+def calibrations_for(given: Mapping[str, Any] | None, head_tree: Path) -> Mapping[str, Any]:
+    if given is not None:
+        return given
     path = head_tree / CALIBRATION_PATH
     return load_calibrations(path) if path.exists() else {}
 
@@ -377,10 +328,6 @@ def noise_record(choice: ModelChoice, view: RunNoise | None, ids: Sequence[str])
     }
 
 
-def engine_options(options: SpeedOptions) -> dict[str, Any]:
+def engine_options(restart_every: int, gpus: Sequence[int] | None) -> dict[str, Any]:
     """How the warm workers measured, as the record keeps it ("engine" is always "warm" since issue 28)."""
-    return {
-        "engine": "warm",
-        "restart_every": options.restart_every,
-        "gpus": list(options.gpus) if options.gpus is not None else None,
-    }
+    return {"engine": "warm", "restart_every": restart_every, "gpus": list(gpus) if gpus is not None else None}

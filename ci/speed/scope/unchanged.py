@@ -16,11 +16,9 @@ from typing import Any
 
 from ci.common.errors import InputError
 from ci.common.json_file import JsonFileError, read_json
-from ci.common.options import name_matches
 from ci.speed.decide.codes import Status
-from ci.speed.decide.selection import Entry
+from ci.speed.decide.selection import Entry, Selector
 from ci.speed.engine.rounds import Benchmark
-from ci.speed.engine.survey import parse_shape
 from ci.speed.scope.summary import SCHEMA, estimated_cost_s
 
 _ID = re.compile(r"^(?P<kernel>[^\[]+)\[(?P<config>[^\]]*)\]/(?P<shape>.+)$")
@@ -101,55 +99,38 @@ def decision_from_data(data: Mapping[str, Any], arch: str, how: str, measure_ide
     return CodeDecision(arch, how, pairs, listed, removed, data, measure_identical)
 
 
-def unchanged_entries(
-    decision: CodeDecision, kernels: Sequence[str], configs: Sequence[str], shapes: Sequence[str]
-) -> list[Entry]:
+def unchanged_entries(decision: CodeDecision, selector: Selector) -> list[Entry]:
     """The selected benchmarks of identical (kernel, config)s, named as a survey would name them."""
-    identical = {p for p in decision.identical_pairs if name_matches(p[0], kernels) and name_matches(p[1], configs)}
-    runs_here = [b for b in decision.listed if (b.kernel, b.config) in identical]
-    if shapes:  # as ci.speed.engine.survey._shapes: MxNxK is a shape of its own; a name must be one the arch lists
-        names = {b.shape: b for b in decision.listed}
-        chosen = []
-        for text in dict.fromkeys(shapes):
-            mnk = parse_shape(text)
-            if mnk is not None:
-                chosen.append(("x".join(map(str, mnk)), mnk))
-            elif text in names:
-                chosen.append((text, (names[text].m, names[text].n, names[text].k)))
+    runs_here = [b for b in decision.listed if (b.kernel, b.config) in decision.identical_pairs]
+    runs_here = [b for b in runs_here if selector.takes(b.kernel, b.config)]
+    if selector.sizes:  # as ci.speed.engine.survey._shapes: MxNxK is a shape of its own; a name must be one listed
+        names = {b.shape: (b.m, b.n, b.k) for b in decision.listed}
+        sizes = selector.sizes.items()
+        chosen = [("x".join(map(str, mnk)), mnk) if mnk else (t, names[t]) for t, mnk in sizes if mnk or t in names]
         pairs = dict.fromkeys((b.kernel, b.config) for b in runs_here)
         runs_here = [Benchmark(k, c, name, *mnk) for k, c in pairs for name, mnk in chosen]
     why = f"the same {decision.arch} speed fingerprint at base and head"
     return [Entry(b, Status.UNCHANGED_IDENTICAL, why) for b in runs_here]
 
 
-def removed_entries(
-    decision: CodeDecision, kernels: Sequence[str], configs: Sequence[str], shapes: Sequence[str]
-) -> list[Entry]:
+def removed_entries(decision: CodeDecision, selector: Selector) -> list[Entry]:
     """The selected benchmarks the base has on the arch and the head does not: "removed", never measured.
 
     The gate adds them when its survey is narrowed to the changed (kernel, config)s, which leaves them out.
     """
-    wanted = {s for text in shapes for s in (text, "x".join(map(str, parse_shape(text) or ())))}
+    wanted = {*selector.sizes, *("x".join(map(str, mnk)) for mnk in selector.sizes.values() if mnk)}
     return [
         Entry(b, Status.REMOVED, f"{REMOVED_NOTE} ({decision.arch})")
         for b in decision.removed
-        if name_matches(b.kernel, kernels)
-        and name_matches(b.config, configs)
-        and (not shapes or b.shape in wanted or f"{b.m}x{b.n}x{b.k}" in wanted)
+        if selector.takes(b.kernel, b.config) and (not wanted or b.shape in wanted or f"{b.m}x{b.n}x{b.k}" in wanted)
     ]
 
 
-def measured_pairs(
-    decision: CodeDecision, kernels: Sequence[str], configs: Sequence[str]
-) -> list[tuple[str, str]] | None:
+def measured_pairs(decision: CodeDecision, selector: Selector) -> list[tuple[str, str]] | None:
     """The (kernel, config)s to survey and measure; None: every selected one (no decision to go by)."""
     if decision.arch is None or decision.measure_identical:
         return None
-    return sorted(
-        p
-        for p in decision.pairs
-        if p not in decision.identical_pairs and name_matches(p[0], kernels) and name_matches(p[1], configs)
-    )
+    return sorted(p for p in decision.pairs if p not in decision.identical_pairs and selector.takes(*p))
 
 
 # ---------------------------------------------------------------------------
@@ -240,13 +221,9 @@ def code_decision(
         return CodeDecision(None, how, measure_identical=options.measure_identical)
     if options.changes_data is not None:
         check_changes_commits(options.changes_data, options.changes, base_sha, head_sha)
+        where = f"{arch} ({how}); fingerprints from --changes {options.changes}"
         try:
-            return decision_from_data(
-                options.changes_data,
-                arch,
-                f"{arch} ({how}); fingerprints from --changes {options.changes}",
-                options.measure_identical,
-            )
+            return decision_from_data(options.changes_data, arch, where, options.measure_identical)
         except ChangesFileError as exc:
             raise ChangesFileError(f"--changes {options.changes}: {exc}") from None
     import time
@@ -257,12 +234,8 @@ def code_decision(
     base, head = fingerprint_sides(base_tree, head_tree, [arch], log=lambda line: log(f"  [fingerprint] {line}"))
     data = decide(base_sha, head_sha, base, head, started=started)
     log(f"speed_gate: fingerprints for {arch} in {data['fingerprint_seconds']:.0f} s")
-    return decision_from_data(
-        data,
-        arch,
-        f"{arch} ({how}); fingerprints computed in {data['fingerprint_seconds']:.0f} s",
-        options.measure_identical,
-    )
+    where = f"{arch} ({how}); fingerprints computed in {data['fingerprint_seconds']:.0f} s"
+    return decision_from_data(data, arch, where, options.measure_identical)
 
 
 def preface_lines(

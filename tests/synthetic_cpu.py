@@ -1,4 +1,4 @@
-"""The CPU machine of a synthetic history (ci.history.synthetic.history, ``Spec.cpu_machine``): asv's results and
+"""The CPU machine of a synthetic history (tests/synthetic_history.py, ``Spec.cpu_machine``): asv's results and
 records of ``bench_gemm.GemmOnCpu`` on a machine without a GPU, as the main job's timing track writes them there.
 
 Imports numpy, the standard library and asv_bench.records.

@@ -9,7 +9,7 @@ import numpy as np
 
 from asv_bench import records
 from ci.history.asv_results import store
-from ci.history.synthetic import history as synthetic
+import synthetic_history as synthetic
 
 
 def summaries(spec: synthetic.Spec) -> tuple[list[str], dict[str, list[dict[str, Any]]]]:

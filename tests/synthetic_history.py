@@ -4,7 +4,7 @@ size.
 Made in a clone of this repository (``git fast-import``): ``main`` gets N commits, ``asv-results`` one commit per
 main commit with a GPU machine (the real H200 results, redrawn), ``compile-only`` counts and optionally a CPU
 machine. A line's TFLOPS is ``base x step x bump x drift x (1 + noise)``; :class:`Truth` keeps it all. Dates are
-in the past, gaps heavy-tailed (docs/HISTORY.md, "synthetic/history.py").
+in the past, gaps heavy-tailed (docs/HISTORY.md, "tests/synthetic_history.py").
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from asv_bench import records
-from ci.history.synthetic import cpu as synthetic_cpu
+import synthetic_cpu
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO_ROOT / "docs/data/h200_history_cost/asv/results/vm-nvidia-h200"
 TEMPLATE_STEM = "7d25df89-virtualenv-py3.12-VIRTUALENV_SYSTEM_SITE_PACKAGEStrue"
 BENCHMARKS_JSON = REPO_ROOT / "docs/data/h200_history_cost/asv/results/benchmarks.json"

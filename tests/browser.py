@@ -14,8 +14,8 @@ import re
 import shutil
 import subprocess
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 CHROMIUM = shutil.which("chromium")
 CHROMIUM_FLAGS = [
@@ -56,17 +56,36 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
             pass
 
 
-def served_dom(root: Path, path: str, profile: Path, *, probes: Mapping[str, bytes] | None = None, budget_ms: int,
-               window: tuple[int, int] | None = None, timeout_s: float = 120) -> subprocess.CompletedProcess:
+def served_dom(
+    root: Path,
+    path: str,
+    profile: Path,
+    *,
+    probes: Mapping[str, bytes] | None = None,
+    budget_ms: int,
+    window: tuple[int, int] | None = None,
+    timeout_s: float = 120,
+) -> subprocess.CompletedProcess:
     """Chromium's ``--dump-dom`` of ``path`` (with its query or fragment) while ``root`` and ``probes`` are served."""
     handler = type("Handler", (_Handler,), {"probes": dict(probes or {})})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     size = [f"--window-size={window[0]},{window[1]}"] if window else []
     try:
-        return subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--virtual-time-budget={budget_ms}",
-                               *size, "--dump-dom", f"http://127.0.0.1:{server.server_address[1]}/{path}"],
-                              capture_output=True, text=True, timeout=timeout_s)
+        return subprocess.run(
+            [
+                CHROMIUM,
+                *CHROMIUM_FLAGS,
+                f"--user-data-dir={profile}",
+                f"--virtual-time-budget={budget_ms}",
+                *size,
+                "--dump-dom",
+                f"http://127.0.0.1:{server.server_address[1]}/{path}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
     finally:
         server.shutdown()
         server.server_close()

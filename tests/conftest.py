@@ -25,14 +25,13 @@ os.environ["MXFP4_MAIN_JOB_LOCKS"] = tempfile.mkdtemp(prefix="mxfp4-test-locks-"
 atexit.register(shutil.rmtree, os.environ["MXFP4_MAIN_JOB_LOCKS"], True)
 
 import pytest  # noqa: E402
-
-from kernels import devices  # noqa: E402
 from known_deviations import describe_machine  # noqa: E402
 from operands import DEVICE, SEED  # noqa: E402
 
+from kernels import devices  # noqa: E402
+
 # pytest-xdist's workers start from this process's environment: one seed for the whole run, the one the header names.
 os.environ["MXFP4_TEST_SEED"] = str(SEED)
-
 
 
 def pytest_report_header(config):

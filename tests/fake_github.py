@@ -13,7 +13,8 @@ Endpoints, with GitHub's shapes as far as ci.notify reads them:
 - ``GET  /repos/{o}/{r}/issues?state=all&labels=L&creator=LOGIN``, ``POST /repos/{o}/{r}/issues``,
   ``PATCH /repos/{o}/{r}/issues/{n}`` (title, body, state, state_reason, labels)
 - ``GET  /repos/{o}/{r}/labels``, ``POST`` the same
-- ``GET  /repos/{o}/{r}/pulls/{n}/files`` (GitHub stops at 3000 files; so does this), ``POST /repos/{o}/{r}/statuses/{sha}``
+- ``GET  /repos/{o}/{r}/pulls/{n}/files`` (GitHub stops at 3000 files; so does this)
+- ``POST /repos/{o}/{r}/statuses/{sha}``
 - ``GET  /repos/{o}/{r}/actions/runs/{id}/attempts/{n}/jobs`` and ``.../actions/runs/{id}/artifacts`` (one page, as set)
 
 Rate limits, when asked (issue 38): :meth:`State.refuse` queues refusals for the next
@@ -57,15 +58,22 @@ class State:
     runs: dict[int, dict[str, Any]] = field(default_factory=dict)  # run id -> {"jobs": [...], "artifacts": [...]}
     requests: list[tuple[str, str, Any]] = field(default_factory=list)
     next_id: int = 1000
-    refusals: list[tuple[int, dict[str, str], str, bool]] = field(default_factory=list)  # status, headers, message, writes only
+    refusals: list[tuple[int, dict[str, str], str, bool]] = field(
+        default_factory=list
+    )  # status, headers, message, writes only
     write_burst: int | None = None  # refuse the write after this many accepted in a row (403, retry-after)
     burst_retry_after: str = "1"
     refused: list[tuple[str, str, int]] = field(default_factory=list)  # method, path, status
     _burst: int = 0
 
-    def refuse(self, count: int = 1, status: int = 403, headers: dict[str, str] | None = None,
-               message: str = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
-               writes_only: bool = True) -> None:
+    def refuse(
+        self,
+        count: int = 1,
+        status: int = 403,
+        headers: dict[str, str] | None = None,
+        message: str = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+        writes_only: bool = True,
+    ) -> None:
         """The next ``count`` requests (writes only, unless told) are refused with ``status`` and ``headers``."""
         self.refusals += [(status, dict(headers or {}), message, writes_only)] * count
 
@@ -86,9 +94,14 @@ class State:
         return self.next_id
 
     def add_pull(self, number: int, head_repo: str, branch: str, sha: str, state: str = "open") -> None:
-        self.pulls.append({"number": number, "state": state,
-                           "head": {"ref": branch, "sha": sha, "repo": {"full_name": head_repo}},
-                           "base": {"ref": "main", "repo": {"full_name": self.repo}}})
+        self.pulls.append(
+            {
+                "number": number,
+                "state": state,
+                "head": {"ref": branch, "sha": sha, "repo": {"full_name": head_repo}},
+                "base": {"ref": "main", "repo": {"full_name": self.repo}},
+            }
+        )
 
     def add_comment(self, number: int, body: str, login: str) -> dict[str, Any]:
         comment = {"id": self.new_id(), "body": body, "user": {"login": login}}
@@ -119,7 +132,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _page(self, items: list[Any], query: dict[str, str], path: str) -> None:
         per_page = min(int(query.get("per_page", 30)), 100)
         page = int(query.get("page", 1))
-        chunk = items[(page - 1) * per_page: page * per_page]
+        chunk = items[(page - 1) * per_page : page * per_page]
         headers = {}
         if page * per_page < len(items):
             nxt = urllib.parse.urlencode({**query, "page": page + 1})
@@ -151,15 +164,24 @@ class _Handler(BaseHTTPRequestHandler):
         if refusal := s._refusal(method):
             status, headers, message = refusal
             s.refused.append((method, path, status))
-            return self._send(status, {"message": message, "documentation_url": "https://docs.github.com/rest"}, headers)
+            return self._send(
+                status, {"message": message, "documentation_url": "https://docs.github.com/rest"}, headers
+            )
         prefix = f"/api/v3/repos/{s.repo}/"
         if not path.startswith(prefix):
             return self._send(404, {"message": "Not Found"})
-        rest = path[len(prefix):]
+        rest = path[len(prefix) :]
         if rest == "pulls" and method == "GET":
             owner, _, branch = query.get("head", ":").partition(":")
-            found = [p for p in s.pulls if p["state"] == query.get("state", "open")
-                     and (not query.get("head") or (p["head"]["repo"]["full_name"].split("/")[0] == owner and p["head"]["ref"] == branch))]
+            found = [
+                p
+                for p in s.pulls
+                if p["state"] == query.get("state", "open")
+                and (
+                    not query.get("head")
+                    or (p["head"]["repo"]["full_name"].split("/")[0] == owner and p["head"]["ref"] == branch)
+                )
+            ]
             return self._page(found, query, path)
         if (match := re.fullmatch(r"actions/runs/(\d+)/(?:attempts/\d+/)?(jobs|artifacts)", rest)) and method == "GET":
             run = s.runs.get(int(match.group(1)))
@@ -175,7 +197,9 @@ class _Handler(BaseHTTPRequestHandler):
             if body.get("state") not in ("error", "failure", "pending", "success"):
                 return self._send(422, {"message": "Validation Failed"})
             if len(body.get("description") or "") > 140:
-                return self._send(422, {"message": "Validation Failed: description is too long (maximum is 140 characters)"})
+                return self._send(
+                    422, {"message": "Validation Failed: description is too long (maximum is 140 characters)"}
+                )
             status = {"id": s.new_id(), **body}
             s.statuses.setdefault(match.group(1), []).append(status)
             return self._send(201, status)
@@ -196,10 +220,16 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(404, {"message": "Not Found"})
         if rest == "issues" and method == "GET":
             label, creator = query.get("labels"), query.get("creator")
-            found = [i for i in s.issues if (query.get("state") == "all" or i["state"] == query.get("state", "open"))
-                     and (not label or label in [lb["name"] for lb in i["labels"]])
-                     and (not creator or i["user"]["login"] == creator)]
-            return self._page(sorted(found, key=lambda i: i["number"], reverse=query.get("direction") != "asc"), query, path)
+            found = [
+                i
+                for i in s.issues
+                if (query.get("state") == "all" or i["state"] == query.get("state", "open"))
+                and (not label or label in [lb["name"] for lb in i["labels"]])
+                and (not creator or i["user"]["login"] == creator)
+            ]
+            return self._page(
+                sorted(found, key=lambda i: i["number"], reverse=query.get("direction") != "asc"), query, path
+            )
         if (match := re.fullmatch(r"issues/(\d+)", rest)) and method == "PATCH":
             issue = next((i for i in s.issues if i["number"] == int(match.group(1))), None)
             if issue is None:
@@ -212,8 +242,14 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, issue)
         if rest == "issues" and method == "POST":
             number = max([0, *(i["number"] for i in s.issues), *(p["number"] for p in s.pulls)]) + 1
-            issue = {"number": number, "title": body["title"], "body": body["body"], "state": "open",
-                     "labels": [{"name": n} for n in body.get("labels", [])], "user": {"login": BOT}}
+            issue = {
+                "number": number,
+                "title": body["title"],
+                "body": body["body"],
+                "state": "open",
+                "labels": [{"name": n} for n in body.get("labels", [])],
+                "user": {"login": BOT},
+            }
             s.issues.append(issue)
             return self._send(201, issue)
         if rest == "labels":
@@ -242,9 +278,28 @@ class FakeGitHub:
         if openssl is None:
             raise RuntimeError("openssl is not installed: it makes the fake server's certificate")
         self.cert, key = folder / "cert.pem", folder / "key.pem"
-        subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(self.cert),
-                        "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [
+                openssl,
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                str(key),
+                "-out",
+                str(self.cert),
+                "-days",
+                "1",
+                "-subj",
+                "/CN=127.0.0.1",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+            ],
+            check=True,
+            capture_output=True,
+        )
         self.state = state or State()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (_Handler,), {"state": self.state}))
         self.port = self.server.server_address[1]
@@ -255,7 +310,7 @@ class FakeGitHub:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.folder = folder
 
-    def __enter__(self) -> "FakeGitHub":
+    def __enter__(self) -> FakeGitHub:
         self.thread.start()
         return self
 
@@ -267,7 +322,22 @@ class FakeGitHub:
     def env(self, base: dict[str, str]) -> dict[str, str]:
         home = self.folder / "gh-home"
         home.mkdir(exist_ok=True)
-        drop = {"GH_TOKEN", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN", "GH_REPO", "GITHUB_STEP_SUMMARY"}
-        return {**{k: v for k, v in base.items() if k not in drop}, "GH_HOST": f"127.0.0.1:{self.port}",
-                "GH_ENTERPRISE_TOKEN": TOKEN, "SSL_CERT_FILE": str(self.cert), "GH_CONFIG_DIR": str(home),
-                "HOME": str(home), "GH_NO_UPDATE_NOTIFIER": "1", "GH_PROMPT_DISABLED": "1", "NO_COLOR": "1"}
+        drop = {
+            "GH_TOKEN",
+            "GITHUB_TOKEN",
+            "GH_ENTERPRISE_TOKEN",
+            "GITHUB_ENTERPRISE_TOKEN",
+            "GH_REPO",
+            "GITHUB_STEP_SUMMARY",
+        }
+        return {
+            **{k: v for k, v in base.items() if k not in drop},
+            "GH_HOST": f"127.0.0.1:{self.port}",
+            "GH_ENTERPRISE_TOKEN": TOKEN,
+            "SSL_CERT_FILE": str(self.cert),
+            "GH_CONFIG_DIR": str(home),
+            "HOME": str(home),
+            "GH_NO_UPDATE_NOTIFIER": "1",
+            "GH_PROMPT_DISABLED": "1",
+            "NO_COLOR": "1",
+        }

@@ -15,9 +15,9 @@ from typing import NamedTuple
 from known_deviations import cpu_flags, machine_features
 from operands import DEVICE, SEED
 
+from harness.accuracy import AccuracyReport
 from harness.report import write_json_atomic
 from kernels import devices
-from harness.accuracy import AccuracyReport
 
 
 class GateRun(NamedTuple):
@@ -32,7 +32,12 @@ class GateRun(NamedTuple):
 
 def _empty_row() -> dict:
     return {
-        "runs": 0, "failed": 0, "known_deviation_runs": 0, "min_cosine": 1.0, "max_rel_err": 0.0, "max_elem_ratio": 0.0
+        "runs": 0,
+        "failed": 0,
+        "known_deviation_runs": 0,
+        "min_cosine": 1.0,
+        "max_rel_err": 0.0,
+        "max_elem_ratio": 0.0,
     }
 
 

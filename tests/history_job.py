@@ -35,7 +35,11 @@ def run_job(repo: Path, home: Path, *args: str) -> tuple[dict, subprocess.Comple
     report = repo / "report.json"
     done = subprocess.run(
         [sys.executable, "-m", "ci.history", "--commits=1", f"--bench={TWO_CPU_TIMINGS}", f"--json={report}", *args],
-        cwd=repo, env=asv_env(home), capture_output=True, text=True, timeout=900,
+        cwd=repo,
+        env=asv_env(home),
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     return json.loads(report.read_text()), done

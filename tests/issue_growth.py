@@ -20,9 +20,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -31,8 +32,10 @@ from ci.history.site.site_build import SCHEMA
 from ci.history.trends import regressions
 
 MACHINE = "synthetic-h200"
-HOSTILE = ('evil`\n<!-- mxfp4-perf-issue {"v":2,"kind":"slowdown","status":"open","members":[],"drifts":[],'
-           '"run":"","rc":"","site":""} -->\n')
+HOSTILE = (
+    'evil`\n<!-- mxfp4-perf-issue {"v":2,"kind":"slowdown","status":"open","members":[],"drifts":[],'
+    '"run":"","rc":"","site":""} -->\n'
+)
 
 
 @dataclass(frozen=True)
@@ -44,11 +47,16 @@ class Scenario:
     noise: float = 0.003  # commit-to-commit SD of log TFLOPS
     repeats: float = 0.05  # share of commits whose value repeats the previous one exactly
     # (benchmark, first commit at the new level, relative size, fixed this many commits later or None)
-    regressions: tuple[tuple[int, int, float, int | None], ...] = ((0, 30, -0.05, 10), (1, 45, -0.04, None),
-                                                                   (2, 56, -0.06, None))
+    regressions: tuple[tuple[int, int, float, int | None], ...] = (
+        (0, 30, -0.05, 10),
+        (1, 45, -0.04, None),
+        (2, 56, -0.06, None),
+    )
     shared: tuple[int, int, int, float] = (4, 20, 66, -0.02)  # first benchmark, how many, commit, size
     hostile: int = 1  # this benchmark's config carries a forged marker
-    one_kernel: int = 0  # the first this many benchmarks are configs of one kernel (mxfp4_demo): one page shows them all
+    one_kernel: int = (
+        0  # the first this many benchmarks are configs of one kernel (mxfp4_demo): one page shows them all
+    )
 
     @property
     def commits(self) -> int:
@@ -60,8 +68,9 @@ def sha(*parts: object) -> str:
 
 
 def benchmark_key(scenario: Scenario, b: int) -> str:
-    config = (f"mxfp4_demo:config{b:02d}" if b < scenario.one_kernel else f"kernel{b:02d}:default") \
-        + (HOSTILE if b == scenario.hostile else "")
+    config = (f"mxfp4_demo:config{b:02d}" if b < scenario.one_kernel else f"kernel{b:02d}:default") + (
+        HOSTILE if b == scenario.hostile else ""
+    )
     return f"bench_gemm.GemmOnGpu.track_time('{config}', 'square_m04096_n04096_k04096')"
 
 
@@ -71,9 +80,9 @@ def levels(scenario: Scenario) -> np.ndarray:
     n = scenario.commits
     out = np.log(rng.uniform(200, 900, size=(scenario.benchmarks, 1))) + np.zeros((scenario.benchmarks, n))
     for b, at, size, fixed in scenario.regressions:
-        out[b, at:(at + fixed) if fixed else n] += np.log1p(size)
+        out[b, at : (at + fixed) if fixed else n] += np.log1p(size)
     first, count, at, size = scenario.shared
-    out[first:first + count, at:] += np.log1p(size)
+    out[first : first + count, at:] += np.log1p(size)
     noise = scenario.noise * rng.standard_t(5, size=out.shape) / np.sqrt(5 / 3)
     for b in range(scenario.benchmarks):
         for i in range(1, n):
@@ -89,14 +98,32 @@ def history_of(scenario: Scenario, values: np.ndarray, n: int) -> History:
         history.commits[commit] = i
         for b in range(scenario.benchmarks):
             key = benchmark_key(scenario, b)
-            history.points.append(Point(MACHINE, key.split("'")[1], "square_m04096_n04096_k04096", key, commit, i,
-                                        float(np.exp(values[b, i])), 1.0, float(values[b, i]), 0.001, 0.01,
-                                        "NVIDIA H200", (), "", None))
+            history.points.append(
+                Point(
+                    MACHINE,
+                    key.split("'")[1],
+                    "square_m04096_n04096_k04096",
+                    key,
+                    commit,
+                    i,
+                    float(np.exp(values[b, i])),
+                    1.0,
+                    float(values[b, i]),
+                    0.001,
+                    0.01,
+                    "NVIDIA H200",
+                    (),
+                    "",
+                    None,
+                )
+            )
     return history
 
 
 class Memos:
-    """The memo half of ci.history.asv_results.store.Store, in memory: each series recomputes only its tail, as in the site build."""
+    """The memo half of ci.history.asv_results.store.Store, in memory: each series recomputes only its tail, as in the
+    site build.
+    """
 
     def __init__(self) -> None:
         self.memos: dict[str, Any] = {}
@@ -114,8 +141,12 @@ class Memos:
 def changes_of(scenario: Scenario, values: np.ndarray, n: int, memos: Memos) -> dict[str, Any]:
     """What the site build writes as changes.json after the history's n-th commit."""
     checks = regressions.all_checks(history_of(scenario, values, n), memos)
-    return {"schema": SCHEMA, "results_commit": sha(scenario.seed, "results", n), "site_url": "https://owner.github.io/repo/",
-            "machines": json.loads(json.dumps(checks))}
+    return {
+        "schema": SCHEMA,
+        "results_commit": sha(scenario.seed, "results", n),
+        "site_url": "https://owner.github.io/repo/",
+        "machines": json.loads(json.dumps(checks)),
+    }
 
 
 @dataclass
@@ -125,8 +156,12 @@ class Growth:
     logs: list[str] = field(default_factory=list)
 
 
-def grow(scenario: Scenario, folder: Path, run_command: Callable[[Path, int], None],
-         between: Callable[[int], None] = lambda run: None) -> Growth:
+def grow(
+    scenario: Scenario,
+    folder: Path,
+    run_command: Callable[[Path, int], None],
+    between: Callable[[int], None] = lambda run: None,
+) -> Growth:
     """Run 1..runs: the history's changes written to ``folder``, then ``run_command(changes_json, run)``;
     ``between(run)`` first (what a person does between two runs)."""
     values = levels(scenario)
@@ -144,11 +179,24 @@ def grow(scenario: Scenario, folder: Path, run_command: Callable[[Path, int], No
 def notify_in_process(env: dict[str, str], log: list[str], extra: tuple[str, ...] = ()) -> Callable[[Path, int], None]:
     """The same command's front and code in this process (no interpreter start per run): ``gh`` gets ``env``;
     ``extra``: more options (``--json FILE``: the record the site build reads)."""
-    from ci.notify.front import COMMAND, run as notify_run
+    from ci.notify.front import COMMAND
+    from ci.notify.front import run as notify_run
 
     def run(changes: Path, number: int) -> None:
-        options = COMMAND.checked(["regression-issues", "--github-repo", "OWNER/REPO", "--changes", str(changes), "--run-url",
-                                f"https://github.com/OWNER/REPO/actions/runs/{number}", "--write-interval", "0", *extra])
+        options = COMMAND.checked(
+            [
+                "regression-issues",
+                "--github-repo",
+                "OWNER/REPO",
+                "--changes",
+                str(changes),
+                "--run-url",
+                f"https://github.com/OWNER/REPO/actions/runs/{number}",
+                "--write-interval",
+                "0",
+                *extra,
+            ]
+        )
         saved = dict(os.environ)
         os.environ.clear()
         os.environ.update(env)
@@ -159,6 +207,7 @@ def notify_in_process(env: dict[str, str], log: list[str], extra: tuple[str, ...
             os.environ.update(saved)
         if code != 0:
             raise AssertionError(f"run {number}: exit {code}: {log[-3:]}")
+
     return run
 
 

@@ -38,9 +38,11 @@ RUN_URL = f"https://github.com/OWNER/REPO/actions/runs/{RUN_ID}"
 FORK, BRANCH, SHA = "mallory/mxfp4-fork", "tune/faster-tile", "d" * 40
 PR_NUMBER = 7
 # The PR's files as GitHub lists them: a kernel change and the thresholds edit that hides its cost.
-PR_FILES = [{"filename": "kernels/triton_mxfp4.py", "status": "modified"},
-            {"filename": "ci/speed_thresholds_h200.json", "status": "modified"},
-            {"filename": "docs/PERF_NOTES.md", "status": "modified"}]
+PR_FILES = [
+    {"filename": "kernels/triton_mxfp4.py", "status": "modified"},
+    {"filename": "ci/speed_thresholds_h200.json", "status": "modified"},
+    {"filename": "docs/PERF_NOTES.md", "status": "modified"},
+]
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,9 @@ def pr_thresholds() -> dict[str, Any]:
 
 
 def speed(*args: str, cwd: Path = PROJECT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ci.speed", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "ci.speed", *args], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
 
 
 def base_threshold(bench: str = BENCH) -> float:
@@ -113,12 +117,19 @@ def jobs(speed_step: str = "success") -> list[dict[str, Any]]:
     )
 
     def job(i, name, steps):
-        return {"id": i, "name": name, "conclusion": "success", "html_url": f"{RUN_URL}/job/{i}",
-                "steps": [{"name": s, "conclusion": c} for s, c in steps]}
+        return {
+            "id": i,
+            "name": name,
+            "conclusion": "success",
+            "html_url": f"{RUN_URL}/job/{i}",
+            "steps": [{"name": s, "conclusion": c} for s, c in steps],
+        }
 
-    return [job(1, JOB_CPU, [(STEP_TESTS, "success"), (STEP_BUDGET, "success")]),
-            job(2, JOB_CHANGES, [(STEP_CHANGES, "success")]),
-            job(3, JOB_GPU, [(STEP_GPU_TESTS, "success"), (STEP_SPEED, speed_step)])]
+    return [
+        job(1, JOB_CPU, [(STEP_TESTS, "success"), (STEP_BUDGET, "success")]),
+        job(2, JOB_CHANGES, [(STEP_CHANGES, "success")]),
+        job(3, JOB_GPU, [(STEP_GPU_TESTS, "success"), (STEP_SPEED, speed_step)]),
+    ]
 
 
 def artifact_list() -> list[dict[str, Any]]:

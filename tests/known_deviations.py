@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from operands import DEVICE
 
 from kernels import devices
-from operands import DEVICE
 
 CPUINFO = Path("/proc/cpuinfo")
 
@@ -49,7 +49,7 @@ KNOWN_DEVIATIONS = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cpu_flags() -> frozenset[str]:
     """The CPU's feature flags from /proc/cpuinfo ('flags' on x86, 'Features' on Arm); empty elsewhere."""
     try:
@@ -63,7 +63,7 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def machine_features() -> frozenset[str]:
     """Named features of this machine that known deviations depend on.
 

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import synthetic_cpu
 
 from asv_bench import records
-import synthetic_cpu
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO_ROOT / "docs/data/h200_history_cost/asv/results/vm-nvidia-h200"

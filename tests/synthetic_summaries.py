@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import synthetic_history as synthetic
 
 from asv_bench import records
 from ci.history.asv_results import store
-import synthetic_history as synthetic
 
 
 def summaries(spec: synthetic.Spec) -> tuple[list[str], dict[str, list[dict[str, Any]]]]:

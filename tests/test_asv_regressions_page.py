@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from asv.util import load_json
-
 from test_asv_suite import REPO_ROOT, asv_env, git
 
 MACHINE = "h200-test"
@@ -49,18 +48,38 @@ def make_published(tmp_path: Path, thresholds: dict[str, float] | None = None) -
         git(repo, "commit", "-q", "-m", f"commit {i}", f"--date=2026-01-{i + 1:02d}T00:00:00")
         shas.append(git(repo, "rev-parse", "HEAD"))
     project = load_json(str(REPO_ROOT / "asv.conf.json"), js_comments=True)
-    conf = {"version": 1, "project": "p", "project_url": "#", "repo": ".", "dvcs": "git", "branches": ["main"],
-            "environment_type": "virtualenv", "results_dir": "results", "html_dir": "html",
-            "regressions_first_commits": project["regressions_first_commits"],
-            "regressions_thresholds": thresholds if thresholds is not None else project["regressions_thresholds"]}
+    conf = {
+        "version": 1,
+        "project": "p",
+        "project_url": "#",
+        "repo": ".",
+        "dvcs": "git",
+        "branches": ["main"],
+        "environment_type": "virtualenv",
+        "results_dir": "results",
+        "html_dir": "html",
+        "regressions_first_commits": project["regressions_first_commits"],
+        "regressions_thresholds": thresholds if thresholds is not None else project["regressions_thresholds"],
+    }
     (repo / "asv.conf.json").write_text(json.dumps(conf))
     results = repo / "results"
     (results / MACHINE).mkdir(parents=True)
-    (results / MACHINE / "machine.json").write_text(json.dumps({"machine": MACHINE, "os": "Linux", "arch": "x86_64", "cpu": "c",
-                                                               "num_cpu": "16", "ram": "1", "version": 1}))
+    (results / MACHINE / "machine.json").write_text(
+        json.dumps(
+            {"machine": MACHINE, "os": "Linux", "arch": "x86_64", "cpu": "c", "num_cpu": "16", "ram": "1", "version": 1}
+        )
+    )
     params = [[TRITON[0], TORCH[0]], [TRITON[1]]]
-    benchmark = {"name": KEY, "params": params, "param_names": ["kernel_config", "shape"], "version": "1", "type": "track",
-                 "unit": "seconds", "code": "", "timeout": 60}
+    benchmark = {
+        "name": KEY,
+        "params": params,
+        "param_names": ["kernel_config", "shape"],
+        "version": "1",
+        "type": "track",
+        "unit": "seconds",
+        "code": "",
+        "timeout": 60,
+    }
     (results / "benchmarks.json").write_text(json.dumps({KEY: benchmark, "version": 2}))
     rng = np.random.default_rng(0)
     for i, sha in enumerate(shas):
@@ -71,8 +90,14 @@ def make_published(tmp_path: Path, thresholds: dict[str, float] | None = None) -
         result = BenchmarkResult(result=values, samples=samples, number=[1, 1], errcode=0, stderr="", profile=None)
         run.add_result(benchmark, result, record_samples=True)
         run.save(str(results))
-    done = subprocess.run([sys.executable, "-m", "asv", "publish"], cwd=repo, env=asv_env(tmp_path / "home"),
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "asv", "publish"],
+        cwd=repo,
+        env=asv_env(tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     index = json.loads((repo / "html" / "index.json").read_text())
     regressions = json.loads((repo / "html" / "regressions.json").read_text())

@@ -86,7 +86,11 @@ def git(repo: Path, *args: str) -> str:
 
 def markdown_rows(markdown: str) -> list[list[str]]:
     """The cells of every table row in ``markdown`` (header and separator rows included), stripped."""
-    return [[cell.strip() for cell in line.strip()[1:-1].split(" | ")] for line in markdown.splitlines() if line.startswith("|")]
+    return [
+        [cell.strip() for cell in line.strip()[1:-1].split(" | ")]
+        for line in markdown.splitlines()
+        if line.startswith("|")
+    ]
 
 
 def make_project(where: Path, asv_env_from: Path | None = None) -> Path:
@@ -145,7 +149,9 @@ def test_every_registered_kernel_and_config_is_benchmarked():
     missing = {k.name for k in registry.all_kernels()} - set(common.KERNELS)
     assert not missing, f"add {sorted(missing)} to asv_bench.common.KERNELS (append only)"
     configs = {f"{k.name}:{c}" for k in registry.all_kernels() for c in k.configs}
-    assert not configs - set(common.KERNEL_CONFIGS), f"add {sorted(configs - set(common.KERNEL_CONFIGS))} to KERNEL_CONFIGS"
+    assert not configs - set(common.KERNEL_CONFIGS), (
+        f"add {sorted(configs - set(common.KERNEL_CONFIGS))} to KERNEL_CONFIGS"
+    )
     assert {common.split_kernel_config(kc)[0] for kc in common.KERNEL_CONFIGS} <= set(common.KERNELS)
 
 
@@ -196,7 +202,9 @@ def test_asv_config_loads_plugs_in_the_html_and_keeps_cpu_timings_off_the_regres
     assert conf.matrix["env"]["VIRTUALENV_SYSTEM_SITE_PACKAGES"] == "true"
     assert conf.plugins == [".ci.history.site.asv_html"]
     skipped = [re.compile(k) for k, v in conf.regressions_first_commits.items() if v is None]
-    assert any(p.match("bench_gemm.GemmOnCpu.track_time('torch_dequant:bf16', 'cpu_m00128_n00128_k02048')") for p in skipped)
+    assert any(
+        p.match("bench_gemm.GemmOnCpu.track_time('torch_dequant:bf16', 'cpu_m00128_n00128_k02048')") for p in skipped
+    )
     assert not any(p.match("bench_gemm.GemmOnGpu.track_time('torch_dequant:bf16', 'square')") for p in skipped)
     assert all("--no-deps" in c for c in conf.install_command if "pip install" in c)
 

@@ -21,7 +21,9 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
-def make_repo(tmp_path: Path, steps: list[tuple[str, float]], side_branch_at: int | None = None) -> tuple[Path, list[str]]:
+def make_repo(
+    tmp_path: Path, steps: list[tuple[str, float]], side_branch_at: int | None = None
+) -> tuple[Path, list[str]]:
     """One commit per (code, tflops): code.txt stands for the speed fingerprint, speed.txt for the true speed."""
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -114,17 +116,25 @@ def test_a_step_below_the_gates_resolution_is_inconclusive_with_its_interval(tmp
     assert "Inconclusive" in text and "0.9900" in text and "[0.9860, 0.9940]" in text
 
 
-@pytest.mark.parametrize(("speeds", "code", "outcome"), [
-    ([100.0, 100.0, 94.0, 94.0], 0, "culprit"),
-    ([100.0, 100.0, 99.0, 99.0], 3, "inconclusive"),  # 1%: as the speed gate's own "inconclusive", never 1 ("failed")
-    ([100.0, 100.0, 100.0, 100.0], 1, "no regression"),
-])
+@pytest.mark.parametrize(
+    ("speeds", "code", "outcome"),
+    [
+        ([100.0, 100.0, 94.0, 94.0], 0, "culprit"),
+        (
+            [100.0, 100.0, 99.0, 99.0],
+            3,
+            "inconclusive",
+        ),  # 1%: as the speed gate's own "inconclusive", never 1 ("failed")
+        ([100.0, 100.0, 100.0, 100.0], 1, "no regression"),
+    ],
+)
 def test_the_exit_code_says_the_outcome(tmp_path, monkeypatch, speeds, code, outcome):
     repo, shas = make_repo(tmp_path, [(f"v{i}", s) for i, s in enumerate(speeds)])
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     out = tmp_path / "bisect.json"
-    opts = bisect_options.COMMAND.checked(["--good", shas[0], "--bad", shas[-1], "--benchmark", "k[c]/s",
-                                        "--repo", str(repo), "--json", str(out)])
+    opts = bisect_options.COMMAND.checked(
+        ["--good", shas[0], "--bad", shas[-1], "--benchmark", "k[c]/s", "--repo", str(repo), "--json", str(out)]
+    )
     assert bisect_options.run(opts, SimulatedGate(repo), code_key(repo), log=lambda line: None) == code
     assert json.loads(out.read_text())["outcome"] == outcome
     exits = bisect_options.COMMAND.parser().format_help().split("exit codes:")[1]
@@ -165,11 +175,31 @@ def test_only_first_parent_commits_are_bisected(tmp_path):
 def test_the_front_checks_options_and_writes_the_record(tmp_path, monkeypatch, capsys):
     repo, shas = make_repo(tmp_path, [(f"v{i}", 100.0 if i < 2 else 94.0) for i in range(5)])
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    assert bisect_options.main(["--good", shas[0], "--bad", shas[-1], "--benchmark", "no-brackets", "--repo", str(repo)]) == 2
-    assert bisect_options.main(["--good", shas[-1], "--bad", shas[0], "--benchmark", "k[c]/s", "--repo", str(repo)]) == 2
+    assert (
+        bisect_options.main(["--good", shas[0], "--bad", shas[-1], "--benchmark", "no-brackets", "--repo", str(repo)])
+        == 2
+    )
+    assert (
+        bisect_options.main(["--good", shas[-1], "--bad", shas[0], "--benchmark", "k[c]/s", "--repo", str(repo)]) == 2
+    )
     out = tmp_path / "bisect.json"
-    opts = bisect_options.COMMAND.checked(["--good", shas[0], "--bad", shas[-1], "--benchmark", "k[c]/s", "--repo", str(repo),
-                                        "--json", str(out), "--", "--device", "cuda"])
+    opts = bisect_options.COMMAND.checked(
+        [
+            "--good",
+            shas[0],
+            "--bad",
+            shas[-1],
+            "--benchmark",
+            "k[c]/s",
+            "--repo",
+            str(repo),
+            "--json",
+            str(out),
+            "--",
+            "--device",
+            "cuda",
+        ]
+    )
     assert (opts.kernel, opts.config, opts.shape) == ("k", "c", "s")
     assert opts.gate_args == ("--device", "cuda")  # passed through to every python -m ci.speed
     assert bisect_options.run(opts, SimulatedGate(repo), code_key(repo), log=lambda line: None) == 0
@@ -180,8 +210,17 @@ def test_the_front_checks_options_and_writes_the_record(tmp_path, monkeypatch, c
 
 
 def test_the_gates_record_is_read_for_verdict_ratio_and_interval():
-    record = {"verdict": "fail", "benchmarks": [{"verdict": "regression", "threshold": 0.01, "status": "gated",
-                                                 "decision": {"estimate": {"point": 0.97, "low": 0.96, "high": 0.98}}}]}
+    record = {
+        "verdict": "fail",
+        "benchmarks": [
+            {
+                "verdict": "regression",
+                "threshold": 0.01,
+                "status": "gated",
+                "decision": {"estimate": {"point": 0.97, "low": 0.96, "high": 0.98}},
+            }
+        ],
+    }
     m = measurer.measurement_from_record(record, "a", "b")
     assert (m.verdict, m.ratio, m.low, m.high) == ("regression", 0.97, 0.96, 0.98)
     with pytest.raises(measurer.MeasureError):
@@ -196,7 +235,18 @@ def test_the_real_measurer_runs_the_speed_gate_with_the_benchmark_and_reads_its_
     def fake_run(command, cwd, env, stdout):
         seen["command"] = command
         out = Path(command[command.index("--json") + 1])
-        out.write_text(json.dumps({"benchmarks": [{"verdict": "no change", "decision": {"estimate": {"point": 1.001, "low": 0.995, "high": 1.006}}}]}))
+        out.write_text(
+            json.dumps(
+                {
+                    "benchmarks": [
+                        {
+                            "verdict": "no change",
+                            "decision": {"estimate": {"point": 1.001, "low": 0.995, "high": 1.006}},
+                        }
+                    ]
+                }
+            )
+        )
         return subprocess.CompletedProcess(command, 0)
 
     monkeypatch.setattr(measurer.subprocess, "run", fake_run)
@@ -205,7 +255,11 @@ def test_the_real_measurer_runs_the_speed_gate_with_the_benchmark_and_reads_its_
     assert m.verdict == "no change" and m.ratio == 1.001
     command = seen["command"]
     assert command[1:3] == ["-m", "ci.speed"] and command[command.index("--base") + 1] == "a" * 40
-    assert command[command.index("--shape") + 1] == "s" and "--measure-identical" in command and command[-2:] == ["--device", "cuda"]
+    assert (
+        command[command.index("--shape") + 1] == "s"
+        and "--measure-identical" in command
+        and command[-2:] == ["--device", "cuda"]
+    )
 
     def failing_run(command, cwd, env, stdout):
         return subprocess.CompletedProcess(command, 2)
@@ -224,9 +278,16 @@ OTHER_KEY = "bench_gemm.GemmOnGpu.track_time('torch_dequant:bf16', 'square_m0819
 
 
 def change(benchmark: str, last_before: str, first_after: str, direction: str = "regression") -> dict:
-    """One entry of the main job's history.change_points, as ci.history.trends.regressions.CommitChange.to_json writes it."""
-    return {"machine": "h200", "benchmark": benchmark, "last_before": last_before, "first_after": first_after,
-            "change": {"index": 3, "direction": direction, "relative_change": -0.01 if direction == "regression" else 0.02}}
+    """One entry of the main job's history.change_points, as ci.history.trends.regressions.CommitChange.to_json writes
+    it.
+    """
+    return {
+        "machine": "h200",
+        "benchmark": benchmark,
+        "last_before": last_before,
+        "first_after": first_after,
+        "change": {"index": 3, "direction": direction, "relative_change": -0.01 if direction == "regression" else 0.02},
+    }
 
 
 def main_job_report(tmp_path: Path, changes: list[dict] | None, **history) -> Path:
@@ -242,18 +303,50 @@ def test_from_change_point_takes_good_bad_and_the_gate_id_from_the_report_and_fi
     steps = [("v0", 100.0), ("v1", 100.0), ("v1", 100.0), ("v3", 95.0), ("v4", 95.0), ("v5", 90.0), ("v6", 90.0)]
     repo, shas = make_repo(tmp_path, steps)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    report = main_job_report(tmp_path, [change(GPU_KEY, shas[1], shas[3]), change(OTHER_KEY, shas[0], shas[6], "improvement"),
-                                        change(GPU_KEY, shas[4], shas[5])])
+    report = main_job_report(
+        tmp_path,
+        [
+            change(GPU_KEY, shas[1], shas[3]),
+            change(OTHER_KEY, shas[0], shas[6], "improvement"),
+            change(GPU_KEY, shas[4], shas[5]),
+        ],
+    )
     out = tmp_path / "bisect.json"
-    opts = bisect_options.COMMAND.checked(["--from-change-point", str(report), "--index", "2", "--repo", str(repo),
-                                        "--json", str(out), "--", "--max-minutes", "2"])
+    opts = bisect_options.COMMAND.checked(
+        [
+            "--from-change-point",
+            str(report),
+            "--index",
+            "2",
+            "--repo",
+            str(repo),
+            "--json",
+            str(out),
+            "--",
+            "--max-minutes",
+            "2",
+        ]
+    )
     assert (opts.good, opts.bad) == (shas[4], shas[5])  # the second regression: the improvement is never picked
     assert (opts.benchmark, opts.kernel, opts.config, opts.shape) == (
-        "triton_dot_scaled[m128_n128_k128_w8_s3]/square_m08192_n08192_k08192", "triton_dot_scaled", "m128_n128_k128_w8_s3",
-        "square_m08192_n08192_k08192")
+        "triton_dot_scaled[m128_n128_k128_w8_s3]/square_m08192_n08192_k08192",
+        "triton_dot_scaled",
+        "m128_n128_k128_w8_s3",
+        "square_m08192_n08192_k08192",
+    )
     assert opts.gate_args == ("--max-minutes", "2")
-    first = bisect_options.COMMAND.checked(["--from-change-point", str(report), "--index", "1", "--repo", str(repo),
-                                         "--benchmark", "triton_dot_scaled[m128_n128_k128_w8_s3]/square_m08192_n08192_k08192"])
+    first = bisect_options.COMMAND.checked(
+        [
+            "--from-change-point",
+            str(report),
+            "--index",
+            "1",
+            "--repo",
+            str(repo),
+            "--benchmark",
+            "triton_dot_scaled[m128_n128_k128_w8_s3]/square_m08192_n08192_k08192",
+        ]
+    )
     assert (first.good, first.bad) == (shas[1], shas[3])
     assert bisect_options.run(first, SimulatedGate(repo), code_key(repo), log=lambda line: None) == 0
     assert bisect_options.run(opts, SimulatedGate(repo), code_key(repo), log=lambda line: None) == 0
@@ -262,19 +355,22 @@ def test_from_change_point_takes_good_bad_and_the_gate_id_from_the_report_and_fi
     assert bisect_options.COMMAND.checked(["--from-change-point", str(single), "--repo", str(repo)]).bad == shas[3]
 
 
-@pytest.mark.parametrize("case, expected", [
-    ("no history", "no 'history' section"),
-    ("not checked", "was not checked"),
-    ("no change points", "no change point"),
-    ("only improvements", "only a slowdown is bisected"),
-    ("ambiguous", "pick one with --index"),
-    ("index out of range", "--index 3"),
-    ("other benchmark", "no regression change point of that benchmark"),
-    ("not json", "not a readable JSON report"),
-    ("with --good", "leave out --good and --bad"),
-    ("index alone", "it needs --from-change-point"),
-    ("nothing", "--good, --bad, --benchmark: required"),
-])
+@pytest.mark.parametrize(
+    "case, expected",
+    [
+        ("no history", "no 'history' section"),
+        ("not checked", "was not checked"),
+        ("no change points", "no change point"),
+        ("only improvements", "only a slowdown is bisected"),
+        ("ambiguous", "pick one with --index"),
+        ("index out of range", "--index 3"),
+        ("other benchmark", "no regression change point of that benchmark"),
+        ("not json", "not a readable JSON report"),
+        ("with --good", "leave out --good and --bad"),
+        ("index alone", "it needs --from-change-point"),
+        ("nothing", "--good, --bad, --benchmark: required"),
+    ],
+)
 def test_from_change_point_refuses_a_report_or_a_choice_it_cannot_use(tmp_path, monkeypatch, capsys, case, expected):
     repo, shas = make_repo(tmp_path, [(f"v{i}", 100.0 if i < 2 else 94.0) for i in range(4)])
     two = [change(GPU_KEY, shas[0], shas[1]), change(GPU_KEY, shas[1], shas[2])]
@@ -288,10 +384,17 @@ def test_from_change_point_refuses_a_report_or_a_choice_it_cannot_use(tmp_path, 
         "other benchmark": lambda: main_job_report(tmp_path, two),
         "not json": lambda: (tmp_path / "broken.json").write_text("{not json") and tmp_path / "broken.json",
     }
-    extra = {"index out of range": ["--index", "3"], "other benchmark": ["--benchmark", "k[c]/s"],
-             "with --good": ["--good", shas[0]]}
+    extra = {
+        "index out of range": ["--index", "3"],
+        "other benchmark": ["--benchmark", "k[c]/s"],
+        "with --good": ["--good", shas[0]],
+    }
     if case in ("index alone", "nothing"):
-        argv = ["--index", "1", "--good", shas[0], "--bad", shas[-1], "--benchmark", "k[c]/s"] if case == "index alone" else []
+        argv = (
+            ["--index", "1", "--good", shas[0], "--bad", shas[-1], "--benchmark", "k[c]/s"]
+            if case == "index alone"
+            else []
+        )
     else:
         report = reports[case]() if case in reports else main_job_report(tmp_path, two)
         argv = ["--from-change-point", str(report), *extra.get(case, [])]

@@ -19,10 +19,12 @@ def _series(levels, per_commit=10, noise=0.01, within=0.01, seed=1):
     return [level * (1 + rng.normal(0, noise)) * (1 + rng.normal(0, within, per_commit)) for level in levels]
 
 
-def _bump(rng: np.random.Generator, n: int, start: int, length: int, drop: float = 0.03, noise: float = 0.003) -> np.ndarray:
+def _bump(
+    rng: np.random.Generator, n: int, start: int, length: int, drop: float = 0.03, noise: float = 0.003
+) -> np.ndarray:
     """Log levels: ``noise`` commit noise, a ``drop`` lasting ``length`` commits from ``start``, then back."""
     x = rng.normal(0, noise, n)
-    x[start:start + length] += np.log1p(-drop)
+    x[start : start + length] += np.log1p(-drop)
     return x
 
 
@@ -153,7 +155,7 @@ def _history(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
     x = rng.normal(0, 0.003, n)
     for _ in range(int(rng.integers(5, 30))):
         start, length = int(rng.integers(0, n - 5)), int(rng.integers(2, 200))
-        x[start:start + length] += rng.choice((-1, 1)) * rng.uniform(0.005, 0.05)
+        x[start : start + length] += rng.choice((-1, 1)) * rng.uniform(0.005, 0.05)
     return x, rng.uniform(0, 0.001, n)
 
 
@@ -163,9 +165,17 @@ def test_the_incremental_answer_is_the_full_computations():
     rng = np.random.default_rng(27)
 
     def full(levels, errors, published=()):
-        return cp.describe(levels, errors, cp.find(levels, published=published), higher_is_better=True,
-                           threshold=cp.DEFAULT_THRESHOLD, with_intervals=True, bootstrap=cp.DEFAULT_BOOTSTRAP,
-                           confidence=cp.DEFAULT_CONFIDENCE, seed=0)
+        return cp.describe(
+            levels,
+            errors,
+            cp.find(levels, published=published),
+            higher_is_better=True,
+            threshold=cp.DEFAULT_THRESHOLD,
+            with_intervals=True,
+            bootstrap=cp.DEFAULT_BOOTSTRAP,
+            confidence=cp.DEFAULT_CONFIDENCE,
+            seed=0,
+        )
 
     for _ in range(8):
         n = int(rng.integers(4000, 7000))
@@ -332,8 +342,9 @@ def _heavy(kind: str, seed: int, index: int) -> np.ndarray:
     return np.log1p(e)
 
 
-@pytest.mark.parametrize("kind, seed, index", [("t5", 7, 79), ("outliers", 11, 55), ("outliers", 11, 66),
-                                               ("outliers", 11, 82)])
+@pytest.mark.parametrize(
+    "kind, seed, index", [("t5", 7, 79), ("outliers", 11, 55), ("outliers", 11, 66), ("outliers", 11, 82)]
+)
 def test_a_short_cluster_of_heavy_tailed_commits_is_not_a_rescued_bump(kind, seed, index):
     """No change in these series: three or four heavy-tailed commits in a row, one edge a candidate, the other
     accepted by the bump rescue (segments._bump) before it looked only for bumps of BUMP_MIN commits or more (t5:

@@ -53,6 +53,7 @@ def _sub(pattern: str, replacement: str, count: int = 1):
         new, n = re.subn(pattern, replacement, text, count=count, flags=re.M)
         assert n, f"pattern {pattern!r} not found"
         return new
+
     return edit
 
 
@@ -72,10 +73,14 @@ def _sm90(base_fp, head_fp):
 
 def test_comment_docstring_and_format_edits_are_identical(root, base):
     cosmetic = _sub(r'^"""MXFP4 GEMMs in Triton', '# A comment that shifts every line.\n\n"""MXFP4 GEMMs, in Triton')
-    reformat = _sub(r'grid = \(triton\.cdiv\(m, config\["BLOCK_M"\]\) \* ',
-                    'grid = (\n            triton.cdiv(m, config["BLOCK_M"])  # tiles along M\n            * ')
+    reformat = _sub(
+        r'grid = \(triton\.cdiv\(m, config\["BLOCK_M"\]\) \* ',
+        'grid = (\n            triton.cdiv(m, config["BLOCK_M"])  # tiles along M\n            * ',
+    )
     docstring = _sub(r'"""e8m0 bytes -> float32', '"""Decode e8m0 bytes -> float32')
-    head = _fingerprints(_tree(root, "cosmetic", {"kernels/triton_mxfp4.py": lambda t: docstring(reformat(cosmetic(t)))}))
+    head = _fingerprints(
+        _tree(root, "cosmetic", {"kernels/triton_mxfp4.py": lambda t: docstring(reformat(cosmetic(t)))})
+    )
     results = _sm90(base, head)
     assert {r.outcome for r in results.values()} == {Outcome.IDENTICAL}, {k: r.describe() for k, r in results.items()}
     # Line numbers moved, so the compiled code really was rebuilt and normalized to the same digest.
@@ -92,8 +97,10 @@ def test_launch_path_edit_differs_in_launch_path_only(root, base):
 
 
 def test_config_edit_differs_in_device_code_of_that_config(root, base):
-    edit = _sub(r'"m128_n128_k128_w8_s3": _config\(128, 128, 128, num_warps=8, num_stages=3\)',
-                '"m128_n128_k128_w8_s3": _config(128, 128, 128, num_warps=8, num_stages=2)')
+    edit = _sub(
+        r'"m128_n128_k128_w8_s3": _config\(128, 128, 128, num_warps=8, num_stages=3\)',
+        '"m128_n128_k128_w8_s3": _config(128, 128, 128, num_warps=8, num_stages=2)',
+    )
     head = _fingerprints(_tree(root, "stages", {"kernels/triton_mxfp4.py": edit}))
     results = _sm90(base, head)
     assert f"sm_90 code of {CONFIG}" in results[TRITON_8K].what
@@ -150,10 +157,14 @@ def test_changes_command_json_on_a_torch_only_pr(root, base):
     repo.git.add(A=True)
     repo.index.commit("c0")
     path = repo_dir / "kernels/torch_dequant.py"
-    path.write_text(_sub(r"dtype = _DTYPES\[config\[\"dtype\"\]\]", 'dtype = _DTYPES[str(config["dtype"])]')(path.read_text()))
+    path.write_text(
+        _sub(r"dtype = _DTYPES\[config\[\"dtype\"\]\]", 'dtype = _DTYPES[str(config["dtype"])]')(path.read_text())
+    )
     repo.git.add(A=True)
     repo.index.commit("torch only")
-    options = changes.Options(base="HEAD~1", head="HEAD", repo=repo_dir, archs=ARCHS, json=None, costs=None, kernels=KERNELS)
+    options = changes.Options(
+        base="HEAD~1", head="HEAD", repo=repo_dir, archs=ARCHS, json=None, costs=None, kernels=KERNELS
+    )
     data, text = changes.run(options, log=lambda line: None)
     assert data["gpu_needed"] is True
     assert TORCH_8K in data["to_measure"] and TRITON_8K in data["unchanged"]
@@ -218,35 +229,79 @@ $L__BB0_1:
 
 def test_amdgcn_mix_counts_each_category_and_skips_metadata():
     mix = instruction_mix("amdgcn", AMD_SNIPPET)
-    for name in ("scaled MFMA", "other MFMA", "global/buffer load", "global/buffer store", "LDS read", "LDS write",
-                 "s_waitcnt", "s_nop", "v_accvgpr move", "branch", "barrier"):
+    for name in (
+        "scaled MFMA",
+        "other MFMA",
+        "global/buffer load",
+        "global/buffer store",
+        "LDS read",
+        "LDS write",
+        "s_waitcnt",
+        "s_nop",
+        "v_accvgpr move",
+        "branch",
+        "barrier",
+    ):
         assert mix[name] == 1, (name, mix)
     assert mix["all instructions"] == 12  # the 11 above and s_endpgm; no metadata key counted
 
 
 def test_sass_and_ptx_mix():
     sass = instruction_mix("sass", SASS_SNIPPET)
-    assert (sass["MMA"], sass["global load"], sass["global store"], sass["shared load"], sass["shared store"],
-            sass["barrier"], sass["branch"], sass["all instructions"]) == (1, 1, 1, 1, 1, 1, 1, 7)
+    assert (
+        sass["MMA"],
+        sass["global load"],
+        sass["global store"],
+        sass["shared load"],
+        sass["shared store"],
+        sass["barrier"],
+        sass["branch"],
+        sass["all instructions"],
+    ) == (1, 1, 1, 1, 1, 1, 1, 7)
     ptx = instruction_mix("ptx", PTX_SNIPPET)
-    assert (ptx["MMA"], ptx["global load"], ptx["global store"], ptx["shared load"], ptx["async copy (cp.async/TMA)"],
-            ptx["barrier"], ptx["branch"]) == (1, 1, 1, 1, 1, 1, 1)
+    assert (
+        ptx["MMA"],
+        ptx["global load"],
+        ptx["global store"],
+        ptx["shared load"],
+        ptx["async copy (cp.async/TMA)"],
+        ptx["barrier"],
+        ptx["branch"],
+    ) == (1, 1, 1, 1, 1, 1, 1)
     assert "ret" in mnemonics("ptx", PTX_SNIPPET) and ".param" not in mnemonics("ptx", PTX_SNIPPET)
 
 
 def test_mix_diff_marks_the_changed_categories():
     rows = mix_diff({"s_nop": 3, "branch": 1}, {"s_nop": 5, "branch": 1})
-    assert rows == [{"instructions": "s_nop", "base": "3", "head": "5", "delta": "+2"},
-                    {"instructions": "branch", "base": "1", "head": "1", "delta": ""}]
+    assert rows == [
+        {"instructions": "s_nop", "base": "3", "head": "5", "delta": "+2"},
+        {"instructions": "branch", "base": "1", "head": "1", "delta": ""},
+    ]
 
 
 def test_real_gfx950_isa_mix_agrees_with_the_resource_parser(tmp_path):
     """FlyDSL compiles for gfx950 here (ld.lld); its MFMAs by mix = harness.resources' MFMA count."""
     out = tmp_path / "res.json"
     isa_dir = tmp_path / "isa"
-    done = subprocess.run([sys.executable, "-m", "ci.budget.resources", "--kernel", "flydsl_gfx950_4wave",
-                           "--config", "default", "--isa-dir", str(isa_dir), "--json", str(out)],
-                          cwd=PROJECT, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ci.budget.resources",
+            "--kernel",
+            "flydsl_gfx950_4wave",
+            "--config",
+            "default",
+            "--isa-dir",
+            str(isa_dir),
+            "--json",
+            str(out),
+        ],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     usage = json.loads(out.read_text())["targets"]["flydsl_gfx950_4wave/gfx950/default"]["usage"]
     mix = instruction_mix("amdgcn", (isa_dir / "flydsl_gfx950_4wave.gfx950.default.s").read_text())

@@ -29,14 +29,18 @@ FRONTS = {
 }
 # Child entry points: started by a front with a fixed argv (a command and JSON file paths), not options.
 CHILD_ENTRY_POINTS = {
-    "ci/common/device_code.py": "python -m ci.common.device_code REQUEST.json OUT.json (compile-only, in a commit's tree)",
+    "ci/common/device_code.py": (
+        "python -m ci.common.device_code REQUEST.json OUT.json (compile-only, in a commit's tree)"
+    ),
     "ci/speed/engine/worker.py": "python -m ci.speed.engine.worker (requests on stdin)",
 }
 # The one runner of every front (ci.common.command): builds each front's parser, reads sys.argv when given none.
 RUNNER = {"ci/common/command.py": "Command.main: the prefix, exit codes, --traceback, signals, the error JSON"}
 # Shared option adders (asv's common_args): may import argparse to type the parser they add to; never read sys.argv.
 SHARED_ADDERS = {
-    "ci/common/options.py": "add_commits, add_repo, add_selection, add_arch, add_timing, add_json, add_machine, add_max_minutes",
+    "ci/common/options.py": (
+        "add_commits, add_repo, add_selection, add_arch, add_timing, add_json, add_machine, add_max_minutes"
+    ),
 }
 
 
@@ -50,15 +54,22 @@ def command_line_uses(source: str) -> set[str]:
             found.add("argparse")
         elif isinstance(node, ast.ImportFrom) and node.module == "sys" and any(a.name == "argv" for a in node.names):
             found.add("sys.argv")
-        elif isinstance(node, ast.Attribute) and node.attr == "argv" and isinstance(node.value, ast.Name) and node.value.id == "sys":
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr == "argv"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "sys"
+        ):
             found.add("sys.argv")
     return found
 
 
 def off_list(root: Path) -> dict[str, set[str]]:
     """Modules under ``root``/ci that touch the command line without being allowed to."""
-    allowed = {**{m: {"argparse", "sys.argv"} for m in {**FRONTS, **CHILD_ENTRY_POINTS, **RUNNER}},
-               **{m: {"argparse"} for m in SHARED_ADDERS}}
+    allowed = {
+        **{m: {"argparse", "sys.argv"} for m in {**FRONTS, **CHILD_ENTRY_POINTS, **RUNNER}},
+        **{m: {"argparse"} for m in SHARED_ADDERS},
+    }
     out = {}
     for path in sorted((root / "ci").rglob("*.py")):
         module = path.relative_to(root).as_posix()
@@ -74,7 +85,9 @@ def test_only_the_fronts_read_the_command_line():
 
 @pytest.mark.parametrize("module", sorted({**FRONTS, **CHILD_ENTRY_POINTS, **SHARED_ADDERS, **RUNNER}))
 def test_every_listed_module_exists(module):
-    assert (REPO / module).is_file(), f"{module} is listed as allowed to read the command line but is gone: update the list"
+    assert (REPO / module).is_file(), (
+        f"{module} is listed as allowed to read the command line but is gone: update the list"
+    )
 
 
 @pytest.mark.parametrize("module", sorted({**FRONTS, **CHILD_ENTRY_POINTS}))
@@ -83,12 +96,15 @@ def test_every_front_has_a_main(module):
     assert any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in tree.body), f"{module}: a front has main()"
 
 
-@pytest.mark.parametrize("module, injected, found", [
-    ("ci/speed/decide/verdict.py", "import argparse\n", "argparse"),
-    ("ci/speed/modes/shared.py", "from argparse import Namespace\n", "argparse"),
-    ("ci/speed/modes/measure.py", "import sys\nCOMMAND = sys.argv[1:]\n", "sys.argv"),
-    ("ci/common/options.py", "import sys\nCOMMAND = sys.argv[1:]\n", "sys.argv"),  # an adder reads no argv
-])
+@pytest.mark.parametrize(
+    "module, injected, found",
+    [
+        ("ci/speed/decide/verdict.py", "import argparse\n", "argparse"),
+        ("ci/speed/modes/shared.py", "from argparse import Namespace\n", "argparse"),
+        ("ci/speed/modes/measure.py", "import sys\nCOMMAND = sys.argv[1:]\n", "sys.argv"),
+        ("ci/common/options.py", "import sys\nCOMMAND = sys.argv[1:]\n", "sys.argv"),  # an adder reads no argv
+    ],
+)
 def test_the_check_fails_on_a_command_line_below_a_front(tmp_path, module, injected, found):
     shutil.copytree(REPO / "ci", tmp_path / "ci", ignore=shutil.ignore_patterns("__pycache__"))
     assert off_list(tmp_path) == {}

@@ -26,7 +26,15 @@ from tests.test_command_fronts import CHILD_ENTRY_POINTS
 REPO = Path(__file__).resolve().parents[1]
 # Arguments a front needs to parse at all (a subcommand and its required options); none of them is checked here.
 PARSES = {
-    "ci.notify": ["regression-issues", "--github-repo", "o/n", "--changes", "c.json", "--run-url", "https://example.org/r"]
+    "ci.notify": [
+        "regression-issues",
+        "--github-repo",
+        "o/n",
+        "--changes",
+        "c.json",
+        "--run-url",
+        "https://example.org/r",
+    ]
 }
 # Runs the front as `python -m` would, with the runner's call of the tool replaced: "crash" raises, "wait" waits.
 WRAPPER = """
@@ -252,7 +260,13 @@ def test_python_m_of_the_module_that_declares_a_front_says_which_is_the_front(mo
 
 
 def test_the_modules_that_declare_a_front_are_found():
-    assert declaring_modules() == ["ci.bisect.options", "ci.budget.gate", "ci.history.main_job", "ci.notify.front", "ci.speed.gate"]
+    assert declaring_modules() == [
+        "ci.bisect.options",
+        "ci.budget.gate",
+        "ci.history.main_job",
+        "ci.notify.front",
+        "ci.speed.gate",
+    ]
 
 
 def test_every_python_m_the_docs_spell_is_a_front():

@@ -66,7 +66,9 @@ def test_k_sweep(kernel_config, k, kind, gate_log, request):
         pytest.skip(f"Triton interpreter on CPU: non-default configs are gated at K={K_SWEEP[0]} only (time)")
     if interpreted(kernel) and kind == "edge_scales" and k not in (K_SWEEP[0], K_SWEEP[-1]):
         # The edge data is about scale decoding, not the K loop, which randn and wide_scales gate at every K.
-        pytest.skip(f"Triton interpreter on CPU: edge_scales data is gated at K={K_SWEEP[0]}, {K_SWEEP[-1]} only (time)")
+        pytest.skip(
+            f"Triton interpreter on CPU: edge_scales data is gated at K={K_SWEEP[0]}, {K_SWEEP[-1]} only (time)"
+        )
     mn = sweep_mn(kernel, config)
     a, b = make_operands(kind, mn, mn, k, salt=k)
     assert_passes(kernel, config, a, b, kind, gate_log, request)

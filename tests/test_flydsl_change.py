@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import git
 import pytest
+from test_code_fingerprint import _sub, _tree
 
 from ci.speed import changes
-from test_code_fingerprint import _sub, _tree
 
 KERNELS = ("flydsl_gfx950_4wave", "triton_dot_scaled")
 TARGET = "flydsl_gfx950_4wave/gfx950/default"
-PARAMETER = _sub(r'"default": \{"lds_stages": 2, "agpr_accumulators": True\}',
-                 '"default": {"lds_stages": 2, "agpr_accumulators": False}')
+PARAMETER = _sub(
+    r'"default": \{"lds_stages": 2, "agpr_accumulators": True\}',
+    '"default": {"lds_stages": 2, "agpr_accumulators": False}',
+)
 
 
 @pytest.mark.slow
@@ -36,8 +38,9 @@ def test_one_flydsl_parameter_shows_the_gfx950_mix_and_resources_and_leaves_trit
     repo.git.add(A=True)
     repo.index.commit("flydsl: default config without AGPR-pinned accumulators")
 
-    options = changes.Options(base="HEAD~1", head="HEAD", repo=repo_dir, archs=("gfx950",), json=None, costs=None,
-                              kernels=KERNELS)
+    options = changes.Options(
+        base="HEAD~1", head="HEAD", repo=repo_dir, archs=("gfx950",), json=None, costs=None, kernels=KERNELS
+    )
     data, text = changes.run(options, log=lambda line: None)
     print(text)
 

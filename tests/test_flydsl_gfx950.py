@@ -16,14 +16,14 @@ import re
 
 import pytest
 import torch
+from operands import random_mxfp4
 
+from harness.accuracy import compare
 from harness.resources import usage_from_artifact
 from kernels import devices, preshuffle
-from kernels.flydsl_gfx950 import KERNEL_NAME, COMPILE_ONLY_K
+from kernels.flydsl_gfx950 import COMPILE_ONLY_K, KERNEL_NAME
 from kernels.flydsl_gfx950 import index_math as fk
-from harness.accuracy import compare
 from kernels.mxfp4 import MXFP4Tensor, e2m1_to_float, unpack_nibbles
-from operands import random_mxfp4
 from kernels.reference import reference_gemm
 from kernels.registry import UnsupportedDevice, UnsupportedShape, get_kernel
 
@@ -86,7 +86,8 @@ def test_asm_and_intrinsic_forms_encode_the_same_op_sel() -> None:
     for config in KERNEL.configs:
         assembly = _compile(config).assembly
         forms[config] = sorted(
-            " ".join(re.findall(r"op_sel(?:_hi)?:\[[^\]]*\]|cbsz:\d|blgp:\d", mods)) for mods in MFMA_LINE.findall(assembly)
+            " ".join(re.findall(r"op_sel(?:_hi)?:\[[^\]]*\]|cbsz:\d|blgp:\d", mods))
+            for mods in MFMA_LINE.findall(assembly)
         )
     default, intrinsic = forms["default"], forms["intrinsic_acc"]
     # LLVM omits an all-zero op_sel; normalise before comparing.
@@ -106,7 +107,9 @@ def test_compile_only_rejects_other_archs() -> None:
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("m,n,k,dim,multiple", [(300, 256, 256, "M", 256), (256, 128, 256, "N", 256), (256, 256, 288, "K", 256)])
+@pytest.mark.parametrize(
+    "m,n,k,dim,multiple", [(300, 256, 256, "M", 256), (256, 128, 256, "N", 256), (256, 256, 288, "K", 256)]
+)
 def test_shape_constraints_are_named(m, n, k, dim, multiple) -> None:
     with pytest.raises(UnsupportedShape, match=rf"{dim} = \d+ must be a positive multiple of {multiple}"):
         KERNEL.check_shape(m, n, k)
@@ -172,7 +175,10 @@ def emulate_kernel(a: MXFP4Tensor, b: MXFP4Tensor, stages: int = 2) -> torch.Ten
 
         def copy_stage(k_step: int, stage: int) -> None:
             for wave in range(fk.WAVES):
-                for operand, mem, offsets, tile_mn in ((0, a_mem, fk.a_copy_offsets, tile_m), (1, b_mem, fk.b_copy_offsets, tile_n)):
+                for operand, mem, offsets, tile_mn in (
+                    (0, a_mem, fk.a_copy_offsets, tile_m),
+                    (1, b_mem, fk.b_copy_offsets, tile_n),
+                ):
                     for j in range(fk.DMA_PER_WAVE):
                         chunk = fk.dma_chunk(wave, j)
                         uniform, per_lane = offsets(tile_mn, chunk, k_step, LANES, k_bytes)

@@ -38,8 +38,13 @@ def full(folder: Path, size: str = "2m") -> Iterator[Path]:
     if folder.exists():
         folder.rename(saved)
     folder.mkdir(parents=True)
-    mounted = os.geteuid() == 0 and subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-                                                   capture_output=True).returncode == 0
+    mounted = (
+        os.geteuid() == 0
+        and subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True
+        ).returncode
+        == 0
+    )
     if not mounted:
         pytest.skip("a full disk needs a tmpfs, which needs root (CI runs as root)")
     try:
@@ -58,8 +63,11 @@ def full(folder: Path, size: str = "2m") -> Iterator[Path]:
 
 
 def files(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.name != FILLER}
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != FILLER
+    }
 
 
 def assert_one_clean_line(done: subprocess.CompletedProcess, prefix: str, path: Path) -> str:
@@ -84,8 +92,22 @@ def no_temporary_files(folder: Path) -> None:
 
 def _main_job(repo: Path, home: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "ci.history", "--commits=1", f"--bench={history_job.TWO_CPU_TIMINGS}", "--tracks=gpu",
-         "--no-publish", *args], cwd=repo, env=asv_env(home), capture_output=True, text=True, timeout=900)
+        [
+            sys.executable,
+            "-m",
+            "ci.history",
+            "--commits=1",
+            f"--bench={history_job.TWO_CPU_TIMINGS}",
+            "--tracks=gpu",
+            "--no-publish",
+            *args,
+        ],
+        cwd=repo,
+        env=asv_env(home),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 @pytest.mark.slow
@@ -125,9 +147,8 @@ def test_the_main_jobs_json_report_on_a_full_disk(tmp_path, measured_project):
 
 @pytest.mark.slow
 def test_publishing_into_a_full_site_folder(tmp_path):
-    from test_published_history import _clone, _publish
-
     import synthetic_history as synthetic
+    from test_published_history import _clone, _publish
 
     clone = _clone(tmp_path / "clone")
     _, held = synthetic.make_history(clone, synthetic.Spec(commits=30, seed=2), hold_back=1)
@@ -136,8 +157,13 @@ def test_publishing_into_a_full_site_folder(tmp_path):
     scratch = clone / ".site.building"
     with full(clone / "site", size="64m") as site:
         before = files(site)
-        done = subprocess.run([sys.executable, "-m", "ci.history.publish", "--local-branch", "--out", str(site)],
-                              cwd=clone, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(clone)})
+        done = subprocess.run(
+            [sys.executable, "-m", "ci.history.publish", "--local-branch", "--out", str(site)],
+            cwd=clone,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(clone)},
+        )
         assert_one_clean_line(done, "python -m ci.history.publish: error: ", site)
         new = files(scratch)
         assert all(data in (before.get(name), new.get(name)) for name, data in files(site).items())  # each file whole
@@ -154,9 +180,23 @@ def test_the_pr_comment_into_a_full_folder(tmp_path):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "comment.md").write_text("an earlier comment\n")
     with full(tmp_path / "out", size="64k") as out:
-        done = subprocess.run([sys.executable, "-m", "ci.notify", "comment", "--artifacts", str(tmp_path),
-                               "--run-url", "https://github.com/a/b/actions/runs/1", "--out", str(out / "comment.md")],
-                              capture_output=True, text=True, env=NO_SUMMARY)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ci.notify",
+                "comment",
+                "--artifacts",
+                str(tmp_path),
+                "--run-url",
+                "https://github.com/a/b/actions/runs/1",
+                "--out",
+                str(out / "comment.md"),
+            ],
+            capture_output=True,
+            text=True,
+            env=NO_SUMMARY,
+        )
         assert_one_clean_line(done, "python -m ci.notify: error: ", out / "comment.md")
         assert files(out) == {"comment.md": b"an earlier comment\n"}
 
@@ -167,9 +207,26 @@ def test_the_bisection_record_into_a_full_folder(tmp_path):
     repo = make_project(tmp_path)
     commit_change(repo, "README.md", "\nA docs-only change.\n", "docs")  # no code change: nothing to measure
     with full(tmp_path / "out", size="64k") as out:
-        done = subprocess.run([sys.executable, "-m", "ci.bisect", "--good", "HEAD~1", "--bad", "HEAD", "--benchmark",
-                               "torch_dequant[bf16]/s", "--repo", str(repo), "--json", str(out / "bisect.json")],
-                              capture_output=True, text=True, env=NO_SUMMARY)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ci.bisect",
+                "--good",
+                "HEAD~1",
+                "--bad",
+                "HEAD",
+                "--benchmark",
+                "torch_dequant[bf16]/s",
+                "--repo",
+                str(repo),
+                "--json",
+                str(out / "bisect.json"),
+            ],
+            capture_output=True,
+            text=True,
+            env=NO_SUMMARY,
+        )
         assert "No code change" in done.stdout
         assert_one_clean_line(done, "python -m ci.bisect: error: ", out / "bisect.json")
         assert files(out) == {}
@@ -190,16 +247,30 @@ def test_one_output_of_the_speed_gate_on_a_full_disk(tmp_path, refused):
     where = {option: tmp_path / ("full" if option == refused else "roomy") / name for option, name in OUTPUTS.items()}
     where[refused].write_text(EARLIER)
     with full(tmp_path / "full") as cramped:
-        done = subprocess.run([sys.executable, "-m", "ci.speed", "--replay", str(RECORDED),
-                               "--json", str(where["--json"]), "--plot", str(where["--plot"])],
-                              capture_output=True, text=True,
-                              env={**os.environ, "GITHUB_STEP_SUMMARY": str(where["$GITHUB_STEP_SUMMARY"])})
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ci.speed",
+                "--replay",
+                str(RECORDED),
+                "--json",
+                str(where["--json"]),
+                "--plot",
+                str(where["--plot"]),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "GITHUB_STEP_SUMMARY": str(where["$GITHUB_STEP_SUMMARY"])},
+        )
         if refused == "--plot":
             assert_one_clean_line(done, "python -m ci.speed: error: ", where[refused])
         else:  # the data went to a named fallback file, and the line says where
             assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
             last = done.stderr.strip().splitlines()[-1]
-            assert last.startswith(f"python -m ci.speed: error: {refused} {where[refused]}: cannot write there (No space"), last
+            assert last.startswith(
+                f"python -m ci.speed: error: {refused} {where[refused]}: cannot write there (No space"
+            ), last
             spare = Path(last.split("kept: the ")[1].split(" in ", 1)[1])
             assert spare.stat().st_size > 1000
             spare.unlink()
@@ -230,12 +301,24 @@ def test_one_output_of_the_budget_gate_on_a_full_disk(probe_repo, tmp_path, refu
     where["$GITHUB_STEP_SUMMARY"].write_text(EARLIER)
     before = {option: path.read_bytes() for option, path in where.items() if path.exists()}
     with full(tmp_path / "full", size="64k") as cramped:
-        done = run_gate(work, "--base", "origin/main", "--kernel", CANNED, "--json", str(where["--json"]),
-                        "--update-budget", "--budget", str(where["--update-budget"]),
-                        env_extra={"GITHUB_STEP_SUMMARY": str(where["$GITHUB_STEP_SUMMARY"])})
+        done = run_gate(
+            work,
+            "--base",
+            "origin/main",
+            "--kernel",
+            CANNED,
+            "--json",
+            str(where["--json"]),
+            "--update-budget",
+            "--budget",
+            str(where["--update-budget"]),
+            env_extra={"GITHUB_STEP_SUMMARY": str(where["$GITHUB_STEP_SUMMARY"])},
+        )
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stdout[-2000:] + done.stderr[-3000:]
         last = done.stderr.strip().splitlines()[-1]
-        assert last.startswith("python -m ci.budget: error: ") and str(where[refused]) in last and "cannot write" in last, last
+        assert (
+            last.startswith("python -m ci.budget: error: ") and str(where[refused]) in last and "cannot write" in last
+        ), last
         assert "No space left on device" in last and "kept: " in last, last
         if refused != "--update-budget":  # the data went to a named fallback file, and the line says where
             spare = Path(last.split("kept: the ")[1].split(" in ", 1)[1])
@@ -259,8 +342,10 @@ def test_the_main_jobs_log_on_a_full_disk(tmp_path, measured_project):
         done = _main_job(measured.repo, measured.home, f"--json={tmp_path / 'report.json'}")
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-4000:]
     refused = [line for line in done.stderr.splitlines() if "main_job.log (No space left on device)" in line]
-    assert refused == [f"main_job: cannot write {log} (No space left on device); kept: the log up to here, the rest on "
-                       "this screen only"], refused
+    assert refused == [
+        f"main_job: cannot write {log} (No space left on device); kept: the log up to here, the rest on "
+        "this screen only"
+    ], refused
     assert json.loads((tmp_path / "report.json").read_text())["status"][docs] == "identical code"
 
 

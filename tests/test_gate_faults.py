@@ -58,8 +58,9 @@ def test_an_unwritable_output_at_the_end_goes_to_a_named_fallback_file(tmp_path)
         assert len(lines) == 1 and f"kept: the data in {where}" in lines[0] and "cannot write there" in lines[0]
     finally:
         where.unlink()
-    spare = append_step_summary_or_fallback("### Speed gate: PASS", lines.append,
-                                            {"GITHUB_STEP_SUMMARY": str(tmp_path / "file" / "summary.md")})
+    spare = append_step_summary_or_fallback(
+        "### Speed gate: PASS", lines.append, {"GITHUB_STEP_SUMMARY": str(tmp_path / "file" / "summary.md")}
+    )
     try:
         assert "### Speed gate: PASS" in spare.read_text() and f"kept: the summary in {spare}" in lines[-1]
     finally:
@@ -144,7 +145,9 @@ IMPORT_BROKEN = "\nraise RuntimeError('injected: the base does not import')\n"
 
 @pytest.fixture(scope="module")
 def fault_repo(tmp_path_factory):
-    """``c0``; ``raises`` and ``broken`` (a base that raises / does not import) each with a ``fix`` on top; ``hangs``."""
+    """``c0``; ``raises`` and ``broken`` (a base that raises / does not import) each with a ``fix`` on top;
+    ``hangs``.
+    """
     repo = make_project(tmp_path_factory.mktemp("gate-faults"))
     c0 = git(repo, "rev-parse", "HEAD")
     kernel = repo / "kernels/torch_dequant.py"
@@ -203,7 +206,9 @@ class _Lines:
         self._lines.put(None)
 
     def wait_for(self, wanted, timeout_s: float) -> str:
-        """The first line for which ``wanted(line)``; fails naming what was seen at end of output or after ``timeout_s``."""
+        """The first line for which ``wanted(line)``; fails naming what was seen at end of output or after
+        ``timeout_s``.
+        """
         deadline = time.monotonic() + timeout_s
         while True:
             try:
@@ -232,8 +237,26 @@ def test_a_signal_stops_the_gate_removes_its_worktrees_and_says_so(fault_repo, t
     repo, c0 = fault_repo
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GITHUB_STEP_SUMMARY", "TRITON_INTERPRET")}
     env["PYTHONPATH"] = str(repo)
-    gate = subprocess.Popen([sys.executable, "-m", "ci.speed", "--repo", str(repo), "--base", c0, "--head", "hangs",
-                             *SMALL, "--json", str(tmp_path / "v.json")], cwd=repo, env=env, stderr=subprocess.PIPE, text=True)
+    gate = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ci.speed",
+            "--repo",
+            str(repo),
+            "--base",
+            c0,
+            "--head",
+            "hangs",
+            *SMALL,
+            "--json",
+            str(tmp_path / "v.json"),
+        ],
+        cwd=repo,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     stderr = _Lines(gate.stderr)
     try:
         # The surveys run side by side: once the base's has checked its kernel, the head's is in (or at) its hang.
@@ -247,7 +270,9 @@ def test_a_signal_stops_the_gate_removes_its_worktrees_and_says_so(fault_repo, t
     rest = stderr.rest()
     assert code == 128 + signum, "".join(stderr.seen) + rest
     name = signal.Signals(signum).name
-    assert f"python -m ci.speed: interrupted by {name}: child processes stopped" in rest and "Traceback" not in rest, rest
+    assert f"python -m ci.speed: interrupted by {name}: child processes stopped" in rest and "Traceback" not in rest, (
+        rest
+    )
     assert json.loads((tmp_path / "v.json").read_text())["verdict"] == "error"
     assert _leftovers(gate.pid) == [] and git(repo, "worktree", "list").count("\n") == 0
 
@@ -255,8 +280,18 @@ def test_a_signal_stops_the_gate_removes_its_worktrees_and_says_so(fault_repo, t
 def test_a_malformed_replay_file_is_an_error_naming_the_file(fault_repo, tmp_path):
     repo, _ = fault_repo
     bad = tmp_path / "cut.json"
-    bad.write_text(json.dumps({"schema": GATE_SCHEMA, "rounds": [{"index": 0}], "benchmarks": [{"id": "x"}],
-                               "plan": {}, "exclusion": {}, "thresholds": {}}))  # valid JSON, cut short
+    bad.write_text(
+        json.dumps(
+            {
+                "schema": GATE_SCHEMA,
+                "rounds": [{"index": 0}],
+                "benchmarks": [{"id": "x"}],
+                "plan": {},
+                "exclusion": {},
+                "thresholds": {},
+            }
+        )
+    )  # valid JSON, cut short
     done = run_gate(repo, "--replay", str(bad))
     assert done.returncode == 2, done.stderr[-2000:]
     line = done.stderr.strip().splitlines()[-1]
@@ -281,8 +316,17 @@ def test_an_unwritable_results_folder_is_a_harness_error_naming_it(tmp_path):
     asv_dir.write_text("a file where the results folder belongs (as root, chmod cannot make a folder read-only)")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GITHUB_STEP_SUMMARY")}
     env["PYTHONPATH"] = str(repo)
-    done = subprocess.run([sys.executable, "-m", "ci.history", "--commits", "1"], cwd=repo, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "ci.history", "--commits", "1"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2, done.stderr[-2000:]
-    assert f"python -m ci.history: error: the results folder (.asv): {asv_dir}/main_job.json: cannot write there" in done.stderr
+    assert (
+        f"python -m ci.history: error: the results folder (.asv): {asv_dir}/main_job.json: cannot write there"
+        in done.stderr
+    )
     assert "Traceback" not in done.stderr and asv_dir.read_text().startswith("a file where")

@@ -6,13 +6,19 @@ import json
 from types import SimpleNamespace
 
 from gate_summary import GateRun, summarize
+
 from harness.accuracy import AccuracyReport
 
 
 def _report(rel_err: float) -> AccuracyReport:
     return AccuracyReport(
-        shape=(256, 256, 8192), rel_err=rel_err, cosine=1.0 - rel_err**2 / 2, worst_element_ratio=rel_err / 2**-8,
-        worst_element=(3, 5), nonfinite=0, missing_nan=0,
+        shape=(256, 256, 8192),
+        rel_err=rel_err,
+        cosine=1.0 - rel_err**2 / 2,
+        worst_element_ratio=rel_err / 2**-8,
+        worst_element=(3, 5),
+        nonfinite=0,
+        missing_nan=0,
     )
 
 

@@ -95,8 +95,14 @@ def test_ci_bisect_stands_in_for_the_standard_library_bisect_when_run_from_ci():
     """ci/bisect is named after a standard library module (issue 20's command name): from ci/, where it shadows
     the standard library's, ``import bisect`` must still give the standard library's functions."""
     probe = "import bisect, random; print(bisect.__file__); print(callable(bisect.insort) and random.random() < 1)"
-    found = subprocess.run([sys.executable, "-c", probe], cwd=ROOT / "ci", capture_output=True, text=True, timeout=60,
-                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+    found = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT / "ci",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert found.returncode == 0, found.stderr[-2000:]
     where, works = found.stdout.split()
     assert not Path(where).resolve().is_relative_to(ROOT) and works == "True", found.stdout
@@ -109,7 +115,9 @@ def test_every_command_answers_help_from_any_directory_of_the_checkout(command, 
     done = subprocess.run(
         [sys.executable, "-m", command, "--help"], cwd=ROOT / where, capture_output=True, text=True, timeout=300
     )
-    assert done.returncode == 0, f"python -m {command} --help from {where}/: exit {done.returncode}\n{done.stderr[-2000:]}"
+    assert done.returncode == 0, (
+        f"python -m {command} --help from {where}/: exit {done.returncode}\n{done.stderr[-2000:]}"
+    )
     assert "usage:" in done.stdout and "Traceback" not in done.stderr
     probe = f"import {command.split('.')[0]} as p; print(p.__file__)"
     found = subprocess.run([sys.executable, "-c", probe], cwd=ROOT / where, capture_output=True, text=True, timeout=60)

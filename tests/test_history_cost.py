@@ -13,13 +13,13 @@ import json
 import re
 from pathlib import Path
 
-from ci.common.errors import UsageError
 import history_job
 import pytest
 from test_asv_suite import commit_change
 from test_history_results import COMMIT_A, COMMIT_B, ENV, MACHINE, write_results
 
 from asv_bench import records
+from ci.common.errors import UsageError
 from ci.history import main_job
 from ci.history.measure import asv_driver, copies, identical, tracks
 from ci.history.measure import summary as history_summary
@@ -86,7 +86,9 @@ def measured_commit(results_dir: Path, commit: str, values: list[float], job: st
     """``commit`` measured by ``job``: asv's results file and the records, as a run leaves them."""
     write_results(results_dir, commit, values)
     sidecar = results_dir / MACHINE / f"{commit[:8]}-{ENV}{records.SUFFIX}"
-    records.save(sidecar, {k: {"status": "measured", "job": job, "median_s": v, "tflops": 1.0} for k, v in zip(KEYS, values)})
+    records.save(
+        sidecar, {k: {"status": "measured", "job": job, "median_s": v, "tflops": 1.0} for k, v in zip(KEYS, values)}
+    )
 
 
 def test_a_commit_with_identical_fingerprints_is_not_measured_and_gets_the_measured_commits_results(tmp_path):
@@ -99,10 +101,12 @@ def test_a_commit_with_identical_fingerprints_is_not_measured_and_gets_the_measu
     same = identical.plan([COMMIT_B], known, lambda c: {k: PRINT for k in KEYS}, lambda k: True)
     assert same.measure == [] and same.identical == {COMMIT_B: COMMIT_A}
     again = identical.plan([COMMIT_A], known, lambda c: {k: PRINT for k in KEYS}, lambda k: True)
-    # measured before: said as such, not "identical to itself", and nothing copied (a run with nothing new writes nothing)
+    # measured before: said as such, not "identical to itself", and nothing copied (a run with nothing new writes
+    # nothing)
     assert again.already == {COMMIT_A: COMMIT_A} and again.identical == {} and again.measure == []
-    assert identical.describe(again) == [f"{COMMIT_A[:12]}: already measured on this machine: not measured again "
-                                         "(--remeasure measures it again)"]
+    assert identical.describe(again) == [
+        f"{COMMIT_A[:12]}: already measured on this machine: not measured again (--remeasure measures it again)"
+    ]
 
     copied = copies.copy_results(results_dir, MACHINE, COMMIT_A, COMMIT_B, 1234, tracks.CPU_TIMINGS, "j2")
     assert copied.rows == 1 and copied.records == 2
@@ -145,7 +149,9 @@ def test_a_commit_measured_on_this_machine_is_not_fingerprinted_again_whatever_i
     other_env = results_dir / MACHINE / f"{COMMIT_A[:8]}-zz-other-env{records.SUFFIX}"  # sorts after ENV's files
     gpu_key = "bench_gemm.GemmOnGpu.track_time('triton_dot_scaled:m128_n128_k128_w8_s3', 'square_m08192_n08192_k08192')"
     write_results(results_dir, COMMIT_A, [0.01, 0.02], env="zz-other-env")
-    records.save(other_env, {gpu_key: {"status": "measured", "job": "j0", "median_s": 0.01, "tflops": 1.0, "fingerprint": PRINT}})
+    records.save(
+        other_env, {gpu_key: {"status": "measured", "job": "j0", "median_s": 0.01, "tflops": 1.0, "fingerprint": PRINT}}
+    )
     known = identical.recorded(results_dir, MACHINE)
     assert set(known[COMMIT_A].fingerprints) == {*KEYS, gpu_key}
 
@@ -154,7 +160,9 @@ def test_a_commit_measured_on_this_machine_is_not_fingerprinted_again_whatever_i
 
     plan = identical.plan([COMMIT_A], known, never, lambda k: k in KEYS)
     assert plan.already == {COMMIT_A: COMMIT_A} and plan.measure == [] and plan.identical == {}
-    forced = identical.plan([COMMIT_A], known, lambda c: {k: PRINT for k in KEYS}, lambda k: k in KEYS, remeasure=[COMMIT_A])
+    forced = identical.plan(
+        [COMMIT_A], known, lambda c: {k: PRINT for k in KEYS}, lambda k: k in KEYS, remeasure=[COMMIT_A]
+    )
     assert forced.measure == [COMMIT_A]
     # Known only for benchmarks this run does not select (another track): fingerprinted and measured.
     other = identical.plan([COMMIT_A], known, lambda c: {"x": PRINT}, lambda k: k == "x")
@@ -163,7 +171,11 @@ def test_a_commit_measured_on_this_machine_is_not_fingerprinted_again_whatever_i
 
 def test_within_one_run_a_newer_identical_commit_equals_the_older_one_measured_in_it():
     commits = ["c" * 40, "b" * 40, "a" * 40]  # newest first, as asv takes them
-    prints = {"a" * 40: {KEYS[0]: PRINT}, "b" * 40: {KEYS[0]: PRINT}, "c" * 40: {KEYS[0]: {**PRINT, "device code": "y"}}}
+    prints = {
+        "a" * 40: {KEYS[0]: PRINT},
+        "b" * 40: {KEYS[0]: PRINT},
+        "c" * 40: {KEYS[0]: {**PRINT, "device code": "y"}},
+    }
     plan = identical.plan(commits, {}, prints.__getitem__, lambda k: True)
     assert plan.measure == ["c" * 40, "a" * 40] and plan.identical == {"b" * 40: "a" * 40}
 
@@ -171,6 +183,7 @@ def test_within_one_run_a_newer_identical_commit_equals_the_older_one_measured_i
 # ---------------------------------------------------------------------------
 # end to end on the CPU: docs-only not measured, --remeasure measures, a changed kernel is measured
 # ---------------------------------------------------------------------------
+
 
 def _job(repo: Path, home: Path, *args: str) -> dict:
     report, done = history_job.run_job(repo, home, "--tracks=gpu", "--no-publish", *args)
@@ -192,7 +205,9 @@ def test_identical_code_costs_no_gpu_time_end_to_end(tmp_path, measured_project)
     assert second["cost"]["gpu"]["benchmark_seconds"] == 0 and second["cost"]["gpu"]["asv_wall_seconds"] < 1
     assert second["cost"]["gpu"]["saved_seconds"] > 0
     assert f"identical code to {base[:12]}: not re-measured" in second["stdout"]
-    assert second["measurements"][docs] and all(r["identical_to"] == base for r in second["measurements"][docs].values())
+    assert second["measurements"][docs] and all(
+        r["identical_to"] == base for r in second["measurements"][docs].values()
+    )
 
     forced = _job(repo, home, "--remeasure")
     assert forced["status"][docs] == "measured" and forced["cost"]["gpu"]["benchmark_seconds"] > 0

@@ -52,8 +52,14 @@ def results_bytes(commit: str, values: list[float | None], version: str = "1/kc"
 
     results = Results({"machine": MACHINE}, {}, commit, 0, "3.11", ENV, {})
     samples = [None if v is None else [v, v] for v in values]
-    result = BenchmarkResult(result=[v is not None or None for v in values], samples=samples, number=[1] * len(values),
-                             errcode=0, stderr="", profile=None)
+    result = BenchmarkResult(
+        result=[v is not None or None for v in values],
+        samples=samples,
+        number=[1] * len(values),
+        errcode=0,
+        stderr="",
+        profile=None,
+    )
     results.add_result({"name": KEY, "params": [shapes], "version": version}, result, record_samples=True)
     with tempfile.TemporaryDirectory() as tmp:
         results.save(tmp)
@@ -123,8 +129,16 @@ def _start_together(tmp_path: Path, checkouts: list[Path], machine: str) -> list
     gate = tmp_path / "go"
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "MXFP4_MAIN_JOB_LOCKS": str(tmp_path / "locks")}
     ready = [tmp_path / f"ready{i}" for i in range(len(checkouts))]
-    procs = [subprocess.Popen([sys.executable, "-c", _JOB, str(gate), str(c), machine, str(r)], env=env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for c, r in zip(checkouts, ready)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _JOB, str(gate), str(c), machine, str(r)],
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for c, r in zip(checkouts, ready)
+    ]
     deadline = time.monotonic() + 120
     while not all(r.exists() for r in ready) and time.monotonic() < deadline:
         time.sleep(0.01)  # every interpreter started, its imports done, waiting at the gate
@@ -178,7 +192,9 @@ def test_two_clones_pushing_points_of_one_benchmark_and_machine_at_once_keep_eve
     git(tmp_path, "clone", "-q", str(remote), str(other))
     commit = git(clone, "rev-parse", "HEAD")
     with multiprocessing.get_context("spawn").Pool(2) as pool:
-        jobs = [pool.apply_async(_push_points, (str(c), commit, list(range(k, 8, 2)))) for k, c in enumerate((clone, other))]
+        jobs = [
+            pool.apply_async(_push_points, (str(c), commit, list(range(k, 8, 2)))) for k, c in enumerate((clone, other))
+        ]
         for job in jobs:
             job.get(timeout=240)
     assert _on_branch(remote, commit) == {shape: float(i + 1) for i, shape in enumerate(SHAPES)}
@@ -209,7 +225,9 @@ def test_a_commit_that_would_lose_points_is_refused_unless_drop_names_them(remot
     before = git(remote, "rev-parse", BRANCH)
     # A new version of the benchmark measured at two shapes only: the six others would go.
     fewer = results_bytes(commit, [2.0, 2.0], version="2/kc", shapes=SHAPES[:2])
-    with pytest.raises(ShrinkError, match=r"would remove 6 recorded points .* nothing was committed.*--drop") as refused:
+    with pytest.raises(
+        ShrinkError, match=r"would remove 6 recorded points .* nothing was committed.*--drop"
+    ) as refused:
         branch.commit_and_push({_path(commit): fewer}, "fewer", push=True)
     assert f"{MACHINE}/{commit[:8]}-{ENV}/{KEY}('s7')" in str(refused.value)
     assert git(remote, "rev-parse", BRANCH) == before
@@ -276,8 +294,13 @@ def full_disk(tmp_path, monkeypatch):
     """A folder with no space left: a 1 MiB tmpfs filled up (as root), else writes there fail with ENOSPC."""
     mount = tmp_path / "tmpfs"
     mount.mkdir()
-    mounted = os.geteuid() == 0 and subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
-                                                   capture_output=True).returncode == 0
+    mounted = (
+        os.geteuid() == 0
+        and subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True
+        ).returncode
+        == 0
+    )
     if mounted:
         yield mount, True
         subprocess.run(["umount", "-l", str(mount)], check=True)  # lazy: git cat-file processes may still sit in it
@@ -302,7 +325,9 @@ def _fill(folder: Path) -> None:
             assert exc.errno == errno.ENOSPC
 
 
-def test_disk_full_while_bringing_the_branch_over_is_a_harness_error_that_says_what_was_kept(remote_and_clone, full_disk):
+def test_disk_full_while_bringing_the_branch_over_is_a_harness_error_that_says_what_was_kept(
+    remote_and_clone, full_disk
+):
     remote, clone = remote_and_clone
     mount, mounted = full_disk
     recorded = [1.5] * 8
@@ -335,14 +360,19 @@ def test_disk_full_under_git_leaves_the_branch_as_it_was(tmp_path, remote_and_cl
     before_tip = git(remote, "rev-parse", BRANCH)
     _fill(mount)
     big = {f"results/{MACHINE}/x{i}-{ENV}.records": os.urandom(200_000).hex().encode() for i in range(4)}
-    with pytest.raises(BranchError, match=r"(?s)cannot write the asv-results commit \(fatal: .*No space left on device\); the branch is left as it was "
-                       r"\(\w{8}\), every recorded point is still on it"):
+    with pytest.raises(
+        BranchError,
+        match=r"(?s)cannot write the asv-results commit \(fatal: .*No space left on device\); "
+        r"the branch is left as it was "
+        r"\(\w{8}\), every recorded point is still on it",
+    ):
         branch.commit_and_push({_path(commit): results_bytes(commit, [4.0] * 8), **big}, "on a full disk", push=True)
     assert git(remote, "rev-parse", BRANCH) == before_tip and _on_branch(remote, commit) == dict.fromkeys(SHAPES, 3.0)
 
 
-def test_the_main_job_on_a_disk_that_fills_during_asv_exits_2_and_keeps_every_point(tmp_path, remote_and_clone, full_disk,
-                                                                                     monkeypatch, capsys):
+def test_the_main_job_on_a_disk_that_fills_during_asv_exits_2_and_keeps_every_point(
+    tmp_path, remote_and_clone, full_disk, monkeypatch, capsys
+):
     """The reported case: asv's build failed for want of space and rewrote an older commit's results empty;
     the job exited 0 blaming the build, and the points were gone locally and on the branch."""
     import signal
@@ -368,11 +398,24 @@ def test_the_main_job_on_a_disk_that_fills_during_asv_exits_2_and_keeps_every_po
         codes.head_medians = [{}]
         return codes
 
-    info = {"benchmarks": [KEY], "gpu": "none", "gpu_arch": "-", "gpu_runtime": "-", "gpu_driver": "-", "kernels": {},
-            "torch": "-", "triton": "-", "flydsl": "-", "cpu": "-", "num_cpu": 1}
+    info = {
+        "benchmarks": [KEY],
+        "gpu": "none",
+        "gpu_arch": "-",
+        "gpu_runtime": "-",
+        "gpu_driver": "-",
+        "kernels": {},
+        "torch": "-",
+        "triton": "-",
+        "flydsl": "-",
+        "cpu": "-",
+        "num_cpu": 1,
+    }
     monkeypatch.setattr(history_run, "REPO_ROOT", clone)
     monkeypatch.setattr(history_run, "QUARANTINE_DIR", clone / ".asv" / "quarantine")
-    monkeypatch.setattr(asv_driver, "asv_config", lambda: {"results_dir": str(results_dir), "html_dir": str(tmp_path / "html")})
+    monkeypatch.setattr(
+        asv_driver, "asv_config", lambda: {"results_dir": str(results_dir), "html_dir": str(tmp_path / "html")}
+    )
     monkeypatch.setattr(asv_driver, "run_asv", asv_on_a_filling_disk)
     monkeypatch.setattr(machine_info, "fingerprint_in_child", lambda python, env: info)
     monkeypatch.setattr(machine_info, "record_machine", lambda *a: None)

@@ -25,11 +25,11 @@ import time
 from pathlib import Path
 
 import pytest
+import synthetic_history as synthetic
 from history_job import TWO_CPU_TIMINGS
 from test_asv_suite import asv_env, copy_asv_envs, git, make_project
 
 from ci.history.measure import summary as history_summary
-import synthetic_history as synthetic
 
 SPEC = synthetic.Spec(commits=1000, seed=39)
 MACHINE = SPEC.gpu_machine  # the GPU runner's machine name on the branch; here its CPU stand-in's timings
@@ -37,8 +37,14 @@ MACHINE = SPEC.gpu_machine  # the GPU runner's machine name on the branch; here 
 
 def _job(repo: Path, home: Path, name: str, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
     report = repo.parent / f"{name}.json"
-    done = subprocess.run([sys.executable, "-m", "ci.history", f"--machine={MACHINE}", f"--json={report}", *args],
-                          cwd=repo, env=asv_env(home), capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-m", "ci.history", f"--machine={MACHINE}", f"--json={report}", *args],
+        cwd=repo,
+        env=asv_env(home),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     return done, json.loads(report.read_text()) if report.exists() else {}
 
 
@@ -50,8 +56,11 @@ def _state(repo: Path) -> tuple[str, dict[str, str]]:
     """The results branch's tip and every results file here (git blob ids): what a run with nothing new leaves alone
     (the records' lock files, made by whoever reads them, are not results)."""
     results = repo / ".asv" / "results"
-    files = {"results/" + p.relative_to(results).as_posix(): _blob(p.read_bytes())
-             for p in sorted(results.rglob("*")) if p.is_file() and not p.name.startswith(".") and p.suffix != ".lock"}
+    files = {
+        "results/" + p.relative_to(results).as_posix(): _blob(p.read_bytes())
+        for p in sorted(results.rglob("*"))
+        if p.is_file() and not p.name.startswith(".") and p.suffix != ".lock"
+    }
     return git(repo, "rev-parse", synthetic.BRANCH), files
 
 
@@ -85,7 +94,9 @@ def timed_history(history, asv_env_template) -> tuple[Path, Path]:
 def test_synthetic_histories_are_dated_in_the_past_with_realistic_gaps(history):
     repo, _ = history
     now = time.time()
-    dates = [int(d) for d in git(repo, "log", "--first-parent", "--format=%at", f"-{SPEC.commits}", "main").split()][::-1]
+    dates = [int(d) for d in git(repo, "log", "--first-parent", "--format=%at", f"-{SPEC.commits}", "main").split()][
+        ::-1
+    ]
     assert dates[-1] <= now - 0.5 * synthetic.NEWEST_AGE_S and dates == sorted(dates)
     gaps = sorted(b - a for a, b in zip(dates, dates[1:]))
     median, longest = gaps[len(gaps) // 2], gaps[-1]
@@ -93,8 +104,11 @@ def test_synthetic_histories_are_dated_in_the_past_with_realistic_gaps(history):
     # Each commit's results: dated as the commit (asv's "date"), measured after it and before now.
     newest = git(repo, "rev-parse", "main")
     listing = git(repo, "ls-tree", "-r", "--name-only", synthetic.BRANCH, "results/").split()
-    documents = [json.loads(git(repo, "show", f"{synthetic.BRANCH}:{p}")) for p in listing
-                 if p.split("/")[-1].startswith(newest[:8]) and p.endswith(".json")]
+    documents = [
+        json.loads(git(repo, "show", f"{synthetic.BRANCH}:{p}"))
+        for p in listing
+        if p.split("/")[-1].startswith(newest[:8]) and p.endswith(".json")
+    ]
     assert len(documents) == 2  # the GPU machine's and compile-only's
     for document in documents:
         started = {row[document["result_columns"].index("started_at")] for row in document["results"].values()}
@@ -125,7 +139,9 @@ def test_the_timing_track_with_nothing_new_exits_0_and_changes_nothing(timed_his
     assert report["identical_to"] == {c: oldest for c in newer}  # copies of the oldest, made by the first run
     assert report["cost"]["gpu"]["measured_commits"] == 0 and not report["cost"]["gpu"]["identical"]
     assert f"{oldest[:8]} (already measured: nothing new)" in done.stdout
-    assert f"{newer[-1][:8]} (already measured (the results of {oldest[:12]}, identical code): nothing new)" in done.stdout
+    assert (
+        f"{newer[-1][:8]} (already measured (the results of {oldest[:12]}, identical code): nothing new)" in done.stdout
+    )
     assert _state(repo) == before == (before[0], _branch_files(repo))  # no copy again, no commit on the branch
 
 
@@ -133,7 +149,9 @@ def test_the_timing_track_with_nothing_new_exits_0_and_changes_nothing(timed_his
 def test_every_track_with_nothing_new_exits_0(timed_history):
     repo, home = timed_history
     before = _state(repo)
-    done, report = _job(repo, home, "all", "--tracks=all", "--no-publish")  # publishing: tests/test_published_history.py
+    done, report = _job(
+        repo, home, "all", "--tracks=all", "--no-publish"
+    )  # publishing: tests/test_published_history.py
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     assert report["nothing_new"] and set(report["track_status"]) == {"gpu", "cpu"}
     assert {s for statuses in report["track_status"].values() for s in statuses.values()} == {history_summary.ALREADY}

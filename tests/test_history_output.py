@@ -91,7 +91,13 @@ def test_sample_counts_per_point_and_the_rerun_line():
         "result_columns": ["result", "params", "version", "started_at", "duration", "stats_ci_99_a", "samples"],
         "results": {
             "bench_gemm.GemmOnCpu.track_time": [
-                [1.0, None], [["'k:a'", "'k:b'"], ["'s'"]], "v", 0, 1.0, [0.9, None], [[1.0, 1.1, 0.9], None],
+                [1.0, None],
+                [["'k:a'", "'k:b'"], ["'s'"]],
+                "v",
+                0,
+                1.0,
+                [0.9, None],
+                [[1.0, 1.1, 0.9], None],
             ],
         },
     }
@@ -105,16 +111,21 @@ def test_the_screen_summary_cuts_long_tables_and_names_the_log():
     rows = [{"benchmark": f"b{i}", "head": "1"} for i in range(40)]
     short = history_summary._table(rows, "", ".asv/main_job.log")
     full = history_summary._table(rows, "", None)
+
     def body(table: str) -> int:
         return len(re.findall(r"^\| b\d+ ", table, re.M))
 
-    assert body(short) == history_summary.SHORT_TABLE_ROWS and f"{40 - history_summary.SHORT_TABLE_ROWS} more rows" in short
+    assert (
+        body(short) == history_summary.SHORT_TABLE_ROWS
+        and f"{40 - history_summary.SHORT_TABLE_ROWS} more rows" in short
+    )
     assert ".asv/main_job.log" in short and body(full) == 40
 
 
 # ---------------------------------------------------------------------------
 # end to end on the CPU: the main job twice on one commit
 # ---------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_a_rerun_on_one_commit_adds_samples_and_the_output_fits_one_screen(tmp_path, measured_project):
@@ -158,13 +169,18 @@ def test_the_budget_table_has_base_head_and_budget_side_by_side_in_one_unit_each
 
     base = {"registers": 120, "shared_bytes": 65536, "occupancy": 2, "occupancy_unit": "waves/SIMD", "agpr": 4}
     head = {**base, "registers": 128, "shared_bytes": 131072, "register_limit": 512, "agpr": 8}
-    check = TargetCheck("k/gfx950/default", base=base, head=head, status="fail",
-                        budget={"max_registers": 124, "max_shared_bytes": 131072, "min_occupancy": 1, "max_agpr": 8})
+    check = TargetCheck(
+        "k/gfx950/default",
+        base=base,
+        head=head,
+        status="fail",
+        budget={"max_registers": 124, "max_shared_bytes": 131072, "min_occupancy": 1, "max_agpr": 8},
+    )
     (row,) = table_rows([check])
     columns = list(row)
     for label in ("regs", "LDS bytes", "occupancy"):
         at = columns.index(f"{label} base")
-        assert columns[at: at + 3] == [f"{label} base", f"{label} head", f"{label} budget"]
+        assert columns[at : at + 3] == [f"{label} base", f"{label} head", f"{label} budget"]
     assert (row["regs base"], row["regs head"], row["regs budget"]) == ("120", "128", "<= 124")
     assert (row["LDS bytes base"], row["LDS bytes head"], row["LDS bytes budget"]) == ("65536", "131072", "<= 131072")
     assert row["occupancy budget"] == ">= 1" and row["occupancy unit"] == "waves/SIMD"

@@ -1,5 +1,5 @@
-"""ci.history.trends.regressions: series read from asv results + records (through ci.history.asv_results.store), change points as
-commits, the drift guard."""
+"""ci.history.trends.regressions: series read from asv results + records (through
+ci.history.asv_results.store), change points as commits, the drift guard."""
 
 from __future__ import annotations
 
@@ -27,14 +27,28 @@ def write_commit(results_dir: Path, machine: str, commit: str, times: list[float
 
     results = Results({"machine": machine}, {}, commit, 0, "3.11", ENV, {})
     benchmark = {"name": KEY, "params": PARAMS, "version": "1/kc"}
-    result = BenchmarkResult(result=[float(np.median(times))], samples=[list(times)], number=[1], errcode=0, stderr="", profile=None)
+    result = BenchmarkResult(
+        result=[float(np.median(times))], samples=[list(times)], number=[1], errcode=0, stderr="", profile=None
+    )
     results.add_result(benchmark, result, record_samples=True)
     results.save(str(results_dir))
     (results_dir / machine / "machine.json").write_text(json.dumps({"machine": machine, "version": 1}))
     sidecar = results_dir / machine / (records.results_file_stem(commit, ENV) + records.SUFFIX)
-    records.save(sidecar, {BENCH: {"status": "measured", "job": "j", "median_s": float(np.median(times)),
-                                   "tflops": FLOPS / float(np.median(times)) / 1e12, "flops": FLOPS, "flags": [],
-                                   "samples_s": None, **record_extra}})
+    records.save(
+        sidecar,
+        {
+            BENCH: {
+                "status": "measured",
+                "job": "j",
+                "median_s": float(np.median(times)),
+                "tflops": FLOPS / float(np.median(times)) / 1e12,
+                "flops": FLOPS,
+                "flags": [],
+                "samples_s": None,
+                **record_extra,
+            }
+        },
+    )
 
 
 def commit(i: int) -> str:
@@ -152,7 +166,10 @@ def test_two_machines_of_one_kind_2pct_apart_are_a_spread_not_a_change_point(tmp
     _gpu_machine(tmp_path, "h200-a", "NVIDIA H200 x1")
     _gpu_machine(tmp_path, "h200-b", "NVIDIA H200 x8")
     _gpu_machine(tmp_path, "mi355x-a", "AMD Instinct MI355X x8")
-    assert machine_spread.machines_by_kind(tmp_path) == {"NVIDIA H200": ["h200-a", "h200-b"], "AMD Instinct MI355X": ["mi355x-a"]}
+    assert machine_spread.machines_by_kind(tmp_path) == {
+        "NVIDIA H200": ["h200-a", "h200-b"],
+        "AMD Instinct MI355X": ["mi355x-a"],
+    }
     for machine in ("h200-a", "h200-b"):  # each compared only with itself: the offset is no change
         checks = checks_of(tmp_path, machine, shas)
         assert checks["change_points"] == [] and checks["drift_failed"] == [], checks
@@ -167,7 +184,9 @@ def test_two_machines_of_one_kind_2pct_apart_are_a_spread_not_a_change_point(tmp
     for sha in later:
         write_commit(tmp_path, "h200-a", sha, [FLOPS / 50e12] * 4)  # half the TFLOPS, measured on one machine only
     _gpu_machine(tmp_path, "h200-a", "NVIDIA H200 x1")
-    [row] = machine_spread.spread(tmp_path, store.read_history(tmp_path, {sha: i for i, sha in enumerate(shas + later)}), newest=15)
+    [row] = machine_spread.spread(
+        tmp_path, store.read_history(tmp_path, {sha: i for i, sha in enumerate(shas + later)}), newest=15
+    )
     assert row["commits"] == 12 and row["ratio"] == pytest.approx(0.98, abs=0.004)
     (tmp_path / "cpu-box").mkdir()
     _gpu_machine(tmp_path, "cpu-box", "none")
@@ -183,7 +202,10 @@ def test_the_recorded_h200_history_gives_its_two_real_steps_and_nothing_else():
     shas = [line.split()[0] for line in (data / "exp_history.txt").read_text().splitlines() if line.strip()][::-1]
     results = data / "asv" / "results"
     full = {c[:7]: c for c in store.read_history(results).commits}
-    checks = regressions.history_checks(store.read_history(results, {full[s]: i for i, s in enumerate(shas) if s in full}),
-                                        "vm-nvidia-h200", timed_on_gpu=True)
+    checks = regressions.history_checks(
+        store.read_history(results, {full[s]: i for i, s in enumerate(shas) if s in full}),
+        "vm-nvidia-h200",
+        timed_on_gpu=True,
+    )
     found = [(c["first_after"][:7], round(c["change"]["relative_change"], 4)) for c in checks["change_points"]]
     assert found == [("853c0bb", -0.0094), ("9e6c5d1", -0.0309)], found  # c4 and c9

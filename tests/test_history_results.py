@@ -33,7 +33,14 @@ def write_results(results_dir: Path, commit: str, values: list[float | None], en
     results = Results({"machine": MACHINE}, {}, commit, 0, "3.11", env, {})
     benchmark = {"name": KEY, "params": PARAMS, "version": "1/kc"}
     samples = [None if v is None else [v, v] for v in values]
-    result = BenchmarkResult(result=[v is not None or None for v in values], samples=samples, number=[1] * len(values), errcode=0, stderr="", profile=None)
+    result = BenchmarkResult(
+        result=[v is not None or None for v in values],
+        samples=samples,
+        number=[1] * len(values),
+        errcode=0,
+        stderr="",
+        profile=None,
+    )
     results.add_result(benchmark, result, record_samples=True)
     results.save(str(results_dir))
     (results_dir / MACHINE / "machine.json").write_text(json.dumps({"machine": MACHINE, "version": 1}))
@@ -86,8 +93,16 @@ def test_results_that_parse_but_would_mislead_asv_are_refused(tmp_path, mutate, 
 
 
 def measured(median: float, job: str = "job-1", **extra) -> dict:
-    return {"status": "measured", "job": job, "method_version": "1", "median_s": median, "tflops": 1.0, "flags": [],
-            "samples_s": [median, median], **extra}
+    return {
+        "status": "measured",
+        "job": job,
+        "method_version": "1",
+        "median_s": median,
+        "tflops": 1.0,
+        "flags": [],
+        "samples_s": [median, median],
+        **extra,
+    }
 
 
 def test_reconcile_resumes_what_asv_never_saved_and_compacts_what_it_did(tmp_path):
@@ -140,7 +155,9 @@ def _measure(kernel_config: str, shape: str) -> None:
 
 def test_an_idle_override_labels_only_the_measurement_it_was_given_to(asv_process_env, monkeypatch):
     monkeypatch.setattr(gpu_state, "open_monitor", lambda device: _FakeMonitor())
-    monkeypatch.setattr(gpu_state.IdlePolicy, "from_environment", classmethod(lambda cls, environ=None: cls(wait_s=0.0)))
+    monkeypatch.setattr(
+        gpu_state.IdlePolicy, "from_environment", classmethod(lambda cls, environ=None: cls(wait_s=0.0))
+    )
     shape = "cpu_m00128_n00128_k02048"
     monkeypatch.setenv(gpu_state.ALLOW_BUSY_ENV, "1")
     _measure("torch_dequant:bf16", shape)
@@ -182,7 +199,9 @@ def test_a_corrupt_sidecar_is_kept_aside_not_overwritten_by_the_next_record(tmp_
     assert kept.read_text() == '{"records": {"x": '
 
 
-def test_a_commit_whose_only_benchmark_was_wrong_is_failed_for_that_reason_not_a_build_failure(asv_process_env, monkeypatch):
+def test_a_commit_whose_only_benchmark_was_wrong_is_failed_for_that_reason_not_a_build_failure(
+    asv_process_env, monkeypatch
+):
     """Seen on the H200: a kernel wrong only at 8192^3 was reported as "build failed" by the main job."""
     from kernels.torch_dequant import TorchDequantGemm
 
@@ -196,6 +215,7 @@ def test_a_commit_whose_only_benchmark_was_wrong_is_failed_for_that_reason_not_a
         def run():
             launch()
             out[0].zero_()
+
         return run
 
     monkeypatch.setattr(TorchDequantGemm, "_prepare", wrong_at_the_timed_shape)
@@ -208,4 +228,7 @@ def test_a_commit_whose_only_benchmark_was_wrong_is_failed_for_that_reason_not_a
     assert not any("build" in f for f in run.failures) and not run.gemm
     # Without the record (asv built nothing), the same bare failure is the build's.
     records.save(asv_process_env, {})
-    assert history_summary.collect_commit(asv_process_env.parents[1], MACHINE, COMMIT_A, "job-1", 0.0).status == history_summary.BUILD_FAILED
+    assert (
+        history_summary.collect_commit(asv_process_env.parents[1], MACHINE, COMMIT_A, "job-1", 0.0).status
+        == history_summary.BUILD_FAILED
+    )

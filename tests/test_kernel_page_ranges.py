@@ -17,17 +17,19 @@ import time
 from pathlib import Path
 
 import pytest
+import synthetic_history as synthetic
 from browser import CHROMIUM, probe_result, served_dom
+from synthetic_summaries import summaries as synthetic_summaries
 
 from ci.history.asv_results import store
 from ci.history.site import commit_info, kernel_figure, kernel_page
-import synthetic_history as synthetic
-from synthetic_summaries import summaries as synthetic_summaries
 
 DAY = 86_400.0
 # Commits ~8 h apart on average (median 4 h, heavy-tailed): the newest 160 span ~7 weeks, so a week, a month and all
 # are three different ranges (at the generator's 1.5 h it took 600 commits, 4x the seconds).
-SPEC = synthetic.Spec(commits=200, seed=5, compile_only=False, end=1_780_000_000.0, gap_median_s=4 * 3600)  # ends 2026-05-28
+SPEC = synthetic.Spec(
+    commits=200, seed=5, compile_only=False, end=1_780_000_000.0, gap_median_s=4 * 3600
+)  # ends 2026-05-28
 WINDOW = 160  # the newest-commits page: more than a month
 KERNEL = "triton_dot_scaled"
 
@@ -86,8 +88,14 @@ def _seconds(plotly_date: str) -> float:
 
 
 def _probe(site: Path, page: str, labels: list[str], profile: Path) -> dict:
-    proc = served_dom(site, f"__probe__.html?page={page}&labels={json.dumps(labels)}", profile,
-                      probes={"/__probe__.html": PROBE}, budget_ms=30000, window=(1700, 1400))
+    proc = served_dom(
+        site,
+        f"__probe__.html?page={page}&labels={json.dumps(labels)}",
+        profile,
+        probes={"/__probe__.html": PROBE},
+        budget_ms=30000,
+        window=(1700, 1400),
+    )
     return probe_result(proc)
 
 
@@ -124,8 +132,11 @@ def test_each_range_button_sets_the_range_it_names_and_the_page_opens_on_its_def
 def test_the_whole_history_page_opens_on_all(pages):
     """The whole history's page, read from its figure's JSON (its x range and active button as plotly gets them)."""
     page = (pages["site"] / "kernels" / f"{KERNEL}-all.html").read_text()
-    figure = json.loads(re.search(r'Plotly\.newPlot\(\s*"kernel-graph",\s*(\[.*?\]),\s*(\{.*?\}),\s*\{"displaylogo"',
-                                  page, re.S).group(2))
+    figure = json.loads(
+        re.search(r'Plotly\.newPlot\(\s*"kernel-graph",\s*(\[.*?\]),\s*(\{.*?\}),\s*\{"displaylogo"', page, re.S).group(
+            2
+        )
+    )
     menu = figure["updatemenus"][0]
     assert menu["buttons"][menu["active"]]["label"] == kernel_figure.OPENS_ON[True] == "all"
     assert figure["xaxis"]["range"] == menu["buttons"][menu["active"]]["args"][0]["xaxis.range"]

@@ -17,8 +17,11 @@ TOOL_PACKAGES = {"common", "speed", "budget", "history", "bisect", "notify"}
 
 @pytest.mark.parametrize("package", ["ci", "harness"])
 def test_no_module_is_over_about_400_lines(package):
-    long = {str(p.relative_to(REPO)): n for p in sorted((REPO / package).rglob("*.py"))
-            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    long = {
+        str(p.relative_to(REPO)): n
+        for p in sorted((REPO / package).rglob("*.py"))
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
     assert not long, f"split these by concept: {long}"
 
 
@@ -29,7 +32,9 @@ def test_ci_is_packages_by_tool_not_file_name_prefixes():
     assert packages == TOOL_PACKAGES, packages
     for name in packages:
         doc = (REPO / "ci" / name / "__init__.py").read_text()
-        assert doc.lstrip().startswith('"""') and len(doc.strip()) > 80, f"ci/{name}/__init__.py: say what it decides, reads, writes"
+        assert doc.lstrip().startswith('"""') and len(doc.strip()) > 80, (
+            f"ci/{name}/__init__.py: say what it decides, reads, writes"
+        )
 
 
 PACKAGES = ("kernels", "harness", "ci", "asv_bench")
@@ -128,8 +133,10 @@ def test_no_two_modules_import_each_other_even_through_others():
     paths = {_module_name(p): p for p in _modules()}
     known = set(paths)
     # A package's __init__ re-exporting its modules is not a circle of design: only module -> module arrows count.
-    graph = {name: {t for t in _imports(path, known) if not (t != name and name.startswith(t + "."))}
-             for name, path in paths.items()}
+    graph = {
+        name: {t for t in _imports(path, known) if not (t != name and name.startswith(t + "."))}
+        for name, path in paths.items()
+    }
     assert not _circles(graph), f"import circles: {_circles(graph)}"
 
 

@@ -17,20 +17,25 @@ import time
 from pathlib import Path
 
 import pytest
+from test_asv_suite import asv_env, make_project
 
 from asv_bench import records
 from ci.common import job_process
 from ci.history import main_job
 from ci.history import run as history_run
 from ci.history.options import HistoryOptions
-from test_asv_suite import asv_env, make_project
 
 FOUR_CPU_TIMINGS = r"GemmOnCpu\.track_time\('torch_dequant:(bf16|fp32)'"
 
 
 def run_job(repo: Path, home: Path, *args: str, timeout: float = 900, **popen) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "ci.history", *args], cwd=repo, env=asv_env(home), capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "ci.history", *args],
+        cwd=repo,
+        env=asv_env(home),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -42,7 +47,9 @@ def project(tmp_path_factory):
 def test_bench_that_selects_nothing_exits_2_before_asv_runs(project, tmp_path):
     done = run_job(project, tmp_path / "home", "--commits=1", "--bench=no_such_benchmark_anywhere")
     assert done.returncode == 2, done.stderr[-2000:]
-    assert "--bench 'no_such_benchmark_anywhere' selects no benchmark" in done.stderr and "nothing was run" in done.stderr
+    assert (
+        "--bench 'no_such_benchmark_anywhere' selects no benchmark" in done.stderr and "nothing was run" in done.stderr
+    )
     assert "asv run" not in done.stderr and "Traceback" not in done.stderr
     assert not (project / ".asv" / "env").exists()
     assert done.stdout == ""  # no tables at all, least of all an earlier run's
@@ -84,7 +91,10 @@ def test_a_killed_jobs_processes_and_temporary_files_are_removed_by_the_next(tmp
     other_checkout = _tagged_sleeper(f"{tmp_path / 'elsewhere'}::old")  # not this checkout's: left alone
     deadline = time.monotonic() + 30  # under CPU load the shell may take a while to start its two sleeps
     while True:
-        group = [int(p) for p in subprocess.run(["pgrep", "-g", str(stray.pid)], capture_output=True, text=True).stdout.split()]
+        group = [
+            int(p)
+            for p in subprocess.run(["pgrep", "-g", str(stray.pid)], capture_output=True, text=True).stdout.split()
+        ]
         if len(group) == 3 or time.monotonic() > deadline:
             break
         time.sleep(0.1)
@@ -137,12 +147,25 @@ def test_bench_patterns_are_checked_like_asv_does():
 
 def test_the_front_turns_the_command_line_into_one_frozen_options_value(tmp_path):
     options = main_job.COMMAND.checked(
-        ["--commits=2", "--bench=track_time", "--bench=GemmOnCpu", "--machine=ci-test", "--push-results",
-         "--results-remote=upstream", f"--json={tmp_path / 'out' / 'report.json'}", "--no-publish"]
+        [
+            "--commits=2",
+            "--bench=track_time",
+            "--bench=GemmOnCpu",
+            "--machine=ci-test",
+            "--push-results",
+            "--results-remote=upstream",
+            f"--json={tmp_path / 'out' / 'report.json'}",
+            "--no-publish",
+        ]
     )
     assert options == HistoryOptions(
-        commits=2, bench=("track_time", "GemmOnCpu"), machine="ci-test", push_results=True,
-        results_remote="upstream", json=tmp_path / "out" / "report.json", publish=False,
+        commits=2,
+        bench=("track_time", "GemmOnCpu"),
+        machine="ci-test",
+        push_results=True,
+        results_remote="upstream",
+        json=tmp_path / "out" / "report.json",
+        publish=False,
     )
     with pytest.raises(AttributeError):
         options.commits = 5  # frozen: nothing below the front changes an option
@@ -168,14 +191,18 @@ def test_a_bad_option_exits_2_naming_it_before_any_work(argv, problem, capsys, m
 
 
 def test_results_remote_without_push_results_exits_2_from_the_command_line():
-    done = subprocess.run([sys.executable, "-m", "ci.history", "--results-remote", "x"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "ci.history", "--results-remote", "x"], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 2 and "--results-remote 'x' is only used with --push-results" in done.stderr
     assert "Traceback" not in done.stderr and "fingerprinting" not in done.stderr
 
 
 def test_nothing_below_the_front_parses_the_command_line():
     # publish.py is the front of python -m ci.history.publish (tests/test_command_fronts.py lists every front).
-    below = [p for p in Path(main_job.__file__).parent.rglob("*.py") if p.stem not in ("main_job", "__main__", "publish")]
+    below = [
+        p for p in Path(main_job.__file__).parent.rglob("*.py") if p.stem not in ("main_job", "__main__", "publish")
+    ]
     assert len(below) >= 8, below
     for path in below:
         text = path.read_text()
@@ -198,12 +225,16 @@ def _measured(sidecars: list[Path]) -> dict[str, dict]:
 
 
 @pytest.mark.slow
-def test_sigkill_mid_run_then_a_rerun_leaves_no_process_and_loses_only_the_benchmark_in_flight(tmp_path, asv_env_template):
+def test_sigkill_mid_run_then_a_rerun_leaves_no_process_and_loses_only_the_benchmark_in_flight(
+    tmp_path, asv_env_template
+):
     repo = make_project(tmp_path, asv_env_from=asv_env_template)
     home = tmp_path / "home"
     results = repo / ".asv" / "results"
     args = [sys.executable, "-m", "ci.history", "--commits=1", f"--bench={FOUR_CPU_TIMINGS}", "--no-publish"]
-    first = subprocess.Popen(args, cwd=repo, env=asv_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    first = subprocess.Popen(
+        args, cwd=repo, env=asv_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and len(_measured(list(results.glob("*/*.records")))) < 2:
         assert first.poll() is None, first.stderr.read()[-3000:]
@@ -218,8 +249,11 @@ def test_sigkill_mid_run_then_a_rerun_leaves_no_process_and_loses_only_the_bench
     # asv's forkserver (its own process group) outlives the kill, but under CPU load it may notice and end
     # itself at any moment, even while the re-run starts: a leftover that stays is needed to check that the
     # re-run ends it and says so. The stand-in carries the killed job's tag, as the forkserver does.
-    stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True,
-                                env={**os.environ, records.JOB_ENV: f"{repo}::{first_job['job']}"})
+    stand_in = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"],
+        start_new_session=True,
+        env={**os.environ, records.JOB_ENV: f"{repo}::{first_job['job']}"},
+    )
     try:
         left = job_process.tagged_processes(repo)
         assert stand_in.pid in left, left

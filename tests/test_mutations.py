@@ -30,29 +30,35 @@ from pathlib import Path
 
 import pytest
 import torch
-
-import kernels.torch_dequant as torch_dequant
-import kernels.triton_mxfp4 as triton_mxfp4
-from kernels import registry
-from ci.common.correctness import check_kernel
-from kernels.mxfp4 import BLOCK_SIZE, E8M0_NAN, MXFP4Tensor
-from harness.shapes import K_SWEEP
-from kernels.torch_dequant import TorchDequantGemm
 from operands import DATA_KINDS, DEVICE, SEED, generator, make_operands
 from test_correctness import sweep_mn
 from test_edge_numerics import extreme_scale_operands, on_emulated_avx512_bf16_cpu, onednn_path_problem
 
+import kernels.torch_dequant as torch_dequant
+import kernels.triton_mxfp4 as triton_mxfp4
+from ci.common.correctness import check_kernel
+from harness.shapes import K_SWEEP
+from kernels import registry
+from kernels.mxfp4 import BLOCK_SIZE, E8M0_NAN, MXFP4Tensor
+from kernels.torch_dequant import TorchDequantGemm
+
 # name -> [(old, new), ...] edits of kernels/triton_mxfp4.py. Each edit must match exactly once.
 TRITON_MUTATIONS = {
     "nibble_order_swapped": [
-        ("        a = tl.load(a_ptrs)\n", "        a = tl.load(a_ptrs)\n        a = ((a >> 4) | (a << 4)).to(tl.uint8)\n"),
+        (
+            "        a = tl.load(a_ptrs)\n",
+            "        a = tl.load(a_ptrs)\n        a = ((a >> 4) | (a << 4)).to(tl.uint8)\n",
+        ),
     ],
     "k_tail_skipped": [
         ("tl.range(0, tl.cdiv(K, BLOCK_K), num_stages", "tl.range(0, tl.cdiv(K, BLOCK_K) - 1, num_stages"),
     ],
     "scale_block_dropped": [
         # The first 32-element block of A in the first K step reads as zeros.
-        ("        a = tl.load(a_ptrs)\n", "        a = tl.load(a_ptrs, mask=(_k_step != 0) | (kb[None, :] >= 16), other=0)\n"),
+        (
+            "        a = tl.load(a_ptrs)\n",
+            "        a = tl.load(a_ptrs, mask=(_k_step != 0) | (kb[None, :] >= 16), other=0)\n",
+        ),
     ],
     "wrong_scale_row": [
         ("a_scale_ptr + rows_a[:, None] * scale_k", "a_scale_ptr + ((rows_a[:, None] + 1) % M) * scale_k"),
@@ -114,7 +120,9 @@ def test_triton_mutant_is_rejected(kernel_name, mutation, kind, mutants):
     for k in _sweep_for(original):
         a, b = make_operands(kind, mn, mn, k, salt=k)
         report = check_kernel(kernel, a, b)
-        assert not report.passed, f"{kernel_name} mutant {mutation} passed the gate at K={k} seed={SEED}: {report.summary()}"
+        assert not report.passed, (
+            f"{kernel_name} mutant {mutation} passed the gate at K={k} seed={SEED}: {report.summary()}"
+        )
 
 
 # ---------------------------------------------------------------------------

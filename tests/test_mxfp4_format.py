@@ -6,10 +6,9 @@ import math
 
 import pytest
 import torch
+from operands import DEVICE, SEED, random_mxfp4
 
 from kernels import mxfp4
-from operands import DEVICE, random_mxfp4
-from operands import SEED
 
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 
@@ -65,8 +64,21 @@ def test_e8m0_values():
 
 @pytest.mark.parametrize(
     "value, expected",
-    [(0.25, 0.0), (0.75, 1.0), (1.25, 1.0), (1.75, 2.0), (2.5, 2.0), (3.5, 4.0), (5.0, 4.0), (5.1, 6.0),
-     (0.26, 0.5), (-0.75, -1.0), (7.0, 6.0), (-1e9, -6.0), (-0.1, 0.0)],
+    [
+        (0.25, 0.0),
+        (0.75, 1.0),
+        (1.25, 1.0),
+        (1.75, 2.0),
+        (2.5, 2.0),
+        (3.5, 4.0),
+        (5.0, 4.0),
+        (5.1, 6.0),
+        (0.26, 0.5),
+        (-0.75, -1.0),
+        (7.0, 6.0),
+        (-1e9, -6.0),
+        (-0.1, 0.0),
+    ],
 )
 def test_round_to_nearest_even_and_saturate(value, expected):
     code = mxfp4.float_to_e2m1(torch.tensor([value], dtype=torch.float64))

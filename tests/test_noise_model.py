@@ -75,14 +75,16 @@ def test_model_interval_is_the_moderated_t_interval_with_the_between_worker_shar
     # By hand: limma's moderated within variance (d0 from the three relative variances), Satterthwaite with tau^2.
     d0 = 1 / (1 / 30 + 1 / 12 + 1 / 24)
     ss = sum((v - np.mean(logs[:4])) ** 2 for v in logs[:4])  # the 5th round is a generation of its own: no within df
-    within = (d0 * 0.0008 ** 2 + ss) / (d0 + 3)
-    a, b = within / 5, 0.0005 ** 2 * (16 + 1) / 25
+    within = (d0 * 0.0008**2 + ss) / (d0 + 3)
+    a, b = within / 5, 0.0005**2 * (16 + 1) / 25
     tau_df = 1 / (1 / 9 + 1 / 30 + 1 / 12)
     df = (a + b) ** 2 / (a * a / (d0 + 3) + b * b / tau_df)
     half = stats.t.ppf(0.995, df) * math.sqrt(a + b)
     assert math.log(est.point) == pytest.approx(np.mean(logs), rel=1e-12)
-    assert (math.log(est.low), math.log(est.high)) == (pytest.approx(np.mean(logs) - half, rel=1e-9),
-                                                         pytest.approx(np.mean(logs) + half, rel=1e-9))
+    assert (math.log(est.low), math.log(est.high)) == (
+        pytest.approx(np.mean(logs) - half, rel=1e-9),
+        pytest.approx(np.mean(logs) + half, rel=1e-9),
+    )
     assert within_ss(logs, gens) == (pytest.approx(ss), 3) and clustering(gens) == pytest.approx(17 / 25)
     # One round: the model alone carries the spread (a bounded interval); a fallback needs its own spread.
     assert paired.model_interval([1.001], [0], 0.99, look).bounded
@@ -121,10 +123,16 @@ def test_fit_recovers_the_within_and_between_worker_sds_and_the_runs_spread():
     assert b.within_sd == pytest.approx(0.001, rel=0.12) and b.between_sd == pytest.approx(0.002, rel=0.3)
     assert b.within_df == 40 * 12 and b.between_df == 40 * 3 and b.runs == 40 and b.rounds == 640
     assert c.within_sd == pytest.approx(0.002, rel=0.12) and c.between_sd < 0.35 * c.within_sd
-    assert combined_df(fitted.spread.run_df, fitted.spread.bench_df) > 20 and "held out" in fitted.notes[-1]  # no spread
+    assert (
+        combined_df(fitted.spread.run_df, fitted.spread.bench_df) > 20 and "held out" in fitted.notes[-1]
+    )  # no spread
     # Runs whose variance differs by a factor 3 / chi2_3: a finite spread, held out.
-    differing = fit({"b": _runs(rng, BenchmarkNoise(0.001, 1), 30, 12, scale_df=3.0),
-                     "c": _runs(rng, BenchmarkNoise(0.002, 1), 30, 12, scale_df=3.0)})
+    differing = fit(
+        {
+            "b": _runs(rng, BenchmarkNoise(0.001, 1), 30, 12, scale_df=3.0),
+            "c": _runs(rng, BenchmarkNoise(0.002, 1), 30, 12, scale_df=3.0),
+        }
+    )
     assert combined_df(differing.spread.run_df, differing.spread.bench_df) < 12
     # One run cannot show a spread: the conservative default.
     one = fit({"b": _runs(rng, NOISE, 1, 8)})
@@ -135,7 +143,7 @@ def test_fit_recovers_the_within_and_between_worker_sds_and_the_runs_spread():
 
 
 def _guard_terms(rng, scale: float, benches: int = 20, df: int = 1):
-    return [GuardTerm(float(NOISE.within_sd ** 2 * scale * rng.chisquare(df)), df, NOISE) for _ in range(benches)]
+    return [GuardTerm(float(NOISE.within_sd**2 * scale * rng.chisquare(df)), df, NOISE) for _ in range(benches)]
 
 
 def _guarded_run(rng, spread: Spread, level: float, benches: int, rounds: int, restart: int = 4) -> bool:
@@ -143,8 +151,10 @@ def _guarded_run(rng, spread: Spread, level: float, benches: int, rounds: int, r
 
     The truth draws what the model says may differ: a run factor (run_df) and each benchmark's own (bench_df)."""
     run_factor = spread.run_df / rng.chisquare(spread.run_df)
-    sds = {f"b{k}": NOISE.within_sd * math.sqrt(run_factor * spread.bench_df / rng.chisquare(spread.bench_df))
-           for k in range(benches)}
+    sds = {
+        f"b{k}": NOISE.within_sd * math.sqrt(run_factor * spread.bench_df / rng.chisquare(spread.bench_df))
+        for k in range(benches)
+    }
     state = GuardState({b: NOISE for b in sds}, spread, level)
     for r in range(rounds):
         for b, sd in sds.items():
@@ -211,7 +221,9 @@ def test_the_model_decides_in_two_rounds_and_the_fallback_waits_for_its_own_spre
 
 
 def _edge_rates(truth_df: float, trials: int, seed: int) -> float:
-    """Regressions among single benchmarks slowed by exactly the threshold (a false alarm), the model claiming no spread."""
+    """Regressions among single benchmarks slowed by exactly the threshold (a false alarm), the model claiming no
+    spread.
+    """
     rng = np.random.default_rng(seed)
     plan = MODEL_PLAN.with_alpha(0.01)
     noise = BenchmarkNoise(0.001, 10**6)
@@ -256,7 +268,8 @@ def test_the_model_plan_survives_its_json_record():
     again = plan_of(MODEL_PLAN.with_alpha(0.0005).to_json())
     assert again.variance == "model" and again.look_points == MODEL_PLAN.look_points and not again.futility
     assert [again.confidence_at(k) for k in range(6)] == pytest.approx(
-        [MODEL_PLAN.with_alpha(0.0005).confidence_at(k) for k in range(6)], rel=1e-12)
+        [MODEL_PLAN.with_alpha(0.0005).confidence_at(k) for k in range(6)], rel=1e-12
+    )
     assert again.confidence_at(0) < again.confidence_at(5)  # 40% of alpha at the first look, 10% at the last
 
 
@@ -270,10 +283,12 @@ def test_the_committed_h200_model_reads_and_names_what_is_wrong_in_a_bad_one(tmp
     assert model.runs[-1]["source"] == "docs/data/h200_noise_model/calibrate/calibrate.json"
     assert (PROJECT / model.runs[-1]["source"]).is_file()
     data = json.loads(H200_MODEL.read_text())
-    for change, message in ((lambda d: d.update(schema="x"), "\"schema\" must be"),
-                            (lambda d: d["benchmarks"][TRACKED].update(within_sd=-1.0), f"benchmarks[{TRACKED!r}]"),
-                            (lambda d: d.pop("spread"), "spread is missing"),
-                            (lambda d: d.update(extra=1), "unknown key(s) ['extra']")):
+    for change, message in (
+        (lambda d: d.update(schema="x"), '"schema" must be'),
+        (lambda d: d["benchmarks"][TRACKED].update(within_sd=-1.0), f"benchmarks[{TRACKED!r}]"),
+        (lambda d: d.pop("spread"), "spread is missing"),
+        (lambda d: d.update(extra=1), "unknown key(s) ['extra']"),
+    ):
         bad = copy.deepcopy(data)
         change(bad)
         (tmp_path / "bad.json").write_text(json.dumps(bad))
@@ -326,8 +341,15 @@ def _bench(record: dict, bench_id: str) -> dict:
 
 def test_the_recorded_one_pass_pr_fails_in_two_rounds_with_the_model(tmp_path):
     out = tmp_path / "model.json"
-    code, md, err = replay(str(DATA / "h200_gpu_cost_v4" / "slow_ten.json"), "--noise", str(H200_MODEL),
-                           "--thresholds", str(H200_THRESHOLDS), "--json", str(out))
+    code, md, err = replay(
+        str(DATA / "h200_gpu_cost_v4" / "slow_ten.json"),
+        "--noise",
+        str(H200_MODEL),
+        "--thresholds",
+        str(H200_THRESHOLDS),
+        "--json",
+        str(out),
+    )
     assert code == 1, err[-2000:]
     record = json.loads(out.read_text())
     tracked = _bench(record, TRACKED)
@@ -337,7 +359,9 @@ def test_the_recorded_one_pass_pr_fails_in_two_rounds_with_the_model(tmp_path):
     assert "noise model: `" in md and "the run's guard" in md
     # The same record under its own plan (version 4) needed five rounds.
     code4, _, _ = replay(str(DATA / "h200_gpu_cost_v4" / "slow_ten.json"), "--json", str(tmp_path / "v4.json"))
-    assert code4 == 1 and _bench(json.loads((tmp_path / "v4.json").read_text()), TRACKED)["decision"]["rounds_used"] == 5
+    assert (
+        code4 == 1 and _bench(json.loads((tmp_path / "v4.json").read_text()), TRACKED)["decision"]["rounds_used"] == 5
+    )
     # A record made with the model replays to itself, with the model it kept (no --noise).
     code2, _, err2 = replay(str(out), "--json", str(tmp_path / "again.json"))
     again = json.loads((tmp_path / "again.json").read_text())
@@ -356,14 +380,24 @@ def test_the_gates_interval_follows_the_model_it_reads(tmp_path):
     record = str(DATA / "h200_gpu_cost_v4" / "aa_ten.json")
     widths = {}
     for name, model in (("committed", H200_MODEL), ("noisier", tmp_path / "noisier.json")):
-        replay(record, "--noise", str(model), "--thresholds", str(H200_THRESHOLDS), "--json", str(tmp_path / f"{name}.json"))
+        replay(
+            record,
+            "--noise",
+            str(model),
+            "--thresholds",
+            str(H200_THRESHOLDS),
+            "--json",
+            str(tmp_path / f"{name}.json"),
+        )
         est = _bench(json.loads((tmp_path / f"{name}.json").read_text()), TRACKED)["decision"]["estimate"]
         widths[name] = (est["high"] - est["low"], est["n"])
     assert widths["noisier"][0] > 1.5 * widths["committed"][0] or widths["noisier"][1] > widths["committed"][1]
     # --plan noise=off: the record's own plan, each benchmark's own rounds.
     replay(record, "--noise", str(H200_MODEL), "--plan", "noise=off", "--json", str(tmp_path / "off.json"))
     off = json.loads((tmp_path / "off.json").read_text())
-    assert off["plan"].get("variance", "rounds") == "rounds" and _bench(off, TRACKED)["decision"]["variance"] == "rounds"
+    assert (
+        off["plan"].get("variance", "rounds") == "rounds" and _bench(off, TRACKED)["decision"]["variance"] == "rounds"
+    )
 
 
 def test_noise_three_times_the_models_in_the_head_fires_the_guard_and_the_gate_says_so(tmp_path):
@@ -377,8 +411,15 @@ def test_noise_three_times_the_models_in_the_head_fires_the_guard_and_the_gate_s
             rec["tflops"] *= math.exp(rng.normal(0.0, sd))
     noisy = tmp_path / "noisy.json"
     noisy.write_text(json.dumps(record))
-    code, md, _ = replay(str(noisy), "--noise", str(H200_MODEL), "--thresholds", str(H200_THRESHOLDS),
-                         "--json", str(tmp_path / "out.json"))
+    code, md, _ = replay(
+        str(noisy),
+        "--noise",
+        str(H200_MODEL),
+        "--thresholds",
+        str(H200_THRESHOLDS),
+        "--json",
+        str(tmp_path / "out.json"),
+    )
     out = json.loads((tmp_path / "out.json").read_text())
     # No false regression; a benchmark the record's 14 rounds could not decide is inconclusive (exit 3: the record ran
     # out, the zone rule's not-green), never a pass.
@@ -386,15 +427,25 @@ def test_noise_three_times_the_models_in_the_head_fires_the_guard_and_the_gate_s
     assert code == (3 if short else 0) and not out["summary"]["regression"]
     assert all(b["stopped_by"] == "end of record" for b in short)
     assert out["noise"]["guard"]["fired"] is not None and "noisier than the noise model allows" in md
-    fell_back = [b for b in out["benchmarks"] if b["decision"]["variance"] == "rounds (the run is noisier than the model)"]
+    fell_back = [
+        b for b in out["benchmarks"] if b["decision"]["variance"] == "rounds (the run is noisier than the model)"
+    ]
     assert fell_back and "own rounds (**guard**" in md
     # Without the injection the guard stays quiet on the same record.
-    replay(str(DATA / "h200_gpu_cost_v4" / "aa_ten.json"), "--noise", str(H200_MODEL), "--json", str(tmp_path / "q.json"))
+    replay(
+        str(DATA / "h200_gpu_cost_v4" / "aa_ten.json"), "--noise", str(H200_MODEL), "--json", str(tmp_path / "q.json")
+    )
     assert json.loads((tmp_path / "q.json").read_text())["noise"]["guard"]["fired"] is None
 
 
 def test_a_model_plan_record_without_its_model_is_refused(tmp_path):
-    replay(str(DATA / "h200_gpu_cost_v4" / "rerun_slow_one.json"), "--noise", str(H200_MODEL), "--json", str(tmp_path / "m.json"))
+    replay(
+        str(DATA / "h200_gpu_cost_v4" / "rerun_slow_one.json"),
+        "--noise",
+        str(H200_MODEL),
+        "--json",
+        str(tmp_path / "m.json"),
+    )
     record = json.loads((tmp_path / "m.json").read_text())
     record["noise"] = None
     (tmp_path / "bad.json").write_text(json.dumps(record))
@@ -421,12 +472,17 @@ class FakeEngine:
         for bench in benchmarks:
             for side in order:
                 tflops = 100.0 * (1.0 + (self.effects.get(bench.id, 0.0) if side == "head" else 0.0))
-                records[side][bench.id] = {"tflops": tflops * math.exp(self.rng.normal(0.0, 0.0003)), "steady": True,
-                                           "worker_generation": round_index // self.restart_every}
+                records[side][bench.id] = {
+                    "tflops": tflops * math.exp(self.rng.normal(0.0, 0.0003)),
+                    "steady": True,
+                    "worker_generation": round_index // self.restart_every,
+                }
             sequence.append(bench.id)
             if after_pair is not None and after_pair(bench.id, {s: records[s][bench.id] for s in order}):
                 break
-        rnd = RoundRecord(round_index, list(order), [ProcessRecord(s, 1, 0.0, records[s]) for s in order], sequence=sequence)
+        rnd = RoundRecord(
+            round_index, list(order), [ProcessRecord(s, 1, 0.0, records[s]) for s in order], sequence=sequence
+        )
         return rnd
 
 
@@ -442,10 +498,18 @@ def _fake_run(stop_when_failed: bool):
     benches = [Benchmark("k", "c", f"s{i}", 64, 64, 64) for i in range(3)]
     model = NoiseModel({b.id: BenchmarkNoise(0.0004, 40) for b in benches}, SPREAD, {"gpu": "cpu"}, "now", 4)
     selection = Selection([Entry(b, Status.GATED) for b in benches], [])
-    rounds, results, view = run_rounds([Side("base", Path(".")), Side("head", Path("."))], selection,
-                                       FakeEngine({benches[1].id: -0.02}), plan=MODEL_PLAN.with_alpha(0.01 / 3),
-                                       rule=ExclusionRule(), thresholds=Thresholds(0.005, (), "test"), limit=30,
-                                       fixed=False, stop_when_failed=stop_when_failed, model=model)
+    rounds, results, view = run_rounds(
+        [Side("base", Path(".")), Side("head", Path("."))],
+        selection,
+        FakeEngine({benches[1].id: -0.02}),
+        plan=MODEL_PLAN.with_alpha(0.01 / 3),
+        rule=ExclusionRule(),
+        thresholds=Thresholds(0.005, (), "test"),
+        limit=30,
+        fixed=False,
+        stop_when_failed=stop_when_failed,
+        model=model,
+    )
     return benches, rounds, {r.id: r for r in results}, view, Stop
 
 
@@ -469,9 +533,21 @@ def test_a_refit_on_a_cpu_names_the_runs_gpu_and_the_gate_can_read_what_it_wrote
 
     model_path, thresholds = tmp_path / "model.json", tmp_path / "thresholds.json"
     thresholds.write_text((PROJECT / "ci" / "speed_thresholds_h200.json").read_text())
-    code = gate.main(["--refit", "--aa-records", str(PROJECT / "docs/data/h200_gpu_cost_v4/aa_ten.json"), "--noise",
-                      str(model_path), "--thresholds", str(thresholds), "--write", "--json", str(tmp_path / "cal.json")],
-                     calibrate=True)
+    code = gate.main(
+        [
+            "--refit",
+            "--aa-records",
+            str(PROJECT / "docs/data/h200_gpu_cost_v4/aa_ten.json"),
+            "--noise",
+            str(model_path),
+            "--thresholds",
+            str(thresholds),
+            "--write",
+            "--json",
+            str(tmp_path / "cal.json"),
+        ],
+        calibrate=True,
+    )
     assert code == 0
     model = load_noise_model(model_path)
     assert model.runner["gpu"] == "NVIDIA H200" and "NVIDIA H200" in model.about and "CPU" not in model.about

@@ -24,8 +24,22 @@ import pytest
 import yaml
 
 from ci.notify import bundle
-from ci.notify.comment import (JOB_APPROVE, JOB_CHANGES, JOB_CPU, JOB_GPU, MARKER, STEP_BUDGET, STEP_CHANGES, STEP_GPU_TESTS,
-                               STEP_SPEED, STEP_TESTS, Inputs, Links, render, render_capped)
+from ci.notify.comment import (
+    JOB_APPROVE,
+    JOB_CHANGES,
+    JOB_CPU,
+    JOB_GPU,
+    MARKER,
+    STEP_BUDGET,
+    STEP_CHANGES,
+    STEP_GPU_TESTS,
+    STEP_SPEED,
+    STEP_TESTS,
+    Inputs,
+    Links,
+    render,
+    render_capped,
+)
 from ci.notify.markdown import GITHUB_BODY_LIMIT, code
 from ci.notify.records import changes_record, jobs_record, speed_record
 from ci.notify.untrusted import MAX_BYTES, Rejected
@@ -38,10 +52,31 @@ DATA = PROJECT / "tests" / "data" / "pr_comment"
 RUN = "https://github.com/OWNER/REPO/actions/runs/1000"
 LINKS = Links(RUN, f"{RUN}/artifacts/4242", "0123456789abcdef0123456789abcdef01234567", 1)
 # What GitHub's sanitizer lets through that the renderer may produce; anything else came from an artifact.
-ALLOWED_TAGS = {"h3", "p", "strong", "em", "code", "pre", "a", "ul", "li", "table", "thead", "tbody", "tr", "th", "td",
-                "details", "summary", "sub", "br"}
-HOSTILE = ("x|y`` `<script>alert(1)</script>@octocat [link](https://evil.example) ![img](https://evil.example/p.png) "
-           "www.evil.example </details></summary>\n### injected heading <!-- -->")
+ALLOWED_TAGS = {
+    "h3",
+    "p",
+    "strong",
+    "em",
+    "code",
+    "pre",
+    "a",
+    "ul",
+    "li",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "details",
+    "summary",
+    "sub",
+    "br",
+}
+HOSTILE = (
+    "x|y`` `<script>alert(1)</script>@octocat [link](https://evil.example) ![img](https://evil.example/p.png) "
+    "www.evil.example </details></summary>\n### injected heading <!-- -->"
+)
 
 
 class Tags(HTMLParser):
@@ -83,20 +118,33 @@ def tables(page: str) -> list[list[list[str]]]:
     out = []
     for table in re.findall(r"<table>(.*?)</table>", page, re.S):
         rows = re.findall(r"<tr>(.*?)</tr>", table, re.S)
-        out.append([[html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", r, re.S)]
-                    for r in rows])
+        out.append(
+            [
+                [
+                    html.unescape(re.sub(r"<[^>]+>", "", c)).strip()
+                    for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", r, re.S)
+                ]
+                for r in rows
+            ]
+        )
     return out
 
 
-@pytest.mark.parametrize("outcome, first_line", [
-    ("identical", "### PASS — speed ✓ **PASS** · resources ✓ **PASS** · correctness ✓ **PASS**"),
-    ("regression", "### FAIL — speed ✗ **FAIL** · resources ✗ **FAIL** · correctness ✓ **PASS**"),
-    ("wrong", "### FAIL — speed ✗ **FAIL** · resources ✓ **PASS** · correctness ✗ **FAIL**"),
-    # An undecided benchmark is not green (issue 37): the remedy is a re-run.
-    ("inconclusive", "### INCONCLUSIVE — speed ⚠ **INCONCLUSIVE** (1 benchmark not decided: re-run) · resources ✓ **PASS** · "
-                     "correctness ✓ **PASS**"),
-    ("error", "### ERROR — speed ⚠ **ERROR** · resources ✓ **PASS** · correctness ✓ **PASS**"),
-])
+@pytest.mark.parametrize(
+    "outcome, first_line",
+    [
+        ("identical", "### PASS — speed ✓ **PASS** · resources ✓ **PASS** · correctness ✓ **PASS**"),
+        ("regression", "### FAIL — speed ✗ **FAIL** · resources ✗ **FAIL** · correctness ✓ **PASS**"),
+        ("wrong", "### FAIL — speed ✗ **FAIL** · resources ✓ **PASS** · correctness ✗ **FAIL**"),
+        # An undecided benchmark is not green (issue 37): the remedy is a re-run.
+        (
+            "inconclusive",
+            "### INCONCLUSIVE — speed ⚠ **INCONCLUSIVE** (1 benchmark not decided: re-run) · resources ✓ **PASS** · "
+            "correctness ✓ **PASS**",
+        ),
+        ("error", "### ERROR — speed ⚠ **ERROR** · resources ✓ **PASS** · correctness ✓ **PASS**"),
+    ],
+)
 def test_each_outcome_says_its_verdict_in_the_first_line(outcome, first_line):
     markdown = comment(outcome)
     assert markdown.splitlines()[0] == first_line
@@ -119,12 +167,26 @@ def test_a_regression_shows_its_interval_threshold_and_the_folded_isa_diff():
     markdown = comment("regression")
     html = html_of(markdown)
     regressions, budget, mix, resources = tables(html)
-    assert regressions[0] == ["benchmark", "base TFLOPS", "head TFLOPS", "head vs base (interval of head/base)", "threshold",
-                              "rounds"]
+    assert regressions[0] == [
+        "benchmark",
+        "base TFLOPS",
+        "head TFLOPS",
+        "head vs base (interval of head/base)",
+        "threshold",
+        "rounds",
+    ]
     # Base and head TFLOPS as the record has them (the medians of the rounds used), the change in words (issue 38).
-    assert regressions[1][:4] == ["torch_dequant[bf16]/256x256x1024", "0.00806", "0.00269", "−66.6% slower0.328 – 0.339"]
+    assert regressions[1][:4] == [
+        "torch_dequant[bf16]/256x256x1024",
+        "0.00806",
+        "0.00269",
+        "−66.6% slower0.328 – 0.339",
+    ]
     assert "**−66.6%** slower<br>0.328 – 0.339" in markdown and regressions[1][4] == "±1.0%"
-    assert budget[1][0] == "flydsl_gfx950_4wave/gfx950/default" and "registers 418 > budget max_registers 408" in budget[1][1]
+    assert (
+        budget[1][0] == "flydsl_gfx950_4wave/gfx950/default"
+        and "registers 418 > budget max_registers 408" in budget[1][1]
+    )
     # The ISA and resource diff is folded (no `open`), after the verdicts, and holds only the changed rows.
     assert "<details><summary><code>flydsl_gfx950_4wave/gfx950/default</code>" in html and "<details open" not in html
     assert html.index("<details>") > html.index("Register budget exceeded")
@@ -156,8 +218,10 @@ def test_no_speed_record_is_explained_from_the_job_list():
     gpu = next(j for j in jobs["jobs"] if j["name"] == JOB_GPU)
     changes = bundle.load_inputs(folder, 1, None).changes
     budget = bundle.load_inputs(folder, 1, None).budget
-    for conclusion, expected in (("timed_out", "The GPU job timed out before the speed gate had a verdict"),
-                                 ("cancelled", "The GPU job was cancelled before")):
+    for conclusion, expected in (
+        ("timed_out", "The GPU job timed out before the speed gate had a verdict"),
+        ("cancelled", "The GPU job was cancelled before"),
+    ):
         gpu.update(conclusion=conclusion, steps=[dict(s, conclusion=None) for s in gpu["steps"]])
         markdown = render(Inputs(None, changes, budget, jobs_record(jobs)), LINKS)
         assert "speed ⚠ **ERROR**" in markdown.splitlines()[0] and expected in markdown
@@ -211,8 +275,9 @@ def test_unknown_schema_and_bad_fields_are_shown_as_such(tmp_path):
     bad = copy.deepcopy(data)
     bad["benchmarks"][0]["decision"]["estimate"]["point"] = "fast"
     verdict.write_text(json.dumps(bad))
-    assert "verdict.json.benchmarks[0].decision.estimate.point: expected a finite number, got fast" in \
-        render(bundle.load_inputs(folder, 1, None), LINKS)
+    assert "verdict.json.benchmarks[0].decision.estimate.point: expected a finite number, got fast" in render(
+        bundle.load_inputs(folder, 1, None), LINKS
+    )
     verdict.write_text(json.dumps(data) + " " * MAX_BYTES)
     inputs = bundle.load_inputs(folder, 1, None)
     assert isinstance(inputs.speed, Rejected) and f"over {MAX_BYTES} bytes" in inputs.speed.reason
@@ -223,7 +288,9 @@ def test_unknown_schema_and_bad_fields_are_shown_as_such(tmp_path):
 def test_the_comment_is_capped_at_githubs_limit_without_breaking_a_block():
     changes = json.loads((DATA / "regression" / "speed-changes-attempt1" / "changes.json").read_text())
     one = changes["code_changes"][0]
-    one["instruction_mix"] = [dict(one["instruction_mix"][0], instructions=f"op_{i}" * 8, delta="+1") for i in range(300)]
+    one["instruction_mix"] = [
+        dict(one["instruction_mix"][0], instructions=f"op_{i}" * 8, delta="+1") for i in range(300)
+    ]
     changes["code_changes"] = [dict(one, target=f"kernel_{i}/gfx950/default") for i in range(25)]
     capped = render_capped(Inputs(speed_record(_speed_data()), changes_record(changes), None, None), LINKS)
     assert len(capped.text) <= GITHUB_BODY_LIMIT and capped.left_out > 0
@@ -235,7 +302,12 @@ def test_the_comment_is_capped_at_githubs_limit_without_breaking_a_block():
     for text in (capped.text, small.text):
         note = text.index("more section(s) left out")
         assert "artifacts (linked below) have everything" in text
-        assert note < text.index("GPU runner: 5 s spent") < text.index(f"[run]({RUN})") < text.index(f"[artifacts]({RUN}#artifacts)")
+        assert (
+            note
+            < text.index("GPU runner: 5 s spent")
+            < text.index(f"[run]({RUN})")
+            < text.index(f"[artifacts]({RUN}#artifacts)")
+        )
         assert "[speed plot (ratios.png)](https://github.com/OWNER/REPO/actions/runs/1000/artifacts/4242)" in text
 
 
@@ -251,20 +323,30 @@ def _workflow(name: str) -> dict:
 def test_the_names_the_comment_reads_are_the_ones_pr_checks_uses():
     jobs = _workflow("pr-checks.yml")["jobs"]
     steps = {job["name"]: {s.get("name") for s in job.get("steps", [])} for job in jobs.values()}
-    for job, step in ((JOB_CPU, STEP_TESTS), (JOB_CPU, STEP_BUDGET), (JOB_CHANGES, STEP_CHANGES),
-                      (JOB_GPU, STEP_GPU_TESTS), (JOB_GPU, STEP_SPEED)):
+    for job, step in (
+        (JOB_CPU, STEP_TESTS),
+        (JOB_CPU, STEP_BUDGET),
+        (JOB_CHANGES, STEP_CHANGES),
+        (JOB_GPU, STEP_GPU_TESTS),
+        (JOB_GPU, STEP_SPEED),
+    ):
         assert step in steps.get(job, set()), (job, step)
     assert JOB_APPROVE in steps
-    uploads = {s["with"]["name"]: (s, job) for job in jobs.values() for s in job.get("steps", [])
-               if str(s.get("uses", "")).startswith("actions/upload-artifact@")}
+    uploads = {
+        s["with"]["name"]: (s, job)
+        for job in jobs.values()
+        for s in job.get("steps", [])
+        if str(s.get("uses", "")).startswith("actions/upload-artifact@")
+    }
     for name, (file, _, _) in bundle.FILES.items():
         step, job = uploads[f"{name}-attempt${{{{ github.run_attempt }}}}"]
         # Uploaded even when the gate failed or stopped, and the file the gate writes is in it.
         assert "!cancelled()" in str(step.get("if", "")), name
         runs = " ".join(s.get("run", "") for s in job["steps"])
         path = step["with"]["path"]
-        assert (path.rstrip("/") + "/" + file if path.endswith("/") else path) in runs.replace("--json ", "") or \
-            path == file, (name, path, runs)
+        assert (path.rstrip("/") + "/" + file if path.endswith("/") else path) in runs.replace(
+            "--json ", ""
+        ) or path == file, (name, path, runs)
     render_job = _workflow("pr-comment.yml")["jobs"]["render"]
     download = next(s for s in render_job["steps"] if str(s.get("uses", "")).startswith("actions/download-artifact@"))
     assert download["with"]["pattern"] == "*-attempt*"
@@ -282,8 +364,10 @@ def test_a_rerun_attempt_keeps_the_records_of_the_jobs_it_did_not_rerun(tmp_path
 def test_the_publisher_needs_nothing_installed():
     # The publishing workflows run `python3 -m ci.notify` with the runner's python, no pip install:
     # every module it imports must be the standard library's or this checkout's.
-    probe = ("import sys; sys.path.insert(0, '.'); import ci.notify.front, ci.notify.commands; "
-             "print(sorted({m.split('.')[0] for m in sys.modules} - set(sys.stdlib_module_names)))")
+    probe = (
+        "import sys; sys.path.insert(0, '.'); import ci.notify.front, ci.notify.commands; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} - set(sys.stdlib_module_names)))"
+    )
     done = subprocess.run([sys.executable, "-S", "-E", "-c", probe], cwd=PROJECT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert set(eval(done.stdout)) <= {"__main__", "ci", "harness", "asv_bench"}, done.stdout
@@ -296,20 +380,62 @@ def test_the_front_answers_help_and_refuses_bad_options(tmp_path):
     assert run("--help").returncode == 0 and "regression-issues" in run("--help").stdout
     body = tmp_path / "c.md"
     body.write_text("x")
-    for args, message in ((["post-comment", "--github-repo", "not a repo", "--head-repo", "a/b", "--head-branch", "b",
-                            "--head-sha", "a" * 40, "--body", str(body)], "--github-repo 'not a repo': expected OWNER/NAME"),
-                          (["comment", "--artifacts", str(tmp_path), "--run-url", "http://insecure", "--out", str(body)],
-                           "--run-url 'http://insecure': expected an https:// address"),
-                          (["post-comment", "--github-repo", "a/b", "--head-repo", "a/b", "--head-branch", "b\nx",
-                            "--head-sha", "a" * 40, "--body", str(body)], "--head-branch"),
-                          (["regression-issues", "--github-repo", "a/b", "--changes", str(tmp_path / "none.json"), "--run-url", RUN],
-                           "--changes")):
+    for args, message in (
+        (
+            [
+                "post-comment",
+                "--github-repo",
+                "not a repo",
+                "--head-repo",
+                "a/b",
+                "--head-branch",
+                "b",
+                "--head-sha",
+                "a" * 40,
+                "--body",
+                str(body),
+            ],
+            "--github-repo 'not a repo': expected OWNER/NAME",
+        ),
+        (
+            ["comment", "--artifacts", str(tmp_path), "--run-url", "http://insecure", "--out", str(body)],
+            "--run-url 'http://insecure': expected an https:// address",
+        ),
+        (
+            [
+                "post-comment",
+                "--github-repo",
+                "a/b",
+                "--head-repo",
+                "a/b",
+                "--head-branch",
+                "b\nx",
+                "--head-sha",
+                "a" * 40,
+                "--body",
+                str(body),
+            ],
+            "--head-branch",
+        ),
+        (
+            ["regression-issues", "--github-repo", "a/b", "--changes", str(tmp_path / "none.json"), "--run-url", RUN],
+            "--changes",
+        ),
+    ):
         done = run(*args)
         assert done.returncode == 2 and message in done.stderr, done.stderr
 
 
 def test_a_job_link_that_could_break_out_of_markdown_is_dropped():
-    jobs = {"jobs": [{"name": JOB_GPU, "conclusion": "failure", "html_url": "https://github.com/a) [evil](https://evil.example",
-                      "steps": [{"name": STEP_GPU_TESTS, "conclusion": "failure"}]}]}
+    jobs = {
+        "jobs": [
+            {
+                "name": JOB_GPU,
+                "conclusion": "failure",
+                "html_url": "https://github.com/a) [evil](https://evil.example",
+                "steps": [{"name": STEP_GPU_TESTS, "conclusion": "failure"}],
+            }
+        ]
+    }
     markdown = render(Inputs(None, None, None, jobs_record(jobs)), LINKS)
     assert "The GPU correctness tests failed." in markdown and "evil" not in markdown

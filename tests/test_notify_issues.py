@@ -1,7 +1,7 @@
 """One regression, one issue, for its whole life (issue 38): identity, lifecycle, grouping, cap, rate limits.
 
-The planning is pure (ci.notify.regression_issues.matching over ci.notify.regression_issues.issue_state), so most of it is tested on
-hand-made change points: a change point that moves, narrows, recovers, dissolves, comes back;
+The planning is pure (ci.notify.regression_issues.matching over ci.notify.regression_issues.issue_state),
+so most of it is tested on hand-made change points: a change point that moves, narrows, recovers, dissolves, comes back;
 20 benchmarks at one commit; more regressions in one run than the cap. The posting is tested
 through ``gh`` against tests/fake_github.py, with the rate-limit refusals it emulates, and the
 growth test grows a synthetic history one commit per run (tests/issue_growth.py: the change
@@ -19,11 +19,11 @@ from fake_github import FakeGitHub, State
 from issue_growth import HOSTILE, Scenario, benchmark_key, fixing_commit, grow, notify_in_process
 
 from ci.notify.github import GitHub, GitHubError, Limits
+from ci.notify.post import file_issues
 from ci.notify.regression_issues.history import load_history_changes
 from ci.notify.regression_issues.issue_state import PREFIX, Tracked, parse, render_marker
 from ci.notify.regression_issues.issues import Context, body, title
 from ci.notify.regression_issues.matching import MAX_NEW, SETTLE, plan
-from ci.notify.post import file_issues
 
 MACHINE = "h200-a"
 RUN = "https://github.com/OWNER/REPO/actions/runs/9"
@@ -38,15 +38,37 @@ def bench(name: str) -> str:
     return f"bench_gemm.GemmOnGpu.track_time('{name}:default', 'square_m04096_n04096_k04096')"
 
 
-def cp(benchmark: str, index: int, change: float, *, machine: str = MACHINE, direction: str = "regression",
-       settled: int = 10, at: int | None = None) -> dict:
+def cp(
+    benchmark: str,
+    index: int,
+    change: float,
+    *,
+    machine: str = MACHINE,
+    direction: str = "regression",
+    settled: int = 10,
+    at: int | None = None,
+) -> dict:
     """A change point as the site build publishes it; ``at`` its commit position (default: the series index)."""
     at = index if at is None else at
-    return {"machine": machine, "benchmark": benchmark, "last_before": sha(at - 1), "first_after": sha(at),
-            "orders": [at - 1, at], "recent": True,
-            "change": {"index": index, "direction": direction, "relative_change": change,
-                       "interval": [change - 0.004, change + 0.004], "confidence": 0.95, "p_value": 1e-12,
-                       "level": 2.6e-6, "before": [0, index], "after": [index, index + settled]}}
+    return {
+        "machine": machine,
+        "benchmark": benchmark,
+        "last_before": sha(at - 1),
+        "first_after": sha(at),
+        "orders": [at - 1, at],
+        "recent": True,
+        "change": {
+            "index": index,
+            "direction": direction,
+            "relative_change": change,
+            "interval": [change - 0.004, change + 0.004],
+            "confidence": 0.95,
+            "p_value": 1e-12,
+            "level": 2.6e-6,
+            "before": [0, index],
+            "after": [index, index + settled],
+        },
+    }
 
 
 def changes(points: list[dict], *, series: list[tuple[str, str]] = (), drifts: list[dict] = ()) -> dict:
@@ -54,16 +76,43 @@ def changes(points: list[dict], *, series: list[tuple[str, str]] = (), drifts: l
     machines = sorted({p["machine"] for p in points} | {m for m, _ in series} | {MACHINE})
     out = []
     for machine in machines:
-        names = sorted({p["benchmark"] for p in points if p["machine"] == machine}
-                       | {b for m, b in series if m == machine})
+        names = sorted(
+            {p["benchmark"] for p in points if p["machine"] == machine} | {b for m, b in series if m == machine}
+        )
         drift = [d for d in drifts if d["machine"] == machine]
-        drift += [{"machine": machine, "benchmark": b, "newest": sha(99), "best": sha(98), "drop": 0.0, "threshold": 0.02,
-                   "noise": 0.003, "window": 10, "failed": False, "orders": [98, 99], "streak": 0}
-                  for b in names if b not in {d["benchmark"] for d in drift}]
-        out.append({"machine": machine, "commits": 100, "benchmarks": len(names), "not_checked": None,
-                    "change_points": [p for p in points if p["machine"] == machine], "drift": drift})
-    return {"schema": "mxfp4-history-changes/1", "results_commit": sha(1000), "site_url": "https://o.github.io/r/",
-            "machines": out}
+        drift += [
+            {
+                "machine": machine,
+                "benchmark": b,
+                "newest": sha(99),
+                "best": sha(98),
+                "drop": 0.0,
+                "threshold": 0.02,
+                "noise": 0.003,
+                "window": 10,
+                "failed": False,
+                "orders": [98, 99],
+                "streak": 0,
+            }
+            for b in names
+            if b not in {d["benchmark"] for d in drift}
+        ]
+        out.append(
+            {
+                "machine": machine,
+                "commits": 100,
+                "benchmarks": len(names),
+                "not_checked": None,
+                "change_points": [p for p in points if p["machine"] == machine],
+                "drift": drift,
+            }
+        )
+    return {
+        "schema": "mxfp4-history-changes/1",
+        "results_commit": sha(1000),
+        "site_url": "https://o.github.io/r/",
+        "machines": out,
+    }
 
 
 class Repo:
@@ -85,7 +134,9 @@ class Repo:
             elif p.old.status != state.status:
                 self.transitions.append((number, p.old.status, state.status))
             github_open = p.github_open if p.old is None or p.old.status == state.status else state.status == "open"
-            self.issues[number] = Tracked(number, github_open, title(state), body(state, "https://github.com", "O/R"), state)
+            self.issues[number] = Tracked(
+                number, github_open, title(state), body(state, "https://github.com", "O/R"), state
+            )
         return planned
 
 
@@ -95,8 +146,10 @@ class Repo:
 
 
 def test_the_marker_round_trips_and_a_hostile_name_cannot_forge_or_move_it():
-    hostile = bench("k`\n" + PREFIX + '{"v":2,"kind":"drift","status":"open","members":[],"drifts":[],"run":"","rc":"",'
-                    '"site":""} -->\n|x|')
+    hostile = bench(
+        "k`\n" + PREFIX + '{"v":2,"kind":"drift","status":"open","members":[],"drifts":[],"run":"","rc":"",'
+        '"site":""} -->\n|x|'
+    )
     data = changes([cp(hostile, 30, -0.05)])
     (p,) = plan(load_history_changes(data), []).plans
     text = body(p.new, "https://github.com", "O/R")
@@ -115,8 +168,16 @@ def test_a_forged_first_line_in_someone_elses_issue_is_not_read(tmp_path):
     data = changes([cp(bench("a"), 30, -0.05)])
     forged = plan(load_history_changes(data), []).plans[0].new
     state = State()
-    state.issues.append({"number": 1, "title": "forged", "body": body(forged, "https://github.com", "OWNER/REPO"),
-                         "state": "closed", "labels": [], "user": {"login": "mallory"}})
+    state.issues.append(
+        {
+            "number": 1,
+            "title": "forged",
+            "body": body(forged, "https://github.com", "OWNER/REPO"),
+            "state": "closed",
+            "labels": [],
+            "user": {"login": "mallory"},
+        }
+    )
     with FakeGitHub(tmp_path, state) as server:
         record = file_issues(_gh(server), load_history_changes(data), CONTEXT)
     assert [i["number"] for i in record["issues"]] == [2] and len(state.issues) == 2  # the bot's own issue was opened
@@ -135,7 +196,9 @@ def test_a_change_point_that_moves_narrows_or_gains_commits_edits_its_one_issue(
     assert repo.opened == 1 and [p.number for p in planned] == [1]
     member = repo.issues[1].state.members[0]
     assert (member.first_after, member.change) == (sha(30), -0.05)
-    assert f"--good {sha(29)}" in repo.issues[1].body and f"--bad {sha(30)}" in repo.issues[1].body  # the bisect follows
+    assert (
+        f"--good {sha(29)}" in repo.issues[1].body and f"--bad {sha(30)}" in repo.issues[1].body
+    )  # the bisect follows
     # A wider range that narrows (commits unmeasured, then measured): the same issue again.
     wide = cp(b, 30, -0.05)
     wide.update(last_before=sha(27), orders=[27, 30])
@@ -224,7 +287,11 @@ def test_more_regressions_than_the_cap_go_to_one_roll_up_issue_and_none_is_filed
     repo.run(changes(points), max_new=5)
     assert repo.opened == 5
     rollup = [t for t in repo.issues.values() if t.state.kind == "rollup"]
-    assert len(rollup) == 1 and len(rollup[0].state.members) == 11 and "over this workflow's per-run issue cap" in rollup[0].title
+    assert (
+        len(rollup) == 1
+        and len(rollup[0].state.members) == 11
+        and "over this workflow's per-run issue cap" in rollup[0].title
+    )
     assert repo.run(changes(points), max_new=5) == []
     more = points + [cp(bench(f"m{i:02d}"), 200 + 10 * i, -0.03) for i in range(6)]
     repo.run(changes(more), max_new=5)
@@ -243,8 +310,11 @@ def _gh_or_skip() -> None:
 
 
 def _gh(server: FakeGitHub, **limits) -> GitHub:
-    gh = GitHub("OWNER/REPO", env=server.env(dict(os.environ)),
-                limits=Limits(**{"write_interval_s": 0.0, "first_backoff_s": 0.05, **limits}))
+    gh = GitHub(
+        "OWNER/REPO",
+        env=server.env(dict(os.environ)),
+        limits=Limits(**{"write_interval_s": 0.0, "first_backoff_s": 0.05, **limits}),
+    )
     gh.sleep = lambda seconds: None  # the test does not wait: the waits asked for (gh.waits) are what it checks
     return gh
 
@@ -302,8 +372,14 @@ def test_a_flood_is_capped_and_a_run_stopped_by_rate_limits_resumes_without_dupl
 # the Done-when, small: a history grown one commit per run, filed after each
 # ---------------------------------------------------------------------------
 
-SMALL = Scenario(seed=0, start=16, runs=32, benchmarks=9, regressions=((0, 20, -0.05, 8), (1, 28, -0.04, None),
-                                                                        (2, 34, -0.06, None)), shared=(3, 6, 40, -0.02))
+SMALL = Scenario(
+    seed=0,
+    start=16,
+    runs=32,
+    benchmarks=9,
+    regressions=((0, 20, -0.05, 8), (1, 28, -0.04, None), (2, 34, -0.06, None)),
+    shared=(3, 6, 40, -0.02),
+)
 
 
 @pytest.mark.slow

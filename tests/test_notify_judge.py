@@ -60,10 +60,18 @@ def github(tmp_path):
 def _expressions(server: FakeGitHub, temp: Path) -> dict[str, str]:
     """The values of the ``${{ }}`` expressions pr-comment.yml uses, for this event."""
     run = "github.event.workflow_run"
-    return {"github.token": "fake-token", "github.repository": server.state.repo, "github.server_url": "https://github.com",
-            f"{run}.id": str(scenario.RUN_ID), f"{run}.run_attempt": str(scenario.ATTEMPT), f"{run}.html_url": scenario.RUN_URL,
-            f"{run}.head_sha": scenario.SHA, f"{run}.head_branch": scenario.BRANCH,
-            f"{run}.head_repository.full_name": scenario.FORK, "runner.temp": str(temp)}
+    return {
+        "github.token": "fake-token",
+        "github.repository": server.state.repo,
+        "github.server_url": "https://github.com",
+        f"{run}.id": str(scenario.RUN_ID),
+        f"{run}.run_attempt": str(scenario.ATTEMPT),
+        f"{run}.html_url": scenario.RUN_URL,
+        f"{run}.head_sha": scenario.SHA,
+        f"{run}.head_branch": scenario.BRANCH,
+        f"{run}.head_repository.full_name": scenario.FORK,
+        "runner.temp": str(temp),
+    }
 
 
 def _value(text: str, values: dict[str, str]) -> str:
@@ -83,7 +91,9 @@ def _command(line: str, env: dict[str, str]) -> tuple[list[str], Path | None]:
     return words, out
 
 
-def run_publisher(server: FakeGitHub, pr_run: Path, temp: Path, replace_judge: list[str] | None = None) -> dict[str, int]:
+def run_publisher(
+    server: FakeGitHub, pr_run: Path, temp: Path, replace_judge: list[str] | None = None
+) -> dict[str, int]:
     """Every job of pr-comment.yml in order, each step as GitHub runs it; ``pr_run``: the pr-checks run's artifacts.
 
     The actions are emulated: checkout is this checkout (cwd), download-artifact copies from the pr-checks run
@@ -109,16 +119,21 @@ def run_publisher(server: FakeGitHub, pr_run: Path, temp: Path, replace_judge: l
                             shutil.copytree(folder, dest / folder.name)
                 elif args["name"] in uploads:
                     src = uploads[args["name"]]
-                    shutil.copytree(src, dest, dirs_exist_ok=True) if src.is_dir() else \
-                        (dest.mkdir(parents=True, exist_ok=True), shutil.copy(src, dest / src.name))
+                    shutil.copytree(src, dest, dirs_exist_ok=True) if src.is_dir() else (
+                        dest.mkdir(parents=True, exist_ok=True),
+                        shutil.copy(src, dest / src.name),
+                    )
                 continue
             if uses.startswith("actions/upload-artifact@"):
                 if Path(args["path"]).exists():
                     uploads[args["name"]] = Path(args["path"])
                 continue
-            env = {**server.env(dict(os.environ)), "RUNNER_TEMP": str(job_temp),
-                   **{k: _value(v, values) for k, v in (step.get("env") or {}).items()}}
-            for line in [l for l in re.sub(r"\\\n\s*", " ", str(step.get("run", ""))).splitlines() if l.strip()]:
+            env = {
+                **server.env(dict(os.environ)),
+                "RUNNER_TEMP": str(job_temp),
+                **{k: _value(v, values) for k, v in (step.get("env") or {}).items()},
+            }
+            for line in [s for s in re.sub(r"\\\n\s*", " ", str(step.get("run", ""))).splitlines() if s.strip()]:
                 if " -m venv " in line or " -m pip install " in line:
                     continue
                 argv, out = _command(line, env)
@@ -153,9 +168,11 @@ def test_the_prs_own_job_says_pass(made):
 
 def test_a_pr_that_edits_the_thresholds_to_hide_its_slowdown_is_fail(made, github, tmp_path):
     codes = run_publisher(github, made.artifacts, tmp_path / "runner-temp")
-    assert set(codes) >= {"judge: decide the PR's rounds with the base's gate (python -m ci.speed --replay --judge)",
-                          "render: the PR's files that are the gate itself (GitHub's list)",
-                          "post: find the PR from the event, post or edit its comment, set the status"}
+    assert set(codes) >= {
+        "judge: decide the PR's rounds with the base's gate (python -m ci.speed --replay --judge)",
+        "render: the PR's files that are the gate itself (GitHub's list)",
+        "post: find the PR from the event, post or edit its comment, set the status",
+    }
     body, status = _posted(github)
     first = body.splitlines()[0]
     assert first.startswith("### FAIL — speed ✗ **FAIL**"), first
@@ -165,26 +182,48 @@ def test_a_pr_that_edits_the_thresholds_to_hide_its_slowdown_is_fail(made, githu
     kernel, shape = scenario.BENCH.rsplit("/", 1)
     row = next(line for line in body.splitlines() if line.startswith(f"| `{kernel}/`<br>`{shape}` |"))
     threshold = scenario.base_threshold()
-    assert threshold <= 0.01 and f"| {threshold_text(threshold)} |" in row, (threshold, row)  # the base's, not the PR's 5%
+    assert threshold <= 0.01 and f"| {threshold_text(threshold)} |" in row, (
+        threshold,
+        row,
+    )  # the base's, not the PR's 5%
     assert "| 111.6 | 109.4 | **−2.0%** slower<br>" in row, row
     # Named as changing the gate: the thresholds file, not the kernel or the docs.
-    gate = body[body.index("This PR changes the gate itself"):]
+    gate = body[body.index("This PR changes the gate itself") :]
     assert "`ci/speed_thresholds_h200.json`" in gate and "the speed thresholds (policy)" in gate
     assert "kernels/triton_mxfp4.py" not in gate and body.rstrip().endswith(MARKER)
     assert status["state"] == "failure" and status["context"] == CONTEXT
-    assert status["description"].startswith("FAIL: 1 regression(s), judged by the base's gate") and \
-        status["description"].endswith("the PR changes the gate"), status
+    assert status["description"].startswith("FAIL: 1 regression(s), judged by the base's gate") and status[
+        "description"
+    ].endswith("the PR changes the gate"), status
     assert status["target_url"] == scenario.RUN_URL
     # The PR's files came from GitHub's list (every page), never a checkout of the PR.
-    assert any(p.startswith(f"/api/v3/repos/OWNER/REPO/pulls/{scenario.PR_NUMBER}/files") for m, p, _ in github.state.requests)
+    assert any(
+        p.startswith(f"/api/v3/repos/OWNER/REPO/pulls/{scenario.PR_NUMBER}/files") for m, p, _ in github.state.requests
+    )
 
 
 JUDGE_MUTATIONS = {
     # The judge handed the PR's thresholds file: the PR's edit decides again.
-    "the PR's thresholds": lambda made: ["-m", "ci.speed", "--replay", str(made.record), "--judge",
-                                         "--thresholds", str(made.pr_thresholds), "--json", "{out}"],
+    "the PR's thresholds": lambda made: [
+        "-m",
+        "ci.speed",
+        "--replay",
+        str(made.record),
+        "--judge",
+        "--thresholds",
+        str(made.pr_thresholds),
+        "--json",
+        "{out}",
+    ],
     # A plain replay: the plan, thresholds and noise model the record names (the PR's).
-    "the record's own thresholds and plan": lambda made: ["-m", "ci.speed", "--replay", str(made.record), "--json", "{out}"],
+    "the record's own thresholds and plan": lambda made: [
+        "-m",
+        "ci.speed",
+        "--replay",
+        str(made.record),
+        "--json",
+        "{out}",
+    ],
 }
 
 
@@ -252,14 +291,17 @@ def test_the_judge_picks_this_checkouts_files_by_the_records_runner():
 def test_judge_is_a_replay_option():
     done = scenario.speed("--help")
     assert done.returncode == 0 and "--judge" in done.stdout and "never the record's" in " ".join(done.stdout.split())
-    for args, message in ((["--judge"], "--judge only applies to --replay"),
-                          (["--replay", str(scenario.SOURCE), "--judge", "--decisions", "3"], "--judge and --decisions")):
+    for args, message in (
+        (["--judge"], "--judge only applies to --replay"),
+        (["--replay", str(scenario.SOURCE), "--judge", "--decisions", "3"], "--judge and --decisions"),
+    ):
         done = scenario.speed(*args)
         assert done.returncode == 2 and message in done.stderr, done.stderr
 
 
 def test_the_judge_keeps_nothing_the_record_decided(made, tmp_path):
-    # The record's thresholds and verdicts say PASS at 5%; the judged record names this checkout's files and its own verdicts.
+    # The record's thresholds and verdicts say PASS at 5%; the judged record names this checkout's files and its own
+    # verdicts.
     out = tmp_path / "judged.json"
     done = scenario.speed("--replay", str(made.record), "--judge", "--json", str(out))
     assert done.returncode == 1, done.stderr
@@ -278,18 +320,42 @@ def test_the_judge_keeps_nothing_the_record_decided(made, tmp_path):
 
 def test_the_gate_files_come_from_every_page_of_githubs_list_and_renames_count(github, tmp_path):
     files = [{"filename": f"kernels/generated_{i:03d}.py", "status": "added"} for i in range(250)]
-    files.append({"filename": "docs/moved_timing.py", "previous_filename": "harness/timing/gemm.py", "status": "renamed"})
+    files.append(
+        {"filename": "docs/moved_timing.py", "previous_filename": "harness/timing/gemm.py", "status": "renamed"}
+    )
     files.append({"filename": ".github/workflows/pr-checks.yml", "status": "modified"})
     github.state.files[scenario.PR_NUMBER] = files
     out = tmp_path / "pr-files.json"
-    done = subprocess.run([sys.executable, "-m", "ci.notify", "pr-files", "--github-repo", "OWNER/REPO", "--head-repo", scenario.FORK,
-                           "--head-branch", scenario.BRANCH, "--head-sha", scenario.SHA, "--out", str(out)],
-                          cwd=PROJECT, env=github.env(dict(os.environ)), capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ci.notify",
+            "pr-files",
+            "--github-repo",
+            "OWNER/REPO",
+            "--head-repo",
+            scenario.FORK,
+            "--head-branch",
+            scenario.BRANCH,
+            "--head-sha",
+            scenario.SHA,
+            "--out",
+            str(out),
+        ],
+        cwd=PROJECT,
+        env=github.env(dict(os.environ)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     record = json.loads(out.read_text())
     assert record["files_listed"] == 252 and record["pull_requests"] == [scenario.PR_NUMBER]
     assert [(g["path"], g["what"]) for g in record["gate_files"]] == [
-        ("docs/moved_timing.py", "the measuring code (timing, statistics)"), (".github/workflows/pr-checks.yml", "the workflows")]
+        ("docs/moved_timing.py", "the measuring code (timing, statistics)"),
+        (".github/workflows/pr-checks.yml", "the workflows"),
+    ]
     assert any("files" in p and "page=3" in p for m, p, _ in github.state.requests)
 
 
@@ -299,16 +365,25 @@ def test_a_pr_files_failure_says_the_gate_change_is_not_known(tmp_path):
     from ci.notify.records import pr_files_record
 
     record = pr_files_record(files_record([], [], error="GitHub's list of the PR's files failed: 502"))
-    assert "Whether this PR changes the gate is not known" in gate_change_block(Inputs(None, None, None, None, pr_files=record))
-    cut = pr_files_record(files_record([7], [{"filename": f"x/{i}", "status": "added"} for i in range(3000)], truncated=True))
+    assert "Whether this PR changes the gate is not known" in gate_change_block(
+        Inputs(None, None, None, None, pr_files=record)
+    )
+    cut = pr_files_record(
+        files_record([7], [{"filename": f"x/{i}", "status": "added"} for i in range(3000)], truncated=True)
+    )
     assert "GitHub lists only the first 3000 files" in gate_change_block(Inputs(None, None, None, None, pr_files=cut))
 
 
 def test_no_speed_record_is_nothing_to_judge(tmp_path):
     # A docs-only PR: the GPU job never ran, the judge's download found no artifact (and made no folder).
     out = tmp_path / "judged" / "judged.json"
-    done = subprocess.run([sys.executable, "-m", "ci.notify", "judge", "--artifacts", str(tmp_path / "pr-artifacts"),
-                           "--out", str(out)], cwd=PROJECT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "ci.notify", "judge", "--artifacts", str(tmp_path / "pr-artifacts"), "--out", str(out)],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0 and "nothing to judge" in done.stderr and not out.exists(), done.stderr
 
 
@@ -328,8 +403,12 @@ def test_the_status_is_checked_before_it_is_sent():
 
     good = {"schema": "mxfp4-commit-status/1", "state": "failure", "context": CONTEXT, "description": "FAIL"}
     assert checked_status(good)["state"] == "failure"
-    for bad in (dict(good, state="green"), dict(good, context="another check"), dict(good, description="x" * 141),
-                dict(good, target_url="javascript:alert(1)")):
+    for bad in (
+        dict(good, state="green"),
+        dict(good, context="another check"),
+        dict(good, description="x" * 141),
+        dict(good, target_url="javascript:alert(1)"),
+    ):
         with pytest.raises(RecordError):
             checked_status(bad)
 
@@ -339,12 +418,16 @@ def test_a_later_gates_words_are_shown_as_they_are():
     from ci.notify.comment import Inputs, Links, render
     from ci.notify.records import speed_record
 
-    data = json.loads((PROJECT / "tests" / "data" / "pr_comment" / "regression" / "speed-gate-attempt1" / "verdict.json").read_text())
+    data = json.loads(
+        (PROJECT / "tests" / "data" / "pr_comment" / "regression" / "speed-gate-attempt1" / "verdict.json").read_text()
+    )
     data.update(verdict="inconclusive", exit_code=3)
     first = data["benchmarks"][0]
     first.update(verdict="not a regression <b>")
     first["decision"]["verdict"] = "not a regression <b>"
-    data["benchmarks"].append(dict(first, id="torch_dequant[fp32]/256x256x1024", status="skipped by policy", decision=None))
+    data["benchmarks"].append(
+        dict(first, id="torch_dequant[fp32]/256x256x1024", status="skipped by policy", decision=None)
+    )
     markdown = render(Inputs(speed_record(data), None, None, None), Links(scenario.RUN_URL))
     assert "**Other verdicts (1)**" in markdown and "`not a regression <b>`" in markdown
     assert "1 `skipped by policy`" in markdown

@@ -18,14 +18,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_github import BOT, FakeGitHub, State
 
 from ci.notify.comment import MARKER
+from ci.notify.post import plan_comment
 from ci.notify.regression_issues.history import load_history_changes
 from ci.notify.regression_issues.issue_state import parse, tracked
-from ci.notify.regression_issues.issues import body as issue_body, title as issue_title
+from ci.notify.regression_issues.issues import body as issue_body
+from ci.notify.regression_issues.issues import title as issue_title
 from ci.notify.regression_issues.matching import plan
-from ci.notify.post import plan_comment
-from fake_github import BOT, FakeGitHub, State
 
 PROJECT = Path(__file__).resolve().parents[1]
 HISTORY = json.loads((PROJECT / "tests" / "data" / "history_changes.json").read_text())
@@ -39,8 +40,14 @@ def _gh_or_skip() -> None:
 
 
 def notify(server: FakeGitHub, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ci.notify", *args], cwd=PROJECT, env=server.env(dict(os.environ)),
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "ci.notify", *args],
+        cwd=PROJECT,
+        env=server.env(dict(os.environ)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture
@@ -74,8 +81,19 @@ def test_the_comment_is_created_once_then_edited_in_place_on_a_fork_pr(github, t
         state.add_comment(7, f"review comment {i}", "bob")
     state.add_comment(7, f"I saw {MARKER} in the source", "mallory")
     body = tmp_path / "comment.md"
-    args = ["post-comment", "--github-repo", "OWNER/REPO", "--head-repo", FORK, "--head-branch", BRANCH, "--head-sha", SHA,
-            "--body", str(body)]
+    args = [
+        "post-comment",
+        "--github-repo",
+        "OWNER/REPO",
+        "--head-repo",
+        FORK,
+        "--head-branch",
+        BRANCH,
+        "--head-sha",
+        SHA,
+        "--body",
+        str(body),
+    ]
 
     body.write_text(f"### FAIL\n\n{MARKER}")
     done = notify(github, *args)
@@ -105,8 +123,20 @@ def test_a_pr_pushed_again_since_gets_nothing(github, tmp_path):
     github.state.add_pull(7, FORK, BRANCH, "c" * 40)  # the PR's head moved on: this run's verdict is stale
     body = tmp_path / "comment.md"
     body.write_text(f"### FAIL\n\n{MARKER}")
-    done = notify(github, "post-comment", "--github-repo", "OWNER/REPO", "--head-repo", FORK, "--head-branch", BRANCH,
-                  "--head-sha", SHA, "--body", str(body))
+    done = notify(
+        github,
+        "post-comment",
+        "--github-repo",
+        "OWNER/REPO",
+        "--head-repo",
+        FORK,
+        "--head-branch",
+        BRANCH,
+        "--head-sha",
+        SHA,
+        "--body",
+        str(body),
+    )
     assert done.returncode == 0 and "nothing posted" in done.stderr, done.stderr
     assert github.state.writes() == []
 
@@ -115,8 +145,20 @@ def test_a_github_error_is_exit_2_with_what_gh_said(github, tmp_path):
     github.state.repo = "SOMEONE/ELSE"  # every path of OWNER/REPO is now 404
     body = tmp_path / "comment.md"
     body.write_text(MARKER)
-    done = notify(github, "post-comment", "--github-repo", "OWNER/REPO", "--head-repo", FORK, "--head-branch", BRANCH,
-                  "--head-sha", SHA, "--body", str(body))
+    done = notify(
+        github,
+        "post-comment",
+        "--github-repo",
+        "OWNER/REPO",
+        "--head-repo",
+        FORK,
+        "--head-branch",
+        BRANCH,
+        "--head-sha",
+        SHA,
+        "--body",
+        str(body),
+    )
     assert done.returncode == 2 and "GET repos/OWNER/REPO/pulls" in done.stderr and "404" in done.stderr, done.stderr
 
 
@@ -132,8 +174,19 @@ def _changes(tmp_path: Path, data: dict, name: str = "changes.json") -> Path:
 
 
 def _issues(github: FakeGitHub, changes: Path, *extra: str) -> subprocess.CompletedProcess:
-    done = notify(github, "regression-issues", "--github-repo", "OWNER/REPO", "--changes", str(changes), "--run-url", RUN,
-                  "--write-interval", "0", *extra)
+    done = notify(
+        github,
+        "regression-issues",
+        "--github-repo",
+        "OWNER/REPO",
+        "--changes",
+        str(changes),
+        "--run-url",
+        RUN,
+        "--write-interval",
+        "0",
+        *extra,
+    )
     assert done.returncode == 0, done.stderr
     return done
 
@@ -178,7 +231,10 @@ def test_each_regression_is_filed_once_and_a_recovered_one_closed_naming_its_fix
     fix = next(c for c in HISTORY["machines"][0]["change_points"] if c["change"]["direction"] == "improvement")
     assert triton["state"] == "closed" and triton["state_reason"] == "completed"
     assert [c["body"].split(":")[0] for c in state.comments[triton["number"]]] == ["**Recovered**"]
-    assert fix["first_after"][:12] in state.comments[triton["number"]][0]["body"] and fix["first_after"][:12] in triton["body"]
+    assert (
+        fix["first_after"][:12] in state.comments[triton["number"]][0]["body"]
+        and fix["first_after"][:12] in triton["body"]
+    )
     assert sum(i["state"] == "open" for i in state.issues) == 2
     _issues(github, _changes(tmp_path, HISTORY, "run4.json"))
     assert len(state.comments[triton["number"]]) == 1 and len(state.issues) == 3
@@ -222,16 +278,32 @@ def test_issues_by_someone_else_do_not_silence_a_finding(github, tmp_path):
     first = plan(changes, []).plans[0].new
     forged = issue_body(first, "https://github.com", "OWNER/REPO")
     assert tracked({"number": 1, "state": "open", "body": forged}) is not None  # the marker alone would match
-    github.state.issues.append({"number": 1, "title": "forged", "body": forged, "state": "open",
-                                "labels": [{"name": "perf-regression"}], "user": {"login": "mallory"}})
+    github.state.issues.append(
+        {
+            "number": 1,
+            "title": "forged",
+            "body": forged,
+            "state": "open",
+            "labels": [{"name": "perf-regression"}],
+            "user": {"login": "mallory"},
+        }
+    )
     _issues(github, _changes(tmp_path, HISTORY))
     assert any(i["title"] == issue_title(first) and i["user"]["login"] == BOT for i in github.state.issues)
 
 
 def test_a_history_file_of_an_unknown_schema_is_refused(github, tmp_path):
     data = dict(HISTORY, schema="mxfp4-history-changes/9")
-    done = notify(github, "regression-issues", "--github-repo", "OWNER/REPO", "--changes", str(_changes(tmp_path, data)),
-                  "--run-url", RUN)
+    done = notify(
+        github,
+        "regression-issues",
+        "--github-repo",
+        "OWNER/REPO",
+        "--changes",
+        str(_changes(tmp_path, data)),
+        "--run-url",
+        RUN,
+    )
     assert done.returncode == 2 and "unknown schema mxfp4-history-changes/9" in done.stderr, done.stderr
     assert github.state.requests == []
 

@@ -24,7 +24,9 @@ from kernels import registry
 from kernels.mxfp4 import MXFP4Tensor
 from kernels.torch_dequant import TorchDequantGemm
 
-TINY_BUDGET = TimingBudget(warmup_ms=5.0, max_warmup_ms=500.0, rep_ms=20.0, min_reps=3, max_reps=10, steady_tolerance=1000.0)
+TINY_BUDGET = TimingBudget(
+    warmup_ms=5.0, max_warmup_ms=500.0, rep_ms=20.0, min_reps=3, max_reps=10, steady_tolerance=1000.0
+)
 
 
 def mxfp4(operand) -> MXFP4Tensor:
@@ -92,8 +94,11 @@ def test_every_band_is_sampled_with_the_first_and_last_index_within_the_cap(size
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fault, bad", [(zero_row_0_at_m384, (0, 0)), (nan_in_a_middle_tile, (200, 300)),
-                                        (wrong_column_band, (0, 128))], ids=lambda f: getattr(f, "__name__", ""))
+@pytest.mark.parametrize(
+    "fault, bad",
+    [(zero_row_0_at_m384, (0, 0)), (nan_in_a_middle_tile, (200, 300)), (wrong_column_band, (0, 128))],
+    ids=lambda f: getattr(f, "__name__", ""),
+)
 def test_a_kernel_wrong_at_one_shape_passes_the_small_check_and_fails_at_its_shape(monkeypatch, fault, bad):
     monkeypatch.setattr(TorchDequantGemm, "_prepare", faulty(fault))
     kernel = registry.get_kernel("torch_dequant")
@@ -151,7 +156,8 @@ def test_the_correct_kernels_pass(kernel_config):
     name, config = kernel_config
     kernel = registry.get_kernel(name)
     constraints = kernel.shape_constraints(config)
-    # Several tiles each way (one 128-tile more than a power of two), K of a few blocks: seconds in Triton's interpreter.
+    # Several tiles each way (one 128-tile more than a power of two), K of a few blocks: seconds in Triton's
+    # interpreter.
     m, n = 3 * max(128, constraints.m_multiple), 2 * max(128, constraints.n_multiple)
     k = max(256, constraints.k_multiple)
     kernel.check_shape(m, n, k, config)
@@ -169,8 +175,13 @@ def test_the_correct_kernels_pass(kernel_config):
 @pytest.fixture
 def asv_sidecar(monkeypatch, tmp_path):
     """The environment an asv benchmark process has under ci.history.main_job; returns its records sidecar."""
-    for name, value in {"ASV_CONF_DIR": str(tmp_path), "ASV_COMMIT": "0123456789abcdef", "ASV_ENV_NAME": "env",
-                        asv_records.MACHINE_ENV: "machine", asv_records.RESULTS_DIR_ENV: str(tmp_path / "results")}.items():
+    for name, value in {
+        "ASV_CONF_DIR": str(tmp_path),
+        "ASV_COMMIT": "0123456789abcdef",
+        "ASV_ENV_NAME": "env",
+        asv_records.MACHINE_ENV: "machine",
+        asv_records.RESULTS_DIR_ENV: str(tmp_path / "results"),
+    }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("ASV_ENV_DIR", raising=False)
     sidecar = asv_records.sidecar_in_this_run()

@@ -61,7 +61,9 @@ def test_t_interval_covers_at_its_stated_confidence_at_five_rounds():
 
 def test_the_interval_is_unbounded_below_two_rounds_and_exact_on_identical_rounds():
     one = look_interval([0.5], 0.99)  # a huge slowdown, but one round has no spread: no interval
-    assert not one.bounded and one.low == 0.0 and one.high == math.inf and paired.decide(one, 0.01) is Verdict.INCONCLUSIVE
+    assert (
+        not one.bounded and one.low == 0.0 and one.high == math.inf and paired.decide(one, 0.01) is Verdict.INCONCLUSIVE
+    )
     empty = look_interval([], 0.95)
     assert empty.n == 0 and not empty.bounded and math.isnan(empty.point)
     json.dumps(empty.to_json(), allow_nan=False)
@@ -112,7 +114,8 @@ def test_plan_looks_and_bonferroni_per_tail():
     assert PLAN.look_points == (5, 7, 10, 14, 20) and PLAN.alpha_per_tail and PLAN.futility and PLAN.miss_alpha == 0.01
     assert PLAN.per_look_confidence == pytest.approx(1 - 2 * PLAN.alpha / 5)  # two-sided at 2 alpha / K: alpha per tail
     assert PLAN.per_look_miss_confidence == pytest.approx(1 - 2 * PLAN.miss_alpha / 5)
-    # A plan recorded before alpha per tail (the gate's version 2, the first warm plan) replays with its own per-look confidence.
+    # A plan recorded before alpha per tail (the gate's version 2, the first warm plan) replays with its own per-look
+    # confidence.
     old = replace(PLAN, looks=(5, 10, 20), alpha_per_tail=False, futility=False, miss_alpha=None)
     assert old.per_look_confidence == pytest.approx(1 - PLAN.alpha / 3)
     assert replace(PLAN, min_rounds=8, max_rounds=8, looks=1).look_points == (8,)
@@ -129,9 +132,14 @@ def test_looks_together_keep_the_family_wise_error():
     trials, misses, misses_one_look = 2000, 0, 0
     for _ in range(trials):
         ratios = [r.ratio for r in paired.synthetic_rounds(plan.max_rounds, 0.002, -0.01, rng)]
-        covered = [e.low <= 0.99 <= e.high for e in (look_interval(ratios[:m], plan.per_look_confidence) for m in plan.look_points)]
+        covered = [
+            e.low <= 0.99 <= e.high
+            for e in (look_interval(ratios[:m], plan.per_look_confidence) for m in plan.look_points)
+        ]
         misses += not all(covered)
-        naive = [e.low <= 0.99 <= e.high for e in (look_interval(ratios[:m], 1 - 2 * plan.alpha) for m in plan.look_points)]
+        naive = [
+            e.low <= 0.99 <= e.high for e in (look_interval(ratios[:m], 1 - 2 * plan.alpha) for m in plan.look_points)
+        ]
         misses_one_look += not all(naive)
     bound = 2 * plan.alpha
     assert misses / trials <= bound + binomial_slack(bound, trials, 3)
@@ -152,7 +160,10 @@ def test_effect_on_the_band_edge_is_inconclusive_at_the_last_look_without_the_fu
     plan = replace(PLAN, futility=False)
     t, trials = 0.005, 400
     rng = np.random.default_rng(2)
-    decisions = [paired.sequential_decision(paired.synthetic_rounds(plan.max_rounds, 0.002, -t, rng), t, plan) for _ in range(trials)]
+    decisions = [
+        paired.sequential_decision(paired.synthetic_rounds(plan.max_rounds, 0.002, -t, rng), t, plan)
+        for _ in range(trials)
+    ]
     inconclusive = [d for d in decisions if d.verdict is Verdict.INCONCLUSIVE]
     assert len(inconclusive) >= 0.95 * trials
     assert all(d.complete and not d.stopped_early and d.rounds_used == plan.max_rounds for d in inconclusive)
@@ -163,7 +174,9 @@ def test_excluded_rounds_are_not_used():
     rng = np.random.default_rng(3)
     clean = paired.synthetic_rounds(PLAN.max_rounds, 0.001, 0.0, rng)
     # Throttled rounds read 10% slow on head; they sit between the clean ones.
-    throttled = [Round(100.0, 90.0, excluded="throttled: SW_POWER_CAP") for _ in range(8)] + [Round(math.nan, math.nan, "process failed")]
+    throttled = [Round(100.0, 90.0, excluded="throttled: SW_POWER_CAP") for _ in range(8)] + [
+        Round(math.nan, math.nan, "process failed")
+    ]
     mixed = []
     for i, rnd in enumerate(clean):
         mixed.append(rnd)
@@ -180,7 +193,9 @@ def test_excluded_rounds_are_not_used():
     assert dec.rounds_excluded == sum(r.excluded is not None for r in consumed) > 0
     assert sum(dict(dec.excluded_reasons).values()) == dec.rounds_excluded
     # The same rounds, not marked, widen the interval past the band: the exclusion is what keeps them out.
-    unmarked = [Round(r.base, r.head) if r.excluded and r.base == r.base else r for r in mixed if r.excluded != "process failed"]
+    unmarked = [
+        Round(r.base, r.head) if r.excluded and r.base == r.base else r for r in mixed if r.excluded != "process failed"
+    ]
     assert paired.sequential_decision(unmarked, 0.005, PLAN).verdict is not Verdict.NO_CHANGE
     assert n_excluded == 9
 
@@ -218,7 +233,9 @@ def test_calibration_measures_the_noise():
     assert cal.noise_cv == pytest.approx(sd / math.sqrt(2), rel=0.1)  # one process carries half the variance
     assert cal.ratio_sd <= cal.ratio_sd_upper <= 1.15 * cal.ratio_sd
     assert cal.aa_estimate.low <= 1.0 <= cal.aa_estimate.high and cal.aa_estimate.method == paired.interval.METHOD
-    assert cal.threshold == paired.threshold_for(cal.ratio_sd_upper, PLAN, 0.01)  # the suggestion: planned at the upper SD
+    assert cal.threshold == paired.threshold_for(
+        cal.ratio_sd_upper, PLAN, 0.01
+    )  # the suggestion: planned at the upper SD
     json.dumps(cal.to_json(), allow_nan=False)
     with pytest.raises(ValueError, match=">= 3 usable"):
         paired.calibrate(rounds[:2], PLAN)
@@ -226,7 +243,9 @@ def test_calibration_measures_the_noise():
 
 def test_calibration_upper_sd_covers_the_true_sd():
     rng = np.random.default_rng(9)
-    hits = sum(paired.calibrate(paired.synthetic_rounds(16, 0.001, 0.0, rng), PLAN).ratio_sd_upper >= 0.001 for _ in range(500))
+    hits = sum(
+        paired.calibrate(paired.synthetic_rounds(16, 0.001, 0.0, rng), PLAN).ratio_sd_upper >= 0.001 for _ in range(500)
+    )
     assert 0.91 <= hits / 500 <= 0.99  # a one-sided 95% bound
 
 
@@ -239,17 +258,24 @@ def test_calibration_plans_with_the_standard_error_of_the_plans_own_interval():
     ratios = np.exp(sd * (z - z.mean()) / z.std(ddof=1))  # an A/A record: mean log ratio 0, sample SD exactly sd
     se = sd / math.sqrt(n)
     q = lambda p: float(stats.t.ppf(p, n - 1))  # noqa: E731
-    miss, false_alarm = look_interval(ratios, PLAN.per_look_miss_confidence), look_interval(ratios, PLAN.per_look_confidence)
+    miss, false_alarm = (
+        look_interval(ratios, PLAN.per_look_miss_confidence),
+        look_interval(ratios, PLAN.per_look_confidence),
+    )
     # The plan's own intervals over these rounds: half-widths of q * s / sqrt(n) (an independent check of the interval).
     assert math.log(miss.high) == pytest.approx(q(0.5 + PLAN.per_look_miss_confidence / 2) * se, rel=1e-9)
     assert math.log(false_alarm.high) == pytest.approx(q(0.5 + PLAN.per_look_confidence / 2) * se, rel=1e-9)
     # "No change" at the last look w.p. 1 - alpha: the miss interval's half-width plus z(1 - alpha/2) of the same se.
     alpha = 0.01
-    assert math.log1p(paired.threshold_for(sd, PLAN, alpha)) == pytest.approx(math.log(miss.high) + q(1 - alpha / 2) * se, rel=1e-9)
+    assert math.log1p(paired.threshold_for(sd, PLAN, alpha)) == pytest.approx(
+        math.log(miss.high) + q(1 - alpha / 2) * se, rel=1e-9
+    )
     # A regression flagged w.p. power: beyond the band edge by the false-alarm half-width plus z(power) of the same se.
     t, power = 0.003, 0.99
     resolvable = paired.resolvable_effect(sd, t, PLAN, power)
-    assert -math.log1p(-resolvable) == pytest.approx(-math.log1p(-t) + math.log(false_alarm.high) + q(power) * se, rel=1e-9)
+    assert -math.log1p(-resolvable) == pytest.approx(
+        -math.log1p(-t) + math.log(false_alarm.high) + q(power) * se, rel=1e-9
+    )
 
 
 @pytest.mark.parametrize("sd", [0.001, 0.03])
@@ -357,7 +383,8 @@ def test_paired_imports_only_numpy_and_scipy():
     # scipy.stats supplies the quantiles (t, chi-square); nothing heavier or gate-side may come in.
     modules = sorted(p.stem for p in (PROJECT / "harness" / "paired").glob("*.py"))
     code = (
-        f"import importlib, sys\nfor m in {modules!r}: importlib.import_module('harness.paired.' + m if m != '__init__' else 'harness.paired')\n"
+        f"import importlib, sys\nfor m in {modules!r}:\n"
+        "    importlib.import_module('harness.paired.' + m if m != '__init__' else 'harness.paired')\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'kernels', 'ci', 'matplotlib', 'triton'}))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, capture_output=True, text=True, check=True)
@@ -367,8 +394,13 @@ def test_paired_imports_only_numpy_and_scipy():
 def _plot_input():
     rng = np.random.default_rng(50)
     out = {}
-    for name, sd, effect, t in [("triton_dot_scaled square_m08192", 0.001, -0.01, 0.002), ("torch_dequant square_m08192", 0.03, 0.0, 0.01)]:
-        rounds = paired.synthetic_rounds(34, sd, effect, rng, exclude_rate=0.1) + [Round(math.nan, math.nan, "process failed")]
+    for name, sd, effect, t in [
+        ("triton_dot_scaled square_m08192", 0.001, -0.01, 0.002),
+        ("torch_dequant square_m08192", 0.03, 0.0, 0.01),
+    ]:
+        rounds = paired.synthetic_rounds(34, sd, effect, rng, exclude_rate=0.1) + [
+            Round(math.nan, math.nan, "process failed")
+        ]
         out[name] = (rounds, paired.sequential_decision(rounds, t, PLAN))
     return out
 
@@ -437,14 +469,18 @@ def test_the_per_pr_alpha_is_shared_by_the_gated_benchmarks():
 
     assert options().plan_for(10).alpha == pytest.approx(0.001)
     assert options("--plan", "pr_alpha=0.05").plan_for(5).alpha == pytest.approx(0.01)
-    assert options("--plan", "pr_alpha=0.05").plan_for(1).alpha == 0.05  # one gated benchmark has the PR's alpha to itself
+    assert (
+        options("--plan", "pr_alpha=0.05").plan_for(1).alpha == 0.05
+    )  # one gated benchmark has the PR's alpha to itself
     assert options("--plan", "alpha=0.02").plan_for(10).alpha == 0.02  # a per-benchmark alpha, as given
 
 
 def test_the_warm_plan_spends_alpha_per_tail_and_says_so():
     plan = replace(PLAN, alpha=0.001)
     looks = len(plan.look_points)
-    assert plan.per_look_confidence == pytest.approx(1 - 2 * 0.001 / looks)  # two-sided at 2 alpha / K: alpha in each tail
+    assert plan.per_look_confidence == pytest.approx(
+        1 - 2 * 0.001 / looks
+    )  # two-sided at 2 alpha / K: alpha in each tail
     assert replace(plan, alpha_per_tail=False, miss_alpha=None).per_look_confidence == pytest.approx(1 - 0.001 / looks)
     assert plan.to_json()["alpha_per_tail"] is True and "per tail" in plan.to_json()["error_control"]
     with pytest.raises(ValueError, match="leaves no interval"):
@@ -456,17 +492,22 @@ def test_each_tail_of_a_look_misses_with_alpha_per_look():
     with probability alpha / K, not alpha / (2K) and not 2 alpha / K."""
     plan = replace(PLAN, looks=(10,), min_rounds=10, max_rounds=10, alpha=0.05, futility=False, miss_alpha=None)
     rng = np.random.default_rng(21)
-    below = sum(look_interval(np.exp(rng.normal(0.0, 0.001, 10)), plan.per_look_confidence).high < 1.0
-                for _ in range(4000))
+    below = sum(
+        look_interval(np.exp(rng.normal(0.0, 0.001, 10)), plan.per_look_confidence).high < 1.0 for _ in range(4000)
+    )
     assert 0.05 - 0.012 <= below / 4000 <= 0.05 + 0.012  # binomial SD at 4000 trials: 0.0034
 
 
 def test_an_effect_at_the_band_edge_stops_early_as_inconclusive_at_the_threshold_edge():
     plan = replace(PLAN, alpha=0.001)
     rng = np.random.default_rng(5)
-    edge = [paired.sequential_decision(paired.synthetic_rounds(20, 0.001, -0.0035, rng), 0.003, plan) for _ in range(200)]
+    edge = [
+        paired.sequential_decision(paired.synthetic_rounds(20, 0.001, -0.0035, rng), 0.003, plan) for _ in range(200)
+    ]
     stopped = [d for d in edge if d.at_threshold_edge]
-    assert len(stopped) >= 100, len(stopped)  # -0.35% against a 0.3% band at 0.1% round SD: 20 rounds cannot tell (125 seen)
+    assert len(stopped) >= 100, len(
+        stopped
+    )  # -0.35% against a 0.3% band at 0.1% round SD: 20 rounds cannot tell (125 seen)
     assert all(d.verdict is Verdict.INCONCLUSIVE and d.complete and d.rounds_used < 20 for d in stopped)
     assert all("at the threshold edge" in d.reason and d.to_json()["at_threshold_edge"] for d in stopped)
     assert not any(d.verdict is Verdict.NO_CHANGE or d.verdict is Verdict.IMPROVEMENT for d in edge)
@@ -475,8 +516,9 @@ def test_an_effect_at_the_band_edge_stops_early_as_inconclusive_at_the_threshold
     assert clear.verdict is Verdict.REGRESSION and not clear.at_threshold_edge
     noisy = paired.sequential_decision(paired.synthetic_rounds(20, 0.02, 0.0, rng)[:5], 0.003, plan)
     assert not noisy.complete and not noisy.at_threshold_edge
-    without = paired.sequential_decision(paired.synthetic_rounds(20, 0.001, -0.0035, np.random.default_rng(5)), 0.003,
-                                         replace(plan, futility=False))
+    without = paired.sequential_decision(
+        paired.synthetic_rounds(20, 0.001, -0.0035, np.random.default_rng(5)), 0.003, replace(plan, futility=False)
+    )
     assert not without.at_threshold_edge and without.rounds_used == 20  # the rule is what stops it
 
 
@@ -488,7 +530,8 @@ H200_ROUND_SD, H200_THRESHOLD = 0.0009, 0.003  # the fresh-process round SD the 
 def test_the_miss_interval_lies_above_the_truth_with_miss_alpha_per_look():
     """At a true effect of exactly -threshold, a look says "no change" when its miss interval lies wholly above
     the truth (the band is wide enough that the upper end never leaves it): miss_alpha / K per look, not
-    miss_alpha / (2K) (two-sided at 1 - miss_alpha / K), not miss_alpha (no split) and not alpha / K (the fa interval)."""
+    miss_alpha / (2K) (two-sided at 1 - miss_alpha / K), not miss_alpha (no split) and not alpha / K (the fa
+    interval)."""
     from harness.paired.sequential import look_verdict
 
     plan = replace(WARM_PLAN, alpha=0.001, miss_alpha=0.1, futility=False)
@@ -538,7 +581,9 @@ def test_no_change_is_decided_on_the_miss_interval_and_says_so():
     rng = np.random.default_rng(45)
     rounds = paired.synthetic_rounds(20, H200_ROUND_SD, 0.0, rng)
     same = paired.sequential_decision(rounds, H200_THRESHOLD, plan)
-    assert same.verdict is Verdict.NO_CHANGE and same.estimate.confidence == pytest.approx(plan.per_look_miss_confidence)
+    assert same.verdict is Verdict.NO_CHANGE and same.estimate.confidence == pytest.approx(
+        plan.per_look_miss_confidence
+    )
     assert f"{plan.per_look_miss_confidence:.2%} interval" in same.reason
     # The reported interval is the narrower miss interval, not the false-alarm one of the same rounds.
     false_alarm = look_interval([r.ratio for r in rounds[: same.rounds_used]], plan.per_look_confidence)
@@ -559,7 +604,9 @@ def test_the_miss_alpha_is_checked():
     with pytest.raises(ValueError, match="leaves no interval"):
         replace(WARM_PLAN, looks=(20,), min_rounds=20, miss_alpha=0.6)
     # A larger alpha takes the miss alpha with it (a miss interval is never wider than the false-alarm one).
-    assert WARM_PLAN.with_alpha(0.05).miss_alpha == 0.05 and WARM_PLAN.with_alpha(0.001).miss_alpha == WARM_PLAN.miss_alpha
+    assert (
+        WARM_PLAN.with_alpha(0.05).miss_alpha == 0.05 and WARM_PLAN.with_alpha(0.001).miss_alpha == WARM_PLAN.miss_alpha
+    )
     assert replace(WARM_PLAN, miss_alpha=None).with_alpha(0.05).miss_alpha is None
 
 
@@ -575,7 +622,9 @@ def test_a_plan_survives_its_json_record_and_an_old_record_has_no_miss_alpha():
     assert plan_of(old).miss_alpha is None and plan_of(old).per_look_miss_confidence == plan_of(old).per_look_confidence
     # The first H200 record (issue 21) is of the warm plan before its rules: t looks at 5/10/20, alpha two-sided.
     first = json.loads((PROJECT / "docs/data/h200_gpu_cost/slow_one.json").read_text())["plan"]
-    assert "alpha_per_tail" not in first and plan_of(first) == SequentialPlan(5, 20, (5, 10, 20), first["alpha"], False, False, None)
+    assert "alpha_per_tail" not in first and plan_of(first) == SequentialPlan(
+        5, 20, (5, 10, 20), first["alpha"], False, False, None
+    )
     # A record of the retired signed-rank plan (no "method": before issue 21) is refused, never read as a t plan.
     retired = json.loads((PROJECT / "docs/data/h200_speed_gate_rounds.json").read_text())["plan"]
     with pytest.raises(RecordError, match="was decided with the signed-rank plan .* retired in issue 28"):
@@ -591,4 +640,6 @@ def test_the_plan_text_states_the_per_pr_false_alarm_and_the_per_benchmark_miss(
     assert "a false alarm anywhere in this PR (10 gated): <= 0.01" in text
     assert "a benchmark slower by the threshold or more is called 'no change' with probability <= 0.01" in text
     assert "miss alpha 0.01" in text and f"{WARM_PLAN.with_alpha(0.001).per_look_miss_confidence:.3%}" in text
-    assert "probability <= 0.02" in plan_text(replace(WARM_PLAN, miss_alpha=None).with_alpha(0.02), 3)  # alpha bounds both
+    assert "probability <= 0.02" in plan_text(
+        replace(WARM_PLAN, miss_alpha=None).with_alpha(0.02), 3
+    )  # alpha bounds both

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from ci.budget.budget_file import BUDGET_PATH, parse_budget
-from ci.budget.targets import compile_targets
 from ci.budget.metrics import SPILL_FIELDS
+from ci.budget.targets import compile_targets
 from harness.resources import target_id
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,7 +20,10 @@ def test_the_working_tree_passes_the_budget_gate(tmp_path):
     # --base HEAD: the working tree against the commit under it -- a base that exists in any clone, CI's too.
     done = subprocess.run(
         [sys.executable, "-m", "ci.budget", "--working-tree", "--base", "HEAD", "--json", str(verdict_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert done.returncode == 0, f"budget gate exit {done.returncode}:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
     verdict = json.loads(verdict_path.read_text())
@@ -35,9 +38,13 @@ def test_the_working_tree_passes_the_budget_gate(tmp_path):
         assert check["head"]["registers"] > 0 and check["head"]["kernel"] == name.split("/")[0], (name, check["head"])
     # The ratchet is applied: no budget has room a change could spend without a note.
     assert verdict["tightened_budget"] == {}, (
-        f"the budget has room; tighten it: python -m ci.budget --working-tree --update-budget\n{verdict['tightened_budget']}")
+        "the budget has room; tighten it: python -m ci.budget --working-tree --update-budget\n"
+        f"{verdict['tightened_budget']}"
+    )
     flydsl = judged["flydsl_gfx950_4wave/gfx950/default"]["head"]
-    assert flydsl["accvgpr_copies_in_loop"] == 0 < flydsl["accvgpr_copies"], flydsl  # AGPR accumulators: copies outside the loop
+    assert flydsl["accvgpr_copies_in_loop"] == 0 < flydsl["accvgpr_copies"], (
+        flydsl
+    )  # AGPR accumulators: copies outside the loop
 
 
 def test_every_default_tolerance_has_its_reason_in_the_file_and_the_gate_docs():
@@ -49,5 +56,7 @@ def test_every_default_tolerance_has_its_reason_in_the_file_and_the_gate_docs():
             assert spec["tolerance"] == 0 and name in doc, name
             continue
         # The docs' table says "| <field> | <default> | <why> |": the two must not drift apart.
-        assert f"| {name} | {spec['tolerance']} | " in doc, f"docs/BUDGET_GATE.md does not give {name}: {spec['tolerance']}"
+        assert f"| {name} | {spec['tolerance']} | " in doc, (
+            f"docs/BUDGET_GATE.md does not give {name}: {spec['tolerance']}"
+        )
         assert len(spec["why"]) > 80, f"{name}: say what the tolerance protects on gfx950 and sm_90"

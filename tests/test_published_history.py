@@ -17,11 +17,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import synthetic_history as synthetic
 
 from ci.history.asv_results.ledger import Ledger
 from ci.history.branch import branch_sync
 from ci.history.branch.results_branch import ResultsBranch
-import synthetic_history as synthetic
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = synthetic.Spec(commits=240, seed=4, bumps_per_line=1, bump_length=(5, 10), drift_sd=0.0, commit_noise=0.002)
@@ -31,8 +31,13 @@ def _clone(where: Path) -> Path:
     subprocess.run(["git", "clone", "--quiet", "--no-local", "--branch", "main", str(REPO), str(where)], check=True)
     subprocess.run(["git", "-C", str(where), "remote", "remove", "origin"], check=True)
     # The checkout's working tree (what is being tested, committed or not) over the clone's files.
-    for relative in subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "ci", "harness", "asv_bench", "kernels", "docs/data"],
-                                   cwd=REPO, capture_output=True, text=True, check=True).stdout.split():
+    for relative in subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "ci", "harness", "asv_bench", "kernels", "docs/data"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split():
         source = REPO / relative
         if source.is_file():
             target = where / relative
@@ -42,17 +47,40 @@ def _clone(where: Path) -> Path:
 
 
 def _publish(clone: Path, report: Path) -> dict:
-    done = subprocess.run([sys.executable, "-m", "ci.history.publish", "--local-branch", "--out", str(clone / "site"),
-                           "--page-window", "100", "--asv-window", "150", "--json", str(report)],
-                          cwd=clone, capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(clone)})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ci.history.publish",
+            "--local-branch",
+            "--out",
+            str(clone / "site"),
+            "--page-window",
+            "100",
+            "--asv-window",
+            "150",
+            "--json",
+            str(report),
+        ],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYTHONPATH": str(clone)},
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return json.loads(report.read_text())
 
 
 def _answers(report: dict) -> tuple[list, list]:
-    changes = sorted((c["machine"], c["benchmark"], c["first_after"], round(c["change"]["relative_change"], 9))
-                     for m in report["machines"] for c in m["change_points"])
-    drifts = sorted((d["machine"], d["benchmark"], d["newest"], d["failed"]) for m in report["machines"] for d in m["drift"])
+    changes = sorted(
+        (c["machine"], c["benchmark"], c["first_after"], round(c["change"]["relative_change"], 9))
+        for m in report["machines"]
+        for c in m["change_points"]
+    )
+    drifts = sorted(
+        (d["machine"], d["benchmark"], d["newest"], d["failed"]) for m in report["machines"] for d in m["drift"]
+    )
     return changes, drifts
 
 
@@ -64,12 +92,26 @@ def test_a_new_commit_costs_its_own_files_and_the_answers_equal_a_build_from_not
     assert first["files"]["read"] == 2 * (SPEC.commits - 3) and first["commits"] == SPEC.commits - 3
     for _ in held:  # three merges, each publishing
         again = _publish(grown, tmp_path / "again.json")
-    assert again["files"] == {"read": 2, "reused": 2 * (SPEC.commits - 1)}, again["files"]  # the newest commit's two files
+    assert again["files"] == {"read": 2, "reused": 2 * (SPEC.commits - 1)}, again[
+        "files"
+    ]  # the newest commit's two files
     assert again["commits"] == SPEC.commits
 
     fresh = _clone(tmp_path / "fresh")
-    subprocess.run(["git", "-C", str(fresh), "fetch", "--quiet", "--update-head-ok", str(grown), "main:main", f"{synthetic.BRANCH}:{synthetic.BRANCH}"],
-                   check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(fresh),
+            "fetch",
+            "--quiet",
+            "--update-head-ok",
+            str(grown),
+            "main:main",
+            f"{synthetic.BRANCH}:{synthetic.BRANCH}",
+        ],
+        check=True,
+    )
     scratch = _publish(fresh, tmp_path / "scratch.json")
     assert scratch["files"]["reused"] == 0
     assert _answers(again) == _answers(scratch)
@@ -136,7 +178,10 @@ def test_asvs_pages_show_a_bounded_window_whatever_the_history(tmp_path):
     for bad in ("0", str(asv_window.MAX_WINDOW + 1)):
         with pytest.raises(OptionsError, match=f"expected 1 to {asv_window.MAX_WINDOW}"):
             publish.COMMAND.checked(["--local", "--asv-window", bad])
-    assert publish.COMMAND.checked(["--local", "--asv-window", str(asv_window.MAX_WINDOW)]).asv_window == asv_window.MAX_WINDOW
+    assert (
+        publish.COMMAND.checked(["--local", "--asv-window", str(asv_window.MAX_WINDOW)]).asv_window
+        == asv_window.MAX_WINDOW
+    )
     too_many = [f"{i:040x}" for i in range(asv_window.MAX_WINDOW + 1)]
     with pytest.raises(HarnessError, match=f"at most {asv_window.MAX_WINDOW}"):
         asv_window.publish(tmp_path / "results", tmp_path / "view", tmp_path / "html", too_many, REPO, "stamp")

@@ -44,7 +44,8 @@ function check() {
       let points = 0, inked = 0, series = 0;
       if (plot) {
         series = plot.getData().length;
-        points = plot.getData().reduce((n, s) => n + s.data.filter(p => p && p[1] !== null && isFinite(p[1])).length, 0);
+        points = plot.getData().reduce(
+          (n, s) => n + s.data.filter(p => p && p[1] !== null && isFinite(p[1])).length, 0);
         const canvas = $('#main-graph canvas.flot-base')[0];
         if (canvas) {
           const px = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
@@ -124,7 +125,9 @@ def published(tmp_path_factory, asv_env_template):
     clone = tmp_path / "clone"  # a fresh clone, as CI and a new machine have it
     subprocess.run(["git", "clone", "-q", "--branch", "main", str(remote), str(clone)], check=True)
     copy_asv_envs(asv_env_template, clone)
-    newest, oldest = subprocess.run(["git", "rev-list", "main"], cwd=clone, capture_output=True, text=True).stdout.split()
+    newest, oldest = subprocess.run(
+        ["git", "rev-list", "main"], cwd=clone, capture_output=True, text=True
+    ).stdout.split()
     seeded = clone / ".asv" / "results" / "ci-test"
     seeded.mkdir(parents=True)
     truncated = results_file("ci-test", oldest, {"bench_gemm.GemmOnCpu.track_time": 0.01})
@@ -151,7 +154,13 @@ def published(tmp_path_factory, asv_env_template):
         timeout=900,
     )
     assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-5000:]
-    return {"job": job, "report": json.loads(report_path.read_text()), "clone": clone, "remote": remote, "tmp": tmp_path}
+    return {
+        "job": job,
+        "report": json.loads(report_path.read_text()),
+        "clone": clone,
+        "remote": remote,
+        "tmp": tmp_path,
+    }
 
 
 @pytest.mark.slow
@@ -164,18 +173,27 @@ def test_unreadable_results_are_moved_aside_and_every_commit_is_still_measured(p
         assert Path(q["moved_to"]).is_file()
     # The second commit changes only pyproject.toml: its code is identical, so its results are the first's, copied
     # in the same run (issue 39: "identical code", no longer reported as "measured"); both have results.
-    assert sorted(report["status"].values()) in (["identical code", "measured"], ["measured", "measured"]), report["status"]
+    assert sorted(report["status"].values()) in (["identical code", "measured"], ["measured", "measured"]), report[
+        "status"
+    ]
     assert "build or install failed" not in job.stdout and report["harness_problems"] == []
 
 
 @pytest.mark.slow
 def test_results_reach_the_results_branch_with_their_records(published):
     remote, report = published["remote"], published["report"]
-    log = subprocess.run(["git", "log", "--format=%s", "asv-results"], cwd=remote, capture_output=True, text=True).stdout
-    # --tracks all (the default): the timings under this machine, the compile-only counts under "compile-only", one commit.
-    assert log.splitlines() == [f"ci-test, compile-only: 2 commits ({', '.join(c[:8] for c in reversed(report['commits']))}), "
-                                f"main job {report['job']}"]
-    files = subprocess.run(["git", "ls-tree", "-r", "--name-only", "asv-results"], cwd=remote, capture_output=True, text=True)
+    log = subprocess.run(
+        ["git", "log", "--format=%s", "asv-results"], cwd=remote, capture_output=True, text=True
+    ).stdout
+    # --tracks all (the default): the timings under this machine, the compile-only counts under "compile-only", one
+    # commit.
+    assert log.splitlines() == [
+        f"ci-test, compile-only: 2 commits ({', '.join(c[:8] for c in reversed(report['commits']))}), "
+        f"main job {report['job']}"
+    ]
+    files = subprocess.run(
+        ["git", "ls-tree", "-r", "--name-only", "asv-results"], cwd=remote, capture_output=True, text=True
+    )
     names = set(files.stdout.split())
     for commit in report["commits"]:
         assert f"results/ci-test/{commit[:8]}-{ENV_NAME}.json" in names
@@ -222,7 +240,7 @@ def test_on_a_machine_without_a_gpu_the_tflops_pages_say_where_gpu_history_comes
     index = served_dom(html_dir, "kernels/index.html", tmp / "chromium-kernels")
     assert "TFLOPS by kernel (higher is better)" in index and "GPU history comes from the GPU runner" in index
     page = served_dom(html_dir, "kernels/torch_dequant.html", tmp / "chromium-kernel")
-    assert "class=\"main-svg\"" in page, "plotly drew nothing"
+    assert 'class="main-svg"' in page, "plotly drew nothing"
     assert "GPU history comes from the GPU runner" in page and "asv-results" in page
     assert "CPU: not the GPU history" in page  # the CPU timing's line is marked CPU
     assert "this machine has no GPU" in page
@@ -232,7 +250,9 @@ def test_on_a_machine_without_a_gpu_the_tflops_pages_say_where_gpu_history_comes
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
 def test_the_empty_regressions_page_says_why(published):
-    dom = served_dom(published["clone"] / ".asv" / "html", "__regressions__.html", published["tmp"] / "chromium-regressions")
+    dom = served_dom(
+        published["clone"] / ".asv" / "html", "__regressions__.html", published["tmp"] / "chromium-regressions"
+    )
     why = re.search(r'<pre id="result">([^<]*)</pre>', dom).group(1)
     assert "No regression listed: none detected over 2 commits on ci-test" in why, why
     assert "No GPU timings in these results" in why and "GPU history comes from the GPU runner" in why, why
@@ -242,7 +262,9 @@ def test_the_empty_regressions_page_says_why(published):
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
 def test_opened_as_a_file_the_page_says_how_to_view_it(published):
-    dom = chromium_dom((published["clone"] / ".asv" / "html" / "index.html").as_uri(), published["tmp"] / "chromium-file")
+    dom = chromium_dom(
+        (published["clone"] / ".asv" / "html" / "index.html").as_uri(), published["tmp"] / "chromium-file"
+    )
     assert "This page needs a web server" in dom and "asv preview" in dom
     assert "failed to load" not in dom  # not asv's "JavaScript dependencies failed to load" page
 
@@ -264,7 +286,9 @@ def test_the_vendored_libraries_are_the_locked_bytes_with_their_licenses():
         assert re.fullmatch(r"[a-z0-9-]+@\d+\.\d+\.\d+", asset.package), asset
         assert (offline_html.VENDOR_DIR / asset.license).is_file(), asset
     committed = {p.name for p in offline_html.VENDOR_DIR.iterdir() if p.is_file()} - {offline_html.LOCK_FILE.name}
-    assert committed == {a.file for a in assets.values()}, "a vendored file without its row in lock.json, or the reverse"
+    assert committed == {a.file for a in assets.values()}, (
+        "a vendored file without its row in lock.json, or the reverse"
+    )
     assert sum((offline_html.VENDOR_DIR / a.file).stat().st_size for a in assets.values()) < 2_000_000
 
 
@@ -287,7 +311,9 @@ def test_asvs_own_page_is_pointed_at_the_vendored_libraries_and_an_altered_one_i
     (altered / "bootstrap-bootstrap.min.css").write_bytes(b"/* not the locked file */")
     fresh = tmp_path / "fresh"
     shutil.copytree(Path(asv_file).parent / "www", fresh)
-    with pytest.raises(offline_html.AssetsUnavailable, match=r"bootstrap-bootstrap\.min\.css has sha256 [0-9a-f]{64}, not"):
+    with pytest.raises(
+        offline_html.AssetsUnavailable, match=r"bootstrap-bootstrap\.min\.css has sha256 [0-9a-f]{64}, not"
+    ):
         offline_html.localize(fresh, vendor_dir=altered)
     assert "https://cdn.jsdelivr.net/npm/bootstrap" in (fresh / "index.html").read_text()  # left as asv wrote it
 

@@ -6,20 +6,22 @@ from fractions import Fraction
 
 import pytest
 import torch
+from operands import SEED, random_mxfp4
 
 from kernels import mxfp4
-from operands import random_mxfp4
 from kernels.reference import reference_gemm
-from operands import SEED
 
 
 def exact_gemm(a: mxfp4.MXFP4Tensor, b: mxfp4.MXFP4Tensor) -> list[list[Fraction]]:
     """Exact rational arithmetic, element by element, straight from the format definition."""
+
     def values(t):
         codes = mxfp4.unpack_nibbles(t.data).tolist()
         scales = t.scales.tolist()
-        return [[Fraction(mxfp4.E2M1_VALUES[c]) * Fraction(2) ** (scales[r][i // 32] - 127) for i, c in enumerate(row)]
-                for r, row in enumerate(codes)]
+        return [
+            [Fraction(mxfp4.E2M1_VALUES[c]) * Fraction(2) ** (scales[r][i // 32] - 127) for i, c in enumerate(row)]
+            for r, row in enumerate(codes)
+        ]
 
     av, bv = values(a), values(b)
     return [[sum(x * y for x, y in zip(ar, br)) for br in bv] for ar in av]

@@ -38,20 +38,48 @@ def _record(rounds, decision="unchanged (identical code)", mode="gate"):
     out = []
     for i, (base, head, gen, throttled) in enumerate(rounds):
         state = dict(STATE, throttle_reasons=["hw_slowdown"]) if throttled else STATE
-        recs = {side: {BENCH: {"tflops": value, "worker_generation": gen, "steady": True, "gpu_before": state,
-                               "gpu_after": STATE}} for side, value in (("base", base), ("head", head))}
-        out.append({"index": i, "order": ["base", "head"],
-                    "processes": [{"side": side, "records": recs[side]} for side in ("base", "head")]})
-    return {"mode": mode, "created": "2026-11-28T09:14:03+0000", "exclusion": ExclusionRule().to_json(),
-            "code": {"decisions": {"triton_dot_scaled[m128_n128_k128_w8_s3]": decision}},
-            "benchmarks": [{"id": BENCH, "kernel": "triton_dot_scaled", "config": "m128_n128_k128_w8_s3", "status": "gated"}],
-            "rounds": out}
+        recs = {
+            side: {
+                BENCH: {
+                    "tflops": value,
+                    "worker_generation": gen,
+                    "steady": True,
+                    "gpu_before": state,
+                    "gpu_after": STATE,
+                }
+            }
+            for side, value in (("base", base), ("head", head))
+        }
+        out.append(
+            {
+                "index": i,
+                "order": ["base", "head"],
+                "processes": [{"side": side, "records": recs[side]} for side in ("base", "head")],
+            }
+        )
+    return {
+        "mode": mode,
+        "created": "2026-11-28T09:14:03+0000",
+        "exclusion": ExclusionRule().to_json(),
+        "code": {"decisions": {"triton_dot_scaled[m128_n128_k128_w8_s3]": decision}},
+        "benchmarks": [
+            {"id": BENCH, "kernel": "triton_dot_scaled", "config": "m128_n128_k128_w8_s3", "status": "gated"}
+        ],
+        "rounds": out,
+    }
 
 
 # Heavy-tailed A/A rounds as an H200 gives them: repeats of a value, one round off by 0.6%, a throttled round.
-ROUNDS = [(1102.31, 1101.87, 0, False), (1102.31, 1102.31, 0, False), (1101.02, 1107.64, 0, True),
-          (1101.55, 1102.94, 0, False), (1099.87, 1100.12, 1, False), (1100.40, 1100.40, 1, False),
-          (1103.77, 1097.15, 2, False), (1102.10, 1101.64, 2, False)]
+ROUNDS = [
+    (1102.31, 1101.87, 0, False),
+    (1102.31, 1102.31, 0, False),
+    (1101.02, 1107.64, 0, True),
+    (1101.55, 1102.94, 0, False),
+    (1099.87, 1100.12, 1, False),
+    (1100.40, 1100.40, 1, False),
+    (1103.77, 1097.15, 2, False),
+    (1102.10, 1101.64, 2, False),
+]
 
 
 def test_the_corpus_keeps_generations_in_time_order_and_drops_what_the_gate_excludes():
@@ -105,10 +133,16 @@ def test_the_builder_takes_new_records_on_the_command_line(tmp_path):
 
 def _blocks():
     # Log ratios distinct per (run, generation, position): 1e-5 * (1000 run + 10 generation + position).
-    return {BENCH: [L.Block(f"r{r}", g, tuple(1e-5 * (1000 * r + 10 * g + i) for i in range(n)))
-                    for r, g, n in ((1, 0, 4), (1, 1, 3), (2, 0, 2), (2, 1, 4), (3, 0, 1))],
-            OTHER: [L.Block(f"r{r}", g, tuple(-1e-5 * (1000 * r + 10 * g + i) for i in range(n)))
-                    for r, g, n in ((1, 0, 4), (1, 1, 3), (4, 0, 4))]}
+    return {
+        BENCH: [
+            L.Block(f"r{r}", g, tuple(1e-5 * (1000 * r + 10 * g + i) for i in range(n)))
+            for r, g, n in ((1, 0, 4), (1, 1, 3), (2, 0, 2), (2, 1, 4), (3, 0, 1))
+        ],
+        OTHER: [
+            L.Block(f"r{r}", g, tuple(-1e-5 * (1000 * r + 10 * g + i) for i in range(n)))
+            for r, g, n in ((1, 0, 4), (1, 1, 3), (4, 0, 4))
+        ],
+    }
 
 
 def test_the_resampler_hands_out_whole_generations_in_their_order():
@@ -127,13 +161,15 @@ def test_the_resampler_hands_out_whole_generations_in_their_order():
                 if label != labels[-1]:
                     assert part in whole[b]
                 else:  # the last one may be cut at the 40th round
-                    assert any(p[:len(part)] == part for p in whole[b])
+                    assert any(p[: len(part)] == part for p in whole[b])
 
 
 def test_benchmarks_measured_in_the_same_generations_are_drawn_together():
     keys = ((1, 0, 4), (1, 1, 3), (2, 0, 2), (2, 1, 4))
-    blocks = {BENCH: [L.Block(f"r{r}", g, tuple(1e-4 * (100 * r + 10 * g + i) for i in range(n))) for r, g, n in keys],
-              OTHER: [L.Block(f"r{r}", g, tuple(-1e-4 * (100 * r + 10 * g + i) for i in range(n))) for r, g, n in keys]}
+    blocks = {
+        BENCH: [L.Block(f"r{r}", g, tuple(1e-4 * (100 * r + 10 * g + i) for i in range(n))) for r, g, n in keys],
+        OTHER: [L.Block(f"r{r}", g, tuple(-1e-4 * (100 * r + 10 * g + i) for i in range(n))) for r, g, n in keys],
+    }
     sampler = L.BlockResampler(blocks)
     rng = np.random.default_rng(6)
     for _ in range(50):
@@ -184,6 +220,7 @@ def test_a_shifted_head_moves_the_mean_log_ratio_by_exactly_log_1_minus_x(x):
 def _always(verdict):
     def decide(rounds, threshold, plan, noise):
         return SimpleNamespace(complete=True, verdict=verdict, rounds_used=len(rounds), variance="model", reason="stub")
+
     return decide
 
 
@@ -202,7 +239,9 @@ def test_the_tallies_can_fail_a_decision_that_always_or_never_says_regression():
     cell = L.tally(never, order, "miss")
     assert cell["benchmark_miss"]["rate"] == 1.0 and cell["benchmark_inconclusive"]["rate"] == 0.0
     assert all(cell["per_benchmark"][b]["miss"]["rate"] == 1.0 for b in order)
-    unsure = L.tally([L.run_shifts(t, setup, [1.0], decide=_always(Verdict.INCONCLUSIVE))[1.0] for t in truths], order, "miss")
+    unsure = L.tally(
+        [L.run_shifts(t, setup, [1.0], decide=_always(Verdict.INCONCLUSIVE))[1.0] for t in truths], order, "miss"
+    )
     assert unsure["benchmark_miss"]["rate"] == 0.0 and unsure["benchmark_inconclusive"]["rate"] == 1.0
     assert unsure["detected"]["rate"] == 1.0
 

@@ -21,9 +21,8 @@ import pytest
 import torch
 
 from harness import resources
-from harness.resources import amdgpu
-from harness.resources import AmdLimits, NvidiaLimits, ResourceParseError, amd_occupancy, nvidia_occupancy
-from kernels.registry import CompiledArtifact, Kernel, _REGISTRY, all_kernels, register
+from harness.resources import AmdLimits, NvidiaLimits, ResourceParseError, amd_occupancy, amdgpu, nvidia_occupancy
+from kernels.registry import _REGISTRY, CompiledArtifact, Kernel, all_kernels, register
 
 PROJECT = Path(__file__).resolve().parents[1]
 
@@ -102,7 +101,9 @@ TILE_128 = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 2}
 def probe(tmp_path_factory):
     """The probe module, importable by name (Triton's interpreter mode re-imports it in a child)."""
     root = tmp_path_factory.mktemp("probe")
-    (root / "resource_probe_kernels.py").write_text(PROBE_KERNEL_SOURCE.replace('name = "probe_gemm"', 'name = "probe_gemm_unit"'))
+    (root / "resource_probe_kernels.py").write_text(
+        PROBE_KERNEL_SOURCE.replace('name = "probe_gemm"', 'name = "probe_gemm_unit"')
+    )
     sys.path.insert(0, str(root))
     try:
         module = importlib.import_module("resource_probe_kernels")
@@ -163,7 +164,9 @@ def test_sm90_malformed_tool_output_is_a_clear_error(sm90):
     cases = {
         "has no 'cuobjdump_resource_usage'": with_extra(cuobjdump_resource_usage=""),
         "expected one 'Function <name>:'": with_extra(cuobjdump_resource_usage="Resource usage:\n Common:\n  GLOBAL:0"),
-        "has no REG": with_extra(cuobjdump_resource_usage=re.sub(r"REG:\d+ ", "", good.extra["cuobjdump_resource_usage"])),
+        "has no REG": with_extra(
+            cuobjdump_resource_usage=re.sub(r"REG:\d+ ", "", good.extra["cuobjdump_resource_usage"])
+        ),
         "bytes spill stores": with_extra(ptxas_verbose="ptxas info    : Used 10 registers"),
         "ptxas -v rerun used 1 registers": with_extra(
             ptxas_verbose=re.sub(r"Used \d+ registers", "Used 1 registers", good.extra["ptxas_verbose"])
@@ -213,7 +216,11 @@ def test_flydsl_kernel_counts_agprs_in_the_unified_file(tmp_path):
     assert usage.mma_count > 0
     # Pinned accumulators cost a zero-fill and a read-out of each AGPR, both outside the K loop.
     isa = (tmp_path / "flydsl_gfx950_4wave.gfx950.default.s").read_text()
-    assert usage.accvgpr_copies == len(re.findall(r"^\s*v_accvgpr_(?:read|write|mov)", isa, re.MULTILINE)) == 2 * usage.agpr
+    assert (
+        usage.accvgpr_copies
+        == len(re.findall(r"^\s*v_accvgpr_(?:read|write|mov)", isa, re.MULTILINE))
+        == 2 * usage.agpr
+    )
     assert usage.accvgpr_copies_in_loop == 0
 
 
@@ -234,22 +241,24 @@ def test_flydsl_accumulators_left_to_llvm_copy_between_vgprs_and_agprs_inside_th
 
 def test_accvgpr_copies_inside_loops():
     """Loops are the lines from a label to a later branch back to it: nested, several, and forward branches."""
-    isa = "\n".join([
-        "k:",
-        "\tv_accvgpr_write_b32 a0, 0",  # before any loop
-        ".LBB0_1:",
-        "\tv_accvgpr_read_b32 v0, a1",  # outer loop
-        ".LBB0_2:",
-        "\tv_accvgpr_mov_b32 a2, a3",  # inner loop
-        "\ts_cbranch_scc1 .LBB0_2",
-        "\ts_cbranch_execz .LBB0_9",  # forward: not a loop
-        "\tv_accvgpr_write_b32 a4, v1",
-        "\ts_branch .LBB0_1",
-        ".LBB0_9:",
-        "\tv_accvgpr_read_b32 v2, a5",  # after the loops
-        "\tv_mov_b32 v3, v4",
-        "\ts_endpgm",
-    ])
+    isa = "\n".join(
+        [
+            "k:",
+            "\tv_accvgpr_write_b32 a0, 0",  # before any loop
+            ".LBB0_1:",
+            "\tv_accvgpr_read_b32 v0, a1",  # outer loop
+            ".LBB0_2:",
+            "\tv_accvgpr_mov_b32 a2, a3",  # inner loop
+            "\ts_cbranch_scc1 .LBB0_2",
+            "\ts_cbranch_execz .LBB0_9",  # forward: not a loop
+            "\tv_accvgpr_write_b32 a4, v1",
+            "\ts_branch .LBB0_1",
+            ".LBB0_9:",
+            "\tv_accvgpr_read_b32 v2, a5",  # after the loops
+            "\tv_mov_b32 v3, v4",
+            "\ts_endpgm",
+        ]
+    )
     assert amdgpu._accvgpr_copies(isa) == {"accvgpr_copies": 5, "accvgpr_copies_in_loop": 3}
 
 
@@ -319,7 +328,9 @@ def test_gfx950_arch_vgpr_sources_in_order(gfx950):
     assert resources.parse_amdgpu_isa(with_agprs).arch_vgpr == info.accum_offset
     # A count above the total is inconsistent output, not a number to report.
     too_many = _edit(isa, symbol_line.group(0), symbol_line.group(0).replace(symbol_line.group(1), str(total + 1)))
-    with pytest.raises(ResourceParseError, match=re.escape(f"reports {total + 1} arch VGPRs, more than its .vgpr_count {total}")):
+    with pytest.raises(
+        ResourceParseError, match=re.escape(f"reports {total + 1} arch VGPRs, more than its .vgpr_count {total}")
+    ):
         resources.parse_amdgpu_isa(too_many)
 
 
@@ -435,12 +446,21 @@ def test_interpreter_mode_and_in_process_compiles_agree(probe, sm90):
 def test_compile_for_arch_rejects_bad_requests(probe):
     from kernels.triton_compile import compile_for_arch
 
-    good = dict(kernel="k", config_name="c", arch="sm_90", signature=probe.SIGNATURE,
-                constexprs={"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64}, num_warps=4, num_stages=2)
+    good = dict(
+        kernel="k",
+        config_name="c",
+        arch="sm_90",
+        signature=probe.SIGNATURE,
+        constexprs={"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64},
+        num_warps=4,
+        num_stages=2,
+    )
     cases = {
         "arch: 'sm90x'": dict(arch="sm90x"),
         "num_warps: must be a power of two": dict(num_warps=6),
-        "no type for argument(s) ['stride_cm']": dict(signature={k: v for k, v in probe.SIGNATURE.items() if k != "stride_cm"}),
+        "no type for argument(s) ['stride_cm']": dict(
+            signature={k: v for k, v in probe.SIGNATURE.items() if k != "stride_cm"}
+        ),
         "['BLOCK_Q'] are not arguments": dict(constexprs={"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "BLOCK_Q": 1}),
         "divisible_by_16: ['BLOCK_M']": dict(divisible_by_16=["BLOCK_M"]),
     }
@@ -499,7 +519,10 @@ def test_ci_resources_exit_codes(fake_kernels, tmp_path, capsys):
     result = json.loads(out.read_text())["targets"]["test_compile_error/gfx950/default"]
     assert result == {"ok": False, "kind": "compile", "error": "RuntimeError: ld.lld: undefined symbol"}
     assert cli.main(["--kernel", "test_unreadable_output", "--json", str(out)]) == 2
-    assert "no .amdgpu_metadata" in json.loads(out.read_text())["targets"]["test_unreadable_output/gfx950/default"]["error"]
+    assert (
+        "no .amdgpu_metadata"
+        in json.loads(out.read_text())["targets"]["test_unreadable_output/gfx950/default"]["error"]
+    )
     assert cli.main(["--kernel", "no_such_kernel"]) == 2
     assert cli.main(["--kernel", "no_such_kernel", "--allow-empty"]) == 0
     err = capsys.readouterr().err
@@ -529,16 +552,33 @@ def test_sm90_numbers_match_the_driver(probe):
         usage = resources.usage_from_artifact(artifact)
         a = torch.empty(256, 256, dtype=torch.bfloat16, device="cuda")
         kernel = probe.probe_gemm_kernel.warmup(
-            a, a, a, 256, 256, 256, 256, 256, 256, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
-            BLOCK_K=config["BLOCK_K"], num_warps=config["num_warps"], num_stages=config["num_stages"], grid=(1,),
+            a,
+            a,
+            a,
+            256,
+            256,
+            256,
+            256,
+            256,
+            256,
+            BLOCK_M=config["BLOCK_M"],
+            BLOCK_N=config["BLOCK_N"],
+            BLOCK_K=config["BLOCK_K"],
+            num_warps=config["num_warps"],
+            num_stages=config["num_stages"],
+            grid=(1,),
         )
         kernel._init_handles()
         assert kernel.n_regs == usage.registers, config
         assert (kernel.n_spills > 0) == bool(usage.spill_store_bytes), config
         blocks = ctypes.c_int()
-        libcuda.cuFuncSetAttribute(ctypes.c_void_p(kernel.function), 8, ctypes.c_int(kernel.metadata.shared))  # max dyn smem
+        libcuda.cuFuncSetAttribute(
+            ctypes.c_void_p(kernel.function), 8, ctypes.c_int(kernel.metadata.shared)
+        )  # max dyn smem
         status = libcuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(
-            ctypes.byref(blocks), ctypes.c_void_p(kernel.function), usage.threads_per_group,
+            ctypes.byref(blocks),
+            ctypes.c_void_p(kernel.function),
+            usage.threads_per_group,
             ctypes.c_size_t(kernel.metadata.shared),
         )
         assert status == 0, f"cuOccupancyMaxActiveBlocksPerMultiprocessor: CUresult {status}"

@@ -156,7 +156,9 @@ def test_a_rejection_that_is_not_a_race_is_reported_not_retried(remote_and_clone
     attempts = []
     monkeypatch.setattr(results_branch.time, "sleep", lambda s: attempts.append(s))
     with pytest.raises(BranchError, match="read-only today"):
-        ResultsBranch(clone, "origin", log=lambda m: None).commit_and_push({"results/m/a.records": b"{}"}, "x", push=True)
+        ResultsBranch(clone, "origin", log=lambda m: None).commit_and_push(
+            {"results/m/a.records": b"{}"}, "x", push=True
+        )
     assert attempts == []
     assert subprocess.run(["git", "rev-parse", "--verify", "-q", BRANCH], cwd=remote).returncode != 0
 
@@ -169,7 +171,9 @@ def test_without_a_push_the_local_commit_builds_on_what_was_fetched(remote_and_c
     )
     local = ResultsBranch(ours, "origin", log=lambda m: None)
     local.fetch()
-    local.commit_and_push({f"results/mi355x/{commit[:8]}-env.json": results_file("mi355x", commit, {"b.t": 1.0})}, "mine", push=False)
+    local.commit_and_push(
+        {f"results/mi355x/{commit[:8]}-env.json": results_file("mi355x", commit, {"b.t": 1.0})}, "mine", push=False
+    )
     assert branch_files(ours) == {f"results/h200/{commit[:8]}-env.json", f"results/mi355x/{commit[:8]}-env.json"}
     assert git(ours, "log", "--format=%s", BRANCH).splitlines() == ["mine", "h200"]
 

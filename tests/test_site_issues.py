@@ -45,11 +45,25 @@ def bench(name: str) -> str:
 
 def cp(benchmark: str, at: int, change: float, *, machine: str = MACHINE, direction: str = "regression") -> dict:
     """A change point as the site build's checks hold it (ci.history.trends.regressions.history_checks)."""
-    return {"machine": machine, "benchmark": benchmark, "last_before": sha(at - 1), "first_after": sha(at),
-            "orders": [at - 1, at], "recent": True,
-            "change": {"index": at, "direction": direction, "relative_change": change,
-                       "interval": [change - 0.004, change + 0.004], "confidence": 0.95, "p_value": 1e-12,
-                       "level": 2.6e-6, "before": [0, at], "after": [at, at + 10]}}
+    return {
+        "machine": machine,
+        "benchmark": benchmark,
+        "last_before": sha(at - 1),
+        "first_after": sha(at),
+        "orders": [at - 1, at],
+        "recent": True,
+        "change": {
+            "index": at,
+            "direction": direction,
+            "relative_change": change,
+            "interval": [change - 0.004, change + 0.004],
+            "confidence": 0.95,
+            "p_value": 1e-12,
+            "level": 2.6e-6,
+            "before": [0, at],
+            "after": [at, at + 10],
+        },
+    }
 
 
 def checks(*points: dict) -> list[dict]:
@@ -57,21 +71,50 @@ def checks(*points: dict) -> list[dict]:
     return [{"machine": m, "change_points": [p for p in points if p["machine"] == m], "drift": []} for m in machines]
 
 
-def member(benchmark: str, at: int, change: float, *, machine: str = MACHINE, status: str = "active",
-           fixed_at: int | None = None) -> dict:
-    return {"machine": machine, "benchmark": benchmark, "index": at, "last_before": sha(at - 1), "first_after": sha(at),
-            "orders": [at - 1, at], "relative_change": change, "status": status,
-            "fixed_in": [sha(fixed_at - 1), sha(fixed_at)] if fixed_at else None}
+def member(
+    benchmark: str,
+    at: int,
+    change: float,
+    *,
+    machine: str = MACHINE,
+    status: str = "active",
+    fixed_at: int | None = None,
+) -> dict:
+    return {
+        "machine": machine,
+        "benchmark": benchmark,
+        "index": at,
+        "last_before": sha(at - 1),
+        "first_after": sha(at),
+        "orders": [at - 1, at],
+        "relative_change": change,
+        "status": status,
+        "fixed_in": [sha(fixed_at - 1), sha(fixed_at)] if fixed_at else None,
+    }
 
 
 def record(*issues: dict) -> dict:
-    return {"schema": "mxfp4-regression-issues/2", "repository": REPO, "run_url": f"{REPO}/actions/runs/5",
-            "results_commit": sha(1000), "issues": list(issues), "actions": [], "deferred": 0}
+    return {
+        "schema": "mxfp4-regression-issues/2",
+        "repository": REPO,
+        "run_url": f"{REPO}/actions/runs/5",
+        "results_commit": sha(1000),
+        "issues": list(issues),
+        "actions": [],
+        "deferred": 0,
+    }
 
 
 def issue(number: int, state: str, status: str, *members: dict, **extra) -> dict:
-    return {"number": number, "kind": "slowdown", "status": status, "state": state, "members": list(members),
-            "drifts": [], **extra}
+    return {
+        "number": number,
+        "kind": "slowdown",
+        "status": status,
+        "state": state,
+        "members": list(members),
+        "drifts": [],
+        **extra,
+    }
 
 
 def written(tmp_path: Path, data, name: str = "regression-issues.json") -> Path:
@@ -118,10 +161,18 @@ def words(cell: str) -> str:
 
 
 A, B, C, D = bench("a"), bench("b"), bench("c"), bench("d")
-POINTS = (cp(A, 30, -0.05), cp(A, 40, 0.052, direction="improvement"), cp(B, 45, -0.04), cp(C, 56, -0.06), cp(D, 66, -0.02))
-RECORD = record(issue(7, "closed", "recovered", member(A, 30, -0.05, status="recovered", fixed_at=40)),
-                issue(8, "open", "open", member(B, 45, -0.04)),
-                issue(9, "closed", "not-confirmed", member(C, 56, -0.06, status="dissolved")))
+POINTS = (
+    cp(A, 30, -0.05),
+    cp(A, 40, 0.052, direction="improvement"),
+    cp(B, 45, -0.04),
+    cp(C, 56, -0.06),
+    cp(D, 66, -0.02),
+)
+RECORD = record(
+    issue(7, "closed", "recovered", member(A, 30, -0.05, status="recovered", fixed_at=40)),
+    issue(8, "open", "open", member(B, 45, -0.04)),
+    issue(9, "closed", "not-confirmed", member(C, 56, -0.06, status="dissolved")),
+)
 
 
 def _by_line(cells: dict[str, str]) -> dict[str, str]:
@@ -134,9 +185,13 @@ def test_each_change_point_shows_its_issue_linked_and_its_state_in_words(tmp_pat
     assert issues.known, issues.note
     cells = table_cells(checks(*POINTS), issues)
     shown = {label.split(" ")[1]: text for label, text in _by_line(cells).items()}
-    assert shown == {"\u22125.0%": f"#7 closed: recovered at {sha(40)[:12]}", "+5.2%": "",
-                     "\u22124.0%": "#8 open", "\u22126.0%": "#9 closed: not confirmed",
-                     "\u22122.0%": ""}  # an improvement, and a change point without an issue, say nothing
+    assert shown == {
+        "\u22125.0%": f"#7 closed: recovered at {sha(40)[:12]}",
+        "+5.2%": "",
+        "\u22124.0%": "#8 open",
+        "\u22126.0%": "#9 closed: not confirmed",
+        "\u22122.0%": "",
+    }  # an improvement, and a change point without an issue, say nothing
     links = {m.group(2): m.group(1) for c in cells.values() for m in [re.search(r"href='([^']*)'>#(\d+)</a>", c)] if m}
     assert links == {n: f"{REPO}/issues/{n}" for n in ("7", "8", "9")}
     assert f"<code>{sha(40)[:12]}</code>" in next(c for c in cells.values() if "#7" in c)
@@ -144,8 +199,10 @@ def test_each_change_point_shows_its_issue_linked_and_its_state_in_words(tmp_pat
 
 def test_a_closed_issue_is_never_shown_open():
     # GitHub's state decides open or closed: the bot's status is open, but a person closed the issue.
-    data = record(issue(8, "closed", "open", member(B, 45, -0.04)), issue(7, "closed", "recovered",
-                  member(A, 30, -0.05, status="recovered", fixed_at=40)))
+    data = record(
+        issue(8, "closed", "open", member(B, 45, -0.04)),
+        issue(7, "closed", "recovered", member(A, 30, -0.05, status="recovered", fixed_at=40)),
+    )
     links = join(checks(*POINTS), parse(data))
     said = {k[1]: v.words() for k, v in links.items()}
     assert said[B] == "#8 closed by a person: the change point is still there"
@@ -177,11 +234,16 @@ def test_the_join_is_the_filers_identity_not_a_name_a_title_or_a_label():
     here = cp(B, 45, -0.04)
     named = bench("b")  # the same benchmark, named alike everywhere below
     cases = {
-        "another machine, same benchmark and commits": (issue(11, "open", "open", member(named, 45, -0.04, machine="h200-b")), None),
+        "another machine, same benchmark and commits": (
+            issue(11, "open", "open", member(named, 45, -0.04, machine="h200-b")),
+            None,
+        ),
         "same series, 10 commits away": (issue(12, "open", "open", member(named, 55, -0.04)), None),
         "same commits' neighbour, a quarter of the size": (issue(13, "open", "open", member(named, 46, -0.01)), None),
         "title and label name it, no member does": (
-            issue(14, "open", "open", title=f"Slowdown -4.0% of {named} on {MACHINE}", labels=["perf-regression"]), None),
+            issue(14, "open", "open", title=f"Slowdown -4.0% of {named} on {MACHINE}", labels=["perf-regression"]),
+            None,
+        ),
         "settled one commit later, alike": (issue(15, "open", "open", member(named, 46, -0.041)), 15),
         "the same commits": (issue(16, "open", "open", member(named, 45, -0.04)), 16),
     }
@@ -192,30 +254,85 @@ def test_the_join_is_the_filers_identity_not_a_name_a_title_or_a_label():
 
 
 def test_the_site_joins_exactly_as_the_filer_matches():
-    """ci.history.site.issue_links.join and ci.notify.regression_issues.matching pair the same change points with the same members."""
+    """ci.history.site.issue_links.join and ci.notify.regression_issues.matching pair the same change points with the
+    same members.
+    """
     from ci.notify.regression_issues.issue_state import IssueState, Member, Tracked
     from ci.notify.regression_issues.matching import _match
 
     rng = random.Random(5)
     for _ in range(200):
-        points = [cp(bench(rng.choice("ab")), rng.randint(20, 40), -rng.choice((0.01, 0.02, 0.04, 0.05)),
-                     machine=rng.choice((MACHINE, "h200-b"))) for _ in range(rng.randint(1, 4))]
+        points = [
+            cp(
+                bench(rng.choice("ab")),
+                rng.randint(20, 40),
+                -rng.choice((0.01, 0.02, 0.04, 0.05)),
+                machine=rng.choice((MACHINE, "h200-b")),
+            )
+            for _ in range(rng.randint(1, 4))
+        ]
         points = list({(p["machine"], p["benchmark"], p["first_after"]): p for p in points}.values())
         issues, tracked = [], []
         for number in range(1, rng.randint(2, 5)):
-            ms = [member(bench(rng.choice("ab")), rng.randint(20, 40), -rng.choice((0.01, 0.02, 0.04, 0.05)),
-                         machine=rng.choice((MACHINE, "h200-b"))) for _ in range(rng.randint(1, 3))]
+            ms = [
+                member(
+                    bench(rng.choice("ab")),
+                    rng.randint(20, 40),
+                    -rng.choice((0.01, 0.02, 0.04, 0.05)),
+                    machine=rng.choice((MACHINE, "h200-b")),
+                )
+                for _ in range(rng.randint(1, 3))
+            ]
             state = rng.choice(("open", "closed"))
             issues.append(issue(number, state, "open", *ms))
-            tracked.append(Tracked(number, state == "open", "", "", IssueState("slowdown", "open", tuple(
-                Member(m["machine"], m["benchmark"], m["index"], m["last_before"], m["first_after"], tuple(m["orders"]),
-                       m["relative_change"], (0, 0), 0.0, "active") for m in ms))))
+            tracked.append(
+                Tracked(
+                    number,
+                    state == "open",
+                    "",
+                    "",
+                    IssueState(
+                        "slowdown",
+                        "open",
+                        tuple(
+                            Member(
+                                m["machine"],
+                                m["benchmark"],
+                                m["index"],
+                                m["last_before"],
+                                m["first_after"],
+                                tuple(m["orders"]),
+                                m["relative_change"],
+                                (0, 0),
+                                0.0,
+                                "active",
+                            )
+                            for m in ms
+                        ),
+                    ),
+                )
+            )
         site = {(k[1], k[0], k[3]): v.number for k, v in join(checks(*points), parse(record(*issues))).items()}
-        found = [Member(p["machine"], p["benchmark"], p["change"]["index"], p["last_before"], p["first_after"],
-                        tuple(p["orders"]), p["change"]["relative_change"], (0, 0), 0.0, "active")
-                 for m in checks(*points) for p in m["change_points"]]
-        filer = {(found[fi].benchmark, found[fi].machine, found[fi].first_after): tracked[ii].number
-                 for fi, (ii, _) in _match(found, tracked).items()}
+        found = [
+            Member(
+                p["machine"],
+                p["benchmark"],
+                p["change"]["index"],
+                p["last_before"],
+                p["first_after"],
+                tuple(p["orders"]),
+                p["change"]["relative_change"],
+                (0, 0),
+                0.0,
+                "active",
+            )
+            for m in checks(*points)
+            for p in m["change_points"]
+        ]
+        filer = {
+            (found[fi].benchmark, found[fi].machine, found[fi].first_after): tracked[ii].number
+            for fi, (ii, _) in _match(found, tracked).items()
+        }
         assert site == filer
 
 
@@ -228,11 +345,19 @@ HOSTILE = "k'><img src=x onerror=alert(1)><script>alert(2)</script>"
 
 
 def test_a_hostile_benchmark_name_in_the_record_reaches_the_page_only_escaped(tmp_path):
-    hostile = f"bench_gemm.GemmOnGpu.track_time('kernel01:{HOSTILE.replace(chr(39), '')}', 'square_m04096_n04096_k04096')"
+    hostile = (
+        f"bench_gemm.GemmOnGpu.track_time('kernel01:{HOSTILE.replace(chr(39), '')}', 'square_m04096_n04096_k04096')"
+    )
     points = (cp(hostile, 45, -0.04), cp(A, 30, -0.05))
-    data = record(issue(3, "open", "open", member(hostile, 45, -0.04)),
-                  issue(4, "closed", "not-confirmed", member(HOSTILE + "\n<!-- x -->", 30, -0.05, machine=HOSTILE,
-                                                             status="dissolved")))
+    data = record(
+        issue(3, "open", "open", member(hostile, 45, -0.04)),
+        issue(
+            4,
+            "closed",
+            "not-confirmed",
+            member(HOSTILE + "\n<!-- x -->", 30, -0.05, machine=HOSTILE, status="dissolved"),
+        ),
+    )
     issues = for_site(written(tmp_path, data), checks(*points))
     cells = table_cells(checks(*points), issues)
     page = change_table(checks(*points), issues)
@@ -244,14 +369,17 @@ def test_a_hostile_benchmark_name_in_the_record_reaches_the_page_only_escaped(tm
     assert {r["issue"]["words"] if r["issue"] else None for r in rows} == {"#3 open", None}
 
 
-@pytest.mark.parametrize("field, value", [
-    ("repository", "https://github.com/OWNER/REPO'><script>alert(1)</script>"),
-    ("repository", "javascript:alert(1)//github.com/o/r"),
-    ("issues.0.number", "7<script>"),
-    ("issues.0.state", "<b>open</b>"),
-    ("issues.0.members.0.first_after", "<img src=x onerror=alert(1)>"),
-    ("issues.0.members.0.fixed_in", ["<script>alert(1)</script>", "0" * 40]),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("repository", "https://github.com/OWNER/REPO'><script>alert(1)</script>"),
+        ("repository", "javascript:alert(1)//github.com/o/r"),
+        ("issues.0.number", "7<script>"),
+        ("issues.0.state", "<b>open</b>"),
+        ("issues.0.members.0.first_after", "<img src=x onerror=alert(1)>"),
+        ("issues.0.members.0.fixed_in", ["<script>alert(1)</script>", "0" * 40]),
+    ],
+)
 def test_a_hostile_value_is_refused_and_the_note_saying_so_is_escaped(tmp_path, field, value):
     data = copy.deepcopy(RECORD)
     where = data
@@ -262,7 +390,9 @@ def test_a_hostile_value_is_refused_and_the_note_saying_so_is_escaped(tmp_path, 
     issues = for_site(written(tmp_path, data), checks(*POINTS))
     assert not issues.known and issues.links == {}
     note = issues.note_html()
-    assert "Regression issues are not shown" in note and "<script" not in note and "<img" not in note and "<b>" not in note
+    assert (
+        "Regression issues are not shown" in note and "<script" not in note and "<img" not in note and "<b>" not in note
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -270,13 +400,19 @@ def test_a_hostile_value_is_refused_and_the_note_saying_so_is_escaped(tmp_path, 
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("content, says", [
-    (None, "regression-issues.json is missing"),
-    ("{not json", "not valid JSON"),
-    (json.dumps({**RECORD, "schema": "mxfp4-regression-issues/1"}), "schema: expected mxfp4-regression-issues/2"),
-    ('{"schema": "mxfp4-regression-issues/2", "schema": "x"}', "duplicate key 'schema'"),
-    (json.dumps({**RECORD, "issues": [{**RECORD["issues"][0], "state": "reopened"}]}), "state: expected open or closed"),
-])
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        (None, "regression-issues.json is missing"),
+        ("{not json", "not valid JSON"),
+        (json.dumps({**RECORD, "schema": "mxfp4-regression-issues/1"}), "schema: expected mxfp4-regression-issues/2"),
+        ('{"schema": "mxfp4-regression-issues/2", "schema": "x"}', "duplicate key 'schema'"),
+        (
+            json.dumps({**RECORD, "issues": [{**RECORD["issues"][0], "state": "reopened"}]}),
+            "state: expected open or closed",
+        ),
+    ],
+)
 def test_a_missing_or_bad_record_shows_no_state_and_says_why(tmp_path, content, says):
     path = tmp_path / "regression-issues.json"
     if content is not None:
@@ -284,7 +420,9 @@ def test_a_missing_or_bad_record_shows_no_state_and_says_why(tmp_path, content, 
     issues = for_site(path, checks(*POINTS))
     assert not issues.known and issues.links == {} and says in issues.note, issues.note
     assert_no_state(change_table(checks(*POINTS), issues))
-    assert issue_links.for_site(None, checks(*POINTS)).note.startswith("Regression issues are not shown: this build was given")
+    assert issue_links.for_site(None, checks(*POINTS)).note.startswith(
+        "Regression issues are not shown: this build was given"
+    )
 
 
 def test_the_kernel_pages_build_with_a_bad_record_and_say_so(tmp_path):
@@ -298,7 +436,9 @@ def test_the_kernel_pages_build_with_a_bad_record_and_say_so(tmp_path):
     history = history_of(scenario, values, scenario.commits)
     found = regressions.all_checks(history, Memos())
     path = written(tmp_path, "[1, 2", "bad.json")
-    written_files = kernel_page.publish_history(tmp_path / "site", history, found, 60, "stamp", {}, for_site(path, found))
+    written_files = kernel_page.publish_history(
+        tmp_path / "site", history, found, 60, "stamp", {}, for_site(path, found)
+    )
     page = (tmp_path / "site" / "kernels" / "kernel00.html").read_text()
     assert any(p.name == "kernel00.html" for p in written_files)
     assert "Regression issues are not shown: bad.json: not valid JSON" in html.unescape(page)
@@ -322,10 +462,29 @@ def test_the_record_the_filer_writes_is_the_record_the_site_reads(tmp_path):
     changes = written(tmp_path, history, "changes.json")
     out = tmp_path / "issues.json"
     with FakeGitHub(tmp_path, State()) as server:
-        done = subprocess.run([sys.executable, "-m", "ci.notify", "regression-issues", "--github-repo", "OWNER/REPO", "--changes",
-                               str(changes), "--run-url", f"{REPO}/actions/runs/77", "--write-interval", "0", "--json",
-                               str(out)], cwd=PROJECT, env=server.env(dict(os.environ)), capture_output=True,
-                              text=True, timeout=300)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ci.notify",
+                "regression-issues",
+                "--github-repo",
+                "OWNER/REPO",
+                "--changes",
+                str(changes),
+                "--run-url",
+                f"{REPO}/actions/runs/77",
+                "--write-interval",
+                "0",
+                "--json",
+                str(out),
+            ],
+            cwd=PROJECT,
+            env=server.env(dict(os.environ)),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr
         numbers = {i["number"] for i in server.state.issues}
     loaded = issue_links.load(out)
@@ -359,8 +518,16 @@ def _regressions_dom(tmp_path: Path, listed: dict) -> str:
     (site / "kernels").mkdir()
     shutil.copyfile(NOTES_JS, site / "mxfp4" / "notes.js")
     (site / "index.html").write_text(REGRESSIONS_PAGE)
-    (site / "mxfp4" / "index.json").write_text(json.dumps({"empty": {}, "standing": {}, "measured": [], "regressions_context": {
-        "commits": 80, "machines": [MACHINE], "gpu_machines": [MACHINE]}}))
+    (site / "mxfp4" / "index.json").write_text(
+        json.dumps(
+            {
+                "empty": {},
+                "standing": {},
+                "measured": [],
+                "regressions_context": {"commits": 80, "machines": [MACHINE], "gpu_machines": [MACHINE]},
+            }
+        )
+    )
     (site / "kernels" / "change_points.json").write_text(json.dumps(listed))
     return served_dom(site, "index.html", tmp_path / "profile")
 
@@ -374,8 +541,12 @@ def test_the_regressions_page_links_each_issue_and_escapes_what_it_shows(tmp_pat
     listed = _listed(for_site(written(tmp_path, RECORD), checks(*POINTS)))
     # What notes.js must not trust either: a hostile subject (an attribute) and issue fields from a tampered file.
     listed["change_points"][0]["subject"] = 'x" onmouseover="alert(1)'
-    listed["change_points"][1]["issue"] = {"number": 99, "url": "javascript:alert(1)", "state": "open",
-                                           "words": "#99 open<img src=x onerror=alert(1)>"}
+    listed["change_points"][1]["issue"] = {
+        "number": 99,
+        "url": "javascript:alert(1)",
+        "state": "open",
+        "words": "#99 open<img src=x onerror=alert(1)>",
+    }
     dom = _regressions_dom(tmp_path, listed)
     table = dom.split('id="mxfp4-change-points"', 1)[1].split("</table>", 1)[0]
     rows = re.findall(r"<tr class=\"mxfp4-[a-z]+\">(.*?)</tr>", table)

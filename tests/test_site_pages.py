@@ -28,10 +28,9 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+import synthetic_history as synthetic
 from browser import CHROMIUM, probe_result, served_dom
 from test_published_history import _clone
-
-import synthetic_history as synthetic
 
 SPEC = synthetic.Spec(commits=160, seed=11)
 ASV_WINDOW, PAGE_WINDOW = 100, 50
@@ -60,11 +59,13 @@ function check() {
     if (!seen) { seen = looks; setTimeout(check, 1000); return; }
     const out = {width: w.innerWidth, height: w.innerHeight, points: null};
     const $ = w.jQuery, plot = $ && $('#main-graph').data('plot');
-    if (plot) out.points = plot.getData().reduce((n, s) => n + s.data.filter(p => p && p[1] !== null && isFinite(p[1])).length, 0);
+    if (plot) out.points = plot.getData().reduce(
+      (n, s) => n + s.data.filter(p => p && p[1] !== null && isFinite(p[1])).length, 0);
     out.thumbnails = {};  // id -> [y axis min, max, data min, max] of each drawn thumbnail
     if ($) $('.benchmark-plot').each(function () {
       const thumb = $(this).data('plot'); if (!thumb) return;
-      const ys = [].concat(...thumb.getData().map(s => s.data.filter(p => p && p[1] !== null && isFinite(p[1])).map(p => p[1])));
+      const ys = [].concat(...thumb.getData().map(
+        s => s.data.filter(p => p && p[1] !== null && isFinite(p[1])).map(p => p[1])));
       const axis = thumb.getAxes().yaxis;
       out.thumbnails[this.id] = [axis.min, axis.max, Math.min(...ys), Math.max(...ys)];
     });
@@ -81,10 +82,21 @@ check();
 
 
 def layout(site: Path, page: str, size: tuple[int, int], ready: str, selectors: dict[str, str], profile: Path) -> dict:
-    """The boxes of ``selectors`` on ``page`` (served from ``site``) in a window of ``size``, once ``ready`` is there."""
-    query = urllib.parse.urlencode({"page": page, "w": size[0], "h": size[1], "ready": ready, "sel": json.dumps(selectors)})
-    proc = served_dom(site, f"__layout__.html?{query}", profile, probes={"/__layout__.html": LAYOUT_PROBE},
-                      budget_ms=60000, window=(size[0] + 50, size[1] + 200), timeout_s=300)
+    """The boxes of ``selectors`` on ``page`` (served from ``site``) in a window of ``size``, once ``ready`` is
+    there.
+    """
+    query = urllib.parse.urlencode(
+        {"page": page, "w": size[0], "h": size[1], "ready": ready, "sel": json.dumps(selectors)}
+    )
+    proc = served_dom(
+        site,
+        f"__layout__.html?{query}",
+        profile,
+        probes={"/__layout__.html": LAYOUT_PROBE},
+        budget_ms=60000,
+        window=(size[0] + 50, size[1] + 200),
+        timeout_s=300,
+    )
     return probe_result(proc)
 
 
@@ -101,23 +113,49 @@ def site(tmp_path_factory):
     # The generator dates its commits in the past, as a real history is (the newest an hour before now).
     truth, _ = synthetic.make_history(clone, SPEC)
     report = tmp / "changes.json"
-    done = subprocess.run([sys.executable, "-m", "ci.history.publish", "--local-branch", "--out", str(tmp / "site"),
-                           "--asv-window", str(ASV_WINDOW), "--page-window", str(PAGE_WINDOW), "--json", str(report)],
-                          cwd=clone, capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(clone)})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ci.history.publish",
+            "--local-branch",
+            "--out",
+            str(tmp / "site"),
+            "--asv-window",
+            str(ASV_WINDOW),
+            "--page-window",
+            str(PAGE_WINDOW),
+            "--json",
+            str(report),
+        ],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYTHONPATH": str(clone)},
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return {"site": tmp / "site", "report": json.loads(report.read_text()), "clone": clone, "truth": truth, "tmp": tmp}
 
 
 def _gpu_change_points(report: dict) -> list[dict]:
-    return [c for m in report["machines"] for c in m["change_points"] if c["benchmark"].startswith("bench_gemm.GemmOnGpu.")]
+    return [
+        c for m in report["machines"] for c in m["change_points"] if c["benchmark"].startswith("bench_gemm.GemmOnGpu.")
+    ]
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
 @pytest.mark.parametrize("size", [(1600, 1200), (1366, 768)])
 def test_asvs_notes_never_cover_its_graph(site, size):
-    boxes = layout(site["site"], f"index.html#{GPU_GRAPH}", size, '#mxfp4-notes[data-complete="1"]',
-                   {"plot": "#main-graph", "overview": "#overview", "notes": "#mxfp4-notes"}, site["tmp"] / f"chromium-{size[0]}")
+    boxes = layout(
+        site["site"],
+        f"index.html#{GPU_GRAPH}",
+        size,
+        '#mxfp4-notes[data-complete="1"]',
+        {"plot": "#main-graph", "overview": "#overview", "notes": "#mxfp4-notes"},
+        site["tmp"] / f"chromium-{size[0]}",
+    )
     assert boxes["points"] and boxes["points"] > 0, boxes  # the H200's lines were drawn
     [plot], [overview], [notes] = boxes["plot"], boxes["overview"], boxes["notes"]
     assert "TFLOPS" in notes["text"], notes  # the notes are there, and say something
@@ -132,17 +170,32 @@ def test_asvs_notes_never_cover_its_graph(site, size):
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
 def test_a_thumbnail_says_empty_only_where_its_graph_is_empty(site):
     cell = "[id='summarygrid-{}']"
-    boxes = layout(site["site"], "index.html", (1600, 1200), "#summarygrid-display .benchmark-plot",
-                   {"gpu": cell.format("bench_gemm.GemmOnGpu.track_time") + " .mxfp4-empty",
-                    "registers": cell.format("bench_resources.CompiledResources.track_registers") + " .mxfp4-empty",
-                    "cpu": cell.format("bench_gemm.GemmOnCpu.track_time") + " .mxfp4-empty",
-                    "cells": ".benchmark-plot"}, site["tmp"] / "chromium-grid")
-    assert len(boxes["cells"]) == len(json.loads((site["site"] / "index.json").read_text())["benchmarks"]), boxes["cells"]
+    boxes = layout(
+        site["site"],
+        "index.html",
+        (1600, 1200),
+        "#summarygrid-display .benchmark-plot",
+        {
+            "gpu": cell.format("bench_gemm.GemmOnGpu.track_time") + " .mxfp4-empty",
+            "registers": cell.format("bench_resources.CompiledResources.track_registers") + " .mxfp4-empty",
+            "cpu": cell.format("bench_gemm.GemmOnCpu.track_time") + " .mxfp4-empty",
+            "cells": ".benchmark-plot",
+        },
+        site["tmp"] / "chromium-grid",
+    )
+    assert len(boxes["cells"]) == len(json.loads((site["site"] / "index.json").read_text())["benchmarks"]), boxes[
+        "cells"
+    ]
     assert boxes["gpu"] == [] and boxes["registers"] == [], boxes  # data on the H200 / compile-only: no "empty"
     # asv draws a thumbnail from zero, where a GEMM's steps are a flat line on the box's edge: fitted to its data, the
     # line spans most of the box.
     low, high, data_low, data_high = boxes["thumbnails"]["summarygrid-bench_gemm.GemmOnGpu.track_time"]
-    assert low <= data_low and data_high <= high and (data_high - data_low) / (high - low) > 0.5, (low, high, data_low, data_high)
+    assert low <= data_low and data_high <= high and (data_high - data_low) / (high - low) > 0.5, (
+        low,
+        high,
+        data_low,
+        data_high,
+    )
     # No machine of this history times the CPU GEMMs: that graph is empty, and says so.
     assert len(boxes["cpu"]) == 1 and boxes["cpu"][0]["text"].startswith("empty: "), boxes["cpu"]
 
@@ -151,12 +204,26 @@ def test_a_thumbnail_says_empty_only_where_its_graph_is_empty(site):
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
 def test_asvs_regressions_page_lists_every_change_point_of_the_whole_history(site):
     expected = _gpu_change_points(site["report"])
-    newest = set(subprocess.run(["git", "-C", str(site["clone"]), "rev-list", f"--max-count={ASV_WINDOW}", "main"],
-                                capture_output=True, text=True, check=True).stdout.split())
+    newest = set(
+        subprocess.run(
+            ["git", "-C", str(site["clone"]), "rev-list", f"--max-count={ASV_WINDOW}", "main"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+    )
     assert any(c["first_after"] not in newest for c in expected), "no change point older than asv's window: no test"
-    boxes = layout(site["site"], "index.html#/regressions", (1600, 1200), "#mxfp4-change-points",
-                   {"rows": "#mxfp4-change-points tr.mxfp4-regression, #mxfp4-change-points tr.mxfp4-improvement",
-                    "title": "#mxfp4-change-points-title"}, site["tmp"] / "chromium-regressions")
+    boxes = layout(
+        site["site"],
+        "index.html#/regressions",
+        (1600, 1200),
+        "#mxfp4-change-points",
+        {
+            "rows": "#mxfp4-change-points tr.mxfp4-regression, #mxfp4-change-points tr.mxfp4-improvement",
+            "title": "#mxfp4-change-points-title",
+        },
+        site["tmp"] / "chromium-regressions",
+    )
     assert boxes["title"][0]["text"].endswith(f": {len(expected)}"), boxes["title"]
     listed = sorted(re.search(r"([0-9a-f]{8})\.\.([0-9a-f]{8})", r["text"]).group(2) for r in boxes["rows"])
     assert listed == sorted(c["first_after"][:8] for c in expected)
@@ -164,9 +231,14 @@ def test_asvs_regressions_page_lists_every_change_point_of_the_whole_history(sit
 
 def _table_rows(page: str) -> list[tuple[str, str, int, str]]:
     """(size label, first commit at the new level, commits at the new level, line) of a kernel page's table."""
-    rows = re.findall(r"<td class='change'>([^<]*)</td><td class='range'>[0-9a-f]{8}\.\.([0-9a-f]{8})</td>"
-                      r"<td class='span'>([^<]*)</td><td>([^<]*)</td>", page)
-    return [(html_text.unescape(label), first, int(span), html_text.unescape(line)) for label, first, span, line in rows]
+    rows = re.findall(
+        r"<td class='change'>([^<]*)</td><td class='range'>[0-9a-f]{8}\.\.([0-9a-f]{8})</td>"
+        r"<td class='span'>([^<]*)</td><td>([^<]*)</td>",
+        page,
+    )
+    return [
+        (html_text.unescape(label), first, int(span), html_text.unescape(line)) for label, first, span, line in rows
+    ]
 
 
 @pytest.mark.slow
@@ -174,8 +246,12 @@ def test_each_change_points_span_is_the_commits_up_to_the_lines_next_change(site
     """Computed again here from git's order and the build's change points: the span of a change is the commits from
     its first at the new level up to the line's next change, or to the newest commit (every commit measures every
     line in this history)."""
-    order = subprocess.run(["git", "-C", str(site["clone"]), "rev-list", "--reverse", f"--max-count={SPEC.commits}", "main"],
-                           capture_output=True, text=True, check=True).stdout.split()
+    order = subprocess.run(
+        ["git", "-C", str(site["clone"]), "rev-list", "--reverse", f"--max-count={SPEC.commits}", "main"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert order == site["truth"].commits
     position = {c[:8]: i for i, c in enumerate(order)}
     by_line: dict[str, list[int]] = {}
@@ -201,10 +277,20 @@ def test_the_labels_a_kernel_page_says_it_draws_are_drawn_as_its_table_says(site
     page = f"kernels/{KERNEL}{which}.html"
     text = (site["site"] / page).read_text()
     table = {label for label, *_ in _table_rows(text)}
-    boxes = layout(site["site"], page, (1600, 1200), "#kernel-graph .main-svg",
-                   {"labels": "#kernel-graph .annotation-text", "bands": "#kernel-graph .shapelayer path",
-                    "legend": "#kernel-graph .legend .bg", "titles": "#kernel-graph .g-xtitle text, #kernel-graph .g-ytitle text",
-                    "reading": "#reading"}, site["tmp"] / f"chromium-kernel{which}")
+    boxes = layout(
+        site["site"],
+        page,
+        (1600, 1200),
+        "#kernel-graph .main-svg",
+        {
+            "labels": "#kernel-graph .annotation-text",
+            "bands": "#kernel-graph .shapelayer path",
+            "legend": "#kernel-graph .legend .bg",
+            "titles": "#kernel-graph .g-xtitle text, #kernel-graph .g-ytitle text",
+            "reading": "#reading",
+        },
+        site["tmp"] / f"chromium-kernel{which}",
+    )
     said = boxes["reading"][0]["text"]
     bands = int(re.search(r"change points on the GPU lines \((\d+) on this graph", said).group(1))
     drawn = [b for b in boxes["bands"]]
@@ -225,11 +311,22 @@ def test_the_kernels_index_loads_no_plotly_and_the_pages_put_commits_at_their_da
     page = (kernels / f"{KERNEL}.html").read_text()
     assert "src='plotly.min.js'" in page and '"type":"date"' in page
     newest = site["truth"].commits[-1]
-    date = subprocess.run(["git", "-C", str(site["clone"]), "log", "-1", "--format=%cd", "--date=format-local:%Y-%m-%d %H:%M:%S", newest],
-                          capture_output=True, text=True, check=True, env={**os.environ, "TZ": "UTC"}).stdout.strip()
-    subject = subprocess.run(["git", "-C", str(site["clone"]), "log", "-1", "--format=%s", newest], capture_output=True, text=True,
-                             check=True).stdout.strip()
-    assert f'"{date}"' in page and f'"{subject}"' in page  # the newest point's x is its date; its hover says its subject
+    date = subprocess.run(
+        ["git", "-C", str(site["clone"]), "log", "-1", "--format=%cd", "--date=format-local:%Y-%m-%d %H:%M:%S", newest],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "TZ": "UTC"},
+    ).stdout.strip()
+    subject = subprocess.run(
+        ["git", "-C", str(site["clone"]), "log", "-1", "--format=%s", newest],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert (
+        f'"{date}"' in page and f'"{subject}"' in page
+    )  # the newest point's x is its date; its hover says its subject
     assert date < time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())  # a history dated in the past, as a real one is
     for button in ("last week", "last month", "all"):
         assert f'"label":"{button}"' in page

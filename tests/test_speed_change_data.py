@@ -13,7 +13,7 @@ from ci.speed.decide.codes import Status
 from ci.speed.decide.selection import Selector
 from ci.speed.scope import dependencies, summary, unchanged
 
-PYPROJECT = '''[project]
+PYPROJECT = """[project]
 name = "x"
 dependencies = [
     "torch>=2.4",
@@ -23,7 +23,7 @@ dependencies = [
 
 [project.optional-dependencies]
 dev = ["pytest==8.0"]
-'''
+"""
 CONSTRAINTS = "# pins\ntorch==2.13.0\ntriton==3.9.0\nasv-runner==0.3.2\n"
 
 
@@ -42,21 +42,32 @@ def _repo(tmp_path, files_by_commit):
 
 def test_changed_pins_are_named_from_both_files(tmp_path):
     head_pyproject = PYPROJECT.replace('"numpy>=1.24"', '"numpy>=2.0"').replace('"pytest==8.0"', '"pytest==9.0"')
-    head_constraints = CONSTRAINTS.replace("torch==2.13.0", "torch==2.14.0").replace("asv-runner==0.3.2\n", "") + "scipy==1.17.1\n"
-    repo, (c0, c1, c2) = _repo(tmp_path, [
-        {"pyproject.toml": PYPROJECT, "ci/constraints-cpu.txt": CONSTRAINTS, "README.md": "a"},
-        {"README.md": "b"},  # docs only
-        {"pyproject.toml": head_pyproject, "ci/constraints-cpu.txt": head_constraints},
-    ])
+    head_constraints = (
+        CONSTRAINTS.replace("torch==2.13.0", "torch==2.14.0").replace("asv-runner==0.3.2\n", "") + "scipy==1.17.1\n"
+    )
+    repo, (c0, c1, c2) = _repo(
+        tmp_path,
+        [
+            {"pyproject.toml": PYPROJECT, "ci/constraints-cpu.txt": CONSTRAINTS, "README.md": "a"},
+            {"README.md": "b"},  # docs only
+            {"pyproject.toml": head_pyproject, "ci/constraints-cpu.txt": head_constraints},
+        ],
+    )
     assert dependencies.dependency_changes(repo, c0, c1) == []
     found = dependencies.dependency_changes(repo, c1, c2)
     # The optional (dev) dependency is not a runtime pin: not reported.
-    assert found == ["numpy >=1.24 -> >=2.0 in pyproject.toml", "asv-runner 0.3.2 removed", "scipy 1.17.1 (new)",
-                     "torch 2.13.0 -> 2.14.0"]
+    assert found == [
+        "numpy >=1.24 -> >=2.0 in pyproject.toml",
+        "asv-runner 0.3.2 removed",
+        "scipy 1.17.1 (new)",
+        "torch 2.13.0 -> 2.14.0",
+    ]
     assert dependencies.dependency_changes(repo, None, c2) == []  # no base: nothing to compare
     (line, _) = dependencies.warning_lines(["torch 2.13.0 -> 2.14.0"])
-    assert "this PR changes pinned dependencies (torch 2.13.0 -> 2.14.0); the gate measures both sides in the runner's one " \
-           "environment, so their effect is not measured here" in line
+    assert (
+        "this PR changes pinned dependencies (torch 2.13.0 -> 2.14.0); the gate measures both sides in the "
+        "runner's one environment, so their effect is not measured here" in line
+    )
     assert dependencies.warning_lines([]) == []
 
 
@@ -78,6 +89,7 @@ def test_the_projects_own_files_parse():
 # ---------------------------------------------------------------------------
 # removed at head
 # ---------------------------------------------------------------------------
+
 
 def _tree(kernels):
     """Fingerprints of ``{kernel: launch digest}``, one config "c", one shape, arch sm_90."""
@@ -104,7 +116,9 @@ def test_a_kernel_only_at_the_base_is_removed_at_head_not_dropped():
     decision = unchanged.decision_from_data(data, "sm_90", "--arch sm_90", False)
     assert decision.pairs == {("kept", "c"): (True, "unchanged (identical code)")}  # the removed one is neither
     (entry,) = unchanged.removed_entries(decision, Selector.of())
-    assert entry.benchmark.id == "gone[c]/s" and entry.status is Status.REMOVED and entry.note == "removed at head (sm_90)"
+    assert (
+        entry.benchmark.id == "gone[c]/s" and entry.status is Status.REMOVED and entry.note == "removed at head (sm_90)"
+    )
     assert unchanged.removed_entries(decision, Selector.of(["kept"])) == []  # selectors apply
     assert unchanged.removed_entries(decision, Selector.of(shapes=["256x256x256"])) == [entry]
 
@@ -118,5 +132,8 @@ def test_a_compact_preface_when_nothing_is_measured():
     lines = unchanged.preface_lines(decision, [], costs, ["torch 2.13.0 -> 2.14.0"])
     text = "\n".join(lines)
     assert costs["removed_at_head"] == ["gone[c]/s"]
-    assert "every selected benchmark has identical code (1 removed at head): nothing measured, 0 GPU seconds, ~10 s saved" in text
+    assert (
+        "every selected benchmark has identical code (1 removed at head): nothing measured, 0 GPU seconds, ~10 s saved"
+        in text
+    )
     assert "pinned dependencies (torch 2.13.0 -> 2.14.0)" in text and "GPU runner time:" not in text and "|" not in text

@@ -39,16 +39,35 @@ from harness.paired.sequential import WARM_PLAN
 from harness.paired.verdict import Verdict
 
 BENCH = "torch_dequant[bf16]/256x256x1024"
-THREE_ROUNDS = replace(WARM_PLAN, min_rounds=3, max_rounds=3, looks=1).with_alpha(0.3)  # one look at 3 rounds, a wide interval
+THREE_ROUNDS = replace(WARM_PLAN, min_rounds=3, max_rounds=3, looks=1).with_alpha(
+    0.3
+)  # one look at 3 rounds, a wide interval
 # One benchmark at a tiny shape; a one-look plan of 2 rounds (A B, B A: the fewest with a t interval;
 # at 50% its half-width is the two log ratios' SD over sqrt(2)); ~0.2 s of timed launches per benchmark. Warm-up:
 # steady after any three chunks (tolerance 1000x), at most 5 s: on a shared 2-core CPU chunks rarely
 # agree within 3%, and a timing that never became steady excludes its round (a GPU rule). With a
 # 300 ms cap, three launches of the 3x-slowed kernel under a load average of 5 ran over it and the
 # gate, rightly, excluded the round.
-SMALL = ["--kernel", "torch_dequant", "--config", "bf16", "--shape", "256x256x1024",
-         "--plan", "min_rounds=2", "--plan", "max_rounds=2", "--plan", "alpha=0.25", "--plan", "round_budget=2",  # a 50% interval (alpha per tail)
-         *[f"--timing={t}" for t in ("warmup_ms=30", "max_warmup_ms=5000", "rep_ms=150", "min_reps=5", "steady_tolerance=1000")]]
+SMALL = [
+    "--kernel",
+    "torch_dequant",
+    "--config",
+    "bf16",
+    "--shape",
+    "256x256x1024",
+    "--plan",
+    "min_rounds=2",
+    "--plan",
+    "max_rounds=2",
+    "--plan",
+    "alpha=0.25",
+    "--plan",
+    "round_budget=2",  # a 50% interval (alpha per tail)
+    *[
+        f"--timing={t}"
+        for t in ("warmup_ms=30", "max_warmup_ms=5000", "rep_ms=150", "min_reps=5", "steady_tolerance=1000")
+    ],
+]
 
 RAISES = """
 
@@ -91,26 +110,50 @@ _inject_wrong_result()
 
 
 def gpu_state(clock=1980.0, reasons=(), max_clock=1980.0) -> dict:
-    return {"backend": "nvml", "index": 0, "name": "fake H200", "sm_clock_mhz": clock, "max_sm_clock_mhz": max_clock,
-            "memory_clock_mhz": 2619.0, "temperature_c": 41.0, "power_w": 420.0, "power_limit_w": 700.0,
-            "utilization_pct": 0.0, "throttle_reasons": list(reasons), "process_ids": []}
+    return {
+        "backend": "nvml",
+        "index": 0,
+        "name": "fake H200",
+        "sm_clock_mhz": clock,
+        "max_sm_clock_mhz": max_clock,
+        "memory_clock_mhz": 2619.0,
+        "temperature_c": 41.0,
+        "power_w": 420.0,
+        "power_limit_w": 700.0,
+        "utilization_pct": 0.0,
+        "throttle_reasons": list(reasons),
+        "process_ids": [],
+    }
 
 
 def timing(tflops: float, *, before=None, after=None, steady=True) -> dict:
-    return {"tflops": tflops, "steady": steady, "warmup_launches": 40, "warmup_s": 0.5,
-            "gpu_before": before or gpu_state(), "gpu_after": after or gpu_state()}
+    return {
+        "tflops": tflops,
+        "steady": steady,
+        "warmup_launches": 40,
+        "warmup_s": 0.5,
+        "gpu_before": before or gpu_state(),
+        "gpu_after": after or gpu_state(),
+    }
 
 
 def test_exclusion_rule_on_faked_gpu_states():
     rule = ExclusionRule()
     assert exclusion({"base": timing(100), "head": timing(99)}, rule) == (None, "")
-    reason, detail = exclusion({"base": timing(100), "head": timing(99, after=gpu_state(reasons=["hw_thermal_slowdown"]))}, rule)
+    reason, detail = exclusion(
+        {"base": timing(100), "head": timing(99, after=gpu_state(reasons=["hw_thermal_slowdown"]))}, rule
+    )
     assert reason == Exclusion(Excluded.THROTTLED, ("hw_thermal_slowdown",)) and detail.startswith("head gpu_after")
     assert reason.label == "throttled: hw_thermal_slowdown"  # the recorded form, as before the codes
     # gpu_idle and sync_boost are not slowdowns. sw_power_cap under the kernel's own load is counted by
     # default (issue 21: an H200 caps torch_dequant's large shapes in every round); a rule that lists it
     # (a record from before issue 21, replayed) still excludes it.
-    assert exclusion({"base": timing(100, before=gpu_state(reasons=["gpu_idle", "sync_boost"])), "head": timing(99)}, rule)[0] is None
+    assert (
+        exclusion(
+            {"base": timing(100, before=gpu_state(reasons=["gpu_idle", "sync_boost"])), "head": timing(99)}, rule
+        )[0]
+        is None
+    )
     capped = {"base": timing(100, after=gpu_state(reasons=["sw_power_cap"])), "head": timing(99)}
     assert exclusion(capped, rule)[0] is None
     strict = ExclusionRule(slowdown_reasons=rule.slowdown_reasons | {"sw_power_cap"})
@@ -141,10 +184,17 @@ def _round(index: int, order, base: dict, head: dict, extra: dict | None = None)
 
 def test_a_throttled_round_is_excluded_from_the_decision():
     rounds = [_round(i, rotating_order(["base", "head"], i), timing(100.0), timing(90.0 + 0.1 * i)) for i in range(4)]
-    rounds[1] = _round(1, ["head", "base"], timing(100.0), timing(50.0, before=gpu_state(reasons=["sw_thermal_slowdown"])))
+    rounds[1] = _round(
+        1, ["head", "base"], timing(100.0), timing(50.0, before=gpu_state(reasons=["sw_thermal_slowdown"]))
+    )
     paired_list = paired_rounds(rounds, BENCH, "base", "head", ExclusionRule())
     assert [p.round.excluded for p in paired_list] == [None, "throttled: sw_thermal_slowdown", None, None]
-    assert [p.exclusion for p in paired_list] == [None, Exclusion(Excluded.THROTTLED, ("sw_thermal_slowdown",)), None, None]
+    assert [p.exclusion for p in paired_list] == [
+        None,
+        Exclusion(Excluded.THROTTLED, ("sw_thermal_slowdown",)),
+        None,
+        None,
+    ]
     assert paired_list[1].order == ("head", "base") and "head gpu_before" in paired_list[1].detail
     decision = paired.sequential_decision([p.round for p in paired_list], 0.01, THREE_ROUNDS)
     assert decision.rounds_used == 3 and decision.rounds_excluded == 1 and decision.verdict is Verdict.REGRESSION
@@ -161,9 +211,14 @@ def test_rounds_of_more_sides_pair_any_two():
 
 
 def test_thresholds_file_validation_names_the_key():
-    good = {"schema": "mxfp4-speed-thresholds/1", "default_threshold": 0.01,
-            "overrides": [{"match": "torch_dequant[bf16]/*", "threshold": 0.05, "why": "noisy peer"},
-                          {"match": "torch_dequant*", "threshold": 0.07, "why": "the rest of it"}]}
+    good = {
+        "schema": "mxfp4-speed-thresholds/1",
+        "default_threshold": 0.01,
+        "overrides": [
+            {"match": "torch_dequant[bf16]/*", "threshold": 0.05, "why": "noisy peer"},
+            {"match": "torch_dequant*", "threshold": 0.07, "why": "the rest of it"},
+        ],
+    }
     t = parse_thresholds(good, "t.json")
     # Brackets are literal (fnmatch would read [bf16] as a character class); the first match wins.
     assert t.lookup("torch_dequant[bf16]/square")[0] == 0.05
@@ -186,31 +241,65 @@ def test_thresholds_file_validation_names_the_key():
 
 
 def test_selectors_that_match_nothing_are_refused():
-    survey = {"registered": [{"name": "torch_dequant", "backend": "torch", "configs": ["bf16", "fp32"]}], "unknown_shapes": []}
+    survey = {
+        "registered": [{"name": "torch_dequant", "backend": "torch", "configs": ["bf16", "fp32"]}],
+        "unknown_shapes": [],
+    }
     check_selectors({"head": survey, "base": None}, Selector.of(["torch_*"], ["fp32"]))
-    for kernels, configs, unknown, named in ((["nope"], [], [], "--kernel 'nope'"), ([], ["fp8"], [], "--config 'fp8'"),
-                                             ([], [], ["12x"], "--shape '12x'")):
+    for kernels, configs, unknown, named in (
+        (["nope"], [], [], "--kernel 'nope'"),
+        ([], ["fp8"], [], "--config 'fp8'"),
+        ([], [], ["12x"], "--shape '12x'"),
+    ):
         with pytest.raises(SelectionError, match=named):
             check_selectors({"head": dict(survey, unknown_shapes=unknown)}, Selector.of(kernels, configs))
 
 
 def test_calibration_suggests_overrides_the_thresholds_file_accepts():
     rng = np.random.default_rng(7)
-    rounds = [_round(i, rotating_order(["base", "head"], i), timing(100.0 * math.exp(rng.normal(0, 0.002))),
-                     timing(100.0 * math.exp(rng.normal(0, 0.002)))) for i in range(16)]
-    noisy = [dict(r, processes=[dict(p, records={"x[y]/z": timing(100.0 * (1 + 9.0 * (p["side"] == "head") * (r["index"] % 2)))})
-                                for p in r["processes"]]) for r in rounds]
+    rounds = [
+        _round(
+            i,
+            rotating_order(["base", "head"], i),
+            timing(100.0 * math.exp(rng.normal(0, 0.002))),
+            timing(100.0 * math.exp(rng.normal(0, 0.002))),
+        )
+        for i in range(16)
+    ]
+    noisy = [
+        dict(
+            r,
+            processes=[
+                dict(p, records={"x[y]/z": timing(100.0 * (1 + 9.0 * (p["side"] == "head") * (r["index"] % 2)))})
+                for p in r["processes"]
+            ],
+        )
+        for r in rounds
+    ]
     thresholds = parse_thresholds({"schema": "mxfp4-speed-thresholds/1", "default_threshold": 0.01}, "t.json")
-    results = [decide_entry(Entry(Benchmark("torch_dequant", "bf16", "256x256x1024", 256, 256, 1024), Status.GATED), rounds,
-                            thresholds, WARM_PLAN, ExclusionRule()),
-               decide_entry(Entry(Benchmark("x", "y", "z", 1, 1, 32), Status.GATED), noisy, thresholds, WARM_PLAN, ExclusionRule())]
+    results = [
+        decide_entry(
+            Entry(Benchmark("torch_dequant", "bf16", "256x256x1024", 256, 256, 1024), Status.GATED),
+            rounds,
+            thresholds,
+            WARM_PLAN,
+            ExclusionRule(),
+        ),
+        decide_entry(
+            Entry(Benchmark("x", "y", "z", 1, 1, 32), Status.GATED), noisy, thresholds, WARM_PLAN, ExclusionRule()
+        ),
+    ]
     calibrations, overrides, notes = calibrate_results(results, WARM_PLAN, "a test")
     cal = calibrations[BENCH]
     assert cal.n_rounds == 16 and 0.001 < cal.ratio_sd < 0.005 and cal.threshold < 0.01
     (override,) = overrides  # the second benchmark is too noisy for any threshold under 100%: named, not suggested
     assert override["match"] == BENCH and cal.threshold <= override["threshold"] < cal.threshold + 1e-4
-    assert override["why"].startswith("--calibrate on a test: A/A: 16 rounds") and notes[0].startswith("x[y]/z: too noisy")
-    pasted = parse_thresholds({"schema": "mxfp4-speed-thresholds/1", "default_threshold": 0.01, "overrides": overrides}, "pasted")
+    assert override["why"].startswith("--calibrate on a test: A/A: 16 rounds") and notes[0].startswith(
+        "x[y]/z: too noisy"
+    )
+    pasted = parse_thresholds(
+        {"schema": "mxfp4-speed-thresholds/1", "default_threshold": 0.01, "overrides": overrides}, "pasted"
+    )
     assert pasted.lookup(BENCH)[0] == override["threshold"]
 
 
@@ -232,8 +321,14 @@ def run_gate(repo: Path, *args: str, summary: Path | None = None, timeout: float
         env["GITHUB_STEP_SUMMARY"] = str(summary)
     # "--calibrate" first: the calibration's own front, python -m ci.speed.calibrate.
     module, args = ("ci.speed.calibrate", args[1:]) if args[:1] == ("--calibrate",) else ("ci.speed", args)
-    return subprocess.run([sys.executable, "-m", module, "--repo", str(repo), *args], cwd=repo, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", module, "--repo", str(repo), *args],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -241,16 +336,33 @@ def gate_repo(tmp_path_factory):
     """Branches off the first commit ``c0``: noop, slow (3x the work), raises, wrong (5% off)."""
     repo = make_project(tmp_path_factory.mktemp("speed-gate"))
     c0 = git(repo, "rev-parse", "HEAD")
-    for branch, path, text in (("noop", "README.md", "\ndocs only\n"), ("slow", "kernels/torch_dequant.py", SLOWDOWN),
-                               ("raises", "kernels/torch_dequant.py", RAISES), ("wrong", "kernels/torch_dequant.py", WRONG)):
+    for branch, path, text in (
+        ("noop", "README.md", "\ndocs only\n"),
+        ("slow", "kernels/torch_dequant.py", SLOWDOWN),
+        ("raises", "kernels/torch_dequant.py", RAISES),
+        ("wrong", "kernels/torch_dequant.py", WRONG),
+    ):
         git(repo, "checkout", "-q", "-b", branch, c0)
         with open(repo / path, "a") as f:
             f.write(text)
         git(repo, "commit", "-q", "-am", branch)
     git(repo, "checkout", "-q", "main")
     wide = repo.parent / "wide.json"
-    wide.write_text(json.dumps({"schema": "mxfp4-speed-thresholds/1", "default_threshold": 0.01, "overrides": [
-        {"match": "torch_dequant[*]/*", "threshold": 0.5, "why": "a shared 2-core CPU: rounds differ by up to 1.4x"}]}))
+    wide.write_text(
+        json.dumps(
+            {
+                "schema": "mxfp4-speed-thresholds/1",
+                "default_threshold": 0.01,
+                "overrides": [
+                    {
+                        "match": "torch_dequant[*]/*",
+                        "threshold": 0.5,
+                        "why": "a shared 2-core CPU: rounds differ by up to 1.4x",
+                    }
+                ],
+            }
+        )
+    )
     return repo, c0, wide
 
 
@@ -260,8 +372,19 @@ def slow_run(gate_repo, tmp_path_factory):
     repo, c0, _ = gate_repo
     out = tmp_path_factory.mktemp("slow-run")
     started = time.perf_counter()
-    done = run_gate(repo, "--base", c0, "--head", "slow", *SMALL, "--json", str(out / "verdict.json"),
-                    "--plot", str(out / "ratios.png"), summary=out / "summary.md")
+    done = run_gate(
+        repo,
+        "--base",
+        c0,
+        "--head",
+        "slow",
+        *SMALL,
+        "--json",
+        str(out / "verdict.json"),
+        "--plot",
+        str(out / "ratios.png"),
+        summary=out / "summary.md",
+    )
     return done, out, time.perf_counter() - started
 
 
@@ -280,7 +403,9 @@ def test_a_large_slowdown_fails_naming_the_benchmark(slow_run):
     assert [[p["side"] for p in r["processes"]] for r in record["rounds"]] == [["base", "head"], ["head", "base"]]
     first_base = record["rounds"][0]["processes"][0]["records"][BENCH]
     assert len(first_base["samples_s"]) >= 5 and first_base["flops"] == 2 * 256 * 256 * 1024
-    assert first_base["tflops"] == pytest.approx(first_base["flops"] / statistics.median(first_base["samples_s"]) / 1e12)
+    assert first_base["tflops"] == pytest.approx(
+        first_base["flops"] / statistics.median(first_base["samples_s"]) / 1e12
+    )
     assert bench["rounds"][0]["base"] == first_base["tflops"]
     assert [c["status"] for c in record["correctness"]] == ["pass", "pass"]
     assert (out / "ratios.png").read_bytes()[:4] == b"\x89PNG"
@@ -294,12 +419,36 @@ def test_a_noop_commit_passes(gate_repo, tmp_path):
     # Six rounds, new worker processes every round: on a CPU with every core busy one worker process can run ~1.7x
     # slower than another for its whole life (seen: 2 rounds of one generation read a no-op as a 42% regression);
     # the gate answers that with restarts, whose spread widens the interval, as it does on a GPU runner.
-    rounds = ["--plan", "min_rounds=6", "--plan", "max_rounds=6", "--plan", "round_budget=8", "--plan", "restart_every=1"]
+    rounds = [
+        "--plan",
+        "min_rounds=6",
+        "--plan",
+        "max_rounds=6",
+        "--plan",
+        "round_budget=8",
+        "--plan",
+        "restart_every=1",
+    ]
     dropped = ("min_rounds", "max_rounds", "round_budget", "alpha")  # the default alpha: 1% a false alarm
-    args = [a for i, a in enumerate(SMALL) if not a.startswith(dropped) and not (
-        a == "--plan" and SMALL[i + 1].startswith(dropped))]
-    done = run_gate(repo, "--base", c0, "--head", "noop", *args, *rounds, "--thresholds", str(wide),
-                    "--json", str(tmp_path / "v.json"), "--measure-identical")
+    args = [
+        a
+        for i, a in enumerate(SMALL)
+        if not a.startswith(dropped) and not (a == "--plan" and SMALL[i + 1].startswith(dropped))
+    ]
+    done = run_gate(
+        repo,
+        "--base",
+        c0,
+        "--head",
+        "noop",
+        *args,
+        *rounds,
+        "--thresholds",
+        str(wide),
+        "--json",
+        str(tmp_path / "v.json"),
+        "--measure-identical",
+    )
     # Never a failed gate: a no-op passes, or, when a CPU with every core busy times the same code 1.4x apart
     # (seen, each round a new process), the last look states it too noisy: inconclusive (exit 3), never green.
     assert done.returncode in (0, 3), done.stdout[-3000:] + done.stderr[-3000:]
@@ -332,18 +481,29 @@ def test_a_wrong_result_at_head_fails_with_the_accuracy_message_and_no_speed_num
 def test_a_selector_matching_nothing_is_a_harness_error(gate_repo):
     repo, c0, _ = gate_repo
     done = run_gate(repo, "--base", c0, "--head", "noop", *SMALL, "--kernel", "no_such_kernel")
-    assert done.returncode == 2 and "--kernel 'no_such_kernel' matches no registered kernel" in done.stderr, done.stderr[-2000:]
+    assert done.returncode == 2 and "--kernel 'no_such_kernel' matches no registered kernel" in done.stderr, (
+        done.stderr[-2000:]
+    )
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--base", "no-such-ref"], "ref 'no-such-ref' does not name a commit"),
-    (["--json", "{file}/verdict.json"], "--json {file}/verdict.json: cannot write there"),
-    (["--thresholds", "{bad}"], "default_threshold: must be a fraction in (0, 1)"),
-    (["--shape", "256x256x1024", "--timing", "rep_sec=1"], "--timing 'rep_sec=1'"),
-    (["--plan", "min_rounds=1", "--plan", "max_rounds=1"], "plan: the first look at 1 rounds can never decide"),  # the t plan needs 2
-    (["--plan", "looks=5,7", "--plan", "max_rounds=20"], "plan: looks (5, 7) must increase strictly from >= min_rounds to max_rounds"),
-    (["--plan", "looks=5,5,7"], "plan: looks (5, 5, 7) must increase strictly"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--base", "no-such-ref"], "ref 'no-such-ref' does not name a commit"),
+        (["--json", "{file}/verdict.json"], "--json {file}/verdict.json: cannot write there"),
+        (["--thresholds", "{bad}"], "default_threshold: must be a fraction in (0, 1)"),
+        (["--shape", "256x256x1024", "--timing", "rep_sec=1"], "--timing 'rep_sec=1'"),
+        (
+            ["--plan", "min_rounds=1", "--plan", "max_rounds=1"],
+            "plan: the first look at 1 rounds can never decide",
+        ),  # the t plan needs 2
+        (
+            ["--plan", "looks=5,7", "--plan", "max_rounds=20"],
+            "plan: looks (5, 7) must increase strictly from >= min_rounds to max_rounds",
+        ),
+        (["--plan", "looks=5,5,7"], "plan: looks (5, 5, 7) must increase strictly"),
+    ],
+)
 def test_bad_arguments_fail_before_measuring(gate_repo, tmp_path, args, message):
     repo, c0, _ = gate_repo
     (tmp_path / "file").write_text("a file, not a folder")
@@ -354,7 +514,9 @@ def test_bad_arguments_fail_before_measuring(gate_repo, tmp_path, args, message)
     done = run_gate(repo, *(["--base", c0] if "--base" not in args else []), "--head", "noop", *args)
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     lines = [line for line in done.stderr.splitlines() if line.startswith("python -m ci.speed: ")]
-    assert lines[-1].startswith("python -m ci.speed: error: ") and message.format(**fill) in lines[-1], done.stderr[-2000:]
+    assert lines[-1].startswith("python -m ci.speed: error: ") and message.format(**fill) in lines[-1], done.stderr[
+        -2000:
+    ]
     assert "survey" not in done.stderr and time.perf_counter() - started < 60  # no child was started
 
 
@@ -378,7 +540,9 @@ def test_replay_excludes_a_throttled_round_and_reports_it(slow_run, tmp_path):
     for rnd in record["rounds"]:  # as a GPU run would have it, with round 2's head thermally throttled
         for proc in rnd["processes"]:
             hot = rnd["index"] == 1 and proc["side"] == "head"
-            proc["records"][BENCH].update(gpu_before=gpu_state(), gpu_after=gpu_state(1600.0, ["hw_thermal_slowdown"] if hot else []))
+            proc["records"][BENCH].update(
+                gpu_before=gpu_state(), gpu_after=gpu_state(1600.0, ["hw_thermal_slowdown"] if hot else [])
+            )
     faked = tmp_path / "throttled.json"
     faked.write_text(json.dumps(record))
     done = run_gate(Path.cwd(), "--replay", str(faked), "--json", str(tmp_path / "replay.json"))
@@ -392,7 +556,9 @@ def test_replay_excludes_a_throttled_round_and_reports_it(slow_run, tmp_path):
     # --fail-on-inconclusive is version 5's (the band): under the zone rule an inconclusive one is exit 3 already.
     assert run_gate(Path.cwd(), "--replay", str(faked), "--plan", "rule=band", "--fail-on-inconclusive").returncode == 1
     # A clock floor above the faked 1600 MHz excludes every round.
-    floor = run_gate(Path.cwd(), "--replay", str(faked), "--plan", "clock_floor_mhz=1700", "--json", str(tmp_path / "floor.json"))
+    floor = run_gate(
+        Path.cwd(), "--replay", str(faked), "--plan", "clock_floor_mhz=1700", "--json", str(tmp_path / "floor.json")
+    )
     (bench,) = json.loads((tmp_path / "floor.json").read_text())["benchmarks"]
     assert floor.returncode == 3 and bench["decision"]["rounds_excluded"] == 2 and bench["decision"]["rounds_used"] == 0
 
@@ -405,8 +571,20 @@ def test_calibrate_writes_overrides_that_the_gate_then_reads(gate_repo, slow_run
     cal = tmp_path / "calibration.json"
     # 6 A/A rounds; the thresholds are planned for a last look at 400 rounds, so even a shared CPU's noise
     # (round ratio SD up to ~30%) gets a threshold under 100%: what is tested is the plumbing, not the CPU.
-    done = run_gate(repo, "--calibrate", "--head", c0, *SMALL[:6], "--plan", "rounds=6", "--plan", "max_rounds=400",
-                    *[a for a in SMALL if a.startswith("--timing")], "--json", str(cal))
+    done = run_gate(
+        repo,
+        "--calibrate",
+        "--head",
+        c0,
+        *SMALL[:6],
+        "--plan",
+        "rounds=6",
+        "--plan",
+        "max_rounds=400",
+        *[a for a in SMALL if a.startswith("--timing")],
+        "--json",
+        str(cal),
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "### Speed gate calibration (A/A: one commit against itself)" in done.stdout
     assert "### Speed gate calibration: the runner's noise model" in done.stdout and "not written" in done.stdout
@@ -418,18 +596,39 @@ def test_calibrate_writes_overrides_that_the_gate_then_reads(gate_repo, slow_run
     assert calibration["n_rounds"] + calibration["n_excluded"] == 6 and calibration["ratio_sd"] > 0
     (override,) = record["suggested_overrides"]
     assert override["match"] == BENCH and calibration["suggested_threshold"] <= override["threshold"] < 1
-    assert override["why"].startswith(f"--calibrate on CPU, ")  # the t plan's suggestion, kept in the record
+    assert override["why"].startswith("--calibrate on CPU, ")  # the t plan's suggestion, kept in the record
     thresholds = tmp_path / "speed_thresholds.json"
-    thresholds.write_text(json.dumps({"schema": "mxfp4-speed-thresholds/1", "default_threshold": 0.01,
-                                      "overrides": record["suggested_overrides"]}))
+    thresholds.write_text(
+        json.dumps(
+            {
+                "schema": "mxfp4-speed-thresholds/1",
+                "default_threshold": 0.01,
+                "overrides": record["suggested_overrides"],
+            }
+        )
+    )
     # The gate decides the recorded slowdown again with the pasted thresholds and the calibration's noise.
     _, out, _ = slow_run
     # The calibration file's noise is version 5's resolvable effect (the band rule); the zone plans rounds instead.
-    again = run_gate(Path.cwd(), "--replay", str(out / "verdict.json"), "--thresholds", str(thresholds),
-                     "--calibration", str(cal), "--plan", "rule=band", "--json", str(tmp_path / "replay.json"))
+    again = run_gate(
+        Path.cwd(),
+        "--replay",
+        str(out / "verdict.json"),
+        "--thresholds",
+        str(thresholds),
+        "--calibration",
+        str(cal),
+        "--plan",
+        "rule=band",
+        "--json",
+        str(tmp_path / "replay.json"),
+    )
     assert again.returncode in (0, 1), again.stdout[-3000:] + again.stderr[-3000:]
     (bench,) = json.loads((tmp_path / "replay.json").read_text())["benchmarks"]
-    assert bench["threshold"] == override["threshold"] and bench["threshold_source"] == f"override {BENCH!r}: {override['why']}"
+    assert (
+        bench["threshold"] == override["threshold"]
+        and bench["threshold_source"] == f"override {BENCH!r}: {override['why']}"
+    )
     assert bench["resolvable_effect_source"].startswith(f"calibration ({cal}")
 
 
@@ -440,12 +639,36 @@ def test_calibrate_writes_the_noise_model_and_thresholds_the_gate_then_decides_w
     decides with it; the interval moves with the model it reads."""
     repo, c0, _ = gate_repo
     noise, thresholds, cal = tmp_path / "speed_noise.json", tmp_path / "speed_thresholds.json", tmp_path / "cal.json"
-    thresholds.write_text(json.dumps({"schema": "mxfp4-speed-thresholds/1", "default_threshold": 0.01, "overrides": [
-        {"match": "x[y]/*", "threshold": 0.2, "why": "hand-set: kept after the calibrated ones"}]}))
+    thresholds.write_text(
+        json.dumps(
+            {
+                "schema": "mxfp4-speed-thresholds/1",
+                "default_threshold": 0.01,
+                "overrides": [{"match": "x[y]/*", "threshold": 0.2, "why": "hand-set: kept after the calibrated ones"}],
+            }
+        )
+    )
     timing = [a for a in SMALL if a.startswith("--timing")]
     before = thresholds.read_text()
-    done = run_gate(repo, "--calibrate", "--head", c0, *SMALL[:6], "--plan", "rounds=10", "--plan", "restart_every=5",
-                    *timing, "--noise", str(noise), "--thresholds", str(thresholds), "--write", "--json", str(cal))
+    done = run_gate(
+        repo,
+        "--calibrate",
+        "--head",
+        c0,
+        *SMALL[:6],
+        "--plan",
+        "rounds=10",
+        "--plan",
+        "restart_every=5",
+        *timing,
+        "--noise",
+        str(noise),
+        "--thresholds",
+        str(thresholds),
+        "--write",
+        "--json",
+        str(cal),
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"wrote the noise model to {noise}" in done.stderr and "thresholds to" not in done.stderr
     assert thresholds.read_text() == before  # policy: read, never written
@@ -461,19 +684,41 @@ def test_calibrate_writes_the_noise_model_and_thresholds_the_gate_then_decides_w
     assert record["engine"]["restart_every"] == 5 and model["benchmarks"][BENCH]["within_df"] == 8
     # The gate reads what --calibrate wrote and decides with the model.
     out = tmp_path / "gate.json"
-    gated = run_gate(repo, "--base", c0, "--head", "slow", *SMALL, "--noise", str(noise), "--thresholds", str(thresholds),
-                     "--json", str(out))
+    gated = run_gate(
+        repo,
+        "--base",
+        c0,
+        "--head",
+        "slow",
+        *SMALL,
+        "--noise",
+        str(noise),
+        "--thresholds",
+        str(thresholds),
+        "--json",
+        str(out),
+    )
     assert gated.returncode in (0, 1, 3), gated.stdout[-3000:] + gated.stderr[-3000:]
     result = json.loads(out.read_text())
     (bench,) = result["benchmarks"]
     assert result["plan"]["variance"] == "model" and result["noise"]["model"]["source"] == str(noise)
     assert bench["threshold"] == 0.01 and bench["decision"]["variance"] in (
-        "model", "rounds (the run is noisier than the model)", "rounds (this benchmark is noisier than the model)")
+        "model",
+        "rounds (the run is noisier than the model)",
+        "rounds (this benchmark is noisier than the model)",
+    )
     # Replayed with the model and without it: the same rounds, another interval.
     _, slow_out, _ = slow_run
     for name, extra in (("with", ["--noise", str(noise)]), ("without", [])):
-        again = run_gate(Path.cwd(), "--replay", str(slow_out / "verdict.json"), *extra, "--json", str(tmp_path / f"{name}.json"))
+        again = run_gate(
+            Path.cwd(), "--replay", str(slow_out / "verdict.json"), *extra, "--json", str(tmp_path / f"{name}.json")
+        )
         assert again.returncode in (0, 1, 3), again.stderr[-2000:]
-    with_model, without = (json.loads((tmp_path / f"{n}.json").read_text())["benchmarks"][0]["decision"] for n in ("with", "without"))
+    with_model, without = (
+        json.loads((tmp_path / f"{n}.json").read_text())["benchmarks"][0]["decision"] for n in ("with", "without")
+    )
     assert with_model["variance"] != without["variance"]
-    assert (with_model["estimate"]["low"], with_model["estimate"]["high"]) != (without["estimate"]["low"], without["estimate"]["high"])
+    assert (with_model["estimate"]["low"], with_model["estimate"]["high"]) != (
+        without["estimate"]["low"],
+        without["estimate"]["high"],
+    )

@@ -11,7 +11,7 @@ import pytest
 from ci.speed import gate
 from ci.speed.decide.verdict import plan_of
 from ci.speed.engine.grace import GRACE_ENV
-from ci.speed.options import PLAN_KEYS, Mode, speed_options
+from ci.speed.options import PLAN_KEYS, Mode
 from harness.paired.plan import ZONE_PLAN
 from harness.paired.plan import ZONE_WARM_PLAN as WARM_PLAN  # the gate's plan without a noise model (version 6)
 
@@ -27,56 +27,83 @@ def options_of(*argv: str):
     return (gate.CALIBRATE if calibrate else gate.GATE).checked(rest)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--max-minutes", "nan"], "--max-minutes must be a finite number >= 0 (got nan)"),
-    (["--max-minutes", "-1"], "--max-minutes must be a finite number >= 0"),
-    (["--plan", "allow_throttle=sw_powr_cap"], "--plan allow_throttle=sw_powr_cap: 'sw_powr_cap' is not a slowdown reason; known: "),
-    (["--plan", "allow_throttle=gpu_idle"], "known: hw_power_brake_slowdown, hw_slowdown"),  # not a slowdown: allowing it does nothing
-    (["--timing", "rep_ms=-1"], "--timing 'rep_ms=-1': rep_ms must be a finite number > 0"),
-    (["--plan", "clock_floor_mhz=-5"], "--plan clock_floor_mhz=-5: must be a finite number >= 0"),
-    (["--plan", "rounds=0"], "--plan rounds=0: must be >= 1"),
-    (["--plan", "rounds=many"], "--plan rounds=many: expected a whole number"),
-    (["--plan", "round_budget=2"], "--plan round_budget=2 is below the first look (3 rounds)"),
-    (["--plan", "alpha=1.5"], "--plan alpha=1.5: must be a number in (0, 1)"),
-    (["--plan", "pr_alpha=nan"], "--plan pr_alpha=nan: must be a number in (0, 1)"),
-    (["--plan", "pr_alpha=0"], "--plan pr_alpha=0: must be a number in (0, 1)"),
-    (["--plan", "miss_alpha=nan"], "--plan miss_alpha=nan: must be a number in (0, 1)"),
-    (["--plan", "miss_alpha=-0.01"], "--plan miss_alpha=-0.01: must be a number in (0, 1)"),
-    (["--plan", "miss_alpha=1"], "--plan miss_alpha=1: must be a number in (0, 1)"),
-    (["--plan", "alpha=0.02", "--plan", "miss_alpha=0.01"], "plan: miss_alpha 0.01 is below alpha 0.02: need miss_alpha >= alpha"),
-    (["--plan", "min_rounds=1", "--plan", "max_rounds=1"], "plan: the first look at 1 rounds can never decide"),
-    (["--plan", "method=signed_rank"], "--plan 'method=signed_rank': expected KEY=VALUE with KEY one of"),  # not a knob any more
-    (["--plan", "looks"], "--plan 'looks': expected KEY=VALUE"),
-    (["--calibrate", "--plan", "rounds=2"], "a calibration needs --plan rounds >= 3"),
-    (["--calibrate", "--base", "main"], "unrecognized arguments: --base main (python -m ci.speed.calibrate --help)"),
-    (["--replay", RECORD, "--calibrate"], "unrecognized arguments: --calibrate (python -m ci.speed --help)"),
-    (["--decisions", "3"], "--decisions only applies to --replay"),
-    (["--replay", RECORD, "--decisions", "0"], "--decisions must be >= 1"),
-    (["--replay", RECORD, "--shape", "square_m08192_n08192_k08192"], "--shape does not apply to --replay"),
-    (["--replay", RECORD, "--plan", "rounds=10"], "--plan rounds does not apply to --replay"),
-    (["--replay", RECORD, "--plan", "restart_every=1"], "--plan restart_every does not apply to --replay"),
-    (["--replay", "no-such-record.json"], "--replay no-such-record.json: no such file"),
-    (["--working-tree", "--head", "main"], "--head and --working-tree: choose one"),
-    (["--json", "/proc/no-such-dir/v.json"], "--json /proc/no-such-dir/v.json: cannot write there"),
-    (["--max-minutes", "soon"], "argument --max-minutes: invalid float value: 'soon'"),
-    (["--device", "cuda:0,0"], "--device 'cuda:0,0': a GPU is named twice"),
-    (["--device", "rocm"], "--device 'rocm': expected auto, cpu, cuda, or cuda:LIST of GPU indices"),
-    (["--arch", "sm_90,gfx950"], "--arch 'sm_90,gfx950': expected one of auto, sm_90, gfx950, cpu"),
-    (["--kernel", "a/b"], "--kernel 'a/b': expected a name or a pattern"),
-    (["--engine", "fresh"], "unrecognized arguments: --engine fresh"),  # retired with the fresh-process engine
-    (["--write"], "unrecognized arguments: --write"),  # the calibration's own options are on its front only
-    (["--calibrate", "--changes", "c.json"], "unrecognized arguments: --changes c.json"),
-    (["--replay", RECORD, "--refit"], "unrecognized arguments: --refit"),
-    (["--calibrate", "--assume-aa", "why"], "--assume-aa says why --aa-records are A/A: give the records"),
-    (["--calibrate", "--aa-records", "no-such.json"], "--aa-records no-such.json: no such file"),
-    (["--noise", "no-such-model.json"], "--noise no-such-model.json: no such file"),
-    (["--plan", "noise=maybe"], "--plan noise=maybe: expected on or off"),
-    (["--plan", "spending=4,0,1"], "--plan spending=4,0,1: must be a list of numbers > 0"),
-    (["--plan", "pass_rounds=3"], "--plan 'pass_rounds=3': expected KEY=VALUE with KEY one of"),  # retired in issue 37
-    (["--plan", "rule=maybe"], "--plan rule=maybe: expected zone (version 6, the default) or band"),
-    (["--plan", "spending=1,1"], "plan: spending (1.0, 1.0) needs one share per look (9 looks)"),  # fits neither plan
-    (["--plan", "noise=off", "--plan", "spending=1,1,1,1,1,2"], "needs one share per look (8 looks)"),  # the t plan decides
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--max-minutes", "nan"], "--max-minutes must be a finite number >= 0 (got nan)"),
+        (["--max-minutes", "-1"], "--max-minutes must be a finite number >= 0"),
+        (
+            ["--plan", "allow_throttle=sw_powr_cap"],
+            "--plan allow_throttle=sw_powr_cap: 'sw_powr_cap' is not a slowdown reason; known: ",
+        ),
+        (
+            ["--plan", "allow_throttle=gpu_idle"],
+            "known: hw_power_brake_slowdown, hw_slowdown",
+        ),  # not a slowdown: allowing it does nothing
+        (["--timing", "rep_ms=-1"], "--timing 'rep_ms=-1': rep_ms must be a finite number > 0"),
+        (["--plan", "clock_floor_mhz=-5"], "--plan clock_floor_mhz=-5: must be a finite number >= 0"),
+        (["--plan", "rounds=0"], "--plan rounds=0: must be >= 1"),
+        (["--plan", "rounds=many"], "--plan rounds=many: expected a whole number"),
+        (["--plan", "round_budget=2"], "--plan round_budget=2 is below the first look (3 rounds)"),
+        (["--plan", "alpha=1.5"], "--plan alpha=1.5: must be a number in (0, 1)"),
+        (["--plan", "pr_alpha=nan"], "--plan pr_alpha=nan: must be a number in (0, 1)"),
+        (["--plan", "pr_alpha=0"], "--plan pr_alpha=0: must be a number in (0, 1)"),
+        (["--plan", "miss_alpha=nan"], "--plan miss_alpha=nan: must be a number in (0, 1)"),
+        (["--plan", "miss_alpha=-0.01"], "--plan miss_alpha=-0.01: must be a number in (0, 1)"),
+        (["--plan", "miss_alpha=1"], "--plan miss_alpha=1: must be a number in (0, 1)"),
+        (
+            ["--plan", "alpha=0.02", "--plan", "miss_alpha=0.01"],
+            "plan: miss_alpha 0.01 is below alpha 0.02: need miss_alpha >= alpha",
+        ),
+        (["--plan", "min_rounds=1", "--plan", "max_rounds=1"], "plan: the first look at 1 rounds can never decide"),
+        (
+            ["--plan", "method=signed_rank"],
+            "--plan 'method=signed_rank': expected KEY=VALUE with KEY one of",
+        ),  # not a knob any more
+        (["--plan", "looks"], "--plan 'looks': expected KEY=VALUE"),
+        (["--calibrate", "--plan", "rounds=2"], "a calibration needs --plan rounds >= 3"),
+        (
+            ["--calibrate", "--base", "main"],
+            "unrecognized arguments: --base main (python -m ci.speed.calibrate --help)",
+        ),
+        (["--replay", RECORD, "--calibrate"], "unrecognized arguments: --calibrate (python -m ci.speed --help)"),
+        (["--decisions", "3"], "--decisions only applies to --replay"),
+        (["--replay", RECORD, "--decisions", "0"], "--decisions must be >= 1"),
+        (["--replay", RECORD, "--shape", "square_m08192_n08192_k08192"], "--shape does not apply to --replay"),
+        (["--replay", RECORD, "--plan", "rounds=10"], "--plan rounds does not apply to --replay"),
+        (["--replay", RECORD, "--plan", "restart_every=1"], "--plan restart_every does not apply to --replay"),
+        (["--replay", "no-such-record.json"], "--replay no-such-record.json: no such file"),
+        (["--working-tree", "--head", "main"], "--head and --working-tree: choose one"),
+        (["--json", "/proc/no-such-dir/v.json"], "--json /proc/no-such-dir/v.json: cannot write there"),
+        (["--max-minutes", "soon"], "argument --max-minutes: invalid float value: 'soon'"),
+        (["--device", "cuda:0,0"], "--device 'cuda:0,0': a GPU is named twice"),
+        (["--device", "rocm"], "--device 'rocm': expected auto, cpu, cuda, or cuda:LIST of GPU indices"),
+        (["--arch", "sm_90,gfx950"], "--arch 'sm_90,gfx950': expected one of auto, sm_90, gfx950, cpu"),
+        (["--kernel", "a/b"], "--kernel 'a/b': expected a name or a pattern"),
+        (["--engine", "fresh"], "unrecognized arguments: --engine fresh"),  # retired with the fresh-process engine
+        (["--write"], "unrecognized arguments: --write"),  # the calibration's own options are on its front only
+        (["--calibrate", "--changes", "c.json"], "unrecognized arguments: --changes c.json"),
+        (["--replay", RECORD, "--refit"], "unrecognized arguments: --refit"),
+        (["--calibrate", "--assume-aa", "why"], "--assume-aa says why --aa-records are A/A: give the records"),
+        (["--calibrate", "--aa-records", "no-such.json"], "--aa-records no-such.json: no such file"),
+        (["--noise", "no-such-model.json"], "--noise no-such-model.json: no such file"),
+        (["--plan", "noise=maybe"], "--plan noise=maybe: expected on or off"),
+        (["--plan", "spending=4,0,1"], "--plan spending=4,0,1: must be a list of numbers > 0"),
+        (
+            ["--plan", "pass_rounds=3"],
+            "--plan 'pass_rounds=3': expected KEY=VALUE with KEY one of",
+        ),  # retired in issue 37
+        (["--plan", "rule=maybe"], "--plan rule=maybe: expected zone (version 6, the default) or band"),
+        (
+            ["--plan", "spending=1,1"],
+            "plan: spending (1.0, 1.0) needs one share per look (9 looks)",
+        ),  # fits neither plan
+        (
+            ["--plan", "noise=off", "--plan", "spending=1,1,1,1,1,2"],
+            "needs one share per look (8 looks)",
+        ),  # the t plan decides
+    ],
+)
 def test_a_bad_option_is_one_line_and_exit_2(capsys, argv, message):
     assert exit_code(argv) == 2
     err = capsys.readouterr().err.splitlines()
@@ -93,8 +120,15 @@ def exit_code(argv: list[str]) -> int:
         return int(exc.code)
 
 
-@pytest.mark.parametrize("value, message", [("soon", "expected a number of seconds"), ("0", "must be a finite number of seconds > 0"),
-                                            ("-5", "must be a finite number of seconds > 0"), ("nan", "must be a finite number")])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("soon", "expected a number of seconds"),
+        ("0", "must be a finite number of seconds > 0"),
+        ("-5", "must be a finite number of seconds > 0"),
+        ("nan", "must be a finite number"),
+    ],
+)
 def test_a_bad_grace_is_refused_naming_the_variable(monkeypatch, capsys, value, message):
     monkeypatch.setenv(GRACE_ENV, value)
     assert exit_code([]) == 2
@@ -114,19 +148,45 @@ def test_a_bad_thresholds_file_is_an_option_error(tmp_path, capsys):
     bad.write_text(json.dumps({"schema": "mxfp4-speed-thresholds/1", "default_threshold": 2}))
     assert exit_code(["--thresholds", str(bad)]) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith(f"python -m ci.speed: error: --thresholds {bad}: default_threshold: must be a fraction in (0, 1)")
+    assert line.startswith(
+        f"python -m ci.speed: error: --thresholds {bad}: default_threshold: must be a fraction in (0, 1)"
+    )
 
 
 def test_the_options_are_one_frozen_object_with_the_rule_and_plan_asked_for():
-    options = options_of("--plan", "allow_throttle=sw_power_cap", "--plan", "clock_floor_mhz=1000", "--plan", "max_rounds=30",
-                         "--timing", "rep_ms=200", "--max-minutes", "0", "--device", "cuda:0,2")
+    options = options_of(
+        "--plan",
+        "allow_throttle=sw_power_cap",
+        "--plan",
+        "clock_floor_mhz=1000",
+        "--plan",
+        "max_rounds=30",
+        "--timing",
+        "rep_ms=200",
+        "--max-minutes",
+        "0",
+        "--device",
+        "cuda:0,2",
+    )
     assert options.mode is Mode.GATE and options.head == "HEAD" and options.device == "cuda" and options.gpus == (0, 2)
     rule = options.exclusion_rule()
-    assert "sw_power_cap" not in rule.slowdown_reasons and "hw_slowdown" in rule.slowdown_reasons and rule.clock_floor_mhz == 1000
+    assert (
+        "sw_power_cap" not in rule.slowdown_reasons
+        and "hw_slowdown" in rule.slowdown_reasons
+        and rule.clock_floor_mhz == 1000
+    )
     # A partial plan is completed from the gate's plan: its first look, its number of looks, its rules.
     plan = options.the_plan()
-    assert plan.max_rounds == 30 and plan.min_rounds == WARM_PLAN.min_rounds and len(plan.look_points) == len(WARM_PLAN.look_points)
-    assert (plan.alpha_per_tail, plan.futility, plan.miss_alpha) == (WARM_PLAN.alpha_per_tail, WARM_PLAN.futility, WARM_PLAN.miss_alpha)
+    assert (
+        plan.max_rounds == 30
+        and plan.min_rounds == WARM_PLAN.min_rounds
+        and len(plan.look_points) == len(WARM_PLAN.look_points)
+    )
+    assert (plan.alpha_per_tail, plan.futility, plan.miss_alpha) == (
+        WARM_PLAN.alpha_per_tail,
+        WARM_PLAN.futility,
+        WARM_PLAN.miss_alpha,
+    )
     assert options.round_limit() == 45 and options.timing_overrides == {"rep_ms": 200.0} and options.max_minutes is None
     assert options_of("--plan", "looks=5,10,20").the_plan().look_points == (5, 10, 20)
     assert options_of("--plan", "rounds=7").round_limit() == 7 and options_of().restart_every == 2
@@ -150,7 +210,12 @@ def test_a_replay_completes_a_partial_plan_from_the_recorded_plan_not_another():
     assert options.mode is Mode.REPLAY and options.decisions == 4
     first = plan_of(json.load(open("docs/data/h200_gpu_cost/slow_one.json"))["plan"])  # version 2: no rule of version 3
     replanned = options.the_plan(first)
-    assert replanned.max_rounds == 14 and not replanned.alpha_per_tail and not replanned.futility and replanned.alpha == first.alpha
+    assert (
+        replanned.max_rounds == 14
+        and not replanned.alpha_per_tail
+        and not replanned.futility
+        and replanned.alpha == first.alpha
+    )
     recorded = WARM_PLAN.with_alpha(0.2)
     assert options_of("--replay", RECORD).the_plan(recorded) == recorded  # no key given: the record's own plan
 
@@ -159,7 +224,9 @@ def test_the_miss_alpha_stays_per_benchmark_while_the_pr_alpha_is_shared():
     default = options_of().plan_for(10)
     assert default.alpha == pytest.approx(0.001) and default.miss_alpha == WARM_PLAN.miss_alpha == 0.01
     asked = options_of("--plan", "miss_alpha=0.05").plan_for(10)
-    assert asked.alpha == pytest.approx(0.001) and asked.miss_alpha == 0.05 and asked.look_points == WARM_PLAN.look_points
+    assert (
+        asked.alpha == pytest.approx(0.001) and asked.miss_alpha == 0.05 and asked.look_points == WARM_PLAN.look_points
+    )
     # An alpha above the miss alpha takes it along: a per-benchmark alpha, or the per-PR alpha over one benchmark.
     assert options_of("--plan", "alpha=0.02").plan_for(10).miss_alpha == 0.02
     single = options_of("--plan", "pr_alpha=0.05").plan_for(1)
@@ -170,10 +237,12 @@ def test_the_miss_alpha_stays_per_benchmark_while_the_pr_alpha_is_shared():
 def test_a_record_of_the_retired_plan_is_refused_with_the_reason(capsys):
     assert exit_code(["--replay", RETIRED]) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith(f"python -m ci.speed: error: {RETIRED} was decided with the signed-rank plan") and "retired in issue 28" in line
+    assert (
+        line.startswith(f"python -m ci.speed: error: {RETIRED} was decided with the signed-rank plan")
+        and "retired in issue 28" in line
+    )
     assert exit_code(["--replay", RETIRED, "--plan", "max_rounds=30"]) == 2  # a plan given does not re-judge it either
     assert "signed-rank plan" in capsys.readouterr().err
-
 
 
 def test_calibrate_has_its_own_time_budget_and_restarts_and_the_gate_its_own():

@@ -20,10 +20,18 @@ import pytest
 from ci.speed import gate
 
 DATA = Path(__file__).resolve().parents[1] / "docs" / "data"
-RECORDS = sorted(p for p in [*DATA.glob("h200_gpu_cost*/*.json"), *DATA.glob("h200_history_cost/*.json"),
-                             DATA / "h200_speed_gate_rounds.json"]
-                 if (data := json.loads(p.read_text())) and isinstance(data, dict)
-                 and data.get("schema") == "mxfp4-speed-gate/1" and data.get("mode") != "error")
+RECORDS = sorted(
+    p
+    for p in [
+        *DATA.glob("h200_gpu_cost*/*.json"),
+        *DATA.glob("h200_history_cost/*.json"),
+        DATA / "h200_speed_gate_rounds.json",
+    ]
+    if (data := json.loads(p.read_text()))
+    and isinstance(data, dict)
+    and data.get("schema") == "mxfp4-speed-gate/1"
+    and data.get("mode") != "error"
+)
 RETIRED = {"h200_gpu_cost/slow_one_fresh.json", "h200_speed_gate_rounds.json"}  # the signed-rank plan's
 
 
@@ -39,8 +47,11 @@ def test_the_records_are_all_here():
     assert RETIRED <= names and len(names - RETIRED) == 21, sorted(names)  # the count docs/SPEED_GATE.md states
 
 
-@pytest.mark.parametrize("record", [p for p in RECORDS if p.relative_to(DATA).as_posix() not in RETIRED],
-                         ids=lambda p: p.relative_to(DATA).as_posix())
+@pytest.mark.parametrize(
+    "record",
+    [p for p in RECORDS if p.relative_to(DATA).as_posix() not in RETIRED],
+    ids=lambda p: p.relative_to(DATA).as_posix(),
+)
 def test_a_warm_plan_record_replays_to_its_verdicts(record, tmp_path):
     recorded = json.loads(record.read_text())
     code, err = replay(record, tmp_path / "replay.json")
@@ -59,7 +70,10 @@ def test_a_warm_plan_record_replays_to_its_verdicts(record, tmp_path):
         if was.get("stopped_by") not in (None, "decision"):  # the result keeps the code; the record gets the words
             assert now["decision"]["reason"] == was["decision"]["reason"], was["id"]
         for key in ("point", "low", "high"):  # float rounding of another numpy may differ in the last bit
-            assert now["decision"]["estimate"][key] == pytest.approx(was["decision"]["estimate"][key], rel=1e-12), (was["id"], key)
+            assert now["decision"]["estimate"][key] == pytest.approx(was["decision"]["estimate"][key], rel=1e-12), (
+                was["id"],
+                key,
+            )
 
 
 @pytest.mark.parametrize("name", sorted(RETIRED))

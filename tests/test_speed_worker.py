@@ -100,7 +100,11 @@ def test_assign_devices_balances_by_cost_and_uses_every_device():
     assert max(loads.values()) - min(loads.values()) <= max(b.k for b in benches)  # longest-first greedy bound
     assert all(plan.values())
     # Fewer benchmarks than devices: every device listed, the spare one empty; earlier load is respected.
-    assert assign_devices(benches[:2], [0, 1, 2], estimated_seconds, load={0: 100.0}) == {0: [], 1: [benches[0]], 2: [benches[1]]}
+    assert assign_devices(benches[:2], [0, 1, 2], estimated_seconds, load={0: 100.0}) == {
+        0: [],
+        1: [benches[0]],
+        2: [benches[1]],
+    }
     with pytest.raises(ValueError, match="twice"):
         assign_devices(benches, [0, 0])
     with pytest.raises(ValueError, match="no devices"):
@@ -112,7 +116,9 @@ def test_a_worker_is_pinned_within_what_the_parent_sees(tmp_path):
     assert visible_devices_variable({}, rocm_marker=no_rocm) == "CUDA_VISIBLE_DEVICES"
     assert visible_devices_variable({"HIP_VISIBLE_DEVICES": "1"}, rocm_marker=no_rocm) == "HIP_VISIBLE_DEVICES"
     assert pinned_environment(2, {}, "CUDA_VISIBLE_DEVICES") == {"CUDA_VISIBLE_DEVICES": "2"}
-    assert pinned_environment(1, {"CUDA_VISIBLE_DEVICES": "4,6"}, "CUDA_VISIBLE_DEVICES") == {"CUDA_VISIBLE_DEVICES": "6"}
+    assert pinned_environment(1, {"CUDA_VISIBLE_DEVICES": "4,6"}, "CUDA_VISIBLE_DEVICES") == {
+        "CUDA_VISIBLE_DEVICES": "6"
+    }
     with pytest.raises(ValueError, match="only 2 device"):
         pinned_environment(2, {"CUDA_VISIBLE_DEVICES": "4,6"}, "CUDA_VISIBLE_DEVICES")
 
@@ -144,7 +150,8 @@ def test_warm_workers_alternate_measure_many_times_and_restart(sides, capsys):
         assert [{rec["worker_generation"] for rec in _records(r, side).values()} for r in rounds] == [{0}, {0}, {1}]
         assert [p["pid"] for r in rounds for p in r["processes"] if p["side"] == side] == [min(p) for p in pids]
     assert {rec["worker_pid"] for r in rounds for rec in _records(r, "base").values()}.isdisjoint(
-        {rec["worker_pid"] for r in rounds for rec in _records(r, "head").values()})
+        {rec["worker_pid"] for r in rounds for rec in _records(r, "head").values()}
+    )
     for rnd in rounds:
         # Benchmark by benchmark, the sides in the round's order, each pair adjacent in time.
         times = [(_records(rnd, side)[b.id]["measured_at"], b.id, side) for b in benches for side in rnd["order"]]
@@ -164,8 +171,10 @@ def test_warm_workers_alternate_measure_many_times_and_restart(sides, capsys):
     assert cost["processes_started"] == 4 and cost["measure_s"] > 0
 
     with capsys.disabled():
-        print(f"\nwarm: 3 rounds x 2 benchmarks x 2 sides in {warm_wall:.1f} s: start-up {cost['startup_s']:.1f} s "
-              f"(4 processes), measuring {cost['measure_s']:.1f} s")
+        print(
+            f"\nwarm: 3 rounds x 2 benchmarks x 2 sides in {warm_wall:.1f} s: start-up {cost['startup_s']:.1f} s "
+            f"(4 processes), measuring {cost['measure_s']:.1f} s"
+        )
 
 
 def test_the_workers_that_survey_are_the_ones_that_measure_and_the_survey_is_counted(sides, tmp_path):
@@ -177,7 +186,9 @@ def test_the_workers_that_survey_are_the_ones_that_measure_and_the_survey_is_cou
         f.write("\nraise RuntimeError('injected: this side does not import')\n")
     with WarmEngine([*sides, Side("broken", broken)], device="cpu", budget=BUDGET, devices=[0, 1]) as engine:
         answers = engine.survey({"base": request, "head": request, "broken": request})
-        assert isinstance(answers["broken"], WorkerFailed) and "injected: this side does not import" in str(answers["broken"])
+        assert isinstance(answers["broken"], WorkerFailed) and "injected: this side does not import" in str(
+            answers["broken"]
+        )
         for side in ("base", "head"):
             (check,) = answers[side]["correctness"]
             assert answers[side]["device"] == "cpu" and check["status"] == "pass", answers[side]
@@ -205,8 +216,9 @@ def test_three_devices_keep_pairs_together_and_report_a_failing_device(sides, sa
     # ~0.3 s, even with another process busy on both cores of a 2-core CPU: 10 s leaves a wide margin.
     # The gate's default cadence restarts the workers before the third round: its hang then strikes while the new
     # generation prepares (preparing runs every launch once), so the setup read gets the same 10 s limit.
-    with WarmEngine(sides, device="cpu", budget=BUDGET, devices=[0, 1, 2], measure_timeout_s=10,
-                    setup_timeout_s=10) as engine:
+    with WarmEngine(
+        sides, device="cpu", budget=BUDGET, devices=[0, 1, 2], measure_timeout_s=10, setup_timeout_s=10
+    ) as engine:
         first = engine.measure_round(names, benches, round_index=0).to_json()
         device_of = {}
         for b in benches:
@@ -290,8 +302,10 @@ def test_closing_the_engine_kills_a_worker_busy_timing_at_once(sides, sabotage):
         head = engine.devices[0].workers["head"]
         sabotage.write_text("hang 0")
         errors: list[BaseException] = []
-        measuring = threading.Thread(target=_catching(errors, lambda: engine.measure_round(["base", "head"], benches,
-                                                                                          round_index=1)), daemon=True)
+        measuring = threading.Thread(
+            target=_catching(errors, lambda: engine.measure_round(["base", "head"], benches, round_index=1)),
+            daemon=True,
+        )
         measuring.start()
         deadline = time.monotonic() + 120
         while not head.busy and time.monotonic() < deadline:  # the base has measured; the head's timing hangs
@@ -313,6 +327,7 @@ def _catching(errors: list[BaseException], action):
             action()
         except BaseException as exc:  # noqa: BLE001 -- reported by the test
             errors.append(exc)
+
     return run
 
 
@@ -351,7 +366,8 @@ def test_a_restart_promotes_prespawned_spares_and_counts_only_their_device_start
         assert promoted["startup_s"] < cold["startup_s"]
     cost = cost_summary([first, second])
     assert cost["overlapped_startup_s"] == pytest.approx(
-        sum(_worker(second, side)["overlapped_startup_s"] for side in names), abs=0.01)
+        sum(_worker(second, side)["overlapped_startup_s"] for side in names), abs=0.01
+    )
     assert cost["overlapped_startup_s"] > 0 and cost["processes_started"] == 4
     assert set(cost) == {"startup_s", "overlapped_startup_s", "measure_s", "processes_started", "device_wall_s"}
 

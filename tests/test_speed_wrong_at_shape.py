@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from test_asv_suite import git, make_project
 from test_speed_gate import run_gate
 
@@ -20,9 +19,26 @@ SHAPE = "cpu_m00128_n00128_k02048"
 BENCH = f"torch_dequant[bf16]/{SHAPE}"
 # One benchmark, a one-look plan of 2 rounds, a 50% interval (alpha 0.25 per tail), a short timing budget
 # (as tests/test_speed_gate.py's SMALL).
-ARGS = ["--kernel", "torch_dequant", "--config", "bf16", "--shape", SHAPE,
-        "--plan", "min_rounds=2", "--plan", "max_rounds=2", "--plan", "round_budget=2", "--plan", "alpha=0.25",
-        *[f"--timing={t}" for t in ("warmup_ms=30", "max_warmup_ms=5000", "rep_ms=100", "min_reps=5", "steady_tolerance=1000")]]
+ARGS = [
+    "--kernel",
+    "torch_dequant",
+    "--config",
+    "bf16",
+    "--shape",
+    SHAPE,
+    "--plan",
+    "min_rounds=2",
+    "--plan",
+    "max_rounds=2",
+    "--plan",
+    "round_budget=2",
+    "--plan",
+    "alpha=0.25",
+    *[
+        f"--timing={t}"
+        for t in ("warmup_ms=30", "max_warmup_ms=5000", "rep_ms=100", "min_reps=5", "steady_tolerance=1000")
+    ],
+]
 
 WRONG_AT_SHAPE = """
 
@@ -111,10 +127,15 @@ def test_once_the_pr_has_failed_no_round_starts_unless_all_verdicts_are_asked(re
     assert undecided["stopped_by"] == "pr failed" and undecided["verdict"] == "inconclusive"
     assert "measuring stopped once the PR had failed" in undecided["decision"]["reason"]
     assert "not decided: the PR had already failed" in stopped.stdout
-    assert "(1 not decided: the PR had failed)" in stopped.stdout.splitlines()[0] and "inconclusive" not in stopped.stdout.splitlines()[0]
+    assert (
+        "(1 not decided: the PR had failed)" in stopped.stdout.splitlines()[0]
+        and "inconclusive" not in stopped.stdout.splitlines()[0]
+    )
     assert "**1 not decided**" in stopped.stdout and "**1 inconclusive**" not in stopped.stdout
 
-    every = run_gate(repo, "--base", "main", "--head", "wrong", *args, "--all-verdicts", "--json", str(tmp_path / "all.json"))
+    every = run_gate(
+        repo, "--base", "main", "--head", "wrong", *args, "--all-verdicts", "--json", str(tmp_path / "all.json")
+    )
     assert every.returncode == 1, (every.stdout + every.stderr)[-4000:]
     record = json.loads((tmp_path / "all.json").read_text())
     assert len(record["rounds"]) == 2  # the plan's one look, at 2 rounds

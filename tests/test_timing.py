@@ -3,7 +3,6 @@ sees an injected slowdown. CPU tests use time.perf_counter; the device-event pat
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 import torch
@@ -187,7 +186,7 @@ def test_measure_gemm_hands_each_input_set_its_own_seeded_operands():
 
 def test_measure_gemm_rejects_an_empty_shape():
     with pytest.raises(ValueError, match="must be positive"):
-        timing.measure_gemm(lambda a, b, out: (lambda: None), 0, 64, 256, device="cpu", budget=FAST)
+        timing.measure_gemm(lambda a, b, out: lambda: None, 0, 64, 256, device="cpu", budget=FAST)
 
 
 @pytest.mark.gpu
@@ -221,6 +220,7 @@ def _counted_launches():
     def launch(name):
         def run():
             calls[name] += 1
+
         return run
 
     return calls, launch
@@ -229,7 +229,9 @@ def _counted_launches():
 def test_a_primed_timing_skips_priming_and_still_warms_up_until_steady():
     """A warm worker's repeat timing (``primed``): no priming launch, the warm-up and samples as before."""
     calls, launch = _counted_launches()
-    budget = timing.TimingBudget(warmup_ms=0.0, chunk_ms=0.0, rep_ms=0.0, min_reps=6, max_reps=6, steady_tolerance=1000.0)
+    budget = timing.TimingBudget(
+        warmup_ms=0.0, chunk_ms=0.0, rep_ms=0.0, min_reps=6, max_reps=6, steady_tolerance=1000.0
+    )
     first = timing.benchmark([launch("a"), launch("b")], flops=1, device="cpu", budget=budget)
     primed_from = dict(calls)
     again = timing.benchmark([launch("a"), launch("b")], flops=1, device="cpu", budget=budget, primed=True)
@@ -242,22 +244,29 @@ def test_a_primed_timing_skips_priming_and_still_warms_up_until_steady():
 def test_a_settled_timing_warms_up_with_one_launch_and_judges_steadiness_on_its_samples():
     """A warm worker's repeat timing on a GPU (``settled``): one warm-up launch, then the samples."""
     calls, launch = _counted_launches()
-    budget = timing.TimingBudget(warmup_ms=10_000.0, chunk_ms=0.0, rep_ms=0.0, min_reps=6, max_reps=6, steady_tolerance=1000.0)
-    settled = timing.benchmark([launch("a"), launch("b")], flops=1, device="cpu", budget=budget, primed=True, settled=True)
+    budget = timing.TimingBudget(
+        warmup_ms=10_000.0, chunk_ms=0.0, rep_ms=0.0, min_reps=6, max_reps=6, steady_tolerance=1000.0
+    )
+    settled = timing.benchmark(
+        [launch("a"), launch("b")], flops=1, device="cpu", budget=budget, primed=True, settled=True
+    )
     assert settled.warmup_launches == 1 and sum(calls.values()) == 1 + 6  # no priming, no 10 s warm-up
     assert settled.steady  # any spread is within a tolerance of 1000x
     with pytest.raises(ValueError, match="settled"):
         timing.benchmark([launch("a")], flops=1, device="cpu", budget=budget, settled=True)
 
 
-@pytest.mark.parametrize("samples, steady", [
-    ([1.0] * 9, True),
-    ([1.0, 1.02, 0.99] * 3, True),  # noise within 3%: the thirds' medians agree
-    ([1.0] * 3 + [1.0] * 3 + [1.1] * 3, False),  # the last third 10% slower: a clock falling
-    ([1.2] * 3 + [1.0] * 6, False),  # the first third slow: not settled when timing began
-    ([5.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0], True),  # one slow launch moves no median
-    ([1.0, 1.0], False),  # too few to judge
-])
+@pytest.mark.parametrize(
+    "samples, steady",
+    [
+        ([1.0] * 9, True),
+        ([1.0, 1.02, 0.99] * 3, True),  # noise within 3%: the thirds' medians agree
+        ([1.0] * 3 + [1.0] * 3 + [1.1] * 3, False),  # the last third 10% slower: a clock falling
+        ([1.2] * 3 + [1.0] * 6, False),  # the first third slow: not settled when timing began
+        ([5.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0], True),  # one slow launch moves no median
+        ([1.0, 1.0], False),  # too few to judge
+    ],
+)
 def test_samples_steady_compares_the_medians_of_the_thirds(samples, steady):
     from harness.timing.sampling import samples_steady
 

@@ -23,16 +23,52 @@ def _bad_cases():
     a, b, out = good()
     yield "a.data dtype", MXFP4Tensor(a.data.to(torch.int8), a.scales), b, out, r"a\.data: dtype must be torch\.uint8"
     yield "b.scales dtype", a, MXFP4Tensor(b.data, b.scales.float()), out, r"b\.scales: dtype must be torch\.uint8"
-    yield "packed K mismatch", a, MXFP4Tensor(b.data[:, :128].contiguous(), b.scales[:, :8].contiguous()), out, r"b: K = 256 does not match a's K = 512"
-    yield "scale shape", MXFP4Tensor(a.data, a.scales[:, :-1].contiguous()), b, out, r"a\.scales: shape \(256, 15\) does not match K = 512"
+    yield (
+        "packed K mismatch",
+        a,
+        MXFP4Tensor(b.data[:, :128].contiguous(), b.scales[:, :8].contiguous()),
+        out,
+        r"b: K = 256 does not match a's K = 512",
+    )
+    yield (
+        "scale shape",
+        MXFP4Tensor(a.data, a.scales[:, :-1].contiguous()),
+        b,
+        out,
+        r"a\.scales: shape \(256, 15\) does not match K = 512",
+    )
     yield "scale rows", a, MXFP4Tensor(b.data, b.scales[:-1].contiguous()), out, r"b\.scales: has 255 rows"
-    yield "K not multiple of 32", MXFP4Tensor(torch.zeros(M, 24, dtype=torch.uint8), torch.zeros(M, 1, dtype=torch.uint8)), b, out, r"a: K = 48 .* not a multiple of 32"
-    yield "non-contiguous data", MXFP4Tensor(torch.zeros(K // 2, M, dtype=torch.uint8).T, a.scales), b, out, r"a\.data: must be contiguous"
+    yield (
+        "K not multiple of 32",
+        MXFP4Tensor(torch.zeros(M, 24, dtype=torch.uint8), torch.zeros(M, 1, dtype=torch.uint8)),
+        b,
+        out,
+        r"a: K = 48 .* not a multiple of 32",
+    )
+    yield (
+        "non-contiguous data",
+        MXFP4Tensor(torch.zeros(K // 2, M, dtype=torch.uint8).T, a.scales),
+        b,
+        out,
+        r"a\.data: must be contiguous",
+    )
     yield "out dtype", a, b, out.float(), r"out: dtype must be torch\.bfloat16"
     yield "out shape", a, b, out[:, :128].contiguous(), r"out: shape \(256, 128\) must be \[M, N\] = \[256, 256\]"
     yield "out non-contiguous", a, b, torch.empty(N, M, dtype=torch.bfloat16).T, r"out: must be contiguous"
-    yield "devices differ", a, MXFP4Tensor(b.data.to("meta"), b.scales.to("meta")), out, r"a, b, out: must be on one device"
-    yield "data/scales devices differ", MXFP4Tensor(a.data, a.scales.to("meta")), b, out, r"a: data is on cpu but scales are on meta"
+    yield (
+        "devices differ",
+        a,
+        MXFP4Tensor(b.data.to("meta"), b.scales.to("meta")),
+        out,
+        r"a, b, out: must be on one device",
+    )
+    yield (
+        "data/scales devices differ",
+        MXFP4Tensor(a.data, a.scales.to("meta")),
+        b,
+        out,
+        r"a: data is on cpu but scales are on meta",
+    )
     yield "not an MXFP4Tensor", a.data, b, out, r"a: expected an MXFP4Tensor"
 
 
@@ -108,7 +144,8 @@ def test_a_kernel_module_that_fails_after_registering_raises_its_own_error_on_ev
         "from kernels.registry import Kernel, register\n\n\n"
         "@register\nclass Half(Kernel):\n    name = 'half_registered'\n    backend = 'torch'\n\n"
         "    def _prepare(self, a, b, out, config):\n        raise NotImplementedError\n\n\n"
-        "raise RuntimeError('injected: fails after registering')\n")
+        "raise RuntimeError('injected: fails after registering')\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(registry, "KERNEL_MODULES", (*registry.KERNEL_MODULES, "fails_after_registering"))
     monkeypatch.setattr(registry, "_loaded", False)

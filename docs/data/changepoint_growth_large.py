@@ -9,7 +9,6 @@ run from commit 10, each run given the previous run's change points), another se
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -31,13 +30,26 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("changepoint_growth_large.json"))
     args = parser.parse_args()
     started = time.monotonic()
-    rows = [{"kind": KIND, "series": args.series, "seed": args.seed, "since": since, **row}
-            for since, row in zip((10, 20), quality.growth_rate(args.series, KIND, cp.DEFAULT_THRESHOLD, args.seed, (10, 20)))]
-    write_json_atomic(args.out, {"command": " ".join(["python"] + sys.argv), "seconds": round(time.monotonic() - started, 1),
-                                 "later": quality.LATER, "rows": rows})
+    rows = [
+        {"kind": KIND, "series": args.series, "seed": args.seed, "since": since, **row}
+        for since, row in zip(
+            (10, 20), quality.growth_rate(args.series, KIND, cp.DEFAULT_THRESHOLD, args.seed, (10, 20))
+        )
+    ]
+    write_json_atomic(
+        args.out,
+        {
+            "command": " ".join(["python"] + sys.argv),
+            "seconds": round(time.monotonic() - started, 1),
+            "later": quality.LATER,
+            "rows": rows,
+        },
+    )
     for row in rows:
-        print(f"from commit {row['since']}: {row['first']} first publications, {row['first_false']} false, "
-              f"held 20 runs later {row['first_held']:.1%}; all (run, change point) pairs {row['all_held']:.2%}")
+        print(
+            f"from commit {row['since']}: {row['first']} first publications, {row['first_false']} false, "
+            f"held 20 runs later {row['first_held']:.1%}; all (run, change point) pairs {row['all_held']:.2%}"
+        )
     return 0
 
 

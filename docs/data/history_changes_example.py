@@ -64,17 +64,40 @@ def main(argv: list[str]) -> int:
         d = drift(s) if len(s.commits) >= DRIFT_MIN_COMMITS else None
         if d is not None:
             drifts.append(d.to_json())
-    data = {"schema": "mxfp4-history-changes/1", "results_commit": hashlib.sha1(b"asv-results tip").hexdigest(),
-            "site_url": "https://owner.github.io/repo/",
-            "machines": [{"machine": MACHINE, "commits": len(COMMITS), "benchmarks": len(series), "not_checked": None,
-                          "change_points": points, "drift": drifts,
-                          "drift_failed": [d["benchmark"] for d in drifts if d["failed"]]},
-                         {"machine": "compile-only", "commits": len(COMMITS), "benchmarks": 0,
-                          "not_checked": "compile-only counts have no timings", "change_points": [], "drift": [],
-                          "drift_failed": []}]}
+    data = {
+        "schema": "mxfp4-history-changes/1",
+        "results_commit": hashlib.sha1(b"asv-results tip").hexdigest(),
+        "site_url": "https://owner.github.io/repo/",
+        "machines": [
+            {
+                "machine": MACHINE,
+                "commits": len(COMMITS),
+                "benchmarks": len(series),
+                "not_checked": None,
+                "change_points": points,
+                "drift": drifts,
+                "drift_failed": [d["benchmark"] for d in drifts if d["failed"]],
+            },
+            {
+                "machine": "compile-only",
+                "commits": len(COMMITS),
+                "benchmarks": 0,
+                "not_checked": "compile-only counts have no timings",
+                "change_points": [],
+                "drift": [],
+                "drift_failed": [],
+            },
+        ],
+    }
     out.write_text(json.dumps(data, indent=1) + "\n")
     for p in points:
-        print(p["benchmark"], p["change"]["direction"], round(p["change"]["relative_change"], 4), p["change"]["index"], file=sys.stderr)
+        print(
+            p["benchmark"],
+            p["change"]["direction"],
+            round(p["change"]["relative_change"], 4),
+            p["change"]["index"],
+            file=sys.stderr,
+        )
     for d in drifts:
         print(d["benchmark"], "drift", round(d["drop"], 4), d["failed"], file=sys.stderr)
     return 0

@@ -19,8 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-WT = Path(os.environ["WT"]); sys.path[:0] = [str(WT), str(WT / "tests")]
-import synthetic_history as synthetic
+WT = Path(os.environ["WT"])
+sys.path[:0] = [str(WT), str(WT / "tests")]
+import synthetic_history as synthetic  # noqa: E402 (the worktree goes on the path first)
 
 work, template = Path(sys.argv[1]), Path(sys.argv[2])
 n = int(sys.argv[3]) if len(sys.argv) > 3 else 10000
@@ -29,25 +30,43 @@ shutil.rmtree(clone, ignore_errors=True)
 subprocess.run(["git", "clone", "--quiet", "--no-local", str(WT), str(clone)], check=True)
 subprocess.run(["git", "-C", str(clone), "remote", "remove", "origin"], check=True)
 subprocess.run(["git", "-C", str(clone), "checkout", "--quiet", "-B", "main"], check=True)
-t = time.monotonic(); synthetic.make_history(clone, synthetic.Spec(commits=n)); print("generate", round(time.monotonic() - t), flush=True)
+t = time.monotonic()
+synthetic.make_history(clone, synthetic.Spec(commits=n))
+print("generate", round(time.monotonic() - t), flush=True)
 shutil.copytree(template, clone / ".asv" / "env", symlinks=True)
 env = {**os.environ, "PYTHONPATH": str(clone), "HOME": str(work / "home"), "MXFP4_STACK_PYTHON": sys.executable}
-env.pop("TRITON_INTERPRET", None); env.pop("GITHUB_STEP_SUMMARY", None); (work / "home").mkdir(exist_ok=True)
+env.pop("TRITON_INTERPRET", None)
+env.pop("GITHUB_STEP_SUMMARY", None)
+(work / "home").mkdir(exist_ok=True)
 job = [sys.executable, "-m", "ci.history", "--machine", synthetic.Spec(n).gpu_machine]
 out = {"commits": n, "load_before": os.getloadavg()}
-for name, args in (("noop_cpu", ["--tracks=cpu", "--no-publish"]),
-                   ("setup_gpu", ["--tracks=gpu", "--no-publish", "--bench=GemmOnCpu\\.track_time\\('torch_dequant:bf16'"]),
-                   ("noop_gpu", ["--tracks=gpu", "--no-publish"]), ("noop_cpu_again", ["--tracks=cpu", "--no-publish"])):
+for name, args in (
+    ("noop_cpu", ["--tracks=cpu", "--no-publish"]),
+    ("setup_gpu", ["--tracks=gpu", "--no-publish", "--bench=GemmOnCpu\\.track_time\\('torch_dequant:bf16'"]),
+    ("noop_gpu", ["--tracks=gpu", "--no-publish"]),
+    ("noop_cpu_again", ["--tracks=cpu", "--no-publish"]),
+):
     report = work / f"{name}.json"
     t, c = time.monotonic(), os.times()
-    done = subprocess.run(["/usr/bin/time", "-f", "%U %S %M", "-o", str(work / f"{name}.time"), *job, *args, f"--json={report}"],
-                          cwd=clone, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        ["/usr/bin/time", "-f", "%U %S %M", "-o", str(work / f"{name}.time"), *job, *args, f"--json={report}"],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     (work / f"{name}.log").write_text(done.stdout + done.stderr)
     user, system, rss = (work / f"{name}.time").read_text().split()[-3:]
     data = json.loads(report.read_text()) if report.exists() else {}
-    out[name] = {"exit": done.returncode, "wall_s": round(time.monotonic() - t, 1), "cpu_s": round(float(user) + float(system), 1),
-                 "peak_rss_mib": round(int(rss) / 1024), "status": sorted(set(data.get("status", {}).values())),
-                 "nothing_new": data.get("nothing_new"), "steps": data.get("step_seconds")}
+    out[name] = {
+        "exit": done.returncode,
+        "wall_s": round(time.monotonic() - t, 1),
+        "cpu_s": round(float(user) + float(system), 1),
+        "peak_rss_mib": round(int(rss) / 1024),
+        "status": sorted(set(data.get("status", {}).values())),
+        "nothing_new": data.get("nothing_new"),
+        "steps": data.get("step_seconds"),
+    }
     print(name, json.dumps(out[name]), flush=True)
 out["load_after"] = os.getloadavg()
 (work / "noop.json").write_text(json.dumps(out, indent=1))

@@ -42,36 +42,69 @@ def branch(name: str, path: str, old: str, new: str, message: str) -> None:
 
 
 LAUNCH = "        def launch() -> None:\n            mxfp4_gemm_kernel[grid]("
-branch("exp/docs-only", "README.md", "# MXFP4 GEMM performance regression harness\n",
-       "# MXFP4 GEMM performance regression harness\n\n(An experiment branch: docs only.)\n", "docs only")
-branch("exp/comment-only", "kernels/triton_mxfp4.py", LAUNCH,
-       "        # A comment that changes nothing the GPU runs.\n        def launch() -> None:\n"
-       "            \"\"\"Launch once (a docstring that changes nothing).\"\"\"\n\n            mxfp4_gemm_kernel[grid](",
-       "triton_mxfp4: comments and a docstring only")
-branch("exp/torch-only", "kernels/torch_dequant.py",
-       "                out.copy_(torch.matmul(dequantize_fast(a, dtype), dequantize_fast(b, dtype).T))",
-       "                a_wide, b_wide = dequantize_fast(a, dtype), dequantize_fast(b, dtype)\n"
-       "                out.copy_(torch.matmul(a_wide, b_wide.T))",
-       "torch_dequant: name the dequantized operands (same work)")
-branch("exp/slow", "kernels/triton_mxfp4.py", LAUNCH,
-       "        def launch() -> None:\n            _slow_pass()\n            mxfp4_gemm_kernel[grid](",
-       "triton_mxfp4: one extra elementwise pass over C (speed-gate experiment)")
-Path("kernels/triton_mxfp4.py").write_text(Path("kernels/triton_mxfp4.py").read_text().replace(
-    "        def launch() -> None:\n            _slow_pass()\n",
-    "        def _slow_pass() -> None:\n            out.mul_(1)  # a read and a write of C; values unchanged\n\n"
-    "        def launch() -> None:\n            _slow_pass()\n", 1))
+branch(
+    "exp/docs-only",
+    "README.md",
+    "# MXFP4 GEMM performance regression harness\n",
+    "# MXFP4 GEMM performance regression harness\n\n(An experiment branch: docs only.)\n",
+    "docs only",
+)
+branch(
+    "exp/comment-only",
+    "kernels/triton_mxfp4.py",
+    LAUNCH,
+    "        # A comment that changes nothing the GPU runs.\n        def launch() -> None:\n"
+    '            """Launch once (a docstring that changes nothing)."""\n\n            mxfp4_gemm_kernel[grid](',
+    "triton_mxfp4: comments and a docstring only",
+)
+branch(
+    "exp/torch-only",
+    "kernels/torch_dequant.py",
+    "                out.copy_(torch.matmul(dequantize_fast(a, dtype), dequantize_fast(b, dtype).T))",
+    "                a_wide, b_wide = dequantize_fast(a, dtype), dequantize_fast(b, dtype)\n"
+    "                out.copy_(torch.matmul(a_wide, b_wide.T))",
+    "torch_dequant: name the dequantized operands (same work)",
+)
+branch(
+    "exp/slow",
+    "kernels/triton_mxfp4.py",
+    LAUNCH,
+    "        def launch() -> None:\n            _slow_pass()\n            mxfp4_gemm_kernel[grid](",
+    "triton_mxfp4: one extra elementwise pass over C (speed-gate experiment)",
+)
+Path("kernels/triton_mxfp4.py").write_text(
+    Path("kernels/triton_mxfp4.py")
+    .read_text()
+    .replace(
+        "        def launch() -> None:\n            _slow_pass()\n",
+        "        def _slow_pass() -> None:\n            out.mul_(1)  # a read and a write of C; values unchanged\n\n"
+        "        def launch() -> None:\n            _slow_pass()\n",
+        1,
+    )
+)
 git("commit", "-q", "-am", "triton_mxfp4: the extra pass as a function")
 git("checkout", "-q", "-B", "exp/faster", "exp/slow")
-Path("kernels/triton_mxfp4.py").write_text(Path("kernels/triton_mxfp4.py").read_text().replace(
-    "        def launch() -> None:\n            _slow_pass()\n", "        def launch() -> None:\n", 1))
+Path("kernels/triton_mxfp4.py").write_text(
+    Path("kernels/triton_mxfp4.py")
+    .read_text()
+    .replace("        def launch() -> None:\n            _slow_pass()\n", "        def launch() -> None:\n", 1)
+)
 git("commit", "-q", "-am", "triton_mxfp4: the extra pass removed (an improvement against exp/slow)")
 KERNEL_CALL = "**meta, **launch_options)\n"
-branch("exp/wrong-at-8192", "kernels/triton_mxfp4.py", KERNEL_CALL,
-       KERNEL_CALL + "            if m == 8192:\n                out[0].zero_()  # wrong only at the timed shape\n",
-       "triton_mxfp4: wrong only at M == 8192 (gate experiment)")
-branch("exp/all-launch-paths", "kernels/mxfp4.py", "from __future__ import annotations\n",
-       "from __future__ import annotations\n\n\ndef _experiment_helper(x: int) -> int:\n    return x + 1\n",
-       "mxfp4: an unused helper in the module every kernel imports (every launch path's source differs)")
+branch(
+    "exp/wrong-at-8192",
+    "kernels/triton_mxfp4.py",
+    KERNEL_CALL,
+    KERNEL_CALL + "            if m == 8192:\n                out[0].zero_()  # wrong only at the timed shape\n",
+    "triton_mxfp4: wrong only at M == 8192 (gate experiment)",
+)
+branch(
+    "exp/all-launch-paths",
+    "kernels/mxfp4.py",
+    "from __future__ import annotations\n",
+    "from __future__ import annotations\n\n\ndef _experiment_helper(x: int) -> int:\n    return x + 1\n",
+    "mxfp4: an unused helper in the module every kernel imports (every launch path's source differs)",
+)
 
 PREPARE = "kernels/triton_mxfp4.py"
 
@@ -89,35 +122,66 @@ def renamed(name: str, pairs: list[tuple[str, str]], message: str) -> None:
     git("commit", "-q", "-am", message)
 
 
-renamed("exp/neutral-1", [("launch_options = {} if", "options = {} if"), ("**meta, **launch_options)", "**meta, **options)")],
-        "triton_mxfp4: rename launch_options (speed-neutral A/A experiment)")
-renamed("exp/neutral-2", [("        grid = (triton.cdiv(", "        launch_grid = (triton.cdiv("),
-                          ("mxfp4_gemm_kernel[grid](a.data", "mxfp4_gemm_kernel[launch_grid](a.data")],
-        "triton_mxfp4: rename grid (speed-neutral A/A experiment)")
-renamed("exp/neutral-3", [("        meta = dict(\n            BLOCK_M", "        constants = dict(\n            BLOCK_M"),
-                          ("out, m, n, k, **meta, **launch_options)", "out, m, n, k, **constants, **launch_options)")],
-        "triton_mxfp4: rename meta (speed-neutral A/A experiment)")
+renamed(
+    "exp/neutral-1",
+    [("launch_options = {} if", "options = {} if"), ("**meta, **launch_options)", "**meta, **options)")],
+    "triton_mxfp4: rename launch_options (speed-neutral A/A experiment)",
+)
+renamed(
+    "exp/neutral-2",
+    [
+        ("        grid = (triton.cdiv(", "        launch_grid = (triton.cdiv("),
+        ("mxfp4_gemm_kernel[grid](a.data", "mxfp4_gemm_kernel[launch_grid](a.data"),
+    ],
+    "triton_mxfp4: rename grid (speed-neutral A/A experiment)",
+)
+renamed(
+    "exp/neutral-3",
+    [
+        ("        meta = dict(\n            BLOCK_M", "        constants = dict(\n            BLOCK_M"),
+        ("out, m, n, k, **meta, **launch_options)", "out, m, n, k, **constants, **launch_options)"),
+    ],
+    "triton_mxfp4: rename meta (speed-neutral A/A experiment)",
+)
 # The whole extra pass over C (exp/slow) cost the tracked config 0.75% (the recorded one-pass runs): ~0.72% its
 # 128 MiB read and written, ~0.03% the extra launch. A pass over 5/16 of the rows: 0.03 + 0.72 * 5/16 = 0.25%.
 # (The first cut spun the GPU with torch.cuda._sleep for ~23 us: it measured -0.12%, half of what its cycle count
 # said, and added its own noise.)
-renamed("exp/slow-0p25", [("        def launch() -> None:\n            mxfp4_gemm_kernel[grid](",
-                           "        # Issue 29's injected slowdown: the tracked config at 8192^3 only, ~0.25% of its time.\n"
-                           "        injected = self.name == \"triton_dot_scaled\" and config[\"BLOCK_K\"] == 128 and (m, n, k) == (8192, 8192, 8192)\n"
-                           "        part = out[: m * 5 // 16]\n\n"
-                           "        def launch() -> None:\n"
-                           "            if injected:\n                part.mul_(1)  # a read and a write of 5/16 of C; values unchanged\n"
-                           "            mxfp4_gemm_kernel[grid](")],
-        "triton_mxfp4: an extra pass over 5/16 of C before the tracked config's 8192^3 launch (a 0.25% slowdown, issue 29)")
+renamed(
+    "exp/slow-0p25",
+    [
+        (
+            "        def launch() -> None:\n            mxfp4_gemm_kernel[grid](",
+            "        # Issue 29's injected slowdown: the tracked config at 8192^3 only, ~0.25% of its time.\n"
+            '        injected = self.name == "triton_dot_scaled" and config["BLOCK_K"] == 128 and (m, n, k) == (8192, 8192, 8192)\n'
+            "        part = out[: m * 5 // 16]\n\n"
+            "        def launch() -> None:\n"
+            "            if injected:\n                part.mul_(1)  # a read and a write of 5/16 of C; values unchanged\n"
+            "            mxfp4_gemm_kernel[grid](",
+        )
+    ],
+    "triton_mxfp4: an extra pass over 5/16 of C before the tracked config's 8192^3 launch (a 0.25% slowdown, issue 29)",
+)
 # Issue 37's tuning PR: the tile order's GROUP_M (row tiles that share a column of B in L2; not in the config names,
 # so every benchmark keeps its id) retuned for three of the four Triton configs, as a kernel engineer's tuning change
 # would: effects of a few tenths of a percent to a few percent, both ways, differing by shape. The true effects are
 # measured with many rounds (docs/data/h200_zone.sh truth); the gate is judged on deciding every benchmark.
-renamed("exp/tuning", [('"m128_n128_k128_w8_s3": _config(128, 128, 128, num_warps=8, num_stages=3)',
-                        '"m128_n128_k128_w8_s3": _config(128, 128, 128, num_warps=8, num_stages=3, group_m=16)'),
-                       ('"m128_n256_k64_w8_s3": _config(128, 256, 64, num_warps=8, num_stages=3)',
-                        '"m128_n256_k64_w8_s3": _config(128, 256, 64, num_warps=8, num_stages=3, group_m=4)'),
-                       ('"m128_n128_k64_w8_s3": _config(128, 128, 64, num_warps=8, num_stages=3)',
-                        '"m128_n128_k64_w8_s3": _config(128, 128, 64, num_warps=8, num_stages=3, group_m=2)')],
-        "triton_mxfp4: GROUP_M retuned for three configs (issue 37's tuning PR)")
+renamed(
+    "exp/tuning",
+    [
+        (
+            '"m128_n128_k128_w8_s3": _config(128, 128, 128, num_warps=8, num_stages=3)',
+            '"m128_n128_k128_w8_s3": _config(128, 128, 128, num_warps=8, num_stages=3, group_m=16)',
+        ),
+        (
+            '"m128_n256_k64_w8_s3": _config(128, 256, 64, num_warps=8, num_stages=3)',
+            '"m128_n256_k64_w8_s3": _config(128, 256, 64, num_warps=8, num_stages=3, group_m=4)',
+        ),
+        (
+            '"m128_n128_k64_w8_s3": _config(128, 128, 64, num_warps=8, num_stages=3)',
+            '"m128_n128_k64_w8_s3": _config(128, 128, 64, num_warps=8, num_stages=3, group_m=2)',
+        ),
+    ],
+    "triton_mxfp4: GROUP_M retuned for three configs (issue 37's tuning PR)",
+)
 git("checkout", "-q", "main")

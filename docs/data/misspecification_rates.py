@@ -38,13 +38,17 @@ sys.path.insert(0, str(HERE))
 
 import replay_lib as L  # noqa: E402
 
-
 DEPARTURES = ("none", "t4", "ar1", "between_2x", "between_half", "head_3x_one", "first_round_slow", "first_round_fast")
-LABELS = {"none": "none (the model's own noise)", "t4": "t4 tails (same SD)", "ar1": "within-run AR(1) 0.5",
-          "between_2x": "between-worker variance 2x the model's",
-          "between_half": "between-worker SD = within/2 where the model says 0",
-          "head_3x_one": "one benchmark 3x noisier in the head", "first_round_slow": "each generation's first round 0.5% slower",
-          "first_round_fast": "each generation's first round 0.5% faster"}
+LABELS = {
+    "none": "none (the model's own noise)",
+    "t4": "t4 tails (same SD)",
+    "ar1": "within-run AR(1) 0.5",
+    "between_2x": "between-worker variance 2x the model's",
+    "between_half": "between-worker SD = within/2 where the model says 0",
+    "head_3x_one": "one benchmark 3x noisier in the head",
+    "first_round_slow": "each generation's first round 0.5% slower",
+    "first_round_fast": "each generation's first round 0.5% faster",
+}
 TRACKED = "triton_dot_scaled[m128_n128_k128_w8_s3]/square_m08192_n08192_k08192"
 AR, FIRST_ROUND, HEAD_K = 0.5, 0.005, 3.0
 # Version 5b's run: ~9 CPU-minutes in two processes (2500 s of wall on this 2-core machine at a load average of 12-15
@@ -54,8 +58,9 @@ TRIALS, MISS_TRIALS, SEED = 120, 10, 38
 _SETUP: dict = {}
 
 
-def draw_truth(rng: np.random.Generator, model, order, rounds: int, restart: int, departure: str,
-               noisy: str = TRACKED) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def draw_truth(
+    rng: np.random.Generator, model, order, rounds: int, restart: int, departure: str, noisy: str = TRACKED
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per benchmark: ``rounds`` log ratios (no effect) and worker generations, the model's noise with ``departure``."""
     if departure not in DEPARTURES:
         raise ValueError(f"departure must be one of {DEPARTURES} (got {departure!r})")
@@ -93,7 +98,7 @@ def draw_truth(rng: np.random.Generator, model, order, rounds: int, restart: int
             eps = rng.normal(0.0, sw, rounds)
         x = x + eps
         if departure == "head_3x_one" and b == noisy:  # a side's SD is the round's over sqrt 2
-            x = x + rng.normal(0.0, sw * math.sqrt((HEAD_K ** 2 - 1) / 2), rounds)
+            x = x + rng.normal(0.0, sw * math.sqrt((HEAD_K**2 - 1) / 2), rounds)
         if departure == "first_round_slow":
             x = x + np.where(firsts, math.log1p(-FIRST_ROUND), 0.0)
         if departure == "first_round_fast":
@@ -119,7 +124,9 @@ def chunk(task: tuple) -> dict[str, dict[float, list[L.PrResult]]]:
         rng = np.random.default_rng([*seed.generate_state(2), d_no])
         cells: dict[float, list[L.PrResult]] = {s: [] for s in shifts}
         for i in range(max(n, m)):
-            truth = draw_truth(rng, setup.model, setup.order, int(setup.plan.max_rounds), setup.restart, departure, noisy)
+            truth = draw_truth(
+                rng, setup.model, setup.order, int(setup.plan.max_rounds), setup.restart, departure, noisy
+            )
             wanted = [s for s in shifts if (i < m if s >= 1.0 else i < n)]
             for s, r in L.run_shifts(truth, setup, wanted).items():
                 cells[s].append(r)
@@ -133,8 +140,10 @@ def rates(args: argparse.Namespace) -> dict:
     if args.noisy not in setup.order:
         raise ValueError(f"--noisy {args.noisy} is not in the {args.selection} selection")
     began = time.time()
-    tasks = [(key, tuple(args.departures), sizes, seed, tuple(args.shifts), args.noisy)
-             for sizes, seed in L.chunks((args.trials, args.miss_trials), args.seed)]
+    tasks = [
+        (key, tuple(args.departures), sizes, seed, tuple(args.shifts), args.noisy)
+        for sizes, seed in L.chunks((args.trials, args.miss_trials), args.seed)
+    ]
     parts = L.in_processes(chunk, tasks, args.workers)
     rows = []
     for departure in args.departures:
@@ -145,26 +154,42 @@ def rates(args: argparse.Namespace) -> dict:
             cell = {"shift_of_threshold": s, "kind": kind, **L.tally(results, setup.order, kind)}
             if kind == "false alarm":
                 cell["undetected_pr_false_alarm"] = L.proportion(
-                    sum(r.first_regression is not None and not L.detected(r) for r in results), len(results))
+                    sum(r.first_regression is not None and not L.detected(r) for r in results), len(results)
+                )
             row["cells"].append(cell)
         rows.append(row)
-    return {"what": "the gate's error rates when the truth departs from the committed noise model",
-            "command": " ".join(["docs/data/misspecification_rates.py", *sys.argv[1:]]), "plan_object": args.plan_object,
-            "plan": L.plan_summary(setup.plan), "thresholds_file": str(args.thresholds), "noise_file": str(args.noise),
-            "selection": args.selection, "benchmarks": list(setup.order), "noisy_benchmark": args.noisy,
-            "thresholds": dict(setup.thresholds), "restart_every": setup.restart, "trials": args.trials,
-            "miss_trials": args.miss_trials, "seed": args.seed, "workers": args.workers,
-            "seconds": round(time.time() - began), "rows": rows}
+    return {
+        "what": "the gate's error rates when the truth departs from the committed noise model",
+        "command": " ".join(["docs/data/misspecification_rates.py", *sys.argv[1:]]),
+        "plan_object": args.plan_object,
+        "plan": L.plan_summary(setup.plan),
+        "thresholds_file": str(args.thresholds),
+        "noise_file": str(args.noise),
+        "selection": args.selection,
+        "benchmarks": list(setup.order),
+        "noisy_benchmark": args.noisy,
+        "thresholds": dict(setup.thresholds),
+        "restart_every": setup.restart,
+        "trials": args.trials,
+        "miss_trials": args.miss_trials,
+        "seed": args.seed,
+        "workers": args.workers,
+        "seconds": round(time.time() - began),
+        "rows": rows,
+    }
 
 
 def tables(data: dict) -> str:
-    lines = [f"Plan `{data['plan_object']}` (looks {data['plan'].get('look_points')}), {data['selection']} selection "
-             f"({len(data['benchmarks'])} benchmarks), truth from `{data['noise_file']}` with the departure; "
-             f"{data['trials']} PRs at 0 and t/2, {data['miss_trials']} at t, seed {data['seed']}:", "",
-             "| departure (the model not told) | PRs with a false regression, head unchanged | the same, every benchmark "
-             "slower by t/2 | detected (unchanged / t/2) | false regressions not detected (unchanged / t/2) | "
-             "guard fired (unchanged) | benchmarks at t: miss / inconclusive | mean rounds (unchanged) |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Plan `{data['plan_object']}` (looks {data['plan'].get('look_points')}), {data['selection']} selection "
+        f"({len(data['benchmarks'])} benchmarks), truth from `{data['noise_file']}` with the departure; "
+        f"{data['trials']} PRs at 0 and t/2, {data['miss_trials']} at t, seed {data['seed']}:",
+        "",
+        "| departure (the model not told) | PRs with a false regression, head unchanged | the same, every benchmark "
+        "slower by t/2 | detected (unchanged / t/2) | false regressions not detected (unchanged / t/2) | "
+        "guard fired (unchanged) | benchmarks at t: miss / inconclusive | mean rounds (unchanged) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for row in data["rows"]:
         by = {c["shift_of_threshold"]: c for c in row["cells"]}
         a, h, t = by.get(0.0), by.get(0.5), by.get(1.0)
@@ -173,22 +198,37 @@ def tables(data: dict) -> str:
             return L.pct(c[key]) if c else "-"
 
         det = f"{a['detected']['rate']:.1%} / {h['detected']['rate']:.1%}" if a and h else "-"
-        und = (f"{a['undetected_pr_false_alarm']['rate']:.2%} / {h['undetected_pr_false_alarm']['rate']:.2%}"
-               if a and h else "-")
-        miss = (f"{t['benchmark_miss']['rate']:.2%} / {t['benchmark_inconclusive']['rate']:.1%}" if t else "-")
-        lines.append(f"| {row['label']} | {cell(a, 'pr_false_alarm')} | {cell(h, 'pr_false_alarm')} | {det} | {und} | "
-                     f"{cell(a, 'guard_fired')} | {miss} | {a['mean_rounds'] if a else float('nan'):.1f} |")
+        und = (
+            f"{a['undetected_pr_false_alarm']['rate']:.2%} / {h['undetected_pr_false_alarm']['rate']:.2%}"
+            if a and h
+            else "-"
+        )
+        miss = f"{t['benchmark_miss']['rate']:.2%} / {t['benchmark_inconclusive']['rate']:.1%}" if t else "-"
+        lines.append(
+            f"| {row['label']} | {cell(a, 'pr_false_alarm')} | {cell(h, 'pr_false_alarm')} | {det} | {und} | "
+            f"{cell(a, 'guard_fired')} | {miss} | {a['mean_rounds'] if a else float('nan'):.1f} |"
+        )
     return "\n".join(lines)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--plan-object", default=L.DEFAULT_PLAN, help="module:NAME of the plan to evaluate")
     p.add_argument("--thresholds", type=Path, default=L.ROOT / "ci/speed_thresholds_h200.json")
-    p.add_argument("--noise", type=Path, default=L.ROOT / "ci/speed_noise_h200.json",
-                   help="the noise model: the truth's (before the departure) and the gate's")
-    p.add_argument("--selection", choices=L.SELECTIONS, default="triton",
-                   help="triton: the 20 Triton benchmarks (a kernel PR's); default: all 30")
+    p.add_argument(
+        "--noise",
+        type=Path,
+        default=L.ROOT / "ci/speed_noise_h200.json",
+        help="the noise model: the truth's (before the departure) and the gate's",
+    )
+    p.add_argument(
+        "--selection",
+        choices=L.SELECTIONS,
+        default="triton",
+        help="triton: the 20 Triton benchmarks (a kernel PR's); default: all 30",
+    )
     p.add_argument("--departures", nargs="+", choices=DEPARTURES, default=list(DEPARTURES))
     p.add_argument("--noisy", default=TRACKED, help="head_3x_one's benchmark (the tracked config)")
     L.add_run_arguments(p, TRIALS, MISS_TRIALS, SEED)

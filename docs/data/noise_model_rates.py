@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from ci.speed.decide.codes import Status  # noqa: E402
-from ci.speed.decide.exclusion import ExclusionRule, paired_rounds  # noqa: E402
+from ci.speed.decide.exclusion import ExclusionRule  # noqa: E402
 from ci.speed.decide.generations import run_noise  # noqa: E402
 from ci.speed.decide.noise_file import refit, run_of_record  # noqa: E402
 from ci.speed.decide.selection import Entry  # noqa: E402
@@ -56,8 +56,13 @@ from harness.paired.rounds import Round  # noqa: E402
 from harness.paired.sequential import RoundsNoise, sequential_decision  # noqa: E402
 
 DATA = ROOT / "docs" / "data"
-AA_RECORDS = ["h200_gpu_cost/aa_ten.json", "h200_gpu_cost_v2/aa_ten.json", "h200_gpu_cost_v4/aa_ten.json",
-              "h200_gpu_cost_v2/all_launch_paths.json", "h200_gpu_cost_v4/all_launch_paths.json"]
+AA_RECORDS = [
+    "h200_gpu_cost/aa_ten.json",
+    "h200_gpu_cost_v2/aa_ten.json",
+    "h200_gpu_cost_v4/aa_ten.json",
+    "h200_gpu_cost_v2/all_launch_paths.json",
+    "h200_gpu_cost_v4/all_launch_paths.json",
+]
 ASSUMED = {"h200_gpu_cost_v2/all_launch_paths.json", "h200_gpu_cost_v4/all_launch_paths.json"}
 WHY = "the head adds an unused helper to kernels/mxfp4.py: every launch path's source differs, no work changed"
 TRACKED = "triton_dot_scaled[m128_n128_k128_w8_s3]/square_m08192_n08192_k08192"
@@ -65,13 +70,47 @@ TRACKED = "triton_dot_scaled[m128_n128_k128_w8_s3]/square_m08192_n08192_k08192"
 # triton_upcast's from the pass's share of its time: a pass reads and writes C (~79 us per 128 MiB at the 3.4 TB/s
 # the recorded passes reached), over upcast's GEMM time at ~93 TFLOPS (the same arithmetic gives dot_scaled's recorded
 # -0.75/-0.37/-0.70/-0.30/-0.39% within 0.1%).
-SHAPES = ["square_m08192_n08192_k08192", "square_m16384_n16384_k16384", "llama31_70b_mlp_gate_up_m08192_n57344_k08192",
-          "llama31_70b_mlp_down_m08192_n08192_k28672", "llama31_405b_attn_qkv_m08192_n18432_k16384"]
-CONFIGS = ["triton_dot_scaled[m128_n128_k128_w8_s3]", "triton_dot_scaled[m128_n256_k64_w8_s3]",
-           "triton_upcast[m128_n128_k64_w8_s3]", "triton_upcast[m128_n128_k64_w8_s4]"]
+SHAPES = [
+    "square_m08192_n08192_k08192",
+    "square_m16384_n16384_k16384",
+    "llama31_70b_mlp_gate_up_m08192_n57344_k08192",
+    "llama31_70b_mlp_down_m08192_n08192_k28672",
+    "llama31_405b_attn_qkv_m08192_n18432_k16384",
+]
+CONFIGS = [
+    "triton_dot_scaled[m128_n128_k128_w8_s3]",
+    "triton_dot_scaled[m128_n256_k64_w8_s3]",
+    "triton_upcast[m128_n128_k64_w8_s3]",
+    "triton_upcast[m128_n128_k64_w8_s4]",
+]
 ORDER = [f"{c}/{s}" for c in CONFIGS for s in SHAPES]  # the gate's order (registry, config, shape)
-ONE_PASS = dict(zip(ORDER, [-0.0075, -0.0037, -0.0070, -0.0030, -0.0039, -0.0140, -0.0070, -0.0120, -0.0037, -0.0069,
-                            -0.0067, -0.0033, -0.0067, -0.0019, -0.0033, -0.0067, -0.0033, -0.0067, -0.0019, -0.0033]))
+ONE_PASS = dict(
+    zip(
+        ORDER,
+        [
+            -0.0075,
+            -0.0037,
+            -0.0070,
+            -0.0030,
+            -0.0039,
+            -0.0140,
+            -0.0070,
+            -0.0120,
+            -0.0037,
+            -0.0069,
+            -0.0067,
+            -0.0033,
+            -0.0067,
+            -0.0019,
+            -0.0033,
+            -0.0067,
+            -0.0033,
+            -0.0067,
+            -0.0019,
+            -0.0033,
+        ],
+    )
+)
 OVERHEAD_S, FIRST_ROUND_STARTUP_S, RESTART_S = 8.0, 12.0, 3.5  # gate wall outside rounds; surveys + start; a promotion
 # The spread the recorded runs' log variances suggest (harness.paired.noise._spread_log_variances on the five A/A
 # records): the held-out windows do not show it, but a truth this far from the model is the guard's and the t's test.
@@ -102,7 +141,11 @@ def runs_of(names):
 def timing_costs():
     """Median seconds of one timing per benchmark, first of a worker generation and repeat (the v4 records)."""
     first, repeat = {}, {}
-    for name in ["h200_gpu_cost_v4/all_launch_paths.json", "h200_gpu_cost_v4/slow_ten.json", "h200_gpu_cost_v4/aa_ten.json"]:
+    for name in [
+        "h200_gpu_cost_v4/all_launch_paths.json",
+        "h200_gpu_cost_v4/slow_ten.json",
+        "h200_gpu_cost_v4/aa_ten.json",
+    ]:
         seen = set()
         for rnd in load(name)["rounds"]:
             for proc in rnd["processes"]:
@@ -137,13 +180,15 @@ def held_out():
                 # Windows as the gate's looks see them: the first n rounds from a worker generation's first round.
                 starts = [i for i in range(len(x)) if i == 0 or g[i] != g[i - 1]]
                 for start in (i for i in starts if i + n <= len(x)):
-                    w, gw = x[start:start + n], g[start:start + n]
+                    w, gw = x[start : start + n], g[start : start + n]
                     windows += 1
                     ratios = np.exp(w)
                     for c in (0.9, 0.99, 0.999):
-                        ests = {"known variance": model_interval(ratios, gw, c, LookNoise(known, certain)),
-                                "model (gate)": model_interval(ratios, gw, c, LookNoise(entry, model.spread)),
-                                "own rounds": look_interval(ratios, c)}
+                        ests = {
+                            "known variance": model_interval(ratios, gw, c, LookNoise(known, certain)),
+                            "model (gate)": model_interval(ratios, gw, c, LookNoise(entry, model.spread)),
+                            "own rounds": look_interval(ratios, c),
+                        }
                         for m, est in ests.items():
                             misses[m][c] += not (est.low <= 1.0 <= est.high) if est.bounded else 0
         out[n] = {"windows": windows, **{m: {str(c): v / windows for c, v in d.items()} for m, d in misses.items()}}
@@ -155,8 +200,22 @@ def held_out():
 # ---------------------------------------------------------------------------
 
 
-def simulate_pr(rng, model, plan, thresholds, effects, *, use_model, head_k=1.0, restart=4, stop_failed=True, order=ORDER,
-                costs=None, max_rounds=None, truth_spread=None):  # noqa: PLR0913
+def simulate_pr(
+    rng,
+    model,
+    plan,
+    thresholds,
+    effects,
+    *,
+    use_model,
+    head_k=1.0,
+    restart=4,
+    stop_failed=True,
+    order=ORDER,
+    costs=None,
+    max_rounds=None,
+    truth_spread=None,
+):  # noqa: PLR0913
     """One simulated PR through the gate's code; returns per benchmark (verdict, rounds used, variance) and the wall.
 
     The truth: the model's noise, each benchmark's variance scaled by its estimation error (within_df) and, with
@@ -166,6 +225,7 @@ def simulate_pr(rng, model, plan, thresholds, effects, *, use_model, head_k=1.0,
     spread = model.spread
     tspread = truth_spread or spread
     n_max = max_rounds or plan.max_rounds
+
     def factor(df):
         return 1.0 if df >= 1e5 else df / rng.chisquare(df)
 
@@ -176,10 +236,12 @@ def simulate_pr(rng, model, plan, thresholds, effects, *, use_model, head_k=1.0,
         own = factor(tspread.bench_df) * factor(e.within_df)
         scale = run_factor * own
         gens = np.arange(n_max) // restart
-        offsets = rng.normal(0.0, e.between_sd * math.sqrt(scale), gens[-1] + 1)[gens] if e.between_sd else np.zeros(n_max)
+        offsets = (
+            rng.normal(0.0, e.between_sd * math.sqrt(scale), gens[-1] + 1)[gens] if e.between_sd else np.zeros(n_max)
+        )
         x = math.log1p(effects.get(b, 0.0)) + offsets + rng.normal(0.0, e.within_sd * math.sqrt(scale), n_max)
         if head_k != 1.0:  # the head's timing noise k times the model's (a side's SD is the round's over sqrt 2)
-            x = x + rng.normal(0.0, e.within_sd * math.sqrt((head_k ** 2 - 1) / 2), n_max)
+            x = x + rng.normal(0.0, e.within_sd * math.sqrt((head_k**2 - 1) / 2), n_max)
         truth[b] = (x, gens)
     state = GuardState(model.benchmarks, spread, plan.guard_level)
     rounds = {b: [] for b in order}
@@ -214,8 +276,12 @@ def simulate_pr(rng, model, plan, thresholds, effects, *, use_model, head_k=1.0,
                 if d.verdict.value == "regression" and stop_failed:
                     failed = True
                     break
-    results = {b: (done[b].verdict.value, done[b].rounds_used, done[b].variance) if b in done else ("undecided", len(rounds[b]), "-")
-               for b in order}
+    results = {
+        b: (done[b].verdict.value, done[b].rounds_used, done[b].variance)
+        if b in done
+        else ("undecided", len(rounds[b]), "-")
+        for b in order
+    }
     return results, wall
 
 
@@ -234,13 +300,22 @@ def pr_rates(label, trials, seed, **kw):
             counts[b][v] = counts[b].get(v, 0) + 1
             if v != "undecided":
                 rounds[b].append(n)
-    every = {v: sum(c.get(v, 0) for c in counts.values()) / (trials * len(order))
-             for v in ("regression", "no change", "inconclusive", "improvement", "undecided")}
-    return {"label": label, "trials": trials, "pr_failed": failed / trials, "fell_back": fell_back / trials,
-            "per_benchmark": every, "mean_rounds": float(np.mean([n for v in rounds.values() for n in v] or [0])),
-            "wall_median_s": float(np.median(walls)), "wall_p90_s": float(np.percentile(walls, 90)),
-            "tracked": {k: v / trials for k, v in counts.get(TRACKED, {}).items()},
-            "tracked_rounds": float(np.mean(rounds.get(TRACKED) or [0]))}
+    every = {
+        v: sum(c.get(v, 0) for c in counts.values()) / (trials * len(order))
+        for v in ("regression", "no change", "inconclusive", "improvement", "undecided")
+    }
+    return {
+        "label": label,
+        "trials": trials,
+        "pr_failed": failed / trials,
+        "fell_back": fell_back / trials,
+        "per_benchmark": every,
+        "mean_rounds": float(np.mean([n for v in rounds.values() for n in v] or [0])),
+        "wall_median_s": float(np.median(walls)),
+        "wall_p90_s": float(np.percentile(walls, 90)),
+        "tracked": {k: v / trials for k, v in counts.get(TRACKED, {}).items()},
+        "tracked_rounds": float(np.mean(rounds.get(TRACKED) or [0])),
+    }
 
 
 def _cell(task):
@@ -257,31 +332,65 @@ def pr_tasks(trials):
     t4 = {b: v4_thresholds.lookup(b)[0] for b in ORDER}
     v4 = WARM_PLAN.with_alpha(0.01 / len(ORDER))
     v5 = MODEL_PLAN.with_alpha(0.01 / len(ORDER))
-    plans = {"v4 (own rounds, hand-set thresholds)": (v4, t4, False, True),
-             "v5 (noise model, calibrated thresholds)": (v5, t5, True, True),
-             "v5, equal spending": (replace(v5, spending=None), t5, True, False),
-             "v5, looks 2,4,8,16,30": (replace(v5, looks=(2, 4, 8, 16, 30), max_rounds=30, spending=(4, 2, 1, 1, 1)), t5, True, False),
-             "v5 with the futility stop": (replace(v5, futility=True), t5, True, False)}
+    plans = {
+        "v4 (own rounds, hand-set thresholds)": (v4, t4, False, True),
+        "v5 (noise model, calibrated thresholds)": (v5, t5, True, True),
+        "v5, equal spending": (replace(v5, spending=None), t5, True, False),
+        "v5, looks 2,4,8,16,30": (
+            replace(v5, looks=(2, 4, 8, 16, 30), max_rounds=30, spending=(4, 2, 1, 1, 1)),
+            t5,
+            True,
+            False,
+        ),
+        "v5 with the futility stop": (replace(v5, futility=True), t5, True, False),
+    }
     tasks = []
     for name, (plan, thr, use_model, full) in plans.items():
         common = dict(plan=plan, thresholds=thr, use_model=use_model)
         edge = {b: -thr[b] for b in ORDER}
-        cells = [("A/A", {}, trials), ("one pass", {"effects": ONE_PASS}, trials // 2),
-                 ("every benchmark at -threshold", {"effects": edge, "stop_failed": False}, trials)]
+        cells = [
+            ("A/A", {}, trials),
+            ("one pass", {"effects": ONE_PASS}, trials // 2),
+            ("every benchmark at -threshold", {"effects": edge, "stop_failed": False}, trials),
+        ]
         if full:
-            cells += [("A/A, head noise 3x", {"head_k": 3.0}, trials // 2),
-                      ("every benchmark at -threshold, head noise 3x", {"effects": edge, "stop_failed": False, "head_k": 3.0}, trials),
-                      ("A/A, runs differ (run_df 17, bench_df 5)", {"truth_spread": DIFFERING}, trials // 2),
-                      ("every benchmark at -threshold, runs differ", {"effects": edge, "stop_failed": False,
-                                                                  "truth_spread": DIFFERING}, trials)]
-        cells.append(("tracked -0.25%, others unchanged", {"effects": {TRACKED: -0.0025}, "stop_failed": False}, trials // 2))
+            cells += [
+                ("A/A, head noise 3x", {"head_k": 3.0}, trials // 2),
+                (
+                    "every benchmark at -threshold, head noise 3x",
+                    {"effects": edge, "stop_failed": False, "head_k": 3.0},
+                    trials,
+                ),
+                ("A/A, runs differ (run_df 17, bench_df 5)", {"truth_spread": DIFFERING}, trials // 2),
+                (
+                    "every benchmark at -threshold, runs differ",
+                    {"effects": edge, "stop_failed": False, "truth_spread": DIFFERING},
+                    trials,
+                ),
+            ]
+        cells.append(
+            ("tracked -0.25%, others unchanged", {"effects": {TRACKED: -0.0025}, "stop_failed": False}, trials // 2)
+        )
         for label, extra, n in cells:
             tasks.append((name, label, n, 11, {"effects": {}, **common, **extra}))
         one = replace(plan, alpha=0.01, miss_alpha=max(0.01, plan.miss_alpha or 0.01))
         for effect in (-0.0020, -0.0025, -0.0030):
-            tasks.append((name, f"tracked alone (1 gated) at {effect:+.2%}", trials // 2, 12,
-                          dict(plan=one, thresholds=thr, use_model=use_model, effects={TRACKED: effect}, order=[TRACKED],
-                               stop_failed=False)))
+            tasks.append(
+                (
+                    name,
+                    f"tracked alone (1 gated) at {effect:+.2%}",
+                    trials // 2,
+                    12,
+                    dict(
+                        plan=one,
+                        thresholds=thr,
+                        use_model=use_model,
+                        effects={TRACKED: effect},
+                        order=[TRACKED],
+                        stop_failed=False,
+                    ),
+                )
+            )
     return tasks
 
 
@@ -315,7 +424,7 @@ def altered(record, effects, head_k, rng, model):
                 factor = 1.0 + effects.get(bid, 0.0)
                 entry = model.entry(bid)
                 if head_k != 1.0 and entry is not None:
-                    factor *= math.exp(rng.normal(0.0, entry.within_sd * math.sqrt((head_k ** 2 - 1) / 2)))
+                    factor *= math.exp(rng.normal(0.0, entry.within_sd * math.sqrt((head_k**2 - 1) / 2)))
                 rec["tflops"] = rec["tflops"] * factor
     return out
 
@@ -323,10 +432,12 @@ def altered(record, effects, head_k, rng, model):
 def recorded_part(copies):
     thresholds = load_thresholds(ROOT / "ci" / "speed_thresholds_h200.json")
     rows = []
-    for case, make_effects, head_k in (("as recorded", lambda ids: {}, 1.0),
-                                       ("slowed by each threshold", lambda ids: {b: -thresholds.lookup(b)[0] for b in ids}, 1.0),
-                                       ("head noise 3x", lambda ids: {}, 3.0),
-                                       ("tracked -0.25%", lambda ids: {TRACKED: -0.0025}, 1.0)):
+    for case, make_effects, head_k in (
+        ("as recorded", lambda ids: {}, 1.0),
+        ("slowed by each threshold", lambda ids: {b: -thresholds.lookup(b)[0] for b in ids}, 1.0),
+        ("head noise 3x", lambda ids: {}, 3.0),
+        ("tracked -0.25%", lambda ids: {TRACKED: -0.0025}, 1.0),
+    ):
         counts, tracked, decided, prs, failed, fell_back = {}, {}, [], 0, 0, 0
         for name in AA_RECORDS:
             record = load(name)
@@ -342,8 +453,15 @@ def recorded_part(copies):
                 prs += 1
                 verdicts = []
                 for e in entries:
-                    res = decide_entry(Entry(e.benchmark, Status.GATED), rec["rounds"], thresholds, plan, rule,
-                                       noise=view.rounds_noise(e.benchmark.id), with_resolvable=False)
+                    res = decide_entry(
+                        Entry(e.benchmark, Status.GATED),
+                        rec["rounds"],
+                        thresholds,
+                        plan,
+                        rule,
+                        noise=view.rounds_noise(e.benchmark.id),
+                        with_resolvable=False,
+                    )
                     v = res.verdict.value if res.decision.complete else "record ran out"
                     counts[v] = counts.get(v, 0) + 1
                     if e.benchmark.id == TRACKED:
@@ -353,8 +471,17 @@ def recorded_part(copies):
                         decided.append(res.decision.rounds_used)
                 failed += any(v == "regression" and (case != "tracked -0.25%" or b != TRACKED) for b, v in verdicts)
                 fell_back += view.first_fire is not None
-        rows.append({"case": case, "prs": prs, "verdicts": counts, "tracked": tracked, "prs_with_a_false_regression": failed,
-                     "guard_fired": fell_back, "mean_rounds": float(np.mean(decided)) if decided else None})
+        rows.append(
+            {
+                "case": case,
+                "prs": prs,
+                "verdicts": counts,
+                "tracked": tracked,
+                "prs_with_a_false_regression": failed,
+                "guard_fired": fell_back,
+                "mean_rounds": float(np.mean(decided)) if decided else None,
+            }
+        )
     return rows
 
 
@@ -363,24 +490,41 @@ def recorded_part(copies):
 
 def tables(path):
     data = json.loads(Path(path).read_text())
-    print("| rounds in the window | windows | method | misses 1 at 90% | at 99% | at 99.9% |\n|---|---|---|---|---|---|")
+    print(
+        "| rounds in the window | windows | method | misses 1 at 90% | at 99% | at 99.9% |\n|---|---|---|---|---|---|"
+    )
     for n, row in data["held_out"].items():
         for m in ("known variance", "model (gate)", "own rounds"):
-            print(f"| {n} | {row['windows']} | {m} | " + " | ".join(f"{row[m][c]:.2%}" for c in ("0.9", "0.99", "0.999")) + " |")
-    print("\n| plan | case | trials | PR failed | fell back | regression / no change / inconclusive per benchmark | mean rounds | "
-          "GPU-job wall median / p90 | tracked config |\n|---|---|---|---|---|---|---|---|---|")
+            print(
+                f"| {n} | {row['windows']} | {m} | "
+                + " | ".join(f"{row[m][c]:.2%}" for c in ("0.9", "0.99", "0.999"))
+                + " |"
+            )
+    print(
+        "\n| plan | case | trials | PR failed | fell back | regression / no change / inconclusive per benchmark | mean rounds | "
+        "GPU-job wall median / p90 | tracked config |\n|---|---|---|---|---|---|---|---|---|"
+    )
     for r in data["pr"]:
         pb = r["per_benchmark"]
         tracked = " / ".join(f"{k} {v:.3f}" for k, v in sorted(r["tracked"].items()))
-        print(f"| {r['plan']} | {r['label']} | {r['trials']} | {r['pr_failed']:.4f} | {r['fell_back']:.3f} | "
-              f"{pb['regression']:.4f} / {pb['no change']:.3f} / {pb['inconclusive']:.3f} | {r['mean_rounds']:.1f} | "
-              f"{r['wall_median_s']:.0f} / {r['wall_p90_s']:.0f} s | {tracked} ({r['tracked_rounds']:.1f} rounds) |")
-    print("\n| recorded A/A records, model fitted on the others | PRs | verdicts | PRs with a false regression | guard fired | mean rounds |"
-          "\n|---|---|---|---|---|---|")
+        print(
+            f"| {r['plan']} | {r['label']} | {r['trials']} | {r['pr_failed']:.4f} | {r['fell_back']:.3f} | "
+            f"{pb['regression']:.4f} / {pb['no change']:.3f} / {pb['inconclusive']:.3f} | {r['mean_rounds']:.1f} | "
+            f"{r['wall_median_s']:.0f} / {r['wall_p90_s']:.0f} s | {tracked} ({r['tracked_rounds']:.1f} rounds) |"
+        )
+    print(
+        "\n| recorded A/A records, model fitted on the others | PRs | verdicts | PRs with a false regression | guard fired | mean rounds |"
+        "\n|---|---|---|---|---|---|"
+    )
     for r in data["recorded"]:
-        print(f"| {r['case']} | {r['prs']} | " + ", ".join(f"{k} {v}" for k, v in sorted(r["verdicts"].items()))
-              + f" (tracked: " + ", ".join(f"{k} {v}" for k, v in sorted(r["tracked"].items())) + ")"
-              + f" | {r['prs_with_a_false_regression']} | {r['guard_fired']} | {r['mean_rounds']:.1f} |")
+        print(
+            f"| {r['case']} | {r['prs']} | "
+            + ", ".join(f"{k} {v}" for k, v in sorted(r["verdicts"].items()))
+            + " (tracked: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(r["tracked"].items()))
+            + ")"
+            + f" | {r['prs_with_a_false_regression']} | {r['guard_fired']} | {r['mean_rounds']:.1f} |"
+        )
 
 
 def main():

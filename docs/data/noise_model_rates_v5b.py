@@ -40,24 +40,29 @@ def cell(task):
     if kw.pop("at_threshold", False):
         kw["effects"] = {b: -t[b] for b in R.ORDER}
     began = time.time()
-    row = R.pr_rates(label, trials, seed, model=load_noise_model(MODEL), costs=R.timing_costs(), thresholds=t,
-                     use_model=True, **kw)
+    row = R.pr_rates(
+        label, trials, seed, model=load_noise_model(MODEL), costs=R.timing_costs(), thresholds=t, use_model=True, **kw
+    )
     return {**row, "tracked_threshold": t[R.TRACKED], "seconds": round(time.time() - began)}
 
 
 def tables(paths):
     """The Markdown table of docs/SPEED_GATE.md ("Version 5b" under "Simulated rates") from the JSONL files."""
-    print("| case | trials | PR failed | fell back | regression / no change / inconclusive per benchmark | mean rounds "
-          "| GPU-job wall median / p90 | tracked config (threshold 0.14%) |")
+    print(
+        "| case | trials | PR failed | fell back | regression / no change / inconclusive per benchmark | mean rounds "
+        "| GPU-job wall median / p90 | tracked config (threshold 0.14%) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for path in paths:
         for line in Path(path).read_text().splitlines():
             r = json.loads(line)
             per = r["per_benchmark"]
             tracked = ", ".join(f"{k} {v:.3f}" for k, v in sorted(r["tracked"].items(), key=lambda kv: -kv[1]))
-            print(f"| {r['label']} | {r['trials']} | {r['pr_failed']:.4f} | {r['fell_back']:.3f} | {per['regression']:.4f} / "
-                  f"{per['no change']:.4f} / {per['inconclusive']:.4f} | {r['mean_rounds']:.1f} | {r['wall_median_s']:.0f} / "
-                  f"{r['wall_p90_s']:.0f} s | {tracked} ({r['tracked_rounds']:.1f} rounds) |")
+            print(
+                f"| {r['label']} | {r['trials']} | {r['pr_failed']:.4f} | {r['fell_back']:.3f} | {per['regression']:.4f} / "
+                f"{per['no change']:.4f} / {per['inconclusive']:.4f} | {r['mean_rounds']:.1f} | {r['wall_median_s']:.0f} / "
+                f"{r['wall_p90_s']:.0f} s | {tracked} ({r['tracked_rounds']:.1f} rounds) |"
+            )
 
 
 def main():
@@ -67,16 +72,31 @@ def main():
     edge = "--no-edge" not in sys.argv[2:]
     gated = MODEL_PLAN.with_alpha(0.01 / len(R.ORDER))
     alone = replace(MODEL_PLAN, alpha=0.01, miss_alpha=0.01)
-    tasks = [("A/A", n, 11, dict(plan=gated, effects={})),
-             ("one pass", n // 2, 11, dict(plan=gated, effects=R.ONE_PASS)),
-             ("tracked alone (1 gated) at -0.25%", n, 12, dict(plan=alone, effects={R.TRACKED: -0.0025}, order=[R.TRACKED],
-                                                               stop_failed=False)),
-             ("tracked alone (1 gated), A/A", n, 12, dict(plan=alone, effects={}, order=[R.TRACKED], stop_failed=False)),
-             ("tracked -0.25%, others unchanged", n // 2, 11, dict(plan=gated, effects={R.TRACKED: -0.0025}, stop_failed=False)),
-             ("A/A, head noise 3x", n // 2, 11, dict(plan=gated, effects={}, head_k=3.0)),
-             ("every benchmark at -threshold", n // 2, 11, dict(plan=gated, at_threshold=True, stop_failed=False)),
-             ("every benchmark at -threshold, head noise 3x", n // 2, 11, dict(plan=gated, at_threshold=True,
-                                                                           stop_failed=False, head_k=3.0))]
+    tasks = [
+        ("A/A", n, 11, dict(plan=gated, effects={})),
+        ("one pass", n // 2, 11, dict(plan=gated, effects=R.ONE_PASS)),
+        (
+            "tracked alone (1 gated) at -0.25%",
+            n,
+            12,
+            dict(plan=alone, effects={R.TRACKED: -0.0025}, order=[R.TRACKED], stop_failed=False),
+        ),
+        ("tracked alone (1 gated), A/A", n, 12, dict(plan=alone, effects={}, order=[R.TRACKED], stop_failed=False)),
+        (
+            "tracked -0.25%, others unchanged",
+            n // 2,
+            11,
+            dict(plan=gated, effects={R.TRACKED: -0.0025}, stop_failed=False),
+        ),
+        ("A/A, head noise 3x", n // 2, 11, dict(plan=gated, effects={}, head_k=3.0)),
+        ("every benchmark at -threshold", n // 2, 11, dict(plan=gated, at_threshold=True, stop_failed=False)),
+        (
+            "every benchmark at -threshold, head noise 3x",
+            n // 2,
+            11,
+            dict(plan=gated, at_threshold=True, stop_failed=False, head_k=3.0),
+        ),
+    ]
     tasks = [t for t in tasks if edge or "threshold" not in t[0]]
     with ProcessPoolExecutor(2) as pool:
         for row in pool.map(cell, tasks):

@@ -43,14 +43,16 @@ SHOTS = {  # file in docs/img -> page of the site (asv's pages take their hash r
 
 
 def _git(repo: Path, *args: str, env: dict | None = None) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env={**os.environ, **(env or {})}
+    ).stdout.strip()
 
 
 def copy_code(clone: Path) -> None:
     """This checkout's working tree (what is being shown, committed or not) over the clone's code."""
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", *CODE], cwd=REPO, capture_output=True,
-                            text=True, check=True).stdout.split()
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", *CODE], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
     for relative in listed:
         source = REPO / relative
         if source.is_file():
@@ -76,8 +78,20 @@ def publish(work: Path) -> None:
     clone = work / "clone"
     copy_code(clone)
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "ci.history.publish", "--local-branch", "--out", str(work / "site"),
-                           "--json", str(work / "changes.json")], cwd=clone, env={**os.environ, "PYTHONPATH": str(clone)})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ci.history.publish",
+            "--local-branch",
+            "--out",
+            str(work / "site"),
+            "--json",
+            str(work / "changes.json"),
+        ],
+        cwd=clone,
+        env={**os.environ, "PYTHONPATH": str(clone)},
+    )
     print(f"publish exit {done.returncode} in {time.monotonic() - started:.0f} s: {work / 'site'}")
     if done.returncode:
         raise SystemExit(done.returncode)
@@ -109,9 +123,11 @@ def time_pages(work: Path) -> None:
         extra["info"] = commit_info.read(clone, summaries)
     started = time.process_time()
     files = kernel_page.publish_history(work / "kernel-pages", history, checks, 200, "stamp", **extra)
-    print(f"kernel pages of {len(history.commits)} commits: {time.process_time() - started:.2f} CPU s, "
-          f"{sum(f.stat().st_size for f in files) / 1e6:.1f} MB, largest page "
-          f"{max(f.stat().st_size for f in files if f.suffix == '.html') / 1e6:.2f} MB")
+    print(
+        f"kernel pages of {len(history.commits)} commits: {time.process_time() - started:.2f} CPU s, "
+        f"{sum(f.stat().st_size for f in files) / 1e6:.1f} MB, largest page "
+        f"{max(f.stat().st_size for f in files if f.suffix == '.html') / 1e6:.2f} MB"
+    )
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -132,10 +148,23 @@ def shoot(work: Path, out: Path) -> None:
     try:
         for name, page in SHOTS.items():
             url = f"http://127.0.0.1:{server.server_address[1]}/{page}"
-            subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                            f"--user-data-dir={work / 'chromium'}", f"--window-size={SIZE[0]},{SIZE[1]}",
-                            "--virtual-time-budget=30000", f"--screenshot={out / name}", url],
-                           check=True, capture_output=True, timeout=300)
+            subprocess.run(
+                [
+                    "chromium",
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--hide-scrollbars",
+                    f"--user-data-dir={work / 'chromium'}",
+                    f"--window-size={SIZE[0]},{SIZE[1]}",
+                    "--virtual-time-budget=30000",
+                    f"--screenshot={out / name}",
+                    url,
+                ],
+                check=True,
+                capture_output=True,
+                timeout=300,
+            )
             print(f"{out / name}: {url}")
     finally:
         server.shutdown()
@@ -149,8 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "img")
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
-    {"make": lambda: make(args.work, args.commits), "publish": lambda: publish(args.work),
-     "shoot": lambda: shoot(args.work, args.out), "time-pages": lambda: time_pages(args.work)}[args.step]()
+    {
+        "make": lambda: make(args.work, args.commits),
+        "publish": lambda: publish(args.work),
+        "shoot": lambda: shoot(args.work, args.out),
+        "time-pages": lambda: time_pages(args.work),
+    }[args.step]()
     return 0
 
 

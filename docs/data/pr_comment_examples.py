@@ -36,8 +36,10 @@ from pathlib import Path
 from test_asv_suite import SLOWDOWN, git, make_project
 from test_speed_gate import RAISES, SMALL, WRONG
 
-FLYDSL_CONFIG = ('"default": {"lds_stages": 2, "agpr_accumulators": True}',
-                 '"default": {"lds_stages": 2, "agpr_accumulators": False}')
+FLYDSL_CONFIG = (
+    '"default": {"lds_stages": 2, "agpr_accumulators": True}',
+    '"default": {"lds_stages": 2, "agpr_accumulators": False}',
+)
 KERNELS = ["--kernel", "torch_dequant", "--kernel", "flydsl_gfx950_4wave"]
 ATTEMPT = 1
 
@@ -89,30 +91,86 @@ def _jobs(changes: int, budget: int, speed: int | None, gpu_tests: int | None) -
     def job(job_id: int, name: str, steps: list[dict]) -> dict:
         conclusions = {s["conclusion"] for s in steps}
         conclusion = "skipped" if conclusions == {"skipped"} else "failure" if "failure" in conclusions else "success"
-        return {"id": job_id, "name": name, "status": "completed", "conclusion": conclusion,
-                "html_url": f"https://github.com/OWNER/REPO/actions/runs/1000/job/{job_id}", "steps": steps}
+        return {
+            "id": job_id,
+            "name": name,
+            "status": "completed",
+            "conclusion": conclusion,
+            "html_url": f"https://github.com/OWNER/REPO/actions/runs/1000/job/{job_id}",
+            "steps": steps,
+        }
 
-    jobs = [job(1, "CPU gates and register budget", [step(1, "tests", 0), step(2, "register budget vs the PR base", budget)]),
-            job(2, "which benchmarks the PR changes (gfx950 code, on a CPU)", [step(1, "fingerprint base and head", changes)]),
-            job(3, "GPU correctness and speed gate (MI355X)",
-                [step(1, "correctness gates on the GPU", gpu_tests), step(2, "speed gate vs the PR base", speed)])]
+    jobs = [
+        job(
+            1, "CPU gates and register budget", [step(1, "tests", 0), step(2, "register budget vs the PR base", budget)]
+        ),
+        job(
+            2,
+            "which benchmarks the PR changes (gfx950 code, on a CPU)",
+            [step(1, "fingerprint base and head", changes)],
+        ),
+        job(
+            3,
+            "GPU correctness and speed gate (MI355X)",
+            [step(1, "correctness gates on the GPU", gpu_tests), step(2, "speed gate vs the PR base", speed)],
+        ),
+    ]
     return {"total_count": len(jobs), "jobs": jobs}
 
 
 def outcome(repo: Path, c0: str, head: str, out: Path, *, speed_args: list[str] | None, gpu_tests_fail: bool) -> None:
     print(f"{head}:", file=sys.stderr)
-    changes_dir, gate_dir, budget_dir = (out / f"{name}-attempt{ATTEMPT}" for name in ("speed-changes", "speed-gate", "budget-gate"))
+    changes_dir, gate_dir, budget_dir = (
+        out / f"{name}-attempt{ATTEMPT}" for name in ("speed-changes", "speed-gate", "budget-gate")
+    )
     for d in (changes_dir, budget_dir):
         d.mkdir(parents=True, exist_ok=True)
-    changes = _run(repo, "ci.speed.changes", "--repo", str(repo), "--base", c0, "--head", head, "--arch", "gfx950",
-                   *KERNELS, "--json", str(changes_dir / "changes.json"))
-    budget = _run(repo, "ci.budget", "--repo", str(repo), "--base", c0, "--head", head, "--kernel", "flydsl_gfx950_4wave",
-                  "--json", str(budget_dir / "budget.json"))
+    changes = _run(
+        repo,
+        "ci.speed.changes",
+        "--repo",
+        str(repo),
+        "--base",
+        c0,
+        "--head",
+        head,
+        "--arch",
+        "gfx950",
+        *KERNELS,
+        "--json",
+        str(changes_dir / "changes.json"),
+    )
+    budget = _run(
+        repo,
+        "ci.budget",
+        "--repo",
+        str(repo),
+        "--base",
+        c0,
+        "--head",
+        head,
+        "--kernel",
+        "flydsl_gfx950_4wave",
+        "--json",
+        str(budget_dir / "budget.json"),
+    )
     speed = gpu_tests = None
     if speed_args is not None:  # the GPU job runs only when some benchmark's code differs
         gate_dir.mkdir(parents=True, exist_ok=True)
-        speed = _run(repo, "ci.speed.gate", "--repo", str(repo), "--base", c0, "--head", head, *SMALL, *speed_args,
-                     "--json", str(gate_dir / "verdict.json"))
+        speed = _run(
+            repo,
+            "ci.speed.gate",
+            "--repo",
+            str(repo),
+            "--base",
+            c0,
+            "--head",
+            head,
+            *SMALL,
+            *speed_args,
+            "--json",
+            str(gate_dir / "verdict.json"),
+        )
         _slim(gate_dir / "verdict.json")
         gpu_tests = 1 if gpu_tests_fail else 0
     (out / "jobs.json").write_text(json.dumps(_jobs(changes, budget, speed, gpu_tests), indent=1) + "\n")
@@ -132,7 +190,9 @@ def main(argv: list[str]) -> int:
         outcome(repo, c0, "identical", target / "identical", speed_args=None, gpu_tests_fail=False)
         outcome(repo, c0, "regression", target / "regression", speed_args=[], gpu_tests_fail=False)
         outcome(repo, c0, "wrong", target / "wrong", speed_args=[], gpu_tests_fail=True)
-        outcome(repo, c0, "inconclusive", target / "inconclusive", speed_args=["--measure-identical"], gpu_tests_fail=False)
+        outcome(
+            repo, c0, "inconclusive", target / "inconclusive", speed_args=["--measure-identical"], gpu_tests_fail=False
+        )
         outcome(repo, c0, "error", target / "error", speed_args=[], gpu_tests_fail=False)
     # The temporary repository's paths are in the records; name them the same every time.
     for path in target.rglob("*.json"):

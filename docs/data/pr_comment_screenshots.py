@@ -24,8 +24,8 @@ import tempfile
 from pathlib import Path
 
 import cmarkgfm
-from PIL import Image, ImageOps
 from cmarkgfm.cmark import Options
+from PIL import Image, ImageOps
 
 from ci.notify.bundle import load_inputs
 from ci.notify.comment import Inputs, Links, render, render_capped
@@ -61,18 +61,37 @@ def page(markdown: str, header: str, unfold: bool = False) -> str:
     body = cmarkgfm.github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE)
     if unfold:
         body = body.replace("<details>", "<details open>")
-    return (f"<!doctype html><meta charset=utf-8><style>{CSS}</style><div class=box><div class=hdr>{header}</div>"
-            f"<div class=md>{body}</div></div>")
+    return (
+        f"<!doctype html><meta charset=utf-8><style>{CSS}</style><div class=box><div class=hdr>{header}</div>"
+        f"<div class=md>{body}</div></div>"
+    )
 
 
 def shoot(html: str, out: Path, height: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "page.html"
         src.write_text(html, encoding="utf-8")
-        subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                        "--hide-scrollbars", f"--user-data-dir={tmp}/profile", f"--screenshot={out}",
-                        f"--window-size=906,{height}", src.as_uri()], check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [
+                "chromium",
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--hide-scrollbars",
+                f"--user-data-dir={tmp}/profile",
+                f"--screenshot={out}",
+                f"--window-size=906,{height}",
+                src.as_uri(),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
     if not out.is_file():  # chromium exits 0 when it could not write the file
         raise SystemExit(f"chromium wrote no {out}")
     # The window is taller than the comment: cut the blank rows below it (12 px of margin kept).
@@ -99,14 +118,20 @@ def capped(folder: Path, links: Links, limit: int = 6000) -> str:
 def judged() -> str:
     """The comment on the PR that edits the thresholds to hide its slowdown (tests/judge_scenario.py), as posted."""
     import judge_scenario as scenario
+
     from ci.notify.gate_files import files_record
 
     with tempfile.TemporaryDirectory() as tmp:
         made = scenario.make(Path(tmp) / "pr")
-        shutil.copytree(DATA / "pr_comment" / "identical" / "budget-gate-attempt1", made.artifacts / "budget-gate-attempt1")
+        shutil.copytree(
+            DATA / "pr_comment" / "identical" / "budget-gate-attempt1", made.artifacts / "budget-gate-attempt1"
+        )
         verdict, files, jobs = Path(tmp) / "judged.json", Path(tmp) / "pr-files.json", Path(tmp) / "jobs.json"
-        subprocess.run([sys.executable, "-m", "ci.notify", "judge", "--artifacts", str(made.artifacts), "--out", str(verdict)],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "ci.notify", "judge", "--artifacts", str(made.artifacts), "--out", str(verdict)],
+            check=True,
+            capture_output=True,
+        )
         files.write_text(json.dumps(files_record([scenario.PR_NUMBER], scenario.PR_FILES)))
         jobs.write_text(json.dumps({"jobs": scenario.jobs()}))
         inputs = load_inputs(made.artifacts, 1, jobs, verdict, files)
@@ -128,12 +153,18 @@ def main(argv: list[str]) -> int:
             shoot(page(capped(folder, Links(RUN, plot, HEAD, 1)), bot), out / "pr_comment_capped.png", 900)
     shoot(page(judged(), bot), out / "pr_comment_judged.png", 900)
     changes = load_history_changes(json.loads((DATA / "history_changes.json").read_text()))
-    context = Context("OWNER/REPO", "https://github.com/OWNER/REPO/actions/runs/2000", site_url=changes.site_url,
-                      results_commit=changes.results_commit)
+    context = Context(
+        "OWNER/REPO",
+        "https://github.com/OWNER/REPO/actions/runs/2000",
+        site_url=changes.site_url,
+        results_commit=changes.results_commit,
+    )
     slowdown = next(f for f in changes.findings if hasattr(f, "recovery") and f.recovery is None)
     drift = next(f for f in changes.findings if hasattr(f, "failed") and f.failed)
-    for name, finding, body in (("issue_slowdown", slowdown, slowdown_body(slowdown, context)),
-                                ("issue_drift", drift, drift_body(drift, context))):
+    for name, finding, body in (
+        ("issue_slowdown", slowdown, slowdown_body(slowdown, context)),
+        ("issue_drift", drift, drift_body(drift, context)),
+    ):
         shoot(page(body, f"<b>{title(finding)}</b>"), out / f"pr_comment_{name}.png", 1200)
     return 0
 

@@ -49,12 +49,16 @@ def closed_issue() -> tuple[str, str, str]:
     first = copy.deepcopy(full)
     for machine in first["machines"]:
         machine["change_points"] = [c for c in machine["change_points"] if c["change"]["direction"] == "regression"]
-    context = Context(REPO, "https://github.com/OWNER/REPO/actions/runs/2000", SERVER, full["site_url"], full["results_commit"])
+    context = Context(
+        REPO, "https://github.com/OWNER/REPO/actions/runs/2000", SERVER, full["site_url"], full["results_commit"]
+    )
     opened = {}
     for number, p in enumerate(plan(load_history_changes(first), []).plans, start=1):
         state = p.new.with_(run_url=context.run_url, results_commit=context.results_commit, site_url=context.site_url)
         opened[number] = Tracked(number, True, title(state), body(state, SERVER, REPO), state)
-    later = Context(REPO, "https://github.com/OWNER/REPO/actions/runs/2001", SERVER, full["site_url"], full["results_commit"])
+    later = Context(
+        REPO, "https://github.com/OWNER/REPO/actions/runs/2001", SERVER, full["site_url"], full["results_commit"]
+    )
     for p in plan(load_history_changes(full), list(opened.values())).plans:
         if p.old is not None and p.new.status == "recovered":
             state = p.new.with_(run_url=later.run_url, results_commit=later.results_commit, site_url=later.site_url)
@@ -68,7 +72,9 @@ def group_issue() -> tuple[str, str]:
 
     scenario = Scenario(seed=0)
     changes = load_history_changes(changes_of(scenario, levels(scenario), scenario.commits, Memos()))
-    context = Context(REPO, "https://github.com/OWNER/REPO/actions/runs/3000", SERVER, changes.site_url, changes.results_commit)
+    context = Context(
+        REPO, "https://github.com/OWNER/REPO/actions/runs/3000", SERVER, changes.site_url, changes.results_commit
+    )
     group = max(plan(changes, []).plans, key=lambda p: len(p.new.members))
     state = group.new.with_(run_url=context.run_url, results_commit=context.results_commit, site_url=context.site_url)
     return title(state), body(state, SERVER, REPO)
@@ -82,19 +88,23 @@ def main(argv: list[str]) -> int:
     out = (Path(argv[0]) if argv else Path("docs/img")).resolve()
     out.mkdir(parents=True, exist_ok=True)
     issue_title, issue_body, comment = closed_issue()
-    page = (f"<!doctype html><meta charset=utf-8><style>{CSS}{EXTRA_CSS}</style>"
-            f"<div class=title>{html.escape(issue_title)} <span class=n>#2</span></div>"
-            "<div><span class=state>Closed</span><span class=meta><b>github-actions</b> bot opened this issue</span></div>"
-            f"<div class=box><div class=hdr><b>github-actions</b> bot commented</div><div class=md>{markdown_html(issue_body)}</div></div>"
-            f"<div class=box><div class=hdr><b>github-actions</b> bot commented</div><div class=md>{markdown_html(comment)}</div></div>"
-            "<div class=event>github-actions bot closed this as completed</div>")
+    page = (
+        f"<!doctype html><meta charset=utf-8><style>{CSS}{EXTRA_CSS}</style>"
+        f"<div class=title>{html.escape(issue_title)} <span class=n>#2</span></div>"
+        "<div><span class=state>Closed</span><span class=meta><b>github-actions</b> bot opened this issue</span></div>"
+        f"<div class=box><div class=hdr><b>github-actions</b> bot commented</div><div class=md>{markdown_html(issue_body)}</div></div>"
+        f"<div class=box><div class=hdr><b>github-actions</b> bot commented</div><div class=md>{markdown_html(comment)}</div></div>"
+        "<div class=event>github-actions bot closed this as completed</div>"
+    )
     shoot(page, out / "regression_issue_closed.png", 1500)
     group_title, group_body = group_issue()
-    page = (f"<!doctype html><meta charset=utf-8><style>{CSS}{EXTRA_CSS}</style>"
-            f"<div class=title>{html.escape(group_title)} <span class=n>#4</span></div>"
-            "<div><span class=state style='background:#1f883d'>Open</span>"
-            "<span class=meta><b>github-actions</b> bot opened this issue</span></div>"
-            f"<div class=box><div class=hdr><b>github-actions</b> bot commented</div><div class=md>{markdown_html(group_body)}</div></div>")
+    page = (
+        f"<!doctype html><meta charset=utf-8><style>{CSS}{EXTRA_CSS}</style>"
+        f"<div class=title>{html.escape(group_title)} <span class=n>#4</span></div>"
+        "<div><span class=state style='background:#1f883d'>Open</span>"
+        "<span class=meta><b>github-actions</b> bot opened this issue</span></div>"
+        f"<div class=box><div class=hdr><b>github-actions</b> bot commented</div><div class=md>{markdown_html(group_body)}</div></div>"
+    )
     shoot(page, out / "regression_issue_group.png", 2600)
     return 0
 

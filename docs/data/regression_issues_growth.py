@@ -46,8 +46,10 @@ from harness.report import write_json_atomic  # noqa: E402
 
 def truths(scenario: Scenario) -> dict[str, set[str]]:
     """Each true regression -> the benchmark keys it is in."""
-    out = {f"benchmark {b} at {at}" + (f", fixed at {at + fixed}" if fixed else ""): {benchmark_key(scenario, b)}
-           for b, at, _, fixed in scenario.regressions}
+    out = {
+        f"benchmark {b} at {at}" + (f", fixed at {at + fixed}" if fixed else ""): {benchmark_key(scenario, b)}
+        for b, at, _, fixed in scenario.regressions
+    }
     first, count, at, size = scenario.shared
     out[f"{count} benchmarks at {at}"] = {benchmark_key(scenario, b) for b in range(first, first + count)}
     return out
@@ -81,13 +83,20 @@ def one_seed(seed: int, runs: int) -> dict:
     fix_sha = fixing_commit(scenario)
     comments = state.comments
     return {
-        "seed": seed, "runs": runs, "seconds": round(seconds, 1), "issues": len(state.issues),
+        "seed": seed,
+        "runs": runs,
+        "seconds": round(seconds, 1),
+        "issues": len(state.issues),
         "issues_per_regression": {k: len(v) for k, v in per_truth.items()},
         "duplicates": sum(max(0, len(v) - 1) for v in per_truth.values()),
         "unexplained_issues": len([i for i, _ in issues if i["number"] not in claimed]),
-        "fixed_closed_naming_fix": bool(fixed) and all(
-            i["state"] == "closed" and fix_sha[:12] in i["body"]
-            and any(fix_sha[:12] in c["body"] for c in comments.get(i["number"], [])) for i in fixed),
+        "fixed_closed_naming_fix": bool(fixed)
+        and all(
+            i["state"] == "closed"
+            and fix_sha[:12] in i["body"]
+            and any(fix_sha[:12] in c["body"] for c in comments.get(i["number"], []))
+            for i in fixed
+        ),
         "group_issue_members": [len(names) for i, names in issues if i["number"] in per_truth[list(per_truth)[-1]]],
         "closed": sum(i["state"] == "closed" for i in state.issues),
         "status_comments": sum(len(c) for c in comments.values()),
@@ -129,11 +138,23 @@ def shoot(out: Path, page: str, screenshot: Path) -> None:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(out)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                        f"--user-data-dir={out / '.chromium'}", f"--window-size={SIZE[0]},{SIZE[1]}",
-                        "--virtual-time-budget=30000", f"--screenshot={screenshot}",
-                        f"http://127.0.0.1:{server.server_address[1]}/kernels/{frame.name}"],
-                       check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            [
+                "chromium",
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                f"--user-data-dir={out / '.chromium'}",
+                f"--window-size={SIZE[0]},{SIZE[1]}",
+                "--virtual-time-budget=30000",
+                f"--screenshot={screenshot}",
+                f"http://127.0.0.1:{server.server_address[1]}/kernels/{frame.name}",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
     finally:
         server.shutdown()
         frame.unlink()
@@ -144,7 +165,6 @@ def site(seed: int, runs: int, out: Path, screenshot: Path | None) -> dict:
     """One growth filed run by run with the record kept, then the kernel pages published with it (module doc)."""
     import datetime
     import shutil
-    import subprocess
 
     from ci.history.site import commit_info, issue_links, kernel_page
     from ci.history.trends import regressions
@@ -161,24 +181,51 @@ def site(seed: int, runs: int, out: Path, screenshot: Path | None) -> dict:
     issues = issue_links.for_site(out / "regression-issues.json", checks)
     newest = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=1)
     order = sorted(history.commits, key=history.commits.get)
-    info = {c: commit_info.CommitInfo((newest - datetime.timedelta(hours=len(order) - 1 - i)).strftime("%Y-%m-%d %H:%M:%S"),
-                                      f"synthetic commit {i}") for i, c in enumerate(order)}
+    info = {
+        c: commit_info.CommitInfo(
+            (newest - datetime.timedelta(hours=len(order) - 1 - i)).strftime("%Y-%m-%d %H:%M:%S"),
+            f"synthetic commit {i}",
+        )
+        for i, c in enumerate(order)
+    }
     stamp = f"Built from a synthetic history grown over {runs} runs (seed {seed}): {len(order)} commits, 1 machine"
     kernel_page.publish_history(out, history, checks, 200, stamp, info, issues)
     page = out / kernel_page.PAGES_DIR / "mxfp4_demo.html"
-    shown = [{"benchmark": c["benchmark"], "first_after": c["first_after"], "direction": c["change"]["direction"],
-              "relative_change": round(c["change"]["relative_change"], 4),
-              "issue": (link.words() if (link := issues.link(c["machine"], c["benchmark"], c["last_before"], c["first_after"]))
-                        else None)}
-             for m in checks for c in m["change_points"] if c["benchmark"].split("'")[1].startswith("mxfp4_demo:")]
+    shown = [
+        {
+            "benchmark": c["benchmark"],
+            "first_after": c["first_after"],
+            "direction": c["change"]["direction"],
+            "relative_change": round(c["change"]["relative_change"], 4),
+            "issue": (
+                link.words()
+                if (link := issues.link(c["machine"], c["benchmark"], c["last_before"], c["first_after"]))
+                else None
+            ),
+        }
+        for m in checks
+        for c in m["change_points"]
+        if c["benchmark"].split("'")[1].startswith("mxfp4_demo:")
+    ]
     if screenshot is not None:
         shoot(out, page.name, screenshot)
     fix = fixing_commit(scenario)[:12]
     words = [s["issue"] for s in shown if s["issue"]]
-    ok = (issues.known and any(w.endswith(f"closed: recovered at {fix}") for w in words)
-          and sum(w.endswith(" open") for w in words) >= 2)
-    return {"seed": seed, "runs": runs, "page": str(page), "note": issues.note, "linked": len(issues.links),
-            "fixing_commit": fix, "mxfp4_demo_change_points": shown, "ok": bool(ok)}
+    ok = (
+        issues.known
+        and any(w.endswith(f"closed: recovered at {fix}") for w in words)
+        and sum(w.endswith(" open") for w in words) >= 2
+    )
+    return {
+        "seed": seed,
+        "runs": runs,
+        "page": str(page),
+        "note": issues.note,
+        "linked": len(issues.links),
+        "fixing_commit": fix,
+        "mxfp4_demo_change_points": shown,
+        "ok": bool(ok),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -187,7 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first", type=int, default=0, help="the first seed (default 0)")
     parser.add_argument("--runs", type=int, default=60)
     parser.add_argument("--json", type=Path, help="write the results here")
-    parser.add_argument("--site", type=Path, metavar="DIR", help="one growth, then its kernel pages with the issues (module doc)")
+    parser.add_argument(
+        "--site", type=Path, metavar="DIR", help="one growth, then its kernel pages with the issues (module doc)"
+    )
     parser.add_argument("--screenshot", type=Path, metavar="PNG", help="with --site: mxfp4_demo.html at 1600x1200")
     args = parser.parse_args(argv)
     if args.site is not None:
@@ -201,13 +250,16 @@ def main(argv: list[str] | None = None) -> int:
         result = one_seed(seed, args.runs)
         print(result, flush=True)
         results.append(result)
-    summary = {"seeds": [r["seed"] for r in results], "runs": args.runs,
-               "issues": [r["issues"] for r in results],
-               "duplicates": sum(r["duplicates"] for r in results),
-               "unexplained_issues": sum(r["unexplained_issues"] for r in results),
-               "fixed_closed_naming_fix": sum(r["fixed_closed_naming_fix"] for r in results),
-               "group_as_one_issue": sum(r["group_issue_members"] == [20] for r in results),
-               "per_seed": results}
+    summary = {
+        "seeds": [r["seed"] for r in results],
+        "runs": args.runs,
+        "issues": [r["issues"] for r in results],
+        "duplicates": sum(r["duplicates"] for r in results),
+        "unexplained_issues": sum(r["unexplained_issues"] for r in results),
+        "fixed_closed_naming_fix": sum(r["fixed_closed_naming_fix"] for r in results),
+        "group_as_one_issue": sum(r["group_issue_members"] == [20] for r in results),
+        "per_seed": results,
+    }
     print({k: v for k, v in summary.items() if k != "per_seed"})
     if args.json:
         write_json_atomic(args.json, summary)

@@ -38,7 +38,21 @@ with tempfile.TemporaryDirectory() as tmp:
     shutil.copytree(RESULTS, results)
     kernel_page.publish(html, results, revisions)
     page = html / "kernels" / "triton_dot_scaled.html"
-    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", f"--user-data-dir={tmp}/profile",
-                    "--virtual-time-budget=15000", "--window-size=1400,1700", f"--screenshot={SHOT}", page.as_uri()],
-                   check=True, capture_output=True, timeout=180)
+    subprocess.run(
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            f"--user-data-dir={tmp}/profile",
+            "--virtual-time-budget=15000",
+            "--window-size=1400,1700",
+            f"--screenshot={SHOT}",
+            page.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=180,
+    )
 print(f"render_h200_kernel_page: wrote {SHOT}")

@@ -20,9 +20,10 @@ from __future__ import annotations
 import importlib
 import math
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -77,7 +78,9 @@ def record_generations(record: Mapping[str, Any], source: str, why_aa: str | Non
         pair = f"{bench['kernel']}[{bench['config']}]"
         identical = str(decisions.get(pair, "")).startswith("unchanged (identical code)")
         if mode == "gate" and not identical and not why_aa:
-            notes.append(f"{bench['id']}: code differs at base and head ({decisions.get(pair, 'no code decision')}): not A/A")
+            notes.append(
+                f"{bench['id']}: code differs at base and head ({decisions.get(pair, 'no code decision')}): not A/A"
+            )
             continue
         by_index = {int(r["index"]): r for r in rounds}
         gens: list[dict[str, Any]] = []
@@ -86,14 +89,23 @@ def record_generations(record: Mapping[str, Any], source: str, why_aa: str | Non
             if paired.round.excluded is not None:
                 excluded[paired.round.excluded] = excluded.get(paired.round.excluded, 0) + 1
                 continue
-            head = {p["side"]: p.get("records", {}) for p in by_index[paired.round_index]["processes"]}["head"][bench["id"]]
+            head = {p["side"]: p.get("records", {}) for p in by_index[paired.round_index]["processes"]}["head"][
+                bench["id"]
+            ]
             generation = head.get("worker_generation")
             if not isinstance(generation, int):
                 excluded["no worker generation"] = excluded.get("no worker generation", 0) + 1
                 continue
             if not gens or gens[-1]["generation"] != generation:
-                gens.append({"generation": generation, "round_index": [], "log_ratios": [], "base_tflops": [],
-                             "head_tflops": []})
+                gens.append(
+                    {
+                        "generation": generation,
+                        "round_index": [],
+                        "log_ratios": [],
+                        "base_tflops": [],
+                        "head_tflops": [],
+                    }
+                )
             g = gens[-1]
             g["round_index"].append(paired.round_index)
             g["log_ratios"].append(round(math.log(paired.round.head / paired.round.base), 10))
@@ -119,17 +131,22 @@ class Block:
         return (self.run, self.generation)
 
 
-def corpus_blocks(corpus: Mapping[str, Any], benchmarks: Sequence[str] | None = None,
-                  runs: Sequence[str] | None = None) -> dict[str, list[Block]]:
+def corpus_blocks(
+    corpus: Mapping[str, Any], benchmarks: Sequence[str] | None = None, runs: Sequence[str] | None = None
+) -> dict[str, list[Block]]:
     """The corpus as blocks per benchmark (``runs``: only these record paths; None: all)."""
     out: dict[str, list[Block]] = {}
     wanted = set(runs) if runs is not None else None
     for bench_id, per_run in corpus["benchmarks"].items():
         if benchmarks is not None and bench_id not in benchmarks:
             continue
-        blocks = [Block(run, int(g["generation"]), tuple(float(x) for x in g["log_ratios"]))
-                  for run, data in per_run.items() if wanted is None or run in wanted
-                  for g in data["generations"] if g["log_ratios"]]
+        blocks = [
+            Block(run, int(g["generation"]), tuple(float(x) for x in g["log_ratios"]))
+            for run, data in per_run.items()
+            if wanted is None or run in wanted
+            for g in data["generations"]
+            if g["log_ratios"]
+        ]
         if blocks:
             out[bench_id] = blocks
     return out
@@ -154,7 +171,9 @@ class BlockResampler:
         self.by_key = {b: {blk.key: blk for blk in v} for b, v in self.blocks.items()}
         self.keys = sorted({blk.key for v in self.blocks.values() for blk in v})
 
-    def draw(self, rng: np.random.Generator, order: Sequence[str], rounds: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    def draw(
+        self, rng: np.random.Generator, order: Sequence[str], rounds: int
+    ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Per benchmark: ``rounds`` log ratios and their generation labels (0, 1, ...: one per drawn block)."""
         missing = [b for b in order if b not in self.blocks]
         if missing:
@@ -240,9 +259,17 @@ class PrResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def run_pr(truth: Mapping[str, tuple[np.ndarray, np.ndarray]], order: Sequence[str], plan: Any,
-           thresholds: Mapping[str, float], model: Any, costs: Mapping[str, tuple[float, float]], *,
-           decide: Decide = sequential_decision, restart: int = DEFAULT_RESTART_EVERY) -> PrResult:
+def run_pr(
+    truth: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    order: Sequence[str],
+    plan: Any,
+    thresholds: Mapping[str, float],
+    model: Any,
+    costs: Mapping[str, tuple[float, float]],
+    *,
+    decide: Decide = sequential_decision,
+    restart: int = DEFAULT_RESTART_EVERY,
+) -> PrResult:
     """The gate's loop over ``truth`` (per benchmark: log ratios and worker generations, time order).
 
     As noise_model_rates.simulate_pr: each round, every undecided benchmark's pair in the gate's order; the
@@ -254,7 +281,11 @@ def run_pr(truth: Mapping[str, tuple[np.ndarray, np.ndarray]], order: Sequence[s
     n_max = int(plan.max_rounds)
     looks = set(int(p) for p in plan.look_points)
     use_model = getattr(plan, "variance", "model") == "model" and model is not None
-    state = GuardState(model.benchmarks, model.spread, float(getattr(plan, "guard_level", 0.05))) if model is not None else None
+    state = (
+        GuardState(model.benchmarks, model.spread, float(getattr(plan, "guard_level", 0.05)))
+        if model is not None
+        else None
+    )
     rounds: dict[str, list[Round]] = {b: [] for b in order}
     gens_seen: dict[str, list[int]] = {b: [] for b in order}
     fired_from: dict[str, int | None] = {b: None for b in order}
@@ -288,10 +319,19 @@ def run_pr(truth: Mapping[str, tuple[np.ndarray, np.ndarray]], order: Sequence[s
                 done[b] = d
                 if d.verdict.value == "regression" and first_regression is None:
                     first_regression, stop_wall = b, wall
-    verdicts = {b: (done[b].verdict.value, int(done[b].rounds_used), str(done[b].variance), str(done[b].reason))
-                if b in done else ("undecided", len(rounds[b]), "-", "the last look was not reached") for b in order}
-    return PrResult(verdicts, bool(state is not None and state.fired), wall, wall if stop_wall is None else stop_wall,
-                    first_regression)
+    verdicts = {
+        b: (done[b].verdict.value, int(done[b].rounds_used), str(done[b].variance), str(done[b].reason))
+        if b in done
+        else ("undecided", len(rounds[b]), "-", "the last look was not reached")
+        for b in order
+    }
+    return PrResult(
+        verdicts,
+        bool(state is not None and state.fired),
+        wall,
+        wall if stop_wall is None else stop_wall,
+        first_regression,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -329,24 +369,33 @@ def tally(results: Sequence[PrResult], order: Sequence[str], kind: str) -> dict[
             row["miss"] = proportion(counts.get("no change", 0) + counts.get("improvement", 0), n)
             row["inconclusive"] = proportion(counts.get("inconclusive", 0) + counts.get("undecided", 0), n)
         per_bench[b] = row
-    out: dict[str, Any] = {"prs": n, "per_benchmark": per_bench,
-                           "mean_rounds": float(np.mean([r.verdicts[b][1] for r in results for b in order])),
-                           "guard_fired": proportion(sum(r.guard_fired for r in results), n),
-                           "detected": proportion(sum(detected(r) for r in results), n),
-                           "wall_s": {"median": float(np.median([r.stop_wall_s for r in results])),
-                                      "p90": float(np.percentile([r.stop_wall_s for r in results], 90)),
-                                      "every_benchmark_decided_median": float(np.median([r.wall_s for r in results]))}}
+    out: dict[str, Any] = {
+        "prs": n,
+        "per_benchmark": per_bench,
+        "mean_rounds": float(np.mean([r.verdicts[b][1] for r in results for b in order])),
+        "guard_fired": proportion(sum(r.guard_fired for r in results), n),
+        "detected": proportion(sum(detected(r) for r in results), n),
+        "wall_s": {
+            "median": float(np.median([r.stop_wall_s for r in results])),
+            "p90": float(np.percentile([r.stop_wall_s for r in results], 90)),
+            "every_benchmark_decided_median": float(np.median([r.wall_s for r in results])),
+        },
+    }
     if kind == "false alarm":
         out["pr_false_alarm"] = proportion(sum(r.first_regression is not None for r in results), n)
-        out["benchmark_false_alarm"] = proportion(sum(r.verdicts[b][0] == "regression" for r in results for b in order),
-                                                  n * len(order))
+        out["benchmark_false_alarm"] = proportion(
+            sum(r.verdicts[b][0] == "regression" for r in results for b in order), n * len(order)
+        )
     else:
-        out["benchmark_miss"] = proportion(sum(r.verdicts[b][0] in ("no change", "improvement") for r in results
-                                               for b in order), n * len(order))
-        out["benchmark_inconclusive"] = proportion(sum(r.verdicts[b][0] in ("inconclusive", "undecided")
-                                                       for r in results for b in order), n * len(order))
-        out["pr_any_miss"] = proportion(sum(any(r.verdicts[b][0] in ("no change", "improvement") for b in order)
-                                            for r in results), n)
+        out["benchmark_miss"] = proportion(
+            sum(r.verdicts[b][0] in ("no change", "improvement") for r in results for b in order), n * len(order)
+        )
+        out["benchmark_inconclusive"] = proportion(
+            sum(r.verdicts[b][0] in ("inconclusive", "undecided") for r in results for b in order), n * len(order)
+        )
+        out["pr_any_miss"] = proportion(
+            sum(any(r.verdicts[b][0] in ("no change", "improvement") for b in order) for r in results), n
+        )
     return out
 
 
@@ -385,8 +434,13 @@ def selection(name: str, corpus_or_model_ids: Sequence[str]) -> tuple[str, ...]:
     return tuple(b for b in order if name == "default" or b.startswith("triton"))
 
 
-def load_setup(plan_spec: str, thresholds_path: str | Path, noise_path: str | Path, order: Sequence[str],
-               pr_alpha: float = PR_ALPHA) -> Setup:
+def load_setup(
+    plan_spec: str,
+    thresholds_path: str | Path,
+    noise_path: str | Path,
+    order: Sequence[str],
+    pr_alpha: float = PR_ALPHA,
+) -> Setup:
     from ci.speed.decide.noise_file import load_noise_model
     from ci.speed.decide.thresholds import load_thresholds
 
@@ -403,14 +457,26 @@ def load_setup(plan_spec: str, thresholds_path: str | Path, noise_path: str | Pa
     return Setup(plan, {b: thresholds.lookup(b)[0] for b in order}, model, costs, tuple(order), restart_every(plan))
 
 
-def run_shifts(truth: Mapping[str, tuple[np.ndarray, np.ndarray]], setup: Setup, shifts: Sequence[float],
-               decide: Decide = sequential_decision) -> dict[float, PrResult]:
+def run_shifts(
+    truth: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    setup: Setup,
+    shifts: Sequence[float],
+    decide: Decide = sequential_decision,
+) -> dict[float, PrResult]:
     """One drawn truth decided at each shift (the head slower by ``s * t`` per benchmark): common random numbers."""
     out = {}
     for s in shifts:
         moved = {b: (x + shift_log(s * setup.thresholds[b]), g) for b, (x, g) in truth.items()}
-        out[s] = run_pr(moved, setup.order, setup.plan, setup.thresholds, setup.model, setup.costs, decide=decide,
-                        restart=setup.restart)
+        out[s] = run_pr(
+            moved,
+            setup.order,
+            setup.plan,
+            setup.thresholds,
+            setup.model,
+            setup.costs,
+            decide=decide,
+            restart=setup.restart,
+        )
     return out
 
 
@@ -438,8 +504,13 @@ def chunks(trials: Sequence[int], seed: int) -> list[tuple[tuple[int, ...], np.r
 
 
 def result_json(r: PrResult) -> dict[str, Any]:
-    return {"verdicts": {b: list(v) for b, v in r.verdicts.items()}, "guard_fired": r.guard_fired, "wall_s": r.wall_s,
-            "stop_wall_s": r.stop_wall_s, "first_regression": r.first_regression}
+    return {
+        "verdicts": {b: list(v) for b, v in r.verdicts.items()},
+        "guard_fired": r.guard_fired,
+        "wall_s": r.wall_s,
+        "stop_wall_s": r.stop_wall_s,
+        "first_regression": r.first_regression,
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -451,10 +522,17 @@ DEFAULT_PLAN = "harness.paired.plan:ZONE_PLAN"  # the gate's plan; version 5b's 
 
 def add_run_arguments(p: Any, trials: int, miss_trials: int, seed: int) -> None:
     """The options both scripts take after their own: shifts, trial counts, seed, processes, output."""
-    p.add_argument("--shifts", type=float, nargs="+", default=list(SHIFTS),
-                   help="head slower by these fractions of each threshold (>= 1 counts misses, else false alarms)")
+    p.add_argument(
+        "--shifts",
+        type=float,
+        nargs="+",
+        default=list(SHIFTS),
+        help="head slower by these fractions of each threshold (>= 1 counts misses, else false alarms)",
+    )
     p.add_argument("--trials", type=int, default=trials, help=f"simulated PRs per false-alarm shift ({trials})")
-    p.add_argument("--miss-trials", type=int, default=miss_trials, help=f"simulated PRs per miss shift (>= 1; {miss_trials})")
+    p.add_argument(
+        "--miss-trials", type=int, default=miss_trials, help=f"simulated PRs per miss shift (>= 1; {miss_trials})"
+    )
     p.add_argument("--seed", type=int, default=seed)
     p.add_argument("--workers", type=int, default=2, help="processes (at most 2)")
     p.add_argument("--out", type=Path, help="the JSON (written atomically); without it, printed")
@@ -470,7 +548,9 @@ def checked_run_arguments(p: Any, argv: list[str] | None) -> Any:
     return args
 
 
-def script_main(name: str, args: Any, rates: Callable[[Any], dict[str, Any]], tables: Callable[[dict[str, Any]], str]) -> int:
+def script_main(
+    name: str, args: Any, rates: Callable[[Any], dict[str, Any]], tables: Callable[[dict[str, Any]], str]
+) -> int:
     """--tables, or the rates computed, written atomically (or printed) and tabled on stderr; exit 2 on bad input."""
     import json
 

@@ -31,7 +31,6 @@ sys.path.insert(0, str(HERE))
 
 import replay_lib as L  # noqa: E402
 
-
 # Version 5b's run: ~4-5 CPU-minutes in two processes (1593 s of wall on this 2-core machine at a load average of
 # 12-15 from other jobs; ~3 minutes on two idle cores). A PR at t costs ~10x one at 0 (every benchmark runs to its
 # 40th round). Precision: 0 of 600 PRs bounds a rate below 0.61% (95% Clopper-Pearson), 0 of 100 below 3.6%.
@@ -67,35 +66,58 @@ def chunk(task: tuple) -> dict[float, list[L.PrResult]]:
 
 
 def rates(args: argparse.Namespace) -> dict:
-    key = (args.plan_object, str(args.thresholds), str(args.noise), str(args.corpus), args.selection,
-           tuple(args.runs) if args.runs else None)
+    key = (
+        args.plan_object,
+        str(args.thresholds),
+        str(args.noise),
+        str(args.corpus),
+        args.selection,
+        tuple(args.runs) if args.runs else None,
+    )
     setup, sampler = _setup(key)
     began = time.time()
-    tasks = [(key, sizes, seed, tuple(args.shifts))
-             for sizes, seed in L.chunks((args.trials, args.miss_trials), args.seed)]
+    tasks = [
+        (key, sizes, seed, tuple(args.shifts)) for sizes, seed in L.chunks((args.trials, args.miss_trials), args.seed)
+    ]
     parts = L.in_processes(chunk, tasks, args.workers)
     cells = []
     for s in args.shifts:
         results = [r for p in parts for r in p[s]]
         kind = "miss" if s >= 1.0 else "false alarm"
         cells.append({"shift_of_threshold": s, "kind": kind, **L.tally(results, setup.order, kind)})
-    return {"what": "the gate's error rates on recorded H200 A/A rounds, block-resampled by worker generation",
-            "command": " ".join(["docs/data/replay_rates.py", *sys.argv[1:]]), "plan_object": args.plan_object,
-            "plan": L.plan_summary(setup.plan), "thresholds_file": str(args.thresholds), "noise_file": str(args.noise),
-            "corpus": str(args.corpus), "runs": args.runs or "all", "selection": args.selection, "benchmarks": list(setup.order),
-            "thresholds": dict(setup.thresholds), "restart_every": setup.restart, "trials": args.trials,
-            "miss_trials": args.miss_trials, "seed": args.seed,
-            "workers": args.workers, "seconds": round(time.time() - began), "cells": cells}
+    return {
+        "what": "the gate's error rates on recorded H200 A/A rounds, block-resampled by worker generation",
+        "command": " ".join(["docs/data/replay_rates.py", *sys.argv[1:]]),
+        "plan_object": args.plan_object,
+        "plan": L.plan_summary(setup.plan),
+        "thresholds_file": str(args.thresholds),
+        "noise_file": str(args.noise),
+        "corpus": str(args.corpus),
+        "runs": args.runs or "all",
+        "selection": args.selection,
+        "benchmarks": list(setup.order),
+        "thresholds": dict(setup.thresholds),
+        "restart_every": setup.restart,
+        "trials": args.trials,
+        "miss_trials": args.miss_trials,
+        "seed": args.seed,
+        "workers": args.workers,
+        "seconds": round(time.time() - began),
+        "cells": cells,
+    }
 
 
 def tables(data: dict) -> str:
     """The Markdown of docs/SPEED_GATE.md, "Error rates on recorded rounds"."""
-    lines = [f"Plan `{data['plan_object']}` (looks {data['plan'].get('look_points')}), {data['selection']} selection "
-             f"({len(data['benchmarks'])} benchmarks), {data['trials']} PRs at 0 and t/2, {data['miss_trials']} at t, "
-             f"seed {data['seed']}:", "",
-             "| head slower by | PRs with a false regression | benchmarks: false regression | benchmarks: miss (no change / "
-             "improvement) | inconclusive | guard fired | mean rounds | GPU-job wall median / p90 |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Plan `{data['plan_object']}` (looks {data['plan'].get('look_points')}), {data['selection']} selection "
+        f"({len(data['benchmarks'])} benchmarks), {data['trials']} PRs at 0 and t/2, {data['miss_trials']} at t, "
+        f"seed {data['seed']}:",
+        "",
+        "| head slower by | PRs with a false regression | benchmarks: false regression | benchmarks: miss (no change / "
+        "improvement) | inconclusive | guard fired | mean rounds | GPU-job wall median / p90 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for c in data["cells"]:
         s = c["shift_of_threshold"]
         shift = "0" if s == 0 else "t/2" if s == 0.5 else "t" if s == 1 else f"{s:g} t"
@@ -103,31 +125,46 @@ def tables(data: dict) -> str:
             cols = [L.pct(c["pr_false_alarm"]), L.pct(c["benchmark_false_alarm"]), "-", "-"]
         else:
             cols = ["-", "-", L.pct(c["benchmark_miss"]), L.pct(c["benchmark_inconclusive"])]
-        lines.append(f"| {shift} | " + " | ".join(cols) + f" | {L.pct(c['guard_fired'])} | {c['mean_rounds']:.1f} | "
-                     f"{c['wall_s']['median']:.0f} / {c['wall_s']['p90']:.0f} s |")
-    lines += ["", "| benchmark | t | false regression at 0 | at t/2 | miss at t | inconclusive at t | mean rounds at 0 / t |",
-              "|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {shift} | " + " | ".join(cols) + f" | {L.pct(c['guard_fired'])} | {c['mean_rounds']:.1f} | "
+            f"{c['wall_s']['median']:.0f} / {c['wall_s']['p90']:.0f} s |"
+        )
+    lines += [
+        "",
+        "| benchmark | t | false regression at 0 | at t/2 | miss at t | inconclusive at t | mean rounds at 0 / t |",
+        "|---|---|---|---|---|---|---|",
+    ]
     by = {c["shift_of_threshold"]: c for c in data["cells"]}
     for b in data["benchmarks"]:
-        def fa(s):
+
+        def fa(s, b=b):
             return L.pct(by[s]["per_benchmark"][b]["false_alarm"]) if s in by else "-"
+
         miss = L.pct(by[1.0]["per_benchmark"][b]["miss"]) if 1.0 in by else "-"
         inc = L.pct(by[1.0]["per_benchmark"][b]["inconclusive"]) if 1.0 in by else "-"
         r0 = by[0.0]["per_benchmark"][b]["mean_rounds"] if 0.0 in by else float("nan")
         r1 = by[1.0]["per_benchmark"][b]["mean_rounds"] if 1.0 in by else float("nan")
-        lines.append(f"| `{b}` | {data['thresholds'][b]:.2%} | {fa(0.0)} | {fa(0.5)} | {miss} | {inc} | {r0:.1f} / {r1:.1f} |")
+        lines.append(
+            f"| `{b}` | {data['thresholds'][b]:.2%} | {fa(0.0)} | {fa(0.5)} | {miss} | {inc} | {r0:.1f} / {r1:.1f} |"
+        )
     return "\n".join(lines)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--plan-object", default=L.DEFAULT_PLAN, help="module:NAME of the plan to evaluate")
     p.add_argument("--thresholds", type=Path, default=L.ROOT / "ci/speed_thresholds_h200.json")
     p.add_argument("--noise", type=Path, default=L.ROOT / "ci/speed_noise_h200.json", help="the gate's noise model")
     p.add_argument("--corpus", type=Path, default=HERE / "aa_corpus.json", help="docs/data/aa_corpus.py's output")
     p.add_argument("--runs", nargs="+", help="only these corpus runs (record paths as the corpus names them)")
-    p.add_argument("--selection", choices=L.SELECTIONS, default="default",
-                   help="default: the 30 benchmarks of the default selection; triton: its 20 Triton ones")
+    p.add_argument(
+        "--selection",
+        choices=L.SELECTIONS,
+        default="default",
+        help="default: the 30 benchmarks of the default selection; triton: its 20 Triton ones",
+    )
     L.add_run_arguments(p, TRIALS, MISS_TRIALS, SEED)
     return L.checked_run_arguments(p, argv)
 

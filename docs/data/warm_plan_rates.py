@@ -37,11 +37,28 @@ for plan_name, warm_plan in PLANS.items():
         plan = warm_plan.with_alpha(warm_plan.alpha / gated)  # the per-PR alpha shared by the gated benchmarks
         print(f"{plan_name}, {gated} gated", file=sys.stderr)  # progress: a run takes minutes
         for name, sd, process_sd, threshold in CASES:
-            for effect in sorted({0.0, -0.0074, -threshold, -1.17 * threshold, -1.33 * threshold, -1.67 * threshold, -2 * threshold}):
-                rates = simulate(sd, effect, threshold, plan, trials=TRIALS, seed=7, process_sd=process_sd, restart_every=2)
+            for effect in sorted(
+                {0.0, -0.0074, -threshold, -1.17 * threshold, -1.33 * threshold, -1.67 * threshold, -2 * threshold}
+            ):
+                rates = simulate(
+                    sd, effect, threshold, plan, trials=TRIALS, seed=7, process_sd=process_sd, restart_every=2
+                )
                 counts = dict(rates.counts)
-                rows.append({"plan": plan_name, "gated": gated, "case": name, "round_sd": sd, "process_sd": process_sd,
-                             "threshold": threshold, "effect": effect, "alpha_per_benchmark": plan.alpha, "miss_alpha_per_benchmark": plan.miss_side_alpha,
-                             "look_points": list(plan.look_points), "trials": TRIALS,
-                             **{k.replace(" ", "_"): v / TRIALS for k, v in counts.items()}, "mean_rounds": rates.mean_rounds})
+                rows.append(
+                    {
+                        "plan": plan_name,
+                        "gated": gated,
+                        "case": name,
+                        "round_sd": sd,
+                        "process_sd": process_sd,
+                        "threshold": threshold,
+                        "effect": effect,
+                        "alpha_per_benchmark": plan.alpha,
+                        "miss_alpha_per_benchmark": plan.miss_side_alpha,
+                        "look_points": list(plan.look_points),
+                        "trials": TRIALS,
+                        **{k.replace(" ", "_"): v / TRIALS for k, v in counts.items()},
+                        "mean_rounds": rates.mean_rounds,
+                    }
+                )
 print(json.dumps(rows, indent=1))

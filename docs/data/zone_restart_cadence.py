@@ -49,7 +49,9 @@ def main() -> None:
         print(f"| `{bench}` | {p.threshold:.2%} | " + " | ".join(cells) + " |")
     print()
     for r, (n, sec, cannot) in totals.items():
-        print(f"- restart every {r}: {cannot} cannot be decided by 40 rounds; the others {n} rounds, {sec:.0f} GPU s in all")
+        print(
+            f"- restart every {r}: {cannot} cannot be decided by 40 rounds; the others {n} rounds, {sec:.0f} GPU s in all"
+        )
 
 
 if __name__ == "__main__":

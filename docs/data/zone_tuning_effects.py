@@ -29,7 +29,9 @@ def log_ratios(record: dict) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
     for bench in record["benchmarks"]:
         if bench["status"] == "gated":
-            out[bench["id"]] = [math.log(r["ratio"]) for r in bench["rounds"] if r.get("excluded") is None and r.get("ratio")]
+            out[bench["id"]] = [
+                math.log(r["ratio"]) for r in bench["rounds"] if r.get("excluded") is None and r.get("ratio")
+            ]
     return out
 
 
@@ -46,10 +48,14 @@ def main() -> None:
     truth = log_ratios(json.loads(TRUTH.read_text()))
     gates = [json.loads(p.read_text()) for p in GATES]
     gate_ratios = [log_ratios(g) for g in gates]
-    verdicts = [{b["id"]: (b["verdict"], b["decision"]["rounds_used"]) for b in g["benchmarks"] if b["status"] == "gated"}
-                for g in gates]
-    print("| benchmark | threshold | true effect (5 fixed rounds, 95% interval) | pooled with the gate runs | "
-          "against the zone | gate runs 1 / 2 / 3 (rounds) |")
+    verdicts = [
+        {b["id"]: (b["verdict"], b["decision"]["rounds_used"]) for b in g["benchmarks"] if b["status"] == "gated"}
+        for g in gates
+    ]
+    print(
+        "| benchmark | threshold | true effect (5 fixed rounds, 95% interval) | pooled with the gate runs | "
+        "against the zone | gate runs 1 / 2 / 3 (rounds) |"
+    )
     print("|---|---|---|---|---|---|")
     for bench, x in truth.items():
         t = thresholds.lookup(bench)[0]
@@ -58,8 +64,10 @@ def main() -> None:
         pooled = np.concatenate([x] + [np.asarray(g.get(bench, [])) for g in gate_ratios])
         effect = math.expm1(float(np.mean(pooled)))
         runs = " / ".join(f"{v[bench][0]} ({v[bench][1]})" for v in verdicts)
-        print(f"| `{bench}` | {t:.2%} | {math.expm1(x.mean()):+.2%} [{math.expm1(x.mean() - half):+.2%}, "
-              f"{math.expm1(x.mean() + half):+.2%}] | {effect:+.2%} ({pooled.size} rounds) | {where(effect, t)} | {runs} |")
+        print(
+            f"| `{bench}` | {t:.2%} | {math.expm1(x.mean()):+.2%} [{math.expm1(x.mean() - half):+.2%}, "
+            f"{math.expm1(x.mean() + half):+.2%}] | {effect:+.2%} ({pooled.size} rounds) | {where(effect, t)} | {runs} |"
+        )
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from test_results_branch import bare_remote_with_clones
 
 from ci.history import main_job
 from ci.history.asv_results import folder as history_results
-from ci.history.branch import branch_sync
+from ci.history.branch import results_branch
 from ci.history.branch.results_branch import BRANCH, BranchError, ResultsBranch, ShrinkError
 from ci.history.messages import HarnessError
 
@@ -89,7 +89,7 @@ def _recorded(remote_and_clone, values):
     branch = ResultsBranch(clone, "origin", log=lambda m: None)
     branch.commit_and_push({_path(commit): results_bytes(commit, values)}, "recorded", push=True)
     results_dir = clone / ".asv" / "results"
-    branch_sync.import_from_branch(branch, branch.fetch(), results_dir, MACHINE)
+    results_branch.import_from_branch(branch, branch.fetch(), results_dir, MACHINE)
     return commit, branch, results_dir
 
 
@@ -212,8 +212,8 @@ def test_a_row_rewritten_empty_keeps_every_point_on_the_branch_and_locally(remot
     commit, branch, results_dir = _recorded(remote_and_clone, recorded)
     local = results_dir / MACHINE / f"{commit[:8]}-{ENV}.json"
     local.write_bytes(results_bytes(commit, [None] * 8))
-    tip = branch.commit_and_push(branch_sync.machine_files(results_dir, MACHINE), "after a failed build", push=True)
-    branch_sync.import_from_branch(branch, tip, results_dir, MACHINE)
+    tip = branch.commit_and_push(results_branch.machine_files(results_dir, MACHINE), "after a failed build", push=True)
+    results_branch.import_from_branch(branch, tip, results_dir, MACHINE)
     expected = dict(zip(SHAPES, recorded))
     assert _on_branch(remote, commit) == expected
     assert points(local.read_bytes()) == expected
@@ -278,8 +278,8 @@ def test_a_damaged_local_file_is_quarantined_and_nothing_leaves_the_branch(remot
     moved = history_results.validate_tree(results_dir, clone / ".asv" / "quarantine", messages.append)
     assert [m.path for m in moved] == [f"{MACHINE}/{local.name}"] and reason in moved[0].reason
     assert any(f"quarantined {local}" in m and reason in m for m in messages), messages
-    tip = branch.commit_and_push(branch_sync.machine_files(results_dir, MACHINE), "after", push=True)
-    branch_sync.import_from_branch(branch, tip, results_dir, MACHINE)
+    tip = branch.commit_and_push(results_branch.machine_files(results_dir, MACHINE), "after", push=True)
+    results_branch.import_from_branch(branch, tip, results_dir, MACHINE)
     assert _on_branch(remote, commit) == dict(zip(SHAPES, recorded))
     assert points(local.read_bytes()) == dict(zip(SHAPES, recorded))
 
@@ -305,14 +305,14 @@ def full_disk(tmp_path, monkeypatch):
         yield mount, True
         subprocess.run(["umount", "-l", str(mount)], check=True)  # lazy: git cat-file processes may still sit in it
         return
-    real_write = branch_sync.write_bytes_atomic
+    real_write = results_branch.write_bytes_atomic
 
     def failing(path, data):
         if str(path).startswith(str(mount)):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
         return real_write(path, data)
 
-    monkeypatch.setattr(branch_sync, "write_bytes_atomic", failing)
+    monkeypatch.setattr(results_branch, "write_bytes_atomic", failing)
     yield mount, False
 
 
@@ -340,7 +340,7 @@ def test_disk_full_while_bringing_the_branch_over_is_a_harness_error_that_says_w
     if mounted:
         _fill(mount)
     with pytest.raises(HarnessError) as failed:
-        branch_sync.import_from_branch(branch, before_tip, results_dir, MACHINE)
+        results_branch.import_from_branch(branch, before_tip, results_dir, MACHINE)
     message = str(failed.value)
     assert "No space left on device" in message and "kept:" in message
     assert f"the {BRANCH} branch as it is ({before_tip[:8]}: every recorded point is still there)" in message
@@ -435,5 +435,5 @@ def test_the_main_job_on_a_disk_that_fills_during_asv_exits_2_and_keeps_every_po
     assert _on_branch(remote, older) == dict.fromkeys(SHAPES, 2.5)  # pushed, every point kept
     (mount / "filler").unlink()  # space again: the next run brings them back locally
     branch = ResultsBranch(clone, "origin", log=lambda m: None)
-    branch_sync.import_from_branch(branch, branch.fetch(), results_dir, MACHINE)
+    results_branch.import_from_branch(branch, branch.fetch(), results_dir, MACHINE)
     assert points((results_dir / MACHINE / f"{older[:8]}-{ENV}.json").read_bytes()) == dict.fromkeys(SHAPES, 2.5)

@@ -20,7 +20,7 @@ import pytest
 import synthetic_history as synthetic
 
 from ci.history.asv_results.ledger import Ledger
-from ci.history.branch import branch_sync
+from ci.history.branch import results_branch
 from ci.history.branch.results_branch import ResultsBranch
 
 REPO = Path(__file__).resolve().parents[1]
@@ -146,16 +146,16 @@ def test_the_branch_import_reads_only_what_changed(tmp_path):
     original = branch.blob
     branch.blob = lambda sha: reads.append(sha) or original(sha)
     tip = branch.local_tip()
-    assert branch_sync.import_from_branch(branch, tip, results, (), Ledger(results)) == 12 * 3 + 3
+    assert results_branch.import_from_branch(branch, tip, results, (), Ledger(results)) == 12 * 3 + 3
     first = len(reads)
-    assert branch_sync.import_from_branch(branch, tip, results, (), Ledger(results)) == 0
+    assert results_branch.import_from_branch(branch, tip, results, (), Ledger(results)) == 0
     assert len(reads) == first, "an unchanged branch read again"
     # The commit step offers only what differs from the branch (nothing here; one file after a local change).
     on_branch = branch.tree(tip, "results/")
-    assert branch_sync.machine_files(results, SPEC.gpu_machine, (), Ledger(results), on_branch) == {}
+    assert results_branch.machine_files(results, SPEC.gpu_machine, (), Ledger(results), on_branch) == {}
     changed = sorted((results / SPEC.gpu_machine).glob("*.records"))[0]
     changed.write_text(changed.read_text().replace('"job":"synthetic"', '"job":"later"', 1))
-    offered = branch_sync.machine_files(results, SPEC.gpu_machine, (), Ledger(results), on_branch)
+    offered = results_branch.machine_files(results, SPEC.gpu_machine, (), Ledger(results), on_branch)
     assert list(offered) == [f"results/{SPEC.gpu_machine}/{changed.name}"]
 
 

@@ -21,8 +21,7 @@ from ci.common.files import append_step_summary_or_fallback, write_json_atomic
 from ci.history.asv_results import folder as history_results
 from ci.history.asv_results import store
 from ci.history.asv_results.ledger import Ledger
-from ci.history.branch import branch_sync
-from ci.history.branch.results_branch import BRANCH, BranchError, ResultsBranch
+from ci.history.branch.results_branch import BRANCH, BranchError, ResultsBranch, import_from_branch, machine_files
 from ci.history.measure import asv_driver, machine_info, track_steps, tracks
 from ci.history.measure import summary as history_summary
 from ci.history.measure.progress import Steps
@@ -184,8 +183,8 @@ def _results(s: _Job, remote: str, push: bool, branch: str, commits: int) -> Non
     s.quarantined = history_results.validate_tree(s.results_dir, QUARANTINE_DIR, log, s.ledger)
     repo = gitutil.open_repo(REPO_ROOT)
     s.branch = ResultsBranch(REPO_ROOT, remote if remote in gitutil.remote_names(repo) else None, log=log)
-    s.tip = branch_sync.fetch_tip(s.branch, push, s.problems)
-    imported = branch_sync.import_from_branch(s.branch, s.tip, s.results_dir, s.machines, s.ledger)
+    s.tip = s.branch.fetch_or_local(push)
+    imported = import_from_branch(s.branch, s.tip, s.results_dir, s.machines, s.ledger)
     resumable = sum(len(history_results.reconcile(s.results_dir, m, s.ledger).resumable) for m in s.machines)
     here = sum(len(history_results.machine_files(s.results_dir, m)) for m in s.machines)
     log(
@@ -237,7 +236,7 @@ def _commit(s: _Job, remote: str, push: bool, drop: tuple[str, ...]) -> None:
         files = {
             path: data
             for m in machines
-            for path, data in branch_sync.machine_files(s.results_dir, m, drop, s.ledger, on_branch).items()
+            for path, data in machine_files(s.results_dir, m, drop, s.ledger, on_branch).items()
         }
         s.tip = branch.commit_and_push(files, message, push=push, drop=drop)
         s.branch_state = f"`{BRANCH}` at {s.tip[:8] if s.tip else 'none'}" + (" (pushed)" if push else " (local)")
@@ -246,7 +245,7 @@ def _commit(s: _Job, remote: str, push: bool, drop: tuple[str, ...]) -> None:
         s.branch_state = f"`{BRANCH}` not updated ({exc})"
         return
     try:
-        branch_sync.import_from_branch(branch, s.tip, s.results_dir, machines, s.ledger)  # pushed meanwhile
+        import_from_branch(branch, s.tip, s.results_dir, machines, s.ledger)  # pushed meanwhile
     except HarnessError as exc:
         s.problems.append(f"after the commit to {BRANCH}: {exc}")  # the summary still says what was measured
 

@@ -1,2 +1,2 @@
-"""The ``asv-results`` branch: results_branch (written with GitPython, safe when runners race) and branch_sync
-(what the branch adds to ``.asv/results`` and what this machine adds to the branch)."""
+"""The ``asv-results`` branch (results_branch): written with GitPython, safe when runners race; what it adds to
+``.asv/results`` and what this machine adds to it."""

@@ -1,10 +1,11 @@
-"""The asv history on its own branch (``asv-results``), written with GitPython, safe when runners race.
+"""The asv history on its own branch (``asv-results``) and this checkout's ``.asv/results``: the one way between them.
 
 The branch holds ``results/benchmarks.json`` and ``results/<machine>/`` (machine.json, asv's results, records).
-A runner writes only its own machine's files: :meth:`ResultsBranch.commit_and_push` builds the commit on the
-remote's tip in a private index, pushes without force and retries on a rejection; files that differ are merged
-per point (ci.history.asv_results.result_points). A commit that would lose a point raises :class:`ShrinkError`; a
-failed write a :class:`BranchError`. Layout and reasons: docs/HISTORY.md, "branch/results_branch.py".
+A runner writes only its own machine's files (:func:`machine_files`): :meth:`ResultsBranch.commit_and_push` builds
+the commit on the remote's tip in a private index, pushes without force and retries on a rejection; files that
+differ are merged per point (ci.history.asv_results.result_points). A commit that would lose a point raises
+:class:`ShrinkError`; a failed write a :class:`BranchError`. :func:`import_from_branch` brings the branch's files
+into the results folder. Layout and reasons: docs/HISTORY.md, "branch/results_branch.py".
 """
 
 from __future__ import annotations
@@ -14,17 +15,25 @@ import json
 import os
 import random
 import re
+import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeGuard
 
 import git
 from gitdb import IStream
 
+from asv_bench import records
+from ci.common import gitutil
 from ci.common.errors import HarnessError
+from ci.history.asv_results import folder as history_results
 from ci.history.asv_results import result_points
+from ci.history.asv_results.ledger import Ledger
+from ci.history.asv_results.ledger import git_blob_id as ledger_blob_of
+from ci.history.messages import log
+from harness.report import write_bytes_atomic
 
 BRANCH = "asv-results"
 # A push that lost a race: the remote moved between our fetch and our push.
@@ -85,6 +94,16 @@ class ResultsBranch:
             raise BranchError(f"git fetch {self.remote} {self.branch}: {exc.stderr.strip()}") from None
         return self.repo.git.rev_parse(self._tracking_ref)
 
+    def fetch_or_local(self, push: bool) -> str | None:
+        """The remote's tip; without a push, the local branch when the remote cannot be read."""
+        try:
+            return self.fetch()
+        except BranchError as exc:
+            if push:
+                raise HarnessError(str(exc)) from None
+            self.log(f"warning: {exc}; using the local {self.branch} branch")
+            return self.local_tip()
+
     @property
     def _tracking_ref(self) -> str:
         return f"refs/remotes/{self.remote}/{self.branch}"
@@ -134,16 +153,10 @@ class ResultsBranch:
                 # The base's blob ids listed once: each file's old content is then read by id, never by walking the
                 # tree (a machine folder holds a file per commit: walking it per file grew with the square of the
                 # history).
-                theirs_ids = self.tree(base, "results/")
+                theirs_ids = self.tree(base)
                 index_lines = []
                 for path, data in sorted(files.items()):
-                    theirs = (
-                        self.blob(theirs_ids[path])
-                        if path in theirs_ids
-                        else None
-                        if path.startswith("results/")
-                        else self._blob(base, path)
-                    )
+                    theirs = self.blob(theirs_ids[path]) if path in theirs_ids else None
                     merged = merge_file(path, theirs, data, drop)
                     lost += _lost(path, theirs, merged, drop)
                     if lost:
@@ -170,14 +183,6 @@ class ResultsBranch:
                 f"cannot write the {self.branch} commit ({detail}); the branch is left as it was ({kept}), every "
                 "recorded point is still on it"
             ) from None
-
-    def _blob(self, commit: str | None, path: str) -> bytes | None:
-        if commit is None:
-            return None
-        try:
-            return (self.repo.commit(commit).tree / path).data_stream.read()
-        except KeyError:
-            return None
 
     def _identity(self) -> dict[str, str]:
         """git's configured author, or a stated one where none is configured (a fresh machine)."""
@@ -250,6 +255,145 @@ class ResultsBranch:
             self.repo.git.update_ref(self._tracking_ref, sha)
             return sha
         raise BranchError(f"git push {self.remote} {self.branch}: still rejected after {attempts} attempts")
+
+
+# ---------------------------------------------------------------------------
+# the branch's files in this checkout's results folder, and this machine's offered to it
+# ---------------------------------------------------------------------------
+
+
+def import_from_branch(
+    branch: ResultsBranch,
+    tip: str | None,
+    results_dir: Path,
+    machine: str | Sequence[str],
+    ledger: Ledger | None = None,
+) -> int:
+    """Bring the branch's results into ``results_dir``: other machines' as they are (they own them), this
+    machine's merged under the local copy; files of commits this clone lacks, or unreadable ones, are left out.
+
+    Only files whose blob differs from what the ledger says the local file holds are read and written: a
+    branch of 10,000 commits costs one listing and the new commits' files."""
+    # A run may write several machines (ci.history.measure.tracks).
+    own_machines = {machine} if isinstance(machine, str) else set(machine)
+    ledger = ledger or Ledger(results_dir)
+    known: set[str] | None = None
+    imported = skipped = 0
+    scratch = Path(tempfile.mkdtemp(prefix="branch-files-"))  # where each new file is checked before it is used
+    try:
+        for path, blob in branch.tree(tip, "results/").items():
+            name = path.removeprefix("results/")
+            relative, target = Path(name), results_dir / name
+            if ledger.known_blob(name) == blob or (relative == Path("benchmarks.json") and target.exists()):
+                continue  # the local file is the branch's (or was merged from it and not changed since)
+            data = branch.blob(blob)
+            known = known if known is not None else gitutil.all_commits(branch.repo)
+            problem = _branch_file_problem(relative, data, known, scratch)
+            if problem:
+                log(f"{BRANCH}: not using {path}: {problem}")
+                skipped += 1
+                continue
+            if relative.parts[0] in own_machines and target.exists():
+                data = merge_file(path, theirs=data, ours=target.read_bytes())
+            as_branch = ledger_blob_of(data) == blob
+            if not target.exists() or target.read_bytes() != data:
+                # A kill here must not leave a half results file; a file that is the branch's own need not survive a
+                # power cut (the branch keeps it), a merged one (points only this clone has) must.
+                _write_kept(target, data, imported, tip, durable=not as_branch)
+                imported += 1
+            ledger.record(name, blob if as_branch else ledger_blob_of(data))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    ledger.save()
+    if skipped:
+        log(f"{BRANCH}: {skipped} files left out (above); the rest of the history is used")
+    return imported
+
+
+def _write_kept(target: Path, data: bytes, written: int, tip: str | None, durable: bool = True) -> None:
+    try:
+        write_bytes_atomic(target, data, durable=durable)
+    except OSError as exc:
+        raise HarnessError(
+            f"cannot write {target} ({exc.strerror or exc}): kept: the {BRANCH} branch as it is "
+            f"({tip[:8] if tip else 'empty'}: every recorded point is still there), {target.name} as it was before "
+            "this write (files are replaced whole, never half-written)"
+            + (f", and the {written} files already brought over from the branch" if written else "")
+            + ". Free space (or fix the permissions) and run again: the next run brings the branch's points back here"
+        ) from None
+
+
+def _branch_file_problem(relative: Path, data: bytes, known: set[str], scratch: Path) -> str | None:
+    probe = scratch / relative
+    try:
+        probe.parent.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(data)
+        history_results.check_file(probe, scratch)
+    except history_results.InvalidFile as exc:
+        return f"unreadable ({exc})"
+    finally:
+        probe.unlink(missing_ok=True)
+    if relative.suffix == ".json" and len(relative.parts) == 2 and relative.name != "machine.json":
+        commit = json.loads(data)["commit_hash"]
+        if commit not in known:
+            return f"commit {commit[:8]} is not in this clone (git fetch it to publish it)"
+    return None
+
+
+def machine_files(
+    results_dir: Path,
+    machine: str,
+    drop: tuple[str, ...] = (),
+    ledger: Ledger | None = None,
+    on_branch: dict[str, str] | None = None,
+) -> dict[str, bytes]:
+    """What this machine contributes to the branch: its folder, and the suite's benchmarks.json.
+
+    With ``on_branch`` (path -> blob id of the branch's tip, ResultsBranch.tree) and a ledger, only the files whose
+    content differs from the branch's are offered: the commit step then costs what changed, not the history.
+    With ``drop`` (``--drop`` regexes of point ids), the points named are first removed from the local files
+    too: else the next run would put them back on the branch; every file is offered then.
+    """
+
+    def unchanged(name: str) -> bool:
+        return on_branch is not None and ledger is not None and on_branch.get(f"results/{name}") == ledger.blob(name)
+
+    files = {}
+    for path in sorted(history_results.machine_files(results_dir, machine)):
+        if path.suffix in (".json", records.SUFFIX):
+            key = f"results/{machine}/{path.name}"
+            if not drop and unchanged(f"{machine}/{path.name}"):
+                continue
+            data = path.read_bytes()
+            if drop:
+                data = _drop_locally(path, key, data, drop)
+            files[key] = data
+    benchmarks = results_dir / "benchmarks.json"
+    if benchmarks.is_file() and not unchanged("benchmarks.json"):
+        files["results/benchmarks.json"] = benchmarks.read_bytes()
+    return files
+
+
+def _drop_locally(path: Path, key: str, data: bytes, drop: tuple[str, ...]) -> bytes:
+    kept = merge_file(key, None, data, drop)
+    if kept != data:
+        before = set(_point_ids(key, data))
+        gone = sorted(before - set(_point_ids(key, kept)))
+        if gone:
+            log(
+                f"--drop: removing {len(gone)} points of {path.name}: "
+                f"{', '.join(gone[:5])}{' ...' if len(gone) > 5 else ''}"
+            )
+        _write_kept(path, kept, 0, None)
+    return kept
+
+
+def _point_ids(key: str, data: bytes) -> list[str]:
+    document = json.loads(data)
+    prefix = result_points.point_prefix(key)
+    if isinstance(document.get("records"), dict):
+        return [prefix + k for k in document["records"]]
+    return [prefix + k for k, v in result_points.values(document).items() if v is not None]
 
 
 # ---------------------------------------------------------------------------

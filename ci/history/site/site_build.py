@@ -21,8 +21,7 @@ from typing import Any
 from ci.common.files import append_step_summary_or_fallback, write_json_atomic
 from ci.history.asv_results import folder, store
 from ci.history.asv_results.ledger import Ledger
-from ci.history.branch import branch_sync
-from ci.history.branch.results_branch import BRANCH, BranchError, ResultsBranch
+from ci.history.branch.results_branch import BRANCH, BranchError, ResultsBranch, import_from_branch
 from ci.history.measure import asv_driver
 from ci.history.messages import HarnessError, log, log_detail, log_to
 from ci.history.options import SiteOptions
@@ -87,7 +86,7 @@ def _bring_results(options: SiteOptions) -> str | None:
     options.results_dir.mkdir(parents=True, exist_ok=True)
     ledger = Ledger(options.results_dir)
     on_branch = {path.removeprefix("results/") for path in branch.tree(tip, "results/")}
-    imported = branch_sync.import_from_branch(branch, tip, options.results_dir, (), ledger)
+    imported = import_from_branch(branch, tip, options.results_dir, (), ledger)
     gone = [name for name in folder.files(options.results_dir) if name not in on_branch]
     for name in gone:  # the mirror holds what the branch holds: a point dropped there (--drop) leaves here too
         (options.results_dir / name).unlink()

@@ -58,20 +58,14 @@ def check_bench_selection(patterns: Sequence[str], names: Sequence[str]) -> None
         )
 
 
-def check_results_remote(options: HistoryOptions) -> None:
-    """With ``--push-results``, the remote must exist and answer before any work (git ls-remote)."""
-    if not options.push_results:
-        return
-    try:
-        ResultsBranch(REPO_ROOT, options.results_remote, log=log).check_remote()
-    except BranchError as exc:
-        raise HarnessError(f"--push-results: {exc}") from None
-
-
 def run(options: HistoryOptions) -> int:
     """The whole job; 0 recorded, 1 the newest commit failed; a harness error raises (its front: exit 2, 130/143)."""
     started = time.time()
-    check_results_remote(options)
+    if options.push_results:  # the remote must exist and answer before any work (git ls-remote)
+        try:
+            ResultsBranch(REPO_ROOT, options.results_remote, log=log).check_remote()
+        except BranchError as exc:
+            raise HarnessError(f"--push-results: {exc}") from None
     job = job_process.start(REPO_ROOT, log)
     # Only once the checkout is this job's: a refused second job must not truncate the running one's log.
     log_to(LOG_FILE)

@@ -283,11 +283,11 @@ def values_by_key(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _same_value(record: dict[str, Any], entry: dict[str, Any] | None) -> bool:
-    value = None if entry is None else entry["value"]
+def same_value(record: dict[str, Any], value: Any) -> bool:
+    """The record's measurement is the one asv holds (a later, unsaved re-measurement would differ)."""
     if not isinstance(value, (int, float)) or math.isnan(value):
         return False
-    return math.isclose(value, record.get("median_s", float("nan")), rel_tol=1e-9)
+    return math.isclose(value, record.get("median_s") or math.nan, rel_tol=1e-9)
 
 
 @dataclass
@@ -325,7 +325,7 @@ def reconcile(results_dir: Path, machine: str, ledger=None) -> Reconciled:
         for key, record in entries.items():
             if record["status"] != "measured":
                 continue
-            if _same_value(record, saved.get(key)):
+            if same_value(record, saved.get(key, {}).get("value")):
                 if record.get("samples_s") or record.get("resume"):
                     changes[key] = {**record, "samples_s": None, "resume": False}
                     report.compacted += 1

@@ -196,7 +196,9 @@ def collect_notes(results_dir: Path, benchmarks: dict, revisions: dict[str, int]
     for machine_dir in folder.machine_dirs(results_dir):
         for sidecar, entries in folder.sidecars(results_dir, machine_dir.name, stems=by_stem):
             commit = by_stem[sidecar.name[:8]]
-            unsaved = {k for k, r in entries.items() if not _is_saved(r, saved.get((machine_dir.name, commit, k)))}
+            unsaved = {
+                k for k, r in entries.items() if not folder.same_value(r, saved.get((machine_dir.name, commit, k)))
+            }
             _add_records(per_benchmark, latest, machine_dir.name, commit, revisions[commit], entries, unsaved)
 
     _keep_newest_and_flagged(per_benchmark, revisions)
@@ -267,11 +269,6 @@ def _not_run_here(name: str, machine: str, without_gpu: set[str]) -> str | None:
     if name.startswith("bench_resources.") and machine != store.COMPILE_MACHINE:
         return f"not measured here: compile-only counts are recorded under the machine '{store.COMPILE_MACHINE}'"
     return None
-
-
-def _is_saved(record: dict[str, Any], value: float | None) -> bool:
-    """The record's measurement is the one asv holds (a later, unsaved re-measurement would differ)."""
-    return value is not None and math.isclose(value, record.get("median_s") or math.nan, rel_tol=1e-9)
 
 
 def _finite(value: Any) -> bool:

@@ -20,6 +20,12 @@ BENCH = f"{KEY}('torch_dequant:bf16', 'cpu_m00128_n00128_k02048')"
 FLOPS = 2 * 128 * 128 * 2048
 
 
+def machine_series(results_dir: Path, machine: str, commits_oldest_first: list[str]) -> dict:
+    """benchmark key -> its series on ``machine`` over ``commits_oldest_first`` (commits without a value left out)."""
+    order = {commit: i for i, commit in enumerate(commits_oldest_first)}
+    return regressions.series_of(store.read_history(results_dir, order), machine)
+
+
 def write_commit(results_dir: Path, machine: str, commit: str, times: list[float], **record_extra) -> None:
     """One commit's results file (asv's own Results.save) and its records sidecar."""
     from asv.results import Results
@@ -67,26 +73,26 @@ def history(tmp_path: Path, tflops_levels: list[float], machine: str = "h200-a",
 def test_series_holds_every_sample_as_tflops_and_never_mixes_machines(tmp_path):
     shas = history(tmp_path, [100.0] * 4, machine="h200-a")
     history(tmp_path, [50.0] * 4, machine="h200-b")
-    [series] = regressions.machine_series(tmp_path, "h200-a", shas).values()
+    [series] = machine_series(tmp_path, "h200-a", shas).values()
     assert series.benchmark == BENCH and series.commits == shas
     # Each commit's level is the median over its 8 samples; their spread (0.3%) gives its standard error.
     assert np.allclose(series.medians(), 100.0, rtol=0.02)
     assert np.all(series.errors > 0) and np.all(series.errors < 0.003)
     one = history(tmp_path / "one", [100.0] * 3)
     write_commit(tmp_path / "one", "h200-a", commit(7), [FLOPS / 100e12])  # a single sample: no error estimate
-    assert regressions.machine_series(tmp_path / "one", "h200-a", [*one, commit(7)])[BENCH].errors[-1] == 0.0
+    assert machine_series(tmp_path / "one", "h200-a", [*one, commit(7)])[BENCH].errors[-1] == 0.0
 
 
 def test_copied_identical_code_results_are_not_counted_twice(tmp_path):
     shas = history(tmp_path, [100.0] * 3)
     write_commit(tmp_path, "h200-a", commit(9), [FLOPS / 100e12] * 4, identical_to=shas[-1], copied_by="j")
-    [series] = regressions.machine_series(tmp_path, "h200-a", [*shas, commit(9)]).values()
+    [series] = machine_series(tmp_path, "h200-a", [*shas, commit(9)]).values()
     assert series.commits == shas
 
 
 def test_a_change_point_names_the_commits_around_it(tmp_path):
     shas = history(tmp_path, [100.0] * 6 + [97.0] * 6)
-    [series] = regressions.machine_series(tmp_path, "h200-a", shas).values()
+    [series] = machine_series(tmp_path, "h200-a", shas).values()
     [change], _ = regressions.change_points(series)
     assert (change.last_before, change.first_after) == (shas[5], shas[6])
     assert change.change.direction == "regression"
@@ -97,7 +103,7 @@ def test_the_drift_guard_fires_on_small_steps_that_add_up(tmp_path):
     # Four 1% steps: none over the 2% floor alone, 4% together.
     levels = [100.0] * 4 + [99.0, 98.0, 97.0, 96.0]
     shas = history(tmp_path, levels)
-    report = regressions.drift(regressions.machine_series(tmp_path, "h200-a", shas)[BENCH])
+    report = regressions.drift(machine_series(tmp_path, "h200-a", shas)[BENCH])
     assert report.failed and report.drop == pytest.approx(0.04, abs=0.01)
     assert report.best in shas[:4] and report.newest == shas[-1]
     assert "FAILS" in report.line() and report.best[:12] in report.line()
@@ -105,7 +111,7 @@ def test_the_drift_guard_fires_on_small_steps_that_add_up(tmp_path):
 
 def test_the_drift_guard_passes_a_flat_history_and_a_drop_inside_its_threshold(tmp_path):
     shas = history(tmp_path, [100.0] * 9 + [98.8])
-    report = regressions.drift(regressions.machine_series(tmp_path, "h200-a", shas)[BENCH])
+    report = regressions.drift(machine_series(tmp_path, "h200-a", shas)[BENCH])
     assert not report.failed and report.threshold == pytest.approx(regressions.DRIFT_FLOOR)
 
 

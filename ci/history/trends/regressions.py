@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -65,12 +64,6 @@ def series_of(history: History, machine: str) -> dict[str, Series]:
             np.array([p.error for p in points]),
         )
     return out
-
-
-def machine_series(results_dir: Path, machine: str, commits_oldest_first: Sequence[str]) -> dict[str, Series]:
-    """benchmark key -> its series on ``machine`` over ``commits_oldest_first`` (commits without a value left out)."""
-    order = {commit: i for i, commit in enumerate(commits_oldest_first)}
-    return series_of(store.read_history(results_dir, order), machine)
 
 
 # ---------------------------------------------------------------------------

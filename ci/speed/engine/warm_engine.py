@@ -270,22 +270,10 @@ class WarmEngine:
 
     def _spawn_spares(self, dev: Device, part: DevicePart) -> None:
         """The next generation's processes, preloading (CPU only) while this one measures."""
-        env = pinned_environment(dev.index, self.environ)
         kernels = [b.kernel for b in part.benches]
         for side in part.order:
-            spare = Spare(
-                self.sides[side].tree,
-                side=side,
-                device_index=dev.index,
-                generation=dev.generation + 1,
-                kernels=kernels,
-                timeout_s=self.timeouts["start"],
-                extra_env=env,
-                log=self.log,
-            )
-            with self._lock:
-                self._spawned.append(spare.worker)
-            dev.spares[side] = spare
+            worker = self._spawn(dev, side, dev.generation + 1)
+            dev.spares[side] = Spare(worker, kernels=kernels, timeout_s=self.timeouts["start"])
 
     def _start(
         self, dev: Device, part: DevicePart, round_index: int | None, sides_may_fail: bool = False

@@ -149,13 +149,8 @@ class SpeedOptions:
         return build_plan(recorded or self.default_plan(model), self.plan_given)
 
     def plan_for(self, gated: int, model: bool = False) -> SequentialPlan:
-        """The plan for a run gating ``gated`` benchmarks: the per-PR alpha shared among them (Bonferroni).
-
-        With ``--plan alpha=A`` (a per-benchmark alpha) the plan is used as it is; the summary then states
-        the per-PR bound, ``gated x alpha``. Only the false-alarm alpha is shared: the miss alpha bounds one
-        benchmark's missed regression and stays per benchmark (raised to the alpha where below it:
-        SequentialPlan.with_alpha).
-        """
+        """The plan for a run gating ``gated`` benchmarks: the per-PR alpha shared among them (Bonferroni), unless
+        ``--plan alpha=A`` set a per-benchmark alpha; the miss alpha stays per benchmark (docs: "The plan")."""
         plan = self.the_plan(model=model)
         if "alpha" in self.plan_given or gated < 1:
             return plan

@@ -240,13 +240,8 @@ RETIRED_PLAN = (
 
 
 def plan_of(data: Mapping[str, Any], where: str = "the record") -> SequentialPlan:
-    """The plan a record was decided with; RecordError for a plan this gate no longer has (never another in its place).
-
-    Records of the warm plan before its rules existed replay without them: no ``alpha_per_tail``/``futility``
-    before version 3, no ``miss_alpha`` before version 4, no ``spending``/``variance`` before version 5 (issue 29).
-    A record without a ``method`` (before issue 21) or with ``"signed_rank"`` was decided with the retired
-    signed-rank plan.
-    """
+    """The plan a record was decided with; RecordError for a plan this gate no longer has (never another in its
+    place). Older warm-plan records replay without the rules they predate (docs/SPEED_GATE.md, "Replay")."""
     points = tuple(data["look_points"])  # a plan without looks is malformed, not a retired plan
     method = data.get("method", "signed_rank")
     if method != METHOD:

@@ -216,13 +216,8 @@ class Worker:
             torch.cuda.empty_cache()
 
     def _wait_idle(self, partner_pids: frozenset[int], after_own_work: bool) -> Any:
-        """harness.timing's idle check, knowing that the other workers of this device are ours.
-
-        Both sides' workers hold a context on the device all the time, so the partner's
-        pid is not "another process". Right after our own measurement the utilization
-        (averaged over up to a second by the driver) still shows that work: then only
-        the process list and the throttle reasons count, polled quickly.
-        """
+        """harness.timing's idle check, knowing that the other workers of this device are ours (docs/SPEED_GATE.md,
+        "ci/speed/engine/worker.py": the partner's pid, the utilization right after our own work)."""
         from harness import gpu_state
 
         if self.monitor is None and self.monitor_problem is None and self.device != "cpu":

@@ -143,9 +143,8 @@ class SpeedOptions:
         if recorded is not None and self.plan_given.get("rule", recorded.rule) != recorded.rule:
             recorded = None  # --plan rule=...: a record of the other rule is decided under today's plan of that rule
         if recorded is not None and not self.use_noise and recorded.variance == "model":
-            recorded = replace(
-                recorded, variance="rounds"
-            )  # --plan noise=off: the same looks, each benchmark's own rounds
+            # --plan noise=off: the same looks, each benchmark's own rounds
+            recorded = replace(recorded, variance="rounds")
         return build_plan(recorded or self.default_plan(model), self.plan_given)
 
     def plan_for(self, gated: int, model: bool = False) -> SequentialPlan:

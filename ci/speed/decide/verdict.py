@@ -1,9 +1,7 @@
 """From recorded rounds to verdicts, and the JSON record that keeps both.
 
-The live gate, the calibration (``python -m ci.speed.calibrate``) and ``--replay`` decide through the same
-functions here, from the same JSON (schema :data:`GATE_SCHEMA`): every raw
-measurement is kept, so a verdict can be recomputed without the GPU, with the
-recorded plan, thresholds and exclusion rule or with others.
+The gate, the calibration and ``--replay`` decide through the same functions here, from the same JSON (schema
+:data:`GATE_SCHEMA`), which keeps every raw measurement: a verdict can be recomputed without the GPU.
 """
 
 from __future__ import annotations

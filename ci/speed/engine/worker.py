@@ -2,11 +2,9 @@
 
     python -m ci.speed.engine.worker      (started by ci.speed.engine.worker_handle; not a command for people)
 
-Started through ci.common.commit_tree.kernels_of (the commit's ``kernels``, this checkout's harness) and
-long-lived: imports, device context, operands and compilation are paid once. Line-delimited JSON: one
-request a line on stdin (ops ``preload``, ``start``, ``survey``, ``prepare``, ``measure``, ``quit``), one
-answer a line on stdout (``{"ok": false, "error": ...}`` when it cannot serve; it lives on); anything else
-written to stdout goes to stderr. The protocol: docs/SPEED_GATE.md, "Inside the code".
+Line-delimited JSON: one request a line on stdin (``preload``, ``start``, ``survey``, ``prepare``, ``measure``,
+``quit``), one answer a line on stdout; anything else written to stdout goes to stderr. The protocol:
+docs/SPEED_GATE.md, "ci/speed/engine/worker.py".
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ def load_changes(path: Path) -> dict[str, Any]:
     return data
 
 
-def check_changes_commits(data: Mapping[str, Any], path: Path, base_sha: str, head_sha: str) -> None:
+def check_changes_commits(data: Mapping[str, Any], path: Path | None, base_sha: str, head_sha: str) -> None:
     """The file must be of this comparison: the same merge-base and head."""
     for side, expected in (("base", base_sha), ("head", head_sha)):
         if data.get(side) != expected:

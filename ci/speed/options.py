@@ -143,19 +143,13 @@ class SpeedOptions:
         if recorded is not None and self.plan_given.get("rule", recorded.rule) != recorded.rule:
             recorded = None  # --plan rule=...: a record of the other rule is decided under today's plan of that rule
         if recorded is not None and not self.use_noise and recorded.variance == "model":
-            recorded = replace(
-                recorded, variance="rounds"
-            )  # --plan noise=off: the same looks, each benchmark's own rounds
+            # --plan noise=off: the same looks, each benchmark's own rounds
+            recorded = replace(recorded, variance="rounds")
         return build_plan(recorded or self.default_plan(model), self.plan_given)
 
     def plan_for(self, gated: int, model: bool = False) -> SequentialPlan:
-        """The plan for a run gating ``gated`` benchmarks: the per-PR alpha shared among them (Bonferroni).
-
-        With ``--plan alpha=A`` (a per-benchmark alpha) the plan is used as it is; the summary then states
-        the per-PR bound, ``gated x alpha``. Only the false-alarm alpha is shared: the miss alpha bounds one
-        benchmark's missed regression and stays per benchmark (raised to the alpha where below it:
-        SequentialPlan.with_alpha).
-        """
+        """The plan for a run gating ``gated`` benchmarks: the per-PR alpha shared among them (Bonferroni), unless
+        ``--plan alpha=A`` set a per-benchmark alpha; the miss alpha stays per benchmark (docs: "The plan")."""
         plan = self.the_plan(model=model)
         if "alpha" in self.plan_given or gated < 1:
             return plan

@@ -1,9 +1,7 @@
 """The speed gate's outcomes as codes: what code decides on; ci.speed.report.markdown turns them into words.
 
-Each enum's value is the token the JSON record keeps (docs/SPEED_GATE.md), so a
-record written before these codes existed replays unchanged. Code compares
-members (``status is Status.GATED``), never sentences; a benchmark's verdict
-is harness.paired.Verdict, already a code.
+Each enum's value is the token the JSON record keeps, so a record written before these codes existed replays
+unchanged; code compares members (``status is Status.GATED``), never sentences.
 """
 
 from __future__ import annotations

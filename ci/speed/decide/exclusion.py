@@ -1,11 +1,8 @@
 """Which rounds the speed gate may use: a pure function over recorded measurements.
 
-A round pairs one base and one head process, adjacent in time, for one benchmark. It is EXCLUDED
-(``harness.paired.Round(excluded=reason)``: counted and reported, never in an estimate) when either side's
-measurement shows a slowdown throttle from outside the measured load, an SM clock below the clock floor,
-a timing that never became steady, or a busy GPU; any other failure is a harness error, not an exclusion.
-The reason is a code (ci.speed.decide.codes.Exclusion); ci.speed.report.markdown words it.
-Each reason and why: docs/SPEED_GATE.md, "The command", step 7, and "Inside the code".
+A round (one base and one head timing of a benchmark, adjacent in time) is excluded -- counted, reported,
+never in an estimate -- for a throttle, a clock below the floor, an unsteady timing or a busy GPU, with a
+code (ci.speed.decide.codes.Exclusion). Each reason and why: docs/SPEED_GATE.md, "The command", step 7.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """From recorded rounds to verdicts, and the JSON record that keeps both.
 
-The live gate, the calibration (``python -m ci.speed.calibrate``) and ``--replay`` decide through the same
-functions here, from the same JSON (schema :data:`GATE_SCHEMA`): every raw
-measurement is kept, so a verdict can be recomputed without the GPU, with the
-recorded plan, thresholds and exclusion rule or with others.
+The gate, the calibration and ``--replay`` decide through the same functions here, from the same JSON (schema
+:data:`GATE_SCHEMA`), which keeps every raw measurement: a verdict can be recomputed without the GPU.
 """
 
 from __future__ import annotations
@@ -240,13 +238,8 @@ RETIRED_PLAN = (
 
 
 def plan_of(data: Mapping[str, Any], where: str = "the record") -> SequentialPlan:
-    """The plan a record was decided with; RecordError for a plan this gate no longer has (never another in its place).
-
-    Records of the warm plan before its rules existed replay without them: no ``alpha_per_tail``/``futility``
-    before version 3, no ``miss_alpha`` before version 4, no ``spending``/``variance`` before version 5 (issue 29).
-    A record without a ``method`` (before issue 21) or with ``"signed_rank"`` was decided with the retired
-    signed-rank plan.
-    """
+    """The plan a record was decided with; RecordError for a plan this gate no longer has (never another in its
+    place). Older warm-plan records replay without the rules they predate (docs/SPEED_GATE.md, "Replay")."""
     points = tuple(data["look_points"])  # a plan without looks is malformed, not a retired plan
     method = data.get("method", "signed_rank")
     if method != METHOD:

@@ -34,14 +34,9 @@ def assign_devices(
     cost: Callable[[Any], float] = estimated_seconds,
     load: Mapping[int, float] | None = None,
 ) -> dict[int, list[Any]]:
-    """Spread ``benchmarks`` over ``devices``: device -> its benchmarks (in the order given).
-
-    Longest first, each to the device with the least work so far (ties: the lower
-    device), so the most expensive benchmarks do not pile up on one device. Every
-    device is in the answer, with an empty list when there were fewer benchmarks.
-    A benchmark is one unit, base and head together: both sides run on its device.
-    ``load``: work the devices already have (benchmarks assigned earlier), in cost units.
-    """
+    """Spread ``benchmarks`` (base and head together) over ``devices``: device -> its benchmarks, in the order given,
+    every device listed. Longest first, each to the device with the least work (``load``: work it already has;
+    ties: the lower device)."""
     if not devices:
         raise ValueError("assign_devices: no devices")
     if len(set(devices)) != len(devices):

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from ci.speed.engine.worker_handle import WorkerFailed, WorkerProcess
@@ -23,21 +22,8 @@ def preload_request(kernels: Sequence[str]) -> dict[str, Any]:
 class Spare:
     """One pre-spawned worker, preloading in a background thread until :meth:`promote`."""
 
-    def __init__(
-        self,
-        tree: Path,
-        *,
-        side: str,
-        device_index: int,
-        generation: int,
-        kernels: Sequence[str],
-        timeout_s: float,
-        extra_env: Mapping[str, str] | None = None,
-        log: Callable[[str], None] | None = None,
-    ):
-        self.worker = WorkerProcess(
-            tree, side=side, device_index=device_index, generation=generation, extra_env=extra_env, log=log
-        )
+    def __init__(self, worker: WorkerProcess, *, kernels: Sequence[str], timeout_s: float):
+        self.worker = worker
         self.preloaded_at: float | None = None
         self.failure: str | None = None
         self._thread = threading.Thread(target=self._preload, args=(kernels, timeout_s), daemon=True)

@@ -82,12 +82,8 @@ class WarmEngine:
     # -- the survey -------------------------------------------------------------
 
     def survey(self, requests: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any] | WorkerFailed]:
-        """Each side's survey (ci.speed.engine.survey of its request), asked of that side's worker on the first device.
-
-        The workers that survey are the generation that then measures: one start per side. Their start-up
-        and the survey's seconds are counted in the first round's ``startup_s``. A side whose worker cannot
-        start or survey gets its :class:`WorkerFailed` back: the caller decides what a broken side means.
-        """
+        """Each side's survey, asked of that side's worker on the first device (the generation that then measures;
+        its seconds count in the first round's ``startup_s``); a side that cannot start or survey: its WorkerFailed."""
         dev = self.devices[min(self.devices)]
         scratch = DevicePart(list(requests), [])
 
@@ -131,12 +127,8 @@ class WarmEngine:
         round_index: int,
         after_pair: Callable[[str, dict[str, Any]], bool] | None = None,
     ) -> RoundRecord:
-        """Every benchmark once per side, the sides in ``order``, each benchmark on its device.
-
-        ``after_pair(bench_id, {side: record})`` is called (one call at a time, whatever the devices) as each
-        benchmark's last side completes; when it returns True no further benchmark of this round is measured
-        on any device (the gate stops once the PR has failed). The record's ``sequence`` lists the pairs in
-        the order they completed.
+        """Every benchmark once per side, the sides in ``order``, each benchmark on its device. ``after_pair(bench_id,
+        {side: record})`` is called, one call at a time, as each pair completes; True stops the round on every device.
         """
         if sorted(order) != sorted(set(order)) or any(name not in self.sides for name in order):
             raise ValueError(f"order {list(order)} must name each of the sides {sorted(self.sides)} at most once")
@@ -270,22 +262,10 @@ class WarmEngine:
 
     def _spawn_spares(self, dev: Device, part: DevicePart) -> None:
         """The next generation's processes, preloading (CPU only) while this one measures."""
-        env = pinned_environment(dev.index, self.environ)
         kernels = [b.kernel for b in part.benches]
         for side in part.order:
-            spare = Spare(
-                self.sides[side].tree,
-                side=side,
-                device_index=dev.index,
-                generation=dev.generation + 1,
-                kernels=kernels,
-                timeout_s=self.timeouts["start"],
-                extra_env=env,
-                log=self.log,
-            )
-            with self._lock:
-                self._spawned.append(spare.worker)
-            dev.spares[side] = spare
+            worker = self._spawn(dev, side, dev.generation + 1)
+            dev.spares[side] = Spare(worker, kernels=kernels, timeout_s=self.timeouts["start"])
 
     def _start(
         self, dev: Device, part: DevicePart, round_index: int | None, sides_may_fail: bool = False

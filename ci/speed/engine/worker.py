@@ -2,11 +2,9 @@
 
     python -m ci.speed.engine.worker      (started by ci.speed.engine.worker_handle; not a command for people)
 
-Started through ci.common.commit_tree.kernels_of (the commit's ``kernels``, this checkout's harness) and
-long-lived: imports, device context, operands and compilation are paid once. Line-delimited JSON: one
-request a line on stdin (ops ``preload``, ``start``, ``survey``, ``prepare``, ``measure``, ``quit``), one
-answer a line on stdout (``{"ok": false, "error": ...}`` when it cannot serve; it lives on); anything else
-written to stdout goes to stderr. The protocol: docs/SPEED_GATE.md, "Inside the code".
+Line-delimited JSON: one request a line on stdin (``preload``, ``start``, ``survey``, ``prepare``, ``measure``,
+``quit``), one answer a line on stdout; anything else written to stdout goes to stderr. The protocol:
+docs/SPEED_GATE.md, "ci/speed/engine/worker.py".
 """
 
 from __future__ import annotations
@@ -216,13 +214,8 @@ class Worker:
             torch.cuda.empty_cache()
 
     def _wait_idle(self, partner_pids: frozenset[int], after_own_work: bool) -> Any:
-        """harness.timing's idle check, knowing that the other workers of this device are ours.
-
-        Both sides' workers hold a context on the device all the time, so the partner's
-        pid is not "another process". Right after our own measurement the utilization
-        (averaged over up to a second by the driver) still shows that work: then only
-        the process list and the throttle reasons count, polled quickly.
-        """
+        """harness.timing's idle check, knowing that the other workers of this device are ours (docs/SPEED_GATE.md,
+        "ci/speed/engine/worker.py": the partner's pid, the utilization right after our own work)."""
         from harness import gpu_state
 
         if self.monitor is None and self.monitor_problem is None and self.device != "cpu":

@@ -146,13 +146,8 @@ class WorkerProcess:
         return self._proc.poll() is None
 
     def quit(self, exit_timeout_s: float = QUIT_TIMEOUT_S) -> None:
-        """Ask it to end; kill it when it does not answer within QUIT_TIMEOUT_S or exit within ``exit_timeout_s``.
-
-        Once it has answered "quit" it has nothing left to do but the interpreter's teardown
-        (seconds on a busy CPU): a restart, waiting on it, kills it sooner. A worker still busy
-        with a request (only when the gate is quitting mid-request: a signal, an error in another
-        thread) is killed at once: that request's answer would be thrown away. Never raises.
-        """
+        """Ask it to end; kill it when it does not answer within QUIT_TIMEOUT_S or exit within ``exit_timeout_s``,
+        or at once while it is busy with a request (docs/SPEED_GATE.md, "ci/speed/engine/worker.py"). Never raises."""
         if self.alive and self._asking.acquire(blocking=False):
             try:
                 self._ask({"op": "quit"}, timeout_s=QUIT_TIMEOUT_S, what="quit")

@@ -100,7 +100,7 @@ def run_gate(options: SpeedOptions) -> int:
         sides = {"head": Side("head", head_tree), "base": Side("base", base_tree) if has_kernels(base_tree) else None}
         # Before any child that touches the GPU: which (kernel, config)s have identical code at base and head.
         decision = unchanged.code_decision(
-            options, commits.base, commits.head, base_tree if sides["base"] else None, head_tree, log
+            options, commits.base, commits.head, base_tree if sides["base"] else None, head_tree
         )
         skipped = unchanged.unchanged_entries(decision, options.selector)
         pairs = unchanged.measured_pairs(decision, options.selector)

@@ -126,17 +126,10 @@ def _replay(options: SpeedOptions, record: dict[str, Any]) -> int:
     stopped = {b["id"]: Stop(b["stopped_by"]) for b in record["benchmarks"] if b.get("stopped_by")}
     ran_out = {i: stop if stop in measuring_ended else Stop.END_OF_RECORD for i, stop in stopped.items()}
     results = _decide(entries, record, thresholds, plan, rule, calibrations, view, ran_out, Stop.END_OF_RECORD)
-    context = _replay_context(
-        options,
-        record,
-        plan,
-        rule,
-        thresholds,
-        calibrations,
-        record.get("environment") or {},
-        noise_record(ModelChoice(model), view, gated),
+    extra = noise_record(ModelChoice(model), view, gated)
+    return _finish_replay(
+        options, record, results, plan, rule, thresholds, calibrations, extra, options.fail_on_inconclusive
     )
-    return _finish_replay(options, context, results, record, options.fail_on_inconclusive)
 
 
 def _decide(
@@ -174,13 +167,8 @@ def _decide(
 
 
 def judge_files(environment: Mapping[str, Any]) -> tuple[Path, Path | None]:
-    """This checkout's thresholds file and noise model for the runner a record names.
-
-    The runner whose model this checkout keeps (``ci/speed_noise_<runner>.json``, its ``runner.gpu`` the
-    record's GPU) uses that model and the thresholds file of the same suffix (an H200: ``ci/speed_noise_h200.json``,
-    ``ci/speed_thresholds_h200.json``, the pair its gate is run with); any other runner the defaults, which the
-    MI355X runner's gate reads (``ci/speed_thresholds.json``, ``ci/speed_noise.json`` once it exists).
-    """
+    """This checkout's thresholds file and noise model for the runner a record names: the
+    ``ci/speed_noise_<runner>.json`` of the record's GPU and its thresholds file, else the defaults."""
     gpu = runner_identity(environment).get("gpu")
     for noise in sorted((REPO_ROOT / NOISE_PATH).parent.glob("speed_noise_*.json")):
         thresholds = noise.with_name(noise.name.replace("speed_noise_", "speed_thresholds_", 1))
@@ -191,15 +179,8 @@ def judge_files(environment: Mapping[str, Any]) -> tuple[Path, Path | None]:
 
 
 def run_judge(options: SpeedOptions, record: Mapping[str, Any]) -> int:
-    """The record's raw rounds decided as this checkout's gate would decide them; nothing the record decided is used.
-
-    Taken from the record: what was measured (the benchmarks and their status, the rounds, the environment, the
-    correctness checks). Not taken: its plan, exclusion rule, thresholds, noise model, calibrations, verdicts,
-    decisions and why its measuring stopped -- each of those is this checkout's (or --thresholds/--noise/--plan,
-    files the judge names). A benchmark the plan has not decided at the end of the record is inconclusive, and an
-    inconclusive benchmark fails the judged verdict: a record cut short (or measured under a looser plan) is never
-    green.
-    """
+    """The record's raw rounds decided as this checkout's gate would decide them; nothing the record decided is used
+    (docs/SPEED_GATE.md, "A judge the PR cannot edit": what is taken from the record, why undecided fails)."""
     environment = record.get("environment") or {}
     thresholds_file, noise_file = judge_files(environment)
     where = lambda path: f"{path.relative_to(REPO_ROOT)} of this checkout (--judge)"  # noqa: E731
@@ -236,17 +217,8 @@ def run_judge(options: SpeedOptions, record: Mapping[str, Any]) -> int:
             "thresholds": (record.get("thresholds") or {}).get("source"),
         },
     }
-    context = _replay_context(
-        options,
-        record,
-        plan,
-        rule,
-        thresholds,
-        calibrations,
-        environment,
-        {"judged": judged, **noise_record(choice, view, gated)},
-    )
-    return _finish_replay(options, context, results, record, fail_on_inconclusive=True)
+    extra = {"judged": judged, **noise_record(choice, view, gated)}
+    return _finish_replay(options, record, results, plan, rule, thresholds, calibrations, extra, True)
 
 
 def _replay_rates(options: SpeedOptions, record, entries, plan, rule, thresholds, view: RunNoise | None = None) -> int:
@@ -287,25 +259,26 @@ def _replay_rates(options: SpeedOptions, record, entries, plan, rule, thresholds
     return 0
 
 
-def _replay_context(
+def _finish_replay(
     options: SpeedOptions,
     record: Mapping[str, Any],
+    results: list[BenchmarkResult],
     plan: SequentialPlan,
     rule: ExclusionRule,
     thresholds: Thresholds,
     calibrations: dict[str, Any],
-    environment: dict[str, Any],
     extra: Mapping[str, Any],
-) -> Context:
-    """The report's context of a replayed record (--replay and --judge): the record's sides, device and limits."""
-    return Context(
+    fail_on_inconclusive: bool,
+) -> int:
+    """The report of a replayed record (--replay and --judge), with the record's sides, device and limits."""
+    context = Context(
         mode="replay",
         plan=plan,
         rule=rule,
         thresholds=thresholds,
         base=record.get("base") or {},
         head=record.get("head") or {},
-        environment=environment,
+        environment=record.get("environment") or {},
         device=record.get("device", "?"),
         timing=record.get("timing_overrides") or {},
         round_limit=record.get("round_limit"),
@@ -313,15 +286,6 @@ def _replay_context(
         wall_s=record.get("wall_s") or 0.0,
         extra={"replayed_from": str(options.replay), "sides": list(SIDES), "engine": record.get("engine"), **extra},
     )
-
-
-def _finish_replay(
-    options: SpeedOptions,
-    context: Context,
-    results: list[BenchmarkResult],
-    record: Mapping[str, Any],
-    fail_on_inconclusive: bool,
-) -> int:
     return finish(
         context,
         results,

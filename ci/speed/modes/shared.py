@@ -48,13 +48,9 @@ def survey_both(
     engine: WarmEngine,
     pairs: Sequence[tuple[str, str]] | None = None,
 ) -> dict[str, dict[str, Any] | None]:
-    """Both surveys at once, asked of the warm workers that will measure (nothing is timed yet).
-
-    A side without kernels/ surveys as None. A base whose survey fails (its kernels do not import,
-    its worker dies) also surveys as None, with ``BASE_UNMEASURABLE`` saying why: the head's
-    benchmarks are then "new", so a change that fixes a broken base is not blocked by it. A head
-    whose survey fails is a harness error. ``pairs``: survey only these (kernel, config)s (None:
-    every selected one)."""
+    """Both surveys at once, asked of the warm workers that will measure (nothing is timed yet); ``pairs``: only
+    these (kernel, config)s. A side without kernels/ is None; a base that cannot survey says why under
+    ``BASE_UNMEASURABLE`` (its benchmarks are new); a head that cannot is a harness error."""
     present = {name: side for name, side in sides.items() if side is not None}
     request = survey_request(
         device=engine.device,
@@ -91,11 +87,8 @@ def _last_line(exc: Exception, limit: int = 300) -> str:
 
 
 def open_measurer(sides: Sequence[Side], options: SpeedOptions, deadline: float | None) -> WarmEngine:
-    """The warm workers that survey and measure ``sides`` (closing the engine ends every process it started).
-
-    Workers are replaced every ``restart_every`` rounds; benchmarks are spread over the GPUs of
-    ``--device cuda:LIST`` (default every visible GPU). The device may still be "auto" (the workers resolve it).
-    """
+    """The warm workers that survey and measure ``sides`` on the GPUs of ``--device cuda:LIST`` (default every
+    visible one); closing the engine ends every process it started."""
     device = options.device
     devices = (
         list(options.gpus) if options.gpus is not None else list(range(visible_gpu_count() if device != "cpu" else 1))
@@ -134,13 +127,9 @@ def run_rounds(
 ) -> tuple[list[dict[str, Any]], list[BenchmarkResult], RunNoise | None]:
     """Rounds until every gated benchmark is decided (or all ``limit`` of them when ``fixed``); then decide each.
 
-    ``measurer``: the engine that surveyed (:func:`open_measurer`); None when nothing can be measured
-    (no base). No round starts after ``deadline`` (time.time()), nor one that would end after
-    ``finish_by`` by the longest round so far: what is undecided then is inconclusive.
-    ``stop_when_failed``: no round starts once the PR has failed (a regression decided, or a wrong
-    result at head): its status is known, and the undecided benchmarks say so (Stop.PR_FAILED). With a
-    noise model (a plan whose variance is "model") each benchmark is decided as its pair completes, and a
-    regression also ends the round it was found in. Returns the rounds, the results and the run's noise view.
+    ``measurer``: None when nothing can be measured (no base). No round starts after ``deadline``, nor one that
+    would end after ``finish_by``, nor (``stop_when_failed``) once the PR has failed; with a noise model a
+    regression also ends its round. Returns the rounds, the results and the run's noise view.
     """
     stop_when_failed = stop_when_failed and not fixed
     use_model = model is not None and plan.variance == "model"
@@ -148,7 +137,7 @@ def run_rounds(
     rounds: list[dict[str, Any]] = []
     active = selection.gated
     names = [s.name for s in sides]
-    out_of_time = pr_failed = False
+    ran_out = Stop.FIXED_ROUNDS if fixed else Stop.ROUND_BUDGET  # unless a break below says otherwise
     base_failed: dict[str, str] = {}  # benchmark id -> why the base could not be measured
     regressed: list[str] = []
     restart = getattr(measurer, "restart_every", 4)
@@ -166,7 +155,7 @@ def run_rounds(
     while active and len(rounds) < limit:
         failing = regressed + [e.benchmark.id for e in selection.entries if e.status is Status.WRONG_RESULT]
         if stop_when_failed and failing:
-            pr_failed = True
+            ran_out = Stop.PR_FAILED
             more = " ..." if len(failing) > 3 else ""
             log(
                 f"speed_gate: the PR fails ({', '.join(failing[:3])}{more}): no more rounds; {len(active)} "
@@ -174,14 +163,14 @@ def run_rounds(
             )
             break
         if deadline is not None and time.time() >= deadline:
-            out_of_time = True
+            ran_out = Stop.TIME_BUDGET
             log(
                 f"speed_gate: the time budget is spent after {len(rounds)} rounds; {len(active)} benchmark(s) undecided"
             )
             break
         longest = max((r.get("wall_s") or 0.0 for r in rounds), default=0.0)
         if finish_by is not None and rounds and time.time() + longest > finish_by:
-            out_of_time = True
+            ran_out = Stop.TIME_BUDGET
             log(
                 f"speed_gate: a round takes up to {longest:.0f} s: no time for another within the budget after "
                 f"{len(rounds)} rounds"
@@ -239,15 +228,6 @@ def run_rounds(
                 "decide from here on"
             )
         active = still
-    ran_out = (
-        Stop.PR_FAILED
-        if pr_failed
-        else Stop.TIME_BUDGET
-        if out_of_time
-        else Stop.FIXED_ROUNDS
-        if fixed
-        else Stop.ROUND_BUDGET
-    )
     entries = [
         Entry(e.benchmark, Status.NEW, base_failed[e.benchmark.id]) if e.benchmark.id in base_failed else e
         for e in selection.entries

@@ -8,12 +8,13 @@ become words; the deciding modules never import it.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ci.speed.decide.codes import Check, Excluded, Exclusion, Status, Stop
-from ci.speed.decide.verdict import BenchmarkResult
+from ci.speed.decide.verdict import RESOLVE_POWER, BenchmarkResult
 from harness.paired.calibration import Calibration
 from harness.paired.rates import Rates
 from harness.paired.sequential import Decision, SequentialPlan
@@ -129,6 +130,7 @@ def benchmark_rows(
 ) -> list[dict[str, str]]:
     """One row per gated or wrong benchmark; with ``changes`` ({benchmark id: what differs}) a "code" column."""
     rows = []
+    model_used = any(x.decision is not None and x.decision.variance != "rounds" for x in results)
     for r in results:
         if r.status not in (Status.GATED, Status.WRONG_RESULT):
             continue
@@ -147,7 +149,7 @@ def benchmark_rows(
         )
         if changes is not None:
             rows[-1]["code"] = changes.get(r.id, "-")
-        if any(x.decision is not None and x.decision.variance != "rounds" for x in results):
+        if model_used:
             rows[-1]["variance from"] = VARIANCE_TEXT.get(d.variance, d.variance) if d is not None else "-"
     return rows
 
@@ -285,7 +287,6 @@ def gate_markdown(
     correctness: Sequence[Mapping[str, Any]],
     rounds: Sequence[Mapping[str, Any]],
     fail_on_inconclusive: bool,
-    resolve_power: float,
     preface: Sequence[str] = (),
     changes: Mapping[str, str] | None = None,
 ) -> str:
@@ -335,7 +336,7 @@ def gate_markdown(
     if rows:
         parts += [markdown_table(rows), ""]
         parts += [
-            f"_resolvable_: the smallest slowdown flagged as a regression with probability {resolve_power:.0%} "
+            f"_resolvable_: the smallest slowdown flagged as a regression with probability {RESOLVE_POWER:.0%} "
             "by the last look at this threshold (noise from the calibration file where it has the benchmark, "
             "else from this run's rounds). Higher TFLOPS is better; head/base < 1 is a slowdown.",
             "",
@@ -359,14 +360,8 @@ def gate_markdown(
         parts += ["**Not gated**", "", markdown_table(others), ""]
     states = gpu_state_rows(rounds)
     if states:
-        parts += [
-            "<details><summary>GPU state per round (before/after each timed run)</summary>",
-            "",
-            markdown_table(states),
-            "",
-            "</details>",
-            "",
-        ]
+        summary = "<summary>GPU state per round (before/after each timed run)</summary>"
+        parts += [f"<details>{summary}", "", markdown_table(states), "", "</details>", ""]
     return "\n".join(parts).rstrip() + "\n"
 
 
@@ -389,8 +384,6 @@ def calibration_markdown(
         }
         for bench_id, c in calibrations.items()
     ]
-    import json
-
     snippet = ",\n".join("    " + json.dumps(o) for o in overrides)
     parts = ["### Speed gate calibration (A/A: one commit against itself)", "", *header, "", markdown_table(rows), ""]
     if overrides:
@@ -406,18 +399,17 @@ def calibration_markdown(
 
 
 def rates_markdown(rates: Mapping[str, Rates], header: Sequence[str]) -> str:
-    rows = []
-    for bench_id, r in rates.items():
-        rows.append(
-            {
-                "benchmark": bench_id,
-                "decisions": str(r.decisions),
-                **{v.value: _pct(r.rate(v)) if r.decisions else "-" for v in Verdict},
-                "mean rounds": f"{r.mean_rounds:.1f}" if r.decisions else "-",
-                "stopped early": str(r.stopped_early),
-                "incomplete (record too short)": str(r.incomplete),
-            }
-        )
+    rows = [
+        {
+            "benchmark": bench_id,
+            "decisions": str(r.decisions),
+            **{v.value: _pct(r.rate(v)) if r.decisions else "-" for v in Verdict},
+            "mean rounds": f"{r.mean_rounds:.1f}" if r.decisions else "-",
+            "stopped early": str(r.stopped_early),
+            "incomplete (record too short)": str(r.incomplete),
+        }
+        for bench_id, r in rates.items()
+    ]
     return "\n".join(
         ["### Speed gate replay: decisions from recorded rounds", "", *header, "", markdown_table(rows), ""]
     )

@@ -19,7 +19,7 @@ from ci.common.files import append_step_summary_or_fallback, write_or_fallback
 from ci.speed.decide.codes import Status, Stop
 from ci.speed.decide.exclusion import ExclusionRule
 from ci.speed.decide.thresholds import Thresholds
-from ci.speed.decide.verdict import EXIT_INCONCLUSIVE, GATE_SCHEMA, RESOLVE_POWER, BenchmarkResult, exit_code
+from ci.speed.decide.verdict import EXIT_INCONCLUSIVE, GATE_SCHEMA, BenchmarkResult, exit_code
 from ci.speed.engine.survey import log
 from ci.speed.report.markdown import decision_reason, gate_markdown, plan_text
 from harness.paired import SequentialPlan, Verdict
@@ -246,7 +246,6 @@ def finish(
         correctness=correctness,
         rounds=rounds,
         fail_on_inconclusive=fail_on_inconclusive,
-        resolve_power=RESOLVE_POWER,
         preface=context.preface,
         changes=context.changes,
     )

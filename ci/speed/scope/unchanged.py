@@ -19,6 +19,8 @@ from ci.common.json_file import JsonFileError, read_json
 from ci.speed.decide.codes import Status
 from ci.speed.decide.selection import Entry, Selector
 from ci.speed.engine.rounds import Benchmark
+from ci.speed.engine.survey import log
+from ci.speed.options import SpeedOptions
 from ci.speed.scope.summary import SCHEMA, estimated_cost_s
 
 _ID = re.compile(r"^(?P<kernel>[^\[]+)\[(?P<config>[^\]]*)\]/(?P<shape>.+)$")
@@ -66,7 +68,7 @@ def load_changes(path: Path) -> dict[str, Any]:
     return data
 
 
-def check_changes_commits(data: Mapping[str, Any], path: Path, base_sha: str, head_sha: str) -> None:
+def check_changes_commits(data: Mapping[str, Any], path: Path | None, base_sha: str, head_sha: str) -> None:
     """The file must be of this comparison: the same merge-base and head."""
     for side, expected in (("base", base_sha), ("head", head_sha)):
         if data.get(side) != expected:
@@ -207,12 +209,10 @@ def cost_lines(record: Mapping[str, Any]) -> list[str]:
 
 
 def code_decision(
-    options: Any, base_sha: str, head_sha: str, base_tree: Path | None, head_tree: Path, log: Any = lambda line: None
+    options: SpeedOptions, base_sha: str, head_sha: str, base_tree: Path | None, head_tree: Path
 ) -> CodeDecision:
-    """Fingerprint both trees for the runner's arch (or read --changes) and decide per (kernel, config).
-
-    Nothing here starts a child that touches the GPU: the fingerprint children compile on the CPU.
-    """
+    """Fingerprint both trees for the runner's arch (or read --changes) and decide per (kernel, config); the
+    fingerprint children compile on the CPU: nothing here touches the GPU."""
     from ci.speed.scope.arch import resolve_arch
 
     arch, how = resolve_arch(options.arch, options.device)

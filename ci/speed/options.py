@@ -289,7 +289,7 @@ def _calibrations(path: str | None) -> Mapping[str, Any] | None:
 
 
 def _changes(path: str | None) -> Mapping[str, Any] | None:
-    from ci.speed.scope.unchanged import ChangesFileError, load_changes
+    from ci.speed.scope.summary import ChangesFileError, load_changes
 
     return _read(path, "", lambda p: MappingProxyType(load_changes(Path(p))), ChangesFileError)
 

@@ -12,12 +12,31 @@ from pathlib import Path
 from typing import Any
 
 from ci.common.code_fingerprint import Comparison, Outcome, TreeFingerprints, benchmark_id
+from ci.common.errors import InputError
 from ci.common.json_file import JsonFileError, read_json
 from ci.speed.scope.dependencies import warning_lines
 from harness.instruction_mix import instruction_mix, mix_diff
 from harness.report import markdown_table
 
 SCHEMA = "mxfp4-changes/1"
+
+
+class ChangesFileError(InputError, ValueError):
+    """A --changes file that cannot be used: unreadable, another schema, other commits, or without the arch."""
+
+
+def load_changes(path: Path) -> dict[str, Any]:
+    try:
+        data = read_json(path, f"--changes {path}")
+    except JsonFileError as exc:
+        raise ChangesFileError(str(exc)) from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise ChangesFileError(f"--changes {path}: not a {SCHEMA} file (python -m ci.speed.changes --json)")
+    if data.get("error"):
+        raise ChangesFileError(f"--changes {path}: the CPU job failed: {data['error']}")
+    return data
+
+
 # The step output the PR workflow's GPU job reads (`needs.<job>.outputs.gpu_needed`): tests/test_workflows.py
 # checks that the workflow's `if:` names exactly this.
 GPU_NEEDED_OUTPUT = "gpu_needed"

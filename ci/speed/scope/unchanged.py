@@ -14,23 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ci.common.errors import InputError
-from ci.common.json_file import JsonFileError, read_json
 from ci.speed.decide.codes import Status
 from ci.speed.decide.selection import Entry, Selector
 from ci.speed.engine.rounds import Benchmark
 from ci.speed.engine.survey import log
 from ci.speed.options import SpeedOptions
-from ci.speed.scope.summary import SCHEMA, estimated_cost_s
+from ci.speed.scope.summary import ChangesFileError, estimated_cost_s
 
 _ID = re.compile(r"^(?P<kernel>[^\[]+)\[(?P<config>[^\]]*)\]/(?P<shape>.+)$")
 IDENTICAL = "IDENTICAL"  # ci.common.code_fingerprint.Outcome.IDENTICAL.name, as the JSON keeps it
 REMOVED = "REMOVED"  # Outcome.REMOVED.name: at base only
 REMOVED_NOTE = "removed at head"
-
-
-class ChangesFileError(InputError, ValueError):
-    """A --changes file that cannot be used: unreadable, another schema, other commits, or without the arch."""
 
 
 @dataclass
@@ -54,18 +48,6 @@ class CodeDecision:
             return f"measure: the runner's arch is unknown ({self.how})"
         same, text = self.pairs.get((kernel, config), (False, "measure: not fingerprinted on this arch"))
         return "measured (--measure-identical): " + text if same else text
-
-
-def load_changes(path: Path) -> dict[str, Any]:
-    try:
-        data = read_json(path, f"--changes {path}")
-    except JsonFileError as exc:
-        raise ChangesFileError(str(exc)) from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise ChangesFileError(f"--changes {path}: not a {SCHEMA} file (python -m ci.speed.changes --json)")
-    if data.get("error"):
-        raise ChangesFileError(f"--changes {path}: the CPU job failed: {data['error']}")
-    return data
 
 
 def check_changes_commits(data: Mapping[str, Any], path: Path | None, base_sha: str, head_sha: str) -> None:

@@ -50,6 +50,12 @@ def notify(server: FakeGitHub, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+def post_comment_args(body: Path) -> list[str]:
+    """The workflow's post-comment call for the PR the fake serves, with the comment in ``body``."""
+    head = ["--head-repo", FORK, "--head-branch", BRANCH, "--head-sha", SHA]
+    return ["post-comment", "--github-repo", "OWNER/REPO", *head, "--body", str(body)]
+
+
 @pytest.fixture
 def github(tmp_path):
     _gh_or_skip()
@@ -81,19 +87,7 @@ def test_the_comment_is_created_once_then_edited_in_place_on_a_fork_pr(github, t
         state.add_comment(7, f"review comment {i}", "bob")
     state.add_comment(7, f"I saw {MARKER} in the source", "mallory")
     body = tmp_path / "comment.md"
-    args = [
-        "post-comment",
-        "--github-repo",
-        "OWNER/REPO",
-        "--head-repo",
-        FORK,
-        "--head-branch",
-        BRANCH,
-        "--head-sha",
-        SHA,
-        "--body",
-        str(body),
-    ]
+    args = post_comment_args(body)
 
     body.write_text(f"### FAIL\n\n{MARKER}")
     done = notify(github, *args)
@@ -123,20 +117,7 @@ def test_a_pr_pushed_again_since_gets_nothing(github, tmp_path):
     github.state.add_pull(7, FORK, BRANCH, "c" * 40)  # the PR's head moved on: this run's verdict is stale
     body = tmp_path / "comment.md"
     body.write_text(f"### FAIL\n\n{MARKER}")
-    done = notify(
-        github,
-        "post-comment",
-        "--github-repo",
-        "OWNER/REPO",
-        "--head-repo",
-        FORK,
-        "--head-branch",
-        BRANCH,
-        "--head-sha",
-        SHA,
-        "--body",
-        str(body),
-    )
+    done = notify(github, *post_comment_args(body))
     assert done.returncode == 0 and "nothing posted" in done.stderr, done.stderr
     assert github.state.writes() == []
 
@@ -145,20 +126,7 @@ def test_a_github_error_is_exit_2_with_what_gh_said(github, tmp_path):
     github.state.repo = "SOMEONE/ELSE"  # every path of OWNER/REPO is now 404
     body = tmp_path / "comment.md"
     body.write_text(MARKER)
-    done = notify(
-        github,
-        "post-comment",
-        "--github-repo",
-        "OWNER/REPO",
-        "--head-repo",
-        FORK,
-        "--head-branch",
-        BRANCH,
-        "--head-sha",
-        SHA,
-        "--body",
-        str(body),
-    )
+    done = notify(github, *post_comment_args(body))
     assert done.returncode == 2 and "GET repos/OWNER/REPO/pulls" in done.stderr and "404" in done.stderr, done.stderr
 
 

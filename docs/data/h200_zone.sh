@@ -10,13 +10,14 @@
 #                                        # tuning PR's true effects in fixed rounds, stopping itself before the call's end
 #   bash docs/data/h200_zone.sh layout   # after a change that moves the gate's code but not its method (issue 40):
 #                                        # the tuning PR (--all-verdicts), the one-pass PR and one A/A PR, once each
+#   bash docs/data/h200_zone.sh cuts     # the same three, after the line cuts of issue 40's second stop
 # Each gate run is preceded by its CPU step (python -m ci.speed.changes), as in pr-checks.yml; the gate's wall is the
 # GPU job's. The runner's committed model and thresholds decide (ci/speed_noise_h200.json, ci/speed_thresholds_h200.json).
 # Everything comes back as $OUT/h200_zone_<part>.tar.gz (each step's JSON record, Markdown, log).
 set -u -o pipefail
 export PYTHONUNBUFFERED=1
 PART=${1:?a part: tuning or kept}
-case $PART in tuning|kept|final|layout) ;; *) echo "unknown part: $PART (tuning, kept, final or layout)" >&2; exit 2 ;; esac
+case $PART in tuning|kept|final|layout|cuts) ;; *) echo "unknown part: $PART (tuning, kept, final, layout or cuts)" >&2; exit 2 ;; esac
 BUDGET_S=${BUDGET_S:-580}
 ROOT=$(pwd)
 SITE=/tmp/site WORK=/tmp/r37 LOGS=/tmp/h200_zone OUT=${OUT:-/tmp/out}
@@ -40,7 +41,7 @@ gate() {  # gate NAME CAP BASE HEAD ARGS...: the CPU step (changes.json), then t
 
 if [ "$PART" = tuning ]; then
   for i in 1 2 3; do gate "tuning_$i" 175 main exp/tuning --max-minutes 2.4 --all-verdicts; done
-elif [ "$PART" = layout ]; then
+elif [ "$PART" = layout ] || [ "$PART" = cuts ]; then
   gate tuning 175 main exp/tuning --all-verdicts
   gate one_pass 90 main exp/slow
   gate aa 140 main exp/neutral-1

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.bisect import engine, measurer, report
+from ci.bisect import engine, measurer
 from ci.bisect import options as bisect_options
 
 THRESHOLD = 0.01  # the simulated gate's band
@@ -112,7 +112,7 @@ def test_a_step_below_the_gates_resolution_is_inconclusive_with_its_interval(tmp
     result, gate = run_bisect(repo, shas[0], shas[-1])
     assert result.outcome is engine.Outcome.INCONCLUSIVE and result.culprit is None
     assert result.interval == (shas[0], shas[-1]) and result.remaining() == shas[1:]
-    text = report.markdown(result, "k[c]/s")
+    text = engine.markdown(result, "k[c]/s")
     assert "Inconclusive" in text and "0.9900" in text and "[0.9860, 0.9940]" in text
 
 
@@ -156,7 +156,7 @@ def test_no_code_change_and_no_regression(tmp_path):
     repo, shas = make_repo(tmp_path, [("same", 100.0 if i < 3 else 90.0) for i in range(5)])
     result, gate = run_bisect(repo, shas[0], shas[-1])
     assert result.outcome is engine.Outcome.NO_CODE_CHANGE and not gate.calls
-    assert "No code change" in report.markdown(result, "k[c]/s")
+    assert "No code change" in engine.markdown(result, "k[c]/s")
     (tmp_path / "two").mkdir()
     repo2, shas2 = make_repo(tmp_path / "two", [(f"v{i}", 100.0) for i in range(5)])
     result2, gate2 = run_bisect(repo2, shas2[0], shas2[-1])

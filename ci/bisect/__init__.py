@@ -1,10 +1,5 @@
-"""Culprit bisection of main's first-parent line (issue 20): ``python -m ci.bisect --good A --bad B --benchmark ID``.
-
-options.py is the front; engine.py the bisection (commits, a fingerprint key and a measurer, nothing else);
-measurer.py the real measurer (``python -m ci.speed ... --json``) and fingerprint key; change_point.py good, bad
-and the benchmark from the main job's JSON; report.py the Markdown. Why the block below: ``ci/bisect`` shadows the
-standard library's ``bisect`` for a command run from inside ci/ (docs/CHANGE_POINTS.md).
-"""
+"""Culprit bisection of main's first-parent line (issue 20): ``python -m ci.bisect`` (README.md's layout table). The
+block below: ``ci/bisect`` shadows the standard library's ``bisect`` for a command run from inside ci/."""
 
 if __name__ == "bisect":  # imported as the standard library's bisect, from inside ci/: become that module
     import importlib.util as _util

@@ -1,15 +1,9 @@
-"""Good, bad and the benchmark of a bisection, from a change point of the main job's JSON (``--from-change-point``).
-
-A change point (``history.change_points`` of ``python -m ci.history --json``, ``machines[].change_points`` of the
-site build's) names the asv key, ``last_before`` and ``first_after``: the culprit is in ``(last_before, first_after]``.
-Regressions only; ``--benchmark`` (the gate's id or the asv key) narrows, ``--index N`` (from 1) picks; several
-left and no ``--index`` is an error, nothing is guessed (docs/CHANGE_POINTS.md, "Culprit bisection").
-"""
+"""Good, bad and the benchmark of a bisection, from a regression change point of the main job's JSON
+(``--from-change-point``); several left and no ``--index`` is an error (docs/CHANGE_POINTS.md, "Culprit bisection")."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +11,6 @@ from ci.common.options import OptionsError
 from ci.history.asv_results.store import GEMM_KEY
 
 REGRESSION = "regression"  # harness.changepoints' direction of a TFLOPS drop
-
-
-@dataclass(frozen=True)
-class ChosenChange:
-    good: str  # the last commit measured at the old level
-    bad: str  # the first measured at the new level
-    bench: str  # the speed gate's id, kernel[config]/shape
-    line: str  # the main job's own line for it, to say what was picked
 
 
 def gate_bench_id(asv_key: str) -> str:
@@ -41,9 +27,8 @@ def _load_changes(report_path: Path) -> list[dict[str, Any]]:
         report = json.loads(Path(report_path).read_text())
     except (OSError, ValueError) as exc:
         raise OptionsError(f"--from-change-point {report_path}: not a readable JSON report ({exc})") from None
-    if isinstance(report, dict) and isinstance(
-        report.get("machines"), list
-    ):  # the site build's (ci.history.publish --json)
+    # The site build's (ci.history.publish --json), else the main job's.
+    if isinstance(report, dict) and isinstance(report.get("machines"), list):
         checked = [m for m in report["machines"] if isinstance(m, dict) and not m.get("not_checked")]
         changes = [c for m in checked for c in m.get("change_points") or [] if isinstance(c, dict)]
         if not checked:
@@ -75,8 +60,9 @@ def _describe(changes: list[dict[str, Any]]) -> str:
     )
 
 
-def choose(report_path: Path, bench: str | None = None, index: int | None = None) -> ChosenChange:
-    """The one regression change point that ``bench`` and ``index`` select; OptionsError says why there is none."""
+def choose(report_path: Path, bench: str | None = None, index: int | None = None) -> tuple[str, str, str]:
+    """(good, bad, the gate's benchmark id) of the one regression change point that ``bench`` and ``index`` select:
+    the last commit at the old level, the first at the new; OptionsError says why there is none."""
     changes = _load_changes(report_path)
     if not changes:
         raise OptionsError(f"--from-change-point {report_path}: the report has no change point: nothing to bisect")
@@ -106,5 +92,4 @@ def choose(report_path: Path, bench: str | None = None, index: int | None = None
     good, bad = picked.get("last_before"), picked.get("first_after")
     if not (isinstance(good, str) and isinstance(bad, str) and good and bad):
         raise OptionsError(f"--from-change-point {report_path}: change point {index} names no commit range")
-    line = f"{picked.get('benchmark')} on {picked.get('machine')}: suspected in {good[:12]}..{bad[:12]}"
-    return ChosenChange(good, bad, gate_bench_id(str(picked.get("benchmark"))), line)
+    return good, bad, gate_bench_id(str(picked.get("benchmark")))

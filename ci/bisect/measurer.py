@@ -1,9 +1,5 @@
-"""The real measurer and fingerprint key of ci.bisect.engine: the speed gate and ci.common.code_fingerprint.
-
-:class:`SpeedGateMeasurer` runs ``python -m ci.speed --base <good> --head <commit> --kernel K --config C --shape S
---json <file>`` and reads the verdict, ratio and interval from its JSON record, never its log. The gate's exit 0, 1
-and 3 (inconclusive) are verdicts; anything else is a :class:`MeasureError` (exit 2 of ci.bisect).
-"""
+"""The real measurer and fingerprint key of ci.bisect.engine: the speed gate (its JSON record, never its log; exit 0, 1
+and 3 are verdicts, anything else a :class:`MeasureError`) and ci.common.code_fingerprint."""
 
 from __future__ import annotations
 

@@ -73,8 +73,7 @@ def options_from(args: argparse.Namespace) -> BisectOptions:
     if args.from_change_point is not None:
         if args.good is not None or args.bad is not None:
             raise OptionsError("--from-change-point takes good and bad from the report: leave out --good and --bad")
-        chosen = change_point.choose(args.from_change_point, args.benchmark, args.index)
-        args.good, args.bad, args.benchmark = chosen.good, chosen.bad, chosen.bench
+        args.good, args.bad, args.benchmark = change_point.choose(args.from_change_point, args.benchmark, args.index)
     else:
         missing = [name for name in ("good", "bad", "benchmark") if getattr(args, name) is None]
         if missing:
@@ -120,7 +119,7 @@ def run(
     log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
 ) -> int:
     """Bisect with ``measure`` and ``key`` (default: the speed gate and the code fingerprint); write the outputs."""
-    from ci.bisect import engine, measurer, report
+    from ci.bisect import engine, measurer
     from ci.common.files import write_json_atomic
     from harness.report import append_step_summary_or_fallback
 
@@ -132,7 +131,7 @@ def run(
     if commits[-1:] != [options.bad]:
         raise InputError(f"{options.good[:12]} is not on {options.bad[:12]}'s first-parent line")
     result = engine.bisect(options.good, commits, key, measure, log)
-    text = report.markdown(result, options.benchmark)
+    text = engine.markdown(result, options.benchmark)
     print(text)
     append_step_summary_or_fallback(text, log)
     if options.json is not None:

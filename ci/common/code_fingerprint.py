@@ -1,10 +1,5 @@
-"""Speed fingerprints: everything of a commit that can change what a benchmark's timed region runs.
-
-For a commit's tree and each (kernel, config, arch), a :class:`Fingerprint` of parts: ``launch path``
-(ci.common.launch_path), ``device code`` (ci.common.device_code; ``none (torch ops)`` for a torch kernel) and, for the
-history only (``with_environment``), ``environment`` (harness/, asv_bench/ and the library versions). A part that cannot
-be computed is ``unknown`` with an :class:`UnknownReason`, and :func:`compare` then says "measure": never skip on doubt.
-Shapes share their (kernel, config, arch) fingerprint. Why these parts: docs/SPEED_GATE.md, "The speed fingerprint".
+"""Speed fingerprints: per (kernel, config, arch), the parts of a commit that can change what a benchmark's timed region
+runs; an unknown part means "measure", never skip on doubt (docs/SPEED_GATE.md, "The speed fingerprint").
 """
 
 from __future__ import annotations
@@ -115,12 +110,10 @@ class Comparison:
     detail: str = ""
 
     def describe(self) -> str:
-        if self.outcome is Outcome.IDENTICAL:
+        if self.outcome in (Outcome.IDENTICAL, Outcome.REMOVED):
             return self.outcome.value
         if self.outcome is Outcome.DIFFERS:
             return "changed: " + "; ".join(self.what)
-        if self.outcome is Outcome.REMOVED:
-            return self.outcome.value
         assert self.reason is not None, "an UNKNOWN comparison is made with its reason"
         return f"measure: {self.reason.value}" + (f" ({self.detail})" if self.detail else "")
 
@@ -138,21 +131,16 @@ def fingerprint_tree(
     with_environment: bool = False,
     log: Callable[[str], None] = lambda line: None,
 ) -> TreeFingerprints:
-    """The fingerprints of every (kernel, config, arch) of ``tree``'s registry (``kernels``: only names matching these).
-
-    Results are cached per kernels/ content within this process, so a tree compiled once is not compiled again.
-    """
+    """The fingerprints of every (kernel, config, arch) of ``tree``'s registry (``kernels``: only names matching these),
+    cached per kernels/ content within this process: a tree compiled once is not compiled again."""
     key = (kernels_content_digest(tree), tuple(archs), tuple(sorted(kernels or ())), with_environment)
-    if key not in _CACHE:
-        _CACHE[key] = _fingerprint_tree(Path(tree), list(archs), kernels, with_environment, log)
-    return _CACHE[key]
-
-
-def _fingerprint_tree(tree, archs, kernels, with_environment, log) -> TreeFingerprints:
+    if key in _CACHE:
+        return _CACHE[key]
     try:
-        child = _run_child(tree, {"archs": archs, "kernels": list(kernels) if kernels else None}, log)
+        child = _run_child(Path(tree), {"archs": list(archs), "kernels": list(kernels) if kernels else None}, log)
     except ChildFailed as exc:
-        return TreeFingerprints({}, {arch: [] for arch in archs}, {}, failure=str(exc))
+        _CACHE[key] = TreeFingerprints({}, {arch: [] for arch in archs}, {}, failure=str(exc))
+        return _CACHE[key]
     environment = environment_part() if with_environment else None
     fingerprints = {}
     for kernel in child["kernels"]:
@@ -168,7 +156,8 @@ def _fingerprint_tree(tree, archs, kernels, with_environment, log) -> TreeFinger
     benchmarks = {
         arch: [b for b in child["benchmarks"][arch] if name_matches(b["kernel"], kernels or ())] for arch in archs
     }
-    return TreeFingerprints(fingerprints, benchmarks, child["compiled"])
+    _CACHE[key] = TreeFingerprints(fingerprints, benchmarks, child["compiled"])
+    return _CACHE[key]
 
 
 def launch_part(tree: Path, module: str) -> Part:
@@ -214,11 +203,9 @@ def _run_child(tree: Path, request: Mapping[str, Any], log: Callable[[str], None
             if run.returncode != 0 or not result_path.exists():
                 raise ChildFailed(f"exit {run.returncode}: {run.tail(2)}")
             return json.loads(result_path.read_text())
-    except OSError as exc:
-        raise ChildFailed(f"{type(exc).__name__}: {exc}") from None
-    except Exception as exc:  # NotAKernelsTree and friends: the tree cannot be read
-        if isinstance(exc, ChildFailed):
-            raise
+    except ChildFailed:
+        raise
+    except Exception as exc:  # OSError, NotAKernelsTree and friends: the tree cannot be read
         raise ChildFailed(f"{type(exc).__name__}: {exc}") from None
 
 
@@ -236,32 +223,27 @@ def kernels_content_digest(tree: Path) -> str:
 
 def environment_part(measuring_root: Path = REPO_ROOT) -> Part:
     """Measuring code (harness/, asv_bench/ normalized) and library/driver versions of this process."""
+    fields = {"python": platform.python_version()}
     try:
-        fields = environment_fields(measuring_root)
+        for folder in ("harness", "asv_bench"):
+            files = {
+                p.relative_to(measuring_root).as_posix(): launch_path.source_digest(p.read_text(), str(p))
+                for p in sorted((Path(measuring_root) / folder).rglob("*.py"))
+            }
+            fields[folder] = launch_path.combined_digest(files)
+        for module in ("torch", "triton", "flydsl"):
+            try:
+                fields[module] = __import__(module).__version__
+            except ImportError:
+                fields[module] = "not installed"
+        import torch
+
+        fields["cuda"] = str(torch.version.cuda)
+        fields["hip"] = str(getattr(torch.version, "hip", None))
+        fields["driver"] = _driver_version()
     except Exception as exc:  # an unreadable harness or version: measure
         return Part.unknown(UnknownReason.ENVIRONMENT, f"{type(exc).__name__}: {exc}")
     return Part(hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest(), files=fields)
-
-
-def environment_fields(measuring_root: Path) -> dict[str, str]:
-    fields = {"python": platform.python_version()}
-    for folder in ("harness", "asv_bench"):
-        files = {
-            p.relative_to(measuring_root).as_posix(): launch_path.source_digest(p.read_text(), str(p))
-            for p in sorted((Path(measuring_root) / folder).rglob("*.py"))
-        }
-        fields[folder] = launch_path.combined_digest(files)
-    for module in ("torch", "triton", "flydsl"):
-        try:
-            fields[module] = __import__(module).__version__
-        except ImportError:
-            fields[module] = "not installed"
-    import torch
-
-    fields["cuda"] = str(torch.version.cuda)
-    fields["hip"] = str(getattr(torch.version, "hip", None))
-    fields["driver"] = _driver_version()
-    return fields
 
 
 def _driver_version() -> str:
@@ -290,20 +272,17 @@ def compare_fingerprints(base: Fingerprint | None, head: Fingerprint | None) -> 
         for name, part in fingerprint.parts().items():
             if not part.known:
                 return Comparison(Outcome.UNKNOWN, reason=part.reason, detail=f"{side} {name}: {part.detail}")
+
+    def changed(old: Part, new: Part) -> str:
+        return ", ".join(sorted(k for k in {*old.files, *new.files} if old.files.get(k) != new.files.get(k)))
+
     what: list[str] = []
     if base.launch_path.digest != head.launch_path.digest:
-        old, new = base.launch_path.files, head.launch_path.files
-        changed = sorted(p for p in set(old) | set(new) if old.get(p) != new.get(p))
-        what.append("launch path: " + ", ".join(changed))
+        what.append("launch path: " + changed(base.launch_path, head.launch_path))
     if base.device_code.digest != head.device_code.digest:
         what.append(f"{head.arch} code of {head.config}")
-    if (
-        base.environment is not None
-        and head.environment is not None
-        and base.environment.digest != head.environment.digest
-    ):
-        old, new = base.environment.files, head.environment.files
-        what.append("environment: " + ", ".join(sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))))
+    if base.environment and head.environment and base.environment.digest != head.environment.digest:
+        what.append("environment: " + changed(base.environment, head.environment))
     return Comparison(Outcome.DIFFERS, tuple(what)) if what else Comparison(Outcome.IDENTICAL)
 
 
@@ -318,17 +297,15 @@ def compare(base: TreeFingerprints, head: TreeFingerprints) -> dict[str, dict[st
     then the base's benchmarks the head no longer has: "removed at head", so a removal does not vanish."""
     out: dict[str, dict[str, Comparison]] = {}
     listed = base if head.failure and not base.failure else head
+    side, failure = ("head", head.failure) if head.failure else ("base", base.failure)
+    failed = Comparison(Outcome.UNKNOWN, reason=UnknownReason.REGISTRY_FAILED, detail=f"{side}: {failure}")
     for arch, benchmarks in listed.benchmarks.items():
         out[arch] = {}
         for bench in benchmarks:
             key = (bench["kernel"], bench["config"], arch)
-            if head.failure or base.failure:
-                side, text = ("head", head.failure) if head.failure else ("base", base.failure)
-                result = Comparison(Outcome.UNKNOWN, reason=UnknownReason.REGISTRY_FAILED, detail=f"{side}: {text}")
-            else:
-                result = compare_fingerprints(base.fingerprints.get(key), head.fingerprints.get(key))
+            result = failed if failure else compare_fingerprints(base.fingerprints.get(key), head.fingerprints.get(key))
             out[arch][benchmark_id(bench)] = result
-        if not (head.failure or base.failure):
+        if not failure:
             for bench in base.benchmarks.get(arch, []):
                 out[arch].setdefault(benchmark_id(bench), Comparison(Outcome.REMOVED))
     return out

@@ -1,12 +1,6 @@
-"""One shape for every ``python -m ci.X`` front (asv's ``Command`` classes and its one ``main`` in spirit).
-
-A tool declares a :class:`Command`: its options on the parser (``arguments``), how the parsed values become
-one checked options object (``options``) and ``run(options) -> int``. :meth:`Command.main` owns the rest, the
-same for every front: the exit codes (0 pass, 1 a failed gate, 2 a harness error, 3 inconclusive where the tool
-has it, 130/143 after SIGINT/SIGTERM) and the ``--help`` section that lists them; ``--traceback``; one line
-``python -m ci.X: error: <message>`` on stderr for an error a user causes (:data:`USER_ERRORS`) and for a crash
-(exit 2, never 1 or 3); the signals (:mod:`ci.common.interrupts`); and, where the front has ``--json``, one
-JSON object saying what stopped it there, written atomically.
+"""One shape for every ``python -m ci.X`` front (asv's ``Command`` classes and its one ``main`` in spirit): a tool
+declares its options, its checked options object and ``run(options) -> int``; :meth:`Command.main` owns the exit codes,
+``--traceback``, the one error line, the signals and the error JSON (README.md, "Commands with one front").
 """
 
 from __future__ import annotations
@@ -74,7 +68,11 @@ class Command:
 
     def main(self, argv: Sequence[str] | None = None) -> int:
         """Parse, check, run; every way out is one of the exit codes above, with one line on stderr if not 0/1/3."""
-        before = _install()
+        try:  # the signals' one mechanism for the run; the previous handlers are put back after
+            before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+            interrupts.install()
+        except ValueError:  # not the main thread (a test's worker thread): the caller's handlers stay
+            before = {}
         argv = list(sys.argv[1:] if argv is None else argv)
         args = argparse.Namespace(traceback="--traceback" in argv)
         parser = self.parser()
@@ -91,7 +89,8 @@ class Command:
             hint = "" if args.traceback else "; run again with --traceback for the Python traceback"
             return self._stop(args, f"error: internal error ({type(exc).__name__}: {exc}){hint}", 2)
         finally:
-            _restore(before)
+            for signum, handler in before.items():
+                signal.signal(signum, handler)
 
     def checked(self, argv: Sequence[str]) -> Any:
         """The options object of ``argv``, as the front builds it (a bad argument raises UsageError): for tests."""
@@ -123,20 +122,6 @@ class Command:
         return code
 
 
+# The seam where tests/test_command_shape.py injects its faults.
 def _work(command: Command, args: argparse.Namespace) -> int:
     return command.run(command.options(args))
-
-
-def _install() -> dict[signal.Signals, Any] | None:
-    """The signals' one mechanism for the run (interrupts.install); the previous handlers, to put back after."""
-    try:
-        before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-        interrupts.install()
-    except ValueError:  # not the main thread (a test's worker thread): the caller's handlers stay
-        return None
-    return before
-
-
-def _restore(before: dict[signal.Signals, Any] | None) -> None:
-    for signum, handler in (before or {}).items():
-        signal.signal(signum, handler)

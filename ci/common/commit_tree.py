@@ -1,9 +1,6 @@
-"""Run today's measuring code on another commit's kernels, in a child process.
-
-Both commits of a comparison are measured by this checkout's harness/ and ci/, with only the ``kernels``
-package from the commit's worktree. The child's ``sys.path`` starts with a private folder holding one
-symlink, ``kernels`` -> the worktree's kernels/, then this checkout's root (whose ``kernels`` is shadowed);
-the child starts in that folder, as ``python -m`` puts the current directory first.
+"""Run today's measuring code (this checkout's harness/ and ci/) on another commit's kernels, in a child process whose
+``sys.path`` starts with a private folder holding one symlink, ``kernels`` -> the commit's kernels/ (it starts there,
+as ``python -m`` puts the current directory first), then this checkout's root, whose ``kernels`` is thus shadowed.
 """
 
 from __future__ import annotations
@@ -13,7 +10,7 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,19 +69,12 @@ def run_forwarding_stderr(
     log: Callable[[str], None],
     timeout_s: float,
 ) -> ChildRun:
-    """Run ``cmd``, echoing each stderr line (its progress) through ``log`` as it comes; stdout is discarded.
-
-    The child is killed at ``timeout_s`` (``ChildRun.timed_out``) and on any interruption of
-    this process (Ctrl-C, a cancelled job), so no child is left measuring or compiling.
-    """
+    """Run ``cmd``, echoing each stderr line (its progress) through ``log`` as it comes; stdout is discarded. The child
+    is killed at ``timeout_s`` (``ChildRun.timed_out``) and on any interruption of this process (Ctrl-C, a cancelled
+    job), so no child is left measuring or compiling."""
     proc = subprocess.Popen(
         list(cmd), cwd=cwd, env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
-    with tracked(proc):  # killed by ci.common.interrupts on SIGINT/SIGTERM, whichever thread waits here
-        return _wait_forwarding(proc, log, timeout_s)
-
-
-def _wait_forwarding(proc: subprocess.Popen, log: Callable[[str], None], timeout_s: float) -> ChildRun:
     lines: list[str] = []
 
     def pump() -> None:
@@ -95,15 +85,14 @@ def _wait_forwarding(proc: subprocess.Popen, log: Callable[[str], None], timeout
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
-    try:
-        returncode: int | None = proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        returncode = None
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
+    returncode: int | None = None
+    # tracked: ci.common.interrupts kills it on SIGINT/SIGTERM, whichever thread waits here
+    with tracked(proc), suppress(subprocess.TimeoutExpired):
+        try:
+            returncode = proc.wait(timeout=timeout_s)
+        finally:
+            if returncode is None:  # timed out or interrupted
+                proc.kill()
+                proc.wait()
     reader.join(timeout=10)
     return ChildRun(returncode, tuple(lines))

@@ -1,10 +1,5 @@
-"""The one correctness check: run a kernel once, compare with the reference.
-
-:func:`check_kernel` is the path of every correctness gate, mutation test and the speed gate's pre-check (a
-NaN-poisoned output, one launch, the commit's float64 reference, harness.accuracy's judgement);
-:func:`check_output` judges a timed launch's output at its shape (harness.output_check), in the speed gate's
-warm worker and fresh child, before a benchmark's speed counts.
-"""
+"""The one correctness check: :func:`check_kernel` (every correctness gate, mutation test and the speed gate's
+pre-check) and :func:`check_output` (a timed launch's output at its shape, before a benchmark's speed counts)."""
 
 from __future__ import annotations
 
@@ -19,18 +14,12 @@ from kernels.mxfp4 import MXFP4Tensor
 from kernels.reference import reference_gemm
 
 
-def run_once(kernel, a: MXFP4Tensor, b: MXFP4Tensor, config: str | None = None) -> torch.Tensor:
-    """One launch of ``kernel`` into a NaN-poisoned bf16 output; returns the output."""
+def check_kernel(kernel, a: MXFP4Tensor, b: MXFP4Tensor, config: str | None = None) -> AccuracyReport:
+    """Run ``kernel`` once on (a, b) into a NaN-poisoned bf16 output and judge it against the float64 reference."""
     out = torch.full((a.rows, b.rows), math.nan, dtype=torch.bfloat16, device=a.device)
     kernel.prepare(a, b, out, config)()
     if out.is_cuda:
         torch.cuda.synchronize(out.device)
-    return out
-
-
-def check_kernel(kernel, a: MXFP4Tensor, b: MXFP4Tensor, config: str | None = None) -> AccuracyReport:
-    """Run ``kernel`` once on (a, b) and judge its output against the float64 reference."""
-    out = run_once(kernel, a, b, config)
     return compare(out, reference_gemm(a, b), reference_gemm(a, b, absolute=True), a.k)
 
 

@@ -1,17 +1,11 @@
-"""A commit's compiled device code, read in a child process that imports that commit's kernels.
-
-    python -m ci.common.device_code REQUEST.json RESULT.json
-
-Runs under ``ci.common.commit_tree.kernels_of(tree)``, loads the tree's registry and writes ``kernels`` (each kernel's
-module, backend, configs, ``runs_on``, ``compile_archs``), ``benchmarks`` (per arch, the (kernel, config, shape) the
-speed gate would time there) and ``compiled`` (per target the digest of its normalized device code, its text and
-resource usage, or the compile error). Compiling is ``Kernel.compile_only``, the path the resource tracks and the budget
-gate use; one compile per (kernel, config, arch), not per shape: docs/SPEED_GATE.md, "The speed fingerprint".
-"""
+"""A commit's compiled device code, read in a child process that imports that commit's kernels (under
+``ci.common.commit_tree.kernels_of``): ``python -m ci.common.device_code REQUEST.json RESULT.json``; what it writes and
+why one compile per (kernel, config, arch): docs/SPEED_GATE.md, "The speed fingerprint"."""
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 import sys
@@ -69,25 +63,21 @@ def normalized_sass(text: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def device_code(artifact: Any) -> tuple[str, str]:
-    """(kind, normalized text) of what runs: SASS when cuobjdump gave it, else the PTX; the AMDGPU ISA on gfx."""
-    extra = dict(artifact.extra)
-    if artifact.arch.startswith("gfx"):
-        kind, text = "amdgcn", normalized_amdgpu(artifact.assembly)
-    elif extra.get("sass"):
-        kind, text = "sass", normalized_sass(extra["sass"])
-    else:
-        kind, text = "ptx", normalized_ptx(artifact.assembly)
-    launch = "\n".join(f"{key}={extra[key]}" for key in LAUNCH_METADATA if key in extra)
-    return kind, f"{text}\n--launch--\n{launch}"
-
-
 def mix_source(artifact: Any) -> tuple[str, str]:
-    """(kind, raw text) the instruction mix reads: the ISA, the SASS, or the PTX."""
+    """(kind, raw text) of what runs: the AMDGPU ISA on gfx, else the SASS when cuobjdump gave it, else the PTX."""
     if artifact.arch.startswith("gfx"):
         return "amdgcn", artifact.assembly
     sass = dict(artifact.extra).get("sass")
     return ("sass", sass) if sass else ("ptx", artifact.assembly)
+
+
+def device_code(artifact: Any) -> tuple[str, str]:
+    """(kind, normalized text) of :func:`mix_source`, with the launch metadata."""
+    kind, text = mix_source(artifact)
+    extra = dict(artifact.extra)
+    launch = "\n".join(f"{key}={extra[key]}" for key in LAUNCH_METADATA if key in extra)
+    normalized = {"amdgcn": normalized_amdgpu, "sass": normalized_sass, "ptx": normalized_ptx}[kind](text)
+    return kind, f"{normalized}\n--launch--\n{launch}"
 
 
 def digest(text: str) -> str:
@@ -117,23 +107,15 @@ def describe_registry(archs: Sequence[str]) -> dict[str, Any]:
         for k in all_kernels()
     ]
     benchmarks: dict[str, list[dict[str, Any]]] = {arch: [] for arch in archs}
-    for kernel in all_kernels():
-        for arch in archs:
-            if not devices.arch_matches(arch, kernel.runs_on) or (arch == "cpu" and kernel.backend in cpu_excluded):
-                continue
-            for config in kernel.configs:
-                for shape in cpu_shapes if arch == "cpu" else BENCHMARK_SHAPES:
-                    if _supports(kernel, (shape.m, shape.n, shape.k), config):
-                        benchmarks[arch].append(
-                            {
-                                "kernel": kernel.name,
-                                "config": config,
-                                "shape": shape.name,
-                                "m": shape.m,
-                                "n": shape.n,
-                                "k": shape.k,
-                            }
-                        )
+    for kernel, arch in itertools.product(all_kernels(), archs):
+        if not devices.arch_matches(arch, kernel.runs_on) or (arch == "cpu" and kernel.backend in cpu_excluded):
+            continue
+        benchmarks[arch] += [
+            {"kernel": kernel.name, "config": config, "shape": s.name, "m": s.m, "n": s.n, "k": s.k}
+            for config in kernel.configs
+            for s in (cpu_shapes if arch == "cpu" else BENCHMARK_SHAPES)
+            if _supports(kernel, (s.m, s.n, s.k), config)
+        ]
     return {"kernels": kernels, "benchmarks": benchmarks}
 
 

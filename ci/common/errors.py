@@ -1,9 +1,5 @@
-"""The one root of every error a user of the ci tools can cause (harness.errors and kernels.errors have their own).
-
-A front (``ci/common/command.py``) prints any of the three roots as one line, ``python -m ci.X: error: <message>``,
-exit 2; anything else is a defect: an "internal error" line, exit 2 as well, never "passed" (0), "failed gate" (1)
-or "inconclusive" (3).
-"""
+"""The one root of every error a user of the ci tools can cause (harness.errors and kernels.errors have their own): a
+front prints it as one line, exit 2; anything else is an "internal error" (README.md, "Commands with one front")."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Git plumbing for gates that compare two commits (GitPython): the base a change is measured against
-(:func:`resolve_base`), what a commit-based run leaves out, a commit checked out in a temporary worktree or
-one file of it read, and the history job's commit lists, remotes and branches. Every git command of ci/
-runs here or through GitPython, never as a subprocess.
-"""
+"""Git plumbing for the tools (GitPython): the base of a comparison, temporary worktrees, commit lists, remotes and
+branches. Every git command of ci/ runs here or through GitPython, never as a subprocess."""
 
 from __future__ import annotations
 
@@ -86,19 +83,11 @@ def running_in_ci(environ: Mapping[str, str] | None = None) -> bool:
 def resolve_base(
     repo: git.Repo, head_sha: str, base_ref: str | None, *, head_may_be_base: bool = False, ci: bool | None = None
 ) -> Base:
-    """The merge-base of ``head_sha`` and ``base_ref`` (default: origin/main, then main).
-
-    A base that cannot be found is an error (``GitError``) wherever a comparison
-    was asked for, so a gate never passes by comparing less than it was told to:
-
-    * an explicit ``base_ref`` that does not resolve, and a base with no common
-      ancestor with the head -- in a shallow clone the message says how to deepen it;
-    * no default ref (origin/main, main) under CI (``ci``; default: :func:`running_in_ci`).
-
-    No base (``sha=None``, with a note saying so) only when no default ref exists
-    outside CI, or when the merge-base is the head itself (a run on main: nothing
-    to compare) -- unless ``head_may_be_base`` (uncommitted edits are compared with HEAD).
-    """
+    """The merge-base of ``head_sha`` and ``base_ref`` (default: origin/main, then main). GitError (a gate never passes
+    by comparing less than it was told to) for a ``base_ref`` that does not resolve, a base with no common ancestor
+    (a shallow clone: the message says how to deepen it), and no default ref under CI (``ci``, default
+    :func:`running_in_ci`). No base (``sha=None`` and why) only for no default ref outside CI, or a merge-base that is
+    the head itself (a run on main), unless ``head_may_be_base`` (uncommitted edits are compared with HEAD)."""
     if base_ref is None:
         candidates = [r for r in DEFAULT_BASE_REFS if resolves(repo, r)]
         if not candidates:
@@ -128,16 +117,13 @@ def resolve_base(
 
 def uncommitted_files(repo: git.Repo) -> list[str]:
     """Paths with uncommitted changes: modified, staged, deleted or untracked (not ignored), sorted."""
-    # -z: one NUL-terminated "XY path" record each; a rename adds its source path as a record of its own.
-    records = repo.git.status("--porcelain=v1", "-z", "--untracked-files=all").split("\0")
-    paths, skip_next = set(), False
-    for record in records:
-        if skip_next or not record:
-            skip_next = False
-            continue
-        status, path = record[:2], record[3:]
-        skip_next = "R" in status or "C" in status
-        paths.add(path)
+    # -z: one NUL-terminated "XY path" record each; a rename or copy adds its source path as a record of its own.
+    records = iter(repo.git.status("--porcelain=v1", "-z", "--untracked-files=all").split("\0"))
+    paths = set()
+    for record in filter(None, records):
+        paths.add(record[3:])
+        if "R" in record[:2] or "C" in record[:2]:
+            next(records, None)
     return sorted(paths)
 
 
@@ -162,8 +148,8 @@ def all_commits(repo: git.Repo) -> set[str]:
 
 
 def ensure_local_branch(repo: git.Repo, branch: str, remote: str) -> bool:
-    """Create ``branch`` tracking ``remote``/``branch`` when only the remote-tracking ref exists (a fresh clone
-    of another branch). True when it was created; False when the local branch exists or there is nothing to track."""
+    """Create ``branch`` tracking ``remote``/``branch`` when only the remote-tracking ref exists (a fresh clone of
+    another branch); whether it was created."""
     if resolves(repo, f"refs/heads/{branch}") or not resolves(repo, f"refs/remotes/{remote}/{branch}"):
         return False
     repo.git.branch("--track", branch, f"{remote}/{branch}")

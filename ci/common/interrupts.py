@@ -1,10 +1,5 @@
-"""SIGINT/SIGTERM for the gates, and what a SIGKILLed run left behind.
-
-SIGINT (Ctrl-C) or SIGTERM (a cancelled CI job): :func:`install` (called by every front's runner, ci.common.command)
-makes both signals kill every child started through :func:`tracked` and raise :class:`Interrupted` in the main thread,
-so every ``with`` block cleans up on the way out; the runner prints one line and exits 130/143. Temporary folders come
-from :func:`temp_dir` (its name carries the owner's pid); :func:`sweep_stale` removes those of dead owners and prunes
-their worktrees. Why: docs/RELIABILITY.md, "Signals and leftovers".
+"""SIGINT/SIGTERM for the gates (tracked children killed, :class:`Interrupted` raised in the main thread), and what a
+SIGKILLed run left behind (:func:`sweep_stale`): docs/RELIABILITY.md, "Signals and leftovers".
 """
 
 from __future__ import annotations
@@ -64,14 +59,14 @@ def install() -> None:
         stop_children()
         raise Interrupted(signum)
 
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, handler)
 
 
 def ignore() -> None:
     """From now on both signals are ignored: a second Ctrl-C must not break a clean-up into a traceback."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def temp_dir(kind: str) -> Path:
@@ -85,18 +80,16 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # someone else's live process
-        return True
+        pass
     return True
 
 
 def sweep_stale(log: Callable[[str], None] | None = None, root: Path | None = None) -> list[Path]:
     """Remove the temporary folders (worktrees included) of gate runs whose process is dead; returns them.
-
     Call ``git worktree prune`` afterwards in the repository: git then forgets the removed worktrees."""
     removed: list[Path] = []
-    folder = Path(tempfile.gettempdir()) if root is None else root
     try:
-        entries = list(folder.iterdir())
+        entries = list((Path(tempfile.gettempdir()) if root is None else root).iterdir())
     except OSError:
         return removed
     for entry in entries:

@@ -1,11 +1,5 @@
-"""One main job per checkout, and nothing left running after it: a job file, a tag on every process, a reaper.
-
-Every process of a run inherits ``MXFP4_MAIN_JOB=<checkout>::<job id>``; a job holds an exclusive ``flock`` on
-``.asv/main_job.lock`` and on ``<locks>/<machine>.lock`` (``$MXFP4_MAIN_JOB_LOCKS``) for its whole life, and
-``.asv/main_job.json`` names it (pid, the pid's start time, its temporary directory). A job that finds a lock held is
-refused (exit 2, naming the holder); one that finds a job file ends every process still tagged with this checkout and
-removes its temporary directory. Linux only (``/proc``). Why: docs/RELIABILITY.md, "One job per checkout".
-"""
+"""One main job per checkout, and nothing left running after it: a job file, a tag on every process, a reaper (Linux
+only, ``/proc``; how and why: docs/RELIABILITY.md, "One job per checkout")."""
 
 from __future__ import annotations
 
@@ -47,13 +41,18 @@ class Job:
         return f"{self.checkout}::{self.id}"
 
 
-def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (/proc/<pid>/stat field 22); None when gone."""
+def _stat(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat's fields after the command name (field 3 on); None when the process is gone."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     except OSError:
         return None
-    return stat.rpartition(")")[2].split()[19]
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (field 22); None when gone."""
+    stat = _stat(pid)
+    return stat[19] if stat else None
 
 
 def _environ(pid: int) -> dict[str, str]:
@@ -102,16 +101,10 @@ def end_processes(pids: list[int], grace_s: float = 3.0) -> list[str]:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, sig) if leads_group else os.kill(pid, sig)
         deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and any(_start_time(pid) and not _is_zombie(pid) for pid, _ in targets):
+        # Wait while a target is alive and not a zombie.
+        while time.monotonic() < deadline and any((s := _stat(pid)) and s[0] != "Z" for pid, _ in targets):
             time.sleep(0.05)
     return ended
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 def _holder(lock_path: Path) -> str:
@@ -185,7 +178,12 @@ def start(checkout: Path, log) -> Job:
                 f"another main job is running in this checkout: pid {previous['pid']} since {previous.get('started')} "
                 f"({job_file}). Wait for it, or stop it (kill -INT {previous['pid']})"
             )
-        _clean_up_after(previous, checkout, log)
+        # What a killed job left: its tagged processes and its temporary directory.
+        for line in end_processes(tagged_processes(checkout)):
+            log(f"ended a process left by a killed main job: {line}")
+        if previous and previous.get("tmp_dir") and Path(previous["tmp_dir"]).is_dir():
+            shutil.rmtree(previous["tmp_dir"], ignore_errors=True)
+            log(f"removed the temporary files of killed main job {previous.get('job')}: {previous['tmp_dir']}")
         job = Job(
             id=job_id,
             checkout=checkout,
@@ -207,17 +205,6 @@ def start(checkout: Path, log) -> Job:
         os.close(lock)
         raise
     return job
-
-
-def _clean_up_after(previous: dict | None, checkout: Path, log) -> None:
-    """What a killed job left: its tagged processes and its temporary directory."""
-    strays = tagged_processes(checkout)
-    if strays:
-        for line in end_processes(strays):
-            log(f"ended a process left by a killed main job: {line}")
-    if previous and previous.get("tmp_dir") and Path(previous["tmp_dir"]).is_dir():
-        shutil.rmtree(previous["tmp_dir"], ignore_errors=True)
-        log(f"removed the temporary files of killed main job {previous.get('job')}: {previous['tmp_dir']}")
 
 
 def finish(job: Job) -> list[str]:

@@ -1,10 +1,5 @@
-"""The one way the tools read a JSON file someone wrote: a key given twice in one object is an error.
-
-Python's ``json`` keeps the last of two equal keys silently, so a thresholds file, a budget, a calibration or a replayed
-record with a key pasted twice would quietly mean something other than what its reviewer read. Every reader of such a
-file (ci.budget.budget_file, ci.speed.decide.thresholds, ci.speed.decide.verdict's records and calibrations,
-ci.speed.scope.unchanged's --changes file) goes through :func:`parse_json`.
-"""
+"""The one way the tools read a JSON file someone wrote: a key given twice in one object is an error, not
+silently the last one (why, and which readers: docs/RELIABILITY.md, "JSON files read by the tools")."""
 
 from __future__ import annotations
 
@@ -19,27 +14,19 @@ class JsonFileError(InputError, ValueError):
     """Not valid JSON, or a key given twice; the message names the file (``where``) and what is wrong."""
 
 
-class _DuplicateKey(ValueError):
-    def __init__(self, key: str):
-        super().__init__(key)
-        self.key = key
-
-
-def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in seen:
-            raise _DuplicateKey(key)
-        seen[key] = value
-    return seen
-
-
 def parse_json(text: str, where: str) -> Any:
     """``text`` as JSON; :class:`JsonFileError` naming ``where`` for bad JSON or a duplicate key."""
+
+    def refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in seen:
+                raise JsonFileError(f"{where}: duplicate key {key!r}: each key may appear once per object")
+            seen[key] = value
+        return seen
+
     try:
-        return json.loads(text, object_pairs_hook=_refuse_duplicates)
-    except _DuplicateKey as dup:
-        raise JsonFileError(f"{where}: duplicate key {dup.key!r}: each key may appear once per object") from None
+        return json.loads(text, object_pairs_hook=refuse_duplicates)
     except json.JSONDecodeError as exc:
         raise JsonFileError(f"{where}: not valid JSON ({exc})") from None
 

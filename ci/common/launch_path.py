@@ -1,11 +1,6 @@
-"""The host-side launch path of a kernel: its module and every project module it imports, normalized.
-
-:func:`launch_path_files` follows a commit's ``kernels/`` imports statically (``ast``, nothing imported) and returns
-``{relative path: digest}`` of every file on the path, each digest over :func:`normalized_source` (the syntax tree
-without docstrings or positions: comments and formatting do not count). Followed: absolute, ``from``, relative and
-in-function imports, and every package's ``__init__.py``; not followed: the registry's ``import_module`` of
-``KERNEL_MODULES``. Why: docs/SPEED_GATE.md, "The speed fingerprint".
-"""
+"""The host-side launch path of a kernel: its module and every project module it imports (statically, ``ast``), each
+normalized (comments, docstrings and formatting do not count); what is followed: docs/SPEED_GATE.md, "The speed
+fingerprint"."""
 
 from __future__ import annotations
 
@@ -21,6 +16,7 @@ PACKAGE = "kernels"
 # parsing at once (the speed gate fingerprints base and head side by side) can fail with "SystemError:
 # AST constructor recursion depth mismatch" -- seen under a CPU hog. Parsing is milliseconds: one at a time.
 _PARSE_LOCK = threading.Lock()
+_DOCSTRING_OWNERS = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 def parse(text: str, where: str = "<source>") -> ast.Module:
@@ -44,19 +40,9 @@ def normalized_source(text: str, where: str = "<source>") -> str:
     except SyntaxError as exc:
         raise SourceUnparsable(f"{where}: line {exc.lineno}: {exc.msg}") from None
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and _has_docstring(node):
+        if isinstance(node, _DOCSTRING_OWNERS) and ast.get_docstring(node, clean=False) is not None:
             node.body = node.body[1:] or [ast.Pass()]
     return ast.dump(tree, include_attributes=False)
-
-
-def _has_docstring(node: ast.AST) -> bool:
-    body = getattr(node, "body", [])
-    return (
-        bool(body)
-        and isinstance(body[0], ast.Expr)
-        and isinstance(body[0].value, ast.Constant)
-        and isinstance(body[0].value.value, str)
-    )
 
 
 def source_digest(text: str, where: str = "<source>") -> str:
@@ -77,6 +63,10 @@ def _is_package(tree: Path, module: str) -> bool:
     return Path(tree).joinpath(*module.split("."), "__init__.py").is_file()
 
 
+def _is_module(tree: Path, module: str) -> bool:
+    return _is_package(tree, module) or Path(tree).joinpath(*module.split(".")).with_suffix(".py").is_file()
+
+
 def _imported_modules(tree: Path, module: str, syntax: ast.AST) -> set[str]:
     """Project modules the statements of ``module`` import (with their parent packages)."""
     package = module if _is_package(tree, module) else module.rpartition(".")[0]
@@ -95,7 +85,7 @@ def _imported_modules(tree: Path, module: str, syntax: ast.AST) -> set[str]:
             found.update(
                 f"{base}.{alias.name}"
                 for alias in node.names
-                if _is_package(tree, base) and _exists(tree, f"{base}.{alias.name}")
+                if _is_package(tree, base) and _is_module(tree, f"{base}.{alias.name}")
             )
     project = {m for m in found if m == PACKAGE or m.startswith(PACKAGE + ".")}
     with_parents = set(project)
@@ -103,14 +93,6 @@ def _imported_modules(tree: Path, module: str, syntax: ast.AST) -> set[str]:
         parts = m.split(".")
         with_parents.update(".".join(parts[:i]) for i in range(1, len(parts)))
     return with_parents
-
-
-def _exists(tree: Path, module: str) -> bool:
-    try:
-        module_file(tree, module)
-        return True
-    except ModuleNotInTree:
-        return False
 
 
 def launch_path_files(tree: Path, module: str) -> dict[str, str]:

@@ -1,13 +1,7 @@
 """The command-line options the tools share, defined once with one meaning (asv's ``common_args`` in spirit).
 
-A front builds its parser, calls the ``add_*`` functions for the shared options it takes, and turns the
-namespace into one frozen options object with the ``*_value`` checkers; nothing below a front parses
-``argv``. A bad value is an :class:`OptionsError` (exit 2 before any work) naming the option. Meanings:
-``--base REF`` / ``--head REF`` / ``--working-tree`` / ``--repo DIR``: the head (default HEAD; the working
-tree with uncommitted edits) against the merge-base of the head and REF (default origin/main, else
-main), in the repository holding DIR; ``--kernel`` / ``--config NAME``: names that match (repeatable,
-``*`` and ``?``: :func:`name_matches`); ``--shape NAME|MxNxK``; ``--arch ARCH[,ARCH]`` (:data:`KNOWN_ARCHS`);
-``--json PATH``, ``--timing FIELD=VALUE``, ``--max-minutes M``, ``--machine NAME``; ``--traceback``: ci.common.command.
+A front calls the ``add_*`` functions it takes and the ``*_value`` checkers; a bad value is an :class:`OptionsError`
+(exit 2 before any work) naming the option. The meanings: docs/SPEED_GATE.md, "The command".
 """
 
 from __future__ import annotations
@@ -54,29 +48,14 @@ def add_repo(parser: Parser) -> None:
 
 
 def add_selection(parser: Parser, *, config: bool = True, shape: bool = False) -> None:
-    parser.add_argument(
-        "--kernel",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="only kernels with this registered name (repeatable; * and ? match)",
-    )
+    repeatable = [("--kernel", "NAME", "only kernels with this registered name (repeatable; * and ? match)")]
     if config:
-        parser.add_argument(
-            "--config",
-            action="append",
-            default=[],
-            metavar="NAME",
-            help="only configs with this name (repeatable; * and ? match)",
-        )
+        repeatable.append(("--config", "NAME", "only configs with this name (repeatable; * and ? match)"))
     if shape:
-        parser.add_argument(
-            "--shape",
-            action="append",
-            default=[],
-            metavar="NAME|MxNxK",
-            help="only this shape: a harness.shapes or asv CPU shape name, or MxNxK (repeatable)",
-        )
+        shape_help = "only this shape: a harness.shapes or asv CPU shape name, or MxNxK (repeatable)"
+        repeatable.append(("--shape", "NAME|MxNxK", shape_help))
+    for flag, metavar, text in repeatable:
+        parser.add_argument(flag, action="append", default=[], metavar=metavar, help=text)
 
 
 def add_arch(parser: Parser, default: str | None, default_text: str = "") -> None:

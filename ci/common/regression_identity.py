@@ -1,13 +1,5 @@
-"""When two change points are one regression: the identity the issue filer and the published history share (pure).
-
-A regression is a series (machine x benchmark), a direction and a level change, not a commit pair.
-Two change points of one series are one regression when both name the same suspected commits, or
-else when they are near (ranges at most :data:`NEAR` commits apart, by commit order, else by series
-index) and alike (the smaller log size at least :data:`ALIKE` of the larger). :func:`pair` matches
-this run's change points to known ones one to one, exact ranges first, then the nearest.
-ci.notify.regression_issues.matching files issues with it and ci.history's site build names each change point's issue
-with it, so the page never names an issue the filer would not (docs/PR_COMMENT.md, "Identity").
-"""
+"""When two change points are one regression: the identity the issue filer and the published history share (pure),
+so the page never names an issue the filer would not (docs/PR_COMMENT.md, "Identity")."""
 
 from __future__ import annotations
 
@@ -24,10 +16,8 @@ Range = tuple[int, int]  # (x, y]: after commit position x, up to and including 
 
 
 class Place(Protocol):
-    """A change point as identity sees it (ci.notify.regression_issues.issue_state.Member has these fields;
-    so does a site build's).
-
-    Read-only properties, so that a frozen dataclass has them."""
+    """A change point as identity sees it (ci.notify.regression_issues.issue_state.Member's fields; a site build's too),
+    as read-only properties, so that a frozen dataclass has them."""
 
     @property
     def machine(self) -> str: ...
@@ -101,10 +91,8 @@ def exact(a: Place, b: Place) -> bool:
 
 
 def same(a: Place, b: Place) -> bool:
-    """One regression: the same series, and the same commits or near and alike (module doc)."""
-    return series(a.machine, a.benchmark) == series(b.machine, b.benchmark) and (
-        exact(a, b) or (gap(a, b) <= NEAR and alike(a, b))
-    )
+    """One regression: the same series, and the same commits or near (:data:`NEAR`) and alike (:data:`ALIKE`)."""
+    return (a.machine, a.benchmark) == (b.machine, b.benchmark) and (exact(a, b) or (gap(a, b) <= NEAR and alike(a, b)))
 
 
 def pair(found: Sequence[Place], known: Sequence[tuple[Place, Hashable]]) -> dict[int, int]:

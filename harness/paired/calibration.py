@@ -14,33 +14,26 @@ from typing import Any
 import numpy as np
 from scipy import optimize, special, stats
 
-from harness.paired.interval import Estimate, log_ratios, look_interval, quantile, standard_error, t_quantile
+from harness.paired.interval import Estimate, log_ratios, look_interval, t_quantile
 from harness.paired.noise import LookNoise, clustering, planned_variance
 from harness.paired.rounds import Round
 from harness.paired.sequential import WARM_PLAN, SequentialPlan
-
-
-def _t_quantile(p: float, df: int) -> float:
-    """Student-t quantile of a one-sided probability (the miss rate or the power the figures allow)."""
-    return float(stats.t.ppf(p, df))
 
 
 def threshold_for(ratio_sd: float, plan: SequentialPlan, alpha: float = 0.01) -> float:
     """Smallest threshold at which an A/A comparison says "no change" w.p. ``>= 1 - alpha`` at ``max_rounds``:
     ``exp((q(1 - a_miss/2) + q(1 - alpha/2)) se) - 1`` (docs/SPEED_GATE.md, "Calibration")."""
     n = plan.max_rounds
-    se = standard_error(ratio_sd, n)
-    return math.expm1((quantile(plan.per_look_miss_confidence, n) + _t_quantile(1 - alpha / 2, n - 1)) * se)
+    q = t_quantile(plan.per_look_miss_confidence, n - 1) + float(stats.t.ppf(1 - alpha / 2, n - 1))
+    return math.expm1(q * (ratio_sd / math.sqrt(n)))
 
 
 def resolvable_effect(ratio_sd: float, threshold: float, plan: SequentialPlan, power: float = 0.99) -> float:
     """Smallest slowdown (a fraction of TFLOPS) flagged as regression w.p. ``>= power`` by ``max_rounds``:
     ``1 - (1 - t) exp(-(q(1 - a/2) + q(power)) se)``; between ``t`` and it, regression sometimes."""
     n = plan.max_rounds
-    se = standard_error(ratio_sd, n)
-    return -math.expm1(
-        math.log1p(-threshold) - (quantile(plan.per_look_confidence, n) + _t_quantile(power, n - 1)) * se
-    )
+    q = t_quantile(plan.per_look_confidence, n - 1) + float(stats.t.ppf(power, n - 1))
+    return -math.expm1(math.log1p(-threshold) - q * (ratio_sd / math.sqrt(n)))
 
 
 @dataclass(frozen=True)

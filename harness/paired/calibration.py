@@ -15,7 +15,7 @@ import numpy as np
 from scipy import optimize, special, stats
 
 from harness.paired.interval import Estimate, log_ratios, look_interval, t_quantile
-from harness.paired.noise import LookNoise, clustering, planned_variance
+from harness.paired.noise import LookNoise, clustering, satterthwaite
 from harness.paired.rounds import Round
 from harness.paired.sequential import WARM_PLAN, SequentialPlan
 
@@ -119,11 +119,13 @@ def _look_index(plan: SequentialPlan, rounds: int) -> int:
     return at[-1]
 
 
-def _planned_parts(look: LookNoise, n: int, restart_every: int) -> tuple[float, float, int]:
-    """(the model's within share sigma_w^2 / n, its between share tau^2 C, the run's own within df) for n rounds."""
+def _planned_parts(look: LookNoise, n: int, restart_every: int) -> tuple[float, float, int, float]:
+    """(the model's within share sigma_w^2 / n, its between share tau^2 C, the run's own within df, the look's df)
+    for an unchanged run of n rounds, a restart every ``restart_every``."""
     generations = [i // restart_every for i in range(n)]
     own_df = n - len(set(generations))
-    return look.noise.within_sd**2 / n, look.noise.between_sd**2 * clustering(generations), own_df
+    within, between = look.noise.within_sd**2 / n, look.noise.between_sd**2 * clustering(generations)
+    return within, between, own_df, satterthwaite(within, look.prior_df + own_df, between, look.between_df)[1]
 
 
 RUN_GRID = 512  # quantiles of a run's variance factor the planning averages over (midpoints in probability)
@@ -150,8 +152,7 @@ def model_threshold(
     averaged over how a run strays from the model (docs/SPEED_GATE.md, "With the noise model")."""
     k = _look_index(plan, by_rounds)
     n = plan.look_points[k]
-    _, df = planned_variance(n, restart_every, look)
-    within, between, own = _planned_parts(look, n, restart_every)
+    within, between, own, df = _planned_parts(look, n, restart_every)
     q, d0, sd = t_quantile(plan.miss_confidence_at(k), df), look.prior_df, math.sqrt(within + between)
 
     def no_change(t_log: float) -> float:
@@ -175,8 +176,7 @@ def model_resolvable_effect(
     """Smallest slowdown (a fraction of TFLOPS) flagged as regression w.p. ``>= power`` by the last look, under
     the noise model, averaged over the runs' spread as :func:`model_threshold`."""
     n = plan.max_rounds
-    _, df = planned_variance(n, restart_every, look)
-    within, between, own = _planned_parts(look, n, restart_every)
+    within, between, own, df = _planned_parts(look, n, restart_every)
     q, d0, sd = t_quantile(plan.per_look_confidence, df), look.prior_df, math.sqrt(within + between)
     edge = -math.log1p(-threshold)
 

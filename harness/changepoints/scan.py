@@ -1,11 +1,7 @@
 """Where a series' level may change: a multi-scale moving-sum scan, local noise, candidates merged bottom-up.
 
-The series is one value per commit (the log of its median). At every boundary p and scale h of :data:`SCALES` the two
-windows either side are compared: their mean difference over the noise it would have without a change. The noise is
-measured locally (per :data:`NOISE_BLOCK`, pooled over :data:`NOISE_SPAN` blocks; exact repeats cannot collapse it:
-:func:`_tie_floor`, NOISE_FLOOR) and, for wide windows, at the scale tested (a slow wander is not a step). Candidates:
-the local maxima of |z| over the threshold, merged from the smallest scale up. Every quantity at a commit depends only
-on data within :data:`REACH` of it (incremental relies on it). docs/CHANGE_POINTS.md, steps 2-5. Only numpy.
+Every quantity at a commit depends only on data within :data:`REACH` of it (incremental relies on it).
+docs/CHANGE_POINTS.md, steps 2-5. Only numpy.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Fitting a runner's noise model (harness.paired.noise) from its A/A runs.
-
-Per benchmark: ``within_sd`` pooled over the generations of its runs, ``between_sd`` from the generation means by the
-method of moments (truncated at 0). The runs' spread (``run_df``, ``bench_df``: how far a run strays from the model)
-from runs the model has not seen, in the intervals' tail (:func:`_spread_held_out`, three runs or more), else from the
-(benchmark, run) log variances' moments (:func:`_spread_log_variances`, limma's fitFDist over an additive benchmark +
-run fit), else assumed. docs/SPEED_GATE.md, "The noise model", has the derivations and what the recorded H200 runs gave.
-numpy and scipy only.
+"""Fitting a runner's noise model (harness.paired.noise) from its A/A runs: per benchmark its within and between-worker
+SDs, and the runs' spread (held out, else from the log variances' moments, else assumed). docs/SPEED_GATE.md, "The
+noise model", has the derivations and what the recorded H200 runs gave.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The run's guard: is this run noisier than the runner's noise model allows? (issue 29, deliver 3)
 
-Asked after every completed pair (~50 times in a PR of 20 benchmarks), so it is an *e-process*, not a repeated test: the
-Bayes factor of the within-generation contrasts seen so far (each a Helmert contrast, ``N(0, s^2)`` and independent of
-the earlier ones) under every variance ``c`` times the model's (``c`` in :data:`VARIANCE_RATIOS`) against the model. Its
-false-firing rate is ``level`` over the whole run however often it is asked (Ville's inequality); once fired it stays
-fired, and ``p = min(1, 1 / E)`` is the anytime-valid p-value reported. docs/SPEED_GATE.md, "The guard".
+An e-process over the within-generation contrasts, so asking after every pair keeps its false-firing rate at ``level``
+over the run (Ville's inequality); once fired it stays fired. docs/SPEED_GATE.md, "The noise model".
 """
 
 from __future__ import annotations

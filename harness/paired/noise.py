@@ -131,6 +131,14 @@ class LookNoise:
             return 0.0
         return combined_df(self.noise.between_df, self.spread.run_df, self.spread.bench_df)
 
+    def within(self, ss: float, d_w: int) -> tuple[float, float]:
+        """The look's within variance and its df from its rounds' within-generation SS with ``d_w`` df: the model's
+        moderated by them, or after the guard fired their own (infinite, df 0, when they have none)."""
+        if self.fallback:
+            return (ss / d_w, float(d_w)) if d_w >= 1 else (math.inf, 0.0)
+        d0 = self.prior_df
+        return (d0 * self.noise.within_sd**2 + ss) / (d0 + d_w), d0 + d_w
+
 
 def mean_variance(
     log_ratios: Sequence[float] | np.ndarray, generations: Sequence[int], look: LookNoise
@@ -143,14 +151,9 @@ def mean_variance(
     """
     n = len(log_ratios)
     ss, d_w = within_ss(log_ratios, generations)
-    sw2 = look.noise.within_sd**2
-    if look.fallback:
-        if d_w < 1:
-            return math.inf, 0.0
-        within, within_df = ss / d_w, float(d_w)
-    else:
-        d0 = look.prior_df
-        within, within_df = (d0 * sw2 + ss) / (d0 + d_w), d0 + d_w
+    within, within_df = look.within(ss, d_w)
+    if not math.isfinite(within):
+        return math.inf, 0.0
     return satterthwaite(within / n, within_df, look.noise.between_sd**2 * clustering(generations), look.between_df)
 
 

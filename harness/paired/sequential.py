@@ -175,14 +175,9 @@ def futile_edge(
         sd_low = sd * math.sqrt(float(stats.chi2.ppf(0.10, n - 1)) / (n - 1))
         half_last = t_quantile(plan.per_look_confidence, last - 1) * (sd_low / math.sqrt(last))
     else:
-        ss, d_w = within_ss(d, generations)
-        if look.fallback:
-            if d_w < 1:
-                return None
-            within, df = ss / d_w, float(d_w)
-        else:
-            d0 = look.prior_df
-            within, df = (d0 * look.noise.within_sd**2 + ss) / (d0 + d_w), d0 + d_w
+        within, df = look.within(*within_ss(d, generations))
+        if not math.isfinite(within):
+            return None
         low = within * float(stats.chi2.ppf(0.10, df)) / df
         size = n / len(generation_sizes(generations))  # rounds per worker generation so far, assumed to go on
         clustered = look.noise.between_sd**2 * min(1.0, size / last)

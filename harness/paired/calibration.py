@@ -111,14 +111,6 @@ def calibrate(aa_rounds: Sequence[Round], plan: SequentialPlan = WARM_PLAN, alph
 # Planning with a runner's noise model (issue 29).
 
 
-def _look_index(plan: SequentialPlan, rounds: int) -> int:
-    """The last look at or before ``rounds`` usable rounds (0-based); ValueError when none is."""
-    at = [k for k, m in enumerate(plan.look_points) if m <= rounds]
-    if not at:
-        raise ValueError(f"the plan's first look is at {plan.look_points[0]} rounds, after {rounds}")
-    return at[-1]
-
-
 def _planned_parts(look: LookNoise, n: int, restart_every: int) -> tuple[float, float, int, float]:
     """(the model's within share sigma_w^2 / n, its between share tau^2 C, the run's own within df, the look's df)
     for an unchanged run of n rounds, a restart every ``restart_every``."""
@@ -150,7 +142,10 @@ def model_threshold(
 ) -> float:
     """Smallest threshold at which an unchanged head says "no change" w.p. ``>= 1 - alpha`` at look ``by_rounds``,
     averaged over how a run strays from the model (docs/SPEED_GATE.md, "With the noise model")."""
-    k = _look_index(plan, by_rounds)
+    at = [k for k, m in enumerate(plan.look_points) if m <= by_rounds]  # the last look by then
+    if not at:
+        raise ValueError(f"the plan's first look is at {plan.look_points[0]} rounds, after {by_rounds}")
+    k = at[-1]
     n = plan.look_points[k]
     within, between, own, df = _planned_parts(look, n, restart_every)
     q, d0, sd = t_quantile(plan.miss_confidence_at(k), df), look.prior_df, math.sqrt(within + between)

@@ -1,11 +1,8 @@
 """Change points over a benchmark's history: where its level moved, for how long, by how much.
 
-Input: one entry per measured commit, oldest first, each with all samples of that commit. Levels are each commit's
-median as a log (every commit weighs the same; its samples give its median's error, which enters only the interval);
-:mod:`.scan` finds candidates locally at scales of 2 to 64 commits; :mod:`.segments` confirms each against its
-neighbours, holds what was published and sizes it with an interval; :mod:`.incremental` recomputes a grown series only
-where new commits reach (:data:`REACH`). The threshold sets a false-alarm rate per commit, not per series. The method,
-why it is local, what holds as the history grows and the measured rates: docs/CHANGE_POINTS.md. Only numpy and scipy.
+Input: one entry per measured commit, oldest first, each with all samples of that commit; :mod:`.scan` finds candidates,
+:mod:`.segments` confirms and sizes them, :mod:`.incremental` recomputes a grown series only where new commits reach
+(:data:`REACH`). The threshold sets a false-alarm rate per commit, not per series. docs/CHANGE_POINTS.md.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""Change points of a growing series, recomputed only where new commits can change them.
+"""Change points of a growing series, recomputed only where new commits can change them (:data:`REACH`).
 
-A commit's answer depends on the commits within :data:`REACH` of it, so a series grown from n to n + k commits is
-recomputed from n - REACH (aligned to the noise blocks); the rest comes from the :class:`Memo`, whose change points are
-also passed on as published (held where the data allow). The answer is the full computation's given the same published
-change points. The memo is plain JSON: what was computed, on which levels (a digest: an old commit measured again, or
-one inserted before the newest, forces a full computation), with which settings. docs/CHANGE_POINTS.md, "Local, hence
-incremental". Only numpy and the standard library.
+The answer is the full computation's given the same published change points; the memo is plain JSON (a digest of the
+levels: an old commit measured again forces a full computation). docs/CHANGE_POINTS.md, "Local, hence incremental".
 """
 
 from __future__ import annotations

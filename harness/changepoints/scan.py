@@ -1,11 +1,7 @@
 """Where a series' level may change: a multi-scale moving-sum scan, local noise, candidates merged bottom-up.
 
-The series is one value per commit (the log of its median). At every boundary p and scale h of :data:`SCALES` the two
-windows either side are compared: their mean difference over the noise it would have without a change. The noise is
-measured locally (per :data:`NOISE_BLOCK`, pooled over :data:`NOISE_SPAN` blocks; exact repeats cannot collapse it:
-:func:`_tie_floor`, NOISE_FLOOR) and, for wide windows, at the scale tested (a slow wander is not a step). Candidates:
-the local maxima of |z| over the threshold, merged from the smallest scale up. Every quantity at a commit depends only
-on data within :data:`REACH` of it (incremental relies on it). docs/CHANGE_POINTS.md, steps 2-5. Only numpy.
+Every quantity at a commit depends only on data within :data:`REACH` of it (incremental relies on it).
+docs/CHANGE_POINTS.md, steps 2-5. Only numpy.
 """
 
 from __future__ import annotations
@@ -67,11 +63,8 @@ def _blockwise(values: np.ndarray, block: int, span: int, minimum: int, floor=No
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         if floor is not None:
-            # A short history's noise comes from few differences, and the threshold was set with a full pool of
-            # them: the MAD is raised by its standard error's excess over a full pool's (a MAD's SE is ~1.17 /
-            # sqrt(m)), so a 40-commit history does not take a luckily quiet stretch for its noise (issue 38:
-            # early false change points that vanish as commits arrive). Long histories are unchanged; the
-            # floor is not raised (a noise-free series stays noise-free).
+            # A short history's MAD is raised by its standard error's excess over a full pool's (issue 38;
+            # docs/CHANGE_POINTS.md, step 2); the floor is not (a noise-free series stays noise-free).
             full = (2 * span + 1) * block
             per_block = per_block * np.maximum(
                 1.0, (1 + _MAD_SE / np.sqrt(np.maximum(together, 1))) / (1 + _MAD_SE / math.sqrt(full))

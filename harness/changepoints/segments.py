@@ -1,11 +1,7 @@
 """From candidates to change points: each confirmed against its neighbouring candidates, then sized with an interval.
 
-Confirmation: each candidate is tested again between its neighbours (at most :data:`CONFIRM_WINDOW` commits a side) at
-its least-squares split; one that fails is tried as an edge of a bump (:func:`_bump`); segments up to
-:data:`SEGMENT_MAX` commits are split again for a weaker step (:func:`_within`). Kept at z >= the threshold and a size
->= ``min_change``; candidates are confirmed independently, so every answer stays local. :func:`hold` keeps published
-change points while the data allow. Size: median after over median before; interval: a two-level bootstrap, seeded per
-change. docs/CHANGE_POINTS.md, steps 6-8. Only numpy and scipy.
+Candidates are confirmed independently, so every answer stays local; :func:`hold` keeps published change points while
+the data allow. docs/CHANGE_POINTS.md, steps 6-8. Only numpy and scipy.
 """
 
 from __future__ import annotations

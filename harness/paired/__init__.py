@@ -1,11 +1,6 @@
-"""Paired-ratio statistics of the PR speed gate (``python -m ci.speed``).
-
-Base (A) and head (B) are timed in interleaved rounds; a round's ratio is ``tflops_B / tflops_A`` (**higher is better**:
-``r < 1`` is a slowdown); excluded rounds never enter an estimate. One module per concept, their main names re-exported
-for ``paired.<name>``: ``rounds``, ``interval`` (a look's interval), ``verdict``, ``plan``, ``sequential`` (the decision
-over the looks), ``zone`` (version 6's decision), ``noise`` / ``noise_fit`` / ``noise_guard`` (a runner's noise model,
-its fit, the run's guard), ``calibration``, ``rates``, ``simulation``. Derivations and error rates: docs/SPEED_GATE.md,
-"The statistics". numpy and scipy.stats only; nothing from ``kernels/`` or ``ci/``.
+"""Paired-ratio statistics of the PR speed gate (``python -m ci.speed``): one module per concept, their main names
+re-exported. A round's ratio is ``tflops_B / tflops_A`` (higher is better). docs/SPEED_GATE.md, "The statistics".
+numpy and scipy.stats only; nothing from ``kernels/`` or ``ci/``.
 """
 
 from harness.paired.calibration import (

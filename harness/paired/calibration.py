@@ -14,33 +14,26 @@ from typing import Any
 import numpy as np
 from scipy import optimize, special, stats
 
-from harness.paired.interval import Estimate, log_ratios, look_interval, quantile, standard_error, t_quantile
-from harness.paired.noise import LookNoise, clustering, planned_variance
+from harness.paired.interval import Estimate, log_ratios, look_interval, t_quantile
+from harness.paired.noise import LookNoise, clustering, satterthwaite
 from harness.paired.rounds import Round
 from harness.paired.sequential import WARM_PLAN, SequentialPlan
-
-
-def _t_quantile(p: float, df: int) -> float:
-    """Student-t quantile of a one-sided probability (the miss rate or the power the figures allow)."""
-    return float(stats.t.ppf(p, df))
 
 
 def threshold_for(ratio_sd: float, plan: SequentialPlan, alpha: float = 0.01) -> float:
     """Smallest threshold at which an A/A comparison says "no change" w.p. ``>= 1 - alpha`` at ``max_rounds``:
     ``exp((q(1 - a_miss/2) + q(1 - alpha/2)) se) - 1`` (docs/SPEED_GATE.md, "Calibration")."""
     n = plan.max_rounds
-    se = standard_error(ratio_sd, n)
-    return math.expm1((quantile(plan.per_look_miss_confidence, n) + _t_quantile(1 - alpha / 2, n - 1)) * se)
+    q = t_quantile(plan.per_look_miss_confidence, n - 1) + float(stats.t.ppf(1 - alpha / 2, n - 1))
+    return math.expm1(q * (ratio_sd / math.sqrt(n)))
 
 
 def resolvable_effect(ratio_sd: float, threshold: float, plan: SequentialPlan, power: float = 0.99) -> float:
     """Smallest slowdown (a fraction of TFLOPS) flagged as regression w.p. ``>= power`` by ``max_rounds``:
     ``1 - (1 - t) exp(-(q(1 - a/2) + q(power)) se)``; between ``t`` and it, regression sometimes."""
     n = plan.max_rounds
-    se = standard_error(ratio_sd, n)
-    return -math.expm1(
-        math.log1p(-threshold) - (quantile(plan.per_look_confidence, n) + _t_quantile(power, n - 1)) * se
-    )
+    q = t_quantile(plan.per_look_confidence, n - 1) + float(stats.t.ppf(power, n - 1))
+    return -math.expm1(math.log1p(-threshold) - q * (ratio_sd / math.sqrt(n)))
 
 
 @dataclass(frozen=True)
@@ -118,19 +111,13 @@ def calibrate(aa_rounds: Sequence[Round], plan: SequentialPlan = WARM_PLAN, alph
 # Planning with a runner's noise model (issue 29).
 
 
-def _look_index(plan: SequentialPlan, rounds: int) -> int:
-    """The last look at or before ``rounds`` usable rounds (0-based); ValueError when none is."""
-    at = [k for k, m in enumerate(plan.look_points) if m <= rounds]
-    if not at:
-        raise ValueError(f"the plan's first look is at {plan.look_points[0]} rounds, after {rounds}")
-    return at[-1]
-
-
-def _planned_parts(look: LookNoise, n: int, restart_every: int) -> tuple[float, float, int]:
-    """(the model's within share sigma_w^2 / n, its between share tau^2 C, the run's own within df) for n rounds."""
+def _planned_parts(look: LookNoise, n: int, restart_every: int) -> tuple[float, float, int, float]:
+    """(the model's within share sigma_w^2 / n, its between share tau^2 C, the run's own within df, the look's df)
+    for an unchanged run of n rounds, a restart every ``restart_every``."""
     generations = [i // restart_every for i in range(n)]
     own_df = n - len(set(generations))
-    return look.noise.within_sd**2 / n, look.noise.between_sd**2 * clustering(generations), own_df
+    within, between = look.noise.within_sd**2 / n, look.noise.between_sd**2 * clustering(generations)
+    return within, between, own_df, satterthwaite(within, look.prior_df + own_df, between, look.between_df)[1]
 
 
 RUN_GRID = 512  # quantiles of a run's variance factor the planning averages over (midpoints in probability)
@@ -155,10 +142,12 @@ def model_threshold(
 ) -> float:
     """Smallest threshold at which an unchanged head says "no change" w.p. ``>= 1 - alpha`` at look ``by_rounds``,
     averaged over how a run strays from the model (docs/SPEED_GATE.md, "With the noise model")."""
-    k = _look_index(plan, by_rounds)
+    at = [k for k, m in enumerate(plan.look_points) if m <= by_rounds]  # the last look by then
+    if not at:
+        raise ValueError(f"the plan's first look is at {plan.look_points[0]} rounds, after {by_rounds}")
+    k = at[-1]
     n = plan.look_points[k]
-    _, df = planned_variance(n, restart_every, look)
-    within, between, own = _planned_parts(look, n, restart_every)
+    within, between, own, df = _planned_parts(look, n, restart_every)
     q, d0, sd = t_quantile(plan.miss_confidence_at(k), df), look.prior_df, math.sqrt(within + between)
 
     def no_change(t_log: float) -> float:
@@ -182,8 +171,7 @@ def model_resolvable_effect(
     """Smallest slowdown (a fraction of TFLOPS) flagged as regression w.p. ``>= power`` by the last look, under
     the noise model, averaged over the runs' spread as :func:`model_threshold`."""
     n = plan.max_rounds
-    _, df = planned_variance(n, restart_every, look)
-    within, between, own = _planned_parts(look, n, restart_every)
+    within, between, own, df = _planned_parts(look, n, restart_every)
     q, d0, sd = t_quantile(plan.per_look_confidence, df), look.prior_df, math.sqrt(within + between)
     edge = -math.log1p(-threshold)
 

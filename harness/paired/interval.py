@@ -1,11 +1,8 @@
 """A look's interval: the mean log ratio head/base with its Student-t interval.
 
-This is the one place the gate computes an interval from rounds (:func:`look_interval` from the rounds' own spread;
-:func:`model_interval` from a runner's noise model, harness.paired.noise, moderated by the rounds), and the one place
-its width is defined (:func:`standard_error`, :func:`quantile`, :func:`t_quantile`): the sequential plan's looks, its
-futility prediction and the calibration's planning formulas all use these, so a plan and its calibration cannot disagree
-on the width. The interval is the t interval, ``exp(mean ± t_{1-a/2, n-1} · s / sqrt(n))``; why: docs/SPEED_GATE.md,
-"The interval".
+The one place the gate computes a look's interval (:func:`look_interval`: the rounds' spread, :func:`model_interval`:
+the noise model moderated by them) and its quantile (:func:`t_quantile`, also the futility's and the calibration's):
+``exp(mean ± t_{1-a/2, n-1} · s / sqrt(n))``; why: docs/SPEED_GATE.md, "The interval".
 """
 
 from __future__ import annotations
@@ -70,24 +67,19 @@ def log_ratios(ratios: Iterable[float]) -> np.ndarray:
     return np.log(values)
 
 
-def standard_error(ratio_sd: float, n: int) -> float:
-    """The standard error of the mean log ratio of ``n`` rounds whose log ratios have SD ``ratio_sd``."""
-    return ratio_sd / math.sqrt(n)
-
-
-def quantile(confidence: float, n: int) -> float:
-    """The t quantile of a two-sided ``confidence`` interval over ``n`` rounds (``n - 1`` degrees of freedom)."""
-    return float(stats.t.ppf(0.5 + confidence / 2, n - 1))
-
-
 def t_quantile(confidence: float, df: float) -> float:
     """The t quantile of a two-sided ``confidence`` interval with ``df`` degrees of freedom (not necessarily whole)."""
     return float(stats.t.ppf(0.5 + confidence / 2, df))
 
 
-def half_width(ratio_sd: float, n: int, confidence: float) -> float:
-    """The interval's half-width on the log scale for ``n`` rounds of log-ratio SD ``ratio_sd``."""
-    return quantile(confidence, n) * standard_error(ratio_sd, n)
+def _estimate(d: np.ndarray, confidence: float, method: str, half: float | None) -> Estimate:
+    """The estimate of the log ratios ``d`` with half-width ``half`` on the log scale (None: unbounded)."""
+    mean = float(np.mean(d)) if d.size else math.nan
+    if half is None:
+        return Estimate(math.exp(mean), 0.0, math.inf, int(d.size), method, confidence, 1.0)
+    return Estimate(
+        math.exp(mean), math.exp(mean - half), math.exp(mean + half), int(d.size), method, confidence, confidence
+    )
 
 
 def look_interval(ratios: Iterable[float], confidence: float = 0.95) -> Estimate:
@@ -96,13 +88,8 @@ def look_interval(ratios: Iterable[float], confidence: float = 0.95) -> Estimate
         raise ValueError(f"confidence must be in (0, 1) (got {confidence})")
     d = log_ratios(ratios)
     n = int(d.size)
-    if n == 0:
-        return Estimate(math.nan, 0.0, math.inf, 0, METHOD, confidence, 1.0)
-    mean = float(np.mean(d))
-    if n < 2:
-        return Estimate(math.exp(mean), 0.0, math.inf, n, METHOD, confidence, 1.0)
-    half = half_width(float(np.std(d, ddof=1)), n, confidence)
-    return Estimate(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, METHOD, confidence, confidence)
+    half = t_quantile(confidence, n - 1) * (float(np.std(d, ddof=1)) / math.sqrt(n)) if n >= 2 else None
+    return _estimate(d, confidence, METHOD, half)
 
 
 def model_interval(ratios: Iterable[float], generations: Iterable[int], confidence: float, look: LookNoise) -> Estimate:
@@ -119,14 +106,6 @@ def model_interval(ratios: Iterable[float], generations: Iterable[int], confiden
     gens = [int(g) for g in generations]
     if len(gens) != d.size:
         raise ValueError(f"{d.size} rounds but {len(gens)} worker generations")
-    method = FALLBACK_METHOD if look.fallback else MODEL_METHOD
-    if d.size == 0:
-        return Estimate(math.nan, 0.0, math.inf, 0, method, confidence, 1.0)
-    mean = float(np.mean(d))
-    variance, df = mean_variance(d, gens, look)
-    if not (math.isfinite(variance) and df > 0):
-        return Estimate(math.exp(mean), 0.0, math.inf, int(d.size), method, confidence, 1.0)
-    half = t_quantile(confidence, df) * math.sqrt(variance)
-    return Estimate(
-        math.exp(mean), math.exp(mean - half), math.exp(mean + half), int(d.size), method, confidence, confidence
-    )
+    variance, df = mean_variance(d, gens, look) if d.size else (math.inf, 0.0)
+    half = t_quantile(confidence, df) * math.sqrt(variance) if math.isfinite(variance) and df > 0 else None
+    return _estimate(d, confidence, FALLBACK_METHOD if look.fallback else MODEL_METHOD, half)

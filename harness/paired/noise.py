@@ -1,16 +1,13 @@
 """A runner's noise model: what each benchmark's rounds vary by, learned from A/A rounds (issue 29).
 
-A round's log ratio of one benchmark measured by worker generation ``g`` is ``d_i = mu + g_gen(i) + e_i`` (``sigma_w``
-within a generation, ``tau`` between generations); the mean of ``n`` rounds has variance
-``sigma_w^2 / n + tau^2 sum(n_g^2) / n^2`` (:func:`mean_variance`). A run's variance is not the model's, so the model is
-a prior worth ``prior_df`` degrees of freedom (limma's moderation, Smyth 2004), from ``run_df``, ``bench_df`` and
-``within_df`` (:func:`combined_df`); :func:`harness.paired.noise_fit.fit` estimates them from A/A runs and
-:mod:`harness.paired.noise_guard` checks each run against them. docs/SPEED_GATE.md, "The noise model". numpy and scipy
-only.
+``d_i = mu + g_gen(i) + e_i`` (``sigma_w`` within a worker generation, ``tau`` between them), a prior worth ``prior_df``
+in one run (limma's moderation); fitted by :mod:`.noise_fit`, checked per run by :mod:`.noise_guard`.
+docs/SPEED_GATE.md, "The noise model".
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -45,15 +42,7 @@ def combined_df(*dfs: float) -> float:
 
 def generation_sizes(generations: Sequence[int]) -> list[int]:
     """Sizes of the runs of equal generation labels, in order (rounds of one worker generation are adjacent)."""
-    sizes: list[int] = []
-    last = object()
-    for g in generations:
-        if g == last:
-            sizes[-1] += 1
-        else:
-            sizes.append(1)
-            last = g
-    return sizes
+    return [len(list(run)) for _, run in itertools.groupby(generations)]
 
 
 def within_ss(log_ratios: Sequence[float] | np.ndarray, generations: Sequence[int]) -> tuple[float, int]:
@@ -61,12 +50,9 @@ def within_ss(log_ratios: Sequence[float] | np.ndarray, generations: Sequence[in
     x = np.asarray(log_ratios, dtype=float)
     if x.size != len(generations):
         raise ValueError(f"{x.size} log ratios but {len(generations)} generation labels")
-    ss, start = 0.0, 0
-    for size in generation_sizes(generations):
-        part = x[start : start + size]
-        ss += float(np.sum((part - part.mean()) ** 2))
-        start += size
-    return ss, int(x.size) - len(generation_sizes(generations))
+    sizes = generation_sizes(generations)
+    parts = np.split(x, np.cumsum(sizes)[:-1]) if sizes else []
+    return sum((float(np.sum((part - part.mean()) ** 2)) for part in parts), 0.0), int(x.size) - len(sizes)
 
 
 def clustering(generations: Sequence[int]) -> float:
@@ -118,7 +104,7 @@ class Spread:
     estimated: bool = False  # False: the defaults (the runs could not show it)
 
     def to_json(self) -> dict[str, Any]:
-        return {"run_df": self.run_df, "bench_df": self.bench_df, "estimated": self.estimated}
+        return asdict(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Spread:
@@ -145,6 +131,14 @@ class LookNoise:
             return 0.0
         return combined_df(self.noise.between_df, self.spread.run_df, self.spread.bench_df)
 
+    def within(self, ss: float, d_w: int) -> tuple[float, float]:
+        """The look's within variance and its df from its rounds' within-generation SS with ``d_w`` df: the model's
+        moderated by them, or after the guard fired their own (infinite, df 0, when they have none)."""
+        if self.fallback:
+            return (ss / d_w, float(d_w)) if d_w >= 1 else (math.inf, 0.0)
+        d0 = self.prior_df
+        return (d0 * self.noise.within_sd**2 + ss) / (d0 + d_w), d0 + d_w
+
 
 def mean_variance(
     log_ratios: Sequence[float] | np.ndarray, generations: Sequence[int], look: LookNoise
@@ -157,29 +151,14 @@ def mean_variance(
     """
     n = len(log_ratios)
     ss, d_w = within_ss(log_ratios, generations)
-    sw2 = look.noise.within_sd**2
-    if look.fallback:
-        if d_w < 1:
-            return math.inf, 0.0
-        within, within_df = ss / d_w, float(d_w)
-    else:
-        d0 = look.prior_df
-        within, within_df = (d0 * sw2 + ss) / (d0 + d_w), d0 + d_w
-    a = within / n
-    b = look.noise.between_sd**2 * clustering(generations)
-    if b <= 0:
-        return a, within_df
-    return a + b, (a + b) ** 2 / (a * a / within_df + b * b / look.between_df)
+    within, within_df = look.within(ss, d_w)
+    if not math.isfinite(within):
+        return math.inf, 0.0
+    return satterthwaite(within / n, within_df, look.noise.between_sd**2 * clustering(generations), look.between_df)
 
 
-def planned_variance(n: int, restart_every: int, look: LookNoise) -> tuple[float, float]:
-    """:func:`mean_variance` of an unchanged run under the model: ``n`` rounds, a restart every ``restart_every``."""
-    generations = [i // restart_every for i in range(n)]
-    d_w = n - len(generation_sizes(generations))
-    d0 = look.prior_df
-    a = look.noise.within_sd**2 / n
-    within_df = d0 + d_w
-    b = look.noise.between_sd**2 * clustering(generations)
+def satterthwaite(a: float, a_df: float, b: float, b_df: float) -> tuple[float, float]:
+    """(``a + b``, its Welch-Satterthwaite df) of two independent variance parts; ``a``'s df when ``b`` is 0."""
     if b <= 0:
-        return a, within_df
-    return a + b, (a + b) ** 2 / (a * a / within_df + b * b / look.between_df)
+        return a, a_df
+    return a + b, (a + b) ** 2 / (a * a / a_df + b * b / b_df)

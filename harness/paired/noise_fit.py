@@ -1,11 +1,6 @@
-"""Fitting a runner's noise model (harness.paired.noise) from its A/A runs.
-
-Per benchmark: ``within_sd`` pooled over the generations of its runs, ``between_sd`` from the generation means by the
-method of moments (truncated at 0). The runs' spread (``run_df``, ``bench_df``: how far a run strays from the model)
-from runs the model has not seen, in the intervals' tail (:func:`_spread_held_out`, three runs or more), else from the
-(benchmark, run) log variances' moments (:func:`_spread_log_variances`, limma's fitFDist over an additive benchmark +
-run fit), else assumed. docs/SPEED_GATE.md, "The noise model", has the derivations and what the recorded H200 runs gave.
-numpy and scipy only.
+"""Fitting a runner's noise model (harness.paired.noise) from its A/A runs: per benchmark its within and between-worker
+SDs, and the runs' spread (held out, else from the log variances' moments, else assumed). docs/SPEED_GATE.md, "The
+noise model", has the derivations and what the recorded H200 runs gave.
 """
 
 from __future__ import annotations
@@ -59,10 +54,7 @@ def _benchmark_fit(runs: Sequence[RunRounds]) -> BenchmarkNoise | None:
         ss_w, df_w = ss_w + ss, df_w + d
         sizes = generation_sizes(r.generations)
         if len(sizes) >= 2:
-            start, means = 0, []
-            for s in sizes:
-                means.append(float(x[start : start + s].mean()))
-                start += s
+            means = [float(part.mean()) for part in np.split(x, np.cumsum(sizes)[:-1])]
             grand = float(x.mean())
             ss_b += sum(s * (m - grand) ** 2 for s, m in zip(sizes, means))
             df_b += len(sizes) - 1
@@ -162,14 +154,6 @@ def _spread_held_out(runs: Mapping[str, Sequence[RunRounds]], shares: Spread) ->
     )
 
 
-def _spread(
-    runs: Mapping[str, Sequence[RunRounds]], cells: Mapping[tuple[str, str], tuple[float, int]]
-) -> tuple[Spread, str]:
-    """How far a run strays from the model: held out if three runs allow, else from the log variances, else assumed."""
-    moments, note = _spread_log_variances(cells)
-    return _spread_held_out(runs, moments) or (moments, note)
-
-
 def fit(runs: Mapping[str, Sequence[RunRounds]]) -> Fit:
     """The model from A/A runs: per benchmark its within and between-worker SDs, and the runs' spread.
 
@@ -189,5 +173,7 @@ def fit(runs: Mapping[str, Sequence[RunRounds]]) -> Fit:
             ss, d = within_ss(r.log_ratios, r.generations)
             if d >= 1 and ss > 0:
                 cells[(bench_id, r.run)] = (ss / d, d)
-    spread, note = _spread(runs, cells)
+    # The runs' spread held out if three runs allow, else from the log variances, else assumed.
+    moments, note = _spread_log_variances(cells)
+    spread, note = _spread_held_out(runs, moments) or (moments, note)
     return Fit(benchmarks, spread, tuple(notes) + (note,))

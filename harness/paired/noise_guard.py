@@ -1,17 +1,14 @@
 """The run's guard: is this run noisier than the runner's noise model allows? (issue 29, deliver 3)
 
-Asked after every completed pair (~50 times in a PR of 20 benchmarks), so it is an *e-process*, not a repeated test: the
-Bayes factor of the within-generation contrasts seen so far (each a Helmert contrast, ``N(0, s^2)`` and independent of
-the earlier ones) under every variance ``c`` times the model's (``c`` in :data:`VARIANCE_RATIOS`) against the model. Its
-false-firing rate is ``level`` over the whole run however often it is asked (Ville's inequality); once fired it stays
-fired, and ``p = min(1, 1 / E)`` is the anytime-valid p-value reported. docs/SPEED_GATE.md, "The guard".
+An e-process over the within-generation contrasts, so asking after every pair keeps its false-firing rate at ``level``
+over the run (Ville's inequality); once fired it stays fired. docs/SPEED_GATE.md, "The noise model".
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -46,7 +43,7 @@ class GuardResult:
     fired: bool
 
     def to_json(self) -> dict[str, Any]:
-        return {"ratio": self.ratio, "df": self.df, "evidence": self.evidence, "p": self.p, "fired": self.fired}
+        return asdict(self)
 
 
 def _log_marginals(scales: np.ndarray, d: np.ndarray, q: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -74,12 +71,17 @@ def _run_factor_grid(run_df: float) -> tuple[np.ndarray, np.ndarray]:
     return u[keep], log_w[keep] - special.logsumexp(log_w[keep])
 
 
-def evidence(terms: Iterable[GuardTerm], spread: Spread) -> tuple[float, float, int]:
-    """(e-value, pooled variance ratio, pooled df) of the terms against the model."""
+def guard(terms: Iterable[GuardTerm], spread: Spread, level: float) -> GuardResult:
+    """Is this run noisier than the model allows? Fires when the e-value reaches ``1 / level``.
+
+    Only runs *noisier* than the model fire it: a quieter run costs no validity, and its e-value falls below 1.
+    """
+    if not 0 < level < 1:
+        raise ValueError(f"guard level must be in (0, 1) (got {level})")
     used = [t for t in terms if t.df >= 1]
     total = sum(t.df for t in used)
     if not total:
-        return 1.0, 1.0, 0
+        return GuardResult(1.0, 0, 1.0, 1.0, False)
     d = np.array([t.df for t in used], dtype=float)
     q = np.array([t.ss / t.noise.within_sd**2 for t in used])
     b = np.array([combined_df(spread.bench_df, t.noise.within_df) for t in used])
@@ -88,18 +90,8 @@ def evidence(terms: Iterable[GuardTerm], spread: Spread) -> tuple[float, float, 
     marginals = _log_marginals((ratios[:, None] * u).ravel(), d, q, b).reshape(len(ratios), -1)
     log_m = special.logsumexp(marginals + log_w, axis=1)  # log M(c): the null (c = 1), then each alternative
     log_e = special.logsumexp(log_m[1:] - log_m[0]) - math.log(len(VARIANCE_RATIOS))
-    return float(math.exp(min(log_e, 700.0))), float(q.sum() / total), total
-
-
-def guard(terms: Iterable[GuardTerm], spread: Spread, level: float) -> GuardResult:
-    """Is this run noisier than the model allows? Fires when the e-value reaches ``1 / level``.
-
-    Only runs *noisier* than the model fire it: a quieter run costs no validity, and its e-value falls below 1.
-    """
-    if not 0 < level < 1:
-        raise ValueError(f"guard level must be in (0, 1) (got {level})")
-    e, ratio, total = evidence(terms, spread)
-    return GuardResult(ratio, total, e, min(1.0, 1.0 / e), e >= 1.0 / level)
+    e = float(math.exp(min(log_e, 700.0)))
+    return GuardResult(float(q.sum() / total), total, e, min(1.0, 1.0 / e), e >= 1.0 / level)
 
 
 @dataclass(frozen=True)

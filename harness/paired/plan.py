@@ -1,11 +1,6 @@
 """The gate's plan: when it looks, what each look may spend, and where a look's variance comes from.
 
-One object, :class:`SequentialPlan`: :data:`WARM_PLAN` (version 4: the rounds' own variance, looks at
-5, 7, 10, 14, 20 usable rounds, ``alpha / K`` each), :data:`MODEL_PLAN` (version 5: the runner's noise
-model moderated by the rounds, looks from 2 to 40 rounds spending front-loaded, the run's guard, no
-futility stop) and version 6's zone plan. Look ``k`` spends ``alpha w_k`` (``sum w = 1``: the union
-bound holds whatever the looks' correlation); ``alpha_per_tail`` and ``miss_alpha`` as in
-docs/SPEED_GATE.md, "Sequential looks" and "The plan".
+The plans and why their numbers: docs/SPEED_GATE.md, "Sequential looks", "The noise model" and "Version 6: the zone".
 """
 
 from __future__ import annotations
@@ -50,9 +45,7 @@ class SequentialPlan:
     miss_alpha: float | None = 0.01
     spending: tuple[float, ...] | None = None  # each look's share of alpha (and miss alpha); None: equal
     variance: str = "rounds"  # "rounds": each benchmark's own; "model": the runner's noise model (issue 29)
-    guard_level: float = (
-        0.05  # variance "model": the run's guard (harness.paired.noise_guard) fires in at most this share of runs
-    )
+    guard_level: float = 0.05  # variance "model": the run's guard (noise_guard) fires in at most this share of runs
     rule: str = "band"  # "zone": version 6's decision (harness.paired.zone); the keys below are its own
     prior_df_cap: float | None = None  # zone: the model's within variance is worth at most this many df in one run
     between_floor: float = 0.0  # zone: the between-worker SD used is at least this times the within SD
@@ -74,63 +67,52 @@ class SequentialPlan:
                 )
         elif self.looks < 1:
             raise ValueError(f"looks must be >= 1 (got {self.looks})")
-        self._check_spending()
+        if self.spending is not None:
+            if len(self.spending) != len(points):
+                raise ValueError(f"spending {self.spending} needs one share per look ({len(points)} looks)")
+            if not all(math.isfinite(w) and w > 0 for w in self.spending):
+                raise ValueError(f"spending {self.spending}: every look's share must be > 0")
         if not max(self._per_look(self.alpha, k) for k in range(len(points))) < 1:
             raise ValueError(
                 f"alpha {self.alpha} per tail over {len(points)} look(s) leaves no interval: "
                 f"need alpha < {len(points) / 2:g}"
             )
-        self._check_miss_alpha()
+        if self.miss_alpha is not None:
+            if not 0 < self.miss_alpha < 1:  # NaN fails this too
+                raise ValueError(f"miss_alpha must be in (0, 1) (got {self.miss_alpha})")
+            if self.miss_alpha < self.alpha:
+                # A miss interval wider than the false-alarm one would make "no change" harder than "regression".
+                raise ValueError(f"miss_alpha {self.miss_alpha} is below alpha {self.alpha}: need miss_alpha >= alpha")
+            if not self.alpha_per_tail:
+                raise ValueError("miss_alpha bounds one tail (a missed regression): it needs alpha_per_tail")
+            if not max(self._per_look(self.miss_alpha, k) for k in range(len(points))) < 1:
+                raise ValueError(
+                    f"miss_alpha {self.miss_alpha} per tail over {len(points)} look(s) leaves no interval: "
+                    f"need miss_alpha < {len(points) / 2:g}"
+                )
         if self.variance not in VARIANCE_SOURCES:
             raise ValueError(f"variance must be one of {VARIANCE_SOURCES} (got {self.variance!r})")
         if not 0 < self.guard_level < 1:
             raise ValueError(f"guard_level must be in (0, 1) (got {self.guard_level})")
         if self.rule not in RULES:
             raise ValueError(f"rule must be one of {RULES} (got {self.rule!r})")
-        if self.rule == "zone":
-            self._check_zone()
+        if self.rule == "zone":  # its keys' checks
+            if self.futility:
+                raise ValueError("the zone rule's last look always decides: futility does not apply (futility=False)")
+            if self.prior_df_cap is not None and not self.prior_df_cap > 0:
+                raise ValueError(f"prior_df_cap must be > 0 (got {self.prior_df_cap})")
+            if not (math.isfinite(self.between_floor) and self.between_floor >= 0):
+                raise ValueError(f"between_floor must be >= 0 (got {self.between_floor})")
+            if self.bench_check_level is not None and not 0 < self.bench_check_level < 1:
+                raise ValueError(f"bench_check_level must be in (0, 1) (got {self.bench_check_level})")
+            if not 0 < self.forced_limit < 0.5:
+                raise ValueError(f"forced_limit must be in (0, 0.5) (got {self.forced_limit})")
+            if self.first_round_level is not None and not 0 < self.first_round_level < 1:
+                raise ValueError(f"first_round_level must be in (0, 1) (got {self.first_round_level})")
         if points[0] < 2:
             raise ValueError(
                 f"the first look at {points[0]} rounds can never decide: a t interval needs >= 2 rounds "
                 "(one gives no spread); raise min_rounds"
-            )
-
-    def _check_zone(self) -> None:
-        if self.futility:
-            raise ValueError("the zone rule's last look always decides: futility does not apply (futility=False)")
-        if self.prior_df_cap is not None and not self.prior_df_cap > 0:
-            raise ValueError(f"prior_df_cap must be > 0 (got {self.prior_df_cap})")
-        if not (math.isfinite(self.between_floor) and self.between_floor >= 0):
-            raise ValueError(f"between_floor must be >= 0 (got {self.between_floor})")
-        if self.bench_check_level is not None and not 0 < self.bench_check_level < 1:
-            raise ValueError(f"bench_check_level must be in (0, 1) (got {self.bench_check_level})")
-        if not 0 < self.forced_limit < 0.5:
-            raise ValueError(f"forced_limit must be in (0, 0.5) (got {self.forced_limit})")
-        if self.first_round_level is not None and not 0 < self.first_round_level < 1:
-            raise ValueError(f"first_round_level must be in (0, 1) (got {self.first_round_level})")
-
-    def _check_spending(self) -> None:
-        if self.spending is None:
-            return
-        if len(self.spending) != len(self.look_points):
-            raise ValueError(f"spending {self.spending} needs one share per look ({len(self.look_points)} looks)")
-        if not all(math.isfinite(w) and w > 0 for w in self.spending):
-            raise ValueError(f"spending {self.spending}: every look's share must be > 0")
-
-    def _check_miss_alpha(self) -> None:
-        if self.miss_alpha is None:
-            return
-        if not 0 < self.miss_alpha < 1:  # NaN fails this too
-            raise ValueError(f"miss_alpha must be in (0, 1) (got {self.miss_alpha})")
-        if self.miss_alpha < self.alpha:
-            # A miss interval wider than the false-alarm one would make "no change" harder than "regression" to reach.
-            raise ValueError(f"miss_alpha {self.miss_alpha} is below alpha {self.alpha}: need miss_alpha >= alpha")
-        if not self.alpha_per_tail:
-            raise ValueError("miss_alpha bounds one tail (a missed regression): it needs alpha_per_tail")
-        if not max(self._per_look(self.miss_alpha, k) for k in range(len(self.look_points))) < 1:
-            raise ValueError(
-                f"miss_alpha {self.miss_alpha} per tail over {len(self.look_points)} look(s) leaves no interval: "
-                f"need miss_alpha < {len(self.look_points) / 2:g}"
             )
 
     @property
@@ -210,9 +192,7 @@ class SequentialPlan:
             "miss_alpha": self.miss_alpha,
             "per_look_miss_confidence": self.per_look_miss_confidence,
         }
-        if (
-            self.spending is not None or self.variance != "rounds"
-        ):  # version 5's keys; a version 4 record stays as it was
+        if self.spending is not None or self.variance != "rounds":  # version 5's keys; a version 4 record has none
             out.update(
                 {
                     "spending": list(self.shares()),
@@ -236,17 +216,10 @@ class SequentialPlan:
         return out
 
 
-# The plan without a noise model (version 4 of the warm plan): warm workers make a round cheap (two timings, no
-# process start), so it decides as soon as the t interval can and gives up early on an effect at the band's edge
-# (docs/SPEED_GATE.md: its simulated and measured rates; docs/PERF_NOTES.md: versions 1-3).
+# Version 4: the rounds' own variance (warm workers make a round cheap); futility gives up early at the band's edge.
 WARM_PLAN = SequentialPlan()
-# The plan with a runner's noise model (version 5, issue 29): the model carries the spread, so the first look can be
-# at 2 rounds; most of alpha is spent there (docs/data/noise_model_rates.py chose the looks and the shares). The last
-# look at 40 rounds: the tracked config's 0.25% slowdown needs its 0.15% threshold, which an unchanged head can only
-# confirm ("no change" w.p. 99%) by 40 rounds of its 0.093% round SD (31 rounds would do; the 20 of the first cut
-# raised the threshold to 0.18% and left 0.25% at 8% power). No futility stop: with the model's narrow early
-# intervals it gave up on ~22% of A/A runs of the tracked config at its threshold (simulated; docs/SPEED_GATE.md),
-# and a benchmark left alone costs ~1 s a round.
+# Version 5 (issue 29): the runner's noise model carries the spread, so the first look can be at 2 rounds and take
+# most of alpha; 40 rounds confirm the tracked config's 0.15% threshold; no futility (it gave up on ~22% of A/A runs).
 MODEL_PLAN = SequentialPlan(
     min_rounds=2,
     max_rounds=40,
@@ -255,15 +228,7 @@ MODEL_PLAN = SequentialPlan(
     variance="model",
     futility=False,
 )
-
-# Version 6 (issue 37): the zone rule (harness.paired.zone) with the runner's noise model. Looks as version 5b's,
-# with two more between 20 and 40 (a benchmark in the zone's middle is the one that needs the late looks; the step
-# from 20 to 40 cost up to 20 rounds of it). The model's prior is worth at most 8 df in a run (version 5 trusted it
-# for ~12-39: a benchmark 3x noisier than the model decided at look 2 on the model's variance); a between-worker SD
-# of at least half the within SD (12 of the 20 Triton entries were fitted as exactly 0); a benchmark noisier than the
-# model at 1% (F test) on its own rounds; a worker generation's first round that differs from the rest at 0.1% (a
-# 0.5% first-round shift gave a false regression in every simulated PR with every benchmark at t/2) left out.
-# docs/SPEED_GATE.md ("Version 6: the zone") has the rates.
+# Version 6 (issue 37): the zone rule with the runner's noise model, made robust where version 5 trusted it.
 ZONE_PLAN = SequentialPlan(
     min_rounds=2,
     max_rounds=40,
@@ -277,8 +242,7 @@ ZONE_PLAN = SequentialPlan(
     bench_check_level=0.01,
     first_round_level=0.001,
 )
-# The zone rule without a noise model (an uncalibrated runner, the CPU): each benchmark's own within-generation
-# variance with the same between floor; the first look at 3 rounds (a generation with two rounds: one df).
+# The zone rule without a noise model (an uncalibrated runner, the CPU): the first look at 3 rounds (one df).
 ZONE_WARM_PLAN = SequentialPlan(
     min_rounds=3,
     max_rounds=40,

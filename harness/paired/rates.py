@@ -43,9 +43,7 @@ class Rates:
 
 def rates_of(decisions: Sequence[Decision], params: dict[str, Any], incomplete: int = 0) -> Rates:
     """Count the verdicts of ``decisions``; ``params`` records what produced them."""
-    counts = {v.value: 0 for v in Verdict}
-    for dec in decisions:
-        counts[dec.verdict.value] += 1
+    counts = {v.value: sum(d.verdict is v for d in decisions) for v in Verdict}
     mean_rounds = float(np.mean([d.rounds_used for d in decisions])) if decisions else math.nan
     return Rates(
         tuple(counts.items()),

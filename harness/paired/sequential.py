@@ -1,17 +1,13 @@
 """The decision over the plan's looks (harness.paired.plan): it stops at the first look whose interval clears the band.
 
-Each look's interval spends its share of alpha (Bonferroni), so every interval covers the true ratio
-together with probability ``>= 1 - alpha`` whichever look the gate stops at. Rules (a plan recorded
-before a rule replays without it): ``alpha_per_tail``, ``futility`` (stop as inconclusive when even
-the last look could not tell the effect from the band's edge) and ``miss_alpha`` ("no change" on its
-own interval). With a model plan and the benchmark's :class:`RoundsNoise`, each look's interval is
-``interval.model_interval``; else the t interval of its own rounds. docs/SPEED_GATE.md,
-"Sequential looks".
+Bonferroni over the looks, the rules (``alpha_per_tail``, ``futility``, ``miss_alpha``) and the model's intervals:
+docs/SPEED_GATE.md, "Sequential looks"; a plan recorded before a rule replays without it.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,25 +15,13 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from harness.paired.interval import Estimate, half_width, log_ratios, look_interval, model_interval, t_quantile
+from harness.paired.interval import Estimate, log_ratios, look_interval, model_interval, t_quantile
 from harness.paired.noise import BenchmarkNoise, LookNoise, Spread, generation_sizes, within_ss
-from harness.paired.plan import METHOD, MODEL_PLAN, WARM_PLAN, SequentialPlan
+from harness.paired.plan import METHOD as METHOD  # the record's plan method (ci.speed.decide.verdict)
+from harness.paired.plan import WARM_PLAN, SequentialPlan
 from harness.paired.rounds import Round
 from harness.paired.verdict import Verdict, check_threshold, decide
 from harness.paired.zone import ZoneEdges, improved, zone_look
-
-__all__ = [
-    "METHOD",
-    "MODEL_PLAN",
-    "WARM_PLAN",
-    "Decision",
-    "RoundsNoise",
-    "SequentialPlan",
-    "futile_edge",
-    "look_verdict",
-    "next_look",
-    "sequential_decision",
-]
 
 
 @dataclass(frozen=True)
@@ -160,10 +144,7 @@ def next_look(rounds_so_far: int, plan: SequentialPlan) -> int | None:
     Pure schedule; :func:`sequential_decision` says whether a look already decided
     (its ``complete`` / ``next_look`` fields are what an orchestrator loops on).
     """
-    for point in plan.look_points:
-        if point > rounds_so_far:
-            return point
-    return None
+    return next((point for point in plan.look_points if point > rounds_so_far), None)
 
 
 def futile_edge(
@@ -192,16 +173,11 @@ def futile_edge(
     if look is None:
         sd = float(np.std(d, ddof=1))
         sd_low = sd * math.sqrt(float(stats.chi2.ppf(0.10, n - 1)) / (n - 1))
-        half_last = half_width(sd_low, last, plan.per_look_confidence)
+        half_last = t_quantile(plan.per_look_confidence, last - 1) * (sd_low / math.sqrt(last))
     else:
-        ss, d_w = within_ss(d, generations)
-        if look.fallback:
-            if d_w < 1:
-                return None
-            within, df = ss / d_w, float(d_w)
-        else:
-            d0 = look.prior_df
-            within, df = (d0 * look.noise.within_sd**2 + ss) / (d0 + d_w), d0 + d_w
+        within, df = look.within(*within_ss(d, generations))
+        if not math.isfinite(within):
+            return None
         low = within * float(stats.chi2.ppf(0.10, df)) / df
         size = n / len(generation_sizes(generations))  # rounds per worker generation so far, assumed to go on
         clustered = look.noise.between_sd**2 * min(1.0, size / last)
@@ -233,13 +209,10 @@ def sequential_decision(
 ) -> Decision:
     """Replay the gate's planned looks over ``rounds`` (in time order) and decide.
 
-    At each look point ``m`` the interval of the first ``m`` usable rounds is
-    computed at the look's false-alarm confidence (and, for "no change", at its miss
-    confidence: :func:`look_verdict`); the first look that gives regression /
-    improvement / no change stops the gate. Usable rounds beyond the stopping look (or
-    beyond ``max_rounds``) are ignored, so handing this the whole record or a growing
-    prefix gives the same decision. With ``plan.variance == "model"`` and ``noise``, each
-    look's interval is the noise model's (RoundsNoise); ``noise`` is ignored otherwise.
+    At each look point ``m`` the interval of the first ``m`` usable rounds decides (:func:`look_verdict`); the
+    first look that gives regression / improvement / no change stops the gate. Usable rounds beyond the stopping
+    look (or beyond ``max_rounds``) are ignored, so the whole record and a growing prefix give the same decision.
+    With ``plan.variance == "model"`` and ``noise``, each look's interval is the noise model's (RoundsNoise).
     """
     check_threshold(threshold)
     if noise is not None and len(noise.generations) != len(rounds):
@@ -247,99 +220,73 @@ def sequential_decision(
     if plan.rule == "zone":
         return zone_decision(rounds, threshold, plan, noise)
     model = noise if plan.variance == "model" else None
-    ratios: list[float] = []
-    positions: list[int] = []  # index in `rounds` of each usable round
-    for pos, rnd in enumerate(rounds):
-        if rnd.excluded is None:
-            ratios.append(rnd.ratio)
-            positions.append(pos)
+    positions = [pos for pos, rnd in enumerate(rounds) if rnd.excluded is None]  # index in `rounds` of each usable
+    ratios = [rounds[pos].ratio for pos in positions]
     gens = [model.generations[p] for p in positions] if model is not None else []
-
-    def excluded_before(end: int) -> tuple[int, tuple[tuple[str, int], ...]]:
-        reasons: dict[str, int] = {}
-        for rnd in rounds[:end]:
-            if rnd.excluded is not None:
-                reasons[rnd.excluded] = reasons.get(rnd.excluded, 0) + 1
-        return sum(reasons.values()), tuple(sorted(reasons.items()))
-
-    usable = len(ratios)
     points = plan.look_points
-    est: Estimate | None = None
     for look_no, m in enumerate(points):
-        if m > usable:
+        if m > len(ratios):
             break
         look = model.look(positions[m - 1]) if model is not None else None
         verdict, est, false_alarm = look_verdict(ratios[:m], threshold, plan, look_no, look, gens[:m])
         last = look_no == len(points) - 1
         source = variance_source(plan, noise, look)
+        at = f"look {look_no + 1}/{len(points)} ({m} rounds)"
         if verdict is not Verdict.INCONCLUSIVE or last:
-            n_excl, reasons = excluded_before(positions[m - 1] + 1)
             band = f"band [{1 - threshold:.4f}, {1 + threshold:.4f}]"
             if verdict is Verdict.INCONCLUSIVE:
                 why = f"{_fmt_interval(est)} straddles an edge of the {band} after all {m} planned rounds"
             else:
-                where = (
-                    "below"
-                    if verdict is Verdict.REGRESSION
-                    else "above"
-                    if verdict is Verdict.IMPROVEMENT
-                    else "inside"
-                )
-                why = f"{_fmt_interval(est)} lies {where} the {band} at look {look_no + 1}/{len(points)} ({m} rounds)"
-            return Decision(verdict, est, m, n_excl, not last, why, threshold, True, None, reasons, variance=source)
+                where = {Verdict.REGRESSION: "below", Verdict.IMPROVEMENT: "above", Verdict.NO_CHANGE: "inside"}
+                why = f"{_fmt_interval(est)} lies {where[verdict]} the {band} at {at}"
+            return _decided(rounds, positions[m - 1] + 1, threshold, verdict, est, m, not last, why, variance=source)
         # Futility asks of the false-alarm interval, as before the miss alpha: giving up on the narrower
         # miss interval too would need its own prediction, and stopping as inconclusive adds no wrong verdict.
         edge = futile_edge(ratios[:m], false_alarm, threshold, plan, look, gens[:m]) if plan.futility else None
         if edge is not None:
-            n_excl, reasons = excluded_before(positions[m - 1] + 1)
             why = (
-                f"{_fmt_interval(est)} straddles the band edge {edge:.4f} at look {look_no + 1}/{len(points)} "
-                f"({m} rounds), and {points[-1]} rounds could not tell the effect from that edge: "
-                "stopped, inconclusive (at the threshold edge)"
+                f"{_fmt_interval(est)} straddles the band edge {edge:.4f} at {at}, and {points[-1]} rounds could "
+                "not tell the effect from that edge: stopped, inconclusive (at the threshold edge)"
             )
-            return Decision(
-                verdict,
-                est,
-                m,
-                n_excl,
-                True,
-                why,
-                threshold,
-                True,
-                None,
-                reasons,
-                at_threshold_edge=True,
-                variance=source,
-            )
-    # Not enough usable rounds for the next look: report progress, keep going.
-    pending = next_look(usable, plan)
-    assert pending is not None
-    seen = min(usable, plan.max_rounds)
+            end = positions[m - 1] + 1
+            return _decided(rounds, end, threshold, verdict, est, m, True, why, at_threshold_edge=True, variance=source)
+    seen = min(len(ratios), plan.max_rounds)
     look = model.look(positions[seen - 1]) if model is not None and seen else None
     progress = _interval(ratios[:seen], plan.per_look_confidence, look, gens[:seen])
-    n_excl, reasons = excluded_before(len(rounds))
-    why = f"{usable} usable rounds; next look at {pending}"
+    return _waiting(rounds, len(ratios), threshold, plan, progress, variance=variance_source(plan, noise, look))
+
+
+def _decided(
+    rounds: Sequence[Round],
+    end: int,
+    threshold: float,
+    verdict: Verdict,
+    est: Estimate,
+    used: int,
+    stopped_early: bool,
+    why: str,
+    pending: int | None = None,
+    **extra: Any,
+) -> Decision:
+    """The decision on ``used`` usable rounds of ``rounds[:end]``; complete unless a look is ``pending``."""
+    reasons = Counter(rnd.excluded for rnd in rounds[:end] if rnd.excluded is not None)
+    excluded = tuple(sorted(reasons.items()))
+    complete = pending is None
     return Decision(
-        Verdict.INCONCLUSIVE,
-        progress,
-        usable,
-        n_excl,
-        False,
-        why,
-        threshold,
-        False,
-        pending,
-        reasons,
-        variance=variance_source(plan, noise, look),
+        verdict, est, used, sum(reasons.values()), stopped_early, why, threshold, complete, pending, excluded, **extra
     )
 
 
-def _excluded_before(rounds: Sequence[Round], end: int) -> tuple[int, tuple[tuple[str, int], ...]]:
-    reasons: dict[str, int] = {}
-    for rnd in rounds[:end]:
-        if rnd.excluded is not None:
-            reasons[rnd.excluded] = reasons.get(rnd.excluded, 0) + 1
-    return sum(reasons.values()), tuple(sorted(reasons.items()))
+def _waiting(
+    rounds: Sequence[Round], usable: int, threshold: float, plan: SequentialPlan, progress: Estimate, **extra: Any
+) -> Decision:
+    """Not enough usable rounds for the next look: report progress (``progress``), keep going."""
+    pending = next_look(usable, plan)
+    assert pending is not None
+    why = f"{usable} usable rounds; next look at {pending}"
+    return _decided(
+        rounds, len(rounds), threshold, Verdict.INCONCLUSIVE, progress, usable, False, why, pending, **extra
+    )
 
 
 def zone_decision(
@@ -368,10 +315,11 @@ def zone_decision(
         zl = zone_look(d, gens, look, edges, plan, look_no, last)
         if zl.answer is None and not last:
             continue
-        n_excl, reasons = _excluded_before(rounds, taken[-1][0] + 1)
+        end = taken[-1][0] + 1
         est = zl.estimate(plan.confidence_at(look_no), m)
         where = f"look {look_no + 1}/{len(points)} ({m} rounds)"
         zone = f"zone [{1 - threshold:.4f}, {1 - threshold / 2:.4f}]"
+        extra: dict[str, Any] = {"variance": zl.source, "rule": "zone", "forced_error": zl.forced_error}
         if zl.too_noisy:
             err = (
                 ""
@@ -382,22 +330,7 @@ def zone_decision(
                 f"{_fmt_interval(est)}: too noisy to decide at the threshold in {m} rounds{err}: inconclusive, "
                 "the measurement failed; re-run"
             )
-            return Decision(
-                Verdict.INCONCLUSIVE,
-                est,
-                m,
-                n_excl,
-                False,
-                why,
-                threshold,
-                True,
-                None,
-                reasons,
-                variance=zl.source,
-                rule="zone",
-                forced_error=zl.forced_error,
-                too_noisy=True,
-            )
+            return _decided(rounds, end, threshold, Verdict.INCONCLUSIVE, est, m, False, why, too_noisy=True, **extra)
         if zl.answer == "regression":
             verdict = Verdict.REGRESSION
         else:
@@ -418,43 +351,12 @@ def zone_decision(
                 f"{_fmt_interval(est)}: not slower than {1 - threshold:.4f} with confidence at {where}: "
                 f"not a regression (the {zone})"
             )
-        return Decision(
-            verdict,
-            est,
-            m,
-            n_excl,
-            not last,
-            why,
-            threshold,
-            True,
-            None,
-            reasons,
-            variance=zl.source,
-            rule="zone",
-            forced_error=zl.forced_error,
-        )
-    pending = next_look(len(usable), plan)
-    assert pending is not None
+        return _decided(rounds, end, threshold, verdict, est, m, not last, why, **extra)
     seen = min(len(usable), plan.max_rounds)
-    n_excl, reasons = _excluded_before(rounds, len(rounds))
     if zl is not None:
         progress = zl.estimate(plan.per_look_confidence, seen)
         source = zl.source
     else:
         progress = look_interval([rnd.ratio for _, rnd in usable[:seen]], plan.per_look_confidence)
         source = "model" if model is not None else "rounds"
-    why = f"{len(usable)} usable rounds; next look at {pending}"
-    return Decision(
-        Verdict.INCONCLUSIVE,
-        progress,
-        len(usable),
-        n_excl,
-        False,
-        why,
-        threshold,
-        False,
-        pending,
-        reasons,
-        variance=source,
-        rule="zone",
-    )
+    return _waiting(rounds, len(usable), threshold, plan, progress, variance=source, rule="zone")

@@ -3,27 +3,13 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, TypedDict
+from typing import Any
 
 import numpy as np
 
 from harness.paired.rates import Rates, rates_of
 from harness.paired.rounds import Round
 from harness.paired.sequential import WARM_PLAN, SequentialPlan, sequential_decision
-
-if TYPE_CHECKING:
-    from typing import Unpack  # Python 3.11; only the type checker reads it
-
-
-class Noise(TypedDict, total=False):
-    """:func:`synthetic_rounds`' noise settings, as :func:`simulate` passes them on."""
-
-    drift: float
-    outlier_rate: float
-    outlier_size: float
-    exclude_rate: float
-    process_sd: float
-    restart_every: int
 
 
 def synthetic_rounds(
@@ -77,7 +63,7 @@ def simulate(
     plan: SequentialPlan = WARM_PLAN,
     trials: int = 2000,
     seed: int = 0,
-    **noise: Unpack[Noise],
+    **noise: Any,
 ) -> Rates:
     """Rates of each verdict over ``trials`` synthetic gate runs (:func:`synthetic_rounds`).
 

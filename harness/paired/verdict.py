@@ -1,7 +1,7 @@
 """One interval against the threshold band ``[1 - t, 1 + t]``: the gate's answer for a benchmark.
 
-Interval entirely below ``1 - t`` -> regression, entirely above ``1 + t`` ->
-improvement, entirely inside -> no change, otherwise inconclusive.
+Interval entirely below ``1 - t`` -> regression, entirely above ``1 + t`` -> improvement, entirely inside -> no change,
+otherwise (an unbounded interval included) inconclusive. Higher TFLOPS is better.
 """
 
 from __future__ import annotations
@@ -29,12 +29,7 @@ def check_threshold(threshold: float) -> None:
 
 
 def decide(est: Estimate, threshold: float) -> Verdict:
-    """Verdict of one interval against the band ``[1 - threshold, 1 + threshold]``.
-
-    Higher TFLOPS is better: an interval entirely below ``1 - threshold`` is a regression, entirely above
-    ``1 + threshold`` an improvement, entirely inside the band no change; anything else (including an unbounded
-    interval) is inconclusive.
-    """
+    """Verdict of one interval against the band ``[1 - threshold, 1 + threshold]`` (the module's table)."""
     check_threshold(threshold)
     if not est.bounded:
         return Verdict.INCONCLUSIVE

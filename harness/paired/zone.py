@@ -1,12 +1,8 @@
 """Version 6's decision (issue 37): one question per benchmark, an indifference zone, a last look that decides.
 
-On the log scale (``d = log(head / base)``) with threshold ``t``: ``r = log(1 - t)`` must be called "regression",
-``a = log(1 - t/2)`` "not a regression"; between them either answer is acceptable. At each look: regression when
-``m + q(alpha_k, df) s < a``, not a regression when ``m - q(beta_k, df) s > r``, else the next look ("improvement" and
-"no change" are read off the rounds taken). The last look decides at the zone's midpoint and states that call's error,
-unless it is above ``plan.forced_limit`` (inconclusive). :func:`zone_variance` is the noise model's made robust
-(``prior_df_cap``, ``between_floor``, ``bench_check_level``), and a generation's first round that differs from the rest
-(``first_round_level``) is left out. docs/SPEED_GATE.md, "Version 6: the zone".
+On the log scale with threshold ``t``: regression when ``m + q(alpha_k, df) s < log(1 - t/2)``, not a regression when
+``m - q(beta_k, df) s > log(1 - t)``, else the next look; the last look decides at the zone's midpoint unless its error
+is above ``plan.forced_limit``. The variance and the first rounds left out: docs/SPEED_GATE.md, "Version 6: the zone".
 """
 
 from __future__ import annotations
@@ -19,7 +15,7 @@ import numpy as np
 from scipy import stats
 
 from harness.paired.interval import Estimate
-from harness.paired.noise import LookNoise, clustering, generation_sizes, within_ss
+from harness.paired.noise import LookNoise, clustering, generation_sizes, satterthwaite, within_ss
 from harness.paired.plan import SequentialPlan
 
 ZONE_METHOD = "mean of log ratios; one-sided t bounds against the zone [1 - t, 1 - t/2] (version 6)"
@@ -87,8 +83,7 @@ def _combine(
     c = clustering(generations)
     if tau2 is None or tau2 <= 0 or tau_df <= 0:
         return within * (1.0 / n + floor * floor * c), within_df
-    a, b = within / n, tau2 * c
-    return a + b, (a + b) ** 2 / (a * a / within_df + b * b / tau_df)
+    return satterthwaite(within / n, within_df, tau2 * c, tau_df)
 
 
 def zone_variance(
@@ -99,31 +94,27 @@ def zone_variance(
     if n == 0:
         return LookVariance(math.inf, 0.0, SOURCE_ROUNDS)
     ss, d_w = within_ss(d, generations)
-    floor = plan.between_floor
+    own = _own_within(ss, d_w)
     if look is None:
-        within, df = _own_within(ss, d_w)
-        source = SOURCE_NO_ENTRY if plan.variance == "model" else SOURCE_ROUNDS
-        if not math.isfinite(within):
-            return LookVariance(math.inf, 0.0, source)
-        var, df = _combine(within, df, n, generations, None, 0.0, floor)
-        return LookVariance(var, df, source)
-    sw2 = look.noise.within_sd**2
-    tau2, tau_df = look.noise.between_sd**2, look.between_df
-    own_check = plan.bench_check_level is not None and d_w >= 2 and not look.fallback
-    if own_check and ss / d_w > sw2 * float(stats.f.isf(plan.bench_check_level, d_w, look.prior_df)):
-        within, df = _own_within(ss, d_w)
-        var, df = _combine(within, df, n, generations, tau2, tau_df, floor)
-        return LookVariance(var, df, SOURCE_BENCH)
-    if look.fallback and d_w >= 1:
-        within, df = _own_within(ss, d_w)
-        var, df = _combine(within, df, n, generations, tau2, tau_df, floor)
-        return LookVariance(var, df, SOURCE_FALLBACK)
-    # (After the guard fired, rounds with no within-generation df -- one round per generation, e.g. once the first
-    # rounds are left out -- have only the model to go by: its prior, capped, as before the guard.)
-    d0 = look.prior_df if plan.prior_df_cap is None else min(look.prior_df, plan.prior_df_cap)
-    within, df = (d0 * sw2 + ss) / (d0 + d_w), d0 + d_w
-    var, df = _combine(within, df, n, generations, tau2, tau_df, floor)
-    return LookVariance(var, df, SOURCE_FALLBACK_NO_DF if look.fallback else SOURCE_MODEL)
+        (within, df), source = own, SOURCE_NO_ENTRY if plan.variance == "model" else SOURCE_ROUNDS
+        tau2, tau_df = None, 0.0
+    else:
+        sw2 = look.noise.within_sd**2
+        tau2, tau_df = look.noise.between_sd**2, look.between_df
+        own_check = plan.bench_check_level is not None and d_w >= 2 and not look.fallback
+        if own_check and ss / d_w > sw2 * float(stats.f.isf(plan.bench_check_level, d_w, look.prior_df)):
+            (within, df), source = own, SOURCE_BENCH
+        elif look.fallback and d_w >= 1:
+            (within, df), source = own, SOURCE_FALLBACK
+        else:
+            # (After the guard fired, rounds with no within-generation df -- one round per generation, e.g. once the
+            # first rounds are left out -- have only the model to go by: its prior, capped, as before the guard.)
+            d0 = look.prior_df if plan.prior_df_cap is None else min(look.prior_df, plan.prior_df_cap)
+            within, df = (d0 * sw2 + ss) / (d0 + d_w), d0 + d_w
+            source = SOURCE_FALLBACK_NO_DF if look.fallback else SOURCE_MODEL
+    if not math.isfinite(within):
+        return LookVariance(math.inf, 0.0, source)
+    return LookVariance(*_combine(within, df, n, generations, tau2, tau_df, plan.between_floor), source)
 
 
 def first_rounds(generations: Sequence[int]) -> list[bool]:
@@ -140,16 +131,13 @@ def first_round_shift(
     Per generation of ``m >= 2`` rounds, ``c = d_first - mean(d_rest)`` has variance ``within (1 + 1/(m-1))``
     under the model; their weighted mean against its standard error, two-sided at ``level`` (t with ``df``).
     """
-    opens = first_rounds(generations)
     contrasts, weights = [], []
     start = 0
-    for i in range(1, len(d) + 1):
-        if i == len(d) or opens[i]:
-            size = i - start
-            if size >= 2:
-                contrasts.append(float(d[start] - np.mean(d[start + 1 : i])))
-                weights.append(1.0 / (1.0 + 1.0 / (size - 1)))
-            start = i
+    for size in generation_sizes(generations):
+        if size >= 2:
+            contrasts.append(float(d[start] - np.mean(d[start + 1 : start + size])))
+            weights.append(1.0 / (1.0 + 1.0 / (size - 1)))
+        start += size
     if not contrasts or not (math.isfinite(within) and within > 0 and df > 0):
         return None
     w = np.asarray(weights)
@@ -188,14 +176,6 @@ class ZoneLook:
         return Estimate(math.exp(self.mean), low, high, n, method, confidence, confidence)
 
 
-def _null_within(d: np.ndarray, generations: Sequence[int], look: LookNoise | None) -> tuple[float, float]:
-    """The within-generation variance the first-round check tests against: the model's (its null), else the rounds'."""
-    if look is not None:
-        return look.noise.within_sd**2, look.prior_df
-    ss, d_w = within_ss(d, generations)
-    return _own_within(ss, d_w)
-
-
 def zone_look(
     d: np.ndarray,
     generations: Sequence[int],
@@ -213,7 +193,8 @@ def zone_look(
     """
     note = ""
     if plan.first_round_level is not None and len(d) >= 2:
-        within, df = _null_within(d, generations, look)
+        # Tested against the model's within variance (its null), else the rounds' own.
+        within, df = (look.noise.within_sd**2, look.prior_df) if look else _own_within(*within_ss(d, generations))
         shift = first_round_shift(d, generations, within, df, plan.first_round_level)
         if shift is not None:
             keep = [not f for f in first_rounds(generations)]

@@ -100,12 +100,10 @@ def resolvable_effect(
     benchmark (its 95% upper bound of the round-ratio SD), else from this run's usable rounds (the same
     bound, via harness.paired.calibrate: a constant effect does not change the spread of log ratios).
     """
+    look = None
+    if plan.variance == "model" and noise is not None and noise.noise is not None:
+        look = LookNoise(noise.noise, noise.spread)
     if plan.rule == "zone":
-        look = (
-            LookNoise(noise.noise, noise.spread)
-            if plan.variance == "model" and noise is not None and noise.noise
-            else None
-        )
         n = planned_rounds(look, threshold, plan, restart_every)
         if look is None:
             return None, "no noise model entry: the rounds decide when they can (the last look always does)"
@@ -114,8 +112,7 @@ def resolvable_effect(
                 f"the zone plan cannot decide every effect by its last look ({plan.max_rounds} rounds) under the model"
             )
         return threshold, f"the zone plan: any effect decided by round {n} under the model"
-    if plan.variance == "model" and noise is not None and noise.noise is not None:
-        look = LookNoise(noise.noise, noise.spread)
+    if look is not None:
         return paired.model_resolvable_effect(look, threshold, plan, restart_every, RESOLVE_POWER), "the noise model"
     cal = calibrations.get(bench_id)
     if cal is not None:
@@ -173,19 +170,6 @@ def decide_entry(
 EXIT_INCONCLUSIVE = 3
 
 
-def inconclusive_failed(results: Sequence[BenchmarkResult]) -> list[BenchmarkResult]:
-    """The zone plan's gated benchmarks left inconclusive: a measurement that failed (not a PR that had failed)."""
-    return [
-        r
-        for r in results
-        if r.status is Status.GATED
-        and r.verdict is Verdict.INCONCLUSIVE
-        and r.decision is not None
-        and r.decision.rule == "zone"
-        and r.stopped_by is not Stop.PR_FAILED
-    ]
-
-
 def exit_code(results: Sequence[BenchmarkResult], fail_on_inconclusive: bool) -> int:
     """0 pass, 1 a regression or a wrong result at head, 3 inconclusive (the zone plan: a measurement failed; re-run).
 
@@ -193,10 +177,17 @@ def exit_code(results: Sequence[BenchmarkResult], fail_on_inconclusive: bool) ->
     ``fail_on_inconclusive``; under the zone rule it is never green.
     """
     failing = {Verdict.REGRESSION} | ({Verdict.INCONCLUSIVE} if fail_on_inconclusive else set())
-    bad = any(r.status is Status.WRONG_RESULT or (r.status is Status.GATED and r.verdict in failing) for r in results)
-    if bad:
+    if any(r.status is Status.WRONG_RESULT or (r.status is Status.GATED and r.verdict in failing) for r in results):
         return 1
-    return EXIT_INCONCLUSIVE if inconclusive_failed(results) else 0
+    zone_failed = any(
+        r.status is Status.GATED
+        and r.verdict is Verdict.INCONCLUSIVE
+        and r.decision is not None
+        and r.decision.rule == "zone"
+        and r.stopped_by is not Stop.PR_FAILED
+        for r in results
+    )
+    return EXIT_INCONCLUSIVE if zone_failed else 0
 
 
 # ---------------------------------------------------------------------------

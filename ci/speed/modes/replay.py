@@ -54,9 +54,9 @@ def run_replay(options: SpeedOptions) -> int:
     record = load_record(options.replay)
     try:
         return run_judge(options, record) if options.judge else _replay(options, record)
+    except (RecordError, ThresholdsError, GateError, OptionsError):
+        raise
     except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
-        if isinstance(exc, (RecordError, ThresholdsError, GateError, OptionsError)):
-            raise
         # A record edited by hand or cut short: name the file and what was wrong in it, not "internal error".
         what = f"lacks {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
         raise RecordError(f"{options.replay}: malformed record ({what})") from None
@@ -85,17 +85,12 @@ def replayed_model(options: SpeedOptions, record: Mapping[str, Any], plan: Seque
 def replay_plan(options: SpeedOptions, recorded: SequentialPlan) -> SequentialPlan:
     """The recorded plan with the keys given; ``--noise`` on a record decided without a model: the model plan at the
     recorded alpha (what the noise model would have decided from the same rounds)."""
-    if options.noise is not None and options.use_noise and recorded.variance != "model":
-        return (
-            options.the_plan(model=True).with_alpha(recorded.alpha)
-            if "alpha" not in options.plan_given
-            else options.the_plan(model=True)
-        )
-    if options.plan_given.get("rule", recorded.rule) != recorded.rule:  # --plan rule=...: today's plan of that rule
-        model = recorded.variance == "model" or options.noise is not None
-        plan = options.the_plan(model=model)
-        return plan if "alpha" in options.plan_given else plan.with_alpha(recorded.alpha)
-    return options.the_plan(recorded)
+    to_model = options.noise is not None and options.use_noise and recorded.variance != "model"
+    if not to_model and options.plan_given.get("rule", recorded.rule) == recorded.rule:
+        return options.the_plan(recorded)
+    # --noise, or --plan rule=...: today's plan of that rule (with a model if the record or --noise has one)
+    plan = options.the_plan(model=to_model or recorded.variance == "model" or options.noise is not None)
+    return plan if "alpha" in options.plan_given else plan.with_alpha(recorded.alpha)
 
 
 def _replay(options: SpeedOptions, record: dict[str, Any]) -> int:
@@ -107,11 +102,8 @@ def _replay(options: SpeedOptions, record: dict[str, Any]) -> int:
     recorded_sides = {p["side"] for rnd in record["rounds"] for p in rnd["processes"]}
     if record["rounds"] and not set(SIDES) <= recorded_sides:
         raise RecordError(f"{options.replay}: its rounds hold the sides {sorted(recorded_sides)}, not base and head")
-    if options.thresholds is not None:
-        thresholds = options.thresholds
-    else:
-        recorded = {k: v for k, v in record["thresholds"].items() if k != "source"}
-        thresholds = parse_thresholds(recorded, f"the thresholds recorded in {options.replay}")
+    recorded = {k: v for k, v in record["thresholds"].items() if k != "source"}
+    thresholds = options.thresholds or parse_thresholds(recorded, f"the thresholds recorded in {options.replay}")
     calibrations = (
         dict(options.calibrations) if options.calibrations is not None else record.get("calibrations_used") or {}
     )

@@ -37,20 +37,8 @@ from harness.paired.plan import MODEL_PLAN, WARM_PLAN, ZONE_PLAN, ZONE_WARM_PLAN
 # a gate that is still measuring then is killed with no verdict at all.
 DEFAULT_MAX_MINUTES = 90.0
 CALIBRATION_MIN_ROUNDS = 3  # harness.paired.calibrate needs an SD over at least this many rounds
-# Options that choose what is measured and how: a --replay measures nothing, so it refuses them.
-MEASURING_ONLY = {
-    "base": "--base",
-    "head": "--head",
-    "working_tree": "--working-tree",
-    "kernel": "--kernel",
-    "config": "--config",
-    "shape": "--shape",
-    "device": "--device",
-    "timing": "--timing",
-    "arch": "--arch",
-    "changes": "--changes",
-    "measure_identical": "--measure-identical",
-}
+# Options that choose what is measured and how (by dest; the flag is --dest with dashes): a --replay refuses them.
+MEASURING_ONLY = "base head working_tree kernel config shape device timing arch changes measure_identical".split()
 CALIBRATION_MAX_MINUTES = 9.0  # the calibration's default time budget: the default selection within 10 minutes
 CALIBRATION_RESTART_EVERY = 2  # the calibration's restarts: more worker generations for the between-worker SD
 
@@ -166,13 +154,8 @@ class SpeedOptions:
 
     def round_limit(self) -> int:
         """Rounds the gate may attempt: --plan rounds exactly, else round_budget, else 1.5 x the plan's max rounds."""
-        given = self.plan_given
-        if "rounds" in given:
-            return given["rounds"]
-        if "round_budget" in given:
-            return given["round_budget"]
         # Room for a third of the rounds to be excluded before the last look is out of reach.
-        return -(-3 * self.the_plan().max_rounds // 2)
+        return self.rounds or self.plan_given.get("round_budget") or -(-3 * self.the_plan().max_rounds // 2)
 
 
 def speed_options(given: Mapping[str, Any], command: Sequence[str] = ()) -> SpeedOptions:
@@ -262,14 +245,12 @@ def _check_mode(given: Mapping[str, Any], keys: Mapping[str, Any], mode: Mode) -
     elif given.get("judge") and given["decisions"] is not None:
         raise OptionsError("--judge and --decisions: choose one (--judge gives one verdict of the whole record)")
     else:
-        for dest, flag in MEASURING_ONLY.items():
-            if given[dest] not in (None, False, []):
-                raise OptionsError(f"{flag} does not apply to --replay (nothing is measured; the record says what was)")
-        for key in keys:
-            if PLAN_KEYS[key].measuring:
-                raise OptionsError(
-                    f"--plan {key} does not apply to --replay (nothing is measured; the record says what was)"
-                )
+        refused = [f"--{dest.replace('_', '-')}" for dest in MEASURING_ONLY if given[dest] not in (None, False, [])]
+        refused += [f"--plan {key}" for key in keys if PLAN_KEYS[key].measuring]
+        if refused:
+            raise OptionsError(
+                f"{refused[0]} does not apply to --replay (nothing is measured; the record says what was)"
+            )
     # The calibration's own options (--write, --refit, ...) and the gate's (--base, --changes, ...) are each on
     # their front's parser only (ci.speed.gate): a plan key is the one thing both take.
     if given.get("assume_aa") and not given.get("aa_records"):
@@ -320,6 +301,4 @@ def _record_file(path: str, flag: str) -> Path:
 
 
 def _replay_file(path: str | None) -> Path | None:
-    if path and not Path(path).is_file():
-        raise OptionsError(f"--replay {path}: no such file")
-    return Path(path) if path else None
+    return _record_file(path, "--replay") if path else None

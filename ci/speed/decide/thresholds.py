@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ci.common.errors import InputError
-from ci.common.json_file import JsonFileError, parse_json
+from ci.common.json_file import JsonFileError, read_json
 from ci.common.options import name_matches
 
 THRESHOLDS_PATH = "ci/speed_thresholds.json"
@@ -43,10 +43,6 @@ class Thresholds:
     source: str  # where they were read from (a path, or "recorded in <file>")
     targets: tuple[Override, ...] = ()  # policy, which the gate never reads (it decides on overrides and the default)
     about: str = ""
-
-    def target(self, name: str) -> Override | None:
-        """The first target matching benchmark ``name`` (ci.speed.calibrate --write's policy), or None."""
-        return next((t for t in self.targets if t.matches(name)), None)
 
     def lookup(self, name: str) -> tuple[float, str]:
         """(threshold, where it came from) for benchmark ``name``: the first matching override, else the default."""
@@ -103,17 +99,10 @@ def _entries(data: dict[str, Any], key: str, where: str) -> tuple[Override, ...]
         at = f"{where}: {key}[{i}]"
         if not isinstance(entry, dict):
             raise ThresholdsError(f"{at}: expected an object with match, threshold, why")
-        extra = sorted(set(entry) - _OVERRIDE_KEYS)
-        missing = sorted(_OVERRIDE_KEYS - set(entry))
-        if extra or missing:
-            raise ThresholdsError(
-                f"{at}: "
-                + "; ".join(
-                    part
-                    for part in (extra and f"unknown key(s) {extra}", missing and f"missing key(s) {missing}")
-                    if part
-                )
-            )
+        extra, missing = sorted(set(entry) - _OVERRIDE_KEYS), sorted(_OVERRIDE_KEYS - set(entry))
+        problems = ([f"unknown key(s) {extra}"] if extra else []) + ([f"missing key(s) {missing}"] if missing else [])
+        if problems:
+            raise ThresholdsError(f"{at}: {'; '.join(problems)}")
         if not isinstance(entry["match"], str) or not entry["match"].strip():
             raise ThresholdsError(f"{at}.match: must be a non-empty pattern over kernel[config]/shape")
         if not isinstance(entry["why"], str) or not entry["why"].strip():
@@ -127,11 +116,7 @@ def _entries(data: dict[str, Any], key: str, where: str) -> tuple[Override, ...]
 def load_thresholds(path: str | Path) -> Thresholds:
     path = Path(path)
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ThresholdsError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    try:
-        data = parse_json(text, str(path))
+        data = read_json(path)
     except JsonFileError as exc:
         raise ThresholdsError(str(exc)) from None
     return parse_thresholds(data, str(path))

@@ -57,14 +57,6 @@ class RunNoise:
         self.generations.setdefault(bench_id, []).append(generation)
         self.fired_at.setdefault(bench_id, []).append(self.state.fired)
 
-    def add_round(self, round_record: Mapping[str, Any]) -> None:
-        by_side = {p["side"]: p.get("records", {}) for p in round_record.get("processes", [])}
-        for bench_id in pair_order(round_record):
-            recs = {side: by_side.get(side, {}).get(bench_id) for side in SIDES}
-            if recs["base"] is None and recs["head"] is None:
-                continue
-            self.add_pair(int(round_record["index"]), bench_id, recs)
-
     def rounds_noise(self, bench_id: str) -> RoundsNoise | None:
         """What sequential_decision needs for ``bench_id`` (its rounds as exclusion.paired_rounds lists them)."""
         entry = self.model.entry(bench_id)
@@ -82,8 +74,12 @@ class RunNoise:
 def run_noise(
     model: NoiseModel, rule: ExclusionRule, level: float, gated: Sequence[str], rounds: Sequence[Mapping[str, Any]]
 ) -> RunNoise:
-    """A RunNoise over recorded rounds (a replay, or the gate's rounds so far)."""
+    """A RunNoise over recorded rounds (a replay, or the gate's rounds so far), each round's pairs in time order."""
     state = RunNoise(model, rule, level, gated)
     for rnd in sorted(rounds, key=lambda r: int(r["index"])):
-        state.add_round(rnd)
+        by_side = {p["side"]: p.get("records", {}) for p in rnd.get("processes", [])}
+        for bench_id in pair_order(rnd):
+            recs = {side: by_side.get(side, {}).get(bench_id) for side in SIDES}
+            if recs["base"] is not None or recs["head"] is not None:
+                state.add_pair(int(rnd["index"]), bench_id, recs)
     return state

@@ -78,12 +78,9 @@ def _survey_result(name: str, answer: dict[str, Any] | Exception) -> dict[str, A
     if name != "base":
         raise SurveyFailed(f"{name} survey: {answer}")
     log(f"speed_gate: the base could not be surveyed; its benchmarks count as new: {name} survey: {answer}")
-    return {BASE_UNMEASURABLE: f"the base could not be surveyed ({_last_line(answer)})"}
-
-
-def _last_line(exc: Exception, limit: int = 300) -> str:
-    lines = str(exc).strip().splitlines()
-    return (lines[-1] if lines else type(exc).__name__)[:limit]
+    lines = str(answer).strip().splitlines()
+    last = (lines[-1] if lines else type(answer).__name__)[:300]
+    return {BASE_UNMEASURABLE: f"the base could not be surveyed ({last})"}
 
 
 def open_measurer(sides: Sequence[Side], options: SpeedOptions, deadline: float | None) -> WarmEngine:

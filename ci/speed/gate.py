@@ -17,7 +17,7 @@ How it measures and decides: docs/SPEED_GATE.md, "The command".
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 
 from ci.common.command import Command
@@ -215,8 +215,7 @@ def _options(args: argparse.Namespace, calibrate: bool) -> SpeedOptions:
         defaults = argparse.ArgumentParser()
         _gate_arguments(defaults)
         given = {**vars(defaults.parse_args([])), **given}
-    given = {"calibrate": calibrate, "write": False, "refit": False, "aa_records": None, "assume_aa": None, **given}
-    options = speed_options(given, command=args.command_line)
+    options = speed_options({**given, "calibrate": calibrate}, command=args.command_line)
     step_summary_value()  # before any worktree, survey or round
     return options
 
@@ -225,12 +224,8 @@ def run(options: SpeedOptions) -> int:
     """Run the mode asked for."""
     from ci.speed import modes
 
-    runner: Callable[[SpeedOptions], int] = {
-        Mode.GATE: modes.run_gate,
-        Mode.CALIBRATE: modes.run_calibrate,
-        Mode.REPLAY: modes.run_replay,
-    }[options.mode]
-    return runner(options)
+    runners = {Mode.GATE: modes.run_gate, Mode.CALIBRATE: modes.run_calibrate, Mode.REPLAY: modes.run_replay}
+    return runners[options.mode](options)
 
 
 GATE = Command(

@@ -132,15 +132,7 @@ PLAN_KEYS: dict[str, PlanKey] = {
         "own rounds in at most this share of runs that follow the model (0.05)",
     ),
 }
-SEQUENTIAL_KEYS = (
-    "looks",
-    "min_rounds",
-    "max_rounds",
-    "alpha",
-    "miss_alpha",
-    "spending",
-    "guard_level",
-)  # SequentialPlan fields
+SEQUENTIAL_KEYS = ("looks", "min_rounds", "max_rounds", "alpha", "miss_alpha", "spending", "guard_level")  # its fields
 
 
 def plan_value(items: list[str] | None) -> dict[str, Any]:
@@ -158,13 +150,7 @@ def build_plan(start: SequentialPlan, given: Mapping[str, Any]) -> SequentialPla
     chosen = {k: given[k] for k in SEQUENTIAL_KEYS if k in given}
     if not chosen:
         return start
-    fields: dict[str, Any] = {
-        "min_rounds": start.min_rounds,
-        "max_rounds": start.max_rounds,
-        "looks": start.looks,
-        "alpha": start.alpha,
-        "miss_alpha": start.miss_alpha,
-    }
+    fields: dict[str, Any] = {}  # what the keys given change besides themselves
     if {"min_rounds", "max_rounds"} & set(chosen) and "looks" not in chosen:
         fields["looks"] = len(start.look_points)
     if "max_rounds" in chosen and "min_rounds" not in chosen:
@@ -173,7 +159,6 @@ def build_plan(start: SequentialPlan, given: Mapping[str, Any]) -> SequentialPla
         fields["min_rounds"], fields["max_rounds"] = chosen["looks"][0], chosen["looks"][-1]
     if "alpha" in chosen and "miss_alpha" not in chosen and start.miss_alpha is not None:
         fields["miss_alpha"] = max(start.miss_alpha, chosen["alpha"])
-    fields["spending"], fields["guard_level"] = start.spending, start.guard_level
     if {"looks", "min_rounds", "max_rounds"} & set(chosen) and "spending" not in chosen:
         fields["spending"] = None  # other looks: the plan's shares no longer fit them; spent equally
     try:

@@ -1,9 +1,7 @@
 """A runner's noise model file (``ci/speed_noise.json``, an H200's ``ci/speed_noise_h200.json``): read, fit, its JSON.
 
-The statistics are harness.paired.noise; this module is the file and where its data come from. The file keeps
-the fitted parameters *and* the A/A rounds they were fitted from, so a refresh refits from the data, never from
-a summary (``python -m ci.speed.calibrate --write`` adds its run, keeps the newest :data:`MAX_RUNS`, refits).
-A run must be honestly A/A (:func:`run_of_record`). Schema: docs/SPEED_GATE.md, "Inside the code".
+It keeps the A/A rounds the model was fitted from, so a refresh refits from the data (:func:`refit`); a run must be
+honestly A/A (:func:`run_of_record`). Schema and why: docs/SPEED_GATE.md, "Notes from the code".
 """
 
 from __future__ import annotations
@@ -145,19 +143,12 @@ def identity_check(model: NoiseModel, environment: Mapping[str, Any]) -> tuple[b
     return True, notes
 
 
-# ---------------------------------------------------------------------------
-# runs from records
-# ---------------------------------------------------------------------------
-
-
 def run_of_record(
     record: Mapping[str, Any], source: str, *, assume_aa: str | None = None
 ) -> tuple[dict[str, Any], list[str]]:
-    """The A/A rounds of a gate or calibration record, as a model run; and what was left out, and why.
-
-    Usable rounds only (the record's own exclusion rule applies again), in time order, each with the
-    head worker's generation. A gate record's benchmark counts only when its code was identical at
-    base and head, unless ``assume_aa`` gives the reason it is A/A anyway (kept in the run).
+    """The A/A rounds of a gate or calibration record as a model run (usable rounds only, in time order, with the head
+    worker's generations), and what was left out and why: a gate record's benchmark only with identical code at base and
+    head, unless ``assume_aa`` gives the reason it is A/A anyway (kept in the run).
     """
     mode = record.get("mode")
     if mode not in ("gate", "calibrate", "experiment"):
@@ -226,8 +217,9 @@ def refit(runs: Sequence[Mapping[str, Any]], *, restart_every: int, max_runs: in
             )
     fitted = fit(by_bench)
     dropped = len(ordered) - len(kept)
-    left_out = [f"{dropped} older run(s) or run(s) of another GPU model left out"] if dropped else []
-    notes = list(fitted.notes) + left_out
+    notes = list(fitted.notes) + (
+        [f"{dropped} older run(s) or run(s) of another GPU model left out"] if dropped else []
+    )
     return NoiseModel(
         fitted.benchmarks,
         fitted.spread,

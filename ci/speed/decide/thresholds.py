@@ -1,9 +1,7 @@
 """The speed gate's thresholds: one committed file, ``ci/speed_thresholds.json`` (an H200's ``_h200``).
 
-A benchmark ``kernel[config]/shape`` has the threshold ``t`` of the band ``[1 - t, 1 + t]`` around a head/base
-ratio of 1: the first override whose ``match`` pattern (``*``, ``?``; brackets literal) matches, else
-``default_threshold``. Every override says why; ``targets`` are policy the gate does not read. A malformed
-file is a :class:`ThresholdsError` naming the file and the key. Schema: docs/SPEED_GATE.md, "Inside the code".
+A benchmark's threshold is the first override whose ``match`` pattern matches its name, else ``default_threshold``;
+a malformed file is a :class:`ThresholdsError` naming the file and the key. Schema: docs/SPEED_GATE.md.
 """
 
 from __future__ import annotations
@@ -32,9 +30,6 @@ class Override:
     threshold: float
     why: str
 
-    def matches(self, name: str) -> bool:
-        return name_matches(name, [self.match])
-
 
 @dataclass(frozen=True)
 class Thresholds:
@@ -47,7 +42,7 @@ class Thresholds:
     def lookup(self, name: str) -> tuple[float, str]:
         """(threshold, where it came from) for benchmark ``name``: the first matching override, else the default."""
         for override in self.overrides:
-            if override.matches(name):
+            if name_matches(name, [override.match]):
                 return override.threshold, f"override {override.match!r}: {override.why}"
         return self.default, "default_threshold"
 

@@ -169,25 +169,14 @@ def _calibrate_arguments(p: argparse.ArgumentParser) -> None:
     _add_device(g)
     g = p.add_argument_group("how it decides")
     g.add_argument(
-        "--thresholds",
-        metavar="PATH",
-        help=f"thresholds file (default: the head's {THRESHOLDS_PATH}); the file written",
+        "--thresholds", metavar="PATH", help=f"thresholds file, only read (default: {THRESHOLDS_PATH}, else the head's)"
     )
-    g.add_argument(
-        "--noise",
-        metavar="PATH",
-        help=f"the runner's noise model (default: the head's {NOISE_PATH} if present): the model refreshed",
-    )
+    g.add_argument("--noise", metavar="PATH", help=f"the runner's noise model, refreshed (default: {NOISE_PATH})")
     _add_plan(g)
     add_max_minutes(g, CALIBRATION_MAX_MINUTES, "start no round after M minutes, and none that would end after them")
     add_timing(g)
     g = p.add_argument_group("calibration and output")
-    g.add_argument(
-        "--write",
-        action="store_true",
-        help=f"write the fitted noise model (--noise, default {NOISE_PATH}) "
-        "and the thresholds (--thresholds) it supports",
-    )
+    g.add_argument("--write", action="store_true", help=f"write the fitted noise model (--noise, default {NOISE_PATH})")
     g.add_argument(
         "--refit",
         action="store_true",

@@ -1,9 +1,6 @@
 """The calibration (``python -m ci.speed.calibrate``): A/A rounds of the head against itself, the noise model refit.
 
-:func:`run_calibrate` measures A/A rounds in the gate's warm workers (or, with ``--refit``, none), refits the
-runner's noise model (ci.speed.decide.noise_file), plans per benchmark the rounds a decision takes at each
-restart cadence (:func:`plan_rounds`) and, with ``--write``, writes the model. The steps and why:
-docs/SPEED_GATE.md, "Calibrating a new runner".
+Its steps and why: docs/SPEED_GATE.md, "Calibrating a new runner".
 """
 
 from __future__ import annotations
@@ -26,7 +23,7 @@ from ci.speed.decide.thresholds import THRESHOLDS_PATH, Thresholds, ThresholdsEr
 from ci.speed.decide.verdict import BenchmarkResult, load_record
 from ci.speed.engine.rounds import Side, cost_summary
 from ci.speed.engine.warm_engine import DEFAULT_RESTART_EVERY
-from ci.speed.modes.shared import deadline, engine_options, log, open_measurer, run_rounds, survey_both, thresholds_for
+from ci.speed.modes.shared import engine_options, log, open_measurer, run_rounds, survey_both, thresholds_for
 from ci.speed.options import SpeedOptions
 from ci.speed.report.markdown import calibration_markdown, correctness_lines, excluded_rows, noise_markdown, plan_text
 from ci.speed.report.write import Context, record_json
@@ -111,11 +108,11 @@ def timing_costs(rounds: Sequence[dict[str, Any]]) -> dict[str, tuple[float, flo
     return {b: (statistics.median(v), statistics.median(repeat.get(b, v))) for b, v in first.items()}
 
 
-def _seconds(n: int | None, every: int, cost: tuple[float, float] | None, restart_s: float) -> float | None:
+def _seconds(n: int | None, every: int, cost: tuple[float, float] | None) -> float | None:
     if n is None or cost is None:
         return None
     generations = -(-n // every)
-    return round(2 * (generations * cost[0] + (n - generations) * cost[1]) + (generations - 1) * restart_s, 1)
+    return round(2 * (generations * cost[0] + (n - generations) * cost[1]) + (generations - 1) * RESTART_S, 1)
 
 
 def plan_rounds(
@@ -126,11 +123,10 @@ def plan_rounds(
     gated: int,
     restart_every: int,
     costs: dict[str, tuple[float, float]],
-    restart_s: float = RESTART_S,
-    pr_alpha: float = 0.01,
 ) -> dict[str, Planned]:
-    """Per benchmark: the rounds (and GPU seconds) by which the zone plan decides any effect at its policy threshold."""
-    shared = plan.with_alpha(pr_alpha / max(1, gated))
+    """Per benchmark: the rounds (and GPU seconds) by which the zone plan decides any effect at its policy threshold,
+    the per-PR alpha (1%) shared by the ``gated``."""
+    shared = plan.with_alpha(0.01 / max(1, gated))
     out = {}
     for bench_id in bench_ids:
         entry = model.entry(bench_id)
@@ -139,7 +135,7 @@ def plan_rounds(
         look = LookNoise(entry, model.spread)
         threshold = thresholds.lookup(bench_id)[0]
         rounds = {r: planned_rounds(look, threshold, shared, r) for r in sorted({*CADENCES, restart_every})}
-        seconds = {r: _seconds(n, r, costs.get(bench_id), restart_s) for r, n in rounds.items()}
+        seconds = {r: _seconds(n, r, costs.get(bench_id)) for r, n in rounds.items()}
         out[bench_id] = Planned(threshold, rounds, seconds, restart_every)
     return out
 
@@ -178,7 +174,7 @@ def measure_aa(
 
     repo = gitutil.open_repo(options.repo)
     sha = gitutil.resolve_commit(repo, "HEAD" if options.working_tree else options.head)
-    stop_at = deadline(options.max_minutes, started)
+    stop_at = options.deadline(started)
     with ExitStack() as stack:
         if options.working_tree:
             tree_a = tree_b = Path(repo.working_tree_dir or options.repo)
@@ -228,16 +224,13 @@ def run_calibrate(options: SpeedOptions) -> int:
     if not options.refit:
         aa = measure_aa(options, thresholds, plan, rule, n, started)
     elif thresholds is None:
-        raise ThresholdsError(
-            f"{thresholds_path}: no such thresholds file (--thresholds names the file --write updates)"
-        )
+        raise ThresholdsError(f"{thresholds_path}: no such thresholds file (--thresholds names one; it is only read)")
     else:
         aa = AARun(thresholds)
     sha = (aa.sha or "?")[:12]
     gpu = aa.environment.get("gpu") or (old_model.runner.get("gpu") if old_model else None) or "CPU"
-    where = f"{gpu}, {time.strftime('%Y-%m-%d')}"
-    if options.refit:  # nothing measured here: the thresholds come from the runs already recorded
-        where = f"{where} (--refit of the recorded runs, nothing measured)"
+    refit_note = " (--refit of the recorded runs, nothing measured)" if options.refit else ""
+    where = f"{gpu}, {time.strftime('%Y-%m-%d')}{refit_note}"
     calibrations, overrides, cal_notes = calibrate_results(aa.results, plan, f"{where} at {sha}")
     code = 1 if any(r.status is Status.WRONG_RESULT for r in aa.results) else 0
     context = Context(

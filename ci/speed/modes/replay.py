@@ -1,9 +1,7 @@
 """``--replay``: decide again from a recorded JSON through the gate's own functions (ci.speed.decide.verdict).
 
-* :func:`run_replay`: under the plan the record was decided with (a record of the retired signed-rank plan is
-  refused); ``--decisions N`` takes N disjoint decisions from it (harness.paired.replay);
-* :func:`run_judge` (``--replay --judge``): the record's raw rounds decided with this checkout's plan, rule,
-  thresholds and noise model only (the PR comment's judge, .github/workflows/pr-comment.yml).
+:func:`run_replay` under the record's plan (``--decisions N``: N disjoint decisions); :func:`run_judge`
+(``--replay --judge``): the raw rounds decided by this checkout's plan, rule, thresholds and noise model only.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from ci.common.files import append_step_summary_or_fallback, write_json_atomic
 from ci.common.options import OptionsError
 from ci.speed.decide.codes import Status, Stop
 from ci.speed.decide.exclusion import ExclusionRule, paired_rounds
-from ci.speed.decide.generations import RunNoise, run_noise
+from ci.speed.decide.generations import SIDES, RunNoise, run_noise
 from ci.speed.decide.noise_file import (
     NOISE_PATH,
     ModelChoice,
@@ -62,9 +60,6 @@ def run_replay(options: SpeedOptions) -> int:
         raise RecordError(f"{options.replay}: malformed record ({what})") from None
 
 
-SIDES = ("base", "head")  # the two sides every gate and calibration record holds
-
-
 def replayed_model(options: SpeedOptions, record: Mapping[str, Any], plan: SequentialPlan):
     """The noise model a replay decides with: --noise, else the one the record kept; None for a plan without one."""
     if plan.variance != "model":
@@ -94,11 +89,8 @@ def replay_plan(options: SpeedOptions, recorded: SequentialPlan) -> SequentialPl
 
 
 def _replay(options: SpeedOptions, record: dict[str, Any]) -> int:
-    try:
-        plan = replay_plan(options, plan_of(record["plan"], str(options.replay)))
-        rule = options.exclusion_rule(ExclusionRule.from_json(record["exclusion"]))
-    except (KeyError, TypeError) as exc:
-        raise RecordError(f"{options.replay}: the recorded plan or exclusion rule lacks {exc}") from None
+    plan = replay_plan(options, plan_of(record["plan"], str(options.replay)))
+    rule = options.exclusion_rule(ExclusionRule.from_json(record["exclusion"]))
     recorded_sides = {p["side"] for rnd in record["rounds"] for p in rnd["processes"]}
     if record["rounds"] and not set(SIDES) <= recorded_sides:
         raise RecordError(f"{options.replay}: its rounds hold the sides {sorted(recorded_sides)}, not base and head")
@@ -119,9 +111,7 @@ def _replay(options: SpeedOptions, record: dict[str, Any]) -> int:
     ran_out = {i: stop if stop in measuring_ended else Stop.END_OF_RECORD for i, stop in stopped.items()}
     results = _decide(entries, record, thresholds, plan, rule, calibrations, view, ran_out, Stop.END_OF_RECORD)
     extra = noise_record(ModelChoice(model), view, gated)
-    return _finish_replay(
-        options, record, results, plan, rule, thresholds, calibrations, extra, options.fail_on_inconclusive
-    )
+    return _finish_replay(options, record, results, plan, rule, thresholds, calibrations, extra)
 
 
 def _decide(
@@ -151,11 +141,6 @@ def _decide(
         )
         for e in entries
     ]
-
-
-# ---------------------------------------------------------------------------
-# --replay --judge: a PR's rounds decided by this checkout (the default branch's, in pr-comment.yml)
-# ---------------------------------------------------------------------------
 
 
 def judge_files(environment: Mapping[str, Any]) -> tuple[Path, Path | None]:
@@ -210,7 +195,7 @@ def run_judge(options: SpeedOptions, record: Mapping[str, Any]) -> int:
         },
     }
     extra = {"judged": judged, **noise_record(choice, view, gated)}
-    return _finish_replay(options, record, results, plan, rule, thresholds, calibrations, extra, True)
+    return _finish_replay(options, record, results, plan, rule, thresholds, calibrations, extra)
 
 
 def _replay_rates(options: SpeedOptions, record, entries, plan, rule, thresholds, view: RunNoise | None = None) -> int:
@@ -260,9 +245,8 @@ def _finish_replay(
     thresholds: Thresholds,
     calibrations: dict[str, Any],
     extra: Mapping[str, Any],
-    fail_on_inconclusive: bool,
 ) -> int:
-    """The report of a replayed record (--replay and --judge), with the record's sides, device and limits."""
+    """The report of a replayed record (--replay; --judge fails an undecided benchmark), with the record's sides."""
     context = Context(
         mode="replay",
         plan=plan,
@@ -283,7 +267,7 @@ def _finish_replay(
         results,
         record.get("correctness", []),
         record["rounds"],
-        fail_on_inconclusive=fail_on_inconclusive,
+        fail_on_inconclusive=options.fail_on_inconclusive or options.judge,
         json_path=options.json,
         plot_path=options.plot,
         command=options.command,

@@ -197,8 +197,7 @@ def _calibrate_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _options(args: argparse.Namespace, calibrate: bool) -> SpeedOptions:
-    """The parsed values as one options object: the calibration's are completed with the gate's defaults for the
-    options only the gate has (derived from its arguments, so the two cannot drift apart), and the mode."""
+    """The parsed values as one options object; the calibration's completed with the defaults of the gate's parser."""
     given = vars(args)
     if calibrate:
         defaults = argparse.ArgumentParser()

@@ -41,8 +41,7 @@ RESTART_S = 7.5
 def calibrate_results(
     results: Sequence[BenchmarkResult], plan: SequentialPlan, where: str
 ) -> tuple[dict[str, paired.Calibration], list[dict[str, Any]], list[str]]:
-    """Per gated benchmark of an A/A run: its calibration under the plan without the model, the override that plan
-    would suggest (threshold rounded up), or why not."""
+    """Per gated benchmark of an A/A run: its calibration under the t plan, the override it suggests, or why not."""
     calibrations, overrides, notes = {}, [], []
     for r in results:
         if r.status is not Status.GATED:

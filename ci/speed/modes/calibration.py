@@ -202,7 +202,7 @@ def measure_aa(
             limit=n,
             fixed=True,
             deadline=stop_at,
-            finish_by=stop_at if options.rounds is None else None,  # --plan rounds=N: all N, budget or not
+            finish_by=stop_at if options.rounds is None else None,  # --plan rounds=N: no round refused for its end
         )
     return AARun(thresholds, sha, survey["environment"], survey["device"], correctness, rounds, results)
 

@@ -71,7 +71,6 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def options_from_args(args: argparse.Namespace) -> Options:
-    archs = arch_value(args.arch)
     costs = None
     if args.costs is not None:
         try:
@@ -87,7 +86,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
         args.base,
         args.head or "HEAD",
         Path(args.repo),
-        archs,
+        arch_value(args.arch),
         output_value(args.json, "--json"),
         costs,
         names_value(args.kernel, "--kernel"),

@@ -17,7 +17,7 @@ How it measures and decides: docs/SPEED_GATE.md, "The command".
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 
 from ci.common.command import Command
@@ -169,25 +169,14 @@ def _calibrate_arguments(p: argparse.ArgumentParser) -> None:
     _add_device(g)
     g = p.add_argument_group("how it decides")
     g.add_argument(
-        "--thresholds",
-        metavar="PATH",
-        help=f"thresholds file (default: the head's {THRESHOLDS_PATH}); the file written",
+        "--thresholds", metavar="PATH", help=f"thresholds file, only read (default: {THRESHOLDS_PATH}, else the head's)"
     )
-    g.add_argument(
-        "--noise",
-        metavar="PATH",
-        help=f"the runner's noise model (default: the head's {NOISE_PATH} if present): the model refreshed",
-    )
+    g.add_argument("--noise", metavar="PATH", help=f"the runner's noise model, refreshed (default: {NOISE_PATH})")
     _add_plan(g)
     add_max_minutes(g, CALIBRATION_MAX_MINUTES, "start no round after M minutes, and none that would end after them")
     add_timing(g)
     g = p.add_argument_group("calibration and output")
-    g.add_argument(
-        "--write",
-        action="store_true",
-        help=f"write the fitted noise model (--noise, default {NOISE_PATH}) "
-        "and the thresholds (--thresholds) it supports",
-    )
+    g.add_argument("--write", action="store_true", help=f"write the fitted noise model (--noise, default {NOISE_PATH})")
     g.add_argument(
         "--refit",
         action="store_true",
@@ -208,15 +197,13 @@ def _calibrate_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _options(args: argparse.Namespace, calibrate: bool) -> SpeedOptions:
-    """The parsed values as one options object: the calibration's are completed with the gate's defaults for the
-    options only the gate has (derived from its arguments, so the two cannot drift apart), and the mode."""
+    """The parsed values as one options object; the calibration's completed with the defaults of the gate's parser."""
     given = vars(args)
     if calibrate:
         defaults = argparse.ArgumentParser()
         _gate_arguments(defaults)
         given = {**vars(defaults.parse_args([])), **given}
-    given = {"calibrate": calibrate, "write": False, "refit": False, "aa_records": None, "assume_aa": None, **given}
-    options = speed_options(given, command=args.command_line)
+    options = speed_options({**given, "calibrate": calibrate}, command=args.command_line)
     step_summary_value()  # before any worktree, survey or round
     return options
 
@@ -225,12 +212,8 @@ def run(options: SpeedOptions) -> int:
     """Run the mode asked for."""
     from ci.speed import modes
 
-    runner: Callable[[SpeedOptions], int] = {
-        Mode.GATE: modes.run_gate,
-        Mode.CALIBRATE: modes.run_calibrate,
-        Mode.REPLAY: modes.run_replay,
-    }[options.mode]
-    return runner(options)
+    runners = {Mode.GATE: modes.run_gate, Mode.CALIBRATE: modes.run_calibrate, Mode.REPLAY: modes.run_replay}
+    return runners[options.mode](options)
 
 
 GATE = Command(

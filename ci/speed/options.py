@@ -1,9 +1,7 @@
 """The options of ``python -m ci.speed``, checked whole before any work.
 
-:func:`speed_options` takes the front's parsed values (``vars(namespace)``) and returns one frozen
-:class:`SpeedOptions`, or raises ci.common.options.OptionsError naming the option (exit 2 before any worktree).
-Nothing below the front sees ``argv``. The statistics' knobs are ``--plan KEY=VALUE`` (ci.speed.plan_keys); a
-plan given in part is completed from the gate's plan, or in a replay from the record's (never another).
+:func:`speed_options` turns the front's parsed values into one frozen :class:`SpeedOptions`, or raises
+ci.common.options.OptionsError naming the option (exit 2 before any worktree); nothing below the front sees ``argv``.
 """
 
 from __future__ import annotations
@@ -37,20 +35,10 @@ from harness.paired.plan import MODEL_PLAN, WARM_PLAN, ZONE_PLAN, ZONE_WARM_PLAN
 # a gate that is still measuring then is killed with no verdict at all.
 DEFAULT_MAX_MINUTES = 90.0
 CALIBRATION_MIN_ROUNDS = 3  # harness.paired.calibrate needs an SD over at least this many rounds
-# Options that choose what is measured and how: a --replay measures nothing, so it refuses them.
-MEASURING_ONLY = {
-    "base": "--base",
-    "head": "--head",
-    "working_tree": "--working-tree",
-    "kernel": "--kernel",
-    "config": "--config",
-    "shape": "--shape",
-    "device": "--device",
-    "timing": "--timing",
-    "arch": "--arch",
-    "changes": "--changes",
-    "measure_identical": "--measure-identical",
-}
+# Options that choose what is measured and how (by dest; the flag is --dest with dashes): a --replay refuses them.
+MEASURING_ONLY = "base head working_tree kernel config shape device timing arch changes measure_identical".split()
+# The gate's plan by --plan rule (version 6's zone, version 5's band): (without, with a noise model).
+PLANS = {"zone": (ZONE_WARM_PLAN, ZONE_PLAN), "band": (WARM_PLAN, MODEL_PLAN)}
 CALIBRATION_MAX_MINUTES = 9.0  # the calibration's default time budget: the default selection within 10 minutes
 CALIBRATION_RESTART_EVERY = 2  # the calibration's restarts: more worker generations for the between-worker SD
 
@@ -59,11 +47,6 @@ class Mode(enum.Enum):
     GATE = "gate"  # head against the merge-base
     CALIBRATE = "calibrate"  # A/A: the head against itself
     REPLAY = "replay"  # decide again from a recorded JSON
-
-
-# ---------------------------------------------------------------------------
-# the options object
-# ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -131,21 +114,14 @@ class SpeedOptions:
         """--plan rule (default zone): version 6's decision, or version 5's band."""
         return self.plan_given.get("rule", "zone")
 
-    def default_plan(self, model: bool) -> SequentialPlan:
-        """ZONE_PLAN with a noise model, else ZONE_WARM_PLAN (--plan rule=band: MODEL_PLAN / WARM_PLAN)."""
-        with_model = model and self.use_noise
-        if self.rule == "band":
-            return MODEL_PLAN if with_model else WARM_PLAN
-        return ZONE_PLAN if with_model else ZONE_WARM_PLAN
-
     def the_plan(self, recorded: SequentialPlan | None = None, model: bool = False) -> SequentialPlan:
-        """The gate's plan (:meth:`default_plan`; in a replay the ``recorded`` one) with the --plan keys given."""
+        """The gate's plan (:data:`PLANS`; in a replay the ``recorded`` one) with the --plan keys given."""
         if recorded is not None and self.plan_given.get("rule", recorded.rule) != recorded.rule:
             recorded = None  # --plan rule=...: a record of the other rule is decided under today's plan of that rule
         if recorded is not None and not self.use_noise and recorded.variance == "model":
             # --plan noise=off: the same looks, each benchmark's own rounds
             recorded = replace(recorded, variance="rounds")
-        return build_plan(recorded or self.default_plan(model), self.plan_given)
+        return build_plan(recorded or PLANS[self.rule][model and self.use_noise], self.plan_given)
 
     def plan_for(self, gated: int, model: bool = False) -> SequentialPlan:
         """The plan for a run gating ``gated`` benchmarks: the per-PR alpha shared among them (Bonferroni), unless
@@ -164,15 +140,14 @@ class SpeedOptions:
         allowed = given.get("allow_throttle", frozenset())
         return replace(rule, slowdown_reasons=rule.slowdown_reasons - allowed) if allowed else rule
 
+    def deadline(self, started: float) -> float | None:
+        """When the last round may start (time.time(): --max-minutes after ``started``), or None for no limit."""
+        return started + 60.0 * self.max_minutes if self.max_minutes else None
+
     def round_limit(self) -> int:
         """Rounds the gate may attempt: --plan rounds exactly, else round_budget, else 1.5 x the plan's max rounds."""
-        given = self.plan_given
-        if "rounds" in given:
-            return given["rounds"]
-        if "round_budget" in given:
-            return given["round_budget"]
         # Room for a third of the rounds to be excluded before the last look is out of reach.
-        return -(-3 * self.the_plan().max_rounds // 2)
+        return self.rounds or self.plan_given.get("round_budget") or -(-3 * self.the_plan().max_rounds // 2)
 
 
 def speed_options(given: Mapping[str, Any], command: Sequence[str] = ()) -> SpeedOptions:
@@ -185,13 +160,13 @@ def speed_options(given: Mapping[str, Any], command: Sequence[str] = ()) -> Spee
     # Checked now, before any work (a replay checks again on the recorded plan). Which plan decides is known only
     # once the run finds (or not) a noise model: keys that fit one plan pass here, and the other, if it is the one
     # needed, is refused then (exit 2, the same message). noise=off: only the t plan can decide.
-    band = keys.get("rule") == "band"
+    without_model, with_model = PLANS[keys.get("rule", "zone")]
     try:
-        plan = build_plan(WARM_PLAN if band else ZONE_WARM_PLAN, keys)
+        plan = build_plan(without_model, keys)
     except OptionsError:
         if keys.get("noise") is False:
             raise
-        plan = build_plan(MODEL_PLAN if band else ZONE_PLAN, keys)
+        plan = build_plan(with_model, keys)
     rounds = keys.get("rounds")
     if mode is Mode.CALIBRATE and rounds is not None and rounds < CALIBRATION_MIN_ROUNDS:
         raise OptionsError(f"a calibration needs --plan rounds >= {CALIBRATION_MIN_ROUNDS} (got rounds={rounds})")
@@ -215,7 +190,7 @@ def speed_options(given: Mapping[str, Any], command: Sequence[str] = ()) -> Spee
         changes=Path(given["changes"]) if given["changes"] else None,
         changes_data=_changes(given["changes"]),
         measure_identical=bool(given["measure_identical"]),
-        thresholds=_thresholds(given["thresholds"]),
+        thresholds=_read(given["thresholds"], "--thresholds", load_thresholds, ThresholdsError),
         thresholds_path=Path(given["thresholds"]) if given.get("thresholds") else None,
         noise=_noise_path(given.get("noise"), mode),
         write=bool(given.get("write")),
@@ -229,7 +204,7 @@ def speed_options(given: Mapping[str, Any], command: Sequence[str] = ()) -> Spee
         fail_on_inconclusive=given["fail_on_inconclusive"],
         all_verdicts=bool(given.get("all_verdicts")),
         timing=tuple(timing_value(given["timing"]).items()),
-        replay=_replay_file(given["replay"]),
+        replay=_record_file(given["replay"], "--replay") if given["replay"] else None,
         decisions=positive_int_value(given["decisions"], "--decisions"),
         judge=bool(given.get("judge")),
         json=output_value(given["json"], "--json"),
@@ -262,24 +237,18 @@ def _check_mode(given: Mapping[str, Any], keys: Mapping[str, Any], mode: Mode) -
     elif given.get("judge") and given["decisions"] is not None:
         raise OptionsError("--judge and --decisions: choose one (--judge gives one verdict of the whole record)")
     else:
-        for dest, flag in MEASURING_ONLY.items():
-            if given[dest] not in (None, False, []):
-                raise OptionsError(f"{flag} does not apply to --replay (nothing is measured; the record says what was)")
-        for key in keys:
-            if PLAN_KEYS[key].measuring:
-                raise OptionsError(
-                    f"--plan {key} does not apply to --replay (nothing is measured; the record says what was)"
-                )
+        refused = [f"--{dest.replace('_', '-')}" for dest in MEASURING_ONLY if given[dest] not in (None, False, [])]
+        refused += [f"--plan {key}" for key in keys if PLAN_KEYS[key].measuring]
+        if refused:
+            raise OptionsError(
+                f"{refused[0]} does not apply to --replay (nothing is measured; the record says what was)"
+            )
     # The calibration's own options (--write, --refit, ...) and the gate's (--base, --changes, ...) are each on
     # their front's parser only (ci.speed.gate): a plan key is the one thing both take.
     if given.get("assume_aa") and not given.get("aa_records"):
         raise OptionsError("--assume-aa says why --aa-records are A/A: give the records")
     if given["working_tree"] and given["head"] is not None:
         raise OptionsError("--head and --working-tree: choose one (the working tree is the head)")
-
-
-def _thresholds(path: str | None) -> Thresholds | None:
-    return _read(path, "--thresholds", load_thresholds, ThresholdsError)
 
 
 def _calibrations(path: str | None) -> Mapping[str, Any] | None:
@@ -317,9 +286,3 @@ def _record_file(path: str, flag: str) -> Path:
     if not Path(path).is_file():
         raise OptionsError(f"{flag} {path}: no such file")
     return Path(path)
-
-
-def _replay_file(path: str | None) -> Path | None:
-    if path and not Path(path).is_file():
-        raise OptionsError(f"--replay {path}: no such file")
-    return Path(path) if path else None

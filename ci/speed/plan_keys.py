@@ -1,8 +1,6 @@
 """The ``--plan KEY=VALUE`` keys of the speed gate and the calibration: each key's check, and a plan built from them.
 
-:data:`PLAN_KEYS` lists every key with its check and meaning (the ``--help`` text and docs/SPEED_GATE.md's "The plan"
-table come from it); :func:`plan_value` checks what was given; :func:`build_plan` completes a plan from the gate's (or a
-replayed record's) with the sequential keys given. ci.speed.options turns them into the options object.
+:data:`PLAN_KEYS` is the one list (the ``--help`` text and docs/SPEED_GATE.md's "The plan" table come from it).
 """
 
 from __future__ import annotations
@@ -10,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from ci.common.options import OptionsError, key_values
@@ -28,16 +27,9 @@ def _number(key: str, text: str, kind: type, ok: Callable[[float], bool], want: 
     return value
 
 
-def _positive_int(key: str, text: str) -> int:
-    return _number(key, text, int, lambda v: v >= 1, ">= 1")
-
-
-def _probability(key: str, text: str) -> float:
-    return _number(key, text, float, lambda v: 0 < v < 1, "a number in (0, 1)")
-
-
-def _clock_floor(key: str, text: str) -> float:
-    return _number(key, text, float, lambda v: v >= 0, "a finite number >= 0 (MHz; 0: no floor)")
+_positive_int = partial(_number, kind=int, ok=lambda v: v >= 1, want=">= 1")
+_probability = partial(_number, kind=float, ok=lambda v: 0 < v < 1, want="a number in (0, 1)")
+_clock_floor = partial(_number, kind=float, ok=lambda v: v >= 0, want="a finite number >= 0 (MHz; 0: no floor)")
 
 
 def _looks(key: str, text: str) -> int | tuple[int, ...]:
@@ -132,15 +124,7 @@ PLAN_KEYS: dict[str, PlanKey] = {
         "own rounds in at most this share of runs that follow the model (0.05)",
     ),
 }
-SEQUENTIAL_KEYS = (
-    "looks",
-    "min_rounds",
-    "max_rounds",
-    "alpha",
-    "miss_alpha",
-    "spending",
-    "guard_level",
-)  # SequentialPlan fields
+SEQUENTIAL_KEYS = ("looks", "min_rounds", "max_rounds", "alpha", "miss_alpha", "spending", "guard_level")  # its fields
 
 
 def plan_value(items: list[str] | None) -> dict[str, Any]:
@@ -151,20 +135,12 @@ def plan_value(items: list[str] | None) -> dict[str, Any]:
 
 def build_plan(start: SequentialPlan, given: Mapping[str, Any]) -> SequentialPlan:
     """``start`` (the gate's plan, or a replayed record's) with the sequential keys given; OptionsError if it cannot be.
-
-    Rounds given without looks keep ``start``'s number of looks, spread over them; an alpha given
-    without a miss alpha takes a smaller miss alpha with it (a miss interval is never the wider one).
+    Rounds without looks keep ``start``'s number of looks; an alpha without a miss alpha raises the miss alpha with it.
     """
     chosen = {k: given[k] for k in SEQUENTIAL_KEYS if k in given}
     if not chosen:
         return start
-    fields: dict[str, Any] = {
-        "min_rounds": start.min_rounds,
-        "max_rounds": start.max_rounds,
-        "looks": start.looks,
-        "alpha": start.alpha,
-        "miss_alpha": start.miss_alpha,
-    }
+    fields: dict[str, Any] = {}  # what the keys given change besides themselves
     if {"min_rounds", "max_rounds"} & set(chosen) and "looks" not in chosen:
         fields["looks"] = len(start.look_points)
     if "max_rounds" in chosen and "min_rounds" not in chosen:
@@ -173,7 +149,6 @@ def build_plan(start: SequentialPlan, given: Mapping[str, Any]) -> SequentialPla
         fields["min_rounds"], fields["max_rounds"] = chosen["looks"][0], chosen["looks"][-1]
     if "alpha" in chosen and "miss_alpha" not in chosen and start.miss_alpha is not None:
         fields["miss_alpha"] = max(start.miss_alpha, chosen["alpha"])
-    fields["spending"], fields["guard_level"] = start.spending, start.guard_level
     if {"looks", "min_rounds", "max_rounds"} & set(chosen) and "spending" not in chosen:
         fields["spending"] = None  # other looks: the plan's shares no longer fit them; spent equally
     try:

@@ -1,7 +1,5 @@
-"""The speed gate's outcomes as codes: what code decides on; ci.speed.report.markdown turns them into words.
-
-Each enum's value is the token the JSON record keeps, so a record written before these codes existed replays
-unchanged; code compares members (``status is Status.GATED``), never sentences.
+"""The speed gate's outcomes as codes (ci.speed.report.markdown words them); each value is the token the JSON record
+keeps, so older records replay unchanged: code compares members (``status is Status.GATED``), never sentences.
 """
 
 from __future__ import annotations
@@ -45,10 +43,6 @@ class Stop(enum.Enum):
     FIXED_ROUNDS = "fixed rounds"  # --plan rounds=N
     END_OF_RECORD = "end of record"  # --replay: the recorded rounds ran out
     PR_FAILED = "pr failed"  # another benchmark had already failed the PR (a regression or a wrong result)
-
-    @property
-    def ran_out(self) -> bool:
-        return self is not Stop.DECISION
 
 
 class Excluded(enum.Enum):

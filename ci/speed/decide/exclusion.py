@@ -1,8 +1,7 @@
 """Which rounds the speed gate may use: a pure function over recorded measurements.
 
-A round (one base and one head timing of a benchmark, adjacent in time) is excluded -- counted, reported,
-never in an estimate -- for a throttle, a clock below the floor, an unsteady timing or a busy GPU, with a
-code (ci.speed.decide.codes.Exclusion). Each reason and why: docs/SPEED_GATE.md, "The command", step 7.
+An excluded round (a throttle, a clock below the floor, an unsteady timing, a busy GPU) is counted and reported,
+never in an estimate; each reason and why: docs/SPEED_GATE.md, "Notes from the code".
 """
 
 from __future__ import annotations
@@ -18,11 +17,8 @@ from harness.paired.rounds import Round
 # nvbench's default --throttle-threshold: a clock under 75% of the GPU's default clock counts as
 # throttled. The max SM clock is the reference here, the one clock both NVML and amdsmi report.
 DEFAULT_CLOCK_FLOOR_FRACTION = 0.75
-# Power capping under the measured kernel's own load is its normal operating state (an H200 caps
-# torch_dequant[bf16] at 8192x57344x8192 in every round, SM 1710-1965 MHz; an MI355X caps too):
-# such rounds are counted, with their clocks recorded, so both sides are compared as they run.
-# Disturbances from outside (thermal or hardware slowdown, a power brake, another process, clocks
-# below the floor) still exclude a round. Records before issue 21 carry their own rule (replay).
+# Power capping under the measured kernel's own load is its normal state: counted, its clocks recorded (why, and the
+# H200's evidence: docs/SPEED_GATE.md, "Notes from the code"). Records before issue 21 carry their own rule.
 OWN_LOAD_REASONS = frozenset({"sw_power_cap"})
 
 
@@ -73,7 +69,10 @@ def side_problem(side: str, record: Mapping[str, Any] | None, rule: ExclusionRul
             continue
         slowing = sorted(set(state.get("throttle_reasons") or ()) & rule.slowdown_reasons)
         if slowing:
-            return Exclusion(Excluded.THROTTLED, tuple(slowing)), f"{side} {when}: {_state_text(state)}"
+            return Exclusion(Excluded.THROTTLED, tuple(slowing)), (
+                f"{side} {when}: SM {state.get('sm_clock_mhz')} MHz, {state.get('temperature_c')} C, "
+                f"{state.get('power_w')} W, throttle reasons {list(state.get('throttle_reasons') or [])}"
+            )
         floor, how = rule.floor_for(state)
         clock = state.get("sm_clock_mhz")
         if floor is not None and isinstance(clock, (int, float)) and clock < floor:
@@ -88,22 +87,12 @@ def side_problem(side: str, record: Mapping[str, Any] | None, rule: ExclusionRul
 
 
 def exclusion(records: Mapping[str, Mapping[str, Any] | None], rule: ExclusionRule) -> tuple[Exclusion | None, str]:
-    """(reason or None, detail) for one round of one benchmark; ``records`` maps side -> measurement.
-
-    Pure: the same records and rule always give the same answer (replay depends on it).
-    """
+    """(reason or None, detail) for one round of one benchmark (``records``: side -> measurement); pure (replay)."""
     for side, record in records.items():
         problem = side_problem(side, record, rule)
         if problem is not None:
             return problem
     return None, ""
-
-
-def _state_text(state: Mapping[str, Any]) -> str:
-    return (
-        f"SM {state.get('sm_clock_mhz')} MHz, {state.get('temperature_c')} C, {state.get('power_w')} W, "
-        f"throttle reasons {list(state.get('throttle_reasons') or [])}"
-    )
 
 
 @dataclass(frozen=True)
@@ -129,10 +118,8 @@ class PairedRound:
 def paired_rounds(
     rounds: Sequence[Mapping[str, Any]], bench_id: str, base_side: str, head_side: str, rule: ExclusionRule
 ) -> list[PairedRound]:
-    """The rounds (in time order) in which both sides measured ``bench_id``, each as a paired Round.
-
-    ``rounds`` are round records: ``{"index", "order", "processes": [{"side", "records": {id: timing}}]}``;
-    a round record may hold more sides than the two paired here.
+    """The rounds (in time order) in which both sides measured ``bench_id``, each as a paired Round; ``rounds`` are
+    round records (ci.speed.engine.rounds), which may hold more sides than the two paired here.
     """
     paired = []
     for rnd in rounds:

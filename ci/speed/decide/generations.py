@@ -1,8 +1,7 @@
 """The noise model applied to one run: each benchmark's worker generations, and the run's guard, in time order.
 
-The gate feeds it each pair as it completes; a replay feeds the record's rounds in the same order (the round
-record's "sequence"), so a record replays to the same decisions. The guard is harness.paired.noise_guard.guard;
-once it fires it stays fired for the rest of the run. Why: docs/SPEED_GATE.md, "Inside the code".
+The gate feeds it pairs as they complete, a replay the record's in the same order, so a record replays to the same
+decisions (docs/SPEED_GATE.md, "Notes from the code").
 """
 
 from __future__ import annotations
@@ -16,17 +15,7 @@ from ci.speed.decide.noise_file import NoiseModel
 from harness.paired.noise_guard import GuardState, PairEvent
 from harness.paired.sequential import RoundsNoise
 
-SIDES = ("base", "head")
-
-
-def pair_order(round_record: Mapping[str, Any]) -> list[str]:
-    """The benchmark ids of a round in the order their pairs completed."""
-    sequence = round_record.get("sequence")
-    if isinstance(sequence, list):
-        return [str(b) for b in sequence]
-    by_side = {p.get("side"): list(p.get("records", {})) for p in round_record.get("processes", [])}
-    head = by_side.get("head", [])
-    return head + [b for b in by_side.get("base", []) if b not in head]
+SIDES = ("base", "head")  # the two sides every gate and calibration record holds
 
 
 class RunNoise:
@@ -48,30 +37,20 @@ class RunNoise:
         head = records.get("head") or {}
         generation = head.get("worker_generation")
         generation = int(generation) if isinstance(generation, int) else -1 - round_index  # unknown: one of its own
-        ratio = None
-        if reason is None:
-            ratio = math.log(float(head["tflops"]) / float((records.get("base") or {})["tflops"]))
+        base = records.get("base") or {}
+        ratio = math.log(float(head["tflops"]) / float(base["tflops"])) if reason is None else None  # None: excluded
         result = self.state.add(PairEvent(bench_id, ratio, generation))
         if self.state.fired and self.first_fire is None:
             self.first_fire = {"round_index": round_index, "benchmark": bench_id, **result.to_json()}
         self.generations.setdefault(bench_id, []).append(generation)
         self.fired_at.setdefault(bench_id, []).append(self.state.fired)
 
-    def add_round(self, round_record: Mapping[str, Any]) -> None:
-        by_side = {p["side"]: p.get("records", {}) for p in round_record.get("processes", [])}
-        for bench_id in pair_order(round_record):
-            recs = {side: by_side.get(side, {}).get(bench_id) for side in SIDES}
-            if recs["base"] is None and recs["head"] is None:
-                continue
-            self.add_pair(int(round_record["index"]), bench_id, recs)
-
     def rounds_noise(self, bench_id: str) -> RoundsNoise | None:
         """What sequential_decision needs for ``bench_id`` (its rounds as exclusion.paired_rounds lists them)."""
         entry = self.model.entry(bench_id)
         if entry is None or bench_id not in self.generations:
             return None
-        fired = self.fired_at[bench_id]
-        start = next((i for i, f in enumerate(fired) if f), None)
+        start = next((i for i, fired in enumerate(self.fired_at[bench_id]) if fired), None)
         return RoundsNoise(entry, self.model.spread, tuple(self.generations[bench_id]), start)
 
     def summary(self) -> dict[str, Any]:
@@ -82,8 +61,14 @@ class RunNoise:
 def run_noise(
     model: NoiseModel, rule: ExclusionRule, level: float, gated: Sequence[str], rounds: Sequence[Mapping[str, Any]]
 ) -> RunNoise:
-    """A RunNoise over recorded rounds (a replay, or the gate's rounds so far)."""
+    """A RunNoise over recorded rounds (a replay, or the gate's rounds so far), each round's pairs in time order."""
     state = RunNoise(model, rule, level, gated)
     for rnd in sorted(rounds, key=lambda r: int(r["index"])):
-        state.add_round(rnd)
+        by_side = {p["side"]: p.get("records", {}) for p in rnd.get("processes", [])}
+        sequence = rnd.get("sequence")  # the order the pairs completed; a record without one: the head's, the base's
+        order = sequence if isinstance(sequence, list) else {**by_side.get("head", {}), **by_side.get("base", {})}
+        for bench_id in map(str, order):
+            recs = {side: by_side.get(side, {}).get(bench_id) for side in SIDES}
+            if recs["base"] is not None or recs["head"] is not None:
+                state.add_pair(int(rnd["index"]), bench_id, recs)
     return state

@@ -1,9 +1,7 @@
-"""A runner's noise model file (``ci/speed_noise.json``, an H200's ``ci/speed_noise_h200.json``): read, fit, write.
+"""A runner's noise model file (``ci/speed_noise.json``, an H200's ``ci/speed_noise_h200.json``): read, fit, its JSON.
 
-The statistics are harness.paired.noise; this module is the file and where its data come from. The file keeps
-the fitted parameters *and* the A/A rounds they were fitted from, so a refresh refits from the data, never from
-a summary (``python -m ci.speed.calibrate --write`` adds its run, keeps the newest :data:`MAX_RUNS`, refits).
-A run must be honestly A/A (:func:`run_of_record`). Schema: docs/SPEED_GATE.md, "Inside the code".
+It keeps the A/A rounds the model was fitted from, so a refresh refits from the data (:func:`refit`); a run must be
+honestly A/A (:func:`run_of_record`). Schema and why: docs/SPEED_GATE.md, "Notes from the code".
 """
 
 from __future__ import annotations
@@ -16,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from ci.common.errors import InputError
-from ci.common.files import write_json_atomic
 from ci.common.json_file import JsonFileError, read_json
 from ci.speed.decide.exclusion import ExclusionRule, exclusion
 from harness.paired.noise import BenchmarkNoise, Spread
@@ -63,18 +60,12 @@ class NoiseModel:
 
     def used_json(self, bench_ids: Sequence[str]) -> dict[str, Any]:
         """What a gate record keeps of the model it decided with: enough to replay it (no raw runs)."""
+        data = self.to_json()
         return {
             "source": self.source,
-            "runner": dict(self.runner),
-            "fitted": self.fitted,
-            "restart_every": self.restart_every,
-            "spread": self.spread.to_json(),
-            "benchmarks": {k: self.benchmarks[k].to_json() for k in sorted(bench_ids) if k in self.benchmarks},
+            **{k: data[k] for k in ("runner", "fitted", "restart_every", "spread")},
+            "benchmarks": {k: data["benchmarks"][k] for k in sorted(bench_ids) if k in self.benchmarks},
         }
-
-
-def _where(path: Any, key: str) -> str:
-    return f"{path}: {key}"
 
 
 def parse_noise_model(data: Any, where: str, *, runs_required: bool = True) -> NoiseModel:
@@ -89,27 +80,27 @@ def parse_noise_model(data: Any, where: str, *, runs_required: bool = True) -> N
             raise NoiseModelError(f"{where}: unknown key(s) {unknown}; known: {sorted(_TOP_KEYS)}")
     for key, kind in (("benchmarks", dict), ("spread", dict), ("runner", dict)):
         if not isinstance(data.get(key), kind):
-            raise NoiseModelError(f"{_where(where, key)} is missing or not a {kind.__name__}")
+            raise NoiseModelError(f"{where}: {key} is missing or not a {kind.__name__}")
     try:
         spread = Spread.from_json(data["spread"])
         if not (spread.run_df > 0 and spread.bench_df > 0):
             raise ValueError("run_df and bench_df must be > 0")
     except (KeyError, TypeError, ValueError) as exc:
-        raise NoiseModelError(f"{_where(where, 'spread')}: {exc}") from None
+        raise NoiseModelError(f"{where}: spread: {exc}") from None
     benchmarks = {}
     for bench_id, entry in data["benchmarks"].items():
         try:
             benchmarks[bench_id] = BenchmarkNoise.from_json(entry)
         except (KeyError, TypeError, ValueError) as exc:
-            raise NoiseModelError(f"{_where(where, f'benchmarks[{bench_id!r}]')}: {exc}") from None
+            raise NoiseModelError(f"{where}: benchmarks[{bench_id!r}]: {exc}") from None
     restart = data.get("restart_every", 4)
     if isinstance(restart, bool) or not isinstance(restart, int) or restart < 1:
-        raise NoiseModelError(f"{_where(where, 'restart_every')}: a whole number >= 1 (got {restart!r})")
+        raise NoiseModelError(f"{where}: restart_every: a whole number >= 1 (got {restart!r})")
     runs = data.get("runs", [])
     if not isinstance(runs, list) or not all(
         isinstance(r, dict) and isinstance(r.get("benchmarks"), dict) for r in runs
     ):
-        raise NoiseModelError(f'{_where(where, "runs")}: a list of runs, each with its "benchmarks" rounds')
+        raise NoiseModelError(f'{where}: runs: a list of runs, each with its "benchmarks" rounds')
     return NoiseModel(
         benchmarks,
         spread,
@@ -152,24 +143,12 @@ def identity_check(model: NoiseModel, environment: Mapping[str, Any]) -> tuple[b
     return True, notes
 
 
-# ---------------------------------------------------------------------------
-# runs from records
-# ---------------------------------------------------------------------------
-
-
-def _generation(record: Mapping[str, Any] | None) -> int | None:
-    value = (record or {}).get("worker_generation")
-    return int(value) if isinstance(value, int) else None
-
-
 def run_of_record(
     record: Mapping[str, Any], source: str, *, assume_aa: str | None = None
 ) -> tuple[dict[str, Any], list[str]]:
-    """The A/A rounds of a gate or calibration record, as a model run; and what was left out, and why.
-
-    Usable rounds only (the record's own exclusion rule applies again), in time order, each with the
-    head worker's generation. A gate record's benchmark counts only when its code was identical at
-    base and head, unless ``assume_aa`` gives the reason it is A/A anyway (kept in the run).
+    """The A/A rounds of a gate or calibration record as a model run (usable rounds only, in time order, with the head
+    worker's generations), and what was left out and why: a gate record's benchmark only with identical code at base and
+    head, unless ``assume_aa`` gives the reason it is A/A anyway (kept in the run).
     """
     mode = record.get("mode")
     if mode not in ("gate", "calibrate", "experiment"):
@@ -194,12 +173,12 @@ def run_of_record(
                 if recs["base"] is None and recs["head"] is None:
                     continue
                 reason, _ = exclusion(recs, rule)
-                generation = _generation(recs["head"])
-                if reason is not None or generation is None:
+                generation = (recs["head"] or {}).get("worker_generation")
+                if reason is not None or not isinstance(generation, int):
                     continue
                 ratio = float(recs["head"]["tflops"]) / float(recs["base"]["tflops"])
                 ratios.append(round(math.log(ratio), 10))
-                gens.append(generation)
+                gens.append(int(generation))
             if ratios:
                 benchmarks[bench["id"]] = {"log_ratios": ratios, "generations": gens}
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
@@ -221,10 +200,9 @@ def run_of_record(
     return run, notes
 
 
-def refit(
-    runs: Sequence[Mapping[str, Any]], *, restart_every: int, about: str = "", max_runs: int = MAX_RUNS
-) -> NoiseModel:
-    """The model from ``runs``: the newest ``max_runs`` of those on the newest run's GPU model (same source once)."""
+def refit(runs: Sequence[Mapping[str, Any]], *, restart_every: int, max_runs: int = MAX_RUNS) -> NoiseModel:
+    """The model from ``runs``: the newest ``max_runs`` of those on the newest run's GPU model (same source once);
+    named after that GPU, not the machine fitting them (a --refit on a CPU keeps an H200's model an H200's)."""
     if not runs:
         raise NoiseModelError("no A/A runs to fit a noise model from")
     unique = {(r["source"], r.get("created")): r for r in runs}
@@ -239,8 +217,9 @@ def refit(
             )
     fitted = fit(by_bench)
     dropped = len(ordered) - len(kept)
-    left_out = [f"{dropped} older run(s) or run(s) of another GPU model left out"] if dropped else []
-    notes = list(fitted.notes) + left_out
+    notes = list(fitted.notes) + (
+        [f"{dropped} older run(s) or run(s) of another GPU model left out"] if dropped else []
+    )
     return NoiseModel(
         fitted.benchmarks,
         fitted.spread,
@@ -250,12 +229,8 @@ def refit(
         tuple(kept),
         "",
         tuple(notes),
-        about,
+        f"the speed gate's noise model of the runner's {gpu or 'CPU'} (docs/SPEED_GATE.md, 'The noise model')",
     )
-
-
-def write_noise_model(path: str | Path, model: NoiseModel) -> None:
-    write_json_atomic(path, model.to_json())
 
 
 @dataclass

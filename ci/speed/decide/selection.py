@@ -1,9 +1,7 @@
-"""What the speed gate measures: the base's and the head's surveys (ci.speed.engine.survey) combined.
+"""What the speed gate measures: one status per benchmark from the base's and the head's surveys combined.
 
-Per benchmark (kernel, config, shape), from what each side has on this device and each side's correctness
-check, one status (ci.speed.decide.codes.Status): gated (the only one timed), wrong result, new, removed,
-n/a, unchanged. A kernel raising in the head's check, a selector matching nothing or a selection with nothing
-that runs is a :class:`SelectionError`. The table of statuses: docs/SPEED_GATE.md, "Inside the code".
+A kernel raising in the head's check, a selector matching nothing or a selection with nothing that runs is a
+:class:`SelectionError`. The table of statuses: docs/SPEED_GATE.md, "Notes from the code".
 """
 
 from __future__ import annotations
@@ -45,12 +43,8 @@ class Selection:
         return [e.benchmark for e in self.entries if e.status is Status.GATED]
 
     def mark_wrong_at_shape(self, round_record: Mapping[str, Any]) -> set[str]:
-        """Take the gated benchmarks whose timed output was wrong at their shape in this round off the gate.
-
-        The round's wrong-result records (ci.speed.engine.survey.wrong_result_record) name them. A wrong
-        head makes the benchmark WRONG_RESULT (the gate fails); a wrong base only makes it NEW,
-        reported, since the head may be what fixes it. Each becomes a correctness record too.
-        Returns the ids of the benchmarks taken off.
+        """Take the gated benchmarks whose timed output was wrong in this round off the gate, each with a correctness
+        record: a wrong head makes one WRONG_RESULT (the gate fails), a wrong base only NEW. Returns their ids.
         """
         wrong: dict[str, dict[str, str]] = {}
         for proc in round_record["processes"]:

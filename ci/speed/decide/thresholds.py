@@ -1,9 +1,7 @@
 """The speed gate's thresholds: one committed file, ``ci/speed_thresholds.json`` (an H200's ``_h200``).
 
-A benchmark ``kernel[config]/shape`` has the threshold ``t`` of the band ``[1 - t, 1 + t]`` around a head/base
-ratio of 1: the first override whose ``match`` pattern (``*``, ``?``; brackets literal) matches, else
-``default_threshold``. Every override says why; ``targets`` are policy the gate does not read. A malformed
-file is a :class:`ThresholdsError` naming the file and the key. Schema: docs/SPEED_GATE.md, "Inside the code".
+A benchmark's threshold is the first override whose ``match`` pattern matches its name, else ``default_threshold``;
+a malformed file is a :class:`ThresholdsError` naming the file and the key. Schema: docs/SPEED_GATE.md.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ci.common.errors import InputError
-from ci.common.json_file import JsonFileError, parse_json
+from ci.common.json_file import JsonFileError, read_json
 from ci.common.options import name_matches
 
 THRESHOLDS_PATH = "ci/speed_thresholds.json"
@@ -32,9 +30,6 @@ class Override:
     threshold: float
     why: str
 
-    def matches(self, name: str) -> bool:
-        return name_matches(name, [self.match])
-
 
 @dataclass(frozen=True)
 class Thresholds:
@@ -44,14 +39,10 @@ class Thresholds:
     targets: tuple[Override, ...] = ()  # policy, which the gate never reads (it decides on overrides and the default)
     about: str = ""
 
-    def target(self, name: str) -> Override | None:
-        """The first target matching benchmark ``name`` (ci.speed.calibrate --write's policy), or None."""
-        return next((t for t in self.targets if t.matches(name)), None)
-
     def lookup(self, name: str) -> tuple[float, str]:
         """(threshold, where it came from) for benchmark ``name``: the first matching override, else the default."""
         for override in self.overrides:
-            if override.matches(name):
+            if name_matches(name, [override.match]):
                 return override.threshold, f"override {override.match!r}: {override.why}"
         return self.default, "default_threshold"
 
@@ -103,17 +94,10 @@ def _entries(data: dict[str, Any], key: str, where: str) -> tuple[Override, ...]
         at = f"{where}: {key}[{i}]"
         if not isinstance(entry, dict):
             raise ThresholdsError(f"{at}: expected an object with match, threshold, why")
-        extra = sorted(set(entry) - _OVERRIDE_KEYS)
-        missing = sorted(_OVERRIDE_KEYS - set(entry))
-        if extra or missing:
-            raise ThresholdsError(
-                f"{at}: "
-                + "; ".join(
-                    part
-                    for part in (extra and f"unknown key(s) {extra}", missing and f"missing key(s) {missing}")
-                    if part
-                )
-            )
+        extra, missing = sorted(set(entry) - _OVERRIDE_KEYS), sorted(_OVERRIDE_KEYS - set(entry))
+        problems = ([f"unknown key(s) {extra}"] if extra else []) + ([f"missing key(s) {missing}"] if missing else [])
+        if problems:
+            raise ThresholdsError(f"{at}: {'; '.join(problems)}")
         if not isinstance(entry["match"], str) or not entry["match"].strip():
             raise ThresholdsError(f"{at}.match: must be a non-empty pattern over kernel[config]/shape")
         if not isinstance(entry["why"], str) or not entry["why"].strip():
@@ -127,11 +111,7 @@ def _entries(data: dict[str, Any], key: str, where: str) -> tuple[Override, ...]
 def load_thresholds(path: str | Path) -> Thresholds:
     path = Path(path)
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ThresholdsError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    try:
-        data = parse_json(text, str(path))
+        data = read_json(path)
     except JsonFileError as exc:
         raise ThresholdsError(str(exc)) from None
     return parse_thresholds(data, str(path))

@@ -1,7 +1,7 @@
-"""From recorded rounds to verdicts, and the JSON record that keeps both.
+"""From recorded rounds to verdicts, and the JSON record (:data:`GATE_SCHEMA`) that keeps both.
 
-The gate, the calibration and ``--replay`` decide through the same functions here, from the same JSON (schema
-:data:`GATE_SCHEMA`), which keeps every raw measurement: a verdict can be recomputed without the GPU.
+The gate, the calibration and ``--replay`` decide here; the record keeps every raw measurement, so a verdict can be
+recomputed without the GPU.
 """
 
 from __future__ import annotations
@@ -93,19 +93,14 @@ def resolvable_effect(
     noise: RoundsNoise | None = None,
     restart_every: int = 4,
 ) -> tuple[float | None, str]:
-    """The smallest slowdown flagged as regression w.p. RESOLVE_POWER by the plan's last look, at ``threshold``.
-
-    With the noise model (a plan whose variance is "model" and the benchmark's entry): the model's
-    (harness.paired.model_resolvable_effect). Else noise from the calibration file when it has this
-    benchmark (its 95% upper bound of the round-ratio SD), else from this run's usable rounds (the same
-    bound, via harness.paired.calibrate: a constant effect does not change the spread of log ratios).
+    """(The smallest slowdown flagged as regression w.p. RESOLVE_POWER by the plan's last look at ``threshold``, where
+    its noise came from): the noise model's (the zone: the threshold, by its planned look), else the calibration file's
+    SD bound, else this run's rounds' (docs/SPEED_GATE.md, "Resolvable effect").
     """
+    look = None
+    if plan.variance == "model" and noise is not None and noise.noise is not None:
+        look = LookNoise(noise.noise, noise.spread)
     if plan.rule == "zone":
-        look = (
-            LookNoise(noise.noise, noise.spread)
-            if plan.variance == "model" and noise is not None and noise.noise
-            else None
-        )
         n = planned_rounds(look, threshold, plan, restart_every)
         if look is None:
             return None, "no noise model entry: the rounds decide when they can (the last look always does)"
@@ -114,8 +109,7 @@ def resolvable_effect(
                 f"the zone plan cannot decide every effect by its last look ({plan.max_rounds} rounds) under the model"
             )
         return threshold, f"the zone plan: any effect decided by round {n} under the model"
-    if plan.variance == "model" and noise is not None and noise.noise is not None:
-        look = LookNoise(noise.noise, noise.spread)
+    if look is not None:
         return paired.model_resolvable_effect(look, threshold, plan, restart_every, RESOLVE_POWER), "the noise model"
     cal = calibrations.get(bench_id)
     if cal is not None:
@@ -143,10 +137,8 @@ def decide_entry(
 ) -> BenchmarkResult:
     """The result of one benchmark: its decision over the recorded rounds when it is gated.
 
-    ``ran_out`` says what ended the measuring when the plan is not through (the round or time
-    budget, --plan rounds, the end of a record); an undecided benchmark is then inconclusive for that reason.
-    ``noise``: the noise model's view of this benchmark's rounds (ci.speed.decide.generations), for a model plan.
-    ``with_resolvable``: also plan the resolvable effect (the report's; the round loop's decisions skip it).
+    ``ran_out``: what ended the measuring (an undecided benchmark is inconclusive for it); ``noise``: the noise model's
+    view of its rounds (ci.speed.decide.generations); ``with_resolvable``: also the report's resolvable effect.
     """
     bench = entry.benchmark
     result = BenchmarkResult(bench, entry.status, entry.note)
@@ -157,51 +149,37 @@ def decide_entry(
     if plan.rule == "zone" and noise is None:  # no model entry: the zone still needs the worker generations
         noise = RoundsNoise(None, Spread(), tuple(r.generation for r in result.rounds))
     decision = paired.sequential_decision([r.round for r in result.rounds], result.threshold, plan, noise)
-    if decision.complete:
-        result.stopped_by = Stop.DECISION
-    elif ran_out is not None:
-        result.stopped_by = ran_out  # the report words it (ci.speed.report.markdown.decision_reason)
+    result.stopped_by = Stop.DECISION if decision.complete else ran_out  # the report words it (decision_reason)
     result.decision = decision
-    if not with_resolvable:
-        return result
-    result.resolvable, result.resolvable_source = resolvable_effect(
-        bench.id, result.used_rounds(), result.threshold, plan, calibrations, noise, restart_every
-    )
+    if with_resolvable:
+        result.resolvable, result.resolvable_source = resolvable_effect(
+            bench.id, result.used_rounds(), result.threshold, plan, calibrations, noise, restart_every
+        )
     return result
 
 
 EXIT_INCONCLUSIVE = 3
 
 
-def inconclusive_failed(results: Sequence[BenchmarkResult]) -> list[BenchmarkResult]:
-    """The zone plan's gated benchmarks left inconclusive: a measurement that failed (not a PR that had failed)."""
-    return [
-        r
-        for r in results
-        if r.status is Status.GATED
+def exit_code(results: Sequence[BenchmarkResult], fail_on_inconclusive: bool) -> int:
+    """0 pass, 1 a regression or a wrong result at head, 3 inconclusive under the zone rule (a measurement failed;
+    re-run); under version 5's band rule an inconclusive benchmark passes with a warning unless fail_on_inconclusive.
+    """
+    failing = {Verdict.REGRESSION} | ({Verdict.INCONCLUSIVE} if fail_on_inconclusive else set())
+    if any(r.status is Status.WRONG_RESULT or (r.status is Status.GATED and r.verdict in failing) for r in results):
+        return 1
+    zone_failed = any(
+        r.status is Status.GATED
         and r.verdict is Verdict.INCONCLUSIVE
         and r.decision is not None
         and r.decision.rule == "zone"
         and r.stopped_by is not Stop.PR_FAILED
-    ]
+        for r in results
+    )
+    return EXIT_INCONCLUSIVE if zone_failed else 0
 
 
-def exit_code(results: Sequence[BenchmarkResult], fail_on_inconclusive: bool) -> int:
-    """0 pass, 1 a regression or a wrong result at head, 3 inconclusive (the zone plan: a measurement failed; re-run).
-
-    Under version 5's band rule an inconclusive benchmark passes with a warning (exit 0) unless
-    ``fail_on_inconclusive``; under the zone rule it is never green.
-    """
-    failing = {Verdict.REGRESSION} | ({Verdict.INCONCLUSIVE} if fail_on_inconclusive else set())
-    bad = any(r.status is Status.WRONG_RESULT or (r.status is Status.GATED and r.verdict in failing) for r in results)
-    if bad:
-        return 1
-    return EXIT_INCONCLUSIVE if inconclusive_failed(results) else 0
-
-
-# ---------------------------------------------------------------------------
-# records
-# ---------------------------------------------------------------------------
+_RECORD_KEYS = {"rounds": list, "benchmarks": list, "plan": dict, "exclusion": dict, "thresholds": dict}  # a replay's
 
 
 def load_record(path: str | Path) -> dict[str, Any]:
@@ -214,13 +192,7 @@ def load_record(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("schema") != GATE_SCHEMA:
         schema = data.get("schema") if isinstance(data, dict) else None
         raise RecordError(f'{path}: not a {GATE_SCHEMA} record ("schema" is {schema!r})')
-    for key, kind in (
-        ("rounds", list),
-        ("benchmarks", list),
-        ("plan", dict),
-        ("exclusion", dict),
-        ("thresholds", dict),
-    ):
+    for key, kind in _RECORD_KEYS.items():
         if not isinstance(data.get(key), kind):
             raise RecordError(f'{path}: "{key}" is missing or not a {kind.__name__}')
     return data

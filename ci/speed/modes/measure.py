@@ -1,8 +1,6 @@
 """The gate: the head against the merge-base of the head and --base, from one checked SpeedOptions.
 
-In phases: the commits are resolved (:func:`resolve_commits`), identical code is decided (ci.speed.scope.unchanged),
-the warm workers survey and measure what differs (:func:`measure`, ci.speed.modes.shared) and ci.speed.report.write
-writes what they found (:func:`report`).
+Its phases: :func:`resolve_commits`, the identical code (ci.speed.scope.unchanged), :func:`measure`, :func:`report`.
 """
 
 from __future__ import annotations
@@ -27,7 +25,6 @@ from ci.speed.modes.shared import (
     BASE_UNMEASURABLE,
     GateError,
     calibrations_for,
-    deadline,
     engine_options,
     log,
     noise_record,
@@ -167,7 +164,7 @@ def measure(
 ) -> Measured:
     """The warm workers survey ``pairs`` (None: every selected one) and measure each gated benchmark to its verdict
     (or the budget's end); ``others`` were decided without them."""
-    stop_at = deadline(options.max_minutes, started)
+    stop_at = options.deadline(started)
     present = [side for side in (sides["base"], sides["head"]) if side is not None]
     with open_measurer(present, options, stop_at) as measurer:
         surveys = survey_both(sides, options.selector, measurer, pairs=pairs)
@@ -212,10 +209,9 @@ def report(
     started: float,
 ) -> Context:
     """What the record and the summary say besides the results: the code decision, the costs, how it was decided."""
-    head_sha = None if options.working_tree else commits.head
+    head_sha = None if options.working_tree else commits.head  # the working tree's pins are read from its files
     dependency_changes = dependencies.dependency_changes(commits.repo, commits.base, head_sha)
     costs = unchanged.cost_record(decision, skipped, measured.rounds, removed)
-    preface = unchanged.preface_lines(decision, narrowed_to, costs, dependency_changes)
     return Context(
         mode="gate",
         plan=measured.plan,
@@ -236,7 +232,7 @@ def report(
             "cost": cost_summary(measured.rounds),
             **noise_record(measured.choice, measured.view, [b.id for b in measured.selection.gated]),
         },
-        preface=preface,
+        preface=unchanged.preface_lines(decision, narrowed_to, costs, dependency_changes),
         changes={
             r.id: decision.why_measured(r.benchmark.kernel, r.benchmark.config)
             for r in measured.results

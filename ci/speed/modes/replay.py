@@ -1,9 +1,7 @@
 """``--replay``: decide again from a recorded JSON through the gate's own functions (ci.speed.decide.verdict).
 
-* :func:`run_replay`: under the plan the record was decided with (a record of the retired signed-rank plan is
-  refused); ``--decisions N`` takes N disjoint decisions from it (harness.paired.replay);
-* :func:`run_judge` (``--replay --judge``): the record's raw rounds decided with this checkout's plan, rule,
-  thresholds and noise model only (the PR comment's judge, .github/workflows/pr-comment.yml).
+:func:`run_replay` under the record's plan (``--decisions N``: N disjoint decisions); :func:`run_judge`
+(``--replay --judge``): the raw rounds decided by this checkout's plan, rule, thresholds and noise model only.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from ci.common.files import append_step_summary_or_fallback, write_json_atomic
 from ci.common.options import OptionsError
 from ci.speed.decide.codes import Status, Stop
 from ci.speed.decide.exclusion import ExclusionRule, paired_rounds
-from ci.speed.decide.generations import RunNoise, run_noise
+from ci.speed.decide.generations import SIDES, RunNoise, run_noise
 from ci.speed.decide.noise_file import (
     NOISE_PATH,
     ModelChoice,
@@ -54,15 +52,12 @@ def run_replay(options: SpeedOptions) -> int:
     record = load_record(options.replay)
     try:
         return run_judge(options, record) if options.judge else _replay(options, record)
+    except (RecordError, ThresholdsError, GateError, OptionsError):
+        raise
     except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
-        if isinstance(exc, (RecordError, ThresholdsError, GateError, OptionsError)):
-            raise
         # A record edited by hand or cut short: name the file and what was wrong in it, not "internal error".
         what = f"lacks {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
         raise RecordError(f"{options.replay}: malformed record ({what})") from None
-
-
-SIDES = ("base", "head")  # the two sides every gate and calibration record holds
 
 
 def replayed_model(options: SpeedOptions, record: Mapping[str, Any], plan: SequentialPlan):
@@ -85,33 +80,22 @@ def replayed_model(options: SpeedOptions, record: Mapping[str, Any], plan: Seque
 def replay_plan(options: SpeedOptions, recorded: SequentialPlan) -> SequentialPlan:
     """The recorded plan with the keys given; ``--noise`` on a record decided without a model: the model plan at the
     recorded alpha (what the noise model would have decided from the same rounds)."""
-    if options.noise is not None and options.use_noise and recorded.variance != "model":
-        return (
-            options.the_plan(model=True).with_alpha(recorded.alpha)
-            if "alpha" not in options.plan_given
-            else options.the_plan(model=True)
-        )
-    if options.plan_given.get("rule", recorded.rule) != recorded.rule:  # --plan rule=...: today's plan of that rule
-        model = recorded.variance == "model" or options.noise is not None
-        plan = options.the_plan(model=model)
-        return plan if "alpha" in options.plan_given else plan.with_alpha(recorded.alpha)
-    return options.the_plan(recorded)
+    to_model = options.noise is not None and options.use_noise and recorded.variance != "model"
+    if not to_model and options.plan_given.get("rule", recorded.rule) == recorded.rule:
+        return options.the_plan(recorded)
+    # --noise, or --plan rule=...: today's plan of that rule (with a model if the record or --noise has one)
+    plan = options.the_plan(model=to_model or recorded.variance == "model" or options.noise is not None)
+    return plan if "alpha" in options.plan_given else plan.with_alpha(recorded.alpha)
 
 
 def _replay(options: SpeedOptions, record: dict[str, Any]) -> int:
-    try:
-        plan = replay_plan(options, plan_of(record["plan"], str(options.replay)))
-        rule = options.exclusion_rule(ExclusionRule.from_json(record["exclusion"]))
-    except (KeyError, TypeError) as exc:
-        raise RecordError(f"{options.replay}: the recorded plan or exclusion rule lacks {exc}") from None
+    plan = replay_plan(options, plan_of(record["plan"], str(options.replay)))
+    rule = options.exclusion_rule(ExclusionRule.from_json(record["exclusion"]))
     recorded_sides = {p["side"] for rnd in record["rounds"] for p in rnd["processes"]}
     if record["rounds"] and not set(SIDES) <= recorded_sides:
         raise RecordError(f"{options.replay}: its rounds hold the sides {sorted(recorded_sides)}, not base and head")
-    if options.thresholds is not None:
-        thresholds = options.thresholds
-    else:
-        recorded = {k: v for k, v in record["thresholds"].items() if k != "source"}
-        thresholds = parse_thresholds(recorded, f"the thresholds recorded in {options.replay}")
+    recorded = {k: v for k, v in record["thresholds"].items() if k != "source"}
+    thresholds = options.thresholds or parse_thresholds(recorded, f"the thresholds recorded in {options.replay}")
     calibrations = (
         dict(options.calibrations) if options.calibrations is not None else record.get("calibrations_used") or {}
     )
@@ -127,9 +111,7 @@ def _replay(options: SpeedOptions, record: dict[str, Any]) -> int:
     ran_out = {i: stop if stop in measuring_ended else Stop.END_OF_RECORD for i, stop in stopped.items()}
     results = _decide(entries, record, thresholds, plan, rule, calibrations, view, ran_out, Stop.END_OF_RECORD)
     extra = noise_record(ModelChoice(model), view, gated)
-    return _finish_replay(
-        options, record, results, plan, rule, thresholds, calibrations, extra, options.fail_on_inconclusive
-    )
+    return _finish_replay(options, record, results, plan, rule, thresholds, calibrations, extra)
 
 
 def _decide(
@@ -159,11 +141,6 @@ def _decide(
         )
         for e in entries
     ]
-
-
-# ---------------------------------------------------------------------------
-# --replay --judge: a PR's rounds decided by this checkout (the default branch's, in pr-comment.yml)
-# ---------------------------------------------------------------------------
 
 
 def judge_files(environment: Mapping[str, Any]) -> tuple[Path, Path | None]:
@@ -218,7 +195,7 @@ def run_judge(options: SpeedOptions, record: Mapping[str, Any]) -> int:
         },
     }
     extra = {"judged": judged, **noise_record(choice, view, gated)}
-    return _finish_replay(options, record, results, plan, rule, thresholds, calibrations, extra, True)
+    return _finish_replay(options, record, results, plan, rule, thresholds, calibrations, extra)
 
 
 def _replay_rates(options: SpeedOptions, record, entries, plan, rule, thresholds, view: RunNoise | None = None) -> int:
@@ -268,9 +245,8 @@ def _finish_replay(
     thresholds: Thresholds,
     calibrations: dict[str, Any],
     extra: Mapping[str, Any],
-    fail_on_inconclusive: bool,
 ) -> int:
-    """The report of a replayed record (--replay and --judge), with the record's sides, device and limits."""
+    """The report of a replayed record (--replay; --judge fails an undecided benchmark), with the record's sides."""
     context = Context(
         mode="replay",
         plan=plan,
@@ -291,7 +267,7 @@ def _finish_replay(
         results,
         record.get("correctness", []),
         record["rounds"],
-        fail_on_inconclusive=fail_on_inconclusive,
+        fail_on_inconclusive=options.fail_on_inconclusive or options.judge,
         json_path=options.json,
         plot_path=options.plot,
         command=options.command,

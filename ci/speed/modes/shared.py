@@ -32,16 +32,6 @@ class GateError(HarnessError, RuntimeError):
     """The gate cannot decide; the message says why (exit 2)."""
 
 
-# ---------------------------------------------------------------------------
-# measuring
-# ---------------------------------------------------------------------------
-
-
-def deadline(max_minutes: float | None, started: float) -> float | None:
-    """When the last round may start (time.time()), or None for no limit."""
-    return started + 60.0 * max_minutes if max_minutes else None
-
-
 def survey_both(
     sides: Mapping[str, Side | None],
     selector: Selector,
@@ -78,12 +68,9 @@ def _survey_result(name: str, answer: dict[str, Any] | Exception) -> dict[str, A
     if name != "base":
         raise SurveyFailed(f"{name} survey: {answer}")
     log(f"speed_gate: the base could not be surveyed; its benchmarks count as new: {name} survey: {answer}")
-    return {BASE_UNMEASURABLE: f"the base could not be surveyed ({_last_line(answer)})"}
-
-
-def _last_line(exc: Exception, limit: int = 300) -> str:
-    lines = str(exc).strip().splitlines()
-    return (lines[-1] if lines else type(exc).__name__)[:limit]
+    lines = str(answer).strip().splitlines()
+    last = (lines[-1] if lines else type(answer).__name__)[:300]
+    return {BASE_UNMEASURABLE: f"the base could not be surveyed ({last})"}
 
 
 def open_measurer(sides: Sequence[Side], options: SpeedOptions, deadline: float | None) -> WarmEngine:
@@ -125,14 +112,14 @@ def run_rounds(
     model: NoiseModel | None = None,
     finish_by: float | None = None,
 ) -> tuple[list[dict[str, Any]], list[BenchmarkResult], RunNoise | None]:
-    """Rounds until every gated benchmark is decided (or all ``limit`` of them when ``fixed``); then decide each.
+    """Rounds until every gated benchmark is decided (all ``limit`` of them when ``fixed``); then decide each.
 
-    ``measurer``: None when nothing can be measured (no base). No round starts after ``deadline``, nor one that
-    would end after ``finish_by``, nor (``stop_when_failed``) once the PR has failed; with a noise model a
-    regression also ends its round. Returns the rounds, the results and the run's noise view.
+    ``measurer``: None when nothing can be measured. No round starts after ``deadline``, nor one that would end after
+    ``finish_by``, nor (``stop_when_failed``) once the PR has failed; with a noise model a regression also ends its
+    round. Returns the rounds, the results and the run's noise view.
     """
     stop_when_failed = stop_when_failed and not fixed
-    use_model = model is not None and plan.variance == "model"
+    model = model if plan.variance == "model" else None  # a plan without the model never reads one
     gated_ids = [b.id for b in selection.gated]
     rounds: list[dict[str, Any]] = []
     active = selection.gated
@@ -143,9 +130,7 @@ def run_rounds(
     restart = getattr(measurer, "restart_every", 4)
 
     def noise_view(recorded: Sequence[Mapping[str, Any]]) -> RunNoise | None:
-        if not use_model or model is None:
-            return None
-        return run_noise(model, rule, plan.guard_level, gated_ids, recorded)
+        return None if model is None else run_noise(model, rule, plan.guard_level, gated_ids, recorded)
 
     def decide(entry: Entry, upto: Sequence[Mapping[str, Any]], view: RunNoise | None, **how: Any) -> BenchmarkResult:
         """``entry`` over the rounds ``upto``; ``how``: decide_entry's own keywords."""
@@ -181,7 +166,7 @@ def run_rounds(
         log(f"speed_gate: round {i + 1}/{limit} ({' '.join(order)}): {len(active)} benchmark(s)")
         after_pair = (
             _pair_decider(i, order, rounds, active, noise_view(rounds), decide)
-            if use_model and stop_when_failed
+            if model is not None and stop_when_failed
             else None
         )
         assert measurer is not None  # a gated benchmark has both sides' workers

@@ -159,7 +159,6 @@ class CodeChange:
 class ChangesRecord:
     error: str | None  # the command stopped (exit 2): then gpu_needed is true and nothing else is known
     gpu_needed: bool
-    to_measure: int
     unchanged: int
     removed: int
     saved_seconds: float
@@ -171,7 +170,7 @@ class ChangesRecord:
 def changes_record(data: Any, file: str = "changes.json") -> ChangesRecord:
     root = check_schema(data, "mxfp4-changes", file)
     if root.has("error"):
-        return ChangesRecord(root.get("error").text(), True, 0, 0, 0, 0.0, True, (), ())
+        return ChangesRecord(root.get("error").text(), True, 0, 0, 0.0, True, (), ())
     saved = root.get("saved")
     seconds = sum(v.number() for v in saved.get("gpu_seconds_by_arch").mapping().values())
     changes = tuple(
@@ -187,7 +186,6 @@ def changes_record(data: Any, file: str = "changes.json") -> ChangesRecord:
     return ChangesRecord(
         None,
         bool(root.get("gpu_needed").boolean()),
-        len(root.get("to_measure").items()),
         len(root.get("unchanged").items()),
         len(root.get("removed").items(optional=True)),
         seconds,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ci.common.errors import InputError
@@ -43,9 +43,7 @@ class Slowdown(OfSeries):
     first_after: str
     relative_change: float  # < 0: after / before - 1 of TFLOPS
     interval: tuple[float, float]
-    confidence: float
     p_value: float
-    level: float
     recovery: Recovery | None
     # Its new level starts among the newest measured commits (the publish's "recent"; absent in older reports: True).
     # Only a recent change point opens an issue: the first publish of a long history must not file every old one.
@@ -122,29 +120,11 @@ def load_history_changes(data: Any, file: str = "changes.json") -> HistoryChange
         if m.get("not_checked").text(optional=True):
             not_checked.append(f"{machine}: {m.get('not_checked').text()}")
         points = [_change_point(c, machine) for c in m.get("change_points").items(optional=True)]
-        for index, cp in enumerate(points):
-            if cp["direction"] != "regression":
-                continue
-            later = [p for p in points[index + 1 :] if p["benchmark"] == cp["benchmark"] and p["index"] > cp["index"]]
-            findings.append(
-                Slowdown(
-                    machine,
-                    cp["benchmark"],
-                    cp["last_before"],
-                    cp["first_after"],
-                    cp["relative_change"],
-                    cp["interval"],
-                    cp["confidence"],
-                    cp["p_value"],
-                    cp["level"],
-                    _recovery(cp, later),
-                    cp["recent"],
-                    cp["index"],
-                    cp["orders"],
-                    cp["settled"],
-                )
-            )
-        present.update(short_hash(machine, cp["benchmark"]) for cp in points)
+        for index, (direction, cp) in enumerate(points):
+            if direction == "regression":
+                later = [p for p in points[index + 1 :] if p[1].benchmark == cp.benchmark and p[1].index > cp.index]
+                findings.append(replace(cp, recovery=_recovery(cp, later)))
+        present.update(short_hash(machine, cp.benchmark) for _, cp in points)
         for d in m.get("drift").items(optional=True):
             present.add(short_hash(machine, d.get("benchmark").text()))
             findings.append(
@@ -172,28 +152,28 @@ def load_history_changes(data: Any, file: str = "changes.json") -> HistoryChange
     )
 
 
-def _change_point(c: Reader, machine: str) -> dict[str, Any]:
+def _change_point(c: Reader, machine: str) -> tuple[str, Slowdown]:
+    """A change point's direction, and the change point (either way) as a :class:`Slowdown` not yet recovered."""
     change = c.get("change")
     interval = change.get("interval").items()
     if len(interval) != 2:
         raise InputError(f"{change.path}.interval: expected [low, high]")
     if c.get("machine").text(optional=True) not in (None, machine):
         raise InputError(f"{c.path}.machine: {c.get('machine').text()!r} listed under machine {machine!r}")
-    return {
-        "benchmark": c.get("benchmark").text(),
-        "last_before": _sha(c.get("last_before")),
-        "first_after": _sha(c.get("first_after")),
-        "index": change.get("index").integer(),
-        "direction": change.get("direction").choice({"regression", "improvement"}),
-        "relative_change": change.get("relative_change").number(),
-        "interval": (interval[0].number(), interval[1].number()),
-        "confidence": change.get("confidence").number(),
-        "p_value": change.get("p_value").number(),
-        "level": change.get("level").number(),
-        "recent": c.get("recent").boolean(optional=True) is not False,
-        "orders": _orders(c.get("orders")),
-        "settled": _settled(change.get("after")),
-    }
+    return change.get("direction").choice({"regression", "improvement"}), Slowdown(
+        machine,
+        c.get("benchmark").text(),
+        _sha(c.get("last_before")),
+        _sha(c.get("first_after")),
+        change.get("relative_change").number(),
+        (interval[0].number(), interval[1].number()),
+        change.get("p_value").number(),
+        None,
+        c.get("recent").boolean(optional=True) is not False,
+        change.get("index").integer(),
+        _orders(c.get("orders")),
+        _settled(change.get("after")),
+    )
 
 
 def _settled(r: Reader) -> int | None:
@@ -215,11 +195,11 @@ def _orders(r: Reader) -> tuple[int, int] | None:
     return pair[0].integer(), pair[1].integer()
 
 
-def _recovery(regression: dict[str, Any], later: list[dict[str, Any]]) -> Recovery | None:
+def _recovery(regression: Slowdown, later: list[tuple[str, Slowdown]]) -> Recovery | None:
     """The first later improvement after which the level is back at least half way (module doc)."""
-    level = 1 + regression["relative_change"]
-    for cp in later:
-        level *= 1 + cp["relative_change"]
-        if cp["direction"] == "improvement" and level - 1 >= regression["relative_change"] / 2:
-            return Recovery(cp["last_before"], cp["first_after"], cp["relative_change"], level - 1, cp["settled"])
+    level = 1 + regression.relative_change
+    for direction, cp in later:
+        level *= 1 + cp.relative_change
+        if direction == "improvement" and level - 1 >= regression.relative_change / 2:
+            return Recovery(cp.last_before, cp.first_after, cp.relative_change, level - 1, cp.settled)
     return None

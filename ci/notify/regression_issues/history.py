@@ -21,7 +21,7 @@ from ci.common.regression_identity import OfSeries
 from ci.common.regression_identity import series as short_hash  # noqa: F401 (one series id for the filer and the site)
 from ci.notify.untrusted import Reader, check_schema
 
-_SHA = re.compile(r"^[0-9a-f]{7,40}$")
+SHA = re.compile(r"^[0-9a-f]{7,40}$")
 _KERNEL = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 _ASV_KEY = re.compile(r"^bench_gemm\.\w+\.track_time\('([^':]*):[^']*', '[^']*'\)$")
 
@@ -82,9 +82,9 @@ class HistoryChanges:
     present: frozenset[str] = frozenset()
 
 
-def _sha(r: Reader) -> str:
+def sha(r: Reader) -> str:
     value = r.text()
-    if not _SHA.match(value):
+    if not SHA.match(value):
         raise InputError(f"{r.path}: expected a commit sha (hex), got {value[:60]!r}")
     return value
 
@@ -131,20 +131,20 @@ def load_history_changes(data: Any, file: str = "changes.json") -> HistoryChange
                 DriftAlarm(
                     machine,
                     d.get("benchmark").text(),
-                    _sha(d.get("newest")),
-                    _sha(d.get("best")),
+                    sha(d.get("newest")),
+                    sha(d.get("best")),
                     d.get("drop").number(),
                     d.get("threshold").number(),
                     d.get("noise").number(),
                     d.get("window").integer(),
                     bool(d.get("failed").boolean()),
-                    _orders(d.get("orders")),
+                    orders(d.get("orders")),
                     d.get("streak").integer(optional=True),
                 )
             )
     commit = root.get("results_commit")
     return HistoryChanges(
-        _sha(commit) if commit.value is not None else None,
+        sha(commit) if commit.value is not None else None,
         _site_url(root.get("site_url")),
         tuple(findings),
         tuple(not_checked),
@@ -163,15 +163,15 @@ def _change_point(c: Reader, machine: str) -> tuple[str, Slowdown]:
     return change.get("direction").choice({"regression", "improvement"}), Slowdown(
         machine,
         c.get("benchmark").text(),
-        _sha(c.get("last_before")),
-        _sha(c.get("first_after")),
+        sha(c.get("last_before")),
+        sha(c.get("first_after")),
         change.get("relative_change").number(),
         (interval[0].number(), interval[1].number()),
         change.get("p_value").number(),
         None,
         c.get("recent").boolean(optional=True) is not False,
         change.get("index").integer(),
-        _orders(c.get("orders")),
+        orders(c.get("orders")),
         _settled(change.get("after")),
     )
 
@@ -185,7 +185,7 @@ def _settled(r: Reader) -> int | None:
     return pair[1].integer() - pair[0].integer()
 
 
-def _orders(r: Reader) -> tuple[int, int] | None:
+def orders(r: Reader) -> tuple[int, int] | None:
     """The suspected range's positions in the commit order (absent in reports before issue 38: None)."""
     if r.value is None:
         return None

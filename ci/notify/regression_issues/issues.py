@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ci.notify.markdown import FIELD_LIMIT, clean, code, percent, table
-from ci.notify.regression_issues.history import DriftAlarm, Finding, Slowdown, kernel_page
+from ci.notify.regression_issues.history import Finding, Slowdown, kernel_page
 from ci.notify.regression_issues.issue_state import DriftEntry, IssueState, Member, render_marker
+from ci.notify.regression_issues.matching import entry_of, member_of
 
 TITLE_LIMIT = 256  # GitHub's
 METHOD = "a multi-scale MOSUM scan, each change confirmed against its neighbours: docs/CHANGE_POINTS.md"
@@ -293,28 +294,13 @@ def transition_comment(old: str, new: str, state: IssueState, context: Context) 
     return f"**Reopened**: the change point is back in the history {run}."
 
 
-# Compatibility for the screenshots script (docs/data/pr_comment_screenshots.py): a finding's issue as it would open.
 def _alone(f: Finding) -> IssueState:
-    from ci.notify.regression_issues.matching import member_of
-
+    """A finding's issue as it would open alone (the screenshots script's: docs/data/pr_comment_screenshots.py)."""
     if isinstance(f, Slowdown):
         return IssueState("slowdown", "open", (member_of(f),))
-    assert isinstance(f, DriftAlarm)
-    drift = DriftEntry(f.machine, f.benchmark, f.best, f.newest, f.drop, f.threshold, f.noise, f.window, "failing")
-    return IssueState("drift", "open", (), (drift,))
+    return IssueState("drift", "open", (), (entry_of(f),))
 
 
-def slowdown_body(f: Slowdown, context: Context) -> str:
-    return body(
-        _alone(f).with_(run_url=context.run_url, results_commit=context.results_commit, site_url=context.site_url),
-        context.server_url,
-        context.repo,
-    )
-
-
-def drift_body(d: DriftAlarm, context: Context) -> str:
-    return body(
-        _alone(d).with_(run_url=context.run_url, results_commit=context.results_commit, site_url=context.site_url),
-        context.server_url,
-        context.repo,
-    )
+def finding_body(f: Finding, context: Context) -> str:
+    state = _alone(f).with_(run_url=context.run_url, results_commit=context.results_commit, site_url=context.site_url)
+    return body(state, context.server_url, context.repo)

@@ -65,6 +65,13 @@ def member_of(f: Slowdown) -> Member:
     )
 
 
+def entry_of(d: DriftAlarm) -> DriftEntry:
+    """A failing drift alarm as an issue holds it."""
+    return DriftEntry(
+        d.machine, d.benchmark, d.best, d.newest, d.drop, d.threshold, d.noise, d.window, "failing", d.orders
+    )
+
+
 def alarm_point(d: DriftEntry) -> Range | None:
     """Where a drift alarm points across benchmarks: its newest commit at its first alarm (None without orders)."""
     return (d.orders[1] - 1, d.orders[1]) if d.orders else None
@@ -254,21 +261,5 @@ def _drift_alarms(changes: HistoryChanges, work: list[_Work]) -> list[tuple[Drif
                 if w.drifts[i].status == "failing":
                     w.drifts[i] = replace(w.drifts[i], status="recovered")
         elif not holders:
-            pending.append(
-                (
-                    DriftEntry(
-                        d.machine,
-                        d.benchmark,
-                        d.best,
-                        d.newest,
-                        d.drop,
-                        d.threshold,
-                        d.noise,
-                        d.window,
-                        "failing",
-                        d.orders,
-                    ),
-                    d.streak,
-                )
-            )
+            pending.append((entry_of(d), d.streak))
     return pending

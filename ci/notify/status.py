@@ -22,12 +22,6 @@ STATES = {PASS: "success", FAIL: "failure", INCONCLUSIVE: "failure", ERROR: "err
 SCHEMA = "mxfp4-commit-status/1"
 
 
-def _count(record: Any, verdict: str) -> int:
-    if not isinstance(record, SpeedRecord):
-        return 0
-    return sum(b.status == "gated" and b.verdict == verdict for b in record.benchmarks)
-
-
 def status_of(inputs: Inputs, target_url: str | None = None) -> dict[str, Any]:
     area = speed_area(inputs)
     speed = judged_speed(inputs)
@@ -36,19 +30,12 @@ def status_of(inputs: Inputs, target_url: str | None = None) -> dict[str, Any]:
     if area.state == PASS:
         description = f"PASS, {by}" if isinstance(speed, SpeedRecord) else "PASS: identical code, nothing measured"
     elif area.state == FAIL:
-        regressions = _count(speed, "regression")
-        wrong = sum(b.status == "wrong result" for b in speed.benchmarks) if isinstance(speed, SpeedRecord) else 0
-        what = (
-            ", ".join(
-                p
-                for p in (
-                    f"{regressions} regression(s)" if regressions else "",
-                    f"{wrong} wrong result(s)" if wrong else "",
-                )
-                if p
-            )
-            or "failed"
-        )
+        benchmarks = speed.benchmarks if isinstance(speed, SpeedRecord) else ()
+        counts = {
+            "regression(s)": sum(b.status == "gated" and b.verdict == "regression" for b in benchmarks),
+            "wrong result(s)": sum(b.status == "wrong result" for b in benchmarks),
+        }
+        what = ", ".join(f"{n} {word}" for word, n in counts.items() if n) or "failed"
         description = f"FAIL: {what}, {by}"
     elif area.state == INCONCLUSIVE:
         n = len(undecided_benchmarks(speed)) if isinstance(speed, SpeedRecord) else 0

@@ -1,11 +1,6 @@
-"""The pull request's one comment, from the gates' records: a pure function, records in, Markdown out.
-
-First line the verdict of each area (speed as judged by the base, resources, correctness) and the
-overall one; then only what changed, worst first; a footer the size cap never drops; the hidden
-:data:`MARKER` at the end, by which ci.notify.post finds the comment again. What it shows and why:
-docs/PR_COMMENT.md, "The comment". The job and step names below are pr-checks.yml's
-(tests/test_notify_comment.py holds them to the workflow, so a renamed step is never "not run").
-"""
+"""The pull request's one comment: a pure function, the gates' records in, Markdown out (docs/PR_COMMENT.md, "The
+comment"); the hidden :data:`MARKER` at its end is how ci.notify.post finds it again. The job and step names below are
+pr-checks.yml's (tests/test_notify_comment.py holds them to the workflow, so a renamed step is never "not run")."""
 
 from __future__ import annotations
 

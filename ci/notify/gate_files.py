@@ -1,10 +1,5 @@
-"""Which of a pull request's changed files are the speed gate itself, from GitHub's list of the PR's files.
-
-The base judges the rounds the PR's own job measured (its harness/ timing, its ci/ driving), so a PR that
-changes those, the thresholds, the noise model or the workflows is named as such, with the paths. Why the list
-comes from GitHub (``GET pulls/{n}/files``, every page; at most :data:`GITHUB_FILES_LIMIT`, a longer PR is
-treated as changing the gate): docs/PR_COMMENT.md.
-"""
+"""Which of a pull request's changed files (GitHub's list) are the speed gate itself: the base judges rounds that the
+PR's own code measured. Why GitHub's list, and its limit: docs/PR_COMMENT.md."""
 
 from __future__ import annotations
 

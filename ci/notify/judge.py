@@ -1,12 +1,7 @@
-"""The base's verdict of a PR's speed-gate rounds: ``python -m ci.notify judge`` (pr-comment.yml's judge job).
-
-Hands the run attempt's newest speed-gate record to ``python -m ci.speed --replay RECORD --judge``
-run from THIS checkout (the default branch's), which decides the raw rounds again with its own plan,
-thresholds and noise model (docs/SPEED_GATE.md, "A judge the PR cannot edit"); the record is read
-as JSON only, nothing in it is run. ``--out``: the replay's record without the raw rounds, or an
-error record when the replay cannot decide; no speed record in the artifacts: no ``--out``. Exit 0
-in each of those cases (the verdict is in the file); 2 a bad option or an unwritable ``--out``.
-"""
+"""The base's verdict of a PR's speed-gate rounds (``python -m ci.notify judge``): the newest speed record, read as JSON
+only, replayed by THIS checkout's ``python -m ci.speed --replay RECORD --judge`` (docs/SPEED_GATE.md, "A judge the PR
+cannot edit"). ``--out``: its record without the raw rounds, or an error record; no speed record: no ``--out``. Exit 0
+in each case; 2 a bad option or an unwritable ``--out``."""
 
 from __future__ import annotations
 

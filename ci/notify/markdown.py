@@ -1,10 +1,6 @@
-"""Markdown for GitHub from untrusted text: code spans, table cells, HTML-escaped summaries, a size cap.
-
-Every string from an artifact is shown through :func:`code` (a span whose fence is longer than any backtick
-run in the text, ``|`` escaped in a table cell, control characters folded, cut to a length), so it stays
-text; what this package writes itself goes in as it is. Stdlib only (the publishing workflow runs it with
-the runner's python3). docs/PR_COMMENT.md, "Safely".
-"""
+"""Markdown for GitHub from untrusted text: every artifact string goes through :func:`code` (a span no backtick run can
+close, ``|`` escaped in a table cell, control characters folded, cut to a length); a size cap by whole blocks.
+docs/PR_COMMENT.md, "Safely"."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Posting: the PR comment created once and then edited in place, the PR found from the event, the issues filed.
-
-What to do is decided by pure functions (:func:`plan_comment`, ci.notify.regression_issues.matching.plan)
-from what GitHub lists; this module lists and carries the decisions out through ci.notify.github. The
-comment is ours when it has :data:`ci.notify.comment.MARKER` and the bot wrote it; the PR is found from the
-``workflow_run`` event, never from an artifact, and gets the comment only while its head is that commit.
-Why: docs/PR_COMMENT.md, "Found again, never duplicated" and "Which PR".
-"""
+"""Posting, decided by pure functions from what GitHub lists: the PR comment created once and edited in place (ours: the
+marker and the bot as author), the PR found from the ``workflow_run`` event (never an artifact), the regression issues
+filed. Why: docs/PR_COMMENT.md, "Found again, never duplicated" and "Which PR"."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""The gates' JSON read as data: the one module that knows their field names (speed, changes, budget, jobs).
-
-Each untrusted file is read through ci.notify.untrusted into plain frozen records (:class:`SpeedRecord`,
-:class:`ChangesRecord`, :class:`BudgetRecord`, :class:`Jobs`), so the renderer never sees raw JSON; an
-unknown schema is a :class:`Rejected` with that reason. When a gate's JSON changes, adapt this module and
-ci.notify.untrusted.KNOWN_SCHEMAS.
-"""
+"""The gates' JSON read as frozen records through ci.notify.untrusted: the one module that knows their field names (an
+unknown schema is a Rejected naming it). When a gate's JSON changes, adapt this module and untrusted.KNOWN_SCHEMAS."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""The commit status of the speed verdict the PR comment shows: the base's judgement, on the PR's head commit.
-
-A pure function, the comment's inputs in, the status out (ci.notify.post sends it with
-``POST /repos/{repo}/statuses/{sha}``). It says what the comment's speed area says, so the two cannot disagree: success
-only for PASS (every benchmark decided, none slower by its threshold, no wrong result); failure for FAIL, and for
-INCONCLUSIVE with "inconclusive: re-run" (a measurement failed or ran out: not green); error when the gate stopped, its
-record or the base's verdict is missing, or it did not run. The description is this module's words and counts only
-(GitHub keeps 140 characters), never text from an artifact.
-"""
+"""The commit status of the comment's speed verdict (pure), so the two cannot disagree: success only for PASS; failure
+for FAIL and INCONCLUSIVE ("inconclusive: re-run"); error otherwise. The description is this module's words and counts
+(GitHub keeps 140 characters), never text from an artifact."""
 
 from __future__ import annotations
 

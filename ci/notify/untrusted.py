@@ -1,11 +1,6 @@
-"""Untrusted JSON, read safely: a size cap, JSON only, the schema's known majors, every field type-checked.
-
-The PR comment is built from files a pull request's run uploaded. :func:`load_json` reads at most :data:`MAX_BYTES`;
-:func:`check_schema` accepts ``name/<major>`` of :data:`KNOWN_SCHEMAS` only; a :class:`Reader` checks each field's type
-and names the path of a bad one ("verdict.json: benchmarks[2].decision.estimate.point: expected a number, got 'x'");
-:func:`read` turns a file that fails any of these into a :class:`Rejected` with the reason. ci.notify.records builds the
-gates' records on top of it.
-"""
+"""Untrusted JSON read safely: a size cap, JSON only, only the schema majors of :data:`KNOWN_SCHEMAS`, every field
+type-checked by a :class:`Reader` whose error names its path ("verdict.json: benchmarks[2].decision.estimate.point:
+expected a finite number, got 'x'"); :func:`read` turns a file that fails any of these into a :class:`Rejected`."""
 
 from __future__ import annotations
 

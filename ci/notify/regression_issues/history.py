@@ -1,13 +1,7 @@
-"""The history site build's ``changes.json`` (schema ``mxfp4-history-changes/1``) as findings to file issues for.
-
-history.yml's site-build job uploads it as the artifact ``history-changes``: per machine, each GEMM
-benchmark's change points (ci.history.trends.regressions.CommitChange.to_json) and drift guard (Drift.to_json).
-Fields not used here are ignored; a used one of the wrong type is a InputError naming its path.
-Findings: :class:`Slowdown` (a "regression" change point, where it is and whether a later improvement
-took at least half of it back) and :class:`DriftAlarm` (identity: machine, benchmark, best commit;
-recovered when a later entry against the same best no longer fails). Which issue each belongs to is
-ci.notify.regression_issues.matching's; the rules: docs/PR_COMMENT.md, "One issue per regression on main".
-"""
+"""The history site build's ``changes.json`` (``mxfp4-history-changes/1``, the artifact ``history-changes``) as
+findings: :class:`Slowdown` (a regression change point, recovered or not) and :class:`DriftAlarm`. Unused fields are
+ignored; a used one of the wrong type is an InputError naming its path. docs/PR_COMMENT.md, "One issue per regression on
+main"."""
 
 from __future__ import annotations
 

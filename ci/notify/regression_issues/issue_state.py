@@ -1,12 +1,7 @@
-"""What a regression issue tracks, kept in the issue itself: one hidden line at the top of its body.
-
-The first line of every body the bot writes is ``<!-- mxfp4-perf-issue {JSON} -->``: kind, status, members and drift
-alarms, with all the body is rendered from; the next run decides from it alone. Names and addresses are stored as hex,
-the rest are shas, numbers and fixed words, so nothing a benchmark can name reaches the line. :func:`parse` is strict:
-the first line only, the exact prefix and suffix, only the characters that JSON uses (the comment cannot end early),
-every field typed; anything else is not our issue. Why: docs/PR_COMMENT.md, "Found again by a marker no benchmark name
-can reach".
-"""
+"""What a regression issue tracks, kept as its body's first line ``<!-- mxfp4-perf-issue {JSON} -->``: the next run
+decides from it alone. Names and addresses are stored as hex, so nothing a benchmark can name reaches the line;
+:func:`parse` is strict (the first line, the exact prefix and suffix, JSON's characters only, every field typed) and
+anything else is not ours. Why: docs/PR_COMMENT.md, "Found again by a marker no benchmark name can reach"."""
 
 from __future__ import annotations
 

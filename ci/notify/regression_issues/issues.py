@@ -1,10 +1,5 @@
-"""A regression issue's title, body and comments, rendered from its state (regression_issues.issue_state): pure text.
-
-The body is a function of the state alone (and the repository's address), so an issue whose
-state did not change renders the same text and is not edited; one whose change point moved is
-rewritten whole. Every name that comes from the history (benchmark, machine) is a code span
-(ci.notify.markdown); links are built here from commit shas and the event's addresses.
-"""
+"""A regression issue's title, body and comments from its state (pure text): an unchanged state renders the same text,
+so it is not edited. Every name from the history is a code span (ci.notify.markdown); links are built from shas."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""Which issue a finding belongs to, and what each issue becomes: one regression, one issue, for its whole life (pure).
-
-Identity is ci.common.regression_identity's (the published history joins its change points to the issues with the same
-function): a change point that settles a commit later, gains commits or narrows edits its issue, never opens a second. A
-member is active, recovered or dissolved; the issue's status follows its members, and only a change of status opens or
-closes it on GitHub. A new change point files only when recent, unrecovered, at least :data:`MIN_SIZE` and settled
-(:data:`SETTLE`); a drift alarm after :data:`DRIFT_STREAK` failing commits. New findings join a near open issue or are
-grouped, at most ``max_new`` issues a history run, the rest in one roll-up (:data:`ROLLUP_MAX`). The rules and why:
-docs/PR_COMMENT.md, "One issue per regression on main".
-"""
+"""Which issue a finding belongs to, and what each issue becomes (pure): one regression, one issue, for its whole life.
+Identity is ci.common.regression_identity's (the site build joins change points to issues with it); the rules (members,
+status, settling, grouping, the cap and its roll-up) and why: docs/PR_COMMENT.md, "One issue per regression on main"."""
 
 from __future__ import annotations
 

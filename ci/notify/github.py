@@ -92,7 +92,6 @@ class GitHub:
     repo: str  # OWNER/NAME
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     gh: str = "gh"
-    calls: list[str] = field(default_factory=list)  # "METHOD path", in order: what the run did, for its log
     limits: Limits = field(default_factory=Limits)
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.time
@@ -110,7 +109,6 @@ class GitHub:
             cmd.append("--paginate")
         if body is not None:
             cmd += ["--input", "-"]
-        self.calls.append(f"{method} {path}")
         stdin = None if body is None else json.dumps(body)
         try:
             done = subprocess.run(
@@ -161,9 +159,6 @@ class GitHub:
             self.waits.append(wait)
             self.sleep(wait)
             attempt += 1
-
-    def get(self, path: str) -> Any:
-        return self._run("GET", path)[-1].body
 
     def get_all(self, path: str) -> list[Any]:
         """Every item of a list endpoint, all pages (``per_page=100`` unless the path sets it)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ci.notify.markdown import FIELD_LIMIT, clean, code, percent, table
@@ -80,16 +80,14 @@ def _span(members: Sequence[Member]) -> tuple[str, str]:
     return by_before.last_before, by_after.first_after
 
 
-def _machines(members: Sequence[Member]) -> str:
+def _machines(members: Sequence[Member], show: Callable[[str, int], str] = code) -> str:
     names = sorted({m.machine for m in members})
-    return code(names[0], 60) if len(names) == 1 else f"{len(names)} machines"
+    return show(names[0], 60) if len(names) == 1 else f"{len(names)} machines"
 
 
 def title(what: IssueState | Finding) -> str:
     """The issue's title (a finding's, for the issue it would open alone)."""
-    if not isinstance(what, IssueState):
-        return title(_alone(what))
-    state = what
+    state = what if isinstance(what, IssueState) else _alone(what)
     if state.kind == "drift" and state.drifts:
         d = state.drifts[0]
         text = f"Drift {percent(-d.drop)} of {clean(gate_id(d.benchmark), 120)} on {clean(d.machine, 60)}"
@@ -106,9 +104,7 @@ def title(what: IssueState | Finding) -> str:
         m = members[0]
         text = f"Slowdown {percent(m.change)} of {clean(gate_id(m.benchmark), 120)} on {clean(m.machine, 60)}"
     else:
-        machines = sorted({m.machine for m in members})
-        where = clean(machines[0], 60) if len(machines) == 1 else f"{len(machines)} machines"
-        text = f"Slowdown of {len(members)} benchmarks on {where}"
+        text = f"Slowdown of {len(members)} benchmarks on {_machines(members, clean)}"
     return clean(f"{text} ({a[:7]}..{b[:7]})", TITLE_LIMIT)
 
 

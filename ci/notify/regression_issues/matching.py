@@ -38,9 +38,7 @@ def recovered(f: Slowdown) -> bool:
 
 
 def member_of(f: Slowdown) -> Member:
-    status = "recovered" if recovered(f) else "active"
-    r = f.recovery
-    fix = (r.last_before, r.first_after, r.relative_change, r.net) if r and recovered(f) else None
+    r = f.recovery if recovered(f) else None
     # Sizes to 0.1% and p to two digits, as the body shows them: a change point whose numbers wobble by less as
     # commits arrive is not an edit each run.
     return Member(
@@ -53,8 +51,8 @@ def member_of(f: Slowdown) -> Member:
         round(f.relative_change, 3),
         (round(f.interval[0], 3), round(f.interval[1], 3)),
         float(f"{f.p_value:.2g}"),
-        status,
-        fix and (fix[0], fix[1], round(fix[2], 3), round(fix[3], 3)),
+        "recovered" if r else "active",
+        (r.last_before, r.first_after, round(r.relative_change, 3), round(r.net, 3)) if r else None,
     )
 
 

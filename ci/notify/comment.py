@@ -136,8 +136,7 @@ def judge_lines(inputs: Inputs, area: Area) -> list[str]:
         and own.verdict != "error"
     ):
         return []
-    named = [judged.judged.thresholds, judged.judged.noise_model] if judged.judged else []
-    files = " and ".join(code(f.removesuffix(_JUDGE_SOURCE), 120) for f in named if f)
+    files = " and ".join(code(f.removesuffix(_JUDGE_SOURCE), 120) for f in judged.judged_by if f)
     lines = [
         f"Speed: decided by the base's gate{f' with its {files}' if files else ''}, "
         "from the rounds the PR's job recorded."

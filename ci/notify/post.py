@@ -126,10 +126,8 @@ def issues_record(
 ) -> dict[str, Any]:
     """Every regression issue after this run, as JSON for the site build (ci.history.site.issue_links): its address,
     GitHub's ``state`` and the bot's ``status``, and per member what ci.common.regression_identity needs."""
-    states = {t.number: t.state for t in existing}
-    states.update(done)
-    opened = {t.number: t.open for t in existing}
-    opened.update(github_open)
+    states = {t.number: t.state for t in existing} | done
+    opened = {t.number: t.open for t in existing} | github_open
     return {
         "schema": ISSUES_SCHEMA,
         "repository": f"{context.server_url.rstrip('/')}/{context.repo}",

@@ -37,14 +37,6 @@ class WrongResult:
 
 
 @dataclass(frozen=True)
-class Judged:
-    """A replay's ``judged`` block (python -m ci.speed --replay --judge): with what the base's gate decided."""
-
-    thresholds: str  # the thresholds file's source
-    noise_model: str | None
-
-
-@dataclass(frozen=True)
 class SpeedRecord:
     verdict: str  # RUN_VERDICTS
     exit_code: int
@@ -55,7 +47,8 @@ class SpeedRecord:
     gpu_seconds_spent: float | None
     gpu_seconds_saved: float | None
     skipped_identical: int
-    judged: Judged | None = None  # a --judge replay's: by the base's gate
+    # a --judge replay's ``judged`` block: the thresholds file's source and the noise model's, that the base's gate took
+    judged_by: tuple[str, ...] = ()
 
 
 def speed_record(data: Any, file: str = "verdict.json") -> SpeedRecord:
@@ -78,10 +71,10 @@ def speed_record(data: Any, file: str = "verdict.json") -> SpeedRecord:
                 where += " at {}x{}x{}".format(*shape)
             wrong.append(WrongResult(where, check.get("message").text(optional=True) or ""))
     skipped = root.get("skipped_identical").items(optional=True)
-    judged = None
+    judged_by: tuple[str, ...] = ()
     if root.has("judged"):
         j = root.get("judged")
-        judged = Judged(j.get("thresholds").text(optional=True) or "?", j.get("noise_model").text(optional=True))
+        judged_by = (j.get("thresholds").text(optional=True) or "?", j.get("noise_model").text(optional=True) or "")
     return SpeedRecord(
         verdict,
         exit_code,
@@ -92,7 +85,7 @@ def speed_record(data: Any, file: str = "verdict.json") -> SpeedRecord:
         root.get("gpu_seconds_spent").number(optional=True),
         root.get("gpu_seconds_saved_estimated").number(optional=True),
         len(skipped),
-        judged,
+        judged_by,
     )
 
 

@@ -8,6 +8,7 @@ import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ci.common.regression_identity import span
 from ci.notify.markdown import FIELD_LIMIT, clean, code, percent, table
 from ci.notify.regression_issues.history import Finding, Slowdown, kernel_page
 from ci.notify.regression_issues.issue_state import DriftEntry, IssueState, Member, render_marker
@@ -39,24 +40,20 @@ def gate_id(benchmark: str) -> str:
         return benchmark
 
 
-def _fenced(text: str) -> str:
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}sh\n{text}\n{fence}"
-
-
 def bisect_block(machine: str, good: str, bad: str, benchmark: str) -> str:
     bench = clean(gate_id(benchmark), FIELD_LIMIT)
     command = f"python -m ci.bisect \\\n  --good {good} \\\n  --bad {bad} \\\n  --benchmark {shlex.quote(bench)}"
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", command)), default=0))
     return (
-        f"**Bisect** (on a runner like {code(machine)}, with the speed gate as the measurer):\n\n{_fenced(command)}\n\n"
+        f"**Bisect** (on a runner like {code(machine)}, with the speed gate as the measurer):\n\n"
+        f"{fence}sh\n{command}\n{fence}\n\n"
         "_Good and bad are what `python -m ci.bisect --from-change-point REPORT.json --benchmark ID` takes from the "
         "main job's JSON report of that machine; this job runs no bisection (it has no GPU)._"
     )
 
 
-def _compare(server_url: str, repo: str, a: str, b: str) -> str:
-    return f"[{a[:12]}..{b[:12]}]({server_url}/{repo}/compare/{a}...{b})"
+def _compare(server_url: str, repo: str, a: str, b: str, short: int = 12) -> str:
+    return f"[{a[:short]}..{b[:short]}]({server_url}/{repo}/compare/{a}...{b})"
 
 
 def _facts(rows: list[tuple[str, str]]) -> str:
@@ -75,9 +72,7 @@ def _page(state: IssueState, benchmark: str) -> str:
 
 def _span(members: Sequence[Member]) -> tuple[str, str]:
     """The suspected range of several change points: the earliest last_before to the latest first_after."""
-    by_before = min(members, key=lambda m: (m.orders or (m.index - 1, m.index))[0])
-    by_after = max(members, key=lambda m: (m.orders or (m.index - 1, m.index))[1])
-    return by_before.last_before, by_after.first_after
+    return min(members, key=lambda m: span(m)[0]).last_before, max(members, key=lambda m: span(m)[1]).first_after
 
 
 def _machines(members: Sequence[Member], show: Callable[[str, int], str] = code) -> str:
@@ -119,7 +114,7 @@ def _status_line(state: IssueState, server: str, repo: str) -> str:
         if fixed:
             lines = [
                 f"{code(gate_id(m.benchmark), 80)}: recovered in {_compare(server, repo, fix[0], fix[1])} (fixing "
-                f"commit {_fix_commit(m)}), an improvement of {percent(fix[2])}; the level is now "
+                f"commit {code(fix[1][:12])}), an improvement of {percent(fix[2])}; the level is now "
                 f"{percent(fix[3])} from before the slowdown"
                 for m, fix in fixed[:20]
             ]
@@ -132,27 +127,21 @@ def _status_line(state: IssueState, server: str, repo: str) -> str:
     )
 
 
-def _fix_commit(m: Member) -> str:
-    assert m.fix is not None
-    return code(m.fix[1][:12])
-
-
 def _member_row(m: Member, server: str, repo: str, machine: bool) -> dict[str, str]:
     low, high = m.interval
     status = {
         "active": "open",
-        "recovered": f"recovered at {_fix_commit(m)}" if m.fix else "recovered",
+        "recovered": f"recovered at {code(m.fix[1][:12])}" if m.fix else "recovered",
         "dissolved": "not confirmed",
     }[m.status]
     row = {"benchmark": code(gate_id(m.benchmark), 120, in_table=True)}
     if machine:
         row["machine"] = code(m.machine, 60, in_table=True)
-    compare = f"[{m.last_before[:7]}..{m.first_after[:7]}]({server}/{repo}/compare/{m.last_before}...{m.first_after})"
     return {
         **row,
         "TFLOPS": f"**{percent(m.change)}**",
         "95% interval": f"{percent(low)} to {percent(high)}",
-        "suspected commits": compare,
+        "suspected commits": _compare(server, repo, m.last_before, m.first_after, 7),
         "status": status,
     }
 
@@ -166,13 +155,8 @@ def _drift_text(d: DriftEntry, server: str, repo: str) -> str:
         ("suspected commits", f"{_compare(server, repo, d.best, d.newest)}: from the best to the newest"),
         ("status", "failing" if d.status == "failing" else "recovered: the newest commit is back within the threshold"),
     ]
-    return "\n\n".join(
-        [
-            "The drift guard fires: every step may have passed the PR gate while their sum did not.",
-            _facts(rows),
-            bisect_block(d.machine, d.best, d.newest, d.benchmark),
-        ]
-    )
+    why = "The drift guard fires: every step may have passed the PR gate while their sum did not."
+    return "\n\n".join([why, _facts(rows), bisect_block(d.machine, d.best, d.newest, d.benchmark)])
 
 
 FOOTER = (

@@ -186,8 +186,10 @@ def file_issues(
     existing = list_regression_issues(gh, bot_login)
     by_number = {t.number: t for t in existing}
     planned = plan(changes, existing, max_new=max_new)
-    actions, done, labelled = [], {}, False
+    actions, done = [], {}
     github_open: dict[int, bool] = {}  # GitHub's state after this run, of the issues it opened, closed or reopened
+    if not dry_run and any(p.number is None for p in planned.plans):
+        ensure_label(gh)
     for p in planned.plans:
         state = p.new.with_(run_url=context.run_url, results_commit=context.results_commit, site_url=context.site_url)
         if p.number is None:
@@ -196,9 +198,6 @@ def file_issues(
         if p.number is None:
             line = f"open: {text_title}"
             if not dry_run:
-                if not labelled:
-                    ensure_label(gh)
-                    labelled = True
                 created = gh.post(gh.repo_path("issues"), {"title": text_title, "body": text_body, "labels": [LABEL]})
                 number = created.get("number") if isinstance(created, dict) else None
                 line = f"opened #{number}: {text_title}"

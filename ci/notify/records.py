@@ -92,10 +92,8 @@ def speed_record(data: Any, file: str = "verdict.json") -> SpeedRecord:
 def _speed_benchmark(b: Reader) -> SpeedBenchmark:
     status = b.get("status").text()
     decision = b.get("decision")
-    ratio = low = high = None
-    rounds = None
+    ratio = low = high = rounds = verdict = None
     reason = b.get("note").text(optional=True) or ""
-    verdict = None
     if decision.value is not None:
         estimate = decision.get("estimate")
         ratio = estimate.get("point").number(optional=True)

@@ -83,14 +83,10 @@ def sha(r: Reader) -> str:
     return value
 
 
-def kernel_of(benchmark: str) -> str | None:
-    """The kernel of an asv GEMM key (the config's part before ':'), when it is a plain name."""
-    match = _ASV_KEY.match(benchmark)
-    return match.group(1) if match and _KERNEL.match(match.group(1)) else None
-
-
 def kernel_page(site_url: str | None, benchmark: str) -> str | None:
-    kernel = kernel_of(benchmark)
+    """The site's page of an asv GEMM key's kernel (its config's part before ':', when that is a plain name)."""
+    match = _ASV_KEY.match(benchmark)
+    kernel = match.group(1) if match and _KERNEL.match(match.group(1)) else None
     return f"{site_url}kernels/{urllib.parse.quote(kernel)}.html" if site_url and kernel else None
 
 

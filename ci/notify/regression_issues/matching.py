@@ -32,13 +32,9 @@ class Plan:
     github_open: bool  # GitHub's state now (True for a new issue)
 
 
-def recovered(f: Slowdown) -> bool:
-    """A recovery counts once the improvement has settled (:data:`SETTLE`): it names the fixing commit then."""
-    return f.recovery is not None and (f.recovery.settled is None or f.recovery.settled >= SETTLE)
-
-
 def member_of(f: Slowdown) -> Member:
-    r = f.recovery if recovered(f) else None
+    # A recovery counts once the improvement has settled (SETTLE): it names the fixing commit then.
+    r = f.recovery if f.recovery and (f.recovery.settled is None or f.recovery.settled >= SETTLE) else None
     # Sizes to 0.1% and p to two digits, as the body shows them: a change point whose numbers wobble by less as
     # commits arrive is not an edit each run.
     return Member(
@@ -61,11 +57,6 @@ def entry_of(d: DriftAlarm) -> DriftEntry:
     return DriftEntry(
         d.machine, d.benchmark, d.best, d.newest, d.drop, d.threshold, d.noise, d.window, "failing", d.orders
     )
-
-
-def alarm_point(d: DriftEntry) -> Range | None:
-    """Where a drift alarm points across benchmarks: its newest commit at its first alarm (None without orders)."""
-    return (d.orders[1] - 1, d.orders[1]) if d.orders else None
 
 
 def _match(found: list[Member], issues: list[Tracked]) -> dict[int, tuple[int, int]]:
@@ -99,13 +90,14 @@ class _Work:
         return (self.tracked is None or self.tracked.open) and _status(self.members, self.drifts) == "open"
 
     def ranges(self) -> list[Range]:
-        """Where its open findings point: active change points' ranges, failing drifts' first alarms."""
+        """Where its open findings point: active change points' ranges, failing drifts' newest commit at their first
+        alarm (a drift without orders points nowhere)."""
         out = [span(m) for m in self.members if m.status == "active"]
         covered = {m.series for m in self.members}  # a change point says where better than its drift alarm
         return out + [
-            p
+            (d.orders[1] - 1, d.orders[1])
             for d in self.drifts
-            if d.status == "failing" and d.series not in covered and (p := alarm_point(d)) is not None
+            if d.status == "failing" and d.series not in covered and d.orders
         ]
 
     def distance(self, r: Range | None) -> int | None:

@@ -241,9 +241,7 @@ def summary_line(inputs: Inputs) -> str:
             "removed": "removed at head",
             "n/a": "not run on this device",
         }
-        for key, text in words.items():
-            if counts.get(key):
-                parts.append(f"{counts[key]} {text}")
+        parts += [f"{counts[key]} {text}" for key, text in words.items() if counts[key]]
         # A status a later gate writes: counted as it says (as text).
         parts += [
             f"{n} {code(key, 60)}"

@@ -23,8 +23,8 @@ MAX_RECORD_BYTES = 64_000_000  # a 30-benchmark, 40-round record is ~2 MB; a big
 JUDGE_TIMEOUT_S = 600
 
 
-def error_record(message: str, exit_code: int = 2) -> dict[str, Any]:
-    return {"schema": GATE_SCHEMA, "mode": "error", "verdict": "error", "exit_code": exit_code, "error": message}
+def error_record(message: str) -> dict[str, Any]:
+    return {"schema": GATE_SCHEMA, "mode": "error", "verdict": "error", "exit_code": 2, "error": message}
 
 
 def without_rounds(record: dict[str, Any]) -> dict[str, Any]:

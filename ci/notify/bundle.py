@@ -1,9 +1,6 @@
-"""Where the comment's inputs are: pr-checks.yml's artifacts as actions/download-artifact lays them out.
-
-One subfolder per artifact, named as pr-checks.yml uploads it (tests/test_notify_comment.py checks both
-sides); each record from the newest attempt up to the event's. A missing file is None (the comment says why
-from the job list); one that is there but wrong is :class:`ci.notify.untrusted.Rejected`.
-"""
+"""pr-checks.yml's artifacts as actions/download-artifact lays them out (one folder per artifact;
+tests/test_notify_comment.py checks the names on both sides) -> the comment's inputs: a missing file is None, one there
+but wrong a Rejected."""
 
 from __future__ import annotations
 

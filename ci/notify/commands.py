@@ -13,7 +13,7 @@ from ci.notify.gate_files import GITHUB_FILES_LIMIT, files_record
 from ci.notify.github import GitHub, GitHubError, Limits
 from ci.notify.judge import judge
 from ci.notify.markdown import GITHUB_BODY_LIMIT
-from ci.notify.post import checked_status, file_issues, find_pull_requests, list_pr_files, post_comment, post_status
+from ci.notify.post import checked_status, file_issues, find_pull_requests, post_comment
 from ci.notify.regression_issues.history import load_history_changes
 from ci.notify.regression_issues.issues import Context
 from ci.notify.status import status_of
@@ -47,7 +47,8 @@ def pr_files(options, log: Log) -> int:
         prs = find_pull_requests(gh, options.head_repo, options.head_branch, options.head_sha)
         files, truncated = [], False
         for pr in prs:
-            listed = list_pr_files(gh, pr)
+            # GitHub's list of the PR's changed files, every page (at most GITHUB_FILES_LIMIT: GitHub's own limit)
+            listed = [f for f in gh.get_all(gh.repo_path(f"pulls/{pr}/files")) if isinstance(f, dict)]
             truncated |= len(listed) >= GITHUB_FILES_LIMIT
             files += listed
         missing = None if prs else "no open pull request has this run's head (closed, or pushed again since)"
@@ -83,7 +84,8 @@ def post_comment_command(options, log: Log) -> int:
         plan = post_comment(gh, pr, body, options.bot_login)
         log(f"ci.notify: PR #{pr}: comment {plan.action}" + (f" (id {plan.comment_id})" if plan.comment_id else ""))
     if status is not None:
-        post_status(gh, options.head_sha, status)
+        # one of the same context on the commit replaces it
+        gh.post(gh.repo_path(f"statuses/{options.head_sha}"), status)
         log(
             f"ci.notify: status {status['context']!r} on {options.head_sha[:12]}: "
             f"{status['state']}: {status['description']}"

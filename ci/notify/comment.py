@@ -1,20 +1,16 @@
-"""The pull request's one comment, from the gates' records: a pure function, records in, Markdown out.
-
-First line the verdict of each area (speed as judged by the base, resources, correctness) and the
-overall one; then only what changed, worst first; a footer the size cap never drops; the hidden
-:data:`MARKER` at the end, by which ci.notify.post finds the comment again. What it shows and why:
-docs/PR_COMMENT.md, "The comment". The job and step names below are pr-checks.yml's
-(tests/test_notify_comment.py holds them to the workflow, so a renamed step is never "not run").
-"""
+"""The pull request's one comment: a pure function, the gates' records in, Markdown out (docs/PR_COMMENT.md, "The
+comment"); the hidden :data:`MARKER` at its end is how ci.notify.post finds it again. The job and step names below are
+pr-checks.yml's (tests/test_notify_comment.py holds them to the workflow, so a renamed step is never "not run")."""
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ci.notify.markdown import GITHUB_BODY_LIMIT, Capped, code, details, html_code, join_capped, table
-from ci.notify.records import BudgetRecord, ChangesRecord, CodeChange, Jobs, PrFiles, SpeedBenchmark, SpeedRecord
+from ci.notify.records import BudgetRecord, ChangesRecord, CodeChange, Jobs, PrFiles, SpeedRecord
 from ci.notify.speed_table import ROWS_SHOWN, speed_blocks, table_of, undecided_benchmarks
 from ci.notify.untrusted import Rejected
 
@@ -64,19 +60,16 @@ def _jobs(inputs: Inputs) -> Jobs:
     return inputs.jobs if isinstance(inputs.jobs, Jobs) else Jobs({})
 
 
-def _failing(speed: SpeedRecord) -> list[SpeedBenchmark]:
-    return [
-        b for b in speed.benchmarks if b.status == "wrong result" or (b.status == "gated" and b.verdict == "regression")
-    ]
-
-
 def record_state(speed: SpeedRecord) -> Area:
     """A speed record's state, from its benchmarks as much as its verdict: a regression or a wrong result fails; an
     undecided benchmark is INCONCLUSIVE (not green: a measurement failed or ran out, and a re-run is the remedy)."""
     if speed.verdict == "error":
         return Area(ERROR, (f"The speed gate stopped (exit {speed.exit_code}): {code(speed.error, 600)}",))
     undecided = len(undecided_benchmarks(speed))
-    if _failing(speed) or speed.wrong_at_head or (speed.verdict == "fail" and not undecided):
+    failing = any(
+        b.status == "wrong result" or (b.status == "gated" and b.verdict == "regression") for b in speed.benchmarks
+    )
+    if failing or speed.wrong_at_head or (speed.verdict == "fail" and not undecided):
         return Area(FAIL, note=f" ({undecided} inconclusive)" if undecided else "")
     if undecided or speed.verdict == "inconclusive":
         what = f"{undecided} benchmark{'s' if undecided != 1 else ''} not decided: " if undecided else ""
@@ -143,8 +136,7 @@ def judge_lines(inputs: Inputs, area: Area) -> list[str]:
         and own.verdict != "error"
     ):
         return []
-    named = [judged.judged.thresholds, judged.judged.noise_model] if judged.judged else []
-    files = " and ".join(code(f.removesuffix(_JUDGE_SOURCE), 120) for f in named if f)
+    files = " and ".join(code(f.removesuffix(_JUDGE_SOURCE), 120) for f in judged.judged_by if f)
     lines = [
         f"Speed: decided by the base's gate{f' with its {files}' if files else ''}, "
         "from the rounds the PR's job recorded."
@@ -237,10 +229,9 @@ def summary_line(inputs: Inputs) -> str:
     speed = judged if isinstance(judged, SpeedRecord) else inputs.speed
     parts = []
     if isinstance(speed, SpeedRecord) and speed.verdict != "error":
-        counts: dict[str, int] = {}
-        for b in speed.benchmarks:
-            key = b.verdict if b.status == "gated" and b.verdict == "no change" else b.status
-            counts[key] = counts.get(key, 0) + 1
+        counts = Counter(
+            b.verdict if b.status == "gated" and b.verdict == "no change" else b.status for b in speed.benchmarks
+        )
         identical = max(counts.pop("unchanged (identical code)", 0), speed.skipped_identical)
         if identical:
             parts.append(f"{identical} unchanged (identical code): not measured")
@@ -250,9 +241,7 @@ def summary_line(inputs: Inputs) -> str:
             "removed": "removed at head",
             "n/a": "not run on this device",
         }
-        for key, text in words.items():
-            if counts.get(key):
-                parts.append(f"{counts[key]} {text}")
+        parts += [f"{counts[key]} {text}" for key, text in words.items() if counts[key]]
         # A status a later gate writes: counted as it says (as text).
         parts += [
             f"{n} {code(key, 60)}"
@@ -321,30 +310,17 @@ def cost_line(inputs: Inputs) -> str:
     return "GPU runner: " + ", ".join(parts) + "."
 
 
-def links_line(links: Links) -> str:
-    items = [f"[run]({links.run_url})", f"[artifacts]({links.run_url}#artifacts)"]
-    if links.plot_url:
-        items.append(f"[speed plot (ratios.png)]({links.plot_url})")
-    return " · ".join(items)
-
-
 def render(inputs: Inputs, links: Links) -> str:
     """The comment's Markdown (at most GitHub's 65536 characters)."""
     return render_capped(inputs, links).text
 
 
-def areas_of(inputs: Inputs) -> dict[str, Area]:
-    return {"speed": speed_area(inputs), "resources": budget_area(inputs), "correctness": correctness_area(inputs)}
-
-
-def overall_state(areas: dict[str, Area]) -> str:
+def render_capped(inputs: Inputs, links: Links, limit: int = GITHUB_BODY_LIMIT) -> Capped:
+    areas = {"speed": speed_area(inputs), "resources": budget_area(inputs), "correctness": correctness_area(inputs)}
     overall = max((a.state for a in areas.values()), key=_SEVERITY.__getitem__)
-    return PASS if overall == NOT_RUN and any(a.state == PASS for a in areas.values()) else overall
-
-
-def render_capped(inputs: Inputs, links: Links, limit: int | None = None) -> Capped:
-    areas = areas_of(inputs)
-    head = f"### {overall_state(areas)} — " + " · ".join(
+    if overall == NOT_RUN and any(a.state == PASS for a in areas.values()):
+        overall = PASS
+    head = f"### {overall} — " + " · ".join(
         f"{name} {_SYMBOL[a.state]} **{a.state}**{a.note}" for name, a in areas.items()
     )
     blocks: list[str] = [head, *judge_lines(inputs, areas["speed"]), gate_change_block(inputs)]
@@ -373,11 +349,14 @@ def render_capped(inputs: Inputs, links: Links, limit: int | None = None) -> Cap
         blocks += [code_change_block(c) for c in inputs.changes.code_changes[:ROWS_SHOWN]]
     # The footer is never capped: the GPU line, the links the cap's note points to, the head, the marker.
     sha = f"head {code(links.head_sha[:12])} · " if links.head_sha else ""
-    footer = "\n\n".join(line for line in (cost_line(inputs), links_line(links)) if line)
+    link_items = [f"[run]({links.run_url})", f"[artifacts]({links.run_url}#artifacts)"]
+    if links.plot_url:
+        link_items.append(f"[speed plot (ratios.png)]({links.plot_url})")
+    footer = "\n\n".join(line for line in (cost_line(inputs), " · ".join(link_items)) if line)
     footer += (
         f"\n\n<sub>{sha}attempt {links.attempt} · posted by the pr-comment workflow, edited in place</sub>\n\n{MARKER}"
     )
-    return join_capped(blocks, footer=footer, limit=limit or GITHUB_BODY_LIMIT)
+    return join_capped(blocks, footer=footer, limit=limit)
 
 
 def _notes(inputs: Inputs) -> Sequence[str]:

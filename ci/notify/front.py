@@ -64,12 +64,14 @@ class Options:
 def _arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     comment = sub.add_parser("comment", help="render the PR comment from pr-checks' artifacts (Markdown file)")
-    comment.add_argument(
-        "--artifacts", type=Path, required=True, metavar="DIR", help="the downloaded artifacts, one folder each"
+    judge = sub.add_parser(
+        "judge", help="decide the speed record's rounds with this checkout's gate (--replay --judge)"
     )
-    comment.add_argument(
-        "--attempt", type=int, default=1, help="the pr-checks run attempt whose artifacts to read (default 1)"
-    )
+    for p in (comment, judge):
+        p.add_argument(
+            "--artifacts", type=Path, required=True, metavar="DIR", help="the downloaded artifacts, one folder each"
+        )
+        p.add_argument("--attempt", type=int, default=1, help="the pr-checks run attempt to read (default 1)")
     comment.add_argument("--run-url", required=True, metavar="URL", help="the pr-checks run's page (from the event)")
     comment.add_argument("--head-sha", metavar="SHA", help="the run's head commit (from the event)")
     comment.add_argument("--jobs", type=Path, metavar="PATH", help="GitHub's job list of the run attempt (JSON)")
@@ -90,15 +92,6 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "--status-out", type=Path, metavar="PATH", help="also write the commit status of the speed verdict (JSON)"
     )
     comment.add_argument("--out", type=Path, required=True, metavar="PATH", help="write the Markdown here")
-    judge = sub.add_parser(
-        "judge", help="decide the speed record's rounds with this checkout's gate (--replay --judge)"
-    )
-    judge.add_argument(
-        "--artifacts", type=Path, required=True, metavar="DIR", help="the downloaded artifacts, one folder each"
-    )
-    judge.add_argument(
-        "--attempt", type=int, default=1, help="the pr-checks run attempt whose record to judge (default 1)"
-    )
     judge.add_argument(
         "--out", type=Path, required=True, metavar="PATH", help="the base's verdict (JSON, without the rounds)"
     )
@@ -165,16 +158,6 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         )
 
 
-def _check(pattern: re.Pattern, value: str | None, flag: str, what: str) -> None:
-    if value is not None and not pattern.match(value):
-        raise OptionsError(f"{flag} {value[:100]!r}: expected {what}")
-
-
-def _file(path: Path | None, flag: str) -> None:
-    if path is not None and not path.is_file():
-        raise OptionsError(f"{flag} {path}: no such file")
-
-
 def options_from(args: argparse.Namespace) -> Options:
     values = {k: v for k, v in vars(args).items() if k in Options.__dataclass_fields__}
     options = Options(**values)
@@ -186,7 +169,8 @@ def options_from(args: argparse.Namespace) -> Options:
         ("--server-url", options.server_url, _URL, "an https:// address"),
         ("--head-branch", options.head_branch, _BRANCH, "a branch name"),
     ):
-        _check(pattern, value, flag, what)
+        if value is not None and not pattern.match(value):
+            raise OptionsError(f"{flag} {value[:100]!r}: expected {what}")
     if options.attempt < 1:
         raise OptionsError(f"--attempt must be >= 1 (got {options.attempt})")
     if options.max_new < 2:
@@ -198,7 +182,9 @@ def options_from(args: argparse.Namespace) -> Options:
     if options.artifacts is not None and not options.artifacts.is_dir() and options.command != "judge":
         raise OptionsError(f"--artifacts {options.artifacts}: no such folder")
     for flag in ("--jobs", "--artifact-list", "--body", "--changes", "--status"):
-        _file(getattr(options, flag[2:].replace("-", "_")), flag)
+        path = getattr(options, flag[2:].replace("-", "_"))
+        if path is not None and not path.is_file():
+            raise OptionsError(f"{flag} {path}: no such file")
     return options
 
 

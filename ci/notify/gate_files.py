@@ -1,15 +1,9 @@
-"""Which of a pull request's changed files are the speed gate itself, from GitHub's list of the PR's files.
-
-The base judges the rounds the PR's own job measured (its harness/ timing, its ci/ driving), so a PR that
-changes those, the thresholds, the noise model or the workflows is named as such, with the paths. Why the list
-comes from GitHub (``GET pulls/{n}/files``, every page; at most :data:`GITHUB_FILES_LIMIT`, a longer PR is
-treated as changing the gate): docs/PR_COMMENT.md.
-"""
+"""Which of a pull request's changed files (GitHub's list) are the speed gate itself: the base judges rounds that the
+PR's own code measured. Why GitHub's list, and its limit: docs/PR_COMMENT.md."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 # path prefix -> what it is to the gate. The thresholds and the noise model are under ci/ and named on their own.
@@ -24,31 +18,15 @@ GITHUB_FILES_LIMIT = 3000  # GitHub's "list pull request files" returns at most 
 SCHEMA = "mxfp4-pr-files/1"
 
 
-@dataclass(frozen=True)
-class GateFile:
-    path: str
-    what: str  # GATE_PREFIXES' words
-    status: str  # GitHub's: added, modified, removed, renamed, ...
-
-
-def what_it_is(path: str) -> str | None:
-    """The gate part ``path`` belongs to (the most specific prefix), or None."""
-    for prefix, what in GATE_PREFIXES.items():
-        if path.startswith(prefix):
-            return what
-    return None
-
-
-def gate_files(files: Sequence[Mapping[str, Any]]) -> list[GateFile]:
-    """The entries of GitHub's file list that touch the gate; a rename counts by either name."""
+def gate_files(files: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """The entries of GitHub's file list that touch the gate (path, what it is, GitHub's status); a rename counts by
+    either name, the most specific prefix first."""
     found = []
     for f in files:
         names = [n for n in (f.get("filename"), f.get("previous_filename")) if isinstance(n, str)]
-        for name in names:
-            what = what_it_is(name)
-            if what is not None:
-                found.append(GateFile(names[0], what, str(f.get("status") or "?")))
-                break
+        what = next((what for name in names for prefix, what in GATE_PREFIXES.items() if name.startswith(prefix)), None)
+        if what is not None:
+            found.append({"path": names[0], "what": what, "status": str(f.get("status") or "?")})
     return found
 
 
@@ -61,6 +39,6 @@ def files_record(
         "pull_requests": list(pull_requests),
         "files_listed": len(files),
         "truncated": truncated,
-        "gate_files": [{"path": g.path, "what": g.what, "status": g.status} for g in gate_files(files)],
+        "gate_files": gate_files(files),
         "error": error,
     }

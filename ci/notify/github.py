@@ -1,12 +1,7 @@
-"""GitHub's REST API through the GitHub CLI (``gh api``): no HTTP written here.
-
-``gh`` takes its token from ``GH_TOKEN`` and its host from ``GH_HOST`` (another host than github.com is GitHub
-Enterprise, ``GH_ENTERPRISE_TOKEN``: the tests' local server). Bodies go through stdin, never the command line;
-``--paginate`` pages are joined by :meth:`GitHub.get_all`; every call runs with ``--include`` so each response's status
-and headers are read (:func:`responses`). Rate limits are waited out within :class:`Limits` and writes spaced by
-``write_interval_s``; past the bound, or on a 403 that is no rate limit, the call fails (exit 2). The rules and their
-source: docs/PR_COMMENT.md, "Cap and rate limits".
-"""
+"""GitHub's REST API through the GitHub CLI (``gh api``, token from ``GH_TOKEN``, host from ``GH_HOST``): bodies on
+stdin, ``--paginate`` pages joined, ``--include`` on every call so each status and its headers are read; rate limits
+waited out within :class:`Limits`, past them (or on a 403 that is no rate limit) a GitHubError, exit 2. The rules and
+their source: docs/PR_COMMENT.md, "Cap and rate limits"."""
 
 from __future__ import annotations
 
@@ -97,7 +92,6 @@ class GitHub:
     repo: str  # OWNER/NAME
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     gh: str = "gh"
-    calls: list[str] = field(default_factory=list)  # "METHOD path", in order: what the run did, for its log
     limits: Limits = field(default_factory=Limits)
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.time
@@ -115,7 +109,6 @@ class GitHub:
             cmd.append("--paginate")
         if body is not None:
             cmd += ["--input", "-"]
-        self.calls.append(f"{method} {path}")
         stdin = None if body is None else json.dumps(body)
         try:
             done = subprocess.run(
@@ -166,9 +159,6 @@ class GitHub:
             self.waits.append(wait)
             self.sleep(wait)
             attempt += 1
-
-    def get(self, path: str) -> Any:
-        return self._run("GET", path)[-1].body
 
     def get_all(self, path: str) -> list[Any]:
         """Every item of a list endpoint, all pages (``per_page=100`` unless the path sets it)."""

@@ -1,12 +1,7 @@
-"""The base's verdict of a PR's speed-gate rounds: ``python -m ci.notify judge`` (pr-comment.yml's judge job).
-
-Hands the run attempt's newest speed-gate record to ``python -m ci.speed --replay RECORD --judge``
-run from THIS checkout (the default branch's), which decides the raw rounds again with its own plan,
-thresholds and noise model (docs/SPEED_GATE.md, "A judge the PR cannot edit"); the record is read
-as JSON only, nothing in it is run. ``--out``: the replay's record without the raw rounds, or an
-error record when the replay cannot decide; no speed record in the artifacts: no ``--out``. Exit 0
-in each of those cases (the verdict is in the file); 2 a bad option or an unwritable ``--out``.
-"""
+"""The base's verdict of a PR's speed-gate rounds (``python -m ci.notify judge``): the newest speed record, read as JSON
+only, replayed by THIS checkout's ``python -m ci.speed --replay RECORD --judge`` (docs/SPEED_GATE.md, "A judge the PR
+cannot edit"). ``--out``: its record without the raw rounds, or an error record; no speed record: no ``--out``. Exit 0
+in each case; 2 a bad option or an unwritable ``--out``."""
 
 from __future__ import annotations
 
@@ -28,8 +23,8 @@ MAX_RECORD_BYTES = 64_000_000  # a 30-benchmark, 40-round record is ~2 MB; a big
 JUDGE_TIMEOUT_S = 600
 
 
-def error_record(message: str, exit_code: int = 2) -> dict[str, Any]:
-    return {"schema": GATE_SCHEMA, "mode": "error", "verdict": "error", "exit_code": exit_code, "error": message}
+def error_record(message: str) -> dict[str, Any]:
+    return {"schema": GATE_SCHEMA, "mode": "error", "verdict": "error", "exit_code": 2, "error": message}
 
 
 def without_rounds(record: dict[str, Any]) -> dict[str, Any]:

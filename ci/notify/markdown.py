@@ -1,10 +1,6 @@
-"""Markdown for GitHub from untrusted text: code spans, table cells, HTML-escaped summaries, a size cap.
-
-Every string from an artifact is shown through :func:`code` (a span whose fence is longer than any backtick
-run in the text, ``|`` escaped in a table cell, control characters folded, cut to a length), so it stays
-text; what this package writes itself goes in as it is. Stdlib only (the publishing workflow runs it with
-the runner's python3). docs/PR_COMMENT.md, "Safely".
-"""
+"""Markdown for GitHub from untrusted text: every artifact string goes through :func:`code` (a span no backtick run can
+close, ``|`` escaped in a table cell, control characters folded, cut to a length); a size cap by whole blocks.
+docs/PR_COMMENT.md, "Safely"."""
 
 from __future__ import annotations
 
@@ -44,14 +40,12 @@ def html_code(text: object, limit: int = FIELD_LIMIT) -> str:
     return f"<code>{html.escape(clean(text, limit), quote=True)}</code>"
 
 
-def table(rows: Sequence[Mapping[str, str]], columns: Sequence[str] | None = None) -> str:
-    """A GFM table of cells that are already Markdown (made with :func:`code` ``in_table=True`` or by this package).
-
-    A cell's ``|`` that is not already escaped is escaped here too, so a table never gains a column.
-    """
+def table(rows: Sequence[Mapping[str, str]]) -> str:
+    """A GFM table of cells that are already Markdown (:func:`code` ``in_table=True``, or this package's words), the
+    first row's keys its columns; a ``|`` not already escaped is escaped here too, so a table never gains a column."""
     if not rows:
         return "_(none)_"
-    columns = list(columns or rows[0].keys())
+    columns = list(rows[0].keys())
     lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
     for row in rows:
         lines.append("| " + " | ".join(_cell(row.get(c, "")) for c in columns) + " |")
@@ -80,26 +74,23 @@ class Capped:
     left_out: int
 
 
-def join_capped(
-    blocks: Iterable[str],
-    *,
-    footer: str,
-    limit: int = GITHUB_BODY_LIMIT,
-    note: str = "_… {n} more section(s) left out: the comment would exceed GitHub's size limit. "
-    "The run's step summaries and its artifacts (linked below) have everything._",
-) -> Capped:
-    """Whole blocks joined by blank lines, as many as fit under ``limit`` with the note and ``footer``.
+CAP_NOTE = (
+    "_… {n} more section(s) left out: the comment would exceed GitHub's size limit. "
+    "The run's step summaries and its artifacts (linked below) have everything._"
+)
 
-    A block is never cut in the middle, so a ``<details>`` or a table is never left open.
-    """
+
+def join_capped(blocks: Iterable[str], *, footer: str, limit: int = GITHUB_BODY_LIMIT) -> Capped:
+    """Whole blocks joined by blank lines, as many as fit under ``limit`` with :data:`CAP_NOTE` and ``footer``: a block
+    is never cut in the middle, so a ``<details>`` or a table is never left open."""
     blocks = [b for b in blocks if b]
     kept: list[str] = []
-    reserve = len(footer) + len(note) + 40
+    reserve = len(footer) + len(CAP_NOTE) + 40
     used = 0
     for i, block in enumerate(blocks):
         if used + len(block) + 2 + reserve > limit:
             left = len(blocks) - i
-            kept.append(note.format(n=left))
+            kept.append(CAP_NOTE.format(n=left))
             return Capped("\n\n".join(kept + [footer]), left)
         kept.append(block)
         used += len(block) + 2

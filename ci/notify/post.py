@@ -1,11 +1,6 @@
-"""Posting: the PR comment created once and then edited in place, the PR found from the event, the issues filed.
-
-What to do is decided by pure functions (:func:`plan_comment`, ci.notify.regression_issues.matching.plan)
-from what GitHub lists; this module lists and carries the decisions out through ci.notify.github. The
-comment is ours when it has :data:`ci.notify.comment.MARKER` and the bot wrote it; the PR is found from the
-``workflow_run`` event, never from an artifact, and gets the comment only while its head is that commit.
-Why: docs/PR_COMMENT.md, "Found again, never duplicated" and "Which PR".
-"""
+"""Posting, decided by pure functions from what GitHub lists: the PR comment created once and edited in place (ours: the
+marker and the bot as author), the PR found from the ``workflow_run`` event (never an artifact), the regression issues
+filed. Why: docs/PR_COMMENT.md, "Found again, never duplicated" and "Which PR"."""
 
 from __future__ import annotations
 
@@ -21,6 +16,8 @@ from ci.notify.regression_issues.history import HistoryChanges
 from ci.notify.regression_issues.issue_state import IssueState, Tracked, tracked
 from ci.notify.regression_issues.issues import Context, body, title, transition_comment
 from ci.notify.regression_issues.matching import MAX_NEW, plan
+from ci.notify.status import CONTEXT, DESCRIPTION_LIMIT, STATES
+from ci.notify.untrusted import SAFE_URL, check_schema
 
 BOT_LOGIN = "github-actions[bot]"  # the author of what GITHUB_TOKEN posts
 
@@ -75,16 +72,8 @@ def post_comment(gh: GitHub, pr: int, body: str, bot_login: str = BOT_LOGIN) -> 
     return plan
 
 
-def list_pr_files(gh: GitHub, pr: int) -> list[dict[str, Any]]:
-    """GitHub's list of the PR's changed files, every page (at most 3000: GitHub's own limit)."""
-    return [f for f in gh.get_all(gh.repo_path(f"pulls/{pr}/files")) if isinstance(f, dict)]
-
-
 def checked_status(data: Any) -> dict[str, str]:
     """The commit status ``comment --status-out`` wrote, checked again before it is sent (state, context, lengths)."""
-    from ci.notify.status import CONTEXT, DESCRIPTION_LIMIT, STATES
-    from ci.notify.untrusted import check_schema
-
     root = check_schema(data, "mxfp4-commit-status", "status.json")
     status = {
         "state": root.get("state").choice(set(STATES.values())),
@@ -95,17 +84,10 @@ def checked_status(data: Any) -> dict[str, str]:
         raise InputError(f"status.json: description over {DESCRIPTION_LIMIT} characters")
     url = root.get("target_url").text(optional=True)
     if url is not None:
-        from ci.notify.untrusted import SAFE_URL
-
         if not SAFE_URL.match(url):
             raise InputError("status.json: target_url is not an https:// address")
         status["target_url"] = url
     return status
-
-
-def post_status(gh: GitHub, sha: str, status: dict[str, str]) -> None:
-    """The commit status on ``sha`` (``POST /repos/{repo}/statuses/{sha}``); one of the same context replaces it."""
-    gh.post(gh.repo_path(f"statuses/{sha}"), status)
 
 
 # Regression issues on main
@@ -116,20 +98,9 @@ STATE_REASON = {"recovered": "completed", "not-confirmed": "not_planned"}
 
 
 def ensure_label(gh: GitHub) -> None:
-    names = {label.get("name") for label in gh.get_all(gh.repo_path("labels"))}
-    if LABEL not in names:
-        gh.post(
-            gh.repo_path("labels"),
-            {
-                "name": LABEL,
-                "color": LABEL_COLOR,
-                "description": "A slowdown on main found by the history job (ci.notify)",
-            },
-        )
-
-
-def _by(item: dict[str, Any], login: str) -> bool:
-    return (item.get("user") or {}).get("login") == login
+    if LABEL not in {label.get("name") for label in gh.get_all(gh.repo_path("labels"))}:
+        description = "A slowdown on main found by the history job (ci.notify)"
+        gh.post(gh.repo_path("labels"), {"name": LABEL, "color": LABEL_COLOR, "description": description})
 
 
 def list_regression_issues(gh: GitHub, bot_login: str = BOT_LOGIN) -> list[Tracked]:
@@ -138,7 +109,7 @@ def list_regression_issues(gh: GitHub, bot_login: str = BOT_LOGIN) -> list[Track
     query = urllib.parse.urlencode({"state": "all", "creator": bot_login, "sort": "created", "direction": "asc"})
     found = []
     for item in gh.get_all(gh.repo_path(f"issues?{query}")):
-        if isinstance(item, dict) and "pull_request" not in item and _by(item, bot_login):
+        if isinstance(item, dict) and "pull_request" not in item and (item.get("user") or {}).get("login") == bot_login:
             t = tracked(item)
             if t is not None:
                 found.append(t)
@@ -155,10 +126,8 @@ def issues_record(
 ) -> dict[str, Any]:
     """Every regression issue after this run, as JSON for the site build (ci.history.site.issue_links): its address,
     GitHub's ``state`` and the bot's ``status``, and per member what ci.common.regression_identity needs."""
-    states = {t.number: t.state for t in existing}
-    states.update(done)
-    opened = {t.number: t.open for t in existing}
-    opened.update(github_open)
+    states = {t.number: t.state for t in existing} | done
+    opened = {t.number: t.open for t in existing} | github_open
     return {
         "schema": ISSUES_SCHEMA,
         "repository": f"{context.server_url.rstrip('/')}/{context.repo}",
@@ -217,8 +186,10 @@ def file_issues(
     existing = list_regression_issues(gh, bot_login)
     by_number = {t.number: t for t in existing}
     planned = plan(changes, existing, max_new=max_new)
-    actions, done, labelled = [], {}, False
+    actions, done = [], {}
     github_open: dict[int, bool] = {}  # GitHub's state after this run, of the issues it opened, closed or reopened
+    if not dry_run and any(p.number is None for p in planned.plans):
+        ensure_label(gh)
     for p in planned.plans:
         state = p.new.with_(run_url=context.run_url, results_commit=context.results_commit, site_url=context.site_url)
         if p.number is None:
@@ -227,9 +198,6 @@ def file_issues(
         if p.number is None:
             line = f"open: {text_title}"
             if not dry_run:
-                if not labelled:
-                    ensure_label(gh)
-                    labelled = True
                 created = gh.post(gh.repo_path("issues"), {"title": text_title, "body": text_body, "labels": [LABEL]})
                 number = created.get("number") if isinstance(created, dict) else None
                 line = f"opened #{number}: {text_title}"
@@ -241,9 +209,8 @@ def file_issues(
             change: dict[str, Any] = {}
             if text_body != old.body:
                 change["body"] = text_body
-            if (
-                title(old.state) != text_title and old.title != text_title
-            ):  # a person's own title is kept until ours changes
+            # a person's own title is kept until ours changes
+            if title(old.state) != text_title and old.title != text_title:
                 change["title"] = text_title
             moved = p.old.status if p.old is not None and p.old.status != state.status else None  # moved from
             if moved and state.status == "open" and not p.github_open:

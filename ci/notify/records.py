@@ -1,10 +1,5 @@
-"""The gates' JSON read as data: the one module that knows their field names (speed, changes, budget, jobs).
-
-Each untrusted file is read through ci.notify.untrusted into plain frozen records (:class:`SpeedRecord`,
-:class:`ChangesRecord`, :class:`BudgetRecord`, :class:`Jobs`), so the renderer never sees raw JSON; an
-unknown schema is a :class:`Rejected` with that reason. When a gate's JSON changes, adapt this module and
-ci.notify.untrusted.KNOWN_SCHEMAS.
-"""
+"""The gates' JSON read as frozen records through ci.notify.untrusted: the one module that knows their field names (an
+unknown schema is a Rejected naming it). When a gate's JSON changes, adapt this module and untrusted.KNOWN_SCHEMAS."""
 
 from __future__ import annotations
 
@@ -42,14 +37,6 @@ class WrongResult:
 
 
 @dataclass(frozen=True)
-class Judged:
-    """A replay's ``judged`` block (python -m ci.speed --replay --judge): with what the base's gate decided."""
-
-    thresholds: str  # the thresholds file's source
-    noise_model: str | None
-
-
-@dataclass(frozen=True)
 class SpeedRecord:
     verdict: str  # RUN_VERDICTS
     exit_code: int
@@ -60,7 +47,8 @@ class SpeedRecord:
     gpu_seconds_spent: float | None
     gpu_seconds_saved: float | None
     skipped_identical: int
-    judged: Judged | None = None  # a --judge replay's: by the base's gate
+    # a --judge replay's ``judged`` block: the thresholds file's source and the noise model's, that the base's gate took
+    judged_by: tuple[str, ...] = ()
 
 
 def speed_record(data: Any, file: str = "verdict.json") -> SpeedRecord:
@@ -83,10 +71,10 @@ def speed_record(data: Any, file: str = "verdict.json") -> SpeedRecord:
                 where += " at {}x{}x{}".format(*shape)
             wrong.append(WrongResult(where, check.get("message").text(optional=True) or ""))
     skipped = root.get("skipped_identical").items(optional=True)
-    judged = None
+    judged_by: tuple[str, ...] = ()
     if root.has("judged"):
         j = root.get("judged")
-        judged = Judged(j.get("thresholds").text(optional=True) or "?", j.get("noise_model").text(optional=True))
+        judged_by = (j.get("thresholds").text(optional=True) or "?", j.get("noise_model").text(optional=True) or "")
     return SpeedRecord(
         verdict,
         exit_code,
@@ -97,17 +85,15 @@ def speed_record(data: Any, file: str = "verdict.json") -> SpeedRecord:
         root.get("gpu_seconds_spent").number(optional=True),
         root.get("gpu_seconds_saved_estimated").number(optional=True),
         len(skipped),
-        judged,
+        judged_by,
     )
 
 
 def _speed_benchmark(b: Reader) -> SpeedBenchmark:
     status = b.get("status").text()
     decision = b.get("decision")
-    ratio = low = high = None
-    rounds = None
+    ratio = low = high = rounds = verdict = None
     reason = b.get("note").text(optional=True) or ""
-    verdict = None
     if decision.value is not None:
         estimate = decision.get("estimate")
         ratio = estimate.get("point").number(optional=True)
@@ -159,7 +145,6 @@ class CodeChange:
 class ChangesRecord:
     error: str | None  # the command stopped (exit 2): then gpu_needed is true and nothing else is known
     gpu_needed: bool
-    to_measure: int
     unchanged: int
     removed: int
     saved_seconds: float
@@ -171,7 +156,7 @@ class ChangesRecord:
 def changes_record(data: Any, file: str = "changes.json") -> ChangesRecord:
     root = check_schema(data, "mxfp4-changes", file)
     if root.has("error"):
-        return ChangesRecord(root.get("error").text(), True, 0, 0, 0, 0.0, True, (), ())
+        return ChangesRecord(root.get("error").text(), True, 0, 0, 0.0, True, (), ())
     saved = root.get("saved")
     seconds = sum(v.number() for v in saved.get("gpu_seconds_by_arch").mapping().values())
     changes = tuple(
@@ -187,7 +172,6 @@ def changes_record(data: Any, file: str = "changes.json") -> ChangesRecord:
     return ChangesRecord(
         None,
         bool(root.get("gpu_needed").boolean()),
-        len(root.get("to_measure").items()),
         len(root.get("unchanged").items()),
         len(root.get("removed").items(optional=True)),
         seconds,

@@ -1,8 +1,5 @@
-"""The speed gate's benchmarks as the comment's tables: regressions, wrong results, inconclusive, improvements.
-
-Pure text from a :class:`~ci.notify.records.SpeedRecord`: base and head TFLOPS per row, the change in words
-("-2.1% slower", never a bare percentage), the interval and threshold, at most :data:`ROWS_SHOWN` rows a table.
-"""
+"""The speed record's benchmarks as the comment's tables (pure): base and head TFLOPS, the change in words (never a bare
+percentage), the interval and threshold, at most :data:`ROWS_SHOWN` rows a table."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""The commit status of the speed verdict the PR comment shows: the base's judgement, on the PR's head commit.
-
-A pure function, the comment's inputs in, the status out (ci.notify.post sends it with
-``POST /repos/{repo}/statuses/{sha}``). It says what the comment's speed area says, so the two cannot disagree: success
-only for PASS (every benchmark decided, none slower by its threshold, no wrong result); failure for FAIL, and for
-INCONCLUSIVE with "inconclusive: re-run" (a measurement failed or ran out: not green); error when the gate stopped, its
-record or the base's verdict is missing, or it did not run. The description is this module's words and counts only
-(GitHub keeps 140 characters), never text from an artifact.
-"""
+"""The commit status of the comment's speed verdict (pure), so the two cannot disagree: success only for PASS; failure
+for FAIL and INCONCLUSIVE ("inconclusive: re-run"); error otherwise. The description is this module's words and counts
+(GitHub keeps 140 characters), never text from an artifact."""
 
 from __future__ import annotations
 
@@ -22,12 +16,6 @@ STATES = {PASS: "success", FAIL: "failure", INCONCLUSIVE: "failure", ERROR: "err
 SCHEMA = "mxfp4-commit-status/1"
 
 
-def _count(record: Any, verdict: str) -> int:
-    if not isinstance(record, SpeedRecord):
-        return 0
-    return sum(b.status == "gated" and b.verdict == verdict for b in record.benchmarks)
-
-
 def status_of(inputs: Inputs, target_url: str | None = None) -> dict[str, Any]:
     area = speed_area(inputs)
     speed = judged_speed(inputs)
@@ -36,19 +24,12 @@ def status_of(inputs: Inputs, target_url: str | None = None) -> dict[str, Any]:
     if area.state == PASS:
         description = f"PASS, {by}" if isinstance(speed, SpeedRecord) else "PASS: identical code, nothing measured"
     elif area.state == FAIL:
-        regressions = _count(speed, "regression")
-        wrong = sum(b.status == "wrong result" for b in speed.benchmarks) if isinstance(speed, SpeedRecord) else 0
-        what = (
-            ", ".join(
-                p
-                for p in (
-                    f"{regressions} regression(s)" if regressions else "",
-                    f"{wrong} wrong result(s)" if wrong else "",
-                )
-                if p
-            )
-            or "failed"
-        )
+        benchmarks = speed.benchmarks if isinstance(speed, SpeedRecord) else ()
+        counts = {
+            "regression(s)": sum(b.status == "gated" and b.verdict == "regression" for b in benchmarks),
+            "wrong result(s)": sum(b.status == "wrong result" for b in benchmarks),
+        }
+        what = ", ".join(f"{n} {word}" for word, n in counts.items() if n) or "failed"
         description = f"FAIL: {what}, {by}"
     elif area.state == INCONCLUSIVE:
         n = len(undecided_benchmarks(speed)) if isinstance(speed, SpeedRecord) else 0

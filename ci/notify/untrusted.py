@@ -1,11 +1,6 @@
-"""Untrusted JSON, read safely: a size cap, JSON only, the schema's known majors, every field type-checked.
-
-The PR comment is built from files a pull request's run uploaded. :func:`load_json` reads at most :data:`MAX_BYTES`;
-:func:`check_schema` accepts ``name/<major>`` of :data:`KNOWN_SCHEMAS` only; a :class:`Reader` checks each field's type
-and names the path of a bad one ("verdict.json: benchmarks[2].decision.estimate.point: expected a number, got 'x'");
-:func:`read` turns a file that fails any of these into a :class:`Rejected` with the reason. ci.notify.records builds the
-gates' records on top of it.
-"""
+"""Untrusted JSON read safely: a size cap, JSON only, only the schema majors of :data:`KNOWN_SCHEMAS`, every field
+type-checked by a :class:`Reader` whose error names its path ("verdict.json: benchmarks[2].decision.estimate.point:
+expected a finite number, got 'x'"); :func:`read` turns a file that fails any of these into a :class:`Rejected`."""
 
 from __future__ import annotations
 
@@ -90,20 +85,15 @@ class Reader:
         return isinstance(self.value, dict) and self.value.get(key) is not None
 
     def items(self, optional: bool = False) -> list[Reader]:
-        if self.value is None and optional:
-            return []
-        if not isinstance(self.value, list):
-            raise self._fail("a list")
-        if len(self.value) > MAX_ITEMS:
-            raise InputError(f"{self.path}: {len(self.value)} items, over {MAX_ITEMS}")
-        return [Reader(v, f"{self.path}[{i}]") for i, v in enumerate(self.value)]
+        values = self._checked(optional, isinstance(self.value, list), "a list") or []
+        if len(values) > MAX_ITEMS:
+            raise InputError(f"{self.path}: {len(values)} items, over {MAX_ITEMS}")
+        return [Reader(v, f"{self.path}[{i}]") for i, v in enumerate(values)]
 
     def mapping(self, optional: bool = False) -> dict[str, Reader]:
-        if self.value is None and optional:
-            return {}
-        if not isinstance(self.value, dict) or len(self.value) > MAX_ITEMS:
-            raise self._fail(f"an object of at most {MAX_ITEMS} keys")
-        return {str(k): Reader(v, f"{self.path}.{k}") for k, v in self.value.items()}
+        valid = isinstance(self.value, dict) and len(self.value) <= MAX_ITEMS
+        values = self._checked(optional, valid, f"an object of at most {MAX_ITEMS} keys") or {}
+        return {str(k): Reader(v, f"{self.path}.{k}") for k, v in values.items()}
 
     @overload
     def text(self, optional: Literal[False] = ...) -> str: ...

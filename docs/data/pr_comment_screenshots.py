@@ -31,7 +31,7 @@ from ci.notify.bundle import load_inputs
 from ci.notify.comment import Inputs, Links, render, render_capped
 from ci.notify.records import changes_record
 from ci.notify.regression_issues.history import load_history_changes
-from ci.notify.regression_issues.issues import Context, drift_body, slowdown_body, title
+from ci.notify.regression_issues.issues import Context, finding_body, title
 
 DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
 RUN = "https://github.com/OWNER/REPO/actions/runs/1000"
@@ -162,8 +162,8 @@ def main(argv: list[str]) -> int:
     slowdown = next(f for f in changes.findings if hasattr(f, "recovery") and f.recovery is None)
     drift = next(f for f in changes.findings if hasattr(f, "failed") and f.failed)
     for name, finding, body in (
-        ("issue_slowdown", slowdown, slowdown_body(slowdown, context)),
-        ("issue_drift", drift, drift_body(drift, context)),
+        ("issue_slowdown", slowdown, finding_body(slowdown, context)),
+        ("issue_drift", drift, finding_body(drift, context)),
     ):
         shoot(page(body, f"<b>{title(finding)}</b>"), out / f"pr_comment_{name}.png", 1200)
     return 0

@@ -1,19 +1,13 @@
-"""The history site build's ``changes.json`` (schema ``mxfp4-history-changes/1``) as findings to file issues for.
-
-history.yml's site-build job uploads it as the artifact ``history-changes``: per machine, each GEMM
-benchmark's change points (ci.history.trends.regressions.CommitChange.to_json) and drift guard (Drift.to_json).
-Fields not used here are ignored; a used one of the wrong type is a InputError naming its path.
-Findings: :class:`Slowdown` (a "regression" change point, where it is and whether a later improvement
-took at least half of it back) and :class:`DriftAlarm` (identity: machine, benchmark, best commit;
-recovered when a later entry against the same best no longer fails). Which issue each belongs to is
-ci.notify.regression_issues.matching's; the rules: docs/PR_COMMENT.md, "One issue per regression on main".
-"""
+"""The history site build's ``changes.json`` (``mxfp4-history-changes/1``, the artifact ``history-changes``) as
+findings: :class:`Slowdown` (a regression change point, recovered or not) and :class:`DriftAlarm`. Unused fields are
+ignored; a used one of the wrong type is an InputError naming its path. docs/PR_COMMENT.md, "One issue per regression on
+main"."""
 
 from __future__ import annotations
 
 import re
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ci.common.errors import InputError
@@ -21,7 +15,7 @@ from ci.common.regression_identity import OfSeries
 from ci.common.regression_identity import series as short_hash  # noqa: F401 (one series id for the filer and the site)
 from ci.notify.untrusted import Reader, check_schema
 
-_SHA = re.compile(r"^[0-9a-f]{7,40}$")
+SHA = re.compile(r"^[0-9a-f]{7,40}$")
 _KERNEL = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 _ASV_KEY = re.compile(r"^bench_gemm\.\w+\.track_time\('([^':]*):[^']*', '[^']*'\)$")
 
@@ -43,9 +37,7 @@ class Slowdown(OfSeries):
     first_after: str
     relative_change: float  # < 0: after / before - 1 of TFLOPS
     interval: tuple[float, float]
-    confidence: float
     p_value: float
-    level: float
     recovery: Recovery | None
     # Its new level starts among the newest measured commits (the publish's "recent"; absent in older reports: True).
     # Only a recent change point opens an issue: the first publish of a long history must not file every old one.
@@ -84,21 +76,17 @@ class HistoryChanges:
     present: frozenset[str] = frozenset()
 
 
-def _sha(r: Reader) -> str:
+def sha(r: Reader) -> str:
     value = r.text()
-    if not _SHA.match(value):
+    if not SHA.match(value):
         raise InputError(f"{r.path}: expected a commit sha (hex), got {value[:60]!r}")
     return value
 
 
-def kernel_of(benchmark: str) -> str | None:
-    """The kernel of an asv GEMM key (the config's part before ':'), when it is a plain name."""
-    match = _ASV_KEY.match(benchmark)
-    return match.group(1) if match and _KERNEL.match(match.group(1)) else None
-
-
 def kernel_page(site_url: str | None, benchmark: str) -> str | None:
-    kernel = kernel_of(benchmark)
+    """The site's page of an asv GEMM key's kernel (its config's part before ':', when that is a plain name)."""
+    match = _ASV_KEY.match(benchmark)
+    kernel = match.group(1) if match and _KERNEL.match(match.group(1)) else None
     return f"{site_url}kernels/{urllib.parse.quote(kernel)}.html" if site_url and kernel else None
 
 
@@ -122,49 +110,31 @@ def load_history_changes(data: Any, file: str = "changes.json") -> HistoryChange
         if m.get("not_checked").text(optional=True):
             not_checked.append(f"{machine}: {m.get('not_checked').text()}")
         points = [_change_point(c, machine) for c in m.get("change_points").items(optional=True)]
-        for index, cp in enumerate(points):
-            if cp["direction"] != "regression":
-                continue
-            later = [p for p in points[index + 1 :] if p["benchmark"] == cp["benchmark"] and p["index"] > cp["index"]]
-            findings.append(
-                Slowdown(
-                    machine,
-                    cp["benchmark"],
-                    cp["last_before"],
-                    cp["first_after"],
-                    cp["relative_change"],
-                    cp["interval"],
-                    cp["confidence"],
-                    cp["p_value"],
-                    cp["level"],
-                    _recovery(cp, later),
-                    cp["recent"],
-                    cp["index"],
-                    cp["orders"],
-                    cp["settled"],
-                )
-            )
-        present.update(short_hash(machine, cp["benchmark"]) for cp in points)
+        for index, (direction, cp) in enumerate(points):
+            if direction == "regression":
+                later = [p for p in points[index + 1 :] if p[1].benchmark == cp.benchmark and p[1].index > cp.index]
+                findings.append(replace(cp, recovery=_recovery(cp, later)))
+        present.update(short_hash(machine, cp.benchmark) for _, cp in points)
         for d in m.get("drift").items(optional=True):
             present.add(short_hash(machine, d.get("benchmark").text()))
             findings.append(
                 DriftAlarm(
                     machine,
                     d.get("benchmark").text(),
-                    _sha(d.get("newest")),
-                    _sha(d.get("best")),
+                    sha(d.get("newest")),
+                    sha(d.get("best")),
                     d.get("drop").number(),
                     d.get("threshold").number(),
                     d.get("noise").number(),
                     d.get("window").integer(),
                     bool(d.get("failed").boolean()),
-                    _orders(d.get("orders")),
+                    orders(d.get("orders")),
                     d.get("streak").integer(optional=True),
                 )
             )
     commit = root.get("results_commit")
     return HistoryChanges(
-        _sha(commit) if commit.value is not None else None,
+        sha(commit) if commit.value is not None else None,
         _site_url(root.get("site_url")),
         tuple(findings),
         tuple(not_checked),
@@ -172,28 +142,28 @@ def load_history_changes(data: Any, file: str = "changes.json") -> HistoryChange
     )
 
 
-def _change_point(c: Reader, machine: str) -> dict[str, Any]:
+def _change_point(c: Reader, machine: str) -> tuple[str, Slowdown]:
+    """A change point's direction, and the change point (either way) as a :class:`Slowdown` not yet recovered."""
     change = c.get("change")
     interval = change.get("interval").items()
     if len(interval) != 2:
         raise InputError(f"{change.path}.interval: expected [low, high]")
     if c.get("machine").text(optional=True) not in (None, machine):
         raise InputError(f"{c.path}.machine: {c.get('machine').text()!r} listed under machine {machine!r}")
-    return {
-        "benchmark": c.get("benchmark").text(),
-        "last_before": _sha(c.get("last_before")),
-        "first_after": _sha(c.get("first_after")),
-        "index": change.get("index").integer(),
-        "direction": change.get("direction").choice({"regression", "improvement"}),
-        "relative_change": change.get("relative_change").number(),
-        "interval": (interval[0].number(), interval[1].number()),
-        "confidence": change.get("confidence").number(),
-        "p_value": change.get("p_value").number(),
-        "level": change.get("level").number(),
-        "recent": c.get("recent").boolean(optional=True) is not False,
-        "orders": _orders(c.get("orders")),
-        "settled": _settled(change.get("after")),
-    }
+    return change.get("direction").choice({"regression", "improvement"}), Slowdown(
+        machine,
+        c.get("benchmark").text(),
+        sha(c.get("last_before")),
+        sha(c.get("first_after")),
+        change.get("relative_change").number(),
+        (interval[0].number(), interval[1].number()),
+        change.get("p_value").number(),
+        None,
+        c.get("recent").boolean(optional=True) is not False,
+        change.get("index").integer(),
+        orders(c.get("orders")),
+        _settled(change.get("after")),
+    )
 
 
 def _settled(r: Reader) -> int | None:
@@ -205,7 +175,7 @@ def _settled(r: Reader) -> int | None:
     return pair[1].integer() - pair[0].integer()
 
 
-def _orders(r: Reader) -> tuple[int, int] | None:
+def orders(r: Reader) -> tuple[int, int] | None:
     """The suspected range's positions in the commit order (absent in reports before issue 38: None)."""
     if r.value is None:
         return None
@@ -215,11 +185,11 @@ def _orders(r: Reader) -> tuple[int, int] | None:
     return pair[0].integer(), pair[1].integer()
 
 
-def _recovery(regression: dict[str, Any], later: list[dict[str, Any]]) -> Recovery | None:
+def _recovery(regression: Slowdown, later: list[tuple[str, Slowdown]]) -> Recovery | None:
     """The first later improvement after which the level is back at least half way (module doc)."""
-    level = 1 + regression["relative_change"]
-    for cp in later:
-        level *= 1 + cp["relative_change"]
-        if cp["direction"] == "improvement" and level - 1 >= regression["relative_change"] / 2:
-            return Recovery(cp["last_before"], cp["first_after"], cp["relative_change"], level - 1, cp["settled"])
+    level = 1 + regression.relative_change
+    for direction, cp in later:
+        level *= 1 + cp.relative_change
+        if direction == "improvement" and level - 1 >= regression.relative_change / 2:
+            return Recovery(cp.last_before, cp.first_after, cp.relative_change, level - 1, cp.settled)
     return None

@@ -1,22 +1,18 @@
-"""What a regression issue tracks, kept in the issue itself: one hidden line at the top of its body.
-
-The first line of every body the bot writes is ``<!-- mxfp4-perf-issue {JSON} -->``: kind, status, members and drift
-alarms, with all the body is rendered from; the next run decides from it alone. Names and addresses are stored as hex,
-the rest are shas, numbers and fixed words, so nothing a benchmark can name reaches the line. :func:`parse` is strict:
-the first line only, the exact prefix and suffix, only the characters that JSON uses (the comment cannot end early),
-every field typed; anything else is not our issue. Why: docs/PR_COMMENT.md, "Found again by a marker no benchmark name
-can reach".
-"""
+"""What a regression issue tracks, kept as its body's first line ``<!-- mxfp4-perf-issue {JSON} -->``: the next run
+decides from it alone. Names and addresses are stored as hex, so nothing a benchmark can name reaches the line;
+:func:`parse` is strict (the first line, the exact prefix and suffix, JSON's characters only, every field typed) and
+anything else is not ours. Why: docs/PR_COMMENT.md, "Found again by a marker no benchmark name can reach"."""
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ci.common.errors import InputError
 from ci.common.regression_identity import OfSeries, Point
+from ci.notify.regression_issues.history import SHA, orders, sha
 from ci.notify.untrusted import Reader
 
 PREFIX = "<!-- mxfp4-perf-issue "
@@ -26,7 +22,6 @@ KINDS = ("slowdown", "drift", "rollup")
 STATUSES = ("open", "recovered", "not-confirmed")
 MEMBER_STATUSES = ("active", "recovered", "dissolved")
 _JSON_CHARS = re.compile(r'^\{[\[\]{}a-z0-9":,.+\- ]*\}$')
-_SHA = re.compile(r"^[0-9a-f]{7,40}$")
 _HEX = re.compile(r"^(?:[0-9a-f]{2}){0,4096}$")
 
 
@@ -141,13 +136,6 @@ def parse(body: str) -> IssueState | None:
         return None
 
 
-def _sha(r: Reader) -> str:
-    value = r.text()
-    if not _SHA.match(value):
-        raise InputError(f"{r.path}: not a sha")
-    return value
-
-
 def _names(r: Reader) -> tuple[str, str]:
     machine, sep, benchmark = _hex_text(r).partition("\n")
     if not sep:
@@ -167,44 +155,39 @@ def _state(root: Reader) -> IssueState:
         raise InputError("another version")
     members = []
     for m in root.get("members").items():
-        orders = m.get("o").items(optional=True)
         fix = m.get("fx").items(optional=True)
-        if len(orders) not in (0, 2) or len(fix) not in (0, 4):
-            raise InputError(f"{m.path}: bad o or fx")
+        if len(fix) not in (0, 4):
+            raise InputError(f"{m.path}: bad fx")
         members.append(
             Member(
                 *_names(m.get("n")),
                 m.get("i").integer(),
-                _sha(m.get("b")),
-                _sha(m.get("a")),
-                (orders[0].integer(), orders[1].integer()) if orders else None,
+                sha(m.get("b")),
+                sha(m.get("a")),
+                orders(m.get("o")),
                 m.get("r").number(),
                 (m.get("lo").number(), m.get("hi").number()),
                 m.get("p").number(),
                 m.get("st").choice(set(MEMBER_STATUSES)),
-                (_sha(fix[0]), _sha(fix[1]), fix[2].number(), fix[3].number()) if fix else None,
+                (sha(fix[0]), sha(fix[1]), fix[2].number(), fix[3].number()) if fix else None,
             )
         )
-    drifts = []
-    for d in root.get("drifts").items():
-        orders = d.get("o").items(optional=True)
-        if len(orders) not in (0, 2):
-            raise InputError(f"{d.path}: bad o")
-        drifts.append(
-            DriftEntry(
-                *_names(d.get("n")),
-                _sha(d.get("best")),
-                _sha(d.get("new")),
-                d.get("d").number(),
-                d.get("t").number(),
-                d.get("noise").number(),
-                d.get("w").integer(),
-                d.get("st").choice({"failing", "recovered"}),
-                (orders[0].integer(), orders[1].integer()) if orders else None,
-            )
+    drifts = [
+        DriftEntry(
+            *_names(d.get("n")),
+            sha(d.get("best")),
+            sha(d.get("new")),
+            d.get("d").number(),
+            d.get("t").number(),
+            d.get("noise").number(),
+            d.get("w").integer(),
+            d.get("st").choice({"failing", "recovered"}),
+            orders(d.get("o")),
         )
+        for d in root.get("drifts").items()
+    ]
     rc, orc = root.get("rc").text(), root.get("orc").text()
-    if (rc and not _SHA.match(rc)) or (orc and not _SHA.match(orc)):
+    if (rc and not SHA.match(rc)) or (orc and not SHA.match(orc)):
         raise InputError("rc, orc: not a sha")
     return IssueState(
         root.get("kind").choice(set(KINDS)),
@@ -227,7 +210,6 @@ class Tracked:
     title: str
     body: str
     state: IssueState
-    labels: tuple[str, ...] = field(default=())
 
 
 def tracked(issue: dict[str, Any]) -> Tracked | None:
@@ -239,5 +221,4 @@ def tracked(issue: dict[str, Any]) -> Tracked | None:
     state = parse(body)
     if state is None:
         return None
-    labels = tuple(str(lb.get("name")) for lb in issue.get("labels") or [] if isinstance(lb, dict))
-    return Tracked(number, issue.get("state") == "open", str(issue.get("title") or ""), body, state, labels)
+    return Tracked(number, issue.get("state") == "open", str(issue.get("title") or ""), body, state)

@@ -1,21 +1,18 @@
-"""A regression issue's title, body and comments, rendered from its state (regression_issues.issue_state): pure text.
-
-The body is a function of the state alone (and the repository's address), so an issue whose
-state did not change renders the same text and is not edited; one whose change point moved is
-rewritten whole. Every name that comes from the history (benchmark, machine) is a code span
-(ci.notify.markdown); links are built here from commit shas and the event's addresses.
-"""
+"""A regression issue's title, body and comments from its state (pure text): an unchanged state renders the same text,
+so it is not edited. Every name from the history is a code span (ci.notify.markdown); links are built from shas."""
 
 from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ci.common.regression_identity import span
 from ci.notify.markdown import FIELD_LIMIT, clean, code, percent, table
-from ci.notify.regression_issues.history import DriftAlarm, Finding, Slowdown, kernel_page
+from ci.notify.regression_issues.history import Finding, Slowdown, kernel_page
 from ci.notify.regression_issues.issue_state import DriftEntry, IssueState, Member, render_marker
+from ci.notify.regression_issues.matching import entry_of, member_of
 
 TITLE_LIMIT = 256  # GitHub's
 METHOD = "a multi-scale MOSUM scan, each change confirmed against its neighbours: docs/CHANGE_POINTS.md"
@@ -43,24 +40,20 @@ def gate_id(benchmark: str) -> str:
         return benchmark
 
 
-def _fenced(text: str) -> str:
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}sh\n{text}\n{fence}"
-
-
 def bisect_block(machine: str, good: str, bad: str, benchmark: str) -> str:
     bench = clean(gate_id(benchmark), FIELD_LIMIT)
     command = f"python -m ci.bisect \\\n  --good {good} \\\n  --bad {bad} \\\n  --benchmark {shlex.quote(bench)}"
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", command)), default=0))
     return (
-        f"**Bisect** (on a runner like {code(machine)}, with the speed gate as the measurer):\n\n{_fenced(command)}\n\n"
+        f"**Bisect** (on a runner like {code(machine)}, with the speed gate as the measurer):\n\n"
+        f"{fence}sh\n{command}\n{fence}\n\n"
         "_Good and bad are what `python -m ci.bisect --from-change-point REPORT.json --benchmark ID` takes from the "
         "main job's JSON report of that machine; this job runs no bisection (it has no GPU)._"
     )
 
 
-def _compare(server_url: str, repo: str, a: str, b: str) -> str:
-    return f"[{a[:12]}..{b[:12]}]({server_url}/{repo}/compare/{a}...{b})"
+def _compare(server_url: str, repo: str, a: str, b: str, short: int = 12) -> str:
+    return f"[{a[:short]}..{b[:short]}]({server_url}/{repo}/compare/{a}...{b})"
 
 
 def _facts(rows: list[tuple[str, str]]) -> str:
@@ -79,21 +72,17 @@ def _page(state: IssueState, benchmark: str) -> str:
 
 def _span(members: Sequence[Member]) -> tuple[str, str]:
     """The suspected range of several change points: the earliest last_before to the latest first_after."""
-    by_before = min(members, key=lambda m: (m.orders or (m.index - 1, m.index))[0])
-    by_after = max(members, key=lambda m: (m.orders or (m.index - 1, m.index))[1])
-    return by_before.last_before, by_after.first_after
+    return min(members, key=lambda m: span(m)[0]).last_before, max(members, key=lambda m: span(m)[1]).first_after
 
 
-def _machines(members: Sequence[Member]) -> str:
+def _machines(members: Sequence[Member], show: Callable[[str, int], str] = code) -> str:
     names = sorted({m.machine for m in members})
-    return code(names[0], 60) if len(names) == 1 else f"{len(names)} machines"
+    return show(names[0], 60) if len(names) == 1 else f"{len(names)} machines"
 
 
 def title(what: IssueState | Finding) -> str:
     """The issue's title (a finding's, for the issue it would open alone)."""
-    if not isinstance(what, IssueState):
-        return title(_alone(what))
-    state = what
+    state = what if isinstance(what, IssueState) else _alone(what)
     if state.kind == "drift" and state.drifts:
         d = state.drifts[0]
         text = f"Drift {percent(-d.drop)} of {clean(gate_id(d.benchmark), 120)} on {clean(d.machine, 60)}"
@@ -110,9 +99,7 @@ def title(what: IssueState | Finding) -> str:
         m = members[0]
         text = f"Slowdown {percent(m.change)} of {clean(gate_id(m.benchmark), 120)} on {clean(m.machine, 60)}"
     else:
-        machines = sorted({m.machine for m in members})
-        where = clean(machines[0], 60) if len(machines) == 1 else f"{len(machines)} machines"
-        text = f"Slowdown of {len(members)} benchmarks on {where}"
+        text = f"Slowdown of {len(members)} benchmarks on {_machines(members, clean)}"
     return clean(f"{text} ({a[:7]}..{b[:7]})", TITLE_LIMIT)
 
 
@@ -127,7 +114,7 @@ def _status_line(state: IssueState, server: str, repo: str) -> str:
         if fixed:
             lines = [
                 f"{code(gate_id(m.benchmark), 80)}: recovered in {_compare(server, repo, fix[0], fix[1])} (fixing "
-                f"commit {_fix_commit(m)}), an improvement of {percent(fix[2])}; the level is now "
+                f"commit {code(fix[1][:12])}), an improvement of {percent(fix[2])}; the level is now "
                 f"{percent(fix[3])} from before the slowdown"
                 for m, fix in fixed[:20]
             ]
@@ -140,27 +127,21 @@ def _status_line(state: IssueState, server: str, repo: str) -> str:
     )
 
 
-def _fix_commit(m: Member) -> str:
-    assert m.fix is not None
-    return code(m.fix[1][:12])
-
-
 def _member_row(m: Member, server: str, repo: str, machine: bool) -> dict[str, str]:
     low, high = m.interval
     status = {
         "active": "open",
-        "recovered": f"recovered at {_fix_commit(m)}" if m.fix else "recovered",
+        "recovered": f"recovered at {code(m.fix[1][:12])}" if m.fix else "recovered",
         "dissolved": "not confirmed",
     }[m.status]
     row = {"benchmark": code(gate_id(m.benchmark), 120, in_table=True)}
     if machine:
         row["machine"] = code(m.machine, 60, in_table=True)
-    compare = f"[{m.last_before[:7]}..{m.first_after[:7]}]({server}/{repo}/compare/{m.last_before}...{m.first_after})"
     return {
         **row,
         "TFLOPS": f"**{percent(m.change)}**",
         "95% interval": f"{percent(low)} to {percent(high)}",
-        "suspected commits": compare,
+        "suspected commits": _compare(server, repo, m.last_before, m.first_after, 7),
         "status": status,
     }
 
@@ -174,13 +155,8 @@ def _drift_text(d: DriftEntry, server: str, repo: str) -> str:
         ("suspected commits", f"{_compare(server, repo, d.best, d.newest)}: from the best to the newest"),
         ("status", "failing" if d.status == "failing" else "recovered: the newest commit is back within the threshold"),
     ]
-    return "\n\n".join(
-        [
-            "The drift guard fires: every step may have passed the PR gate while their sum did not.",
-            _facts(rows),
-            bisect_block(d.machine, d.best, d.newest, d.benchmark),
-        ]
-    )
+    why = "The drift guard fires: every step may have passed the PR gate while their sum did not."
+    return "\n\n".join([why, _facts(rows), bisect_block(d.machine, d.best, d.newest, d.benchmark)])
 
 
 FOOTER = (
@@ -293,28 +269,13 @@ def transition_comment(old: str, new: str, state: IssueState, context: Context) 
     return f"**Reopened**: the change point is back in the history {run}."
 
 
-# Compatibility for the screenshots script (docs/data/pr_comment_screenshots.py): a finding's issue as it would open.
 def _alone(f: Finding) -> IssueState:
-    from ci.notify.regression_issues.matching import member_of
-
+    """A finding's issue as it would open alone (the screenshots script's: docs/data/pr_comment_screenshots.py)."""
     if isinstance(f, Slowdown):
         return IssueState("slowdown", "open", (member_of(f),))
-    assert isinstance(f, DriftAlarm)
-    drift = DriftEntry(f.machine, f.benchmark, f.best, f.newest, f.drop, f.threshold, f.noise, f.window, "failing")
-    return IssueState("drift", "open", (), (drift,))
+    return IssueState("drift", "open", (), (entry_of(f),))
 
 
-def slowdown_body(f: Slowdown, context: Context) -> str:
-    return body(
-        _alone(f).with_(run_url=context.run_url, results_commit=context.results_commit, site_url=context.site_url),
-        context.server_url,
-        context.repo,
-    )
-
-
-def drift_body(d: DriftAlarm, context: Context) -> str:
-    return body(
-        _alone(d).with_(run_url=context.run_url, results_commit=context.results_commit, site_url=context.site_url),
-        context.server_url,
-        context.repo,
-    )
+def finding_body(f: Finding, context: Context) -> str:
+    state = _alone(f).with_(run_url=context.run_url, results_commit=context.results_commit, site_url=context.site_url)
+    return body(state, context.server_url, context.repo)

@@ -1,13 +1,6 @@
-"""Which issue a finding belongs to, and what each issue becomes: one regression, one issue, for its whole life (pure).
-
-Identity is ci.common.regression_identity's (the published history joins its change points to the issues with the same
-function): a change point that settles a commit later, gains commits or narrows edits its issue, never opens a second. A
-member is active, recovered or dissolved; the issue's status follows its members, and only a change of status opens or
-closes it on GitHub. A new change point files only when recent, unrecovered, at least :data:`MIN_SIZE` and settled
-(:data:`SETTLE`); a drift alarm after :data:`DRIFT_STREAK` failing commits. New findings join a near open issue or are
-grouped, at most ``max_new`` issues a history run, the rest in one roll-up (:data:`ROLLUP_MAX`). The rules and why:
-docs/PR_COMMENT.md, "One issue per regression on main".
-"""
+"""Which issue a finding belongs to, and what each issue becomes (pure): one regression, one issue, for its whole life.
+Identity is ci.common.regression_identity's (the site build joins change points to issues with it); the rules (members,
+status, settling, grouping, the cap and its roll-up) and why: docs/PR_COMMENT.md, "One issue per regression on main"."""
 
 from __future__ import annotations
 
@@ -39,15 +32,9 @@ class Plan:
     github_open: bool  # GitHub's state now (True for a new issue)
 
 
-def recovered(f: Slowdown) -> bool:
-    """A recovery counts once the improvement has settled (:data:`SETTLE`): it names the fixing commit then."""
-    return f.recovery is not None and (f.recovery.settled is None or f.recovery.settled >= SETTLE)
-
-
 def member_of(f: Slowdown) -> Member:
-    status = "recovered" if recovered(f) else "active"
-    r = f.recovery
-    fix = (r.last_before, r.first_after, r.relative_change, r.net) if r and recovered(f) else None
+    # A recovery counts once the improvement has settled (SETTLE): it names the fixing commit then.
+    r = f.recovery if f.recovery and (f.recovery.settled is None or f.recovery.settled >= SETTLE) else None
     # Sizes to 0.1% and p to two digits, as the body shows them: a change point whose numbers wobble by less as
     # commits arrive is not an edit each run.
     return Member(
@@ -60,14 +47,16 @@ def member_of(f: Slowdown) -> Member:
         round(f.relative_change, 3),
         (round(f.interval[0], 3), round(f.interval[1], 3)),
         float(f"{f.p_value:.2g}"),
-        status,
-        fix and (fix[0], fix[1], round(fix[2], 3), round(fix[3], 3)),
+        "recovered" if r else "active",
+        (r.last_before, r.first_after, round(r.relative_change, 3), round(r.net, 3)) if r else None,
     )
 
 
-def alarm_point(d: DriftEntry) -> Range | None:
-    """Where a drift alarm points across benchmarks: its newest commit at its first alarm (None without orders)."""
-    return (d.orders[1] - 1, d.orders[1]) if d.orders else None
+def entry_of(d: DriftAlarm) -> DriftEntry:
+    """A failing drift alarm as an issue holds it."""
+    return DriftEntry(
+        d.machine, d.benchmark, d.best, d.newest, d.drop, d.threshold, d.noise, d.window, "failing", d.orders
+    )
 
 
 def _match(found: list[Member], issues: list[Tracked]) -> dict[int, tuple[int, int]]:
@@ -101,13 +90,14 @@ class _Work:
         return (self.tracked is None or self.tracked.open) and _status(self.members, self.drifts) == "open"
 
     def ranges(self) -> list[Range]:
-        """Where its open findings point: active change points' ranges, failing drifts' first alarms."""
+        """Where its open findings point: active change points' ranges, failing drifts' newest commit at their first
+        alarm (a drift without orders points nowhere)."""
         out = [span(m) for m in self.members if m.status == "active"]
         covered = {m.series for m in self.members}  # a change point says where better than its drift alarm
         return out + [
-            p
+            (d.orders[1] - 1, d.orders[1])
             for d in self.drifts
-            if d.status == "failing" and d.series not in covered and (p := alarm_point(d)) is not None
+            if d.status == "failing" and d.series not in covered and d.orders
         ]
 
     def distance(self, r: Range | None) -> int | None:
@@ -254,21 +244,5 @@ def _drift_alarms(changes: HistoryChanges, work: list[_Work]) -> list[tuple[Drif
                 if w.drifts[i].status == "failing":
                     w.drifts[i] = replace(w.drifts[i], status="recovered")
         elif not holders:
-            pending.append(
-                (
-                    DriftEntry(
-                        d.machine,
-                        d.benchmark,
-                        d.best,
-                        d.newest,
-                        d.drop,
-                        d.threshold,
-                        d.noise,
-                        d.window,
-                        "failing",
-                        d.orders,
-                    ),
-                    d.streak,
-                )
-            )
+            pending.append((entry_of(d), d.streak))
     return pending

@@ -165,7 +165,7 @@ def kernel_figure(
                 )
             )
     hover_axis = len(names) + 1
-    # this page's commits only
+    # The bands of this page's commits only; their markers' hover on an invisible axis over the GPU row.
     drawn = page_changes.draw(fig, changes or [], {c: when[c] for c in commit_axis}, f"y{hover_axis}")
     said |= {"bands": drawn["bands"], "labelled": drawn["labelled"]}
     if drawn["trace"] is not None:

@@ -126,10 +126,9 @@ def written(tmp_path: Path, data, name: str = "regression-issues.json") -> Path:
 def change_table(checks_: list[dict], issues: Issues) -> str:
     """The kernel page's change-point section (note and table), as HTML."""
     found = [(line, c) for line, cs in page_changes.from_checks(checks_).items() for c in cs]
-    history = History()
-    for i in range(100):
-        history.commits[sha(i)] = i
-    return kernel_page._change_points(found, history, True, {}, issues)
+    history = History(commits={sha(i): i for i in range(100)})
+    context = kernel_page.PageContext({}, {}, {sha(i): float(i) for i in range(100)}, {}, issues=issues)
+    return kernel_page.kernel_page("kernel00", history, found, context, whole=True).split("<h2>Change points</h2>")[1]
 
 
 def table_cells(checks_: list[dict], issues: Issues) -> dict[str, str]:

@@ -117,7 +117,10 @@ class Mxfp4Html(OutputPublisher):
     def publish(cls, conf, repo, benchmarks, graphs, revisions):
         html = Path(conf.html_dir)
         notes = collect_notes(Path(conf.results_dir), benchmarks, revisions)
-        write_notes(html, notes)
+        (html / NOTES_DIR).mkdir(parents=True, exist_ok=True)
+        write_json_atomic(html / NOTES_DIR / "index.json", notes["index"])
+        for name, data in notes["per_benchmark"].items():
+            write_json_atomic(html / NOTES_DIR / f"{name}.json", data)
         # The site build (ci.history.site.site_build) publishes asv over the newest commits only and writes the kernel
         # pages itself, from the whole history; a plain `asv publish` writes them here, from what asv sees.
         if os.environ.get(KERNEL_PAGES_ENV) != "site":
@@ -130,7 +133,14 @@ def finish_page(html: Path, stamp: str = "") -> None:
     try:
         offline_html.localize(html)
     except (offline_html.AssetsUnavailable, FileNotFoundError) as exc:
-        write_text_atomic(html / "index.html", _missing_libraries_page(str(exc)))
+        write_text_atomic(
+            html / "index.html",
+            "<!doctype html><html><head><meta charset='utf-8'><title>asv results: libraries missing</title></head>"
+            "<body style='font: 16px sans-serif; margin: 3em'><h2>The graphs' JavaScript libraries are missing</h2>"
+            f"<p>{html_text.escape(str(exc))}</p><p>The libraries are committed in <code>ci/history/vendor/</code>: "
+            "restore them (<code>git checkout -- ci/history/vendor</code>), then <code>asv publish</code> again.</p>"
+            "</body></html>\n",
+        )
         raise MissingLibraries(
             f"the published page would load its JavaScript from public CDNs, so it was replaced by a page that "
             f"says why: {exc}. Restore ci/history/vendor/ from git (git checkout -- ci/history/vendor), then publish "
@@ -157,23 +167,13 @@ def finish_page(html: Path, stamp: str = "") -> None:
         write_text_atomic(error_page, error_page.read_text().replace("<body>", "<body>\n" + FILE_URL_NOTICE, 1))
 
 
-def _missing_libraries_page(reason: str) -> str:
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>asv results: libraries missing</title></head>"
-        "<body style='font: 16px sans-serif; margin: 3em'><h2>The graphs' JavaScript libraries are missing</h2>"
-        f"<p>{html_text.escape(reason)}</p><p>The libraries are committed in <code>ci/history/vendor/</code>: restore "
-        "them (<code>git checkout -- ci/history/vendor</code>), then <code>asv publish</code> again.</p>"
-        "</body></html>\n"
-    )
-
-
 # ---------------------------------------------------------------------------
 # notes from the results and their records
 # ---------------------------------------------------------------------------
 
 
 def collect_notes(results_dir: Path, benchmarks: dict, revisions: dict[str, int]) -> dict[str, Any]:
-    """{"index": {...}, "per_benchmark": {name: {...}}} for the page; see write_notes."""
+    """{"index": {...}, "per_benchmark": {name: {...}}}: mxfp4/index.json and mxfp4/<benchmark>.json (notes.js)."""
     has_data: dict[tuple[str, str], bool] = defaultdict(bool)  # (benchmark, machine) -> any finite value
     present: set[tuple[str, str]] = set()  # (benchmark, machine) with a results entry at all
     saved: dict[tuple[str, str, str], float] = {}  # (machine, commit, "benchmark(params)") -> asv's value
@@ -318,11 +318,3 @@ def _why_empty(newest: tuple[int, dict[str, dict]] | None, has_results: bool) ->
         return "measured, but no value reached asv's results (see the main job's summary)"
     total = len(by_params)
     return "; ".join(f"{text} ({count} of {total} parameter sets)" for text, count in reasons.most_common())
-
-
-def write_notes(html: Path, notes: dict[str, Any]) -> None:
-    folder = html / NOTES_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(folder / "index.json", notes["index"])
-    for name, data in notes["per_benchmark"].items():
-        write_json_atomic(folder / f"{name}.json", data)

@@ -1,7 +1,5 @@
 """Each commit's date and subject, for the kernel pages' date axis and hover (a reader asks "when" and "which change").
 
-Imports the standard library.
-
 Why: docs/HISTORY.md, "site/commit_info.py".
 """
 
@@ -21,10 +19,6 @@ class CommitInfo:
     subject: str
 
 
-def _utc(seconds: float) -> str:
-    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-
-
 def from_git(repo_root: Path, wanted: Iterable[str]) -> dict[str, CommitInfo]:
     """The wanted commits that ``repo_root``'s refs reach; {} without git or a repository."""
     wanted = set(wanted)
@@ -42,7 +36,7 @@ def from_git(repo_root: Path, wanted: Iterable[str]) -> dict[str, CommitInfo]:
         sha, _, rest = row.partition("\0")
         if sha in wanted:
             seconds, _, subject = rest.partition("\0")
-            out[sha] = CommitInfo(_utc(int(seconds)), subject[:80])
+            out[sha] = CommitInfo(iso(int(seconds)), subject[:80])
     return out
 
 
@@ -53,7 +47,7 @@ def from_summaries(summaries: dict[str, list[dict[str, Any]]]) -> dict[str, Comm
         for summary in files:
             date = summary.get("date")
             if isinstance(date, (int, float)) and summary["commit"] not in out:
-                out[summary["commit"]] = CommitInfo(_utc(date / 1000), "")
+                out[summary["commit"]] = CommitInfo(iso(date / 1000), "")
     return out
 
 
@@ -86,6 +80,5 @@ def axis_seconds(commit_axis: list[str], info: dict[str, CommitInfo]) -> dict[st
 
 def iso(seconds: float, ms: bool = False) -> str:
     """What plotly reads as a date (UTC); ``ms``: to the millisecond (an axis's range), else the second (a point's)."""
-    if not ms:
-        return _utc(seconds)
-    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    text = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return text[:-3] if ms else text[:-7]

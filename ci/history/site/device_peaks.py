@@ -1,7 +1,5 @@
 """The device's peak for the math a kernel actually runs, each figure with where it comes from.
 
-Imports only the standard library.
-
 Why: docs/HISTORY.md, "site/device_peaks.py".
 """
 
@@ -18,34 +16,30 @@ class Peak:
     source: str  # a sentence naming the figure's origin and how it was checked
 
 
-_H200_BF16 = Peak(
-    "NVIDIA H200 (SXM)",
-    "dense BF16 tensor core (the FP4 operands upcast to BF16)",
-    989.0,
-    "NVIDIA H200 datasheet (nvidia.com/en-us/data-center/h200): BF16 Tensor Core 1,979 TFLOPS with sparsity, "
-    "989 dense; the dense 989.4 TFLOPS at 1,980 MHz boost is also in hmc-tech.com's H200 SXM table "
-    "(checked 2026-12-02 against secondary copies of the datasheet, not the PDF itself)",
-)
-_H200_FP32 = Peak(
-    "NVIDIA H200 (SXM)",
-    "FP32 (CUDA cores, no tensor core)",
-    67.0,
-    "NVIDIA H200 datasheet: FP32 67 TFLOPS (66.9 in hmc-tech.com's table; unverified against the PDF itself)",
-)
-_MI355X_MXFP4 = Peak(
-    "AMD Instinct MI355X",
-    "dense MXFP4 matrix core",
-    10_066.0,
-    "AMD Instinct MI355X datasheet (amd.com): MXFP4 about 10 PFLOPS dense, 20.1 PFLOPS with sparsity "
-    "(Tom's Hardware, ISC 2025: 'maximum FP4/FP6 performance 20.1 PFLOPS'); unverified against AMD's "
-    "own datasheet, the dense figure is half of the quoted maximum",
-)
-
 # (device-name fragment as the GPU reports it, math) -> Peak
 _PEAKS: dict[tuple[str, str], Peak] = {
-    ("H200", "bf16"): _H200_BF16,
-    ("H200", "fp32"): _H200_FP32,
-    ("MI355", "mxfp4"): _MI355X_MXFP4,
+    ("H200", "bf16"): Peak(
+        "NVIDIA H200 (SXM)",
+        "dense BF16 tensor core (the FP4 operands upcast to BF16)",
+        989.0,
+        "NVIDIA H200 datasheet (nvidia.com/en-us/data-center/h200): BF16 Tensor Core 1,979 TFLOPS with sparsity, "
+        "989 dense; the dense 989.4 TFLOPS at 1,980 MHz boost is also in hmc-tech.com's H200 SXM table "
+        "(checked 2026-12-02 against secondary copies of the datasheet, not the PDF itself)",
+    ),
+    ("H200", "fp32"): Peak(
+        "NVIDIA H200 (SXM)",
+        "FP32 (CUDA cores, no tensor core)",
+        67.0,
+        "NVIDIA H200 datasheet: FP32 67 TFLOPS (66.9 in hmc-tech.com's table; unverified against the PDF itself)",
+    ),
+    ("MI355", "mxfp4"): Peak(
+        "AMD Instinct MI355X",
+        "dense MXFP4 matrix core",
+        10_066.0,
+        "AMD Instinct MI355X datasheet (amd.com): MXFP4 about 10 PFLOPS dense, 20.1 PFLOPS with sparsity "
+        "(Tom's Hardware, ISC 2025: 'maximum FP4/FP6 performance 20.1 PFLOPS'); unverified against AMD's "
+        "own datasheet, the dense figure is half of the quoted maximum",
+    ),
 }
 
 

@@ -1,7 +1,5 @@
 """One kernel's figure: TFLOPS by commit (higher is better), fraction of peak, register/LDS headroom and spills.
 
-Imports plotly and this package's data modules.
-
 Why: docs/HISTORY.md, "site/kernel_figure.py".
 """
 
@@ -36,11 +34,6 @@ RANGES = (("last week", 7 * DAY), ("last month", 30 * DAY), ("all", None))  # th
 # The range a page opens on: the newest commits' page on the last month (its whole window where that is shorter), so
 # the newest weeks fill the screen however slowly the history moves; the whole history's page on all of it.
 OPENS_ON = {False: "last month", True: "all"}
-
-
-def line_name(machine: str, kernel_config: str, shape: str, device: str) -> str:
-    where = f"{machine}, CPU: not the GPU history" if device == "cpu" else f"{machine}, {device}"
-    return f"{kernel_config} {shape} ({where})"
 
 
 def legend_name(machine: str, kernel_config: str, shape: str, device: str, machines: int) -> str:
@@ -81,11 +74,15 @@ CLICK_TO_COMMIT = (
 )
 
 
+def _suffix(row: int) -> str:
+    """What plotly appends to a row's axis names: x, y on the first row, x2, y2 on the second..."""
+    return "" if row == 1 else str(row)
+
+
 def _trace(row: int, kind: str = "scatter", **properties) -> dict:
     """A trace as plotly's JSON, on ``row``'s axes. Traces carry every point, so they skip plotly's validation (most
     of the page's build time at 1000 commits): the layout, built with plotly's API, is still validated."""
-    axis = "" if row == 1 else str(row)
-    return {"type": kind, "xaxis": f"x{axis}", "yaxis": f"y{axis}", **properties}
+    return {"type": kind, "xaxis": f"x{_suffix(row)}", "yaxis": f"y{_suffix(row)}", **properties}
 
 
 def kernel_figure(
@@ -126,28 +123,28 @@ def kernel_figure(
     x_of = {c: iso(when[c]) for c in commit_axis}
     traces: list[dict] = []
     for number, ((machine, kernel_config, shape), line) in enumerate(lines(mine).items()):
-        colour = palette[number % len(palette)]
-        device = line[-1].device
-        name = line_name(machine, kernel_config, shape, device)
+        device, cpu = line[-1].device, line[-1].is_cpu
+        name = f"{kernel_config} {shape} ({machine}, {'CPU: not the GPU history' if cpu else device})"
         said["lines"].append((name, (machine, kernel_config, shape), line))
-        x = [x_of[p.commit] for p in line]
-        custom = [_hover(p, subjects.get(p.commit, "")) for p in line]
         symbols = ["x" if p.flags else "circle" for p in line]
-        benchmark = "bench_gemm.GemmOnCpu.track_time" if line[-1].is_cpu else "bench_gemm.GemmOnGpu.track_time"
-        short = legend_name(machine, kernel_config, shape, device, len({p.machine for p in mine}))
+        both = {  # the TFLOPS trace's and its fraction of peak's: one colour per line, one legend entry
+            "x": [x_of[p.commit] for p in line],
+            "name": legend_name(machine, kernel_config, shape, device, len({p.machine for p in mine})),
+            "legendgroup": name,
+            "mode": "lines+markers",
+        }
+        colour = palette[number % len(palette)]
+        benchmark = "bench_gemm.GemmOnCpu.track_time" if cpu else "bench_gemm.GemmOnGpu.track_time"
         traces.append(
             _trace(
-                row["cpu" if line[-1].is_cpu else "gpu"],
+                row["cpu" if cpu else "gpu"],
                 kind,
-                x=x,
+                **both,
                 y=[_short(p.tflops) for p in line],
-                customdata=custom,
-                name=short,
-                legendgroup=name,
-                mode="lines+markers",
+                customdata=[_hover(p, subjects.get(p.commit, "")) for p in line],
                 marker={"symbol": symbols, "size": 5 if whole else 7, "color": colour},
                 meta=[benchmark, kernel_config, shape, [p.commit for p in line]],
-                line={"dash": "dot" if line[-1].is_cpu else "solid", "color": colour},
+                line={"dash": "dot" if cpu else "solid", "color": colour},
                 hovertemplate=HOVER.replace("%{fullData.name}", html_text.escape(name)),
             )
         )
@@ -158,35 +155,28 @@ def kernel_figure(
                 _trace(
                     row["peak"],
                     kind,
-                    x=x,
+                    **both,
                     y=[_short(100 * p.tflops / peak.tflops) for p in line],
-                    name=short,
-                    legendgroup=name,
                     showlegend=False,
-                    mode="lines+markers",
                     marker={"symbol": symbols, "size": 4 if whole else 5, "color": colour},
                     line={"color": colour},
                     hovertemplate=f"%{{y:.2f}}% of {peak.tflops:g} TFLOPS ({peak.math})<br>%{{x|%Y-%m-%d %H:%M}} "
                     f"UTC<extra>{html_text.escape(name)}</extra>",
                 )
             )
-    hover_axis = f"y{len(names) + 1}"
-    drawn = page_changes.draw(
-        fig, changes or [], {c: when[c] for c in commit_axis}, hover_axis
-    )  # this page's commits only
+    hover_axis = len(names) + 1
+    # The bands of this page's commits only; their markers' hover on an invisible axis over the GPU row.
+    drawn = page_changes.draw(fig, changes or [], {c: when[c] for c in commit_axis}, f"y{hover_axis}")
     said |= {"bands": drawn["bands"], "labelled": drawn["labelled"]}
     if drawn["trace"] is not None:
         traces.append(drawn["trace"])
     traces += _resource_rows(kernel, history, x_of, row)
     _explain_empty_rows(fig, traces, mine, said, bool(history.resources))
-    first, last = (when[commit_axis[0]], when[commit_axis[-1]]) if commit_axis else (0.0, 1.0)
-    pad = max(last - first, 60.0) * 0.01
     # Dates on the bottom row only (plotly picks their format for the zoom: days, then hours): on every row they
     # covered the next row's title.
-    bottom = len(names)
-    fig.update_xaxes(type="date", range=[iso(first - pad, ms=True), iso(last + pad, ms=True)], showticklabels=False)
+    fig.update_xaxes(type="date", showticklabels=False)
     fig.update_xaxes(
-        showticklabels=True, title_text="commit date (UTC), oldest to newest" + title_note, row=bottom, col=1
+        showticklabels=True, title_text="commit date (UTC), oldest to newest" + title_note, row=len(names), col=1
     )
     # Not from zero: the steps this page exists for are 1-3% (a zero-based axis drew the H200's +1% and +3%
     # steps as one flat line); the fraction-of-peak row below keeps zero for scale.
@@ -196,7 +186,9 @@ def kernel_figure(
     fig.update_yaxes(title_text="% of peak", rangemode="tozero", row=row["peak"], col=1)
     fig.update_yaxes(title_text="registers", row=row["registers"], col=1)
     fig.update_yaxes(title_text="KiB", row=row["lds"], col=1)
+    menu = _range_buttons(traces, row, when, commit_axis, OPENS_ON[whole])
     fig.update_layout(
+        {f"yaxis{hover_axis}": {"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True}},
         height=300 + 180 * len(names),
         hovermode="closest",
         template="plotly_white",
@@ -204,26 +196,14 @@ def kernel_figure(
         # On the right, beside the rows: below them it covered the commit axis's title.
         legend={"orientation": "v", "yanchor": "top", "y": 1, "x": 1.01, "xanchor": "left", "font": {"size": 11}},
         title={"text": f"{kernel}: TFLOPS by commit, higher is better"},
-        updatemenus=[menu := _range_buttons(traces, row, when, commit_axis, OPENS_ON[whole])],
+        updatemenus=[menu],
     )
-    figure = fig.to_plotly_json()
-    if menu:  # the page opens as its button would set it: the same x and TFLOPS ranges
-        for key, value in menu["buttons"][menu["active"]]["args"][0].items():
-            axis, _, attribute = key.partition(".")
-            matched = (
-                [a for a in figure["layout"] if a.startswith("xaxis")] if axis == "xaxis" else [axis]
-            )  # rows share x
-            for name in matched:
-                figure["layout"].setdefault(name, {})[attribute] = value
+    if menu:  # the page opens as its button would set it: the same x (every row's) and TFLOPS ranges
+        opening = menu["buttons"][menu["active"]]["args"][0]
+        fig.update_xaxes(range=opening["xaxis.range"])
+        fig.update_layout({key: value for key, value in opening.items() if key != "xaxis.range"})
         said["opens_on"] = OPENS_ON[whole]
-    figure["layout"][f"yaxis{len(names) + 1}"] = {
-        "overlaying": "y",
-        "range": [0, 1],
-        "visible": False,
-        "fixedrange": True,
-    }
-    figure["data"] = traces
-    return figure, said
+    return {**fig.to_plotly_json(), "data": traces}, said
 
 
 def _range_buttons(
@@ -240,21 +220,18 @@ def _range_buttons(
         start = oldest if length is None else max(oldest, newest - length)
         pad = max(newest - start, 60.0) * 0.01
         layout = {"xaxis.range": [iso(start - pad, ms=True), iso(newest + pad, ms=True)]}
-        for name in ("gpu", "cpu"):
-            if name not in row:
-                continue
-            axis = "y" if row[name] == 1 else f"y{row[name]}"
+        for number in (row[name] for name in ("gpu", "cpu") if name in row):
             values = [
                 y
                 for t in traces
-                if t.get("yaxis") == axis and t.get("meta")
+                if t.get("yaxis") == f"y{_suffix(number)}" and t.get("meta")
                 for x, y in zip(t["x"], t["y"])
                 if x >= iso(start)
             ]
             if values:
                 low, high = min(values), max(values)
                 margin = max(high - low, abs(high) * 0.002) * 0.08
-                layout[f"{'yaxis' if row[name] == 1 else f'yaxis{row[name]}'}.range"] = [low - margin, high + margin]
+                layout[f"yaxis{_suffix(number)}.range"] = [low - margin, high + margin]
         buttons.append({"label": label, "method": "relayout", "args": [layout]})
     return {
         "type": "buttons",
@@ -276,51 +253,44 @@ def _resource_rows(kernel: str, history: History, x_of: dict[str, str], row: dic
     for (name, arch, metric), values in sorted(history.resources.items()):
         if name != kernel:
             continue
-        values = sorted(values)
-        x, y = [x_of[c] for _, c, _ in values if c in x_of], [v for _, c, v in values if c in x_of]
+        shown = [(x_of[c], v) for _, c, v in sorted(values) if c in x_of]
+        dash = "solid"
         if metric == "registers" and arch in REGISTER_LIMIT:
-            traces.append(
-                _trace(
-                    row["registers"],
-                    x=x,
-                    y=[REGISTER_LIMIT[arch] - v for v in y],
-                    name=f"register headroom {arch} (of {REGISTER_LIMIT[arch]})",
-                    mode="lines+markers",
-                    hovertemplate="%{y:.0f} registers free<extra>%{fullData.name}</extra>",
-                )
-            )
+            where, label = "registers", f"register headroom {arch} (of {REGISTER_LIMIT[arch]})"
+            y, hover = [REGISTER_LIMIT[arch] - v for _, v in shown], "%{y:.0f} registers free"
         elif metric in ("spilled_registers", "spill_bytes"):
             unit = "registers" if metric == "spilled_registers" else "bytes"
-            traces.append(
-                _trace(
-                    row["registers"],
-                    x=x,
-                    y=y,
-                    name=f"spills {arch} ({unit}; lower is better)",
-                    mode="lines+markers",
-                    line={"dash": "dash"},
-                    hovertemplate=f"%{{y:.0f}} {unit} spilled<extra>%{{fullData.name}}</extra>",
-                )
-            )
+            where, label, dash = "registers", f"spills {arch} ({unit}; lower is better)", "dash"
+            y, hover = [v for _, v in shown], f"%{{y:.0f}} {unit} spilled"
         elif metric == "shared_memory_bytes" and arch in LDS_LIMIT_KIB:
-            traces.append(
-                _trace(
-                    row["lds"],
-                    x=x,
-                    y=[LDS_LIMIT_KIB[arch] - v / 1024 for v in y],
-                    name=f"LDS headroom {arch} (of {LDS_LIMIT_KIB[arch]} KiB)",
-                    mode="lines+markers",
-                    hovertemplate="%{y:.1f} KiB free<extra>%{fullData.name}</extra>",
-                )
+            where, label = "lds", f"LDS headroom {arch} (of {LDS_LIMIT_KIB[arch]} KiB)"
+            y, hover = [LDS_LIMIT_KIB[arch] - v / 1024 for _, v in shown], "%{y:.1f} KiB free"
+        else:
+            continue
+        traces.append(
+            _trace(
+                row[where],
+                x=[x for x, _ in shown],
+                y=y,
+                name=label,
+                mode="lines+markers",
+                line={"dash": dash},
+                hovertemplate=f"{hover}<extra>%{{fullData.name}}</extra>",
             )
+        )
     return traces
 
 
 def _explain_empty_rows(fig: go.Figure, traces: list[dict], mine: list[Point], said: dict, compiled_any: bool) -> None:
-    row = said["rows"]
-    axis = {name: "y" if number == 1 else f"y{number}" for name, number in row.items()}
-    has = {name: any(t["yaxis"] == axis[name] for t in traces) for name in row}
-    gpu_points = [p for p in mine if not p.is_cpu]
+    used = {t["yaxis"] for t in traces}
+    counts = (
+        # the compile-only track ran: this kernel has no count there (n/a on both archs, or failed)
+        "No compile-only count for this kernel: n/a when it does not compile without a GPU for gfx950 or sm_90 "
+        "(python -m ci.budget.resources says why), or it was left out of the run (--bench)"
+        if compiled_any
+        else "No compile-only {} counts in these results (asv machine 'compile-only': python -m ci.history --tracks "
+        "cpu)."
+    )
     reasons = {
         "gpu": (
             "No GPU TFLOPS for this kernel in these results: only CPU timings (the row below)."
@@ -330,23 +300,16 @@ def _explain_empty_rows(fig: go.Figure, traces: list[dict], mine: list[Point], s
         "peak": "No peak to compare with: "
         + (
             "no GPU measurement here (CPU timings have no device peak)."
-            if not gpu_points
+            if all(p.is_cpu for p in mine)
             else "this device's peak for the kernel's math is not in ci/history/site/device_peaks.py."
         ),
-        "registers": "No compile-only register counts in these results (asv machine 'compile-only': python -m "
-        "ci.history --tracks cpu).",
-        "lds": "No compile-only LDS counts in these results (asv machine 'compile-only': python -m ci.history --tracks "
-        "cpu).",
+        "registers": counts.format("register"),
+        "lds": counts.format("LDS"),
     }
-    if compiled_any:  # the compile-only track ran: this kernel has no count there (n/a on both archs, or failed)
-        reasons["registers"] = reasons["lds"] = (
-            "No compile-only count for this kernel: n/a when it does not compile without a GPU for gfx950 or sm_90 "
-            "(python -m ci.budget.resources says why), or it was left out of the run (--bench)"
-        )
-    for name, number in row.items():
-        if not has[name] and name in reasons:
+    for name, number in said["rows"].items():
+        if f"y{_suffix(number)}" not in used and name in reasons:
             said["empty_rows"][number] = reasons[name]
-            low, high = fig.layout["yaxis" if number == 1 else f"yaxis{number}"].domain
+            low, high = fig.layout[f"yaxis{_suffix(number)}"].domain
             fig.add_annotation(
                 text="<br>".join(textwrap.wrap(reasons[name], 110)),
                 xref="paper",

@@ -1,8 +1,6 @@
 """Make the HTML of ``asv publish`` work without the internet, from committed copies of its libraries.
 
-Run by every ``asv publish`` (ci/history/site/asv_html.py). Imports the standard library and harness.report.
-
-Why: docs/HISTORY.md, "site/offline_html.py".
+Run by every ``asv publish`` (ci/history/site/asv_html.py); why: docs/HISTORY.md, "site/offline_html.py".
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from ci.history.asv_results.store import GEMM_KEY
+from ci.history.site.commit_info import iso
 from ci.history.trends import regressions
 from harness import changepoints
 
@@ -55,15 +56,11 @@ def for_kernel(
     return [(line, c) for line, found in sorted(changes.items()) if line[1].partition(":")[0] == kernel for c in found]
 
 
-def _percent(value: float) -> str:
-    return f"{value * 100:+.1f}%".replace("-", "\u2212")
-
-
 def size_label(change: regressions.CommitChange) -> str:
     """'regression −3.1% [−3.6, −2.6]': direction, size, and its interval (percent)."""
     c = change.change
-    low, high = (f"{v * 100:+.1f}".replace("-", "\u2212") for v in c.interval)
-    return f"{c.direction} {_percent(c.relative_change)} [{low}, {high}]"
+    size, low, high = (f"{v * 100:+.1f}".replace("-", "\u2212") for v in (c.relative_change, *c.interval))
+    return f"{c.direction} {size}% [{low}, {high}]"
 
 
 def colour(change: regressions.CommitChange) -> str:
@@ -78,9 +75,8 @@ def draw(
     found: list[tuple[LineKey, regressions.CommitChange]],
     when: dict[str, float],
     hover_axis: str,
-    labels: int = LABELLED,
 ) -> dict[str, Any]:
-    """A shaded range per change point on the GPU TFLOPS row (axes x and y), the newest ``labels`` labelled with their
+    """A shaded range per change point on the GPU TFLOPS row (axes x and y), the newest LABELLED labelled with their
     size and interval (labels stack so that none hides another), and a marker over every band on ``hover_axis`` (an
     invisible y axis over the row, 0 to 1) whose hover says the same label. Returns what was drawn, for the page's
     sentences: {"bands": n, "labelled": k}.
@@ -90,8 +86,6 @@ def draw(
     axis's first commit. The markers' trace (plotly JSON) is returned under "trace", for the figure's data."""
     # Shapes and labels go in as one layout update: plotly's add_vrect / add_annotation re-validate every shape and
     # label already there on each call, so a page with hundreds of change points cost seconds per band drawn.
-    from ci.history.site.commit_info import iso
-
     shown = sorted(
         ((line, c) for line, c in found if c.first_after in when),
         key=lambda item: when[item[1].first_after],
@@ -133,7 +127,7 @@ def draw(
             f"<b>{label}</b><br>{kernel_config} {shape} on {machine}<br>"
             f"suspected commits {change.last_before[:8]}..{change.first_after[:8]}"
         )
-        if number < labels:
+        if number < LABELLED:
             # The label runs into the wider side of the graph from the band, never past the axis.
             left_half = middle < first + span / 2
             notes.append(

@@ -1,14 +1,14 @@
-"""Which device measures which benchmark, and how a worker process is pinned to its device.
-
-Every benchmark is measured, base and head, on ONE device (:func:`assign_devices`, the work spread about
-equally); a worker is pinned by its environment (:func:`pinned_environment`) and sees its GPU as ``cuda:0``.
-Nothing here imports torch. Why: docs/SPEED_GATE.md, "Inside the code".
+"""Which device measures which benchmark (:func:`assign_devices`), how a worker process is pinned to its device
+(:func:`pinned_environment`: it then sees its GPU as ``cuda:0``), and the GPU libraries read without torch.
+Why: docs/SPEED_GATE.md, "ci/speed/engine/devices.py".
 """
 
 from __future__ import annotations
 
+import importlib
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -94,23 +94,26 @@ def visible_gpu_count(environ: Mapping[str, str] | None = None) -> int:
     current = environ.get(visible_devices_variable(environ), "").strip()
     if current:
         return len([e for e in current.split(",") if e.strip()])
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
+    counts: dict[str, Callable[[Any], int]] = {
+        "pynvml": lambda nvml: int(nvml.nvmlDeviceGetCount()),
+        "amdsmi": lambda smi: len(smi.amdsmi_get_processor_handles()),
+    }
+    for name, count in counts.items():
         try:
-            return max(1, int(pynvml.nvmlDeviceGetCount()))
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - no NVML (CPU, ROCm): try amdsmi, then one
-        pass
-    try:
-        import amdsmi
+            with gpu_library(name) as library:
+                return max(1, count(library))
+        except Exception:  # noqa: BLE001 - no NVML (CPU, ROCm): try amdsmi, then one
+            continue
+    return 1
 
-        amdsmi.amdsmi_init()
-        try:
-            return max(1, len(amdsmi.amdsmi_get_processor_handles()))
-        finally:
-            amdsmi.amdsmi_shut_down()
-    except Exception:  # noqa: BLE001
-        return 1
+
+@contextmanager
+def gpu_library(name: str) -> Iterator[Any]:
+    """``pynvml`` or ``amdsmi``, initialized for the block and shut down after (ImportError: not installed)."""
+    library: Any = importlib.import_module(name)
+    init, shut_down = ("nvmlInit", "nvmlShutdown") if name == "pynvml" else ("amdsmi_init", "amdsmi_shut_down")
+    getattr(library, init)()
+    try:
+        yield library
+    finally:
+        getattr(library, shut_down)()

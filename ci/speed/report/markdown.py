@@ -1,9 +1,6 @@
-"""The speed gate's words: Markdown tables, correctness lines, excluded rounds, GPU state.
-
-Rendered from the same BenchmarkResult objects the exit code and the JSON come
-from, through harness.report (the one table writer). The outcomes arrive as
-codes (ci.speed.decide.codes, harness.paired.Verdict); this module is where they
-become words; the deciding modules never import it.
+"""The speed gate's words: Markdown tables, correctness lines, excluded rounds, GPU state, from the same
+BenchmarkResult objects as the exit code and the JSON. Outcomes arrive as codes (ci.speed.decide.codes,
+harness.paired.Verdict) and become words only here; the deciding modules never import it.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ from ci.speed.decide.codes import Check, Excluded, Exclusion, Status, Stop
 from ci.speed.decide.verdict import RESOLVE_POWER, BenchmarkResult
 from harness.paired.calibration import Calibration
 from harness.paired.rates import Rates
-from harness.paired.sequential import Decision, SequentialPlan
+from harness.paired.sequential import SequentialPlan
 from harness.paired.verdict import Verdict
 from harness.report import markdown_table
 
@@ -72,27 +69,20 @@ def exclusion_text(exclusion: Exclusion) -> str:
     return f"{words}: {', '.join(exclusion.throttle)}" if exclusion.throttle else words
 
 
-def ran_out_reason(stop: Stop, decision: Decision) -> str:
-    """The reason an undecided benchmark is inconclusive, when ``stop`` ended its measuring."""
-    if stop is Stop.PR_FAILED:
-        return (
-            f"{PR_FAILED_TEXT} on another benchmark, before the look at {decision.next_look} usable rounds "
-            f"({decision.rounds_used} usable, {decision.rounds_excluded} excluded); "
-            "--all-verdicts measures it to its verdict"
-        )
-    return (
-        f"{RAN_OUT_TEXT[stop]} ran out before the look at {decision.next_look} usable rounds "
-        f"({decision.rounds_used} usable, {decision.rounds_excluded} excluded): inconclusive"
-    )
-
-
 def decision_reason(result: BenchmarkResult) -> str:
     """Why a result stands where it does: what ran out before its next look (``stopped_by``), else the plan's reason."""
-    if result.decision is None:
+    decision, stop = result.decision, result.stopped_by
+    if decision is None:
         return result.note
-    if result.stopped_by is not None and result.stopped_by is not Stop.DECISION:
-        return ran_out_reason(result.stopped_by, result.decision)
-    return result.decision.reason
+    if stop is None or stop is Stop.DECISION:
+        return decision.reason
+    before = (
+        f"before the look at {decision.next_look} usable rounds "
+        f"({decision.rounds_used} usable, {decision.rounds_excluded} excluded)"
+    )
+    if stop is Stop.PR_FAILED:
+        return f"{PR_FAILED_TEXT} on another benchmark, {before}; --all-verdicts measures it to its verdict"
+    return f"{RAN_OUT_TEXT[stop]} ran out {before}: inconclusive"
 
 
 def _pct(x: float | None, signed: bool = False) -> str:
@@ -201,11 +191,10 @@ def gpu_state_rows(rounds: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
             ]
             if not states:
                 continue
-
-            def values(key: str, states: list[dict[str, Any]] = states) -> list[float]:
-                return [s[key] for s in states if isinstance(s.get(key), (int, float))]
-
-            clocks, temps, power = values("sm_clock_mhz"), values("temperature_c"), values("power_w")
+            clocks, temps, power = (
+                [s[key] for s in states if isinstance(s.get(key), (int, float))]
+                for key in ("sm_clock_mhz", "temperature_c", "power_w")
+            )
             reasons = sorted({r for s in states for r in s.get("throttle_reasons") or ()})
             rows.append(
                 {

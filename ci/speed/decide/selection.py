@@ -47,7 +47,7 @@ class Selection:
     def mark_wrong_at_shape(self, round_record: Mapping[str, Any]) -> set[str]:
         """Take the gated benchmarks whose timed output was wrong at their shape in this round off the gate.
 
-        The round's wrong-result records (ci.speed.engine.survey.wrong_result_record) name them. A wrong
+        The round's wrong-result records (ci.speed.engine.worker.wrong_result_record) name them. A wrong
         head makes the benchmark WRONG_RESULT (the gate fails); a wrong base only makes it NEW,
         reported, since the head may be what fixes it. Each becomes a correctness record too.
         Returns the ids of the benchmarks taken off.

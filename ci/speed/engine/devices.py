@@ -52,11 +52,8 @@ def assign_devices(
 
 
 def visible_devices_variable(environ: Mapping[str, str] | None = None, rocm_marker: Path = Path("/dev/kfd")) -> str:
-    """HIP_VISIBLE_DEVICES on a ROCm machine (a ROCm variable set, or /dev/kfd), else CUDA_VISIBLE_DEVICES.
-
-    Only one variable is set: on ROCm a CUDA_VISIBLE_DEVICES beside HIP_VISIBLE_DEVICES
-    would select again among the devices the first left visible.
-    """
+    """HIP_VISIBLE_DEVICES on a ROCm machine (a ROCm variable set, or /dev/kfd), else CUDA_VISIBLE_DEVICES: only one,
+    since on ROCm a CUDA_VISIBLE_DEVICES beside it would select again among the devices the first left visible."""
     environ = os.environ if environ is None else environ
     if any(environ.get(name) for name in HIP_VARIABLES) or rocm_marker.exists():
         return "HIP_VISIBLE_DEVICES"
@@ -66,11 +63,8 @@ def visible_devices_variable(environ: Mapping[str, str] | None = None, rocm_mark
 def pinned_environment(
     device: int, environ: Mapping[str, str] | None = None, variable: str | None = None
 ) -> dict[str, str]:
-    """The variables that leave only device ``device`` (the parent's numbering) visible to a child.
-
-    When the parent itself sees a subset (the variable already set, e.g. by the CI runner),
-    device i is the i-th entry of that subset.
-    """
+    """The variables that leave only device ``device`` (the parent's numbering) visible to a child: when the parent
+    itself sees a subset (the variable already set, e.g. by the CI runner), device i is its i-th entry."""
     environ = os.environ if environ is None else environ
     variable = variable or visible_devices_variable(environ)
     current = environ.get(variable, "").strip()
@@ -85,11 +79,8 @@ def pinned_environment(
 
 
 def visible_gpu_count(environ: Mapping[str, str] | None = None) -> int:
-    """How many GPUs this process may use, without importing torch (the parent only starts processes).
-
-    The visible-devices variable when the runner set one, else NVML's (or amdsmi's) count; 1 when
-    neither answers, so a machine this cannot read is measured on one GPU, as before.
-    """
+    """How many GPUs this process may use, without torch: the visible-devices variable when the runner set one, else
+    NVML's (or amdsmi's) count; 1 when neither answers (a machine this cannot read is measured on one GPU)."""
     environ = os.environ if environ is None else environ
     current = environ.get(visible_devices_variable(environ), "").strip()
     if current:

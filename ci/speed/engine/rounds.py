@@ -110,13 +110,9 @@ def survey_request(
 
 
 def cost_summary(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """What a run cost the GPU runner, from its round records: seconds starting processes vs measuring.
-
-    ``startup_s`` and ``measure_s`` sum every process's own seconds that held the runner (two
-    workers starting side by side count twice: each holds the device); ``overlapped_startup_s``
-    is start-up done by spares while other workers measured (no runner time);
-    ``device_wall_s`` is each device's wall time.
-    """
+    """What a run cost the GPU runner, from its round records: ``startup_s`` and ``measure_s`` sum every process's own
+    seconds that held the runner (two starting side by side count twice), ``overlapped_startup_s`` the spares' start-up
+    while others measured (no runner time), ``device_wall_s`` each device's wall time."""
     startup = overlapped = measure = 0.0
     processes: set[tuple[Any, ...]] = set()
     device_wall: dict[str, float] = {}

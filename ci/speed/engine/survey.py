@@ -1,5 +1,5 @@
 """What a warm worker (ci.speed.engine.worker) knows about its commit: :func:`survey` (its benchmarks on this device,
-each selected (kernel, config)'s correctness at a small shape, nothing timed), and what it measures with and records.
+each selected (kernel, config)'s correctness at a small shape, nothing timed), and its device as records name it.
 Why: docs/SPEED_GATE.md, "ci/speed/engine/survey.py".
 """
 
@@ -9,7 +9,6 @@ import os
 import sys
 import time
 import traceback
-from dataclasses import fields, replace
 from typing import Any
 
 from ci.speed.engine.devices import gpu_library
@@ -65,11 +64,6 @@ def check_shape(constraints: Any, device: str) -> tuple[int, int, int]:
         _round_up(CHECK_MN, constraints.n_multiple),
         _round_up(CHECK_K[device], constraints.k_multiple),
     )
-
-
-# ---------------------------------------------------------------------------
-# survey
-# ---------------------------------------------------------------------------
 
 
 def _shapes(requested: list[str], device: str) -> tuple[list[dict[str, Any]], list[str]]:
@@ -218,27 +212,3 @@ def _driver_version(rocm: bool) -> str | None:
             return version.decode() if isinstance(version, bytes) else str(version)
     except Exception:  # a missing library or an old driver: the identity says "unknown", nothing fails
         return None
-
-
-# ---------------------------------------------------------------------------
-# what the worker measures with
-# ---------------------------------------------------------------------------
-
-
-def timing_budget(device: str, overrides: dict[str, Any] | None) -> Any:
-    """The asv suite's budget for ``device`` (asv_bench.common), with ``overrides`` of TimingBudget fields."""
-    from asv_bench import common
-
-    budget = common.CPU_BUDGET if device == "cpu" else common.GPU_BUDGET
-    known = {f.name for f in fields(budget)}
-    unknown = sorted(set(overrides or {}) - known)
-    if unknown:
-        raise ValueError(f"timing budget: unknown field(s) {unknown}; TimingBudget has {sorted(known)}")
-    return replace(budget, **(overrides or {}))
-
-
-def wrong_result_record(report: Any) -> dict[str, Any]:
-    """The measurement record of a benchmark whose output is wrong at its shape (a harness.output_check.OutputReport):
-    an error record the gate turns into a wrong result (ci.speed.decide.selection: mark_wrong_at_shape), never a
-    speed."""
-    return {"error": report.summary(), "error_type": "WrongResult", "busy": False, "wrong_result": report.to_json()}

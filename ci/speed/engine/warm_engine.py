@@ -257,10 +257,7 @@ class WarmEngine:
         self, dev: Device, part: DevicePart, round_index: int | None, sides_may_fail: bool = False
     ) -> dict[str, Any] | None:
         """A new generation of workers on ``dev``, one per side, side by side: its spares promoted, or fresh ones.
-
-        ``round_index`` None: started for the survey, before the first round. ``sides_may_fail``: a side
-        that fails to start leaves the others started (the survey reports each side on its own).
-        """
+        ``round_index`` None: for the survey. ``sides_may_fail``: a side failing leaves the others started."""
         dev.generation += 1
         dev.started_round, dev.rounds_served = round_index, 0
         spares, dev.spares = dev.spares, {}

@@ -11,17 +11,10 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, TextIO
 
-from ci.speed.engine.survey import (
-    device_environment,
-    log,
-    resolve_device,
-    setup_device,
-    timing_budget,
-    wrong_result_record,
-)
+from ci.speed.engine.survey import device_environment, log, resolve_device, setup_device
 
 PROTOCOL = "mxfp4-speed-worker/1"
 OPS = ("measure", "preload", "prepare", "quit", "start", "survey")  # the requests, each a method of Worker
@@ -39,6 +32,25 @@ def first_timing_budget(budget: Any, device: str, first: bool) -> Any:
     )
 
 
+def timing_budget(device: str, overrides: dict[str, Any] | None) -> Any:
+    """The asv suite's budget for ``device`` (asv_bench.common), with ``overrides`` of TimingBudget fields."""
+    from asv_bench import common
+
+    budget = common.CPU_BUDGET if device == "cpu" else common.GPU_BUDGET
+    known = {f.name for f in fields(budget)}
+    unknown = sorted(set(overrides or {}) - known)
+    if unknown:
+        raise ValueError(f"timing budget: unknown field(s) {unknown}; TimingBudget has {sorted(known)}")
+    return replace(budget, **(overrides or {}))
+
+
+def wrong_result_record(report: Any) -> dict[str, Any]:
+    """The measurement record of a benchmark whose output is wrong at its shape (a harness.output_check.OutputReport):
+    an error record the gate turns into a wrong result (ci.speed.decide.selection: mark_wrong_at_shape), never a
+    speed."""
+    return {"error": report.summary(), "error_type": "WrongResult", "busy": False, "wrong_result": report.to_json()}
+
+
 @dataclass
 class Prepared:
     """One benchmark, ready to time: its launches (one per input set) hold their operands."""
@@ -51,18 +63,18 @@ class Prepared:
     output_check: str = ""  # harness.output_check's summary of the first launch's output
 
 
+@dataclass
 class Worker:
     """The state of one worker process: its device, budget and prepared benchmarks."""
 
-    def __init__(self) -> None:
-        self.device = "cpu"
-        self.side = "?"
-        self.seed = 0
-        self.budget: Any = None
-        self.prepared: dict[str, Prepared] = {}
-        self.timed: set[str] = set()  # benchmarks timed at least once by this worker
-        self.monitor: Any = None
-        self.monitor_problem: str | None = None
+    device: str = "cpu"
+    side: str = "?"
+    seed: int = 0
+    budget: Any = None
+    prepared: dict[str, Prepared] = field(default_factory=dict)
+    timed: set[str] = field(default_factory=set)  # benchmarks timed at least once by this worker
+    monitor: Any = None
+    monitor_problem: str | None = None
 
     # -- requests -----------------------------------------------------------
 
@@ -237,8 +249,13 @@ class Worker:
         began = time.monotonic()
         while True:
             state = self.monitor.snapshot()
+            # The management library lists our pids, or in a container host pids, none of ours: then as many listed
+            # processes as we have workers on the device are taken to be ours.
             problems = gpu_state.idle_problems(
-                state, policy, own_pids=_own_pids(ours, state.process_ids), own_context=False
+                state,
+                policy,
+                own_pids=ours if ours & set(state.process_ids) else ours | frozenset(state.process_ids[: len(ours)]),
+                own_context=False,
             )
             waited = time.monotonic() - began
             if not problems:
@@ -252,14 +269,6 @@ class Worker:
                     f"(set {gpu_state.ALLOW_BUSY_ENV}=1 for a local experiment)."
                 )
             time.sleep(min(policy.poll_s, max(policy.wait_s - waited, 0.0)))
-
-
-def _own_pids(ours: frozenset[int], listed: tuple[int, ...]) -> frozenset[int]:
-    """Our pids as the management library lists them. In a container it lists host pids, none of
-    ours: then as many listed processes as we have workers on the device are taken to be ours."""
-    if ours & set(listed):
-        return ours
-    return ours | frozenset(listed[: len(ours)])
 
 
 def _error_record(exc: BaseException) -> dict[str, Any]:

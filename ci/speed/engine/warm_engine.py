@@ -80,19 +80,14 @@ class WarmEngine:
         scratch = DevicePart(list(requests), [])
 
         def one(side: str) -> dict[str, Any] | WorkerFailed:
+            began = time.time()
             try:
-                began = time.time()
-                try:
-                    answer = dev.workers[side].request(
-                        {"op": "survey", "request": dict(requests[side])},
-                        timeout_s=self.timeouts["setup"],
-                        what="the survey",
-                    )
-                finally:
-                    scratch.startup[side] += time.time() - began
+                request = {"op": "survey", "request": dict(requests[side])}
+                return dev.workers[side].request(request, timeout_s=self.timeouts["setup"], what="the survey")["survey"]
             except WorkerFailed as exc:
                 return exc
-            return answer["survey"]
+            finally:
+                scratch.startup[side] += time.time() - began
 
         try:
             dev.budget = self._start(dev, scratch, round_index=None, sides_may_fail=True)

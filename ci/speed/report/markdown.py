@@ -161,14 +161,6 @@ def excluded_rows(results: Sequence[BenchmarkResult]) -> list[dict[str, str]]:
     ]
 
 
-def other_rows(results: Sequence[BenchmarkResult]) -> list[dict[str, str]]:
-    return [
-        {"benchmark": r.id, "status": STATUS_TEXT[r.status], "why": r.note}
-        for r in results
-        if r.status not in (Status.GATED, Status.WRONG_RESULT)
-    ]
-
-
 def correctness_lines(correctness: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = []
     for c in sorted(correctness, key=lambda c: (c["side"] != "head", c["kernel"], c["config"])):
@@ -230,7 +222,23 @@ def idle_overrides(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
 def plan_text(plan: SequentialPlan, gated: int | None = None) -> str:
     """The plan in words; with ``gated``, the bound on a false alarm anywhere in the PR (Bonferroni: gated x alpha)
     and on a missed regression of one benchmark (per benchmark, not shared)."""
-    text = f"looks at {'/'.join(map(str, plan.look_points))} usable rounds, {_interval_text(plan)}"
+    # Which interval each look computes, at what confidence, and what error each verdict spends.
+    each_look = (
+        f"each look {plan.per_look_confidence:.3%} two-sided"
+        if plan.spending is None
+        else f"looks {'/'.join(f'{plan.confidence_at(k):.3%}' for k in range(len(plan.look_points)))} two-sided"
+    )
+    if plan.miss_alpha is not None:
+        errors = (
+            f"alpha {plan.alpha:.3g} a false regression and miss alpha {plan.miss_alpha:.3g} a missed one over its "
+            f"looks ({each_look}; 'no change' on a {plan.per_look_miss_confidence:.3%} interval"
+            + (" at the last look" if plan.spending is not None else "")
+            + ")"
+        )
+    else:
+        per = "a false regression and a missed one each" if plan.alpha_per_tail else "per benchmark"
+        errors = f"alpha {plan.alpha:.3g} {per} over its looks ({each_look})"
+    text = f"looks at {'/'.join(map(str, plan.look_points))} usable rounds, t interval, {errors}"
     if plan.spending is not None:
         text += f"; alpha spent {'/'.join(f'{w:.0%}' for w in plan.shares())} over the looks"
     if plan.variance == "model":
@@ -247,25 +255,6 @@ def plan_text(plan: SequentialPlan, gated: int | None = None) -> str:
             f" <= {plan.miss_side_alpha:.3g}"
         )
     return text
-
-
-def _interval_text(plan: SequentialPlan) -> str:
-    """Which interval each look computes, at what confidence, and what error each verdict spends."""
-    interval = "t interval"
-    each_look = (
-        f"each look {plan.per_look_confidence:.3%} two-sided"
-        if plan.spending is None
-        else f"looks {'/'.join(f'{plan.confidence_at(k):.3%}' for k in range(len(plan.look_points)))} two-sided"
-    )
-    if plan.miss_alpha is not None:
-        return (
-            f"{interval}, alpha {plan.alpha:.3g} a false regression and miss alpha {plan.miss_alpha:.3g} a "
-            f"missed one over its looks ({each_look}; 'no change' on a {plan.per_look_miss_confidence:.3%} interval"
-            + (" at the last look" if plan.spending is not None else "")
-            + ")"
-        )
-    per = "a false regression and a missed one each" if plan.alpha_per_tail else "per benchmark"
-    return f"{interval}, alpha {plan.alpha:.3g} {per} over its looks ({each_look})"
 
 
 def gate_markdown(
@@ -344,7 +333,11 @@ def gate_markdown(
     excluded = excluded_rows(results)
     if excluded:
         parts += [f"**Excluded rounds** ({len(excluded)}): not used in any estimate.", "", markdown_table(excluded), ""]
-    others = other_rows(results)
+    others = [
+        {"benchmark": r.id, "status": STATUS_TEXT[r.status], "why": r.note}
+        for r in results
+        if r.status not in (Status.GATED, Status.WRONG_RESULT)
+    ]
     if others:
         parts += ["**Not gated**", "", markdown_table(others), ""]
     states = gpu_state_rows(rounds)

@@ -1,8 +1,6 @@
-"""Which architecture's code the gate's fingerprints are for, found without importing torch.
-
-NVML's compute capability (``sm_90``) or amdsmi's graphics target (``gfx950``), no device context; ``cpu`` on a
-CPU run; None for a GPU whose arch cannot be read (every benchmark is then measured: never skip on doubt).
-Why: docs/SPEED_GATE.md, "Inside the code".
+"""Which architecture's code the gate's fingerprints are for, without torch: NVML's compute capability (``sm_90``) or
+amdsmi's graphics target (``gfx950``); ``cpu`` on a CPU run; None for a GPU whose arch cannot be read (every benchmark
+is then measured: never skip on doubt). Why: docs/SPEED_GATE.md, "ci/speed/scope/arch.py".
 """
 
 from __future__ import annotations

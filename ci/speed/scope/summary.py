@@ -1,7 +1,5 @@
-"""What ci.speed.changes reports: the per-benchmark decision, the code diffs, the GPU seconds saved.
-
-All of it from one data object (:func:`report_data`); the Markdown is drawn
-from that object, so the summary and the JSON the workflow reads cannot disagree.
+"""What ci.speed.changes reports: the per-benchmark decision, the code diffs, the GPU seconds saved, all of it in
+one data object (:func:`report_data`) that the Markdown is drawn from: the summary and the JSON cannot disagree.
 """
 
 from __future__ import annotations

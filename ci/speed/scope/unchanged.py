@@ -108,11 +108,6 @@ def measured_pairs(decision: CodeDecision, selector: Selector) -> list[tuple[str
     return sorted(p for p in decision.pairs if p not in decision.identical_pairs and selector.takes(*p))
 
 
-# ---------------------------------------------------------------------------
-# what it saved and what it cost
-# ---------------------------------------------------------------------------
-
-
 def measured_costs(rounds: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """``{benchmark id: seconds}``: each measuring process's wall time shared equally by the benchmarks it timed (the
     form ci.speed.changes --costs reads)."""
@@ -156,11 +151,6 @@ def cost_record(
         "costs": measured_costs(rounds),
         "rounds_to_verdict": rounds_measured(rounds),
     }
-
-
-# ---------------------------------------------------------------------------
-# the gate's step
-# ---------------------------------------------------------------------------
 
 
 def code_decision(

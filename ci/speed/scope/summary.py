@@ -114,8 +114,7 @@ def report_data(
             if c.outcome is Outcome.IDENTICAL:
                 unchanged.add(bench_id)
                 b = benchmarks[(arch, bench_id)]
-                cost = (costs or {}).get(bench_id)
-                cost = cost if cost is not None else estimated_cost_s(b["m"], b["n"], b["k"])
+                cost = (costs or {}).get(bench_id, estimated_cost_s(b["m"], b["n"], b["k"]))
                 saved[arch] = saved.get(arch, 0.0) + cost
             else:
                 to_measure.add(bench_id)

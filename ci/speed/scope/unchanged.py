@@ -108,32 +108,25 @@ def measured_pairs(decision: CodeDecision, selector: Selector) -> list[tuple[str
     return sorted(p for p in decision.pairs if p not in decision.identical_pairs and selector.takes(*p))
 
 
-def measured_costs(rounds: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """``{benchmark id: seconds}``: each measuring process's wall time shared equally by the benchmarks it timed (the
-    form ci.speed.changes --costs reads)."""
-    costs: dict[str, float] = {}
-    for rnd in rounds:
-        for proc in rnd["processes"]:
-            for bench_id in proc["records"]:
-                costs[bench_id] = costs.get(bench_id, 0.0) + proc["wall_s"] / len(proc["records"])
-    return {k: round(v, 2) for k, v in costs.items()}
-
-
-def rounds_measured(rounds: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """``{benchmark id: rounds it was measured in}``: the rounds to its verdict (a decided one is measured no more)."""
-    return dict(Counter(b for rnd in rounds for b in {b for proc in rnd["processes"] for b in proc["records"]}))
-
-
 def cost_record(
     decision: CodeDecision | None,
     skipped: Sequence[Entry],
     rounds: Sequence[Mapping[str, Any]],
     removed: Sequence[Entry] = (),
 ) -> dict[str, Any]:
-    """The JSON record's "code" and "costs" parts: what was skipped, the seconds saved (estimated) and spent."""
+    """The JSON record's "code" and "costs" parts: what was skipped, the seconds saved (estimated) and spent; per
+    benchmark its "costs" (each process's wall time shared equally by the benchmarks it timed: what ci.speed.changes
+    --costs reads) and "rounds_to_verdict" (the rounds it was measured in: a decided one is measured no more)."""
     summary = cost_summary(rounds)  # the one tally of the rounds' seconds; the report's "GPU runner" line reads it too
     spent = summary["startup_s"] + summary["measure_s"]
     saved = {e.benchmark.id: round(estimated_cost_s(e.benchmark.m, e.benchmark.n, e.benchmark.k), 1) for e in skipped}
+    costs: dict[str, float] = {}
+    measured_in: Counter[str] = Counter()
+    for rnd in rounds:
+        measured_in.update({bench_id for proc in rnd["processes"] for bench_id in proc["records"]})
+        for proc in rnd["processes"]:
+            for bench_id in proc["records"]:
+                costs[bench_id] = costs.get(bench_id, 0.0) + proc["wall_s"] / len(proc["records"])
     return {
         "code": None
         if decision is None
@@ -148,8 +141,8 @@ def cost_record(
         "removed_at_head": [e.benchmark.id for e in removed],
         "gpu_seconds_saved_estimated": round(sum(saved.values()), 1),
         "gpu_seconds_spent": round(spent, 1),
-        "costs": measured_costs(rounds),
-        "rounds_to_verdict": rounds_measured(rounds),
+        "costs": {k: round(v, 2) for k, v in costs.items()},
+        "rounds_to_verdict": dict(measured_in),
     }
 
 

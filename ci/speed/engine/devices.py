@@ -1,14 +1,14 @@
-"""Which device measures which benchmark, and how a worker process is pinned to its device.
-
-Every benchmark is measured, base and head, on ONE device (:func:`assign_devices`, the work spread about
-equally); a worker is pinned by its environment (:func:`pinned_environment`) and sees its GPU as ``cuda:0``.
-Nothing here imports torch. Why: docs/SPEED_GATE.md, "Inside the code".
+"""Which device measures which benchmark (:func:`assign_devices`), how a worker process is pinned to its device
+(:func:`pinned_environment`: it then sees its GPU as ``cuda:0``), and the GPU libraries read without torch.
+Why: docs/SPEED_GATE.md, "ci/speed/engine/devices.py".
 """
 
 from __future__ import annotations
 
+import importlib
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -52,11 +52,8 @@ def assign_devices(
 
 
 def visible_devices_variable(environ: Mapping[str, str] | None = None, rocm_marker: Path = Path("/dev/kfd")) -> str:
-    """HIP_VISIBLE_DEVICES on a ROCm machine (a ROCm variable set, or /dev/kfd), else CUDA_VISIBLE_DEVICES.
-
-    Only one variable is set: on ROCm a CUDA_VISIBLE_DEVICES beside HIP_VISIBLE_DEVICES
-    would select again among the devices the first left visible.
-    """
+    """HIP_VISIBLE_DEVICES on a ROCm machine (a ROCm variable set, or /dev/kfd), else CUDA_VISIBLE_DEVICES: only one,
+    since on ROCm a CUDA_VISIBLE_DEVICES beside it would select again among the devices the first left visible."""
     environ = os.environ if environ is None else environ
     if any(environ.get(name) for name in HIP_VARIABLES) or rocm_marker.exists():
         return "HIP_VISIBLE_DEVICES"
@@ -66,11 +63,8 @@ def visible_devices_variable(environ: Mapping[str, str] | None = None, rocm_mark
 def pinned_environment(
     device: int, environ: Mapping[str, str] | None = None, variable: str | None = None
 ) -> dict[str, str]:
-    """The variables that leave only device ``device`` (the parent's numbering) visible to a child.
-
-    When the parent itself sees a subset (the variable already set, e.g. by the CI runner),
-    device i is the i-th entry of that subset.
-    """
+    """The variables that leave only device ``device`` (the parent's numbering) visible to a child: when the parent
+    itself sees a subset (the variable already set, e.g. by the CI runner), device i is its i-th entry."""
     environ = os.environ if environ is None else environ
     variable = variable or visible_devices_variable(environ)
     current = environ.get(variable, "").strip()
@@ -85,32 +79,32 @@ def pinned_environment(
 
 
 def visible_gpu_count(environ: Mapping[str, str] | None = None) -> int:
-    """How many GPUs this process may use, without importing torch (the parent only starts processes).
-
-    The visible-devices variable when the runner set one, else NVML's (or amdsmi's) count; 1 when
-    neither answers, so a machine this cannot read is measured on one GPU, as before.
-    """
+    """How many GPUs this process may use, without torch: the visible-devices variable when the runner set one, else
+    NVML's (or amdsmi's) count; 1 when neither answers (a machine this cannot read is measured on one GPU)."""
     environ = os.environ if environ is None else environ
     current = environ.get(visible_devices_variable(environ), "").strip()
     if current:
         return len([e for e in current.split(",") if e.strip()])
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
+    counts: dict[str, Callable[[Any], int]] = {
+        "pynvml": lambda nvml: int(nvml.nvmlDeviceGetCount()),
+        "amdsmi": lambda smi: len(smi.amdsmi_get_processor_handles()),
+    }
+    for name, count in counts.items():
         try:
-            return max(1, int(pynvml.nvmlDeviceGetCount()))
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - no NVML (CPU, ROCm): try amdsmi, then one
-        pass
-    try:
-        import amdsmi
+            with gpu_library(name) as library:
+                return max(1, count(library))
+        except Exception:  # noqa: BLE001 - no NVML (CPU, ROCm): try amdsmi, then one
+            continue
+    return 1
 
-        amdsmi.amdsmi_init()
-        try:
-            return max(1, len(amdsmi.amdsmi_get_processor_handles()))
-        finally:
-            amdsmi.amdsmi_shut_down()
-    except Exception:  # noqa: BLE001
-        return 1
+
+@contextmanager
+def gpu_library(name: str) -> Iterator[Any]:
+    """``pynvml`` or ``amdsmi``, initialized for the block and shut down after (ImportError: not installed)."""
+    library: Any = importlib.import_module(name)
+    init, shut_down = ("nvmlInit", "nvmlShutdown") if name == "pynvml" else ("amdsmi_init", "amdsmi_shut_down")
+    getattr(library, init)()
+    try:
+        yield library
+    finally:
+        getattr(library, shut_down)()

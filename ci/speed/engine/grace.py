@@ -1,7 +1,5 @@
-"""How long a worker asked just before the --max-minutes deadline still gets to answer: $MXFP4_SPEED_GRACE_S.
-
-Every read from a warm worker is bounded by what is left of --max-minutes, never by less than this grace.
-Why an environment variable: docs/SPEED_GATE.md, "Inside the code".
+"""How long a worker asked just before the --max-minutes deadline still gets to answer: $MXFP4_SPEED_GRACE_S (every
+read from a warm worker is bounded by what is left of --max-minutes, never by less). Why: docs/SPEED_GATE.md.
 """
 
 from __future__ import annotations

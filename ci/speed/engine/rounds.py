@@ -1,8 +1,5 @@
 """A round and its record: every benchmark timed once per side, the sides' order rotating; what the rounds cost.
-
-Each side's warm worker times every still-undecided benchmark once per round, the sides of one benchmark back
-to back, the order rotating (:func:`rotating_order`: A B, B A, ...). A round record is plain JSON
-(``RoundRecord.to_json``) that ci.speed.decide.exclusion pairs into harness.paired rounds.
+The record is plain JSON (``RoundRecord.to_json``); why and its fields: docs/SPEED_GATE.md, "ci/speed/engine/rounds.py".
 """
 
 from __future__ import annotations
@@ -65,9 +62,6 @@ class ProcessRecord:
     measure_s: float | None = None
     workers: list[dict[str, Any]] | None = None  # warm: per worker {device, pid, generation, started_round, ...}
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass
 class RoundRecord:
@@ -75,34 +69,20 @@ class RoundRecord:
     order: list[str]
     processes: list[ProcessRecord] = field(default_factory=list)
     engine: str = "warm"  # the record's "engine": the warm workers (records before issue 28 may say "fresh")
-    devices: list[dict[str, Any]] | None = None  # warm: per device its benchmarks, wall seconds, failure
     wall_s: float | None = None
+    devices: list[dict[str, Any]] | None = None  # warm: per device its benchmarks, wall seconds, failure
     # The benchmark ids in the order their pairs (both sides) completed: the time order the noise model's guard
     # reads (ci.speed.decide.generations); a round the gate stopped early (the PR had failed) lists only what was
     # measured.
     sequence: list[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out = {
-            "index": self.index,
-            "order": list(self.order),
-            "processes": [p.to_json() for p in self.processes],
-            "engine": self.engine,
-            "wall_s": self.wall_s,
-        }
-        if self.devices is not None:
-            out["devices"] = self.devices
-        if self.sequence is not None:
-            out["sequence"] = list(self.sequence)
-        return out
+        return {k: v for k, v in asdict(self).items() if v is not None or k not in ("devices", "sequence")}
 
 
 def rotating_order(sides: Sequence[str], round_index: int) -> list[str]:
-    """Round ``i`` runs the sides rotated by ``i``: A B, B A, A B, ... (three sides: A B C, B C A, C A B).
-
-    Over every ``len(sides)`` consecutive rounds each side runs once in each position,
-    so a drift that is linear in time adds the same to every side.
-    """
+    """Round ``i`` runs the sides rotated by ``i``: A B, B A, ... (A B C, B C A, C A B): over ``len(sides)`` rounds
+    each side runs once in each position, so a drift linear in time adds the same to every side."""
     if not sides:
         raise ValueError("rotating_order: no sides")
     shift = round_index % len(sides)
@@ -130,13 +110,9 @@ def survey_request(
 
 
 def cost_summary(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """What a run cost the GPU runner, from its round records: seconds starting processes vs measuring.
-
-    ``startup_s`` and ``measure_s`` sum every process's own seconds that held the runner (two
-    workers starting side by side count twice: each holds the device); ``overlapped_startup_s``
-    is start-up done by spares while other workers measured (no runner time);
-    ``device_wall_s`` is each device's wall time.
-    """
+    """What a run cost the GPU runner, from its round records: ``startup_s`` and ``measure_s`` sum every process's own
+    seconds that held the runner (two starting side by side count twice), ``overlapped_startup_s`` the spares' start-up
+    while others measured (no runner time), ``device_wall_s`` each device's wall time."""
     startup = overlapped = measure = 0.0
     processes: set[tuple[Any, ...]] = set()
     device_wall: dict[str, float] = {}

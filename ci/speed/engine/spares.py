@@ -1,8 +1,5 @@
-"""Spare workers: the next generation's processes, started while the current one measures.
-
-A :class:`Spare` is spawned and asked to ``preload`` (the CPU-only imports; nothing touches the GPU), then
-waits on stdin for the promotion (``start``, ``prepare``) at the restart; a spare whose parent dies reads
-end-of-file and exits. Why: docs/SPEED_GATE.md, "Inside the code".
+"""Spare workers: the next generation's processes, spawned and asked to ``preload`` (CPU-only imports) while the
+current one measures, promoted at the restart. Why: docs/SPEED_GATE.md, "ci/speed/engine/spares.py".
 """
 
 from __future__ import annotations
@@ -41,11 +38,8 @@ class Spare:
             self.failure = str(exc)
 
     def promote(self, timeout_s: float) -> tuple[WorkerProcess, float]:
-        """The worker, ready for "go", and its seconds of start-up that overlapped the measuring.
-
-        Waiting here for a preload still running counts as start-up (the runner waits); a spare
-        that died or failed its preload raises :class:`WorkerFailed`, the caller starts a fresh one.
-        """
+        """The worker, ready for "go", and its seconds of start-up that overlapped the measuring (waiting here for a
+        preload still running counts as start-up); a spare that died or failed its preload raises WorkerFailed."""
         go_at = time.time()
         self._thread.join(timeout=timeout_s)
         if self._thread.is_alive():

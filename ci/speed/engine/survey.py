@@ -1,9 +1,6 @@
-"""What a warm worker (ci.speed.engine.worker) knows about its commit: the survey, and the helpers it measures with.
-
-:func:`survey`: which benchmarks exist for this commit on this device, and each selected (kernel, config)'s
-correctness at a small shape (nothing is timed); :func:`timing_budget`, :func:`wrong_result_record`,
-:func:`device_environment`: what the measurements are taken with and recorded as. The CPU rules are the asv
-suite's (asv_bench.common). Why: docs/SPEED_GATE.md, "Inside the code".
+"""What a warm worker (ci.speed.engine.worker) knows about its commit: :func:`survey` (its benchmarks on this device,
+each selected (kernel, config)'s correctness at a small shape, nothing timed), and its device as records name it.
+Why: docs/SPEED_GATE.md, "ci/speed/engine/survey.py".
 """
 
 from __future__ import annotations
@@ -12,8 +9,9 @@ import os
 import sys
 import time
 import traceback
-from dataclasses import fields, replace
 from typing import Any
+
+from ci.speed.engine.devices import gpu_library
 
 # Correctness is checked at M, N >= this (one 256 x 256 tile of the gfx950 kernel), rounded up to the
 # kernel's multiples, and at K = CHECK_K[device type] (rounded up likewise): a GPU kernel's K loop
@@ -68,39 +66,23 @@ def check_shape(constraints: Any, device: str) -> tuple[int, int, int]:
     )
 
 
-# ---------------------------------------------------------------------------
-# survey
-# ---------------------------------------------------------------------------
-
-
 def _shapes(requested: list[str], device: str) -> tuple[list[dict[str, Any]], list[str]]:
     """(selected shapes, selectors naming no shape). Default: the GPU benchmark shapes, or asv's CPU shapes."""
     from asv_bench import common
 
-    known = {s.name: s for s in common.GPU_SHAPES + common.CPU_SHAPES}
-    if not requested:
-        chosen = common.CPU_SHAPES if device == "cpu" else common.GPU_SHAPES
-        return [{"name": s.name, "m": s.m, "n": s.n, "k": s.k} for s in chosen], []
+    default = common.CPU_SHAPES if device == "cpu" else common.GPU_SHAPES
     shapes, unknown = [], []
-    for text in dict.fromkeys(requested):  # a shape named twice is one benchmark
+    for text in dict.fromkeys(requested or [s.name for s in default]):  # a shape named twice is one benchmark
         mnk = parse_shape(text)
-        if mnk is not None:
-            shapes.append({"name": "x".join(map(str, mnk)), "m": mnk[0], "n": mnk[1], "k": mnk[2]})
-        elif text in known:
-            s = known[text]
-            shapes.append({"name": s.name, "m": s.m, "n": s.n, "k": s.k})
-        else:
+        name = text if mnk is None else "x".join(map(str, mnk))
+        if mnk is None and text in common.SHAPES_BY_NAME:
+            known = common.SHAPES_BY_NAME[text]
+            mnk = (known.m, known.n, known.k)
+        if mnk is None:
             unknown.append(text)
+        else:
+            shapes.append({"name": name, "m": mnk[0], "n": mnk[1], "k": mnk[2]})
     return shapes, unknown
-
-
-def _accuracy_report(kernel: Any, config: str, mnk: tuple[int, int, int], device: str, mxfp4: Any) -> Any:
-    from ci.common.correctness import check_kernel
-    from harness.operands import gemm_operands
-
-    m, n, k = mnk
-    a, b = gemm_operands(m, n, k, seed=0, device=device)
-    return check_kernel(kernel, mxfp4.MXFP4Tensor(a.data, a.scales), mxfp4.MXFP4Tensor(b.data, b.scales), config)
 
 
 def survey(request: dict[str, Any]) -> dict[str, Any]:
@@ -167,13 +149,17 @@ def survey(request: dict[str, Any]) -> dict[str, Any]:
 def _check(
     kernel: Any, config: str, device: str, mxfp4: Any, not_applicable: tuple[type[BaseException], ...]
 ) -> dict[str, Any]:
+    from ci.common.correctness import check_kernel
+    from harness.operands import gemm_operands
+
     # shape_constraints(config) is the registry's newer API (tile-size configs); older commits have only .constraints.
     constraints = kernel.shape_constraints(config) if hasattr(kernel, "shape_constraints") else kernel.constraints
     mnk = check_shape(constraints, device)
     entry: dict[str, Any] = {"kernel": kernel.name, "config": config, "shape": list(mnk)}
     started = time.perf_counter()
     try:
-        report = _accuracy_report(kernel, config, mnk, device, mxfp4)
+        a, b = gemm_operands(*mnk, seed=0, device=device)
+        report = check_kernel(kernel, mxfp4.MXFP4Tensor(a.data, a.scales), mxfp4.MXFP4Tensor(b.data, b.scales), config)
     except not_applicable as exc:
         entry.update(status="n/a", message=f"{type(exc).__name__}: {exc}")
     except Exception as exc:  # the kernel raised: the parent makes this a harness error naming kernel and side
@@ -219,46 +205,10 @@ def device_environment(device: str) -> dict[str, Any]:
 def _driver_version(rocm: bool) -> str | None:
     """The GPU driver's version (NVML or amdsmi), for the noise model's runner identity; None when unreadable."""
     try:
-        if rocm:
-            import amdsmi
-
-            amdsmi.amdsmi_init()
-            try:
-                handle = amdsmi.amdsmi_get_processor_handles()[0]
-                return str(amdsmi.amdsmi_get_gpu_driver_info(handle).get("driver_version"))
-            finally:
-                amdsmi.amdsmi_shut_down()
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            version = pynvml.nvmlSystemGetDriverVersion()
+        with gpu_library("amdsmi" if rocm else "pynvml") as smi:
+            if rocm:
+                return str(smi.amdsmi_get_gpu_driver_info(smi.amdsmi_get_processor_handles()[0]).get("driver_version"))
+            version = smi.nvmlSystemGetDriverVersion()
             return version.decode() if isinstance(version, bytes) else str(version)
-        finally:
-            pynvml.nvmlShutdown()
     except Exception:  # a missing library or an old driver: the identity says "unknown", nothing fails
         return None
-
-
-# ---------------------------------------------------------------------------
-# what the worker measures with
-# ---------------------------------------------------------------------------
-
-
-def timing_budget(device: str, overrides: dict[str, Any] | None) -> Any:
-    """The asv suite's budget for ``device`` (asv_bench.common), with ``overrides`` of TimingBudget fields."""
-    from asv_bench import common
-
-    budget = common.CPU_BUDGET if device == "cpu" else common.GPU_BUDGET
-    known = {f.name for f in fields(budget)}
-    unknown = sorted(set(overrides or {}) - known)
-    if unknown:
-        raise ValueError(f"timing budget: unknown field(s) {unknown}; TimingBudget has {sorted(known)}")
-    return replace(budget, **(overrides or {}))
-
-
-def wrong_result_record(report: Any) -> dict[str, Any]:
-    """The measurement record of a benchmark whose output is wrong at its shape (a harness.output_check.OutputReport):
-    an error record the gate turns into a wrong result (ci.speed.decide.selection: mark_wrong_at_shape), never a
-    speed."""
-    return {"error": report.summary(), "error_type": "WrongResult", "busy": False, "wrong_result": report.to_json()}

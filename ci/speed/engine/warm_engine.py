@@ -1,14 +1,8 @@
 """Rounds from warm workers: each side's process started once, timed many times, on one or more devices.
 
-:class:`WarmEngine` keeps one worker (ci.speed.engine.worker) per side and device alive and asks it for one
-timing per benchmark and round, the sides in the round's order; every ``restart_every`` rounds the workers are
-replaced (the next generation pre-spawned: ci.speed.engine.spares); a dead or hung worker fails its device only.
-Each device's state is ci.speed.engine.device_state's; the round record ci.speed.engine.rounds.RoundRecord.
-Why warm, and every field of the record: docs/SPEED_GATE.md, "Warm workers" and "Inside the code".
-
-    with WarmEngine(sides, device="cuda", devices=[0, 1], restart_every=4) as engine:
-        for i in range(rounds):
-            record = engine.measure_round(rotating_order(names, i), benchmarks, round_index=i).to_json()
+:class:`WarmEngine` keeps one worker (ci.speed.engine.worker) per side and device, replaced every ``restart_every``
+rounds; a dead or hung worker fails its device only. Why, and every field of the round record: docs/SPEED_GATE.md,
+"Warm workers" and "ci/speed/engine/warm_engine.py".
 """
 
 from __future__ import annotations
@@ -16,7 +10,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, is_dataclass
 from typing import Any
 
 from ci.speed.engine.device_state import Device, DevicePart, carry_in, each, summarize
@@ -38,14 +31,12 @@ MEASURE_TIMEOUT_S = 600.0  # the idle wait (120 s by default), warm-up and the t
 
 
 class WarmEngine:
-    kind = "warm"
-
     def __init__(
         self,
         sides: Sequence[Side],
         *,
         device: str = "auto",
-        budget: Any = None,
+        budget: Mapping[str, Any] | None = None,
         seed: int = 0,
         devices: Sequence[int] = (0,),
         restart_every: int = DEFAULT_RESTART_EVERY,
@@ -63,15 +54,16 @@ class WarmEngine:
             raise ValueError(f"devices: expected distinct device indices, got {list(devices)}")
         self.sides = {s.name: s for s in sides}
         self.device, self.seed, self.restart_every, self.cost = device, seed, restart_every, cost
-        self.budget = asdict(budget) if is_dataclass(budget) and not isinstance(budget, type) else dict(budget or {})
+        self.budget = dict(budget or {})  # overrides of the TimingBudget fields
         self.timeouts = {"start": start_timeout_s, "setup": setup_timeout_s, "measure": measure_timeout_s}
         # A spare's imports run beside the timing: harmless to a GPU's, not to a CPU's (the same cores).
         self.spares_asked = spares
         self.use_spares = spares if spares is not None else device != "cpu"
-        self.environ, self.log = environ, log
+        self.environ = environ
+        self.log: Callable[[str], None] = log or (lambda message: None)
         self.devices = {d: Device(d) for d in devices}
         self.assigned: dict[str, int] = {}  # benchmark id -> device, for the whole run
-        self._known_cost: dict[str, float] = {}
+        self._load = {d: 0.0 for d in devices}  # the estimated seconds of the benchmarks assigned to each device
         self._spawned: list[WorkerProcess] = []  # every process this engine started: none outlives close()
         self._lock = threading.Lock()
         self._pair_lock = threading.Lock()  # after_pair calls, one at a time across devices
@@ -88,19 +80,14 @@ class WarmEngine:
         scratch = DevicePart(list(requests), [])
 
         def one(side: str) -> dict[str, Any] | WorkerFailed:
+            began = time.time()
             try:
-                began = time.time()
-                try:
-                    answer = dev.workers[side].request(
-                        {"op": "survey", "request": dict(requests[side])},
-                        timeout_s=self.timeouts["setup"],
-                        what="the survey",
-                    )
-                finally:
-                    scratch.startup[side] += time.time() - began
+                request = {"op": "survey", "request": dict(requests[side])}
+                return dev.workers[side].request(request, timeout_s=self.timeouts["setup"], what="the survey")["survey"]
             except WorkerFailed as exc:
                 return exc
-            return answer["survey"]
+            finally:
+                scratch.startup[side] += time.time() - began
 
         try:
             dev.budget = self._start(dev, scratch, round_index=None, sides_may_fail=True)
@@ -150,7 +137,6 @@ class WarmEngine:
         record = RoundRecord(
             round_index,
             list(order),
-            engine=self.kind,
             devices=[parts[d].summary for d in sorted(parts)],
             wall_s=round(time.time() - began, 3),
         )
@@ -180,14 +166,10 @@ class WarmEngine:
     def _assign(self, benchmarks: Sequence[Benchmark]) -> dict[int, list[Benchmark]]:
         """This round's benchmarks by device; a benchmark seen before keeps its device."""
         new = [b for b in benchmarks if b.id not in self.assigned]
-        if new:
-            load = {d: 0.0 for d in self.devices}
-            for bench_id, d in self.assigned.items():
-                load[d] += self._known_cost.get(bench_id, 0.0)
-            for d, benches in assign_devices(new, list(self.devices), self.cost, load=load).items():
-                for bench in benches:
-                    self.assigned[bench.id] = d
-                    self._known_cost[bench.id] = self.cost(bench)
+        for d, benches in assign_devices(new, list(self.devices), self.cost, load=self._load).items():
+            for bench in benches:
+                self.assigned[bench.id] = d
+                self._load[d] += self.cost(bench)
         plan: dict[int, list[Benchmark]] = {d: [] for d in self.devices}
         for bench in benchmarks:
             plan[self.assigned[bench.id]].append(bench)
@@ -201,7 +183,14 @@ class WarmEngine:
         retiring: dict[str, threading.Thread] = {}
         try:
             if dev.workers and dev.rounds_served >= self.restart_every:
-                retiring = self._retire(dev)
+                # The old generation ends (quit, exit) while the new one starts: its teardown costs no wait of its own.
+                retiring = {
+                    side: threading.Thread(target=worker.quit, args=(RETIRE_EXIT_S,), daemon=True)
+                    for side, worker in dev.workers.items()
+                }
+                for ending in retiring.values():
+                    ending.start()
+                dev.workers.clear()
             if dev.carried is not None:
                 carry_in(dev, part, round_index)
             if not dev.workers:
@@ -220,30 +209,29 @@ class WarmEngine:
         if part.error or not part.benches:
             return
         try:
-            if self.use_spares and not dev.spares:
-                self._spawn_spares(dev, part)
+            if self.use_spares and not dev.spares:  # the next generation, preloading (CPU only) while this one measures
+                kernels = [b.kernel for b in part.benches]
+                for side in part.order:
+                    worker = self._spawn(dev, side, dev.generation + 1)
+                    dev.spares[side] = Spare(worker, kernels=kernels, timeout_s=self.timeouts["start"])
             for bench in part.benches:
                 if self._stop_round.is_set():  # the gate has its answer (the PR failed): the rest of the round waits
                     break
                 for side in part.order:
                     part.records[side][bench.id] = self._measure(dev, side, bench, round_index, part.measure)
-                self._pair_done(bench.id, {side: part.records[side][bench.id] for side in part.order})
+                with self._pair_lock:  # both sides measured: note the order, ask the gate whether the round may stop
+                    self._sequence.append(bench.id)
+                    pair = {side: part.records[side][bench.id] for side in part.order}
+                    if self._after_pair is not None and self._after_pair(bench.id, pair):
+                        self._stop_round.set()
             dev.rounds_served += 1
         except WorkerFailed as exc:
             self._fail(dev, part, exc, round_index)
 
-    def _pair_done(self, bench_id: str, records: dict[str, Any]) -> None:
-        """Both sides of ``bench_id`` measured: note the order, ask the gate whether the round may stop."""
-        with self._pair_lock:
-            self._sequence.append(bench_id)
-            if self._after_pair is not None and self._after_pair(bench_id, records):
-                self._stop_round.set()
-
     def _fail(self, dev: Device, part: DevicePart, exc: WorkerFailed, round_index: int) -> None:
         part.error = dev.failure = str(exc)
-        self._stop(dev)
-        self._kill_spares(dev)
-        self._say(f"speed_gate: device {dev.index} failed in round {round_index + 1}: {exc}")
+        self._end(dev)
+        self.log(f"speed_gate: device {dev.index} failed in round {round_index + 1}: {exc}")
 
     # -- the workers ------------------------------------------------------------
 
@@ -260,21 +248,11 @@ class WarmEngine:
             self._spawned.append(worker)
         return worker
 
-    def _spawn_spares(self, dev: Device, part: DevicePart) -> None:
-        """The next generation's processes, preloading (CPU only) while this one measures."""
-        kernels = [b.kernel for b in part.benches]
-        for side in part.order:
-            worker = self._spawn(dev, side, dev.generation + 1)
-            dev.spares[side] = Spare(worker, kernels=kernels, timeout_s=self.timeouts["start"])
-
     def _start(
         self, dev: Device, part: DevicePart, round_index: int | None, sides_may_fail: bool = False
     ) -> dict[str, Any] | None:
         """A new generation of workers on ``dev``, one per side, side by side: its spares promoted, or fresh ones.
-
-        ``round_index`` None: started for the survey, before the first round. ``sides_may_fail``: a side
-        that fails to start leaves the others started (the survey reports each side on its own).
-        """
+        ``round_index`` None: for the survey. ``sides_may_fail``: a side failing leaves the others started."""
         dev.generation += 1
         dev.started_round, dev.rounds_served = round_index, 0
         spares, dev.spares = dev.spares, {}
@@ -282,8 +260,28 @@ class WarmEngine:
         kernels = [b.kernel for b in part.benches]
 
         def start(side: str) -> dict[str, Any] | None:
+            go_at = time.time()
+            worker, spare = None, spares.pop(side, None)
             try:
-                return start_one(side)
+                if spare is not None:
+                    try:
+                        worker, part.overlapped[side] = spare.promote(self.timeouts["start"])
+                    except WorkerFailed as exc:
+                        part.spare_failed[side] = str(exc)
+                        self.log(
+                            f"speed_gate: device {dev.index}: the {side} spare could not be promoted "
+                            f"(starting a fresh worker instead): {exc}"
+                        )
+                dev.prespawned[side] = worker is not None
+                if worker is None:
+                    worker = dev.workers[side] = self._spawn(dev, side, dev.generation)
+                    worker.request(preload_request(kernels), timeout_s=self.timeouts["start"], what="preload")
+                    preloaded_at = time.time()
+                else:
+                    assert spare is not None and spare.preloaded_at is not None
+                    preloaded_at = spare.preloaded_at
+                dev.workers[side] = worker
+                answer = worker.request({**request, "side": side}, timeout_s=self.timeouts["start"], what="start")
             except WorkerFailed as exc:
                 if not sides_may_fail:
                     raise
@@ -292,29 +290,6 @@ class WarmEngine:
                     failed.kill()
                 part.start_failed[side] = exc
                 return None
-
-        def start_one(side: str) -> dict[str, Any]:
-            go_at = time.time()
-            worker, spare = None, spares.pop(side, None)
-            if spare is not None:
-                try:
-                    worker, part.overlapped[side] = spare.promote(self.timeouts["start"])
-                except WorkerFailed as exc:
-                    part.spare_failed[side] = str(exc)
-                    self._say(
-                        f"speed_gate: device {dev.index}: the {side} spare could not be promoted "
-                        f"(starting a fresh worker instead): {exc}"
-                    )
-            dev.prespawned[side] = worker is not None
-            if worker is None:
-                worker = dev.workers[side] = self._spawn(dev, side, dev.generation)
-                worker.request(preload_request(kernels), timeout_s=self.timeouts["start"], what="preload")
-                preloaded_at = time.time()
-            else:
-                assert spare is not None and spare.preloaded_at is not None
-                preloaded_at = spare.preloaded_at
-            dev.workers[side] = worker
-            answer = worker.request({**request, "side": side}, timeout_s=self.timeouts["start"], what="start")
             part.phases[side] = {
                 "spawned_at": worker.spawned_at,
                 "preloaded_at": preloaded_at,
@@ -376,31 +351,14 @@ class WarmEngine:
             "measure_s": answer["measure_s"],
         }
 
-    def _retire(self, dev: Device) -> dict[str, threading.Thread]:
-        """The old generation ends (quit, exit) while the new one starts: its teardown costs no wait of its own."""
-        retiring = {
-            side: threading.Thread(target=worker.quit, args=(RETIRE_EXIT_S,), daemon=True)
-            for side, worker in dev.workers.items()
-        }
-        for ending in retiring.values():
-            ending.start()
+    def _end(self, dev: Device) -> None:
+        # Taken off the device first: close() (a signal) and a measuring thread whose worker it killed may both end it.
+        workers, spares = dict(dev.workers), list(dev.spares.values())
         dev.workers.clear()
-        return retiring
-
-    def _stop(self, dev: Device) -> None:
-        # Taken off the device first: close() (a signal) and a measuring thread whose worker it killed may both stop it.
-        workers = dict(dev.workers)
-        dev.workers.clear()
-        each(list(workers), lambda side: workers[side].quit())
-
-    def _kill_spares(self, dev: Device) -> None:
-        spares, dev.spares = dev.spares, {}
-        for spare in spares.values():
+        dev.spares.clear()
+        for spare in spares:
             spare.kill()
-
-    def _say(self, message: str) -> None:
-        if self.log:
-            self.log(message)
+        each(list(workers), lambda side: workers[side].quit())
 
     def process_ids(self) -> list[int]:
         """Every process this engine has started (workers and spares), ended or not."""
@@ -411,14 +369,13 @@ class WarmEngine:
         """End every worker (asked to quit, killed when it does not) and every spare; then anything still alive."""
         unused = [spare.pid for dev in self.devices.values() for spare in dev.spares.values()]
         for dev in self.devices.values():
-            self._kill_spares(dev)
-            self._stop(dev)
+            self._end(dev)
         with self._lock:
             spawned = list(self._spawned)
         for worker in spawned:  # one that an exception left behind
             worker.kill()
         if unused:
-            self._say(f"speed_gate: {len(unused)} spare worker(s) not needed, ended: pids {unused}")
+            self.log(f"speed_gate: {len(unused)} spare worker(s) not needed, ended: pids {unused}")
 
     def __enter__(self) -> WarmEngine:
         return self

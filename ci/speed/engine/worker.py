@@ -1,10 +1,6 @@
-"""A warm worker: one side's kernels, set up once, timed on request.
-
-    python -m ci.speed.engine.worker      (started by ci.speed.engine.worker_handle; not a command for people)
-
-Line-delimited JSON: one request a line on stdin (``preload``, ``start``, ``survey``, ``prepare``, ``measure``,
-``quit``), one answer a line on stdout; anything else written to stdout goes to stderr. The protocol:
-docs/SPEED_GATE.md, "ci/speed/engine/worker.py".
+"""A warm worker, ``python -m ci.speed.engine.worker`` (started by ci.speed.engine.worker_handle): one side's
+kernels, set up once, timed on request. One JSON request a line on stdin (OPS, or "quit"), one answer a line on
+stdout; anything else written to stdout goes to stderr. The protocol: docs/SPEED_GATE.md, "ci/speed/engine/worker.py".
 """
 
 from __future__ import annotations
@@ -15,19 +11,13 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, TextIO
 
-from ci.speed.engine.survey import (
-    device_environment,
-    log,
-    resolve_device,
-    setup_device,
-    timing_budget,
-    wrong_result_record,
-)
+from ci.speed.engine.survey import device_environment, log, resolve_device, setup_device
 
 PROTOCOL = "mxfp4-speed-worker/1"
+OPS = ("measure", "preload", "prepare", "quit", "start", "survey")  # the requests, each a method of Worker
 # A repeat timing on a GPU skips priming and warms up one launch; a worker's first timing on a GPU warms up for at
 # least this long (why, and the H200 runs that set it: docs/SPEED_GATE.md, "Warm workers", "Repeat timings").
 FIRST_GPU_WARMUP_MS = 2000.0
@@ -42,6 +32,25 @@ def first_timing_budget(budget: Any, device: str, first: bool) -> Any:
     )
 
 
+def timing_budget(device: str, overrides: dict[str, Any] | None) -> Any:
+    """The asv suite's budget for ``device`` (asv_bench.common), with ``overrides`` of TimingBudget fields."""
+    from asv_bench import common
+
+    budget = common.CPU_BUDGET if device == "cpu" else common.GPU_BUDGET
+    known = {f.name for f in fields(budget)}
+    unknown = sorted(set(overrides or {}) - known)
+    if unknown:
+        raise ValueError(f"timing budget: unknown field(s) {unknown}; TimingBudget has {sorted(known)}")
+    return replace(budget, **(overrides or {}))
+
+
+def wrong_result_record(report: Any) -> dict[str, Any]:
+    """The measurement record of a benchmark whose output is wrong at its shape (a harness.output_check.OutputReport):
+    an error record the gate turns into a wrong result (ci.speed.decide.selection: mark_wrong_at_shape), never a
+    speed."""
+    return {"error": report.summary(), "error_type": "WrongResult", "busy": False, "wrong_result": report.to_json()}
+
+
 @dataclass
 class Prepared:
     """One benchmark, ready to time: its launches (one per input set) hold their operands."""
@@ -54,18 +63,18 @@ class Prepared:
     output_check: str = ""  # harness.output_check's summary of the first launch's output
 
 
+@dataclass
 class Worker:
     """The state of one worker process: its device, budget and prepared benchmarks."""
 
-    def __init__(self) -> None:
-        self.device = "cpu"
-        self.side = "?"
-        self.seed = 0
-        self.budget: Any = None
-        self.prepared: dict[str, Prepared] = {}
-        self.timed: set[str] = set()  # benchmarks timed at least once by this worker
-        self.monitor: Any = None
-        self.monitor_problem: str | None = None
+    device: str = "cpu"
+    side: str = "?"
+    seed: int = 0
+    budget: Any = None
+    prepared: dict[str, Prepared] = field(default_factory=dict)
+    timed: set[str] = field(default_factory=set)  # benchmarks timed at least once by this worker
+    monitor: Any = None
+    monitor_problem: str | None = None
 
     # -- requests -----------------------------------------------------------
 
@@ -114,7 +123,13 @@ class Worker:
             del self.prepared[bench_id]
             self.timed.discard(bench_id)
         if released:
-            self._free_memory()
+            import gc
+
+            gc.collect()
+            if self.device == "cuda":
+                import torch
+
+                torch.cuda.empty_cache()
         for bench_id, bench in wanted.items():
             if bench_id not in self.prepared:
                 self.prepared[bench_id] = self._prepare_one(bench)
@@ -166,14 +181,17 @@ class Worker:
         record["measured_at"] = measured_at
         return {"record": record, "measure_s": round(time.perf_counter() - began, 4)}
 
-    def quit(self) -> None:
+    def quit(self, request: dict[str, Any] | None = None) -> dict[str, Any]:
         if self.monitor is not None:
             self.monitor.close()
             self.monitor = None
+        return {}
 
     # -- helpers ------------------------------------------------------------
 
     def _prepare_one(self, bench: dict[str, Any]) -> Prepared:
+        import torch
+
         from asv_bench import common
         from ci.common.correctness import check_kept_output
         from harness import timing
@@ -189,7 +207,8 @@ class Worker:
             prepared.inputs_cold = inputs.cold
             for launch in prepared.launches:  # compile now: start-up, not measuring
                 launch()
-            _synchronize(self.device)
+            if self.device == "cuda":
+                torch.cuda.synchronize()
             # What is timed must be right at this shape: the first set's output, written by the launch just run.
             report = check_kept_output(kept, seed=self.seed)
             prepared.output_check = report.summary()
@@ -203,15 +222,6 @@ class Worker:
             log(f"{bench['id']} [{self.side}]: set-up FAILED: {prepared.error['error']}")
         prepared.prepare_s = time.perf_counter() - began
         return prepared
-
-    def _free_memory(self) -> None:
-        import gc
-
-        gc.collect()
-        if self.device == "cuda":
-            import torch
-
-            torch.cuda.empty_cache()
 
     def _wait_idle(self, partner_pids: frozenset[int], after_own_work: bool) -> Any:
         """harness.timing's idle check, knowing that the other workers of this device are ours (docs/SPEED_GATE.md,
@@ -239,8 +249,13 @@ class Worker:
         began = time.monotonic()
         while True:
             state = self.monitor.snapshot()
+            # The management library lists our pids, or in a container host pids, none of ours: then as many listed
+            # processes as we have workers on the device are taken to be ours.
             problems = gpu_state.idle_problems(
-                state, policy, own_pids=_own_pids(ours, state.process_ids), own_context=False
+                state,
+                policy,
+                own_pids=ours if ours & set(state.process_ids) else ours | frozenset(state.process_ids[: len(ours)]),
+                own_context=False,
             )
             waited = time.monotonic() - began
             if not problems:
@@ -256,21 +271,6 @@ class Worker:
             time.sleep(min(policy.poll_s, max(policy.wait_s - waited, 0.0)))
 
 
-def _own_pids(ours: frozenset[int], listed: tuple[int, ...]) -> frozenset[int]:
-    """Our pids as the management library lists them. In a container it lists host pids, none of
-    ours: then as many listed processes as we have workers on the device are taken to be ours."""
-    if ours & set(listed):
-        return ours
-    return ours | frozenset(listed[: len(ours)])
-
-
-def _synchronize(device: str) -> None:
-    if device == "cuda":
-        import torch
-
-        torch.cuda.synchronize()
-
-
 def _error_record(exc: BaseException) -> dict[str, Any]:
     return {
         "error": f"{type(exc).__name__}: {exc}",
@@ -283,36 +283,20 @@ def _error_record(exc: BaseException) -> dict[str, Any]:
 def serve(requests: TextIO, answers: TextIO) -> int:
     """Answer ``requests`` line by line until "quit" or end of input."""
     worker = Worker()
-    handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
-        "preload": worker.preload,
-        "start": worker.start,
-        "survey": worker.survey,
-        "prepare": worker.prepare,
-        "measure": worker.measure,
-    }
-    for line in requests:
-        if not line.strip():
-            continue
+    for line in filter(str.strip, requests):
+        op = None
         try:
             request = json.loads(line)
             op = request.get("op")
-            if op == "quit":
-                worker.quit()
-                answers.write(json.dumps({"ok": True, "protocol": PROTOCOL}) + "\n")
-                answers.flush()
-                return 0
-            if op not in handlers:
-                raise ValueError(f"unknown op {op!r}; expected one of {sorted(handlers) + ['quit']}")
-            answer = {"ok": True, "protocol": PROTOCOL, **handlers[op](request)}
+            if op not in OPS:
+                raise ValueError(f"unknown op {op!r}; expected one of {list(OPS)}")
+            answer = {"ok": True, "protocol": PROTOCOL, **getattr(worker, op)(request)}
         except Exception as exc:
-            answer = {
-                "ok": False,
-                "protocol": PROTOCOL,
-                "error": f"{type(exc).__name__}: {exc}",
-                "traceback": "".join(traceback.format_exception(exc))[-4000:],
-            }
+            answer = {"ok": False, "protocol": PROTOCOL, **_error_record(exc)}
         answers.write(json.dumps(answer) + "\n")
         answers.flush()
+        if op == "quit":
+            return 0
     worker.quit()
     return 0
 

@@ -1,9 +1,6 @@
-"""The parent's handle on one warm worker (ci.speed.engine.worker): start it, ask it, end it.
-
-Every read has a time limit: a worker that dies answers with end-of-file at once,
-one that hangs is killed at the limit, and both raise :class:`WorkerFailed` naming
-the side, the device and what was asked, with the worker's last stderr lines.
-Nothing here imports torch.
+"""The parent's handle on one warm worker (ci.speed.engine.worker): start it, ask it, end it. Nothing here imports
+torch. Every read has a time limit: a worker that dies (end-of-file) or hangs (killed at the limit) raises
+:class:`WorkerFailed` naming the side, the device and what was asked, with the worker's last stderr lines.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The speed gate's words: Markdown tables, correctness lines, excluded rounds, GPU state.
-
-Rendered from the same BenchmarkResult objects the exit code and the JSON come
-from, through harness.report (the one table writer). The outcomes arrive as
-codes (ci.speed.decide.codes, harness.paired.Verdict); this module is where they
-become words; the deciding modules never import it.
+"""The speed gate's words: Markdown tables, correctness lines, excluded rounds, GPU state, from the same
+BenchmarkResult objects as the exit code and the JSON. Outcomes arrive as codes (ci.speed.decide.codes,
+harness.paired.Verdict) and become words only here; the deciding modules never import it.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ from ci.speed.decide.codes import Check, Excluded, Exclusion, Status, Stop
 from ci.speed.decide.verdict import RESOLVE_POWER, BenchmarkResult
 from harness.paired.calibration import Calibration
 from harness.paired.rates import Rates
-from harness.paired.sequential import Decision, SequentialPlan
+from harness.paired.sequential import SequentialPlan
 from harness.paired.verdict import Verdict
 from harness.report import markdown_table
 
@@ -72,27 +69,20 @@ def exclusion_text(exclusion: Exclusion) -> str:
     return f"{words}: {', '.join(exclusion.throttle)}" if exclusion.throttle else words
 
 
-def ran_out_reason(stop: Stop, decision: Decision) -> str:
-    """The reason an undecided benchmark is inconclusive, when ``stop`` ended its measuring."""
-    if stop is Stop.PR_FAILED:
-        return (
-            f"{PR_FAILED_TEXT} on another benchmark, before the look at {decision.next_look} usable rounds "
-            f"({decision.rounds_used} usable, {decision.rounds_excluded} excluded); "
-            "--all-verdicts measures it to its verdict"
-        )
-    return (
-        f"{RAN_OUT_TEXT[stop]} ran out before the look at {decision.next_look} usable rounds "
-        f"({decision.rounds_used} usable, {decision.rounds_excluded} excluded): inconclusive"
-    )
-
-
 def decision_reason(result: BenchmarkResult) -> str:
     """Why a result stands where it does: what ran out before its next look (``stopped_by``), else the plan's reason."""
-    if result.decision is None:
+    decision, stop = result.decision, result.stopped_by
+    if decision is None:
         return result.note
-    if result.stopped_by is not None and result.stopped_by is not Stop.DECISION:
-        return ran_out_reason(result.stopped_by, result.decision)
-    return result.decision.reason
+    if stop is None or stop is Stop.DECISION:
+        return decision.reason
+    before = (
+        f"before the look at {decision.next_look} usable rounds "
+        f"({decision.rounds_used} usable, {decision.rounds_excluded} excluded)"
+    )
+    if stop is Stop.PR_FAILED:
+        return f"{PR_FAILED_TEXT} on another benchmark, {before}; --all-verdicts measures it to its verdict"
+    return f"{RAN_OUT_TEXT[stop]} ran out {before}: inconclusive"
 
 
 def _pct(x: float | None, signed: bool = False) -> str:
@@ -171,14 +161,6 @@ def excluded_rows(results: Sequence[BenchmarkResult]) -> list[dict[str, str]]:
     ]
 
 
-def other_rows(results: Sequence[BenchmarkResult]) -> list[dict[str, str]]:
-    return [
-        {"benchmark": r.id, "status": STATUS_TEXT[r.status], "why": r.note}
-        for r in results
-        if r.status not in (Status.GATED, Status.WRONG_RESULT)
-    ]
-
-
 def correctness_lines(correctness: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = []
     for c in sorted(correctness, key=lambda c: (c["side"] != "head", c["kernel"], c["config"])):
@@ -201,11 +183,10 @@ def gpu_state_rows(rounds: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
             ]
             if not states:
                 continue
-
-            def values(key: str, states: list[dict[str, Any]] = states) -> list[float]:
-                return [s[key] for s in states if isinstance(s.get(key), (int, float))]
-
-            clocks, temps, power = values("sm_clock_mhz"), values("temperature_c"), values("power_w")
+            clocks, temps, power = (
+                [s[key] for s in states if isinstance(s.get(key), (int, float))]
+                for key in ("sm_clock_mhz", "temperature_c", "power_w")
+            )
             reasons = sorted({r for s in states for r in s.get("throttle_reasons") or ()})
             rows.append(
                 {
@@ -241,7 +222,23 @@ def idle_overrides(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
 def plan_text(plan: SequentialPlan, gated: int | None = None) -> str:
     """The plan in words; with ``gated``, the bound on a false alarm anywhere in the PR (Bonferroni: gated x alpha)
     and on a missed regression of one benchmark (per benchmark, not shared)."""
-    text = f"looks at {'/'.join(map(str, plan.look_points))} usable rounds, {_interval_text(plan)}"
+    # Which interval each look computes, at what confidence, and what error each verdict spends.
+    each_look = (
+        f"each look {plan.per_look_confidence:.3%} two-sided"
+        if plan.spending is None
+        else f"looks {'/'.join(f'{plan.confidence_at(k):.3%}' for k in range(len(plan.look_points)))} two-sided"
+    )
+    if plan.miss_alpha is not None:
+        errors = (
+            f"alpha {plan.alpha:.3g} a false regression and miss alpha {plan.miss_alpha:.3g} a missed one over its "
+            f"looks ({each_look}; 'no change' on a {plan.per_look_miss_confidence:.3%} interval"
+            + (" at the last look" if plan.spending is not None else "")
+            + ")"
+        )
+    else:
+        per = "a false regression and a missed one each" if plan.alpha_per_tail else "per benchmark"
+        errors = f"alpha {plan.alpha:.3g} {per} over its looks ({each_look})"
+    text = f"looks at {'/'.join(map(str, plan.look_points))} usable rounds, t interval, {errors}"
     if plan.spending is not None:
         text += f"; alpha spent {'/'.join(f'{w:.0%}' for w in plan.shares())} over the looks"
     if plan.variance == "model":
@@ -258,25 +255,6 @@ def plan_text(plan: SequentialPlan, gated: int | None = None) -> str:
             f" <= {plan.miss_side_alpha:.3g}"
         )
     return text
-
-
-def _interval_text(plan: SequentialPlan) -> str:
-    """Which interval each look computes, at what confidence, and what error each verdict spends."""
-    interval = "t interval"
-    each_look = (
-        f"each look {plan.per_look_confidence:.3%} two-sided"
-        if plan.spending is None
-        else f"looks {'/'.join(f'{plan.confidence_at(k):.3%}' for k in range(len(plan.look_points)))} two-sided"
-    )
-    if plan.miss_alpha is not None:
-        return (
-            f"{interval}, alpha {plan.alpha:.3g} a false regression and miss alpha {plan.miss_alpha:.3g} a "
-            f"missed one over its looks ({each_look}; 'no change' on a {plan.per_look_miss_confidence:.3%} interval"
-            + (" at the last look" if plan.spending is not None else "")
-            + ")"
-        )
-    per = "a false regression and a missed one each" if plan.alpha_per_tail else "per benchmark"
-    return f"{interval}, alpha {plan.alpha:.3g} {per} over its looks ({each_look})"
 
 
 def gate_markdown(
@@ -355,7 +333,11 @@ def gate_markdown(
     excluded = excluded_rows(results)
     if excluded:
         parts += [f"**Excluded rounds** ({len(excluded)}): not used in any estimate.", "", markdown_table(excluded), ""]
-    others = other_rows(results)
+    others = [
+        {"benchmark": r.id, "status": STATUS_TEXT[r.status], "why": r.note}
+        for r in results
+        if r.status not in (Status.GATED, Status.WRONG_RESULT)
+    ]
     if others:
         parts += ["**Not gated**", "", markdown_table(others), ""]
     states = gpu_state_rows(rounds)

@@ -82,12 +82,8 @@ def _draw(ax, name: str, rounds: Sequence[Round], decision: Decision) -> None:
 
 
 def plot_rounds(benchmarks: Mapping[str, tuple[Sequence[Round], Decision]], path: str | os.PathLike) -> str:
-    """Draw one panel per benchmark to a PNG at ``path``; returns the path.
-
-    ``benchmarks`` maps a benchmark's name to its rounds (in time order, excluded
-    ones included) and the decision taken on them. Raises OSError naming the
-    path when it cannot be written, before drawing anything; writes atomically.
-    """
+    """One panel per benchmark (its rounds in time order, excluded ones included, and their decision) to a PNG at
+    ``path``, written atomically; returns the path. An unwritable path raises OSError naming it, before drawing."""
     path = str(check_writable(path, "speed plot"))
     if not benchmarks:
         raise ValueError("speed plot: no benchmarks to draw")

@@ -1,9 +1,5 @@
-"""What the speed gate writes: Markdown (stdout and the step summary), the JSON record, the PNG.
-
-Every mode (ci.speed.modes) ends in :func:`finish` or writes its own record with
-:func:`record_json`. The JSON record (schema ``mxfp4-speed-gate/1``,
-docs/SPEED_GATE.md) keeps every raw measurement, so ``--replay`` can decide
-from it again.
+"""What the speed gate writes: Markdown (stdout and the step summary), the JSON record (schema
+``mxfp4-speed-gate/1``: every raw measurement, so ``--replay`` can decide from it again), the PNG.
 """
 
 from __future__ import annotations
@@ -116,10 +112,8 @@ def _benchmark_json(result: BenchmarkResult) -> dict[str, Any]:
 
 
 def header_lines(context: Context, rounds: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Base and head; with rounds, also the device, the plan, the exclusion rule and the runner's time.
-
-    Without a round (nothing was measured) the plan and the rule say nothing, so only what is known is shown.
-    """
+    """Base and head; with rounds (else the plan and the rule say nothing), also the device, the plan, the exclusion
+    rule and the runner's time."""
     env = context.environment or {}
     base, head = context.base, context.head
     head_text = (
@@ -140,10 +134,12 @@ def header_lines(context: Context, rounds: Sequence[Mapping[str, Any]]) -> list[
         if context.rule.clock_floor_mhz is not None
         else f"{context.rule.clock_floor_fraction:.0%} of the max SM clock"
     )
+    every = (context.extra.get("engine") or {}).get("restart_every")
+    engine = "from warm workers" + (f" (new processes every {every} rounds)" if every else "")
+    gated = {bench_id for rnd in rounds for proc in rnd.get("processes", []) for bench_id in proc.get("records", {})}
     lines += [
-        f"{device} · {len(rounds)} rounds {_engine_text(context.extra.get('engine'))}, order rotating (A B, B A, …) · "
-        f"{context.wall_s:.0f} s",
-        f"plan: {plan_text(context.plan, len(_gated_ids(rounds)) or None)} · round budget {context.round_limit} · "
+        f"{device} · {len(rounds)} rounds {engine}, order rotating (A B, B A, …) · {context.wall_s:.0f} s",
+        f"plan: {plan_text(context.plan, len(gated) or None)} · round budget {context.round_limit} · "
         f"thresholds: `{context.thresholds.source}` (default ±{context.thresholds.default:.2%}, "
         f"{len(context.thresholds.overrides)} override(s))",
         f"a round is excluded when either side is throttled "
@@ -200,16 +196,6 @@ def noise_lines(noise: Mapping[str, Any] | None) -> list[str]:
     return lines
 
 
-def _gated_ids(rounds: Sequence[Mapping[str, Any]]) -> set[str]:
-    """The benchmarks measured in ``rounds`` (every id any process timed)."""
-    return {bench_id for rnd in rounds for proc in rnd.get("processes", []) for bench_id in proc.get("records", {})}
-
-
-def _engine_text(engine: Mapping[str, Any] | None) -> str:
-    every = (engine or {}).get("restart_every")
-    return "from warm workers" + (f" (new processes every {every} rounds)" if every else "")
-
-
 def finish(
     context: Context,
     results: Sequence[BenchmarkResult],
@@ -223,24 +209,23 @@ def finish(
 ) -> int:
     """Markdown to stdout and the step summary, the JSON record, the plot; returns the exit code."""
     code = exit_code(results, fail_on_inconclusive)
+    word = STATUS_WORDS.get(code, "FAIL")
     ids = summary_ids(results)
     undecided = sum(r.status is Status.GATED and r.stopped_by is Stop.PR_FAILED for r in results)
     inconclusive = len(ids[Verdict.INCONCLUSIVE.value]) - undecided
-    title = (
-        f"Speed gate: {STATUS_WORDS.get(code, 'FAIL')}"
-        + (f" ({inconclusive} inconclusive ⚠)" if inconclusive else "")
-        + (f" ({undecided} not decided: the PR had failed)" if undecided else "")
-    )
     # Nothing measured because every selected benchmark has identical code (or is gone at head).
     all_unchanged = (
         not rounds
         and any(r.status is Status.UNCHANGED_IDENTICAL for r in results)
         and all(r.status in (Status.UNCHANGED_IDENTICAL, Status.REMOVED) for r in results)
     )
-    if all_unchanged:
-        title = f"Speed gate: {ALL_UNCHANGED}"
+    title = (
+        word
+        + (f" ({inconclusive} inconclusive ⚠)" if inconclusive else "")
+        + (f" ({undecided} not decided: the PR had failed)" if undecided else "")
+    )
     markdown = gate_markdown(
-        title=title,
+        title=f"Speed gate: {ALL_UNCHANGED if all_unchanged else title}",
         header_lines=header_lines(context, rounds),
         results=results,
         correctness=correctness,
@@ -259,15 +244,22 @@ def finish(
         record = record_json(context, results, correctness, rounds, code, fail_on_inconclusive, command)
         write_or_fallback(json_path, json_text(record).encode("utf-8"), "--json", refused.append)
     if plot_path is not None:
+        from ci.speed.report.plot import plot_rounds
+
+        drawn = {
+            r.id: ([p.round for p in r.rounds], r.decision) for r in results if r.decision is not None and r.rounds
+        }
         try:
-            _plot(plot_path, results)
+            if drawn:
+                log(f"speed_gate: plot of {len(drawn)} benchmarks' rounds written to {plot_rounds(drawn, plot_path)}")
+            else:
+                log(f"speed_gate: no benchmark was timed: no plot written to {plot_path}")
         except (OSError, WriteError) as exc:
             refused.append(str(exc))
     failed = [f"{v} in {', '.join(ids[v])}" for v in (Verdict.REGRESSION.value, Status.WRONG_RESULT.value) if ids[v]]
     if all_unchanged:
         log(f"speed_gate: {ALL_UNCHANGED}")
     else:
-        word = STATUS_WORDS.get(code, "FAIL")
         log(
             f"speed_gate: {word + ': ' + '; '.join(failed) if code == 1 and failed else word}"
             + (f" ({inconclusive} inconclusive)" if inconclusive else "")
@@ -275,13 +267,3 @@ def finish(
     if refused:
         raise WriteError("; ".join(refused))
     return code
-
-
-def _plot(path: Path, results: Sequence[BenchmarkResult]) -> None:
-    from ci.speed.report.plot import plot_rounds
-
-    drawn = {r.id: ([p.round for p in r.rounds], r.decision) for r in results if r.decision is not None and r.rounds}
-    if drawn:
-        log(f"speed_gate: plot of {len(drawn)} benchmarks' rounds written to {plot_rounds(drawn, path)}")
-    else:
-        log(f"speed_gate: no benchmark was timed: no plot written to {path}")

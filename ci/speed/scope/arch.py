@@ -1,16 +1,14 @@
-"""Which architecture's code the gate's fingerprints are for, found without importing torch.
-
-NVML's compute capability (``sm_90``) or amdsmi's graphics target (``gfx950``), no device context; ``cpu`` on a
-CPU run; None for a GPU whose arch cannot be read (every benchmark is then measured: never skip on doubt).
-Why: docs/SPEED_GATE.md, "Inside the code".
+"""Which architecture's code the gate's fingerprints are for, without torch: NVML's compute capability (``sm_90``) or
+amdsmi's graphics target (``gfx950``); ``cpu`` on a CPU run; None for a GPU whose arch cannot be read (every benchmark
+is then measured: never skip on doubt). Why: docs/SPEED_GATE.md, "ci/speed/scope/arch.py".
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from ci.common.options import KNOWN_ARCHS
+from ci.speed.engine.devices import gpu_library
 
 ARCH_CHOICES = ("auto", *KNOWN_ARCHS, "cpu")  # the speed gate's --arch: one of these
 GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/kfd")
@@ -48,29 +46,19 @@ def gpu_arch() -> tuple[str | None, str]:
 
 def _nvml_arch() -> str | None:
     """NVML compute capability"""
-    import pynvml
-
-    pynvml.nvmlInit()
-    try:
-        if pynvml.nvmlDeviceGetCount() == 0:
+    with gpu_library("pynvml") as nvml:
+        if nvml.nvmlDeviceGetCount() == 0:
             raise RuntimeError("no GPU")
-        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(0))
+        major, minor = nvml.nvmlDeviceGetCudaComputeCapability(nvml.nvmlDeviceGetHandleByIndex(0))
         return f"sm_{major}{minor}"
-    finally:
-        pynvml.nvmlShutdown()
 
 
 def _amdsmi_arch() -> str | None:
     """amdsmi graphics target"""
-    import amdsmi  # written against amdsmi's documented API; NOT YET RUN ON AN MI355X (as ci/history/machine_info.py)
-
-    amdsmi.amdsmi_init()
-    try:
-        handles = amdsmi.amdsmi_get_processor_handles()
+    # Written against amdsmi's documented API; NOT YET RUN ON AN MI355X (as ci/history/measure/machine_info.py).
+    with gpu_library("amdsmi") as smi:
+        handles = smi.amdsmi_get_processor_handles()
         if not handles:
             raise RuntimeError("no GPU")
-        info: Any = amdsmi.amdsmi_get_gpu_asic_info(handles[0])
-        target = str(info.get("target_graphics_version") or "")
+        target = str(smi.amdsmi_get_gpu_asic_info(handles[0]).get("target_graphics_version") or "")
         return target.split(":")[0] or None
-    finally:
-        amdsmi.amdsmi_shut_down()

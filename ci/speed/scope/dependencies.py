@@ -1,7 +1,5 @@
-"""Which pinned dependencies a PR changes: pyproject.toml's ``dependencies`` and ci/constraints-cpu.txt, base vs head.
-
-Both sides are timed in the runner's one environment, so a changed pin is only said, never measured: one text
-per changed requirement for the reports' warning. Read from git (or the working tree); nothing is installed.
+"""Which pinned dependencies a PR changes: pyproject.toml's ``dependencies`` and ci/constraints-cpu.txt, base vs head,
+read from git (or the working tree). Both sides are timed in the runner's one environment: a changed pin is only said.
 """
 
 from __future__ import annotations
@@ -37,7 +35,8 @@ def requirements(text: str | None) -> dict[str, str]:
 
 def pyproject_dependencies(text: str | None) -> dict[str, str]:
     """``[project] dependencies`` of a pyproject.toml, without a TOML library (Python 3.10 has none)."""
-    block = _DEPENDENCIES.search(_project_table(text or ""))
+    project = re.search(r"^\[project\]\s*$(?P<body>.*?)(?=^\[|\Z)", text or "", re.M | re.S)
+    block = _DEPENDENCIES.search(project["body"]) if project else None
     if block is None:
         return {}
     lines = [
@@ -47,11 +46,6 @@ def pyproject_dependencies(text: str | None) -> dict[str, str]:
         if m
     ]
     return requirements("\n".join(lines))
-
-
-def _project_table(text: str) -> str:
-    match = re.search(r"^\[project\]\s*$(?P<body>.*?)(?=^\[|\Z)", text, re.M | re.S)
-    return match["body"] if match else ""
 
 
 def changed(base: dict[str, str], head: dict[str, str], where: str = "") -> list[str]:

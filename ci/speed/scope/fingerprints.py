@@ -1,8 +1,5 @@
-"""Both sides' speed fingerprints and what they decide: one step for ci.speed.changes and the speed gate.
-
-:func:`fingerprint_sides` computes both sides' fingerprints (ci.common.code_fingerprint, in parallel) and
-:func:`decide` turns them into the decision data (schema ``mxfp4-changes/1``), which the CPU job writes as
-``changes.json`` and the gate computes itself or reads (``--changes``): one computation, two users.
+"""Both sides' speed fingerprints (:func:`fingerprint_sides`) and the decision data they give (:func:`decide`, schema
+``mxfp4-changes/1``): what the CPU job writes as ``changes.json`` and the gate computes itself or reads (``--changes``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""What ci.speed.changes reports: the per-benchmark decision, the code diffs, the GPU seconds saved.
-
-All of it from one data object (:func:`report_data`); the Markdown is drawn
-from that object, so the summary and the JSON the workflow reads cannot disagree.
+"""What ci.speed.changes reports: the per-benchmark decision, the code diffs, the GPU seconds saved, all of it in
+one data object (:func:`report_data`) that the Markdown is drawn from: the summary and the JSON cannot disagree.
 """
 
 from __future__ import annotations
@@ -116,8 +114,7 @@ def report_data(
             if c.outcome is Outcome.IDENTICAL:
                 unchanged.add(bench_id)
                 b = benchmarks[(arch, bench_id)]
-                cost = (costs or {}).get(bench_id)
-                cost = cost if cost is not None else estimated_cost_s(b["m"], b["n"], b["k"])
+                cost = (costs or {}).get(bench_id, estimated_cost_s(b["m"], b["n"], b["k"]))
                 saved[arch] = saved.get(arch, 0.0) + cost
             else:
                 to_measure.add(bench_id)

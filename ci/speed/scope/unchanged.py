@@ -1,14 +1,13 @@
-"""The gate's change-aware selection: the benchmarks with identical code at base and head, before any GPU time.
-
-From the decision data of ci.speed.scope.fingerprints (or the CPU job's ``--changes`` file) for the runner's
-arch: a (kernel, config) whose fingerprint is identical has every benchmark "unchanged (identical code)", not
-surveyed, not measured, a pass; the others are measured, each saying why. Also what the skips saved and what
-the measuring cost (:func:`cost_record`).
+"""The gate's change-aware selection: a (kernel, config) with identical code at base and head on the runner's arch
+(ci.speed.scope.fingerprints' decision data, or ``--changes``) is "unchanged (identical code)", not surveyed, not
+measured, a pass; the others are measured, each saying why. Also what the skips saved and what the measuring cost.
 """
 
 from __future__ import annotations
 
 import re
+import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,10 +15,14 @@ from typing import Any
 
 from ci.speed.decide.codes import Status
 from ci.speed.decide.selection import Entry, Selector
-from ci.speed.engine.rounds import Benchmark
+from ci.speed.engine.rounds import Benchmark, cost_summary
 from ci.speed.engine.survey import log
 from ci.speed.options import SpeedOptions
-from ci.speed.scope.summary import ChangesFileError, estimated_cost_s
+from ci.speed.scope.arch import resolve_arch
+from ci.speed.scope.dependencies import warning_lines
+from ci.speed.scope.fingerprints import decide, fingerprint_sides
+from ci.speed.scope.summary import ChangesFileError, code_changes_lines, estimated_cost_s
+from harness.report import markdown_table
 
 _ID = re.compile(r"^(?P<kernel>[^\[]+)\[(?P<config>[^\]]*)\]/(?P<shape>.+)$")
 IDENTICAL = "IDENTICAL"  # ci.common.code_fingerprint.Outcome.IDENTICAL.name, as the JSON keeps it
@@ -48,16 +51,6 @@ class CodeDecision:
             return f"measure: the runner's arch is unknown ({self.how})"
         same, text = self.pairs.get((kernel, config), (False, "measure: not fingerprinted on this arch"))
         return "measured (--measure-identical): " + text if same else text
-
-
-def check_changes_commits(data: Mapping[str, Any], path: Path | None, base_sha: str, head_sha: str) -> None:
-    """The file must be of this comparison: the same merge-base and head."""
-    for side, expected in (("base", base_sha), ("head", head_sha)):
-        if data.get(side) != expected:
-            raise ChangesFileError(
-                f"--changes {path}: its {side} is {str(data.get(side))[:12]}, this gate's {side} is "
-                f"{expected[:12]}: fingerprints of other commits"
-            )
 
 
 def decision_from_data(data: Mapping[str, Any], arch: str, how: str, measure_identical: bool) -> CodeDecision:
@@ -98,10 +91,8 @@ def unchanged_entries(decision: CodeDecision, selector: Selector) -> list[Entry]
 
 
 def removed_entries(decision: CodeDecision, selector: Selector) -> list[Entry]:
-    """The selected benchmarks the base has on the arch and the head does not: "removed", never measured.
-
-    The gate adds them when its survey is narrowed to the changed (kernel, config)s, which leaves them out.
-    """
+    """The selected benchmarks the base has on the arch and the head does not: "removed", never measured (the gate
+    adds them when its survey is narrowed to the changed (kernel, config)s, which leaves them out)."""
     wanted = {*selector.sizes, *("x".join(map(str, mnk)) for mnk in selector.sizes.values() if mnk)}
     return [
         Entry(b, Status.REMOVED, f"{REMOVED_NOTE} ({decision.arch})")
@@ -117,46 +108,25 @@ def measured_pairs(decision: CodeDecision, selector: Selector) -> list[tuple[str
     return sorted(p for p in decision.pairs if p not in decision.identical_pairs and selector.takes(*p))
 
 
-# ---------------------------------------------------------------------------
-# what it saved and what it cost
-# ---------------------------------------------------------------------------
-
-
-def measured_costs(rounds: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """``{benchmark id: seconds}``: each measuring process's wall time shared equally by the benchmarks it timed.
-
-    The same form ci.speed.changes --costs reads (it takes the record's "costs").
-    """
-    costs: dict[str, float] = {}
-    for rnd in rounds:
-        for proc in rnd["processes"]:
-            ids = list(proc["records"])
-            for bench_id in ids:
-                costs[bench_id] = costs.get(bench_id, 0.0) + proc["wall_s"] / len(ids)
-    return {k: round(v, 2) for k, v in costs.items()}
-
-
-def rounds_measured(rounds: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """``{benchmark id: rounds it was measured in}``: the rounds to its verdict (a decided one is measured no more)."""
-    counts: dict[str, int] = {}
-    for rnd in rounds:
-        for bench_id in {b for proc in rnd["processes"] for b in proc["records"]}:
-            counts[bench_id] = counts.get(bench_id, 0) + 1
-    return counts
-
-
 def cost_record(
     decision: CodeDecision | None,
     skipped: Sequence[Entry],
     rounds: Sequence[Mapping[str, Any]],
     removed: Sequence[Entry] = (),
 ) -> dict[str, Any]:
-    """The JSON record's "code" and "costs" parts: what was skipped, the seconds saved (estimated) and spent."""
-    from ci.speed.engine.rounds import cost_summary
-
+    """The JSON record's "code" and "costs" parts: what was skipped, the seconds saved (estimated) and spent; per
+    benchmark its "costs" (each process's wall time shared equally by the benchmarks it timed: what ci.speed.changes
+    --costs reads) and "rounds_to_verdict" (the rounds it was measured in: a decided one is measured no more)."""
     summary = cost_summary(rounds)  # the one tally of the rounds' seconds; the report's "GPU runner" line reads it too
     spent = summary["startup_s"] + summary["measure_s"]
     saved = {e.benchmark.id: round(estimated_cost_s(e.benchmark.m, e.benchmark.n, e.benchmark.k), 1) for e in skipped}
+    costs: dict[str, float] = {}
+    measured_in: Counter[str] = Counter()
+    for rnd in rounds:
+        measured_in.update({bench_id for proc in rnd["processes"] for bench_id in proc["records"]})
+        for proc in rnd["processes"]:
+            for bench_id in proc["records"]:
+                costs[bench_id] = costs.get(bench_id, 0.0) + proc["wall_s"] / len(proc["records"])
     return {
         "code": None
         if decision is None
@@ -171,23 +141,9 @@ def cost_record(
         "removed_at_head": [e.benchmark.id for e in removed],
         "gpu_seconds_saved_estimated": round(sum(saved.values()), 1),
         "gpu_seconds_spent": round(spent, 1),
-        "costs": measured_costs(rounds),
-        "rounds_to_verdict": rounds_measured(rounds),
+        "costs": {k: round(v, 2) for k, v in costs.items()},
+        "rounds_to_verdict": dict(measured_in),
     }
-
-
-def cost_lines(record: Mapping[str, Any]) -> list[str]:
-    skipped = record["skipped_identical"]
-    # What the rounds spent is the "GPU runner" line of the run's header (ci.speed.report.write), from the same tally.
-    return [
-        f"{len(skipped)} benchmark(s) unchanged (identical code), not measured: "
-        f"~{record['gpu_seconds_saved_estimated']:.0f} s of GPU runner saved (estimated)"
-    ]
-
-
-# ---------------------------------------------------------------------------
-# the gate's step
-# ---------------------------------------------------------------------------
 
 
 def code_decision(
@@ -195,23 +151,22 @@ def code_decision(
 ) -> CodeDecision:
     """Fingerprint both trees for the runner's arch (or read --changes) and decide per (kernel, config); the
     fingerprint children compile on the CPU: nothing here touches the GPU."""
-    from ci.speed.scope.arch import resolve_arch
-
     arch, how = resolve_arch(options.arch, options.device)
     if arch is None:
         log(f"speed_gate: the runner's arch is unknown ({how}): every benchmark is measured")
         return CodeDecision(None, how, measure_identical=options.measure_identical)
     if options.changes_data is not None:
-        check_changes_commits(options.changes_data, options.changes, base_sha, head_sha)
+        for side, expected in (("base", base_sha), ("head", head_sha)):  # the file must be of this comparison
+            if options.changes_data.get(side) != expected:
+                raise ChangesFileError(
+                    f"--changes {options.changes}: its {side} is {str(options.changes_data.get(side))[:12]}, "
+                    f"this gate's {side} is {expected[:12]}: fingerprints of other commits"
+                )
         where = f"{arch} ({how}); fingerprints from --changes {options.changes}"
         try:
             return decision_from_data(options.changes_data, arch, where, options.measure_identical)
         except ChangesFileError as exc:
             raise ChangesFileError(f"--changes {options.changes}: {exc}") from None
-    import time
-
-    from ci.speed.scope.fingerprints import decide, fingerprint_sides
-
     started = time.perf_counter()
     base, head = fingerprint_sides(base_tree, head_tree, [arch], log=lambda line: log(f"  [fingerprint] {line}"))
     data = decide(base_sha, head_sha, base, head, started=started)
@@ -226,12 +181,8 @@ def preface_lines(
     costs: Mapping[str, Any],
     dependency_changes: Sequence[str] = (),
 ) -> list[str]:
-    """Above the verdict: the arch, what each measured (kernel, config) changed, the ISA and resource diffs, the costs.
-
-    ``measured == []`` (every selected benchmark has identical code): the code line and one line of what it saved.
-    """
-    from ci.speed.scope.dependencies import warning_lines
-
+    """Above the verdict: the arch, what each measured (kernel, config) changed, the ISA and resource diffs, the costs;
+    ``measured == []`` (every selected benchmark has identical code): the code line and one line of what it saved."""
     if decision is None:
         return warning_lines(list(dependency_changes))
     lines = [
@@ -249,15 +200,16 @@ def preface_lines(
             "",
         ]
     if decision.arch is not None:
-        from harness.report import markdown_table
-
         shown = sorted(decision.pairs) if measured is None else measured
         rows = [{"kernel[config]": f"{k}[{c}]", "code": decision.why_measured(k, c)} for k, c in shown]
         lines += [
             markdown_table(rows, empty="_every selected kernel[config] has identical code: nothing is measured_"),
             "",
         ]
-        from ci.speed.scope.summary import code_changes_lines
-
         lines += code_changes_lines(decision.data.get("code_changes") or [])
-    return lines + cost_lines(costs) + [""]
+    # What the rounds spent is the "GPU runner" line of the run's header (ci.speed.report.write), from the same tally.
+    return lines + [
+        f"{len(costs['skipped_identical'])} benchmark(s) unchanged (identical code), not measured: "
+        f"~{costs['gpu_seconds_saved_estimated']:.0f} s of GPU runner saved (estimated)",
+        "",
+    ]

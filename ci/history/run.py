@@ -48,16 +48,6 @@ def unmatched_patterns(patterns: Sequence[str], names: Sequence[str]) -> list[st
     return unmatched
 
 
-def check_bench_selection(patterns: Sequence[str], names: Sequence[str]) -> None:
-    unmatched = unmatched_patterns(patterns, names)
-    if unmatched:
-        examples = ", ".join(names[i] for i in range(0, len(names), max(1, len(names) // 4)))
-        raise HarnessError(
-            f"--bench {', '.join(repr(p) for p in unmatched)} selects no benchmark of the suite "
-            f"({len(names)} names, e.g. {examples}); nothing was run"
-        )
-
-
 def run(options: HistoryOptions) -> int:
     """The whole job; 0 recorded, 1 the newest commit failed; a harness error raises (its front: exit 2, 130/143)."""
     started = time.time()
@@ -146,9 +136,15 @@ def _fingerprint(s: _Job, options: HistoryOptions) -> None:
     s.steps.start("fingerprinting this machine (in a child process)")
     try:
         s.info = machine_info.fingerprint_in_child(sys.executable, s.env)
-        check_bench_selection(options.bench, s.info["benchmarks"])
+        names = s.info["benchmarks"]
+        if unmatched := unmatched_patterns(options.bench, names):
+            examples = ", ".join(names[i] for i in range(0, len(names), max(1, len(names) // 4)))
+            raise HarnessError(
+                f"--bench {', '.join(repr(p) for p in unmatched)} selects no benchmark of the suite "
+                f"({len(names)} names, e.g. {examples}); nothing was run"
+            )
         s.machine = options.machine or machine_info.machine_name(s.info)
-        s.runs = tracks.plan(options.tracks, s.info["gpu"] != "none", s.machine, options.bench, s.info["benchmarks"])
+        s.runs = tracks.plan(options.tracks, s.info["gpu"] != "none", s.machine, options.bench, names)
         if not s.runs:
             raise HarnessError(
                 f"--tracks {options.tracks} with --bench {', '.join(options.bench)}: no benchmark of "
@@ -331,13 +327,12 @@ def _finish(s: _Job, options: HistoryOptions) -> int:
         "\n\n".join(filter(None, [history_summary.summary_markdown(report, runs, spread, short=str(LOG_FILE)), checks]))
     )
     append_step_summary_or_fallback(markdown, log)  # a refused summary: a named file, one line
+    for line in history_summary.cost_lines(report.cost):
+        log_detail(line)  # on the screen in the summary above
     if options.json is not None:
         write_json_atomic(
             options.json, report.to_json(), kept=f"this run's results in {s.results_dir} and {s.branch_state} (above)"
         )
-    for line in history_summary.cost_lines(report.cost):
-        log_detail(line)  # on the screen in the summary above
-    if options.json is not None:
         log(f"report written to {options.json}")
     if report.nothing_new:
         log(
@@ -349,7 +344,7 @@ def _finish(s: _Job, options: HistoryOptions) -> int:
         f"serve it with: asv preview (from {REPO_ROOT}). "
         f"Full output: {LOG_FILE}"
     )
-    code = _exit_code(runs, report.harness_problems)
+    code = _exit_code(runs, report.harness_problems, report.failures)
     drifted = (report.history or {}).get("drift_failed")
     if code == 0 and drifted:
         log(
@@ -368,10 +363,9 @@ def _machine_fields(info: dict[str, Any], track: tracks.TrackRun) -> dict[str, s
     return fields
 
 
-def _exit_code(runs, problems: list[str]) -> int:
+def _exit_code(runs, problems: list[str], failures: list[str]) -> int:
     """2 on any harness problem; else 1 when the newest commit failed (older failures are history); else 0."""
     newest = runs[-1]
-    failures = [f"{run.commit[:8]} {item}" for run in runs for item in run.failures]
     if problems:
         log(f"harness problems (exit 2): {'; '.join(problems)}")
         return 2

@@ -272,6 +272,10 @@ def harness_problems(per_track: Mapping[str, Sequence[CommitRun]], problems: lis
     return problems
 
 
+def _section(title: str, items: Sequence[str]) -> list[str]:
+    return [f"### {title}", "", *[f"- {item}" for item in items], ""] if items else []
+
+
 def summary_markdown(
     report: Report,
     runs: Sequence[CommitRun],
@@ -309,35 +313,24 @@ def summary_markdown(
         _table(resource_rows(runs), "_(no resources measured in this run)_", short),
         "",
     ]
-    if report.cost:
-        parts += ["### What this run cost", "", *[f"- {line}" for line in cost_lines(report.cost)], ""]
+    parts += _section("What this run cost", cost_lines(report.cost))
     if spread:
         parts += ["### Same commit, repeated: spread = (max - min) / median", "", _table(spread, "", short), ""]
     notes = flagged(runs)
     if short is not None and len(notes) > SHORT_TABLE_ROWS:
         notes = notes[:SHORT_TABLE_ROWS] + [f"... {len(notes) - SHORT_TABLE_ROWS} more in `{short}`"]
-    if notes:
-        parts += ["### Flagged measurements (recorded, marked, not clean)", "", *[f"- {n}" for n in notes], ""]
-    not_available: Counter[str] = Counter()
-    for run in runs:
-        not_available.update(run.not_available)
-    if not_available:
-        parts += ["### Not measured on this machine (n/a)", ""]
-        parts += [
-            f"- {reason} ({count} parameter sets over {len(runs)} commits)"
-            for reason, count in not_available.most_common()
-        ]
-        parts.append("")
-    for title, items in (
-        ("Harness problems (not the commits' fault)", report.harness_problems),
-        ("Failed benchmarks", report.failures),
-    ):
-        if items:
-            parts += [f"### {title}", "", *[f"- {item}" for item in items], ""]
-    if report.quarantined:
-        parts += ["### Results files moved aside (unreadable)", ""]
-        parts += [f"- `{q['path']}`: {q['reason']} (now `{q['moved_to']}`)" for q in report.quarantined]
-        parts.append("")
+    parts += _section("Flagged measurements (recorded, marked, not clean)", notes)
+    not_available: Counter[str] = sum((run.not_available for run in runs), Counter())
+    parts += _section(
+        "Not measured on this machine (n/a)",
+        [f"{why} ({count} parameter sets over {len(runs)} commits)" for why, count in not_available.most_common()],
+    )
+    parts += _section("Harness problems (not the commits' fault)", report.harness_problems)
+    parts += _section("Failed benchmarks", report.failures)
+    parts += _section(
+        "Results files moved aside (unreadable)",
+        [f"`{q['path']}`: {q['reason']} (now `{q['moved_to']}`)" for q in report.quarantined],
+    )
     return "\n".join(parts)
 
 

@@ -223,11 +223,9 @@ def _commit(s: _Job, remote: str, push: bool, drop: tuple[str, ...]) -> None:
         # Only what differs from the branch's tip is offered (the ledger knows each file's blob); a push that loses a
         # race rebuilds on the new tip, where the merge per point keeps everyone's.
         on_branch = branch.tree(s.tip, "results/")
-        files = {
-            path: data
-            for m in machines
-            for path, data in machine_files(s.results_dir, m, drop, s.ledger, on_branch).items()
-        }
+        files: dict[str, bytes] = {}
+        for m in machines:
+            files |= machine_files(s.results_dir, m, drop, s.ledger, on_branch)
         s.tip = branch.commit_and_push(files, message, push=push, drop=drop)
         s.branch_state = f"`{BRANCH}` at {s.tip[:8] if s.tip else 'none'}" + (" (pushed)" if push else " (local)")
     except BranchError as exc:
@@ -314,9 +312,8 @@ def _finish(s: _Job, options: HistoryOptions) -> int:
         )
         if report.history
         else (
-            "Change points and the drift guard: not computed here (--no-publish); "
-            "the site build computes them over every "
-            "machine's history (`python -m ci.history.publish`, the Pages job)"
+            "Change points and the drift guard: not computed here (--no-publish); the site build computes them over "
+            "every machine's history (`python -m ci.history.publish`, the Pages job)"
             if timing is not None and not options.publish
             else ""
         )

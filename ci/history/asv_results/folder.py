@@ -233,8 +233,6 @@ def validate_tree(
     ``ledger`` (ci.history.asv_results.ledger.Ledger): a file unchanged since it last passed is not read again, and
     each file that passes is recorded there."""
     moved: list[Quarantined] = []
-    if not results_dir.is_dir():
-        return moved
     stamp = time.strftime("%Y%m%dT%H%M%S")
     for relative_name in (name for name in files(results_dir) if name.endswith((".json", records.SUFFIX))):
         if ledger is not None and ledger.unchanged(relative_name):

@@ -23,7 +23,7 @@ def _per_point(column: str) -> bool:
     return column in _PER_POINT or column.startswith(_PER_POINT_PREFIX)
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
 
 
@@ -94,7 +94,7 @@ def _merge_row(columns: list[str], theirs: dict[str, Any], ours: dict[str, Any])
     merged: dict[str, list[Any]] = {c: [] for c in columns if _per_point(c)}
     for combo in combos:
         ours_here, theirs_here = our_points.get(combo, {}), their_points.get(combo, {})
-        if _is_number(ours_here.get("result")) or (ours_here and theirs_here.get("result") is None):
+        if is_number(ours_here.get("result")) or (ours_here and theirs_here.get("result") is None):
             source = ours_here
         else:
             source = theirs_here  # ours has no number here (n/a, failed, not run): theirs is kept
@@ -145,7 +145,7 @@ def lost_points(theirs: dict[str, Any], after: dict[str, Any], prefix: str) -> l
         if value is None:
             continue
         kept = now.get(key)
-        if kept is None or (_is_number(value) and not _is_number(kept)):
+        if kept is None or (is_number(value) and not is_number(kept)):
             lost.append(prefix + key)
     return lost
 

@@ -270,35 +270,30 @@ class Store:
             if machines is None or m in machines
         }
         seen = set()
-        folders = history_results.machine_dirs(results_dir)
-        for machine_dir in folders:
+        for machine_dir in history_results.machine_dirs(results_dir):
             machine = machine_dir.name
             if machines is not None and machine not in machines:
                 continue
             for name in sorted(os.listdir(machine_dir)):
                 if not name.endswith(".json") or name == "machine.json":
                     continue
-                stem = name[: -len(".json")]
+                stem = name.removesuffix(".json")
                 stamp = self._stamp(machine_dir, stem)
                 seen.add((machine, stem))
                 old = kept.get((machine, stem))
                 if old is not None and old[0] == stamp:
-                    summary = json.loads(old[1])
-                    if summary is not None and fingerprints:
-                        summary["fingerprints"] = json.loads(old[2])
+                    summary, prints = json.loads(old[1]), old[2] and json.loads(old[2])
                     self.reused += 1
                 else:
                     summary = _summarize_file(machine_dir / name, machine)
-                    self.parsed += 1
                     prints = None if summary is None else summary.pop("fingerprints")
+                    self.parsed += 1
                     self.db.execute(
                         f"INSERT OR REPLACE INTO {FILES} VALUES (?, ?, ?, ?, ?)",
                         (machine, stem, stamp, json.dumps(summary), json.dumps(prints)),
                     )
-                    if summary is not None and fingerprints:
-                        summary["fingerprints"] = prints
                 if summary is not None:
-                    out.setdefault(machine, []).append(summary)
+                    out.setdefault(machine, []).append({**summary, "fingerprints": prints} if fingerprints else summary)
         for gone in set(kept) - seen:
             self.db.execute(f"DELETE FROM {FILES} WHERE machine = ? AND stem = ?", gone)
         self.db.commit()

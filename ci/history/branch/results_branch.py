@@ -171,7 +171,10 @@ class ResultsBranch:
             return self.repo.git.commit_tree(tree, *parents, "-m", message, env=self._identity())
         except (OSError, git.GitCommandError) as exc:
             # A full disk or an unwritable .git: the objects were not written, the branch ref was never moved.
-            detail = _git_said(exc.stderr) if isinstance(exc, git.GitCommandError) else (exc.strerror or str(exc))
+            if isinstance(exc, git.GitCommandError):  # GitPython's "stderr: 'fatal: ...'" as git's own words
+                detail = exc.stderr.strip().removeprefix("stderr:").strip().strip("'").strip()
+            else:
+                detail = exc.strerror or str(exc)
             kept = f"{base[:8]}" if base else "no commit yet"
             raise BranchError(
                 f"cannot write the {self.branch} commit ({detail}); the branch is left as it was ({kept}), every "
@@ -409,11 +412,6 @@ def merge_file(path: str, theirs: bytes | None, ours: bytes, drop: tuple[str, ..
     if merged == new and theirs is None:
         return ours
     return result_points.dumps(merged)
-
-
-def _git_said(stderr: str) -> str:
-    """GitPython's "stderr: 'fatal: ...'" as git's own words."""
-    return stderr.strip().removeprefix("stderr:").strip().strip("'").strip()
 
 
 def _is_results(data: Any) -> TypeGuard[dict[str, Any]]:

@@ -132,29 +132,27 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
 
 
 def _fingerprint(s: _Job, options: HistoryOptions) -> None:
-    """Step 1: this machine (in a child process), the tracks it runs and their asv machines."""
+    """Step 1: this machine (in a child process), the tracks it runs and their asv machines (a FingerprintError is
+    a HarnessError: exit 2)."""
     s.steps.start("fingerprinting this machine (in a child process)")
-    try:
-        s.info = machine_info.fingerprint_in_child(sys.executable, s.env)
-        names = s.info["benchmarks"]
-        if unmatched := unmatched_patterns(options.bench, names):
-            examples = ", ".join(names[i] for i in range(0, len(names), max(1, len(names) // 4)))
-            raise HarnessError(
-                f"--bench {', '.join(repr(p) for p in unmatched)} selects no benchmark of the suite "
-                f"({len(names)} names, e.g. {examples}); nothing was run"
-            )
-        s.machine = options.machine or machine_info.machine_name(s.info)
-        s.runs = tracks.plan(options.tracks, s.info["gpu"] != "none", s.machine, options.bench, names)
-        if not s.runs:
-            raise HarnessError(
-                f"--tracks {options.tracks} with --bench {', '.join(options.bench)}: no benchmark of "
-                "these tracks is selected; nothing was run"
-            )
-        for track in s.runs:
-            job_process.lock_machine(s.job, track.machine)  # one job per machine name on this host, as per checkout
-            machine_info.record_machine(track.machine, _machine_fields(s.info, track), asv_driver.ASV, s.env)
-    except machine_info.FingerprintError as exc:
-        raise HarnessError(str(exc)) from None
+    s.info = machine_info.fingerprint_in_child(sys.executable, s.env)
+    names = s.info["benchmarks"]
+    if unmatched := unmatched_patterns(options.bench, names):
+        examples = ", ".join(names[i] for i in range(0, len(names), max(1, len(names) // 4)))
+        raise HarnessError(
+            f"--bench {', '.join(repr(p) for p in unmatched)} selects no benchmark of the suite "
+            f"({len(names)} names, e.g. {examples}); nothing was run"
+        )
+    s.machine = options.machine or machine_info.machine_name(s.info)
+    s.runs = tracks.plan(options.tracks, s.info["gpu"] != "none", s.machine, options.bench, names)
+    if not s.runs:
+        raise HarnessError(
+            f"--tracks {options.tracks} with --bench {', '.join(options.bench)}: no benchmark of "
+            "these tracks is selected; nothing was run"
+        )
+    for track in s.runs:
+        job_process.lock_machine(s.job, track.machine)  # one job per machine name on this host, as per checkout
+        machine_info.record_machine(track.machine, _machine_fields(s.info, track), asv_driver.ASV, s.env)
     s.steps.total = 3 + sum(track_steps.steps_of(t) for t in s.runs) + (1 if options.publish else 0)
     s.env[records.RESULTS_DIR_ENV] = str(s.results_dir)
     info = s.info

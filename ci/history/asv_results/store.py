@@ -98,11 +98,6 @@ def lines(points: Iterable[Point]) -> dict[tuple[str, str, str], list[Point]]:
     return grouped
 
 
-# ---------------------------------------------------------------------------
-# one commit's files
-# ---------------------------------------------------------------------------
-
-
 def read_commit(
     results_dir: Path, machine: str, commit: str
 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], dict | None]:
@@ -205,11 +200,6 @@ def _summarize_file(path: Path, machine: str) -> dict[str, Any] | None:
     except history_results.InvalidFile:
         return None  # ci.history.asv_results.folder.validate_tree quarantines it, saying why
     return summarize(document, history_results.read_records(records.sidecar_for_results_file(path)))
-
-
-# ---------------------------------------------------------------------------
-# the database of summaries
-# ---------------------------------------------------------------------------
 
 
 def default_path(results_dir: Path) -> Path:
@@ -319,11 +309,6 @@ class Store:
 
     def commit(self) -> None:
         self.db.commit()
-
-
-# ---------------------------------------------------------------------------
-# the history
-# ---------------------------------------------------------------------------
 
 
 def history(summaries: dict[str, list[dict[str, Any]]], order: dict[str, int] | None = None) -> History:

@@ -59,8 +59,6 @@ class ResultsBranch:
                 f"the checkout has {BRANCH} checked out; the results branch is written without a work tree"
             )
 
-    # -- reading ----------------------------------------------------------------
-
     def check_remote(self) -> None:
         """Fail before the work when the remote is missing or unreachable (ls-remote)."""
         if self.remote is None:
@@ -131,8 +129,6 @@ class ResultsBranch:
     def blob(self, sha: str) -> bytes:
         """A blob's content, through git's long-running ``cat-file --batch`` (GitPython's object database)."""
         return self.repo.odb.stream(bytes.fromhex(sha)).read()
-
-    # -- writing ----------------------------------------------------------------
 
     def commit(self, files: dict[str, bytes], message: str, base: str | None, drop: tuple[str, ...] = ()) -> str | None:
         """A commit on ``base`` adding/merging ``files`` point by point; None when it would change nothing.
@@ -247,11 +243,6 @@ class ResultsBranch:
             self.repo.git.update_ref(self._tracking_ref, sha)
             return sha
         raise BranchError(f"git push {self.remote} {self.branch}: still rejected after {attempts} attempts")
-
-
-# ---------------------------------------------------------------------------
-# the branch's files in this checkout's results folder, and this machine's offered to it
-# ---------------------------------------------------------------------------
 
 
 def import_from_branch(
@@ -379,11 +370,6 @@ def _drop_locally(path: Path, key: str, data: bytes, drop: tuple[str, ...]) -> b
             )
         _write_kept(path, kept, 0, None)
     return kept
-
-
-# ---------------------------------------------------------------------------
-# merging one file that both the branch and this run have
-# ---------------------------------------------------------------------------
 
 
 def merge_file(path: str, theirs: bytes | None, ours: bytes, drop: tuple[str, ...] = ()) -> bytes:

@@ -43,11 +43,6 @@ def commit_fingerprints(
     return out
 
 
-# ---------------------------------------------------------------------------
-# what this machine has measured, and what matches
-# ---------------------------------------------------------------------------
-
-
 @dataclass
 class Recorded:
     """A commit of this machine whose measurements carry fingerprints."""
@@ -112,11 +107,6 @@ def stamp(results_dir: Path, machine: str, commit: str, fingerprints: Fingerprin
             records.update(sidecar, changes)
             stamped += len(changes)
     return stamped
-
-
-# ---------------------------------------------------------------------------
-# the plan of one run
-# ---------------------------------------------------------------------------
 
 
 @dataclass

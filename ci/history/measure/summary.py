@@ -305,11 +305,6 @@ def summary_markdown(
     return "\n".join(parts)
 
 
-# ---------------------------------------------------------------------------
-# the tracks of one commit together, and what they cost
-# ---------------------------------------------------------------------------
-
-
 def merge_tracks(per_track: Mapping[str, Sequence[CommitRun]]) -> list[CommitRun]:
     """One CommitRun per commit from each track's (timings from "gpu", resource counts from "cpu")."""
     merged = []

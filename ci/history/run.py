@@ -292,10 +292,7 @@ def _finish(s: _Job, options: HistoryOptions) -> int:
         step_seconds=s.steps.finish(),
         tracks={o.track.kind: o.track.machine for o in outcomes},
         cost={o.track.kind: o.cost() for o in outcomes},
-        samples={
-            o.track.kind: {c: {k: list(v) for k, v in points.items()} for c, points in o.samples.items()}
-            for o in outcomes
-        },
+        samples={o.track.kind: o.samples for o in outcomes},
     )
     if timing is not None and s.site is not None:
         # Change points and the drift guard over this machine's history, as the site build computed them (issue 20);

@@ -221,7 +221,7 @@ class Report:
     tracks: dict[str, str]
     cost: dict[str, dict[str, Any]]
     # point -> [samples before this run, samples now]: a re-run adds to the first run's samples, never replaces them
-    samples: dict[str, dict[str, dict[str, list[int]]]]
+    samples: dict[str, dict[str, dict[str, tuple[int, int]]]]
     history: dict[str, Any] | None = None  # change points and the drift guard of this machine (with a publish)
     machine_spread: list[dict[str, Any]] | None = None  # two runners of one GPU model (with a publish)
 

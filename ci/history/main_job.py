@@ -119,7 +119,7 @@ def options_from(args: argparse.Namespace) -> HistoryOptions:
     return HistoryOptions(
         commits=common_options.positive_int_value(args.commits, "--commits"),
         branch=args.branch,
-        bench=tuple(_bench_value(pattern) for pattern in args.bench),
+        bench=tuple(_regex_value(pattern, "--bench") for pattern in args.bench),
         repeat_head=args.repeat_head,
         machine=common_options.machine_value(args.machine),
         launch_method=args.launch_method,
@@ -131,28 +131,20 @@ def options_from(args: argparse.Namespace) -> HistoryOptions:
         json=common_options.output_value(args.json, "--json"),
         tracks=args.tracks,
         remeasure=args.remeasure,
-        drop=tuple(_drop_value(pattern) for pattern in args.drop),
+        drop=tuple(_regex_value(pattern, "--drop") for pattern in args.drop),
     )
 
 
-def _drop_value(pattern: str) -> str:
-    """--drop: a regex that is not empty (an empty one would let every point go)."""
-    if not pattern.strip():
+def _regex_value(pattern: str, option: str) -> str:
+    """--bench, --drop: a regular expression; --drop's not empty (it would let every point go)."""
+    if option == "--drop" and not pattern.strip():
         raise OptionsError(
             "--drop must name the points to remove (got an empty pattern, which would match every point)"
         )
     try:
         re.compile(pattern)
     except re.error as exc:
-        raise OptionsError(f"--drop {pattern!r} is not a regular expression: {exc}") from None
-    return pattern
-
-
-def _bench_value(pattern: str) -> str:
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise OptionsError(f"--bench {pattern!r} is not a regular expression: {exc}") from None
+        raise OptionsError(f"{option} {pattern!r} is not a regular expression: {exc}") from None
     return pattern
 
 

@@ -3,13 +3,7 @@
     python -m ci.history.publish --out site --json changes.json      # the Pages workflow (every machine's results)
     python -m ci.history.publish --local --out .asv/html             # this checkout's .asv/results, as it is
 
-Steps (ci.history.site.site_build): every machine's results from the ``asv-results`` branch (only the
-files that changed since the last build are read: a ledger of blob ids), each results file summarized
-once (the history store), change points and the drift guard per GPU line (recomputed only where new
-commits can change them), asv's own pages over the newest ``--asv-window`` commits, the kernel pages
-over the whole history (the newest ``--page-window`` commits in detail, the whole history thinned),
-a stamp saying which results commit the site was built from and when; with ``--issues``, each change
-point's regression issue and its state (ci.history.site.issue_links).
+The steps (each costs what changed since the last build, not the history): docs/HISTORY.md, "site/site_build.py".
 
 Change points and drift are reported, never a failure here: the issue filer and the kernel pages say them.
 """

@@ -48,16 +48,6 @@ def unmatched_patterns(patterns: Sequence[str], names: Sequence[str]) -> list[st
     return unmatched
 
 
-def check_bench_selection(patterns: Sequence[str], names: Sequence[str]) -> None:
-    unmatched = unmatched_patterns(patterns, names)
-    if unmatched:
-        examples = ", ".join(names[i] for i in range(0, len(names), max(1, len(names) // 4)))
-        raise HarnessError(
-            f"--bench {', '.join(repr(p) for p in unmatched)} selects no benchmark of the suite "
-            f"({len(names)} names, e.g. {examples}); nothing was run"
-        )
-
-
 def run(options: HistoryOptions) -> int:
     """The whole job; 0 recorded, 1 the newest commit failed; a harness error raises (its front: exit 2, 130/143)."""
     started = time.time()
@@ -142,23 +132,27 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
 
 
 def _fingerprint(s: _Job, options: HistoryOptions) -> None:
-    """Step 1: this machine (in a child process), the tracks it runs and their asv machines."""
+    """Step 1: this machine (in a child process), the tracks it runs and their asv machines (a FingerprintError is
+    a HarnessError: exit 2)."""
     s.steps.start("fingerprinting this machine (in a child process)")
-    try:
-        s.info = machine_info.fingerprint_in_child(sys.executable, s.env)
-        check_bench_selection(options.bench, s.info["benchmarks"])
-        s.machine = options.machine or machine_info.machine_name(s.info)
-        s.runs = tracks.plan(options.tracks, s.info["gpu"] != "none", s.machine, options.bench, s.info["benchmarks"])
-        if not s.runs:
-            raise HarnessError(
-                f"--tracks {options.tracks} with --bench {', '.join(options.bench)}: no benchmark of "
-                "these tracks is selected; nothing was run"
-            )
-        for track in s.runs:
-            job_process.lock_machine(s.job, track.machine)  # one job per machine name on this host, as per checkout
-            machine_info.record_machine(track.machine, _machine_fields(s.info, track), asv_driver.ASV, s.env)
-    except machine_info.FingerprintError as exc:
-        raise HarnessError(str(exc)) from None
+    s.info = machine_info.fingerprint_in_child(sys.executable, s.env)
+    names = s.info["benchmarks"]
+    if unmatched := unmatched_patterns(options.bench, names):
+        examples = ", ".join(names[i] for i in range(0, len(names), max(1, len(names) // 4)))
+        raise HarnessError(
+            f"--bench {', '.join(repr(p) for p in unmatched)} selects no benchmark of the suite "
+            f"({len(names)} names, e.g. {examples}); nothing was run"
+        )
+    s.machine = options.machine or machine_info.machine_name(s.info)
+    s.runs = tracks.plan(options.tracks, s.info["gpu"] != "none", s.machine, options.bench, names)
+    if not s.runs:
+        raise HarnessError(
+            f"--tracks {options.tracks} with --bench {', '.join(options.bench)}: no benchmark of "
+            "these tracks is selected; nothing was run"
+        )
+    for track in s.runs:
+        job_process.lock_machine(s.job, track.machine)  # one job per machine name on this host, as per checkout
+        machine_info.record_machine(track.machine, _machine_fields(s.info, track), asv_driver.ASV, s.env)
     s.steps.total = 3 + sum(track_steps.steps_of(t) for t in s.runs) + (1 if options.publish else 0)
     s.env[records.RESULTS_DIR_ENV] = str(s.results_dir)
     info = s.info
@@ -227,11 +221,9 @@ def _commit(s: _Job, remote: str, push: bool, drop: tuple[str, ...]) -> None:
         # Only what differs from the branch's tip is offered (the ledger knows each file's blob); a push that loses a
         # race rebuilds on the new tip, where the merge per point keeps everyone's.
         on_branch = branch.tree(s.tip, "results/")
-        files = {
-            path: data
-            for m in machines
-            for path, data in machine_files(s.results_dir, m, drop, s.ledger, on_branch).items()
-        }
+        files: dict[str, bytes] = {}
+        for m in machines:
+            files |= machine_files(s.results_dir, m, drop, s.ledger, on_branch)
         s.tip = branch.commit_and_push(files, message, push=push, drop=drop)
         s.branch_state = f"`{BRANCH}` at {s.tip[:8] if s.tip else 'none'}" + (" (pushed)" if push else " (local)")
     except BranchError as exc:
@@ -300,10 +292,7 @@ def _finish(s: _Job, options: HistoryOptions) -> int:
         step_seconds=s.steps.finish(),
         tracks={o.track.kind: o.track.machine for o in outcomes},
         cost={o.track.kind: o.cost() for o in outcomes},
-        samples={
-            o.track.kind: {c: {k: list(v) for k, v in points.items()} for c, points in o.samples.items()}
-            for o in outcomes
-        },
+        samples={o.track.kind: o.samples for o in outcomes},
     )
     if timing is not None and s.site is not None:
         # Change points and the drift guard over this machine's history, as the site build computed them (issue 20);
@@ -318,9 +307,8 @@ def _finish(s: _Job, options: HistoryOptions) -> int:
         )
         if report.history
         else (
-            "Change points and the drift guard: not computed here (--no-publish); "
-            "the site build computes them over every "
-            "machine's history (`python -m ci.history.publish`, the Pages job)"
+            "Change points and the drift guard: not computed here (--no-publish); the site build computes them over "
+            "every machine's history (`python -m ci.history.publish`, the Pages job)"
             if timing is not None and not options.publish
             else ""
         )
@@ -331,13 +319,12 @@ def _finish(s: _Job, options: HistoryOptions) -> int:
         "\n\n".join(filter(None, [history_summary.summary_markdown(report, runs, spread, short=str(LOG_FILE)), checks]))
     )
     append_step_summary_or_fallback(markdown, log)  # a refused summary: a named file, one line
+    for line in history_summary.cost_lines(report.cost):
+        log_detail(line)  # on the screen in the summary above
     if options.json is not None:
         write_json_atomic(
             options.json, report.to_json(), kept=f"this run's results in {s.results_dir} and {s.branch_state} (above)"
         )
-    for line in history_summary.cost_lines(report.cost):
-        log_detail(line)  # on the screen in the summary above
-    if options.json is not None:
         log(f"report written to {options.json}")
     if report.nothing_new:
         log(
@@ -349,7 +336,7 @@ def _finish(s: _Job, options: HistoryOptions) -> int:
         f"serve it with: asv preview (from {REPO_ROOT}). "
         f"Full output: {LOG_FILE}"
     )
-    code = _exit_code(runs, report.harness_problems)
+    code = _exit_code(runs, report.harness_problems, report.failures)
     drifted = (report.history or {}).get("drift_failed")
     if code == 0 and drifted:
         log(
@@ -368,10 +355,9 @@ def _machine_fields(info: dict[str, Any], track: tracks.TrackRun) -> dict[str, s
     return fields
 
 
-def _exit_code(runs, problems: list[str]) -> int:
+def _exit_code(runs, problems: list[str], failures: list[str]) -> int:
     """2 on any harness problem; else 1 when the newest commit failed (older failures are history); else 0."""
     newest = runs[-1]
-    failures = [f"{run.commit[:8]} {item}" for run in runs for item in run.failures]
     if problems:
         log(f"harness problems (exit 2): {'; '.join(problems)}")
         return 2

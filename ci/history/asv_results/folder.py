@@ -1,18 +1,12 @@
 """asv's results folder as the main job keeps it: the only module that reads it; validated, quarantined, reconciled.
 
-* reading: :func:`files`, :func:`machine_dirs`, :func:`machine_json`, :func:`commit_documents`, :func:`sidecars`,
-  :func:`read_records`, :func:`check_results_file`, :func:`values_by_key` -- every other module reads through these;
-* :func:`validate_tree` -- every file checked the way asv (or asv_bench.records) reads it; a bad one is moved
-  to ``.asv/quarantine/<time>/`` with a message;
-* :func:`reconcile` -- a record whose value never reached asv's file is marked ``resume``;
-* :func:`full_disk_problem` -- after asv ran: can the folder still be written?
-Why each exists: docs/HISTORY.md, "asv_results/folder.py".
+Every other module reads the folder through the functions of the first section below. Why each check, the
+quarantine, reconcile and the full-disk probe exist: docs/HISTORY.md, "asv_results/folder.py".
 """
 
 from __future__ import annotations
 
 import errno
-import itertools
 import json
 import math
 import os
@@ -25,6 +19,7 @@ from typing import Any
 
 from asv_bench import records
 from ci.common.errors import InputError
+from ci.history.asv_results import result_points
 
 RESULTS_API_VERSION = 2  # asv.results.Results.api_version (asv 0.6.x)
 MACHINE_API_VERSION = 1  # asv.machine.Machine.api_version
@@ -238,8 +233,6 @@ def validate_tree(
     ``ledger`` (ci.history.asv_results.ledger.Ledger): a file unchanged since it last passed is not read again, and
     each file that passes is recorded there."""
     moved: list[Quarantined] = []
-    if not results_dir.is_dir():
-        return moved
     stamp = time.strftime("%Y%m%dT%H%M%S")
     for relative_name in (name for name in files(results_dir) if name.endswith((".json", records.SUFFIX))):
         if ledger is not None and ledger.unchanged(relative_name):
@@ -269,18 +262,10 @@ def validate_tree(
 
 def values_by_key(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """``benchmark(params)`` -> {"value", "samples", "started_at"} from a checked results document."""
-    columns = data["result_columns"]
-    out: dict[str, dict[str, Any]] = {}
-    for name, row in data["results"].items():
-        cells = dict(zip(columns, row))
-        params = cells.get("params") or []
-        combos = list(itertools.product(*params)) if params else [()]
-        values = cells.get("result") or [None] * len(combos)
-        samples = cells.get("samples") or [None] * len(combos)
-        for combo, value, sample in zip(combos, values, samples):
-            key = f"{name}({', '.join(combo)})" if combo else name
-            out[key] = {"value": value, "samples": sample, "started_at": cells.get("started_at")}
-    return out
+    return {
+        key: {"value": point.get("result"), "samples": point.get("samples"), "started_at": point["started_at"]}
+        for key, point in result_points.points(data)
+    }
 
 
 def same_value(record: dict[str, Any], value: Any) -> bool:

@@ -1,12 +1,5 @@
 """asv results as measured points (commit x benchmark x parameter x machine): merged point by point, never lost
-silently.
-
-* :func:`merge_documents` -- per point: our number wins; where we have none (not measured this time, a failed
-  or disk-full build rewrote the row as empty) theirs is kept. Rows, parameter values and ``durations`` are a union.
-* :func:`lost_points` -- the points that had a value before and have none after; the results branch refuses a
-  commit that loses any (ci.history.branch.results_branch), unless ``--drop`` names them.
-* :func:`drop_points` -- the explicit way to remove points: a ``--drop`` regex searched in each point's id,
-  ``<machine>/<commit8>-<env>/<benchmark>(<params>)``.
+silently; a point's id is ``<machine>/<commit8>-<env>/<benchmark>(<params>)`` (what ``--drop`` searches).
 
 Why: docs/HISTORY.md, "asv_results/result_points.py".
 """
@@ -30,7 +23,7 @@ def _per_point(column: str) -> bool:
     return column in _PER_POINT or column.startswith(_PER_POINT_PREFIX)
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
 
 
@@ -61,24 +54,26 @@ def _row_points(cells: dict[str, Any]) -> dict[tuple[str, ...], dict[str, Any]]:
     return out
 
 
-def _points(data: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``benchmark(params)`` and its {per-point column: value} for each point of a results document."""
+def points(data: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``benchmark(params)`` and its {per-point column: value, "started_at": its row's} for each point of a results
+    document."""
     columns = data.get("result_columns") or []
     for name, row in (data.get("results") or {}).items():
-        for combo, cells in _row_points(_cells(columns, row)).items():
-            yield _key(name, combo), cells
+        cells = _cells(columns, row)
+        for combo, point in _row_points(cells).items():
+            yield _key(name, combo), {**point, "started_at": cells.get("started_at")}
 
 
 def values(data: dict[str, Any]) -> dict[str, Any]:
     """``benchmark(params)`` -> value (None where the row has none) of a results document."""
-    return {key: cells.get("result") for key, cells in _points(data)}
+    return {key: cells.get("result") for key, cells in points(data)}
 
 
 def sample_counts(data: dict[str, Any]) -> dict[str, int]:
     """``benchmark(params)`` -> how many timing samples asv keeps for that point (``--record-samples``)."""
     return {
         key: len(cells["samples"])
-        for key, cells in _points(data)
+        for key, cells in points(data)
         if isinstance(cells.get("samples"), list) and cells.get("result") is not None
     }
 
@@ -99,7 +94,7 @@ def _merge_row(columns: list[str], theirs: dict[str, Any], ours: dict[str, Any])
     merged: dict[str, list[Any]] = {c: [] for c in columns if _per_point(c)}
     for combo in combos:
         ours_here, theirs_here = our_points.get(combo, {}), their_points.get(combo, {})
-        if _is_number(ours_here.get("result")) or (ours_here and theirs_here.get("result") is None):
+        if is_number(ours_here.get("result")) or (ours_here and theirs_here.get("result") is None):
             source = ours_here
         else:
             source = theirs_here  # ours has no number here (n/a, failed, not run): theirs is kept
@@ -124,7 +119,7 @@ def _trim(row: list[Any]) -> list[Any]:
 
 
 def merge_documents(theirs: dict[str, Any], ours: dict[str, Any]) -> dict[str, Any]:
-    """Ours, with every point of theirs that ours has no value for (see the module doc)."""
+    """Ours, with every point of theirs that ours has no value for; rows, parameter values and durations a union."""
     columns = list(ours["result_columns"])
     their_columns = list(theirs.get("result_columns") or [])
     results = {}
@@ -150,7 +145,7 @@ def lost_points(theirs: dict[str, Any], after: dict[str, Any], prefix: str) -> l
         if value is None:
             continue
         kept = now.get(key)
-        if kept is None or (_is_number(value) and not _is_number(kept)):
+        if kept is None or (is_number(value) and not is_number(kept)):
             lost.append(prefix + key)
     return lost
 

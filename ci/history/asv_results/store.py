@@ -1,16 +1,13 @@
-"""Every results file and its records, summarized once and kept, as one history.
+"""Every results file and its records, summarized once and kept (SQLite beside the folder), read as one History.
 
-Everything that looks at the history (kernel pages, change points, the drift guard, the main job's summary)
-reads it through here; the files themselves are opened by ci.history.asv_results.folder. A results file and its
-sidecar become one summary per commit: TFLOPS per GEMM benchmark, the log of the median with its standard
-error, flags, clocks, device, why a number is missing, resource counts. :class:`Store` keeps each summary in
-SQLite beside the folder, keyed by size and mtime (or blob id): derived data, rebuilt when damaged
-(docs/HISTORY.md, "asv_results/store.py").
+Everything that looks at the history reads it through here; the files themselves are opened by
+ci.history.asv_results.folder (docs/HISTORY.md, "asv_results/store.py").
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import json
 import math
@@ -99,11 +96,6 @@ def lines(points: Iterable[Point]) -> dict[tuple[str, str, str], list[Point]]:
     for point in sorted(points, key=lambda p: (p.order, p.commit)):
         grouped.setdefault((point.machine, point.kernel_config, point.shape), []).append(point)
     return grouped
-
-
-# ---------------------------------------------------------------------------
-# one commit's files
-# ---------------------------------------------------------------------------
 
 
 def read_commit(
@@ -210,11 +202,6 @@ def _summarize_file(path: Path, machine: str) -> dict[str, Any] | None:
     return summarize(document, history_results.read_records(records.sidecar_for_results_file(path)))
 
 
-# ---------------------------------------------------------------------------
-# the database of summaries
-# ---------------------------------------------------------------------------
-
-
 def default_path(results_dir: Path) -> Path:
     """Where a results folder's summaries are kept: beside it (asv reads every *.json inside it), named after it (the
     main job's .asv/results and the site build's mirror .asv/site-results must not share one)."""
@@ -222,7 +209,8 @@ def default_path(results_dir: Path) -> Path:
 
 
 class Store:
-    """File summaries kept between runs (see the module doc); ``path`` None keeps them in memory only."""
+    """File summaries kept between runs, keyed by size and mtime: derived data, set aside and rebuilt when damaged;
+    ``path`` None keeps them in memory only."""
 
     def __init__(self, path: Path | None, log: Callable[[str], None] = lambda message: None):
         self.path, self.log = path, log
@@ -260,17 +248,11 @@ class Store:
         self.db.close()
 
     def summaries(
-        self,
-        results_dir: Path,
-        stamps: dict[str, str] | None = None,
-        machines: tuple[str, ...] | None = None,
-        fingerprints: bool = False,
+        self, results_dir: Path, machines: tuple[str, ...] | None = None, fingerprints: bool = False
     ) -> dict[str, list[dict[str, Any]]]:
         """machine -> the summary of each of its results files (``machines``: of these only; ``fingerprints``: with
-        their records' fingerprints). ``stamps``: relative path -> a content id (git's blob id) where known; other
-        files are stamped by size and modification time."""
+        their records' fingerprints); a file is stamped by its and its sidecar's size and modification time."""
         out: dict[str, list[dict[str, Any]]] = {}
-        stamps = stamps or {}
         columns = "machine, stem, stamp, summary" + (", fingerprints" if fingerprints else ", NULL")
         kept = {
             (m, s): (stamp, summary, prints)
@@ -278,56 +260,45 @@ class Store:
             if machines is None or m in machines
         }
         seen = set()
-        folders = history_results.machine_dirs(results_dir)
-        for machine_dir in folders:
+        for machine_dir in history_results.machine_dirs(results_dir):
             machine = machine_dir.name
             if machines is not None and machine not in machines:
                 continue
-            for entry in sorted(os.scandir(machine_dir), key=lambda e: e.name):
-                if not entry.name.endswith(".json") or entry.name == "machine.json":
+            for name in sorted(os.listdir(machine_dir)):
+                if not name.endswith(".json") or name == "machine.json":
                     continue
-                stem = entry.name[: -len(".json")]
-                stamp = self._stamp(machine_dir, machine, stem, entry, stamps)
+                stem = name.removesuffix(".json")
+                stamp = self._stamp(machine_dir, stem)
                 seen.add((machine, stem))
                 old = kept.get((machine, stem))
                 if old is not None and old[0] == stamp:
-                    summary = json.loads(old[1])
-                    if summary is not None and fingerprints:
-                        summary["fingerprints"] = json.loads(old[2])
+                    summary, prints = json.loads(old[1]), old[2] and json.loads(old[2])
                     self.reused += 1
                 else:
-                    summary = _summarize_file(Path(entry.path), machine)
-                    self.parsed += 1
+                    summary = _summarize_file(machine_dir / name, machine)
                     prints = None if summary is None else summary.pop("fingerprints")
+                    self.parsed += 1
                     self.db.execute(
                         f"INSERT OR REPLACE INTO {FILES} VALUES (?, ?, ?, ?, ?)",
                         (machine, stem, stamp, json.dumps(summary), json.dumps(prints)),
                     )
-                    if summary is not None and fingerprints:
-                        summary["fingerprints"] = prints
                 if summary is not None:
-                    out.setdefault(machine, []).append(summary)
+                    out.setdefault(machine, []).append({**summary, "fingerprints": prints} if fingerprints else summary)
         for gone in set(kept) - seen:
             self.db.execute(f"DELETE FROM {FILES} WHERE machine = ? AND stem = ?", gone)
         self.db.commit()
         return out
 
     @staticmethod
-    def _stamp(machine_dir: Path, machine: str, stem: str, entry: os.DirEntry, stamps: dict[str, str]) -> str:
-        sidecar = machine_dir / f"{stem}{records.SUFFIX}"
-        known = stamps.get(f"{machine}/{entry.name}")
-        side_known = stamps.get(f"{machine}/{stem}{records.SUFFIX}")
-        stat = entry.stat()
-        own = known or f"{stat.st_size}:{stat.st_mtime_ns}"
-        if side_known:
-            side = side_known
-        else:
+    def _stamp(machine_dir: Path, stem: str) -> str:
+        def of(name: str) -> str:
             try:
-                side_stat = sidecar.stat()
-                side = f"{side_stat.st_size}:{side_stat.st_mtime_ns}"
+                stat = (machine_dir / name).stat()
             except FileNotFoundError:
-                side = "-"
-        return f"{SCHEMA}|{own}|{side}"
+                return "-"
+            return f"{stat.st_size}:{stat.st_mtime_ns}"
+
+        return f"{SCHEMA}|{of(stem + '.json')}|{of(stem + records.SUFFIX)}"
 
     def memo(self, name: str) -> dict[str, Any] | None:
         row = self.db.execute("SELECT memo FROM memos WHERE name = ?", (name,)).fetchone()
@@ -338,11 +309,6 @@ class Store:
 
     def commit(self) -> None:
         self.db.commit()
-
-
-# ---------------------------------------------------------------------------
-# the history
-# ---------------------------------------------------------------------------
 
 
 def history(summaries: dict[str, list[dict[str, Any]]], order: dict[str, int] | None = None) -> History:
@@ -376,28 +342,10 @@ def _split(key: str) -> tuple[str, str] | None:
 def _add(out: History, machine: str, commit: str, order: int, summary: dict[str, Any]) -> None:
     for key, row in summary["gemm"].items():
         split = _split(key)
-        if split is None:
-            continue
-        tflops, median_s, level, error, iqr, device, flags, clocks, copied = row
-        out.points.append(
-            Point(
-                machine,
-                split[0],
-                split[1],
-                key,
-                commit,
-                order,
-                tflops,
-                median_s,
-                level,
-                error,
-                iqr,
-                device,
-                tuple(flags),
-                clocks,
-                copied,
-            )
-        )
+        if split is not None:
+            tflops, median_s, level, error, iqr, device, flags, clocks, copied = row
+            numbers = (tflops, median_s, level, error, iqr, device)
+            out.points.append(Point(machine, *split, key, commit, order, *numbers, tuple(flags), clocks, copied))
     for key, why in summary["missing"].items():
         split = _split(key)
         if split is not None:
@@ -411,10 +359,7 @@ def _add(out: History, machine: str, commit: str, order: int, summary: dict[str,
 
 def read_history(results_dir: Path, order: dict[str, int] | None = None, store: Store | None = None) -> History:
     """The whole history under ``results_dir`` (through ``store``'s kept summaries when given)."""
-    own = store is None
-    store = store or Store(None)
-    try:
+    if store is not None:
         return history(store.summaries(results_dir), order)
-    finally:
-        if own:
-            store.close()
+    with contextlib.closing(Store(None)) as own:
+        return history(own.summaries(results_dir), order)

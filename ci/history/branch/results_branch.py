@@ -1,11 +1,7 @@
 """The asv history on its own branch (``asv-results``) and this checkout's ``.asv/results``: the one way between them.
 
-The branch holds ``results/benchmarks.json`` and ``results/<machine>/`` (machine.json, asv's results, records).
-A runner writes only its own machine's files (:func:`machine_files`): :meth:`ResultsBranch.commit_and_push` builds
-the commit on the remote's tip in a private index, pushes without force and retries on a rejection; files that
-differ are merged per point (ci.history.asv_results.result_points). A commit that would lose a point raises
-:class:`ShrinkError`; a failed write a :class:`BranchError`. :func:`import_from_branch` brings the branch's files
-into the results folder. Layout and reasons: docs/HISTORY.md, "branch/results_branch.py".
+A runner writes only its own machine's files; races are retried, files merged per point, a lost point refused
+(:class:`ShrinkError`). Layout and reasons: docs/HISTORY.md, "branch/results_branch.py".
 """
 
 from __future__ import annotations
@@ -52,20 +48,16 @@ class ShrinkError(BranchError):
 
 
 class ResultsBranch:
-    def __init__(self, checkout: Path, remote: str | None, branch: str = BRANCH, log: Callable[[str], None] = print):
+    def __init__(self, checkout: Path, remote: str | None, log: Callable[[str], None] = print):
         try:
             self.repo = git.Repo(checkout)
         except git.exc.InvalidGitRepositoryError:
             raise BranchError(f"{checkout} is not a git repository") from None
-        self.remote = remote
-        self.branch = branch
-        self.log = log
-        if self.repo.head.is_valid() and not self.repo.head.is_detached and self.repo.active_branch.name == branch:
+        self.remote, self.branch, self.log = remote, BRANCH, log
+        if self.repo.head.is_valid() and not self.repo.head.is_detached and self.repo.active_branch.name == BRANCH:
             raise BranchError(
-                f"the checkout has {branch} checked out; the results branch is written without a work tree"
+                f"the checkout has {BRANCH} checked out; the results branch is written without a work tree"
             )
-
-    # -- reading ----------------------------------------------------------------
 
     def check_remote(self) -> None:
         """Fail before the work when the remote is missing or unreachable (ls-remote)."""
@@ -108,18 +100,18 @@ class ResultsBranch:
     def _tracking_ref(self) -> str:
         return f"refs/remotes/{self.remote}/{self.branch}"
 
-    def tracking_tip(self, remote: str) -> str | None:
-        """``refs/remotes/<remote>/<branch>`` as the last fetch left it, or None."""
+    def _rev(self, ref: str) -> str | None:
         try:
-            return self.repo.git.rev_parse("--verify", "--quiet", f"refs/remotes/{remote}/{self.branch}") or None
+            return self.repo.git.rev_parse("--verify", "--quiet", ref) or None
         except git.GitCommandError:
             return None
 
+    def tracking_tip(self, remote: str) -> str | None:
+        """``refs/remotes/<remote>/<branch>`` as the last fetch left it, or None."""
+        return self._rev(f"refs/remotes/{remote}/{self.branch}")
+
     def local_tip(self) -> str | None:
-        try:
-            return self.repo.git.rev_parse("--verify", "--quiet", f"refs/heads/{self.branch}")
-        except git.GitCommandError:
-            return None
+        return self._rev(f"refs/heads/{self.branch}")
 
     def tree(self, commit: str | None, under: str = "") -> dict[str, str]:
         """path -> blob id of every file under ``under`` in ``commit``'s tree (one ``git ls-tree``, no content read)."""
@@ -137,8 +129,6 @@ class ResultsBranch:
     def blob(self, sha: str) -> bytes:
         """A blob's content, through git's long-running ``cat-file --batch`` (GitPython's object database)."""
         return self.repo.odb.stream(bytes.fromhex(sha)).read()
-
-    # -- writing ----------------------------------------------------------------
 
     def commit(self, files: dict[str, bytes], message: str, base: str | None, drop: tuple[str, ...] = ()) -> str | None:
         """A commit on ``base`` adding/merging ``files`` point by point; None when it would change nothing.
@@ -177,7 +167,10 @@ class ResultsBranch:
             return self.repo.git.commit_tree(tree, *parents, "-m", message, env=self._identity())
         except (OSError, git.GitCommandError) as exc:
             # A full disk or an unwritable .git: the objects were not written, the branch ref was never moved.
-            detail = _git_said(exc.stderr) if isinstance(exc, git.GitCommandError) else (exc.strerror or str(exc))
+            if isinstance(exc, git.GitCommandError):  # GitPython's "stderr: 'fatal: ...'" as git's own words
+                detail = exc.stderr.strip().removeprefix("stderr:").strip().strip("'").strip()
+            else:
+                detail = exc.strerror or str(exc)
             kept = f"{base[:8]}" if base else "no commit yet"
             raise BranchError(
                 f"cannot write the {self.branch} commit ({detail}); the branch is left as it was ({kept}), every "
@@ -198,13 +191,8 @@ class ResultsBranch:
     def _newest_known_tip(self) -> str | None:
         """Without a push: the local branch, or the last fetched remote tip when the local one is behind it."""
         local = self.local_tip()
-        if self.remote is None:
-            return local
-        try:
-            fetched = self.repo.git.rev_parse("--verify", "--quiet", self._tracking_ref)
-        except git.GitCommandError:
-            return local
-        if local is None or self.repo.is_ancestor(local, fetched):  # type: ignore[arg-type]  # git merge-base takes any rev
+        fetched = None if self.remote is None else self._rev(self._tracking_ref)
+        if fetched is not None and (local is None or self.repo.is_ancestor(local, fetched)):  # type: ignore[arg-type]
             return fetched
         return local
 
@@ -255,11 +243,6 @@ class ResultsBranch:
             self.repo.git.update_ref(self._tracking_ref, sha)
             return sha
         raise BranchError(f"git push {self.remote} {self.branch}: still rejected after {attempts} attempts")
-
-
-# ---------------------------------------------------------------------------
-# the branch's files in this checkout's results folder, and this machine's offered to it
-# ---------------------------------------------------------------------------
 
 
 def import_from_branch(
@@ -377,8 +360,9 @@ def machine_files(
 def _drop_locally(path: Path, key: str, data: bytes, drop: tuple[str, ...]) -> bytes:
     kept = merge_file(key, None, data, drop)
     if kept != data:
-        before = set(_point_ids(key, data))
-        gone = sorted(before - set(_point_ids(key, kept)))
+        document = json.loads(data)
+        dropper = result_points.drop_records if isinstance(document.get("records"), dict) else result_points.drop_points
+        gone = sorted(dropper(document, result_points.point_prefix(key), drop)[1])
         if gone:
             log(
                 f"--drop: removing {len(gone)} points of {path.name}: "
@@ -386,19 +370,6 @@ def _drop_locally(path: Path, key: str, data: bytes, drop: tuple[str, ...]) -> b
             )
         _write_kept(path, kept, 0, None)
     return kept
-
-
-def _point_ids(key: str, data: bytes) -> list[str]:
-    document = json.loads(data)
-    prefix = result_points.point_prefix(key)
-    if isinstance(document.get("records"), dict):
-        return [prefix + k for k in document["records"]]
-    return [prefix + k for k, v in result_points.values(document).items() if v is not None]
-
-
-# ---------------------------------------------------------------------------
-# merging one file that both the branch and this run have
-# ---------------------------------------------------------------------------
 
 
 def merge_file(path: str, theirs: bytes | None, ours: bytes, drop: tuple[str, ...] = ()) -> bytes:
@@ -427,11 +398,6 @@ def merge_file(path: str, theirs: bytes | None, ours: bytes, drop: tuple[str, ..
     if merged == new and theirs is None:
         return ours
     return result_points.dumps(merged)
-
-
-def _git_said(stderr: str) -> str:
-    """GitPython's "stderr: 'fatal: ...'" as git's own words."""
-    return stderr.strip().removeprefix("stderr:").strip().strip("'").strip()
 
 
 def _is_results(data: Any) -> TypeGuard[dict[str, Any]]:

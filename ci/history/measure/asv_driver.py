@@ -120,11 +120,6 @@ class AsvCodes(list):
     seconds: float  # wall time of the asv runs (environment builds included)
 
 
-def launch_method(choice: str) -> str:
-    """auto is forkserver, with or without a GPU (why: docs/HISTORY.md, "measure/asv_driver.py")."""
-    return "forkserver" if choice == "auto" else choice
-
-
 def asv_run_args(track: TrackRun, launch: str, show_stderr: bool = False) -> list[str]:
     """What every ``asv run`` of one track gets: its machine, launch method and the track's one ``-b`` regex."""
     # --record-samples: keep every timing sample, so `asv compare` can apply its Mann-Whitney test.
@@ -152,7 +147,8 @@ def run_asv(
 ) -> AsvCodes:
     """``asv run`` of one track over ``commits`` (newest first), then the newest again ``repeat_head`` times."""
     env = {**env, records.MACHINE_ENV: track.machine}
-    common = asv_run_args(track, launch_method(launch), show_stderr)
+    # auto is forkserver, with or without a GPU (why: docs/HISTORY.md, "measure/asv_driver.py")
+    common = asv_run_args(track, "forkserver" if launch == "auto" else launch, show_stderr)
     started = time.monotonic()
     codes = AsvCodes()
     codes.head_medians = []

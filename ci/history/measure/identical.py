@@ -8,6 +8,7 @@ Fingerprints are stamped into each measurement's record (docs/HISTORY.md, "measu
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,39 +22,25 @@ from ci.history.asv_results import folder, store
 Fingerprints = dict[str, dict[str, str] | None]  # asv key -> {part: digest}, None when a part is unknown
 
 
-def timing_key(has_gpu: bool, kernel: str, config: str, shape: str) -> str:
-    benchmark = f"bench_gemm.{'GemmOnGpu' if has_gpu else 'GemmOnCpu'}.track_time"
-    return records.benchmark_key(benchmark, (f"{kernel}:{config}", shape))
-
-
-def fingerprints_of_tree(tree: Path, arch: str, has_gpu: bool, log: Callable[[str], None]) -> Fingerprints:
-    """Every timing benchmark of ``tree`` on ``arch`` -> its fingerprint's parts (cached per kernels/ content)."""
-    found = code_fingerprint.fingerprint_tree(tree, [arch], with_environment=True, log=log)
+def commit_fingerprints(
+    repo_root: Path, commit: str, arch: str, has_gpu: bool, log: Callable[[str], None]
+) -> Fingerprints:
+    """Every timing benchmark of ``commit`` on ``arch`` -> its fingerprint's parts (cached per kernels/ content)."""
+    with gitutil.checkout(gitutil.open_repo(repo_root), commit) as tree:
+        found = code_fingerprint.fingerprint_tree(tree, [arch], with_environment=True, log=log)
     if found.failure:
         log(f"fingerprint: {found.failure}; every benchmark of this commit is measured")
         return {}
+    benchmark = f"bench_gemm.{'GemmOnGpu' if has_gpu else 'GemmOnCpu'}.track_time"
     out: Fingerprints = {}
     for bench in found.benchmarks.get(arch, []):
         fingerprint = found.fingerprints.get((bench["kernel"], bench["config"], arch))
         parts = fingerprint.parts() if fingerprint else {}
         known = bool(parts) and all(p.known for p in parts.values())
-        out[timing_key(has_gpu, bench["kernel"], bench["config"], bench["shape"])] = (
+        out[records.benchmark_key(benchmark, (f"{bench['kernel']}:{bench['config']}", bench["shape"]))] = (
             {name: p.digest for name, p in parts.items() if p.digest is not None} if known else None
         )
     return out
-
-
-def commit_fingerprints(
-    repo_root: Path, commit: str, arch: str, has_gpu: bool, log: Callable[[str], None]
-) -> Fingerprints:
-    repo = gitutil.open_repo(repo_root)
-    with gitutil.checkout(repo, commit) as tree:
-        return fingerprints_of_tree(tree, arch, has_gpu, log)
-
-
-# ---------------------------------------------------------------------------
-# what this machine has measured, and what matches
-# ---------------------------------------------------------------------------
 
 
 @dataclass
@@ -69,13 +56,8 @@ class Recorded:
 def recorded(results_dir: Path, machine: str, kept: store.Store | None = None) -> dict[str, Recorded]:
     """commit -> its fingerprinted measurements, read from the machine's records beside asv's results (through
     ``kept``, the history store's summaries, when given: only new files are read)."""
-    own = kept is None
-    kept = kept or store.Store(None)
-    try:
-        summaries = kept.summaries(results_dir, machines=(machine,), fingerprints=True).get(machine, [])
-    finally:
-        if own:
-            kept.close()
+    with contextlib.closing(store.Store(None)) if kept is None else contextlib.nullcontext(kept) as source:
+        summaries = source.summaries(results_dir, machines=(machine,), fingerprints=True).get(machine, [])
     merged: dict[str, dict[str, Any]] = {}
     for summary in summaries:  # a commit can have one results file per asv environment: their fingerprints together
         prints = summary["fingerprints"]
@@ -125,11 +107,6 @@ def stamp(results_dir: Path, machine: str, commit: str, fingerprints: Fingerprin
             records.update(sidecar, changes)
             stamped += len(changes)
     return stamped
-
-
-# ---------------------------------------------------------------------------
-# the plan of one run
-# ---------------------------------------------------------------------------
 
 
 @dataclass
@@ -201,13 +178,3 @@ def describe(plan_: Plan) -> list[str]:
     lines += [f"{c[:12]}: identical code to {s[:12]}: not measured" for c, s in plan_.identical.items()]
     lines += [f"{c[:12]}: measured ({plan_.reasons.get(c, '')})" for c in plan_.measure]
     return lines
-
-
-def to_json(plan_: Plan) -> dict[str, Any]:
-    return {
-        "measure": plan_.measure,
-        "identical": plan_.identical,
-        "already": plan_.already,
-        "reasons": plan_.reasons,
-        "fingerprint_seconds": round(plan_.seconds, 1),
-    }

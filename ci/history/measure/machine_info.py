@@ -149,29 +149,20 @@ def machine_name(info: dict[str, Any]) -> str:
     return re.sub(r"[^a-z0-9]+", "-", f"{info['host']}-{gpu}".lower()).strip("-")
 
 
+ASV_FIELDS = ("os", "arch", "cpu", "num_cpu", "ram")  # ``asv machine``'s own
+MACHINE_FIELDS = (*ASV_FIELDS, "gpu", "gpu_driver", "gpu_runtime", "torch", "triton", "flydsl")
+
+
 def machine_fields(info: dict[str, Any]) -> dict[str, str]:
     """asv's machine fields plus the GPU and the stack: they label every result of the machine (nothing that varies
     per measurement: the idle check's status travels with each measurement's record, asv_bench.records)."""
-    return {
-        "os": info["os"],
-        "arch": info["arch"],
-        "cpu": info["cpu"],
-        "num_cpu": str(info["num_cpu"]),
-        "ram": info["ram"],
-        "gpu": info["gpu"],
-        "gpu_driver": info["gpu_driver"],
-        "gpu_runtime": info["gpu_runtime"],
-        "torch": info["torch"],
-        "triton": info["triton"],
-        "flydsl": info["flydsl"],
-    }
+    return {name: str(info[name]) for name in MACHINE_FIELDS}
 
 
 def record_machine(name: str, fields: dict[str, str], asv: list[str], env: dict[str, str]) -> None:
     """``asv machine --yes`` with the standard fields, then the GPU/stack fields into the same entry."""
-    standard = ("os", "arch", "cpu", "num_cpu", "ram")
-    args = [f"--{k}={fields[k]}" for k in standard]
-    cmd = [*asv, "machine", "--yes", f"--machine={name}", *args]
+    standard = [f"--{k}={fields[k]}" for k in ASV_FIELDS]
+    cmd = [*asv, "machine", "--yes", f"--machine={name}", *standard]
     proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise FingerprintError(

@@ -7,7 +7,6 @@ already measured (docs/HISTORY.md, "measure/summary.py", says what each means).
 
 from __future__ import annotations
 
-import math
 import re
 import statistics
 from collections import Counter
@@ -18,6 +17,7 @@ from typing import Any
 
 from asv_bench import records
 from ci.history.asv_results import store
+from ci.history.asv_results.result_points import is_number
 from harness.report import markdown_table
 
 RESOURCE_KEY = re.compile(r"^bench_resources\.CompiledResources\.track_(\w+)\('([^']*)', '([^']*)'\)$")
@@ -47,10 +47,6 @@ class CommitRun:
         return self.status
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
-
-
 def gemm_row(key: str) -> str | None:
     match = store.GEMM_KEY.match(key)
     return f"{match.group(1)} {match.group(2)} {match.group(3)}" if match else None
@@ -70,15 +66,22 @@ def collect_commit(
     regex when the run left ``commit`` out as already measured (ci.history.measure.track_steps): nothing of it is this
     run's, whatever its dates, and it is ``already measured`` when it holds a value of the track."""
     values, recs, _ = store.read_commit(results_dir, machine, commit)
-    if already is not None:
-        return _already(commit, values, recs, already, selection)
     run = CommitRun(commit)
+    selected = [k for k in values if not selection or any(re.search(p, k) for p in selection)]
+    if already is not None:
+        held = [k for k in selected if re.search(already, k) and is_number(values[k].get("value"))]
+        if not held:
+            run.harness_failures.append(
+                f"left out as already measured, but it holds no result of these benchmarks ({already}) on this machine"
+            )
+            return run
+        sources = {recs.get(k, {}).get("identical_to") for k in held} - {None, commit}
+        run.status, run.identical_to = ALREADY, sources.pop() if len(sources) == 1 else None
+        return run
     this_run = {
-        k: v
-        for k, v in values.items()
-        if isinstance(v.get("started_at"), (int, float))
-        and v["started_at"] >= started_ms
-        and (not selection or any(re.search(p, k) for p in selection))
+        k: values[k]
+        for k in selected
+        if isinstance(values[k].get("started_at"), (int, float)) and values[k]["started_at"] >= started_ms
     }
     mine = {k: r for k, r in recs.items() if job in (r.get("job"), r.get("resumed_by"), r.get("copied_by"))}
     recorded_failures = set()  # asv's None for these is already explained by the record
@@ -86,8 +89,8 @@ def collect_commit(
         row = gemm_row(key) or key
         if record["status"] == "measured":
             saved = values.get(key, {}).get("value")
-            run.gemm[row] = {**record, "saved": _finite(saved)}
-            if not _finite(saved):
+            run.gemm[row] = {**record, "saved": is_number(saved)}
+            if not is_number(saved):
                 recorded_failures.add(key)
                 run.harness_failures.append(f"{key}: measured, but asv did not save the value")
         elif record["status"] == "failed":
@@ -98,13 +101,12 @@ def collect_commit(
             run.not_available[record.get("reason", "")] += 1
     for key, entry in sorted(this_run.items()):
         match = RESOURCE_KEY.match(key)
-        if match and (_finite(entry["value"]) or entry["value"] is None):
+        if match and (is_number(entry["value"]) or entry["value"] is None):
             run.resources[f"{match.group(1)}({match.group(2)}, {match.group(3)})"] = entry["value"]
         if entry["value"] is None and key not in recorded_failures:
             run.failures.append(f"{key}: failed (asv recorded no value; --show-stderr prints why)")
     if this_run or mine:
-        numbers = [e for e in this_run.values() if _finite(e["value"])]
-        all_failed = this_run and not numbers and all(e["value"] is None for e in this_run.values())
+        all_failed = this_run and all(e["value"] is None for e in this_run.values())
         if not all_failed or any(r["status"] == "measured" for r in mine.values()):
             run.status = MEASURED
         else:  # nothing measured: the benchmarks' own records say why, or the commit never built
@@ -116,37 +118,6 @@ def collect_commit(
     if run.status == BUILD_FAILED:
         run.failures = [f"{commit[:8]}: the build or install of this commit failed (asv's output above says why)"]
     return run
-
-
-def _already(
-    commit: str,
-    values: dict[str, dict[str, Any]],
-    recs: dict[str, dict[str, Any]],
-    track: str,
-    selection: Sequence[str],
-) -> CommitRun:
-    run = CommitRun(commit)
-    held = [
-        k
-        for k, v in values.items()
-        if re.search(track, k)
-        and (not selection or any(re.search(p, k) for p in selection))
-        and _finite(v.get("value"))
-    ]
-    if not held:
-        run.harness_failures.append(
-            f"left out as already measured, but it holds no result of these benchmarks ({track}) on this machine"
-        )
-        return run
-    run.status = ALREADY
-    sources = {recs.get(k, {}).get("identical_to") for k in held} - {None, commit}
-    run.identical_to = sources.pop() if len(sources) == 1 else None
-    return run
-
-
-# ---------------------------------------------------------------------------
-# tables
-# ---------------------------------------------------------------------------
 
 
 def _time_cell(record: dict[str, Any] | None) -> str:
@@ -174,7 +145,7 @@ def _count_cell(value: float | None) -> str:
 
 
 def resource_rows(runs: Sequence[CommitRun]) -> list[dict[str, str]]:
-    names = sorted({row for run in runs for row in run.resources if _finite(run.resources[row])})
+    names = sorted({row for run in runs for row in run.resources if is_number(run.resources[row])})
     return [
         {
             "benchmark": name,
@@ -250,7 +221,7 @@ class Report:
     tracks: dict[str, str]
     cost: dict[str, dict[str, Any]]
     # point -> [samples before this run, samples now]: a re-run adds to the first run's samples, never replaces them
-    samples: dict[str, dict[str, dict[str, list[int]]]]
+    samples: dict[str, dict[str, dict[str, tuple[int, int]]]]
     history: dict[str, Any] | None = None  # change points and the drift guard of this machine (with a publish)
     machine_spread: list[dict[str, Any]] | None = None  # two runners of one GPU model (with a publish)
 
@@ -270,6 +241,10 @@ def harness_problems(per_track: Mapping[str, Sequence[CommitRun]], problems: lis
                 )
             problems += [f"{run.commit[:8]} {item}" for item in run.harness_failures]
     return problems
+
+
+def _section(title: str, items: Sequence[str]) -> list[str]:
+    return [f"### {title}", "", *[f"- {item}" for item in items], ""] if items else []
 
 
 def summary_markdown(
@@ -309,41 +284,25 @@ def summary_markdown(
         _table(resource_rows(runs), "_(no resources measured in this run)_", short),
         "",
     ]
-    if report.cost:
-        parts += ["### What this run cost", "", *[f"- {line}" for line in cost_lines(report.cost)], ""]
+    parts += _section("What this run cost", cost_lines(report.cost))
     if spread:
         parts += ["### Same commit, repeated: spread = (max - min) / median", "", _table(spread, "", short), ""]
     notes = flagged(runs)
     if short is not None and len(notes) > SHORT_TABLE_ROWS:
         notes = notes[:SHORT_TABLE_ROWS] + [f"... {len(notes) - SHORT_TABLE_ROWS} more in `{short}`"]
-    if notes:
-        parts += ["### Flagged measurements (recorded, marked, not clean)", "", *[f"- {n}" for n in notes], ""]
-    not_available: Counter[str] = Counter()
-    for run in runs:
-        not_available.update(run.not_available)
-    if not_available:
-        parts += ["### Not measured on this machine (n/a)", ""]
-        parts += [
-            f"- {reason} ({count} parameter sets over {len(runs)} commits)"
-            for reason, count in not_available.most_common()
-        ]
-        parts.append("")
-    for title, items in (
-        ("Harness problems (not the commits' fault)", report.harness_problems),
-        ("Failed benchmarks", report.failures),
-    ):
-        if items:
-            parts += [f"### {title}", "", *[f"- {item}" for item in items], ""]
-    if report.quarantined:
-        parts += ["### Results files moved aside (unreadable)", ""]
-        parts += [f"- `{q['path']}`: {q['reason']} (now `{q['moved_to']}`)" for q in report.quarantined]
-        parts.append("")
+    parts += _section("Flagged measurements (recorded, marked, not clean)", notes)
+    not_available: Counter[str] = sum((run.not_available for run in runs), Counter())
+    parts += _section(
+        "Not measured on this machine (n/a)",
+        [f"{why} ({count} parameter sets over {len(runs)} commits)" for why, count in not_available.most_common()],
+    )
+    parts += _section("Harness problems (not the commits' fault)", report.harness_problems)
+    parts += _section("Failed benchmarks", report.failures)
+    parts += _section(
+        "Results files moved aside (unreadable)",
+        [f"`{q['path']}`: {q['reason']} (now `{q['moved_to']}`)" for q in report.quarantined],
+    )
     return "\n".join(parts)
-
-
-# ---------------------------------------------------------------------------
-# the tracks of one commit together, and what they cost
-# ---------------------------------------------------------------------------
 
 
 def merge_tracks(per_track: Mapping[str, Sequence[CommitRun]]) -> list[CommitRun]:

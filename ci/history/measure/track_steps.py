@@ -5,6 +5,7 @@ Why: docs/HISTORY.md, "measure/track_steps.py".
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from ci.history.options import HistoryOptions
 @dataclass
 class TrackOutcome:
     track: TrackRun
-    codes: asv_driver.AsvCodes
+    codes: asv_driver.AsvCodes = field(default_factory=asv_driver.AsvCodes)  # _measure's
     plan: identical.Plan | None = None  # the timing track's
     problems: list[str] = field(default_factory=list)
     benchmark_seconds: float = 0.0  # asv's durations of what this run measured
@@ -55,15 +56,9 @@ class TrackOutcome:
 def _without_counts(results_dir: Path, machine: str, commits: Sequence[str], bench: str) -> list[str]:
     """The commits with no compile-only count of the track's benchmarks (``bench``, asv's -b regex) recorded on
     ``machine`` yet (the counts are the compiler's: a commit compiled once has them for good)."""
-    kept = store.Store(store.default_path(results_dir))
-    try:
-        counted = {
-            s["commit"]
-            for s in kept.summaries(results_dir, machines=(machine,)).get(machine, [])
-            if any(re.search(bench, key) for key in s["resources"])
-        }
-    finally:
-        kept.close()
+    with contextlib.closing(store.Store(store.default_path(results_dir))) as kept:
+        summaries = kept.summaries(results_dir, machines=(machine,)).get(machine, [])
+    counted = {s["commit"] for s in summaries if any(re.search(bench, key) for key in s["resources"])}
     return [c for c in commits if c not in counted]
 
 
@@ -81,20 +76,11 @@ def sample_counts(results_dir: Path, machine: str, commits: Sequence[str]) -> di
     return out
 
 
-def _measure(options: HistoryOptions, env, commits, track, job, results_dir, outcome_of) -> TrackOutcome:
+def _measure(options: HistoryOptions, env, commits, track, job, results_dir, outcome: TrackOutcome) -> TrackOutcome:
     """asv over ``commits``; a commit measured before keeps its samples, and the line says how many it holds now."""
     before = sample_counts(results_dir, track.machine, commits)
-    outcome = outcome_of(
-        asv_driver.run_asv(
-            env,
-            commits,
-            track,
-            job,
-            options.launch_method,
-            options.show_stderr,
-            options.repeat_head if track.timings else 0,
-        )
-    )
+    repeat = options.repeat_head if track.timings else 0
+    outcome.codes = asv_driver.run_asv(env, commits, track, job, options.launch_method, options.show_stderr, repeat)
     after = sample_counts(results_dir, track.machine, commits)
     for commit in commits:
         points = {key: (before[commit].get(key, 0), n) for key, n in after[commit].items()}
@@ -128,10 +114,9 @@ def run_track(
     results_dir: Path,
     repo_root: Path,
     started_ms: float,
-    steps: Steps | None = None,
+    steps: Steps,
 ) -> TrackOutcome:
     has_gpu = info["gpu"] != "none"
-    steps = steps or Steps(steps_of(track))
     if not track.timings:
         todo = list(commits) if options.remeasure else _without_counts(results_dir, track.machine, commits, track.bench)
         already = [c for c in commits if c not in todo]
@@ -144,15 +129,10 @@ def run_track(
             f"asv run: {track.kind} tracks (machine {track.machine}), {len(todo)} of {len(commits)} commits"
             + (": nothing new" if not todo else "")
         )
-        return _measure(
-            options, env, todo, track, job, results_dir, lambda codes: TrackOutcome(track, codes, already=already)
-        )
+        return _measure(options, env, todo, track, job, results_dir, TrackOutcome(track, already=already))
 
-    kept = store.Store(store.default_path(results_dir), log)
-    try:
+    with contextlib.closing(store.Store(store.default_path(results_dir), log)) as kept:
         known = identical.recorded(results_dir, track.machine, kept)
-    finally:
-        kept.close()
     steps.start(
         f"fingerprinting {len(commits)} commits for {info['gpu_arch']} on the CPU (identical code is not "
         f"measured; {len(known)} fingerprinted commits of {track.machine} known)"
@@ -172,15 +152,8 @@ def run_track(
         f"asv run: {track.kind} tracks (machine {track.machine}), {len(plan.measure)} of {len(commits)} "
         "commits to measure" + (": nothing new" if nothing_new else "")
     )
-    outcome = _measure(
-        options,
-        env,
-        plan.measure,
-        track,
-        job,
-        results_dir,
-        lambda codes: TrackOutcome(track, codes, plan, already=list(plan.already)),
-    )
+    outcome = TrackOutcome(track, plan=plan, already=list(plan.already))
+    _measure(options, env, plan.measure, track, job, results_dir, outcome)
     timing_rows = tracks.timing_track(has_gpu)
     for commit in plan.measure:
         identical.stamp(results_dir, track.machine, commit, plan.fingerprints.get(commit, {}), job.id)

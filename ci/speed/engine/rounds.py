@@ -95,7 +95,6 @@ def survey_request(
     kernels: Sequence[str] = (),
     configs: Sequence[str] = (),
     shapes: Sequence[str] = (),
-    check: bool = True,
     pairs: Sequence[Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """What a warm worker's "survey" is asked (ci.speed.engine.survey.survey)."""
@@ -104,7 +103,6 @@ def survey_request(
         "kernels": list(kernels),
         "configs": list(configs),
         "shapes": list(shapes),
-        "check": check,
         "pairs": None if pairs is None else [list(p) for p in pairs],
     }
 

@@ -307,7 +307,6 @@ def run_calibrate(options: SpeedOptions) -> int:
         markdown += "\n" + calibration_markdown(
             calibrations,
             {k: aa.thresholds.lookup(k)[0] for k in calibrations},
-            [],
             [f"Without the noise model (the t plan: {plan_text(plan)}): per benchmark from these rounds alone."],
         )
         markdown += "\n".join(f"- {n}" for n in cal_notes)

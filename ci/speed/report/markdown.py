@@ -5,7 +5,6 @@ harness.paired.Verdict) and become words only here; the deciding modules never i
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -350,7 +349,6 @@ def gate_markdown(
 def calibration_markdown(
     calibrations: Mapping[str, Calibration],
     thresholds: Mapping[str, float],
-    overrides: Sequence[Mapping[str, Any]],
     header: Sequence[str],
 ) -> str:
     rows = [
@@ -366,17 +364,7 @@ def calibration_markdown(
         }
         for bench_id, c in calibrations.items()
     ]
-    snippet = ",\n".join("    " + json.dumps(o) for o in overrides)
     parts = ["### Speed gate calibration (A/A: one commit against itself)", "", *header, "", markdown_table(rows), ""]
-    if overrides:
-        parts += [
-            'Overrides to paste into `ci/speed_thresholds.json` "overrides" (first match wins):',
-            "",
-            "```json",
-            snippet,
-            "```",
-            "",
-        ]
     return "\n".join(parts)
 
 

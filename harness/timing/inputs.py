@@ -1,7 +1,4 @@
-"""GEMM input sets: how many to rotate so each leaves the last-level cache before its reuse, and making them.
-
-Step 2 of the method in :mod:`harness.timing`. Operands come from :mod:`harness.operands`, seeded.
-"""
+"""GEMM input sets (step 2): how many to rotate so each leaves the last-level cache before its reuse; making them."""
 
 from __future__ import annotations
 

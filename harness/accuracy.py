@@ -1,9 +1,6 @@
-"""How a kernel's bf16 output is judged against the float64 reference (the accuracy judgement).
+"""How a kernel's bf16 output is judged against the float64 reference: pure, tensors in, a verdict out.
 
-Pure: tensors in, a verdict out; running a kernel and its reference is ci.common.correctness.check_kernel. The
-thresholds come from bf16 output rounding (``U = 2**-8``), the one error a correct fp4 GEMM makes: relative error <= U,
-1 - cos <= 2**-16, and element-wise ``|C - R| <= U |R| + ACC_SIGMAS sqrt(K) 2**-24 (|A| . |B|^T)`` (fp32 accumulation;
-catches a few broken elements). Derivation and measured figures: docs/MEASURING.md, "Accuracy".
+Thresholds from bf16 output rounding and fp32 accumulation; derivation and measured figures: docs/MEASURING.md.
 """
 
 from __future__ import annotations

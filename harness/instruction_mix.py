@@ -1,15 +1,7 @@
-"""The instruction mix of compiled code: how many instructions of each kind, and base vs head.
+"""The instruction mix of compiled code (static counts per kind of instruction), and base vs head.
 
-Static counts (each instruction once, loops not unrolled by execution): what a code change did to the kernel's body --
-MFMAs, memory traffic, waits, branches. Three dialects, each a table of (category, pattern on the mnemonic), first match
-wins:
-
-* ``amdgcn`` -- AMDGPU ISA text (Triton's ``amdgcn``, FlyDSL's final ISA);
-* ``sass``   -- ``cuobjdump --dump-sass`` (the sm_90 binary that runs);
-* ``ptx``    -- PTX, when no SASS is at hand.
-
-The lines are split into mnemonics here, minimally (comments, directives, labels and the ``.amdgpu_metadata`` block
-skipped); harness.resources has its own private ISA regexes for its counters, which this module does not import.
+Dialects ``amdgcn`` (AMDGPU ISA), ``sass`` (``cuobjdump --dump-sass``) and ``ptx``, each a table of (category, pattern
+on the mnemonic), first match wins. docs/MEASURING.md, "Instruction mix".
 """
 
 from __future__ import annotations

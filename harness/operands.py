@@ -1,10 +1,7 @@
 """Random MXFP4 operands: the one generator for timing and for the tests' random data.
 
-It lives with the measuring code because old commits are timed with today's harness: a commit's own generator would
-change what is measured. It writes the project's MXFP4 layout (kernels/mxfp4.py: ``data`` uint8 ``[rows, K/2]``, element
-``2i`` in the low nibble; ``scales`` uint8 ``[rows, K/32]``, e8m0), packed here again on purpose
-(tests/test_harness_boundary.py checks it against kernels.mxfp4 byte for byte), with the draws of the generator the
-timing history was recorded with. docs/MEASURING.md, "Operands".
+Here, not in kernels/, because old commits are timed with today's harness; the layout is packed here again on purpose
+(tests/test_harness_boundary.py checks it against kernels.mxfp4). docs/MEASURING.md, "Operands".
 """
 
 from __future__ import annotations

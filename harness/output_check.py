@@ -1,11 +1,6 @@
-"""A timed launch's output, judged at the shape it was timed at: cheap enough for every measurement.
-
-A kernel can be wrong only at the shape a benchmark times, so whatever times a GEMM checks the output
-of the launches it timed, with the same operands: the whole output for NaN/Inf (and NaN where a scale
-255 demands it), and one sampled row per :data:`SAMPLE_BAND` rows and likewise columns (seeded; first
-and last always) against the float64 reference, judged by :func:`harness.accuracy.compare`. The
-reference is the commit's, passed in by the caller as ``reference(a, b, absolute)``. Why it finds a
-wrong tile, and its cost: docs/MEASURING.md, "The output at the timed shape".
+"""A timed launch's output, judged at the shape it was timed at: the whole output for NaN/Inf, sampled rows and
+columns against the commit's float64 reference. Why it finds a wrong tile, and its cost: docs/MEASURING.md,
+"The output at the timed shape".
 """
 
 from __future__ import annotations
@@ -13,7 +8,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -161,14 +156,8 @@ def check_output(
     )
     if first_bad is None and not report.passed:  # only a norm failed: name the worst sampled element
         i, j = sampled_rows.worst_element
-        report = _with_first_bad(report, (rows[i], j))
+        report = replace(report, first_bad=(rows[i], j))
     return report
-
-
-def _with_first_bad(report: OutputReport, where: tuple[int, int]) -> OutputReport:
-    from dataclasses import replace
-
-    return replace(report, first_bad=where)
 
 
 def _first(mask: torch.Tensor) -> tuple[int, int] | None:

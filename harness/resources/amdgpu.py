@@ -1,10 +1,6 @@
 """gfx950 (AMD Instinct MI350/MI355X, CDNA4): resource usage from the AMDGPU ISA text.
 
-Read: ``.amdgpu_metadata`` (VGPR total, AGPRs, SGPRs, spills, LDS, scratch, workgroup and wave size),
-the arch VGPR count as the compiler reports it (``.set <kernel>.num_vgpr``, else ``; NumVgprs:``, else
-derived; never the accum offset when the exact count is written), ``.amdhsa_accum_offset`` (required:
-a gfx90a+ target), ``v_mfma*`` counts, and VGPR<->AGPR copies in the whole kernel and inside its loops.
-Occupancy: :mod:`harness.resources.occupancy`. Sources and why each: docs/MEASURING.md, "gfx950 ISA".
+What is read, its sources and why each: docs/MEASURING.md, "gfx950 ISA".
 """
 
 from __future__ import annotations
@@ -38,7 +34,7 @@ class AmdKernelInfo:
     target: str  # e.g. amdgcn-amd-amdhsa--gfx950
     metadata: Mapping[str, Any]  # the scalar .keys of its amdhsa.kernels entry
     descriptor: Mapping[str, str]  # .amdhsa_* directives of its kernel descriptor
-    arch_vgpr: int  # arch VGPRs the compiler reports (see the module docstring), <= .vgpr_count
+    arch_vgpr: int  # arch VGPRs the compiler reports (docs/MEASURING.md), <= .vgpr_count
     accum_offset: int  # .amdhsa_accum_offset: the arch allocation, roundup(max(1, arch_vgpr), 4)
     mfma_count: int
     accvgpr_copies: int  # v_accvgpr_read/write/mov anywhere
@@ -200,7 +196,7 @@ def _num_vgpr_symbol(text: str, name: str) -> int | None:
 def _arch_vgpr(
     text: str, name: str, meta: Mapping[str, Any], accum_offset: int, descriptor_end: int, where: str
 ) -> int:
-    """The arch VGPRs of kernel ``name``, as exact as the compiler's output allows (module docstring)."""
+    """The arch VGPRs of kernel ``name``, as exact as the compiler's output allows (docs/MEASURING.md, "gfx950 ISA")."""
     total = meta[".vgpr_count"]
     count = _num_vgpr_symbol(text, name)
     if count is None:

@@ -59,10 +59,7 @@ class GpuState:
     timestamp: float = field(default_factory=time.time)
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["throttle_reasons"] = list(self.throttle_reasons)
-        d["process_ids"] = list(self.process_ids)
-        return d
+        return asdict(self) | {"throttle_reasons": list(self.throttle_reasons), "process_ids": list(self.process_ids)}
 
 
 class GpuMonitor(Protocol):
@@ -207,9 +204,7 @@ class AmdSmiMonitor:
         )
         processes = self._try(lambda: a.amdsmi_get_gpu_process_list(h)) or []
         throttled = metrics.get("throttle_status")
-        socket_power = power.get("current_socket_power")
-        if socket_power in (None, "N/A"):
-            socket_power = power.get("average_socket_power")
+        socket_power = _number(power.get("current_socket_power"))
         return GpuState(
             backend=self.backend,
             index=self.index,
@@ -218,7 +213,7 @@ class AmdSmiMonitor:
             max_sm_clock_mhz=_number(gfx_clock.get("max_clk")),
             memory_clock_mhz=_number(mem_clock.get("clk")),
             temperature_c=None if temp_milli is None else temp_milli / 1000.0,
-            power_w=_number(socket_power),
+            power_w=_number(power.get("average_socket_power")) if socket_power is None else socket_power,
             power_limit_w=_number(power.get("power_limit")),
             utilization_pct=_number(activity.get("gfx_activity")),
             throttle_reasons=("throttled",) if throttled not in (None, "N/A", 0, False) else (),

@@ -96,11 +96,9 @@ def _ptx_mnemonics(text: str) -> list[str]:
 
 def instruction_mix(kind: str, text: str) -> dict[str, int]:
     """``{category: count}`` for every category of the dialect (zeros included), plus the total."""
-    if kind not in DIALECTS:
-        raise ValueError(f"kind: {kind!r} is not one of {sorted(DIALECTS)}")
+    words = mnemonics(kind, text)  # ValueError for an unknown kind
     table = [(name, re.compile(pattern)) for name, pattern in DIALECTS[kind]]
     counts = {name: 0 for name, _ in table}
-    words = mnemonics(kind, text)
     for word in words:
         base = word.split(".")[0] if kind == "sass" else word
         for name, pattern in table:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -49,25 +49,15 @@ def _gpu_arch(device: torch.device) -> str:
 
 def _cpu_llc_bytes() -> int:
     """Largest cache level of CPU 0 from sysfs; 32 MiB where sysfs does not say."""
-    best_level, best_size = -1, _DEFAULT_CPU_LLC_BYTES
-    root = "/sys/devices/system/cpu/cpu0/cache"
-    try:
-        entries = os.listdir(root)
-    except OSError:
-        return best_size
-    for entry in entries:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    sizes = {}  # level -> bytes
+    for entry in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
         try:
-            with open(f"{root}/{entry}/level") as f:
-                level = int(f.read())
-            with open(f"{root}/{entry}/size") as f:
-                text = f.read().strip()
-        except (OSError, ValueError):
+            level, text = int((entry / "level").read_text()), (entry / "size").read_text().strip()
+            sizes[level] = int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+        except (OSError, ValueError, IndexError):
             continue
-        units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-        size = int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
-        if level > best_level:
-            best_level, best_size = level, size
-    return best_size
+    return sizes[max(sizes)] if sizes else _DEFAULT_CPU_LLC_BYTES
 
 
 def _free_memory_bytes(device: torch.device) -> int:

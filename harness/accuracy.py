@@ -75,7 +75,7 @@ def compare(out: torch.Tensor, reference: torch.Tensor, abs_reference: torch.Ten
     rel_err = diff_norm / ref_norm if ref_norm > 0 else (0.0 if diff_norm == 0 else math.inf)
     c_norm = float(torch.linalg.vector_norm(cv))
     cosine = float(torch.dot(cv, rv)) / (c_norm * ref_norm) if c_norm > 0 and ref_norm > 0 else float(diff_norm == 0)
-    ratio = _element_ratio(c, reference, abs_reference, k, valid)
+    ratio = element_ratio(c, reference, abs_reference, k, valid)
     worst = int(torch.argmax(ratio))
     n = out.shape[1]
     return AccuracyReport(
@@ -98,15 +98,13 @@ def nan_failures(nonfinite: int, missing_nan: int) -> list[str]:
     return problems
 
 
-def _element_ratio(
-    c: torch.Tensor, reference: torch.Tensor, abs_reference: torch.Tensor, k: int, valid: torch.Tensor
+def element_ratio(
+    out: torch.Tensor, reference: torch.Tensor, abs_reference: torch.Tensor, k: int, valid: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """|C - R| / allowed per element (float64 C); 0 where the element is not ``valid``."""
+    """:func:`compare`'s element-wise judgement, |C - R| / allowed: > 1 fails; 0 where not ``valid`` (default: where
+    C or the reference is not finite)."""
+    c = out.to(torch.float64)
+    if valid is None:
+        valid = ~torch.isnan(reference) & torch.isfinite(c)
     allowed = U_BF16 * reference.abs() + ACC_SIGMAS * math.sqrt(k) * U_FP32 * abs_reference
     return torch.where(valid, (c - reference).abs() / allowed.clamp_min(torch.finfo(torch.float64).tiny), 0.0)
-
-
-def element_ratio(out: torch.Tensor, reference: torch.Tensor, abs_reference: torch.Tensor, k: int) -> torch.Tensor:
-    """:func:`compare`'s element-wise judgement as a tensor: > 1 fails; 0 where C or the reference is not finite."""
-    c = out.to(torch.float64)
-    return _element_ratio(c, reference, abs_reference, k, ~torch.isnan(reference) & torch.isfinite(c))

@@ -229,10 +229,8 @@ def _number(value: Any) -> float | None:
 
 
 def open_monitor(device: Any) -> GpuMonitor | None:
-    """A monitor for ``device`` (a torch device or string); None for the CPU.
-
-    Raises :class:`MonitorUnavailable` for a GPU no library can watch.
-    """
+    """A monitor for ``device`` (a torch device or string); None for the CPU; :class:`MonitorUnavailable` for a GPU no
+    library can watch."""
     import torch
 
     device = torch.device(device)
@@ -303,12 +301,8 @@ class IdleReport:
     state: GpuState | None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "waited_s": round(self.waited_s, 3),
-            "problems": list(self.problems),
-            "state": None if self.state is None else self.state.to_json(),
-        }
+        state = None if self.state is None else self.state.to_json()
+        return asdict(self) | {"waited_s": round(self.waited_s, 3), "problems": list(self.problems), "state": state}
 
 
 def idle_problems(state: GpuState, policy: IdlePolicy, *, own_pids: frozenset[int], own_context: bool) -> list[str]:

@@ -30,10 +30,8 @@ Reference = Callable[[Operand, Operand, bool], torch.Tensor]
 
 
 def sampled_indices(size: int, *, seed: int, band: int = SAMPLE_BAND, cap: int = MAX_SAMPLES) -> list[int]:
-    """Sorted indices in [0, size): one per band (random offset, seeded), the first band's 0, the last's size-1.
-
-    With more than ``cap`` bands the band widens (a multiple of ``band``) until ``cap`` bands cover ``size``.
-    """
+    """Sorted indices in [0, size): one per band (random offset, seeded), the first band's 0, the last's size-1; with
+    more than ``cap`` bands the band widens (a multiple of ``band``) until ``cap`` bands cover ``size``."""
     if size <= 0 or band <= 0 or cap < 2:
         raise ValueError(f"sampled_indices: size {size}, band {band} and cap {cap} must be positive (cap >= 2)")
     band *= math.ceil(math.ceil(size / band) / cap)
@@ -68,19 +66,16 @@ class OutputReport:
     def passed(self) -> bool:
         return not self.failures
 
-    @property
-    def shape_text(self) -> str:
-        return "x".join(map(str, self.shape))
-
     def summary(self) -> str:
         """ "wrong result at MxNxK: ...; first bad element C[i,j]", or what was checked when it passed."""
+        shape = "x".join(map(str, self.shape))
         if self.passed:
             return (
-                f"correct at {self.shape_text} (whole output finite; {len(self.rows)} rows and "
+                f"correct at {shape} (whole output finite; {len(self.rows)} rows and "
                 f"{len(self.columns)} columns match the reference)"
             )
         where = f"; first bad element C[{self.first_bad[0]},{self.first_bad[1]}]" if self.first_bad else ""
-        return f"wrong result at {self.shape_text}: {'; '.join(self.failures)}{where}"
+        return f"wrong result at {shape}: {'; '.join(self.failures)}{where}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -178,11 +173,8 @@ class WrongResult(MeasurementError, RuntimeError):
 
 
 class KeptOutput:
-    """A harness.timing ``prepare`` that keeps the first input set's operands and output for :func:`check_output`.
-
-    The kept output is poisoned with NaN before the kernel's preparation, so an element no
-    launch writes shows as NaN in the whole-output scan; the other sets are left as they are.
-    """
+    """A harness.timing ``prepare`` that keeps the first input set's operands and output for :func:`check_output`,
+    the output poisoned with NaN before the kernel's preparation (an element no launch writes shows as NaN)."""
 
     def __init__(self, prepare: Callable[[Operand, Operand, torch.Tensor], Callable[[], None]]):
         self._prepare = prepare

@@ -83,11 +83,8 @@ _BRANCH = re.compile(r"^\s*s_(?:c?branch\w*)\s+([.\w$]+)")
 
 
 def _accvgpr_copies(text: str) -> dict[str, int]:
-    """VGPR<->AGPR copy instructions, in all and inside loops.
-
-    A loop is the run of lines from a label to a later branch back to it (LLVM lays a loop out contiguously, its latch
-    branching back to the header); nested and several loops are the union of such runs.
-    """
+    """VGPR<->AGPR copy instructions, in all and inside loops: the lines from a label to a later branch back to it (LLVM
+    lays a loop out contiguously, its latch branching back to the header), nested and several loops their union."""
     lines = text.splitlines()
     labels: dict[str, int] = {}
     in_loop = [False] * len(lines)

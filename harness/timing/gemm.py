@@ -37,10 +37,8 @@ def measure_gemm(
     seed: int = 0,
     log: Callable[[str], None] | None = None,
 ) -> Timing:
-    """Time an M x N x K MXFP4 GEMM whose kernel the caller has checked can run this shape here (``Prepare``).
-
-    Raises gpu_state.GpuBusyError when the GPU does not become idle (default: gpu_state.IdlePolicy.from_environment()).
-    """
+    """Time an M x N x K MXFP4 GEMM whose kernel the caller has checked can run this shape here (``Prepare``); raises
+    gpu_state.GpuBusyError when the GPU does not become idle (default: gpu_state.IdlePolicy.from_environment())."""
     device = torch.device(device)
     if min(m, n, k) <= 0:
         raise ValueError(f"shape: M, N, K must be positive, got {m} x {n} x {k}")

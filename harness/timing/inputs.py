@@ -76,11 +76,8 @@ def _free_memory_bytes(device: torch.device) -> int:
 def input_set_count(
     set_bytes: int, cache_bytes: int, free_bytes: int, *, max_sets: int = MAX_INPUT_SETS
 ) -> tuple[int, bool]:
-    """How many input sets to rotate, and whether that evicts each set before its reuse.
-
-    Between two uses of one set the other ``sets - 1`` sets are touched; twice the cache size of them evicts it from an
-    LRU-like cache. At least two sets, so consecutive launches never share inputs.
-    """
+    """How many input sets to rotate (at least two: consecutive launches never share inputs), and whether that evicts
+    each set before its reuse (the other ``sets - 1`` sets touched in between; twice the cache size of them)."""
     if set_bytes <= 0:
         raise ValueError(f"set_bytes: must be positive, got {set_bytes}")
     fit = int(free_bytes * _INPUT_MEMORY_SHARE) // set_bytes

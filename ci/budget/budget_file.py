@@ -47,10 +47,8 @@ class Budget:
 
 
 def parse_budget(text: str, where: str, *, allow_legacy: bool = False) -> Budget:
-    """Validate a budget file; every problem names the file and the key.
-
-    ``allow_legacy``: also read the /1 schema (a base's budget from before per-field tolerances).
-    """
+    """Validate a budget file; every problem names the file and the key. ``allow_legacy``: also read the /1 schema (a
+    base's budget from before per-field tolerances)."""
     data = parse_json(text, where)  # a key given twice is an error too
     if not isinstance(data, dict):
         raise HarnessError(f"{where}: expected a JSON object at the top level")
@@ -175,11 +173,8 @@ def suggested_entry(usage: Mapping[str, Any], old: Mapping[str, Any] | None) -> 
 
 
 def update_budget_file(path: Path, edits: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, int]]:
-    """Write ``edits`` into the budget file at ``path``, only where they tighten its current limits.
-
-    Returns what changed: ``{target: {key: new limit}}``. The file is rewritten atomically
-    (harness.report); targets it does not have are left alone (the ratchet adds no entry).
-    """
+    """Write ``edits`` into the budget file at ``path`` (atomically), only where they tighten its current limits and
+    never adding an entry; returns what changed: ``{target: {key: new limit}}``."""
     data = parse_json(path.read_text(), str(path))
     changed: dict[str, dict[str, int]] = {}
     for target, edit in edits.items():

@@ -35,7 +35,6 @@ class TargetCheck:
 
     @property
     def reasons(self) -> list[str]:
-        """Why it failed, in words."""
         return [sentence(f) for f in self.findings if f.fails]
 
     @property

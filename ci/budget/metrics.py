@@ -20,7 +20,6 @@ class Metric:
         return value - reference if self.higher_is_worse else reference - value
 
     def worsened(self, reference: int, amount: int) -> int:
-        """``reference`` made worse by ``amount``."""
         return reference + amount if self.higher_is_worse else reference - amount
 
     def loosest(self, *values: int) -> int:

@@ -67,13 +67,9 @@ def table_rows(checks: Iterable[TargetCheck]) -> list[dict[str, str]]:
         row["regs limit"] = _value(head, "register_limit")
         row["other regs (base/head/budget)"] = _others(base, head, c.budget)
         row["spills"] = spills
-        row["why"] = "; ".join(_clip(text, 240) for text in c.reasons + c.notes)
+        row["why"] = "; ".join(t if len(t) <= 240 else t[:237] + "..." for t in c.reasons + c.notes)
         rows.append(row)
     return rows
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def suggested_edits(checks: Iterable[TargetCheck]) -> dict[str, dict[str, Any]]:
@@ -119,7 +115,6 @@ def dirty_warning(files: Sequence[str], head_sha: str) -> str:
 
 
 def update_line(updated: Mapping[str, Mapping[str, int]], path) -> str:
-    """What ``--update-budget`` did."""
     return "budget_gate: --update-budget: " + (
         f"tightened {', '.join(f'{t} ({json.dumps(c)})' for t, c in sorted(updated.items()))} in {path}"
         if updated

@@ -117,9 +117,9 @@ def run(options: GateOptions) -> int:
     return 1 if report.verdict == "fail" else 0
 
 
-def _first_line(exc: Exception, limit: int = 300) -> str:
+def _first_line(exc: Exception) -> str:
     text = str(exc).strip().splitlines()
-    return (text[-1] if text else type(exc).__name__)[:limit]
+    return (text[-1] if text else type(exc).__name__)[:300]
 
 
 def _nothing_selected(only: Mapping[str, Sequence[str]], names: set[str]) -> str:

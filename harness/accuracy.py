@@ -1,9 +1,6 @@
-"""How a kernel's bf16 output is judged against the float64 reference (the accuracy judgement).
+"""How a kernel's bf16 output is judged against the float64 reference: pure, tensors in, a verdict out.
 
-Pure: tensors in, a verdict out; running a kernel and its reference is ci.common.correctness.check_kernel. The
-thresholds come from bf16 output rounding (``U = 2**-8``), the one error a correct fp4 GEMM makes: relative error <= U,
-1 - cos <= 2**-16, and element-wise ``|C - R| <= U |R| + ACC_SIGMAS sqrt(K) 2**-24 (|A| . |B|^T)`` (fp32 accumulation;
-catches a few broken elements). Derivation and measured figures: docs/MEASURING.md, "Accuracy".
+Thresholds from bf16 output rounding and fp32 accumulation; derivation and measured figures: docs/MEASURING.md.
 """
 
 from __future__ import annotations
@@ -78,7 +75,7 @@ def compare(out: torch.Tensor, reference: torch.Tensor, abs_reference: torch.Ten
     rel_err = diff_norm / ref_norm if ref_norm > 0 else (0.0 if diff_norm == 0 else math.inf)
     c_norm = float(torch.linalg.vector_norm(cv))
     cosine = float(torch.dot(cv, rv)) / (c_norm * ref_norm) if c_norm > 0 and ref_norm > 0 else float(diff_norm == 0)
-    ratio = _element_ratio(c, reference, abs_reference, k, valid)
+    ratio = element_ratio(c, reference, abs_reference, k, valid)
     worst = int(torch.argmax(ratio))
     n = out.shape[1]
     return AccuracyReport(
@@ -101,15 +98,13 @@ def nan_failures(nonfinite: int, missing_nan: int) -> list[str]:
     return problems
 
 
-def _element_ratio(
-    c: torch.Tensor, reference: torch.Tensor, abs_reference: torch.Tensor, k: int, valid: torch.Tensor
+def element_ratio(
+    out: torch.Tensor, reference: torch.Tensor, abs_reference: torch.Tensor, k: int, valid: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """|C - R| / allowed per element (float64 C); 0 where the element is not ``valid``."""
+    """:func:`compare`'s element-wise judgement, |C - R| / allowed: > 1 fails; 0 where not ``valid`` (default: where
+    C or the reference is not finite)."""
+    c = out.to(torch.float64)
+    if valid is None:
+        valid = ~torch.isnan(reference) & torch.isfinite(c)
     allowed = U_BF16 * reference.abs() + ACC_SIGMAS * math.sqrt(k) * U_FP32 * abs_reference
     return torch.where(valid, (c - reference).abs() / allowed.clamp_min(torch.finfo(torch.float64).tiny), 0.0)
-
-
-def element_ratio(out: torch.Tensor, reference: torch.Tensor, abs_reference: torch.Tensor, k: int) -> torch.Tensor:
-    """:func:`compare`'s element-wise judgement as a tensor: > 1 fails; 0 where C or the reference is not finite."""
-    c = out.to(torch.float64)
-    return _element_ratio(c, reference, abs_reference, k, ~torch.isnan(reference) & torch.isfinite(c))

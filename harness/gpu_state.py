@@ -1,10 +1,6 @@
-"""What the GPU is doing: clocks, temperature, power, utilization, throttling, other processes.
+"""What the GPU is doing (clocks, temperature, power, utilization, throttling, other processes), and the idle check.
 
-:func:`open_monitor` / :meth:`GpuMonitor.snapshot` record a :class:`GpuState` before and after every
-timed run; :func:`wait_until_idle` polls up to a bound for no other compute process, utilization about
-zero and no throttling, then raises :class:`GpuBusyError` naming what is wrong (``MXFP4_ALLOW_BUSY_GPU=1``
-overrides it, kept in the :class:`IdleReport`). Backends: NVML (``pynvml``) and ``amdsmi`` (not yet run
-on an MI355X), each taking its library module as an argument so tests drive it with a fake.
+Backends NVML and amdsmi (not yet run on an MI355X), each given its library module so tests drive it with a fake.
 docs/MEASURING.md, "The GPU's state and the idle check".
 """
 
@@ -20,9 +16,8 @@ from harness.errors import MeasurementError
 
 ALLOW_BUSY_ENV = "MXFP4_ALLOW_BUSY_GPU"
 
-# NVML clock event ("throttle") reasons, nvml.h. Those in _NVML_SLOWDOWNS lower the
-# clocks below what the workload asks for; the rest are informational (the GPU is
-# idle, clocks pinned by the admin, sync boost).
+# NVML clock event ("throttle") reasons, nvml.h. Those in _NVML_SLOWDOWN_BITS lower the clocks below what the
+# workload asks for; the rest are informational (the GPU is idle, clocks pinned by the admin, sync boost).
 _NVML_REASONS = {
     0x001: "gpu_idle",
     0x002: "applications_clocks_setting",
@@ -34,16 +29,9 @@ _NVML_REASONS = {
     0x080: "hw_power_brake_slowdown",
     0x100: "display_clock_setting",
 }
-SLOWDOWN_REASONS = frozenset(
-    {
-        "sw_power_cap",
-        "hw_slowdown",
-        "sw_thermal_slowdown",
-        "hw_thermal_slowdown",
-        "hw_power_brake_slowdown",
-        "throttled",
-    }
-)
+_NVML_SLOWDOWN_BITS = 0x004 | 0x008 | 0x020 | 0x040 | 0x080
+# "throttled": amdsmi's one throttle flag.
+SLOWDOWN_REASONS = frozenset({name for bit, name in _NVML_REASONS.items() if bit & _NVML_SLOWDOWN_BITS} | {"throttled"})
 
 
 class GpuBusyError(MeasurementError, RuntimeError):
@@ -71,10 +59,7 @@ class GpuState:
     timestamp: float = field(default_factory=time.time)
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["throttle_reasons"] = list(self.throttle_reasons)
-        d["process_ids"] = list(self.process_ids)
-        return d
+        return asdict(self) | {"throttle_reasons": list(self.throttle_reasons), "process_ids": list(self.process_ids)}
 
 
 class GpuMonitor(Protocol):
@@ -85,9 +70,13 @@ class GpuMonitor(Protocol):
     def close(self) -> None: ...
 
 
-# ---------------------------------------------------------------------------
-# NVML (NVIDIA)
-# ---------------------------------------------------------------------------
+def _counter(read: Callable[[], Any], unsupported: type[Exception]) -> Any:
+    """A counter this GPU or driver does not support (``unsupported`` raised, or amdsmi's "N/A") reads as None."""
+    try:
+        value = read()
+    except unsupported:
+        return None
+    return None if isinstance(value, str) and value == "N/A" else value
 
 
 class NvmlMonitor:
@@ -112,11 +101,7 @@ class NvmlMonitor:
             raise
 
     def _try(self, fn: Callable[[], Any]) -> Any:
-        """A counter this GPU or driver does not support reads as None, not as an error."""
-        try:
-            return fn()
-        except self._nvml.NVMLError:
-            return None
+        return _counter(fn, self._nvml.NVMLError)
 
     def _throttle_reasons(self) -> tuple[str, ...]:
         h, nvml = self._handle, self._nvml
@@ -164,13 +149,8 @@ class NvmlMonitor:
 
 
 def _nvml_target(device_index: int) -> tuple[int | None, str | None]:
-    """NVML index or UUID of CUDA device ``device_index``, without initialising CUDA.
-
-    CUDA numbers the devices CUDA_VISIBLE_DEVICES leaves visible; NVML numbers all
-    of them in PCI order. Entries may be indices or UUIDs ("GPU-...", "MIG-...").
-    Without CUDA_VISIBLE_DEVICES the two agree on machines with one GPU model
-    (CUDA's default fastest-first order only differs across models).
-    """
+    """NVML index or UUID of CUDA device ``device_index``, without initialising CUDA (CUDA numbers the devices
+    CUDA_VISIBLE_DEVICES leaves visible, by index or UUID; NVML all of them, in PCI order: docs/MEASURING.md)."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is None or not visible.strip():
         return device_index, None
@@ -183,13 +163,9 @@ def _nvml_target(device_index: int) -> tuple[int | None, str | None]:
     return (int(entry), None) if entry.isdigit() else (None, entry)
 
 
-# ---------------------------------------------------------------------------
-# amdsmi (AMD) -- written against the documented API; NOT YET RUN ON AN MI355X
-# ---------------------------------------------------------------------------
-
-
 class AmdSmiMonitor:
-    """One AMD GPU through amdsmi. ``amdsmi`` is the ``amdsmi`` module (or a fake with its names)."""
+    """One AMD GPU through amdsmi (or a fake with its names): written against its documented API, NOT YET RUN ON AN
+    MI355X."""
 
     backend = "amdsmi"
 
@@ -213,12 +189,7 @@ class AmdSmiMonitor:
             raise
 
     def _try(self, fn: Callable[[], Any]) -> Any:
-        try:
-            value = fn()
-        except self._amdsmi.AmdSmiException:
-            return None
-        # amdsmi reports unsupported counters as the string "N/A".
-        return None if value == "N/A" else value
+        return _counter(fn, self._amdsmi.AmdSmiException)
 
     def snapshot(self) -> GpuState:
         a, h = self._amdsmi, self._handle
@@ -233,9 +204,7 @@ class AmdSmiMonitor:
         )
         processes = self._try(lambda: a.amdsmi_get_gpu_process_list(h)) or []
         throttled = metrics.get("throttle_status")
-        socket_power = power.get("current_socket_power")
-        if socket_power in (None, "N/A"):
-            socket_power = power.get("average_socket_power")
+        socket_power = _number(power.get("current_socket_power"))
         return GpuState(
             backend=self.backend,
             index=self.index,
@@ -244,7 +213,7 @@ class AmdSmiMonitor:
             max_sm_clock_mhz=_number(gfx_clock.get("max_clk")),
             memory_clock_mhz=_number(mem_clock.get("clk")),
             temperature_c=None if temp_milli is None else temp_milli / 1000.0,
-            power_w=_number(socket_power),
+            power_w=_number(power.get("average_socket_power")) if socket_power is None else socket_power,
             power_limit_w=_number(power.get("power_limit")),
             utilization_pct=_number(activity.get("gfx_activity")),
             throttle_reasons=("throttled",) if throttled not in (None, "N/A", 0, False) else (),
@@ -259,16 +228,9 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-# ---------------------------------------------------------------------------
-# choosing a backend
-# ---------------------------------------------------------------------------
-
-
 def open_monitor(device: Any) -> GpuMonitor | None:
-    """A monitor for ``device`` (a torch device or string); None for the CPU.
-
-    Raises :class:`MonitorUnavailable` for a GPU no library can watch.
-    """
+    """A monitor for ``device`` (a torch device or string); None for the CPU; :class:`MonitorUnavailable` for a GPU no
+    library can watch."""
     import torch
 
     device = torch.device(device)
@@ -305,11 +267,6 @@ def _rocm_bdf(index: int) -> str | None:
     return f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"  # type: ignore[attr-defined]
 
 
-# ---------------------------------------------------------------------------
-# the idle check
-# ---------------------------------------------------------------------------
-
-
 WAIT_ENV = "MXFP4_IDLE_WAIT_S"
 
 
@@ -344,21 +301,16 @@ class IdleReport:
     state: GpuState | None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "waited_s": round(self.waited_s, 3),
-            "problems": list(self.problems),
-            "state": None if self.state is None else self.state.to_json(),
-        }
+        state = None if self.state is None else self.state.to_json()
+        return asdict(self) | {"waited_s": round(self.waited_s, 3), "problems": list(self.problems), "state": state}
 
 
 def idle_problems(state: GpuState, policy: IdlePolicy, *, own_pids: frozenset[int], own_context: bool) -> list[str]:
     """Everything that makes ``state`` unfit for recording a benchmark; empty when idle."""
     problems = []
     others = [pid for pid in state.process_ids if pid not in own_pids]
-    # In a container NVML may list this process under its host PID. When this
-    # process holds a context and is not listed by its own PID, one unknown
-    # process is taken to be this one.
+    # In a container NVML may list this process under its host PID: holding a context and not listed by its own
+    # PID, this process is taken to be one of the unknown ones.
     if own_context and not own_pids & set(state.process_ids) and others:
         others = others[1:]
     if others:
@@ -386,11 +338,8 @@ def wait_until_idle(
     sleep: Callable[[float], None] = time.sleep,
     log: Callable[[str], None] | None = None,
 ) -> IdleReport:
-    """Poll ``monitor`` until the GPU is idle; raise :class:`GpuBusyError` after ``policy.wait_s``.
-
-    ``monitor`` None means a CPU run: nothing to check. With ``MXFP4_ALLOW_BUSY_GPU=1``
-    a busy GPU is reported (status "overridden", with its problems) instead of refused.
-    """
+    """Poll ``monitor`` (None: a CPU run) until the GPU is idle; raise :class:`GpuBusyError` after ``policy.wait_s``,
+    unless ``MXFP4_ALLOW_BUSY_GPU=1`` (then status "overridden", with its problems)."""
     if monitor is None:
         return IdleReport("no gpu", 0.0, (), None)
     own_pids = frozenset({os.getpid()})

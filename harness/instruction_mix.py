@@ -1,15 +1,7 @@
-"""The instruction mix of compiled code: how many instructions of each kind, and base vs head.
+"""The instruction mix of compiled code (static counts per kind of instruction), and base vs head.
 
-Static counts (each instruction once, loops not unrolled by execution): what a code change did to the kernel's body --
-MFMAs, memory traffic, waits, branches. Three dialects, each a table of (category, pattern on the mnemonic), first match
-wins:
-
-* ``amdgcn`` -- AMDGPU ISA text (Triton's ``amdgcn``, FlyDSL's final ISA);
-* ``sass``   -- ``cuobjdump --dump-sass`` (the sm_90 binary that runs);
-* ``ptx``    -- PTX, when no SASS is at hand.
-
-The lines are split into mnemonics here, minimally (comments, directives, labels and the ``.amdgpu_metadata`` block
-skipped); harness.resources has its own private ISA regexes for its counters, which this module does not import.
+Dialects ``amdgcn`` (AMDGPU ISA), ``sass`` (``cuobjdump --dump-sass``) and ``ptx``, each a table of (category, pattern
+on the mnemonic), first match wins. docs/MEASURING.md, "Instruction mix".
 """
 
 from __future__ import annotations
@@ -104,11 +96,9 @@ def _ptx_mnemonics(text: str) -> list[str]:
 
 def instruction_mix(kind: str, text: str) -> dict[str, int]:
     """``{category: count}`` for every category of the dialect (zeros included), plus the total."""
-    if kind not in DIALECTS:
-        raise ValueError(f"kind: {kind!r} is not one of {sorted(DIALECTS)}")
+    words = mnemonics(kind, text)  # ValueError for an unknown kind
     table = [(name, re.compile(pattern)) for name, pattern in DIALECTS[kind]]
     counts = {name: 0 for name, _ in table}
-    words = mnemonics(kind, text)
     for word in words:
         base = word.split(".")[0] if kind == "sass" else word
         for name, pattern in table:

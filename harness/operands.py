@@ -1,10 +1,7 @@
 """Random MXFP4 operands: the one generator for timing and for the tests' random data.
 
-It lives with the measuring code because old commits are timed with today's harness: a commit's own generator would
-change what is measured. It writes the project's MXFP4 layout (kernels/mxfp4.py: ``data`` uint8 ``[rows, K/2]``, element
-``2i`` in the low nibble; ``scales`` uint8 ``[rows, K/32]``, e8m0), packed here again on purpose
-(tests/test_harness_boundary.py checks it against kernels.mxfp4 byte for byte), with the draws of the generator the
-timing history was recorded with. docs/MEASURING.md, "Operands".
+Here, not in kernels/, because old commits are timed with today's harness; the layout is packed here again on purpose
+(tests/test_harness_boundary.py checks it against kernels.mxfp4). docs/MEASURING.md, "Operands".
 """
 
 from __future__ import annotations
@@ -41,11 +38,8 @@ def random_operand(
     scale_range: tuple[int, int] = TIMING_SCALE_RANGE,
     device: torch.device | str | None = None,
 ) -> Operand:
-    """Uniformly random e2m1 codes (all 16, both zeros and +-6) and e8m0 scales in ``scale_range`` (inclusive).
-
-    Drawn on the generator's device (a GPU generator makes 16384 x 24576
-    operands in milliseconds), then moved to ``device`` if given.
-    """
+    """Uniformly random e2m1 codes (all 16, both zeros and +-6) and e8m0 scales in ``scale_range`` (inclusive), drawn on
+    the generator's device (a GPU one makes 16384 x 24576 operands in ms), then moved to ``device`` if given."""
     lo, hi = scale_range
     if not 0 <= lo <= hi <= E8M0_NAN - 1:
         raise ValueError(f"scale_range: {scale_range} must satisfy 0 <= lo <= hi <= 254 (255 is NaN)")
@@ -65,6 +59,5 @@ def random_operand(
 def gemm_operands(m: int, n: int, k: int, *, seed: int, device: torch.device | str) -> tuple[Operand, Operand]:
     """A [M, K] and B [N, K] for one timing input set; A is drawn first from one generator seeded ``seed``."""
     generator = torch.Generator(device=device).manual_seed(seed)
-    return random_operand(m, k, generator=generator, device=device), random_operand(
-        n, k, generator=generator, device=device
-    )
+    a = random_operand(m, k, generator=generator, device=device)
+    return a, random_operand(n, k, generator=generator, device=device)

@@ -1,11 +1,6 @@
-"""A timed launch's output, judged at the shape it was timed at: cheap enough for every measurement.
-
-A kernel can be wrong only at the shape a benchmark times, so whatever times a GEMM checks the output
-of the launches it timed, with the same operands: the whole output for NaN/Inf (and NaN where a scale
-255 demands it), and one sampled row per :data:`SAMPLE_BAND` rows and likewise columns (seeded; first
-and last always) against the float64 reference, judged by :func:`harness.accuracy.compare`. The
-reference is the commit's, passed in by the caller as ``reference(a, b, absolute)``. Why it finds a
-wrong tile, and its cost: docs/MEASURING.md, "The output at the timed shape".
+"""A timed launch's output, judged at the shape it was timed at: the whole output for NaN/Inf, sampled rows and
+columns against the commit's float64 reference. Why it finds a wrong tile, and its cost: docs/MEASURING.md,
+"The output at the timed shape".
 """
 
 from __future__ import annotations
@@ -13,7 +8,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -35,10 +30,8 @@ Reference = Callable[[Operand, Operand, bool], torch.Tensor]
 
 
 def sampled_indices(size: int, *, seed: int, band: int = SAMPLE_BAND, cap: int = MAX_SAMPLES) -> list[int]:
-    """Sorted indices in [0, size): one per band (random offset, seeded), the first band's 0, the last's size-1.
-
-    With more than ``cap`` bands the band widens (a multiple of ``band``) until ``cap`` bands cover ``size``.
-    """
+    """Sorted indices in [0, size): one per band (random offset, seeded), the first band's 0, the last's size-1; with
+    more than ``cap`` bands the band widens (a multiple of ``band``) until ``cap`` bands cover ``size``."""
     if size <= 0 or band <= 0 or cap < 2:
         raise ValueError(f"sampled_indices: size {size}, band {band} and cap {cap} must be positive (cap >= 2)")
     band *= math.ceil(math.ceil(size / band) / cap)
@@ -73,19 +66,16 @@ class OutputReport:
     def passed(self) -> bool:
         return not self.failures
 
-    @property
-    def shape_text(self) -> str:
-        return "x".join(map(str, self.shape))
-
     def summary(self) -> str:
         """ "wrong result at MxNxK: ...; first bad element C[i,j]", or what was checked when it passed."""
+        shape = "x".join(map(str, self.shape))
         if self.passed:
             return (
-                f"correct at {self.shape_text} (whole output finite; {len(self.rows)} rows and "
+                f"correct at {shape} (whole output finite; {len(self.rows)} rows and "
                 f"{len(self.columns)} columns match the reference)"
             )
         where = f"; first bad element C[{self.first_bad[0]},{self.first_bad[1]}]" if self.first_bad else ""
-        return f"wrong result at {self.shape_text}: {'; '.join(self.failures)}{where}"
+        return f"wrong result at {shape}: {'; '.join(self.failures)}{where}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -161,14 +151,8 @@ def check_output(
     )
     if first_bad is None and not report.passed:  # only a norm failed: name the worst sampled element
         i, j = sampled_rows.worst_element
-        report = _with_first_bad(report, (rows[i], j))
+        report = replace(report, first_bad=(rows[i], j))
     return report
-
-
-def _with_first_bad(report: OutputReport, where: tuple[int, int]) -> OutputReport:
-    from dataclasses import replace
-
-    return replace(report, first_bad=where)
 
 
 def _first(mask: torch.Tensor) -> tuple[int, int] | None:
@@ -189,11 +173,8 @@ class WrongResult(MeasurementError, RuntimeError):
 
 
 class KeptOutput:
-    """A harness.timing ``prepare`` that keeps the first input set's operands and output for :func:`check_output`.
-
-    The kept output is poisoned with NaN before the kernel's preparation, so an element no
-    launch writes shows as NaN in the whole-output scan; the other sets are left as they are.
-    """
+    """A harness.timing ``prepare`` that keeps the first input set's operands and output for :func:`check_output`,
+    the output poisoned with NaN before the kernel's preparation (an element no launch writes shows as NaN)."""
 
     def __init__(self, prepare: Callable[[Operand, Operand, torch.Tensor], Callable[[], None]]):
         self._prepare = prepare

@@ -1,10 +1,6 @@
-"""The one report module: tables, atomic JSON/text files, the GitHub step summary.
+"""The one report module: tables, atomic JSON/text files, the GitHub step summary (docs/MEASURING.md, "Reports").
 
-:func:`write_json_atomic` / :func:`write_text_atomic` / :func:`write_bytes_atomic` write a temporary
-file beside the target, ``fsync`` it, ``os.replace`` it into place and ``fsync`` the directory: a
-reader sees the old file or the new one, never half. :func:`markdown_table` / :func:`text_table`
-render rows of ``{column: text}``; :func:`append_step_summary` appends to ``$GITHUB_STEP_SUMMARY``
-when set. Every command writes through here. Imports nothing from kernels/ or ci/.
+Every command writes through here. Imports nothing from kernels/ or ci/.
 """
 
 from __future__ import annotations
@@ -19,8 +15,8 @@ from typing import Any
 
 
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, durable: bool = True) -> Path:
-    """Replace ``path`` with ``data`` atomically (see the module doc); returns the path. ``durable=False`` skips the
-    two fsyncs (a power cut may lose the write), for copies whose source is kept elsewhere (docs/PERF_NOTES.md)."""
+    """Replace ``path`` with ``data`` atomically: a temporary file beside it, fsynced, ``os.replace``d, the directory
+    fsynced; returns the path. ``durable=False`` skips the fsyncs, for copies kept elsewhere (docs/PERF_NOTES.md)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

@@ -1,11 +1,5 @@
-"""The one list of GEMM shapes gated and benchmarked.
-
-Append only: asv compares each shape across the whole git history, so a shape's name and size never change once
-committed. Every shape says why it exists. Names are zero-padded so they sort and read well in the asv HTML.
-
-The LLM layers are the weight GEMMs of a prefill of 8192 tokens (M = tokens, N = output features, K = input features;
-weights are B[N, K] as stored by PyTorch's ``nn.Linear``). Dimensions are from the models' published configs
-(``hidden_size``, ``intermediate_size``, attention head counts).
+"""The one list of GEMM shapes gated and benchmarked: append only (asv compares each across the whole history), each
+saying why it exists; the LLM layers are a prefill of 8192 tokens (docs/MEASURING.md, "Shapes").
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The committed budget (``ci/register_budget.json``): its schema, parsing, validation and the ratchet's writes.
 
-Every problem names the file and the key: a budget that cannot be read is a harness error (exit 2), never a silent
-default. A key given twice in one JSON object is such a problem too (``json`` would keep the last one without a word, so
-a reviewer could approve one limit while the gate applies another).
+Every problem (a key given twice in one object too) is a HarnessError naming the file and the key, never a default.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from typing import Any
 from ci.budget.metrics import BUDGET_KEYS, FAMILY_KEYS, METRIC_BY_FIELD, SPILL_FIELDS
 from ci.common.errors import HarnessError
 from ci.common.files import write_json_atomic
-from ci.common.json_file import JsonFileError, parse_json
+from ci.common.json_file import parse_json
 
 BUDGET_PATH = "ci/register_budget.json"
 BUDGET_SCHEMA = "mxfp4-register-budget/2"
@@ -48,20 +46,10 @@ class Budget:
         return dict(entry, tolerance=dict(override)) if override else dict(entry)
 
 
-def load_json(text: str, where: str) -> Any:
-    """``text`` as JSON, refusing a key given twice in one object (the error names the key and ``where``)."""
-    try:
-        return parse_json(text, where)
-    except JsonFileError as exc:
-        raise HarnessError(str(exc)) from None
-
-
 def parse_budget(text: str, where: str, *, allow_legacy: bool = False) -> Budget:
-    """Validate a budget file; every problem names the file and the key.
-
-    ``allow_legacy``: also read the /1 schema (a base's budget from before per-field tolerances).
-    """
-    data = load_json(text, where)
+    """Validate a budget file; every problem names the file and the key. ``allow_legacy``: also read the /1 schema (a
+    base's budget from before per-field tolerances)."""
+    data = parse_json(text, where)  # a key given twice is an error too
     if not isinstance(data, dict):
         raise HarnessError(f"{where}: expected a JSON object at the top level")
     if allow_legacy and data.get("schema") == LEGACY_BUDGET_SCHEMA:
@@ -155,13 +143,6 @@ def _check_count(value: Any, where: str) -> None:
         raise HarnessError(f"{where}: must be a non-negative integer, got {value!r}")
 
 
-def read_budget(path: Path, shown_as: str) -> Budget:
-    """The head's budget at ``path`` (named ``shown_as`` in messages); a missing file is an error."""
-    if not path.exists():
-        raise HarnessError(f"budget file {path} does not exist")
-    return parse_budget(path.read_text(), shown_as)
-
-
 def read_base_budget(repo, sha: str) -> Budget | None:
     """The base's budget (to see what this change's edit loosened); None when absent or unreadable there."""
     from ci.common import gitutil
@@ -192,12 +173,9 @@ def suggested_entry(usage: Mapping[str, Any], old: Mapping[str, Any] | None) -> 
 
 
 def update_budget_file(path: Path, edits: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, int]]:
-    """Write ``edits`` into the budget file at ``path``, only where they tighten its current limits.
-
-    Returns what changed: ``{target: {key: new limit}}``. The file is rewritten atomically
-    (harness.report); targets it does not have are left alone (the ratchet adds no entry).
-    """
-    data = load_json(path.read_text(), str(path))
+    """Write ``edits`` into the budget file at ``path`` (atomically), only where they tighten its current limits and
+    never adding an entry; returns what changed: ``{target: {key: new limit}}``."""
+    data = parse_json(path.read_text(), str(path))
     changed: dict[str, dict[str, int]] = {}
     for target, edit in edits.items():
         current = data.get("targets", {}).get(target)

@@ -1,9 +1,5 @@
-"""Head vs merge-base vs budget, per compile target: the findings and the entries that would accept them.
-
-Each target in the head, the base or the budget gets one :class:`TargetCheck`: its findings (ci.budget.findings), its
-status decided from their codes, and, for a failing target, the budget entry that would accept it; for a passing one
-below its entry, the tightened entry (the ratchet).
-"""
+"""Head vs merge-base vs budget, per compile target: its findings, its status from their codes, and the entry that
+would accept a failing target (or, for a passing one below its entry, the tightened entry: the ratchet)."""
 
 from __future__ import annotations
 
@@ -39,7 +35,6 @@ class TargetCheck:
 
     @property
     def reasons(self) -> list[str]:
-        """Why it failed, in words."""
         return [sentence(f) for f in self.findings if f.fails]
 
     @property

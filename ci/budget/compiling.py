@@ -1,7 +1,6 @@
-"""Compile-only resource measurement: every target the registry can build without a GPU, read by harness.resources.
+"""The work of ``python -m ci.budget.resources``: compile each target without a GPU, read it with harness.resources.
 
-The work behind ``python -m ci.budget.resources`` (its front, which owns the options). The budget gate reads the JSON
-this writes from a child run in each commit's checkout, so the layout (``SCHEMA``) is append-only.
+The budget gate reads this JSON from every commit's checkout: its layout (``SCHEMA``) is append-only.
 """
 
 from __future__ import annotations
@@ -9,7 +8,7 @@ from __future__ import annotations
 import platform
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,17 +51,14 @@ def measure(
         start = time.perf_counter()
         try:
             usage = inspect(kernel, arch, config, isa_dir)
-        except ResourceParseError as exc:  # compiled, but its output is unreadable: a harness error
-            results[name] = {"ok": False, "kind": "parse", "error": describe_error(exc)}
-            print(f"    UNREADABLE compiler output: {results[name]['error']}", file=progress, flush=True)
-            continue
+            results[name] = {"ok": True, "usage": usage.to_dict()}
+            done = f"{usage.registers} regs, {time.perf_counter() - start:.1f} s"
         except Exception as exc:  # a kernel that fails to compile is a result, not a crash
-            results[name] = {"ok": False, "kind": "compile", "error": describe_error(exc)}
-            seconds = time.perf_counter() - start
-            print(f"    FAILED after {seconds:.1f} s: {results[name]['error']}", file=progress, flush=True)
-            continue
-        results[name] = {"ok": True, "usage": usage.to_dict()}
-        print(f"    {usage.registers} regs, {time.perf_counter() - start:.1f} s", file=progress, flush=True)
+            unreadable = isinstance(exc, ResourceParseError)  # compiled, but its output is unreadable: a harness error
+            results[name] = {"ok": False, "kind": "parse" if unreadable else "compile", "error": describe_error(exc)}
+            failed = "UNREADABLE compiler output" if unreadable else f"FAILED after {time.perf_counter() - start:.1f} s"
+            done = f"{failed}: {results[name]['error']}"
+        print(f"    {done}", file=progress, flush=True)
     return results
 
 
@@ -77,25 +73,6 @@ def environment() -> dict[str, str]:
     return env
 
 
-def resources_report(results: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    import kernels
-
-    # source_root lets the budget gate check that a checkout measured its own kernels.
-    source_root = str(Path(kernels.__file__).resolve().parent.parent)
-    targets = dict(sorted(results.items()))
-    return {"schema": SCHEMA, "source_root": source_root, "environment": environment(), "targets": targets}
-
-
-def results_table(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]]:
-    rows = []
-    for name, result in sorted(results.items()):
-        if result["ok"]:
-            rows.extend(usage_table([ResourceUsage.from_dict(result["usage"], name)]))
-        else:
-            rows.append({"target": name, "regs": "FAILED", "error": result["error"][:120]})
-    return rows
-
-
 def run(options: ResourcesOptions) -> int:
     """Compile the selected targets, print the table, write ``--json``; the exit code (0 / 1 failed to compile / 2)."""
     if options.list_only:
@@ -103,18 +80,26 @@ def run(options: ResourcesOptions) -> int:
         return 0
     if not options.targets:
         print("ci.budget.resources: no kernel in the registry can be compiled without a GPU", file=sys.stderr)
-    results = measure(options.targets, isa_dir=options.isa_dir)
-    rows = results_table(results)
+    results = dict(sorted(measure(options.targets, isa_dir=options.isa_dir).items()))
+    rows: list[dict[str, str]] = []
+    for name, result in results.items():
+        if result["ok"]:
+            rows.extend(usage_table([ResourceUsage.from_dict(result["usage"], name)]))
+        else:
+            rows.append({"target": name, "regs": "FAILED", "error": result["error"][:120]})
     print(text_table(rows))
     if options.isa_dir is not None:
-        kept = sorted(p.name for p in Path(options.isa_dir).glob("*")) if Path(options.isa_dir).is_dir() else []
-        where = f"{options.isa_dir} ({len(kept)} files there)"
+        where = f"{options.isa_dir} ({len(list(options.isa_dir.glob('*')))} files there)"  # glob: [] for a missing dir
         print(f"ci.budget.resources: assembly of {len(results)} target(s) written to {where}", file=sys.stderr)
     failed = sorted(name for name, result in results.items() if not result["ok"])
     unreadable = sorted(name for name, result in results.items() if result.get("kind") == "parse")
     if options.json:
         try:
-            write_json_atomic(options.json, resources_report(results))
+            import kernels  # its source_root lets the budget gate check that a checkout measured its own kernels
+
+            source_root = str(Path(kernels.__file__).resolve().parent.parent)
+            report = {"schema": SCHEMA, "source_root": source_root, "environment": environment(), "targets": results}
+            write_json_atomic(options.json, report)
             print(f"ci.budget.resources: --json written to {options.json}", file=sys.stderr)
         except OSError as exc:
             print(f"ci.budget.resources: error: cannot write --json {options.json}: {exc}", file=sys.stderr)

@@ -1,8 +1,5 @@
-"""What the budget gate found about one target, as codes and numbers (the report words them).
-
-Each :class:`Finding` carries a :class:`Reason` and the facts behind it; whether a target fails is decided from the
-codes alone (``Reason.fails``), never from the text people read. ci.budget.report turns findings into sentences.
-"""
+"""What the budget gate found about one target, as codes and numbers: whether it fails is decided from the codes
+alone (``Reason.fails``), never from the sentences people read (ci.budget.wording)."""
 
 from __future__ import annotations
 
@@ -13,38 +10,27 @@ from typing import Any
 
 
 class Reason(enum.Enum):
-    # A target fails with any of these.
-    MISSING_TARGET = "missing_target"  # in the base or the budget, no longer built at head
-    COMPILE_FAILED = "compile_failed"  # head's compiler raised
-    SPILLS = "spills"  # spills or scratch: never budgetable
-    SHARED_OVER_HARDWARE = "shared_over_hardware"  # LDS / shared memory above what the hardware has
-    CANNOT_LAUNCH = "cannot_launch"  # occupancy 0
-    NO_BUDGET_ENTRY = "no_budget_entry"
-    OVER_BUDGET = "over_budget"  # beyond its limit by more than the tolerance, or losing an occupancy step
-    WORSE_THAN_BASE = "worse_than_base"  # grew vs base by more than tolerance + what the budget edit loosened
-    # Notes: the target passes, but a person should see them.
-    REMOVAL_INTENDED = "removal_intended"  # gone at head, its budget entry deleted in the same change
-    BASE_DID_NOT_COMPILE = "base_did_not_compile"  # head compiles where the base did not
-    BASE_HAD_NO_ENTRY = "base_had_no_entry"  # the base's measured numbers stand in for its entry
-    OVER_BUDGET_WITHIN_TOLERANCE = "over_budget_within_tolerance"
-    WORSE_THAN_BASE_WITHIN_TOLERANCE = "worse_than_base_within_tolerance"
-    BUDGET_EDIT_EXEMPT = "budget_edit_exempt"  # the growth is exactly what this change's budget edit loosened
+    """A finding's code and ``fails``: whether a target with it fails (else it is a note a person should see)."""
 
-    @property
-    def fails(self) -> bool:
-        return self not in _NOTES
+    def __init__(self, _: str, fails: bool) -> None:
+        self.fails = fails
+
+    MISSING_TARGET = "missing_target", True  # in the base or the budget, no longer built at head
+    COMPILE_FAILED = "compile_failed", True  # head's compiler raised
+    SPILLS = "spills", True  # spills or scratch: never budgetable
+    SHARED_OVER_HARDWARE = "shared_over_hardware", True  # LDS / shared memory above what the hardware has
+    CANNOT_LAUNCH = "cannot_launch", True  # occupancy 0
+    NO_BUDGET_ENTRY = "no_budget_entry", True
+    OVER_BUDGET = "over_budget", True  # beyond its limit by more than the tolerance, or losing an occupancy step
+    WORSE_THAN_BASE = "worse_than_base", True  # grew vs base by more than tolerance + what the budget edit loosened
+    REMOVAL_INTENDED = "removal_intended", False  # gone at head, its budget entry deleted in the same change
+    BASE_DID_NOT_COMPILE = "base_did_not_compile", False  # head compiles where the base did not
+    BASE_HAD_NO_ENTRY = "base_had_no_entry", False  # the base's measured numbers stand in for its entry
+    OVER_BUDGET_WITHIN_TOLERANCE = "over_budget_within_tolerance", False
+    WORSE_THAN_BASE_WITHIN_TOLERANCE = "worse_than_base_within_tolerance", False
+    BUDGET_EDIT_EXEMPT = "budget_edit_exempt", False  # the growth is exactly what this change's budget edit loosened
 
 
-_NOTES = frozenset(
-    {
-        Reason.REMOVAL_INTENDED,
-        Reason.BASE_DID_NOT_COMPILE,
-        Reason.BASE_HAD_NO_ENTRY,
-        Reason.OVER_BUDGET_WITHIN_TOLERANCE,
-        Reason.WORSE_THAN_BASE_WITHIN_TOLERANCE,
-        Reason.BUDGET_EDIT_EXEMPT,
-    }
-)
 # A budget edit cannot accept these: the gate proposes no entry for a target that has one.
 NOT_BUDGETABLE = frozenset({Reason.SPILLS})
 

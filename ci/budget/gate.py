@@ -8,8 +8,7 @@
 Each side compiles its own kernels in a temporary worktree (no GPU); per target the head is compared
 with the base and with ``ci/register_budget.json``. What fails, the tolerances, the ratchet and the
 base rules: docs/BUDGET_GATE.md. Table on stdout, progress on stderr, Markdown in the step summary,
-``--json`` written atomically (also after an error). Exit: 0 pass, 1 gate failed, 2 harness error,
-130/143 after SIGINT/SIGTERM (children stopped, worktrees removed).
+``--json`` written atomically (also after an error).
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from __future__ import annotations
 import argparse
 
 from ci.budget.budget_file import BUDGET_PATH
-from ci.budget.options import GateOptions
+from ci.budget.options import GateOptions, from_args
 from ci.budget.report import GATE_SCHEMA
 from ci.common.command import Command
 from ci.common.options import add_arch, add_commits, add_json, add_selection, step_summary_value
@@ -38,18 +37,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _options(args: argparse.Namespace) -> GateOptions:
-    options = GateOptions.checked(
-        head=args.head or "HEAD",
-        base=args.base,
-        working_tree=args.working_tree,
-        budget=args.budget,
-        update_budget=args.update_budget,
-        kernel=args.kernel,
-        arch=args.arch,
-        config=args.config,
-        repo=args.repo,
-        json=args.json,
-    )
+    options = from_args(GateOptions, args)
     step_summary_value()
     return options
 

@@ -1,9 +1,5 @@
-"""Measure one checkout: compile its kernels with THIS checkout's resource reader, and validate the result.
-
-The gate runs ``python -m ci.budget.resources --json`` in a child whose only code from the commit is its ``kernels``
-package (ci.common.commit_tree), so base and head are read by one parser and one resource model: a parser change can
-never show up as a register change between them.
-"""
+"""Measure one checkout: a child ``python -m ci.budget.resources --json`` whose only code from the commit is its
+``kernels`` (ci.common.commit_tree), so one parser reads base and head; its result validated."""
 
 from __future__ import annotations
 

@@ -1,13 +1,10 @@
-"""The resource fields the budget gate compares, and which way is worse for each.
-
-Every field of a resource record (harness.resources.ResourceUsage) that the gate judges is one :class:`Metric` here: its
-budget key (``max_<field>`` or ``min_occupancy``; none for spills and scratch, which must be 0) and its direction. The
-budget file, the comparison and the report all read this table.
-"""
+"""The resource fields the budget gate compares (one :class:`Metric` each), and which way is worse for each."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from harness.resources.usage import SPILL_FIELDS
 
 
 @dataclass(frozen=True)
@@ -23,7 +20,6 @@ class Metric:
         return value - reference if self.higher_is_worse else reference - value
 
     def worsened(self, reference: int, amount: int) -> int:
-        """``reference`` made worse by ``amount``."""
         return reference + amount if self.higher_is_worse else reference - amount
 
     def loosest(self, *values: int) -> int:
@@ -41,7 +37,6 @@ class Metric:
         return "grew" if self.higher_is_worse else "dropped"
 
 
-SPILL_FIELDS = ("vgpr_spills", "sgpr_spills", "spill_store_bytes", "spill_load_bytes", "scratch_bytes", "dynamic_stack")
 METRICS = (
     Metric("registers", "max_registers"),
     Metric("arch_vgpr", "max_arch_vgpr"),

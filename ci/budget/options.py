@@ -1,15 +1,14 @@
-"""The budget package's options: one frozen object per command, checked whole before any work.
+"""The budget package's options: one frozen object per command, checked whole (OptionsError) before any work.
 
-ci.budget.gate and ci.budget.resources (the fronts) parse the command line and build these with their ``checked``
-constructors; the code below the fronts takes the object and never sees ``argv``. A bad value is an
-:class:`~ci.common.options.OptionsError` (exit 2), raised before minutes of compiling.
+The fronts (ci.budget.gate, ci.budget.resources) build them with :func:`from_args`; nothing below sees ``argv``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 from ci.budget.targets import compile_targets, describe_error
 from ci.common.options import OptionsError, arch_value, name_matches, names_value, output_value
@@ -22,7 +21,7 @@ def _names(value: Names, flag: str) -> tuple[str, ...]:
 
 
 def _archs(value: Names) -> tuple[str, ...]:
-    return arch_value(value if value is None or isinstance(value, str) else ",".join(value))
+    return arch_value(value if value is None or isinstance(value, str) else ",".join(value) or None)
 
 
 def selected(target: tuple[str, str, str], kernel: Sequence[str], arch: Sequence[str], config: Sequence[str]) -> bool:
@@ -52,46 +51,32 @@ class GateOptions:
     json: Path | None = None
 
     @classmethod
-    def checked(
-        cls,
-        *,
-        head: str = "HEAD",
-        base: str | None = None,
-        working_tree: bool = False,
-        budget: str | Path | None = None,
-        update_budget: bool = False,
-        kernel: Names = None,
-        arch: Names = None,
-        config: Names = None,
-        repo: str | Path = ".",
-        json: str | Path | None = None,
-    ) -> GateOptions:
-        if working_tree and head != "HEAD":
+    def checked(cls, **given: Any) -> GateOptions:
+        """The fields as given (``kernel``/``arch``/``config``: one value or several), each checked."""
+        raw = cls(**given)
+        if raw.working_tree and raw.head != "HEAD":
             raise OptionsError(
-                f"--head {head} and --working-tree exclude each other: the working tree is measured on HEAD"
+                f"--head {raw.head} and --working-tree exclude each other: the working tree is measured on HEAD"
             )
-        if not head:
+        if not raw.head:
             raise OptionsError("--head must name a commit")
-        if base == "":
+        if raw.base == "":
             raise OptionsError("--base must name a commit (leave it out for origin/main, else main)")
-        if not Path(repo).is_dir():
-            raise OptionsError(f"--repo {repo}: not a directory")
-        budget_path = None if budget is None or str(budget) == "" else Path(budget)
-        if budget_path is not None and not budget_path.is_file():
-            raise OptionsError(f"budget file {budget_path} does not exist")
-        if budget_path is not None and update_budget:
-            output_value(budget_path, "--budget (written by --update-budget)")
-        return cls(
-            head=head,
-            base=base,
-            working_tree=working_tree,
-            budget=budget_path,
-            update_budget=update_budget,
-            kernel=_names(kernel, "--kernel"),
-            arch=_archs(arch),
-            config=_names(config, "--config"),
-            repo=Path(repo),
-            json=output_value(json, "--json"),
+        if not Path(raw.repo).is_dir():
+            raise OptionsError(f"--repo {raw.repo}: not a directory")
+        budget = None if raw.budget is None or str(raw.budget) == "" else Path(raw.budget)
+        if budget is not None and not budget.is_file():
+            raise OptionsError(f"budget file {budget} does not exist")
+        if budget is not None and raw.update_budget:
+            output_value(budget, "--budget (written by --update-budget)")
+        return replace(
+            raw,
+            budget=budget,
+            kernel=_names(raw.kernel, "--kernel"),
+            arch=_archs(raw.arch),
+            config=_names(raw.config, "--config"),
+            repo=Path(raw.repo),
+            json=output_value(raw.json, "--json"),
         )
 
     @property
@@ -109,7 +94,7 @@ class GateOptions:
 class ResourcesOptions:
     """What ``python -m ci.budget.resources`` compiles (resolved against the registry), and where it writes."""
 
-    targets: tuple[tuple[str, str, str], ...]  # (kernel, arch, config), sorted
+    targets: tuple[tuple[str, str, str], ...] = ()  # (kernel, arch, config), sorted; resolved by ``checked``
     kernel: tuple[str, ...] = ()
     arch: tuple[str, ...] = ()
     config: tuple[str, ...] = ()
@@ -119,26 +104,25 @@ class ResourcesOptions:
     allow_empty: bool = False
 
     @classmethod
-    def checked(
-        cls,
-        *,
-        kernel: Names = None,
-        arch: Names = None,
-        config: Names = None,
-        json: str | Path | None = None,
-        isa_dir: str | Path | None = None,
-        list_only: bool = False,
-        allow_empty: bool = False,
-    ) -> ResourcesOptions:
-        kernel, arch, config = _names(kernel, "--kernel"), _archs(arch), _names(config, "--config")
+    def checked(cls, **given: Any) -> ResourcesOptions:
+        """The selectors as given, resolved against the registry; the output paths checked writable."""
+        raw = cls(**given)
+        kernel, arch, config = _names(raw.kernel, "--kernel"), _archs(raw.arch), _names(raw.config, "--config")
         try:
             every = compile_targets()
         except Exception as exc:  # the registry (the code under test) does not import
             raise OptionsError(describe_error(exc)) from None
         targets = tuple(t for t in every if selected(t, kernel, arch, config))
-        if not targets and (kernel or arch or config) and not allow_empty:
+        if not targets and (kernel or arch or config) and not raw.allow_empty:
             raise OptionsError(f"no compile target matches {selectors_text(kernel, arch, config)}")
-        isa_path = None if isa_dir is None or str(isa_dir) == "" else Path(isa_dir)
-        if isa_path is not None:
-            output_value(isa_path / ".probe", "--isa-dir")
-        return cls(targets, kernel, arch, config, output_value(json, "--json"), isa_path, list_only, allow_empty)
+        isa_dir = None if raw.isa_dir is None or str(raw.isa_dir) == "" else Path(raw.isa_dir)
+        if isa_dir is not None:
+            output_value(isa_dir / ".probe", "--isa-dir")
+        json = output_value(raw.json, "--json")
+        return replace(raw, targets=targets, kernel=kernel, arch=arch, config=config, json=json, isa_dir=isa_dir)
+
+
+def from_args(options: type[GateOptions] | type[ResourcesOptions], args: Any) -> Any:
+    """A front's options object from its parsed arguments (named as the fields; None: the field's default), checked."""
+    given = {f.name: getattr(args, f.name, None) for f in fields(options)}
+    return options.checked(**{name: value for name, value in given.items() if value is not None})

@@ -1,8 +1,4 @@
-"""The budget gate's outputs from its checks: the table, the entries to paste, Markdown and the JSON verdict.
-
-Everything here is made from the same :class:`~ci.budget.compare.TargetCheck`
-list that decided the verdict; sentences come from ci.budget.wording.
-"""
+"""The budget gate's outputs (table, entries to paste, Markdown, JSON verdict), all from the checks that decided."""
 
 from __future__ import annotations
 
@@ -71,13 +67,9 @@ def table_rows(checks: Iterable[TargetCheck]) -> list[dict[str, str]]:
         row["regs limit"] = _value(head, "register_limit")
         row["other regs (base/head/budget)"] = _others(base, head, c.budget)
         row["spills"] = spills
-        row["why"] = "; ".join(_clip(text, 240) for text in c.reasons + c.notes)
+        row["why"] = "; ".join(t if len(t) <= 240 else t[:237] + "..." for t in c.reasons + c.notes)
         rows.append(row)
     return rows
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def suggested_edits(checks: Iterable[TargetCheck]) -> dict[str, dict[str, Any]]:
@@ -123,7 +115,6 @@ def dirty_warning(files: Sequence[str], head_sha: str) -> str:
 
 
 def update_line(updated: Mapping[str, Mapping[str, int]], path) -> str:
-    """What ``--update-budget`` did."""
     return "budget_gate: --update-budget: " + (
         f"tightened {', '.join(f'{t} ({json.dumps(c)})' for t, c in sorted(updated.items()))} in {path}"
         if updated
@@ -173,12 +164,6 @@ def markdown_summary(report: GateReport) -> str:
     return "\n".join(parts)
 
 
-def check_json(check: TargetCheck) -> dict[str, Any]:
-    """One target in the JSON verdict: the sentences people read, and the codes behind them."""
-    findings = [f.to_json() for f in check.findings]
-    return {**vars(check), "reasons": check.reasons, "notes": check.notes, "findings": findings}
-
-
 def gate_json(
     report: GateReport,
     checks: Sequence[TargetCheck],
@@ -194,7 +179,11 @@ def gate_json(
         "base": dict(base),
         "head": dict(head),
         "uncommitted_files_not_measured": list(dirty_files),
-        "targets": [check_json(c) for c in checks],
+        # Per target: the sentences people read, and the codes behind them.
+        "targets": [
+            {**vars(c), "reasons": c.reasons, "notes": c.notes, "findings": [f.to_json() for f in c.findings]}
+            for c in checks
+        ],
         "suggested_budget": suggested_edits(checks),
         "tightened_budget": tightened_edits(checks),
         "budget_updated": budget_updated,

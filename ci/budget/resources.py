@@ -5,7 +5,7 @@
 
 A target is (kernel, arch, config); the kernel compiles itself and harness.resources reads the output. The table goes to
 stdout, progress to stderr, ``--json`` (atomic, layout ``compiling.SCHEMA``, append-only: the budget gate reads it from
-every commit). Exit: 0 all compiled, 1 a target failed to compile, 2 harness error. Details: docs/BUDGET_GATE.md.
+every commit). Details: docs/BUDGET_GATE.md.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ci.budget.options import ResourcesOptions
+from ci.budget.options import ResourcesOptions, from_args
 from ci.common.command import Command
 from ci.common.options import add_arch, add_json, add_selection
 
@@ -23,7 +23,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     add_arch(parser, None)
     add_json(parser, "the results")
     parser.add_argument("--isa-dir", metavar="DIR", help="also keep each target's assembly (ISA / PTX / SASS) here")
-    parser.add_argument("--list", action="store_true", help="list the compile targets and exit without compiling")
+    parser.add_argument("--list", dest="list_only", action="store_true", help="list the compile targets, compile none")
     parser.add_argument(
         "--allow-empty",
         action="store_true",
@@ -33,15 +33,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _options(args: argparse.Namespace) -> ResourcesOptions:  # checked before minutes of compiling, not after
-    return ResourcesOptions.checked(
-        kernel=args.kernel,
-        arch=args.arch,
-        config=args.config,
-        json=args.json,
-        isa_dir=args.isa_dir,
-        list_only=args.list,
-        allow_empty=args.allow_empty,
-    )
+    return from_args(ResourcesOptions, args)
 
 
 def _run(options: ResourcesOptions) -> int:

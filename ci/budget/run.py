@@ -1,8 +1,4 @@
-"""One run of the budget gate, from checked options to the exit code: resolve, measure, compare, report.
-
-Git goes through ci.common.gitutil (the head and base checkouts, the base's budget); compiling through
-ci.budget.measure; the decision through ci.budget.compare; every output through ci.budget.report.
-"""
+"""One run of the budget gate, from checked options to the exit code: resolve, measure, compare, report."""
 
 from __future__ import annotations
 
@@ -10,7 +6,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 
-from ci.budget.budget_file import BUDGET_PATH, read_base_budget, read_budget, update_budget_file
+from ci.budget.budget_file import BUDGET_PATH, parse_budget, read_base_budget, update_budget_file
 from ci.budget.compare import evaluate
 from ci.budget.measure import Measurement, measure_tree
 from ci.budget.options import GateOptions, selectors_text
@@ -49,7 +45,10 @@ def run(options: GateOptions) -> int:
     only = options.selectors
     head_tree = nullcontext(working_dir) if options.working_tree else gitutil.checkout(repo, head_sha)
     with head_tree as head_dir:
-        budget = read_budget(options.budget or head_dir / BUDGET_PATH, str(options.budget or BUDGET_PATH))
+        budget_path = options.budget or head_dir / BUDGET_PATH
+        if not budget_path.exists():
+            raise HarnessError(f"budget file {budget_path} does not exist")
+        budget = parse_budget(budget_path.read_text(), str(options.budget or BUDGET_PATH))
         head = measure_tree(head_dir, "head", only)
     if head.results is None:
         raise HarnessError(f"the head has no ci/budget/resources.py ({head.note})")
@@ -118,9 +117,9 @@ def run(options: GateOptions) -> int:
     return 1 if report.verdict == "fail" else 0
 
 
-def _first_line(exc: Exception, limit: int = 300) -> str:
+def _first_line(exc: Exception) -> str:
     text = str(exc).strip().splitlines()
-    return (text[-1] if text else type(exc).__name__)[:limit]
+    return (text[-1] if text else type(exc).__name__)[:300]
 
 
 def _nothing_selected(only: Mapping[str, Sequence[str]], names: set[str]) -> str:

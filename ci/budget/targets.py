@@ -1,8 +1,5 @@
-"""What the registry can compile on this machine, and the one line a failure is told in.
-
-Shared by the resources command's options (a selector must match a target) and its work
-(ci.budget.compiling), so that checking the options does not import the compiling.
-"""
+"""What the registry can compile on this machine, and the one line a failure is told in (for the options and the
+work alike, so that checking the options does not import the compiling)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""The sentence for each finding: the words people read in the table, the notes and the JSON.
-
-Only words live here; what passes or fails is decided from the codes
-(ci.budget.findings). Tests and reviewers know these sentences: change them on purpose.
-"""
+"""The sentence for each finding (table, notes, JSON). Only words: tests and reviewers know them, change on purpose."""
 
 from __future__ import annotations
 

@@ -1,18 +1,13 @@
-"""Resource usage of a compiled kernel: registers, spills, shared memory, occupancy.
-
-The one ISA/PTX parser and resource model: a compile-only artifact (``kernels.artifact.CompiledArtifact``)
-becomes a :class:`ResourceUsage`, every number from the compiler's own output, occupancy derived with
-documented hardware limits. Parts: ``usage`` (the record, its table, the parse error), ``amdgpu``
-(gfx950 ISA), ``nvidia`` (sm_90: PTX, ``cuobjdump``, ``ptxas -v``), ``occupancy``; import from here
-(``from harness.resources import usage_from_artifact``). docs/MEASURING.md, "Resources".
+"""Resource usage of a compiled kernel (registers, spills, shared memory, occupancy): the one ISA/PTX parser and
+resource model. Import from here (``harness.resources.usage_from_artifact``); docs/MEASURING.md, "Resources".
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from harness.resources.amdgpu import AmdKernelInfo, amd_usage, parse_amdgpu_isa
-from harness.resources.nvidia import nvidia_usage, parse_cuobjdump_resource_usage, parse_ptxas_verbose
+from harness.resources.amdgpu import amd_usage, parse_amdgpu_isa
+from harness.resources.nvidia import nvidia_usage
 from harness.resources.occupancy import (
     LIMITS,
     AmdLimits,
@@ -24,9 +19,6 @@ from harness.resources.occupancy import (
 from harness.resources.usage import ResourceParseError, ResourceUsage, target_id, usage_table
 
 __all__ = [
-    "ARTIFACT_FIELDS",
-    "LIMITS",
-    "AmdKernelInfo",
     "AmdLimits",
     "NvidiaLimits",
     "ResourceParseError",
@@ -35,8 +27,6 @@ __all__ = [
     "nvidia_occupancy",
     "occupancy_by_resource",
     "parse_amdgpu_isa",
-    "parse_cuobjdump_resource_usage",
-    "parse_ptxas_verbose",
     "target_id",
     "usage_from_artifact",
     "usage_table",

@@ -1,10 +1,6 @@
 """gfx950 (AMD Instinct MI350/MI355X, CDNA4): resource usage from the AMDGPU ISA text.
 
-Read: ``.amdgpu_metadata`` (VGPR total, AGPRs, SGPRs, spills, LDS, scratch, workgroup and wave size),
-the arch VGPR count as the compiler reports it (``.set <kernel>.num_vgpr``, else ``; NumVgprs:``, else
-derived; never the accum offset when the exact count is written), ``.amdhsa_accum_offset`` (required:
-a gfx90a+ target), ``v_mfma*`` counts, and VGPR<->AGPR copies in the whole kernel and inside its loops.
-Occupancy: :mod:`harness.resources.occupancy`. Sources and why each: docs/MEASURING.md, "gfx950 ISA".
+What is read, its sources and why each: docs/MEASURING.md, "gfx950 ISA".
 """
 
 from __future__ import annotations
@@ -38,7 +34,7 @@ class AmdKernelInfo:
     target: str  # e.g. amdgcn-amd-amdhsa--gfx950
     metadata: Mapping[str, Any]  # the scalar .keys of its amdhsa.kernels entry
     descriptor: Mapping[str, str]  # .amdhsa_* directives of its kernel descriptor
-    arch_vgpr: int  # arch VGPRs the compiler reports (see the module docstring), <= .vgpr_count
+    arch_vgpr: int  # arch VGPRs the compiler reports (docs/MEASURING.md), <= .vgpr_count
     accum_offset: int  # .amdhsa_accum_offset: the arch allocation, roundup(max(1, arch_vgpr), 4)
     mfma_count: int
     accvgpr_copies: int  # v_accvgpr_read/write/mov anywhere
@@ -87,11 +83,8 @@ _BRANCH = re.compile(r"^\s*s_(?:c?branch\w*)\s+([.\w$]+)")
 
 
 def _accvgpr_copies(text: str) -> dict[str, int]:
-    """VGPR<->AGPR copy instructions, in all and inside loops.
-
-    A loop is the run of lines from a label to a later branch back to it (LLVM lays a loop out contiguously, its latch
-    branching back to the header); nested and several loops are the union of such runs.
-    """
+    """VGPR<->AGPR copy instructions, in all and inside loops: the lines from a label to a later branch back to it (LLVM
+    lays a loop out contiguously, its latch branching back to the header), nested and several loops their union."""
     lines = text.splitlines()
     labels: dict[str, int] = {}
     in_loop = [False] * len(lines)
@@ -200,7 +193,7 @@ def _num_vgpr_symbol(text: str, name: str) -> int | None:
 def _arch_vgpr(
     text: str, name: str, meta: Mapping[str, Any], accum_offset: int, descriptor_end: int, where: str
 ) -> int:
-    """The arch VGPRs of kernel ``name``, as exact as the compiler's output allows (module docstring)."""
+    """The arch VGPRs of kernel ``name``, as exact as the compiler's output allows (docs/MEASURING.md, "gfx950 ISA")."""
     total = meta[".vgpr_count"]
     count = _num_vgpr_symbol(text, name)
     if count is None:

@@ -1,9 +1,5 @@
-"""sm_90 (H100/H200): resource usage from PTX, the cubin's ``cuobjdump`` and a ``ptxas -v`` log.
-
-From ``cuobjdump --dump-resource-usage`` of the cubin: ``REG``, ``STACK``, ``LOCAL``, static ``SHARED``; from
-``ptxas -v``: spill store / load bytes; from the PTX: ``.reqntid``; from Triton: the dynamic shared memory size.
-Occupancy: :mod:`harness.resources.occupancy`.
-"""
+"""sm_90 (H100/H200): resource usage from the cubin's ``cuobjdump --dump-resource-usage`` (REG, STACK, LOCAL, static
+SHARED), a ``ptxas -v`` log (spill bytes), the PTX (``.reqntid``) and Triton (dynamic shared memory)."""
 
 from __future__ import annotations
 

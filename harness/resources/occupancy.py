@@ -1,9 +1,5 @@
-"""Occupancy from a kernel's register and shared-memory counts, with each arch's hardware limits.
-
-gfx950 in waves per SIMD, by LLVM's rules with gfx950's numbers (VGPR granules, the GFX9 SGPR rule,
-160 KiB of LDS per CU); sm_90 in warps per SM, by CUDA's occupancy calculator with compute capability
-9.0 limits (maximum shared-memory carveout). Neither is checked against hardware yet (tests marked
-``gpu``). The formulas and their sources: docs/MEASURING.md, "Occupancy".
+"""Occupancy from a kernel's register and shared-memory counts, with each arch's hardware limits: gfx950 in waves per
+SIMD (LLVM's rules), sm_90 in warps per SM (CUDA's calculator). Formulas, sources: docs/MEASURING.md, "Occupancy".
 """
 
 from __future__ import annotations
@@ -49,7 +45,7 @@ LIMITS: dict[str, AmdLimits | NvidiaLimits] = {"gfx950": AmdLimits(), "sm_90": N
 def amd_occupancy(
     *, total_vgpr: int, sgpr: int, lds_bytes: int, threads_per_group: int, limits: AmdLimits
 ) -> dict[str, Any]:
-    """Waves per SIMD and workgroups per CU (rules and sources in the module docstring)."""
+    """Waves per SIMD and workgroups per CU."""
     by, groups_by_lds, waves_per_group = _amd_waves_by(total_vgpr, sgpr, lds_bytes, threads_per_group, limits)
     limiter = min(by, key=lambda k: by[k])
     waves = by[limiter]
@@ -84,7 +80,7 @@ def _amd_waves_by(total_vgpr: int, sgpr: int, lds_bytes: int, threads_per_group:
 def nvidia_occupancy(
     *, registers: int, smem_bytes: int, threads_per_block: int, limits: NvidiaLimits
 ) -> dict[str, Any]:
-    """Blocks and warps per SM, the CUDA occupancy calculator's way (see the module docstring)."""
+    """Blocks and warps per SM, the CUDA occupancy calculator's way."""
     by, warps_per_block = _nvidia_blocks_by(registers, smem_bytes, threads_per_block, limits)
     limiter = min(by, key=lambda k: by[k])
     blocks = by[limiter]
@@ -107,12 +103,8 @@ def _nvidia_blocks_by(registers: int, smem_bytes: int, threads_per_block: int, l
 
 
 def occupancy_by_resource(usage: Mapping[str, Any]) -> dict[str, int]:
-    """The occupancy each resource field of a usage record allows on its own, in the record's unit.
-
-    ``{"registers": ..., "sgpr": ..., "shared_bytes": ...}`` (``sgpr`` on gfx950 only):
-    the budget gate uses it to tell a growth that costs a wave or warp from one that
-    stays inside an occupancy step. ``usage`` is a :class:`ResourceUsage` as a dict.
-    """
+    """The occupancy each resource field of ``usage`` (a ResourceUsage as a dict) allows on its own, in its unit:
+    ``{"registers", "sgpr" (gfx950 only), "shared_bytes"}``; the budget gate's occupancy steps."""
     limits = LIMITS.get(usage["arch"])
     if isinstance(limits, AmdLimits):
         by, _, _ = _amd_waves_by(

@@ -1,9 +1,4 @@
-"""The resource record of one compiled (kernel, arch, config), the same fields on every arch.
-
-:class:`ResourceUsage` is what the budget gate compares, the asv resource history
-stores and ``python -m ci.budget.resources`` prints; the parsers beside this module
-(:mod:`harness.resources.amdgpu`, :mod:`harness.resources.nvidia`) fill it.
-"""
+"""The resource record of one compiled (kernel, arch, config), the same fields on every arch, and its table."""
 
 from __future__ import annotations
 
@@ -12,6 +7,8 @@ from dataclasses import MISSING, asdict, dataclass
 from typing import Any
 
 from harness.errors import MeasurementError
+
+SPILL_FIELDS = ("vgpr_spills", "sgpr_spills", "spill_store_bytes", "spill_load_bytes", "scratch_bytes", "dynamic_stack")
 
 
 class ResourceParseError(MeasurementError, ValueError):
@@ -35,7 +32,7 @@ class ResourceUsage:
     arch_vgpr_headroom: int | None  # 256 - arch_vgpr
     agpr: int | None
     sgpr: int | None
-    # Spills and scratch: the gate requires all of them to be 0.
+    # Spills and scratch (SPILL_FIELDS): the budget gate requires all of them to be 0.
     vgpr_spills: int | None  # gfx950: spill count from the metadata
     sgpr_spills: int | None  # gfx950: SGPRs spilled (to VGPR lanes or memory)
     spill_store_bytes: int | None  # sm_90: ptxas -v
@@ -65,15 +62,7 @@ class ResourceUsage:
 
     def spills_or_scratch(self) -> dict[str, int]:
         """The nonzero spill and scratch counters, by name (empty when clean)."""
-        names = (
-            "vgpr_spills",
-            "sgpr_spills",
-            "spill_store_bytes",
-            "spill_load_bytes",
-            "scratch_bytes",
-            "dynamic_stack",
-        )
-        return {n: int(getattr(self, n)) for n in names if getattr(self, n)}
+        return {n: int(getattr(self, n)) for n in SPILL_FIELDS if getattr(self, n)}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,11 +109,6 @@ def usage_table(usages: Iterable[ResourceUsage]) -> list[dict[str, str]]:
             }
         )
     return rows
-
-
-# ---------------------------------------------------------------------------
-# what the parsers share
-# ---------------------------------------------------------------------------
 
 
 def extra_int(artifact: Any, key: str, where: str) -> int:

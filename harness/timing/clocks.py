@@ -1,7 +1,6 @@
 """Clocks: device events on GPUs (``torch.cuda.Event`` works on CUDA and ROCm), ``time.perf_counter`` on the CPU.
 
-Each times launches in rotation over the input sets: a whole chunk under one pair
-(the warm-up) or each launch under its own pair (the timed samples).
+Each times launches in rotation over the input sets: a chunk under one pair (warm-up) or one pair per launch (samples).
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""The one entry point for timing a GEMM: :func:`measure_gemm` (the method: :mod:`harness.timing`).
-
-It waits for an idle GPU (harness.gpu_state), builds the rotated input sets (:mod:`harness.timing.inputs`), lets the
-kernel's ``prepare`` make one launch per set and times them (:mod:`harness.timing.sampling`).
-"""
+"""The one entry point for timing a GEMM, :func:`measure_gemm`: idle check, input sets, one launch per set, timed."""
 
 from __future__ import annotations
 
@@ -23,8 +19,8 @@ def gemm_flops(m: int, n: int, k: int) -> int:
     return 2 * m * n * k
 
 
-# prepare(a, b, out) -> launch: the caller wraps the raw operands in the commit's own MXFP4
-# type and runs the kernel's untimed preparation; launch() is the only thing timed.
+# prepare(a, b, out) -> launch, once per input set (bf16 ``out``): the caller wraps the raw operands in the commit's
+# own MXFP4 type and runs the kernel's untimed preparation; launch() is the only thing timed.
 Prepare = Callable[[Operand, Operand, torch.Tensor], Callable[[], None]]
 
 
@@ -41,13 +37,8 @@ def measure_gemm(
     seed: int = 0,
     log: Callable[[str], None] | None = None,
 ) -> Timing:
-    """Time an M x N x K MXFP4 GEMM; see the module doc.
-
-    ``prepare(a, b, out)`` is called once per input set with raw operands (:class:`harness.operands.Operand`) and a bf16
-    ``out``; it returns the zero-argument launch that is timed. The caller has already checked that the kernel can run
-    this shape here. Raises gpu_state.GpuBusyError when the GPU does not become idle (default policy:
-    gpu_state.IdlePolicy.from_environment()).
-    """
+    """Time an M x N x K MXFP4 GEMM whose kernel the caller has checked can run this shape here (``Prepare``); raises
+    gpu_state.GpuBusyError when the GPU does not become idle (default: gpu_state.IdlePolicy.from_environment())."""
     device = torch.device(device)
     if min(m, n, k) <= 0:
         raise ValueError(f"shape: M, N, K must be positive, got {m} x {n} x {k}")

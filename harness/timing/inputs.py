@@ -1,13 +1,10 @@
-"""GEMM input sets: how many to rotate so each leaves the last-level cache before its reuse, and making them.
-
-Step 2 of the method in :mod:`harness.timing`. Operands come from :mod:`harness.operands`, seeded.
-"""
+"""GEMM input sets (step 2): how many to rotate so each leaves the last-level cache before its reuse; making them."""
 
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -52,25 +49,15 @@ def _gpu_arch(device: torch.device) -> str:
 
 def _cpu_llc_bytes() -> int:
     """Largest cache level of CPU 0 from sysfs; 32 MiB where sysfs does not say."""
-    best_level, best_size = -1, _DEFAULT_CPU_LLC_BYTES
-    root = "/sys/devices/system/cpu/cpu0/cache"
-    try:
-        entries = os.listdir(root)
-    except OSError:
-        return best_size
-    for entry in entries:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    sizes = {}  # level -> bytes
+    for entry in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
         try:
-            with open(f"{root}/{entry}/level") as f:
-                level = int(f.read())
-            with open(f"{root}/{entry}/size") as f:
-                text = f.read().strip()
-        except (OSError, ValueError):
+            level, text = int((entry / "level").read_text()), (entry / "size").read_text().strip()
+            sizes[level] = int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+        except (OSError, ValueError, IndexError):
             continue
-        units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-        size = int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
-        if level > best_level:
-            best_level, best_size = level, size
-    return best_size
+    return sizes[max(sizes)] if sizes else _DEFAULT_CPU_LLC_BYTES
 
 
 def _free_memory_bytes(device: torch.device) -> int:
@@ -89,11 +76,8 @@ def _free_memory_bytes(device: torch.device) -> int:
 def input_set_count(
     set_bytes: int, cache_bytes: int, free_bytes: int, *, max_sets: int = MAX_INPUT_SETS
 ) -> tuple[int, bool]:
-    """How many input sets to rotate, and whether that evicts each set before its reuse.
-
-    Between two uses of one set the other ``sets - 1`` sets are touched; twice the cache size of them evicts it from an
-    LRU-like cache. At least two sets, so consecutive launches never share inputs.
-    """
+    """How many input sets to rotate (at least two: consecutive launches never share inputs), and whether that evicts
+    each set before its reuse (the other ``sets - 1`` sets touched in between; twice the cache size of them)."""
     if set_bytes <= 0:
         raise ValueError(f"set_bytes: must be positive, got {set_bytes}")
     fit = int(free_bytes * _INPUT_MEMORY_SHARE) // set_bytes

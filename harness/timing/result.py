@@ -48,17 +48,13 @@ class Timing:
         return _quantile(sorted(self.samples_s), 0.75)
 
     @property
-    def iqr_s(self) -> float:
-        return self.q75_s - self.q25_s
-
-    @property
     def mad_s(self) -> float:
         median = self.median_s
         return _quantile(sorted(abs(s - median) for s in self.samples_s), 0.5)
 
     @property
     def relative_iqr(self) -> float:
-        return self.iqr_s / self.median_s
+        return (self.q75_s - self.q25_s) / self.median_s
 
     @property
     def tflops(self) -> float:
@@ -86,10 +82,8 @@ class Timing:
         return text
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["samples_s"] = list(self.samples_s)
-        d.update(median_s=self.median_s, q25_s=self.q25_s, q75_s=self.q75_s, mad_s=self.mad_s, tflops=self.tflops)
-        return d
+        stats = dict(median_s=self.median_s, q25_s=self.q25_s, q75_s=self.q75_s, mad_s=self.mad_s, tflops=self.tflops)
+        return asdict(self) | {"samples_s": list(self.samples_s)} | stats
 
 
 def _quantile(ordered: Sequence[float], q: float) -> float:

@@ -1,8 +1,4 @@
-"""Timing zero-argument launches: priming, warm-up until steady, then one sample per launch.
-
-Steps 3 to 5 of the method in :mod:`harness.timing`; the inputs, the idle check
-and the GEMM around them are :mod:`harness.timing.gemm`'s.
-"""
+"""Timing zero-argument launches: priming, warm-up until steady, then one sample per launch (steps 3 to 5)."""
 
 from __future__ import annotations
 

@@ -63,7 +63,7 @@ def run(options: GateOptions) -> int:
                 # A change that fixes a base that no longer compiles must not be blocked by it: only the
                 # head's own failures fail. Its targets are then new, checked against the budget only.
                 _progress(f"budget_gate: the base could not be measured: {exc}")
-                measured = Measurement(None, f"the base could not be measured ({_first_line(exc)})")
+                measured = Measurement(None, f"the base could not be measured ({_last_line(exc)})")
         base_results = measured.results
         if base_results is None:
             base_note += f"; {measured.note}: every target is new, checked against budget only"
@@ -117,7 +117,8 @@ def run(options: GateOptions) -> int:
     return 1 if report.verdict == "fail" else 0
 
 
-def _first_line(exc: Exception) -> str:
+def _last_line(exc: Exception) -> str:
+    """The error's last line, where a child's output ends with what went wrong (300 characters at most)."""
     text = str(exc).strip().splitlines()
     return (text[-1] if text else type(exc).__name__)[:300]
 

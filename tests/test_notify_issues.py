@@ -10,13 +10,13 @@ points the site build publishes on each prefix, filed after each run).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 
 import pytest
 from fake_github import FakeGitHub, State
 from issue_growth import HOSTILE, Scenario, benchmark_key, fixing_commit, grow, notify_in_process
+from published_changes import MACHINE, cp, sha
 
 from ci.notify.github import GitHub, GitHubError, Limits
 from ci.notify.post import file_issues
@@ -25,50 +25,12 @@ from ci.notify.regression_issues.issue_state import PREFIX, Tracked, parse, rend
 from ci.notify.regression_issues.issues import Context, body, title
 from ci.notify.regression_issues.matching import MAX_NEW, SETTLE, plan
 
-MACHINE = "h200-a"
 RUN = "https://github.com/OWNER/REPO/actions/runs/9"
 CONTEXT = Context("OWNER/REPO", RUN)
 
 
-def sha(i: int) -> str:
-    return hashlib.sha1(f"commit {i}".encode()).hexdigest()
-
-
 def bench(name: str) -> str:
     return f"bench_gemm.GemmOnGpu.track_time('{name}:default', 'square_m04096_n04096_k04096')"
-
-
-def cp(
-    benchmark: str,
-    index: int,
-    change: float,
-    *,
-    machine: str = MACHINE,
-    direction: str = "regression",
-    settled: int = 10,
-    at: int | None = None,
-) -> dict:
-    """A change point as the site build publishes it; ``at`` its commit position (default: the series index)."""
-    at = index if at is None else at
-    return {
-        "machine": machine,
-        "benchmark": benchmark,
-        "last_before": sha(at - 1),
-        "first_after": sha(at),
-        "orders": [at - 1, at],
-        "recent": True,
-        "change": {
-            "index": index,
-            "direction": direction,
-            "relative_change": change,
-            "interval": [change - 0.004, change + 0.004],
-            "confidence": 0.95,
-            "p_value": 1e-12,
-            "level": 2.6e-6,
-            "before": [0, index],
-            "after": [index, index + settled],
-        },
-    }
 
 
 def changes(points: list[dict], *, series: list[tuple[str, str]] = (), drifts: list[dict] = ()) -> dict:

@@ -13,7 +13,6 @@ why while the pages still build.
 from __future__ import annotations
 
 import copy
-import hashlib
 import html
 import json
 import os
@@ -25,45 +24,18 @@ import sys
 from pathlib import Path
 
 import pytest
+from published_changes import MACHINE, cp, sha
 
 from ci.history.asv_results.store import History
 from ci.history.site import issue_links, kernel_page, page_changes
 from ci.history.site.issue_links import IssueRecordError, Issues, for_site, join, parse
 
-MACHINE = "h200-a"
 REPO = "https://github.com/OWNER/REPO"
 PROJECT = Path(__file__).resolve().parents[1]
 
 
-def sha(i: int) -> str:
-    return hashlib.sha1(f"commit {i}".encode()).hexdigest()
-
-
 def bench(name: str) -> str:
     return f"bench_gemm.GemmOnGpu.track_time('{name}:default', 'square_m04096_n04096_k04096')"
-
-
-def cp(benchmark: str, at: int, change: float, *, machine: str = MACHINE, direction: str = "regression") -> dict:
-    """A change point as the site build's checks hold it (ci.history.trends.regressions.history_checks)."""
-    return {
-        "machine": machine,
-        "benchmark": benchmark,
-        "last_before": sha(at - 1),
-        "first_after": sha(at),
-        "orders": [at - 1, at],
-        "recent": True,
-        "change": {
-            "index": at,
-            "direction": direction,
-            "relative_change": change,
-            "interval": [change - 0.004, change + 0.004],
-            "confidence": 0.95,
-            "p_value": 1e-12,
-            "level": 2.6e-6,
-            "before": [0, at],
-            "after": [at, at + 10],
-        },
-    }
 
 
 def checks(*points: dict) -> list[dict]:

@@ -1,0 +1,148 @@
+"""The between-worker variance pooled over a runner's benchmarks (issue 46): one benchmark's few worker generations
+cannot estimate its own ``tau^2``; together the benchmarks show how large it is against their within variance.
+
+Per benchmark ``j`` the fit (harness.paired.noise_fit) hands over the within variance ``s_j^2`` (``d_j`` df) and the
+generation means' mean square ``M_j`` (``b_j`` df): ``F_j = M_j / s_j^2`` is ``(1 + kappa_j rho_j)`` times an
+F(b_j, d_j) variate whatever the benchmark's scale, ``rho_j = tau_j^2 / sigma_j^2`` the ratio pooled here. The
+ratios are drawn from a gamma distribution (mean ``rho_0``, shape ``a``) fitted to every ``F_j`` by maximum marginal
+likelihood; each ``rho_j`` is then its posterior (mean and variance, the pool's own uncertainty added), and
+``tau_j^2 = rho_j s_j^2`` with the df its error allows. The formulas and why: docs/SPEED_GATE.md, "The between-worker
+variance, pooled".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import optimize, stats
+
+# The ratios' support: 0 (no between variance) and tau^2 / sigma_w^2 from 1e-3 to 1e3 (the H200's n256 configs: ~40).
+RATIO_GRID = np.concatenate([[0.0], np.geomspace(1e-3, 1e3, 241)])
+MEAN_BOUNDS = (1e-4, 1e3)  # the pooled ratio's range (1e-4: "no between variance seen", without a log of 0)
+SHAPE_BOUNDS = (0.1, 1e3)  # gamma shape: 0.1 lets ratios range over decades; 1e3 is one ratio for all
+STEP = 0.05  # log-scale step of the numerical derivatives (the pooled mean's information, the posteriors' slope)
+
+
+@dataclass(frozen=True)
+class BetweenParts:
+    """One benchmark's sums of squares as the pool needs them."""
+
+    within_var: float  # s^2: the pooled within-generation variance
+    within_df: float  # d: its df
+    between_ms: float  # M: the generation means' mean square about their run's mean, SS_b / b
+    between_df: float  # b: generations less runs (0: no run had two generations)
+    size: float  # kappa: E[M] = sigma^2 (1 + kappa rho); the generations' size (2 for pairs of rounds)
+
+    @property
+    def f_ratio(self) -> float | None:
+        """``M / s^2``; None without between df."""
+        return self.between_ms / self.within_var if self.between_df >= 1 and self.within_var > 0 else None
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The runner's between-to-within structure, from every benchmark with between df."""
+
+    ratio: float  # rho_0: the mean of the benchmarks' tau^2 / sigma_w^2
+    shape: float  # a: the gamma's shape (large: one ratio for all; small: ratios spread over decades)
+    log_ratio_var: float  # the variance of log rho_0 as estimated (the marginal likelihood's curvature)
+    benchmarks: int  # how many benchmarks it was estimated from
+    df: float  # their between df, summed
+
+    def to_json(self) -> dict[str, float | int]:
+        return {
+            "ratio": round(self.ratio, 6),
+            "shape": round(self.shape, 4),
+            "ratio_se": round(self.ratio * math.sqrt(self.log_ratio_var), 6),
+            "benchmarks": self.benchmarks,
+            "between_df": round(self.df, 3),
+        }
+
+
+@dataclass(frozen=True)
+class Shrunk:
+    """One benchmark's ratio after pooling, and what it makes of its between variance."""
+
+    ratio: float  # rho_j, posterior mean (>= 0)
+    ratio_var: float  # its posterior variance, the pool's own uncertainty included
+    between_var: float  # tau_j^2 = rho_j s_j^2
+    between_df: float  # the df of tau_j^2 as an estimate (0 when tau_j^2 is 0)
+
+
+def _prior(mean: float, shape: float) -> np.ndarray:
+    """The gamma's probabilities on :data:`RATIO_GRID` (each point takes the mass up to the midpoints beside it)."""
+    edges = np.concatenate([[0.0], (RATIO_GRID[1:] + RATIO_GRID[:-1]) / 2.0, [np.inf]])
+    mass = np.diff(stats.gamma.cdf(edges, shape, scale=mean / shape))
+    return mass / mass.sum()
+
+
+def _likelihoods(parts: list[BetweenParts]) -> np.ndarray:
+    """``L[j, g]``: the density of ``F_j`` when the ratio is ``RATIO_GRID[g]``, ``f_F(F / phi) / phi``."""
+    rows = []
+    for p in parts:
+        phi = 1.0 + p.size * RATIO_GRID
+        f = p.f_ratio
+        assert f is not None
+        rows.append(stats.f.pdf(f / phi, p.between_df, p.within_df) / phi)
+    return np.maximum(np.asarray(rows), 1e-300)
+
+
+def _log_marginal(likelihoods: np.ndarray, mean: float, shape: float) -> float:
+    return float(np.sum(np.log(likelihoods @ _prior(mean, shape))))
+
+
+def pool(parts: Mapping[str, BetweenParts]) -> Pool | None:
+    """The gamma of the ratios that best explains every benchmark's ``F`` (maximum marginal likelihood over its mean
+    and shape); None when no benchmark has between df."""
+    usable = [p for p in parts.values() if p.f_ratio is not None]
+    if not usable:
+        return None
+    like = _likelihoods(usable)
+    lo, hi = (math.log(b) for b in MEAN_BOUNDS)
+    slo, shi = (math.log(b) for b in SHAPE_BOUNDS)
+
+    def loss(x: np.ndarray) -> float:
+        return -_log_marginal(like, math.exp(min(max(x[0], lo), hi)), math.exp(min(max(x[1], slo), shi)))
+
+    starts = [np.array([m, a]) for m in np.linspace(lo, hi, 8) for a in (slo, 0.0, shi)]
+    best = min(starts, key=loss)
+    found = optimize.minimize(loss, best, method="Nelder-Mead", options={"xatol": 1e-3, "fatol": 1e-6})
+    log_mean = min(max(float(found.x[0]), lo), hi)
+    shape = math.exp(min(max(float(found.x[1]), slo), shi))
+    # The curvature in log rho_0 at the optimum (shape held): how well the benchmarks together know the pool's mean.
+    at = [-loss(np.array([log_mean + d, math.log(shape)])) for d in (-STEP, 0.0, STEP)]
+    curvature = -(at[0] - 2.0 * at[1] + at[2]) / (STEP * STEP)
+    log_ratio_var = 1.0 / curvature if curvature > 0 else math.inf
+    return Pool(math.exp(log_mean), shape, log_ratio_var, len(usable), sum(p.between_df for p in usable))
+
+
+def _posterior(part: BetweenParts, mean: float, shape: float) -> tuple[float, float]:
+    """(mean, variance) of ``rho_j`` given its ``F`` under the gamma; the gamma's own without between df."""
+    weights = _prior(mean, shape)
+    if part.f_ratio is not None:
+        weights = weights * _likelihoods([part])[0]
+        weights = weights / weights.sum()
+    m = float(weights @ RATIO_GRID)
+    return m, float(weights @ (RATIO_GRID - m) ** 2)
+
+
+def shrink(part: BetweenParts, structure: Pool | None) -> Shrunk:
+    """``rho_j``'s posterior under the pool, the pool's error added (``Var = Var(rho_j | F_j) + (d E / d log rho_0)^2
+    Var(log rho_0)``), then ``tau_j^2 = rho_j s_j^2`` and its df ``2 / (Var / rho_j^2 + 2 / d_j)``: the ratio's relative
+    error and that of the within variance it scales."""
+    if structure is None:  # no benchmark has two generations in a run: nothing is known of tau
+        return Shrunk(0.0, math.inf, 0.0, 0.0)
+    ratio, variance = _posterior(part, structure.ratio, structure.shape)
+    if math.isfinite(structure.log_ratio_var):
+        up, _ = _posterior(part, structure.ratio * math.exp(STEP), structure.shape)
+        down, _ = _posterior(part, structure.ratio * math.exp(-STEP), structure.shape)
+        variance += ((up - down) / (2.0 * STEP)) ** 2 * structure.log_ratio_var
+    else:
+        variance = math.inf
+    if ratio <= 0:
+        return Shrunk(0.0, variance, 0.0, 0.0)
+    relative = variance / (ratio * ratio) + 2.0 / max(part.within_df, 1.0)
+    return Shrunk(ratio, variance, ratio * part.within_var, 2.0 / relative)

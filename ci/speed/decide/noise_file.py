@@ -23,7 +23,19 @@ NOISE_PATH = "ci/speed_noise.json"  # the MI355X runner's (none yet); an H200's:
 NOISE_SCHEMA = "mxfp4-speed-noise/1"
 MAX_RUNS = 8  # a refresh keeps the newest runs: the model follows the runner, not its history
 IDENTITY_KEYS = ("gpu", "driver", "torch", "cuda", "rocm")
-_TOP_KEYS = {"schema", "about", "runner", "fitted", "restart_every", "spread", "benchmarks", "notes", "runs"}
+_TOP_KEYS = {
+    "schema",
+    "about",
+    "runner",
+    "fitted",
+    "restart_every",
+    "spread",
+    "benchmarks",
+    "notes",
+    "runs",
+    "between_pool",  # since issue 46: the between-to-within structure the benchmarks share (harness.paired.noise_pool)
+    "skipped",  # since issue 46: benchmark id -> why the calibration could not measure it
+}
 
 
 class NoiseModelError(InputError, ValueError):
@@ -41,12 +53,14 @@ class NoiseModel:
     source: str = ""
     notes: tuple[str, ...] = ()
     about: str = ""
+    between_pool: Mapping[str, Any] | None = None  # harness.paired.noise_pool.Pool.to_json() of the fit
+    skipped: Mapping[str, str] = field(default_factory=dict)  # benchmark id -> why the calibration could not measure it
 
     def entry(self, bench_id: str) -> BenchmarkNoise | None:
         return self.benchmarks.get(bench_id)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "schema": NOISE_SCHEMA,
             "about": self.about,
             "runner": dict(self.runner),
@@ -57,6 +71,11 @@ class NoiseModel:
             "notes": list(self.notes),
             "runs": [dict(r) for r in self.runs],
         }
+        if self.between_pool is not None:
+            data["between_pool"] = dict(self.between_pool)
+        if self.skipped:
+            data["skipped"] = dict(sorted(self.skipped.items()))
+        return data
 
     def used_json(self, bench_ids: Sequence[str]) -> dict[str, Any]:
         """What a gate record keeps of the model it decided with: enough to replay it (no raw runs)."""
@@ -101,6 +120,12 @@ def parse_noise_model(data: Any, where: str, *, runs_required: bool = True) -> N
         isinstance(r, dict) and isinstance(r.get("benchmarks"), dict) for r in runs
     ):
         raise NoiseModelError(f'{where}: runs: a list of runs, each with its "benchmarks" rounds')
+    pool = data.get("between_pool")
+    skipped = data.get("skipped", {})
+    if pool is not None and not isinstance(pool, dict):
+        raise NoiseModelError(f"{where}: between_pool: an object (the pooled between-to-within structure)")
+    if not isinstance(skipped, dict) or not all(isinstance(v, str) for v in skipped.values()):
+        raise NoiseModelError(f"{where}: skipped: an object of benchmark id -> why it was not measured")
     return NoiseModel(
         benchmarks,
         spread,
@@ -111,6 +136,8 @@ def parse_noise_model(data: Any, where: str, *, runs_required: bool = True) -> N
         data.get("source") or where,
         tuple(data.get("notes", [])),
         str(data.get("about", "")),
+        pool,
+        skipped,
     )
 
 
@@ -200,7 +227,13 @@ def run_of_record(
     return run, notes
 
 
-def refit(runs: Sequence[Mapping[str, Any]], *, restart_every: int, max_runs: int = MAX_RUNS) -> NoiseModel:
+def refit(
+    runs: Sequence[Mapping[str, Any]],
+    *,
+    restart_every: int,
+    max_runs: int = MAX_RUNS,
+    skipped: Mapping[str, str] | None = None,
+) -> NoiseModel:
     """The model from ``runs``: the newest ``max_runs`` of those on the newest run's GPU model (same source once);
     named after that GPU, not the machine fitting them (a --refit on a CPU keeps an H200's model an H200's)."""
     if not runs:
@@ -230,6 +263,8 @@ def refit(runs: Sequence[Mapping[str, Any]], *, restart_every: int, max_runs: in
         "",
         tuple(notes),
         f"the speed gate's noise model of the runner's {gpu or 'CPU'} (docs/SPEED_GATE.md, 'The noise model')",
+        fitted.pool.to_json() if fitted.pool is not None else None,
+        dict(skipped or {}),
     )
 
 

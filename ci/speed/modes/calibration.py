@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -18,17 +18,27 @@ from ci.common.files import append_step_summary_or_fallback, write_json_atomic
 from ci.speed.decide.codes import Status
 from ci.speed.decide.exclusion import ExclusionRule
 from ci.speed.decide.noise_file import NOISE_PATH, NoiseModel, load_noise_model, refit, run_of_record
-from ci.speed.decide.selection import check_selectors, select
+from ci.speed.decide.selection import Entry, Selection, check_selectors, select
 from ci.speed.decide.thresholds import THRESHOLDS_PATH, Thresholds, ThresholdsError, load_thresholds
 from ci.speed.decide.verdict import BenchmarkResult, load_record
+from ci.speed.engine.memory import DeviceMemory, memory_skips
 from ci.speed.engine.rounds import Side, cost_summary
 from ci.speed.engine.warm_engine import DEFAULT_RESTART_EVERY
-from ci.speed.modes.shared import engine_options, log, open_measurer, run_rounds, survey_both, thresholds_for
+from ci.speed.modes.shared import (
+    SKIPPED,
+    engine_options,
+    log,
+    open_measurer,
+    run_rounds,
+    survey_both,
+    thresholds_for,
+)
 from ci.speed.options import SpeedOptions
 from ci.speed.report.markdown import calibration_markdown, correctness_lines, excluded_rows, noise_markdown, plan_text
 from ci.speed.report.write import Context, record_json
 from harness import paired
 from harness.paired.noise import LookNoise
+from harness.paired.noise_fit import MIN_GENERATIONS
 from harness.paired.sequential import SequentialPlan
 from harness.paired.zone import planned_rounds
 from harness.report import markdown_table
@@ -159,6 +169,40 @@ class AARun:
     rounds: list[dict[str, Any]] = field(default_factory=list)
     results: list[BenchmarkResult] = field(default_factory=list)
 
+    @property
+    def skipped(self) -> dict[str, str]:
+        """Benchmark id -> why it could not be calibrated: left out before it started (its memory), taken off when it
+        failed, or a wrong result (never a speed)."""
+        out = {}
+        for r in self.results:
+            if r.status is Status.WRONG_RESULT:
+                out[r.id] = f"wrong result: {r.note}"
+            elif r.status is Status.NOT_APPLICABLE and r.note.startswith(SKIPPED):
+                out[r.id] = r.note[len(SKIPPED) :].strip()
+        return out
+
+
+def leave_out(selection: Selection, reasons: Mapping[str, str]) -> None:
+    """The gated entries named in ``reasons`` become n/a with their reason (:data:`SKIPPED` first): never prepared."""
+    selection.entries = [
+        Entry(e.benchmark, Status.NOT_APPLICABLE, f"{SKIPPED} {reasons[e.benchmark.id]}")
+        if e.status is Status.GATED and e.benchmark.id in reasons
+        else e
+        for e in selection.entries
+    ]
+
+
+def memory_check(selection: Selection, surveys: Mapping[str, Any], devices: Sequence[int]) -> dict[str, str]:
+    """The gated benchmarks both sides' workers cannot hold on their device (ci.speed.engine.memory), left out."""
+    memory = DeviceMemory.of_surveys(list(surveys.values()))
+    if memory is None:
+        return {}
+    reasons = memory_skips(selection.gated, memory, devices)
+    for bench_id, why in reasons.items():
+        log(f"speed_gate:   {bench_id}: skipped before it started: {why}")
+    leave_out(selection, reasons)
+    return reasons
+
 
 def measure_aa(
     options: SpeedOptions,
@@ -167,8 +211,12 @@ def measure_aa(
     rule: ExclusionRule,
     n: int,
     started: float,
+    open_engine: Callable[[list[Side], SpeedOptions, float | None], Any] = open_measurer,
 ) -> AARun:
-    """Up to ``n`` A/A rounds of the head against itself in the gate's warm workers, within --max-minutes."""
+    """Up to ``n`` A/A rounds of the head against itself in the gate's warm workers, within --max-minutes.
+
+    A benchmark the device cannot hold twice, or that fails or computes a wrong result, is skipped with its reason
+    (:attr:`AARun.skipped`); the others are measured. ``open_engine``: the warm workers (a test's fake)."""
     from ci.common import gitutil
 
     repo = gitutil.open_repo(options.repo)
@@ -182,11 +230,13 @@ def measure_aa(
         thresholds = thresholds or thresholds_for(None, tree_b)
         sides = {"base": Side("base", tree_a), "head": Side("head", tree_b)}
         # The workers that survey the head (and its second tree) are the ones that measure the A/A rounds.
-        measurer = stack.enter_context(open_measurer(list(sides.values()), options, stop_at))
-        survey = survey_both(sides, options.selector, measurer)["head"]
+        measurer = stack.enter_context(open_engine(list(sides.values()), options, stop_at))
+        surveys = survey_both(sides, options.selector, measurer)
+        survey = surveys["head"]
         assert survey is not None  # the head's survey failing raises (ci.speed.modes.shared)
         check_selectors({"head": survey}, options.selector)
         selection = select(survey, survey)
+        memory_check(selection, surveys, list(getattr(measurer, "devices", None) or [0]))
         correctness = [c for c in selection.correctness if c["side"] == "head"]
         log(
             f"speed_gate: calibrating {sha[:12]} against itself: up to {n} A/A rounds, a restart every "
@@ -203,11 +253,16 @@ def measure_aa(
             fixed=True,
             deadline=stop_at,
             finish_by=stop_at if options.rounds is None else None,  # --plan rounds=N: no round refused for its end
+            skip_failed=True,
         )
     return AARun(thresholds, sha, survey["environment"], survey["device"], correctness, rounds, results)
 
 
-def run_calibrate(options: SpeedOptions) -> int:
+def run_calibrate(
+    options: SpeedOptions, open_engine: Callable[[list[Side], SpeedOptions, float | None], Any] = open_measurer
+) -> int:
+    """Exit 0 when the model was fitted (written with --write), benchmarks that could not run skipped and said so; 2
+    (an exception) when nothing could be fitted."""
     started = time.time()
     plan, rule, model_plan = options.the_plan(), options.exclusion_rule(), options.the_plan(model=True)
     n = options.rounds if options.rounds is not None else MAX_CALIBRATION_ROUNDS
@@ -221,7 +276,7 @@ def run_calibrate(options: SpeedOptions) -> int:
     thresholds_path = options.thresholds_path or Path(THRESHOLDS_PATH)
     thresholds = options.thresholds or (load_thresholds(thresholds_path) if thresholds_path.exists() else None)
     if not options.refit:
-        aa = measure_aa(options, thresholds, plan, rule, n, started)
+        aa = measure_aa(options, thresholds, plan, rule, n, started, open_engine)
     elif thresholds is None:
         raise ThresholdsError(f"{thresholds_path}: no such thresholds file (--thresholds names one; it is only read)")
     else:
@@ -231,7 +286,10 @@ def run_calibrate(options: SpeedOptions) -> int:
     refit_note = " (--refit of the recorded runs, nothing measured)" if options.refit else ""
     where = f"{gpu}, {time.strftime('%Y-%m-%d')}{refit_note}"
     calibrations, overrides, cal_notes = calibrate_results(aa.results, plan, f"{where} at {sha}")
-    code = 1 if any(r.status is Status.WRONG_RESULT for r in aa.results) else 0
+    # A benchmark that cannot run here (its memory, a failure, a wrong result) is skipped and said so; the others'
+    # model is still fitted and written: exit 0 (issue 46: one benchmark lost the whole calibration).
+    skipped = aa.skipped
+    code = 0
     context = Context(
         mode="calibrate",
         plan=plan,
@@ -263,7 +321,7 @@ def run_calibrate(options: SpeedOptions) -> int:
         run, left = run_of_record(record, source)
         notes += left
         runs.append(run)
-    model = replace(refit(runs, restart_every=DEFAULT_RESTART_EVERY), source=str(model_path))
+    model = replace(refit(runs, restart_every=DEFAULT_RESTART_EVERY, skipped=skipped), source=str(model_path))
     ids = sorted(model.benchmarks) if options.refit else [r.id for r in aa.results if r.status is Status.GATED]
     planned = plan_rounds(
         model, ids, model_plan, aa.thresholds, len(ids), DEFAULT_RESTART_EVERY, timing_costs(aa.rounds)
@@ -302,6 +360,20 @@ def run_calibrate(options: SpeedOptions) -> int:
             f"**cannot be decided** at their threshold by the last look ({model_plan.max_rounds} rounds): "
             + ", ".join(f"`{b}`" for b in cannot)
         )
+    if skipped:
+        header.append(
+            f"**skipped** ({len(skipped)}: not measured, not in this run's fit; the model "
+            + ("was still written" if files else "fitted")
+            + " from the others): "
+            + "; ".join(f"`{b}`: {why}" for b, why in sorted(skipped.items()))
+        )
+        log(f"speed_gate: {len(skipped)} benchmark(s) skipped, the model fitted from the others: {', '.join(skipped)}")
+    weak = sorted(b for b in ids if (e := model.entry(b)) is not None and e.weak)
+    if weak:
+        header.append(
+            f"**weak** ({len(weak)}: fewer than {MIN_GENERATIONS} worker generations; their between-worker SD is "
+            "the pool's): " + ", ".join(f"`{b}`" for b in weak)
+        )
     markdown = noise_markdown(model, planned, header, notes + list(model.notes))
     if aa.results:
         markdown += "\n" + calibration_markdown(
@@ -326,6 +398,7 @@ def run_calibrate(options: SpeedOptions) -> int:
             model_plan=model_plan.to_json(),
             planned_rounds={k: p.to_json() for k, p in planned.items()},
             cannot_decide=cannot,
+            skipped=skipped,
             files_written=files,
         )
         write_json_atomic(options.json, record)

@@ -59,6 +59,7 @@ def survey_both(
 
 
 BASE_UNMEASURABLE = "base_unmeasurable"  # a survey's key: why the base could not be surveyed
+SKIPPED = "skipped:"  # the note of a benchmark the calibration took off (it could not run): the reason follows
 
 
 def _survey_result(name: str, answer: dict[str, Any] | Exception) -> dict[str, Any] | None:
@@ -111,12 +112,15 @@ def run_rounds(
     stop_when_failed: bool = False,
     model: NoiseModel | None = None,
     finish_by: float | None = None,
+    skip_failed: bool = False,
 ) -> tuple[list[dict[str, Any]], list[BenchmarkResult], RunNoise | None]:
     """Rounds until every gated benchmark is decided (all ``limit`` of them when ``fixed``); then decide each.
 
     ``measurer``: None when nothing can be measured. No round starts after ``deadline``, nor one that would end after
     ``finish_by``, nor (``stop_when_failed``) once the PR has failed; with a noise model a regression also ends its
-    round. Returns the rounds, the results and the run's noise view.
+    round. A head that raises is a harness error, unless ``skip_failed`` (the calibration: one benchmark that cannot
+    run must not cost the others): then that benchmark is taken off, n/a with a note starting :data:`SKIPPED`.
+    Returns the rounds, the results and the run's noise view.
     """
     stop_when_failed = stop_when_failed and not fixed
     model = model if plan.variance == "model" else None  # a plan without the model never reads one
@@ -126,6 +130,7 @@ def run_rounds(
     names = [s.name for s in sides]
     ran_out = Stop.FIXED_ROUNDS if fixed else Stop.ROUND_BUDGET  # unless a break below says otherwise
     base_failed: dict[str, str] = {}  # benchmark id -> why the base could not be measured
+    failed: dict[str, str] = {}  # skip_failed: benchmark id -> why it was taken off
     regressed: list[str] = []
     restart = getattr(measurer, "restart_every", 4)
 
@@ -174,6 +179,12 @@ def run_rounds(
         for proc in record["processes"]:
             for bench_id, rec in proc["records"].items():
                 if "error" in rec and not rec.get("busy") and not rec.get("wrong_result"):
+                    if skip_failed:
+                        why = f"{SKIPPED} {proc['side']} failed in round {i + 1}: {rec['error']}"
+                        if bench_id not in failed:
+                            log(f"speed_gate:   {bench_id}: {why}")
+                        failed.setdefault(bench_id, why)
+                        continue
                     if proc["side"] != "base":
                         raise GateError(f"{bench_id} failed at {proc['side']} in round {i + 1}: {rec['error']}")
                     # Only the head's own failures fail: a base that raises makes the benchmark new.
@@ -187,7 +198,7 @@ def run_rounds(
         measured = set(record.get("sequence") or [b for p in record["processes"] for b in p["records"]])
         still = []
         for bench in (b for b in active if b.id not in wrong):
-            if bench.id in base_failed:
+            if bench.id in base_failed or bench.id in failed:
                 continue
             if bench.id not in measured:  # the round stopped before it (the PR had failed): nothing new to decide
                 still.append(bench)
@@ -214,7 +225,11 @@ def run_rounds(
             )
         active = still
     entries = [
-        Entry(e.benchmark, Status.NEW, base_failed[e.benchmark.id]) if e.benchmark.id in base_failed else e
+        Entry(e.benchmark, Status.NOT_APPLICABLE, failed[e.benchmark.id])
+        if e.benchmark.id in failed
+        else Entry(e.benchmark, Status.NEW, base_failed[e.benchmark.id])
+        if e.benchmark.id in base_failed
+        else e
         for e in selection.entries
     ]
     view = noise_view(rounds)

@@ -17,7 +17,14 @@ from typing import Any
 from ci.common.files import append_step_summary_or_fallback, write_json_atomic
 from ci.speed.decide.codes import Status
 from ci.speed.decide.exclusion import ExclusionRule
-from ci.speed.decide.noise_file import NOISE_PATH, NoiseModel, load_noise_model, refit, run_of_record
+from ci.speed.decide.noise_file import (
+    NOISE_PATH,
+    NoiseModel,
+    NoiseModelError,
+    load_noise_model,
+    refit,
+    run_of_record,
+)
 from ci.speed.decide.selection import Entry, Selection, check_selectors, select
 from ci.speed.decide.thresholds import THRESHOLDS_PATH, Thresholds, ThresholdsError, load_thresholds
 from ci.speed.decide.verdict import BenchmarkResult, load_record
@@ -322,6 +329,9 @@ def run_calibrate(
         notes += left
         runs.append(run)
     model = replace(refit(runs, restart_every=DEFAULT_RESTART_EVERY, skipped=skipped), source=str(model_path))
+    if not model.benchmarks:
+        why = "; ".join(f"{b}: {w}" for b, w in sorted(skipped.items())[:5]) or "no usable A/A rounds"
+        raise NoiseModelError(f"no benchmark could be calibrated, nothing to fit or write ({why})")
     ids = sorted(model.benchmarks) if options.refit else [r.id for r in aa.results if r.status is Status.GATED]
     planned = plan_rounds(
         model, ids, model_plan, aa.thresholds, len(ids), DEFAULT_RESTART_EVERY, timing_costs(aa.rounds)

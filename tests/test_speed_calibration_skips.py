@@ -122,8 +122,9 @@ class FakeEngine:
     restart_every = 2
     device = "cuda"
 
-    def __init__(self, benches, *, failing=(), wrong=(), free=139 * GIB, seed=3):
+    def __init__(self, benches, *, failing=(), wrong=(), dies=None, free=139 * GIB, seed=3):
         self.benches, self.failing, self.wrong, self.free = benches, set(failing), set(wrong), free
+        self.dies, self.revived = dies, 0  # (benchmark id, round index): its worker dies measuring it then
         self.rng = np.random.default_rng(seed)
         self.devices = {0: None}
         self.measured: set[str] = set()
@@ -151,8 +152,19 @@ class FakeEngine:
     def measure_round(self, order, benchmarks, *, round_index, after_pair=None):
         generation = round_index // self.restart_every
         records = {side: {} for side in order}
+        dead = False
         for bench in benchmarks:
             self.measured.add(bench.id)
+            if dead or (bench.id, round_index) == self.dies:  # the device's records after a death (device_state)
+                for side in order:
+                    records[side][bench.id] = {
+                        "error": "WorkerFailed: the head worker exited with -11 (measuring it)",
+                        "busy": False,
+                        "device_failed": True,
+                        **({} if dead else {"died_measuring": True}),
+                    }
+                dead = True
+                continue
             offset = self.offsets.setdefault((bench.id, generation), float(self.rng.normal(0.0, 0.001)))
             for side in order:
                 if bench.id in self.failing:
@@ -165,6 +177,10 @@ class FakeEngine:
                 records[side][bench.id] = dict(rec, worker_generation=generation, measure_s=0.5)
         processes = [ProcessRecord(s, 1, 1.0, records[s]) for s in order]
         return RoundRecord(round_index, list(order), processes, sequence=[b.id for b in benchmarks])
+
+    def revive(self):
+        self.revived += 1
+        return [0]
 
 
 @pytest.fixture
@@ -232,3 +248,14 @@ def test_nothing_left_to_fit_is_an_error_and_nothing_is_written(tmp_path, one_co
     with pytest.raises(NoiseModelError, match="no benchmark could be calibrated"):
         _calibrate(tmp_path, one_commit_repo, FakeEngine(benches, failing=[benches[0].id]))
     assert not Path(tmp_path / "model.json").exists()
+
+
+def test_a_worker_that_dies_measuring_a_benchmark_costs_that_benchmark_only(tmp_path, one_commit_repo):
+    benches = [Benchmark("triton_upcast", "m128_n128_k64_w8_s3", f"s{i}", 256, 256, 256) for i in range(3)]
+    engine = FakeEngine(benches, dies=(benches[1].id, 2))
+    code, model, record = _calibrate(tmp_path, one_commit_repo, engine)
+    assert code == 0 and engine.revived == 1  # the device started a new generation after the death
+    assert set(model["benchmarks"]) == {benches[0].id, benches[2].id}
+    assert "worker died measuring it in round 3" in model["skipped"][benches[1].id]
+    # The benchmark measured after it on the dead device lost round 3 only.
+    assert model["benchmarks"][benches[2].id]["rounds"] == 7 and model["benchmarks"][benches[0].id]["rounds"] == 8

@@ -176,20 +176,28 @@ def run_rounds(
         )
         assert measurer is not None  # a gated benchmark has both sides' workers
         record = measurer.measure_round(order, active, round_index=i, after_pair=after_pair).to_json()
+        # A worker that died measuring a benchmark names it: that one is skipped, the device's others only lose
+        # this round, and the device starts a new generation (skip_failed: the calibration).
+        culprit_known = any(
+            rec.get("died_measuring") for proc in record["processes"] for rec in proc["records"].values()
+        )
         for proc in record["processes"]:
             for bench_id, rec in proc["records"].items():
                 if "error" in rec and not rec.get("busy") and not rec.get("wrong_result"):
                     if skip_failed:
-                        why = f"{SKIPPED} {proc['side']} failed in round {i + 1}: {rec['error']}"
-                        if bench_id not in failed:
+                        why = _skip_reason(proc["side"], i, rec, culprit_known)
+                        if why is not None and bench_id not in failed:
                             log(f"speed_gate:   {bench_id}: {why}")
-                        failed.setdefault(bench_id, why)
+                            failed[bench_id] = why
                         continue
                     if proc["side"] != "base":
                         raise GateError(f"{bench_id} failed at {proc['side']} in round {i + 1}: {rec['error']}")
                     # Only the head's own failures fail: a base that raises makes the benchmark new.
                     base_failed.setdefault(bench_id, f"base raised in round {i + 1}: {rec['error']}")
                     log(f"speed_gate:   {bench_id}: {base_failed[bench_id]} -> new (not gated)")
+        if skip_failed and culprit_known:
+            revived = measurer.revive()
+            log(f"speed_gate: device(s) {revived}: a worker died; a new generation starts there next round")
         rounds.append(record)
         wrong = selection.mark_wrong_at_shape(record)  # a wrong output at the timed shape: never a speed
         for bench_id in sorted(wrong):
@@ -235,6 +243,18 @@ def run_rounds(
     view = noise_view(rounds)
     results = [decide(e, rounds, view, calibrations=calibrations or {}, ran_out=ran_out) for e in entries]
     return rounds, results, view
+
+
+def _skip_reason(side: str, index: int, rec: Mapping[str, Any], culprit_known: bool) -> str | None:
+    """Why a benchmark whose record in round ``index`` is an error is taken off (skip_failed); None: it only loses
+    this round (its device's worker died measuring another benchmark, which is taken off instead)."""
+    if rec.get("device_failed") and culprit_known and not rec.get("died_measuring"):
+        return None
+    if rec.get("died_measuring"):
+        return f"{SKIPPED} the {side} worker died measuring it in round {index + 1}: {rec['error']}"
+    if rec.get("device_failed"):
+        return f"{SKIPPED} the {side} worker died starting or setting up in round {index + 1}: {rec['error']}"
+    return f"{SKIPPED} {side} failed in round {index + 1}: {rec['error']}"
 
 
 def _pair_decider(

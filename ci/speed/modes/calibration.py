@@ -18,7 +18,6 @@ from ci.common.files import append_step_summary_or_fallback, write_json_atomic
 from ci.speed.decide.codes import Status
 from ci.speed.decide.exclusion import ExclusionRule
 from ci.speed.decide.noise_file import (
-    NOISE_PATH,
     NoiseModel,
     NoiseModelError,
     load_noise_model,
@@ -26,7 +25,7 @@ from ci.speed.decide.noise_file import (
     run_of_record,
 )
 from ci.speed.decide.selection import Entry, Selection, check_selectors, select
-from ci.speed.decide.thresholds import THRESHOLDS_PATH, Thresholds, ThresholdsError, load_thresholds
+from ci.speed.decide.thresholds import Thresholds, ThresholdsError, load_thresholds
 from ci.speed.decide.verdict import BenchmarkResult, load_record
 from ci.speed.engine.memory import DeviceMemory, memory_skips
 from ci.speed.engine.rounds import Side, cost_summary
@@ -41,6 +40,7 @@ from ci.speed.modes.shared import (
     thresholds_for,
 )
 from ci.speed.options import SpeedOptions
+from ci.speed.profiles import RUNNERS_PATH, runner_profile
 from ci.speed.report.markdown import calibration_markdown, correctness_lines, excluded_rows, noise_markdown, plan_text
 from ci.speed.report.write import Context, record_json
 from harness import paired
@@ -234,13 +234,15 @@ def measure_aa(
             tree_a = tree_b = Path(repo.working_tree_dir or options.repo)
         else:  # two worktrees, as the gate has: per-path effects (caches, paths in kernels) land in the noise
             tree_a, tree_b = (stack.enter_context(gitutil.checkout(repo, sha)) for _ in range(2))
-        thresholds = thresholds or thresholds_for(None, tree_b)
         sides = {"base": Side("base", tree_a), "head": Side("head", tree_b)}
         # The workers that survey the head (and its second tree) are the ones that measure the A/A rounds.
         measurer = stack.enter_context(open_engine(list(sides.values()), options, stop_at))
         surveys = survey_both(sides, options.selector, measurer)
         survey = surveys["head"]
         assert survey is not None  # the head's survey failing raises (ci.speed.modes.shared)
+        # --thresholds, else the policy of the runner's profile (ci.speed.profiles) in the head.
+        policy = runner_profile(survey["environment"].get("gpu")).thresholds
+        thresholds = thresholds or thresholds_for(None, tree_b, policy)
         check_selectors({"head": survey}, options.selector)
         selection = select(survey, survey)
         memory_check(selection, surveys, list(getattr(measurer, "devices", None) or [0]))
@@ -265,6 +267,14 @@ def measure_aa(
     return AARun(thresholds, sha, survey["environment"], survey["device"], correctness, rounds, results)
 
 
+def _refit_gpu(noise: Path | None, recorded: Sequence[Mapping[str, Any]]) -> str | None:
+    """The GPU whose runs a --refit fits: --noise's model's runner, else the newest --aa-records run's."""
+    if noise is not None and noise.exists():
+        return load_noise_model(noise).runner.get("gpu")
+    newest = sorted(recorded, key=lambda r: str(r.get("created")))
+    return (newest[-1].get("environment") or {}).get("gpu") if newest else None
+
+
 def run_calibrate(
     options: SpeedOptions, open_engine: Callable[[list[Side], SpeedOptions, float | None], Any] = open_measurer
 ) -> int:
@@ -273,23 +283,30 @@ def run_calibrate(
     started = time.time()
     plan, rule, model_plan = options.the_plan(), options.exclusion_rule(), options.the_plan(model=True)
     n = options.rounds if options.rounds is not None else MAX_CALIBRATION_ROUNDS
-    model_path = options.noise or Path(NOISE_PATH)
-    old_model = load_noise_model(model_path) if model_path.exists() else None
-    runs, notes = list(old_model.runs if old_model else ()), []
+    recorded, notes = [], []
     for path in options.aa_records:
         run, left = run_of_record(load_record(path), str(path), assume_aa=options.assume_aa)
-        runs.append(run)
+        recorded.append(run)
         notes += [f"{path}: {note}" for note in left]
-    thresholds_path = options.thresholds_path or Path(THRESHOLDS_PATH)
-    thresholds = options.thresholds or (load_thresholds(thresholds_path) if thresholds_path.exists() else None)
-    if not options.refit:
-        aa = measure_aa(options, thresholds, plan, rule, n, started, open_engine)
-    elif thresholds is None:
-        raise ThresholdsError(f"{thresholds_path}: no such thresholds file (--thresholds names one; it is only read)")
+    if options.refit:
+        gpu = _refit_gpu(options.noise, recorded)
+        profile = runner_profile(gpu)
+        thresholds_path = options.thresholds_path or Path(options.repo) / profile.thresholds
+        if options.thresholds is None and not thresholds_path.exists():
+            raise ThresholdsError(
+                f"{thresholds_path}: no such thresholds file (--thresholds names one; it is only read)"
+            )
+        aa = AARun(options.thresholds or load_thresholds(thresholds_path))
     else:
-        aa = AARun(thresholds)
+        aa = measure_aa(options, options.thresholds, plan, rule, n, started, open_engine)
+        gpu = aa.environment.get("gpu")
+        profile = runner_profile(gpu)
+    # The model goes where the runner's profile keeps it (--noise wins); an unknown runner's at its own name.
+    model_path = options.noise or Path(options.repo) / profile.noise
+    old_model = load_noise_model(model_path) if model_path.exists() else None
+    runs = list(old_model.runs if old_model else ()) + recorded
     sha = (aa.sha or "?")[:12]
-    gpu = aa.environment.get("gpu") or (old_model.runner.get("gpu") if old_model else None) or "CPU"
+    gpu = gpu or (old_model.runner.get("gpu") if old_model else None) or "CPU"
     refit_note = " (--refit of the recorded runs, nothing measured)" if options.refit else ""
     where = f"{gpu}, {time.strftime('%Y-%m-%d')}{refit_note}"
     calibrations, overrides, cal_notes = calibrate_results(aa.results, plan, f"{where} at {sha}")
@@ -316,6 +333,7 @@ def run_calibrate(
             "engine": engine_options(options.restart_every, options.gpus),
             "cost": cost_summary(aa.rounds),
             "refit": options.refit,
+            "runner_profile": profile.to_json(),
         },
     )
     record = record_json(
@@ -346,7 +364,7 @@ def run_calibrate(
         log(
             f"speed_gate: {len(cannot)} benchmark(s) cannot be decided at their threshold by the plan's last look "
             f"under this model: {', '.join(cannot)} (measure more worker generations, or change the policy in "
-            f"{thresholds_path})"
+            f"{aa.thresholds.source})"
         )
     trees = "the working tree, one tree" if options.working_tree else "two worktrees"
     how = (
@@ -365,6 +383,12 @@ def run_calibrate(
         if files
         else "not written (add --write to write the model)",
     ]
+    if not profile.known:
+        header.insert(
+            0,
+            f"**Unknown runner {profile.gpu}**: no profile in `{RUNNERS_PATH}`: its model is `{model_path}`, its "
+            f"thresholds the default `{aa.thresholds.source}`; add a runner there to give it a policy of its own",
+        )
     if cannot:
         header.append(
             f"**cannot be decided** at their threshold by the last look ({model_plan.max_rounds} rounds): "

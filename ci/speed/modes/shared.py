@@ -295,16 +295,15 @@ def _pair_decider(
     return after_pair
 
 
-def thresholds_for(given: Thresholds | None, head_tree: Path) -> Thresholds:
-    """--thresholds, else the head's file (a threshold change is reviewed in the PR), else this checkout's."""
+def thresholds_for(given: Thresholds | None, head_tree: Path, name: str = THRESHOLDS_PATH) -> Thresholds:
+    """--thresholds, else the head's file ``name`` (the runner's profile's: ci.speed.profiles; a threshold change is
+    reviewed in the PR), else this checkout's."""
     if given is not None:
         return given
-    path = head_tree / THRESHOLDS_PATH
+    path = head_tree / name
     if path.exists():
-        return replace(load_thresholds(path), source=f"{THRESHOLDS_PATH} of the head")
-    return replace(
-        load_thresholds(REPO_ROOT / THRESHOLDS_PATH), source=f"{THRESHOLDS_PATH} of this checkout (the head has none)"
-    )
+        return replace(load_thresholds(path), source=f"{name} of the head")
+    return replace(load_thresholds(REPO_ROOT / name), source=f"{name} of this checkout (the head has none)")
 
 
 def calibrations_for(given: Mapping[str, Any] | None, head_tree: Path) -> Mapping[str, Any]:

@@ -1,4 +1,5 @@
-"""A runner's noise model file (``ci/speed_noise.json``, an H200's ``ci/speed_noise_h200.json``): read, fit, its JSON.
+"""A runner's noise model file (which one: its profile, ci/speed_runners.json via ci.speed.profiles; the MI355X's
+``ci/speed_noise.json``, an H200's ``ci/speed_noise_h200.json``): read, fit, its JSON.
 
 It keeps the A/A rounds the model was fitted from, so a refresh refits from the data (:func:`refit`); a run must be
 honestly A/A (:func:`run_of_record`). Schema and why: docs/SPEED_GATE.md, "Notes from the code".
@@ -19,7 +20,7 @@ from ci.speed.decide.exclusion import ExclusionRule, exclusion
 from harness.paired.noise import BenchmarkNoise, Spread
 from harness.paired.noise_fit import RunRounds, fit
 
-NOISE_PATH = "ci/speed_noise.json"  # the MI355X runner's (none yet); an H200's: ci/speed_noise_h200.json (--noise)
+NOISE_PATH = "ci/speed_noise.json"  # the MI355X's (none yet); each runner's is named by ci/speed_runners.json
 NOISE_SCHEMA = "mxfp4-speed-noise/1"
 MAX_RUNS = 8  # a refresh keeps the newest runs: the model follows the runner, not its history
 IDENTITY_KEYS = ("gpu", "driver", "torch", "cuda", "rocm")

@@ -259,3 +259,21 @@ def test_a_worker_that_dies_measuring_a_benchmark_costs_that_benchmark_only(tmp_
     assert "worker died measuring it in round 3" in model["skipped"][benches[1].id]
     # The benchmark measured after it on the dead device lost round 3 only.
     assert model["benchmarks"][benches[2].id]["rounds"] == 7 and model["benchmarks"][benches[0].id]["rounds"] == 8
+
+
+def test_the_gate_and_the_calibration_leave_out_what_does_not_fit_as_n_a_with_the_bytes():
+    from ci.speed.decide.codes import Status
+    from ci.speed.decide.selection import Entry, Selection
+    from ci.speed.modes.shared import SKIPPED, memory_check
+
+    benches = _default_selection()
+    h100 = {"memory": {"free_bytes": H100_FREE, "total_bytes": 80 * GIB, "llc_bytes": H100_LLC}}
+    selection = Selection([Entry(b, Status.GATED) for b in benches], [])
+    reasons = memory_check(selection, {"base": h100, "head": h100}, [0])
+    assert GATE_UP_FP32 in reasons
+    left = {e.benchmark.id: e for e in selection.entries if e.status is Status.NOT_APPLICABLE}
+    assert set(left) == set(reasons) and left[GATE_UP_FP32].note.startswith(f"{SKIPPED} not enough GPU memory")
+    # A survey without a memory figure (a CPU, an older worker): nothing is left out.
+    selection = Selection([Entry(b, Status.GATED) for b in benches], [])
+    assert memory_check(selection, {"head": {"device": "cpu"}, "base": None}, [0]) == {}
+    assert all(e.status is Status.GATED for e in selection.entries)

@@ -24,16 +24,16 @@ from ci.speed.decide.noise_file import (
     refit,
     run_of_record,
 )
-from ci.speed.decide.selection import Entry, Selection, check_selectors, select
+from ci.speed.decide.selection import check_selectors, select
 from ci.speed.decide.thresholds import Thresholds, ThresholdsError, load_thresholds
 from ci.speed.decide.verdict import BenchmarkResult, load_record
-from ci.speed.engine.memory import DeviceMemory, memory_skips
 from ci.speed.engine.rounds import Side, cost_summary
 from ci.speed.engine.warm_engine import DEFAULT_RESTART_EVERY
 from ci.speed.modes.shared import (
     SKIPPED,
     engine_options,
     log,
+    memory_check,
     open_measurer,
     run_rounds,
     survey_both,
@@ -187,28 +187,6 @@ class AARun:
             elif r.status is Status.NOT_APPLICABLE and r.note.startswith(SKIPPED):
                 out[r.id] = r.note[len(SKIPPED) :].strip()
         return out
-
-
-def leave_out(selection: Selection, reasons: Mapping[str, str]) -> None:
-    """The gated entries named in ``reasons`` become n/a with their reason (:data:`SKIPPED` first): never prepared."""
-    selection.entries = [
-        Entry(e.benchmark, Status.NOT_APPLICABLE, f"{SKIPPED} {reasons[e.benchmark.id]}")
-        if e.status is Status.GATED and e.benchmark.id in reasons
-        else e
-        for e in selection.entries
-    ]
-
-
-def memory_check(selection: Selection, surveys: Mapping[str, Any], devices: Sequence[int]) -> dict[str, str]:
-    """The gated benchmarks both sides' workers cannot hold on their device (ci.speed.engine.memory), left out."""
-    memory = DeviceMemory.of_surveys(list(surveys.values()))
-    if memory is None:
-        return {}
-    reasons = memory_skips(selection.gated, memory, devices)
-    for bench_id, why in reasons.items():
-        log(f"speed_gate:   {bench_id}: skipped before it started: {why}")
-    leave_out(selection, reasons)
-    return reasons
 
 
 def measure_aa(

@@ -27,6 +27,7 @@ from ci.speed.modes.shared import (
     calibrations_for,
     engine_options,
     log,
+    memory_check,
     noise_record,
     open_measurer,
     run_rounds,
@@ -182,6 +183,9 @@ def measure(
         head = surveys["head"]
         assert head is not None  # a head without kernels/ stopped above; one that cannot survey raises
         selection = select(head, surveys["base"], base_note, others=others)
+        # A benchmark both sides' workers cannot hold on the device is n/a here, said so, never started: out of memory
+        # mid-run it would cost its whole device (issue 46: an 80 GB card and the 70B gate_up shape in torch_dequant).
+        memory_check(selection, surveys, list(measurer.devices))
         profile = runner_profile(head["environment"].get("gpu"))
         thresholds = thresholds_for(rules.thresholds, head_tree, profile.thresholds)
         choice = noise_model_for(options.use_noise, options.noise, head_tree, head["environment"], profile)

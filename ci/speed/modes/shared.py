@@ -20,6 +20,7 @@ from ci.speed.decide.selection import Entry, Selection, Selector
 from ci.speed.decide.thresholds import THRESHOLDS_PATH, Thresholds, load_thresholds
 from ci.speed.decide.verdict import CALIBRATION_PATH, BenchmarkResult, decide_entry, load_calibrations
 from ci.speed.engine.devices import visible_gpu_count
+from ci.speed.engine.memory import DeviceMemory, memory_skips
 from ci.speed.engine.rounds import Side, SurveyFailed, rotating_order, survey_request
 from ci.speed.engine.survey import log
 from ci.speed.engine.warm_engine import MEASURE_TIMEOUT_S, SETUP_TIMEOUT_S, START_TIMEOUT_S, WarmEngine
@@ -293,6 +294,29 @@ def _pair_decider(
         return False
 
     return after_pair
+
+
+def leave_out(selection: Selection, reasons: Mapping[str, str]) -> None:
+    """The gated entries named in ``reasons`` become n/a with their reason (:data:`SKIPPED` first): never prepared."""
+    selection.entries = [
+        Entry(e.benchmark, Status.NOT_APPLICABLE, f"{SKIPPED} {reasons[e.benchmark.id]}")
+        if e.status is Status.GATED and e.benchmark.id in reasons
+        else e
+        for e in selection.entries
+    ]
+
+
+def memory_check(selection: Selection, surveys: Mapping[str, Any], devices: Sequence[int]) -> dict[str, str]:
+    """The gated benchmarks both sides' workers cannot hold on their device (ci.speed.engine.memory), left out before
+    any is prepared: n/a, the bytes needed and free in the note. Returns them with their reasons."""
+    memory = DeviceMemory.of_surveys(list(surveys.values()))
+    if memory is None:
+        return {}
+    reasons = memory_skips(selection.gated, memory, devices)
+    for bench_id, why in reasons.items():
+        log(f"speed_gate:   {bench_id}: skipped before it started: {why}")
+    leave_out(selection, reasons)
+    return reasons
 
 
 def thresholds_for(given: Thresholds | None, head_tree: Path, name: str = THRESHOLDS_PATH) -> Thresholds:

@@ -122,8 +122,8 @@ def test_fit_recovers_the_within_and_between_worker_sds_and_the_runs_spread():
     b, c = fitted.benchmarks["b"], fitted.benchmarks["c"]
     assert b.within_sd == pytest.approx(0.001, rel=0.12) and b.between_sd == pytest.approx(0.002, rel=0.3)
     assert b.within_df == 40 * 12 and b.runs == 40 and b.rounds == 640 and b.generations == 160 and not b.weak
-    # Issue 46: between_df is the df of between_sd**2 as an estimate (pooled over the benchmarks), no longer the count of
-    # generation means (40 * 3): at tau = 2 sigma_w that count overstates what its moment estimate knows.
+    # Issue 46: between_df is the df of between_sd**2 as an estimate (pooled over the benchmarks), no longer the count
+    # of generation means (40 * 3): at tau = 2 sigma_w that count overstates what its moment estimate knows.
     assert 40 < b.between_df < 40 * 3
     assert c.within_sd == pytest.approx(0.002, rel=0.12) and c.between_sd < 0.35 * c.within_sd
     assert (

@@ -252,7 +252,6 @@ def _pool_note(structure: Pool | None) -> str:
         return "the between-worker variance: no benchmark has two worker generations in a run: none fitted"
     return (
         f"the between-worker variance pooled over {structure.benchmarks} benchmark(s) ({structure.df:.0f} between df): "
-        f"tau^2 / sigma_w^2 averages {structure.ratio:.3g} (relative SE "
-        f"{math.sqrt(structure.log_ratio_var):.2g}), the benchmarks' own ratios a gamma of shape {structure.shape:.3g} "
-        "about it"
+        f"tau^2 / sigma_w^2 averages {structure.ratio:.3g} (SE {math.sqrt(structure.ratio_var):.2g}), the "
+        f"benchmarks' own ratios a gamma of shape {structure.shape:.3g} about it"
     )

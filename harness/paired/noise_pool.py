@@ -5,8 +5,8 @@ Per benchmark ``j`` the fit (harness.paired.noise_fit) hands over the within var
 generation means' mean square ``M_j`` (``b_j`` df): ``F_j = M_j / s_j^2`` is ``(1 + kappa_j rho_j)`` times an
 F(b_j, d_j) variate whatever the benchmark's scale, ``rho_j = tau_j^2 / sigma_j^2`` the ratio pooled here. The
 ratios are drawn from a gamma distribution (mean ``rho_0``, shape ``a``) fitted to every ``F_j`` by maximum marginal
-likelihood; each ``rho_j`` is then its posterior (mean and variance, the pool's own uncertainty added), and
-``tau_j^2 = rho_j s_j^2`` with the df its error allows. The formulas and why: docs/SPEED_GATE.md, "The between-worker
+likelihood; each ``rho_j`` is then its posterior mean, and ``tau_j^2 = rho_j s_j^2`` with the df of that estimate's
+sampling variability. The formulas and why: docs/SPEED_GATE.md, "The between-worker
 variance, pooled".
 """
 
@@ -23,7 +23,7 @@ from scipy import optimize, stats
 RATIO_GRID = np.concatenate([[0.0], np.geomspace(1e-3, 1e3, 241)])
 MEAN_BOUNDS = (1e-4, 1e3)  # the pooled ratio's range (1e-4: "no between variance seen", without a log of 0)
 SHAPE_BOUNDS = (0.1, 1e3)  # gamma shape: 0.1 lets ratios range over decades; 1e3 is one ratio for all
-STEP = 0.05  # log-scale step of the numerical derivatives (the pooled mean's information, the posteriors' slope)
+STEP = 0.05  # relative step of the numerical derivatives (the pooled mean's information, the posteriors' slopes)
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class Pool:
 
     ratio: float  # rho_0: the mean of the benchmarks' tau^2 / sigma_w^2
     shape: float  # a: the gamma's shape (large: one ratio for all; small: ratios spread over decades)
-    log_ratio_var: float  # the variance of log rho_0 as estimated (the marginal likelihood's curvature)
+    ratio_var: float  # the variance of rho_0 as estimated (the marginal likelihood's curvature in rho_0)
     benchmarks: int  # how many benchmarks it was estimated from
     df: float  # their between df, summed
 
@@ -56,7 +56,7 @@ class Pool:
         return {
             "ratio": round(self.ratio, 6),
             "shape": round(self.shape, 4),
-            "ratio_se": round(self.ratio * math.sqrt(self.log_ratio_var), 6),
+            "ratio_se": round(math.sqrt(self.ratio_var), 6),
             "benchmarks": self.benchmarks,
             "between_df": round(self.df, 3),
         }
@@ -67,7 +67,7 @@ class Shrunk:
     """One benchmark's ratio after pooling, and what it makes of its between variance."""
 
     ratio: float  # rho_j, posterior mean (>= 0)
-    ratio_var: float  # its posterior variance, the pool's own uncertainty included
+    ratio_var: float  # its estimate's sampling variance from the pool's mean (its own F's is in between_df)
     between_var: float  # tau_j^2 = rho_j s_j^2
     between_df: float  # the df of tau_j^2 as an estimate (0 when tau_j^2 is 0)
 
@@ -112,37 +112,51 @@ def pool(parts: Mapping[str, BetweenParts]) -> Pool | None:
     found = optimize.minimize(loss, best, method="Nelder-Mead", options={"xatol": 1e-3, "fatol": 1e-6})
     log_mean = min(max(float(found.x[0]), lo), hi)
     shape = math.exp(min(max(float(found.x[1]), slo), shi))
-    # The curvature in log rho_0 at the optimum (shape held): how well the benchmarks together know the pool's mean.
-    at = [-loss(np.array([log_mean + d, math.log(shape)])) for d in (-STEP, 0.0, STEP)]
-    curvature = -(at[0] - 2.0 * at[1] + at[2]) / (STEP * STEP)
-    log_ratio_var = 1.0 / curvature if curvature > 0 else math.inf
-    return Pool(math.exp(log_mean), shape, log_ratio_var, len(usable), sum(p.between_df for p in usable))
+    # The curvature in rho_0 at the optimum (shape held): how well the benchmarks together know the pool's mean. On
+    # the linear scale: a log-scale variance near rho_0 = 0 is large and its linearization overstates the error of
+    # a small tau^2 many times. At a bound (no curvature) rho_0 is taken as known to within itself.
+    mean = math.exp(log_mean)
+    at = [-loss(np.array([math.log(mean * (1.0 + d)), math.log(shape)])) for d in (-STEP, 0.0, STEP)]
+    curvature = -(at[0] - 2.0 * at[1] + at[2]) / (mean * STEP) ** 2
+    ratio_var = 1.0 / curvature if curvature > 0 else mean * mean
+    return Pool(mean, shape, ratio_var, len(usable), sum(p.between_df for p in usable))
 
 
-def _posterior(part: BetweenParts, mean: float, shape: float) -> tuple[float, float]:
-    """(mean, variance) of ``rho_j`` given its ``F`` under the gamma; the gamma's own without between df."""
+def _posterior_mean(part: BetweenParts, mean: float, shape: float, f_ratio: float | None) -> float:
+    """``E[rho_j | F_j = f_ratio]`` under the gamma (the gamma's own mean without between df)."""
     weights = _prior(mean, shape)
-    if part.f_ratio is not None:
-        weights = weights * _likelihoods([part])[0]
+    if f_ratio is not None:
+        phi = 1.0 + part.size * RATIO_GRID
+        weights = weights * np.maximum(stats.f.pdf(f_ratio / phi, part.between_df, part.within_df) / phi, 1e-300)
         weights = weights / weights.sum()
-    m = float(weights @ RATIO_GRID)
-    return m, float(weights @ (RATIO_GRID - m) ** 2)
+    return float(weights @ RATIO_GRID)
 
 
 def shrink(part: BetweenParts, structure: Pool | None) -> Shrunk:
-    """``rho_j``'s posterior under the pool, the pool's error added (``Var = Var(rho_j | F_j) + (d E / d log rho_0)^2
-    Var(log rho_0)``), then ``tau_j^2 = rho_j s_j^2`` and its df ``2 / (Var / rho_j^2 + 2 / d_j)``: the ratio's relative
-    error and that of the within variance it scales."""
+    """``rho_j``: its posterior mean under the pool; then ``tau_j^2 = rho_j s_j^2`` and the df of that estimate.
+
+    The df is the estimate's sampling variability, as Welch-Satterthwaite reads a variance part's df (a scaled
+    chi-square's: relative variance ``2 / df``). ``tau_j^2 = g(M_j / s_j^2) s_j^2`` with ``g`` the posterior mean, so
+    with ``e = d log g / d log F`` (1 when the pool holds the ratio; near ``F / (F - 1)`` when the benchmark's own
+    generations decide it, 0 when the pool alone does) and ``M_j``, ``s_j^2`` independent chi-squares:
+    ``Var(log tau_j^2) = e^2 2 / b_j + (1 - e)^2 2 / d_j + (d g / d rho_0)^2 Var(rho_0) / g^2`` (the last: the pool's
+    mean, itself estimated), and ``between_df = 2 / Var(log tau_j^2)``."""
     if structure is None:  # no benchmark has two generations in a run: nothing is known of tau
         return Shrunk(0.0, math.inf, 0.0, 0.0)
-    ratio, variance = _posterior(part, structure.ratio, structure.shape)
-    if math.isfinite(structure.log_ratio_var):
-        up, _ = _posterior(part, structure.ratio * math.exp(STEP), structure.shape)
-        down, _ = _posterior(part, structure.ratio * math.exp(-STEP), structure.shape)
-        variance += ((up - down) / (2.0 * STEP)) ** 2 * structure.log_ratio_var
-    else:
-        variance = math.inf
+    f = part.f_ratio
+    mean, shape = structure.ratio, structure.shape
+    ratio = _posterior_mean(part, mean, shape, f)
     if ratio <= 0:
-        return Shrunk(0.0, variance, 0.0, 0.0)
-    relative = variance / (ratio * ratio) + 2.0 / max(part.within_df, 1.0)
-    return Shrunk(ratio, variance, ratio * part.within_var, 2.0 / relative)
+        return Shrunk(0.0, 0.0, 0.0, 0.0)
+    elasticity = 0.0
+    if f is not None:
+        up, down = (_posterior_mean(part, mean, shape, f * math.exp(s)) for s in (STEP, -STEP))
+        elasticity = (up - down) / (2.0 * STEP * ratio)
+    up, down = (_posterior_mean(part, mean * (1.0 + s), shape, f) for s in (STEP, -STEP))
+    pool_var = ((up - down) / (2.0 * STEP * mean)) ** 2 * structure.ratio_var
+    relative = (
+        (elasticity**2 * 2.0 / part.between_df if f is not None else 0.0)
+        + (1.0 - elasticity) ** 2 * 2.0 / max(part.within_df, 1.0)
+        + pool_var / (ratio * ratio)
+    )
+    return Shrunk(ratio, pool_var, ratio * part.within_var, 2.0 / relative)

@@ -118,6 +118,7 @@ class LookNoise:
     noise: BenchmarkNoise
     spread: Spread
     fallback: bool = False  # the guard fired: the within variance is this run's own, not moderated
+    cadence: int = 4  # the calibration's rounds per worker generation (its generation means' variance: version 7)
 
     @property
     def prior_df(self) -> float:

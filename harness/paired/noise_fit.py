@@ -64,7 +64,8 @@ def _benchmark_fit(runs: Sequence[RunRounds]) -> BenchmarkNoise | None:
     sw2 = ss_w / df_w
     # Method of moments: E[SS_between] = df_b sigma_w^2 + tau^2 sum(n - sum n_g^2 / n).
     tau2 = max(0.0, (ss_b - sw2 * df_b) / k_sum) if df_b >= 1 else 0.0
-    return BenchmarkNoise(math.sqrt(sw2), int(df_w), math.sqrt(tau2), int(df_b) if tau2 > 0 else 0, rounds, len(runs))
+    # between_df: the df of the generation means even when tau comes out 0 (a fitted 0 is an estimate, not a fact).
+    return BenchmarkNoise(math.sqrt(sw2), int(df_w), math.sqrt(tau2), int(df_b), rounds, len(runs))
 
 
 def _spread_log_variances(cells: Mapping[tuple[str, str], tuple[float, int]]) -> tuple[Spread, str]:

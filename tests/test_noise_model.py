@@ -432,7 +432,7 @@ def test_noise_three_times_the_models_in_the_head_fires_the_guard_and_the_gate_s
     fell_back = [
         b for b in out["benchmarks"] if "(the run is noisier than the model)" in b["decision"]["variance"]
     ]
-    assert fell_back and "own rounds (**guard**" in md
+    assert fell_back and "(**guard**: noisier than the model)" in md
     # Without the injection the guard stays quiet on the same record.
     replay(
         str(DATA / "h200_gpu_cost_v4" / "aa_ten.json"), "--noise", str(H200_MODEL), "--json", str(tmp_path / "q.json")

@@ -240,14 +240,17 @@ MODEL_PLAN = SequentialPlan(
     variance="model",
     futility=False,
 )
-# Version 7 (issue 46): the zone rule whose variance learns from the run's worker generations; a runner's noise model
-# is a prior of at most 12 df, used while the generations agree with it. Why these numbers: docs/SPEED_GATE.md,
-# "Version 7: a variance that learns".
+# Version 7 (issue 46): the zone rule whose variance learns from the run's worker generations. With a noise model and
+# without one the looks and their alpha are the same, so the generations' own test is the same at every look and the
+# model only adds a candidate: the same rounds never need more looks with a model (harness.paired.zone). The model is
+# a prior of at most 12 df, used while the generations agree with it. docs/SPEED_GATE.md, "Version 7".
+LEARNED_LOOKS = (2, 3, 4, 6, 8, 10, 12, 16, 20, 30, 40)
+LEARNED_SPENDING = (3.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)
 ZONE_PLAN = SequentialPlan(
     min_rounds=2,
     max_rounds=40,
-    looks=(2, 3, 5, 8, 12, 16, 20, 30, 40),
-    spending=(3.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0),
+    looks=LEARNED_LOOKS,
+    spending=LEARNED_SPENDING,
     variance="model",
     futility=False,
     rule="zone",
@@ -255,18 +258,8 @@ ZONE_PLAN = SequentialPlan(
     learn=True,
     first_round_level=0.001,
 )
-# Version 7 without a noise model (a runner's first day, the CPU): the generations alone; the first look needs two.
-ZONE_WARM_PLAN = SequentialPlan(
-    min_rounds=3,
-    max_rounds=40,
-    looks=(3, 5, 8, 10, 12, 16, 20, 30, 40),
-    spending=(1.0, 1.0, 2.0, 2.0, 2.0, 1.0, 1.0, 1.0, 1.0),
-    variance="rounds",
-    futility=False,
-    rule="zone",
-    learn=True,
-    first_round_level=0.001,
-)
+# Without a noise model (a runner's first day, the CPU): the generations alone (a look at one generation cannot decide).
+ZONE_WARM_PLAN = replace(ZONE_PLAN, variance="rounds", prior_df_cap=None)
 # Version 6 (issue 37), kept for its records' replays (ci.speed.decide.verdict.plan_of rebuilds a record's own plan).
 ZONE_PLAN_V6 = SequentialPlan(
     min_rounds=2,

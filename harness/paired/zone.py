@@ -273,8 +273,12 @@ def _leave_out_first_rounds(
     gens = list(generations)
     if plan.first_round_level is None or len(d) < 2:
         return d, gens, ""
-    # Tested against the model's within variance (its null), else the rounds' own.
-    within, df = (look.noise.within_sd**2, look.prior_df) if look else _own_within(*within_ss(d, gens))
+    # Version 6 tests against the model's within variance (its null), else the rounds' own; version 7 always against
+    # the rounds' own, so a model never changes which rounds the generations' own variance is computed from.
+    if look is not None and not plan.learn:
+        within, df = look.noise.within_sd**2, look.prior_df
+    else:
+        within, df = _own_within(*within_ss(d, gens))
     shift = first_round_shift(d, gens, within, df, plan.first_round_level)
     if shift is None:
         return d, gens, ""

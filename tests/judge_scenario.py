@@ -32,6 +32,10 @@ SOURCE = PROJECT / "docs" / "data" / "h200_noise_model_v5b" / "committed" / "com
 BENCH = "triton_dot_scaled[m128_n128_k128_w8_s3]/square_m08192_n08192_k08192"
 SHIFT = -0.02  # head TFLOPS 2% lower
 ROUNDS = 2  # what the PR's own plan measured before its 5% threshold said "no change"
+# The record's rounds stop at 2, one worker generation: under version 7 this benchmark (between-worker SD 0.19%, the
+# model's generation-mean variance worth ~7 df) needs a second generation at its 1%, so the PR's record leaves it out
+# rather than have it "inconclusive: the record ran out" under every judge.
+NEEDS_TWO_GENERATIONS = "triton_dot_scaled[m128_n256_k64_w8_s3]/square_m08192_n08192_k08192"
 PR_THRESHOLD = 0.05
 RUN_ID, ATTEMPT = 77, 1
 RUN_URL = f"https://github.com/OWNER/REPO/actions/runs/{RUN_ID}"
@@ -54,10 +58,15 @@ class Scenario:
 
 
 def slowed(record: dict[str, Any], bench: str = BENCH, shift: float = SHIFT, rounds: int = ROUNDS) -> dict[str, Any]:
-    """``record`` cut to its first ``rounds`` rounds, ``bench``'s head measurements scaled by ``1 + shift``."""
+    """``record`` cut to its first ``rounds`` rounds (without :data:`NEEDS_TWO_GENERATIONS`), ``bench``'s head
+    measurements scaled by ``1 + shift``."""
     out = dict(record, rounds=json.loads(json.dumps(record["rounds"][:rounds])))
+    out["benchmarks"] = [b for b in record["benchmarks"] if b["id"] != NEEDS_TWO_GENERATIONS]
     for rnd in out["rounds"]:
+        if isinstance(rnd.get("sequence"), list):
+            rnd["sequence"] = [b for b in rnd["sequence"] if b != NEEDS_TWO_GENERATIONS]
         for process in rnd["processes"]:
+            process["records"].pop(NEEDS_TWO_GENERATIONS, None)
             timing = process["records"].get(bench) if process["side"] == "head" else None
             if not timing or "tflops" not in timing:
                 continue

@@ -100,7 +100,7 @@ def options_of(*argv: str):
         ),  # fits neither plan
         (
             ["--plan", "noise=off", "--plan", "spending=1,1,1,1,1,2"],
-            "needs one share per look (8 looks)",
+            "needs one share per look (9 looks)",
         ),  # the t plan decides
     ],
 )

@@ -1,4 +1,5 @@
-"""Version 6's decision (harness/paired/zone.py): the zone, the last look, the variance's three repairs.
+"""Version 6's decision (harness/paired/zone.py), kept for its records' replays: the zone, the last look, the
+variance's three repairs (version 7's variance: tests/test_learned_variance.py).
 
 Each test fails on the defect it is named after: the band rule's "inconclusive" for an effect near
 the threshold, a last look that does not decide, a between-worker SD of 0 taken as known, a
@@ -14,7 +15,9 @@ import numpy as np
 import pytest
 
 from ci.speed.decide.verdict import plan_of
-from harness.paired import MODEL_PLAN, ZONE_PLAN, ZONE_WARM_PLAN, Round, Verdict, sequential_decision
+from harness.paired import MODEL_PLAN, Round, Verdict, sequential_decision
+from harness.paired.plan import ZONE_PLAN_V6 as ZONE_PLAN
+from harness.paired.plan import ZONE_WARM_PLAN_V6 as ZONE_WARM_PLAN
 from harness.paired.noise import BenchmarkNoise, LookNoise, Spread
 from harness.paired.sequential import RoundsNoise
 from harness.paired.zone import (

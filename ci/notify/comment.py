@@ -230,13 +230,15 @@ def summary_line(inputs: Inputs) -> str:
     parts = []
     if isinstance(speed, SpeedRecord) and speed.verdict != "error":
         counts = Counter(
-            b.verdict if b.status == "gated" and b.verdict == "no change" else b.status for b in speed.benchmarks
+            b.verdict if b.status == "gated" and b.verdict in ("no change", "not a regression") else b.status
+            for b in speed.benchmarks
         )
         identical = max(counts.pop("unchanged (identical code)", 0), speed.skipped_identical)
         if identical:
             parts.append(f"{identical} unchanged (identical code): not measured")
         words = {
             "no change": "no change beyond the threshold",
+            "not a regression": "not a regression (slower by less than the threshold, not shown within half of it)",
             "new": "new at head",
             "removed": "removed at head",
             "n/a": "not run on this device",

@@ -66,7 +66,7 @@ def table_of(title: str, rows: list[dict[str, str]]) -> str:
     return f"**{title}**\n\n{table(shown)}{more}"
 
 
-_KNOWN_ROWS = {"regression", "improvement", "no change", "inconclusive", None}
+_KNOWN_ROWS = {"regression", "improvement", "no change", "not a regression", "inconclusive", None}
 
 
 def speed_blocks(speed: SpeedRecord) -> tuple[list[str], list[str]]:

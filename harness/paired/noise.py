@@ -65,10 +65,11 @@ def clustering(generations: Sequence[int]) -> float:
 class BenchmarkNoise:
     """One benchmark's noise on one runner (fractions on the log scale: 0.001 is 0.1%).
 
-    ``between_df`` is the degrees of freedom of ``between_sd**2`` as an estimate (a scaled chi-square's): since
-    issue 46 the fit pools the between-to-within structure over the benchmarks (harness.paired.noise_fit), so it is
-    an effective, fractional df -- the benchmark's own generation means' and what the pool lends, less the error of
-    ``within_sd**2`` it is scaled by. ``weak``: fitted from fewer worker generations than the fit's minimum (its
+    ``between_df`` is the degrees of freedom of ``between_sd**2`` as an estimate (a scaled chi-square's: relative
+    variance ``2 / df``): since issue 46 the fit pools the between-to-within structure over the benchmarks
+    (harness.paired.noise_pool), so it is an effective, fractional df -- its own generation means', what the pool
+    lends, and the error of ``within_sd**2`` it is scaled by. A file fitted before reads as the count of generation
+    means. ``weak``: fitted from fewer worker generations than the fit's minimum (its
     between part leans on the pool; docs/SPEED_GATE.md, "The between-worker variance, pooled").
     """
 
@@ -139,6 +140,7 @@ class LookNoise:
     noise: BenchmarkNoise
     spread: Spread
     fallback: bool = False  # the guard fired: the within variance is this run's own, not moderated
+    cadence: int = 4  # the calibration's rounds per worker generation (its generation means' variance: version 7)
 
     @property
     def prior_df(self) -> float:

@@ -99,9 +99,8 @@ def _benchmark_fit(runs: Sequence[RunRounds]) -> BenchmarkNoise | None:
         return None
     sw2 = sums.ss_w / sums.df_w
     tau2 = max(0.0, (sums.ss_b - sw2 * sums.df_b) / sums.k_sum) if sums.df_b >= 1 else 0.0
-    return BenchmarkNoise(
-        math.sqrt(sw2), sums.df_w, math.sqrt(tau2), sums.df_b if tau2 > 0 else 0, sums.rounds, sums.runs
-    )
+    # between_df: the df of the generation means even when tau comes out 0 (a fitted 0 is an estimate, not a fact).
+    return BenchmarkNoise(math.sqrt(sw2), sums.df_w, math.sqrt(tau2), sums.df_b, sums.rounds, sums.runs)
 
 
 def _pooled_fit(sums: Mapping[str, _Sums]) -> tuple[dict[str, BenchmarkNoise], Pool | None]:

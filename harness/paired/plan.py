@@ -52,6 +52,10 @@ class SequentialPlan:
     bench_check_level: float | None = None  # zone: a benchmark noisier than the model at this level uses its own rounds
     forced_limit: float = 0.05  # zone: the last look's forced call is made only when its error is at most this
     first_round_level: float | None = None  # zone: a generation's first round that differs at this level is left out
+    # Version 7 (issue 46): a look's variance learned from this run's worker generations (cluster-robust), the model
+    # only a prior worth at most prior_df_cap df, dropped when the generations disagree with it (two-sided, this level).
+    learn: bool = False
+    conflict_level: float = 0.01
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_rounds <= self.max_rounds:
@@ -109,6 +113,12 @@ class SequentialPlan:
                 raise ValueError(f"forced_limit must be in (0, 0.5) (got {self.forced_limit})")
             if self.first_round_level is not None and not 0 < self.first_round_level < 1:
                 raise ValueError(f"first_round_level must be in (0, 1) (got {self.first_round_level})")
+            if not 0 < self.conflict_level < 1:
+                raise ValueError(f"conflict_level must be in (0, 1) (got {self.conflict_level})")
+            if self.learn and (self.between_floor or self.bench_check_level is not None):
+                raise ValueError("a learned variance assumes no between/within ratio: between_floor=0, no bench check")
+        elif self.learn:
+            raise ValueError("learn (version 7's variance) is a key of the zone rule: rule=zone")
         if points[0] < 2:
             raise ValueError(
                 f"the first look at {points[0]} rounds can never decide: a t interval needs >= 2 rounds "
@@ -213,6 +223,8 @@ class SequentialPlan:
                     "first_round_level": self.first_round_level,
                 }
             )
+            if self.learn:  # version 7's keys; a version 6 record has none and replays with its own variance
+                out.update({"learn": True, "conflict_level": self.conflict_level})
         return out
 
 
@@ -228,8 +240,28 @@ MODEL_PLAN = SequentialPlan(
     variance="model",
     futility=False,
 )
-# Version 6 (issue 37): the zone rule with the runner's noise model, made robust where version 5 trusted it.
+# Version 7 (issue 46): the zone rule whose variance learns from the run's worker generations. With a noise model and
+# without one the looks and their alpha are the same, so the generations' own test is the same at every look and the
+# model only adds a candidate: the same rounds never need more looks with a model (harness.paired.zone). The model is
+# a prior of at most 12 df, used while the generations agree with it. docs/SPEED_GATE.md, "Version 7".
+LEARNED_LOOKS = (2, 3, 4, 6, 8, 10, 12, 16, 20, 30, 40)
+LEARNED_SPENDING = (3.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)
 ZONE_PLAN = SequentialPlan(
+    min_rounds=2,
+    max_rounds=40,
+    looks=LEARNED_LOOKS,
+    spending=LEARNED_SPENDING,
+    variance="model",
+    futility=False,
+    rule="zone",
+    prior_df_cap=12.0,
+    learn=True,
+    first_round_level=0.001,
+)
+# Without a noise model (a runner's first day, the CPU): the generations alone (a look at one generation cannot decide).
+ZONE_WARM_PLAN = replace(ZONE_PLAN, variance="rounds", prior_df_cap=None)
+# Version 6 (issue 37), kept for its records' replays (ci.speed.decide.verdict.plan_of rebuilds a record's own plan).
+ZONE_PLAN_V6 = SequentialPlan(
     min_rounds=2,
     max_rounds=40,
     looks=(2, 3, 5, 8, 12, 16, 20, 30, 40),
@@ -242,8 +274,7 @@ ZONE_PLAN = SequentialPlan(
     bench_check_level=0.01,
     first_round_level=0.001,
 )
-# The zone rule without a noise model (an uncalibrated runner, the CPU): the first look at 3 rounds (one df).
-ZONE_WARM_PLAN = SequentialPlan(
+ZONE_WARM_PLAN_V6 = SequentialPlan(
     min_rounds=3,
     max_rounds=40,
     looks=(3, 5, 8, 12, 16, 20, 30, 40),

@@ -37,13 +37,14 @@ class RoundsNoise:
     spread: Spread
     generations: tuple[int, ...]
     fallback_from: int | None = None
+    cadence: int = 4  # the model's calibration cadence (rounds per worker generation; a model file's restart_every)
 
     def look(self, last_round: int) -> LookNoise | None:
         """The model for a look whose last round is ``last_round`` (an index into the rounds); None without an entry."""
         if self.noise is None:
             return None
         fallback = self.fallback_from is not None and last_round >= self.fallback_from
-        return LookNoise(self.noise, self.spread, fallback)
+        return LookNoise(self.noise, self.spread, fallback, self.cadence)
 
 
 def _interval(
@@ -333,8 +334,12 @@ def zone_decision(
             return _decided(rounds, end, threshold, Verdict.INCONCLUSIVE, est, m, False, why, too_noisy=True, **extra)
         if zl.answer == "regression":
             verdict = Verdict.REGRESSION
+        elif improved(zl, edges, plan, look_no):
+            verdict = Verdict.IMPROVEMENT
+        elif plan.learn and not (est.bounded and 1 - threshold / 2 <= est.low and est.high <= 1 + threshold / 2):
+            verdict = Verdict.NOT_REGRESSION  # version 7: "no change" only where the interval shown is within +-t/2
         else:
-            verdict = Verdict.IMPROVEMENT if improved(zl, edges, plan, look_no) else Verdict.NO_CHANGE
+            verdict = Verdict.NO_CHANGE
         if zl.forced_error is not None:
             side = "below" if verdict is Verdict.REGRESSION else "above"
             why = (

@@ -16,7 +16,9 @@ class Verdict(str, enum.Enum):
 
     REGRESSION = "regression"  # head slower than base by more than the threshold, with confidence
     IMPROVEMENT = "improvement"  # head faster than base by more than the threshold, with confidence
-    NO_CHANGE = "no change"  # any change is inside the threshold band, with confidence
+    NO_CHANGE = "no change"  # any change is inside the threshold band (version 7: within +-t/2), with confidence
+    # Version 7 (the zone rule): not slower by t with confidence, but not shown to be within +-t/2 either.
+    NOT_REGRESSION = "not a regression"
     INCONCLUSIVE = "inconclusive"  # the interval straddles a band edge (or does not exist yet)
 
     def __str__(self) -> str:

@@ -1,8 +1,10 @@
-"""Version 6's decision (issue 37): one question per benchmark, an indifference zone, a last look that decides.
+"""The zone rule (version 6, issue 37; its variance version 7, issue 46): one question per benchmark, an indifference
+zone, a last look that decides.
 
 On the log scale with threshold ``t``: regression when ``m + q(alpha_k, df) s < log(1 - t/2)``, not a regression when
 ``m - q(beta_k, df) s > log(1 - t)``, else the next look; the last look decides at the zone's midpoint unless its error
-is above ``plan.forced_limit``. The variance and the first rounds left out: docs/SPEED_GATE.md, "Version 6: the zone".
+is above ``plan.forced_limit``. Version 7's ``s`` comes from the run's own worker generations, the noise model a bounded
+prior (:func:`learned_variances`). docs/SPEED_GATE.md, "Version 7: a variance that learns" and "Version 6: the zone".
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -26,6 +29,12 @@ SOURCE_FALLBACK_NO_DF = "model (the run is noisier than the model, but its round
 SOURCE_BENCH = "rounds (this benchmark is noisier than the model)"
 SOURCE_NO_ENTRY = "rounds (no model entry)"
 SOURCE_ROUNDS = "rounds"
+# Version 7's sources (learned_variances): what a look's variance rests on, in the record's and the report's words.
+SOURCE_GENERATIONS = "this run's worker generations"
+SOURCE_POOLED = "the noise model pooled with this run's worker generations"
+SOURCE_PRIOR = "the noise model (one worker generation so far)"
+SOURCE_CONFLICT = "this run's worker generations (they disagree with the noise model"
+SOURCE_GUARD = "this run's worker generations (the run is noisier than the model)"
 
 
 @dataclass(frozen=True)
@@ -117,6 +126,80 @@ def zone_variance(
     return LookVariance(*_combine(within, df, n, generations, tau2, tau_df, plan.between_floor), source)
 
 
+def generation_variance(d: np.ndarray, generations: Sequence[int]) -> LookVariance:
+    """The variance of the mean of ``d`` from its worker generations' means alone, with generations - 1 df.
+
+    Cluster-robust (CR1): ``G / (G - 1) * sum(n_g^2 (m_g - m)^2) / n^2``, unbiased for ``sigma_w^2 / n + tau^2 c``
+    whatever ``tau / sigma_w`` is, with equal generations; a generation of one round counts like any other. Needs two
+    generations (none: infinite, df 0).
+    """
+    sizes = generation_sizes(generations)
+    g, n = len(sizes), int(d.size)
+    if g < 2:
+        return LookVariance(math.inf, 0.0, SOURCE_GENERATIONS)
+    means = np.asarray([float(part.mean()) for part in np.split(d, np.cumsum(sizes)[:-1])])
+    weights = np.asarray(sizes, dtype=float)
+    spread = float(np.sum(weights**2 * (means - float(np.mean(d))) ** 2))
+    return LookVariance(g / (g - 1) * spread / (n * n), float(g - 1), SOURCE_GENERATIONS)
+
+
+def model_prediction(n: int, generations: Sequence[int], look: LookNoise, cap: float | None) -> LookVariance:
+    """The model's variance of the mean of ``n`` rounds in these generations, ``sigma_w^2 / n + tau^2 c``, and what it
+    is worth in df (at most ``cap``).
+
+    The calibration estimated two things: ``sigma_w^2`` (within df) and the variance of a generation's mean at its
+    cadence ``k0``, ``B = sigma_w^2 / k0 + tau^2`` (between df: its generations' df, however small ``tau`` came
+    out). So ``V = sigma_w^2 (1/n - c/k0) + c B``, its df by Satterthwaite over the two: a ``tau`` fitted as 0 from
+    three generations is worth three generations, never a known 0. An entry without a between estimate
+    (``between_df`` 0) cannot predict a generation's offset: df 0 (only the run's generations can decide).
+    """
+    if look.noise.between_df < 1:
+        return LookVariance(math.inf, 0.0, SOURCE_MODEL)
+    sw2, k0 = look.noise.within_sd**2, float(look.cadence)
+    c = clustering(generations)
+    within_part = sw2 * (1.0 / n - c / k0)
+    between_part = c * (sw2 / k0 + look.noise.between_sd**2)
+    variance = within_part + between_part
+    # Worth no more df than its least-known part: Satterthwaite weighs the parts by their fitted sizes, and a
+    # generation-mean variance fitted small from few generations would be trusted for the within part's df.
+    df = min(look.prior_df, look.between_df, cap if cap is not None else math.inf)
+    return LookVariance(variance, df, SOURCE_MODEL)
+
+
+def learned_variances(
+    d: np.ndarray, generations: Sequence[int], look: LookNoise | None, plan: SequentialPlan
+) -> list[LookVariance]:
+    """Version 7: the variances a look may decide on, each valid on its own -- the generations' own, and, with a
+    model that the run has not contradicted, the model's prediction pooled with it (a prior of bounded df).
+
+    The look decides when either one's bounds decide (:func:`zone_look`), so the same rounds never need more looks
+    with a model than without one; the model only adds a candidate. It is left out when the run's guard fired, or
+    when the generations' variance and the model's differ beyond ``plan.conflict_level`` (two-sided F test; with one
+    generation, only a within-generation spread above the model's can show a conflict).
+    """
+    own = generation_variance(d, generations)
+    if look is None:
+        return [own]
+    if look.fallback:
+        return [LookVariance(own.variance, own.df, SOURCE_GUARD)]
+    prior = model_prediction(int(d.size), generations, look, plan.prior_df_cap)
+    if not prior.usable:
+        return [own]
+    half = plan.conflict_level / 2.0
+    if own.usable:
+        ratio = own.variance / prior.variance
+        if not float(stats.f.ppf(half, own.df, prior.df)) <= ratio <= float(stats.f.isf(half, own.df, prior.df)):
+            return [LookVariance(own.variance, own.df, f"{SOURCE_CONFLICT}: variance {ratio:.3g}x the model's)")]
+        pooled = (prior.df * prior.variance + own.df * own.variance) / (prior.df + own.df)
+        return [LookVariance(pooled, prior.df + own.df, SOURCE_POOLED), own]
+    ss, d_w = within_ss(d, generations)
+    if d_w >= 1:
+        ratio = ss / d_w / look.noise.within_sd**2
+        if ratio > float(stats.f.isf(half, d_w, look.prior_df)):
+            return [LookVariance(math.inf, 0.0, f"{SOURCE_CONFLICT}: within spread {ratio:.3g}x the model's)")]
+    return [LookVariance(prior.variance, prior.df, SOURCE_PRIOR)]
+
+
 def first_rounds(generations: Sequence[int]) -> list[bool]:
     """Which rounds open a worker generation (labels change there; rounds of one generation are adjacent)."""
     return [i == 0 or generations[i] != generations[i - 1] for i in range(len(generations))]
@@ -162,18 +245,46 @@ class ZoneLook:
     source: str
     forced_error: float | None = None  # the last look's forced call: its error at the zone's edges
     too_noisy: bool = False  # the last look could not decide within plan.forced_limit
+    # Version 7: the interval shown is the one that decided: two-sided at the confidence of the deciding bound (the
+    # false-alarm side's for a regression, the miss side's otherwise), as (its t quantile, that confidence).
+    shown: tuple[float, float] | None = None
 
     def estimate(self, confidence: float, n: int) -> Estimate:
-        """The two-sided interval at ``confidence`` (the report's; the decision used one-sided bounds)."""
-        model = self.source.startswith(SOURCE_MODEL)
-        method = (
-            f"{ZONE_METHOD}; variance: {'the noise model' + self.source[len(SOURCE_MODEL) :] if model else self.source}"
-        )
+        """The interval the report shows: version 7's deciding interval (:attr:`shown`), else the two-sided interval
+        at ``confidence`` (version 6: the decision used one-sided bounds)."""
+        if self.shown is not None:
+            q, confidence = self.shown
+            method = f"{ZONE_METHOD}; variance: {self.source}; the interval that decided"
+        else:
+            model = self.source.startswith(SOURCE_MODEL)
+            shown = "the noise model" + self.source[len(SOURCE_MODEL) :] if model else self.source
+            method = f"{ZONE_METHOD}; variance: {shown}"
+            q = float(stats.t.isf((1 - confidence) / 2, self.df)) if self.df > 0 else math.inf
         if not (math.isfinite(self.se) and self.df > 0):
             return Estimate(math.exp(self.mean), 0.0, math.inf, n, method, confidence, 1.0)
-        half = float(stats.t.isf((1 - confidence) / 2, self.df)) * self.se
-        low, high = math.exp(self.mean - half), math.exp(self.mean + half)
+        low, high = math.exp(self.mean - q * self.se), math.exp(self.mean + q * self.se)
         return Estimate(math.exp(self.mean), low, high, n, method, confidence, confidence)
+
+
+def _leave_out_first_rounds(
+    d: np.ndarray, generations: Sequence[int], look: LookNoise | None, plan: SequentialPlan
+) -> tuple[np.ndarray, list[int], str]:
+    """With ``plan.first_round_level``: each generation's first round left out when they differ from the rest."""
+    gens = list(generations)
+    if plan.first_round_level is None or len(d) < 2:
+        return d, gens, ""
+    # Version 6 tests against the model's within variance (its null), else the rounds' own; version 7 always against
+    # the rounds' own, so a model never changes which rounds the generations' own variance is computed from.
+    if look is not None and not plan.learn:
+        within, df = look.noise.within_sd**2, look.prior_df
+    else:
+        within, df = _own_within(*within_ss(d, gens))
+    shift = first_round_shift(d, gens, within, df, plan.first_round_level)
+    if shift is None:
+        return d, gens, ""
+    keep = [not f for f in first_rounds(gens)]
+    note = f"; each worker generation's first round left out (it differs by {math.expm1(shift):+.2%})"
+    return d[np.asarray(keep)], [g for g, k in zip(gens, keep) if k], note
 
 
 def zone_look(
@@ -189,37 +300,60 @@ def zone_look(
 
     With ``plan.first_round_level``, a look first asks whether each worker generation's first round differs
     from the rest (:func:`first_round_shift`); when it does, those rounds are left out of this look, and the
-    answer's source says so.
+    answer's source says so. Version 7 (``plan.learn``) asks each of :func:`learned_variances` in turn: the first
+    whose bounds decide answers (a regression before a non-regression); the last look's forced call takes the
+    one whose call errs least.
     """
-    note = ""
-    if plan.first_round_level is not None and len(d) >= 2:
-        # Tested against the model's within variance (its null), else the rounds' own.
-        within, df = (look.noise.within_sd**2, look.prior_df) if look else _own_within(*within_ss(d, generations))
-        shift = first_round_shift(d, generations, within, df, plan.first_round_level)
-        if shift is not None:
-            keep = [not f for f in first_rounds(generations)]
-            d = d[np.asarray(keep)]
-            generations = [g for g, k in zip(generations, keep) if k]
-            note = f"; each worker generation's first round left out (it differs by {math.expm1(shift):+.2%})"
-            if d.size == 0:
-                return ZoneLook(None, 0.0, math.inf, 0.0, SOURCE_ROUNDS + note, too_noisy=last)
-    v = zone_variance(d, generations, look, plan)
-    source = v.source + note
+    d, generations, note = _leave_out_first_rounds(d, generations, look, plan)
+    if d.size == 0:
+        return ZoneLook(None, 0.0, math.inf, 0.0, SOURCE_ROUNDS + note, too_noisy=last)
     mean = float(np.mean(d))
-    if not v.usable:
-        return ZoneLook(None, mean, math.inf, 0.0, source, too_noisy=last)
-    se = math.sqrt(v.variance)
     share = plan.shares()[look_no]
-    if mean + one_sided(plan.alpha * share, v.df) * se < edges.acceptable:
-        return ZoneLook("regression", mean, se, v.df, source)
-    if mean - one_sided(plan.miss_side_alpha * share, v.df) * se > edges.regression:
-        return ZoneLook("not a regression", mean, se, v.df, source)
+    candidates = (
+        learned_variances(d, generations, look, plan) if plan.learn else [zone_variance(d, generations, look, plan)]
+    )
+    usable = [v for v in candidates if v.usable]
+    if not usable:
+        return ZoneLook(None, mean, math.inf, 0.0, candidates[0].source + note, too_noisy=last)
+
+    def answer(v: LookVariance, said: str | None, **extra: Any) -> ZoneLook:
+        # A regression is decided on the false-alarm bound; anything else is shown at the miss side's confidence.
+        side = plan.alpha if said == "regression" else plan.miss_side_alpha
+        shown = (one_sided(side * share, v.df), 1.0 - 2.0 * side * share) if plan.learn else None
+        se = math.sqrt(v.variance)
+        return ZoneLook(said, mean, se, v.df, v.source + note, shown=shown, **extra)
+
+    for v in usable:
+        if mean + one_sided(plan.alpha * share, v.df) * math.sqrt(v.variance) < edges.acceptable:
+            return answer(v, "regression")
+    for v in usable:
+        if mean - one_sided(plan.miss_side_alpha * share, v.df) * math.sqrt(v.variance) > edges.regression:
+            return answer(v, "not a regression")
+    calls = [forced_call(mean, math.sqrt(v.variance), v.df, edges, plan) for v in usable]
+    best = min(range(len(usable)), key=lambda i: calls[i][1])
     if not last:
-        return ZoneLook(None, mean, se, v.df, source)
-    error = float(stats.t.sf(0.5 * edges.gap / se, v.df))
+        return answer(usable[best], None)
+    call, error = calls[best]
     if error > plan.forced_limit:
-        return ZoneLook(None, mean, se, v.df, source, forced_error=error, too_noisy=True)
-    return ZoneLook("regression" if mean < edges.midpoint else "not a regression", mean, se, v.df, source, error)
+        return answer(usable[best], None, forced_error=error, too_noisy=True)
+    return answer(usable[best], call, forced_error=error)
+
+
+def forced_call(mean: float, se: float, df: float, edges: ZoneEdges, plan: SequentialPlan) -> tuple[str, float]:
+    """The last look's call when neither bound decided, and its error at the zone's edge it could be wrong at.
+
+    Version 6: the zone's midpoint, its error the same at both edges. Version 7 keeps the false-alarm side within a
+    second per-benchmark ``alpha`` (a regression only below ``log(1 - t/2) - q(alpha) se``), so a forced call at
+    most doubles the false-alarm share; the miss side's error is what ``plan.forced_limit`` bounds.
+    """
+    if not plan.learn:
+        return ("regression" if mean < edges.midpoint else "not a regression"), float(
+            stats.t.sf(0.5 * edges.gap / se, df)
+        )
+    cut = edges.acceptable - one_sided(plan.alpha, df) * se
+    if mean < cut:
+        return "regression", plan.alpha
+    return "not a regression", float(stats.t.sf((cut - edges.regression) / se, df))
 
 
 def improved(zl: ZoneLook, edges: ZoneEdges, plan: SequentialPlan, look_no: int) -> bool:
@@ -240,10 +374,16 @@ def planned_rounds(look: LookNoise | None, threshold: float, plan: SequentialPla
     edges = ZoneEdges(threshold)
     for k, n in enumerate(plan.look_points):
         gens = [i // restart_every for i in range(n)]
-        sw2 = look.noise.within_sd**2
-        d0 = look.prior_df if plan.prior_df_cap is None else min(look.prior_df, plan.prior_df_cap)
-        d_w = n - len(generation_sizes(gens))
-        var, df = _combine(sw2, d0 + d_w, n, gens, look.noise.between_sd**2, look.between_df, plan.between_floor)
+        if plan.learn:  # the pooled variance when the generations agree with the model: its variance, more df
+            prior = model_prediction(n, gens, look, plan.prior_df_cap)
+            var, df = prior.variance, prior.df + len(generation_sizes(gens)) - 1
+            if not prior.usable:
+                continue
+        else:
+            sw2 = look.noise.within_sd**2
+            d0 = look.prior_df if plan.prior_df_cap is None else min(look.prior_df, plan.prior_df_cap)
+            d_w = n - len(generation_sizes(gens))
+            var, df = _combine(sw2, d0 + d_w, n, gens, look.noise.between_sd**2, look.between_df, plan.between_floor)
         share = plan.shares()[k]
         need = (one_sided(plan.alpha * share, df) + one_sided(plan.miss_side_alpha * share, df)) * math.sqrt(var)
         if need <= edges.gap:

@@ -51,7 +51,7 @@ class RunNoise:
         if entry is None or bench_id not in self.generations:
             return None
         start = next((i for i, fired in enumerate(self.fired_at[bench_id]) if fired), None)
-        return RoundsNoise(entry, self.model.spread, tuple(self.generations[bench_id]), start)
+        return RoundsNoise(entry, self.model.spread, tuple(self.generations[bench_id]), start, self.model.restart_every)
 
     def summary(self) -> dict[str, Any]:
         """The guard as the record and the report keep it."""

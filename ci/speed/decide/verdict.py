@@ -228,6 +228,8 @@ def plan_of(data: Mapping[str, Any], where: str = "the record") -> SequentialPla
             "bench_check_level": data.get("bench_check_level"),
             "forced_limit": float(data["forced_limit"]),
             "first_round_level": data.get("first_round_level"),
+            "learn": bool(data.get("learn", False)),  # version 7's variance (a version 6 record has no key)
+            "conflict_level": float(data.get("conflict_level", SequentialPlan.conflict_level)),
         }
     return SequentialPlan(
         min_rounds=data["min_rounds"],

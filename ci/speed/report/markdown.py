@@ -15,12 +15,14 @@ from harness.paired.calibration import Calibration
 from harness.paired.rates import Rates
 from harness.paired.sequential import SequentialPlan
 from harness.paired.verdict import Verdict
+from harness.paired.zone import SOURCE_CONFLICT, SOURCE_GENERATIONS, SOURCE_GUARD, SOURCE_POOLED, SOURCE_PRIOR
 from harness.report import markdown_table
 
 VERDICT_TEXT = {
     Verdict.REGRESSION: "**REGRESSION**",
     Verdict.IMPROVEMENT: "improvement",
     Verdict.NO_CHANGE: "no change",
+    Verdict.NOT_REGRESSION: "not a regression",
     Verdict.INCONCLUSIVE: "inconclusive ⚠",
 }
 STATUS_TEXT = {
@@ -103,6 +105,17 @@ def ratio_text(result: BenchmarkResult) -> str:
     return f"{text} {interval}"
 
 
+def threshold_text(result: BenchmarkResult) -> str:
+    """The threshold as the rule uses it: the zone's two edges (a regression at -t or worse, none above -t/2), the
+    band's one width (versions 1-5)."""
+    t = result.threshold
+    if t is None:
+        return "-"
+    if result.decision is not None and result.decision.rule == "zone":
+        return f"{-t:+.2%} / {-t / 2:+.2%}"
+    return f"±{t:.2%}"
+
+
 def verdict_text(result: BenchmarkResult) -> str:
     if result.status is not Status.GATED:
         return STATUS_TEXT[result.status]
@@ -130,7 +143,7 @@ def benchmark_rows(
                 "base TFLOPS": _tflops(r.median_tflops("base")),
                 "head TFLOPS": _tflops(r.median_tflops("head")),
                 "head/base [interval]": ratio_text(r),
-                "threshold": "-" if r.threshold is None else f"±{r.threshold:.2%}",
+                "threshold": threshold_text(r),
                 "resolvable": "-" if r.resolvable is None else f"{r.resolvable:.2%}",
                 "verdict": verdict_text(r),
                 "rounds used/excluded": "-" if d is None else f"{d.rounds_used}/{d.rounds_excluded}",
@@ -139,7 +152,7 @@ def benchmark_rows(
         if changes is not None:
             rows[-1]["code"] = changes.get(r.id, "-")
         if model_used:
-            rows[-1]["variance from"] = VARIANCE_TEXT.get(d.variance, d.variance) if d is not None else "-"
+            rows[-1]["variance from"] = variance_text(d.variance) if d is not None else "-"
     return rows
 
 
@@ -148,7 +161,20 @@ VARIANCE_TEXT = {
     "rounds": "own rounds",
     "rounds (no model entry)": "own rounds (not in the model)",
     "rounds (the run is noisier than the model)": "own rounds (**guard**: noisier than the model)",
+    # Version 7 (harness.paired.zone.learned_variances), matched by prefix: a source may carry a note after it.
+    SOURCE_GUARD: "own generations (**guard**: noisier than the model)",
+    SOURCE_CONFLICT: "own generations (**they disagree with the model**)",
+    SOURCE_POOLED: "noise model + own generations",
+    SOURCE_PRIOR: "noise model (one generation so far)",
+    SOURCE_GENERATIONS: "own generations",
 }
+
+
+def variance_text(source: str) -> str:
+    """Where a decision's variance came from, in a table cell's words."""
+    if source in VARIANCE_TEXT:
+        return VARIANCE_TEXT[source]
+    return next((words for key, words in VARIANCE_TEXT.items() if source.startswith(key)), source)
 
 
 def excluded_rows(results: Sequence[BenchmarkResult]) -> list[dict[str, str]]:
@@ -218,6 +244,14 @@ def idle_overrides(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
     return found
 
 
+ZONE_LEGEND = (
+    "_threshold_ `-t / -t/2`: a slowdown of `t` or more is a regression, one of less than `t/2` is not (between them "
+    "either answer is allowed). _head/base [interval]_: the bounds the verdict was decided on (the lower at the "
+    "look's miss alpha, the upper at its false-alarm alpha). _no change_: that interval lies within ±`t/2`; _not a "
+    "regression_: not slower by `t`, but not shown to be within ±`t/2`; _improvement_: faster by `t/2` or more."
+)
+
+
 def plan_text(plan: SequentialPlan, gated: int | None = None) -> str:
     """The plan in words; with ``gated``, the bound on a false alarm anywhere in the PR (Bonferroni: gated x alpha)
     and on a missed regression of one benchmark (per benchmark, not shared)."""
@@ -237,6 +271,8 @@ def plan_text(plan: SequentialPlan, gated: int | None = None) -> str:
     else:
         per = "a false regression and a missed one each" if plan.alpha_per_tail else "per benchmark"
         errors = f"alpha {plan.alpha:.3g} {per} over its looks ({each_look})"
+    if plan.learn:
+        return _learned_plan_text(plan, gated)
     text = f"looks at {'/'.join(map(str, plan.look_points))} usable rounds, t interval, {errors}"
     if plan.spending is not None:
         text += f"; alpha spent {'/'.join(f'{w:.0%}' for w in plan.shares())} over the looks"
@@ -252,6 +288,29 @@ def plan_text(plan: SequentialPlan, gated: int | None = None) -> str:
             f" · a false alarm anywhere in this PR ({gated} gated): <= {min(1.0, gated * plan.alpha):.3g}"
             f" · a benchmark slower by the threshold or more is called 'no change' with probability"
             f" <= {plan.miss_side_alpha:.3g}"
+        )
+    return text
+
+
+def _learned_plan_text(plan: SequentialPlan, gated: int | None) -> str:
+    """Version 7's plan in words: the zone, the looks, where the variance comes from, what each verdict may cost."""
+    text = (
+        f"zone rule, looks at {'/'.join(map(str, plan.look_points))} usable rounds (alpha spent "
+        f"{'/'.join(f'{w:.0%}' for w in plan.shares())}); the variance of each look's mean from this run's worker "
+        "generations (cluster-robust, generations - 1 df)"
+    )
+    if plan.variance == "model":
+        text += (
+            f", pooled with the runner's noise model as a prior of at most {plan.prior_df_cap:g} df while the "
+            f"generations agree with it (two-sided F test at {plan.conflict_level:g}; the run's guard at "
+            f"{plan.guard_level:g}); a look decides when either variance's bounds do"
+        )
+    text += f"; the last look decides at the zone's midpoint when that call errs w.p. <= {plan.forced_limit:g}"
+    if gated:
+        text += (
+            f" · a false regression anywhere in this PR ({gated} gated): <= {min(1.0, gated * plan.alpha):.3g}"
+            f" · a regression of t or more missed per benchmark: <= {plan.miss_side_alpha:.3g} (before a forced "
+            "call; docs/SPEED_GATE.md states the measured rates)"
         )
     return text
 
@@ -312,6 +371,8 @@ def gate_markdown(
     rows = benchmark_rows(results, changes)
     if rows:
         parts += [markdown_table(rows), ""]
+        if zone:
+            parts += [ZONE_LEGEND, ""]
         parts += [
             f"_resolvable_: the smallest slowdown flagged as a regression with probability {RESOLVE_POWER:.0%} "
             "by the last look at this threshold (noise from the calibration file where it has the benchmark, "

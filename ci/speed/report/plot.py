@@ -25,6 +25,7 @@ VERDICT_COLOURS = {
     Verdict.REGRESSION: "#c0392b",
     Verdict.IMPROVEMENT: "#1e8449",
     Verdict.NO_CHANGE: "#2e86c1",
+    Verdict.NOT_REGRESSION: "#5d6d7e",
     Verdict.INCONCLUSIVE: "#b9770e",
 }
 

@@ -47,10 +47,13 @@ class Context:
 
 def summary_ids(results: Sequence[BenchmarkResult]) -> dict[str, list[str]]:
     """The JSON record's "summary": benchmark ids by verdict (gated) or by status (the others)."""
-    out: dict[str, list[str]] = {v.value: [] for v in Verdict}
+    # "not a regression" (version 7) is a key only where a benchmark has it: a record decided before it replays
+    # to the same summary.
+    out: dict[str, list[str]] = {v.value: [] for v in Verdict if v is not Verdict.NOT_REGRESSION}
     out.update({s.value: [] for s in Status if s is not Status.GATED})
     for r in results:
-        out[r.verdict.value if r.status is Status.GATED and r.verdict is not None else r.status.value].append(r.id)
+        key = r.verdict.value if r.status is Status.GATED and r.verdict is not None else r.status.value
+        out.setdefault(key, []).append(r.id)
     return out
 
 

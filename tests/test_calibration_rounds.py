@@ -53,14 +53,10 @@ def test_where_workers_differ_restarting_less_often_never_needs_fewer_rounds(rat
     assert values == sorted(values), p.rounds
 
 
-@pytest.mark.xfail(
-    reason="harness.paired.zone.planned_rounds (the lead's, being rewritten for issue 46's deliver 1): a cadence of 1 "
-    "leaves the run no within df (the prior, capped, is all) and a cadence of 4 clusters the between part, so the "
-    "rounds dip at 2 (e.g. 40, 20, 30 for between SD = within SD / 2 at t = 0.5%); and a between SD of exactly 0 "
-    "takes the between floor with other df than a small one (30, 20, 30 against 30, 16, 16). Reported, not fixed here.",
-    strict=False,
-)
 def test_the_rounds_to_decide_are_monotone_in_the_cadence_for_any_model():
+    # Version 6's planned_rounds dipped at a restart every 2 (e.g. 40, 20, 30 for a between SD half the within SD at
+    # t = 0.5%: a cadence of 1 left the run no within df, one of 4 clustered the between part); version 7's pools
+    # the model's generation-mean variance with the run's generations and is monotone.
     bumps = []
     for ratio in (0.0, 0.25, 0.5):
         for threshold in (0.005, 0.007, 0.01):
@@ -69,3 +65,18 @@ def test_the_rounds_to_decide_are_monotone_in_the_cadence_for_any_model():
                 if not _monotone([p.rounds[r] for r in CADENCES]):
                     bumps.append((ratio, threshold, within_df, p.rounds))
     assert not bumps
+
+
+def test_the_model_keeps_the_cadence_its_runs_were_measured_at():
+    from ci.speed.decide.noise_file import refit, runs_cadence
+
+    def run(source, created, every, rounds=12):
+        gens = [i // every for i in range(rounds)]
+        data = {"log_ratios": [0.001 * ((i * 7) % 5 - 2) for i in range(rounds)], "generations": gens}
+        return {"source": source, "created": created, "environment": {"gpu": "G"}, "benchmarks": {"b": data}}
+
+    assert runs_cadence([run("a", "1", 2)]) == (2, [2])
+    assert refit([run("a", "1", 2)]).restart_every == 2  # not the gate's default stamped on it
+    mixed = refit([run("a", "1", 4), run("b", "2", 2, rounds=16)])
+    assert mixed.restart_every == 2 and any("a restart cadence changed" in n for n in mixed.notes)
+    assert refit([run("a", "1", 4)], restart_every=4).restart_every == 4  # given: as before

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 from ci.common.errors import InputError
 from ci.common.json_file import JsonFileError, read_json
 from ci.speed.decide.exclusion import ExclusionRule, exclusion
-from harness.paired.noise import BenchmarkNoise, Spread
+from harness.paired.noise import BenchmarkNoise, Spread, generation_sizes
 from harness.paired.noise_fit import RunRounds, fit
 
 NOISE_PATH = "ci/speed_noise.json"  # the MI355X's (none yet); each runner's is named by ci/speed_runners.json
@@ -228,15 +229,32 @@ def run_of_record(
     return run, notes
 
 
+def runs_cadence(runs: Sequence[Mapping[str, Any]]) -> tuple[int | None, list[int]]:
+    """(the rounds per worker generation the runs were measured at, every size seen): the most common size of their
+    generations (usable rounds; a generation cut short by an excluded round is rarer), the larger on a tie; None
+    without any generation."""
+    sizes: Counter[int] = Counter()
+    for run in runs:
+        for data in run["benchmarks"].values():
+            sizes.update(generation_sizes(data["generations"]))
+    if not sizes:
+        return None, []
+    return max(sizes, key=lambda k: (sizes[k], k)), sorted(sizes)
+
+
 def refit(
     runs: Sequence[Mapping[str, Any]],
     *,
-    restart_every: int,
+    restart_every: int | None = None,
     max_runs: int = MAX_RUNS,
     skipped: Mapping[str, str] | None = None,
 ) -> NoiseModel:
     """The model from ``runs``: the newest ``max_runs`` of those on the newest run's GPU model (same source once);
-    named after that GPU, not the machine fitting them (a --refit on a CPU keeps an H200's model an H200's)."""
+    named after that GPU, not the machine fitting them (a --refit on a CPU keeps an H200's model an H200's).
+
+    ``restart_every``: the cadence the model's generation means were measured at (the gate's model_prediction reads
+    a generation mean's variance at it); None: the runs' own (:func:`runs_cadence`), never the gate's default, which
+    may differ from the calibration's."""
     if not runs:
         raise NoiseModelError("no A/A runs to fit a noise model from")
     unique = {(r["source"], r.get("created")): r for r in runs}
@@ -254,6 +272,14 @@ def refit(
     notes = list(fitted.notes) + (
         [f"{dropped} older run(s) or run(s) of another GPU model left out"] if dropped else []
     )
+    cadence, seen = runs_cadence(kept)
+    if restart_every is None:
+        restart_every = cadence or 1
+        if len([s for s in seen if s > 1]) > 1:
+            notes.append(
+                f"the runs' worker generations have {seen} rounds (a restart cadence changed, or rounds excluded): "
+                f"restart_every {restart_every}, the most common"
+            )
     return NoiseModel(
         fitted.benchmarks,
         fitted.spread,

@@ -148,7 +148,7 @@ def plan_rounds(
         entry = model.entry(bench_id)
         if entry is None:
             continue
-        look = LookNoise(entry, model.spread)
+        look = LookNoise(entry, model.spread, cadence=model.restart_every)  # its generation means' cadence
         threshold = thresholds.lookup(bench_id)[0]
         rounds = {r: planned_rounds(look, threshold, shared, r) for r in sorted({*CADENCES, restart_every})}
         seconds = {r: _seconds(n, r, costs.get(bench_id)) for r, n in rounds.items()}
@@ -324,7 +324,8 @@ def run_calibrate(
         run, left = run_of_record(record, source)
         notes += left
         runs.append(run)
-    model = replace(refit(runs, restart_every=DEFAULT_RESTART_EVERY, skipped=skipped), source=str(model_path))
+    # The model's cadence is its runs' (the calibration restarts every 2; older runs may differ), not the gate's.
+    model = replace(refit(runs, skipped=skipped), source=str(model_path))
     if not model.benchmarks:
         why = "; ".join(f"{b}: {w}" for b, w in sorted(skipped.items())[:5]) or "no usable A/A rounds"
         raise NoiseModelError(f"no benchmark could be calibrated, nothing to fit or write ({why})")

@@ -230,16 +230,17 @@ def run_of_record(
 
 
 def runs_cadence(runs: Sequence[Mapping[str, Any]]) -> tuple[int | None, list[int]]:
-    """(the rounds per worker generation the runs were measured at, every size seen): the most common size of their
-    generations (usable rounds; a generation cut short by an excluded round is rarer), the larger on a tie; None
-    without any generation."""
+    """(the rounds per worker generation the runs were measured at, the sizes common enough to be a cadence): the
+    most common size of their generations (usable rounds; a generation cut short by an excluded round is rarer),
+    the larger on a tie; None without any generation. A size of at least a quarter of the generations is common."""
     sizes: Counter[int] = Counter()
     for run in runs:
         for data in run["benchmarks"].values():
             sizes.update(generation_sizes(data["generations"]))
     if not sizes:
         return None, []
-    return max(sizes, key=lambda k: (sizes[k], k)), sorted(sizes)
+    total = sum(sizes.values())
+    return max(sizes, key=lambda k: (sizes[k], k)), sorted(k for k, v in sizes.items() if 4 * v >= total)
 
 
 def refit(
@@ -275,10 +276,10 @@ def refit(
     cadence, seen = runs_cadence(kept)
     if restart_every is None:
         restart_every = cadence or 1
-        if len([s for s in seen if s > 1]) > 1:
+        if len(seen) > 1:
             notes.append(
-                f"the runs' worker generations have {seen} rounds (a restart cadence changed, or rounds excluded): "
-                f"restart_every {restart_every}, the most common"
+                f"the runs' worker generations have {seen} rounds (a restart cadence changed): restart_every "
+                f"{restart_every}, the most common"
             )
     return NoiseModel(
         fitted.benchmarks,

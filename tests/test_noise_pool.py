@@ -108,3 +108,13 @@ def test_an_entry_from_before_issue_46_loads_and_writes_back_the_same():
         assert noise.to_json() == {**entry, "between_df": float(entry["between_df"])}
     with pytest.raises(ValueError, match="weak"):
         BenchmarkNoise.from_json({"within_sd": 0.001, "within_df": 3, "weak": "yes"})
+
+
+def test_a_generation_means_df_keeps_the_within_df_where_tau_is_small():
+    from harness.paired.noise_pool import generation_mean_df
+
+    assert generation_mean_df(0.001, 9, 0.0, 0.0, 2) == 9.0
+    small = generation_mean_df(0.001, 9, 0.0002, 2.0, 2)  # tau^2 a twelfth of sigma_w^2 / 2
+    assert 8 < small < 11  # Satterthwaite: a small independent part adds a little
+    large = generation_mean_df(0.001, 9, 0.003, 2.0, 2)  # tau dominates: its df
+    assert 2 < large < 2.5

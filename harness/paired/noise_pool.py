@@ -160,3 +160,14 @@ def shrink(part: BetweenParts, structure: Pool | None) -> Shrunk:
         + pool_var / (ratio * ratio)
     )
     return Shrunk(ratio, pool_var, ratio * part.within_var, 2.0 / relative)
+
+
+def generation_mean_df(within_sd: float, within_df: float, between_sd: float, between_df: float, cadence: int) -> float:
+    """The df of a generation mean's variance at ``cadence`` rounds, ``B = sigma_w^2 / k0 + tau^2``, from a model
+    entry's two parts (Welch-Satterthwaite; version 7's model_prediction reads a df of ``B``). ``between_df`` is the
+    df of ``tau^2`` alone (:func:`shrink`): where ``tau`` is small ``B`` is mostly the within part and keeps its df."""
+    within = within_sd**2 / cadence
+    between = between_sd**2
+    if between <= 0 or between_df <= 0:
+        return float(within_df)
+    return (within + between) ** 2 / (within**2 / within_df + between**2 / between_df)

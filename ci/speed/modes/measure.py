@@ -21,6 +21,7 @@ from ci.speed.decide.selection import Entry, Selection, check_selectors, select
 from ci.speed.decide.thresholds import Thresholds
 from ci.speed.decide.verdict import BenchmarkResult
 from ci.speed.engine.rounds import Side, cost_summary
+from ci.speed.engine.warm_engine import DEFAULT_RESTART_EVERY, NO_MODEL_RESTART_EVERY
 from ci.speed.modes.shared import (
     BASE_UNMEASURABLE,
     GateError,
@@ -66,6 +67,7 @@ class Measured:
     thresholds: Thresholds
     view: RunNoise | None = None
     profile: RunnerProfile | None = None  # the runner's (ci.speed.profiles); None: nothing measured, no GPU named
+    restart_every: int | None = None  # the cadence the rounds ran at (None: nothing measured)
 
 
 @dataclass(frozen=True)
@@ -192,6 +194,10 @@ def measure(
         for note in choice.notes:
             log(f"speed_gate: {note}")
         plan = options.plan_for(len(selection.gated), model=choice.model is not None)
+        # Version 7: without a model every worker generation is a degree of freedom of the variance, so the workers
+        # are replaced every round; with one, every 2 (the model carries a generation's spread from the first look).
+        if "restart_every" not in options.plan_given:
+            measurer.restart_every = DEFAULT_RESTART_EVERY if choice.model is not None else NO_MODEL_RESTART_EVERY
         both = [s for s in (sides["base"], sides["head"]) if s is not None] if sides["base"] else []
         rounds, results, view = run_rounds(
             both,
@@ -208,7 +214,17 @@ def measure(
             model=choice.model,
         )
     return Measured(
-        selection, plan, head["device"], results, rounds, head["environment"], choice, thresholds, view, profile
+        selection,
+        plan,
+        head["device"],
+        results,
+        rounds,
+        head["environment"],
+        choice,
+        thresholds,
+        view,
+        profile,
+        measurer.restart_every,
     )
 
 
@@ -243,7 +259,7 @@ def report(
         extra={
             **costs,
             "dependency_changes": dependency_changes,
-            "engine": engine_options(options.restart_every, options.gpus),
+            "engine": engine_options(measured.restart_every or options.restart_every, options.gpus),
             "cost": cost_summary(measured.rounds),
             **noise_record(measured.choice, measured.view, [b.id for b in measured.selection.gated]),
             **runner_record(measured.profile, measured.choice),

@@ -1,0 +1,119 @@
+"""Every recorded gate run, replayed under today's plan with its runner's noise model and without one (issue 46).
+
+    PYTHONPATH=. nice .venv/bin/python docs/data/model_vs_none.py --out docs/data/model_vs_none.json
+
+Each gate record (schema mxfp4-speed-gate/1) under docs/data is replayed twice as the trusted judge does
+(``python -m ci.speed --replay RECORD --judge``: this checkout's plan and thresholds, the record's rounds only):
+with the noise model of the record's GPU (``--noise``; the H200's for H200 records, the day-one model of
+docs/data/gpu_day_one for records of that card) and with ``--plan noise=off``. Per benchmark: the usable rounds each
+decision took, or "not decided" when the record ran out first (a recorded run stops once its own plan decided, so
+many benchmarks have fewer rounds than today's plan may want). Counted: benchmarks whose decision with the model took
+more rounds than without it (the rule says never: the generations' own test is the same at every look, the model
+only adds a candidate), those decided only with the model, only without, and both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ci.speed.gate import main as gate
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+MODELS = {"H200": ROOT / "ci" / "speed_noise_h200.json", "H100": HERE / "gpu_day_one" / "model.json"}
+THRESHOLDS = ROOT / "ci" / "speed_thresholds_h200.json"
+
+
+def records() -> list[Path]:
+    found = []
+    for path in sorted(HERE.rglob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if isinstance(data, dict) and data.get("schema") == "mxfp4-speed-gate/1" and data.get("rounds"):
+            found.append(path)
+    return found
+
+
+def gpu_of(data: dict) -> str | None:
+    name = str((data.get("environment") or {}).get("gpu") or data.get("device") or "")
+    return next((key for key in MODELS if key in name), None)
+
+
+def replay(path: Path, *extra: str) -> dict[str, dict] | None:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out.json"
+        argv = ["--replay", str(path), "--judge", "--thresholds", str(THRESHOLDS), "--json", str(out), *extra]
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            gate(argv)
+        if not out.exists():
+            return None
+        data = json.loads(out.read_text())
+    return {b["id"]: b for b in data.get("benchmarks", []) if b.get("status") == "gated"}
+
+
+def decided(bench: dict) -> int | None:
+    d = bench.get("decision") or {}
+    if bench.get("verdict") in (None, "inconclusive") or not d.get("complete"):
+        return None
+    return int(d["rounds_used"])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    t0 = time.process_time()
+    rows, totals = [], {"both": 0, "slower_with_model": 0, "faster_with_model": 0, "model_only": 0, "none_only": 0}
+    for path in records():
+        data = json.loads(path.read_text())
+        gpu = gpu_of(data)
+        if gpu is None or not MODELS[gpu].exists():
+            continue
+        with_model = replay(path, "--noise", str(MODELS[gpu]))
+        without = replay(path, "--plan", "noise=off")
+        if with_model is None or without is None:
+            rows.append({"record": str(path.relative_to(ROOT)), "error": "replay wrote no record"})
+            continue
+        for bench_id, bench in with_model.items():
+            a, b = decided(bench), decided(without.get(bench_id, {}))
+            key = "both" if a and b else "model_only" if a else "none_only" if b else None
+            if key:
+                totals[key] += 1
+            if a and b:
+                totals["slower_with_model"] += a > b
+                totals["faster_with_model"] += a < b
+            rows.append(
+                {
+                    "record": str(path.relative_to(ROOT)),
+                    "gpu": gpu,
+                    "benchmark": bench_id,
+                    "with_model": {"verdict": bench.get("verdict"), "rounds": a},
+                    "without": {"verdict": without.get(bench_id, {}).get("verdict"), "rounds": b},
+                }
+            )
+    result = {
+        "command": "docs/data/model_vs_none.py " + " ".join(sys.argv[1:]),
+        "totals": totals,
+        "records": len({r["record"] for r in rows}),
+        "cpu_s": time.process_time() - t0,
+        "rows": rows,
+    }
+    if args.out:
+        tmp = args.out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result, indent=1) + "\n")
+        tmp.replace(args.out)
+    print(json.dumps({k: result[k] for k in ("totals", "records", "cpu_s")}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

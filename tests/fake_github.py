@@ -64,6 +64,7 @@ class State:
     write_burst: int | None = None  # refuse the write after this many accepted in a row (403, retry-after)
     burst_retry_after: str = "1"
     refused: list[tuple[str, str, int]] = field(default_factory=list)  # method, path, status
+    refused_at: list[int] = field(default_factory=list)  # each refused request's position in ``requests``
     # (method, path pattern): the next write that matches is refused once, 403 with retry-after 60 s (a stopped run)
     aimed: list[tuple[str, str]] = field(default_factory=list)
     _burst: int = 0
@@ -175,6 +176,7 @@ class _Handler(BaseHTTPRequestHandler):
         if refusal := s._refusal(method, path):
             status, headers, message = refusal
             s.refused.append((method, path, status))
+            s.refused_at.append(len(s.requests) - 1)
             return self._send(
                 status, {"message": message, "documentation_url": "https://docs.github.com/rest"}, headers
             )

@@ -116,9 +116,11 @@ def test_the_marker_round_trips_and_a_hostile_name_cannot_forge_or_move_it():
     (p,) = plan(load_history_changes(data), []).plans
     text = body(p.new, "https://github.com", "O/R")
     assert parse(text) == p.new and p.new.members[0].benchmark == hostile  # the name survives, as hex in the marker
-    assert text.count("\n" + PREFIX) == 0  # the forged marker is not on a line of its own anywhere
-    # The bot's marker is read only from the first line, strictly: anything else is not ours.
-    assert parse("hello\n" + render_marker(p.new)) is None
+    # the forged marker is not on a line of its own anywhere: the one marker line is the bot's, the body's last
+    assert [line for line in text.split("\n") if line.startswith(PREFIX)] == [text.rsplit("\n", 1)[1]]
+    # The bot's marker is read from a whole line of its own (any line: issue 47), strictly: anything else is not ours.
+    assert parse("hello\n" + render_marker(p.new)) == p.new
+    assert parse("hello " + render_marker(p.new)) is None and parse("> " + render_marker(p.new)) is None
     assert parse(render_marker(p.new).replace('"v":2', '"v":3')) is None
     assert parse(render_marker(p.new).replace('"kind":"slowdown"', '"kind":"slowdown","x":"<b>"')) is None
     assert parse(render_marker(p.new).replace('"i":30', '"i":"30"')) is None
@@ -143,6 +145,61 @@ def test_a_forged_first_line_in_someone_elses_issue_is_not_read(tmp_path):
     with FakeGitHub(tmp_path, state) as server:
         record = file_issues(_gh(server), load_history_changes(data), CONTEXT)
     assert [i["number"] for i in record["issues"]] == [2] and len(state.issues) == 2  # the bot's own issue was opened
+
+
+# ---------------------------------------------------------------------------
+# identity that survives people (issue 47): a person's note or edit neither orphans the issue nor is overwritten
+# ---------------------------------------------------------------------------
+
+NOTE_ABOVE = "**Triage**: @alice is on it, see the profile in the team notes."
+FIRST_LINE = "Assigned to the kernels team."
+NOTE_BELOW = "Reproduced by hand on the runner: 4.1% slower."
+
+
+def test_a_note_above_the_marker_or_a_replaced_first_line_neither_orphans_the_issue_nor_is_overwritten(tmp_path):
+    """Before issue 47 the marker was read from the first line only: a note above it made the next run open a
+    duplicate and leave the issue open for good; an edit replaced the whole body, the person's note with it."""
+    _gh_or_skip()
+    b = bench("a")
+    state = State()
+    with FakeGitHub(tmp_path, state) as server:
+
+        def run(*points: dict) -> None:
+            file_issues(_gh(server), load_history_changes(changes(list(points))), CONTEXT, log=lambda line: None)
+
+        run(cp(b, 30, -0.05))
+        (issue,) = state.issues
+        issue["body"] = NOTE_ABOVE + "\n\n" + issue["body"]  # a triage note above everything the bot wrote
+        run(cp(b, 31, -0.05))  # the change point settles a commit later: an edit
+        assert len(state.issues) == 1 and parse(issue["body"]).members[0].first_after == sha(31)
+        assert issue["body"].startswith(NOTE_ABOVE + "\n\n")
+        issue["body"] = FIRST_LINE + "\n" + issue["body"].split("\n", 1)[1]  # the first line replaced
+        issue["title"] = "perf: looking into it"
+        run(cp(b, 31, -0.08))  # a size out of its band: an edit, and the bot's title would change
+        assert len(state.issues) == 1 and parse(issue["body"]).members[0].change == -0.08
+        assert issue["body"].startswith(FIRST_LINE) and "-8.0%" in issue["body"]
+        assert issue["title"] == "perf: looking into it"  # a person's title is kept for good
+        issue["body"] += "\n\n" + NOTE_BELOW
+        run(cp(b, 31, -0.08), cp(b, 40, 0.087, direction="improvement"))  # fixed: closed, the notes kept
+        assert len(state.issues) == 1 and issue["state"] == "closed"
+        assert parse(issue["body"]).status == "recovered" and issue["body"].endswith(NOTE_BELOW)
+        assert issue["body"].count(FIRST_LINE) == 1 and issue["body"].count("### Slowdown on main") == 1
+        assert sum(line.startswith(PREFIX) for line in issue["body"].split("\n")) == 1
+
+
+def test_an_issue_written_with_the_marker_first_is_found_under_a_note_and_its_note_kept():
+    """Bodies written before issue 47 (the marker on the first line) are read and edited the same way."""
+    from ci.notify.regression_issues.issues import _legacy_body, merged
+
+    b = bench("a")
+    (p,) = plan(load_history_changes(changes([cp(b, 30, -0.05)])), []).plans
+    old = p.new.with_(run_url=RUN)
+    legacy = NOTE_ABOVE + "\n\n" + _legacy_body(old, "https://github.com", "O/R")
+    assert parse(legacy) == old
+    (moved,) = plan(load_history_changes(changes([cp(b, 31, -0.05)])), [Tracked(1, True, "t", legacy, old)]).plans
+    text = merged(legacy, old, moved.new, "https://github.com", "O/R")
+    assert text.startswith(NOTE_ABOVE + "\n\n### Slowdown") and parse(text) == moved.new
+    assert text.count(PREFIX) == 1 and text.count("### Slowdown") == 1
 
 
 # ---------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from ci.notify.comment import MARKER
 from ci.notify.github import GitHub
 from ci.notify.regression_issues.history import HistoryChanges
 from ci.notify.regression_issues.issue_state import IssueState, Tracked, tracked
-from ci.notify.regression_issues.issues import Context, body, title, transition_comment
+from ci.notify.regression_issues.issues import Context, body, merged, title, transition_comment
 from ci.notify.regression_issues.matching import MAX_NEW, plan
 from ci.notify.status import CONTEXT, DESCRIPTION_LIMIT, STATES
 from ci.notify.untrusted import SAFE_URL, check_schema
@@ -104,7 +104,7 @@ def ensure_label(gh: GitHub) -> None:
 
 
 def list_regression_issues(gh: GitHub, bot_login: str = BOT_LOGIN) -> list[Tracked]:
-    """The bot's issues, open and closed, whose body starts with the marker (regression_issues.issue_state), oldest
+    """The bot's issues, open and closed, whose body holds the marker line (regression_issues.issue_state), oldest
     first. Listed by author, not by label (a person may remove it) nor by the search API (indexed with a delay)."""
     query = urllib.parse.urlencode({"state": "all", "creator": bot_login, "sort": "created", "direction": "asc"})
     found = []
@@ -207,10 +207,11 @@ def file_issues(
         else:
             old = by_number[p.number]
             change: dict[str, Any] = {}
+            text_body = merged(old.body, old.state, state, context.server_url, context.repo)  # a person's lines kept
             if text_body != old.body:
                 change["body"] = text_body
-            # a person's own title is kept until ours changes
-            if title(old.state) != text_title and old.title != text_title:
+            # a person's own title is kept for good: ours only replaces the title we wrote
+            if old.title == title(old.state) and old.title != text_title:
                 change["title"] = text_title
             moved = p.old.status if p.old is not None and p.old.status != state.status else None  # moved from
             if moved and state.status == "open" and not p.github_open:

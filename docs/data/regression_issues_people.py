@@ -167,6 +167,7 @@ def one_seed(seed: int, runs: int, noise: float) -> dict[str, Any]:
         def notify(changes: Path, run: int) -> int:
             from ci.notify.front import COMMAND
             from ci.notify.front import run as notify_run
+            from ci.notify.github import GitHubError
 
             options = COMMAND.checked(
                 [
@@ -188,6 +189,9 @@ def one_seed(seed: int, runs: int, noise: float) -> dict[str, Any]:
             os.environ.update(env)
             try:
                 return notify_run(options, log=lambda line: log.append(f"run {run}: {line}"))
+            except GitHubError as e:  # the front's wrapper makes this exit 2 (ci.common.command)
+                log.append(f"run {run}: stopped: {e}")
+                return 2
             finally:
                 os.environ.clear()
                 os.environ.update(saved)
@@ -197,7 +201,8 @@ def one_seed(seed: int, runs: int, noise: float) -> dict[str, Any]:
         cpu = time.process_time() - started
         issues = [dict(i) for i in state.issues]
         comments = {n: list(c) for n, c in state.comments.items()}
-        requests = list(state.requests)
+        refused = set(state.refused_at)
+        requests = [r for i, r in enumerate(state.requests) if i not in refused]  # what GitHub carried out
 
     # body edits, by what they changed (each against the body the bot wrote before it)
     written: dict[int, IssueState] = {}

@@ -1,7 +1,9 @@
-"""What a regression issue tracks, kept as its body's first line ``<!-- mxfp4-perf-issue {JSON} -->``: the next run
+"""What a regression issue tracks, kept as one line of its body, ``<!-- mxfp4-perf-issue {JSON} -->``: the next run
 decides from it alone. Names and addresses are stored as hex, so nothing a benchmark can name reaches the line;
-:func:`parse` is strict (the first line, the exact prefix and suffix, JSON's characters only, every field typed) and
-anything else is not ours. Why: docs/PR_COMMENT.md, "Found again by a marker no benchmark name can reach"."""
+:func:`parse` is strict (a whole line, the exact prefix and suffix, JSON's characters only, every field typed) and
+anything else is not ours. The line is found wherever it is in the body (issue 47): a person who adds a note above it
+or replaces the body's first line does not orphan the issue. Why: docs/PR_COMMENT.md, "Found again by a marker no
+benchmark name can reach"."""
 
 from __future__ import annotations
 
@@ -123,11 +125,26 @@ def _drift_json(d: DriftEntry) -> dict[str, Any]:
 
 
 def parse(body: str) -> IssueState | None:
-    """The state on the body's first line, or None when that line is not exactly a marker this module wrote."""
-    first = body.split("\n", 1)[0].rstrip("\r")
-    if not (first.startswith(PREFIX) and first.endswith(SUFFIX)):
+    """The state of the last line of the body that is exactly a marker this module wrote (the bot writes one, at the
+    end of its part of the body: issues.body); None when no line is. Before issue 47 the marker was the first line:
+    those bodies read the same."""
+    for line in reversed(body.split("\n")):
+        state = parse_line(line.rstrip("\r"))
+        if state is not None:
+            return state
+    return None
+
+
+def is_marker(line: str) -> bool:
+    """Whether ``line`` is a marker line (well formed or not): never a person's text."""
+    return line.rstrip("\r").startswith(PREFIX) and line.rstrip("\r").endswith(SUFFIX)
+
+
+def parse_line(line: str) -> IssueState | None:
+    """The state of one line that is exactly a marker, else None."""
+    if not (line.startswith(PREFIX) and line.endswith(SUFFIX)):
         return None
-    text = first[len(PREFIX) : -len(SUFFIX)]
+    text = line[len(PREFIX) : -len(SUFFIX)]
     if not _JSON_CHARS.match(text):
         return None
     try:
@@ -213,7 +230,7 @@ class Tracked:
 
 
 def tracked(issue: dict[str, Any]) -> Tracked | None:
-    """An issue (GitHub's JSON) whose body starts with our marker; None for anything else."""
+    """An issue (GitHub's JSON) whose body holds our marker line; None for anything else."""
     number = issue.get("number")
     body = issue.get("body")
     if not isinstance(number, int) or isinstance(number, bool) or not isinstance(body, str):

@@ -3,6 +3,7 @@ so it is not edited. Every name from the history is a code span (ci.notify.markd
 
 from __future__ import annotations
 
+import difflib
 import re
 import shlex
 from collections.abc import Callable, Sequence
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from ci.common.regression_identity import span
 from ci.notify.markdown import FIELD_LIMIT, clean, code, percent, table
 from ci.notify.regression_issues.history import Finding, Slowdown, kernel_page
-from ci.notify.regression_issues.issue_state import DriftEntry, IssueState, Member, render_marker
+from ci.notify.regression_issues.issue_state import DriftEntry, IssueState, Member, is_marker, render_marker
 from ci.notify.regression_issues.matching import entry_of, member_of
 
 TITLE_LIMIT = 256  # GitHub's
@@ -160,16 +161,57 @@ def _drift_text(d: DriftEntry, server: str, repo: str) -> str:
 
 
 FOOTER = (
-    "_Filed by the regression-issues workflow: one issue per regression, found again by the hidden line at the top "
-    "of this body (not by its label or title), edited when the change point moves, closed when the level comes back "
-    'or more data does not confirm it. docs/PR_COMMENT.md, "One issue per regression on main"._'
+    "_Filed by the regression-issues workflow: one issue per regression, found again by the hidden line at the end "
+    "of this part of the body (not by its label or title), edited when its commits, members, status or size band "
+    "change, closed when the level comes back or more data does not confirm it. Notes you add above or below are "
+    'kept. docs/PR_COMMENT.md, "One issue per regression on main"._'
 )
 
 
 def body(state: IssueState, server_url: str, repo: str) -> str:
-    """The whole body: the marker line, then what a person reads."""
+    """The bot's whole body: what a person reads, then the marker line (last: a person who replaces the first line or
+    adds a note above does not touch it; issue_state.parse finds it on any line)."""
+    return _text(state, server_url, repo) + "\n\n" + render_marker(state)
+
+
+def _legacy_body(state: IssueState, server_url: str, repo: str) -> str:
+    """The body as the bot wrote it before issue 47: the marker first."""
+    return render_marker(state) + "\n\n" + _text(state, server_url, repo)
+
+
+def merged(current: str, old: IssueState, new: IssueState, server_url: str, repo: str) -> str:
+    """The body to write when the issue's state goes from ``old`` to ``new`` and GitHub holds ``current``: the bot's
+    new body with every line a person added or changed kept (docs/PR_COMMENT.md, "A person's text is kept").
+
+    The bot's lines are those of the body it wrote last (``old`` rendered, either layout); a line of ``current``
+    that is not one of them is a person's. A person's lines above the first of the bot's stay above the new body,
+    the rest follow it in their order; a marker line is never a person's. Without a person's line: ``body(new)``."""
+    lines = current.split("\n")
+    best: list[tuple[str, int, int, int, int]] | None = None
+    for render in (body, _legacy_body):
+        ours = render(old, server_url, repo).split("\n")
+        ops = difflib.SequenceMatcher(None, ours, lines, autojunk=False).get_opcodes()
+        same = sum(j2 - j1 for tag, _, _, j1, j2 in ops if tag == "equal")
+        if best is None or same > sum(j2 - j1 for tag, _, _, j1, j2 in best if tag == "equal"):
+            best = ops
+    assert best is not None
+    above: list[str] = []
+    below: list[str] = []
+    seen_ours = False
+    for tag, _, _, j1, j2 in best:
+        if tag == "equal":
+            seen_ours = True
+            continue
+        theirs = [line for line in lines[j1:j2] if not is_marker(line)]
+        if any(line.strip() for line in theirs):
+            (below if seen_ours else above).append("\n".join(theirs).strip("\n"))
+    new_body = body(new, server_url, repo)
+    return "\n\n".join([*above, new_body, *below])
+
+
+def _text(state: IssueState, server_url: str, repo: str) -> str:
     server = server_url.rstrip("/")
-    blocks = [render_marker(state)]
+    blocks: list[str] = []
     members = state.members
     if state.kind == "drift" and state.drifts:
         d = state.drifts[0]

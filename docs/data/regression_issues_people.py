@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))  # the scenario and the GitHub stand-in live with the tests
 
 from fake_github import FakeGitHub, State  # noqa: E402
-from issue_growth import Scenario, benchmark_key, grow, machine_name, sha  # noqa: E402
+from issue_growth import Scenario, benchmark_key, grow, machine_name  # noqa: E402
 
 from ci.notify.regression_issues.issue_state import IssueState, parse  # noqa: E402
 from harness.report import write_json_atomic  # noqa: E402
@@ -156,7 +156,7 @@ def one_seed(seed: int, runs: int, noise: float) -> dict[str, Any]:
         def file(changes: Path, run: int) -> None:
             if run in LIMITS:
                 state.refuse_write(*LIMITS[run])
-            for attempt in (1, 2):
+            for _attempt in (1, 2):
                 code = notify(changes, run)
                 if code == 0:
                     return
@@ -249,9 +249,7 @@ def one_seed(seed: int, runs: int, noise: float) -> dict[str, Any]:
         for n, did in people.items()
     }
     renamed_key = benchmark_key(s, RENAMED[0])
-    renamed = [
-        (n, m.status) for n, p in found.items() if p for m in p.members if m.benchmark == renamed_key
-    ]
+    renamed = [(n, m.status) for n, p in found.items() if p for m in p.members if m.benchmark == renamed_key]
     return {
         "seed": seed,
         "runs": runs,

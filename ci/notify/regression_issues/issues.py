@@ -187,14 +187,11 @@ def merged(current: str, old: IssueState, new: IssueState, server_url: str, repo
     that is not one of them is a person's. A person's lines above the first of the bot's stay above the new body,
     the rest follow it in their order; a marker line is never a person's. Without a person's line: ``body(new)``."""
     lines = current.split("\n")
-    best: list[tuple[str, int, int, int, int]] | None = None
-    for render in (body, _legacy_body):
-        ours = render(old, server_url, repo).split("\n")
-        ops = difflib.SequenceMatcher(None, ours, lines, autojunk=False).get_opcodes()
-        same = sum(j2 - j1 for tag, _, _, j1, j2 in ops if tag == "equal")
-        if best is None or same > sum(j2 - j1 for tag, _, _, j1, j2 in best if tag == "equal"):
-            best = ops
-    assert best is not None
+    candidates = [
+        difflib.SequenceMatcher(None, render(old, server_url, repo).split("\n"), lines, autojunk=False).get_opcodes()
+        for render in (body, _legacy_body)
+    ]
+    best = max(candidates, key=lambda ops: sum(j2 - j1 for tag, _, _, j1, j2 in ops if tag == "equal"))
     above: list[str] = []
     below: list[str] = []
     seen_ours = False

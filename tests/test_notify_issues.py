@@ -227,6 +227,26 @@ def test_a_change_point_that_moves_narrows_or_gains_commits_edits_its_one_issue(
     assert repo.run(changes([cp(b, 30, -0.05)])) == []  # nothing new: no edit
 
 
+def test_an_issue_is_edited_only_when_its_commits_members_status_or_size_band_change():
+    """Issue 47: before, every change of a p-value's two digits, an interval or a size's last digit was an edit (121
+    of 218-245 body edits over 80 runs were for the p-value alone). Now the numbers are kept as last shown until a
+    material change (ci.notify.regression_issues.matching.material)."""
+    repo, b = Repo(), bench("a")
+    repo.run(changes([cp(b, 30, -0.05)]))
+    wobble = cp(b, 30, -0.052)
+    wobble["change"].update(p_value=3.1e-9, interval=[-0.061, -0.043])
+    assert repo.run(changes([wobble])) == []  # a p-value, an interval, a size within its band: no edit
+    assert repo.run(changes([cp(b, 30, -0.0546)])) == []
+    assert repo.issues[1].state.members[0].change == -0.05 and "p = 1e-12" in repo.issues[1].body
+    (grown,) = repo.run(changes([cp(b, 30, -0.056)]))  # out of the band (0.5 points, 10% of the size): an edit
+    assert grown.new.members[0].change == -0.056 and "-5.6%" in repo.issues[1].body
+    (moved,) = repo.run(changes([cp(b, 31, -0.056)]))  # the commits move: an edit
+    assert moved.new.members[0].first_after == sha(31)
+    (joined,) = repo.run(changes([cp(b, 31, -0.056), cp(bench("other"), 31, -0.03)]))  # a member joins: an edit
+    assert len(joined.new.members) == 2 and repo.opened == 1
+    assert repo.run(changes([cp(b, 31, -0.057), cp(bench("other"), 31, -0.031)])) == []
+
+
 def test_what_is_not_the_same_regression_gets_its_own_issue():
     repo, b = Repo(), bench("a")
     repo.run(changes([cp(b, 30, -0.05)]))

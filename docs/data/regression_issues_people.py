@@ -50,13 +50,14 @@ NOTE_ABOVE = "**Triage (a person)**: @alice is looking into this one; see the pr
 FIRST_LINE = "Assigned to the kernels team (a person replaced the first line)."
 NOTE_BELOW = "Update from a person: reproduced by hand on the runner, 4.1% slower."
 TITLE = "perf: looking into it (retitled by a person)"
-# run -> what a person does before it: (action, which issue: its position among the issues filed so far)
+# run -> what a person does before it, to the oldest open issue no person has touched ("close by hand": to the -4%
+# regression's issue, whatever was done to it before)
 PEOPLE = {
-    24: ("note above", 0),
-    36: ("replace first line", 1),
-    52: ("note below", 2),
-    58: ("unlabel all, retitle", 3),
-    60: ("close by hand", "-4%"),
+    34: "note above",
+    44: "replace first line",
+    56: "note below",
+    60: "close by hand",
+    72: "unlabel all, retitle",
 }
 # run -> the write kind a rate limit refuses once in that run (the run stops; it is run again at once)
 LIMITS = {
@@ -122,15 +123,12 @@ def one_seed(seed: int, runs: int, noise: float) -> dict[str, Any]:
         def person(run: int) -> None:
             if run not in PEOPLE:
                 return
-            action, which = PEOPLE[run]
-            if which == "-4%":
+            action = PEOPLE[run]
+            if action == "close by hand":
                 key = benchmark_key(s, 1)
-                issue = next(
-                    (i for i in state.issues if (p := parse(i["body"])) and any(m.benchmark == key for m in p.members)),
-                    None,
-                )
+                issue = next((i for i in state.issues if key in i["body"] and i["state"] == "open"), None)
             else:
-                issue = state.issues[which] if len(state.issues) > which else None
+                issue = next((i for i in state.issues if i["state"] == "open" and i["number"] not in people), None)
             if issue is None:
                 log.append(f"run {run}: no issue for {action}")
                 return
@@ -225,10 +223,10 @@ def one_seed(seed: int, runs: int, noise: float) -> dict[str, Any]:
                 written[number] = new
             if payload.get("state") == "open" and number in people and people[number].get("closed_by_hand"):
                 reopened_by_bot += 1
-    found = {}
-    for issue in issues:
-        parsed = parse(issue["body"])
-        found[issue["number"]] = parsed
+    # Each issue's regression: by the state the bot wrote last (a body a person orphaned still counts as the issue it
+    # was); orphaned: its body as it ends has no marker the code under test reads.
+    found = {i["number"]: written.get(i["number"]) for i in issues}
+    orphaned = [i["number"] for i in issues if parse(i["body"]) is None]
     per_truth: dict[str, list[int]] = {}
     culprit_named: dict[str, bool] = {}
     for name, (keys, at) in truths(s).items():
@@ -263,6 +261,7 @@ def one_seed(seed: int, runs: int, noise: float) -> dict[str, Any]:
         "duplicates": sum(max(0, len(v) - 1) for v in per_truth.values()),
         "missed": sum(not v for v in per_truth.values()),
         "culprit_in_range": culprit_named,
+        "orphaned": orphaned,
         "false_issues": len(false_issues),
         "false_per_1000_commits": round(1000 * len(false_issues) / s.commits, 2),
         "body_edits": edits,

@@ -20,6 +20,10 @@ MIN_SIZE = 0.01
 SETTLE = 5
 DRIFT_STREAK = 3  # newest commits in a row below the best before a drift alarm opens an issue, not one noisy commit
 ROLLUP_MAX = 100  # findings in one roll-up issue: its marker and table stay under GitHub's 65536-character body
+# A size band (issue 47): a member's size, as the issue shows it, is replaced only when the new size differs from it by
+# at least this much (absolute) and this share of the shown size: a size that wobbles by its noise is no edit.
+SIZE_BAND = 0.005
+SIZE_BAND_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -35,8 +39,8 @@ class Plan:
 def member_of(f: Slowdown) -> Member:
     # A recovery counts once the improvement has settled (SETTLE): it names the fixing commit then.
     r = f.recovery if f.recovery and (f.recovery.settled is None or f.recovery.settled >= SETTLE) else None
-    # Sizes to 0.1% and p to two digits, as the body shows them: a change point whose numbers wobble by less as
-    # commits arrive is not an edit each run.
+    # Sizes to 0.1% and p to two digits, as the body shows them; whether a matched member's numbers are replaced at
+    # all is :func:`material`'s (a size band, never a p-value alone).
     return Member(
         f.machine,
         f.benchmark,
@@ -50,6 +54,29 @@ def member_of(f: Slowdown) -> Member:
         "recovered" if r else "active",
         (r.last_before, r.first_after, round(r.relative_change, 3), round(r.net, 3)) if r else None,
     )
+
+
+def material(old: Member, new: Member) -> bool:
+    """Whether a member's new look differs in what the issue is about: its commits (and their order), its status,
+    its fixing commits, or its size out of :data:`SIZE_BAND`. A p-value, an interval or a size within its band is not:
+    docs/PR_COMMENT.md, "What is an edit"."""
+    if (old.last_before, old.first_after, old.orders, old.index, old.status) != (
+        new.last_before,
+        new.first_after,
+        new.orders,
+        new.index,
+        new.status,
+    ):
+        return True
+    if (old.fix[:2] if old.fix else None) != (new.fix[:2] if new.fix else None):
+        return True
+    return abs(new.change - old.change) >= max(SIZE_BAND, SIZE_BAND_SHARE * abs(old.change))
+
+
+def kept(old: Member, new: Member) -> Member:
+    """The member as the issue holds it after this run: the new look on a material change, else the old (its
+    numbers as last shown, so the issue is not edited)."""
+    return new if material(old, new) else old
 
 
 def entry_of(d: DriftAlarm) -> DriftEntry:
@@ -147,7 +174,7 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
     found = [member_of(f) for f in slowdowns]
     matched = _match(found, issues)
     for fi, (ii, mi) in matched.items():
-        work[ii].members[mi] = found[fi]
+        work[ii].members[mi] = kept(work[ii].members[mi], found[fi])
     for ii, w in enumerate(work):  # members without a change point this run: dissolved, when their series was looked at
         for mi, m in enumerate(w.members):
             if (ii, mi) not in matched.values() and m.status == "active" and m.series in changes.present:

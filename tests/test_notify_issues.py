@@ -301,6 +301,97 @@ def test_a_change_point_that_dissolves_is_closed_not_confirmed_and_reopened_if_i
     assert repo.transitions[-1] == (1, "not-confirmed", "open") and repo.issues[1].open and repo.opened == 1
 
 
+def at(newest: int, points: list[dict], names: list[str] = ()) -> dict:
+    """changes.json of these change points whose history's newest commit is at position ``newest`` (a drift entry of
+    a bystander benchmark names it), with the series ``names`` present."""
+    drift = {
+        "machine": MACHINE,
+        "benchmark": bench("bystander"),
+        "newest": sha(newest),
+        "best": sha(newest - 3),
+        "drop": 0.0,
+        "threshold": 0.02,
+        "noise": 0.003,
+        "window": 10,
+        "failed": False,
+        "orders": [newest - 3, newest],
+        "streak": 0,
+    }
+    return changes(points, series=[(MACHINE, n) for n in names], drifts=[drift])
+
+
+def test_a_renamed_benchmark_s_member_is_retired_after_its_series_goes_unreported_and_says_so():
+    """Issue 47: a benchmark renamed (or removed) between runs never reports its series again; before, its member stayed
+    active and its issue open for good. Now the first run without it notes where (one edit), and once its machine has
+    measured RETIRE_AFTER more commits the member is retired and the issue closed with a comment saying why."""
+    from ci.notify.regression_issues.matching import RETIRE_AFTER
+
+    repo, b = Repo(), bench("old_name")
+    repo.run(at(100, [cp(b, 30, -0.05)]))
+    assert repo.opened == 1 and repo.issues[1].open
+    (noted,) = repo.run(at(101, [], [bench("new_name")]))  # renamed: the old series is no longer in the report
+    assert noted.new.members[0].gone == 101 and "not reported lately" in repo.issues[1].body
+    for newest in range(102, 101 + RETIRE_AFTER):
+        assert repo.run(at(newest, [], [bench("new_name")])) == []  # waiting: no edit per run
+    repo.run(at(101 + RETIRE_AFTER, [], [bench("new_name")]))
+    issue = repo.issues[1]
+    assert issue.state.status == "retired" and not issue.open and repo.transitions == [(1, "open", "retired")]
+    assert "Status: retired, closed" in issue.body and "renamed or removed" in issue.body
+    # A series that comes back before it is retired is simply active again.
+    again = Repo()
+    again.run(at(100, [cp(b, 30, -0.05)]))
+    again.run(at(101, []))
+    (back,) = again.run(at(103, [cp(b, 30, -0.05)]))
+    assert back.new.members[0].gone is None and back.new.status == "open"
+
+
+@pytest.mark.parametrize("refused", ["comment", "edit"])
+def test_a_status_comment_lost_to_a_rate_limit_is_posted_on_the_re_run_once(tmp_path, refused):
+    """Issue 47: before, the issue was closed first and the "Recovered" comment posted after; a run stopped between the
+    two (a rate limit) left the issue closed and the comment lost for good. Now the comment goes first, then the edit;
+    the re-run finds the status unchanged, plans it again and posts the comment unless the bot's newest comment already
+    announces it."""
+    _gh_or_skip()
+    b = bench("a")
+    state = State()
+    regressed = load_history_changes(at(100, [cp(b, 30, -0.05)]))
+    fixed = load_history_changes(at(101, [cp(b, 30, -0.05), cp(b, 40, 0.052, direction="improvement")]))
+    with FakeGitHub(tmp_path, state) as server:
+        file_issues(_gh(server), regressed, CONTEXT, log=lambda line: None)
+        (issue,) = state.issues
+        if refused == "comment":
+            state.refuse_write("POST", r"/issues/\d+/comments$")
+        else:
+            state.refuse_write("PATCH", r"/issues/\d+$")
+        with pytest.raises(GitHubError, match="a re-run resumes"):
+            file_issues(_gh(server, max_wait_s=1.0), fixed, CONTEXT, log=lambda line: None)
+        file_issues(_gh(server), fixed, CONTEXT, log=lambda line: None)  # the re-run
+        file_issues(_gh(server), fixed, CONTEXT, log=lambda line: None)  # and another: nothing more
+    said = [c["body"].split(":")[0] for c in state.comments.get(issue["number"], [])]
+    assert said == ["**Recovered**"] and issue["state"] == "closed" and parse(issue["body"]).status == "recovered"
+
+
+def test_an_older_report_applied_after_a_newer_one_undoes_nothing(tmp_path):
+    """Issue 47: reports may reach the filer out of order (a re-run of an old history run). Before, an older report
+    processed after the one that closed an issue as recovered reopened it. Each issue now keeps the newest commit
+    position of the report it was written from; a report older than any issue's is not applied."""
+    _gh_or_skip()
+    b = bench("a")
+    state = State()
+    older = load_history_changes(at(100, [cp(b, 30, -0.05)]))
+    newer = load_history_changes(at(110, [cp(b, 30, -0.05), cp(b, 40, 0.052, direction="improvement")]))
+    with FakeGitHub(tmp_path, state) as server:
+        file_issues(_gh(server), older, CONTEXT, log=lambda line: None)
+        file_issues(_gh(server), newer, CONTEXT, log=lambda line: None)
+        (issue,) = state.issues
+        assert issue["state"] == "closed"
+        writes = len(state.writes())
+        record = file_issues(_gh(server), older, CONTEXT, log=lambda line: None)  # late
+        assert issue["state"] == "closed" and parse(issue["body"]).status == "recovered"
+        assert len(state.writes()) == writes and "older than one an issue was written from" in record["actions"][0]
+        assert len(state.comments[issue["number"]]) == 1
+
+
 # ---------------------------------------------------------------------------
 # grouping and the per-run cap
 # ---------------------------------------------------------------------------

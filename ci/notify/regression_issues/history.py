@@ -74,6 +74,14 @@ class HistoryChanges:
     # series (short_hash(machine, benchmark)) this file speaks for: each has a drift entry or a change point. A change
     # point of an issue that is absent here while its series is present has dissolved; absent series say nothing.
     present: frozenset[str] = frozenset()
+    # machine -> the newest commit position its findings name (orders): how far the history has grown on it. A series
+    # absent while its machine grows was renamed or removed (matching.RETIRE_AFTER); a report whose newest position is
+    # older than one an issue was written from is older than that issue (issue 47: reports applied in commit order).
+    newest: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def newest_order(self) -> int | None:
+        return max((n for _, n in self.newest), default=None)
 
 
 def sha(r: Reader) -> str:
@@ -105,8 +113,10 @@ def load_history_changes(data: Any, file: str = "changes.json") -> HistoryChange
     findings: list[Finding] = []
     not_checked = []
     present: set[str] = set()
+    newest: dict[str, int] = {}
     for m in root.get("machines").items():
         machine = m.get("machine").text()
+        first = len(findings)
         if m.get("not_checked").text(optional=True):
             not_checked.append(f"{machine}: {m.get('not_checked').text()}")
         points = [_change_point(c, machine) for c in m.get("change_points").items(optional=True)]
@@ -132,6 +142,9 @@ def load_history_changes(data: Any, file: str = "changes.json") -> HistoryChange
                     d.get("streak").integer(optional=True),
                 )
             )
+        seen = [f.orders[1] for f in findings[first:] if f.orders] + [cp.orders[1] for _, cp in points if cp.orders]
+        if seen:
+            newest[machine] = max(seen)
     commit = root.get("results_commit")
     return HistoryChanges(
         sha(commit) if commit.value is not None else None,
@@ -139,6 +152,7 @@ def load_history_changes(data: Any, file: str = "changes.json") -> HistoryChange
         tuple(findings),
         tuple(not_checked),
         frozenset(present),
+        tuple(sorted(newest.items())),
     )
 
 

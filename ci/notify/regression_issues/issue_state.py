@@ -21,8 +21,9 @@ PREFIX = "<!-- mxfp4-perf-issue "
 SUFFIX = " -->"
 VERSION = 2  # 1: issue 30's per-commit-pair key (never posted to GitHub); 2: issue 38
 KINDS = ("slowdown", "drift", "rollup")
-STATUSES = ("open", "recovered", "not-confirmed")
-MEMBER_STATUSES = ("active", "recovered", "dissolved")
+STATUSES = ("open", "recovered", "not-confirmed", "retired")
+MEMBER_STATUSES = ("active", "recovered", "dissolved", "retired")
+DRIFT_STATUSES = ("failing", "recovered", "retired")
 _JSON_CHARS = re.compile(r'^\{[\[\]{}a-z0-9":,.+\- ]*\}$')
 _HEX = re.compile(r"^(?:[0-9a-f]{2}){0,4096}$")
 
@@ -39,6 +40,7 @@ class Member(Point):
     p_value: float
     status: str  # MEMBER_STATUSES
     fix: tuple[str, str, float, float] | None = None  # the recovering change: last_before, first_after, its size, net
+    gone: int | None = None  # active, its series not reported since the history's newest position was this (issue 47)
 
 
 @dataclass(frozen=True)
@@ -53,9 +55,10 @@ class DriftEntry(OfSeries):
     threshold: float
     noise: float
     window: int
-    status: str  # "failing" or "recovered"
+    status: str  # DRIFT_STATUSES
     # best's and newest's positions in the commit order (newest: at the first alarm)
     orders: tuple[int, int] | None = None
+    gone: int | None = None  # failing, its series not reported since the history's newest position was this
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class IssueState:
     results_commit: str | None = None
     site_url: str | None = None
     opened_in: str | None = None  # the results commit of the history run that opened it: a re-run counts it in its cap
+    as_of: int | None = None  # the newest commit position of the report it was last written from (issue 47)
 
     def content(self) -> tuple:
         """What the issue is about, without where it was last seen: equal contents need no edit."""
@@ -88,6 +92,7 @@ def render_marker(state: IssueState) -> str:
         "rc": state.results_commit or "",
         "site": to_hex(state.site_url or ""),
         "orc": state.opened_in or "",
+        "ao": state.as_of,
     }
     text = json.dumps(data, separators=(",", ":"), allow_nan=False)
     assert _JSON_CHARS.match(text), text  # only what the parser accepts is ever written
@@ -107,6 +112,7 @@ def _member_json(m: Member) -> dict[str, Any]:
         "p": m.p_value,
         "st": m.status,
         "fx": list(m.fix) if m.fix else None,
+        "g": m.gone,
     }
 
 
@@ -121,6 +127,7 @@ def _drift_json(d: DriftEntry) -> dict[str, Any]:
         "w": d.window,
         "st": d.status,
         "o": list(d.orders) if d.orders else None,
+        "g": d.gone,
     }
 
 
@@ -187,6 +194,7 @@ def _state(root: Reader) -> IssueState:
                 m.get("p").number(),
                 m.get("st").choice(set(MEMBER_STATUSES)),
                 (sha(fix[0]), sha(fix[1]), fix[2].number(), fix[3].number()) if fix else None,
+                m.get("g").integer(optional=True),
             )
         )
     drifts = [
@@ -198,8 +206,9 @@ def _state(root: Reader) -> IssueState:
             d.get("t").number(),
             d.get("noise").number(),
             d.get("w").integer(),
-            d.get("st").choice({"failing", "recovered"}),
+            d.get("st").choice(set(DRIFT_STATUSES)),
             orders(d.get("o")),
+            d.get("g").integer(optional=True),
         )
         for d in root.get("drifts").items()
     ]
@@ -215,6 +224,7 @@ def _state(root: Reader) -> IssueState:
         rc or None,
         _hex_text(root.get("site")) or None,
         orc or None,
+        root.get("ao").integer(optional=True),
     )
 
 

@@ -13,7 +13,7 @@ from ci.common.regression_identity import span
 from ci.notify.markdown import FIELD_LIMIT, clean, code, percent, table
 from ci.notify.regression_issues.history import Finding, Slowdown, kernel_page
 from ci.notify.regression_issues.issue_state import DriftEntry, IssueState, Member, is_marker, render_marker
-from ci.notify.regression_issues.matching import entry_of, member_of
+from ci.notify.regression_issues.matching import RETIRE_AFTER, entry_of, member_of
 
 TITLE_LIMIT = 256  # GitHub's
 METHOD = "a multi-scale MOSUM scan, each change confirmed against its neighbours: docs/CHANGE_POINTS.md"
@@ -122,18 +122,40 @@ def _status_line(state: IssueState, server: str, repo: str) -> str:
             more = f"\n- … and {len(fixed) - 20} more" if len(fixed) > 20 else ""
             return "**Status: recovered, closed.**\n\n" + "\n".join(f"- {line}" for line in lines) + more
         return "**Status: recovered, closed.** The drift guard measures the newest commit back within its threshold."
+    if state.status == "retired":
+        names = sorted({gate_id(m.benchmark) for m in state.members if m.status == "retired"})
+        names += sorted({gate_id(d.benchmark) for d in state.drifts if d.status == "retired"})
+        shown = ", ".join(code(n, 80) for n in names[:5]) + (" and more" if len(names) > 5 else "")
+        return (
+            f"**Status: retired, closed.** The history has stopped reporting {shown} while its machine measured "
+            f"{RETIRE_AFTER} or more newer commits: the benchmark was renamed or removed from the suite, so nothing is "
+            "left here to watch. Under a new name, its own change points are filed anew."
+        )
     return (
         "**Status: not confirmed, closed.** With more commits measured, the history no longer shows this change point: "
         "it was noise or a level that came back before it settled."
     )
 
 
+def _gone(m: Member) -> list[tuple[str, str]]:
+    if m.status != "active" or m.gone is None:
+        return []
+    return [
+        (
+            "not reported lately",
+            f"the history's report has not named this benchmark since its machine's commit #{m.gone} (renamed or "
+            f"removed?); it is retired once {RETIRE_AFTER} newer commits pass without it",
+        )
+    ]
+
+
 def _member_row(m: Member, server: str, repo: str, machine: bool) -> dict[str, str]:
     low, high = m.interval
     status = {
-        "active": "open",
+        "active": "open" if m.gone is None else "open, not reported lately (renamed or removed?)",
         "recovered": f"recovered at {code(m.fix[1][:12])}" if m.fix else "recovered",
         "dissolved": "not confirmed",
+        "retired": "retired: no longer reported (renamed or removed)",
     }[m.status]
     row = {"benchmark": code(gate_id(m.benchmark), 120, in_table=True)}
     if machine:
@@ -154,7 +176,14 @@ def _drift_text(d: DriftEntry, server: str, repo: str) -> str:
         ("drop", f"**{percent(-d.drop)}**: the newest commit against the best of the last {d.window} measured"),
         ("threshold", f"{d.threshold:.2%} (3 x {d.noise:.2%} commit-to-commit noise, at least 2%)"),
         ("suspected commits", f"{_compare(server, repo, d.best, d.newest)}: from the best to the newest"),
-        ("status", "failing" if d.status == "failing" else "recovered: the newest commit is back within the threshold"),
+        (
+            "status",
+            {
+                "failing": "failing",
+                "recovered": "recovered: the newest commit is back within the threshold",
+                "retired": "retired: the benchmark is no longer reported (renamed or removed)",
+            }[d.status],
+        ),
     ]
     why = "The drift guard fires: every step may have passed the PR gate while their sum did not."
     return "\n\n".join([why, _facts(rows), bisect_block(d.machine, d.best, d.newest, d.benchmark)])
@@ -240,6 +269,7 @@ def _text(state: IssueState, server_url: str, repo: str) -> str:
                     ("kernel page", _page(state, m.benchmark)),
                     ("found by", _found(state)),
                 ]
+                + _gone(m)
             ),
             bisect_block(m.machine, m.last_before, m.first_after, m.benchmark),
         ]
@@ -286,8 +316,16 @@ def _text(state: IssueState, server_url: str, repo: str) -> str:
     return "\n\n".join(blocks + [FOOTER])
 
 
+STATUS_TAG = "<!-- mxfp4-perf-status {} -->"  # the last line of every status comment: which status it announced
+
+
 def transition_comment(old: str, new: str, state: IssueState, context: Context) -> str:
-    """What a person is told when an issue changes status (``old`` -> ``new``)."""
+    """What a person is told when an issue changes status (``old`` -> ``new``), with a hidden last line naming ``new``
+    (post.file_issues: a comment posted by a run that stopped before its edit is not posted twice)."""
+    return _transition_text(old, new, state, context) + "\n\n" + STATUS_TAG.format(new)
+
+
+def _transition_text(old: str, new: str, state: IssueState, context: Context) -> str:
     run = f"([history run]({context.run_url}))"
     server = context.server_url.rstrip("/")
     if new == "recovered":
@@ -304,6 +342,11 @@ def transition_comment(old: str, new: str, state: IssueState, context: Context) 
         return (
             f"**Not confirmed**: with more commits measured, the change point is no longer there (noise, or a level "
             f"that moved back before it settled). Closing {run}."
+        )
+    if new == "retired":
+        return (
+            "**Retired**: the history no longer reports this benchmark (renamed or removed from the suite) while its "
+            f"machine measured {RETIRE_AFTER} or more newer commits: nothing is left to watch here. Closing {run}."
         )
     return f"**Reopened**: the change point is back in the history {run}."
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from ci.common import regression_identity as identity
 from ci.common.regression_identity import ALIKE, NEAR, Range, apart, span  # noqa: F401 (the identity: shared with ci.history)
@@ -24,6 +25,10 @@ ROLLUP_MAX = 100  # findings in one roll-up issue: its marker and table stay und
 # at least this much (absolute) and this share of the shown size: a size that wobbles by its noise is no edit.
 SIZE_BAND = 0.005
 SIZE_BAND_SHARE = 0.1
+# A member (or failing drift) whose series its machine's report has not named while the machine's history grew by this
+# many commits is retired (issue 47): a renamed or removed benchmark never reports again, so it would hold its issue
+# open for good. One run adds one commit or more, so this is at least this many runs.
+RETIRE_AFTER = 5
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,7 @@ def material(old: Member, new: Member) -> bool:
         new.status,
     ):
         return True
-    if (old.fix[:2] if old.fix else None) != (new.fix[:2] if new.fix else None):
+    if (old.fix[:2] if old.fix else None) != (new.fix[:2] if new.fix else None) or old.gone != new.gone:
         return True
     return abs(new.change - old.change) >= max(SIZE_BAND, SIZE_BAND_SHARE * abs(old.change))
 
@@ -102,6 +107,8 @@ def _status(members: Sequence[Member], drifts: Sequence[DriftEntry]) -> str:
         return "open"
     if any(m.status == "recovered" for m in members) or any(d.status == "recovered" for d in drifts):
         return "recovered"
+    if any(m.status == "retired" for m in members) or any(d.status == "retired" for d in drifts):
+        return "retired"
     return "not-confirmed"
 
 
@@ -162,6 +169,24 @@ def _groups(units: list[_Work]) -> list[_Work]:
 class Planned:
     plans: list[Plan]
     deferred: int  # findings left for the next run: the roll-up issue was full
+    stale: bool = False  # the report is older than one an issue was written from: nothing applied
+
+
+_Live = TypeVar("_Live", Member, DriftEntry)
+
+
+def _absent(item: _Live, changes: HistoryChanges, live: bool) -> _Live:
+    """A live member or failing drift whose series this report does not name, while its machine is in the report: the
+    newest position it was first missed at kept (``gone``), retired once its machine grew RETIRE_AFTER commits since;
+    named again, ``gone`` cleared."""
+    newest = dict(changes.newest).get(item.machine)
+    if not live or newest is None:
+        return item
+    if item.series in changes.present:
+        return replace(item, gone=None) if item.gone is not None else item
+    if item.gone is None:
+        return replace(item, gone=newest)
+    return replace(item, status="retired") if newest - item.gone >= RETIRE_AFTER else item
 
 
 def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int = MAX_NEW) -> Planned:
@@ -169,6 +194,9 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
     if max_new < 2:
         raise ValueError("max_new must be at least 2 (one of them may be the roll-up issue)")
     issues = sorted(existing, key=lambda t: t.number)
+    newest = changes.newest_order
+    if newest is not None and any(t.state.as_of is not None and t.state.as_of > newest for t in issues):
+        return Planned([], 0, stale=True)  # an older report never undoes what a newer one wrote
     work = [_Work(t, list(t.state.members), list(t.state.drifts), t.state.kind) for t in issues]
     slowdowns = [f for f in changes.findings if isinstance(f, Slowdown)]
     found = [member_of(f) for f in slowdowns]
@@ -179,6 +207,10 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
         for mi, m in enumerate(w.members):
             if (ii, mi) not in matched.values() and m.status == "active" and m.series in changes.present:
                 w.members[mi] = replace(m, status="dissolved")
+            elif (ii, mi) not in matched.values():
+                w.members[mi] = _absent(m, changes, m.status == "active")
+        for di, d in enumerate(w.drifts):
+            w.drifts[di] = _absent(d, changes, d.status == "failing")
     pending = _drift_alarms(changes, work)
     joinable = [w for w in work if w.open_to_join()]
     units = []

@@ -8,9 +8,10 @@ commit noise of ``--noise``, 5% of commits repeating the previous value exactly)
 ``regression-issues`` command's front in this process. True regressions, each on both machines:
 -5% in benchmark 0 at commit 30 fixed at 40, -4% in 1 at 45, -6% in 2 at 56, -3% in 3 at 84, -2% in
 20 benchmarks (4-23) at 66. Benchmark 2 is renamed from commit 90 on (a new asv key: its old series
-stops). What people do (``PEOPLE``): a triage note added above the hidden marker of the first
-issue, the first line of the second replaced, a note appended to the third, every label removed and
-the fourth retitled, the -4% regression's issue closed by hand. A rate limit refuses the next write of
+stops). What people do (``PEOPLE``), each to the oldest open issue no person has touched yet: a
+triage note added above everything the bot wrote (before run 34), the body's first line replaced
+(44), a note appended (56), every label removed and the title changed (72); and the -4%
+regression's issue closed by hand (60). A rate limit refuses the next write of
 each kind once (an issue created, a body edited, an issue closed, a status comment); the stopped
 run is run again at once on the same file (a re-run of the workflow).
 
@@ -41,6 +42,7 @@ from fake_github import FakeGitHub, State  # noqa: E402
 from issue_growth import Scenario, benchmark_key, grow, machine_name  # noqa: E402
 
 from ci.notify.regression_issues.issue_state import IssueState, parse  # noqa: E402
+from ci.notify.regression_issues.issues import gate_id  # noqa: E402
 from harness.report import write_json_atomic  # noqa: E402
 
 REGRESSIONS = ((0, 30, -0.05, 10), (1, 45, -0.04, None), (2, 56, -0.06, None), (3, 84, -0.03, None))
@@ -125,8 +127,8 @@ def one_seed(seed: int, runs: int, noise: float) -> dict[str, Any]:
                 return
             action = PEOPLE[run]
             if action == "close by hand":
-                key = benchmark_key(s, 1)
-                issue = next((i for i in state.issues if key in i["body"] and i["state"] == "open"), None)
+                shown = gate_id(benchmark_key(s, 1))  # as the body shows it
+                issue = next((i for i in state.issues if shown in i["body"] and i["state"] == "open"), None)
             else:
                 issue = next((i for i in state.issues if i["state"] == "open" and i["number"] not in people), None)
             if issue is None:

@@ -345,6 +345,54 @@ def test_a_renamed_benchmark_s_member_is_retired_after_its_series_goes_unreporte
     assert back.new.members[0].gone is None and back.new.status == "open"
 
 
+def drifting(newest: int, best: int, failed: bool, streak: int, name: str = "a") -> dict:
+    """changes.json whose only finding is the drift guard of ``name`` at commit ``newest`` against ``best``."""
+    entry = {
+        "machine": MACHINE,
+        "benchmark": bench(name),
+        "newest": sha(newest),
+        "best": sha(best),
+        "drop": 0.03 if failed else 0.004,
+        "threshold": 0.02,
+        "noise": 0.003,
+        "window": 10,
+        "failed": failed,
+        "orders": [best, newest],
+        "streak": streak,
+    }
+    return changes([], drifts=[entry])
+
+
+def test_a_drift_issue_is_never_closed_by_one_passing_commit_and_closes_when_its_best_left_the_window():
+    """Issue 47: before, a drift issue closed as "Recovered" at the first report whose newest commit passed against the
+    same best (one lucky commit closed a real regression), and never once that best left the 10-commit window (a third
+    of noisy benchmarks' drift issues stayed open for good). Now it must pass in every report over SETTLE commits, and
+    a window without its best still judges it (with no unrecovered slowdown of its series after that best)."""
+    from ci.notify.regression_issues.matching import DRIFT_STREAK
+
+    repo = Repo()
+    assert repo.run(changes([], drifts=[drifting(100, 95, True, DRIFT_STREAK - 1)["machines"][0]["drift"][0]])) == []
+    repo.run(drifting(100, 95, True, DRIFT_STREAK))  # as many failing commits as a change point needs to settle
+    assert repo.opened == 1 and repo.issues[1].state.kind == "drift"
+    (passing,) = repo.run(drifting(101, 95, False, 0))  # one passing commit
+    assert repo.issues[1].open and passing.new.status == "open" and passing.new.drifts[0].passing == 101
+    repo.run(drifting(102, 95, True, 1))  # failing again: it starts over
+    assert repo.issues[1].open and repo.issues[1].state.drifts[0].passing is None
+    for newest in range(103, 103 + SETTLE):  # passing, its best gone from the window (a new best each report)
+        repo.run(drifting(newest, newest - 4, False, 0))
+        assert repo.issues[1].open
+    repo.run(drifting(103 + SETTLE, 99 + SETTLE, False, 0))
+    assert not repo.issues[1].open and repo.transitions == [(1, "open", "recovered")]
+    # A slowdown change point of its series after the best says its level is not back, whatever the drift says.
+    slow = Repo()
+    slow.run(drifting(100, 95, True, DRIFT_STREAK))
+    for newest in range(101, 103 + SETTLE):
+        data = drifting(newest, newest - 4, False, 0)
+        data["machines"][0]["change_points"] = [cp(bench("a"), 97, -0.03, settled=2)]
+        slow.run(data)
+    assert slow.issues[1].open
+
+
 @pytest.mark.parametrize("refused", ["comment", "edit"])
 def test_a_status_comment_lost_to_a_rate_limit_is_posted_on_the_re_run_once(tmp_path, refused):
     """Issue 47: before, the issue was closed first and the "Recovered" comment posted after; a run stopped between the

@@ -59,6 +59,7 @@ class DriftEntry(OfSeries):
     # best's and newest's positions in the commit order (newest: at the first alarm)
     orders: tuple[int, int] | None = None
     gone: int | None = None  # failing, its series not reported since the history's newest position was this
+    passing: int | None = None  # failing, its series passing since the history's newest position was this (issue 47)
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,7 @@ def _drift_json(d: DriftEntry) -> dict[str, Any]:
         "st": d.status,
         "o": list(d.orders) if d.orders else None,
         "g": d.gone,
+        "ps": d.passing,
     }
 
 
@@ -209,6 +211,7 @@ def _state(root: Reader) -> IssueState:
             d.get("st").choice(set(DRIFT_STATUSES)),
             orders(d.get("o")),
             d.get("g").integer(optional=True),
+            d.get("ps").integer(optional=True),
         )
         for d in root.get("drifts").items()
     ]

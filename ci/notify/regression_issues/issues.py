@@ -13,7 +13,7 @@ from ci.common.regression_identity import span
 from ci.notify.markdown import FIELD_LIMIT, clean, code, percent, table
 from ci.notify.regression_issues.history import Finding, Slowdown, kernel_page
 from ci.notify.regression_issues.issue_state import DriftEntry, IssueState, Member, is_marker, render_marker
-from ci.notify.regression_issues.matching import RETIRE_AFTER, entry_of, member_of
+from ci.notify.regression_issues.matching import RETIRE_AFTER, SETTLE, entry_of, member_of
 
 TITLE_LIMIT = 256  # GitHub's
 METHOD = "a multi-scale MOSUM scan, each change confirmed against its neighbours: docs/CHANGE_POINTS.md"
@@ -179,7 +179,10 @@ def _drift_text(d: DriftEntry, server: str, repo: str) -> str:
         (
             "status",
             {
-                "failing": "failing",
+                "failing": "failing"
+                if d.passing is None
+                else f"failing at the alarm, passing since commit #{d.passing}: recovered once it passes for "
+                f"{SETTLE} more commits",
                 "recovered": "recovered: the newest commit is back within the threshold",
                 "retired": "retired: the benchmark is no longer reported (renamed or removed)",
             }[d.status],

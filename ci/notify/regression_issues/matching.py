@@ -10,7 +10,7 @@ from typing import TypeVar
 
 from ci.common import regression_identity as identity
 from ci.common.regression_identity import ALIKE, NEAR, Range, apart, span  # noqa: F401 (the identity: shared with ci.history)
-from ci.notify.regression_issues.history import DriftAlarm, HistoryChanges, Slowdown, short_hash
+from ci.notify.regression_issues.history import DriftAlarm, HistoryChanges, Slowdown
 from ci.notify.regression_issues.issue_state import DriftEntry, IssueState, Member, Tracked
 
 MAX_NEW = 10  # new issues per run; the rest go to one roll-up issue
@@ -19,7 +19,9 @@ MAX_NEW = 10  # new issues per run; the rest go to one roll-up issue
 MIN_SIZE = 0.01
 # Commits measured at the new level before a change point opens an issue: where it settles, and that it stays.
 SETTLE = 5
-DRIFT_STREAK = 3  # newest commits in a row below the best before a drift alarm opens an issue, not one noisy commit
+# Newest commits in a row below the best before a drift alarm opens an issue: as many as a change point needs to settle
+# (issue 47: 3 filed noise; evidence comparable to a change point's), never one noisy commit.
+DRIFT_STREAK = SETTLE
 ROLLUP_MAX = 100  # findings in one roll-up issue: its marker and table stay under GitHub's 65536-character body
 # A size band (issue 47): a member's size, as the issue shows it, is replaced only when the new size differs from it by
 # at least this much (absolute) and this share of the shown size: a size that wobbles by its noise is no edit.
@@ -291,17 +293,36 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
 
 
 def _drift_alarms(changes: HistoryChanges, work: list[_Work]) -> list[tuple[DriftEntry, int | None]]:
-    """Recoveries marked on the issues that hold their drift; the failing drifts no issue holds, returned."""
-    pending = []
-    for d in changes.findings:
-        if not isinstance(d, DriftAlarm):
-            continue
-        series = short_hash(d.machine, d.benchmark)
-        holders = [(w, i) for w in work for i, e in enumerate(w.drifts) if e.series == series and e.best == d.best]
-        if not d.failed:
-            for w, i in holders:
-                if w.drifts[i].status == "failing":
-                    w.drifts[i] = replace(w.drifts[i], status="recovered")
-        elif not holders:
-            pending.append((entry_of(d), d.streak))
-    return pending
+    """Recoveries judged on the issues that hold a failing drift; the failing drifts no issue holds, returned.
+
+    A held alarm passes in a report when its series' drift entry does not fail and no regression change point of the
+    series after the alarm's best is unrecovered (the change point, which compares levels, says the level before the
+    alarm is not back). It is recovered once it has passed in every report while its machine measured SETTLE more
+    commits (``passing`` keeps where it started): never on one passing commit (issue 47). A report without commit
+    order (before issue 38) has no commits to count: there, a passing entry against the alarm's own best recovers it."""
+    report = {d.series: d for d in changes.findings if isinstance(d, DriftAlarm)}
+    slowdowns: dict[str, list[int]] = {}
+    for f in changes.findings:
+        if isinstance(f, Slowdown) and f.recovery is None and f.orders:
+            slowdowns.setdefault(f.series, []).append(f.orders[1])
+    newest = dict(changes.newest)
+    for w in work:
+        for i, e in enumerate(w.drifts):
+            r = report.get(e.series)
+            if e.status != "failing" or r is None:
+                continue
+            if newest.get(e.machine) is None:  # a report without commit order (before issue 38): the same best passes
+                if not r.failed and r.best == e.best:
+                    w.drifts[i] = replace(e, status="recovered")
+                continue
+            since = e.orders[0] if e.orders else -1
+            passing = not r.failed and not any(at > since for at in slowdowns.get(e.series, []))
+            now = newest[e.machine]
+            if not passing:
+                w.drifts[i] = replace(e, passing=None)
+            elif e.passing is None:
+                w.drifts[i] = replace(e, passing=now)
+            elif now - e.passing >= SETTLE:
+                w.drifts[i] = replace(e, status="recovered", passing=None)
+    held = {e.series for w in work for e in w.drifts if e.status == "failing"}
+    return [(entry_of(d), d.streak) for d in report.values() if d.failed and d.series not in held]

@@ -337,6 +337,15 @@ def test_a_renamed_benchmark_s_member_is_retired_after_its_series_goes_unreporte
     issue = repo.issues[1]
     assert issue.state.status == "retired" and not issue.open and repo.transitions == [(1, "open", "retired")]
     assert "Status: retired, closed" in issue.body and "renamed or removed" in issue.body
+    # asv keeps a renamed benchmark's old results: its series stays in the report with its change point, but its newest
+    # measured commit (its drift entry's, at 99 here) stops while the machine's grows. Retired the same, once.
+    stale = Repo()
+    for newest in range(100, 99 + RETIRE_AFTER):
+        stale.run(at(newest, [cp(b, 30, -0.05)]))
+    assert stale.issues[1].open and stale.issues[1].state.members[0].status == "active"
+    stale.run(at(99 + RETIRE_AFTER, [cp(b, 30, -0.05)]))
+    assert stale.issues[1].state.status == "retired" and not stale.issues[1].open
+    assert stale.run(at(100 + RETIRE_AFTER, [cp(b, 30, -0.049)])) == []  # said once: no edit per run after
     # A series that comes back before it is retired is simply active again.
     again = Repo()
     again.run(at(100, [cp(b, 30, -0.05)]))

@@ -41,8 +41,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the scenario and the GitHub stand-in 
 from fake_github import FakeGitHub, State  # noqa: E402
 from issue_growth import Scenario, benchmark_key, grow, machine_name  # noqa: E402
 
-from ci.notify.regression_issues.issue_state import IssueState, parse  # noqa: E402
-from ci.notify.regression_issues.issues import gate_id  # noqa: E402
+from ci.notify.regression_issues.issue_state import IssueState, parse, to_hex  # noqa: E402
 from harness.report import write_json_atomic  # noqa: E402
 
 REGRESSIONS = ((0, 30, -0.05, 10), (1, 45, -0.04, None), (2, 56, -0.06, None), (3, 84, -0.03, None))
@@ -127,8 +126,8 @@ def one_seed(seed: int, runs: int, noise: float) -> dict[str, Any]:
                 return
             action = PEOPLE[run]
             if action == "close by hand":
-                shown = gate_id(benchmark_key(s, 1))  # as the body shows it
-                issue = next((i for i in state.issues if shown in i["body"] and i["state"] == "open"), None)
+                name = to_hex(f"{machine_name(0)}\n{benchmark_key(s, 1)}")  # as the marker holds it (any version)
+                issue = next((i for i in state.issues if name in i["body"] and i["state"] == "open"), None)
             else:
                 issue = next((i for i in state.issues if i["state"] == "open" and i["number"] not in people), None)
             if issue is None:

@@ -178,13 +178,19 @@ _Live = TypeVar("_Live", Member, DriftEntry)
 
 
 def _absent(item: _Live, changes: HistoryChanges, live: bool) -> _Live:
-    """A live member or failing drift whose series this report does not name, while its machine is in the report: the
-    newest position it was first missed at kept (``gone``), retired once its machine grew RETIRE_AFTER commits since;
-    named again, ``gone`` cleared."""
+    """A live member or failing drift whose series is no longer measured while its machine is (a benchmark renamed or
+    removed), retired once its machine has measured RETIRE_AFTER commits past the series' last.
+
+    A series in the report whose own newest commit (its drift entry's) lags its machine's: its last is known, no
+    state kept. A series the report no longer names: the machine's newest position at the first such report is kept
+    (``gone``: one edit, the body says so). Measured again: ``gone`` cleared."""
     newest = dict(changes.newest).get(item.machine)
     if not live or newest is None:
         return item
     if item.series in changes.present:
+        last = dict(changes.last_measured).get(item.series)
+        if last is not None and newest - last >= RETIRE_AFTER:
+            return replace(item, status="retired", gone=last)
         return replace(item, gone=None) if item.gone is not None else item
     if item.gone is None:
         return replace(item, gone=newest)
@@ -209,8 +215,9 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
         for mi, m in enumerate(w.members):
             if (ii, mi) not in matched.values() and m.status == "active" and m.series in changes.present:
                 w.members[mi] = replace(m, status="dissolved")
-            elif (ii, mi) not in matched.values():
-                w.members[mi] = _absent(m, changes, m.status == "active")
+            now = _absent(w.members[mi], changes, w.members[mi].status == "active")
+            was = issues[ii].state.members[mi]
+            w.members[mi] = was if was.status == now.status == "retired" else now  # retired stays as it was said
         for di, d in enumerate(w.drifts):
             w.drifts[di] = _absent(d, changes, d.status == "failing")
     pending = _drift_alarms(changes, work)

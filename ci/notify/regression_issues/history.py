@@ -74,7 +74,7 @@ class HistoryChanges:
     # series (short_hash(machine, benchmark)) this file speaks for: each has a drift entry or a change point. A change
     # point of an issue that is absent here while its series is present has dissolved; absent series say nothing.
     present: frozenset[str] = frozenset()
-    # machine -> the newest commit position its drift entries name (orders): how far the history has grown on it. A series
+    # machine -> the newest commit position its drift entries name (orders): how far its history has grown. A series
     # absent while its machine grows was renamed or removed (matching.RETIRE_AFTER); a report whose newest position is
     # older than one an issue was written from is older than that issue (issue 47: reports applied in commit order).
     newest: tuple[tuple[str, int], ...] = ()

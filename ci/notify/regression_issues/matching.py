@@ -137,9 +137,10 @@ class _Work:
         ]
 
     def distance(self, r: Range | None) -> int | None:
-        """Commits from ``r`` to the nearest of :meth:`ranges`, when within NEAR."""
+        """Commits from ``r`` to the farthest of :meth:`ranges`, when every one is within NEAR (complete linkage,
+        issue 47: a finding near only the newest member of a group does not chain an unrelated regression on)."""
         distances = [apart(r, x) for x in self.ranges()] if r is not None else []
-        return min(distances) if distances and min(distances) <= NEAR else None
+        return max(distances) if distances and max(distances) <= NEAR else None
 
     def holds_series(self, series: str) -> bool:
         return any(m.series == series and m.status == "active" for m in self.members) or any(
@@ -153,17 +154,22 @@ def _nearest(candidates: list[_Work], r: Range | None) -> _Work | None:
 
 
 def _groups(units: list[_Work]) -> list[_Work]:
-    """Single-linkage groups of new findings whose ranges are near (any benchmark, any machine)."""
+    """Complete-linkage groups of new findings (any benchmark, any machine): oldest range first, each joins the group
+    whose every range is within NEAR of each of its own (the closest such), else starts one. Before issue 47 this was
+    single linkage, which chained regressions a few commits apart into one issue (36 members in a grown history)."""
     groups: list[_Work] = []
-    for u in units:
-        near = [g for g in groups if any(g.distance(r) is not None for r in u.ranges())]
-        if near:
-            merged = _Work(
-                None, [m for g in near for m in g.members] + u.members, [d for g in near for d in g.drifts] + u.drifts
-            )
-            groups = [g for g in groups if not any(g is n for n in near)] + [merged]
+    for u in sorted(units, key=lambda w: min((r[1] for r in w.ranges()), default=-1)):
+        fits = []
+        for i, g in enumerate(groups):
+            distances = [g.distance(r) for r in u.ranges()]
+            if distances and all(d is not None for d in distances):
+                fits.append((max(d for d in distances if d is not None), i))
+        if fits:
+            g = groups[min(fits)[1]]
+            g.members += u.members
+            g.drifts += u.drifts
         else:
-            groups.append(u)
+            groups.append(_Work(None, list(u.members), list(u.drifts), u.kind))
     return groups
 
 

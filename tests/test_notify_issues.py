@@ -619,8 +619,28 @@ def test_a_grown_history_files_one_issue_per_regression_whatever_triage_does(tmp
     fix = fixing_commit(SMALL)[:12]
     assert fixed["state"] == "closed" and fixed["state_reason"] == "completed" and fix in fixed["body"]
     assert [fix in c["body"] for c in state.comments[fixed["number"]]] == [True]
-    assert fixed["title"] == "looking into it"  # a person's title is kept while the regression's own title is unchanged
+    assert fixed["title"] == "looking into it"  # a person's title is kept for good
     assert all(i["state"] == "open" for i in state.issues if i is not fixed)
+    # Issue 47: every body edit over the growth is material (before, most were a p-value or a last digit).
+    from ci.notify.regression_issues.matching import material
+
+    written, numbers, edits = {}, iter(range(1, 100)), 0
+    for method, path, payload in state.requests:
+        if method == "POST" and path.endswith("/issues"):
+            written[next(numbers)] = parse(payload["body"])
+        elif method == "PATCH" and "body" in (payload or {}):
+            number, new = int(path.rsplit("/", 1)[1]), parse(payload["body"])
+            old = written[number]
+            edits += 1
+            assert new.content() != old.content()
+            assert (new.kind, new.status, len(new.members), new.drifts) != (
+                old.kind,
+                old.status,
+                len(old.members),
+                old.drifts,
+            ) or any(material(a, b) for a, b in zip(old.members, new.members)), (old, new)
+            written[number] = new
+    assert edits > 0
 
 
 def test_a_drift_streak_is_not_made_by_one_stray_high_commit():

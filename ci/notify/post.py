@@ -196,8 +196,9 @@ def file_issues(
     dry_run: bool = False,
 ) -> dict[str, Any]:
     """Open, edit, close or reopen the regression issues for ``changes`` (ci.notify.regression_issues.matching); returns
-    :func:`issues_record`. Each issue is written whole in one request (its state is its body's first line), then
-    the comment on a change of status: a run stopped between two requests leaves nothing a re-run duplicates."""
+    :func:`issues_record`. On a change of status its comment first (unless the bot's newest comment already says it),
+    then the issue written whole in one request (its state is a line of its body; a person's lines kept): a run stopped
+    between two requests leaves nothing a re-run duplicates or loses."""
     existing = list_regression_issues(gh, bot_login)
     by_number = {t.number: t for t in existing}
     planned = plan(changes, existing, max_new=max_new)

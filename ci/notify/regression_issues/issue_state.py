@@ -41,6 +41,7 @@ class Member(Point):
     status: str  # MEMBER_STATUSES
     fix: tuple[str, str, float, float] | None = None  # the recovering change: last_before, first_after, its size, net
     gone: int | None = None  # active, its series not reported since the history's newest position was this (issue 47)
+    missed: int | None = None  # active, its series reported without its change point since this newest position
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ def _member_json(m: Member) -> dict[str, Any]:
         "st": m.status,
         "fx": list(m.fix) if m.fix else None,
         "g": m.gone,
+        "ms": m.missed,
     }
 
 
@@ -197,6 +199,7 @@ def _state(root: Reader) -> IssueState:
                 m.get("st").choice(set(MEMBER_STATUSES)),
                 (sha(fix[0]), sha(fix[1]), fix[2].number(), fix[3].number()) if fix else None,
                 m.get("g").integer(optional=True),
+                m.get("ms").integer(optional=True),
             )
         )
     drifts = [

@@ -138,6 +138,14 @@ def _status_line(state: IssueState, server: str, repo: str) -> str:
 
 
 def _gone(m: Member) -> list[tuple[str, str]]:
+    if m.status == "active" and m.missed is not None:
+        return [
+            (
+                "not found lately",
+                f"the history's newest report has no change point here since its machine's commit #{m.missed}; "
+                f"closed as not confirmed if it stays away for {SETTLE} commits",
+            )
+        ]
     if m.status != "active" or m.gone is None:
         return []
     return [
@@ -152,7 +160,11 @@ def _gone(m: Member) -> list[tuple[str, str]]:
 def _member_row(m: Member, server: str, repo: str, machine: bool) -> dict[str, str]:
     low, high = m.interval
     status = {
-        "active": "open" if m.gone is None else "open, not reported lately (renamed or removed?)",
+        "active": "open, not reported lately (renamed or removed?)"
+        if m.gone is not None
+        else "open, not found lately"
+        if m.missed is not None
+        else "open",
         "recovered": f"recovered at {code(m.fix[1][:12])}" if m.fix else "recovered",
         "dissolved": "not confirmed",
         "retired": "retired: no longer reported (renamed or removed)",

@@ -75,7 +75,10 @@ def material(old: Member, new: Member) -> bool:
         new.status,
     ):
         return True
-    if (old.fix[:2] if old.fix else None) != (new.fix[:2] if new.fix else None) or old.gone != new.gone:
+    if (old.fix[:2] if old.fix else None) != (new.fix[:2] if new.fix else None) or (old.gone, old.missed) != (
+        new.gone,
+        new.missed,
+    ):
         return True
     return abs(new.change - old.change) >= max(SIZE_BAND, SIZE_BAND_SHARE * abs(old.change))
 
@@ -180,6 +183,19 @@ class Planned:
     stale: bool = False  # the report is older than one an issue was written from: nothing applied
 
 
+def _missed(m: Member, changes: HistoryChanges) -> Member:
+    """An active member whose series is in the report without a change point that matches it: dissolved once its
+    machine has measured SETTLE commits since it was first missed, not on one run (issue 47: a change point the
+    detector drops for a run closed its issue as not confirmed and reopened it the next). The first miss is kept
+    (``missed``: one edit); found again, cleared. A report without commit order: dissolved at once, as before."""
+    newest = dict(changes.newest).get(m.machine)
+    if newest is None:
+        return replace(m, status="dissolved")
+    if m.missed is None:
+        return replace(m, missed=newest)
+    return replace(m, status="dissolved", missed=None) if newest - m.missed >= SETTLE else m
+
+
 _Live = TypeVar("_Live", Member, DriftEntry)
 
 
@@ -220,7 +236,7 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
     for ii, w in enumerate(work):  # members without a change point this run: dissolved, when their series was looked at
         for mi, m in enumerate(w.members):
             if (ii, mi) not in matched.values() and m.status == "active" and m.series in changes.present:
-                w.members[mi] = replace(m, status="dissolved")
+                w.members[mi] = _missed(m, changes)
             now = _absent(w.members[mi], changes, w.members[mi].status == "active")
             was = issues[ii].state.members[mi]
             w.members[mi] = was if was.status == now.status == "retired" else now  # retired stays as it was said

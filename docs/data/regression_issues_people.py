@@ -94,16 +94,19 @@ def truths(s: Scenario) -> dict[str, tuple[set[str], int]]:
 
 
 def numbers_only(old: IssueState, new: IssueState) -> str:
-    """What a body edit changed: "material" (commits, members, status, fix, a size band), "size" (a size within its
-    band only) or "p/interval" (neither: a p-value or an interval moved)."""
+    """What a body edit changed: "material" (commits, members, status, fix, a member not reported or not found lately,
+    a drift passing, a size band), "size" (a size within its band only) or "p/interval" (neither: a p-value or an
+    interval moved)."""
 
     def key(s: IssueState, with_size: bool) -> tuple:
         members = tuple(
             (m.machine, m.benchmark, m.last_before, m.first_after, m.orders, m.status, m.fix[:2] if m.fix else None)
+            + (getattr(m, "gone", None), getattr(m, "missed", None))  # not reported / not found lately (issue 47)
             + ((m.change,) if with_size else ())
             for m in s.members
         )
-        return s.kind, s.status, members, tuple((d.series, d.best, d.newest, d.status) for d in s.drifts)
+        drifts = tuple((d.series, d.best, d.newest, d.status, getattr(d, "passing", None)) for d in s.drifts)
+        return s.kind, s.status, members, drifts
 
     if key(old, False) != key(new, False):
         return "material"

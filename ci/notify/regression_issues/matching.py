@@ -23,6 +23,9 @@ SETTLE = 5
 # (issue 47: 3 filed noise; evidence comparable to a change point's), never one noisy commit.
 DRIFT_STREAK = SETTLE
 ROLLUP_MAX = 100  # findings in one roll-up issue: its marker and table stay under GitHub's 65536-character body
+# The most commits one issue's active findings may span together (issue 47): a runner-wide step's change points
+# scatter over a few commits at 1% noise and stay one issue; regressions a few commits apart in a row are not chained.
+GROUP_SPAN = 8
 # A size band (issue 47): a member's size, as the issue shows it, is replaced only when the new size differs from it by
 # at least this much (absolute) and this share of the shown size: a size that wobbles by its noise is no edit.
 SIZE_BAND = 0.005
@@ -140,10 +143,15 @@ class _Work:
         ]
 
     def distance(self, r: Range | None) -> int | None:
-        """Commits from ``r`` to the farthest of :meth:`ranges`, when every one is within NEAR (complete linkage,
-        issue 47: a finding near only the newest member of a group does not chain an unrelated regression on)."""
-        distances = [apart(r, x) for x in self.ranges()] if r is not None else []
-        return max(distances) if distances and max(distances) <= NEAR else None
+        """Commits from ``r`` to the nearest of :meth:`ranges`, when within NEAR and the ranges with ``r`` still span
+        at most GROUP_SPAN commits (issue 47: a finding near only the newest member of a group does not chain another
+        regression on; single linkage made a 36-member issue of regressions a few commits apart)."""
+        ranges = self.ranges()
+        if r is None or not ranges:
+            return None
+        width = max(r[1], *(x[1] for x in ranges)) - min(r[0], *(x[0] for x in ranges))
+        nearest = min(apart(r, x) for x in ranges)
+        return nearest if nearest <= NEAR and width <= GROUP_SPAN else None
 
     def holds_series(self, series: str) -> bool:
         return any(m.series == series and m.status == "active" for m in self.members) or any(
@@ -157,8 +165,8 @@ def _nearest(candidates: list[_Work], r: Range | None) -> _Work | None:
 
 
 def _groups(units: list[_Work]) -> list[_Work]:
-    """Complete-linkage groups of new findings (any benchmark, any machine): oldest range first, each joins the group
-    whose every range is within NEAR of each of its own (the closest such), else starts one. Before issue 47 this was
+    """Groups of new findings (any benchmark, any machine): oldest range first, each joins the closest group it is
+    near within GROUP_SPAN (:meth:`_Work.distance`, for each of its ranges), else starts one. Before issue 47 this was
     single linkage, which chained regressions a few commits apart into one issue (36 members in a grown history)."""
     groups: list[_Work] = []
     for u in sorted(units, key=lambda w: min((r[1] for r in w.ranges()), default=-1)):

@@ -8,11 +8,14 @@ series recomputes only its tail), writes it as ``changes.json`` (schema
 mxfp4-history-changes/1) and runs the regression-issues command on it against the local
 GitHub stand-in (tests/fake_github.py), as the workflow does after each history run.
 
-The history: one GPU machine, ``benchmarks`` GEMM benchmarks, log TFLOPS with commit noise of
+The history: one GPU machine (or ``machines``), ``benchmarks`` GEMM benchmarks, log TFLOPS with commit noise of
 ``noise`` (Student's t, 5 degrees of freedom: heavy tails), a share of commits that repeat the
 previous commit's value exactly (a re-used build), and what :class:`Scenario` puts in: three
 regressions (the first fixed ``fixed_after`` commits later) and one 2% slowdown of 20
-benchmarks at one commit. One benchmark's name carries a forged marker.
+benchmarks at one commit. One benchmark's name carries a forged marker. Issue 47 adds
+``machines`` (each machine measures every benchmark with its own noise; a regression is in
+every machine's series) and ``renamed`` (a benchmark reported under a new asv key from a commit
+on: its old series stays in the history and stops growing, as asv keeps old results).
 """
 
 from __future__ import annotations

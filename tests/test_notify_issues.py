@@ -265,6 +265,11 @@ def test_only_a_settled_large_enough_recent_change_point_opens_an_issue():
     b = bench("a")
     assert plan(load_history_changes(changes([cp(b, 30, -0.05, settled=SETTLE - 1)])), []).plans == []
     assert plan(load_history_changes(changes([cp(b, 30, -0.004)])), []).plans == []  # under the speed gate's 1%
+    unsure = cp(b, 30, -0.012)  # issue 47: at 1% noise, a -1.2% change point whose interval reaches -0.2%
+    unsure["change"]["interval"] = [-0.022, -0.002]
+    assert plan(load_history_changes(changes([unsure])), []).plans == []
+    unsure["change"]["interval"] = [-0.017, -0.007]
+    assert len(plan(load_history_changes(changes([unsure])), []).plans) == 1
     old = changes([cp(b, 30, -0.05)])
     old["machines"][0]["change_points"][0]["recent"] = False
     assert plan(load_history_changes(old), []).plans == []

@@ -47,6 +47,7 @@ from harness.report import write_json_atomic  # noqa: E402
 REGRESSIONS = ((0, 30, -0.05, 10), (1, 45, -0.04, None), (2, 56, -0.06, None), (3, 84, -0.03, None))
 SHARED = (4, 20, 66, -0.02)
 RENAMED = (2, 90)
+NEAR_TRUTH = 5  # commits: a member this far from a true regression's commit is another (false) finding
 NOTE_ABOVE = "**Triage (a person)**: @alice is looking into this one; see the profile in the team notes."
 FIRST_LINE = "Assigned to the kernels team (a person replaced the first line)."
 NOTE_BELOW = "Update from a person: reproduced by hand on the runner, 4.1% slower."
@@ -234,7 +235,16 @@ def one_seed(seed: int, runs: int, noise: float) -> dict[str, Any]:
     per_truth: dict[str, list[int]] = {}
     culprit_named: dict[str, bool] = {}
     for name, (keys, at) in truths(s).items():
-        numbers_of = [n for n, p in found.items() if p and keys & {m.benchmark for m in p.members}]
+        # an issue is this regression's when a member of it is in one of its benchmarks within NEAR_TRUTH of its commit
+        numbers_of = [
+            n
+            for n, p in found.items()
+            if p
+            and any(
+                m.benchmark in keys and m.orders and m.orders[0] - NEAR_TRUTH < at <= m.orders[1] + NEAR_TRUTH
+                for m in p.members
+            )
+        ]
         per_truth[name] = numbers_of
         ranges = [
             m.orders for n in numbers_of for m in found[n].members if m.benchmark in keys and m.orders is not None

@@ -11,12 +11,14 @@ commit noise of ``--noise``, 5% of commits repeating the previous value exactly)
 stops). What people do (``PEOPLE``), each to the oldest open issue no person has touched yet: a
 triage note added above everything the bot wrote (before run 34), the body's first line replaced
 (44), a note appended (56), every label removed and the title changed (72); and the -4%
-regression's issue closed by hand (60). A rate limit refuses the next write of
-each kind once (an issue created, a body edited, an issue closed, a status comment); the stopped
-run is run again at once on the same file (a re-run of the workflow).
+regression's issue closed by hand (60). A rate limit refuses the next write of each kind once (an
+issue created, a status comment, an issue edited or closed, twice: ``LIMITS``); the stopped run
+(exit 2) is run again at once on the same file (a re-run of the workflow).
 
-Counted: issues per true regression (one is the goal; duplicates are the excess), issues that name
-no true regression (false issues, also per 1000 commits), whether each regression's issue names its
+Counted: issues per true regression (an issue is a regression's when one of its members, as the bot
+wrote it last, is in that regression's benchmarks within NEAR_TRUTH commits of its commit; one is
+the goal; duplicates are the excess), issues of none (false issues, also per 1000 commits), issues a
+person orphaned (no marker the code reads left in the body), whether each regression's issue names its
 culprit commit within its members' suspected ranges, the body edits and which of them changed only
 numbers (a p-value, an interval, a size by less than its band) rather than commits, members, a status
 or a size band (docs/PR_COMMENT.md, "What is an edit"), whether each person's text and title are

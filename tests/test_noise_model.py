@@ -121,7 +121,10 @@ def test_fit_recovers_the_within_and_between_worker_sds_and_the_runs_spread():
     fitted = fit({"b": _runs(rng, truth, 40, 16), "c": _runs(rng, BenchmarkNoise(0.002, 1), 40, 16)})
     b, c = fitted.benchmarks["b"], fitted.benchmarks["c"]
     assert b.within_sd == pytest.approx(0.001, rel=0.12) and b.between_sd == pytest.approx(0.002, rel=0.3)
-    assert b.within_df == 40 * 12 and b.between_df == 40 * 3 and b.runs == 40 and b.rounds == 640
+    assert b.within_df == 40 * 12 and b.runs == 40 and b.rounds == 640 and b.generations == 160 and not b.weak
+    # Issue 46: between_df is the df of between_sd**2 as an estimate (pooled over the benchmarks), no longer the count
+    # of generation means (40 * 3): at tau = 2 sigma_w that count overstates what its moment estimate knows.
+    assert 40 < b.between_df < 40 * 3
     assert c.within_sd == pytest.approx(0.002, rel=0.12) and c.between_sd < 0.35 * c.within_sd
     assert (
         combined_df(fitted.spread.run_df, fitted.spread.bench_df) > 20 and "held out" in fitted.notes[-1]

@@ -674,7 +674,8 @@ def test_calibrate_writes_the_noise_model_and_thresholds_the_gate_then_decides_w
     assert thresholds.read_text() == before  # policy: read, never written
     model = json.loads(noise.read_text())
     assert model["schema"] == "mxfp4-speed-noise/1" and BENCH in model["benchmarks"] and len(model["runs"]) == 1
-    assert model["runs"][0]["why_aa"].startswith("a --calibrate record") and model["restart_every"] == 2
+    # Issue 46: the model's cadence is its runs' (restart_every=5 here), no longer the gate's default stamped on it.
+    assert model["runs"][0]["why_aa"].startswith("a --calibrate record") and model["restart_every"] == 5
     record = json.loads(cal.read_text())
     assert record["files_written"] == [str(noise)] and "thresholds_written" not in record
     planned = record["planned_rounds"][BENCH]

@@ -31,14 +31,13 @@ from ci.common.options import (
     add_timing,
     step_summary_value,
 )
-from ci.speed.decide.noise_file import NOISE_PATH
-from ci.speed.decide.thresholds import THRESHOLDS_PATH
 from ci.speed.decide.verdict import CALIBRATION_PATH, GATE_SCHEMA
 from ci.speed.options import CALIBRATION_MAX_MINUTES, DEFAULT_MAX_MINUTES, PLAN_KEYS, Mode, SpeedOptions, speed_options
+from ci.speed.profiles import RUNNERS_PATH
 
 CALIBRATE_DOC = """A/A rounds of the head against itself: the runner's noise model; the rounds each benchmark needs.
 
-    python -m ci.speed.calibrate --write                       # this runner's ci/speed_noise.json
+    python -m ci.speed.calibrate --write                       # this runner's model (ci/speed_runners.json)
     python -m ci.speed.calibrate --noise ci/speed_noise_h200.json --thresholds ci/speed_thresholds_h200.json --write
     python -m ci.speed.calibrate --refit --aa-records aa.json --noise ci/speed_noise_h200.json --write   # no GPU
 
@@ -102,7 +101,11 @@ def _gate_arguments(p: argparse.ArgumentParser) -> None:
         help="measure benchmarks whose code is identical at base and head too",
     )
     g = p.add_argument_group("how it decides")
-    g.add_argument("--thresholds", metavar="PATH", help=f"thresholds file (default: the head's {THRESHOLDS_PATH})")
+    g.add_argument(
+        "--thresholds",
+        metavar="PATH",
+        help=f"thresholds file (default: the head's file of the runner's profile, {RUNNERS_PATH})",
+    )
     g.add_argument(
         "--calibration",
         metavar="PATH",
@@ -112,7 +115,8 @@ def _gate_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--noise",
         metavar="PATH",
-        help=f"the runner's noise model (default: the head's {NOISE_PATH} if present; --plan noise=off ignores it)",
+        help=f"the runner's noise model (default: the head's file of the runner's profile, {RUNNERS_PATH}, if present; "
+        "--plan noise=off ignores it)",
     )
     _add_plan(g)
     add_max_minutes(
@@ -151,8 +155,7 @@ def _gate_arguments(p: argparse.ArgumentParser) -> None:
         "--judge",
         action="store_true",
         help="with --replay: decide the record's raw rounds with THIS checkout's plan, exclusion rule, "
-        "thresholds and noise model (those of the runner the record names: ci/speed_thresholds_h200.json "
-        "and ci/speed_noise_h200.json for an H200, else ci/speed_thresholds.json and ci/speed_noise.json), "
+        "thresholds and noise model (those of the record's runner, by its profile in ci/speed_runners.json), "
         "never the record's; nothing it decided is kept, and a benchmark undecided at the end of the "
         "record is inconclusive and fails (the PR comment's judge: docs/SPEED_GATE.md)",
     )
@@ -169,14 +172,24 @@ def _calibrate_arguments(p: argparse.ArgumentParser) -> None:
     _add_device(g)
     g = p.add_argument_group("how it decides")
     g.add_argument(
-        "--thresholds", metavar="PATH", help=f"thresholds file, only read (default: {THRESHOLDS_PATH}, else the head's)"
+        "--thresholds",
+        metavar="PATH",
+        help=f"thresholds file, only read (default: the head's file of the runner's profile, {RUNNERS_PATH})",
     )
-    g.add_argument("--noise", metavar="PATH", help=f"the runner's noise model, refreshed (default: {NOISE_PATH})")
+    g.add_argument(
+        "--noise",
+        metavar="PATH",
+        help=f"the runner's noise model, refreshed (default: its profile's, {RUNNERS_PATH})",
+    )
     _add_plan(g)
     add_max_minutes(g, CALIBRATION_MAX_MINUTES, "start no round after M minutes, and none that would end after them")
     add_timing(g)
     g = p.add_argument_group("calibration and output")
-    g.add_argument("--write", action="store_true", help=f"write the fitted noise model (--noise, default {NOISE_PATH})")
+    g.add_argument(
+        "--write",
+        action="store_true",
+        help="write the fitted noise model (--noise, default the runner's profile's path)",
+    )
     g.add_argument(
         "--refit",
         action="store_true",

@@ -67,7 +67,7 @@ class SpeedOptions:
     measure_identical: bool = False  # measure benchmarks with identical code too
     thresholds: Thresholds | None = None  # None: the head's file (or the record's, in a replay)
     thresholds_path: Path | None = None  # --thresholds as given (ci.speed.calibrate --write writes it)
-    noise: Path | None = None  # --noise: the runner's noise model file (None: the head's ci/speed_noise.json, if any)
+    noise: Path | None = None  # --noise: the runner's noise model file (None: its profile's, ci.speed.profiles)
     write: bool = False  # --calibrate: write the noise model and the thresholds files
     refit: bool = False  # --calibrate: measure nothing; refit from the model's runs and --aa-records
     aa_records: tuple[Path, ...] = ()  # --calibrate: A/A records to fit from besides the rounds measured

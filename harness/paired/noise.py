@@ -63,35 +63,57 @@ def clustering(generations: Sequence[int]) -> float:
 
 @dataclass(frozen=True)
 class BenchmarkNoise:
-    """One benchmark's noise on one runner (fractions on the log scale: 0.001 is 0.1%)."""
+    """One benchmark's noise on one runner (fractions on the log scale: 0.001 is 0.1%).
+
+    ``between_df`` is the degrees of freedom of ``between_sd**2`` as an estimate (a scaled chi-square's: relative
+    variance ``2 / df``): since issue 46 the fit pools the between-to-within structure over the benchmarks
+    (harness.paired.noise_pool), so it is an effective, fractional df -- its own generation means', what the pool
+    lends, and the error of ``within_sd**2`` it is scaled by. A file fitted before reads as the count of generation
+    means. ``weak``: fitted from fewer worker generations than the fit's minimum (its
+    between part leans on the pool; docs/SPEED_GATE.md, "The between-worker variance, pooled").
+    """
 
     within_sd: float  # sigma_w: a round's log-ratio SD within one worker generation
     within_df: int  # the df it was estimated with
     between_sd: float = 0.0  # tau: SD of one worker generation's offset
-    between_df: int = 0  # df of the generation means it was estimated from (0: none)
+    between_df: float = 0.0  # df of between_sd**2 as an estimate (0: none fitted)
     rounds: int = 0
     runs: int = 0
+    generations: int = 0  # worker generations with usable rounds, over all runs (0: not recorded, a file before 46)
+    weak: bool = False  # fewer generations than the fit's minimum: use with care
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.within_sd) and self.within_sd > 0 and self.within_df >= 1):
             raise ValueError(f"within_sd must be > 0 with within_df >= 1 (got {self.within_sd}, {self.within_df})")
         if not (math.isfinite(self.between_sd) and self.between_sd >= 0 and self.between_df >= 0):
             raise ValueError(f"between_sd must be >= 0 with between_df >= 0 (got {self.between_sd}, {self.between_df})")
-        if self.between_sd > 0 and self.between_df < 1:
-            raise ValueError("a between-worker SD needs between_df >= 1")
+        if self.between_sd > 0 and not self.between_df > 0:
+            raise ValueError("a between-worker SD needs between_df > 0")
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The file's entry: the fields of a model before issue 46 always; ``generations`` when known and ``weak``
+        only when set, so an entry without them reads as before."""
+        data = asdict(self)
+        if not self.generations:
+            del data["generations"]
+        if not self.weak:
+            del data["weak"]
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BenchmarkNoise:
+        weak = data.get("weak", False)
+        if not isinstance(weak, bool):
+            raise ValueError(f"weak must be true or false (got {weak!r})")
         return cls(
             float(data["within_sd"]),
             int(data["within_df"]),
             float(data.get("between_sd", 0.0)),
-            int(data.get("between_df", 0)),
+            float(data.get("between_df", 0)),
             int(data.get("rounds", 0)),
             int(data.get("runs", 0)),
+            int(data.get("generations", 0)),
+            weak,
         )
 
 

@@ -24,6 +24,7 @@ from harness.paired.noise import (
     log_chi2_bias,
     within_ss,
 )
+from harness.paired.noise_pool import BetweenParts, Pool, pool, shrink
 
 
 @dataclass(frozen=True)
@@ -40,11 +41,36 @@ class Fit:
     benchmarks: dict[str, BenchmarkNoise]
     spread: Spread
     notes: tuple[str, ...] = field(default_factory=tuple)
+    pool: Pool | None = None  # the between-to-within structure the benchmarks share (None: no between df at all)
 
 
-def _benchmark_fit(runs: Sequence[RunRounds]) -> BenchmarkNoise | None:
-    ss_w = df_w = ss_b = df_b = k_sum = 0.0
-    rounds = 0
+# A benchmark fitted from fewer worker generations than this is marked weak: two generations give its between variance
+# one df of its own, three the least that shows a spread at all; the pool carries the rest.
+MIN_GENERATIONS = 3
+
+
+@dataclass(frozen=True)
+class _Sums:
+    """One benchmark's sums of squares over its runs (within generations; generation means about their run's)."""
+
+    ss_w: float
+    df_w: int
+    ss_b: float
+    df_b: int
+    k_sum: float  # E[SS_b] = df_b sigma_w^2 + tau^2 k_sum
+    rounds: int
+    runs: int
+    generations: int
+
+    def parts(self) -> BetweenParts:
+        size = self.k_sum / self.df_b if self.df_b else 1.0
+        between_ms = self.ss_b / self.df_b if self.df_b else 0.0
+        return BetweenParts(self.ss_w / self.df_w, float(self.df_w), between_ms, float(self.df_b), size)
+
+
+def _sums(runs: Sequence[RunRounds]) -> _Sums | None:
+    ss_w = ss_b = k_sum = 0.0
+    df_w = df_b = rounds = generations = 0
     for r in runs:
         x = np.asarray(r.log_ratios, dtype=float)
         if x.size == 0:
@@ -53,19 +79,48 @@ def _benchmark_fit(runs: Sequence[RunRounds]) -> BenchmarkNoise | None:
         ss, d = within_ss(x, r.generations)
         ss_w, df_w = ss_w + ss, df_w + d
         sizes = generation_sizes(r.generations)
+        generations += len(sizes)
         if len(sizes) >= 2:
             means = [float(part.mean()) for part in np.split(x, np.cumsum(sizes)[:-1])]
             grand = float(x.mean())
             ss_b += sum(s * (m - grand) ** 2 for s, m in zip(sizes, means))
             df_b += len(sizes) - 1
             k_sum += x.size - sum(s * s for s in sizes) / x.size
-    if df_w < 1:
+    if df_w < 1 or ss_w <= 0:
         return None
-    sw2 = ss_w / df_w
-    # Method of moments: E[SS_between] = df_b sigma_w^2 + tau^2 sum(n - sum n_g^2 / n).
-    tau2 = max(0.0, (ss_b - sw2 * df_b) / k_sum) if df_b >= 1 else 0.0
+    return _Sums(ss_w, df_w, ss_b, df_b, k_sum, rounds, len(runs), generations)
+
+
+def _benchmark_fit(runs: Sequence[RunRounds]) -> BenchmarkNoise | None:
+    """This benchmark's rounds alone (the held-out spread's model of the other runs): tau by the method of moments,
+    ``E[SS_between] = df_b sigma_w^2 + tau^2 sum(n - sum n_g^2 / n)``."""
+    sums = _sums(runs)
+    if sums is None:
+        return None
+    sw2 = sums.ss_w / sums.df_w
+    tau2 = max(0.0, (sums.ss_b - sw2 * sums.df_b) / sums.k_sum) if sums.df_b >= 1 else 0.0
     # between_df: the df of the generation means even when tau comes out 0 (a fitted 0 is an estimate, not a fact).
-    return BenchmarkNoise(math.sqrt(sw2), int(df_w), math.sqrt(tau2), int(df_b), rounds, len(runs))
+    return BenchmarkNoise(math.sqrt(sw2), sums.df_w, math.sqrt(tau2), sums.df_b, sums.rounds, sums.runs)
+
+
+def _pooled_fit(sums: Mapping[str, _Sums]) -> tuple[dict[str, BenchmarkNoise], Pool | None]:
+    """Each benchmark's within SD its own, its between SD from the pooled structure (harness.paired.noise_pool)."""
+    parts = {b: s.parts() for b, s in sums.items()}
+    structure = pool(parts)
+    out = {}
+    for bench_id, s in sums.items():
+        shrunk = shrink(parts[bench_id], structure)
+        out[bench_id] = BenchmarkNoise(
+            math.sqrt(s.ss_w / s.df_w),
+            s.df_w,
+            math.sqrt(shrunk.between_var),
+            float(f"{shrunk.between_df:.4g}") if shrunk.between_var > 0 else 0.0,
+            s.rounds,
+            s.runs,
+            s.generations,
+            s.generations < MIN_GENERATIONS,
+        )
+    return out, structure
 
 
 def _spread_log_variances(cells: Mapping[tuple[str, str], tuple[float, int]]) -> tuple[Spread, str]:
@@ -156,25 +211,46 @@ def _spread_held_out(runs: Mapping[str, Sequence[RunRounds]], shares: Spread) ->
 
 
 def fit(runs: Mapping[str, Sequence[RunRounds]]) -> Fit:
-    """The model from A/A runs: per benchmark its within and between-worker SDs, and the runs' spread.
+    """The model from A/A runs: per benchmark its within SD, its between-worker SD pooled over the benchmarks
+    (harness.paired.noise_pool), and the runs' spread.
 
     A benchmark whose runs have no generation with two usable rounds cannot be fitted (it is
-    left out, with a note). The spread needs three runs held out (or two, from the log variances);
-    otherwise :data:`DEFAULT_RUN_DF` and :data:`DEFAULT_BENCH_DF`.
+    left out, with a note); one with fewer than :data:`MIN_GENERATIONS` worker generations is marked weak.
+    The spread needs three runs held out (or two, from the log variances); otherwise
+    :data:`DEFAULT_RUN_DF` and :data:`DEFAULT_BENCH_DF`.
     """
-    benchmarks, notes = {}, []
+    notes = []
+    sums: dict[str, _Sums] = {}
     cells: dict[tuple[str, str], tuple[float, int]] = {}
     for bench_id, bench_runs in sorted(runs.items()):
-        noise = _benchmark_fit(bench_runs)
-        if noise is None:
+        own = _sums(bench_runs)
+        if own is None:
             notes.append(f"{bench_id}: no generation with two usable rounds: not in the model")
             continue
-        benchmarks[bench_id] = noise
+        sums[bench_id] = own
         for r in bench_runs:
             ss, d = within_ss(r.log_ratios, r.generations)
             if d >= 1 and ss > 0:
                 cells[(bench_id, r.run)] = (ss / d, d)
+    benchmarks, structure = _pooled_fit(sums)
+    notes.append(_pool_note(structure))
+    weak = sorted(b for b, n in benchmarks.items() if n.weak)
+    if weak:
+        notes.append(
+            f"{len(weak)} benchmark(s) weak (fewer than {MIN_GENERATIONS} worker generations: their between SD is "
+            f"the pool's): {', '.join(weak)}"
+        )
     # The runs' spread held out if three runs allow, else from the log variances, else assumed.
     moments, note = _spread_log_variances(cells)
     spread, note = _spread_held_out(runs, moments) or (moments, note)
-    return Fit(benchmarks, spread, tuple(notes) + (note,))
+    return Fit(benchmarks, spread, tuple(notes) + (note,), structure)
+
+
+def _pool_note(structure: Pool | None) -> str:
+    if structure is None:
+        return "the between-worker variance: no benchmark has two worker generations in a run: none fitted"
+    return (
+        f"the between-worker variance pooled over {structure.benchmarks} benchmark(s) ({structure.df:.0f} between df): "
+        f"tau^2 / sigma_w^2 averages {structure.ratio:.3g} (SE {math.sqrt(structure.ratio_var):.2g}), the "
+        f"benchmarks' own ratios a gamma of shape {structure.shape:.3g} about it"
+    )

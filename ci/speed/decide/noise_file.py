@@ -1,4 +1,5 @@
-"""A runner's noise model file (``ci/speed_noise.json``, an H200's ``ci/speed_noise_h200.json``): read, fit, its JSON.
+"""A runner's noise model file (which one: its profile, ci/speed_runners.json via ci.speed.profiles; the MI355X's
+``ci/speed_noise.json``, an H200's ``ci/speed_noise_h200.json``): read, fit, its JSON.
 
 It keeps the A/A rounds the model was fitted from, so a refresh refits from the data (:func:`refit`); a run must be
 honestly A/A (:func:`run_of_record`). Schema and why: docs/SPEED_GATE.md, "Notes from the code".
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,14 +18,26 @@ from typing import Any
 from ci.common.errors import InputError
 from ci.common.json_file import JsonFileError, read_json
 from ci.speed.decide.exclusion import ExclusionRule, exclusion
-from harness.paired.noise import BenchmarkNoise, Spread
+from harness.paired.noise import BenchmarkNoise, Spread, generation_sizes
 from harness.paired.noise_fit import RunRounds, fit
 
-NOISE_PATH = "ci/speed_noise.json"  # the MI355X runner's (none yet); an H200's: ci/speed_noise_h200.json (--noise)
+NOISE_PATH = "ci/speed_noise.json"  # the MI355X's (none yet); each runner's is named by ci/speed_runners.json
 NOISE_SCHEMA = "mxfp4-speed-noise/1"
 MAX_RUNS = 8  # a refresh keeps the newest runs: the model follows the runner, not its history
 IDENTITY_KEYS = ("gpu", "driver", "torch", "cuda", "rocm")
-_TOP_KEYS = {"schema", "about", "runner", "fitted", "restart_every", "spread", "benchmarks", "notes", "runs"}
+_TOP_KEYS = {
+    "schema",
+    "about",
+    "runner",
+    "fitted",
+    "restart_every",
+    "spread",
+    "benchmarks",
+    "notes",
+    "runs",
+    "between_pool",  # since issue 46: the between-to-within structure the benchmarks share (harness.paired.noise_pool)
+    "skipped",  # since issue 46: benchmark id -> why the calibration could not measure it
+}
 
 
 class NoiseModelError(InputError, ValueError):
@@ -41,12 +55,14 @@ class NoiseModel:
     source: str = ""
     notes: tuple[str, ...] = ()
     about: str = ""
+    between_pool: Mapping[str, Any] | None = None  # harness.paired.noise_pool.Pool.to_json() of the fit
+    skipped: Mapping[str, str] = field(default_factory=dict)  # benchmark id -> why the calibration could not measure it
 
     def entry(self, bench_id: str) -> BenchmarkNoise | None:
         return self.benchmarks.get(bench_id)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "schema": NOISE_SCHEMA,
             "about": self.about,
             "runner": dict(self.runner),
@@ -57,6 +73,11 @@ class NoiseModel:
             "notes": list(self.notes),
             "runs": [dict(r) for r in self.runs],
         }
+        if self.between_pool is not None:
+            data["between_pool"] = dict(self.between_pool)
+        if self.skipped:
+            data["skipped"] = dict(sorted(self.skipped.items()))
+        return data
 
     def used_json(self, bench_ids: Sequence[str]) -> dict[str, Any]:
         """What a gate record keeps of the model it decided with: enough to replay it (no raw runs)."""
@@ -101,6 +122,12 @@ def parse_noise_model(data: Any, where: str, *, runs_required: bool = True) -> N
         isinstance(r, dict) and isinstance(r.get("benchmarks"), dict) for r in runs
     ):
         raise NoiseModelError(f'{where}: runs: a list of runs, each with its "benchmarks" rounds')
+    pool = data.get("between_pool")
+    skipped = data.get("skipped", {})
+    if pool is not None and not isinstance(pool, dict):
+        raise NoiseModelError(f"{where}: between_pool: an object (the pooled between-to-within structure)")
+    if not isinstance(skipped, dict) or not all(isinstance(v, str) for v in skipped.values()):
+        raise NoiseModelError(f"{where}: skipped: an object of benchmark id -> why it was not measured")
     return NoiseModel(
         benchmarks,
         spread,
@@ -111,6 +138,8 @@ def parse_noise_model(data: Any, where: str, *, runs_required: bool = True) -> N
         data.get("source") or where,
         tuple(data.get("notes", [])),
         str(data.get("about", "")),
+        pool,
+        skipped,
     )
 
 
@@ -200,9 +229,33 @@ def run_of_record(
     return run, notes
 
 
-def refit(runs: Sequence[Mapping[str, Any]], *, restart_every: int, max_runs: int = MAX_RUNS) -> NoiseModel:
+def runs_cadence(runs: Sequence[Mapping[str, Any]]) -> tuple[int | None, list[int]]:
+    """(the rounds per worker generation the runs were measured at, the sizes common enough to be a cadence): the
+    most common size of their generations (usable rounds; a generation cut short by an excluded round is rarer),
+    the larger on a tie; None without any generation. A size of at least a quarter of the generations is common."""
+    sizes: Counter[int] = Counter()
+    for run in runs:
+        for data in run["benchmarks"].values():
+            sizes.update(generation_sizes(data["generations"]))
+    if not sizes:
+        return None, []
+    total = sum(sizes.values())
+    return max(sizes, key=lambda k: (sizes[k], k)), sorted(k for k, v in sizes.items() if 4 * v >= total)
+
+
+def refit(
+    runs: Sequence[Mapping[str, Any]],
+    *,
+    restart_every: int | None = None,
+    max_runs: int = MAX_RUNS,
+    skipped: Mapping[str, str] | None = None,
+) -> NoiseModel:
     """The model from ``runs``: the newest ``max_runs`` of those on the newest run's GPU model (same source once);
-    named after that GPU, not the machine fitting them (a --refit on a CPU keeps an H200's model an H200's)."""
+    named after that GPU, not the machine fitting them (a --refit on a CPU keeps an H200's model an H200's).
+
+    ``restart_every``: the cadence the model's generation means were measured at (the gate's model_prediction reads
+    a generation mean's variance at it); None: the runs' own (:func:`runs_cadence`), never the gate's default, which
+    may differ from the calibration's."""
     if not runs:
         raise NoiseModelError("no A/A runs to fit a noise model from")
     unique = {(r["source"], r.get("created")): r for r in runs}
@@ -220,6 +273,14 @@ def refit(runs: Sequence[Mapping[str, Any]], *, restart_every: int, max_runs: in
     notes = list(fitted.notes) + (
         [f"{dropped} older run(s) or run(s) of another GPU model left out"] if dropped else []
     )
+    cadence, seen = runs_cadence(kept)
+    if restart_every is None:
+        restart_every = cadence or 1
+        if len(seen) > 1:
+            notes.append(
+                f"the runs' worker generations have {seen} rounds (a restart cadence changed): restart_every "
+                f"{restart_every}, the most common"
+            )
     return NoiseModel(
         fitted.benchmarks,
         fitted.spread,
@@ -230,6 +291,8 @@ def refit(runs: Sequence[Mapping[str, Any]], *, restart_every: int, max_runs: in
         "",
         tuple(notes),
         f"the speed gate's noise model of the runner's {gpu or 'CPU'} (docs/SPEED_GATE.md, 'The noise model')",
+        fitted.pool.to_json() if fitted.pool is not None else None,
+        dict(skipped or {}),
     )
 
 

@@ -1,4 +1,5 @@
-"""The speed gate's thresholds: one committed file, ``ci/speed_thresholds.json`` (an H200's ``_h200``).
+"""The speed gate's thresholds: one committed file per runner, its policy (ci/speed_runners.json names it: the MI355X's
+``ci/speed_thresholds.json``, an H200's ``_h200``).
 
 A benchmark's threshold is the first override whose ``match`` pattern matches its name, else ``default_threshold``;
 a malformed file is a :class:`ThresholdsError` naming the file and the key. Schema: docs/SPEED_GATE.md.
@@ -14,7 +15,7 @@ from ci.common.errors import InputError
 from ci.common.json_file import JsonFileError, read_json
 from ci.common.options import name_matches
 
-THRESHOLDS_PATH = "ci/speed_thresholds.json"
+THRESHOLDS_PATH = "ci/speed_thresholds.json"  # the MI355X's, and the default of a GPU without a runner profile
 THRESHOLDS_SCHEMA = "mxfp4-speed-thresholds/1"
 _TOP_KEYS = {"schema", "default_threshold", "overrides", "about", "targets"}
 _OVERRIDE_KEYS = {"match", "threshold", "why"}

@@ -50,6 +50,7 @@ class DevicePart:
     carried_wall_s: float = 0.0  # the survey's wall time on this device, before this round began
     measure: dict[str, float] = field(default_factory=dict)
     error: str | None = None
+    measuring: str | None = None  # the benchmark being measured now: when the worker dies, the one that killed it
 
     def __post_init__(self) -> None:
         for side in self.order:
@@ -85,6 +86,8 @@ def summarize(dev: Device, part: DevicePart) -> None:
                         "busy": False,
                         "device_index": dev.index,
                         "device_failed": True,
+                        # The benchmark whose measuring the worker died in (None: it died starting or preparing).
+                        **({"died_measuring": True} if bench.id == part.measuring else {}),
                     },
                 )
     for side in part.order:

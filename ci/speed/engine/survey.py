@@ -143,7 +143,24 @@ def survey(request: dict[str, Any]) -> dict[str, Any]:
                 )
             if available_any:
                 answer["correctness"].append(_check(kernel, config, device, mxfp4, not_applicable))
+    if device == "cuda":
+        answer["memory"] = device_memory()
     return answer
+
+
+def device_memory() -> dict[str, int]:
+    """The device's free and total bytes as this worker sees them once its own cache is returned (the parent's memory
+    check, ci.speed.engine.memory), and its last-level cache (how many input sets a benchmark makes)."""
+    import gc
+
+    import torch
+
+    from harness.timing.inputs import last_level_cache_bytes
+
+    gc.collect()
+    torch.cuda.empty_cache()
+    free, total = torch.cuda.mem_get_info()
+    return {"free_bytes": int(free), "total_bytes": int(total), "llc_bytes": int(last_level_cache_bytes("cuda"))}
 
 
 def _check(

@@ -220,8 +220,10 @@ class WarmEngine:
             for bench in part.benches:
                 if self._stop_round.is_set():  # the gate has its answer (the PR failed): the rest of the round waits
                     break
+                part.measuring = bench.id
                 for side in part.order:
                     part.records[side][bench.id] = self._measure(dev, side, bench, round_index, part.measure)
+                part.measuring = None
                 with self._pair_lock:  # both sides measured: note the order, ask the gate whether the round may stop
                     self._sequence.append(bench.id)
                     pair = {side: part.records[side][bench.id] for side in part.order}
@@ -230,6 +232,14 @@ class WarmEngine:
             dev.rounds_served += 1
         except WorkerFailed as exc:
             self._fail(dev, part, exc, round_index)
+
+    def revive(self) -> list[int]:
+        """Failed devices made usable again (their workers already ended): the next round starts a new generation
+        there. For a caller that has taken off what killed them (the calibration); returns their indices."""
+        failed = [d.index for d in self.devices.values() if d.failure]
+        for index in failed:
+            self.devices[index].failure = None
+        return failed
 
     def _fail(self, dev: Device, part: DevicePart, exc: WorkerFailed, round_index: int) -> None:
         part.error = dev.failure = str(exc)

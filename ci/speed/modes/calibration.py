@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,18 +17,35 @@ from typing import Any
 from ci.common.files import append_step_summary_or_fallback, write_json_atomic
 from ci.speed.decide.codes import Status
 from ci.speed.decide.exclusion import ExclusionRule
-from ci.speed.decide.noise_file import NOISE_PATH, NoiseModel, load_noise_model, refit, run_of_record
+from ci.speed.decide.noise_file import (
+    NoiseModel,
+    NoiseModelError,
+    load_noise_model,
+    refit,
+    run_of_record,
+)
 from ci.speed.decide.selection import check_selectors, select
-from ci.speed.decide.thresholds import THRESHOLDS_PATH, Thresholds, ThresholdsError, load_thresholds
+from ci.speed.decide.thresholds import Thresholds, ThresholdsError, load_thresholds
 from ci.speed.decide.verdict import BenchmarkResult, load_record
 from ci.speed.engine.rounds import Side, cost_summary
 from ci.speed.engine.warm_engine import DEFAULT_RESTART_EVERY
-from ci.speed.modes.shared import engine_options, log, open_measurer, run_rounds, survey_both, thresholds_for
+from ci.speed.modes.shared import (
+    SKIPPED,
+    engine_options,
+    log,
+    memory_check,
+    open_measurer,
+    run_rounds,
+    survey_both,
+    thresholds_for,
+)
 from ci.speed.options import SpeedOptions
+from ci.speed.profiles import RUNNERS_PATH, runner_profile
 from ci.speed.report.markdown import calibration_markdown, correctness_lines, excluded_rows, noise_markdown, plan_text
 from ci.speed.report.write import Context, record_json
 from harness import paired
 from harness.paired.noise import LookNoise
+from harness.paired.noise_fit import MIN_GENERATIONS
 from harness.paired.sequential import SequentialPlan
 from harness.paired.zone import planned_rounds
 from harness.report import markdown_table
@@ -131,7 +148,7 @@ def plan_rounds(
         entry = model.entry(bench_id)
         if entry is None:
             continue
-        look = LookNoise(entry, model.spread)
+        look = LookNoise(entry, model.spread, cadence=model.restart_every)  # its generation means' cadence
         threshold = thresholds.lookup(bench_id)[0]
         rounds = {r: planned_rounds(look, threshold, shared, r) for r in sorted({*CADENCES, restart_every})}
         seconds = {r: _seconds(n, r, costs.get(bench_id)) for r, n in rounds.items()}
@@ -159,6 +176,18 @@ class AARun:
     rounds: list[dict[str, Any]] = field(default_factory=list)
     results: list[BenchmarkResult] = field(default_factory=list)
 
+    @property
+    def skipped(self) -> dict[str, str]:
+        """Benchmark id -> why it could not be calibrated: left out before it started (its memory), taken off when it
+        failed, or a wrong result (never a speed)."""
+        out = {}
+        for r in self.results:
+            if r.status is Status.WRONG_RESULT:
+                out[r.id] = f"wrong result: {r.note}"
+            elif r.status is Status.NOT_APPLICABLE and r.note.startswith(SKIPPED):
+                out[r.id] = r.note[len(SKIPPED) :].strip()
+        return out
+
 
 def measure_aa(
     options: SpeedOptions,
@@ -167,8 +196,12 @@ def measure_aa(
     rule: ExclusionRule,
     n: int,
     started: float,
+    open_engine: Callable[[list[Side], SpeedOptions, float | None], Any] = open_measurer,
 ) -> AARun:
-    """Up to ``n`` A/A rounds of the head against itself in the gate's warm workers, within --max-minutes."""
+    """Up to ``n`` A/A rounds of the head against itself in the gate's warm workers, within --max-minutes.
+
+    A benchmark the device cannot hold twice, or that fails or computes a wrong result, is skipped with its reason
+    (:attr:`AARun.skipped`); the others are measured. ``open_engine``: the warm workers (a test's fake)."""
     from ci.common import gitutil
 
     repo = gitutil.open_repo(options.repo)
@@ -179,14 +212,18 @@ def measure_aa(
             tree_a = tree_b = Path(repo.working_tree_dir or options.repo)
         else:  # two worktrees, as the gate has: per-path effects (caches, paths in kernels) land in the noise
             tree_a, tree_b = (stack.enter_context(gitutil.checkout(repo, sha)) for _ in range(2))
-        thresholds = thresholds or thresholds_for(None, tree_b)
         sides = {"base": Side("base", tree_a), "head": Side("head", tree_b)}
         # The workers that survey the head (and its second tree) are the ones that measure the A/A rounds.
-        measurer = stack.enter_context(open_measurer(list(sides.values()), options, stop_at))
-        survey = survey_both(sides, options.selector, measurer)["head"]
+        measurer = stack.enter_context(open_engine(list(sides.values()), options, stop_at))
+        surveys = survey_both(sides, options.selector, measurer)
+        survey = surveys["head"]
         assert survey is not None  # the head's survey failing raises (ci.speed.modes.shared)
+        # --thresholds, else the policy of the runner's profile (ci.speed.profiles) in the head.
+        policy = runner_profile(survey["environment"].get("gpu")).thresholds
+        thresholds = thresholds or thresholds_for(None, tree_b, policy)
         check_selectors({"head": survey}, options.selector)
         selection = select(survey, survey)
+        memory_check(selection, surveys, list(getattr(measurer, "devices", None) or [0]))
         correctness = [c for c in selection.correctness if c["side"] == "head"]
         log(
             f"speed_gate: calibrating {sha[:12]} against itself: up to {n} A/A rounds, a restart every "
@@ -203,35 +240,58 @@ def measure_aa(
             fixed=True,
             deadline=stop_at,
             finish_by=stop_at if options.rounds is None else None,  # --plan rounds=N: no round refused for its end
+            skip_failed=True,
         )
     return AARun(thresholds, sha, survey["environment"], survey["device"], correctness, rounds, results)
 
 
-def run_calibrate(options: SpeedOptions) -> int:
+def _refit_gpu(noise: Path | None, recorded: Sequence[Mapping[str, Any]]) -> str | None:
+    """The GPU whose runs a --refit fits: --noise's model's runner, else the newest --aa-records run's."""
+    if noise is not None and noise.exists():
+        return load_noise_model(noise).runner.get("gpu")
+    newest = sorted(recorded, key=lambda r: str(r.get("created")))
+    return (newest[-1].get("environment") or {}).get("gpu") if newest else None
+
+
+def run_calibrate(
+    options: SpeedOptions, open_engine: Callable[[list[Side], SpeedOptions, float | None], Any] = open_measurer
+) -> int:
+    """Exit 0 when the model was fitted (written with --write), benchmarks that could not run skipped and said so; 2
+    (an exception) when nothing could be fitted."""
     started = time.time()
     plan, rule, model_plan = options.the_plan(), options.exclusion_rule(), options.the_plan(model=True)
     n = options.rounds if options.rounds is not None else MAX_CALIBRATION_ROUNDS
-    model_path = options.noise or Path(NOISE_PATH)
-    old_model = load_noise_model(model_path) if model_path.exists() else None
-    runs, notes = list(old_model.runs if old_model else ()), []
+    recorded, notes = [], []
     for path in options.aa_records:
         run, left = run_of_record(load_record(path), str(path), assume_aa=options.assume_aa)
-        runs.append(run)
+        recorded.append(run)
         notes += [f"{path}: {note}" for note in left]
-    thresholds_path = options.thresholds_path or Path(THRESHOLDS_PATH)
-    thresholds = options.thresholds or (load_thresholds(thresholds_path) if thresholds_path.exists() else None)
-    if not options.refit:
-        aa = measure_aa(options, thresholds, plan, rule, n, started)
-    elif thresholds is None:
-        raise ThresholdsError(f"{thresholds_path}: no such thresholds file (--thresholds names one; it is only read)")
+    if options.refit:
+        gpu = _refit_gpu(options.noise, recorded)
+        profile = runner_profile(gpu)
+        thresholds_path = options.thresholds_path or Path(options.repo) / profile.thresholds
+        if options.thresholds is None and not thresholds_path.exists():
+            raise ThresholdsError(
+                f"{thresholds_path}: no such thresholds file (--thresholds names one; it is only read)"
+            )
+        aa = AARun(options.thresholds or load_thresholds(thresholds_path))
     else:
-        aa = AARun(thresholds)
+        aa = measure_aa(options, options.thresholds, plan, rule, n, started, open_engine)
+        gpu = aa.environment.get("gpu")
+        profile = runner_profile(gpu)
+    # The model goes where the runner's profile keeps it (--noise wins); an unknown runner's at its own name.
+    model_path = options.noise or Path(options.repo) / profile.noise
+    old_model = load_noise_model(model_path) if model_path.exists() else None
+    runs = list(old_model.runs if old_model else ()) + recorded
     sha = (aa.sha or "?")[:12]
-    gpu = aa.environment.get("gpu") or (old_model.runner.get("gpu") if old_model else None) or "CPU"
+    gpu = gpu or (old_model.runner.get("gpu") if old_model else None) or "CPU"
     refit_note = " (--refit of the recorded runs, nothing measured)" if options.refit else ""
     where = f"{gpu}, {time.strftime('%Y-%m-%d')}{refit_note}"
     calibrations, overrides, cal_notes = calibrate_results(aa.results, plan, f"{where} at {sha}")
-    code = 1 if any(r.status is Status.WRONG_RESULT for r in aa.results) else 0
+    # A benchmark that cannot run here (its memory, a failure, a wrong result) is skipped and said so; the others'
+    # model is still fitted and written: exit 0 (issue 46: one benchmark lost the whole calibration).
+    skipped = aa.skipped
+    code = 0
     context = Context(
         mode="calibrate",
         plan=plan,
@@ -251,6 +311,7 @@ def run_calibrate(options: SpeedOptions) -> int:
             "engine": engine_options(options.restart_every, options.gpus),
             "cost": cost_summary(aa.rounds),
             "refit": options.refit,
+            "runner_profile": profile.to_json(),
         },
     )
     record = record_json(
@@ -263,7 +324,11 @@ def run_calibrate(options: SpeedOptions) -> int:
         run, left = run_of_record(record, source)
         notes += left
         runs.append(run)
-    model = replace(refit(runs, restart_every=DEFAULT_RESTART_EVERY), source=str(model_path))
+    # The model's cadence is its runs' (the calibration restarts every 2; older runs may differ), not the gate's.
+    model = replace(refit(runs, skipped=skipped), source=str(model_path))
+    if not model.benchmarks:
+        why = "; ".join(f"{b}: {w}" for b, w in sorted(skipped.items())[:5]) or "no usable A/A rounds"
+        raise NoiseModelError(f"no benchmark could be calibrated, nothing to fit or write ({why})")
     ids = sorted(model.benchmarks) if options.refit else [r.id for r in aa.results if r.status is Status.GATED]
     planned = plan_rounds(
         model, ids, model_plan, aa.thresholds, len(ids), DEFAULT_RESTART_EVERY, timing_costs(aa.rounds)
@@ -278,7 +343,7 @@ def run_calibrate(options: SpeedOptions) -> int:
         log(
             f"speed_gate: {len(cannot)} benchmark(s) cannot be decided at their threshold by the plan's last look "
             f"under this model: {', '.join(cannot)} (measure more worker generations, or change the policy in "
-            f"{thresholds_path})"
+            f"{aa.thresholds.source})"
         )
     trees = "the working tree, one tree" if options.working_tree else "two worktrees"
     how = (
@@ -297,10 +362,30 @@ def run_calibrate(options: SpeedOptions) -> int:
         if files
         else "not written (add --write to write the model)",
     ]
+    if not profile.known:
+        header.insert(
+            0,
+            f"**Unknown runner {profile.gpu}**: no profile in `{RUNNERS_PATH}`: its model is `{model_path}`, its "
+            f"thresholds the default `{aa.thresholds.source}`; add a runner there to give it a policy of its own",
+        )
     if cannot:
         header.append(
             f"**cannot be decided** at their threshold by the last look ({model_plan.max_rounds} rounds): "
             + ", ".join(f"`{b}`" for b in cannot)
+        )
+    if skipped:
+        header.append(
+            f"**skipped** ({len(skipped)}: not measured, not in this run's fit; the model "
+            + ("was still written" if files else "fitted")
+            + " from the others): "
+            + "; ".join(f"`{b}`: {why}" for b, why in sorted(skipped.items()))
+        )
+        log(f"speed_gate: {len(skipped)} benchmark(s) skipped, the model fitted from the others: {', '.join(skipped)}")
+    weak = sorted(b for b in ids if (e := model.entry(b)) is not None and e.weak)
+    if weak:
+        header.append(
+            f"**weak** ({len(weak)}: fewer than {MIN_GENERATIONS} worker generations; their between-worker SD is "
+            "the pool's): " + ", ".join(f"`{b}`" for b in weak)
         )
     markdown = noise_markdown(model, planned, header, notes + list(model.notes))
     if aa.results:
@@ -326,6 +411,7 @@ def run_calibrate(options: SpeedOptions) -> int:
             model_plan=model_plan.to_json(),
             planned_rounds={k: p.to_json() for k, p in planned.items()},
             cannot_decide=cannot,
+            skipped=skipped,
             files_written=files,
         )
         write_json_atomic(options.json, record)

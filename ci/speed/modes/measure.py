@@ -16,7 +16,7 @@ from ci.common.commit_tree import REPO_ROOT, NotAKernelsTree, has_kernels
 from ci.speed.decide.codes import Status
 from ci.speed.decide.exclusion import ExclusionRule
 from ci.speed.decide.generations import RunNoise
-from ci.speed.decide.noise_file import NOISE_PATH, ModelChoice, identity_check, load_noise_model
+from ci.speed.decide.noise_file import ModelChoice, identity_check, load_noise_model
 from ci.speed.decide.selection import Entry, Selection, check_selectors, select
 from ci.speed.decide.thresholds import Thresholds
 from ci.speed.decide.verdict import BenchmarkResult
@@ -28,6 +28,7 @@ from ci.speed.modes.shared import (
     calibrations_for,
     engine_options,
     log,
+    memory_check,
     noise_record,
     open_measurer,
     run_rounds,
@@ -35,6 +36,7 @@ from ci.speed.modes.shared import (
     thresholds_for,
 )
 from ci.speed.options import SpeedOptions
+from ci.speed.profiles import RunnerProfile, runner_profile
 from ci.speed.report.write import Context, finish
 from ci.speed.scope import dependencies, unchanged
 from harness.paired.sequential import SequentialPlan
@@ -62,17 +64,20 @@ class Measured:
     rounds: list[dict[str, Any]]
     environment: dict[str, Any]
     choice: ModelChoice
+    thresholds: Thresholds
     view: RunNoise | None = None
+    profile: RunnerProfile | None = None  # the runner's (ci.speed.profiles); None: nothing measured, no GPU named
     restart_every: int | None = None  # the cadence the rounds ran at (None: nothing measured)
 
 
 @dataclass(frozen=True)
 class Rules:
-    """How this run decides, resolved once (the plan waits for the noise model): the options and the head's files."""
+    """How this run decides, resolved once (the plan waits for the noise model, the thresholds for the runner's
+    profile, known once its GPU is: :class:`Measured`): the options and the head's files."""
 
     rule: ExclusionRule
     limit: int
-    thresholds: Thresholds
+    thresholds: Thresholds | None  # --thresholds; None: the runner's, from its profile
     calibrations: Mapping[str, Any]
 
 
@@ -93,7 +98,7 @@ def run_gate(options: SpeedOptions) -> int:
         rules = Rules(
             options.exclusion_rule(),
             options.round_limit(),
-            thresholds_for(options.thresholds, head_tree),
+            options.thresholds,
             calibrations_for(options.calibrations, head_tree),
         )
         sides = {"head": Side("head", head_tree), "base": Side("base", base_tree) if has_kernels(base_tree) else None}
@@ -116,7 +121,10 @@ def run_gate(options: SpeedOptions) -> int:
             )
             results = [BenchmarkResult(e.benchmark, e.status, e.note) for e in others]  # none is gated
             device = "cpu" if decision.arch == "cpu" else "cuda"
-            measured = Measured(Selection(others, []), options.the_plan(), device, results, [], {}, ModelChoice(None))
+            thresholds = thresholds_for(options.thresholds, head_tree, runner_profile(None).thresholds)
+            measured = Measured(
+                Selection(others, []), options.the_plan(), device, results, [], {}, ModelChoice(None), thresholds
+            )
         else:
             measured = measure(options, rules, sides, pairs if skipped else None, others, head_tree, started)
     context = report(options, rules, commits, decision, measured, skipped, removed, pairs if skipped else None, started)
@@ -177,7 +185,12 @@ def measure(
         head = surveys["head"]
         assert head is not None  # a head without kernels/ stopped above; one that cannot survey raises
         selection = select(head, surveys["base"], base_note, others=others)
-        choice = noise_model_for(options.use_noise, options.noise, head_tree, head["environment"])
+        # A benchmark both sides' workers cannot hold on the device is n/a here, said so, never started: out of memory
+        # mid-run it would cost its whole device (issue 46: an 80 GB card and the 70B gate_up shape in torch_dequant).
+        memory_check(selection, surveys, list(measurer.devices))
+        profile = runner_profile(head["environment"].get("gpu"))
+        thresholds = thresholds_for(rules.thresholds, head_tree, profile.thresholds)
+        choice = noise_model_for(options.use_noise, options.noise, head_tree, head["environment"], profile)
         for note in choice.notes:
             log(f"speed_gate: {note}")
         plan = options.plan_for(len(selection.gated), model=choice.model is not None)
@@ -192,7 +205,7 @@ def measure(
             measurer,
             plan=plan,
             rule=rules.rule,
-            thresholds=rules.thresholds,
+            thresholds=thresholds,
             limit=rules.limit,
             fixed=options.rounds is not None,
             calibrations=rules.calibrations,
@@ -201,7 +214,17 @@ def measure(
             model=choice.model,
         )
     return Measured(
-        selection, plan, head["device"], results, rounds, head["environment"], choice, view, measurer.restart_every
+        selection,
+        plan,
+        head["device"],
+        results,
+        rounds,
+        head["environment"],
+        choice,
+        thresholds,
+        view,
+        profile,
+        measurer.restart_every,
     )
 
 
@@ -224,7 +247,7 @@ def report(
         mode="gate",
         plan=measured.plan,
         rule=rules.rule,
-        thresholds=rules.thresholds,
+        thresholds=measured.thresholds,
         timing=options.timing_overrides,
         round_limit=rules.limit,
         base={"ref": commits.base_ref, "sha": commits.base},
@@ -239,6 +262,7 @@ def report(
             "engine": engine_options(measured.restart_every or options.restart_every, options.gpus),
             "cost": cost_summary(measured.rounds),
             **noise_record(measured.choice, measured.view, [b.id for b in measured.selection.gated]),
+            **runner_record(measured.profile, measured.choice),
         },
         preface=unchanged.preface_lines(decision, narrowed_to, costs, dependency_changes),
         changes={
@@ -249,18 +273,37 @@ def report(
     )
 
 
-def noise_model_for(use: bool, given: Path | None, head_tree: Path, environment: Mapping[str, Any]) -> ModelChoice:
-    """The noise model this run decides with: --noise, else the head's file, else this checkout's; None with why not."""
+def noise_model_for(
+    use: bool, given: Path | None, head_tree: Path, environment: Mapping[str, Any], profile: RunnerProfile | None = None
+) -> ModelChoice:
+    """The noise model this run decides with: --noise, else the runner's (its profile's path: ci.speed.profiles) in the
+    head, else in this checkout; None with why not."""
     if not use:
         return ModelChoice(None, ["--plan noise=off: each benchmark's own rounds decide (the plan before issue 29)"])
+    profile = profile or runner_profile(environment.get("gpu"))
+    name = profile.noise
     if given is not None:
         path, where = given, str(given)
-    elif (head_tree / NOISE_PATH).exists():
-        path, where = head_tree / NOISE_PATH, f"{NOISE_PATH} of the head"
-    elif (REPO_ROOT / NOISE_PATH).exists():
-        path, where = REPO_ROOT / NOISE_PATH, f"{NOISE_PATH} of this checkout (the head has none)"
+    elif (head_tree / name).exists():
+        path, where = head_tree / name, f"{name} of the head"
+    elif (REPO_ROOT / name).exists():
+        path, where = REPO_ROOT / name, f"{name} of this checkout (the head has none)"
+    elif not profile.known:
+        return ModelChoice(
+            None, [f"unknown runner {profile.gpu}: no noise model ({name}): each benchmark's own rounds decide"]
+        )
     else:
-        return ModelChoice(None, [f"no noise model for this runner ({NOISE_PATH}): each benchmark's own rounds decide"])
+        return ModelChoice(
+            None, [f"no noise model for this runner ({profile.name}: {name}): each benchmark's own rounds decide"]
+        )
     model = replace(load_noise_model(path), source=where)
     usable, notes = identity_check(model, environment)
     return ModelChoice(model if usable else None, notes)
+
+
+def runner_record(profile: RunnerProfile | None, choice: ModelChoice) -> dict[str, Any]:
+    """The record's "runner_profile": which runner this was and where its files are; for a runner no profile names,
+    the summary's ``first_line`` (ci.speed.report.write puts it first; ci.notify may too)."""
+    if profile is None:
+        return {}
+    return {"runner_profile": {**profile.to_json(), "first_line": profile.first_line(choice.model is not None)}}

@@ -18,7 +18,6 @@ from ci.speed.decide.codes import Status, Stop
 from ci.speed.decide.exclusion import ExclusionRule, paired_rounds
 from ci.speed.decide.generations import SIDES, RunNoise, run_noise
 from ci.speed.decide.noise_file import (
-    NOISE_PATH,
     ModelChoice,
     NoiseModelError,
     identity_check,
@@ -27,7 +26,7 @@ from ci.speed.decide.noise_file import (
     runner_identity,
 )
 from ci.speed.decide.selection import Entry
-from ci.speed.decide.thresholds import THRESHOLDS_PATH, Thresholds, ThresholdsError, load_thresholds, parse_thresholds
+from ci.speed.decide.thresholds import Thresholds, ThresholdsError, load_thresholds, parse_thresholds
 from ci.speed.decide.verdict import (
     BenchmarkResult,
     RecordError,
@@ -38,6 +37,7 @@ from ci.speed.decide.verdict import (
 )
 from ci.speed.modes.shared import GateError, calibrations_for, log, noise_record
 from ci.speed.options import SpeedOptions
+from ci.speed.profiles import runner_profile
 from ci.speed.report.markdown import plan_text, rates_markdown
 from ci.speed.report.write import Context, finish
 from harness import paired
@@ -144,15 +144,11 @@ def _decide(
 
 
 def judge_files(environment: Mapping[str, Any]) -> tuple[Path, Path | None]:
-    """This checkout's thresholds file and noise model for the runner a record names: the
-    ``ci/speed_noise_<runner>.json`` of the record's GPU and its thresholds file, else the defaults."""
-    gpu = runner_identity(environment).get("gpu")
-    for noise in sorted((REPO_ROOT / NOISE_PATH).parent.glob("speed_noise_*.json")):
-        thresholds = noise.with_name(noise.name.replace("speed_noise_", "speed_thresholds_", 1))
-        if gpu is not None and thresholds.is_file() and load_noise_model(noise).runner.get("gpu") == gpu:
-            return thresholds, noise
-    default = REPO_ROOT / NOISE_PATH
-    return REPO_ROOT / THRESHOLDS_PATH, default if default.is_file() else None
+    """This checkout's thresholds file and noise model for the runner a record names (its profile:
+    ci.speed.profiles); the model None when that runner has none."""
+    profile = runner_profile(runner_identity(environment).get("gpu"))
+    noise = REPO_ROOT / profile.noise
+    return REPO_ROOT / profile.thresholds, noise if noise.is_file() else None
 
 
 def run_judge(options: SpeedOptions, record: Mapping[str, Any]) -> int:

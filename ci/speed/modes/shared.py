@@ -20,6 +20,7 @@ from ci.speed.decide.selection import Entry, Selection, Selector
 from ci.speed.decide.thresholds import THRESHOLDS_PATH, Thresholds, load_thresholds
 from ci.speed.decide.verdict import CALIBRATION_PATH, BenchmarkResult, decide_entry, load_calibrations
 from ci.speed.engine.devices import visible_gpu_count
+from ci.speed.engine.memory import DeviceMemory, memory_skips
 from ci.speed.engine.rounds import Side, SurveyFailed, rotating_order, survey_request
 from ci.speed.engine.survey import log
 from ci.speed.engine.warm_engine import MEASURE_TIMEOUT_S, SETUP_TIMEOUT_S, START_TIMEOUT_S, WarmEngine
@@ -59,6 +60,7 @@ def survey_both(
 
 
 BASE_UNMEASURABLE = "base_unmeasurable"  # a survey's key: why the base could not be surveyed
+SKIPPED = "skipped:"  # the note of a benchmark the calibration took off (it could not run): the reason follows
 
 
 def _survey_result(name: str, answer: dict[str, Any] | Exception) -> dict[str, Any] | None:
@@ -111,12 +113,15 @@ def run_rounds(
     stop_when_failed: bool = False,
     model: NoiseModel | None = None,
     finish_by: float | None = None,
+    skip_failed: bool = False,
 ) -> tuple[list[dict[str, Any]], list[BenchmarkResult], RunNoise | None]:
     """Rounds until every gated benchmark is decided (all ``limit`` of them when ``fixed``); then decide each.
 
     ``measurer``: None when nothing can be measured. No round starts after ``deadline``, nor one that would end after
     ``finish_by``, nor (``stop_when_failed``) once the PR has failed; with a noise model a regression also ends its
-    round. Returns the rounds, the results and the run's noise view.
+    round. A head that raises is a harness error, unless ``skip_failed`` (the calibration: one benchmark that cannot
+    run must not cost the others): then that benchmark is taken off, n/a with a note starting :data:`SKIPPED`.
+    Returns the rounds, the results and the run's noise view.
     """
     stop_when_failed = stop_when_failed and not fixed
     model = model if plan.variance == "model" else None  # a plan without the model never reads one
@@ -126,6 +131,7 @@ def run_rounds(
     names = [s.name for s in sides]
     ran_out = Stop.FIXED_ROUNDS if fixed else Stop.ROUND_BUDGET  # unless a break below says otherwise
     base_failed: dict[str, str] = {}  # benchmark id -> why the base could not be measured
+    failed: dict[str, str] = {}  # skip_failed: benchmark id -> why it was taken off
     regressed: list[str] = []
     restart = getattr(measurer, "restart_every", 4)
 
@@ -171,14 +177,28 @@ def run_rounds(
         )
         assert measurer is not None  # a gated benchmark has both sides' workers
         record = measurer.measure_round(order, active, round_index=i, after_pair=after_pair).to_json()
+        # A worker that died measuring a benchmark names it: that one is skipped, the device's others only lose
+        # this round, and the device starts a new generation (skip_failed: the calibration).
+        culprit_known = any(
+            rec.get("died_measuring") for proc in record["processes"] for rec in proc["records"].values()
+        )
         for proc in record["processes"]:
             for bench_id, rec in proc["records"].items():
                 if "error" in rec and not rec.get("busy") and not rec.get("wrong_result"):
+                    if skip_failed:
+                        why = _skip_reason(proc["side"], i, rec, culprit_known)
+                        if why is not None and bench_id not in failed:
+                            log(f"speed_gate:   {bench_id}: {why}")
+                            failed[bench_id] = why
+                        continue
                     if proc["side"] != "base":
                         raise GateError(f"{bench_id} failed at {proc['side']} in round {i + 1}: {rec['error']}")
                     # Only the head's own failures fail: a base that raises makes the benchmark new.
                     base_failed.setdefault(bench_id, f"base raised in round {i + 1}: {rec['error']}")
                     log(f"speed_gate:   {bench_id}: {base_failed[bench_id]} -> new (not gated)")
+        if skip_failed and culprit_known:
+            revived = measurer.revive()
+            log(f"speed_gate: device(s) {revived}: a worker died; a new generation starts there next round")
         rounds.append(record)
         wrong = selection.mark_wrong_at_shape(record)  # a wrong output at the timed shape: never a speed
         for bench_id in sorted(wrong):
@@ -187,7 +207,7 @@ def run_rounds(
         measured = set(record.get("sequence") or [b for p in record["processes"] for b in p["records"]])
         still = []
         for bench in (b for b in active if b.id not in wrong):
-            if bench.id in base_failed:
+            if bench.id in base_failed or bench.id in failed:
                 continue
             if bench.id not in measured:  # the round stopped before it (the PR had failed): nothing new to decide
                 still.append(bench)
@@ -214,12 +234,28 @@ def run_rounds(
             )
         active = still
     entries = [
-        Entry(e.benchmark, Status.NEW, base_failed[e.benchmark.id]) if e.benchmark.id in base_failed else e
+        Entry(e.benchmark, Status.NOT_APPLICABLE, failed[e.benchmark.id])
+        if e.benchmark.id in failed
+        else Entry(e.benchmark, Status.NEW, base_failed[e.benchmark.id])
+        if e.benchmark.id in base_failed
+        else e
         for e in selection.entries
     ]
     view = noise_view(rounds)
     results = [decide(e, rounds, view, calibrations=calibrations or {}, ran_out=ran_out) for e in entries]
     return rounds, results, view
+
+
+def _skip_reason(side: str, index: int, rec: Mapping[str, Any], culprit_known: bool) -> str | None:
+    """Why a benchmark whose record in round ``index`` is an error is taken off (skip_failed); None: it only loses
+    this round (its device's worker died measuring another benchmark, which is taken off instead)."""
+    if rec.get("device_failed") and culprit_known and not rec.get("died_measuring"):
+        return None
+    if rec.get("died_measuring"):
+        return f"{SKIPPED} the {side} worker died measuring it in round {index + 1}: {rec['error']}"
+    if rec.get("device_failed"):
+        return f"{SKIPPED} the {side} worker died starting or setting up in round {index + 1}: {rec['error']}"
+    return f"{SKIPPED} {side} failed in round {index + 1}: {rec['error']}"
 
 
 def _pair_decider(
@@ -260,16 +296,38 @@ def _pair_decider(
     return after_pair
 
 
-def thresholds_for(given: Thresholds | None, head_tree: Path) -> Thresholds:
-    """--thresholds, else the head's file (a threshold change is reviewed in the PR), else this checkout's."""
+def leave_out(selection: Selection, reasons: Mapping[str, str]) -> None:
+    """The gated entries named in ``reasons`` become n/a with their reason (:data:`SKIPPED` first): never prepared."""
+    selection.entries = [
+        Entry(e.benchmark, Status.NOT_APPLICABLE, f"{SKIPPED} {reasons[e.benchmark.id]}")
+        if e.status is Status.GATED and e.benchmark.id in reasons
+        else e
+        for e in selection.entries
+    ]
+
+
+def memory_check(selection: Selection, surveys: Mapping[str, Any], devices: Sequence[int]) -> dict[str, str]:
+    """The gated benchmarks both sides' workers cannot hold on their device (ci.speed.engine.memory), left out before
+    any is prepared: n/a, the bytes needed and free in the note. Returns them with their reasons."""
+    memory = DeviceMemory.of_surveys(list(surveys.values()))
+    if memory is None:
+        return {}
+    reasons = memory_skips(selection.gated, memory, devices)
+    for bench_id, why in reasons.items():
+        log(f"speed_gate:   {bench_id}: skipped before it started: {why}")
+    leave_out(selection, reasons)
+    return reasons
+
+
+def thresholds_for(given: Thresholds | None, head_tree: Path, name: str = THRESHOLDS_PATH) -> Thresholds:
+    """--thresholds, else the head's file ``name`` (the runner's profile's: ci.speed.profiles; a threshold change is
+    reviewed in the PR), else this checkout's."""
     if given is not None:
         return given
-    path = head_tree / THRESHOLDS_PATH
+    path = head_tree / name
     if path.exists():
-        return replace(load_thresholds(path), source=f"{THRESHOLDS_PATH} of the head")
-    return replace(
-        load_thresholds(REPO_ROOT / THRESHOLDS_PATH), source=f"{THRESHOLDS_PATH} of this checkout (the head has none)"
-    )
+        return replace(load_thresholds(path), source=f"{name} of the head")
+    return replace(load_thresholds(REPO_ROOT / name), source=f"{name} of this checkout (the head has none)")
 
 
 def calibrations_for(given: Mapping[str, Any] | None, head_tree: Path) -> Mapping[str, Any]:

@@ -237,6 +237,11 @@ def finish(
         preface=context.preface,
         changes=context.changes,
     )
+    # A runner without a profile says so before anything else (issue 46): its thresholds are the default's, and
+    # without a model of its own the gate decides on its own rounds.
+    first_line = (context.extra.get("runner_profile") or {}).get("first_line")
+    if first_line:
+        markdown = f"{first_line}\n\n{markdown}"
     print(markdown)
     # The measured rounds must survive an output that became unwritable during the run (disk full, a folder
     # gone read-only): each output falls back to a named file in the temp dir, the others are still written,

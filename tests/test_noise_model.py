@@ -432,9 +432,7 @@ def test_noise_three_times_the_models_in_the_head_fires_the_guard_and_the_gate_s
     assert code == (3 if short else 0) and not out["summary"]["regression"]
     assert all(b["stopped_by"] == "end of record" for b in short)
     assert out["noise"]["guard"]["fired"] is not None and "noisier than the noise model allows" in md
-    fell_back = [
-        b for b in out["benchmarks"] if "(the run is noisier than the model)" in b["decision"]["variance"]
-    ]
+    fell_back = [b for b in out["benchmarks"] if "(the run is noisier than the model)" in b["decision"]["variance"]]
     assert fell_back and "(**guard**: noisier than the model)" in md
     # Without the injection the guard stays quiet on the same record.
     replay(

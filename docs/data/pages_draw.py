@@ -252,7 +252,9 @@ def make(commits: int, gpu_machines: int, work: Path) -> None:
     out = work / f"history-{commits}.pickle"
     with open(out, "wb") as f:
         pickle.dump({"history": history, "checks": checks, "info": info}, f, protocol=pickle.HIGHEST_PROTOCOL)
-    print(f"{commits} commits x {gpu_machines} GPU machines + compile-only: {time.process_time() - started:.0f} CPU s, {out}")
+    print(
+        f"{commits} commits x {gpu_machines} GPU machines + compile-only: {time.process_time() - started:.0f} CPU s, {out}"
+    )
 
 
 def pages(commits: int, work: Path, site: Path) -> dict:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html as html_text
 import textwrap
+from typing import Any
 
 import plotly.graph_objects as go
 from plotly.colors import qualitative
@@ -29,7 +30,9 @@ ROWS = {
     "lds": "LDS / shared-memory headroom (compile-only, KiB; higher is better)",
 }
 ROW_HEIGHT = {"gpu": 0.4, "cpu": 0.16, "peak": 0.16, "registers": 0.16, "lds": 0.16}
-GPU_ROW_PREFIX = "gpu:"  # with several GPU machines, one TFLOPS row each: "gpu:<machine>" (30 lines on one were unreadable)
+GPU_ROW_PREFIX = (
+    "gpu:"  # with several GPU machines, one TFLOPS row each: "gpu:<machine>" (30 lines on one were unreadable)
+)
 DAY = 86_400.0
 RANGES = (("last week", 7 * DAY), ("last month", 30 * DAY), ("all", None))  # the range buttons, newest first
 # The range a page opens on: the newest commits' page on the last month (its whole window where that is shorter), so
@@ -142,9 +145,11 @@ def kernel_figure(
         group = (kernel_config, shape, cpu)
         first_of_group = group not in groups
         groups.setdefault(group, len(groups))
-        both = {  # the TFLOPS trace's and its fraction of peak's: one colour per line, one legend entry
+        both: dict[str, Any] = {  # the TFLOPS trace's and its fraction of peak's: one colour per line, one legend entry
             "x": [x_of[p.commit] for p in line],
-            "name": legend_name(machine, kernel_config, shape, device, 1 if per_row else len({p.machine for p in mine})),
+            "name": legend_name(
+                machine, kernel_config, shape, device, 1 if per_row else len({p.machine for p in mine})
+            ),
             "legendgroup": f"{kernel_config} {shape} {'cpu' if cpu else 'gpu'}" if per_row else name,
             "mode": "lines+markers",
         }

@@ -146,9 +146,9 @@ EXPAND = """<script>(function () {
 
 
 def compact_figure(fig: dict, subjects: dict[str, str]) -> dict:
-    """``fig`` (kernel_figure's) with its TFLOPS traces' dates, hover and commits as positions in one table of the page's
-    commits (``table``: each commit's sha, date and subject once, not once a line) and its fraction-of-peak traces'
-    data left to the page's script (EXPAND), which makes the same figure again in the browser."""
+    """``fig`` (kernel_figure's) with its TFLOPS traces' dates, hover and commits as positions in one table of the
+    page's commits (``table``: each commit's sha, date and subject once, not once a line) and its fraction-of-peak
+    traces' data left to the page's script (EXPAND), which makes the same figure again in the browser."""
     index: dict[str, int] = {}
     table: dict[str, list] = {"commits": [], "x": [], "subjects": []}
     data = []

@@ -67,8 +67,11 @@ def colour(change: regressions.CommitChange) -> str:
     return REGRESSION_COLOUR if change.change.direction == changepoints.REGRESSION else GAIN_COLOUR
 
 
-LABELLED = 8  # band labels drawn on each row at most, newest first, each at a height of its own (hover and the table say all)
-LABEL_GAP = 0.25  # of the axis (a label is ~200 px of a plot ~800-1100 px wide): a label drawn only where no label of its row is nearer (closer, they stacked in a column)
+# Band labels drawn on each row at most, newest first, each at a height of its own (hover and the table say all); a
+# label only where no label of its row is nearer than LABEL_GAP of the axis (a label is ~200 px of a plot ~870-960 px
+# wide: closer, the newest eight of a long history stacked in one column over the lines).
+LABELLED = 8
+LABEL_GAP = 0.25
 
 
 def draw(

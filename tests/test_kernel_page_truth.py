@@ -79,7 +79,7 @@ def figure_of(page: str) -> dict:
     table = compact["table"]
     for trace in compact["data"]:
         if "_at" in trace:
-            trace["x"] = [table["x"][i] for i in trace["_at"]]
+            trace["x"] = [commit_info.iso(table["t0"] + table["x"][i]) for i in trace["_at"]]
             trace["commits"] = [table["commits"][i] for i in trace["_at"]]
     for trace in compact["data"]:
         if "_peak" in trace:
@@ -180,7 +180,9 @@ def test_each_page_says_what_its_figure_shows(site):
     assert {name: found for name, found in problems.items() if found} == {}
     recent = figure_of((site["site"] / "kernels" / "triton_dot_scaled.html").read_text())
     dates = [_seconds(x) for t in recent["data"] if "_at" in t for x in t["x"]]
-    assert 7 * DAY < max(dates) - min(dates) < 30 * DAY  # the case of the issue: the newest page spans days, not a month
+    assert (
+        7 * DAY < max(dates) - min(dates) < 30 * DAY
+    )  # the case of the issue: the newest page spans days, not a month
     assert [b["label"] for b in recent["layout"]["updatemenus"][0]["buttons"]] == ["last week", "all"]
 
 
@@ -203,7 +205,8 @@ def test_the_check_finds_what_the_old_pages_said():
     }
     trace = {"_at": [0, 1], "y": [1.0, 2.0], "yaxis": "y", "meta": ["bench_gemm.GemmOnGpu.track_time"],
              "hovertemplate": "<extra>a b (m, NVIDIA H200)</extra>", "name": "a"}  # fmt: skip
-    table = {"x": ["2026-05-01 00:00:00", "2026-05-09 00:00:00"], "commits": ["a", "b"], "subjects": ["", ""]}
+    t0 = _seconds("2026-05-01 00:00:00")
+    table = {"t0": t0, "x": [0, 8 * DAY], "commits": ["a", "b"], "subjects": ["", ""], "flags": []}
     figure = json.dumps({"data": [trace], "layout": layout, "table": table})
     page = (
         f"<script type='application/json' id='kernel-figure'>{figure}</script><p>the buttons over the graph show "

@@ -8,10 +8,12 @@ Written by the site build or by the asv plug-in; plotly.js is written once besid
 
 from __future__ import annotations
 
+import datetime
 import html
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jinja2
 import plotly.utils
@@ -126,12 +128,12 @@ EXPAND = """<script>(function () {
         return +(t._flop / v).toPrecision(4) + ' ms'; }), fl = t._flags || {}, commits = new Array(k);
       t.x = new Array(k); t.customdata = new Array(k);
       for (var i = 0; i < k; i++) {
-        var n = at[i], sha = T.commits[n], flags = fl[i] || '';
-        commits[i] = sha; t.x[i] = T.x[n];
+        var n = at[i], sha = T.commits[n], flags = fl[i] === undefined ? '' : T.flags[fl[i]];
+        commits[i] = sha; t.x[i] = (T.t0 + T.x[n]) * 1000;
         t.customdata[i] = [sha.slice(0, 12), ms[i], typeof c === 'string' ? c : c[i], flags || 'none', T.subjects[n]];
       }
       t.meta[3] = commits;
-      if (t._symbols) t.marker.symbol = at.map(function (_, i) { return fl[i] ? 'x' : 'circle'; });
+      if (t._symbols) t.marker.symbol = at.map(function (_, i) { return fl[i] === undefined ? 'circle' : 'x'; });
     }
   });
   f.data.forEach(function (t) {
@@ -150,7 +152,12 @@ def compact_figure(fig: dict, subjects: dict[str, str]) -> dict:
     page's commits (``table``: each commit's sha, date and subject once, not once a line) and its fraction-of-peak
     traces' data left to the page's script (EXPAND), which makes the same figure again in the browser."""
     index: dict[str, int] = {}
-    table: dict[str, list] = {"commits": [], "x": [], "subjects": []}
+    # Shas to 12 digits (asv's graph finds a commit by its prefix), dates as seconds after the oldest (``t0``), each
+    # flag's text once.
+    table: dict[str, Any] = {"commits": [], "x": [], "subjects": [], "flags": []}
+    flag_index: dict[str, int] = {}
+    starts = [_epoch(x) for trace in fig["data"] if trace.get("meta") and "customdata" in trace for x in trace["x"][:1]]
+    table["t0"] = t0 = int(min(starts, default=0))
     data = []
     for trace in fig["data"]:
         meta = trace.get("meta")
@@ -165,8 +172,8 @@ def compact_figure(fig: dict, subjects: dict[str, str]) -> dict:
         for commit, x in zip(meta[3], trace["x"]):
             if commit not in index:
                 index[commit] = len(table["commits"])
-                table["commits"].append(commit)
-                table["x"].append(x)
+                table["commits"].append(commit[:12])
+                table["x"].append(int(_epoch(x)) - t0)
                 table["subjects"].append(html.escape(subjects.get(commit, "")))
             at.append(index[commit])
         hover = trace["customdata"]
@@ -183,11 +190,19 @@ def compact_figure(fig: dict, subjects: dict[str, str]) -> dict:
                 "_at": at,
                 **_times(hover, trace["y"]),
                 "_clocks": clocks[0] if len(set(clocks)) == 1 else clocks,
-                "_flags": {i: h[3] for i, h in enumerate(hover) if h[3] != "none"},
+                "_flags": {
+                    i: flag_index.setdefault(h[3], len(flag_index)) for i, h in enumerate(hover) if h[3] != "none"
+                },
             }
             | ({"_symbols": True} if isinstance(symbol, list) else {})
         )
+    table["flags"] = list(flag_index)
     return {"data": data, "layout": fig["layout"], "table": table}
+
+
+def _epoch(date: str) -> float:
+    """commit_info.iso's text (UTC) -> seconds since the epoch."""
+    return datetime.datetime.fromisoformat(date).replace(tzinfo=datetime.timezone.utc).timestamp()
 
 
 def _times(hover: list[list[str]], tflops: list[float]) -> dict:

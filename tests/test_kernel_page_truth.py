@@ -325,3 +325,18 @@ def test_a_page_of_several_machines_has_a_tflops_row_each(site):
     ]
     assert page_changes.LABEL_GAP >= 0.1
     assert Path(site["site"] / "kernels" / "change_points.json").is_file()
+
+
+def test_a_plain_asv_publish_keeps_the_newest_commits_in_each_graph_file(tmp_path):
+    """asv writes every commit into each graph file (9.5 MB at 20,000 commits); the plug-in keeps the newest
+    PLAIN_WINDOW (asv_html.bound_graphs), so no file grows past ~3 MB however long the history."""
+    from ci.history.site import asv_html
+
+    graph = tmp_path / "graphs" / "machine-x" / "bench.json"
+    graph.parent.mkdir(parents=True)
+    revisions = {f"{i:040x}": i for i in range(10)}
+    graph.write_text(json.dumps([[i, [1.0 * i, None]] for i in range(10)]))
+    assert asv_html.bound_graphs(tmp_path, ["graphs/machine-x/bench"], revisions, window=4) == [str(graph)]
+    assert json.loads(graph.read_text()) == [[i, [1.0 * i, None]] for i in range(6, 10)]
+    assert asv_html.bound_graphs(tmp_path, ["graphs/machine-x/bench"], revisions, window=40) == []
+    assert asv_html.PLAIN_WINDOW * 700 < 5e6  # ~0.7 KB a commit (docs/PERF_NOTES.md): under the 5 MB bound

@@ -149,6 +149,11 @@ def disagreements(page: str, newest_commit_date: float) -> list[str]:
         at.sort()
         if any(b - a < 0.1 * (newest - oldest) for a, b in zip(at, at[1:])):
             found.append(f"labels of {row} closer than a tenth of the axis: they stack")
+    if "a change must move the level by at least 0.5%" in text:
+        sizes = re.findall(r"(?:regression|improvement) ([+\u2212-]\d+\.\d)% \[", text)
+        under = [size for size in sizes if abs(float(size.replace("\u2212", "-"))) < 0.45]
+        if under:
+            found.append(f"change points of {under}%, the page says each moves the level by at least 0.5%")
     if "95% interval" in text and "the slow wander of a machine between commits is not in it" not in text:
         found.append("the 95% interval is not said to be of the commits' noise only")
     # Several machines: one TFLOPS row each, each row one machine's lines.
@@ -212,7 +217,9 @@ def test_the_check_finds_what_the_old_pages_said():
         f"<script type='application/json' id='kernel-figure'>{figure}</script><p>the buttons over the graph show "
         "last week, last month, all of its 8 days of commits (it opens on last month).</p>"
     )
+    page += "<p>a change must move the level by at least 0.5%</p><td>regression \u22120.3% [\u22120.4, \u22120.2]</td>"
     found = disagreements(page, _seconds("2026-05-09 00:00:00"))
+    assert any("change points of ['\u22120.3']%" in f for f in found), found
     assert any("'last month' over 8.0 days" in f for f in found), found
     assert any("ends 4.00 days after the newest commit" in f for f in found), found
     assert any("the x axis runs past" in f for f in found), found

@@ -19,7 +19,9 @@ GAIN_COLOUR, REGRESSION_COLOUR = "#1a9850", "#d73027"
 METHOD = (
     "Multi-scale local comparison of each GPU line's commit levels (the median of every sample of each commit), "
     "each change confirmed between its neighbouring changes; under 1% of pure-noise histories of 1000 commits "
-    "get any, and a change must move the level by at least 0.5% (docs/CHANGE_POINTS.md); as in the main job's "
+    "get any; a change is kept only where the median levels between it and its neighbouring changes differ by at "
+    "least 0.5%, and the size shown is measured over the commits nearest it (up to 100 a side), so it can be smaller "
+    "(docs/CHANGE_POINTS.md); as in the main job's "
     "summary"
 )
 

@@ -296,7 +296,7 @@ def test_the_labels_a_kernel_page_says_it_draws_are_drawn_as_its_table_says(site
     drawn = [b for b in boxes["bands"]]
     assert len(drawn) >= bands > 0, (bands, len(drawn))
     labels = [b["text"] for b in boxes["labels"] if re.match(r"(regression|improvement) [+\u2212]", b["text"])]
-    stated = re.search(r"(each|the newest (\d+)) labelled with the size and its 95% interval", said)
+    stated = re.search(r"(each|(\d+)) labelled with the size and its 95% interval", said)
     assert stated, said
     assert len(labels) == (bands if stated.group(1) == "each" else int(stated.group(2))), (said, labels)
     assert labels and set(labels) <= table, (labels, table)  # each label is its change's, as the table says it

@@ -122,6 +122,8 @@ def publish_history(
 # trace. The same figure as before, at about a third of the bytes.
 EXPAND = """<script>(function () {
   var f = JSON.parse(document.getElementById('kernel-figure').textContent), T = f.table;
+  // Dates as plotly reads them, UTC text (a number on a date axis is read as a year when it is short).
+  T.dates = T.x.map(function (s) { return new Date((T.t0 + s) * 1000).toISOString().slice(0, 19).replace('T', ' '); });
   f.data.forEach(function (t) {
     if (t._at) {
       var at = t._at, k = at.length, c = t._clocks, ms = t._ms || t.y.map(function (v) {
@@ -129,7 +131,7 @@ EXPAND = """<script>(function () {
       t.x = new Array(k); t.customdata = new Array(k);
       for (var i = 0; i < k; i++) {
         var n = at[i], sha = T.commits[n], flags = fl[i] === undefined ? '' : T.flags[fl[i]];
-        commits[i] = sha; t.x[i] = (T.t0 + T.x[n]) * 1000;
+        commits[i] = sha; t.x[i] = T.dates[n];
         t.customdata[i] = [sha.slice(0, 12), ms[i], typeof c === 'string' ? c : c[i], flags || 'none', T.subjects[n]];
       }
       t.meta[3] = commits;

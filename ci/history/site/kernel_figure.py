@@ -30,7 +30,6 @@ ROWS = {
     "lds": "LDS / shared-memory headroom (compile-only, KiB; higher is better)",
 }
 ROW_HEIGHT = {"gpu": 0.4, "cpu": 0.16, "peak": 0.16, "registers": 0.16, "lds": 0.16}
-TICK = 0.015  # half a flagged measurement's tick on the whole history's page, relative to its TFLOPS
 GPU_ROW_PREFIX = (
     "gpu:"  # with several GPU machines, one TFLOPS row each: "gpu:<machine>" (30 lines on one were unreadable)
 )
@@ -183,9 +182,6 @@ def kernel_figure(
                     "mode": "markers",
                     "marker": {"symbol": "x", "size": 7, "color": colour},
                     "showlegend": False,
-                    # Drawn by the page's script as short vertical ticks, +-TICK of the value, in one SVG path: as
-                    # crosses (one element each) the flagged 0.5% of 50,000 commits cost ~0.7 s of a 2.5 s draw.
-                    "_ticks": TICK,
                 }
         traces.append(tflops)
         peak = device_peaks.peak_for(kernel_config, device)

@@ -139,19 +139,6 @@ EXPAND = """<script>(function () {
     }
   });
   f.data.forEach(function (t) {
-    if (t._ticks) {  // each point a vertical tick, +-_ticks of its value, all of them one path; hover at its middle
-      var x = [], y = [], cd = [], text = [], e = t._ticks;
-      for (var j = 0; j < t.x.length; j++) {
-        var v = (+t.y[j].toPrecision(4)) + '';
-        x.push(t.x[j], t.x[j], t.x[j], null);
-        y.push(t.y[j] * (1 - e), t.y[j], t.y[j] * (1 + e), null);
-        cd.push(t.customdata[j], t.customdata[j], t.customdata[j], null);
-        text.push(v, v, v, null);
-      }
-      t.x = x; t.y = y; t.customdata = cd; t.text = text; t.mode = 'lines';
-      t.line = {color: t.marker.color, width: 2};
-      t.hovertemplate = t.hovertemplate.replace('%{y:.4g}', '%{text}');
-    }
     if (t._peak) {
       var s = f.data[t._peak[0]], p = t._peak[1];
       t.x = s.x; t.y = s.y.map(function (v) { return +(100 * v / p).toPrecision(5); });

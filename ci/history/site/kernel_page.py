@@ -119,7 +119,7 @@ def publish_history(
 
 # The figure travels compact (compact_figure) and is made whole in the browser before plotly draws it: each TFLOPS
 # trace's dates, hover and commits from the page's one table of commits, each fraction-of-peak trace from its TFLOPS
-# trace. The same figure as before, at about a third of the bytes.
+# trace. The same figure as before; the newest-200 page of 3 GPU machines went from 1.27 MB to 0.14 MB.
 EXPAND = """<script>(function () {
   var f = JSON.parse(document.getElementById('kernel-figure').textContent), T = f.table;
   // Dates as plotly reads them, UTC text (a number on a date axis is read as a year when it is short).

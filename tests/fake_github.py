@@ -64,6 +64,9 @@ class State:
     write_burst: int | None = None  # refuse the write after this many accepted in a row (403, retry-after)
     burst_retry_after: str = "1"
     refused: list[tuple[str, str, int]] = field(default_factory=list)  # method, path, status
+    refused_at: list[int] = field(default_factory=list)  # each refused request's position in ``requests``
+    # (method, path pattern): the next write that matches is refused once, 403 with retry-after 60 s (a stopped run)
+    aimed: list[tuple[str, str]] = field(default_factory=list)
     _burst: int = 0
 
     def refuse(
@@ -77,7 +80,16 @@ class State:
         """The next ``count`` requests (writes only, unless told) are refused with ``status`` and ``headers``."""
         self.refusals += [(status, dict(headers or {}), message, writes_only)] * count
 
-    def _refusal(self, method: str) -> tuple[int, dict[str, str], str] | None:
+    def refuse_write(self, method: str, path: str) -> None:
+        """The next ``method`` request whose path matches the regular expression ``path`` is refused once (a 403 with
+        ``retry-after: 60``): one kind of write hit by a rate limit."""
+        self.aimed.append((method, path))
+
+    def _refusal(self, method: str, path: str = "") -> tuple[int, dict[str, str], str] | None:
+        for i, (m, pattern) in enumerate(self.aimed):
+            if m == method and re.search(pattern, path):
+                del self.aimed[i]
+                return 403, {"Retry-After": "60"}, "You have exceeded a secondary rate limit."
         for i, (status, headers, message, writes_only) in enumerate(self.refusals):
             if method != "GET" or not writes_only:
                 del self.refusals[i]
@@ -161,9 +173,10 @@ class _Handler(BaseHTTPRequestHandler):
         s.requests.append((method, f"{path}{'?' + url.query if url.query else ''}", body))
         if self.headers.get("Authorization") != f"token {TOKEN}":
             return self._send(401, {"message": "Bad credentials"})
-        if refusal := s._refusal(method):
+        if refusal := s._refusal(method, path):
             status, headers, message = refusal
             s.refused.append((method, path, status))
+            s.refused_at.append(len(s.requests) - 1)
             return self._send(
                 status, {"message": message, "documentation_url": "https://docs.github.com/rest"}, headers
             )

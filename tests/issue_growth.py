@@ -8,11 +8,14 @@ series recomputes only its tail), writes it as ``changes.json`` (schema
 mxfp4-history-changes/1) and runs the regression-issues command on it against the local
 GitHub stand-in (tests/fake_github.py), as the workflow does after each history run.
 
-The history: one GPU machine, ``benchmarks`` GEMM benchmarks, log TFLOPS with commit noise of
+The history: one GPU machine (or ``machines``), ``benchmarks`` GEMM benchmarks, log TFLOPS with commit noise of
 ``noise`` (Student's t, 5 degrees of freedom: heavy tails), a share of commits that repeat the
 previous commit's value exactly (a re-used build), and what :class:`Scenario` puts in: three
 regressions (the first fixed ``fixed_after`` commits later) and one 2% slowdown of 20
-benchmarks at one commit. One benchmark's name carries a forged marker.
+benchmarks at one commit. One benchmark's name carries a forged marker. Issue 47 adds
+``machines`` (each machine measures every benchmark with its own noise; a regression is in
+every machine's series) and ``renamed`` (a benchmark reported under a new asv key from a commit
+on: its old series stays in the history and stops growing, as asv keeps old results).
 """
 
 from __future__ import annotations
@@ -57,6 +60,9 @@ class Scenario:
     one_kernel: int = (
         0  # the first this many benchmarks are configs of one kernel (mxfp4_demo): one page shows them all
     )
+    machines: int = 1  # GPU runners, each measuring every benchmark; a regression is in every machine's series
+    # (benchmark, commit): from this commit on the benchmark is reported under a new name (a rename in the suite)
+    renamed: tuple[int, int] | None = None
 
     @property
     def commits(self) -> int:
@@ -67,16 +73,30 @@ def sha(*parts: object) -> str:
     return hashlib.sha1("/".join(map(str, parts)).encode()).hexdigest()
 
 
-def benchmark_key(scenario: Scenario, b: int) -> str:
+def benchmark_key(scenario: Scenario, b: int, commit: int = 0) -> str:
+    """Benchmark ``b``'s asv key at ``commit`` (a renamed benchmark has its new name from the rename on)."""
     config = (f"mxfp4_demo:config{b:02d}" if b < scenario.one_kernel else f"kernel{b:02d}:default") + (
         HOSTILE if b == scenario.hostile else ""
     )
+    if scenario.renamed and scenario.renamed[0] == b and commit >= scenario.renamed[1]:
+        config = config.replace(":", "_v2:", 1)
     return f"bench_gemm.GemmOnGpu.track_time('{config}', 'square_m04096_n04096_k04096')"
 
 
+def machine_name(m: int) -> str:
+    return MACHINE if m == 0 else f"{MACHINE}-{chr(ord('a') + m)}"
+
+
 def levels(scenario: Scenario) -> np.ndarray:
-    """log TFLOPS, benchmarks x commits."""
+    """log TFLOPS, benchmarks x commits (machines x benchmarks x commits when there are several machines)."""
     rng = np.random.default_rng(scenario.seed)
+    first = _levels(scenario, rng)
+    if scenario.machines == 1:
+        return first
+    return np.stack([first] + [_levels(scenario, rng) for _ in range(scenario.machines - 1)])
+
+
+def _levels(scenario: Scenario, rng: np.random.Generator) -> np.ndarray:
     n = scenario.commits
     out = np.log(rng.uniform(200, 900, size=(scenario.benchmarks, 1))) + np.zeros((scenario.benchmarks, n))
     for b, at, size, fixed in scenario.regressions:
@@ -93,22 +113,24 @@ def levels(scenario: Scenario) -> np.ndarray:
 
 def history_of(scenario: Scenario, values: np.ndarray, n: int) -> History:
     history = History()
+    by_machine = values if values.ndim == 3 else values[None]
     for i in range(n):
         commit = sha(scenario.seed, "commit", i)
         history.commits[commit] = i
-        for b in range(scenario.benchmarks):
-            key = benchmark_key(scenario, b)
+        for m, b in ((m, b) for m in range(len(by_machine)) for b in range(scenario.benchmarks)):
+            key = benchmark_key(scenario, b, i)
+            value = by_machine[m][b, i]
             history.points.append(
                 Point(
-                    MACHINE,
+                    machine_name(m),
                     key.split("'")[1],
                     "square_m04096_n04096_k04096",
                     key,
                     commit,
                     i,
-                    float(np.exp(values[b, i])),
+                    float(np.exp(value)),
                     1.0,
-                    float(values[b, i]),
+                    float(value),
                     0.001,
                     0.01,
                     "NVIDIA H200",

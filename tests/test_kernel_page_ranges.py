@@ -132,11 +132,7 @@ def test_each_range_button_sets_the_range_it_names_and_the_page_opens_on_its_def
 def test_the_whole_history_page_opens_on_all(pages):
     """The whole history's page, read from its figure's JSON (its x range and active button as plotly gets them)."""
     page = (pages["site"] / "kernels" / f"{KERNEL}-all.html").read_text()
-    figure = json.loads(
-        re.search(r'Plotly\.newPlot\(\s*"kernel-graph",\s*(\[.*?\]),\s*(\{.*?\}),\s*\{"displaylogo"', page, re.S).group(
-            2
-        )
-    )
+    figure = json.loads(re.search(r"id='kernel-figure'>(.*?)</script>", page, re.S).group(1))["layout"]
     menu = figure["updatemenus"][0]
     assert menu["buttons"][menu["active"]]["label"] == kernel_figure.OPENS_ON[True] == "all"
     assert figure["xaxis"]["range"] == menu["buttons"][menu["active"]]["args"][0]["xaxis.range"]

@@ -285,11 +285,17 @@ def test_the_vendored_libraries_are_the_locked_bytes_with_their_licenses():
     for asset in assets.values():
         assert re.fullmatch(r"[a-z0-9-]+@\d+\.\d+\.\d+", asset.package), asset
         assert (offline_html.VENDOR_DIR / asset.license).is_file(), asset
+    pages = offline_html.kernel_page_assets()  # plotly.js's basic bundle, which the kernel pages load (issue 48)
+    assert offline_html.sha256_mismatches(pages) == []
+    for asset in pages.values():
+        assert re.fullmatch(r"[a-z0-9.-]+@\d+\.\d+\.\d+", asset.package), asset
+        assert (offline_html.VENDOR_DIR / asset.license).is_file(), asset
     committed = {p.name for p in offline_html.VENDOR_DIR.iterdir() if p.is_file()} - {offline_html.LOCK_FILE.name}
-    assert committed == {a.file for a in assets.values()}, (
+    assert committed == {a.file for a in [*assets.values(), *pages.values()]}, (
         "a vendored file without its row in lock.json, or the reverse"
     )
     assert sum((offline_html.VENDOR_DIR / a.file).stat().st_size for a in assets.values()) < 2_000_000
+    assert sum((offline_html.VENDOR_DIR / a.file).stat().st_size for a in pages.values()) < 1_500_000
 
 
 def test_asvs_own_page_is_pointed_at_the_vendored_libraries_and_an_altered_one_is_refused(tmp_path):

@@ -16,9 +16,9 @@ import pytest
 
 from ci.speed.decide.verdict import plan_of
 from harness.paired import MODEL_PLAN, Round, Verdict, sequential_decision
+from harness.paired.noise import BenchmarkNoise, LookNoise, Spread
 from harness.paired.plan import ZONE_PLAN_V6 as ZONE_PLAN
 from harness.paired.plan import ZONE_WARM_PLAN_V6 as ZONE_WARM_PLAN
-from harness.paired.noise import BenchmarkNoise, LookNoise, Spread
 from harness.paired.sequential import RoundsNoise
 from harness.paired.zone import (
     SOURCE_BENCH,

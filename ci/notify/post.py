@@ -14,7 +14,7 @@ from ci.notify.comment import MARKER
 from ci.notify.github import GitHub
 from ci.notify.regression_issues.history import HistoryChanges
 from ci.notify.regression_issues.issue_state import IssueState, Tracked, tracked
-from ci.notify.regression_issues.issues import Context, body, title, transition_comment
+from ci.notify.regression_issues.issues import STATUS_TAG, Context, body, merged, title, transition_comment
 from ci.notify.regression_issues.matching import MAX_NEW, plan
 from ci.notify.status import CONTEXT, DESCRIPTION_LIMIT, STATES
 from ci.notify.untrusted import SAFE_URL, check_schema
@@ -94,7 +94,11 @@ def checked_status(data: Any) -> dict[str, str]:
 
 LABEL = "perf-regression"  # for people to filter by; never read back (removing it changes nothing)
 LABEL_COLOR = "d73a4a"
-STATE_REASON = {"recovered": "completed", "not-confirmed": "not_planned"}
+STATE_REASON = {"recovered": "completed", "not-confirmed": "not_planned", "retired": "not_planned"}
+# The published record's words (ci.history.site.issue_links reads these only): a retired issue or member shows there
+# as not confirmed until the site learns the word.
+RECORD_STATUS = {"retired": "not-confirmed"}
+RECORD_MEMBER_STATUS = {"retired": "dissolved"}
 
 
 def ensure_label(gh: GitHub) -> None:
@@ -104,7 +108,7 @@ def ensure_label(gh: GitHub) -> None:
 
 
 def list_regression_issues(gh: GitHub, bot_login: str = BOT_LOGIN) -> list[Tracked]:
-    """The bot's issues, open and closed, whose body starts with the marker (regression_issues.issue_state), oldest
+    """The bot's issues, open and closed, whose body holds the marker line (regression_issues.issue_state), oldest
     first. Listed by author, not by label (a person may remove it) nor by the search API (indexed with a delay)."""
     query = urllib.parse.urlencode({"state": "all", "creator": bot_login, "sort": "created", "direction": "asc"})
     found = []
@@ -147,7 +151,7 @@ def _issue_json(number: int, state: IssueState, github_open: bool) -> dict[str, 
     return {
         "number": number,
         "kind": state.kind,
-        "status": state.status,
+        "status": RECORD_STATUS.get(state.status, state.status),
         "state": "open" if github_open else "closed",
         "members": [
             {
@@ -158,7 +162,7 @@ def _issue_json(number: int, state: IssueState, github_open: bool) -> dict[str, 
                 "first_after": m.first_after,
                 "orders": list(m.orders) if m.orders else None,
                 "relative_change": m.change,
-                "status": m.status,
+                "status": RECORD_MEMBER_STATUS.get(m.status, m.status),
                 "fixed_in": list(m.fix[:2]) if m.fix else None,
             }
             for m in state.members
@@ -168,6 +172,17 @@ def _issue_json(number: int, state: IssueState, github_open: bool) -> dict[str, 
             for d in state.drifts
         ],
     }
+
+
+def _announced(gh: GitHub, number: int, status: str, bot_login: str) -> bool:
+    """Whether the bot's newest comment on the issue already announces ``status`` (a run that stopped after posting it
+    and before its edit); any other newest comment of the bot, or none, is not."""
+    ours = [
+        c
+        for c in gh.get_all(gh.repo_path(f"issues/{number}/comments"))
+        if isinstance(c, dict) and (c.get("user") or {}).get("login") == bot_login and isinstance(c.get("body"), str)
+    ]
+    return bool(ours) and ours[-1]["body"].rstrip().endswith(STATUS_TAG.format(status))
 
 
 def file_issues(
@@ -181,17 +196,30 @@ def file_issues(
     dry_run: bool = False,
 ) -> dict[str, Any]:
     """Open, edit, close or reopen the regression issues for ``changes`` (ci.notify.regression_issues.matching); returns
-    :func:`issues_record`. Each issue is written whole in one request (its state is its body's first line), then
-    the comment on a change of status: a run stopped between two requests leaves nothing a re-run duplicates."""
+    :func:`issues_record`. On a change of status its comment first (unless the bot's newest comment already says it),
+    then the issue written whole in one request (its state is a line of its body; a person's lines kept): a run stopped
+    between two requests leaves nothing a re-run duplicates or loses."""
     existing = list_regression_issues(gh, bot_login)
     by_number = {t.number: t for t in existing}
     planned = plan(changes, existing, max_new=max_new)
+    if planned.stale:
+        line = (
+            f"this report (newest commit position {changes.newest_order}) is older than one an issue was written from: "
+            "nothing applied (reports are applied in commit order)"
+        )
+        log(line)
+        return issues_record(existing, {}, [line], 0, context, {})
     actions, done = [], {}
     github_open: dict[int, bool] = {}  # GitHub's state after this run, of the issues it opened, closed or reopened
     if not dry_run and any(p.number is None for p in planned.plans):
         ensure_label(gh)
     for p in planned.plans:
-        state = p.new.with_(run_url=context.run_url, results_commit=context.results_commit, site_url=context.site_url)
+        state = p.new.with_(
+            run_url=context.run_url,
+            results_commit=context.results_commit,
+            site_url=context.site_url,
+            as_of=changes.newest_order,
+        )
         if p.number is None:
             state = state.with_(opened_in=changes.results_commit)
         text_title, text_body = title(state), body(state, context.server_url, context.repo)
@@ -207,10 +235,11 @@ def file_issues(
         else:
             old = by_number[p.number]
             change: dict[str, Any] = {}
+            text_body = merged(old.body, old.state, state, context.server_url, context.repo)  # a person's lines kept
             if text_body != old.body:
                 change["body"] = text_body
-            # a person's own title is kept until ours changes
-            if title(old.state) != text_title and old.title != text_title:
+            # a person's own title is kept for good: ours only replaces the title we wrote
+            if old.title == title(old.state) and old.title != text_title:
                 change["title"] = text_title
             moved = p.old.status if p.old is not None and p.old.status != state.status else None  # moved from
             if moved and state.status == "open" and not p.github_open:
@@ -221,13 +250,15 @@ def file_issues(
                 github_open[p.number] = change["state"] == "open"
             line = f"#{p.number}: " + (f"{moved} -> {state.status}" if moved else "edited") + f" ({text_title})"
             if not dry_run:
-                if change:
-                    gh.patch(gh.repo_path(f"issues/{p.number}"), change)
-                if moved:
+                # The comment first, then the edit that records the new status: a run stopped between the two leaves
+                # the old status in the body, so the re-run plans the change again and finds its comment posted.
+                if moved and not _announced(gh, p.number, state.status, bot_login):
                     gh.post(
                         gh.repo_path(f"issues/{p.number}/comments"),
                         {"body": transition_comment(moved, state.status, state, context)},
                     )
+                if change:
+                    gh.patch(gh.repo_path(f"issues/{p.number}"), change)
             done[p.number] = state
         log(line)
         actions.append(line)

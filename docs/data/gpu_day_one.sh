@@ -3,7 +3,7 @@
 # Run from the repository root with .dev/ carried (.dev/whl: the wheels of shared/H200.md's H100 list; .dev/repo.bundle:
 # `git bundle create .dev/repo.bundle main`), three calls on one warm machine, in this order:
 #   bash docs/data/gpu_day_one.sh calibrate  # from no model: python -m ci.speed.calibrate --write over the default
-#                                            # selection (the weekly workflow's command, --max-minutes to fit the call)
+#                                            # selection into a new file (--max-minutes to fit the call)
 #   bash docs/data/gpu_day_one.sh model      # with that model: three A/A PRs, then the one-pass PR
 #   bash docs/data/gpu_day_one.sh rest       # with it: the mixed tuning PR (--all-verdicts); then with no model
 #                                            # (--plan noise=off): an A/A PR and the one-pass PR
@@ -46,11 +46,12 @@ gate() {  # gate NAME CAP BASE HEAD ARGS...: the CPU step (changes.json), then t
 }
 
 if [ "$PART" = calibrate ]; then
-  step calibrate 560 python3 -m ci.speed.calibrate --write --max-minutes 7.5 "${POLICY[@]}" \
-    --json "$LOGS/calibration.json" > "$LOGS/calibration.md" 2> "$LOGS/calibration.log"
-  written=$(git status --porcelain -- 'ci/speed_noise*.json' | awk '{print $2}' | head -1)
-  echo "model written: ${written:-none}" | tee -a "$LOGS/runs.txt"
-  [ -n "$written" ] && cp "$written" "$KEEP/model.json" && cp "$written" "$LOGS/model.json"
+  # From no model: a new file (on an H200 its profile's committed model would otherwise be refit with its runs).
+  rm -f "$KEEP/model.json"
+  step calibrate 560 python3 -m ci.speed.calibrate --write --max-minutes 7.5 --noise "$KEEP/model.json" \
+    "${POLICY[@]}" --json "$LOGS/calibration.json" > "$LOGS/calibration.md" 2> "$LOGS/calibration.log"
+  if [ -f "$KEEP/model.json" ]; then cp "$KEEP/model.json" "$LOGS/model.json"; fi
+  echo "model written: $([ -f "$KEEP/model.json" ] && echo yes || echo no)" | tee -a "$LOGS/runs.txt"
   exit 0
 fi
 

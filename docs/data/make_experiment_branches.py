@@ -203,5 +203,10 @@ mixed.write_text(
         1,
     )
 )
-git("commit", "-q", "-am", "triton_mxfp4: half an extra pass over C for the s4 config, on the tuning (issue 46's mixed PR)")
+git(
+    "commit",
+    "-q",
+    "-am",
+    "triton_mxfp4: half an extra pass over C for the s4 config, on the tuning (issue 46's mixed PR)",
+)
 git("checkout", "-q", "main")

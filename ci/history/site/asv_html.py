@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html as html_text
 import itertools
+import json
 import math
 import os
 import re
@@ -125,7 +126,37 @@ class Mxfp4Html(OutputPublisher):
         # pages itself, from the whole history; a plain `asv publish` writes them here, from what asv sees.
         if os.environ.get(KERNEL_PAGES_ENV) != "site":
             _kernel_page().publish(html, Path(conf.results_dir), revisions)
+        bound_graphs(html, (graph.path for _, graph in graphs), revisions)
         finish_page(html, os.environ.get(STAMP_ENV, ""))
+
+
+# What a plain `asv publish` keeps in each graph file: the newest commits (asv writes every commit of the results folder
+# into one file per benchmark and machine, ~0.5-0.7 KB a commit: 9.5 MB at 20,000). 4,000 commits are ~2-3 MB, the
+# site build's largest --asv-window; the whole history is on the kernel pages.
+PLAIN_WINDOW = 4000
+
+
+def bound_graphs(html: Path, paths: Any, revisions: dict[str, int], window: int = PLAIN_WINDOW) -> list[str]:
+    """Each of asv's graph files (``paths``, relative to ``html``, without ".json") cut to the newest ``window``
+    revisions of ``revisions``; returns the files cut. asv's Regressions page was computed before, from every
+    commit."""
+    ordered = sorted(set(revisions.values()))
+    if len(ordered) <= window:
+        return []
+    oldest = ordered[-window]
+    cut = []
+    for path in paths:
+        file = html / f"{path}.json"
+        try:
+            points = json.loads(file.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(points, list) and points and all(isinstance(p, list) and p for p in points):
+            kept = [p for p in points if isinstance(p[0], (int, float)) and p[0] >= oldest]
+            if len(kept) < len(points):
+                write_text_atomic(file, json.dumps(kept, separators=(",", ":")))  # compact, as asv writes it
+                cut.append(str(file))
+    return cut
 
 
 def finish_page(html: Path, stamp: str = "") -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html as html_text
 import textwrap
+from typing import Any
 
 import plotly.graph_objects as go
 from plotly.colors import qualitative
@@ -29,6 +30,9 @@ ROWS = {
     "lds": "LDS / shared-memory headroom (compile-only, KiB; higher is better)",
 }
 ROW_HEIGHT = {"gpu": 0.4, "cpu": 0.16, "peak": 0.16, "registers": 0.16, "lds": 0.16}
+GPU_ROW_PREFIX = (
+    "gpu:"  # with several GPU machines, one TFLOPS row each: "gpu:<machine>" (30 lines on one were unreadable)
+)
 DAY = 86_400.0
 RANGES = (("last week", 7 * DAY), ("last month", 30 * DAY), ("all", None))  # the range buttons, newest first
 # The range a page opens on: the newest commits' page on the last month (its whole window where that is shorter), so
@@ -106,81 +110,127 @@ def kernel_figure(
     when = when if when is not None else {c: float(i) for i, c in enumerate(commit_axis)}
     subjects = subjects or {}
     mine = [p for p in history.points if p.kernel_config.partition(":")[0] == kernel]
-    names = [name for name in ROWS if name != "cpu" or any(p.is_cpu for p in mine)]
+    gpu_machines = sorted({p.machine for p in mine if not p.is_cpu})
+    gpu_rows = [GPU_ROW_PREFIX + m for m in gpu_machines] if len(gpu_machines) > 1 else ["gpu"]
+    names = [
+        *gpu_rows,
+        *(name for name in ROWS if name != "gpu" and (name != "cpu" or any(p.is_cpu for p in mine))),
+    ]
     row = {name: i + 1 for i, name in enumerate(names)}
-    total = sum(ROW_HEIGHT[n] for n in names)
+    titles = {GPU_ROW_PREFIX + m: f"GPU TFLOPS on {m} (higher is better)" for m in gpu_machines} | ROWS
+    heights = [ROW_HEIGHT["gpu"] * (0.75 if name.startswith(GPU_ROW_PREFIX) else 1) if name in gpu_rows else
+               ROW_HEIGHT[name] for name in names]  # fmt: skip
     fig = make_subplots(
         rows=len(names),
         cols=1,
         shared_xaxes=True,
-        vertical_spacing=0.05,
-        row_heights=[ROW_HEIGHT[n] / total for n in names],
-        subplot_titles=[ROWS[n] for n in names],
+        vertical_spacing=0.05 if len(names) < 7 else 0.035,
+        row_heights=[h / sum(heights) for h in heights],
+        subplot_titles=[titles[n] for n in names],
     )
-    said: dict = {"lines": [], "peaks": {}, "empty_rows": {}, "rows": row}
+    said: dict = {"lines": [], "peaks": {}, "empty_rows": {}, "rows": row, "machines": len(gpu_machines)}
     palette = qualitative.Plotly  # one colour per line, the same in the TFLOPS and the peak rows
-    kind = "scattergl" if whole else "scatter"
+    kind = "scatter"  # SVG: the pages load plotly.js's basic bundle (no WebGL), and a page holds what a screen shows
     x_of = {c: iso(when[c]) for c in commit_axis}
     traces: list[dict] = []
+    # With a TFLOPS row per GPU machine, a config and shape is one colour and one legend entry on every machine's row
+    # (the row names the machine; a click on the entry shows or hides it on all of them).
+    per_row = len(gpu_machines) > 1
+    groups: dict[tuple[str, str, bool], int] = {}
     for number, ((machine, kernel_config, shape), line) in enumerate(lines(mine).items()):
         device, cpu = line[-1].device, line[-1].is_cpu
         name = f"{kernel_config} {shape} ({machine}, {'CPU: not the GPU history' if cpu else device})"
         said["lines"].append((name, (machine, kernel_config, shape), line))
         symbols = ["x" if p.flags else "circle" for p in line]
-        both = {  # the TFLOPS trace's and its fraction of peak's: one colour per line, one legend entry
+        group = (kernel_config, shape, cpu)
+        first_of_group = group not in groups
+        groups.setdefault(group, len(groups))
+        both: dict[str, Any] = {  # the TFLOPS trace's and its fraction of peak's: one colour per line, one legend entry
             "x": [x_of[p.commit] for p in line],
-            "name": legend_name(machine, kernel_config, shape, device, len({p.machine for p in mine})),
-            "legendgroup": name,
+            "name": legend_name(
+                machine, kernel_config, shape, device, 1 if per_row else len({p.machine for p in mine})
+            ),
+            "legendgroup": f"{kernel_config} {shape} {'cpu' if cpu else 'gpu'}" if per_row else name,
             "mode": "lines+markers",
         }
-        colour = palette[number % len(palette)]
+        if per_row and not first_of_group:
+            both["showlegend"] = False
+        colour = palette[(groups[group] if per_row else number) % len(palette)]
         benchmark = "bench_gemm.GemmOnCpu.track_time" if cpu else "bench_gemm.GemmOnGpu.track_time"
-        traces.append(
-            _trace(
-                row["cpu" if cpu else "gpu"],
-                kind,
-                **both,
-                y=[_short(p.tflops) for p in line],
-                customdata=[_hover(p, subjects.get(p.commit, "")) for p in line],
-                marker={"symbol": symbols, "size": 5 if whole else 7, "color": colour},
-                meta=[benchmark, kernel_config, shape, [p.commit for p in line]],
-                line={"dash": "dot" if cpu else "solid", "color": colour},
-                hovertemplate=HOVER.replace("%{fullData.name}", html_text.escape(name)),
-            )
+        where = row["cpu"] if cpu else row.get(GPU_ROW_PREFIX + machine, row.get("gpu", 1))
+        tflops = _trace(
+            where,
+            kind,
+            **both,
+            y=[_short(p.tflops) for p in line],
+            customdata=[_hover(p, subjects.get(p.commit, "")) for p in line],
+            marker={"symbol": symbols, "size": 7, "color": colour},
+            meta=[benchmark, kernel_config, shape, [p.commit for p in line]],
+            line={"dash": "dot" if cpu else "solid", "color": colour, "width": 1.5},
+            hovertemplate=HOVER.replace("%{fullData.name}", html_text.escape(name)),
+            cliponaxis=False,
         )
+        if whole:  # thousands of points: the line alone, and a cross at each flagged measurement (a trace of its own)
+            tflops |= {"mode": "lines", "marker": {"color": colour}}
+            flagged = [i for i, p in enumerate(line) if p.flags]
+            if flagged:
+                traces.append(tflops)
+                tflops = {
+                    **tflops,
+                    **{key: [tflops[key][i] for i in flagged] for key in ("x", "y", "customdata")},
+                    "meta": [benchmark, kernel_config, shape, [line[i].commit for i in flagged]],
+                    "mode": "markers",
+                    "marker": {"symbol": "x", "size": 7, "color": colour},
+                    "showlegend": False,
+                }
+        traces.append(tflops)
         peak = device_peaks.peak_for(kernel_config, device)
+        first_of_line = len(traces) - (2 if whole and any(p.flags for p in line) else 1)
         if peak is not None:
             said["peaks"][f"{peak.device}: {peak.math}"] = peak
             traces.append(
                 _trace(
                     row["peak"],
                     kind,
-                    **both,
+                    **{**both, "showlegend": False},
                     y=[_short(100 * p.tflops / peak.tflops) for p in line],
-                    showlegend=False,
-                    marker={"symbol": symbols, "size": 4 if whole else 5, "color": colour},
-                    line={"color": colour},
+                    marker={"symbol": symbols, "size": 5, "color": colour},
+                    line={"color": colour, "width": 1.5},
+                    # The page's script draws it from the TFLOPS trace (``_peak``: its index, the peak): not sent twice.
+                    _peak=[first_of_line, peak.tflops],
                     hovertemplate=f"%{{y:.2f}}% of {peak.tflops:g} TFLOPS ({peak.math})<br>%{{x|%Y-%m-%d %H:%M}} "
                     f"UTC<extra>{html_text.escape(name)}</extra>",
                 )
+                | {"mode": "lines"}  # the crosses are on the TFLOPS row above; 6,000 markers less to draw
             )
-    hover_axis = len(names) + 1
-    # The bands of this page's commits only; their markers' hover on an invisible axis over the GPU row.
-    drawn = page_changes.draw(fig, changes or [], {c: when[c] for c in commit_axis}, f"y{hover_axis}")
+    # The bands of this page's commits only, on their machine's GPU row; their markers' hover on an invisible axis over
+    # that row (one per GPU row, numbered after the rows).
+    hover_axes = {
+        machine: (f"y{_suffix(row[name])}", f"y{len(names) + 1 + k}")
+        for k, (machine, name) in enumerate(
+            (m, GPU_ROW_PREFIX + m if len(gpu_machines) > 1 else "gpu") for m in gpu_machines
+        )
+    }
+    drawn = page_changes.draw(fig, changes or [], {c: when[c] for c in commit_axis}, hover_axes)
     said |= {"bands": drawn["bands"], "labelled": drawn["labelled"]}
-    if drawn["trace"] is not None:
-        traces.append(drawn["trace"])
+    traces += drawn["traces"]
     traces += _resource_rows(kernel, history, x_of, row)
     _explain_empty_rows(fig, traces, mine, said, bool(history.resources))
     # Dates on the bottom row only (plotly picks their format for the zoom: days, then hours): on every row they
     # covered the next row's title.
+    # The lowest row that holds data carries them: plotly draws no ticks on a row without traces (torch_dequant's
+    # compile-only rows, empty, left its page without a single date).
+    used = {t["yaxis"] for t in traces}
+    dated = max((n for n in row.values() if f"y{_suffix(n)}" in used), default=len(names))
     fig.update_xaxes(type="date", showticklabels=False)
     fig.update_xaxes(
-        showticklabels=True, title_text="commit date (UTC), oldest to newest" + title_note, row=len(names), col=1
+        showticklabels=True, title_text="commit date (UTC), oldest to newest" + title_note, row=dated, col=1
     )
+    said["dated_row"] = dated
     # Not from zero: the steps this page exists for are 1-3% (a zero-based axis drew the H200's +1% and +3%
     # steps as one flat line); the fraction-of-peak row below keeps zero for scale.
-    fig.update_yaxes(title_text="GPU TFLOPS", rangemode="normal", row=row["gpu"], col=1)
+    for name in gpu_rows:
+        fig.update_yaxes(title_text="GPU TFLOPS", rangemode="normal", row=row[name], col=1)
     if "cpu" in row:
         fig.update_yaxes(title_text="CPU TFLOPS", rangemode="normal", row=row["cpu"], col=1)
     fig.update_yaxes(title_text="% of peak", rangemode="tozero", row=row["peak"], col=1)
@@ -188,7 +238,10 @@ def kernel_figure(
     fig.update_yaxes(title_text="KiB", row=row["lds"], col=1)
     menu = _range_buttons(traces, row, when, commit_axis, OPENS_ON[whole])
     fig.update_layout(
-        {f"yaxis{hover_axis}": {"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True}},
+        {
+            f"yaxis{hover[1:]}": {"overlaying": axis, "range": [0, 1], "visible": False, "fixedrange": True}
+            for axis, hover in hover_axes.values()
+        },
         height=300 + 180 * len(names),
         hovermode="closest",
         template="plotly_white",
@@ -202,7 +255,9 @@ def kernel_figure(
         opening = menu["buttons"][menu["active"]]["args"][0]
         fig.update_xaxes(range=opening["xaxis.range"])
         fig.update_layout({key: value for key, value in opening.items() if key != "xaxis.range"})
-        said["opens_on"] = OPENS_ON[whole]
+        said["opens_on"] = menu["buttons"][menu["active"]]["label"]
+        said["buttons"] = [b["label"] for b in menu["buttons"]]
+        said["span_days"] = (when[commit_axis[-1]] - when[commit_axis[0]]) / DAY
     return {**fig.to_plotly_json(), "data": traces}, said
 
 
@@ -217,10 +272,14 @@ def _range_buttons(
     newest, oldest = when[commit_axis[-1]], when[commit_axis[0]]
     buttons = []
     for label, length in RANGES:
-        start = oldest if length is None else max(oldest, newest - length)
+        if length is not None and length >= newest - oldest:
+            continue  # it would show all of it: a button that says "last month" over 8 days of commits is not one
+        start = oldest if length is None else newest - length
+        # Room before the first point only: the axis ends at the newest commit (nothing is drawn in the future); the
+        # newest marker is not clipped (the traces' cliponaxis is off).
         pad = max(newest - start, 60.0) * 0.01
-        layout = {"xaxis.range": [iso(start - pad, ms=True), iso(newest + pad, ms=True)]}
-        for number in (row[name] for name in ("gpu", "cpu") if name in row):
+        layout = {"xaxis.range": [iso(start - pad, ms=True), iso(newest, ms=True)]}
+        for number in (number for name, number in row.items() if name == "cpu" or name.startswith("gpu")):
             values = [
                 y
                 for t in traces
@@ -242,7 +301,7 @@ def _range_buttons(
         "yanchor": "bottom",
         "pad": {"b": 28},
         "showactive": True,
-        "active": [b["label"] for b in buttons].index(opens_on),
+        "active": next((i for i, b in enumerate(buttons) if b["label"] == opens_on), len(buttons) - 1),
         "buttons": buttons,
         "font": {"size": 12},
     }

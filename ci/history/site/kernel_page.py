@@ -8,27 +8,32 @@ Written by the site build or by the asv plug-in; plotly.js is written once besid
 
 from __future__ import annotations
 
+import datetime
+import html
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jinja2
-import plotly.io
-import plotly.offline
+import plotly.utils
 from markupsafe import Markup
 
 from ci.common.files import write_json_atomic, write_text_atomic
 from ci.history.asv_results import store
 from ci.history.asv_results.store import History, lines
-from ci.history.site import commit_info, issue_links, page_changes
+from ci.history.site import commit_info, issue_links, offline_html, page_changes
 from ci.history.site.kernel_figure import CLICK_TO_COMMIT, kernel_figure
 from ci.history.trends import regressions, views
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 PAGES_DIR = "kernels"
 CHANGE_POINTS_JSON = "change_points.json"  # every change point of the whole history (asv's Regressions page lists them)
-PLOTLY_JS = "plotly.min.js"
+PLOTLY_JS = "plotly-basic.min.js"  # plotly.js's basic bundle, pinned in ci/history/vendor/lock.json ("kernel_pages")
 WINDOW = 200  # commits on a kernel page; the whole history is on <kernel>-all.html
-ALL_POINTS = 1500  # points per line on <kernel>-all.html
+# Pixel columns of <kernel>-all.html's commit axis (its plot is ~870-960 px wide at 1366-1600 px windows): each line
+# keeps its lowest and highest TFLOPS per column (ci.history.trends.views.thinned), at most twice this many points.
+ALL_COLUMNS = 1000
 GPU_HISTORY_HELP = (
     "GPU history comes from the GPU runner: the main job on a GPU machine (MI355X, H200) measures the GEMM "
     "timings and pushes them to the <code>asv-results</code> branch. To see it here, run the main job in a clone "
@@ -43,7 +48,7 @@ _TEMPLATE = jinja2.Environment(
     "kernel_pages.html",
     globals={
         "plotly_js": PLOTLY_JS,
-        "all_points": ALL_POINTS,
+        "all_columns": ALL_COLUMNS,
         "method": page_changes.METHOD,
         "drift_window": regressions.DRIFT_WINDOW,
         "size_label": page_changes.size_label,
@@ -90,12 +95,11 @@ def publish_history(
     )
     folder = html_dir / PAGES_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    written = [folder / PLOTLY_JS]
-    write_text_atomic(written[0], plotly.offline.get_plotlyjs())
+    written = [offline_html.copy_locked(offline_html.kernel_page_assets()[PLOTLY_JS], folder / PLOTLY_JS)]
     recent = views.newest(history, window)
     longer = len(history.commits) > len(recent.commits)
     keep = {c for found in changes.values() for change in found for c in (change.last_before, change.first_after)}
-    whole = views.thinned(history, ALL_POINTS, keep) if longer else None
+    whole = views.thinned(history, ALL_COLUMNS, keep, when) if longer else None
     context = PageContext(drifts, spans, when, subjects, stamp, len(history.commits) if longer else 0, issues)
     for kernel in history.kernels():
         mine = page_changes.for_kernel(changes, kernel)
@@ -111,6 +115,120 @@ def publish_history(
     write_json_atomic(folder / CHANGE_POINTS_JSON, change_points_json(everything, spans, info, longer, issues))
     written.append(folder / CHANGE_POINTS_JSON)
     return written
+
+
+# The figure travels compact (compact_figure) and is made whole in the browser before plotly draws it: each TFLOPS
+# trace's dates, hover and commits from the page's one table of commits, each fraction-of-peak trace from its TFLOPS
+# trace. The same figure as before; the newest-200 page of 3 GPU machines went from 1.27 MB to 0.14 MB.
+EXPAND = """<script>(function () {
+  var f = JSON.parse(document.getElementById('kernel-figure').textContent), T = f.table;
+  // Dates as plotly reads them, UTC text (a number on a date axis is read as a year when it is short).
+  T.dates = T.x.map(function (s) { return new Date((T.t0 + s) * 1000).toISOString().slice(0, 19).replace('T', ' '); });
+  f.data.forEach(function (t) {
+    if (t._at) {
+      var at = t._at, k = at.length, c = t._clocks, ms = t._ms || t.y.map(function (v) {
+        return +(t._flop / v).toPrecision(4) + ' ms'; }), fl = t._flags || {}, commits = new Array(k);
+      t.x = new Array(k); t.customdata = new Array(k);
+      for (var i = 0; i < k; i++) {
+        var n = at[i], sha = T.commits[n], flags = fl[i] === undefined ? '' : T.flags[fl[i]];
+        commits[i] = sha; t.x[i] = T.dates[n];
+        t.customdata[i] = [sha.slice(0, 12), ms[i], typeof c === 'string' ? c : c[i], flags || 'none', T.subjects[n]];
+      }
+      t.meta[3] = commits;
+      if (t._symbols) t.marker.symbol = at.map(function (_, i) { return fl[i] === undefined ? 'circle' : 'x'; });
+    }
+  });
+  f.data.forEach(function (t) {
+    if (t._peak) {
+      var s = f.data[t._peak[0]], p = t._peak[1];
+      t.x = s.x; t.y = s.y.map(function (v) { return +(100 * v / p).toPrecision(5); });
+      if (s._symbols) t.marker.symbol = s.marker.symbol;
+    }
+  });
+  Plotly.newPlot('kernel-graph', f.data, f.layout, {displaylogo: false, responsive: true});
+})();</script>"""
+
+
+def compact_figure(fig: dict, subjects: dict[str, str]) -> dict:
+    """``fig`` (kernel_figure's) with its TFLOPS traces' dates, hover and commits as positions in one table of the
+    page's commits (``table``: each commit's sha, date and subject once, not once a line) and its fraction-of-peak
+    traces' data left to the page's script (EXPAND), which makes the same figure again in the browser."""
+    index: dict[str, int] = {}
+    # Shas to 12 digits (asv's graph finds a commit by its prefix), dates as seconds after the oldest (``t0``), each
+    # flag's text once.
+    table: dict[str, Any] = {"commits": [], "x": [], "subjects": [], "flags": []}
+    flag_index: dict[str, int] = {}
+    starts = [_epoch(x) for trace in fig["data"] if trace.get("meta") and "customdata" in trace for x in trace["x"][:1]]
+    table["t0"] = t0 = int(min(starts, default=0))
+    data = []
+    for trace in fig["data"]:
+        meta = trace.get("meta")
+        if trace.get("_peak"):
+            marker = {k: v for k, v in trace.get("marker", {}).items() if k != "symbol"}
+            data.append({k: v for k, v in trace.items() if k not in ("x", "y", "marker")} | {"marker": marker})
+            continue
+        if not meta or "customdata" not in trace:
+            data.append(trace)
+            continue
+        at = []
+        for commit, x in zip(meta[3], trace["x"]):
+            if commit not in index:
+                index[commit] = len(table["commits"])
+                table["commits"].append(commit[:12])
+                table["x"].append(int(_epoch(x)) - t0)
+                table["subjects"].append(html.escape(subjects.get(commit, "")))
+            at.append(index[commit])
+        hover = trace["customdata"]
+        clocks = [h[2] for h in hover]
+        symbol = trace.get("marker", {}).get("symbol")
+        marker = {k: v for k, v in trace["marker"].items() if k != "symbol"} | (
+            {"symbol": symbol} if isinstance(symbol, str) else {}
+        )
+        data.append(
+            {k: v for k, v in trace.items() if k not in ("x", "customdata", "meta", "marker")}
+            | {
+                "meta": meta[:3],
+                "marker": marker,
+                "_at": at,
+                **_times(hover, trace["y"]),
+                "_clocks": clocks[0] if len(set(clocks)) == 1 else clocks,
+                "_flags": {
+                    i: flag_index.setdefault(h[3], len(flag_index)) for i, h in enumerate(hover) if h[3] != "none"
+                },
+            }
+            | ({"_symbols": True} if isinstance(symbol, list) else {})
+        )
+    table["flags"] = list(flag_index)
+    return {"data": data, "layout": fig["layout"], "table": table}
+
+
+def _epoch(date: str) -> float:
+    """commit_info.iso's text (UTC) -> seconds since the epoch."""
+    return datetime.datetime.fromisoformat(date).replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def _times(hover: list[list[str]], tflops: list[float]) -> dict:
+    """Each point's median time for its hover: ``_flop`` (one number, GFLOP: ms = _flop / TFLOPS) where the line's
+    points all have one size, else each point's text (``_ms``)."""
+    try:
+        flop = [float(h[1].removesuffix(" ms")) * y for h, y in zip(hover, tflops)]
+    except ValueError:
+        flop = []
+    if flop and max(flop) - min(flop) <= 2e-3 * abs(flop[0]):
+        return {"_flop": float(f"{flop[0]:.6g}")}
+    return {"_ms": [h[1] for h in hover]}
+
+
+def graph_html(fig: dict, subjects: dict[str, str]) -> str:
+    """The graph's div, its figure as JSON (compact_figure; in a script element of type application/json, escaped so
+    that no text of it can close the element) and the script that draws it."""
+    text = json.dumps(compact_figure(fig, subjects), separators=(",", ":"), cls=plotly.utils.PlotlyJSONEncoder)
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    height = fig["layout"].get("height", 900)
+    return (
+        f"<div id='kernel-graph' style='height: {height}px; width: 100%'></div>\n"
+        f"<script type='application/json' id='kernel-figure'>{text}</script>\n{EXPAND}"
+    )
 
 
 @dataclass(frozen=True)
@@ -166,21 +284,14 @@ def kernel_page(kernel: str, history: History, changes: list, context: PageConte
     """``changes``: this kernel's change points (page_changes.for_kernel); ``context``: what the pages share."""
     total = context.total
     note = (
-        f" (all {total} commits, each line thinned to ~{ALL_POINTS} points)"
+        f" (all {total} commits, each line its lowest and highest per pixel column)"
         if whole
         else (f" (the newest {len(history.commits)} of {total})" if total else "")
     )
     fig, said = kernel_figure(
         kernel, history, changes, when=context.when, subjects=context.subjects, whole=whole, title_note=note
     )
-    graph = plotly.io.to_html(
-        fig,
-        validate=False,
-        full_html=False,
-        include_plotlyjs=False,
-        div_id="kernel-graph",
-        config={"displaylogo": False},
-    )
+    graph = graph_html(fig, context.subjects)
     shown = changes if whole else [(line, c) for line, c in changes if c.first_after in history.commits]
     issues = context.issues
     linked = issues if issues is not None and issues.known else None

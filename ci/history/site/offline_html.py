@@ -44,6 +44,22 @@ def locked_assets(lock_file: Path = LOCK_FILE) -> dict[str, Asset]:
     return {row["cdn_url"]: Asset(**row) for row in rows}
 
 
+def kernel_page_assets(lock_file: Path = LOCK_FILE) -> dict[str, Asset]:
+    """File -> Asset: what the kernel pages load (``kernel_pages`` in ``vendor/lock.json``: plotly.js's basic
+    bundle), copied beside them by ci.history.site.kernel_page; no CDN serves them (``cdn_url`` is empty)."""
+    rows = json.loads(lock_file.read_text()).get("kernel_pages", [])
+    return {row["file"]: Asset(cdn_url="", **{k: v for k, v in row.items() if k != "why"}) for row in rows}
+
+
+def copy_locked(asset: Asset, target: Path, vendor_dir: Path = VENDOR_DIR) -> Path:
+    """``asset``'s committed file copied to ``target``, after its sha256 is checked (AssetsUnavailable if not)."""
+    altered = sha256_mismatches({asset.file: asset}, vendor_dir)
+    if altered:
+        raise AssetsUnavailable("; ".join(altered))
+    shutil.copyfile(vendor_dir / asset.file, target)
+    return target
+
+
 def sha256_mismatches(assets: dict[str, Asset], vendor_dir: Path = VENDOR_DIR) -> list[str]:
     """The committed files that are missing or differ from their locked sha256, each with why."""
     problems = []

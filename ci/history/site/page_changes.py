@@ -19,7 +19,9 @@ GAIN_COLOUR, REGRESSION_COLOUR = "#1a9850", "#d73027"
 METHOD = (
     "Multi-scale local comparison of each GPU line's commit levels (the median of every sample of each commit), "
     "each change confirmed between its neighbouring changes; under 1% of pure-noise histories of 1000 commits "
-    "get any, and a change must move the level by at least 0.5% (docs/CHANGE_POINTS.md); as in the main job's "
+    "get any; a change is kept only where the median levels between it and its neighbouring changes differ by at "
+    "least 0.5%, and the size shown is measured over the commits nearest it (up to 100 a side), so it can be smaller "
+    "(docs/CHANGE_POINTS.md); as in the main job's "
     "summary"
 )
 
@@ -67,38 +69,45 @@ def colour(change: regressions.CommitChange) -> str:
     return REGRESSION_COLOUR if change.change.direction == changepoints.REGRESSION else GAIN_COLOUR
 
 
-LABELLED = 8  # band labels drawn on the graph, newest first, each at a height of its own (hover and the table say all)
+# Band labels drawn on each row at most, newest first, each at a height of its own (hover and the table say all); a
+# label only where no label of its row is nearer than LABEL_GAP of the axis (a label is ~200 px of a plot ~870-960 px
+# wide: closer, the newest eight of a long history stacked in one column over the lines).
+LABELLED = 8
+LABEL_GAP = 0.25
 
 
 def draw(
     fig: go.Figure,
     found: list[tuple[LineKey, regressions.CommitChange]],
     when: dict[str, float],
-    hover_axis: str,
+    axes: dict[str, tuple[str, str]],
 ) -> dict[str, Any]:
-    """A shaded range per change point on the GPU TFLOPS row (axes x and y), the newest LABELLED labelled with their
-    size and interval (labels stack so that none hides another), and a marker over every band on ``hover_axis`` (an
-    invisible y axis over the row, 0 to 1) whose hover says the same label. Returns what was drawn, for the page's
-    sentences: {"bands": n, "labelled": k}.
+    """A shaded range per change point on its machine's GPU TFLOPS row, labelled with its size and interval where no
+    other label of the row is within LABEL_GAP of the axis (the newest first, at most LABELLED a row; labels stack so
+    that none hides another), and a marker over every band, on an invisible y axis over its row (0 to 1), whose hover
+    says the same label. Returns what was drawn, for the page's sentences: {"bands": n, "labelled": k}.
 
-    ``when``: commit -> its place on the date axis (seconds); a change whose first commit at the new level is off the
-    axis (older than a window of the newest commits) is left out, one whose last old commit is off it starts at the
-    axis's first commit. The markers' trace (plotly JSON) is returned under "trace", for the figure's data."""
+    ``axes``: machine -> (its row's y axis, e.g. "y2"; the invisible axis over it, e.g. "y9"); a change of a machine
+    without one is not drawn. ``when``: commit -> its place on the date axis (seconds); a change whose first commit at
+    the new level is off the axis (older than a window of the newest commits) is left out, one whose last old commit is
+    off it starts at the axis's first commit. The markers' traces (plotly JSON) are returned under "traces"."""
     # Shapes and labels go in as one layout update: plotly's add_vrect / add_annotation re-validate every shape and
     # label already there on each call, so a page with hundreds of change points cost seconds per band drawn.
     shown = sorted(
-        ((line, c) for line, c in found if c.first_after in when),
+        ((line, c) for line, c in found if c.first_after in when and line[0] in axes),
         key=lambda item: when[item[1].first_after],
         reverse=True,
     )
     if not shown:
-        return {"bands": 0, "labelled": 0, "trace": None}
+        return {"bands": 0, "labelled": 0, "traces": []}
     first, last = min(when.values()), max(when.values())
     span = max(last - first, 1.0)
     bands: list[dict] = []
     notes: list[dict] = []
-    marks: dict[str, list] = {"x": [], "text": [], "color": []}
-    for number, ((machine, kernel_config, shape), change) in enumerate(shown):
+    labelled: dict[str, list[float]] = {}
+    marks: dict[str, dict[str, list]] = {}
+    for (machine, kernel_config, shape), change in shown:
+        axis, hover_axis = axes[machine]
         end = when[change.first_after]
         start = when.get(change.last_before, first)
         # Over months of history a one-commit band would be under a pixel: at least 1/300 of the axis wide.
@@ -108,7 +117,7 @@ def draw(
             {
                 "type": "rect",
                 "xref": "x",
-                "yref": "y domain",
+                "yref": f"{axis} domain",
                 "x0": iso(start - widen),
                 "x1": iso(end + widen),
                 "y0": 0,
@@ -121,21 +130,23 @@ def draw(
             }
         )
         middle = (start + end) / 2
-        marks["x"].append(iso(middle))
-        marks["color"].append(colour(change))
-        marks["text"].append(
+        mark = marks.setdefault(hover_axis, {"x": [], "text": [], "color": []})
+        mark["x"].append(iso(middle))
+        mark["color"].append(colour(change))
+        mark["text"].append(
             f"<b>{label}</b><br>{kernel_config} {shape} on {machine}<br>"
             f"suspected commits {change.last_before[:8]}..{change.first_after[:8]}"
         )
-        if number < LABELLED:
+        near = labelled.setdefault(axis, [])
+        if len(near) < LABELLED and all(abs(middle - other) > LABEL_GAP * span for other in near):
             # The label runs into the wider side of the graph from the band, never past the axis.
             left_half = middle < first + span / 2
             notes.append(
                 {
                     "x": iso(end if left_half else start),
-                    "y": 0.97 - 0.07 * number,
+                    "y": 0.97 - 0.07 * len(near),
                     "xref": "x",
-                    "yref": "y domain",
+                    "yref": f"{axis} domain",
                     "showarrow": False,
                     "text": f"<b>{label}</b>",  # in the table too
                     "font": {"size": 11, "color": colour(change)},
@@ -144,22 +155,26 @@ def draw(
                     "name": "change-point",
                 }
             )
+            near.append(middle)
     fig.update_layout(shapes=[*fig.layout.shapes, *bands], annotations=[*fig.layout.annotations, *notes])
-    marker = {
-        "type": "scatter",
-        "x": marks["x"],
-        "y": [1.0] * len(marks["x"]),
-        "mode": "markers",
-        "hovertext": marks["text"],
-        "hoverinfo": "text",
-        "marker": {"symbol": "triangle-down", "size": 9, "color": marks["color"]},
-        "cliponaxis": False,
-        "showlegend": False,
-        "name": "change points",
-        "xaxis": "x",
-        "yaxis": hover_axis,
-    }
-    return {"bands": len(bands), "labelled": len(notes), "trace": marker}
+    traces = [
+        {
+            "type": "scatter",
+            "x": mark["x"],
+            "y": [1.0] * len(mark["x"]),
+            "mode": "markers",
+            "hovertext": mark["text"],
+            "hoverinfo": "text",
+            "marker": {"symbol": "triangle-down", "size": 9, "color": mark["color"]},
+            "cliponaxis": False,
+            "showlegend": False,
+            "name": "change points",
+            "xaxis": "x",
+            "yaxis": hover_axis,
+        }
+        for hover_axis, mark in marks.items()
+    ]
+    return {"bands": len(bands), "labelled": len(notes), "traces": traces}
 
 
 def spans(

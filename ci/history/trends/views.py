@@ -7,7 +7,7 @@ measurement, a change point). Imports ci.history.asv_results.store only.
 
 from __future__ import annotations
 
-from ci.history.asv_results.store import History, lines
+from ci.history.asv_results.store import History, Point, lines
 
 
 def newest(full: History, count: int) -> History:
@@ -23,21 +23,33 @@ def newest(full: History, count: int) -> History:
     )
 
 
-def thinned(full: History, per_line: int, keep: set[str]) -> History:
-    """Each line down to about ``per_line`` points: per bucket of commits its lowest and highest TFLOPS (a drop or a
-    spike is never averaged away), and always every flagged point, the newest one, and those at ``keep`` (the
-    commits either side of each change point). Resource counts keep the commits where a count changes."""
+def thinned(full: History, columns: int, keep: set[str], when: dict[str, float] | None = None) -> History:
+    """Each line down to what ``columns`` pixel columns of its axis can show: per column its lowest and highest TFLOPS
+    (a drop or a spike is never averaged away; a step shows as the column where the level moves), and always every
+    flagged point, the newest one, and those at ``keep`` (the commits either side of each change point). ``when``:
+    commit -> its place on the date axis (seconds), so that a column is a stretch of time, as the page draws it;
+    without it, a stretch of commits. A line no longer than twice ``columns`` is kept whole. Resource counts keep the
+    commits where a count changes."""
     points = []
+    place = when if when is not None else {c: float(o) for c, o in full.commits.items()}
+    first, last = min(place.values(), default=0.0), max(place.values(), default=0.0)
+    width = max(last - first, 1e-9)
     for line in lines(full.points).values():
-        if len(line) <= per_line:
+        if len(line) <= 2 * columns:
             points += line
             continue
-        bucket = -(-2 * len(line) // per_line)
         chosen = {id(line[-1])}
-        for start in range(0, len(line), bucket):
-            part = line[start : start + bucket]
-            chosen |= {id(min(part, key=lambda p: p.tflops)), id(max(part, key=lambda p: p.tflops))}
-        chosen |= {id(p) for p in line if p.flags or p.commit in keep}
+        lowest: dict[int, Point] = {}
+        highest: dict[int, Point] = {}
+        for p in line:
+            column = min(int((place[p.commit] - first) / width * columns), columns - 1)
+            if column not in lowest or p.tflops < lowest[column].tflops:
+                lowest[column] = p
+            if column not in highest or p.tflops > highest[column].tflops:
+                highest[column] = p
+            if p.flags or p.commit in keep:
+                chosen.add(id(p))
+        chosen |= {id(p) for p in lowest.values()} | {id(p) for p in highest.values()}
         points += [p for p in line if id(p) in chosen]
     resources = {}
     for key, values in full.resources.items():

@@ -74,6 +74,17 @@ class HistoryChanges:
     # series (short_hash(machine, benchmark)) this file speaks for: each has a drift entry or a change point. A change
     # point of an issue that is absent here while its series is present has dissolved; absent series say nothing.
     present: frozenset[str] = frozenset()
+    # machine -> the newest commit position its drift entries name (orders): how far its history has grown. A series
+    # absent while its machine grows was renamed or removed (matching.RETIRE_AFTER); a report whose newest position is
+    # older than one an issue was written from is older than that issue (issue 47: reports applied in commit order).
+    newest: tuple[tuple[str, int], ...] = ()
+    # series -> its own newest measured commit position (its drift entry's): a series whose history stays in the
+    # report but stops growing (asv keeps a renamed benchmark's old results) lags its machine's newest
+    last_measured: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def newest_order(self) -> int | None:
+        return max((n for _, n in self.newest), default=None)
 
 
 def sha(r: Reader) -> str:
@@ -105,8 +116,11 @@ def load_history_changes(data: Any, file: str = "changes.json") -> HistoryChange
     findings: list[Finding] = []
     not_checked = []
     present: set[str] = set()
+    newest: dict[str, int] = {}
+    last_measured: dict[str, int] = {}
     for m in root.get("machines").items():
         machine = m.get("machine").text()
+        first = len(findings)
         if m.get("not_checked").text(optional=True):
             not_checked.append(f"{machine}: {m.get('not_checked').text()}")
         points = [_change_point(c, machine) for c in m.get("change_points").items(optional=True)]
@@ -132,6 +146,13 @@ def load_history_changes(data: Any, file: str = "changes.json") -> HistoryChange
                     d.get("streak").integer(optional=True),
                 )
             )
+        # the newest measured commit of each series is its drift entry's newest (a change point's orders end earlier)
+        seen = [f.orders[1] for f in findings[first:] if isinstance(f, DriftAlarm) and f.orders]
+        if seen:
+            newest[machine] = max(seen)
+        for f in findings[first:]:
+            if isinstance(f, DriftAlarm) and f.orders:
+                last_measured[f.series] = f.orders[1]
     commit = root.get("results_commit")
     return HistoryChanges(
         sha(commit) if commit.value is not None else None,
@@ -139,6 +160,8 @@ def load_history_changes(data: Any, file: str = "changes.json") -> HistoryChange
         tuple(findings),
         tuple(not_checked),
         frozenset(present),
+        tuple(sorted(newest.items())),
+        tuple(sorted(last_measured.items())),
     )
 
 

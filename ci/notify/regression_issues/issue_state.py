@@ -1,7 +1,9 @@
-"""What a regression issue tracks, kept as its body's first line ``<!-- mxfp4-perf-issue {JSON} -->``: the next run
+"""What a regression issue tracks, kept as one line of its body, ``<!-- mxfp4-perf-issue {JSON} -->``: the next run
 decides from it alone. Names and addresses are stored as hex, so nothing a benchmark can name reaches the line;
-:func:`parse` is strict (the first line, the exact prefix and suffix, JSON's characters only, every field typed) and
-anything else is not ours. Why: docs/PR_COMMENT.md, "Found again by a marker no benchmark name can reach"."""
+:func:`parse` is strict (a whole line, the exact prefix and suffix, JSON's characters only, every field typed) and
+anything else is not ours. The line is found wherever it is in the body (issue 47): a person who adds a note above it
+or replaces the body's first line does not orphan the issue. Why: docs/PR_COMMENT.md, "Found again by a marker no
+benchmark name can reach"."""
 
 from __future__ import annotations
 
@@ -19,8 +21,9 @@ PREFIX = "<!-- mxfp4-perf-issue "
 SUFFIX = " -->"
 VERSION = 2  # 1: issue 30's per-commit-pair key (never posted to GitHub); 2: issue 38
 KINDS = ("slowdown", "drift", "rollup")
-STATUSES = ("open", "recovered", "not-confirmed")
-MEMBER_STATUSES = ("active", "recovered", "dissolved")
+STATUSES = ("open", "recovered", "not-confirmed", "retired")
+MEMBER_STATUSES = ("active", "recovered", "dissolved", "retired")
+DRIFT_STATUSES = ("failing", "recovered", "retired")
 _JSON_CHARS = re.compile(r'^\{[\[\]{}a-z0-9":,.+\- ]*\}$')
 _HEX = re.compile(r"^(?:[0-9a-f]{2}){0,4096}$")
 
@@ -37,6 +40,8 @@ class Member(Point):
     p_value: float
     status: str  # MEMBER_STATUSES
     fix: tuple[str, str, float, float] | None = None  # the recovering change: last_before, first_after, its size, net
+    gone: int | None = None  # active, its series not reported since the history's newest position was this (issue 47)
+    missed: int | None = None  # active, its series reported without its change point since this newest position
 
 
 @dataclass(frozen=True)
@@ -51,9 +56,11 @@ class DriftEntry(OfSeries):
     threshold: float
     noise: float
     window: int
-    status: str  # "failing" or "recovered"
+    status: str  # DRIFT_STATUSES
     # best's and newest's positions in the commit order (newest: at the first alarm)
     orders: tuple[int, int] | None = None
+    gone: int | None = None  # failing, its series not reported since the history's newest position was this
+    passing: int | None = None  # failing, its series passing since the history's newest position was this (issue 47)
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,7 @@ class IssueState:
     results_commit: str | None = None
     site_url: str | None = None
     opened_in: str | None = None  # the results commit of the history run that opened it: a re-run counts it in its cap
+    as_of: int | None = None  # the newest commit position of the report it was last written from (issue 47)
 
     def content(self) -> tuple:
         """What the issue is about, without where it was last seen: equal contents need no edit."""
@@ -86,6 +94,7 @@ def render_marker(state: IssueState) -> str:
         "rc": state.results_commit or "",
         "site": to_hex(state.site_url or ""),
         "orc": state.opened_in or "",
+        "ao": state.as_of,
     }
     text = json.dumps(data, separators=(",", ":"), allow_nan=False)
     assert _JSON_CHARS.match(text), text  # only what the parser accepts is ever written
@@ -105,6 +114,8 @@ def _member_json(m: Member) -> dict[str, Any]:
         "p": m.p_value,
         "st": m.status,
         "fx": list(m.fix) if m.fix else None,
+        "g": m.gone,
+        "ms": m.missed,
     }
 
 
@@ -119,15 +130,32 @@ def _drift_json(d: DriftEntry) -> dict[str, Any]:
         "w": d.window,
         "st": d.status,
         "o": list(d.orders) if d.orders else None,
+        "g": d.gone,
+        "ps": d.passing,
     }
 
 
 def parse(body: str) -> IssueState | None:
-    """The state on the body's first line, or None when that line is not exactly a marker this module wrote."""
-    first = body.split("\n", 1)[0].rstrip("\r")
-    if not (first.startswith(PREFIX) and first.endswith(SUFFIX)):
+    """The state of the last line of the body that is exactly a marker this module wrote (the bot writes one, at the
+    end of its part of the body: issues.body); None when no line is. Before issue 47 the marker was the first line:
+    those bodies read the same."""
+    for line in reversed(body.split("\n")):
+        state = parse_line(line.rstrip("\r"))
+        if state is not None:
+            return state
+    return None
+
+
+def is_marker(line: str) -> bool:
+    """Whether ``line`` is a marker line (well formed or not): never a person's text."""
+    return line.rstrip("\r").startswith(PREFIX) and line.rstrip("\r").endswith(SUFFIX)
+
+
+def parse_line(line: str) -> IssueState | None:
+    """The state of one line that is exactly a marker, else None."""
+    if not (line.startswith(PREFIX) and line.endswith(SUFFIX)):
         return None
-    text = first[len(PREFIX) : -len(SUFFIX)]
+    text = line[len(PREFIX) : -len(SUFFIX)]
     if not _JSON_CHARS.match(text):
         return None
     try:
@@ -170,6 +198,8 @@ def _state(root: Reader) -> IssueState:
                 m.get("p").number(),
                 m.get("st").choice(set(MEMBER_STATUSES)),
                 (sha(fix[0]), sha(fix[1]), fix[2].number(), fix[3].number()) if fix else None,
+                m.get("g").integer(optional=True),
+                m.get("ms").integer(optional=True),
             )
         )
     drifts = [
@@ -181,8 +211,10 @@ def _state(root: Reader) -> IssueState:
             d.get("t").number(),
             d.get("noise").number(),
             d.get("w").integer(),
-            d.get("st").choice({"failing", "recovered"}),
+            d.get("st").choice(set(DRIFT_STATUSES)),
             orders(d.get("o")),
+            d.get("g").integer(optional=True),
+            d.get("ps").integer(optional=True),
         )
         for d in root.get("drifts").items()
     ]
@@ -198,6 +230,7 @@ def _state(root: Reader) -> IssueState:
         rc or None,
         _hex_text(root.get("site")) or None,
         orc or None,
+        root.get("ao").integer(optional=True),
     )
 
 
@@ -213,7 +246,7 @@ class Tracked:
 
 
 def tracked(issue: dict[str, Any]) -> Tracked | None:
-    """An issue (GitHub's JSON) whose body starts with our marker; None for anything else."""
+    """An issue (GitHub's JSON) whose body holds our marker line; None for anything else."""
     number = issue.get("number")
     body = issue.get("body")
     if not isinstance(number, int) or isinstance(number, bool) or not isinstance(body, str):

@@ -3,6 +3,7 @@ so it is not edited. Every name from the history is a code span (ci.notify.markd
 
 from __future__ import annotations
 
+import difflib
 import re
 import shlex
 from collections.abc import Callable, Sequence
@@ -11,8 +12,8 @@ from dataclasses import dataclass
 from ci.common.regression_identity import span
 from ci.notify.markdown import FIELD_LIMIT, clean, code, percent, table
 from ci.notify.regression_issues.history import Finding, Slowdown, kernel_page
-from ci.notify.regression_issues.issue_state import DriftEntry, IssueState, Member, render_marker
-from ci.notify.regression_issues.matching import entry_of, member_of
+from ci.notify.regression_issues.issue_state import DriftEntry, IssueState, Member, is_marker, render_marker
+from ci.notify.regression_issues.matching import RETIRE_AFTER, SETTLE, entry_of, member_of
 
 TITLE_LIMIT = 256  # GitHub's
 METHOD = "a multi-scale MOSUM scan, each change confirmed against its neighbours: docs/CHANGE_POINTS.md"
@@ -121,18 +122,52 @@ def _status_line(state: IssueState, server: str, repo: str) -> str:
             more = f"\n- … and {len(fixed) - 20} more" if len(fixed) > 20 else ""
             return "**Status: recovered, closed.**\n\n" + "\n".join(f"- {line}" for line in lines) + more
         return "**Status: recovered, closed.** The drift guard measures the newest commit back within its threshold."
+    if state.status == "retired":
+        names = sorted({gate_id(m.benchmark) for m in state.members if m.status == "retired"})
+        names += sorted({gate_id(d.benchmark) for d in state.drifts if d.status == "retired"})
+        shown = ", ".join(code(n, 80) for n in names[:5]) + (" and more" if len(names) > 5 else "")
+        return (
+            f"**Status: retired, closed.** The history has stopped reporting {shown} while its machine measured "
+            f"{RETIRE_AFTER} or more newer commits: the benchmark was renamed or removed from the suite, so nothing is "
+            "left here to watch. Under a new name, its own change points are filed anew."
+        )
     return (
         "**Status: not confirmed, closed.** With more commits measured, the history no longer shows this change point: "
         "it was noise or a level that came back before it settled."
     )
 
 
+def _gone(m: Member) -> list[tuple[str, str]]:
+    if m.status == "active" and m.missed is not None:
+        return [
+            (
+                "not found lately",
+                f"the history's newest report has no change point here since its machine's commit #{m.missed}; "
+                f"closed as not confirmed if it stays away for {SETTLE} commits",
+            )
+        ]
+    if m.status != "active" or m.gone is None:
+        return []
+    return [
+        (
+            "not reported lately",
+            f"the history's report has not named this benchmark since its machine's commit #{m.gone} (renamed or "
+            f"removed?); it is retired once {RETIRE_AFTER} newer commits pass without it",
+        )
+    ]
+
+
 def _member_row(m: Member, server: str, repo: str, machine: bool) -> dict[str, str]:
     low, high = m.interval
     status = {
-        "active": "open",
+        "active": "open, not reported lately (renamed or removed?)"
+        if m.gone is not None
+        else "open, not found lately"
+        if m.missed is not None
+        else "open",
         "recovered": f"recovered at {code(m.fix[1][:12])}" if m.fix else "recovered",
         "dissolved": "not confirmed",
+        "retired": "retired: no longer reported (renamed or removed)",
     }[m.status]
     row = {"benchmark": code(gate_id(m.benchmark), 120, in_table=True)}
     if machine:
@@ -153,23 +188,71 @@ def _drift_text(d: DriftEntry, server: str, repo: str) -> str:
         ("drop", f"**{percent(-d.drop)}**: the newest commit against the best of the last {d.window} measured"),
         ("threshold", f"{d.threshold:.2%} (3 x {d.noise:.2%} commit-to-commit noise, at least 2%)"),
         ("suspected commits", f"{_compare(server, repo, d.best, d.newest)}: from the best to the newest"),
-        ("status", "failing" if d.status == "failing" else "recovered: the newest commit is back within the threshold"),
+        (
+            "status",
+            {
+                "failing": "failing"
+                if d.passing is None
+                else f"failing at the alarm, passing since commit #{d.passing}: recovered once it passes for "
+                f"{SETTLE} more commits",
+                "recovered": "recovered: the newest commit is back within the threshold",
+                "retired": "retired: the benchmark is no longer reported (renamed or removed)",
+            }[d.status],
+        ),
     ]
     why = "The drift guard fires: every step may have passed the PR gate while their sum did not."
     return "\n\n".join([why, _facts(rows), bisect_block(d.machine, d.best, d.newest, d.benchmark)])
 
 
 FOOTER = (
-    "_Filed by the regression-issues workflow: one issue per regression, found again by the hidden line at the top "
-    "of this body (not by its label or title), edited when the change point moves, closed when the level comes back "
-    'or more data does not confirm it. docs/PR_COMMENT.md, "One issue per regression on main"._'
+    "_Filed by the regression-issues workflow: one issue per regression, found again by the hidden line at the end "
+    "of this part of the body (not by its label or title), edited when its commits, members, status or size band "
+    "change, closed when the level comes back or more data does not confirm it. Notes you add above or below are "
+    'kept. docs/PR_COMMENT.md, "One issue per regression on main"._'
 )
 
 
 def body(state: IssueState, server_url: str, repo: str) -> str:
-    """The whole body: the marker line, then what a person reads."""
+    """The bot's whole body: what a person reads, then the marker line (last: a person who replaces the first line or
+    adds a note above does not touch it; issue_state.parse finds it on any line)."""
+    return _text(state, server_url, repo) + "\n\n" + render_marker(state)
+
+
+def _legacy_body(state: IssueState, server_url: str, repo: str) -> str:
+    """The body as the bot wrote it before issue 47: the marker first."""
+    return render_marker(state) + "\n\n" + _text(state, server_url, repo)
+
+
+def merged(current: str, old: IssueState, new: IssueState, server_url: str, repo: str) -> str:
+    """The body to write when the issue's state goes from ``old`` to ``new`` and GitHub holds ``current``: the bot's
+    new body with every line a person added or changed kept (docs/PR_COMMENT.md, "A person's text is kept").
+
+    The bot's lines are those of the body it wrote last (``old`` rendered, either layout); a line of ``current``
+    that is not one of them is a person's. A person's lines above the first of the bot's stay above the new body,
+    the rest follow it in their order; a marker line is never a person's. Without a person's line: ``body(new)``."""
+    lines = current.split("\n")
+    candidates = [
+        difflib.SequenceMatcher(None, render(old, server_url, repo).split("\n"), lines, autojunk=False).get_opcodes()
+        for render in (body, _legacy_body)
+    ]
+    best = max(candidates, key=lambda ops: sum(j2 - j1 for tag, _, _, j1, j2 in ops if tag == "equal"))
+    above: list[str] = []
+    below: list[str] = []
+    seen_ours = False
+    for tag, _, _, j1, j2 in best:
+        if tag == "equal":
+            seen_ours = True
+            continue
+        theirs = [line for line in lines[j1:j2] if not is_marker(line)]
+        if any(line.strip() for line in theirs):
+            (below if seen_ours else above).append("\n".join(theirs).strip("\n"))
+    new_body = body(new, server_url, repo)
+    return "\n\n".join([*above, new_body, *below])
+
+
+def _text(state: IssueState, server_url: str, repo: str) -> str:
     server = server_url.rstrip("/")
-    blocks = [render_marker(state)]
+    blocks: list[str] = []
     members = state.members
     if state.kind == "drift" and state.drifts:
         d = state.drifts[0]
@@ -201,6 +284,7 @@ def body(state: IssueState, server_url: str, repo: str) -> str:
                     ("kernel page", _page(state, m.benchmark)),
                     ("found by", _found(state)),
                 ]
+                + _gone(m)
             ),
             bisect_block(m.machine, m.last_before, m.first_after, m.benchmark),
         ]
@@ -247,8 +331,16 @@ def body(state: IssueState, server_url: str, repo: str) -> str:
     return "\n\n".join(blocks + [FOOTER])
 
 
+STATUS_TAG = "<!-- mxfp4-perf-status {} -->"  # the last line of every status comment: which status it announced
+
+
 def transition_comment(old: str, new: str, state: IssueState, context: Context) -> str:
-    """What a person is told when an issue changes status (``old`` -> ``new``)."""
+    """What a person is told when an issue changes status (``old`` -> ``new``), with a hidden last line naming ``new``
+    (post.file_issues: a comment posted by a run that stopped before its edit is not posted twice)."""
+    return _transition_text(old, new, state, context) + "\n\n" + STATUS_TAG.format(new)
+
+
+def _transition_text(old: str, new: str, state: IssueState, context: Context) -> str:
     run = f"([history run]({context.run_url}))"
     server = context.server_url.rstrip("/")
     if new == "recovered":
@@ -265,6 +357,11 @@ def transition_comment(old: str, new: str, state: IssueState, context: Context) 
         return (
             f"**Not confirmed**: with more commits measured, the change point is no longer there (noise, or a level "
             f"that moved back before it settled). Closing {run}."
+        )
+    if new == "retired":
+        return (
+            "**Retired**: the history no longer reports this benchmark (renamed or removed from the suite) while its "
+            f"machine measured {RETIRE_AFTER} or more newer commits: nothing is left to watch here. Closing {run}."
         )
     return f"**Reopened**: the change point is back in the history {run}."
 

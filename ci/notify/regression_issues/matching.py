@@ -6,20 +6,38 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from ci.common import regression_identity as identity
 from ci.common.regression_identity import ALIKE, NEAR, Range, apart, span  # noqa: F401 (the identity: shared with ci.history)
-from ci.notify.regression_issues.history import DriftAlarm, HistoryChanges, Slowdown, short_hash
+from ci.notify.regression_issues.history import DriftAlarm, HistoryChanges, Slowdown
 from ci.notify.regression_issues.issue_state import DriftEntry, IssueState, Member, Tracked
 
 MAX_NEW = 10  # new issues per run; the rest go to one roll-up issue
 # A change point smaller than this opens no issue (it stays on the kernel pages): the speed gate, which a bisection
 # uses as its measurer, gates at about +-1% on the runners (docs/SPEED_GATE.md), so it could not name a culprit.
 MIN_SIZE = 0.01
+# ... and whose 95% interval reaches nearer zero than this opens none either (issue 47): at 1% commit noise the detector
+# confirms -1% steps whose interval reaches -0.2%, a third of the false issues on a grown history; a real slowdown's
+# interval clears it within its settling commits.
+MIN_SURE = 0.005
 # Commits measured at the new level before a change point opens an issue: where it settles, and that it stays.
 SETTLE = 5
-DRIFT_STREAK = 3  # newest commits in a row below the best before a drift alarm opens an issue, not one noisy commit
+# Newest commits in a row below the best before a drift alarm opens an issue: as many as a change point needs to settle
+# (issue 47: 3 filed noise; evidence comparable to a change point's), never one noisy commit.
+DRIFT_STREAK = SETTLE
 ROLLUP_MAX = 100  # findings in one roll-up issue: its marker and table stay under GitHub's 65536-character body
+# The most commits one issue's active findings may span together (issue 47): a runner-wide step's change points
+# scatter over a few commits at 1% noise and stay one issue; regressions a few commits apart in a row are not chained.
+GROUP_SPAN = 8
+# A size band (issue 47): a member's size, as the issue shows it, is replaced only when the new size differs from it by
+# at least this much (absolute) and this share of the shown size: a size that wobbles by its noise is no edit.
+SIZE_BAND = 0.005
+SIZE_BAND_SHARE = 0.1
+# A member (or failing drift) whose series its machine's report has not named while the machine's history grew by this
+# many commits is retired (issue 47): a renamed or removed benchmark never reports again, so it would hold its issue
+# open for good. One run adds one commit or more, so this is at least this many runs.
+RETIRE_AFTER = 5
 
 
 @dataclass(frozen=True)
@@ -35,8 +53,8 @@ class Plan:
 def member_of(f: Slowdown) -> Member:
     # A recovery counts once the improvement has settled (SETTLE): it names the fixing commit then.
     r = f.recovery if f.recovery and (f.recovery.settled is None or f.recovery.settled >= SETTLE) else None
-    # Sizes to 0.1% and p to two digits, as the body shows them: a change point whose numbers wobble by less as
-    # commits arrive is not an edit each run.
+    # Sizes to 0.1% and p to two digits, as the body shows them; whether a matched member's numbers are replaced at
+    # all is :func:`material`'s (a size band, never a p-value alone).
     return Member(
         f.machine,
         f.benchmark,
@@ -50,6 +68,32 @@ def member_of(f: Slowdown) -> Member:
         "recovered" if r else "active",
         (r.last_before, r.first_after, round(r.relative_change, 3), round(r.net, 3)) if r else None,
     )
+
+
+def material(old: Member, new: Member) -> bool:
+    """Whether a member's new look differs in what the issue is about: its commits (and their order), its status,
+    its fixing commits, or its size out of :data:`SIZE_BAND`. A p-value, an interval or a size within its band is not:
+    docs/PR_COMMENT.md, "What is an edit"."""
+    if (old.last_before, old.first_after, old.orders, old.index, old.status) != (
+        new.last_before,
+        new.first_after,
+        new.orders,
+        new.index,
+        new.status,
+    ):
+        return True
+    if (old.fix[:2] if old.fix else None) != (new.fix[:2] if new.fix else None) or (old.gone, old.missed) != (
+        new.gone,
+        new.missed,
+    ):
+        return True
+    return abs(new.change - old.change) >= max(SIZE_BAND, SIZE_BAND_SHARE * abs(old.change))
+
+
+def kept(old: Member, new: Member) -> Member:
+    """The member as the issue holds it after this run: the new look on a material change, else the old (its
+    numbers as last shown, so the issue is not edited)."""
+    return new if material(old, new) else old
 
 
 def entry_of(d: DriftAlarm) -> DriftEntry:
@@ -75,6 +119,8 @@ def _status(members: Sequence[Member], drifts: Sequence[DriftEntry]) -> str:
         return "open"
     if any(m.status == "recovered" for m in members) or any(d.status == "recovered" for d in drifts):
         return "recovered"
+    if any(m.status == "retired" for m in members) or any(d.status == "retired" for d in drifts):
+        return "retired"
     return "not-confirmed"
 
 
@@ -101,9 +147,15 @@ class _Work:
         ]
 
     def distance(self, r: Range | None) -> int | None:
-        """Commits from ``r`` to the nearest of :meth:`ranges`, when within NEAR."""
-        distances = [apart(r, x) for x in self.ranges()] if r is not None else []
-        return min(distances) if distances and min(distances) <= NEAR else None
+        """Commits from ``r`` to the nearest of :meth:`ranges`, when within NEAR and the ranges with ``r`` still span
+        at most GROUP_SPAN commits (issue 47: a finding near only the newest member of a group does not chain another
+        regression on; single linkage made a 36-member issue of regressions a few commits apart)."""
+        ranges = self.ranges()
+        if r is None or not ranges:
+            return None
+        width = max(r[1], *(x[1] for x in ranges)) - min(r[0], *(x[0] for x in ranges))
+        nearest = min(apart(r, x) for x in ranges)
+        return nearest if nearest <= NEAR and width <= GROUP_SPAN else None
 
     def holds_series(self, series: str) -> bool:
         return any(m.series == series and m.status == "active" for m in self.members) or any(
@@ -117,17 +169,22 @@ def _nearest(candidates: list[_Work], r: Range | None) -> _Work | None:
 
 
 def _groups(units: list[_Work]) -> list[_Work]:
-    """Single-linkage groups of new findings whose ranges are near (any benchmark, any machine)."""
+    """Groups of new findings (any benchmark, any machine): oldest range first, each joins the closest group it is
+    near within GROUP_SPAN (:meth:`_Work.distance`, for each of its ranges), else starts one. Before issue 47 this was
+    single linkage, which chained regressions a few commits apart into one issue (36 members in a grown history)."""
     groups: list[_Work] = []
-    for u in units:
-        near = [g for g in groups if any(g.distance(r) is not None for r in u.ranges())]
-        if near:
-            merged = _Work(
-                None, [m for g in near for m in g.members] + u.members, [d for g in near for d in g.drifts] + u.drifts
-            )
-            groups = [g for g in groups if not any(g is n for n in near)] + [merged]
+    for u in sorted(units, key=lambda w: min((r[1] for r in w.ranges()), default=-1)):
+        fits = []
+        for i, g in enumerate(groups):
+            distances = [g.distance(r) for r in u.ranges()]
+            if distances and all(d is not None for d in distances):
+                fits.append((max(d for d in distances if d is not None), i))
+        if fits:
+            g = groups[min(fits)[1]]
+            g.members += u.members
+            g.drifts += u.drifts
         else:
-            groups.append(u)
+            groups.append(_Work(None, list(u.members), list(u.drifts), u.kind))
     return groups
 
 
@@ -135,6 +192,43 @@ def _groups(units: list[_Work]) -> list[_Work]:
 class Planned:
     plans: list[Plan]
     deferred: int  # findings left for the next run: the roll-up issue was full
+    stale: bool = False  # the report is older than one an issue was written from: nothing applied
+
+
+def _missed(m: Member, changes: HistoryChanges) -> Member:
+    """An active member whose series is in the report without a change point that matches it: dissolved once its
+    machine has measured SETTLE commits since it was first missed, not on one run (issue 47: a change point the
+    detector drops for a run closed its issue as not confirmed and reopened it the next). The first miss is kept
+    (``missed``: one edit); found again, cleared. A report without commit order: dissolved at once, as before."""
+    newest = dict(changes.newest).get(m.machine)
+    if newest is None:
+        return replace(m, status="dissolved")
+    if m.missed is None:
+        return replace(m, missed=newest)
+    return replace(m, status="dissolved", missed=None) if newest - m.missed >= SETTLE else m
+
+
+_Live = TypeVar("_Live", Member, DriftEntry)
+
+
+def _absent(item: _Live, changes: HistoryChanges, live: bool) -> _Live:
+    """A live member or failing drift whose series is no longer measured while its machine is (a benchmark renamed or
+    removed), retired once its machine has measured RETIRE_AFTER commits past the series' last.
+
+    A series in the report whose own newest commit (its drift entry's) lags its machine's: its last is known, no
+    state kept. A series the report no longer names: the machine's newest position at the first such report is kept
+    (``gone``: one edit, the body says so). Measured again: ``gone`` cleared."""
+    newest = dict(changes.newest).get(item.machine)
+    if not live or newest is None:
+        return item
+    if item.series in changes.present:
+        last = dict(changes.last_measured).get(item.series)
+        if last is not None and newest - last >= RETIRE_AFTER:
+            return replace(item, status="retired", gone=last)
+        return replace(item, gone=None) if item.gone is not None else item
+    if item.gone is None:
+        return replace(item, gone=newest)
+    return replace(item, status="retired") if newest - item.gone >= RETIRE_AFTER else item
 
 
 def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int = MAX_NEW) -> Planned:
@@ -142,16 +236,24 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
     if max_new < 2:
         raise ValueError("max_new must be at least 2 (one of them may be the roll-up issue)")
     issues = sorted(existing, key=lambda t: t.number)
+    newest = changes.newest_order
+    if newest is not None and any(t.state.as_of is not None and t.state.as_of > newest for t in issues):
+        return Planned([], 0, stale=True)  # an older report never undoes what a newer one wrote
     work = [_Work(t, list(t.state.members), list(t.state.drifts), t.state.kind) for t in issues]
     slowdowns = [f for f in changes.findings if isinstance(f, Slowdown)]
     found = [member_of(f) for f in slowdowns]
     matched = _match(found, issues)
     for fi, (ii, mi) in matched.items():
-        work[ii].members[mi] = found[fi]
+        work[ii].members[mi] = kept(work[ii].members[mi], found[fi])
     for ii, w in enumerate(work):  # members without a change point this run: dissolved, when their series was looked at
         for mi, m in enumerate(w.members):
             if (ii, mi) not in matched.values() and m.status == "active" and m.series in changes.present:
-                w.members[mi] = replace(m, status="dissolved")
+                w.members[mi] = _missed(m, changes)
+            now = _absent(w.members[mi], changes, w.members[mi].status == "active")
+            was = issues[ii].state.members[mi]
+            w.members[mi] = was if was.status == now.status == "retired" else now  # retired stays as it was said
+        for di, d in enumerate(w.drifts):
+            w.drifts[di] = _absent(d, changes, d.status == "failing")
     pending = _drift_alarms(changes, work)
     joinable = [w for w in work if w.open_to_join()]
     units = []
@@ -161,6 +263,7 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
             or not f.recent
             or f.recovery is not None
             or abs(f.relative_change) < MIN_SIZE
+            or f.interval[1] > -MIN_SURE
             or (f.settled is not None and f.settled < SETTLE)
         ):
             continue
@@ -232,17 +335,36 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
 
 
 def _drift_alarms(changes: HistoryChanges, work: list[_Work]) -> list[tuple[DriftEntry, int | None]]:
-    """Recoveries marked on the issues that hold their drift; the failing drifts no issue holds, returned."""
-    pending = []
-    for d in changes.findings:
-        if not isinstance(d, DriftAlarm):
-            continue
-        series = short_hash(d.machine, d.benchmark)
-        holders = [(w, i) for w in work for i, e in enumerate(w.drifts) if e.series == series and e.best == d.best]
-        if not d.failed:
-            for w, i in holders:
-                if w.drifts[i].status == "failing":
-                    w.drifts[i] = replace(w.drifts[i], status="recovered")
-        elif not holders:
-            pending.append((entry_of(d), d.streak))
-    return pending
+    """Recoveries judged on the issues that hold a failing drift; the failing drifts no issue holds, returned.
+
+    A held alarm passes in a report when its series' drift entry does not fail and no regression change point of the
+    series after the alarm's best is unrecovered (the change point, which compares levels, says the level before the
+    alarm is not back). It is recovered once it has passed in every report while its machine measured SETTLE more
+    commits (``passing`` keeps where it started): never on one passing commit (issue 47). A report without commit
+    order (before issue 38) has no commits to count: there, a passing entry against the alarm's own best recovers it."""
+    report = {d.series: d for d in changes.findings if isinstance(d, DriftAlarm)}
+    slowdowns: dict[str, list[int]] = {}
+    for f in changes.findings:
+        if isinstance(f, Slowdown) and f.recovery is None and f.orders:
+            slowdowns.setdefault(f.series, []).append(f.orders[1])
+    newest = dict(changes.newest)
+    for w in work:
+        for i, e in enumerate(w.drifts):
+            r = report.get(e.series)
+            if e.status != "failing" or r is None:
+                continue
+            if newest.get(e.machine) is None:  # a report without commit order (before issue 38): the same best passes
+                if not r.failed and r.best == e.best:
+                    w.drifts[i] = replace(e, status="recovered")
+                continue
+            since = e.orders[0] if e.orders else -1
+            passing = not r.failed and not any(at > since for at in slowdowns.get(e.series, []))
+            now = newest[e.machine]
+            if not passing:
+                w.drifts[i] = replace(e, passing=None)
+            elif e.passing is None:
+                w.drifts[i] = replace(e, passing=now)
+            elif now - e.passing >= SETTLE:
+                w.drifts[i] = replace(e, status="recovered", passing=None)
+    held = {e.series for w in work for e in w.drifts if e.status == "failing"}
+    return [(entry_of(d), d.streak) for d in report.values() if d.failed and d.series not in held]

@@ -147,13 +147,14 @@ def model_prediction(n: int, generations: Sequence[int], look: LookNoise, cap: f
     """The model's variance of the mean of ``n`` rounds in these generations, ``sigma_w^2 / n + tau^2 c``, and what it
     is worth in df (at most ``cap``).
 
-    The calibration estimated two things: ``sigma_w^2`` (within df) and the variance of a generation's mean at its
-    cadence ``k0``, ``B = sigma_w^2 / k0 + tau^2`` (between df: its generations' df, however small ``tau`` came
-    out). So ``V = sigma_w^2 (1/n - c/k0) + c B``, its df by Satterthwaite over the two: a ``tau`` fitted as 0 from
-    three generations is worth three generations, never a known 0. An entry without a between estimate
-    (``between_df`` 0) cannot predict a generation's offset: df 0 (only the run's generations can decide).
+    The calibration estimated ``sigma_w^2`` (within df) and ``tau^2`` (``between_df``: its df as an estimate, pooled
+    across benchmarks by harness.paired.noise_pool), at its cadence ``k0``; written through the variance of a
+    generation's mean there, ``B = sigma_w^2 / k0 + tau^2``, ``V = sigma_w^2 (1/n - c/k0) + c B``. It is worth the
+    df of its least-known part (Satterthwaite would weigh the parts by their fitted sizes and trust a ``tau`` fitted
+    near 0 from three generations for the within part's df): never a known 0. An entry without a between estimate
+    (``between_df`` 0) cannot predict a generation's offset: df 0 (only the run's generations decide).
     """
-    if look.noise.between_df < 1:
+    if look.noise.between_df <= 0:
         return LookVariance(math.inf, 0.0, SOURCE_MODEL)
     sw2, k0 = look.noise.within_sd**2, float(look.cadence)
     c = clustering(generations)

@@ -44,7 +44,7 @@ def options_of(*argv: str):
         (["--plan", "clock_floor_mhz=-5"], "--plan clock_floor_mhz=-5: must be a finite number >= 0"),
         (["--plan", "rounds=0"], "--plan rounds=0: must be >= 1"),
         (["--plan", "rounds=many"], "--plan rounds=many: expected a whole number"),
-        (["--plan", "round_budget=2"], "--plan round_budget=2 is below the first look (3 rounds)"),
+        (["--plan", "round_budget=1"], "--plan round_budget=1 is below the first look (2 rounds)"),
         (["--plan", "alpha=1.5"], "--plan alpha=1.5: must be a number in (0, 1)"),
         (["--plan", "pr_alpha=nan"], "--plan pr_alpha=nan: must be a number in (0, 1)"),
         (["--plan", "pr_alpha=0"], "--plan pr_alpha=0: must be a number in (0, 1)"),
@@ -96,11 +96,11 @@ def options_of(*argv: str):
         (["--plan", "rule=maybe"], "--plan rule=maybe: expected zone (version 6, the default) or band"),
         (
             ["--plan", "spending=1,1"],
-            "plan: spending (1.0, 1.0) needs one share per look (9 looks)",
+            "plan: spending (1.0, 1.0) needs one share per look (11 looks)",
         ),  # fits neither plan
         (
             ["--plan", "noise=off", "--plan", "spending=1,1,1,1,1,2"],
-            "needs one share per look (9 looks)",
+            "needs one share per look (11 looks)",
         ),  # the t plan decides
     ],
 )
@@ -189,7 +189,7 @@ def test_the_options_are_one_frozen_object_with_the_rule_and_plan_asked_for():
     )
     assert options.round_limit() == 45 and options.timing_overrides == {"rep_ms": 200.0} and options.max_minutes is None
     assert options_of("--plan", "looks=5,10,20").the_plan().look_points == (5, 10, 20)
-    assert options_of("--plan", "rounds=7").round_limit() == 7 and options_of().restart_every == 2
+    assert options_of("--plan", "rounds=7").round_limit() == 7 and options_of().restart_every == 1
     with pytest.raises(dataclasses.FrozenInstanceError):
         options.head = "main"  # type: ignore[misc]
 
@@ -247,17 +247,19 @@ def test_a_record_of_the_retired_plan_is_refused_with_the_reason(capsys):
 
 def test_calibrate_has_its_own_time_budget_and_restarts_and_the_gate_its_own():
     """--calibrate: 9 minutes (the default selection within 10 minutes of GPU time) and a restart every 2 rounds
-    (generations for the between-worker SD); the gate keeps 90 minutes and 2 (4 before issue 37); either given wins."""
+    (generations for the between-worker SD); the gate keeps 90 minutes and 1 (2 in version 6, 4 before issue 37);
+    either given wins."""
     cal, gate_options = options_of("--calibrate"), options_of()
     assert (cal.max_minutes, cal.restart_every) == (9.0, 2)
-    assert (gate_options.max_minutes, gate_options.restart_every, gate_options.use_noise) == (90.0, 2, True)
+    assert (gate_options.max_minutes, gate_options.restart_every, gate_options.use_noise) == (90.0, 1, True)
     given = options_of("--calibrate", "--max-minutes", "3", "--plan", "restart_every=1")
     assert (given.max_minutes, given.restart_every) == (3.0, 1)
     assert options_of("--plan", "noise=off").use_noise is False
     # The model plan takes the plan keys too; new looks drop the shares that fitted the old ones.
     model = options_of("--plan", "looks=2,5,20").the_plan(model=True)
     assert model.variance == "model" and model.look_points == (2, 5, 20) and model.spending is None
-    assert options_of("--plan", "spending=1,1,1,1,1,1,1,1,2").the_plan(model=True).shares()[-1] == pytest.approx(2 / 10)
+    spent = options_of("--plan", "spending=1,1,1,1,1,1,1,1,1,1,2").the_plan(model=True)
+    assert spent.shares()[-1] == pytest.approx(2 / 12)
     # Version 6 is the default; --plan rule=band gives version 5's plans for a before/after.
     assert options_of().the_plan(model=True).rule == ZONE_PLAN.rule == "zone" and options_of().the_plan() == WARM_PLAN
     assert options_of("--plan", "rule=band").the_plan(model=True).rule == "band"

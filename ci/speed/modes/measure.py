@@ -21,7 +21,6 @@ from ci.speed.decide.selection import Entry, Selection, check_selectors, select
 from ci.speed.decide.thresholds import Thresholds
 from ci.speed.decide.verdict import BenchmarkResult
 from ci.speed.engine.rounds import Side, cost_summary
-from ci.speed.engine.warm_engine import DEFAULT_RESTART_EVERY, NO_MODEL_RESTART_EVERY
 from ci.speed.modes.shared import (
     BASE_UNMEASURABLE,
     GateError,
@@ -194,10 +193,6 @@ def measure(
         for note in choice.notes:
             log(f"speed_gate: {note}")
         plan = options.plan_for(len(selection.gated), model=choice.model is not None)
-        # Version 7: without a model every worker generation is a degree of freedom of the variance, so the workers
-        # are replaced every round; with one, every 2 (the model carries a generation's spread from the first look).
-        if "restart_every" not in options.plan_given:
-            measurer.restart_every = DEFAULT_RESTART_EVERY if choice.model is not None else NO_MODEL_RESTART_EVERY
         both = [s for s in (sides["base"], sides["head"]) if s is not None] if sides["base"] else []
         rounds, results, view = run_rounds(
             both,

@@ -55,6 +55,19 @@ def test_the_generations_variance_is_the_cluster_robust_one():
     assert not generation_variance(d[:2], gens[:2]).usable  # one generation: no variance of its own
 
 
+def test_generation_means_that_repeat_exactly_never_claim_no_variance():
+    # A replay that drew one recorded generation twice (and a quantized timer) repeats generation means exactly:
+    # the variance is the within-generation part at least, and nothing at all when every round is the same.
+    d = np.array([-0.0174, -0.0037, -0.0174, -0.0037])
+    v = generation_variance(d, [0, 0, 1, 1])
+    assert v.variance == pytest.approx(float(np.var(d[:2], ddof=1)) / 4) and v.df == 1
+    assert not generation_variance(np.full(4, -0.01), [0, 0, 1, 1]).usable
+    # A slowdown of t/2 made of repeated generations is not a regression.
+    rounds = [Round(100.0, 100.0 * math.exp(x - T / 2)) for x in (0.001, -0.001) * 6]
+    gens = tuple(i // 2 for i in range(12))
+    assert decide(rounds, gens, NONE).verdict is not Verdict.REGRESSION
+
+
 @pytest.mark.parametrize("ratio", [0.0, 1.0, 3.0])
 def test_the_generations_variance_is_unbiased_whatever_the_ratio(ratio):
     rng = np.random.default_rng(int(ratio * 10) + 1)
@@ -64,7 +77,11 @@ def test_the_generations_variance_is_unbiased_whatever_the_ratio(ratio):
     for _ in range(4000):
         rounds, gens = record(0.0, tau, rng, n=n, restart=restart)
         estimates.append(generation_variance(np.log([r.ratio for r in rounds]), gens).variance)
-    assert np.mean(estimates) == pytest.approx(truth, rel=0.06)
+    # Unbiased where generations differ; at tau = 0 the within-generation floor errs high (~1.3x), never low.
+    if ratio:
+        assert np.mean(estimates) == pytest.approx(truth, rel=0.06)
+    else:
+        assert truth <= np.mean(estimates) <= 1.45 * truth
 
 
 def test_no_fixed_ratio_between_generations_three_times_the_rounds():

@@ -4,8 +4,8 @@
 
 Each gate record (schema mxfp4-speed-gate/1) under docs/data is replayed twice as the trusted judge does
 (``python -m ci.speed --replay RECORD --judge``: this checkout's plan and thresholds, the record's rounds only):
-with the noise model of the record's GPU (``--noise``; the H200's for H200 records, the day-one model of
-docs/data/gpu_day_one for records of that card) and with ``--plan noise=off``. Per benchmark: the usable rounds each
+with the committed noise model of the record's GPU (``--noise``; every record here is an H200's) and with
+``--plan noise=off``. Per benchmark: the usable rounds each
 decision took, or "not decided" when the record ran out first (a recorded run stops once its own plan decided, so
 many benchmarks have fewer rounds than today's plan may want). Counted: benchmarks whose decision with the model took
 more rounds than without it (the rule says never: the generations' own test is the same at every look, the model
@@ -27,7 +27,7 @@ from ci.speed.gate import main as gate
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-MODELS = {"H200": ROOT / "ci" / "speed_noise_h200.json", "H100": HERE / "gpu_day_one" / "model.json"}
+MODELS = {"H200": ROOT / "ci" / "speed_noise_h200.json"}  # the runner's committed model, by the record's GPU
 THRESHOLDS = ROOT / "ci" / "speed_thresholds_h200.json"
 
 

@@ -130,8 +130,8 @@ def generation_variance(d: np.ndarray, generations: Sequence[int]) -> LookVarian
     """The variance of the mean of ``d`` from its worker generations' means alone, with generations - 1 df.
 
     Cluster-robust (CR1): ``G / (G - 1) * sum(n_g^2 (m_g - m)^2) / n^2``, unbiased for ``sigma_w^2 / n + tau^2 c``
-    whatever ``tau / sigma_w`` is, with equal generations; a generation of one round counts like any other. Needs two
-    generations (none: infinite, df 0).
+    whatever ``tau / sigma_w`` is, with equal generations; a generation of one round counts like any other. Never
+    below the within-generation part ``s_w^2 / n``; needs two generations and some spread (else infinite, df 0).
     """
     sizes = generation_sizes(generations)
     g, n = len(sizes), int(d.size)
@@ -140,7 +140,15 @@ def generation_variance(d: np.ndarray, generations: Sequence[int]) -> LookVarian
     means = np.asarray([float(part.mean()) for part in np.split(d, np.cumsum(sizes)[:-1])])
     weights = np.asarray(sizes, dtype=float)
     spread = float(np.sum(weights**2 * (means - float(np.mean(d))) ** 2))
-    return LookVariance(g / (g - 1) * spread / (n * n), float(g - 1), SOURCE_GENERATIONS)
+    variance = g / (g - 1) * spread / (n * n)
+    # Never below the rounds' own within-generation part (tau^2 >= 0): generation means that repeat exactly (a
+    # quantized timer, a replay that draws one recorded generation twice) would otherwise claim a variance of 0.
+    ss, d_w = within_ss(d, generations)
+    if d_w >= 1:
+        variance = max(variance, ss / d_w / n)
+    if not variance > 0:  # every round the same: no spread to decide on
+        return LookVariance(math.inf, 0.0, SOURCE_GENERATIONS)
+    return LookVariance(variance, float(g - 1), SOURCE_GENERATIONS)
 
 
 def model_prediction(n: int, generations: Sequence[int], look: LookNoise, cap: float | None) -> LookVariance:

@@ -36,22 +36,14 @@ else
 fi
 python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name())" | tee "$LOGS/device.txt"
 
-POLICY=(--thresholds ci/speed_thresholds_h200.json)
-gate() {  # gate NAME CAP BASE HEAD ARGS...: the CPU step (changes.json), then the gate
-  local name=$1 cap=$2 base=$3 head=$4; shift 4
-  step "$name.changes" 60 python3 -m ci.speed.changes --base "$base" --head "$head" --arch sm_90 \
-    --json "$LOGS/$name.changes.json" > /dev/null 2> "$LOGS/$name.changes.log"
-  step "$name" "$cap" python3 -m ci.speed --base "$base" --head "$head" --changes "$LOGS/$name.changes.json" \
-    --json "$LOGS/$name.json" "${POLICY[@]}" "$@" > "$LOGS/$name.md" 2> "$LOGS/$name.log"
-  grep -E "^### Speed gate|GPU runner|[Uu]nknown runner" "$LOGS/$name.md" | cut -c1-240 | head -3
-}
+GATE_ARGS=(--thresholds ci/speed_thresholds_h200.json)
 
 if [ "$PART" = calibrate ]; then
   # From no model: a new file (on an H200 its profile's committed model would otherwise be refit with its runs).
   rm -f "$KEEP/model.json"
   gate one_pass_none 120 main exp/slow --plan noise=off
   step calibrate 420 python3 -m ci.speed.calibrate --write --max-minutes "${CAL_MINUTES:-5.2}" --noise "$KEEP/model.json" \
-    "${POLICY[@]}" --json "$LOGS/calibration.json" > "$LOGS/calibration.md" 2> "$LOGS/calibration.log"
+    "${GATE_ARGS[@]}" --json "$LOGS/calibration.json" > "$LOGS/calibration.md" 2> "$LOGS/calibration.log"
   if [ -f "$KEEP/model.json" ]; then cp "$KEEP/model.json" "$LOGS/model.json"; fi
   echo "model written: $([ -f "$KEEP/model.json" ] && echo yes || echo no)" | tee -a "$LOGS/runs.txt"
   exit 0

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Shared by the H200 experiment scripts (sourced, not run): a time budget, timed steps, the device's set-up.
-# The caller sets BUDGET_S (seconds the whole call may take), LOGS (what comes back) and, before
-# h200_setup, WORK (the clone to run in) and WHL (the carried wheels, .dev/whl).
+# The caller sets BUDGET_S (seconds the whole call may take), LOGS (what comes back), before h200_setup WORK (the
+# clone to run in) and WHL (the carried wheels, .dev/whl), and before gate GATE_ARGS (the gate's model and thresholds).
 T0=${T0:-$(date +%s)}
 
 left() { echo $(( BUDGET_S - ($(date +%s) - T0) )); }
@@ -35,4 +35,13 @@ h200_pack() {  # h200_pack NAME, the EXIT trap: the GPU's state after, the commi
   tar -C "$(dirname "$LOGS")" -czf "$OUT/$1.tar.gz" "$(basename "$LOGS")"
   echo "total wall $(( $(date +%s) - T0 )) s"
   cat "$LOGS/runs.txt"
+}
+
+gate() {  # gate NAME CAP BASE HEAD ARGS...: the CPU step (changes.json), then the gate with ${GATE_ARGS[@]} and ARGS
+  local name=$1 cap=$2 base=$3 head=$4; shift 4
+  step "$name.changes" 60 python3 -m ci.speed.changes --base "$base" --head "$head" --arch sm_90 \
+    --json "$LOGS/$name.changes.json" > /dev/null 2> "$LOGS/$name.changes.log"
+  step "$name" "$cap" python3 -m ci.speed --base "$base" --head "$head" --changes "$LOGS/$name.changes.json" \
+    --json "$LOGS/$name.json" "${GATE_ARGS[@]}" "$@" > "$LOGS/$name.md" 2> "$LOGS/$name.log"
+  grep -E "^### Speed gate|GPU runner|[Uu]nknown runner" "$LOGS/$name.md" | cut -c1-240 | head -3
 }

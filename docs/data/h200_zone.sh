@@ -29,15 +29,7 @@ source docs/data/h200_lib.sh
 trap 'h200_pack "h200_zone_$PART"' EXIT
 h200_setup
 
-MODEL=(--noise ci/speed_noise_h200.json --thresholds ci/speed_thresholds_h200.json)
-gate() {  # gate NAME CAP BASE HEAD ARGS...: the CPU step (changes.json), then the gate
-  local name=$1 cap=$2 base=$3 head=$4; shift 4
-  step "$name.changes" 60 python3 -m ci.speed.changes --base "$base" --head "$head" --arch sm_90 \
-    --json "$LOGS/$name.changes.json" > /dev/null 2> "$LOGS/$name.changes.log"
-  step "$name" "$cap" python3 -m ci.speed --base "$base" --head "$head" --changes "$LOGS/$name.changes.json" \
-    --json "$LOGS/$name.json" "${MODEL[@]}" "$@" > "$LOGS/$name.md" 2> "$LOGS/$name.log"
-  grep -E "^### Speed gate|GPU runner" "$LOGS/$name.md" | cut -c1-240 | head -3
-}
+GATE_ARGS=(--noise ci/speed_noise_h200.json --thresholds ci/speed_thresholds_h200.json)
 
 if [ "$PART" = tuning ]; then
   for i in 1 2 3; do gate "tuning_$i" 175 main exp/tuning --max-minutes 2.4 --all-verdicts; done

@@ -189,7 +189,7 @@ def test_the_options_are_one_frozen_object_with_the_rule_and_plan_asked_for():
     )
     assert options.round_limit() == 45 and options.timing_overrides == {"rep_ms": 200.0} and options.max_minutes is None
     assert options_of("--plan", "looks=5,10,20").the_plan().look_points == (5, 10, 20)
-    assert options_of("--plan", "rounds=7").round_limit() == 7 and options_of().restart_every == 1
+    assert options_of("--plan", "rounds=7").round_limit() == 7 and options_of().restart_every == 2
     with pytest.raises(dataclasses.FrozenInstanceError):
         options.head = "main"  # type: ignore[misc]
 
@@ -247,11 +247,11 @@ def test_a_record_of_the_retired_plan_is_refused_with_the_reason(capsys):
 
 def test_calibrate_has_its_own_time_budget_and_restarts_and_the_gate_its_own():
     """--calibrate: 9 minutes (the default selection within 10 minutes of GPU time) and a restart every 2 rounds
-    (generations for the between-worker SD); the gate keeps 90 minutes and 1 (2 in version 6, 4 before issue 37);
-    either given wins."""
+    (generations for the between-worker SD); the gate keeps 90 minutes and starts at 2 (4 before issue 37; once its
+    surveys are done it measures at GATE_RESTART_EVERY, 1, unless --plan restart_every is given); either given wins."""
     cal, gate_options = options_of("--calibrate"), options_of()
     assert (cal.max_minutes, cal.restart_every) == (9.0, 2)
-    assert (gate_options.max_minutes, gate_options.restart_every, gate_options.use_noise) == (90.0, 1, True)
+    assert (gate_options.max_minutes, gate_options.restart_every, gate_options.use_noise) == (90.0, 2, True)
     given = options_of("--calibrate", "--max-minutes", "3", "--plan", "restart_every=1")
     assert (given.max_minutes, given.restart_every) == (3.0, 1)
     assert options_of("--plan", "noise=off").use_noise is False

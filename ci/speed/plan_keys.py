@@ -12,7 +12,7 @@ from functools import partial
 from typing import Any
 
 from ci.common.options import OptionsError, key_values
-from ci.speed.engine.warm_engine import DEFAULT_RESTART_EVERY
+from ci.speed.engine.warm_engine import DEFAULT_RESTART_EVERY, GATE_RESTART_EVERY
 from harness.gpu_state import SLOWDOWN_REASONS
 from harness.paired.plan import SequentialPlan
 
@@ -107,8 +107,8 @@ PLAN_KEYS: dict[str, PlanKey] = {
     "round_budget": PlanKey(_positive_int, "most rounds attempted, excluded ones included (1.5 x max_rounds)", True),
     "restart_every": PlanKey(
         _positive_int,
-        f"new worker processes every N rounds (the gate: {DEFAULT_RESTART_EVERY}, each generation a degree of freedom; "
-        "the calibration: 2, within-generation pairs for the model's within SD)",
+        f"new worker processes every N rounds (the gate: {GATE_RESTART_EVERY}, each generation a degree of freedom; "
+        f"the calibration: {DEFAULT_RESTART_EVERY}, within-generation pairs for the model's within SD)",
         True,
     ),
     "clock_floor_mhz": PlanKey(

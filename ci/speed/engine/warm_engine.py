@@ -20,10 +20,11 @@ from ci.speed.engine.worker_handle import WorkerFailed, WorkerProcess
 
 # New workers every 2 rounds (4 before issue 37): the zone rule decides a benchmark whose worker generations differ
 # (the H200's n256 configs: between-worker SD 0.19-0.25%) by its second generation, at round 3 instead of 5 or more.
-# The gate replaces its workers every round (issue 46, version 7): each worker generation is a degree of freedom of a
-# look's variance (harness.paired.zone), with a noise model or without one, so a model never runs at a slower cadence
-# (a model that kept 2 rounds a generation on an H200 left its A/A PRs undecided at 4 rounds; docs/SPEED_GATE.md).
-DEFAULT_RESTART_EVERY = 1
+DEFAULT_RESTART_EVERY = 2  # the engine's cadence as started (the surveys' workers measure the first rounds)
+# The gate's cadence once it measures (issue 46, version 7): each worker generation is a degree of freedom of a look's
+# variance (harness.paired.zone), with a noise model or without one, so a model never runs at a slower cadence (a
+# model that kept 2 rounds a generation on an H200 left its A/A PRs undecided at 4 rounds; docs/SPEED_GATE.md).
+GATE_RESTART_EVERY = 1
 # NVML averages utilization over at most a second: within this long after our own work, a
 # utilization above the idle bound is ours (ci.speed.engine.worker's idle check then ignores it).
 AFTER_OWN_WORK_S = 2.0

@@ -28,7 +28,7 @@ from ci.speed.decide.selection import check_selectors, select
 from ci.speed.decide.thresholds import Thresholds, ThresholdsError, load_thresholds
 from ci.speed.decide.verdict import BenchmarkResult, load_record
 from ci.speed.engine.rounds import Side, cost_summary
-from ci.speed.engine.warm_engine import DEFAULT_RESTART_EVERY
+from ci.speed.engine.warm_engine import GATE_RESTART_EVERY
 from ci.speed.modes.shared import (
     SKIPPED,
     engine_options,
@@ -331,7 +331,7 @@ def run_calibrate(
         raise NoiseModelError(f"no benchmark could be calibrated, nothing to fit or write ({why})")
     ids = sorted(model.benchmarks) if options.refit else [r.id for r in aa.results if r.status is Status.GATED]
     planned = plan_rounds(
-        model, ids, model_plan, aa.thresholds, len(ids), DEFAULT_RESTART_EVERY, timing_costs(aa.rounds)
+        model, ids, model_plan, aa.thresholds, len(ids), GATE_RESTART_EVERY, timing_costs(aa.rounds)
     )
     cannot = sorted(b for b, p in planned.items() if not p.decidable)
     files: list[str] = []
@@ -356,7 +356,7 @@ def run_calibrate(
         f"{how}model plan: {plan_text(model_plan)}",
         f"thresholds: policy, from `{aa.thresholds.source}` (never written here); rounds: the look by which the zone "
         f"plan decides any effect under the model ({len(ids)} gated), restarting every 1, 2 or 4 rounds (the gate: "
-        f"every {DEFAULT_RESTART_EVERY}); seconds: both sides' GPU time for those rounds"
+        f"every {GATE_RESTART_EVERY}); seconds: both sides' GPU time for those rounds"
         + (", from this run's timings" if aa.rounds else " (no timings: --refit)"),
         ("**written**: " + ", ".join(f"`{f}`" for f in files))
         if files

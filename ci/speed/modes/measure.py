@@ -21,6 +21,7 @@ from ci.speed.decide.selection import Entry, Selection, check_selectors, select
 from ci.speed.decide.thresholds import Thresholds
 from ci.speed.decide.verdict import BenchmarkResult
 from ci.speed.engine.rounds import Side, cost_summary
+from ci.speed.engine.warm_engine import GATE_RESTART_EVERY
 from ci.speed.modes.shared import (
     BASE_UNMEASURABLE,
     GateError,
@@ -193,6 +194,8 @@ def measure(
         for note in choice.notes:
             log(f"speed_gate: {note}")
         plan = options.plan_for(len(selection.gated), model=choice.model is not None)
+        if "restart_every" not in options.plan_given:  # set once the surveys are done: their workers measure first
+            measurer.restart_every = GATE_RESTART_EVERY
         both = [s for s in (sides["base"], sides["head"]) if s is not None] if sides["base"] else []
         rounds, results, view = run_rounds(
             both,

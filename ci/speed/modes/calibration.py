@@ -330,9 +330,7 @@ def run_calibrate(
         why = "; ".join(f"{b}: {w}" for b, w in sorted(skipped.items())[:5]) or "no usable A/A rounds"
         raise NoiseModelError(f"no benchmark could be calibrated, nothing to fit or write ({why})")
     ids = sorted(model.benchmarks) if options.refit else [r.id for r in aa.results if r.status is Status.GATED]
-    planned = plan_rounds(
-        model, ids, model_plan, aa.thresholds, len(ids), GATE_RESTART_EVERY, timing_costs(aa.rounds)
-    )
+    planned = plan_rounds(model, ids, model_plan, aa.thresholds, len(ids), GATE_RESTART_EVERY, timing_costs(aa.rounds))
     cannot = sorted(b for b, p in planned.items() if not p.decidable)
     files: list[str] = []
     if options.write:  # the thresholds are policy: the calibration reports, it never writes one

@@ -122,8 +122,9 @@ class FakeEngine:
     restart_every = 2
     device = "cuda"
 
-    def __init__(self, benches, *, failing=(), wrong=(), dies=None, free=139 * GIB, seed=3):
+    def __init__(self, benches, *, failing=(), wrong=(), dies=None, free=139 * GIB, seed=3, failing_from=None):
         self.benches, self.failing, self.wrong, self.free = benches, set(failing), set(wrong), free
+        self.failing_from = failing_from  # a round index from which every benchmark runs out of memory
         self.dies, self.revived = dies, 0  # (benchmark id, round index): its worker dies measuring it then
         self.rng = np.random.default_rng(seed)
         self.devices = {0: None}
@@ -167,7 +168,7 @@ class FakeEngine:
                 continue
             offset = self.offsets.setdefault((bench.id, generation), float(self.rng.normal(0.0, 0.001)))
             for side in order:
-                if bench.id in self.failing:
+                if bench.id in self.failing or (self.failing_from is not None and round_index >= self.failing_from):
                     rec = {"error": "OutOfMemoryError: CUDA out of memory. Tried to allocate 7.00 GiB", "busy": False}
                 elif bench.id in self.wrong and side == "head":
                     rec = {"error": "wrong result at 8x8x64", "busy": False, "wrong_result": {"passed": False}}
@@ -255,10 +256,25 @@ def test_a_worker_that_dies_measuring_a_benchmark_costs_that_benchmark_only(tmp_
     engine = FakeEngine(benches, dies=(benches[1].id, 2))
     code, model, record = _calibrate(tmp_path, one_commit_repo, engine)
     assert code == 0 and engine.revived == 1  # the device started a new generation after the death
-    assert set(model["benchmarks"]) == {benches[0].id, benches[2].id}
-    assert "worker died measuring it in round 3" in model["skipped"][benches[1].id]
+    # It is measured no more, and its two rounds before the death are kept in the fit (stopped, not skipped).
+    assert benches[1].id not in model.get("skipped", {})
+    assert "stopped after round 2" in record["stopped"][benches[1].id]
+    assert "worker died measuring it in round 3" in record["stopped"][benches[1].id]
+    assert model["benchmarks"][benches[1].id]["rounds"] == 2
     # The benchmark measured after it on the dead device lost round 3 only.
     assert model["benchmarks"][benches[2].id]["rounds"] == 7 and model["benchmarks"][benches[0].id]["rounds"] == 8
+
+
+def test_a_failure_after_measured_rounds_keeps_those_rounds(tmp_path, one_commit_repo, capsys):
+    """The H100 lease of 2026-12-07: every benchmark ran out of memory at round 5 (the old worker generation still
+    held its operands while the new one prepared); the calibration then wrote nothing from 4 good rounds."""
+    benches = [Benchmark("triton_upcast", "m128_n128_k64_w8_s3", f"s{i}", 256, 256, 256) for i in range(3)]
+    code, model, record = _calibrate(tmp_path, one_commit_repo, FakeEngine(benches, failing_from=4))
+    assert code == 0 and record["files_written"] == [str(tmp_path / "model.json")]
+    assert {b: e["rounds"] for b, e in model["benchmarks"].items()} == {b.id: 4 for b in benches}
+    assert not model.get("skipped") and set(record["stopped"]) == {b.id for b in benches}
+    assert all(w.startswith("stopped after round 4: base failed in round 5") for w in record["stopped"].values())
+    assert "**stopped** (3: a failure ended their rounds" in capsys.readouterr().out
 
 
 def test_the_gate_and_the_calibration_leave_out_what_does_not_fit_as_n_a_with_the_bytes():

@@ -177,6 +177,39 @@ def test_warm_workers_alternate_measure_many_times_and_restart(sides, capsys):
         )
 
 
+def test_the_old_generation_has_exited_before_the_new_one_prepares(sides, monkeypatch):
+    """Both generations holding every benchmark's operands at once ran an H100's calibration out of memory at its
+    first restart (2026-12-07): the retiring workers' exit is awaited before the new ones prepare. The old workers'
+    quit is slowed here so that overlapping would show."""
+    from ci.speed.engine.worker_handle import WorkerProcess
+
+    events: list[tuple[str, object]] = []
+    real_quit, real_prepare = WorkerProcess.quit, WarmEngine._prepare
+
+    def slow_quit(self, *args, **kwargs):
+        if self.generation == 0:  # longer than the next generation's start-up (its spares' imports, ~5 s here)
+            time.sleep(8.0)
+        real_quit(self, *args, **kwargs)
+        events.append(("exited", self.pid))
+
+    def prepare(self, dev, benches, startup):
+        events.append(("prepare", frozenset(w.pid for w in dev.workers.values())))
+        return real_prepare(self, dev, benches, startup)
+
+    monkeypatch.setattr(WorkerProcess, "quit", slow_quit)
+    monkeypatch.setattr(WarmEngine, "_prepare", prepare)
+    names = [s.name for s in sides]
+    # Spares: the new generation is ready at once (as on a GPU), so only the wait itself can keep the order.
+    with WarmEngine(sides, device="cpu", budget=BUDGET, restart_every=1, spares=True) as engine:
+        for i in range(2):
+            engine.measure_round(rotating_order(names, i), [bench(64, 64, 256)], round_index=i)
+    prepares = [i for i, (kind, _) in enumerate(events) if kind == "prepare"]
+    first_pids = events[prepares[0]][1]
+    assert len(prepares) == 2 and len(first_pids) == 2
+    exits = {pid: i for i, (kind, pid) in enumerate(events) if kind == "exited"}
+    assert all(exits[pid] < prepares[1] for pid in first_pids), events  # gone before the second generation prepares
+
+
 def test_the_workers_that_survey_are_the_ones_that_measure_and_the_survey_is_counted(sides, tmp_path):
     """The surveys are asked of the first device's workers: no process of their own, their seconds in round 1."""
     request = survey_request(device="cpu", kernels=["torch_dequant"], configs=["bf16"], shapes=["128x128x512"])

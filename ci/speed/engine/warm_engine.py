@@ -199,14 +199,23 @@ class WarmEngine:
                 carry_in(dev, part, round_index)
             if not dev.workers:
                 part.budget = self._start(dev, part, round_index)
+            # The old generation is gone before the new one allocates its operands: both holding every benchmark's
+            # inputs at once does not fit an 80 GB card (an H100's calibration ran out of memory at its first restart).
+            self._retired(retiring, part)
             self._prepare(dev, part.benches, part.startup)
         except WorkerFailed as exc:
             self._fail(dev, part, exc, round_index)
         finally:
-            for side, ending in retiring.items():  # gone before anything is timed: no stranger on the device
-                began = time.time()
-                ending.join()
-                part.startup[side] = part.startup.get(side, 0.0) + time.time() - began
+            self._retired(retiring, part)  # gone before anything is timed: no stranger on the device
+
+    @staticmethod
+    def _retired(retiring: dict[str, threading.Thread], part: DevicePart) -> None:
+        """Wait for the old generation's workers to exit (their wait counts as the side's start-up); once only."""
+        for side, ending in list(retiring.items()):
+            began = time.time()
+            ending.join()
+            part.startup[side] = part.startup.get(side, 0.0) + time.time() - began
+            del retiring[side]
 
     def _measure_all(self, dev: Device, part: DevicePart, round_index: int) -> None:
         """Phase two: benchmark by benchmark, the sides in order; the next generation's spares start meanwhile."""

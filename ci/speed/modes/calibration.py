@@ -31,6 +31,7 @@ from ci.speed.engine.rounds import Side, cost_summary
 from ci.speed.engine.warm_engine import GATE_RESTART_EVERY
 from ci.speed.modes.shared import (
     SKIPPED,
+    STOPPED,
     engine_options,
     log,
     memory_check,
@@ -187,6 +188,11 @@ class AARun:
             elif r.status is Status.NOT_APPLICABLE and r.note.startswith(SKIPPED):
                 out[r.id] = r.note[len(SKIPPED) :].strip()
         return out
+
+    @property
+    def stopped(self) -> dict[str, str]:
+        """Benchmark id -> why it was measured no more after a failure; the rounds before it are in the model."""
+        return {r.id: r.note for r in self.results if r.status is Status.GATED and r.note.startswith(STOPPED)}
 
 
 def measure_aa(
@@ -379,6 +385,12 @@ def run_calibrate(
             + "; ".join(f"`{b}`: {why}" for b, why in sorted(skipped.items()))
         )
         log(f"speed_gate: {len(skipped)} benchmark(s) skipped, the model fitted from the others: {', '.join(skipped)}")
+    stopped = aa.stopped
+    if stopped:
+        header.append(
+            f"**stopped** ({len(stopped)}: a failure ended their rounds; the rounds before it are in the fit): "
+            + "; ".join(f"`{b}`: {why}" for b, why in sorted(stopped.items()))
+        )
     weak = sorted(b for b in ids if (e := model.entry(b)) is not None and e.weak)
     if weak:
         header.append(
@@ -410,6 +422,7 @@ def run_calibrate(
             planned_rounds={k: p.to_json() for k, p in planned.items()},
             cannot_decide=cannot,
             skipped=skipped,
+            stopped=stopped,
             files_written=files,
         )
         write_json_atomic(options.json, record)

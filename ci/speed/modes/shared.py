@@ -61,6 +61,7 @@ def survey_both(
 
 BASE_UNMEASURABLE = "base_unmeasurable"  # a survey's key: why the base could not be surveyed
 SKIPPED = "skipped:"  # the note of a benchmark the calibration took off (it could not run): the reason follows
+STOPPED = "stopped after round"  # ... of one that failed after measured rounds: those rounds are kept
 
 
 def _survey_result(name: str, answer: dict[str, Any] | Exception) -> dict[str, Any] | None:
@@ -120,7 +121,8 @@ def run_rounds(
     ``measurer``: None when nothing can be measured. No round starts after ``deadline``, nor one that would end after
     ``finish_by``, nor (``stop_when_failed``) once the PR has failed; with a noise model a regression also ends its
     round. A head that raises is a harness error, unless ``skip_failed`` (the calibration: one benchmark that cannot
-    run must not cost the others): then that benchmark is taken off, n/a with a note starting :data:`SKIPPED`.
+    run must not cost the others): then that benchmark is taken off, n/a with a note starting :data:`SKIPPED`, or, when
+    it was measured before it failed, stopped: gated on the rounds it has, with a note starting :data:`STOPPED`.
     Returns the rounds, the results and the run's noise view.
     """
     stop_when_failed = stop_when_failed and not fixed
@@ -131,7 +133,8 @@ def run_rounds(
     names = [s.name for s in sides]
     ran_out = Stop.FIXED_ROUNDS if fixed else Stop.ROUND_BUDGET  # unless a break below says otherwise
     base_failed: dict[str, str] = {}  # benchmark id -> why the base could not be measured
-    failed: dict[str, str] = {}  # skip_failed: benchmark id -> why it was taken off
+    failed: dict[str, str] = {}  # skip_failed: benchmark id -> why it was taken off (nothing measured)
+    stopped: dict[str, str] = {}  # skip_failed: failed after measured rounds: measured no more, those rounds kept
     regressed: list[str] = []
     restart = getattr(measurer, "restart_every", 4)
 
@@ -187,7 +190,12 @@ def run_rounds(
                 if "error" in rec and not rec.get("busy") and not rec.get("wrong_result"):
                     if skip_failed:
                         why = _skip_reason(proc["side"], i, rec, culprit_known)
-                        if why is not None and bench_id not in failed:
+                        if why is None or bench_id in failed or bench_id in stopped:
+                            continue
+                        if _measured_before(rounds, bench_id):  # its earlier rounds are kept: it is only stopped
+                            stopped[bench_id] = f"{STOPPED} {i}: {why[len(SKIPPED) :].strip()}"
+                            log(f"speed_gate:   {bench_id}: {stopped[bench_id]} (its earlier rounds are kept)")
+                        else:
                             log(f"speed_gate:   {bench_id}: {why}")
                             failed[bench_id] = why
                         continue
@@ -207,7 +215,7 @@ def run_rounds(
         measured = set(record.get("sequence") or [b for p in record["processes"] for b in p["records"]])
         still = []
         for bench in (b for b in active if b.id not in wrong):
-            if bench.id in base_failed or bench.id in failed:
+            if bench.id in base_failed or bench.id in failed or bench.id in stopped:
                 continue
             if bench.id not in measured:  # the round stopped before it (the PR had failed): nothing new to decide
                 still.append(bench)
@@ -238,12 +246,23 @@ def run_rounds(
         if e.benchmark.id in failed
         else Entry(e.benchmark, Status.NEW, base_failed[e.benchmark.id])
         if e.benchmark.id in base_failed
+        else Entry(e.benchmark, e.status, stopped[e.benchmark.id])
+        if e.benchmark.id in stopped
         else e
         for e in selection.entries
     ]
     view = noise_view(rounds)
     results = [decide(e, rounds, view, calibrations=calibrations or {}, ran_out=ran_out) for e in entries]
     return rounds, results, view
+
+
+def _measured_before(rounds: Sequence[Mapping[str, Any]], bench_id: str) -> bool:
+    """Whether an earlier round holds a measurement of ``bench_id`` on every side it ran (not an error)."""
+    for rnd in rounds:
+        recs = [p.get("records", {}).get(bench_id) for p in rnd.get("processes", [])]
+        if recs and all(isinstance(r, Mapping) and "error" not in r for r in recs):
+            return True
+    return False
 
 
 def _skip_reason(side: str, index: int, rec: Mapping[str, Any], culprit_known: bool) -> str | None:

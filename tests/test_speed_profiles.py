@@ -131,3 +131,43 @@ def test_an_unknown_runner_says_so_on_the_summarys_first_line_and_in_the_record(
     assert record["runner_profile"]["known"] is False and record["runner_profile"]["first_line"] == first
     # A known runner adds no line.
     assert runner_record(runner_profile("NVIDIA H200"), ModelChoice(None))["runner_profile"]["first_line"] is None
+
+
+@pytest.mark.parametrize("has_model", [False, True])
+def test_the_pr_comment_names_an_unknown_runner_on_its_first_line(tmp_path, capsys, has_model):
+    """Issue 46, deliver 3: the comment (ci.notify), not only the step summary, says so first -- read from the gate's
+    own record as the comment job reads it."""
+    from ci.notify.comment import Inputs, Links, render
+    from ci.notify.records import speed_record
+    from ci.speed.decide.exclusion import ExclusionRule
+    from ci.speed.decide.noise_file import ModelChoice
+    from ci.speed.modes.measure import runner_record
+    from ci.speed.report.write import Context, finish
+    from harness.paired.plan import ZONE_WARM_PLAN
+
+    unknown = runner_profile("NVIDIA H100 80GB HBM3`](x)")  # a hostile name stays text
+    model = load_noise_model(PROJECT / runner_profile("NVIDIA H200").noise) if has_model else None
+    context = Context(
+        mode="gate",
+        plan=ZONE_WARM_PLAN,
+        rule=ExclusionRule(),
+        thresholds=Thresholds(0.01, (), "ci/speed_thresholds.json"),
+        base={"ref": "main", "sha": "a" * 40},
+        head={"ref": "HEAD", "sha": "b" * 40},
+        environment={"gpu": unknown.gpu},
+        device="cuda",
+        extra=runner_record(unknown, ModelChoice(model)),
+    )
+    finish(context, [], [], [], fail_on_inconclusive=False, json_path=tmp_path / "r.json", plot_path=None, command=())
+    capsys.readouterr()
+    record = speed_record(json.loads((tmp_path / "r.json").read_text()))
+    first = render(Inputs(record, None, None, None), Links("https://example.invalid/run")).splitlines()[0]
+    assert first.startswith("**Unknown runner** ``NVIDIA H100 80GB HBM3`](x)``: no profile in")
+    assert ("with its calibrated noise model" in first) is has_model
+    assert ("on this run's own rounds" in first) is not has_model
+    # A known runner's comment starts with its verdict.
+    known = runner_record(runner_profile("NVIDIA H200"), ModelChoice(None))
+    context = Context(**{**context.__dict__, "extra": known, "environment": {"gpu": "NVIDIA H200"}})
+    finish(context, [], [], [], fail_on_inconclusive=False, json_path=tmp_path / "k.json", plot_path=None, command=())
+    record = speed_record(json.loads((tmp_path / "k.json").read_text()))
+    assert render(Inputs(record, None, None, None), Links("https://example.invalid/run")).startswith("### ")

@@ -312,6 +312,24 @@ def cost_line(inputs: Inputs) -> str:
     return "GPU runner: " + ", ".join(parts) + "."
 
 
+def runner_lines(inputs: Inputs) -> list[str]:
+    """The comment's first line when the speed gate ran on a GPU no runner profile names (issue 46): its thresholds
+    are the defaults, and without a calibrated model it decided on the run's own rounds."""
+    speed = inputs.speed
+    if not isinstance(speed, SpeedRecord) or speed.unknown_runner is None:
+        return []
+    gpu, has_model = speed.unknown_runner
+    how = (
+        "with its calibrated noise model"
+        if has_model
+        else "on this run's own rounds (no noise model yet: `python -m ci.speed.calibrate --write` fits one)"
+    )
+    return [
+        f"**Unknown runner** {code(gpu, 80)}: no profile in `ci/speed_runners.json`; the speed gate decided {how} "
+        "and the default thresholds."
+    ]
+
+
 def render(inputs: Inputs, links: Links) -> str:
     """The comment's Markdown (at most GitHub's 65536 characters)."""
     return render_capped(inputs, links).text
@@ -325,7 +343,7 @@ def render_capped(inputs: Inputs, links: Links, limit: int = GITHUB_BODY_LIMIT) 
     head = f"### {overall} — " + " · ".join(
         f"{name} {_SYMBOL[a.state]} **{a.state}**{a.note}" for name, a in areas.items()
     )
-    blocks: list[str] = [head, *judge_lines(inputs, areas["speed"]), gate_change_block(inputs)]
+    blocks: list[str] = [*runner_lines(inputs), head, *judge_lines(inputs, areas["speed"]), gate_change_block(inputs)]
     stopped = [line for a in areas.values() if a.state in (ERROR, NOT_RUN) for line in a.lines]
     failed_lines = [line for a in areas.values() if a.state == FAIL for line in a.lines]
     speed = judged_speed(inputs)

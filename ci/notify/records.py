@@ -49,6 +49,8 @@ class SpeedRecord:
     skipped_identical: int
     # a --judge replay's ``judged`` block: the thresholds file's source and the noise model's, that the base's gate took
     judged_by: tuple[str, ...] = ()
+    # a GPU no runner profile names (ci/speed_runners.json): its name, and whether a calibrated noise model decided
+    unknown_runner: tuple[str, bool] | None = None
 
 
 def speed_record(data: Any, file: str = "verdict.json") -> SpeedRecord:
@@ -86,7 +88,22 @@ def speed_record(data: Any, file: str = "verdict.json") -> SpeedRecord:
         root.get("gpu_seconds_saved_estimated").number(optional=True),
         len(skipped),
         judged_by,
+        _unknown_runner(root),
     )
+
+
+def _unknown_runner(root: Reader) -> tuple[str, bool] | None:
+    """(GPU name, decided with a noise model) for a runner the record says no profile names; None otherwise (a
+    record before runner profiles included). A record without ``has_model`` tells it by its summary line."""
+    if not root.has("runner_profile"):
+        return None
+    profile = root.get("runner_profile")
+    if profile.get("known").boolean(optional=True) is not False:
+        return None
+    has_model = profile.get("has_model").boolean(optional=True)
+    if has_model is None:
+        has_model = "no noise model" not in (profile.get("first_line").text(optional=True) or "no noise model")
+    return profile.get("gpu").text(optional=True) or "?", has_model
 
 
 def _speed_benchmark(b: Reader) -> SpeedBenchmark:

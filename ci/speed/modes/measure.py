@@ -304,4 +304,6 @@ def runner_record(profile: RunnerProfile | None, choice: ModelChoice) -> dict[st
     the summary's ``first_line`` (ci.speed.report.write puts it first; ci.notify may too)."""
     if profile is None:
         return {}
-    return {"runner_profile": {**profile.to_json(), "first_line": profile.first_line(choice.model is not None)}}
+    has_model = choice.model is not None
+    first_line = profile.first_line(has_model)
+    return {"runner_profile": {**profile.to_json(), "has_model": has_model, "first_line": first_line}}

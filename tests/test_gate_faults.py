@@ -277,6 +277,49 @@ def test_a_signal_stops_the_gate_removes_its_worktrees_and_says_so(fault_repo, t
     assert _leftovers(gate.pid) == [] and git(repo, "worktree", "list").count("\n") == 0
 
 
+def test_an_interrupted_gate_records_its_complete_rounds_and_replays_them(fault_repo, tmp_path):
+    """Issue 49, item 3: SIGTERM (a cancelled job, its timeout) after some rounds: exit 143, and the record holds every
+    complete round, marked interrupted, the benchmark inconclusive (stopped by the interrupt); --replay reads it."""
+    repo, c0 = fault_repo
+    git(repo, "checkout", "-q", "-B", "aa", c0)
+    (repo / "kernels/torch_dequant.py").write_text((repo / "kernels/torch_dequant.py").read_text() + "\n# A/A\n")
+    git(repo, "commit", "-q", "-am", "a comment only")
+    git(repo, "checkout", "-q", "main")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GITHUB_STEP_SUMMARY", "TRITON_INTERPRET")}
+    env["PYTHONPATH"] = str(repo)
+    record = tmp_path / "v.json"
+    timing = [a for a in SMALL if a.startswith("--timing")]
+    args = [*SMALL[:6], *timing, "--measure-identical", "--plan", "rounds=40", "--plan", "restart_every=1"]
+    args += ["--json", str(record)]
+    gate = subprocess.Popen(
+        [sys.executable, "-m", "ci.speed", "--repo", str(repo), "--base", c0, "--head", "aa", *args],
+        cwd=repo,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    stderr = _Lines(gate.stderr)
+    try:
+        stderr.wait_for(lambda line: "speed_gate: round 4/40" in line, timeout_s=300)
+        gate.send_signal(signal.SIGTERM)
+        code = gate.wait(timeout=120)
+    finally:
+        if gate.poll() is None:
+            gate.kill()
+    rest = stderr.rest()
+    assert code == 143, "".join(stderr.seen) + rest
+    data = json.loads(record.read_text())
+    kept = len(data["rounds"])  # round 4 had started: 3 complete, unless it ended before the signal landed
+    assert kept in (3, 4) and f"interrupted after {kept} complete round(s)" in rest and "Traceback" not in rest, rest
+    assert data["interrupted"] == "SIGTERM" and data["exit_code"] == 143
+    (bench,) = data["benchmarks"]
+    assert bench["stopped_by"] == "interrupted" and bench["decision"]["rounds_used"] == kept
+    assert _leftovers(gate.pid) == [] and git(repo, "worktree", "list").count("\n") == 0
+    replay = run_gate(repo, "--replay", str(record), "--json", str(tmp_path / "r.json"))
+    assert replay.returncode in (0, 3), replay.stderr[-2000:]
+    assert len(json.loads((tmp_path / "r.json").read_text())["rounds"]) == kept
+
+
 def test_a_malformed_replay_file_is_an_error_naming_the_file(fault_repo, tmp_path):
     repo, _ = fault_repo
     bad = tmp_path / "cut.json"

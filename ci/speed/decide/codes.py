@@ -43,6 +43,7 @@ class Stop(enum.Enum):
     FIXED_ROUNDS = "fixed rounds"  # --plan rounds=N
     END_OF_RECORD = "end of record"  # --replay: the recorded rounds ran out
     PR_FAILED = "pr failed"  # another benchmark had already failed the PR (a regression or a wrong result)
+    INTERRUPTED = "interrupted"  # SIGINT or SIGTERM (a cancelled job, its timeout): the complete rounds are kept
 
 
 class Excluded(enum.Enum):

@@ -5,6 +5,7 @@ Its phases: :func:`resolve_commits`, the identical code (ci.speed.scope.unchange
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Mapping
 from contextlib import ExitStack
@@ -25,6 +26,7 @@ from ci.speed.engine.warm_engine import GATE_RESTART_EVERY
 from ci.speed.modes.shared import (
     BASE_UNMEASURABLE,
     GateError,
+    RoundsInterrupted,
     calibrations_for,
     engine_options,
     log,
@@ -68,6 +70,7 @@ class Measured:
     view: RunNoise | None = None
     profile: RunnerProfile | None = None  # the runner's (ci.speed.profiles); None: nothing measured, no GPU named
     restart_every: int | None = None  # the cadence the rounds ran at (None: nothing measured)
+    interrupted: str | None = None  # the signal that ended the rounds (their complete ones are the results')
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,7 @@ def run_gate(options: SpeedOptions) -> int:
         json_path=options.json,
         plot_path=options.plot,
         command=options.command,
+        interrupted=measured.interrupted,
     )
 
 
@@ -197,20 +201,25 @@ def measure(
         if "restart_every" not in options.plan_given:  # set once the surveys are done: their workers measure first
             measurer.restart_every = GATE_RESTART_EVERY
         both = [s for s in (sides["base"], sides["head"]) if s is not None] if sides["base"] else []
-        rounds, results, view = run_rounds(
-            both,
-            selection,
-            measurer,
-            plan=plan,
-            rule=rules.rule,
-            thresholds=thresholds,
-            limit=rules.limit,
-            fixed=options.rounds is not None,
-            calibrations=rules.calibrations,
-            deadline=stop_at,
-            stop_when_failed=not options.all_verdicts,
-            model=choice.model,
-        )
+        interrupted = None
+        try:
+            rounds, results, view = run_rounds(
+                both,
+                selection,
+                measurer,
+                plan=plan,
+                rule=rules.rule,
+                thresholds=thresholds,
+                limit=rules.limit,
+                fixed=options.rounds is not None,
+                calibrations=rules.calibrations,
+                deadline=stop_at,
+                stop_when_failed=not options.all_verdicts,
+                model=choice.model,
+            )
+        except RoundsInterrupted as stop:  # the complete rounds are decided and recorded; the exit is 130/143
+            rounds, results, view = stop.rounds, stop.results, stop.view
+            interrupted = signal.Signals(stop.signum).name
     return Measured(
         selection,
         plan,
@@ -223,6 +232,7 @@ def measure(
         view,
         profile,
         measurer.restart_every,
+        interrupted,
     )
 
 

@@ -106,7 +106,7 @@ def _replay(options: SpeedOptions, record: dict[str, Any]) -> int:
     if options.decisions is not None:
         return _replay_rates(options, record, entries, plan, rule, thresholds, view)
     # An undecided benchmark keeps the recorded reason the measuring ended; otherwise the record is what ran out.
-    measuring_ended = {Stop.ROUND_BUDGET, Stop.TIME_BUDGET, Stop.FIXED_ROUNDS, Stop.PR_FAILED}
+    measuring_ended = {Stop.ROUND_BUDGET, Stop.TIME_BUDGET, Stop.FIXED_ROUNDS, Stop.PR_FAILED, Stop.INTERRUPTED}
     stopped = {b["id"]: Stop(b["stopped_by"]) for b in record["benchmarks"] if b.get("stopped_by")}
     ran_out = {i: stop if stop in measuring_ended else Stop.END_OF_RECORD for i, stop in stopped.items()}
     results = _decide(entries, record, thresholds, plan, rule, calibrations, view, ran_out, Stop.END_OF_RECORD)

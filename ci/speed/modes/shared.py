@@ -4,12 +4,15 @@ loop that decides each gated benchmark (ci.speed.decide.verdict), the thresholds
 from __future__ import annotations
 
 import math
+import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ci.common import interrupts
 from ci.common.commit_tree import REPO_ROOT
 from ci.common.errors import HarnessError
 from ci.speed.decide.codes import Status, Stop
@@ -146,101 +149,110 @@ def run_rounds(
         noise = view.rounds_noise(entry.benchmark.id) if view else None
         return decide_entry(entry, upto, thresholds, plan, rule, noise=noise, restart_every=restart, **how)
 
-    while active and len(rounds) < limit:
-        failing = regressed + [e.benchmark.id for e in selection.entries if e.status is Status.WRONG_RESULT]
-        if stop_when_failed and failing:
-            ran_out = Stop.PR_FAILED
-            more = " ..." if len(failing) > 3 else ""
-            log(
-                f"speed_gate: the PR fails ({', '.join(failing[:3])}{more}): no more rounds; {len(active)} "
-                "benchmark(s) not decided (--all-verdicts measures them to their verdicts)"
+    interrupted: KeyboardInterrupt | None = None
+    try:  # an interrupt (a cancelled job, its timeout) keeps the complete rounds: they are decided and recorded
+        while active and len(rounds) < limit:
+            failing = regressed + [e.benchmark.id for e in selection.entries if e.status is Status.WRONG_RESULT]
+            if stop_when_failed and failing:
+                ran_out = Stop.PR_FAILED
+                more = " ..." if len(failing) > 3 else ""
+                log(
+                    f"speed_gate: the PR fails ({', '.join(failing[:3])}{more}): no more rounds; {len(active)} "
+                    "benchmark(s) not decided (--all-verdicts measures them to their verdicts)"
+                )
+                break
+            if deadline is not None and time.time() >= deadline:
+                ran_out = Stop.TIME_BUDGET
+                log(
+                    f"speed_gate: the time budget is spent after {len(rounds)} rounds; {len(active)} benchmark(s) "
+                    "undecided"
+                )
+                break
+            longest = max((r.get("wall_s") or 0.0 for r in rounds), default=0.0)
+            if finish_by is not None and rounds and time.time() + longest > finish_by:
+                ran_out = Stop.TIME_BUDGET
+                log(
+                    f"speed_gate: a round takes up to {longest:.0f} s: no time for another within the budget after "
+                    f"{len(rounds)} rounds"
+                )
+                break
+            i = len(rounds)
+            order = rotating_order(names, i)
+            log(f"speed_gate: round {i + 1}/{limit} ({' '.join(order)}): {len(active)} benchmark(s)")
+            after_pair = (
+                _pair_decider(i, order, rounds, active, noise_view(rounds), decide)
+                if model is not None and stop_when_failed
+                else None
             )
-            break
-        if deadline is not None and time.time() >= deadline:
-            ran_out = Stop.TIME_BUDGET
-            log(
-                f"speed_gate: the time budget is spent after {len(rounds)} rounds; {len(active)} benchmark(s) undecided"
+            assert measurer is not None  # a gated benchmark has both sides' workers
+            record = measurer.measure_round(order, active, round_index=i, after_pair=after_pair).to_json()
+            # A worker that died measuring a benchmark names it: that one is skipped, the device's others only lose
+            # this round, and the device starts a new generation (skip_failed: the calibration).
+            culprit_known = any(
+                rec.get("died_measuring") for proc in record["processes"] for rec in proc["records"].values()
             )
-            break
-        longest = max((r.get("wall_s") or 0.0 for r in rounds), default=0.0)
-        if finish_by is not None and rounds and time.time() + longest > finish_by:
-            ran_out = Stop.TIME_BUDGET
-            log(
-                f"speed_gate: a round takes up to {longest:.0f} s: no time for another within the budget after "
-                f"{len(rounds)} rounds"
-            )
-            break
-        i = len(rounds)
-        order = rotating_order(names, i)
-        log(f"speed_gate: round {i + 1}/{limit} ({' '.join(order)}): {len(active)} benchmark(s)")
-        after_pair = (
-            _pair_decider(i, order, rounds, active, noise_view(rounds), decide)
-            if model is not None and stop_when_failed
-            else None
-        )
-        assert measurer is not None  # a gated benchmark has both sides' workers
-        record = measurer.measure_round(order, active, round_index=i, after_pair=after_pair).to_json()
-        # A worker that died measuring a benchmark names it: that one is skipped, the device's others only lose
-        # this round, and the device starts a new generation (skip_failed: the calibration).
-        culprit_known = any(
-            rec.get("died_measuring") for proc in record["processes"] for rec in proc["records"].values()
-        )
-        for proc in record["processes"]:
-            for bench_id, rec in proc["records"].items():
-                if "error" in rec and not rec.get("busy") and not rec.get("wrong_result"):
-                    if skip_failed:
-                        why = _skip_reason(proc["side"], i, rec, culprit_known)
-                        if why is None or bench_id in failed or bench_id in stopped:
+            for proc in record["processes"]:
+                for bench_id, rec in proc["records"].items():
+                    if "error" in rec and not rec.get("busy") and not rec.get("wrong_result"):
+                        if skip_failed:
+                            why = _skip_reason(proc["side"], i, rec, culprit_known)
+                            if why is None or bench_id in failed or bench_id in stopped:
+                                continue
+                            if _measured_before(rounds, bench_id):  # its earlier rounds are kept: it is only stopped
+                                stopped[bench_id] = f"{STOPPED} {i}: {why[len(SKIPPED) :].strip()}"
+                                log(f"speed_gate:   {bench_id}: {stopped[bench_id]} (its earlier rounds are kept)")
+                            else:
+                                log(f"speed_gate:   {bench_id}: {why}")
+                                failed[bench_id] = why
                             continue
-                        if _measured_before(rounds, bench_id):  # its earlier rounds are kept: it is only stopped
-                            stopped[bench_id] = f"{STOPPED} {i}: {why[len(SKIPPED) :].strip()}"
-                            log(f"speed_gate:   {bench_id}: {stopped[bench_id]} (its earlier rounds are kept)")
-                        else:
-                            log(f"speed_gate:   {bench_id}: {why}")
-                            failed[bench_id] = why
-                        continue
-                    if proc["side"] != "base":
-                        raise GateError(f"{bench_id} failed at {proc['side']} in round {i + 1}: {rec['error']}")
-                    # Only the head's own failures fail: a base that raises makes the benchmark new.
-                    base_failed.setdefault(bench_id, f"base raised in round {i + 1}: {rec['error']}")
-                    log(f"speed_gate:   {bench_id}: {base_failed[bench_id]} -> new (not gated)")
-        if skip_failed and culprit_known:
-            revived = measurer.revive()
-            log(f"speed_gate: device(s) {revived}: a worker died; a new generation starts there next round")
-        rounds.append(record)
-        wrong = selection.mark_wrong_at_shape(record)  # a wrong output at the timed shape: never a speed
-        for bench_id in sorted(wrong):
-            log(f"speed_gate:   {bench_id}: {next(e for e in selection.entries if e.benchmark.id == bench_id).note}")
-        view = noise_view(rounds)
-        measured = set(record.get("sequence") or [b for p in record["processes"] for b in p["records"]])
-        still = []
-        for bench in (b for b in active if b.id not in wrong):
-            if bench.id in base_failed or bench.id in failed or bench.id in stopped:
-                continue
-            if bench.id not in measured:  # the round stopped before it (the PR had failed): nothing new to decide
-                still.append(bench)
-                continue
-            d = decide(Entry(bench, Status.GATED), rounds, view, with_resolvable=False).decision
-            assert d is not None  # a gated entry always has a decision
-            est = d.estimate
-            interval = f"[{est.low:.4f}, {est.high:.4f}]" if est.bounded else "[unbounded]"
-            state = f"{d.verdict.value.upper()}" if d.complete else f"next look at {d.next_look} usable rounds"
-            log(
-                f"speed_gate:   {bench.id}: head/base {est.point:.4f} {interval}, {d.rounds_used} usable, "
-                f"{d.rounds_excluded} excluded -> {state}"
-            )
-            if d.complete and d.verdict is Verdict.REGRESSION:
-                regressed.append(bench.id)
-            if fixed or not d.complete:
-                still.append(bench)
-        if view is not None and view.first_fire is not None and view.first_fire["round_index"] == i:
-            fire = view.first_fire
-            log(
-                f"speed_gate: the rounds are noisier than the noise model allows (variance ratio "
-                f"{fire['ratio']:.2f} over {fire['df']} df, anytime p {fire['p']:.2g}): each benchmark's own rounds "
-                "decide from here on"
-            )
-        active = still
+                        if proc["side"] != "base":
+                            raise GateError(f"{bench_id} failed at {proc['side']} in round {i + 1}: {rec['error']}")
+                        # Only the head's own failures fail: a base that raises makes the benchmark new.
+                        base_failed.setdefault(bench_id, f"base raised in round {i + 1}: {rec['error']}")
+                        log(f"speed_gate:   {bench_id}: {base_failed[bench_id]} -> new (not gated)")
+            if skip_failed and culprit_known:
+                revived = measurer.revive()
+                log(f"speed_gate: device(s) {revived}: a worker died; a new generation starts there next round")
+            rounds.append(record)
+            wrong = selection.mark_wrong_at_shape(record)  # a wrong output at the timed shape: never a speed
+            for bench_id in sorted(wrong):
+                note = next(e for e in selection.entries if e.benchmark.id == bench_id).note
+                log(f"speed_gate:   {bench_id}: {note}")
+            view = noise_view(rounds)
+            measured = set(record.get("sequence") or [b for p in record["processes"] for b in p["records"]])
+            still = []
+            for bench in (b for b in active if b.id not in wrong):
+                if bench.id in base_failed or bench.id in failed or bench.id in stopped:
+                    continue
+                if bench.id not in measured:  # the round stopped before it (the PR had failed): nothing new to decide
+                    still.append(bench)
+                    continue
+                d = decide(Entry(bench, Status.GATED), rounds, view, with_resolvable=False).decision
+                assert d is not None  # a gated entry always has a decision
+                est = d.estimate
+                interval = f"[{est.low:.4f}, {est.high:.4f}]" if est.bounded else "[unbounded]"
+                state = f"{d.verdict.value.upper()}" if d.complete else f"next look at {d.next_look} usable rounds"
+                log(
+                    f"speed_gate:   {bench.id}: head/base {est.point:.4f} {interval}, {d.rounds_used} usable, "
+                    f"{d.rounds_excluded} excluded -> {state}"
+                )
+                if d.complete and d.verdict is Verdict.REGRESSION:
+                    regressed.append(bench.id)
+                if fixed or not d.complete:
+                    still.append(bench)
+            if view is not None and view.first_fire is not None and view.first_fire["round_index"] == i:
+                fire = view.first_fire
+                log(
+                    f"speed_gate: the rounds are noisier than the noise model allows (variance ratio "
+                    f"{fire['ratio']:.2f} over {fire['df']} df, anytime p {fire['p']:.2g}): each benchmark's own "
+                    "rounds decide from here on"
+                )
+            active = still
+    except KeyboardInterrupt as exc:  # ci.common.interrupts.Interrupted too (SIGTERM); its children are stopped
+        with suppress(ValueError):  # not the main thread (a test's): the caller's handlers stay
+            interrupts.ignore()  # a second signal must not cut the record short
+        interrupted, ran_out = exc, Stop.INTERRUPTED
+        log(f"speed_gate: interrupted after {len(rounds)} complete round(s): those are decided and recorded")
     entries = [
         Entry(e.benchmark, Status.NOT_APPLICABLE, failed[e.benchmark.id])
         if e.benchmark.id in failed
@@ -253,7 +265,20 @@ def run_rounds(
     ]
     view = noise_view(rounds)
     results = [decide(e, rounds, view, calibrations=calibrations or {}, ran_out=ran_out) for e in entries]
+    if interrupted is not None:
+        raise RoundsInterrupted(rounds, results, view, getattr(interrupted, "signum", signal.SIGINT)) from interrupted
     return rounds, results, view
+
+
+class RoundsInterrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM during the rounds: what :func:`run_rounds` would have returned over the complete rounds, so
+    that the mode writes its record (undecided benchmarks inconclusive, stopped by the interrupt) before it exits
+    128 + ``signum``. ``record_written``: set once it is, so the front does not replace it with an error record."""
+
+    def __init__(self, rounds: list[dict[str, Any]], results: list[BenchmarkResult], view: Any, signum: int):
+        super().__init__(f"interrupted by {signal.Signals(signum).name} after {len(rounds)} complete round(s)")
+        self.rounds, self.results, self.view, self.signum = rounds, results, view, signum
+        self.record_written = False
 
 
 def _measured_before(rounds: Sequence[Mapping[str, Any]], bench_id: str) -> bool:

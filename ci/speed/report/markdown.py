@@ -46,6 +46,7 @@ STOP_TEXT = {
     Stop.TIME_BUDGET: "time budget spent",
     Stop.FIXED_ROUNDS: "--plan rounds reached",
     Stop.END_OF_RECORD: "record ran out",
+    Stop.INTERRUPTED: "interrupted",
 }
 # The PR's status was known (it fails): the rest of the runner's time would only have refined the report.
 PR_FAILED_TEXT = "not decided: measuring stopped once the PR had failed"
@@ -54,6 +55,7 @@ RAN_OUT_TEXT = {
     Stop.TIME_BUDGET: "the time budget (--max-minutes)",
     Stop.FIXED_ROUNDS: "the fixed number of rounds (--plan rounds)",
     Stop.END_OF_RECORD: "the recorded rounds",
+    Stop.INTERRUPTED: "an interrupt (SIGINT or SIGTERM)",
 }
 EXCLUDED_TEXT = {
     Excluded.NOT_MEASURED: "not measured",

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -209,10 +210,15 @@ def finish(
     json_path: Path | None,
     plot_path: Path | None,
     command: Sequence[str],
+    interrupted: str | None = None,
 ) -> int:
-    """Markdown to stdout and the step summary, the JSON record, the plot; returns the exit code."""
+    """Markdown to stdout and the step summary, the JSON record, the plot; returns the exit code. ``interrupted``:
+    the signal that ended the rounds (SIGINT, SIGTERM): the record is still written, its exit code 128 + the
+    signal's number (130, 143), undecided benchmarks inconclusive (stopped by the interrupt)."""
     code = exit_code(results, fail_on_inconclusive)
     word = STATUS_WORDS.get(code, "FAIL")
+    if interrupted is not None:
+        code, word = 128 + int(signal.Signals[interrupted]), f"INTERRUPTED by {interrupted} ({word} so far)"
     ids = summary_ids(results)
     undecided = sum(r.status is Status.GATED and r.stopped_by is Stop.PR_FAILED for r in results)
     inconclusive = len(ids[Verdict.INCONCLUSIVE.value]) - undecided
@@ -250,6 +256,8 @@ def finish(
     append_step_summary_or_fallback(markdown, refused.append)
     if json_path is not None:
         record = record_json(context, results, correctness, rounds, code, fail_on_inconclusive, command)
+        if interrupted is not None:
+            record["interrupted"] = interrupted
         write_or_fallback(json_path, json_text(record).encode("utf-8"), "--json", refused.append)
     if plot_path is not None:
         from ci.speed.report.plot import plot_rounds

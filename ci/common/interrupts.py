@@ -52,21 +52,23 @@ def stop_children() -> int:
     return len(running)
 
 
+def _handler(signum, frame):
+    stop_children()
+    raise Interrupted(signum)
+
+
 def install() -> None:
     """SIGINT and SIGTERM: stop the tracked children, then raise Interrupted in the main thread."""
-
-    def handler(signum, frame):
-        stop_children()
-        raise Interrupted(signum)
-
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, handler)
+        signal.signal(signum, _handler)
 
 
 def ignore() -> None:
-    """From now on both signals are ignored: a second Ctrl-C must not break a clean-up into a traceback."""
+    """From now on both signals are ignored: a second Ctrl-C must not break a clean-up into a traceback. Only where
+    :func:`install` put this module's handlers (a command's run): a caller with its own (a test) keeps them."""
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, signal.SIG_IGN)
+        if signal.getsignal(signum) is _handler:
+            signal.signal(signum, signal.SIG_IGN)
 
 
 def temp_dir(kind: str) -> Path:

@@ -8,11 +8,12 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Mapping
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ci.common import interrupts
 from ci.common.commit_tree import REPO_ROOT, NotAKernelsTree, has_kernels
 from ci.speed.decide.codes import Status
 from ci.speed.decide.exclusion import ExclusionRule
@@ -220,6 +221,10 @@ def measure(
         except RoundsInterrupted as stop:  # the complete rounds are decided and recorded; the exit is 130/143
             rounds, results, view = stop.rounds, stop.results, stop.view
             interrupted = signal.Signals(stop.signum).name
+        # The rounds are over: what is left (the workers' exit, the report, the record) takes seconds, and a signal
+        # now would only lose the record (an H100 lease's timeout landed while the workers were ending).
+        with suppress(ValueError):  # not the main thread (a test's): the caller's handlers stay
+            interrupts.ignore()
     return Measured(
         selection,
         plan,

@@ -4,7 +4,7 @@
 
 Each gate record (schema mxfp4-speed-gate/1) under docs/data is replayed twice as the trusted judge does
 (``python -m ci.speed --replay RECORD --judge``: this checkout's plan and thresholds, the record's rounds only):
-with the committed noise model of the record's GPU (``--noise``; every record here is an H200's) and with
+with the noise model of the record's GPU (``--noise``: the H200's committed one, the H100's first calibration) and with
 ``--plan noise=off``. Per benchmark: the usable rounds each
 decision took, or "not decided" when the record ran out first (a recorded run stops once its own plan decided, so
 many benchmarks have fewer rounds than today's plan may want). Counted: benchmarks whose decision with the model took
@@ -27,7 +27,12 @@ from ci.speed.gate import main as gate
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-MODELS = {"H200": ROOT / "ci" / "speed_noise_h200.json"}  # the runner's committed model, by the record's GPU
+# The runner's model by the record's GPU: the H200's committed one; the H100's from its first calibration (a runner no
+# profile names: docs/data/gpu_day_one_h100, its day one).
+MODELS = {
+    "H200": ROOT / "ci" / "speed_noise_h200.json",
+    "H100": HERE / "gpu_day_one_h100" / "calibrate" / "model.json",
+}
 THRESHOLDS = ROOT / "ci" / "speed_thresholds_h200.json"
 
 
@@ -73,6 +78,7 @@ def main() -> int:
     args = ap.parse_args()
     t0 = time.process_time()
     rows, totals = [], {"both": 0, "slower_with_model": 0, "faster_with_model": 0, "model_only": 0, "none_only": 0}
+    by_gpu = {gpu: dict.fromkeys(totals, 0) for gpu in MODELS}
     for path in records():
         data = json.loads(path.read_text())
         gpu = gpu_of(data)
@@ -86,11 +92,12 @@ def main() -> int:
         for bench_id, bench in with_model.items():
             a, b = decided(bench), decided(without.get(bench_id, {}))
             key = "both" if a and b else "model_only" if a else "none_only" if b else None
-            if key:
-                totals[key] += 1
-            if a and b:
-                totals["slower_with_model"] += a > b
-                totals["faster_with_model"] += a < b
+            for counts in (totals, by_gpu[gpu]):
+                if key:
+                    counts[key] += 1
+                if a and b:
+                    counts["slower_with_model"] += a > b
+                    counts["faster_with_model"] += a < b
             rows.append(
                 {
                     "record": str(path.relative_to(ROOT)),
@@ -103,6 +110,7 @@ def main() -> int:
     result = {
         "command": "docs/data/model_vs_none.py " + " ".join(sys.argv[1:]),
         "totals": totals,
+        "by_gpu": by_gpu,
         "records": len({r["record"] for r in rows}),
         "cpu_s": time.process_time() - t0,
         "rows": rows,
@@ -111,7 +119,7 @@ def main() -> int:
         tmp = args.out.with_suffix(".tmp")
         tmp.write_text(json.dumps(result, indent=1) + "\n")
         tmp.replace(args.out)
-    print(json.dumps({k: result[k] for k in ("totals", "records", "cpu_s")}, indent=1))
+    print(json.dumps({k: result[k] for k in ("totals", "by_gpu", "records", "cpu_s")}, indent=1))
     return 0
 
 

@@ -4,6 +4,10 @@
     PYTHONPATH=. .venv/bin/python docs/data/aa_corpus.py --record NEW.json     # + a calibration / identical-code record
     PYTHONPATH=. .venv/bin/python docs/data/aa_corpus.py --assume-aa NEW.json "why it is A/A"   # + a speed-neutral PR
     PYTHONPATH=. .venv/bin/python docs/data/aa_corpus.py --summary             # the summary table (Markdown)
+    # The H100's day one (docs/data/gpu_day_one_h100): its calibration and its three A/A PRs, alone
+    PYTHONPATH=. .venv/bin/python docs/data/aa_corpus.py --only --out docs/data/aa_corpus_h100.json \
+        --record docs/data/gpu_day_one_h100/calibrate/calibration.json \
+        --assume-aa docs/data/gpu_day_one_h100/model/aa_model_1.json "exp/neutral-1 (NEUTRAL)" ...
 
 Per benchmark (``kernel[config]/shape``), per run (record path), per worker generation: the usable rounds' log
 ratios ``log(head / base TFLOPS)`` in time order, with both TFLOPS and the round index; excluded rounds dropped by
@@ -214,13 +218,18 @@ def main(argv: list[str] | None = None) -> int:
         metavar=("RECORD", "WHY"),
         help="a gate record whose code differs but is speed-neutral, and why",
     )
+    parser.add_argument(
+        "--only",
+        action="store_true",
+        help="only the records given (--record, --assume-aa): another runner's corpus, without the H200's RECORDS",
+    )
     parser.add_argument("--summary", action="store_true", help="print the summary table of --out (Markdown) and exit")
     args = parser.parse_args(argv)
     try:
         if args.summary:
             print(summary_table(json.loads(args.out.read_text())))
             return 0
-        sources = [(DATA / p, why) for p, why in RECORDS]
+        sources = [] if args.only else [(DATA / p, why) for p, why in RECORDS]
         sources += [(p, None) for p in args.record] + [(Path(p), why) for p, why in args.assume_aa]
         corpus = build(sources)
     except (CorpusError, OSError, json.JSONDecodeError) as exc:

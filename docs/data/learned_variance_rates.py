@@ -3,7 +3,8 @@
     PYTHONPATH=. nice .venv/bin/python docs/data/learned_variance_rates.py --out docs/data/learned_variance_rates.json
     PYTHONPATH=. .venv/bin/python docs/data/learned_variance_rates.py --tables docs/data/learned_variance_rates.json
 
-One benchmark of a 20-benchmark PR (per-benchmark alpha 0.01/20, miss alpha 1%), restarts every 2 rounds, threshold
+One benchmark of a 20-benchmark PR (per-benchmark alpha 0.01/20, miss alpha 1%), new workers every round (the gate's
+cadence; ``--restart-every``), a model calibrated at every 2 rounds, threshold
 0.7%, within-generation SD 0.05% (the recorded Triton benchmarks' 0.02-0.15%). Truth: a round's log ratio is
 ``effect + g_gen + e``, ``g`` the worker generation's offset (SD ``tau``), ``e`` the round's (SD ``sigma_w``). What
 departs from the gate's model, row by row:
@@ -38,7 +39,8 @@ from harness.paired.noise import BenchmarkNoise, Spread
 from harness.paired.plan import ZONE_PLAN, ZONE_WARM_PLAN
 from harness.paired.sequential import RoundsNoise
 
-THRESHOLD, WITHIN, RESTART, ROUNDS, GATED = 0.007, 0.0005, 2, 40, 20
+THRESHOLD, WITHIN, ROUNDS, GATED = 0.007, 0.0005, 40, 20
+CALIBRATION_CADENCE = 2  # the model's generations (python -m ci.speed.calibrate restarts every 2)
 SPREAD = Spread(40.0, 17.0, True)
 RATIOS = (0.0, 1.0, 3.0)
 MODELS = ("none", "right", "tau 0", "tau 3x")
@@ -61,14 +63,14 @@ def draw(rng: np.random.Generator, n: int, heavy: bool) -> np.ndarray:
 
 
 def cell(task: tuple) -> dict:
-    ratio, model_kind, departure, effect, trials, seed = task
+    ratio, model_kind, departure, effect, trials, seed, restart = task
     rng = np.random.default_rng(seed)
     tau = ratio * WITHIN
     scale = math.sqrt(2.5) if departure == "run x2.5" else 1.0
     heavy = departure == "t3 tails"
     model = model_of(model_kind, tau)
     plan = (ZONE_WARM_PLAN if model is None else ZONE_PLAN).with_alpha(0.01 / GATED)
-    gens = np.arange(ROUNDS) // RESTART
+    gens = np.arange(ROUNDS) // restart
     labels = tuple(int(g) for g in gens)
     counts = {"regression": 0, "not regression": 0, "inconclusive": 0, "forced": 0, "no change": 0}
     rounds_used = 0
@@ -77,7 +79,7 @@ def cell(task: tuple) -> dict:
             tau * draw(rng, int(gens[-1]) + 1, heavy)[gens] + WITHIN * draw(rng, ROUNDS, heavy)
         )
         rounds = [Round(100.0, 100.0 * math.exp(v)) for v in x]
-        d = sequential_decision(rounds, THRESHOLD, plan, RoundsNoise(model, SPREAD, labels, None, RESTART))
+        d = sequential_decision(rounds, THRESHOLD, plan, RoundsNoise(model, SPREAD, labels, None, CALIBRATION_CADENCE))
         rounds_used += d.rounds_used
         if d.verdict is Verdict.REGRESSION:
             counts["regression"] += 1
@@ -138,6 +140,7 @@ def main() -> int:
     ap.add_argument("--tables", type=Path)
     ap.add_argument("--trials", type=int, default=2000)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--restart-every", type=int, default=1, help="the gate's cadence (1: the gate's since issue 46)")
     args = ap.parse_args()
     if args.tables:
         print(tables(json.loads(args.tables.read_text())))
@@ -149,7 +152,7 @@ def main() -> int:
             for model in MODELS:
                 for effect in EFFECTS:
                     seed += 1
-                    tasks.append((ratio, model, departure, effect, args.trials, seed))
+                    tasks.append((ratio, model, departure, effect, args.trials, seed, args.restart_every))
     t0 = time.process_time()
     with ProcessPoolExecutor(args.workers) as pool:
         cells = list(pool.map(cell, tasks))
@@ -157,7 +160,8 @@ def main() -> int:
         "command": " ".join(["docs/data/learned_variance_rates.py", *sys.argv[1:]]),
         "threshold": THRESHOLD,
         "within_sd": WITHIN,
-        "restart_every": RESTART,
+        "restart_every": args.restart_every,
+        "model_cadence": CALIBRATION_CADENCE,
         "gated": GATED,
         "plans": {"model": ZONE_PLAN.to_json(), "none": ZONE_WARM_PLAN.to_json()},
         "cells": cells,

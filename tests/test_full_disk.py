@@ -367,3 +367,56 @@ def test_asvs_own_results_on_a_full_disk(tmp_path, measured_project):
     assert {name: after.get(name) for name in before} == before  # asv's half-written file quarantined, no other touched
     assert all(name.endswith(".lock") for name in set(after) - set(before)), set(after) - set(before)
     assert git(measured.repo, "rev-parse", "asv-results") == tip
+
+
+# ---------------------------------------------------------------------------
+# the compile-only resources (python -m ci.budget.resources): the kept assembly and its record (issue 49, item 4)
+# ---------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+ONE_TARGET = ["--kernel", "triton_dot_scaled", "--arch", "sm_90", "--config", "m128_n128_k128_w8_s3"]
+
+
+def _resources(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ci.budget.resources", *ONE_TARGET, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=NO_SUMMARY,
+        timeout=600,
+    )
+
+
+def assert_not_a_compile_failure(done: subprocess.CompletedProcess) -> None:
+    """A full disk is the runner's problem, never the kernel's: no "FAILED", no "failed to compile", no exit 1."""
+    assert "FAILED" not in done.stderr and "failed to compile" not in done.stderr, done.stderr[-4000:]
+
+
+def test_the_kept_assembly_on_a_full_disk_is_exit_2_not_a_compile_failure(tmp_path):
+    """Found in issue 49: every target "FAILED: OSError [Errno 28]", "failed to compile", exit 1 (a failed gate)."""
+    (tmp_path / "isa").mkdir()
+    (tmp_path / "isa" / "earlier.s").write_text(EARLIER)
+    (tmp_path / "out").mkdir()
+    with full(tmp_path / "isa", size="64k") as isa:
+        done = _resources(f"--isa-dir={isa}", f"--json={tmp_path / 'out' / 'resources.json'}")
+        name = "triton_dot_scaled.sm_90.m128_n128_k128_w8_s3.ptx"
+        last = assert_one_clean_line(done, "python -m ci.budget.resources: error: ", isa / name)
+        assert "not a compile failure" in last
+        assert_not_a_compile_failure(done)
+        assert "regs" not in done.stdout, done.stdout  # no table of a run that stopped
+        assert files(isa) == {"earlier.s": EARLIER.encode()}
+        no_temporary_files(isa)
+    assert not (tmp_path / "out" / "resources.json").exists()  # no record that could read as "0 targets failed"
+
+
+def test_the_resources_record_on_a_full_disk_is_exit_2(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "resources.json").write_text('{"an": "earlier record"}\n')
+    with full(tmp_path / "out", size="64k") as out:
+        done = _resources(f"--json={out / 'resources.json'}")
+        last = assert_one_clean_line(done, "python -m ci.budget.resources: error: ", out / "resources.json")
+        assert "the table is on stdout" in last
+        assert_not_a_compile_failure(done)
+        assert files(out) == {"resources.json": b'{"an": "earlier record"}\n'}
+        no_temporary_files(out)

@@ -13,13 +13,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ci.budget.targets import describe_error
-from harness.report import append_step_summary, markdown_table, text_table, write_json_atomic, write_text_atomic
+from ci.common.errors import WriteError
+from ci.common.files import append_step_summary_or_fallback, write_json_atomic, write_text_atomic
+from harness.report import markdown_table, text_table
 from harness.resources import ResourceParseError, ResourceUsage, target_id, usage_from_artifact, usage_table
 
 if TYPE_CHECKING:
     from ci.budget.options import ResourcesOptions
 
 SCHEMA = "mxfp4-resources/1"
+PROG = "python -m ci.budget.resources"  # the prefix of its lines, as the front's own error line
+ISA_KEPT = "the assembly files written before it; no --json written (a full disk is not a compile failure)"
 
 
 def inspect(kernel_name: str, arch: str, config: str, isa_dir: Path | None = None) -> ResourceUsage:
@@ -32,11 +36,11 @@ def inspect(kernel_name: str, arch: str, config: str, isa_dir: Path | None = Non
             f"{kernel_name}.compile_only({arch!r}, {config!r}) returned an artifact for "
             f"{target_id(artifact.kernel, artifact.arch, artifact.config)}"
         )
-    if isa_dir is not None:
+    if isa_dir is not None:  # a refused write is WriteError (exit 2 naming the file), never a failed compile
         suffix = ".s" if arch.startswith("gfx") else ".ptx"
-        write_text_atomic(isa_dir / f"{kernel_name}.{arch}.{config}{suffix}", artifact.assembly)
+        write_text_atomic(isa_dir / f"{kernel_name}.{arch}.{config}{suffix}", artifact.assembly, kept=ISA_KEPT)
         if artifact.extra.get("sass"):
-            write_text_atomic(isa_dir / f"{kernel_name}.{arch}.{config}.sass", artifact.extra["sass"])
+            write_text_atomic(isa_dir / f"{kernel_name}.{arch}.{config}.sass", artifact.extra["sass"], kept=ISA_KEPT)
     return usage_from_artifact(artifact)
 
 
@@ -53,6 +57,8 @@ def measure(
             usage = inspect(kernel, arch, config, isa_dir)
             results[name] = {"ok": True, "usage": usage.to_dict()}
             done = f"{usage.registers} regs, {time.perf_counter() - start:.1f} s"
+        except WriteError:  # the disk, not the kernel: the run stops with one line (exit 2)
+            raise
         except Exception as exc:  # a kernel that fails to compile is a result, not a crash
             unreadable = isinstance(exc, ResourceParseError)  # compiled, but its output is unreadable: a harness error
             results[name] = {"ok": False, "kind": "parse" if unreadable else "compile", "error": describe_error(exc)}
@@ -79,7 +85,7 @@ def run(options: ResourcesOptions) -> int:
         print("\n".join(target_id(*t) for t in options.targets))
         return 0
     if not options.targets:
-        print("ci.budget.resources: no kernel in the registry can be compiled without a GPU", file=sys.stderr)
+        print(f"{PROG}: no kernel in the registry can be compiled without a GPU", file=sys.stderr)
     results = dict(sorted(measure(options.targets, isa_dir=options.isa_dir).items()))
     rows: list[dict[str, str]] = []
     for name, result in results.items():
@@ -90,29 +96,25 @@ def run(options: ResourcesOptions) -> int:
     print(text_table(rows))
     if options.isa_dir is not None:
         where = f"{options.isa_dir} ({len(list(options.isa_dir.glob('*')))} files there)"  # glob: [] for a missing dir
-        print(f"ci.budget.resources: assembly of {len(results)} target(s) written to {where}", file=sys.stderr)
+        print(f"{PROG}: assembly of {len(results)} target(s) written to {where}", file=sys.stderr)
     failed = sorted(name for name, result in results.items() if not result["ok"])
     unreadable = sorted(name for name, result in results.items() if result.get("kind") == "parse")
     if options.json:
-        try:
-            import kernels  # its source_root lets the budget gate check that a checkout measured its own kernels
+        import kernels  # its source_root lets the budget gate check that a checkout measured its own kernels
 
-            source_root = str(Path(kernels.__file__).resolve().parent.parent)
-            report = {"schema": SCHEMA, "source_root": source_root, "environment": environment(), "targets": results}
-            write_json_atomic(options.json, report)
-            print(f"ci.budget.resources: --json written to {options.json}", file=sys.stderr)
-        except OSError as exc:
-            print(f"ci.budget.resources: error: cannot write --json {options.json}: {exc}", file=sys.stderr)
-            return 2
-    append_step_summary("### Kernel resources (compile-only)\n\n" + markdown_table(rows))
+        source_root = str(Path(kernels.__file__).resolve().parent.parent)
+        report = {"schema": SCHEMA, "source_root": source_root, "environment": environment(), "targets": results}
+        kept = "the file as it was before (or no file); the table is on stdout"
+        write_json_atomic(options.json, report, kept=kept)  # refused: WriteError, the front's one line (exit 2)
+        print(f"{PROG}: --json written to {options.json}", file=sys.stderr)
+    summary = "### Kernel resources (compile-only)\n\n" + markdown_table(rows)
+    append_step_summary_or_fallback(summary, lambda line: print(f"{PROG}: {line}", file=sys.stderr))
     if unreadable:
-        print(
-            f"ci.budget.resources: error: cannot read the compiler output of {', '.join(unreadable)}", file=sys.stderr
-        )
+        print(f"{PROG}: error: cannot read the compiler output of {', '.join(unreadable)}", file=sys.stderr)
         return 2
     if failed:
         print(
-            f"ci.budget.resources: {len(failed)} of {len(results)} target(s) failed to compile: {', '.join(failed)}",
+            f"{PROG}: {len(failed)} of {len(results)} target(s) failed to compile: {', '.join(failed)}",
             file=sys.stderr,
         )
         return 1

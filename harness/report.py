@@ -74,13 +74,17 @@ def _fsync_directory(directory: Path) -> None:
             os.close(fd)
 
 
-def check_writable(path: str | os.PathLike[str], what: str) -> Path:
-    """Fail before the work, not after it: ``path``'s folder must exist (or be creatable) and be writable; else
-    ``OSError`` naming ``what`` (e.g. ``"--json"``) and the reason."""
+def check_writable(path: str | os.PathLike[str], what: str, create: bool = False) -> Path:
+    """Fail before the work, not after it: ``path``'s folder must exist (``create``: or be creatable, for an output
+    that is itself a folder) and be writable; else ``OSError`` naming ``what`` (e.g. ``"--json"``) and the reason. A
+    file path into a missing folder is refused, not created: a typo must not make folders (as root, anywhere)."""
     path = Path(path)
     if path.is_dir():
         raise OSError(f"{what} {path}: is a directory, expected a file path")
     parent = path.parent if str(path.parent) else Path(".")
+    if not create and not parent.is_dir():
+        missing = "is not a folder" if parent.exists() else "does not exist; create it first"
+        raise OSError(f"{what} {path}: cannot write there (the folder {parent} {missing})")
     try:
         parent.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=parent)

@@ -365,7 +365,7 @@ def test_from_change_point_takes_good_bad_and_the_gate_id_from_the_report_and_fi
         ("ambiguous", "pick one with --index"),
         ("index out of range", "--index 3"),
         ("other benchmark", "no regression change point of that benchmark"),
-        ("not json", "not a readable JSON report"),
+        ("not json", "not valid JSON"),
         ("with --good", "leave out --good and --bad"),
         ("index alone", "it needs --from-change-point"),
         ("nothing", "--good, --bad, --benchmark: required"),

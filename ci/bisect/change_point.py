@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from ci.common.json_file import JsonFileError, read_json
 from ci.common.options import OptionsError
 from ci.history.asv_results.store import GEMM_KEY
 
@@ -23,10 +23,10 @@ def gate_bench_id(asv_key: str) -> str:
 
 
 def _load_changes(report_path: Path) -> list[dict[str, Any]]:
-    try:
-        report = json.loads(Path(report_path).read_text())
-    except (OSError, ValueError) as exc:
-        raise OptionsError(f"--from-change-point {report_path}: not a readable JSON report ({exc})") from None
+    try:  # capped, and a file nested thousands deep is one line too, not a RecursionError
+        report = read_json(Path(report_path), f"--from-change-point {report_path}")
+    except JsonFileError as exc:
+        raise OptionsError(str(exc)) from None
     # The site build's (ci.history.publish --json), else the main job's.
     if isinstance(report, dict) and isinstance(report.get("machines"), list):
         checked = [m for m in report["machines"] if isinstance(m, dict) and not m.get("not_checked")]

@@ -87,9 +87,9 @@ def options_from(args: argparse.Namespace) -> BisectOptions:
     archs = arch_value(args.arch)
     try:
         repo = gitutil.open_repo(args.repo)
-        good, bad = gitutil.resolve_commit(repo, args.good), gitutil.resolve_commit(repo, args.bad)
-    except Exception as exc:  # GitError and git's own errors: both mean the commit cannot be used
-        raise OptionsError(f"--good/--bad: {exc}") from None
+        good, bad = gitutil.resolve_commit(repo, args.good, "--good"), gitutil.resolve_commit(repo, args.bad, "--bad")
+    except Exception as exc:  # GitError (it names the option) and git's own errors: the commit cannot be used
+        raise OptionsError(str(exc) if isinstance(exc, gitutil.GitError) else f"--good/--bad: {exc}") from None
     if good == bad or not repo.is_ancestor(repo.commit(good), repo.commit(bad)):
         raise OptionsError(f"--good {args.good} must be an ancestor of --bad {args.bad}")
     return BisectOptions(

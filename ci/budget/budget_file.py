@@ -15,7 +15,7 @@ from typing import Any
 from ci.budget.metrics import BUDGET_KEYS, FAMILY_KEYS, METRIC_BY_FIELD, SPILL_FIELDS
 from ci.common.errors import HarnessError
 from ci.common.files import write_json_atomic
-from ci.common.json_file import parse_json
+from ci.common.json_file import parse_json, read_text
 
 BUDGET_PATH = "ci/register_budget.json"
 BUDGET_SCHEMA = "mxfp4-register-budget/2"
@@ -175,7 +175,7 @@ def suggested_entry(usage: Mapping[str, Any], old: Mapping[str, Any] | None) -> 
 def update_budget_file(path: Path, edits: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, int]]:
     """Write ``edits`` into the budget file at ``path`` (atomically), only where they tighten its current limits and
     never adding an entry; returns what changed: ``{target: {key: new limit}}``."""
-    data = parse_json(path.read_text(), str(path))
+    data = parse_json(read_text(path, str(path)), str(path))
     changed: dict[str, dict[str, int]] = {}
     for target, edit in edits.items():
         current = data.get("targets", {}).get(target)

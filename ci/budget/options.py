@@ -117,7 +117,7 @@ class ResourcesOptions:
             raise OptionsError(f"no compile target matches {selectors_text(kernel, arch, config)}")
         isa_dir = None if raw.isa_dir is None or str(raw.isa_dir) == "" else Path(raw.isa_dir)
         if isa_dir is not None:
-            output_value(isa_dir / ".probe", "--isa-dir")
+            output_value(isa_dir / ".probe", "--isa-dir", create=True)  # the option names a folder: made
         json = output_value(raw.json, "--json")
         return replace(raw, targets=targets, kernel=kernel, arch=arch, config=config, json=json, isa_dir=isa_dir)
 

@@ -22,6 +22,7 @@ from ci.budget.report import (
 from ci.common import gitutil
 from ci.common.errors import HarnessError, WriteError
 from ci.common.files import append_step_summary_or_fallback, write_or_fallback
+from ci.common.json_file import read_text
 from harness.report import json_text, text_table
 
 
@@ -33,7 +34,7 @@ def run(options: GateOptions) -> int:
     """0 pass, 1 failed; a harness problem raises HarnessError or gitutil.GitError (the front turns it into 2)."""
     repo = gitutil.open_repo(options.repo)
     working_dir = gitutil.work_tree(repo)
-    head_sha = gitutil.resolve_commit(repo, "HEAD" if options.working_tree else options.head)
+    head_sha = gitutil.resolve_commit(repo, "HEAD" if options.working_tree else options.head, "--head")
     base = gitutil.resolve_base(repo, head_sha, options.base, head_may_be_base=options.working_tree)
     head_label = "working tree" if options.working_tree else f"head {options.head} ({head_sha[:12]})"
     _progress(f"budget_gate: {head_label}; {base.note}")
@@ -48,7 +49,8 @@ def run(options: GateOptions) -> int:
         budget_path = options.budget or head_dir / BUDGET_PATH
         if not budget_path.exists():
             raise HarnessError(f"budget file {budget_path} does not exist")
-        budget = parse_budget(budget_path.read_text(), str(options.budget or BUDGET_PATH))
+        where = f"--budget {options.budget}" if options.budget else str(BUDGET_PATH)
+        budget = parse_budget(read_text(budget_path, where), where)  # capped, as every file the tools read
         head = measure_tree(head_dir, "head", only)
     if head.results is None:
         raise HarnessError(f"the head has no ci/budget/resources.py ({head.note})")

@@ -49,11 +49,23 @@ def work_tree(repo: git.Repo) -> Path:
     return Path(repo.working_tree_dir)
 
 
-def resolve_commit(repo: git.Repo, ref: str) -> str:
+def resolve_commit(repo: git.Repo, ref: str, option: str | None = None) -> str:
+    """The sha of ``ref``, a commit this clone has; else GitError naming ``option`` (e.g. ``"--head"``) when given,
+    and how to deepen a shallow clone (``HEAD~1`` there names a parent that is not in it)."""
     try:
-        return repo.commit(ref).hexsha
+        return _commit(repo, ref)
     except (git.BadName, git.BadObject, ValueError, git.GitCommandError):
-        raise GitError(f"ref {ref!r} does not name a commit in {repo.working_tree_dir}") from None
+        what = f"{option} {ref!r}" if option else f"ref {ref!r}"
+        hint = f"; {deepen_hint(ref, remote_names(repo))}" if is_shallow(repo) else ""
+        raise GitError(f"{what} does not name a commit in {repo.working_tree_dir}{hint}") from None
+
+
+def _commit(repo: git.Repo, ref: str) -> str:
+    """``ref``'s sha, checked present: GitPython resolves ``HEAD~1`` from the parent's sha written in the commit,
+    which a shallow clone lists but does not have (git merge-base then fails: a GitCommandError, not a GitError)."""
+    commit = repo.commit(ref)
+    repo.odb.info(commit.binsha)  # ValueError for an object this clone lacks
+    return commit.hexsha
 
 
 def is_shallow(repo: git.Repo) -> bool:
@@ -158,7 +170,7 @@ def ensure_local_branch(repo: git.Repo, branch: str, remote: str) -> bool:
 
 def resolves(repo: git.Repo, ref: str) -> bool:
     try:
-        repo.commit(ref)
+        _commit(repo, ref)
         return True
     except (git.BadName, git.BadObject, ValueError, git.GitCommandError):
         return False

@@ -9,6 +9,11 @@ from typing import Any
 
 from ci.common.errors import InputError
 
+# The most a file the tools read may hold, read no further (ci.notify caps a gate's record at 2 MB the same way): the
+# largest committed record, a calibration's every round (docs/data/h200_noise_model/calibrate/calibrate.json), is
+# 2 MB; a file of 300 MB was read whole into ~700 MB of memory (issue 49).
+MAX_BYTES = 64 << 20
+
 
 class JsonFileError(InputError, ValueError):
     """Not valid JSON, or a key given twice; the message names the file (``where``) and what is wrong."""
@@ -29,15 +34,27 @@ def parse_json(text: str, where: str) -> Any:
         return json.loads(text, object_pairs_hook=refuse_duplicates)
     except json.JSONDecodeError as exc:
         raise JsonFileError(f"{where}: not valid JSON ({exc})") from None
+    except RecursionError:  # [[[[...]]]] some thousands deep: no record of the tools is nested past ten levels
+        raise JsonFileError(f"{where}: nested too deeply to be a file of these tools") from None
 
 
-def read_json(path: str | Path, where: str | None = None) -> Any:
-    """The file at ``path`` through :func:`parse_json`; an unreadable file is a :class:`JsonFileError` too."""
+def read_json(path: str | Path, where: str | None = None, limit: int = MAX_BYTES) -> Any:
+    """The file at ``path`` through :func:`parse_json`; an unreadable file, or one over ``limit`` bytes (not read
+    past them), is a :class:`JsonFileError` too."""
     where = str(path) if where is None else where
+    return parse_json(read_text(path, where, limit), where)
+
+
+def read_text(path: str | Path, where: str, limit: int = MAX_BYTES) -> str:
+    """The UTF-8 text of ``path``, at most ``limit`` bytes read; :class:`JsonFileError` naming ``where`` otherwise."""
     try:
-        text = Path(path).read_text()
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
     except OSError as exc:
         raise JsonFileError(f"{where}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise JsonFileError(f"{where}: over {limit >> 20} MiB: not read (no file of these tools is that large)")
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise JsonFileError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    return parse_json(text, where)

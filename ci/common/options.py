@@ -182,14 +182,15 @@ def positive_int_value(value: int | None, flag: str) -> int | None:
     return value
 
 
-def output_value(path: str | Path | None, flag: str) -> Path | None:
-    """An output file that must be writable before any work starts (so no measured result is lost at the end)."""
+def output_value(path: str | Path | None, flag: str, create: bool = False) -> Path | None:
+    """An output file that must be writable before any work starts (so no measured result is lost at the end); its
+    folder must exist (``create``: made if missing, for an option that names a folder)."""
     if path is None or str(path) == "":
         return None
     from harness.report import check_writable
 
     try:
-        check_writable(path, flag)
+        check_writable(path, flag, create)
     except OSError as exc:
         raise OptionsError(str(exc)) from None
     return Path(path)

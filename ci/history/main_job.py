@@ -154,7 +154,7 @@ def _check_results_folder() -> None:
     from harness.report import check_writable
 
     try:
-        check_writable(run.REPO_ROOT / ".asv" / "main_job.json", "the results folder (.asv):")
+        check_writable(run.REPO_ROOT / ".asv" / "main_job.json", "the results folder (.asv):", create=True)
     except OSError as exc:
         raise WriteError(str(exc)) from None
 

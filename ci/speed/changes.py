@@ -97,7 +97,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
 def run(options: Options, log=lambda line: print(line, file=sys.stderr, flush=True)) -> tuple[dict, str]:
     """(JSON data, Markdown) for the options; gitutil.GitError when the commits cannot be read."""
     repo = gitutil.open_repo(options.repo)
-    head_sha = gitutil.resolve_commit(repo, options.head)
+    head_sha = gitutil.resolve_commit(repo, options.head, "--head")
     base = gitutil.resolve_base(repo, head_sha, options.base, head_may_be_base=True)
     started = time.perf_counter()
     with ExitStack() as stack:

@@ -204,7 +204,7 @@ def speed_options(given: Mapping[str, Any], command: Sequence[str] = ()) -> Spee
         fail_on_inconclusive=given["fail_on_inconclusive"],
         all_verdicts=bool(given.get("all_verdicts")),
         timing=tuple(timing_value(given["timing"]).items()),
-        replay=_record_file(given["replay"], "--replay") if given["replay"] else None,
+        replay=_replay(given["replay"]),
         decisions=positive_int_value(given["decisions"], "--decisions"),
         judge=bool(given.get("judge")),
         json=output_value(given["json"], "--json"),
@@ -274,11 +274,28 @@ def _read(path: str | None, flag: str, read: Callable[[str], Any], errors: type[
 
 
 def _noise_path(path: str | None, mode: Mode) -> Path | None:
-    """--noise: must exist for the gate and a replay; the calibration may name a file it will create."""
+    """--noise: for the gate and a replay, an existing file that reads as a noise model, checked now (a run whose
+    code is identical never reads it, and passed with a malformed one); the calibration may name a file it will
+    create."""
     if not path:
         return None
-    if mode is not Mode.CALIBRATE and not Path(path).is_file():
-        raise OptionsError(f"--noise {path}: no such file")
+    if mode is not Mode.CALIBRATE:
+        if not Path(path).is_file():
+            raise OptionsError(f"--noise {path}: no such file")
+        from ci.speed.decide.noise_file import NoiseModelError, load_noise_model
+
+        _read(path, "--noise", load_noise_model, NoiseModelError)
+    return Path(path)
+
+
+def _replay(path: str | None) -> Path | None:
+    """--replay: a record that reads as one (JSON, capped, of the gate's schema), checked now: the error names the
+    option, as every other file's; the replay reads it again (a record is at most a few MB)."""
+    if not path:
+        return None
+    from ci.speed.decide.verdict import RecordError, load_record
+
+    _read(str(_record_file(path, "--replay")), "--replay", load_record, RecordError)
     return Path(path)
 
 

@@ -85,7 +85,7 @@ def _draw(ax, name: str, rounds: Sequence[Round], decision: Decision) -> None:
 def plot_rounds(benchmarks: Mapping[str, tuple[Sequence[Round], Decision]], path: str | os.PathLike) -> str:
     """One panel per benchmark (its rounds in time order, excluded ones included, and their decision) to a PNG at
     ``path``, written atomically; returns the path. An unwritable path raises OSError naming it, before drawing."""
-    path = str(check_writable(path, "speed plot"))
+    path = str(check_writable(path, "speed plot", create=True))  # --plot checked its folder before the run
     if not benchmarks:
         raise ValueError("speed plot: no benchmarks to draw")
     n = len(benchmarks)

@@ -1,0 +1,155 @@
+"""Bad input to every front is one line naming the argument, exit 2, never "internal error" (issue 49, item 6).
+
+A ref beyond a shallow clone's history, a ref that names nothing (which argument it was), a JSON file nested
+thousands deep or larger than any file of these tools, a malformed --noise model that an identical-code run would
+never read, and an output file in a folder that does not exist (refused, not created).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_asv_suite import git
+
+from ci.common.errors import HarnessError
+from ci.common.json_file import MAX_BYTES
+
+ROOT = Path(__file__).resolve().parents[1]
+NESTED = "[" * 100_000 + "]" * 100_000  # json.loads: RecursionError, caught by nothing before issue 49
+
+
+def _front(module: str, *argv: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_STEP_SUMMARY", "CI", "GITHUB_ACTIONS")}
+    env["PYTHONPATH"] = str(ROOT)  # this checkout's tools, run in another repository
+    return subprocess.run(
+        [sys.executable, "-m", module, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def assert_one_line(done: subprocess.CompletedProcess, module: str, *parts: str) -> str:
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"python -m {module}: error: "), last
+    assert "internal error" not in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert all(part in last for part in parts), (parts, last)
+    return last
+
+
+@pytest.fixture(scope="module")
+def shallow(tmp_path_factory) -> Path:
+    """actions/checkout's default: one commit of two. GitPython resolves HEAD~1 from the sha the commit names, which
+    the clone does not have: git merge-base then failed (GitCommandError, an "internal error")."""
+    where = tmp_path_factory.mktemp("shallow")
+    repo = where / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    for text in ("one\n", "two\n"):
+        (repo / "README.md").write_text(text)
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", text.strip())
+    clone = where / "clone"
+    git(where, "clone", "-q", "--depth", "1", f"file://{repo}", str(clone))
+    return clone
+
+
+@pytest.mark.parametrize("module", ["ci.speed.changes", "ci.budget", "ci.speed"])
+def test_a_base_beyond_a_shallow_clone_is_one_line_saying_how_to_deepen(shallow, module):
+    done = _front(module, "--base", "HEAD~1", cwd=shallow)
+    # ci.speed names the ref (its check is in ci/speed/modes/measure.py, which calls resolve_commit with no option)
+    named = "'HEAD~1' does not name a commit" if module == "ci.speed" else "--base 'HEAD~1' does not name a commit"
+    assert_one_line(done, module, named, "this is a shallow clone", "git fetch --unshallow")
+
+
+@pytest.mark.parametrize(
+    "module, argv, named",
+    [
+        ("ci.speed.changes", ["--head", "no-such-ref"], "--head 'no-such-ref' does not name a commit"),
+        ("ci.budget", ["--head", "no-such-ref"], "--head 'no-such-ref' does not name a commit"),
+        ("ci.budget", ["--base", "no-such-ref"], "--base 'no-such-ref' does not name a commit"),
+        ("ci.speed.changes", ["--base", "no-such-ref"], "--base 'no-such-ref' does not name a commit"),
+        (
+            "ci.bisect",
+            ["--good", "no-such-ref", "--bad", "HEAD", "--benchmark", "k[c]/s"],
+            "--good 'no-such-ref' does not name a commit",
+        ),
+        ("ci.bisect", ["--good", "HEAD", "--bad", "nope", "--benchmark", "k[c]/s"], "--bad 'nope' does not name"),
+    ],
+)
+def test_a_ref_that_names_nothing_says_which_argument_it_was(shallow, module, argv, named):
+    assert_one_line(_front(module, *argv, cwd=shallow), module, named)
+
+
+# The file options of the fronts, each given a file nested too deeply and one too large (a sparse file: no disk).
+FILE_OPTIONS = [
+    ("ci.speed", ["--replay"]),
+    ("ci.speed", ["--changes"]),
+    ("ci.speed", ["--thresholds"]),
+    ("ci.speed", ["--calibration"]),
+    ("ci.speed", ["--noise"]),
+    ("ci.bisect", ["--from-change-point"]),
+    ("ci.budget", ["--kernel", "no_such_kernel", "--budget"]),
+]
+
+
+@pytest.mark.parametrize("module, argv", FILE_OPTIONS, ids=[f"{m} {a[-1]}" for m, a in FILE_OPTIONS])
+def test_a_json_file_nested_too_deeply_is_one_line_naming_the_option(tmp_path, module, argv):
+    nested = tmp_path / "nested.json"
+    nested.write_text(NESTED)
+    done = _front(module, *argv, str(nested), cwd=ROOT)
+    assert_one_line(done, module, f"{argv[-1]} {nested}: nested too deeply")
+
+
+@pytest.mark.parametrize("module, argv", FILE_OPTIONS, ids=[f"{m} {a[-1]}" for m, a in FILE_OPTIONS])
+def test_a_json_file_over_the_cap_is_not_read(tmp_path, module, argv):
+    """ci.notify caps its input at 2 MB; the tools' own files (a calibration's every round: 2 MB) at 64 MiB."""
+    huge = tmp_path / "huge.json"
+    with open(huge, "wb") as f:
+        f.truncate(MAX_BYTES + 1)  # sparse
+    done = _front(module, *argv, str(huge), cwd=ROOT)
+    assert_one_line(done, module, f"{argv[-1]} {huge}: over {MAX_BYTES >> 20} MiB: not read")
+
+
+def test_a_malformed_noise_model_is_refused_before_any_work(tmp_path, capsys):
+    """With identical code the gate never read --noise and passed; now the file is read with the options."""
+    from ci.speed import gate
+
+    bad = tmp_path / "noise.json"
+    bad.write_text('{"schema": "mxfp4-speed-noise/1"}\n')
+    assert gate.main(["--noise", str(bad), "--working-tree"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"python -m ci.speed: error: --noise {bad}: ") and "missing" in line, line
+
+
+# Every front that checks an output file before its work, and the argv that reaches that check.
+OUTPUTS = [
+    ("ci.speed.gate", "GATE", ["--json", "{out}"]),
+    ("ci.speed.gate", "GATE", ["--plot", "{out}"]),
+    ("ci.speed.gate", "CALIBRATE", ["--json", "{out}"]),
+    ("ci.speed.changes", "COMMAND", ["--json", "{out}"]),
+    ("ci.budget.gate", "COMMAND", ["--json", "{out}"]),
+    ("ci.budget.resources", "COMMAND", ["--json", "{out}"]),
+    ("ci.bisect.options", "COMMAND", ["--good", "HEAD~1", "--bad", "HEAD", "--benchmark", "k[c]/s", "--json", "{out}"]),
+    ("ci.history.main_job", "COMMAND", ["--json", "{out}"]),
+    ("ci.history.publish", "COMMAND", ["--json", "{out}"]),
+]
+
+
+@pytest.mark.parametrize("module, name, argv", OUTPUTS, ids=[f"{m} {a[-2]}" for m, _, a in OUTPUTS])
+def test_an_output_into_a_missing_folder_is_refused_not_created(tmp_path, monkeypatch, module, name, argv):
+    """Found in issue 49: as root, --json /nonexistent/dir/v.json created /nonexistent/dir."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    missing = tmp_path / "missing" / "deeper"
+    out = missing / "out.json"
+    command = getattr(importlib.import_module(module), name)
+    with pytest.raises(HarnessError) as refused:
+        command.checked([a.format(out=out) for a in argv])
+    assert f"{argv[-2]} {out}: cannot write there (the folder {missing} does not exist; create it first)" in str(
+        refused.value
+    )
+    assert not (tmp_path / "missing").exists()

@@ -440,3 +440,20 @@ def test_a_job_link_that_could_break_out_of_markdown_is_dropped():
     }
     markdown = render(Inputs(None, None, None, jobs_record(jobs)), LINKS)
     assert "The GPU correctness tests failed." in markdown and "evil" not in markdown
+
+
+def test_a_changes_record_that_found_nothing_to_compare_says_the_gate_did_not_run():
+    """Issue 49: ci.speed.changes stops with gpu_needed false where the gate would stop the same way (base = head);
+    the comment must not say that every benchmark was measured."""
+    stopped = {
+        "schema": "mxfp4-changes/1",
+        "verdict": "error",
+        "exit_code": 2,
+        "error": "nothing to compare the head with: no base: the merge-base of HEAD and main is HEAD itself",
+    }
+    assert changes_record(dict(stopped, gpu_needed=False)).gpu_needed is False
+    assert changes_record(dict(stopped, gpu_needed=True)).gpu_needed is True
+    assert changes_record(stopped).gpu_needed is True  # an older record: the GPU job ran
+    markdown = render(Inputs(None, changes_record(dict(stopped, gpu_needed=False)), None, None), LINKS)
+    assert "the fingerprinting stopped" in markdown and "the speed gate did not run" in markdown, markdown
+    assert "every benchmark was measured" not in markdown

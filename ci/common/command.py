@@ -81,7 +81,8 @@ class Command:
             return _work(self, args)
         except USER_ERRORS as exc:  # UsageError too: one line, as every other error (--help has the usage)
             # A refused write: what was written (or its fallback) is not replaced by an error record.
-            return self._stop(args, f"error: {exc}", 2, keep_json=isinstance(exc, WriteError))
+            fields = getattr(exc, "record_fields", {})  # what the error itself says of the run (ci.speed.changes)
+            return self._stop(args, f"error: {exc}", 2, keep_json=isinstance(exc, WriteError), fields=fields)
         except KeyboardInterrupt as exc:  # interrupts.Interrupted too (SIGTERM)
             signum = getattr(exc, "signum", signal.SIGINT)
             return self._stop(args, f"interrupted by {signal.Signals(signum).name}: {STOPPED}", 128 + signum)
@@ -102,13 +103,20 @@ class Command:
         args.command_line = tuple(argv)  # as given, for a tool's record
         return args
 
-    def _stop(self, args: argparse.Namespace, message: str, code: int, keep_json: bool = False) -> int:
+    def _stop(
+        self,
+        args: argparse.Namespace,
+        message: str,
+        code: int,
+        keep_json: bool = False,
+        fields: Mapping[str, Any] | None = None,
+    ) -> int:
         if code >= 128:
             interrupts.ignore()  # a second Ctrl-C must not cut the line and the record short
         if args.traceback and code == 2 and sys.exc_info()[0] is not None:
             traceback.print_exc()
         print(f"{self.prog}: {' '.join(message.split())}", file=sys.stderr, flush=True)
-        record = {**(self.error_fields or {}), "verdict": "error", "exit_code": code, "error": message}
+        record = {**(self.error_fields or {}), **(fields or {}), "verdict": "error", "exit_code": code, "error": message}
         json_path = getattr(args, "json", None)
         if json_path and self.error_fields is not None and not keep_json:
             from harness.report import write_json_atomic

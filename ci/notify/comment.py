@@ -386,9 +386,8 @@ def _notes(inputs: Inputs) -> Sequence[str]:
         notes.append(f"Code changes: the record was not read: {code(changes.reason, 600)}")
     elif isinstance(changes, ChangesRecord):
         if changes.error:
-            notes.append(
-                f"Code changes: the fingerprinting stopped: {code(changes.error, 600)}; every benchmark was measured."
-            )
+            then = "every benchmark was measured" if changes.gpu_needed else "the speed gate did not run"
+            notes.append(f"Code changes: the fingerprinting stopped: {code(changes.error, 600)}; {then}.")
         notes += [f"Code changes: kernels not readable at {code(f, 600)}" for f in changes.failures]
     if isinstance(inputs.jobs, Rejected):
         notes.append(f"The run's job list was not read: {code(inputs.jobs.reason, 600)}")

@@ -160,7 +160,7 @@ class CodeChange:
 
 @dataclass(frozen=True)
 class ChangesRecord:
-    error: str | None  # the command stopped (exit 2): then gpu_needed is true and nothing else is known
+    error: str | None  # the command stopped (exit 2): gpu_needed is true (false: nothing to compare) and no more known
     gpu_needed: bool
     unchanged: int
     removed: int
@@ -172,8 +172,9 @@ class ChangesRecord:
 
 def changes_record(data: Any, file: str = "changes.json") -> ChangesRecord:
     root = check_schema(data, "mxfp4-changes", file)
-    if root.has("error"):
-        return ChangesRecord(root.get("error").text(), True, 0, 0, 0.0, True, (), ())
+    if root.has("error"):  # gpu_needed false: the gate would stop the same way (ci.speed.changes' NothingToCompare)
+        gpu_needed = root.get("gpu_needed").boolean(optional=True) is not False
+        return ChangesRecord(root.get("error").text(), gpu_needed, 0, 0, 0.0, True, (), ())
     saved = root.get("saved")
     seconds = sum(v.number() for v in saved.get("gpu_seconds_by_arch").mapping().values())
     changes = tuple(

@@ -9,7 +9,8 @@ or "measure: reason", each changed compiled code's diff, the GPU seconds the ski
 to $GITHUB_OUTPUT). What is compared and why: docs/SPEED_GATE.md, "Identical code is not measured".
 
 Exit: 0 decided (whatever the decision); 2 harness error (bad option, git,
-neither side's kernels readable) -- then ``gpu_needed`` is true in the JSON.
+neither side's kernels readable) -- then ``gpu_needed`` is true in the JSON -- or nothing to compare the head
+with (no base, or the base is the head), as ``python -m ci.speed`` says on the same input: ``gpu_needed`` false.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 from ci.common import gitutil
 from ci.common.code_fingerprint import DEFAULT_ARCHS
 from ci.common.command import Command
+from ci.common.errors import HarnessError
 from ci.common.files import append_step_summary_or_fallback, write_json_atomic
 from ci.common.options import (
     OptionsError,
@@ -94,17 +96,24 @@ def options_from_args(args: argparse.Namespace) -> Options:
     )
 
 
+class NothingToCompare(HarnessError):
+    """No base, or the base is the head: the speed gate stops on this input too, so the GPU job is not needed."""
+
+    record_fields = {"gpu_needed": False}  # in the error JSON and $GITHUB_OUTPUT (ci.common.command)
+
+
 def run(options: Options, log=lambda line: print(line, file=sys.stderr, flush=True)) -> tuple[dict, str]:
-    """(JSON data, Markdown) for the options; gitutil.GitError when the commits cannot be read."""
+    """(JSON data, Markdown) for the options; gitutil.GitError when the commits cannot be read, NothingToCompare
+    where ``python -m ci.speed`` stops for the same reason (its ci/speed/modes/measure.py, ``resolve_commits``)."""
     repo = gitutil.open_repo(options.repo)
     head_sha = gitutil.resolve_commit(repo, options.head, "--head")
-    base = gitutil.resolve_base(repo, head_sha, options.base, head_may_be_base=True)
+    base = gitutil.resolve_base(repo, head_sha, options.base)  # as the gate's: a base that is the head is no base
+    if base.sha is None:
+        raise NothingToCompare(f"nothing to compare the head with: {base.note.split(';')[0]}")
     started = time.perf_counter()
     with ExitStack() as stack:
         head_tree = stack.enter_context(gitutil.checkout(repo, head_sha))
-        base_tree = None if base.sha is None else stack.enter_context(gitutil.checkout(repo, base.sha))
-        if base.sha is None:
-            log(base.note)
+        base_tree = stack.enter_context(gitutil.checkout(repo, base.sha))
         base_fp, head_fp = fingerprint_sides(base_tree, head_tree, options.archs, kernels=options.kernels, log=log)
     data = decide(base.sha, head_sha, base_fp, head_fp, options.costs, started)
     data["dependency_changes"] = dependency_changes(repo, base.sha, head_sha)
@@ -123,7 +132,8 @@ def _decide(options: Options) -> int:
 
 
 def _failed(args: argparse.Namespace, record: dict[str, Any]) -> None:
-    """Whatever stopped the decision, the GPU job runs: gpu_needed=true for the workflow too."""
+    """Whatever stopped the decision, the GPU job runs (gpu_needed=true for the workflow too), unless the gate would
+    stop the same way (NothingToCompare: gpu_needed=false)."""
     if getattr(args, "github_output", False) and os.environ.get("GITHUB_OUTPUT"):
         changes_report.append_github_output(record, Path(os.environ["GITHUB_OUTPUT"]))
 

@@ -41,6 +41,7 @@ class Command:
     # The tool's schema in the error JSON at --json; None: its --json is state that an error must not overwrite.
     error_fields: Mapping[str, Any] | None = field(default_factory=dict)
     on_error: Callable[[argparse.Namespace, dict[str, Any]], None] | None = None  # besides the error JSON
+    stopped: str = STOPPED  # what an interrupt leaves, in the help and the last line (the main job keeps results)
 
     def __post_init__(self) -> None:  # python -m ci.budget.gate, the module of a front, would do nothing and exit 0
         ran = f"python -m {spec.name}" if (spec := getattr(sys.modules["__main__"], "__spec__", None)) else sys.argv[0]
@@ -50,7 +51,7 @@ class Command:
 
     def parser(self) -> argparse.ArgumentParser:
         description, _, epilog = self.doc.strip().partition("\n\n")
-        codes = {**self.exits, 2: HARNESS_ERROR, 130: f"interrupted by SIGINT (143: SIGTERM): {STOPPED}"}
+        codes = {**self.exits, 2: HARNESS_ERROR, 130: f"interrupted by SIGINT (143: SIGTERM): {self.stopped}"}
         section = "exit codes:\n" + "\n".join(f"  {code:<4} {codes[code]}" for code in sorted(codes))
         parser = Parser(
             prog=self.prog,
@@ -85,7 +86,7 @@ class Command:
             return self._stop(args, f"error: {exc}", 2, keep_json=isinstance(exc, WriteError), fields=fields)
         except KeyboardInterrupt as exc:  # interrupts.Interrupted too (SIGTERM)
             signum = getattr(exc, "signum", signal.SIGINT)
-            return self._stop(args, f"interrupted by {signal.Signals(signum).name}: {STOPPED}", 128 + signum)
+            return self._stop(args, f"interrupted by {signal.Signals(signum).name}: {self.stopped}", 128 + signum)
         except Exception as exc:  # a defect, never "passed", "failed" or "inconclusive"
             hint = "" if args.traceback else "; run again with --traceback for the Python traceback"
             return self._stop(args, f"error: internal error ({type(exc).__name__}: {exc}){hint}", 2)

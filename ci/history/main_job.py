@@ -118,7 +118,7 @@ def options_from(args: argparse.Namespace) -> HistoryOptions:
         raise OptionsError(f"--wheelhouse {args.wheelhouse}: not a directory")
     return HistoryOptions(
         commits=common_options.positive_int_value(args.commits, "--commits"),
-        branch=args.branch,
+        branch=_branch_value(args.branch, args.results_remote or DEFAULT_RESULTS_REMOTE),
         bench=tuple(_regex_value(pattern, "--bench") for pattern in args.bench),
         repeat_head=args.repeat_head,
         machine=common_options.machine_value(args.machine),
@@ -133,6 +133,20 @@ def options_from(args: argparse.Namespace) -> HistoryOptions:
         remeasure=args.remeasure,
         drop=tuple(_regex_value(pattern, "--drop") for pattern in args.drop),
     )
+
+
+def _branch_value(branch: str, remote: str) -> str:
+    """--branch: names a commit here, or a branch ``remote`` has (the job creates the local branch); checked before
+    any step, not found two steps in as git's own text."""
+    from ci.common import gitutil
+
+    repo = gitutil.open_repo(run.REPO_ROOT)
+    if not (gitutil.resolves(repo, branch) or gitutil.resolves(repo, f"refs/remotes/{remote}/{branch}")):
+        raise OptionsError(
+            f"--branch {branch!r}: no such branch in {gitutil.work_tree(repo)}, nor {remote}/{branch} "
+            f"(git fetch {remote} {branch}, or name a branch this clone has)"
+        )
+    return branch
 
 
 def _regex_value(pattern: str, option: str) -> str:
@@ -178,6 +192,8 @@ COMMAND = Command(
         1: "the newest commit failed to build or a benchmark of it failed (older commits' failures are "
         "listed: they are history)",
     },
+    # Not "no result": the measurements asv finished stay in .asv/results (the main job's own line says what else).
+    stopped="asv and the job's processes stopped, temporary files removed; finished measurements kept in .asv/results",
 )
 
 

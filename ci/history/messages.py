@@ -10,6 +10,13 @@ from typing import TextIO
 from ci.common.errors import HarnessError as HarnessError  # the one root; the main job's modules import it from here
 
 _log_file: TextIO | None = None
+_prefix = "main_job"  # whose lines these are: the main job's, or publish's (python -m ci.history.publish)
+
+
+def speak_as(name: str) -> None:
+    """From now on the lines start with ``name:`` (the main job's modules speak for whichever front runs them)."""
+    global _prefix
+    _prefix = name
 
 
 def log_to(path: Path | None) -> None:
@@ -24,8 +31,8 @@ def log_to(path: Path | None) -> None:
 
 
 def log(message: str) -> None:
-    log_detail(f"main_job: {message}")  # first: a log file the disk refuses is said before, the message stays last
-    print(f"main_job: {message}", file=sys.stderr, flush=True)
+    log_detail(f"{_prefix}: {message}")  # first: a log file the disk refuses is said before, the message stays last
+    print(f"{_prefix}: {message}", file=sys.stderr, flush=True)
 
 
 def log_detail(text: str) -> None:
@@ -40,7 +47,7 @@ def log_detail(text: str) -> None:
         with contextlib.suppress(OSError):
             refused.close()
         print(
-            f"main_job: cannot write {refused.name} ({exc.strerror or exc}); kept: the log up to here, the rest "
+            f"{_prefix}: cannot write {refused.name} ({exc.strerror or exc}); kept: the log up to here, the rest "
             "on this screen only",
             file=sys.stderr,
             flush=True,

@@ -96,8 +96,10 @@ def options_from(args: argparse.Namespace) -> SiteOptions:
 
 
 def _run(options: SiteOptions) -> int:
+    from ci.history import messages
     from ci.history.site import site_build
 
+    messages.speak_as("publish")  # its lines are publish's, not the main job's (which calls site_build too)
     return site_build.run(options)
 
 

@@ -61,8 +61,9 @@ def run(options: HistoryOptions) -> int:
     log_to(LOG_FILE)
     log(f"full output (asv, pip, every benchmark's row) in {LOG_FILE}, written as it goes")
     interrupted = None
+    jobs: list[_Job] = []  # the run's state, for the line an interrupt ends with (what was committed, if anything)
     try:
-        return _steps(options, job, started)
+        return _steps(options, job, started, jobs)
     except KeyboardInterrupt as exc:  # SIGINT, SIGTERM (ci.common.interrupts.Interrupted)
         interrupted = exc
         raise
@@ -73,9 +74,11 @@ def run(options: HistoryOptions) -> int:
         interrupts.ignore()
         ended = job_process.finish(job)
         if interrupted is not None:
+            branch = jobs[0].branch_state if jobs else ""
+            committed = f"the results branch: {branch}" if branch else "nothing was committed or pushed"
             log(
                 f"interrupted ({interrupted}): asv and {len(ended)} leftover processes stopped; finished measurements "
-                f"are kept in .asv/results and resumed by the next run; nothing was committed or pushed"
+                f"are kept in .asv/results and resumed by the next run; {committed}"
             )
         log_to(None)
 
@@ -109,7 +112,7 @@ class _Job:
         return [track.machine for track in self.runs]
 
 
-def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int:
+def _steps(options: HistoryOptions, job: job_process.Job, started: float, jobs: list[_Job]) -> int:
     conf = asv_driver.asv_config()
     # The total is known once the tracks are: 1 and 2 here, each track's own, the commit, the publish.
     total = 3 + {"gpu": 2, "cpu": 1}.get(options.tracks, 3) + (1 if options.publish else 0)
@@ -121,6 +124,7 @@ def _steps(options: HistoryOptions, job: job_process.Job, started: float) -> int
         REPO_ROOT / conf["html_dir"],
         Steps(total),
     )
+    jobs.append(s)
     # The steps of docs/HISTORY.md, "The main job".
     _fingerprint(s, options)
     _results(s, options.results_remote, options.push_results, options.branch, options.commits)

@@ -8,8 +8,8 @@
 --plan KEY=VALUE (repeatable) sets the statistics and the rounds:
 {plan_keys}
 
-Exit: 0 pass (inconclusive passes unless --fail-on-inconclusive), 1 a regression or a wrong result at head,
-2 harness error, 3 inconclusive under the zone rule, 130/143 after SIGINT/SIGTERM. Markdown on stdout and in
+Exit: the table below. An inconclusive benchmark is exit 3 under the zone rule (the default), passes with a
+warning under --plan rule=band, and is exit 1 under either with --fail-on-inconclusive. Markdown on stdout and in
 $GITHUB_STEP_SUMMARY, progress on stderr, --json (every raw measurement; replayable), --plot (PNG).
 How it measures and decides: docs/SPEED_GATE.md, "The command".
 """
@@ -128,7 +128,8 @@ def _gate_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--fail-on-inconclusive",
         action="store_true",
-        help="exit 1 when a benchmark is inconclusive (default: exit 0 with a warning)",
+        help="exit 1 when a benchmark is inconclusive (default: exit 3 under the zone rule; a warning, exit 0, "
+        "under --plan rule=band)",
     )
     g.add_argument(
         "--all-verdicts",
@@ -236,10 +237,10 @@ GATE = Command(
     partial(_options, calibrate=False),
     run,
     {
-        0: "pass: no regression, no wrong result (a band-rule inconclusive is a warning, unless "
-        "--fail-on-inconclusive)",
-        1: "a regression or a wrong result at head",
-        3: "inconclusive: a measurement failed (the zone plan); re-run",
+        0: "pass: no regression, no wrong result (an inconclusive benchmark under --plan rule=band is a warning)",
+        1: "a regression or a wrong result at head (or, with --fail-on-inconclusive, an inconclusive benchmark)",
+        3: "inconclusive under the zone rule: a benchmark left undecided (a failed measurement, or --max-minutes "
+        "or the round budget ran out first: the report says which); re-run",
     },
     error_fields={"schema": GATE_SCHEMA, "mode": "error"},
 )

@@ -27,7 +27,7 @@ from ci.speed.decide.selection import Selector
 from ci.speed.decide.thresholds import Thresholds, ThresholdsError, load_thresholds
 from ci.speed.engine.grace import DEFAULT_GRACE_S, grace_value
 from ci.speed.engine.warm_engine import DEFAULT_RESTART_EVERY
-from ci.speed.plan_keys import PLAN_KEYS, build_plan, plan_value
+from ci.speed.plan_keys import DEFAULT_PR_ALPHA, PLAN_KEYS, build_plan, plan_value
 from ci.speed.scope.arch import ARCH_CHOICES
 from harness.paired.plan import MODEL_PLAN, WARM_PLAN, ZONE_PLAN, ZONE_WARM_PLAN, SequentialPlan
 
@@ -129,7 +129,7 @@ class SpeedOptions:
         plan = self.the_plan(model=model)
         if "alpha" in self.plan_given or gated < 1:
             return plan
-        return plan.with_alpha(self.plan_given.get("pr_alpha", 0.01) / gated)
+        return plan.with_alpha(self.plan_given.get("pr_alpha", DEFAULT_PR_ALPHA) / gated)
 
     def exclusion_rule(self, recorded: ExclusionRule | None = None) -> ExclusionRule:
         """The rule asked for: the recorded one (or the default) with the plan's clock floor and allowed throttles."""

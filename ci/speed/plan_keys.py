@@ -12,9 +12,23 @@ from functools import partial
 from typing import Any
 
 from ci.common.options import OptionsError, key_values
+from ci.speed.decide.exclusion import DEFAULT_CLOCK_FLOOR_FRACTION
 from ci.speed.engine.warm_engine import DEFAULT_RESTART_EVERY, GATE_RESTART_EVERY
 from harness.gpu_state import SLOWDOWN_REASONS
-from harness.paired.plan import SequentialPlan
+from harness.paired.plan import MODEL_PLAN, WARM_PLAN, ZONE_PLAN, ZONE_WARM_PLAN, SequentialPlan
+
+DEFAULT_PR_ALPHA = 0.01  # the per-PR false-alarm bound, shared by the gated benchmarks (SpeedOptions.plan_for)
+# The defaults the help states, read from the plans themselves (ci.speed.options.PLANS: the zone rule's, with and
+# without a noise model, have the same looks; --plan rule=band's are version 5's).
+assert ZONE_PLAN.look_points == ZONE_WARM_PLAN.look_points and ZONE_PLAN.spending == ZONE_WARM_PLAN.spending
+
+
+def _csv(values: tuple[float, ...] | None) -> str:
+    return ",".join(f"{v:g}" for v in values or ())
+
+
+# A spending --plan accepts with the default looks: one share per look, most at the first two.
+SPENDING_EXAMPLE = _csv((4.0, 2.0) + (1.0,) * (len(ZONE_PLAN.look_points) - 2))
 
 
 def _number(key: str, text: str, kind: type, ok: Callable[[float], bool], want: str) -> Any:
@@ -82,12 +96,15 @@ PLAN_KEYS: dict[str, PlanKey] = {
         "band: version 5's interval against the band [1 - t, 1 + t], for a before/after",
     ),
     "looks": PlanKey(
-        _looks, "usable-round counts of the looks (5,7,10,14,20), or their number, spread from min to max rounds"
+        _looks,
+        f"usable-round counts of the looks ({_csv(ZONE_PLAN.look_points)}; rule=band: {_csv(WARM_PLAN.look_points)}, "
+        f"with a noise model {_csv(MODEL_PLAN.look_points)}), or their number, spread from min to max rounds",
     ),
-    "min_rounds": PlanKey(_positive_int, "usable rounds at the first look (5)"),
-    "max_rounds": PlanKey(_positive_int, "usable rounds at the last look (20)"),
+    "min_rounds": PlanKey(_positive_int, f"usable rounds at the first look ({ZONE_PLAN.min_rounds})"),
+    "max_rounds": PlanKey(_positive_int, f"usable rounds at the last look ({ZONE_PLAN.max_rounds})"),
     "pr_alpha": PlanKey(
-        _probability, "chance that an unchanged head fails anywhere in the PR, shared by the gated benchmarks (0.01)"
+        _probability,
+        f"chance that an unchanged head fails anywhere in the PR, shared by the gated benchmarks ({DEFAULT_PR_ALPHA})",
     ),
     "alpha": PlanKey(
         _probability,
@@ -96,12 +113,12 @@ PLAN_KEYS: dict[str, PlanKey] = {
     "miss_alpha": PlanKey(
         _probability,
         "chance that a benchmark slower by its threshold or more is called 'no change', "
-        "per benchmark (0.01; raised to alpha where below it)",
+        f"per benchmark ({ZONE_PLAN.miss_alpha}; raised to alpha where below it)",
     ),
     "rounds": PlanKey(
         _positive_int,
-        "exactly N rounds of every benchmark, no early stop (a record to replay; --calibrate: up to 16 "
-        "within --max-minutes)",
+        "exactly N rounds of every benchmark, no early stop (a record to replay; python -m ci.speed.calibrate: "
+        "its rounds, by default up to 16 within --max-minutes)",
         True,
     ),
     "round_budget": PlanKey(_positive_int, "most rounds attempted, excluded ones included (1.5 x max_rounds)", True),
@@ -112,21 +129,25 @@ PLAN_KEYS: dict[str, PlanKey] = {
         True,
     ),
     "clock_floor_mhz": PlanKey(
-        _clock_floor, "exclude rounds with an SM clock below this (75% of the card's max SM clock; 0: none)"
+        _clock_floor,
+        f"exclude rounds with an SM clock below this ({DEFAULT_CLOCK_FLOOR_FRACTION:.0%} of the card's max SM clock; "
+        "0: none)",
     ),
     "allow_throttle": PlanKey(_throttle_reasons, "do not exclude rounds for these throttle reasons (comma-separated)"),
     "noise": PlanKey(
         _on_off,
-        "on: decide with the runner's noise model when there is one (--noise; looks at 2,3,5,8,12,20); "
+        "on: decide with the runner's noise model when there is one (--noise; rule=zone: the same looks); "
         "off: each benchmark's own rounds only (the plan before issue 29)",
     ),
     "spending": PlanKey(
-        _shares, "each look's share of alpha, e.g. 4,2,1,1,1,1 (default: the plan's; equal without the model)"
+        _shares,
+        f"each look's share of alpha, one per look, e.g. {SPENDING_EXAMPLE} (default {_csv(ZONE_PLAN.spending)}; "
+        "rule=band: equal without a noise model)",
     ),
     "guard_level": PlanKey(
         _probability,
         "with the noise model: the run's guard falls back to each benchmark's "
-        "own rounds in at most this share of runs that follow the model (0.05)",
+        f"own rounds in at most this share of runs that follow the model ({ZONE_PLAN.guard_level})",
     ),
 }
 SEQUENTIAL_KEYS = ("looks", "min_rounds", "max_rounds", "alpha", "miss_alpha", "spending", "guard_level")  # its fields

@@ -114,7 +114,12 @@ class Issues:
         return f"<p class='note{'' if self.known else ' no-issues'}' id='issues-note'>{html.escape(self.note)}</p>"
 
 
-NOT_GIVEN = Issues({}, "Regression issues are not shown: this build was given no issue record (--issues).", False)
+NOT_GIVEN = Issues(
+    {},
+    "Regression issues are not shown: this build was given no issue record "
+    "(python -m ci.history.publish --issues FILE reads one; the main job's own build has none).",
+    False,
+)
 
 
 def for_site(path: Path | None, checks: list[dict[str, Any]]) -> Issues:

@@ -132,7 +132,7 @@ def build(options: SiteOptions) -> dict[str, Any]:
         raise HarnessError(f"asv publish failed over the newest {len(window)} commits (its output: {LOG_FILE})")
     mark = step("asv pages", mark)
     issues = issue_links.for_site(options.issues, checks)
-    log(issues.note if issues.known else f"warning: {issues.note}")
+    log(issues.note if issues.known or options.issues is None else f"warning: {issues.note}")  # none given: a note
     pages = kernel_page.publish_history(scratch, history, checks, options.page_window, stamp, info, issues)
     mark = step("kernel pages", mark)
     site = {

@@ -162,9 +162,9 @@ EXIT_INCONCLUSIVE = 3
 
 
 def exit_code(results: Sequence[BenchmarkResult], fail_on_inconclusive: bool) -> int:
-    """0 pass, 1 a regression or a wrong result at head, 3 inconclusive under the zone rule (a measurement failed;
-    re-run); under version 5's band rule an inconclusive benchmark passes with a warning unless fail_on_inconclusive.
-    """
+    """0 pass, 1 a regression or a wrong result at head (or any inconclusive benchmark with fail_on_inconclusive),
+    3 inconclusive under the zone rule (undecided: a failed measurement, or the time or round budget ran out; re-run);
+    under version 5's band rule an inconclusive benchmark passes with a warning."""
     failing = {Verdict.REGRESSION} | ({Verdict.INCONCLUSIVE} if fail_on_inconclusive else set())
     if any(r.status is Status.WRONG_RESULT or (r.status is Status.GATED and r.verdict in failing) for r in results):
         return 1

@@ -336,17 +336,25 @@ def gate_markdown(
         for r in results
         if r.status is Status.GATED and r.verdict is Verdict.INCONCLUSIVE and r.stopped_by is not Stop.PR_FAILED
     ]
+    failed = any(r.status is Status.WRONG_RESULT or r.verdict is Verdict.REGRESSION for r in results)
     if undecided:
+        why = (
+            "the PR had failed (the regression or wrong result below), so no round started after it: its status "
+            "was known"
+            if failed
+            else "the recorded run stopped measuring them when its PR had failed; decided again here, no "
+            "benchmark fails"
+        )
         parts += [
-            f"> **{len(undecided)} not decided**: the PR had failed (the regression or wrong result below), so "
-            "no round started after it: its status was known. `--all-verdicts` measures every benchmark to its "
+            f"> **{len(undecided)} not decided**: {why}. `--all-verdicts` measures every benchmark to its "
             f"verdict. {', '.join(undecided[:8])}",
             "",
         ]
     zone = [r for r in results if r.decision is not None and r.decision.rule == "zone"]
     if inconclusive and zone:
+        code = "exit 1: --fail-on-inconclusive" if fail_on_inconclusive else "exit 3"
         parts += [
-            f"> ⚠ **{len(inconclusive)} inconclusive: the measurement failed, not green (exit 3); re-run.** "
+            f"> ⚠ **{len(inconclusive)} inconclusive: undecided, not green ({code}); re-run.** "
             + "; ".join(f"{r.id}: {decision_reason(r)}" for r in results if r.id in inconclusive[:8]),
             "",
         ]

@@ -62,9 +62,12 @@ STATUS_WORDS = {0: "PASS", 1: "FAIL", EXIT_INCONCLUSIVE: "INCONCLUSIVE"}
 
 
 def inconclusive_policy(plan: Any, fail_on_inconclusive: bool) -> str:
+    """What an inconclusive benchmark does to the exit code (ci.speed.decide.verdict.exit_code), in words."""
+    if fail_on_inconclusive:
+        return "fail: exit 1 (--fail-on-inconclusive)"
     if getattr(plan, "rule", "band") == "zone":
-        return "not green: exit 3, re-run (a measurement failed)"
-    return "fail (--fail-on-inconclusive)" if fail_on_inconclusive else "pass with a warning"
+        return "not green: exit 3, re-run (a failed measurement, or the time or round budget ran out)"
+    return "pass with a warning"
 
 
 def record_json(
@@ -228,10 +231,12 @@ def finish(
         and any(r.status is Status.UNCHANGED_IDENTICAL for r in results)
         and all(r.status in (Status.UNCHANGED_IDENTICAL, Status.REMOVED) for r in results)
     )
+    # Not decided because a PR failed: this run's failure, or (a replay whose decisions differ) the recorded run's.
+    whose = "the PR had failed" if code == 1 else "measuring stopped when the recorded run's PR had failed"
     title = (
         word
         + (f" ({inconclusive} inconclusive ⚠)" if inconclusive else "")
-        + (f" ({undecided} not decided: the PR had failed)" if undecided else "")
+        + (f" ({undecided} not decided: {whose})" if undecided else "")
     )
     markdown = gate_markdown(
         title=f"Speed gate: {ALL_UNCHANGED if all_unchanged else title}",

@@ -74,7 +74,9 @@ def test_the_plan_defaults_in_the_help_are_the_plans(front):
     text = " ".join(help_of(front).split())
     keys = dict(re.findall(r"^  (\w+): (.*)$", command(front).parser().epilog, re.M))
     assert keys["looks"].startswith(f"usable-round counts of the looks ({_csv(ZONE_PLAN.look_points)}; ")
-    assert f"rule=band: {_csv(WARM_PLAN.look_points)}, with a noise model {_csv(MODEL_PLAN.look_points)}" in keys["looks"]
+    assert (
+        f"rule=band: {_csv(WARM_PLAN.look_points)}, with a noise model {_csv(MODEL_PLAN.look_points)}" in keys["looks"]
+    )
     assert keys["min_rounds"].endswith(f"({ZONE_PLAN.min_rounds})")
     assert keys["max_rounds"].endswith(f"({ZONE_PLAN.max_rounds})")
     assert keys["pr_alpha"].endswith(f"({DEFAULT_PR_ALPHA})")
@@ -89,13 +91,11 @@ def test_the_plan_defaults_in_the_help_are_the_plans(front):
 
 def test_the_spending_example_is_one_the_gate_takes():
     """The help's example was 4,2,1,1,1,1: six shares for eleven looks, refused ("needs one share per look")."""
-    from ci.speed.options import speed_options
-    from test_speed_options import options_of
+    from test_speed_options import options_of  # through the gate's front and speed_options
 
     assert SPENDING_EXAMPLE in help_of("ci.speed")
     options = options_of("--plan", f"spending={SPENDING_EXAMPLE}")
     assert options.the_plan().spending == tuple(float(v) for v in SPENDING_EXAMPLE.split(","))
-    assert speed_options  # the options_of helper builds them through speed_options
 
 
 def test_the_calibration_states_its_own_cadence_and_rounds():
@@ -245,7 +245,7 @@ def test_the_issue_note_names_the_command_that_takes_issues():
     with pytest.raises(UsageError):
         command("ci.history").parser().parse_args(["--issues", "x.json"])
     site_build = (ROOT / "ci" / "history" / "site" / "site_build.py").read_text()
-    assert "issues.known or options.issues is None else f\"warning: " in site_build  # none given: a note
+    assert 'issues.known or options.issues is None else f"warning: ' in site_build  # none given: a note
 
 
 def test_publish_speaks_as_publish_not_as_the_main_job(tmp_path, monkeypatch, capsys):

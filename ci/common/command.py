@@ -117,7 +117,8 @@ class Command:
         if args.traceback and code == 2 and sys.exc_info()[0] is not None:
             traceback.print_exc()
         print(f"{self.prog}: {' '.join(message.split())}", file=sys.stderr, flush=True)
-        record = {**(self.error_fields or {}), **(fields or {}), "verdict": "error", "exit_code": code, "error": message}
+        record = {**(self.error_fields or {}), **(fields or {})}
+        record.update(verdict="error", exit_code=code, error=message)
         json_path = getattr(args, "json", None)
         if json_path and self.error_fields is not None and not keep_json:
             from harness.report import write_json_atomic

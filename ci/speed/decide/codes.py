@@ -46,6 +46,15 @@ class Stop(enum.Enum):
     INTERRUPTED = "interrupted"  # SIGINT or SIGTERM (a cancelled job, its timeout): the complete rounds are kept
 
 
+# Why the benchmarks Stop.PR_FAILED left are undecided, by whether this run's own decisions fail the PR (a replay of an
+# older record may decide otherwise than the run that recorded it).
+PR_FAILED_WHY = {
+    True: "the PR had failed (the regression or wrong result below), so no round started after it: its status was "
+    "known",
+    False: "the recorded run stopped measuring them when its PR had failed; decided again here, no benchmark fails",
+}
+
+
 class Excluded(enum.Enum):
     """Why a round cannot be used (ci.speed.decide.exclusion); the value starts the recorded label."""
 

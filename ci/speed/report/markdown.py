@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ci.speed.decide.codes import Check, Excluded, Exclusion, Status, Stop
+from ci.speed.decide.codes import PR_FAILED_WHY, Check, Excluded, Exclusion, Status, Stop
 from ci.speed.decide.verdict import RESOLVE_POWER, BenchmarkResult
 from harness.paired.calibration import Calibration
 from harness.paired.rates import Rates
@@ -336,18 +336,11 @@ def gate_markdown(
         for r in results
         if r.status is Status.GATED and r.verdict is Verdict.INCONCLUSIVE and r.stopped_by is not Stop.PR_FAILED
     ]
-    failed = any(r.status is Status.WRONG_RESULT or r.verdict is Verdict.REGRESSION for r in results)
-    if undecided:
-        why = (
-            "the PR had failed (the regression or wrong result below), so no round started after it: its status "
-            "was known"
-            if failed
-            else "the recorded run stopped measuring them when its PR had failed; decided again here, no "
-            "benchmark fails"
-        )
+    if undecided:  # this run's failure, or (a replay deciding otherwise) the recorded run's
+        failed = any(r.status is Status.WRONG_RESULT or r.verdict is Verdict.REGRESSION for r in results)
         parts += [
-            f"> **{len(undecided)} not decided**: {why}. `--all-verdicts` measures every benchmark to its "
-            f"verdict. {', '.join(undecided[:8])}",
+            f"> **{len(undecided)} not decided**: {PR_FAILED_WHY[failed]}. `--all-verdicts` measures every "
+            f"benchmark to its verdict. {', '.join(undecided[:8])}",
             "",
         ]
     zone = [r for r in results if r.decision is not None and r.decision.rule == "zone"]

@@ -153,3 +153,24 @@ def test_an_output_into_a_missing_folder_is_refused_not_created(tmp_path, monkey
         refused.value
     )
     assert not (tmp_path / "missing").exists()
+
+
+OTHER_TOOLS_FILE = [  # each option given a file another tool wrote (or reads): named, with what it is not
+    ("ci.speed.gate", "GATE", ["--replay", "ci/speed_noise_h200.json"], "not a mxfp4-speed-gate/1 record"),
+    ("ci.speed.gate", "GATE", ["--changes", "ci/speed_noise_h200.json"], "not a mxfp4-changes/1 file"),
+    ("ci.speed.gate", "GATE", ["--thresholds", "ci/speed_noise_h200.json"], "must be 'mxfp4-speed-thresholds/1'"),
+    ("ci.speed.gate", "GATE", ["--noise", "ci/speed_thresholds_h200.json"], "must be 'mxfp4-speed-noise/1'"),
+    ("ci.speed.gate", "GATE", ["--calibration", "ci/speed_noise_h200.json"], "not a mxfp4-speed-gate/1 record"),
+    ("ci.bisect.options", "COMMAND", ["--from-change-point", "ci/speed_noise_h200.json"], "no 'history' section"),
+]
+
+
+@pytest.mark.parametrize("module, name, argv, said", OTHER_TOOLS_FILE, ids=[a[0] for *_, a, _ in OTHER_TOOLS_FILE])
+def test_another_tools_file_is_one_line_naming_the_option(monkeypatch, capsys, module, name, argv, said):
+    monkeypatch.chdir(ROOT)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    command = getattr(importlib.import_module(module), name)
+    assert command.main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"{command.prog}: error: {argv[0]} {argv[1]}: ") and said in line, line
+    assert "internal error" not in line

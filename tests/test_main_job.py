@@ -146,6 +146,7 @@ def test_bench_patterns_are_checked_like_asv_does():
 
 
 def test_the_front_turns_the_command_line_into_one_frozen_options_value(tmp_path):
+    (tmp_path / "out").mkdir()  # an output's folder must exist (issue 49): refused, never created
     options = main_job.COMMAND.checked(
         [
             "--commits=2",

@@ -600,7 +600,7 @@ def test_malformed_budget_and_bad_ref_are_harness_errors(probe_repo, tmp_path):
     _assert_harness_error(
         run_gate(root, "--base", "no-such-branch", "--head", "noop"), "--base 'no-such-branch' does not name a commit"
     )
-    _assert_harness_error(run_gate(root, "--head", "no-such-branch"), "ref 'no-such-branch' does not name a commit")
+    _assert_harness_error(run_gate(root, "--head", "no-such-branch"), "--head 'no-such-branch' does not name a commit")
     # --json still says why it stopped: the PR comment reads it (issue 30).
     out = tmp_path / "verdict.json"
     _assert_harness_error(

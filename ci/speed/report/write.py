@@ -232,8 +232,8 @@ def finish(
         and all(r.status in (Status.UNCHANGED_IDENTICAL, Status.REMOVED) for r in results)
     )
     # Not decided because a PR failed: this run's failure, or (a replay whose decisions differ) the recorded run's.
-    failed = exit_code(results, False) == 1  # a regression or a wrong result (not the flag, not an interrupt)
-    whose = "the PR had failed" if failed else "measuring stopped when the recorded run's PR had failed"
+    pr_failed = exit_code(results, False) == 1  # a regression or a wrong result (not the flag, not an interrupt)
+    whose = "the PR had failed" if pr_failed else "measuring stopped when the recorded run's PR had failed"
     title = (
         word
         + (f" ({inconclusive} inconclusive ⚠)" if inconclusive else "")

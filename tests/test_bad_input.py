@@ -60,9 +60,9 @@ def shallow(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("module", ["ci.speed.changes", "ci.budget", "ci.speed"])
 def test_a_base_beyond_a_shallow_clone_is_one_line_saying_how_to_deepen(shallow, module):
     done = _front(module, "--base", "HEAD~1", cwd=shallow)
-    # ci.speed names the ref (its check is in ci/speed/modes/measure.py, which calls resolve_commit with no option)
-    named = "'HEAD~1' does not name a commit" if module == "ci.speed" else "--base 'HEAD~1' does not name a commit"
-    assert_one_line(done, module, named, "this is a shallow clone", "git fetch --unshallow")
+    assert_one_line(
+        done, module, "--base 'HEAD~1' does not name a commit", "this is a shallow clone", "git fetch --unshallow"
+    )
 
 
 @pytest.mark.parametrize(
@@ -72,6 +72,8 @@ def test_a_base_beyond_a_shallow_clone_is_one_line_saying_how_to_deepen(shallow,
         ("ci.budget", ["--head", "no-such-ref"], "--head 'no-such-ref' does not name a commit"),
         ("ci.budget", ["--base", "no-such-ref"], "--base 'no-such-ref' does not name a commit"),
         ("ci.speed.changes", ["--base", "no-such-ref"], "--base 'no-such-ref' does not name a commit"),
+        ("ci.speed", ["--base", "no-such-ref"], "--base 'no-such-ref' does not name a commit"),
+        ("ci.speed", ["--head", "no-such-ref"], "--head 'no-such-ref' does not name a commit"),
         (
             "ci.bisect",
             ["--good", "no-such-ref", "--bad", "HEAD", "--benchmark", "k[c]/s"],

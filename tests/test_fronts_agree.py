@@ -74,21 +74,7 @@ STOPPING = [
     # case, argv, CI, what both say, gpu_needed in the CPU job's record
     ("base is head", ["--base", "main"], False, "nothing to compare the head with: no base: the merge-base", False),
     ("base is head, default base", [], False, "nothing to compare the head with: no base: the merge-base", False),
-    pytest.param(
-        "a base that names nothing",
-        ["--base", "no-such-ref"],
-        False,
-        "--base 'no-such-ref' does not name",
-        True,
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="both exit 2, but ci.speed says \"ref 'no-such-ref' does not name a commit in REPO\": "
-            "ci/speed/modes/measure.py's resolve_commits checks an explicit base with gitutil.resolve_commit before "
-            "resolve_base (which names --base and says what to try); the speed gate's modes are being changed "
-            "beside issue 49, so that line is left to that change",
-        ),
-        id="a base that names nothing",
-    ),
+    ("a base that names nothing", ["--base", "no-such-ref"], False, "--base 'no-such-ref' does not name", True),
 ]
 
 

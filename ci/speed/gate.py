@@ -243,6 +243,8 @@ GATE = Command(
         "or the round budget ran out first: the report says which); re-run",
     },
     error_fields={"schema": GATE_SCHEMA, "mode": "error"},
+    stopped="child processes stopped, temporary files removed; the complete rounds, if any had ended, decided and "
+    "recorded in --json (marked interrupted)",
 )
 CALIBRATE = Command(
     "python -m ci.speed.calibrate",

@@ -150,9 +150,9 @@ def resolve_commits(path: Path, head: str, base_ref: str | None, working_tree: b
     from ci.common import gitutil
 
     repo = gitutil.open_repo(path)
-    head_sha = gitutil.resolve_commit(repo, "HEAD" if working_tree else head)
-    if base_ref is not None:
-        gitutil.resolve_commit(repo, base_ref)  # an explicit base that names nothing: one clear line, exit 2
+    head_sha = gitutil.resolve_commit(repo, "HEAD" if working_tree else head, None if working_tree else "--head")
+    # An explicit base that names nothing: resolve_base's one line naming --base and what to try (ci.speed.changes'
+    # words: tests/test_fronts_agree.py).
     base = gitutil.resolve_base(repo, head_sha, base_ref, head_may_be_base=working_tree)
     if base.sha is None:
         raise GateError(f"nothing to compare the head with: {base.note.split(';')[0]}")

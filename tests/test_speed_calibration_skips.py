@@ -314,3 +314,19 @@ def test_the_gate_and_the_calibration_leave_out_what_does_not_fit_as_n_a_with_th
     selection = Selection([Entry(b, Status.GATED) for b in benches], [])
     assert memory_check(selection, {"head": {"device": "cpu"}, "base": None}, [0]) == {}
     assert all(e.status is Status.GATED for e in selection.entries)
+
+
+def test_another_runners_model_file_is_refused_before_any_round_and_left_untouched(tmp_path, one_commit_repo):
+    """Issue 49, item 1: `--noise <the H200's model>` on another machine (here an H100) replaced the H200's model with
+    this run's and dropped its six recorded runs. Refused after the survey (which names the GPU), before any round."""
+    from ci.speed.decide.noise_file import NoiseModelError
+
+    committed = Path(__file__).resolve().parents[1] / "ci" / "speed_noise_h200.json"
+    (tmp_path / "model.json").write_bytes(committed.read_bytes())
+    benches = [Benchmark("triton_upcast", "m128_n128_k64_w8_s3", "s0", 256, 256, 256)]
+    engine = FakeEngine(benches)
+    with pytest.raises(
+        NoiseModelError, match=r"is the noise model of 'NVIDIA H200'; this calibration runs on 'NVIDIA H100"
+    ):
+        _calibrate(tmp_path, one_commit_repo, engine)
+    assert (tmp_path / "model.json").read_bytes() == committed.read_bytes() and engine.measured == set()

@@ -23,6 +23,7 @@ from ci.speed.decide.noise_file import (
     load_noise_model,
     refit,
     run_of_record,
+    runner_identity,
 )
 from ci.speed.decide.selection import check_selectors, select
 from ci.speed.decide.thresholds import Thresholds, ThresholdsError, load_thresholds
@@ -195,6 +196,21 @@ class AARun:
         return {r.id: r.note for r in self.results if r.status is Status.GATED and r.note.startswith(STOPPED)}
 
 
+def refuse_another_runners_model(path: Path | None, environment: Mapping[str, Any]) -> None:
+    """A calibration only ever refits its own runner's model: ``--noise`` naming another GPU's file (the H200's
+    committed one, calibrated on a CPU or an H100) is refused before any round, the file untouched (issue 49)."""
+    if path is None or not Path(path).exists():
+        return
+    model = load_noise_model(path)
+    theirs, ours = model.runner.get("gpu"), runner_identity(environment)["gpu"]
+    if theirs != ours:
+        raise NoiseModelError(
+            f"--noise {path} is the noise model of {theirs or 'no GPU'!r}; this calibration runs on "
+            f"{ours or 'no GPU (the CPU)'!r}: it would replace that runner's model with this one's. Give --noise a "
+            "new path (or this runner's own file)"
+        )
+
+
 def measure_aa(
     options: SpeedOptions,
     thresholds: Thresholds | None,
@@ -224,6 +240,7 @@ def measure_aa(
         surveys = survey_both(sides, options.selector, measurer)
         survey = surveys["head"]
         assert survey is not None  # the head's survey failing raises (ci.speed.modes.shared)
+        refuse_another_runners_model(options.noise, survey["environment"])
         # --thresholds, else the policy of the runner's profile (ci.speed.profiles) in the head.
         policy = runner_profile(survey["environment"].get("gpu")).thresholds
         thresholds = thresholds or thresholds_for(None, tree_b, policy)

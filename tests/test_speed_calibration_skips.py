@@ -330,3 +330,67 @@ def test_another_runners_model_file_is_refused_before_any_round_and_left_untouch
     ):
         _calibrate(tmp_path, one_commit_repo, engine)
     assert (tmp_path / "model.json").read_bytes() == committed.read_bytes() and engine.measured == set()
+
+
+class InterruptedEngine(FakeEngine):
+    """SIGTERM (a cancelled job) arrives while round ``at`` (an index) is measured."""
+
+    def __init__(self, benches, at):
+        super().__init__(benches)
+        self.at = at
+
+    def measure_round(self, order, benchmarks, *, round_index, after_pair=None):
+        if round_index == self.at:
+            import signal
+
+            from ci.common.interrupts import Interrupted
+
+            raise Interrupted(signal.SIGTERM)
+        return super().measure_round(order, benchmarks, round_index=round_index, after_pair=after_pair)
+
+
+def _options(tmp_path, repo, **given):
+    base = dict(
+        mode=Mode.CALIBRATE,
+        repo=repo,
+        working_tree=True,
+        thresholds=Thresholds(0.01, (), "test"),
+        noise=tmp_path / "model.json",
+        write=True,
+        plan_keys=(("rounds", 8), ("restart_every", 2)),
+        max_minutes=None,
+        json=tmp_path / "cal.json",
+    )
+    return SpeedOptions(**{**base, **given})
+
+
+def test_an_interrupted_calibration_keeps_its_rounds_and_they_refit(tmp_path, one_commit_repo, capsys):
+    """Issue 49, item 2: SIGTERM in round 6 of 8: exit 143, no model written, the five complete rounds in --json
+    (marked interrupted), and `--refit --aa-records` of that file fits them."""
+    from ci.speed.modes.calibration import run_calibrate
+
+    benches = [Benchmark("triton_upcast", "m128_n128_k64_w8_s3", f"s{i}", 256, 256, 256) for i in range(2)]
+    engine = InterruptedEngine(benches, at=5)
+    code = run_calibrate(_options(tmp_path, one_commit_repo), open_engine=lambda sides, opts, stop_at: engine)
+    assert code == 143 and not (tmp_path / "model.json").exists()
+    record = json.loads((tmp_path / "cal.json").read_text())
+    assert record["interrupted"] == "SIGTERM" and record["exit_code"] == 143 and len(record["rounds"]) == 5
+    assert "--refit --aa-records" in capsys.readouterr().err
+    refit = _options(tmp_path, one_commit_repo, refit=True, aa_records=(tmp_path / "cal.json",), json=None)
+    assert run_calibrate(refit, open_engine=lambda *a: pytest.fail("a refit measures nothing")) == 0
+    model = json.loads((tmp_path / "model.json").read_text())
+    assert {b: e["rounds"] for b, e in model["benchmarks"].items()} == {b.id: 5 for b in benches}
+
+
+def test_a_model_that_cannot_be_written_keeps_the_rounds_and_says_how_to_refit(tmp_path, one_commit_repo):
+    """Issue 49, item 2: the model's folder refuses the file (a full disk behaves the same: tests/test_full_disk.py):
+    exit 2 naming it, and the measured rounds are in --json, with the command that fits them."""
+    from ci.common.errors import WriteError
+    from ci.speed.modes.calibration import run_calibrate
+
+    (tmp_path / "not-a-folder").write_text("a file where the model's folder should be")
+    benches = [Benchmark("triton_upcast", "m128_n128_k64_w8_s3", f"s{i}", 256, 256, 256) for i in range(2)]
+    options = _options(tmp_path, one_commit_repo, noise=tmp_path / "not-a-folder" / "model.json")
+    with pytest.raises(WriteError, match=r"not-a-folder/model.json.*the rounds are kept in .*cal\.json.*--refit"):
+        run_calibrate(options, open_engine=lambda sides, opts, stop_at: FakeEngine(benches))
+    assert len(json.loads((tmp_path / "cal.json").read_text())["rounds"]) == 8

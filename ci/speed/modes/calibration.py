@@ -5,16 +5,20 @@ Its steps and why: docs/SPEED_GATE.md, "Calibrating a new runner".
 
 from __future__ import annotations
 
+import json
 import math
+import signal
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ci.common.files import append_step_summary_or_fallback, write_json_atomic
+from ci.common import interrupts
+from ci.common.errors import WriteError
+from ci.common.files import append_step_summary_or_fallback, write_json_atomic, write_or_fallback
 from ci.speed.decide.codes import Status
 from ci.speed.decide.exclusion import ExclusionRule
 from ci.speed.decide.noise_file import (
@@ -33,6 +37,7 @@ from ci.speed.engine.warm_engine import GATE_RESTART_EVERY
 from ci.speed.modes.shared import (
     SKIPPED,
     STOPPED,
+    RoundsInterrupted,
     engine_options,
     log,
     memory_check,
@@ -50,7 +55,7 @@ from harness.paired.noise import LookNoise
 from harness.paired.noise_fit import MIN_GENERATIONS
 from harness.paired.sequential import SequentialPlan
 from harness.paired.zone import planned_rounds
-from harness.report import markdown_table
+from harness.report import fallback_path, markdown_table
 
 MAX_CALIBRATION_ROUNDS = 16  # at most; --max-minutes usually ends it first on a GPU
 # A new worker generation on the H200: a spare's promotion (~3.5 s) and both sides' first warm-up (2 s each).
@@ -177,6 +182,7 @@ class AARun:
     correctness: list[dict[str, Any]] = field(default_factory=list)  # the head's checks before timing
     rounds: list[dict[str, Any]] = field(default_factory=list)
     results: list[BenchmarkResult] = field(default_factory=list)
+    interrupted: str | None = None  # the signal that ended the rounds (SIGINT, SIGTERM): the complete ones are kept
 
     @property
     def skipped(self) -> dict[str, str]:
@@ -252,20 +258,26 @@ def measure_aa(
             f"speed_gate: calibrating {sha[:12]} against itself: up to {n} A/A rounds, a restart every "
             f"{options.restart_every}, within {options.max_minutes or 'no limit'} minutes"
         )
-        rounds, results, _ = run_rounds(
-            list(sides.values()),
-            selection,
-            measurer,
-            plan=plan,
-            rule=rule,
-            thresholds=thresholds,
-            limit=n,
-            fixed=True,
-            deadline=stop_at,
-            finish_by=stop_at if options.rounds is None else None,  # --plan rounds=N: no round refused for its end
-            skip_failed=True,
-        )
-    return AARun(thresholds, sha, survey["environment"], survey["device"], correctness, rounds, results)
+        interrupted = None
+        try:
+            rounds, results, _ = run_rounds(
+                list(sides.values()),
+                selection,
+                measurer,
+                plan=plan,
+                rule=rule,
+                thresholds=thresholds,
+                limit=n,
+                fixed=True,
+                deadline=stop_at,
+                finish_by=stop_at if options.rounds is None else None,  # --plan rounds=N: none refused for its end
+                skip_failed=True,
+            )
+        except RoundsInterrupted as stop:  # the complete rounds go to the record (run_calibrate), not to a model
+            rounds, results, interrupted = stop.rounds, stop.results, signal.Signals(stop.signum).name
+        with suppress(ValueError):  # the rounds are over: a signal now would only lose them (not the main thread: no)
+            interrupts.ignore()
+    return AARun(thresholds, sha, survey["environment"], survey["device"], correctness, rounds, results, interrupted)
 
 
 def _refit_gpu(noise: Path | None, recorded: Sequence[Mapping[str, Any]]) -> str | None:
@@ -340,6 +352,8 @@ def run_calibrate(
     record = record_json(
         context, aa.results, aa.correctness, aa.rounds, code, options.fail_on_inconclusive, options.command
     )
+    if aa.interrupted is not None:
+        return _keep_interrupted(options, record, aa.interrupted, model_path)
     if not options.refit:
         source = (
             _source_name(options.json, options.repo) if options.json else f"--calibrate at {sha}, {record['created']}"
@@ -356,10 +370,14 @@ def run_calibrate(
     planned = plan_rounds(model, ids, model_plan, aa.thresholds, len(ids), GATE_RESTART_EVERY, timing_costs(aa.rounds))
     cannot = sorted(b for b, p in planned.items() if not p.decidable)
     files: list[str] = []
+    model_refused = None
     if options.write:  # the thresholds are policy: the calibration reports, it never writes one
-        write_json_atomic(model_path, model.to_json())
-        files = [str(model_path)]
-        log(f"speed_gate: wrote the noise model to {model_path}")
+        try:
+            write_json_atomic(model_path, model.to_json())
+            files = [str(model_path)]
+            log(f"speed_gate: wrote the noise model to {model_path}")
+        except WriteError as exc:  # the rounds are still written below (a fallback file if need be), then exit 2
+            model_refused = str(exc)
     if cannot:
         log(
             f"speed_gate: {len(cannot)} benchmark(s) cannot be decided at their threshold by the plan's last look "
@@ -442,5 +460,33 @@ def run_calibrate(
             stopped=stopped,
             files_written=files,
         )
-        write_json_atomic(options.json, record)
+    if options.json is not None or model_refused is not None:
+        kept = _write_rounds(options.json, record)
+        if model_refused is not None:
+            raise WriteError(f"{model_refused}; {_refit_hint(kept, model_path)}")
     return code
+
+
+def _write_rounds(path: Path | None, record: dict[str, Any]) -> Path:
+    """The record (every measured round) at ``path``, or where harness.report's fallback put it when ``path`` refused
+    it (a full disk) or there is none; never lost (issue 49)."""
+    data = (json.dumps(record, indent=1) + "\n").encode("utf-8")
+    target = path if path is not None else fallback_path("calibration.json", "calibration rounds")
+    return write_or_fallback(target, data, "--json" if path is not None else "the calibration's rounds", log)
+
+
+def _refit_hint(kept: Path, model_path: Path) -> str:
+    return (
+        f"the rounds are kept in {kept}: `python -m ci.speed.calibrate --refit --aa-records {kept} --noise "
+        f"{model_path} --write` fits them"
+    )
+
+
+def _keep_interrupted(options: SpeedOptions, record: dict[str, Any], name: str, model_path: Path) -> int:
+    """SIGINT/SIGTERM during the rounds: the complete rounds are written (--json, else a named file), no model is
+    fitted or written, and the exit is 128 + the signal (130, 143)."""
+    record.update(interrupted=name, exit_code=128 + int(signal.Signals[name]))
+    kept = _write_rounds(options.json, record)
+    rounds = len(record["rounds"])
+    log(f"speed_gate: calibration interrupted by {name} after {rounds} round(s); {_refit_hint(kept, model_path)}")
+    return 128 + int(signal.Signals[name])

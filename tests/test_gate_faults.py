@@ -316,7 +316,8 @@ def test_an_interrupted_gate_records_its_complete_rounds_and_replays_them(fault_
     assert bench["stopped_by"] == "interrupted" and bench["decision"]["rounds_used"] == kept
     assert _leftovers(gate.pid) == [] and git(repo, "worktree", "list").count("\n") == 0
     replay = run_gate(repo, "--replay", str(record), "--json", str(tmp_path / "r.json"))
-    assert replay.returncode in (0, 3), replay.stderr[-2000:]
+    # Its verdict is the CPU's timing noise under load (any of pass, fail, inconclusive); what matters is that it reads.
+    assert replay.returncode in (0, 1, 3), replay.stderr[-2000:]
     assert len(json.loads((tmp_path / "r.json").read_text())["rounds"]) == kept
 
 

@@ -58,3 +58,16 @@ def read_text(path: str | Path, where: str, limit: int = MAX_BYTES) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise JsonFileError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def checked_top(data: Any, where: str, schema: str | None, known: set[str], error: type[InputError]) -> dict[str, Any]:
+    """``data`` as a project file's top level: a JSON object with this ``schema`` (None: not checked) and no key
+    outside ``known``; else ``error`` naming ``where`` and what is wrong. The files' own readers check the rest."""
+    if not isinstance(data, dict):
+        raise error(f"{where}: expected a JSON object at the top level")
+    if schema is not None and data.get("schema") != schema:
+        raise error(f'{where}: "schema" must be {schema!r}, got {data.get("schema")!r}')
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise error(f"{where}: unknown key(s) {unknown}; known: {sorted(known)}")
+    return data

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ci.common.errors import InputError
-from ci.common.json_file import JsonFileError, read_json
+from ci.common.json_file import JsonFileError, checked_top, read_json
 from ci.common.options import name_matches
 
 RUNNERS_PATH = "ci/speed_runners.json"
@@ -94,13 +94,7 @@ def _patterns(entry: Mapping[str, Any], where: str) -> tuple[str, ...]:
 
 def parse_runners(data: Any, where: str) -> tuple[list[tuple[tuple[str, ...], RunnerProfile]], dict[str, Any]]:
     """Validate the parsed file: ([(patterns, runner)] in order, {"cpu": ..., "unknown": ...})."""
-    if not isinstance(data, dict):
-        raise RunnersFileError(f"{where}: expected a JSON object at the top level")
-    if data.get("schema") != RUNNERS_SCHEMA:
-        raise RunnersFileError(f'{where}: "schema" must be {RUNNERS_SCHEMA!r}, got {data.get("schema")!r}')
-    unknown = sorted(set(data) - _TOP_KEYS)
-    if unknown:
-        raise RunnersFileError(f"{where}: unknown key(s) {unknown}; known: {sorted(_TOP_KEYS)}")
+    data = checked_top(data, where, RUNNERS_SCHEMA, _TOP_KEYS, RunnersFileError)
     if not isinstance(data.get("runners"), list):
         raise RunnersFileError(f"{where}: runners: a list of runners")
     runners = []

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ci.common.errors import InputError
-from ci.common.json_file import JsonFileError, read_json
+from ci.common.json_file import JsonFileError, checked_top, read_json
 from ci.speed.decide.exclusion import ExclusionRule, exclusion
 from harness.paired.noise import BenchmarkNoise, Spread, generation_sizes
 from harness.paired.noise_fit import RunRounds, fit
@@ -91,14 +91,10 @@ class NoiseModel:
 
 def parse_noise_model(data: Any, where: str, *, runs_required: bool = True) -> NoiseModel:
     """Validate a parsed noise model (a file's, or the part a gate record kept: ``runs_required=False``)."""
-    if not isinstance(data, dict):
+    if runs_required:  # a file's: its schema and keys; a record's part has the record's
+        data = checked_top(data, where, NOISE_SCHEMA, _TOP_KEYS, NoiseModelError)
+    elif not isinstance(data, dict):
         raise NoiseModelError(f"{where}: expected a JSON object at the top level")
-    if runs_required:
-        if data.get("schema") != NOISE_SCHEMA:
-            raise NoiseModelError(f'{where}: "schema" must be {NOISE_SCHEMA!r}, got {data.get("schema")!r}')
-        unknown = sorted(set(data) - _TOP_KEYS)
-        if unknown:
-            raise NoiseModelError(f"{where}: unknown key(s) {unknown}; known: {sorted(_TOP_KEYS)}")
     for key, kind in (("benchmarks", dict), ("spread", dict), ("runner", dict)):
         if not isinstance(data.get(key), kind):
             raise NoiseModelError(f"{where}: {key} is missing or not a {kind.__name__}")

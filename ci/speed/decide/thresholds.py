@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ci.common.errors import InputError
-from ci.common.json_file import JsonFileError, read_json
+from ci.common.json_file import JsonFileError, checked_top, read_json
 from ci.common.options import name_matches
 
 THRESHOLDS_PATH = "ci/speed_thresholds.json"  # the MI355X's, and the default of a GPU without a runner profile
@@ -67,13 +67,7 @@ def _threshold(value: Any, where: str) -> float:
 
 def parse_thresholds(data: Any, where: str) -> Thresholds:
     """Validate the parsed JSON of a thresholds file; every error names ``where`` and the key."""
-    if not isinstance(data, dict):
-        raise ThresholdsError(f"{where}: expected a JSON object at the top level")
-    if data.get("schema") != THRESHOLDS_SCHEMA:
-        raise ThresholdsError(f'{where}: "schema" must be {THRESHOLDS_SCHEMA!r}, got {data.get("schema")!r}')
-    unknown = sorted(set(data) - _TOP_KEYS)
-    if unknown:
-        raise ThresholdsError(f"{where}: unknown key(s) {unknown}; known: {sorted(_TOP_KEYS)}")
+    data = checked_top(data, where, THRESHOLDS_SCHEMA, _TOP_KEYS, ThresholdsError)
     if "default_threshold" not in data:
         raise ThresholdsError(f'{where}: missing "default_threshold"')
     default = _threshold(data["default_threshold"], f"{where}: default_threshold")

@@ -60,7 +60,13 @@ def digest(levels: np.ndarray, errors: np.ndarray) -> str:
 
 def _as_change(data: dict[str, Any]) -> segments.ChangePoint:
     return segments.ChangePoint(
-        **{**data, "interval": tuple(data["interval"]), "before": tuple(data["before"]), "after": tuple(data["after"])}
+        **{
+            **data,
+            "interval": tuple(data["interval"]),
+            "before": tuple(data["before"]),
+            "after": tuple(data["after"]),
+            "location": tuple(data["location"]) if data.get("location") else None,
+        }
     )
 
 

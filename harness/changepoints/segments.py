@@ -56,6 +56,9 @@ class ChangePoint:
     level: float  # the per-comparison level the threshold means: p_value <= level
     before: tuple[int, int]  # commit indices [start, end) of the segment the size is taken over, before
     after: tuple[int, int]  # and after
+    # The first commits at the new level that the data allow, [first, last]: the location's 95% likelihood-ratio
+    # confidence set over before + after (LOCATION_MARGIN; issue 47). The culprit is in (first - 1, last].
+    location: tuple[int, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -343,6 +346,7 @@ def describe(
     n = len(levels)
     bounds = [0, *(c.position for c in changes), n]
     level = float(2 * stats.norm.sf(threshold))
+    sigma = scan.noise(levels) if changes else np.zeros(0)
     out: list[ChangePoint | None] = []
     for i, change in enumerate(changes):
         if only is not None and i not in only:
@@ -369,9 +373,23 @@ def describe(
                 level=level,
                 before=before,
                 after=after,
+                location=_location(levels, sigma, before[0], after[1], tau),
             )
         )
     return out
+
+
+def _location(levels: np.ndarray, sigma: np.ndarray, low: int, high: int, at: int) -> tuple[int, int]:
+    """[first, last] of the splits of ``levels[low:high]`` whose squared-error reduction is within LOCATION_MARGIN
+    noise variances of the best one's (Hansen 2000; as :func:`hold` keeps a published position), ``at`` included."""
+    splits = np.arange(low + 1, high)
+    if not len(splits):
+        return at, at
+    a, b = splits - low, high - splits
+    running = np.concatenate([[0.0], np.cumsum(levels[low:high])])
+    gain = ((running[-1] - running[a]) / b - running[a] / a) ** 2 * a * b / (a + b)
+    inside = splits[(gain.max() - gain) / sigma[at] ** 2 <= LOCATION_MARGIN]
+    return int(min(inside.min(), at)), int(max(inside.max(), at))
 
 
 def _interval(

@@ -21,13 +21,10 @@ def cp(
     direction: str = "regression",
     settled: int = 10,
     at: int | None = None,
-    suspected: tuple[int, int] | None = None,
 ) -> dict:
-    """A change point as the site build publishes it; ``at`` its commit position (default: the series index);
-    ``suspected``: the (x, y] commit-order range its location's confidence set allows (default: its own range)."""
+    """A change point as the site build publishes it; ``at`` its commit position (default: the series index)."""
     at = index if at is None else at
     return {
-        "suspected": list(suspected) if suspected else [at - 1, at],
         "machine": machine,
         "benchmark": benchmark,
         "last_before": sha(at - 1),

@@ -479,12 +479,8 @@ def test_an_older_report_applied_after_a_newer_one_undoes_nothing(tmp_path):
 def test_a_runner_wide_slowdown_is_one_issue_however_its_change_points_arrive():
     names = [bench(f"k{i:02d}") for i in range(20)]
     repo = Repo()
-    # Run 1: 8 of them, on two machines, at commits 65 and 66 (noise places some a commit early; each one's location
-    # confidence set, as the site publishes it, allows both: issue 47).
-    first = [
-        cp(n, 66 if i % 3 else 65, -0.02, machine="h200-b" if i % 2 else MACHINE, suspected=(64, 66))
-        for i, n in enumerate(names[:8])
-    ]
+    # Run 1: 8 of them, on two machines, at commits 65 and 66 (noise places some a commit early).
+    first = [cp(n, 66 if i % 3 else 65, -0.02, machine="h200-b" if i % 2 else MACHINE) for i, n in enumerate(names[:8])]
     repo.run(changes(first))
     assert repo.opened == 1 and len(repo.issues[1].state.members) == 8
     assert "8 benchmarks on 2 machines" in repo.issues[1].title
@@ -497,31 +493,19 @@ def test_a_runner_wide_slowdown_is_one_issue_however_its_change_points_arrive():
 def test_regressions_a_few_commits_apart_in_a_row_are_not_chained_into_one_issue():
     """Issue 47: grouping was single linkage, so change points each within NEAR (2 commits) of the next chained
     unrelated regressions into one issue (36 members in a grown history). Now a finding joins a group (or an open issue)
-    only when the range its culprit may be in shares a commit with every range in the group."""
+    only while the group's ranges with it span at most GROUP_SPAN commits."""
+    from ci.notify.regression_issues.matching import GROUP_SPAN
+
     chain = [cp(bench(f"k{i}"), 30 + 2 * i, -0.03) for i in range(8)]  # commits 30, 32, ..., 44
     repo = Repo()
     repo.run(changes(chain))
-    assert repo.opened == 8
+    spans = [[m.orders for m in t.state.members] for t in repo.issues.values()]
+    assert repo.opened == 2 and all(max(b for _, b in s) - min(a for a, _ in s) <= GROUP_SPAN for s in spans)
     # Across runs too: a change point near only the newest member of an open issue, past the span, starts its own.
     later = Repo()
     for n in range(5, 9):
         later.run(changes(chain[:n]))
-    assert later.opened == 8
-
-
-def test_change_points_whose_culprit_ranges_overlap_are_one_issue_and_others_are_not():
-    """Issue 47: a runner-wide step's change points scatter over several commits at 1% noise; each says, in its
-    ``suspected`` range (its location's 95% confidence set), where the culprit may be. Those that share a commit are
-    one issue however far apart their point ranges are (a member at 73 whose set reaches back to 64 joins the step at
-    66); a change point whose set does not reach them is another issue, however near."""
-    names = [bench(f"s{i}") for i in range(4)]
-    step = [cp(n, at, -0.02, suspected=(62, 70)) for n, at in zip(names, (64, 66, 66, 67))]
-    apart_ = cp(bench("late"), 73, -0.02, suspected=(71, 75))  # 6 commits from the nearest: its set misses them
-    scattered = cp(bench("scattered"), 74, -0.02, suspected=(63, 76))  # 8 commits away, its set reaches them
-    repo = Repo()
-    repo.run(changes(step + [apart_, scattered]))
-    held = sorted(sorted(m.benchmark for m in t.state.members) for t in repo.issues.values())
-    assert held == sorted([sorted(names + [bench("scattered")]), [bench("late")]])
+    assert later.opened == 2
 
 
 def test_more_regressions_than_the_cap_go_to_one_roll_up_issue_and_none_is_filed_twice():

@@ -27,6 +27,9 @@ SETTLE = 5
 # (issue 47: 3 filed noise; evidence comparable to a change point's), never one noisy commit.
 DRIFT_STREAK = SETTLE
 ROLLUP_MAX = 100  # findings in one roll-up issue: its marker and table stay under GitHub's 65536-character body
+# The most commits one issue's active findings may span together (issue 47): a runner-wide step's change points
+# scatter over a few commits at 1% noise and stay one issue; regressions a few commits apart in a row are not chained.
+GROUP_SPAN = 8
 # A size band (issue 47): a member's size, as the issue shows it, is replaced only when the new size differs from it by
 # at least this much (absolute) and this share of the shown size: a size that wobbles by its noise is no edit.
 SIZE_BAND = 0.005
@@ -121,29 +124,21 @@ def _status(members: Sequence[Member], drifts: Sequence[DriftEntry]) -> str:
     return "not-confirmed"
 
 
-def overlap(a: Range, b: Range) -> bool:
-    """Whether two (x, y] ranges share a commit (touching is not sharing)."""
-    return max(a[0], b[0]) < min(a[1], b[1])
-
-
 @dataclass
 class _Work:
     tracked: Tracked | None
     members: list[Member]
     drifts: list[DriftEntry] = field(default_factory=list)
     kind: str = "slowdown"
-    # member -> the range its location's confidence set allows the culprit in (this run's report; else its own range)
-    located: dict[Member, Range] = field(default_factory=dict)
 
     def open_to_join(self) -> bool:
         """An issue that new findings may join: open on GitHub and by its own state."""
         return (self.tracked is None or self.tracked.open) and _status(self.members, self.drifts) == "open"
 
     def ranges(self) -> list[Range]:
-        """Where its open findings point: active change points' suspected ranges (their location confidence sets, where
-        the report gives them), failing drifts' newest commit at their first alarm (a drift without orders points
-        nowhere)."""
-        out = [self.located.get(m, span(m)) for m in self.members if m.status == "active"]
+        """Where its open findings point: active change points' ranges, failing drifts' newest commit at their first
+        alarm (a drift without orders points nowhere)."""
+        out = [span(m) for m in self.members if m.status == "active"]
         covered = {m.series for m in self.members}  # a change point says where better than its drift alarm
         return out + [
             (d.orders[1] - 1, d.orders[1])
@@ -152,15 +147,15 @@ class _Work:
         ]
 
     def distance(self, r: Range | None) -> int | None:
-        """0 when ``r`` shares a commit with every one of :meth:`ranges` (complete linkage on the ranges the culprit
-        may be in), else None (issue 47: a finding near only the newest member of a group does not chain another
-        regression on; single linkage within NEAR made a 36-member issue of regressions a few commits apart, and
-        GROUP_SPAN, 8 commits of point ranges, split a step whose change points scatter at 1% noise, or filed a
-        scattered one apart)."""
+        """Commits from ``r`` to the nearest of :meth:`ranges`, when within NEAR and the ranges with ``r`` still span
+        at most GROUP_SPAN commits (issue 47: a finding near only the newest member of a group does not chain another
+        regression on; single linkage made a 36-member issue of regressions a few commits apart)."""
         ranges = self.ranges()
         if r is None or not ranges:
             return None
-        return 0 if all(overlap(r, x) for x in ranges) else None
+        width = max(r[1], *(x[1] for x in ranges)) - min(r[0], *(x[0] for x in ranges))
+        nearest = min(apart(r, x) for x in ranges)
+        return nearest if nearest <= NEAR and width <= GROUP_SPAN else None
 
     def holds_series(self, series: str) -> bool:
         return any(m.series == series and m.status == "active" for m in self.members) or any(
@@ -174,8 +169,8 @@ def _nearest(candidates: list[_Work], r: Range | None) -> _Work | None:
 
 
 def _groups(units: list[_Work]) -> list[_Work]:
-    """Groups of new findings (any benchmark, any machine): oldest range first, each joins the first group whose every
-    range its own ranges share a commit with (:meth:`_Work.distance`), else starts one. Before issue 47 this was
+    """Groups of new findings (any benchmark, any machine): oldest range first, each joins the closest group it is
+    near within GROUP_SPAN (:meth:`_Work.distance`, for each of its ranges), else starts one. Before issue 47 this was
     single linkage, which chained regressions a few commits apart into one issue (36 members in a grown history)."""
     groups: list[_Work] = []
     for u in sorted(units, key=lambda w: min((r[1] for r in w.ranges()), default=-1)):
@@ -189,7 +184,7 @@ def _groups(units: list[_Work]) -> list[_Work]:
             g.members += u.members
             g.drifts += u.drifts
         else:
-            groups.append(_Work(None, list(u.members), list(u.drifts), u.kind, u.located))
+            groups.append(_Work(None, list(u.members), list(u.drifts), u.kind))
     return groups
 
 
@@ -198,12 +193,6 @@ class Planned:
     plans: list[Plan]
     deferred: int  # findings left for the next run: the roll-up issue was full
     stale: bool = False  # the report is older than one an issue was written from: nothing applied
-
-
-def _located(m: Member, f: Slowdown) -> Range:
-    """Where the culprit of ``f`` may be: its location's confidence set as the report gives it, with its own range."""
-    own = span(m)
-    return (min(own[0], f.suspected[0]), max(own[1], f.suspected[1])) if f.suspected else own
 
 
 def _missed(m: Member, changes: HistoryChanges) -> Member:
@@ -250,16 +239,12 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
     newest = changes.newest_order
     if newest is not None and any(t.state.as_of is not None and t.state.as_of > newest for t in issues):
         return Planned([], 0, stale=True)  # an older report never undoes what a newer one wrote
-    located: dict[Member, Range] = {}  # shared by every _Work of this plan
-    work = [_Work(t, list(t.state.members), list(t.state.drifts), t.state.kind, located) for t in issues]
+    work = [_Work(t, list(t.state.members), list(t.state.drifts), t.state.kind) for t in issues]
     slowdowns = [f for f in changes.findings if isinstance(f, Slowdown)]
     found = [member_of(f) for f in slowdowns]
-    for m, f in zip(found, slowdowns):
-        located[m] = _located(m, f)
     matched = _match(found, issues)
     for fi, (ii, mi) in matched.items():
         work[ii].members[mi] = kept(work[ii].members[mi], found[fi])
-        located[work[ii].members[mi]] = located[found[fi]]
     for ii, w in enumerate(work):  # members without a change point this run: dissolved, when their series was looked at
         for mi, m in enumerate(w.members):
             if (ii, mi) not in matched.values() and m.status == "active" and m.series in changes.present:
@@ -291,11 +276,11 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
             for d in w.drifts
             if d.series == m.series and d.status == "failing" and d.orders and apart(span(m), d.orders) <= NEAR
         ]
-        home = joinable[min(by_drift)[1]] if by_drift else _nearest(joinable, located[m])
+        home = joinable[min(by_drift)[1]] if by_drift else _nearest(joinable, span(m))
         if home is not None:
             home.members.append(m)
         else:
-            units.append(_Work(None, [m], located=located))
+            units.append(_Work(None, [m]))
     for entry, streak in pending:
         if any(w.holds_series(entry.series) for w in joinable):
             continue  # its series' issue is open: a drift against another best is the same story
@@ -312,7 +297,7 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
         if home is not None:
             home.drifts.append(entry)
         else:
-            units.append(_Work(None, [], [entry], kind="drift", located=located))
+            units.append(_Work(None, [], [entry], kind="drift"))
     units = sorted(
         _groups(units), key=lambda g: (-len(g.members) - len(g.drifts), min((m.change for m in g.members), default=0))
     )
@@ -324,7 +309,7 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
         joinable = [w for w in work if w.kind == "rollup" and w.open_to_join()]
         rollup = next((w for w in joinable if len(w.members) + len(w.drifts) < ROLLUP_MAX), None)
         if rollup is None:
-            rollup = _Work(None, [], kind="rollup", located=located)
+            rollup = _Work(None, [], kind="rollup")
             units, left = units[: max_new - 1] + [rollup], units[max_new - 1 :]
         else:
             units, left = units[:max_new], units[max_new:]

@@ -23,6 +23,12 @@ MIN_SIZE = 0.01
 MIN_SURE = 0.005
 # Commits measured at the new level before a change point opens an issue: where it settles, and that it stays.
 SETTLE = 5
+# The most commits a change point's location confidence set (changes.json's ``suspected``) may allow for it to open an
+# issue of its own (issue 47): at 1% commit noise the false issues of a grown history were -1% to -2% change points
+# whose set spanned 7 commits or more (noise, or a real step placed 6-8 commits off, which later moved), while each
+# real regression had members whose set spans 1-3 commits. A change point placed that loosely may still join an open
+# issue near it.
+LOCATED = 4
 # Newest commits in a row below the best before a drift alarm opens an issue: as many as a change point needs to settle
 # (issue 47: 3 filed noise; evidence comparable to a change point's), never one noisy commit.
 DRIFT_STREAK = SETTLE
@@ -279,7 +285,7 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
         home = joinable[min(by_drift)[1]] if by_drift else _nearest(joinable, span(m))
         if home is not None:
             home.members.append(m)
-        else:
+        elif f.suspected is None or f.suspected[1] - f.suspected[0] <= LOCATED:
             units.append(_Work(None, [m]))
     for entry, streak in pending:
         if any(w.holds_series(entry.series) for w in joinable):

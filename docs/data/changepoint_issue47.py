@@ -81,15 +81,15 @@ def split_series(rng: np.random.Generator, n: int, kind: str) -> tuple[np.ndarra
     return x, [at]
 
 
-ROWS = [
-    ("null", kind, n, trials)
-    for kind in ("normal + outliers", "t5 + outliers", "t3 + outliers", "t5", "t3")
-    for n, trials in ((50, 400), (1000, 200))
-] + [
-    ("staircase", kind, n, trials)
-    for kind in ("normal", "t3")
-    for n, trials in ((50, 200), (1000, 100))
-] + [("split", "t5", 200, 200)]
+ROWS = (
+    [
+        ("null", kind, n, trials)
+        for kind in ("normal + outliers", "t5 + outliers", "t3 + outliers", "t5", "t3")
+        for n, trials in ((50, 400), (1000, 200))
+    ]
+    + [("staircase", kind, n, trials) for kind in ("normal", "t3") for n, trials in ((50, 200), (1000, 100))]
+    + [("split", "t5", 200, 200)]
+)
 MAKE = {"null": null_series, "staircase": staircase_series, "split": split_series}
 
 

@@ -156,7 +156,10 @@ def stray_share(deviation: np.ndarray, segment: tuple[int, int], height: float) 
     the reach of :func:`noise`), the segment's own left out, that stray at least ``height`` (log units; its sign: the
     direction) from their baseline (:func:`deviations`)."""
     block = segment[0] // NOISE_BLOCK
-    first, last = max(0, (block - NOISE_SPAN) * NOISE_BLOCK), min(len(deviation), (block + NOISE_SPAN + 1) * NOISE_BLOCK)
+    first, last = (
+        max(0, (block - NOISE_SPAN) * NOISE_BLOCK),
+        min(len(deviation), (block + NOISE_SPAN + 1) * NOISE_BLOCK),
+    )
     around = np.concatenate([deviation[first : segment[0]], deviation[segment[1] : last]])
     return float(np.mean(around * math.copysign(1.0, height) >= abs(height))) if len(around) else 0.0
 

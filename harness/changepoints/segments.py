@@ -21,8 +21,9 @@ CONFIRM_WINDOW = 100
 # with heavy tails three or four outlier commits in a row looked like one (docs/CHANGE_POINTS.md, step 6).
 BUMP_MIN = 5
 # A bump of a few commits is a segment only when so many commits that far from their baseline together by chance is
-# rare (issue 47): with a share q of commits straying at least STRAY_HEIGHT x the bump's height its way, L - 1 of L such
-# commits in a row come about L x q^(L - 1) per commit (5% of outlier commits: runs of three in 3% of 1000-commit series).
+# rare (issue 47): with a share q of commits straying at least STRAY_HEIGHT x the bump's height its way, L - 1 of L
+# such commits in a row come about L x q^(L - 1) per commit (5% of outlier commits: runs of three in 3% of 1000-commit
+# series).
 STRAY_RATE = 1e-5  # per commit: 1% of 1000-commit series
 STRAY_HEIGHT = 0.6
 STRAY_BUMP_MAX = 8  # commits: a longer bump is a segment whatever the share (0.06^7 x 8 ~ 2e-8)

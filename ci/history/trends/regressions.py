@@ -264,8 +264,8 @@ def history_checks(
             for c, r, w in zip(changes, recent, suspected)
         ],
         "change_point_lines": [c.line() for c in changes],
-        # streak: how many of the newest commits in a row fail (against the second best: one stray commit is no
-        # streak)
+        # streak: how many of the newest commits in a row fail, each against the median of the commits before it (stray
+        # high commits make no streak: failing_streak)
         "drift": [
             {
                 **d.to_json(),

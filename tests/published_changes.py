@@ -21,10 +21,13 @@ def cp(
     direction: str = "regression",
     settled: int = 10,
     at: int | None = None,
+    suspected: tuple[int, int] | None = None,
 ) -> dict:
-    """A change point as the site build publishes it; ``at`` its commit position (default: the series index)."""
+    """A change point as the site build publishes it; ``at`` its commit position (default: the series index);
+    ``suspected``: the (x, y] commit-order range its location's confidence set allows (default: not said)."""
     at = index if at is None else at
     return {
+        **({"suspected": list(suspected)} if suspected else {}),
         "machine": machine,
         "benchmark": benchmark,
         "last_before": sha(at - 1),

@@ -168,6 +168,27 @@ def test_each_change_point_shows_its_issue_linked_and_its_state_in_words(tmp_pat
     assert f"<code>{sha(40)[:12]}</code>" in next(c for c in cells.values() if "#7" in c)
 
 
+def test_a_retired_issue_is_shown_retired_not_unconfirmed(tmp_path):
+    """Issue 47: the filer retires a member whose benchmark is no longer measured (renamed or removed) and closes its
+    issue as "retired"; the record says so and the page says it in words (before, the record said "not-confirmed" and
+    "dissolved" for it, as the site knew no other word, and the page said "not confirmed")."""
+    data = record(issue(9, "closed", "retired", member(C, 56, -0.06, status="retired")), issue(8, "open", "open"))
+    issues = for_site(written(tmp_path, data), checks(*POINTS))
+    assert issues.known, issues.note
+    shown = {label.split(" ")[1]: text for label, text in _by_line(table_cells(checks(*POINTS), issues)).items()}
+    assert shown["\u22126.0%"] == "#9 closed: retired (the benchmark is no longer measured)"
+
+
+def test_the_filer_records_a_retired_issue_as_retired():
+    from ci.notify.post import _issue_json
+    from ci.notify.regression_issues.issue_state import IssueState, Member
+
+    gone = Member("m", bench("c"), 56, sha(55), sha(56), (55, 56), -0.06, (-0.07, -0.05), 0.0, "retired", None)
+    written_ = _issue_json(9, IssueState("slowdown", "retired", (gone,), ()), False)
+    assert written_["status"] == "retired" and written_["members"][0]["status"] == "retired"
+    parse(record(written_))  # and the site reads it
+
+
 def test_a_closed_issue_is_never_shown_open():
     # GitHub's state decides open or closed: the bot's status is open, but a person closed the issue.
     data = record(

@@ -95,10 +95,6 @@ def checked_status(data: Any) -> dict[str, str]:
 LABEL = "perf-regression"  # for people to filter by; never read back (removing it changes nothing)
 LABEL_COLOR = "d73a4a"
 STATE_REASON = {"recovered": "completed", "not-confirmed": "not_planned", "retired": "not_planned"}
-# The published record's words (ci.history.site.issue_links reads these only): a retired issue or member shows there
-# as not confirmed until the site learns the word.
-RECORD_STATUS = {"retired": "not-confirmed"}
-RECORD_MEMBER_STATUS = {"retired": "dissolved"}
 
 
 def ensure_label(gh: GitHub) -> None:
@@ -151,7 +147,7 @@ def _issue_json(number: int, state: IssueState, github_open: bool) -> dict[str, 
     return {
         "number": number,
         "kind": state.kind,
-        "status": RECORD_STATUS.get(state.status, state.status),
+        "status": state.status,
         "state": "open" if github_open else "closed",
         "members": [
             {
@@ -162,7 +158,7 @@ def _issue_json(number: int, state: IssueState, github_open: bool) -> dict[str, 
                 "first_after": m.first_after,
                 "orders": list(m.orders) if m.orders else None,
                 "relative_change": m.change,
-                "status": RECORD_MEMBER_STATUS.get(m.status, m.status),
+                "status": m.status,
                 "fixed_in": list(m.fix[:2]) if m.fix else None,
             }
             for m in state.members

@@ -290,7 +290,26 @@ def one_seed(seed: int, runs: int, noise: float) -> dict[str, Any]:
         "runs_stopped_by_rate_limit": stops,
         "open_at_end": sum(i["state"] == "open" for i in issues),
         "titles": {i["number"]: i["title"] for i in issues},
+        # what each issue holds as the bot wrote it last: "machine/benchmark (before, after] size status", and its drift
+        # alarms "machine/benchmark drift (best, newest] status" (machine 0 or 1, benchmark by its number)
+        "members": {n: _held(s, p) for n, p in found.items() if p},
+        "false": sorted(false_issues),
     }
+
+
+def _held(s: Scenario, state: IssueState) -> list[str]:
+    names = {benchmark_key(s, b, c): b for b in range(s.benchmarks) for c in (0, s.commits)}
+    machines = {machine_name(m): m for m in range(s.machines)}
+    out = [
+        f"{machines.get(m.machine, m.machine)}/{names.get(m.benchmark, '?')} ({m.orders[0] if m.orders else '?'}, "
+        f"{m.orders[1] if m.orders else '?'}] {m.change:+.1%} {m.status}"
+        for m in state.members
+    ]
+    return out + [
+        f"{machines.get(d.machine, d.machine)}/{names.get(d.benchmark, '?')} drift "
+        f"({d.orders[0] if d.orders else '?'}, {d.orders[1] if d.orders else '?'}] {d.status}"
+        for d in state.drifts
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,16 @@ import numpy as np
 from harness.changepoints import incremental
 from harness.changepoints.incremental import Memo, Work
 from harness.changepoints.scan import REACH, SCALES, candidates, noise, without_outliers
-from harness.changepoints.segments import CONFIRM_WINDOW, IMPROVEMENT, REGRESSION, ChangePoint, confirm, describe, hold
+from harness.changepoints.segments import (
+    CONFIRM_WINDOW,
+    IMPROVEMENT,
+    REGRESSION,
+    ChangePoint,
+    confirm,
+    describe,
+    hold,
+    without_stray_bumps,
+)
 
 __all__ = [
     "ChangePoint",
@@ -76,6 +85,7 @@ def find(
     cleaned = without_outliers(levels, sigma)
     found, inflation = candidates(cleaned, sigma, threshold)
     confirmed = confirm(cleaned, sigma, found, threshold, min_change, inflation)
+    confirmed = without_stray_bumps(levels, confirmed)
     if len(published):
         confirmed = hold(cleaned, sigma, inflation, confirmed, list(published), threshold, min_change)
     return confirmed

@@ -19,8 +19,8 @@ from harness.changepoints import scan, segments
 # between neighbouring candidates, each up to CONFIRM_WINDOW away and itself a candidate, then the segments
 # between confirmed changes tested again (at most SEGMENT_MAX commits long).
 REACH = scan.REACH + 2 * segments.CONFIRM_WINDOW + 2 * max(scan.SCALES) + segments.SEGMENT_MAX
-VERSION = 3  # bump when the method changes: old memos are then recomputed (2: issue 38's noise floor and splits;
-# 3: published change points held, segments.hold)
+VERSION = 4  # bump when the method changes: old memos are then recomputed (2: issue 38's noise floor and splits;
+# 3: published change points held, segments.hold; 4: issue 47's stray commits and segments searched again)
 
 
 @dataclass
@@ -60,7 +60,13 @@ def digest(levels: np.ndarray, errors: np.ndarray) -> str:
 
 def _as_change(data: dict[str, Any]) -> segments.ChangePoint:
     return segments.ChangePoint(
-        **{**data, "interval": tuple(data["interval"]), "before": tuple(data["before"]), "after": tuple(data["after"])}
+        **{
+            **data,
+            "interval": tuple(data["interval"]),
+            "before": tuple(data["before"]),
+            "after": tuple(data["after"]),
+            "location": tuple(data["location"]) if data.get("location") else None,
+        }
     )
 
 

@@ -23,6 +23,8 @@ _MAD_TO_SD = 1.4826
 _MAD_SE = 1.17  # a normal MAD's relative standard error x sqrt(m)
 OUTLIER_REACH = 2  # commits either side of the Hampel window
 OUTLIER_SIGMAS = 3.0
+STRAY_REACH = 8  # commits either side of the baseline a stray commit is measured from (deviations)
+SIDE = 3  # commits on each side whose median a stray commit must be far from too (without_outliers)
 RARE_FLIPS = 0.5  # the least share of nonzero differences assumed when they are flips (see _tie_floor)
 NOISE_FLOOR = 1e-4  # log units (0.01%): no runner times a GEMM better; a noise-free series' steps are still certain
 
@@ -112,16 +114,54 @@ def noise(levels: np.ndarray) -> np.ndarray:
 
 
 def without_outliers(levels: np.ndarray, sigma: np.ndarray) -> np.ndarray:
-    """Hampel's identifier over +-OUTLIER_REACH commits: a commit more than OUTLIER_SIGMAS x sigma from the median
-    of its neighbourhood takes that median. One or two stray commits (a bad runner day) are no segment; three or
-    more at a new level keep their level, and a step's edge is untouched (a median of five preserves it)."""
+    """Hampel's identifier over +-OUTLIER_REACH commits, held to one side of a step: a commit is stray when it is more
+    than OUTLIER_SIGMAS x sigma from the median of its neighbourhood *and* from the median of the SIDE commits before it
+    *and* of those after it; it then takes the median of the side it is nearer. One or two stray commits (a bad runner
+    day) are no segment; three or more at a new level keep their level. A commit that agrees with the commits on one
+    side of it is never moved: before issue 47 the commit just before a step took the new level's median (the window
+    straddled the step) and pulled the step's split a commit or more early."""
     n = len(levels)
     if n < 2 * OUTLIER_REACH + 1:
         return levels
     window = sliding_window_view(np.pad(levels, OUTLIER_REACH, mode="edge"), 2 * OUTLIER_REACH + 1)
     centre = np.median(window, axis=1)
-    sd = np.concatenate([[sigma[1]], sigma[1:n]])  # each commit's noise (boundary i sits before commit i)
-    return np.where(np.abs(levels - centre) > OUTLIER_SIGMAS * sd, centre, levels)
+    sides = sliding_window_view(np.pad(levels, SIDE + 1, constant_values=np.nan), SIDE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # no commit on a side (the series' ends): no agreement there
+        before = np.nanmedian(sides[1 : n + 1], axis=1)  # levels[i - SIDE : i]
+        after = np.nanmedian(sides[SIDE + 2 : SIDE + 2 + n], axis=1)  # levels[i + 1 : i + 1 + SIDE]
+    bound = OUTLIER_SIGMAS * np.concatenate([[sigma[1]], sigma[1:n]])  # each commit's noise (boundary i: before i)
+
+    def far(reference: np.ndarray) -> np.ndarray:
+        return ~(np.abs(levels - reference) <= bound)  # NaN (no side): far
+
+    stray = far(centre) & far(before) & far(after)
+    nearer = np.where(np.isnan(after) | (np.abs(levels - before) <= np.abs(levels - after)), before, after)
+    return np.where(stray, np.where(np.isnan(nearer), centre, nearer), levels)
+
+
+def deviations(levels: np.ndarray) -> np.ndarray:
+    """Each commit's level minus the median of the commits within STRAY_REACH of it: how far it strays from a baseline
+    that a cluster of a few stray commits cannot move (a Hampel window of five can be)."""
+    n = len(levels)
+    reach = min(STRAY_REACH, (n - 1) // 2)
+    if reach < 1:
+        return np.zeros(n)
+    window = sliding_window_view(np.pad(levels, reach, mode="edge"), 2 * reach + 1)
+    return levels - np.median(window, axis=1)
+
+
+def stray_share(deviation: np.ndarray, segment: tuple[int, int], height: float) -> float:
+    """The share of commits around ``segment`` (its first commit's NOISE_BLOCK block and NOISE_SPAN blocks either side:
+    the reach of :func:`noise`), the segment's own left out, that stray at least ``height`` (log units; its sign: the
+    direction) from their baseline (:func:`deviations`)."""
+    block = segment[0] // NOISE_BLOCK
+    first, last = (
+        max(0, (block - NOISE_SPAN) * NOISE_BLOCK),
+        min(len(deviation), (block + NOISE_SPAN + 1) * NOISE_BLOCK),
+    )
+    around = np.concatenate([deviation[first : segment[0]], deviation[segment[1] : last]])
+    return float(np.mean(around * math.copysign(1.0, height) >= abs(height))) if len(around) else 0.0
 
 
 def window_mean(levels: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -13,12 +13,20 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from harness.changepoints import scan
 from harness.changepoints.scan import MIN_SIDE, SCALES, Candidate
 
 CONFIRM_WINDOW = 100
 # The shortest bump the rescue of one weak edge looks for (_bump): shorter ones are found by their own edges, and
 # with heavy tails three or four outlier commits in a row looked like one (docs/CHANGE_POINTS.md, step 6).
 BUMP_MIN = 5
+# A bump of a few commits is a segment only when so many commits that far from their baseline together by chance is
+# rare (issue 47): with a share q of commits straying at least STRAY_HEIGHT x the bump's height its way, L - 1 of L
+# such commits in a row come about L x q^(L - 1) per commit (5% of outlier commits: runs of three in 3% of 1000-commit
+# series).
+STRAY_RATE = 1e-5  # per commit: 1% of 1000-commit series
+STRAY_HEIGHT = 0.6
+STRAY_BUMP_MAX = 8  # commits: a longer bump is a segment whatever the share (0.06^7 x 8 ~ 2e-8)
 HOLD_REACH = 4  # commits: a published change point and a new best split this close are one change
 # The 95% likelihood-ratio confidence set of a change's location: the splits whose squared-error reduction is within
 # this many noise variances of the best one. Hansen (2000), "Sample splitting and threshold estimation",
@@ -27,6 +35,10 @@ LOCATION_MARGIN = -2 * math.log(1 - math.sqrt(0.95))
 # |z| a published change point keeps at its own position: one test, not the search over positions and scales that
 # the threshold pays for (docs/CHANGE_POINTS.md, step 7).
 HOLD_Z = 3.0
+# A segment between two confirmed change points holds a step when its best split's two-sided p, times its splits, is
+# under this (issue 47: _inner_bar).
+INNER_LEVEL = 0.01
+EDGE_LEVEL = 0.001  # ... and a segment with a change point at one end only (the other: the history's end, or cut)
 SEGMENT_MAX = 128  # commits: the longest segment between change points tested again for a step inside
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
@@ -45,6 +57,9 @@ class ChangePoint:
     level: float  # the per-comparison level the threshold means: p_value <= level
     before: tuple[int, int]  # commit indices [start, end) of the segment the size is taken over, before
     after: tuple[int, int]  # and after
+    # The first commits at the new level that the data allow, [first, last]: the location's 95% likelihood-ratio
+    # confidence set over before + after (LOCATION_MARGIN; issue 47). The culprit is in (first - 1, last].
+    location: tuple[int, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -90,6 +105,33 @@ def confirm(
     for low, high in zip(edges, edges[1:]):
         confirmed += _within(levels, sigma, inflation, low, high, threshold, min_change)
     return sorted(confirmed, key=lambda c: c.position)
+
+
+def without_stray_bumps(levels: np.ndarray, confirmed: list[Confirmed]) -> list[Confirmed]:
+    """``confirmed`` without the short segments that stray commits explain: a bump (two changes of opposite sign at
+    most STRAY_BUMP_MAX commits apart), or the first or newest commits of the series after or before a change as
+    near its end, where commits stray STRAY_HEIGHT x the segment's height often enough (scan.stray_share) that a run
+    like it comes by chance more often than STRAY_RATE per commit (issue 47)."""
+    n = len(levels)
+    deviation = scan.deviations(levels)
+    edges = [0, *(c.position for c in confirmed), n]
+    short = [
+        (low, high)
+        for i, (low, high) in enumerate(zip(edges, edges[1:]))
+        if high - low <= STRAY_BUMP_MAX
+        and (low, high) != (0, n)
+        and (low == 0 or high == n or (confirmed[i - 1].z > 0) != (confirmed[i].z > 0))
+    ]
+    dropped: set[int] = set()
+    for low, high in short:
+        if low in dropped or high in dropped:
+            continue
+        length = high - low
+        base = np.concatenate([levels[max(0, low - length) : low], levels[high : high + length]])
+        height = float(np.median(levels[low:high]) - np.median(base))
+        if length * scan.stray_share(deviation, (low, high), STRAY_HEIGHT * height) ** (length - 1) > STRAY_RATE:
+            dropped.update({low, high} - {0, n})
+    return [c for c in confirmed if c.position not in dropped]
 
 
 def _split(
@@ -227,17 +269,54 @@ def _within(
     min_change: float,
 ) -> list[Confirmed]:
     """Steps inside a segment between confirmed change points (or an end), by binary segmentation, where a weaker
-    step beside a stronger one is alone. Segments up to SEGMENT_MAX commits only, so the answer stays local."""
-    if high - low > SEGMENT_MAX or high - low < 2 * MIN_SIDE:
+    step beside a stronger one is alone: the whole segment when it is at most SEGMENT_MAX commits, else the SEGMENT_MAX
+    commits next to each change point that bounds it (issue 47: a staircase's other steps in a 1000-commit history were
+    never searched, their segment to the history's start being longer), so the answer stays local. A segment with a
+    change point at both ends is searched at :func:`_inner_bar` (a staircase's middle step)."""
+    n = len(levels)
+    if high - low <= SEGMENT_MAX:
+        windows = [(low, high)]
+    else:
+        windows = ([(low, low + SEGMENT_MAX)] if low > 0 else []) + ([(high - SEGMENT_MAX, high)] if high < n else [])
+    found: dict[int, Confirmed] = {}
+    for a, b in windows:
+        ends = (0 < a == low, b == high < n)  # which ends are change points (not the history's ends, nor cut)
+        for c in _bisect(levels, sigma, inflation, a, b, threshold, min_change, ends):
+            found.setdefault(c.position, c)
+    return sorted(found.values(), key=lambda c: c.position)
+
+
+def _bisect(
+    levels: np.ndarray,
+    sigma: np.ndarray,
+    inflation: dict[int, np.ndarray],
+    low: int,
+    high: int,
+    threshold: float,
+    min_change: float,
+    ends: tuple[bool, bool],
+) -> list[Confirmed]:
+    """Binary segmentation of ``levels[low:high]``; ``ends``: whether a change point bounds it before and after."""
+    if high - low < 2 * MIN_SIDE:
         return []
+    level = INNER_LEVEL if all(ends) else EDGE_LEVEL if any(ends) else 0.0
+    bar = min(_inner_bar(high - low, level), threshold) if level else threshold
     tested = _split(levels, sigma, inflation, low, high, low + 1, high - 1)
-    if tested is None or not _holds(levels, tested, low, high, threshold, min_change):
+    if tested is None or not _holds(levels, tested, low, high, bar, min_change):
         return []
     return [
-        *_within(levels, sigma, inflation, low, tested.position, threshold, min_change),
+        *_bisect(levels, sigma, inflation, low, tested.position, threshold, min_change, (ends[0], True)),
         tested,
-        *_within(levels, sigma, inflation, tested.position, high, threshold, min_change),
+        *_bisect(levels, sigma, inflation, tested.position, high, threshold, min_change, (True, ends[1])),
     ]
+
+
+def _inner_bar(length: int, level: float) -> float:
+    """|z| a split of a segment between two confirmed change points must reach: INNER_LEVEL over the segment's splits
+    (Bonferroni). The scan's threshold pays for a search over every position and scale of the series; between two
+    change points already found the search is over this segment's splits alone, so a staircase's middle step, which
+    the scan sees only beside its stronger neighbours, is found when it stands out in its own segment."""
+    return float(stats.norm.isf(level / 2 / max(1, length - 2 * MIN_SIDE + 1)))
 
 
 def _at(inflation: dict[int, np.ndarray], positions: np.ndarray, widths: np.ndarray) -> np.ndarray:
@@ -268,6 +347,7 @@ def describe(
     n = len(levels)
     bounds = [0, *(c.position for c in changes), n]
     level = float(2 * stats.norm.sf(threshold))
+    sigma = scan.noise(levels) if changes else np.zeros(0)
     out: list[ChangePoint | None] = []
     for i, change in enumerate(changes):
         if only is not None and i not in only:
@@ -294,9 +374,23 @@ def describe(
                 level=level,
                 before=before,
                 after=after,
+                location=_location(levels, sigma, before[0], after[1], tau),
             )
         )
     return out
+
+
+def _location(levels: np.ndarray, sigma: np.ndarray, low: int, high: int, at: int) -> tuple[int, int]:
+    """[first, last] of the splits of ``levels[low:high]`` whose squared-error reduction is within LOCATION_MARGIN
+    noise variances of the best one's (Hansen 2000; as :func:`hold` keeps a published position), ``at`` included."""
+    splits = np.arange(low + 1, high)
+    if not len(splits):
+        return at, at
+    a, b = splits - low, high - splits
+    running = np.concatenate([[0.0], np.cumsum(levels[low:high])])
+    gain = ((running[-1] - running[a]) / b - running[a] / a) ** 2 * a * b / (a + b)
+    inside = splits[(gain.max() - gain) / sigma[at] ** 2 <= LOCATION_MARGIN]
+    return int(min(inside.min(), at)), int(max(inside.max(), at))
 
 
 def _interval(

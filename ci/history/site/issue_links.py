@@ -21,8 +21,10 @@ from ci.common.json_file import JsonFileError, read_json
 
 SCHEMA = "mxfp4-regression-issues/2"
 STATES = ("open", "closed")  # GitHub's
-STATUSES = ("open", "recovered", "not-confirmed")  # the filer's (ci.notify.regression_issues.issue_state)
-MEMBER_STATUSES = ("active", "recovered", "dissolved")
+STATUSES = ("open", "recovered", "not-confirmed", "retired")  # the filer's (ci.notify.regression_issues.issue_state)
+# "retired" (issue 47): its benchmark is no longer measured (renamed or removed); records before it said "not-confirmed"
+# and "dissolved" for it
+MEMBER_STATUSES = ("active", "recovered", "dissolved", "retired")
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
 _REPOSITORY = re.compile(r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9_.-]+)*/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 NAME_LIMIT = 4096  # characters of a machine or benchmark name (the filer's marker holds at most 4096 bytes of hex)
@@ -70,12 +72,15 @@ class Link:
     fixing_commit: str | None
 
     def words(self) -> str:
-        """'#12 open', '#12 closed: recovered at 0123456789ab', '#12 closed: not confirmed'."""
+        """'#12 open', '#12 closed: recovered at 0123456789ab', '#12 closed: not confirmed', '#12 closed: retired (the
+        benchmark is no longer measured)'."""
         if self.member_status == "recovered":
             return f"#{self.number} {self.state}: recovered at {self.fixing_commit[:12] if self.fixing_commit else '?'}"
         if self.member_status == "dissolved":
             return f"#{self.number} {self.state}: not confirmed"
-        if self.state == "closed":  # the filer closes only on recovered or not confirmed: a person closed this one
+        if self.member_status == "retired":
+            return f"#{self.number} {self.state}: retired (the benchmark is no longer measured)"
+        if self.state == "closed":  # the filer closes only on recovered, not confirmed or retired: a person closed it
             return f"#{self.number} closed by a person: the change point is still there"
         return f"#{self.number} open"
 

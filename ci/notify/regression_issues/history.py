@@ -45,6 +45,8 @@ class Slowdown(OfSeries):
     index: int = 0  # in the series: the first commit at the new level
     orders: tuple[int, int] | None = None  # last_before's and first_after's positions in the history's commit order
     settled: int | None = None  # commits measured at the new level so far (up to the next change); None: not said
+    # the commit-order range (x, y] its location's 95% confidence set allows the culprit in (issue 47); None: not said
+    suspected: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,7 @@ def _change_point(c: Reader, machine: str) -> tuple[str, Slowdown]:
         change.get("index").integer(),
         orders(c.get("orders")),
         _settled(change.get("after")),
+        orders(c.get("suspected")),
     )
 
 

@@ -23,6 +23,12 @@ MIN_SIZE = 0.01
 MIN_SURE = 0.005
 # Commits measured at the new level before a change point opens an issue: where it settles, and that it stays.
 SETTLE = 5
+# The most commits a change point's location confidence set (changes.json's ``suspected``) may allow for it to open or
+# join an issue (issue 47): at 1% commit noise the false issues of a grown history were -1% to -2% change points whose
+# set spanned 7 commits or more (noise, or a real step placed 6-8 commits off, which later moved), while each real
+# regression had members whose set spans 1-3 commits; such a member placed off joined another regression's issue near
+# it. A change point placed that loosely waits until the data place it.
+LOCATED = 4
 # Newest commits in a row below the best before a drift alarm opens an issue: as many as a change point needs to settle
 # (issue 47: 3 filed noise; evidence comparable to a change point's), never one noisy commit.
 DRIFT_STREAK = SETTLE
@@ -265,6 +271,7 @@ def plan(changes: HistoryChanges, existing: Sequence[Tracked], *, max_new: int =
             or abs(f.relative_change) < MIN_SIZE
             or f.interval[1] > -MIN_SURE
             or (f.settled is not None and f.settled < SETTLE)
+            or (f.suspected is not None and f.suspected[1] - f.suspected[0] > LOCATED)
         ):
             continue
         m = found[fi]

@@ -1,6 +1,6 @@
-"""Issue 46, deliver 2: the calibration's rounds-needed report (ci.speed.modes.calibration.plan_rounds) is monotone in
-the restart cadence for a given model. The calibration asks harness.paired.zone.planned_rounds the same question at
-every cadence (one model entry, one plan, one shared alpha); what planned_rounds answers is the zone's."""
+"""Issue 46, deliver 2: the calibration's rounds-needed report (ci.speed.modes.calibration_plan.plan_rounds) is
+monotone in the restart cadence for a given model. The calibration asks harness.paired.zone.planned_rounds the same
+question at every cadence (one model entry, one plan, one shared alpha); what planned_rounds answers is the zone's."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from ci.speed.decide.noise_file import NoiseModel
 from ci.speed.decide.thresholds import Thresholds
-from ci.speed.modes.calibration import CADENCES, plan_rounds
+from ci.speed.modes.calibration_plan import CADENCES, plan_rounds
 from harness.paired.noise import BenchmarkNoise, LookNoise, Spread
 from harness.paired.plan import ZONE_PLAN
 from harness.paired.zone import planned_rounds

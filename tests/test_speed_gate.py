@@ -489,7 +489,7 @@ def test_a_selector_matching_nothing_is_a_harness_error(gate_repo):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--base", "no-such-ref"], "ref 'no-such-ref' does not name a commit"),
+        (["--base", "no-such-ref"], "--base 'no-such-ref' does not name a commit"),
         (["--json", "{file}/verdict.json"], "--json {file}/verdict.json: cannot write there"),
         (["--thresholds", "{bad}"], "default_threshold: must be a fraction in (0, 1)"),
         (["--shape", "256x256x1024", "--timing", "rep_sec=1"], "--timing 'rep_sec=1'"),

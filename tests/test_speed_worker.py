@@ -210,6 +210,25 @@ def test_the_old_generation_has_exited_before_the_new_one_prepares(sides, monkey
     assert all(exits[pid] < prepares[1] for pid in first_pids), events  # gone before the second generation prepares
 
 
+def test_a_worker_spawned_after_close_is_ended_and_leaves_no_folder(sides):
+    """An interrupt leaves the round's threads running while the gate records what it measured and closes the engine:
+    a worker one of them spawns after close() must not outlive it, nor its kernels folder (a full-suite run of
+    tests/test_gate_faults.py's interrupted gate found two such folders)."""
+    import tempfile
+
+    from ci.common import interrupts
+
+    def folders() -> set[Path]:
+        return set(Path(tempfile.gettempdir()).glob(f"{interrupts.MARKER}{os.getpid()}-commit-kernels-*"))
+
+    engine = WarmEngine(sides, device="cpu", budget=BUDGET, spares=False)
+    engine.close()
+    before = folders()
+    with pytest.raises(WorkerFailed, match="the engine had closed"):
+        engine._spawn(engine.devices[0], "base", 0)
+    assert folders() == before and engine.process_ids() == []
+
+
 def test_the_workers_that_survey_are_the_ones_that_measure_and_the_survey_is_counted(sides, tmp_path):
     """The surveys are asked of the first device's workers: no process of their own, their seconds in round 1."""
     request = survey_request(device="cpu", kernels=["torch_dequant"], configs=["bf16"], shapes=["128x128x512"])

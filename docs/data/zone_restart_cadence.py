@@ -3,7 +3,7 @@
     PYTHONPATH=. .venv/bin/python docs/data/zone_restart_cadence.py
 
 Per Triton benchmark of the H200's default selection: the look by which the zone plan decides any effect at the
-benchmark's policy threshold under the runner's model (ci.speed.modes.calibration.plan_rounds, the per-PR alpha shared by 20),
+benchmark's policy threshold under the runner's model (ci.speed.modes.calibration_plan.plan_rounds, the per-PR alpha shared by 20),
 restarting the workers every 1, 2 or 4 rounds, and what those rounds cost in GPU seconds at the recorded timing
 costs (the v4 records' first-of-generation and repeat timings, both sides, 7.5 s a new generation). The worst case
 (an effect in the zone's middle): an A/A benchmark or a clear slowdown is decided far earlier. Prints a Markdown table
@@ -21,7 +21,7 @@ import noise_model_rates as R  # noqa: E402
 
 from ci.speed.decide.noise_file import load_noise_model  # noqa: E402
 from ci.speed.decide.thresholds import load_thresholds  # noqa: E402
-from ci.speed.modes.calibration import CADENCES, plan_rounds  # noqa: E402
+from ci.speed.modes.calibration_plan import CADENCES, plan_rounds  # noqa: E402
 from harness.paired.plan import ZONE_PLAN  # noqa: E402
 
 ROOT = HERE.parents[1]

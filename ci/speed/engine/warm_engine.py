@@ -69,6 +69,7 @@ class WarmEngine:
         self.assigned: dict[str, int] = {}  # benchmark id -> device, for the whole run
         self._load = {d: 0.0 for d in devices}  # the estimated seconds of the benchmarks assigned to each device
         self._spawned: list[WorkerProcess] = []  # every process this engine started: none outlives close()
+        self._closed = False  # close() has run: a worker spawned after it is ended at once
         self._lock = threading.Lock()
         self._pair_lock = threading.Lock()  # after_pair calls, one at a time across devices
         self._after_pair: Callable[[str, dict[str, Any]], bool] | None = None
@@ -268,7 +269,12 @@ class WarmEngine:
             log=self.log,
         )
         with self._lock:
-            self._spawned.append(worker)
+            closed = self._closed
+            if not closed:
+                self._spawned.append(worker)
+        if closed:  # a thread an interrupt left running spawned it after close(): ended here, its folder removed
+            worker.kill()
+            raise WorkerFailed(f"{worker.name}: the engine had closed")
         return worker
 
     def _start(
@@ -390,6 +396,8 @@ class WarmEngine:
 
     def close(self) -> None:
         """End every worker (asked to quit, killed when it does not) and every spare; then anything still alive."""
+        with self._lock:  # from now on a worker spawned by a thread still running is ended at once (_spawn)
+            self._closed = True
         unused = [spare.pid for dev in self.devices.values() for spare in dev.spares.values()]
         for dev in self.devices.values():
             self._end(dev)

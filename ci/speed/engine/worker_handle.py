@@ -44,18 +44,22 @@ class WorkerProcess:
         self.side, self.device_index, self.generation = side, device_index, generation
         self.name = f"{side} worker {generation} on device {device_index}"
         self._stack = ExitStack()
-        folder, env = self._stack.enter_context(kernels_of(tree))
-        env.update(extra_env or {})
-        self.spawned_at = time.time()
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "ci.speed.engine.worker"],
-            cwd=folder,
-            env=env,
-            text=True,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+        try:  # an interrupt here (the main thread's signal) must not leave the kernels folder behind
+            folder, env = self._stack.enter_context(kernels_of(tree))
+            env.update(extra_env or {})
+            self.spawned_at = time.time()
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "ci.speed.engine.worker"],
+                cwd=folder,
+                env=env,
+                text=True,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        except BaseException:
+            self._stack.close()
+            raise
         self.pid = self._proc.pid
         # Held while a request waits for its answer. The worker reads its next request only after answering this one:
         # a "quit" sent to a busy worker would wait for the end of its timing (or hang), and its answer would be

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import signal
-import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack, suppress
@@ -22,7 +21,6 @@ from ci.common.files import append_step_summary_or_fallback, write_json_atomic, 
 from ci.speed.decide.codes import Status
 from ci.speed.decide.exclusion import ExclusionRule
 from ci.speed.decide.noise_file import (
-    NoiseModel,
     NoiseModelError,
     load_noise_model,
     refit,
@@ -34,6 +32,7 @@ from ci.speed.decide.thresholds import Thresholds, ThresholdsError, load_thresho
 from ci.speed.decide.verdict import BenchmarkResult, load_record
 from ci.speed.engine.rounds import Side, cost_summary
 from ci.speed.engine.warm_engine import GATE_RESTART_EVERY
+from ci.speed.modes.calibration_plan import plan_rounds, timing_costs
 from ci.speed.modes.shared import (
     SKIPPED,
     STOPPED,
@@ -51,15 +50,11 @@ from ci.speed.profiles import RUNNERS_PATH, runner_profile
 from ci.speed.report.markdown import calibration_markdown, correctness_lines, excluded_rows, noise_markdown, plan_text
 from ci.speed.report.write import Context, record_json
 from harness import paired
-from harness.paired.noise import LookNoise
 from harness.paired.noise_fit import MIN_GENERATIONS
 from harness.paired.sequential import SequentialPlan
-from harness.paired.zone import planned_rounds
 from harness.report import fallback_path, markdown_table
 
 MAX_CALIBRATION_ROUNDS = 16  # at most; --max-minutes usually ends it first on a GPU
-# A new worker generation on the H200: a spare's promotion (~3.5 s) and both sides' first warm-up (2 s each).
-RESTART_S = 7.5
 
 
 def calibrate_results(
@@ -87,80 +82,6 @@ def calibrate_results(
             }
         )
     return calibrations, overrides, notes
-
-
-@dataclass(frozen=True)
-class Planned:
-    """One benchmark under the noise model and the zone plan: its policy threshold and the rounds it needs."""
-
-    threshold: float  # the thresholds file's (policy; the calibration never writes one)
-    rounds: dict[int, int | None]  # restart every R rounds -> the look by which any effect is decided (None: none)
-    seconds: dict[int, float | None]  # the same in GPU seconds of this benchmark (both sides), from this run's timings
-    restart_every: int  # the gate's cadence
-
-    @property
-    def decidable(self) -> bool:
-        return self.rounds.get(self.restart_every) is not None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "threshold": self.threshold,
-            "restart_every": self.restart_every,
-            "decidable": self.decidable,
-            "rounds_to_decide": {str(k): v for k, v in self.rounds.items()},
-            "seconds_to_decide": {str(k): v for k, v in self.seconds.items()},
-        }
-
-
-CADENCES = (1, 2, 4)  # restart every R rounds: the between-worker variance averages over generations, each start costs
-
-
-def timing_costs(rounds: Sequence[dict[str, Any]]) -> dict[str, tuple[float, float]]:
-    """Per benchmark the median seconds of one timing: a generation's first, and a repeat (this run's records)."""
-    first: dict[str, list[float]] = {}
-    repeat: dict[str, list[float]] = {}
-    seen: set[tuple[str, str, Any]] = set()
-    for rnd in rounds:
-        for proc in rnd.get("processes", []):
-            for bench_id, rec in proc.get("records", {}).items():
-                if not isinstance(rec, dict) or not isinstance(rec.get("measure_s"), (int, float)):
-                    continue
-                key = (bench_id, proc.get("side"), rec.get("worker_generation"))
-                (repeat if key in seen else first).setdefault(bench_id, []).append(float(rec["measure_s"]))
-                seen.add(key)
-    return {b: (statistics.median(v), statistics.median(repeat.get(b, v))) for b, v in first.items()}
-
-
-def _seconds(n: int | None, every: int, cost: tuple[float, float] | None) -> float | None:
-    if n is None or cost is None:
-        return None
-    generations = -(-n // every)
-    return round(2 * (generations * cost[0] + (n - generations) * cost[1]) + (generations - 1) * RESTART_S, 1)
-
-
-def plan_rounds(
-    model: NoiseModel,
-    bench_ids: Sequence[str],
-    plan: SequentialPlan,
-    thresholds: Thresholds,
-    gated: int,
-    restart_every: int,
-    costs: dict[str, tuple[float, float]],
-) -> dict[str, Planned]:
-    """Per benchmark: the rounds (and GPU seconds) by which the zone plan decides any effect at its policy threshold,
-    the per-PR alpha (1%) shared by the ``gated``."""
-    shared = plan.with_alpha(0.01 / max(1, gated))
-    out = {}
-    for bench_id in bench_ids:
-        entry = model.entry(bench_id)
-        if entry is None:
-            continue
-        look = LookNoise(entry, model.spread, cadence=model.restart_every)  # its generation means' cadence
-        threshold = thresholds.lookup(bench_id)[0]
-        rounds = {r: planned_rounds(look, threshold, shared, r) for r in sorted({*CADENCES, restart_every})}
-        seconds = {r: _seconds(n, r, costs.get(bench_id)) for r, n in rounds.items()}
-        out[bench_id] = Planned(threshold, rounds, seconds, restart_every)
-    return out
 
 
 def _source_name(path: Path, repo: Path) -> str:

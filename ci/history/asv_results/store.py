@@ -7,6 +7,7 @@ ci.history.asv_results.folder (docs/HISTORY.md, "asv_results/store.py").
 from __future__ import annotations
 
 import ast
+import concurrent.futures
 import contextlib
 import functools
 import json
@@ -28,8 +29,9 @@ GEMM_PREFIX = "bench_gemm.GemmOn"
 RESOURCES_PREFIX = "bench_resources.CompiledResources.track_"
 GEMM_KEY = re.compile(r"^bench_gemm\.(\w+)\.track_time\('([^']*)', '([^']*)'\)$")
 COMPILE_MACHINE = "compile-only"  # ci.history.measure.tracks.COMPILE_MACHINE (not imported: that pulls in asv driving)
-SCHEMA = 3  # of a stored summary: bump when it changes, and every file is read again (the table is named by it)
-FILES = f"files_v{SCHEMA}"
+SCHEMA = 4  # of the kept rows: bump when they change, and every file is read again (the tables are named by it)
+FILES, TEXTS, POINTS = f"files_v{SCHEMA}", f"texts_v{SCHEMA}", f"points_v{SCHEMA}"
+MISSING, RESOURCES = f"missing_v{SCHEMA}", f"resources_v{SCHEMA}"
 _SE_OF_MEDIAN = 1.2533
 
 
@@ -208,14 +210,46 @@ def default_path(results_dir: Path) -> Path:
     return results_dir.with_name(results_dir.name + ".cache.sqlite")
 
 
-class Store:
-    """File summaries kept between runs, keyed by size and mtime: derived data, set aside and rebuilt when damaged;
-    ``path`` None keeps them in memory only."""
+_TABLES = (
+    # One row per results file (its stamp: size and mtime of it and its sidecar); commit NULL: a file asv cannot use.
+    f"CREATE TABLE IF NOT EXISTS {FILES} (id INTEGER PRIMARY KEY, machine TEXT NOT NULL, stem TEXT NOT NULL, "
+    "stamp TEXT NOT NULL, commit_hash TEXT, date INTEGER, fingerprints TEXT, UNIQUE (machine, stem))",
+    # Every repeated string once: benchmark keys, devices, clocks, flags (JSON), why a point is missing.
+    f"CREATE TABLE IF NOT EXISTS {TEXTS} (id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE)",
+    # A GEMM point of a file; machine and key are texts' ids, so that a line (machine, key) is one index range.
+    f"CREATE TABLE IF NOT EXISTS {POINTS} (file INTEGER NOT NULL, machine INTEGER NOT NULL, key INTEGER NOT NULL, "
+    "tflops REAL, median_s REAL, level REAL, error REAL, iqr REAL, device INTEGER, flags INTEGER, clocks INTEGER, "
+    "copied TEXT)",
+    f"CREATE INDEX IF NOT EXISTS {POINTS}_line ON {POINTS} (machine, key)",
+    f"CREATE INDEX IF NOT EXISTS {POINTS}_file ON {POINTS} (file)",
+    f"CREATE TABLE IF NOT EXISTS {MISSING} (file INTEGER NOT NULL, key INTEGER NOT NULL, why INTEGER NOT NULL)",
+    f"CREATE INDEX IF NOT EXISTS {MISSING}_file ON {MISSING} (file)",
+    f"CREATE TABLE IF NOT EXISTS {RESOURCES} (file INTEGER NOT NULL, key INTEGER NOT NULL, value REAL NOT NULL)",
+    f"CREATE INDEX IF NOT EXISTS {RESOURCES}_file ON {RESOURCES} (file)",
+    f"CREATE INDEX IF NOT EXISTS {RESOURCES}_key ON {RESOURCES} (key)",
+    "CREATE TABLE IF NOT EXISTS memos (name TEXT PRIMARY KEY, memo TEXT)",
+)
+_BATCH = 500  # results files summarized between two database commits (a killed rebuild keeps what it committed)
 
-    def __init__(self, path: Path | None, log: Callable[[str], None] = lambda message: None):
-        self.path, self.log = path, log
+
+def _summarize_at(job: tuple[str, str]) -> dict[str, Any] | None:
+    """:func:`_summarize_file` of (path, machine), as a worker process takes it."""
+    return _summarize_file(Path(job[0]), job[1])
+
+
+class Store:
+    """Every results file's summary, kept between runs as indexed rows (a point, a missing point, a resource count a
+    row), keyed by each file's size and mtime: derived data, set aside and rebuilt when damaged; ``path`` None keeps
+    them in memory only. :meth:`update` brings it to the folder's state reading only what changed, one file at a time
+    (``workers`` > 1: files summarized in that many processes, written here in order); the readers query it by
+    line, by commit or whole (docs/HISTORY.md, "asv_results/store.py")."""
+
+    def __init__(self, path: Path | None, log: Callable[[str], None] = lambda message: None, workers: int = 1):
+        self.path, self.log, self.workers = path, log, workers
         self.parsed = self.reused = 0
         self.db = self._open()
+        self._text_ids: dict[str, int] = dict(self.db.execute(f"SELECT text, id FROM {TEXTS}").fetchall())
+        self._texts: dict[int, str] = {i: t for t, i in self._text_ids.items()}
 
     def _open(self) -> sqlite3.Connection:
         if self.path is None:
@@ -233,61 +267,115 @@ class Store:
 
     @staticmethod
     def _schema(db: sqlite3.Connection) -> sqlite3.Connection:
-        for legacy in ("files", *(f"files_v{v}" for v in range(1, SCHEMA))):  # summaries of an older schema: read again
-            db.execute(f"DROP TABLE IF EXISTS {legacy}")
-        # Fingerprints apart: only the main job's identical-code plan reads them, and they are most of a summary.
-        db.execute(
-            f"CREATE TABLE IF NOT EXISTS {FILES} (machine TEXT, stem TEXT, stamp TEXT, summary TEXT, "
-            "fingerprints TEXT, PRIMARY KEY (machine, stem))"
-        )
-        db.execute("CREATE TABLE IF NOT EXISTS memos (name TEXT PRIMARY KEY, memo TEXT)")
+        names = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        for legacy in names:  # an older schema's tables: every file is read again
+            if legacy == "files" or re.fullmatch(r"(files|texts|points|missing|resources)_v\d+", legacy):
+                if not legacy.endswith(f"_v{SCHEMA}"):
+                    db.execute(f"DROP TABLE {legacy}")
+        for statement in _TABLES:
+            db.execute(statement)
         db.execute(f"SELECT count(*) FROM {FILES}").fetchone()  # a damaged file fails here, not later
+        db.commit()
         return db
 
     def close(self) -> None:
         self.db.close()
 
-    def summaries(
-        self, results_dir: Path, machines: tuple[str, ...] | None = None, fingerprints: bool = False
-    ) -> dict[str, list[dict[str, Any]]]:
-        """machine -> the summary of each of its results files (``machines``: of these only; ``fingerprints``: with
-        their records' fingerprints); a file is stamped by its and its sidecar's size and modification time."""
-        out: dict[str, list[dict[str, Any]]] = {}
-        columns = "machine, stem, stamp, summary" + (", fingerprints" if fingerprints else ", NULL")
-        kept = {
-            (m, s): (stamp, summary, prints)
-            for m, s, stamp, summary, prints in self.db.execute(f"SELECT {columns} FROM {FILES}")
-            if machines is None or m in machines
-        }
-        seen = set()
-        for machine_dir in history_results.machine_dirs(results_dir):
-            machine = machine_dir.name
-            if machines is not None and machine not in machines:
-                continue
-            for name in sorted(os.listdir(machine_dir)):
-                if not name.endswith(".json") or name == "machine.json":
-                    continue
-                stem = name.removesuffix(".json")
-                stamp = self._stamp(machine_dir, stem)
-                seen.add((machine, stem))
-                old = kept.get((machine, stem))
-                if old is not None and old[0] == stamp:
-                    summary, prints = json.loads(old[1]), old[2] and json.loads(old[2])
-                    self.reused += 1
-                else:
-                    summary = _summarize_file(machine_dir / name, machine)
-                    prints = None if summary is None else summary.pop("fingerprints")
-                    self.parsed += 1
-                    self.db.execute(
-                        f"INSERT OR REPLACE INTO {FILES} VALUES (?, ?, ?, ?, ?)",
-                        (machine, stem, stamp, json.dumps(summary), json.dumps(prints)),
-                    )
-                if summary is not None:
-                    out.setdefault(machine, []).append({**summary, "fingerprints": prints} if fingerprints else summary)
-        for gone in set(kept) - seen:
-            self.db.execute(f"DELETE FROM {FILES} WHERE machine = ? AND stem = ?", gone)
+    # -- writing -------------------------------------------------------------------------------------------------
+
+    def _id(self, text: str) -> int:
+        found = self._text_ids.get(text)
+        if found is None:
+            found = self.db.execute(f"INSERT INTO {TEXTS} (text) VALUES (?)", (text,)).lastrowid
+            assert found is not None
+            self._text_ids[text], self._texts[found] = found, text
+        return found
+
+    def _forget(self, file_ids: list[int]) -> None:
+        for table in (POINTS, MISSING, RESOURCES):
+            self.db.executemany(f"DELETE FROM {table} WHERE file = ?", [(i,) for i in file_ids])
+        self.db.executemany(f"DELETE FROM {FILES} WHERE id = ?", [(i,) for i in file_ids])
+
+    def _keep(self, machine: str, stem: str, stamp: str, summary: dict[str, Any] | None, old: int | None) -> None:
+        """``summary`` (None: a file asv cannot use) as the rows of (machine, stem), in place of ``old``'s."""
+        if old is not None:
+            self._forget([old])
+        prints = None if summary is None else json.dumps(summary["fingerprints"])
+        commit, date = (None, None) if summary is None else (summary["commit"], summary.get("date"))
+        file_id = self.db.execute(
+            f"INSERT INTO {FILES} (machine, stem, stamp, commit_hash, date, fingerprints) VALUES (?, ?, ?, ?, ?, ?)",
+            (machine, stem, stamp, commit, date, prints),
+        ).lastrowid
+        if summary is None:
+            return
+        where = self._id(machine)
+        self.db.executemany(
+            f"INSERT INTO {POINTS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (file_id, where, self._id(key), tflops, median_s, level, error, iqr, self._id(device))
+                + (self._id(json.dumps(flags)), self._id(clocks), copied)
+                for key, (tflops, median_s, level, error, iqr, device, flags, clocks, copied) in summary["gemm"].items()
+            ],
+        )
+        self.db.executemany(
+            f"INSERT INTO {MISSING} VALUES (?, ?, ?)",
+            [(file_id, self._id(key), self._id(why)) for key, why in summary["missing"].items()],
+        )
+        self.db.executemany(
+            f"INSERT INTO {RESOURCES} VALUES (?, ?, ?)",
+            [(file_id, self._id(key), value) for key, value in summary["resources"].items()],
+        )
+
+    def update(self, results_dir: Path, machines: tuple[str, ...] | None = None) -> None:
+        """Bring the kept rows to ``results_dir``'s files (``machines``: of these only): a file whose stamp (its and its
+        sidecar's size and modification time) is unchanged is not read; a changed or new one is summarized and its
+        rows replaced; a gone one's rows deleted. Memory: one machine's stamps and one batch of files."""
+        present = set()
+        pool = concurrent.futures.ProcessPoolExecutor(self.workers) if self.workers > 1 else None
+        try:
+            for machine_dir in history_results.machine_dirs(results_dir):
+                machine = machine_dir.name
+                present.add(machine)
+                if machines is None or machine in machines:
+                    self._update_machine(machine_dir, pool)
+        finally:
+            if pool is not None:
+                pool.shutdown()
+        if machines is None:
+            known = [m for (m,) in self.db.execute(f"SELECT DISTINCT machine FROM {FILES}")]
+            for machine in set(known) - present:
+                self._forget([i for (i,) in self.db.execute(f"SELECT id FROM {FILES} WHERE machine = ?", (machine,))])
         self.db.commit()
-        return out
+
+    def _update_machine(self, machine_dir: Path, pool: concurrent.futures.Executor | None) -> None:
+        machine = machine_dir.name
+        kept = {
+            stem: (file_id, stamp)
+            for file_id, stem, stamp in self.db.execute(
+                f"SELECT id, stem, stamp FROM {FILES} WHERE machine = ?", (machine,)
+            )
+        }
+        todo: list[tuple[str, str]] = []
+        seen = set()
+        for name in sorted(os.listdir(machine_dir)):
+            if not name.endswith(".json") or name == "machine.json":
+                continue
+            stem = name.removesuffix(".json")
+            stamp = self._stamp(machine_dir, stem)
+            seen.add(stem)
+            if kept.get(stem, (None, None))[1] == stamp:
+                self.reused += 1
+            else:
+                todo.append((stem, stamp))
+        self._forget([kept[stem][0] for stem in set(kept) - seen])
+        for start in range(0, len(todo), _BATCH):
+            batch = todo[start : start + _BATCH]
+            jobs = [(str(machine_dir / f"{stem}.json"), machine) for stem, _ in batch]
+            done = pool.map(_summarize_at, jobs, chunksize=16) if pool is not None else map(_summarize_at, jobs)
+            for (stem, stamp), summary in zip(batch, done):
+                self._keep(machine, stem, stamp, summary, kept.get(stem, (None, None))[0])
+                self.parsed += 1
+            self.db.commit()
 
     @staticmethod
     def _stamp(machine_dir: Path, stem: str) -> str:
@@ -299,6 +387,201 @@ class Store:
             return f"{stat.st_size}:{stat.st_mtime_ns}"
 
         return f"{SCHEMA}|{of(stem + '.json')}|{of(stem + records.SUFFIX)}"
+
+    # -- reading -------------------------------------------------------------------------------------------------
+
+    def summaries(
+        self, results_dir: Path, machines: tuple[str, ...] | None = None, fingerprints: bool = False
+    ) -> dict[str, list[dict[str, Any]]]:
+        """machine -> the summary of each of its results files, by file name (``machines``: of these only;
+        ``fingerprints``: with their records' fingerprints), after :meth:`update`. Holds them all: the main job reads
+        its own machine so; the site build reads by line and by window instead."""
+        self.update(results_dir, machines)
+        return self._summaries(lambda machine, commit: machines is None or machine in machines, fingerprints)
+
+    def _summaries(
+        self, wanted: Callable[[str, str], bool], fingerprints: bool = False
+    ) -> dict[str, list[dict[str, Any]]]:
+        """machine -> the summaries of its files (machine, file name order) whose (machine, commit) is ``wanted``."""
+        text = self._texts
+        out: dict[str, list[dict[str, Any]]] = {}
+        by_id: dict[int, dict[str, Any]] = {}
+        for file_id, machine, commit, date, prints in self.db.execute(
+            f"SELECT id, machine, commit_hash, date, fingerprints FROM {FILES} WHERE commit_hash IS NOT NULL "
+            "ORDER BY machine, stem"
+        ):
+            if wanted(machine, commit):
+                summary = {"commit": commit, "date": date, "gemm": {}, "missing": {}, "resources": {}}
+                if fingerprints:
+                    summary["fingerprints"] = json.loads(prints)
+                by_id[file_id] = summary
+                out.setdefault(machine, []).append(summary)
+        ids = sorted(by_id)
+        everything = len(ids) == self.db.execute(f"SELECT count(*) FROM {FILES}").fetchone()[0]
+        for start in range(0, len(ids), 1 if everything else 500):
+            chunk = [] if everything else ids[start : start + 500]
+            where = "" if everything else f" WHERE file IN ({','.join('?' * len(chunk))})"
+            for file_id, key, *row in self.db.execute(
+                "SELECT file, key, tflops, median_s, level, error, iqr, device, flags, clocks, copied "
+                f"FROM {POINTS}{where} ORDER BY rowid",
+                chunk,
+            ):
+                if file_id in by_id:
+                    tflops, median_s, level, error, iqr, device, flags, clocks, copied = row
+                    by_id[file_id]["gemm"][text[key]] = [
+                        tflops, median_s, level, error, iqr, text[device], json.loads(text[flags]), text[clocks], copied
+                    ]  # fmt: skip
+            for file_id, key, why in self.db.execute(
+                f"SELECT file, key, why FROM {MISSING}{where} ORDER BY rowid", chunk
+            ):
+                if file_id in by_id:
+                    by_id[file_id]["missing"][text[key]] = text[why]
+            for file_id, key, value in self.db.execute(
+                f"SELECT file, key, value FROM {RESOURCES}{where} ORDER BY rowid", chunk
+            ):
+                if file_id in by_id:
+                    by_id[file_id]["resources"][text[key]] = value
+            if everything:
+                break
+        return out
+
+    def commits(self, order: dict[str, int] | None = None) -> dict[str, int]:
+        """Every commit with results -> its position: in ``order`` (asv's revisions; a commit not in it left out), else
+        its results file's date (as :func:`history` places them)."""
+        out: dict[str, int] = {}
+        for commit, date in self.db.execute(
+            f"SELECT commit_hash, date FROM {FILES} WHERE commit_hash IS NOT NULL ORDER BY machine, stem"
+        ):
+            if order is None:
+                out[commit] = int(date or 0)
+            elif commit in order:
+                out[commit] = order[commit]
+        return out
+
+    def dates(self) -> dict[str, float]:
+        """commit -> its results file's date (asv's ``date``, ms since the epoch), by machine and file name first."""
+        out: dict[str, float] = {}
+        for commit, date in self.db.execute(
+            f"SELECT commit_hash, date FROM {FILES} WHERE commit_hash IS NOT NULL ORDER BY machine, stem"
+        ):
+            if isinstance(date, (int, float)):
+                out.setdefault(commit, date)
+        return out
+
+    def line_keys(self) -> list[tuple[str, str]]:
+        """Every (machine, benchmark key) with a GEMM point, sorted."""
+        text = self._texts
+        return sorted((text[m], text[k]) for m, k in self.db.execute(f"SELECT DISTINCT machine, key FROM {POINTS}"))
+
+    def keys(self) -> set[str]:
+        """Every benchmark key with a point, a missing point or a resource count."""
+        found = set()
+        for table in (POINTS, MISSING, RESOURCES):
+            found |= {self._texts[k] for (k,) in self.db.execute(f"SELECT DISTINCT key FROM {table}")}
+        return found
+
+    def timed_machines(self, commits: dict[str, int]) -> dict[str, bool]:
+        """machine -> whether a GPU measured any of its GEMM points at ``commits`` (every machine with one)."""
+        out: dict[str, bool] = {}
+        for machine, device in self.db.execute(f"SELECT DISTINCT machine, device FROM {POINTS} ORDER BY machine"):
+            at = self.db.execute(
+                f"SELECT f.commit_hash FROM {POINTS} p JOIN {FILES} f ON f.id = p.file "
+                "WHERE p.machine = ? AND p.device = ?",
+                (machine, device),
+            )
+            if any(commit in commits for (commit,) in at):
+                name = self._texts[machine]
+                out[name] = out.get(name, False) or self._texts[device] != "cpu"
+        return out
+
+    def newest_missing(self, commits: dict[str, int], used: set[str]) -> list[Missing]:
+        """Per (machine, kernel config, shape) with a point missing at one of ``used`` (of ``commits``, commit ->
+        order): its newest Missing, the later row winning a tie (what a page says of a line with no number, as it
+        reads a History's), read row by row."""
+        text, newest = self._texts, {}  # type: tuple[dict[int, str], dict[tuple[str, tuple[str, str]], Missing]]
+        for machine, commit, key, why in self.db.execute(
+            f"SELECT f.machine, f.commit_hash, m.key, m.why FROM {MISSING} m JOIN {FILES} f ON f.id = m.file "
+            "ORDER BY f.machine, f.stem, m.rowid"
+        ):
+            split = split_key(text[key])
+            if split is not None and commit in used and commit in commits:
+                order = commits[commit]
+                if (machine, split) not in newest or newest[(machine, split)].order <= order:
+                    newest[(machine, split)] = Missing(machine, *split, commit, order, text[why])
+        return list(newest.values())
+
+    def no_gpu(self, commits: dict[str, int]) -> str:
+        """Where no GPU measured, when no GEMM point at ``commits`` was a GPU's (as the kernel pages say it); ""
+        otherwise."""
+        timed = self.timed_machines(commits)
+        if any(timed.values()):
+            return ""
+        for machine, commit in self.db.execute(
+            f"SELECT DISTINCT f.machine, f.commit_hash FROM {MISSING} m JOIN {FILES} f ON f.id = m.file"
+        ):
+            if commit in commits:
+                timed.setdefault(machine, False)
+        return f"on {', '.join(sorted(timed))}" if timed else "in these results"
+
+    def line(self, machine: str, key: str, commits: dict[str, int]) -> list[Point]:
+        """The points of one line (machine, benchmark key) at ``commits`` (commit -> order), in commit order."""
+        if machine not in self._text_ids or key not in self._text_ids:
+            return []
+        split = split_key(key)
+        if split is None:
+            return []
+        text = self._texts
+        out = []
+        for commit, tflops, median_s, level, error, iqr, device, flags, clocks, copied in self.db.execute(
+            f"SELECT f.commit_hash, p.tflops, p.median_s, p.level, p.error, p.iqr, p.device, p.flags, p.clocks, "
+            f"p.copied FROM {POINTS} p JOIN {FILES} f ON f.id = p.file WHERE p.machine = ? AND p.key = ? "
+            "ORDER BY f.machine, f.stem, p.rowid",
+            (self._text_ids[machine], self._text_ids[key]),
+        ):
+            if commit in commits:
+                flagged = tuple(json.loads(text[flags]))
+                where = (machine, split[0], split[1], key, commit, commits[commit])
+                out.append(
+                    Point(*where, tflops, median_s, level, error, iqr, text[device], flagged, text[clocks], copied)
+                )
+        out.sort(key=lambda p: (p.order, p.commit))
+        return out
+
+    def levels(self, machine: str, key: str, commits: dict[str, int]) -> tuple[list[str], list[float], list[float]]:
+        """One line's measured (not copied) commits in commit order, with each one's level and error: a series."""
+        if machine not in self._text_ids or key not in self._text_ids:
+            return [], [], []
+        rows = [
+            (commits[commit], commit, level, error)
+            for commit, level, error in self.db.execute(
+                f"SELECT f.commit_hash, p.level, p.error FROM {POINTS} p JOIN {FILES} f ON f.id = p.file "
+                "WHERE p.machine = ? AND p.key = ? AND p.copied IS NULL ORDER BY f.machine, f.stem, p.rowid",
+                (self._text_ids[machine], self._text_ids[key]),
+            )
+            if commit in commits
+        ]
+        rows.sort(key=lambda row: (row[0], row[1]))
+        return [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows]
+
+    def resource_counts(self, key: str, commits: dict[str, int]) -> list[tuple[int, str, float]]:
+        """One compile-only count (its benchmark key)'s (order, commit, value) at ``commits``, as History keeps them."""
+        if key not in self._text_ids:
+            return []
+        return [
+            (commits[commit], commit, value)
+            for commit, value in self.db.execute(
+                f"SELECT f.commit_hash, r.value FROM {RESOURCES} r JOIN {FILES} f ON f.id = r.file WHERE r.key = ? "
+                "ORDER BY f.machine, f.stem, r.rowid",
+                (self._text_ids[key],),
+            )
+            if commit in commits
+        ]
+
+    def history(self, commits: dict[str, int], only: set[str] | None = None) -> History:
+        """The History of ``commits`` (commit -> order; ``only``: of these commits only), as :func:`history` makes it
+        from the summaries: every point in memory, so for a window of the newest commits, or a small history."""
+        wanted = commits if only is None else {c: o for c, o in commits.items() if c in only}
+        return history(self._summaries(lambda machine, commit: commit in wanted), wanted)
 
     def memo(self, name: str) -> dict[str, Any] | None:
         row = self.db.execute("SELECT memo FROM memos WHERE name = ?", (name,)).fetchone()
@@ -330,7 +613,7 @@ def history(summaries: dict[str, list[dict[str, Any]]], order: dict[str, int] | 
 
 
 @functools.lru_cache(maxsize=4096)  # a few hundred distinct keys, repeated at every commit
-def _split(key: str) -> tuple[str, str] | None:
+def split_key(key: str) -> tuple[str, str] | None:
     _, _, params = key.partition("(")
     try:
         first, second = ast.literal_eval("(" + params)
@@ -341,17 +624,17 @@ def _split(key: str) -> tuple[str, str] | None:
 
 def _add(out: History, machine: str, commit: str, order: int, summary: dict[str, Any]) -> None:
     for key, row in summary["gemm"].items():
-        split = _split(key)
+        split = split_key(key)
         if split is not None:
             tflops, median_s, level, error, iqr, device, flags, clocks, copied = row
             numbers = (tflops, median_s, level, error, iqr, device)
             out.points.append(Point(machine, *split, key, commit, order, *numbers, tuple(flags), clocks, copied))
     for key, why in summary["missing"].items():
-        split = _split(key)
+        split = split_key(key)
         if split is not None:
             out.missing.append(Missing(machine, split[0], split[1], commit, order, why))
     for key, value in summary["resources"].items():
-        split = _split(key)
+        split = split_key(key)
         if split is not None:
             metric = key[len(RESOURCES_PREFIX) :].partition("(")[0]
             out.resources.setdefault((split[0], split[1], metric), []).append((order, commit, value))
@@ -360,6 +643,7 @@ def _add(out: History, machine: str, commit: str, order: int, summary: dict[str,
 def read_history(results_dir: Path, order: dict[str, int] | None = None, store: Store | None = None) -> History:
     """The whole history under ``results_dir`` (through ``store``'s kept summaries when given)."""
     if store is not None:
-        return history(store.summaries(results_dir), order)
+        store.update(results_dir)
+        return store.history(store.commits(order))
     with contextlib.closing(Store(None)) as own:
         return history(own.summaries(results_dir), order)

@@ -7,6 +7,8 @@ measurement, a change point). Imports ci.history.asv_results.store only.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ci.history.asv_results.store import History, Point, lines
 
 
@@ -30,35 +32,9 @@ def thinned(full: History, columns: int, keep: set[str], when: dict[str, float] 
     commit -> its place on the date axis (seconds), so that a column is a stretch of time, as the page draws it;
     without it, a stretch of commits. A line no longer than twice ``columns`` is kept whole. Resource counts keep the
     commits where a count changes."""
-    points = []
-    place = when if when is not None else {c: float(o) for c, o in full.commits.items()}
-    first, last = min(place.values(), default=0.0), max(place.values(), default=0.0)
-    width = max(last - first, 1e-9)
-    for line in lines(full.points).values():
-        if len(line) <= 2 * columns:
-            points += line
-            continue
-        chosen = {id(line[-1])}
-        lowest: dict[int, Point] = {}
-        highest: dict[int, Point] = {}
-        for p in line:
-            column = min(int((place[p.commit] - first) / width * columns), columns - 1)
-            if column not in lowest or p.tflops < lowest[column].tflops:
-                lowest[column] = p
-            if column not in highest or p.tflops > highest[column].tflops:
-                highest[column] = p
-            if p.flags or p.commit in keep:
-                chosen.add(id(p))
-        chosen |= {id(p) for p in lowest.values()} | {id(p) for p in highest.values()}
-        points += [p for p in line if id(p) in chosen]
-    resources = {}
-    for key, values in full.resources.items():
-        ordered = sorted(values)
-        resources[key] = [
-            v
-            for i, v in enumerate(ordered)
-            if i in (0, len(ordered) - 1) or v[2] != ordered[i - 1][2] or v[2] != ordered[i + 1][2]
-        ]
+    axis = Axis.of(full.commits, columns, when)
+    points = [p for line in lines(full.points).values() for p in axis.thin(line, keep)]
+    resources = {key: changed_counts(values) for key, values in full.resources.items()}
     used = {p.commit for p in points} | {v[1] for values in resources.values() for v in values} | keep
     return History(
         points=points,
@@ -66,3 +42,49 @@ def thinned(full: History, columns: int, keep: set[str], when: dict[str, float] 
         resources=resources,
         commits={c: o for c, o in full.commits.items() if c in used},
     )
+
+
+@dataclass(frozen=True)
+class Axis:
+    """The pixel columns of a whole history's axis: ``place`` (commit -> seconds, or its order) from ``first`` over
+    ``width``."""
+
+    place: dict[str, float]
+    columns: int
+    first: float
+    width: float
+
+    @classmethod
+    def of(cls, commits: dict[str, int], columns: int, when: dict[str, float] | None = None) -> Axis:
+        place = when if when is not None else {c: float(o) for c, o in commits.items()}
+        first, last = min(place.values(), default=0.0), max(place.values(), default=0.0)
+        return cls(place, columns, first, max(last - first, 1e-9))
+
+    def thin(self, line: list[Point], keep: set[str]) -> list[Point]:
+        """One line's points (in commit order) as :func:`thinned` keeps them."""
+        columns = self.columns
+        if len(line) <= 2 * columns:
+            return line
+        chosen = {id(line[-1])}
+        lowest: dict[int, Point] = {}
+        highest: dict[int, Point] = {}
+        for p in line:
+            column = min(int((self.place[p.commit] - self.first) / self.width * columns), columns - 1)
+            if column not in lowest or p.tflops < lowest[column].tflops:
+                lowest[column] = p
+            if column not in highest or p.tflops > highest[column].tflops:
+                highest[column] = p
+            if p.flags or p.commit in keep:
+                chosen.add(id(p))
+        chosen |= {id(p) for p in lowest.values()} | {id(p) for p in highest.values()}
+        return [p for p in line if id(p) in chosen]
+
+
+def changed_counts(values: list[tuple[int, str, float]]) -> list[tuple[int, str, float]]:
+    """A resource count's (order, commit, value) where it changes (and the first and the newest)."""
+    ordered = sorted(values)
+    return [
+        v
+        for i, v in enumerate(ordered)
+        if i in (0, len(ordered) - 1) or v[2] != ordered[i - 1][2] or v[2] != ordered[i + 1][2]
+    ]

@@ -37,7 +37,7 @@ def rows(path: Path) -> dict[str, list]:
         texts = dict(db.execute(f"SELECT id, text FROM {store.TEXTS}"))
         files = {i: (m, s) for i, m, s in db.execute(f"SELECT id, machine, stem FROM {store.FILES}")}
         out = {"files": sorted(db.execute(f"SELECT machine, stem, commit_hash, date, fingerprints FROM {store.FILES}"))}
-        for table in (store.POINTS, store.MISSING, store.RESOURCES):
+        for table in (store.POINTS, store.MISSING, store.RESOURCES, store.PRINTS):
             out[table] = sorted(
                 (*files[row[0]], *(texts.get(v, v) if isinstance(v, int) else v for v in row[1:]))
                 for row in db.execute(f"SELECT * FROM {table}")
@@ -135,3 +135,16 @@ def test_an_older_schemas_tables_are_dropped_and_every_file_read_again(folder, t
     with contextlib.closing(sqlite3.connect(path)) as db:
         tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert "files_v3" not in tables and store.FILES in tables
+
+
+def test_the_main_jobs_reads_take_only_their_columns(folder, tmp_path):
+    results, _, _ = folder
+    machine = "synthetic-h200-0"
+    summaries = store.Store(None).summaries(results, machines=(machine, "compile-only"), fingerprints=True)
+    with contextlib.closing(store.Store(tmp_path / "db.sqlite")) as kept:
+        prints = kept.fingerprints(results, machine)
+        counted = kept.resource_keys(results, "compile-only")
+    assert prints == [(s["commit"], s["fingerprints"]) for s in summaries[machine]]
+    assert any(p["of"] for _, p in prints)
+    assert counted == {s["commit"]: set(s["resources"]) for s in summaries["compile-only"]}
+    assert counted and all(counted.values())

@@ -1,4 +1,4 @@
-"""Every results file and its records, summarized once and kept (SQLite beside the folder), read as one History.
+"""Every results file and its records, summarized once and kept as indexed rows (SQLite beside the folder).
 
 Everything that looks at the history reads it through here; the files themselves are opened by
 ci.history.asv_results.folder (docs/HISTORY.md, "asv_results/store.py").
@@ -15,12 +15,10 @@ import math
 import os
 import re
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from asv_bench import records
 from ci.history.asv_results import folder as history_results
@@ -31,7 +29,7 @@ GEMM_KEY = re.compile(r"^bench_gemm\.(\w+)\.track_time\('([^']*)', '([^']*)'\)$"
 COMPILE_MACHINE = "compile-only"  # ci.history.measure.tracks.COMPILE_MACHINE (not imported: that pulls in asv driving)
 SCHEMA = 4  # of the kept rows: bump when they change, and every file is read again (the tables are named by it)
 FILES, TEXTS, POINTS = f"files_v{SCHEMA}", f"texts_v{SCHEMA}", f"points_v{SCHEMA}"
-MISSING, RESOURCES = f"missing_v{SCHEMA}", f"resources_v{SCHEMA}"
+MISSING, RESOURCES, PRINTS = f"missing_v{SCHEMA}", f"resources_v{SCHEMA}", f"prints_v{SCHEMA}"
 _SE_OF_MEDIAN = 1.2533
 
 
@@ -114,25 +112,33 @@ def read_commit(
     return values, recs, document
 
 
-def _tflops_samples(entry: dict[str, Any] | None, record: dict[str, Any]) -> np.ndarray | None:
+def _tflops_samples(entry: dict[str, Any] | None, record: dict[str, Any]) -> list[float] | None:
     flops = record.get("flops")
     raw = (entry or {}).get("samples") or record.get("samples_s")
     if isinstance(flops, (int, float)) and raw:
-        times = np.array([t for t in raw if isinstance(t, (int, float)) and t > 0], dtype=float)
-        if times.size:
-            return flops / times / 1e12
-    tflops = record.get("tflops")
-    if isinstance(tflops, (int, float)) and math.isfinite(tflops) and tflops > 0:
-        return np.array([float(tflops)])
+        tflops = [flops / t / 1e12 for t in raw if isinstance(t, (int, float)) and t > 0]
+        if tflops:
+            return tflops
+    single = record.get("tflops")
+    if isinstance(single, (int, float)) and math.isfinite(single) and single > 0:
+        return [float(single)]
     return None
 
 
-def _level(samples: np.ndarray) -> tuple[float, float]:
-    logs = np.log(samples)
-    centre = float(np.median(logs))
-    if logs.size < 2:
+def _median(ordered: list[float]) -> float:
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _level(samples: Sequence[float]) -> tuple[float, float]:
+    """The log of the samples' median TFLOPS, and that median's standard error (1.2533 x the MAD's SD over sqrt n).
+    Plain Python: numpy's per-call overhead was a third of summarizing a file (30 lines of ~10 samples)."""
+    logs = sorted(math.log(x) for x in samples)
+    centre = _median(logs)
+    if len(logs) < 2:
         return centre, 0.0
-    return centre, _SE_OF_MEDIAN * 1.4826 * float(np.median(np.abs(logs - centre))) / math.sqrt(logs.size)
+    spread = _median(sorted(abs(x - centre) for x in logs))
+    return centre, _SE_OF_MEDIAN * 1.4826 * spread / math.sqrt(len(logs))
 
 
 def summarize(document: dict[str, Any], recs: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -227,6 +233,9 @@ _TABLES = (
     f"CREATE TABLE IF NOT EXISTS {RESOURCES} (file INTEGER NOT NULL, key INTEGER NOT NULL, value REAL NOT NULL)",
     f"CREATE INDEX IF NOT EXISTS {RESOURCES}_file ON {RESOURCES} (file)",
     f"CREATE INDEX IF NOT EXISTS {RESOURCES}_key ON {RESOURCES} (key)",
+    # A record's fingerprint (ci.history.measure.identical), the text once: identical code has one at many commits.
+    f"CREATE TABLE IF NOT EXISTS {PRINTS} (file INTEGER NOT NULL, key INTEGER NOT NULL, print INTEGER NOT NULL)",
+    f"CREATE INDEX IF NOT EXISTS {PRINTS}_file ON {PRINTS} (file)",
     "CREATE TABLE IF NOT EXISTS memos (name TEXT PRIMARY KEY, memo TEXT)",
 )
 _BATCH = 500  # results files summarized between two database commits (a killed rebuild keeps what it committed)
@@ -269,7 +278,7 @@ class Store:
     def _schema(db: sqlite3.Connection) -> sqlite3.Connection:
         names = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         for legacy in names:  # an older schema's tables: every file is read again
-            if legacy == "files" or re.fullmatch(r"(files|texts|points|missing|resources)_v\d+", legacy):
+            if legacy == "files" or re.fullmatch(r"(files|texts|points|missing|resources|prints)_v\d+", legacy):
                 if not legacy.endswith(f"_v{SCHEMA}"):
                     db.execute(f"DROP TABLE {legacy}")
         for statement in _TABLES:
@@ -292,7 +301,7 @@ class Store:
         return found
 
     def _forget(self, file_ids: list[int]) -> None:
-        for table in (POINTS, MISSING, RESOURCES):
+        for table in (POINTS, MISSING, RESOURCES, PRINTS):
             self.db.executemany(f"DELETE FROM {table} WHERE file = ?", [(i,) for i in file_ids])
         self.db.executemany(f"DELETE FROM {FILES} WHERE id = ?", [(i,) for i in file_ids])
 
@@ -300,7 +309,8 @@ class Store:
         """``summary`` (None: a file asv cannot use) as the rows of (machine, stem), in place of ``old``'s."""
         if old is not None:
             self._forget([old])
-        prints = None if summary is None else json.dumps(summary["fingerprints"])
+        stamped = {} if summary is None else summary["fingerprints"]
+        prints = None if summary is None else json.dumps({k: v for k, v in stamped.items() if k != "of"})
         commit, date = (None, None) if summary is None else (summary["commit"], summary.get("date"))
         file_id = self.db.execute(
             f"INSERT INTO {FILES} (machine, stem, stamp, commit_hash, date, fingerprints) VALUES (?, ?, ?, ?, ?, ?)",
@@ -324,6 +334,10 @@ class Store:
         self.db.executemany(
             f"INSERT INTO {RESOURCES} VALUES (?, ?, ?)",
             [(file_id, self._id(key), value) for key, value in summary["resources"].items()],
+        )
+        self.db.executemany(
+            f"INSERT INTO {PRINTS} VALUES (?, ?, ?)",
+            [(file_id, self._id(key), self._id(json.dumps(value))) for key, value in stamped["of"].items()],
         )
 
     def update(self, results_dir: Path, machines: tuple[str, ...] | None = None) -> None:
@@ -413,7 +427,7 @@ class Store:
             if wanted(machine, commit):
                 summary = {"commit": commit, "date": date, "gemm": {}, "missing": {}, "resources": {}}
                 if fingerprints:
-                    summary["fingerprints"] = json.loads(prints)
+                    summary["fingerprints"] = {"of": {}, **json.loads(prints)}
                 by_id[file_id] = summary
                 out.setdefault(machine, []).append(summary)
         ids = sorted(by_id)
@@ -441,8 +455,46 @@ class Store:
             ):
                 if file_id in by_id:
                     by_id[file_id]["resources"][text[key]] = value
+            if fingerprints:
+                for file_id, key, value in self.db.execute(
+                    f"SELECT file, key, print FROM {PRINTS}{where} ORDER BY rowid", chunk
+                ):
+                    if file_id in by_id:
+                        by_id[file_id]["fingerprints"]["of"][text[key]] = json.loads(text[value])
             if everything:
                 break
+        return out
+
+    def fingerprints(self, results_dir: Path, machine: str) -> list[tuple[str, dict[str, Any]]]:
+        """(commit, its records' fingerprints) of each of ``machine``'s results files, by file name, after
+        :meth:`update` of that machine: what the main job's identical-code plan reads (no point is read)."""
+        self.update(results_dir, (machine,))
+        files: dict[int, tuple[str, dict[str, Any]]] = {}
+        for file_id, commit, prints in self.db.execute(
+            f"SELECT id, commit_hash, fingerprints FROM {FILES} WHERE machine = ? AND commit_hash IS NOT NULL "
+            "ORDER BY stem",
+            (machine,),
+        ):
+            files[file_id] = (commit, {"of": {}, **json.loads(prints)})
+        for file_id, key, value in self.db.execute(
+            f"SELECT p.file, p.key, p.print FROM {PRINTS} p JOIN {FILES} f ON f.id = p.file WHERE f.machine = ? "
+            "ORDER BY p.rowid",
+            (machine,),
+        ):
+            if file_id in files:
+                files[file_id][1]["of"][self._texts[key]] = json.loads(self._texts[value])
+        return list(files.values())
+
+    def resource_keys(self, results_dir: Path, machine: str) -> dict[str, set[str]]:
+        """commit -> the benchmark keys of its compile-only counts on ``machine``, after :meth:`update` of it."""
+        self.update(results_dir, (machine,))
+        out: dict[str, set[str]] = {}
+        for commit, key in self.db.execute(
+            f"SELECT DISTINCT f.commit_hash, r.key FROM {RESOURCES} r JOIN {FILES} f ON f.id = r.file "
+            "WHERE f.machine = ?",
+            (machine,),
+        ):
+            out.setdefault(commit, set()).add(self._texts[key])
         return out
 
     def commits(self, order: dict[str, int] | None = None) -> dict[str, int]:

@@ -60,15 +60,19 @@ _TEMPLATE = jinja2.Environment(
 def publish(
     html_dir: Path, results_dir: Path, revisions: dict[str, int] | None = None, window: int = WINDOW
 ) -> list[Path]:
-    """Write the kernel pages of ``results_dir``'s whole history under ``html_dir``/kernels (a plain asv publish)."""
+    """Write the kernel pages of ``results_dir``'s whole history under ``html_dir``/kernels (a plain asv publish),
+    read from the history store line by line."""
     kept = store.Store(store.default_path(results_dir))
     try:
-        summaries = kept.summaries(results_dir)
-        history = store.history(summaries, revisions)
-        checks = regressions.all_checks(history, kept)
+        kept.update(results_dir)
+        commits = kept.commits(revisions)
+        checks = regressions.store_checks(kept, commits)
+        info = commit_info.with_git(REPO_ROOT, commit_info.from_dates(kept.dates()))
+        when = commit_info.axis_seconds(commit_axis(commits), info)
+        data = page_data_from_store(kept, commits, page_changes.from_checks(checks), window, when)
     finally:
         kept.close()
-    return publish_history(html_dir, history, checks, window, info=commit_info.read(REPO_ROOT, summaries))
+    return publish_pages(html_dir, data, checks, info=info)
 
 
 @dataclass

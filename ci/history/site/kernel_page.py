@@ -128,15 +128,17 @@ def page_data_from_store(
     by_line: dict = {}
     best: dict[str, store.Point] = {}
     for machine, key in kept.line_keys():
-        line = kept.line(machine, key, commits)
-        if not line:
+        rows = kept.line_rows(machine, key, commits)  # a line read as rows; Points made only of what is kept
+        if not rows:
             continue
-        _best(best, line)
-        name = (machine, line[0].kernel_config, line[0].shape)
+        shas, values = [row[1] for row in rows], [row[2] for row in rows]
+        _best(best, [kept.point(machine, key, rows[values.index(max(values))])])
+        name = (machine, *(store.split_key(key) or ("", "")))
         if name in changes:
-            by_line[name] = [p.commit for p in line]
+            by_line[name] = shas
         if longer:
-            points += columns.thin(line, keep)
+            chosen = columns.chosen(shas, values, [kept.flagged(row[8]) for row in rows], keep)
+            points += [kept.point(machine, key, rows[i]) for i in (range(len(rows)) if chosen is None else chosen)]
     kernels = sorted({split[0].partition(":")[0] for key in kept.keys() if (split := store.split_key(key))})
     whole = None
     if longer:

@@ -62,22 +62,27 @@ class Axis:
 
     def thin(self, line: list[Point], keep: set[str]) -> list[Point]:
         """One line's points (in commit order) as :func:`thinned` keeps them."""
+        chosen = self.chosen([p.commit for p in line], [p.tflops for p in line], [bool(p.flags) for p in line], keep)
+        return line if chosen is None else [line[i] for i in chosen]
+
+    def chosen(self, commits: list[str], tflops: list[float], flagged: list[bool], keep: set[str]) -> list[int] | None:
+        """Which of a line's points (its commits, TFLOPS and flags, in commit order) :meth:`thin` keeps, ascending;
+        None: all of them (a line no longer than twice the columns)."""
         columns = self.columns
-        if len(line) <= 2 * columns:
-            return line
-        chosen = {id(line[-1])}
-        lowest: dict[int, Point] = {}
-        highest: dict[int, Point] = {}
-        for p in line:
-            column = min(int((self.place[p.commit] - self.first) / self.width * columns), columns - 1)
-            if column not in lowest or p.tflops < lowest[column].tflops:
-                lowest[column] = p
-            if column not in highest or p.tflops > highest[column].tflops:
-                highest[column] = p
-            if p.flags or p.commit in keep:
-                chosen.add(id(p))
-        chosen |= {id(p) for p in lowest.values()} | {id(p) for p in highest.values()}
-        return [p for p in line if id(p) in chosen]
+        if len(commits) <= 2 * columns:
+            return None
+        chosen = {len(commits) - 1}
+        lowest: dict[int, int] = {}
+        highest: dict[int, int] = {}
+        for i, (commit, value) in enumerate(zip(commits, tflops)):
+            column = min(int((self.place[commit] - self.first) / self.width * columns), columns - 1)
+            if column not in lowest or value < tflops[lowest[column]]:
+                lowest[column] = i
+            if column not in highest or value > tflops[highest[column]]:
+                highest[column] = i
+            if flagged[i] or commit in keep:
+                chosen.add(i)
+        return sorted(chosen | set(lowest.values()) | set(highest.values()))
 
 
 def changed_counts(values: list[tuple[int, str, float]]) -> list[tuple[int, str, float]]:

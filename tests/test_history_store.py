@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import filecmp
+import random
 import sqlite3
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import synthetic_history as synthetic
 
 from ci.history.asv_results import store
 from ci.history.site import commit_info, kernel_page, page_changes
-from ci.history.trends import regressions
+from ci.history.trends import regressions, views
 
 END = 1_796_000_000.0  # dated in the past, reproducible
 COMMITS = 60
@@ -148,3 +149,27 @@ def test_the_main_jobs_reads_take_only_their_columns(folder, tmp_path):
     assert any(p["of"] for _, p in prints)
     assert counted == {s["commit"]: set(s["resources"]) for s in summaries["compile-only"]}
     assert counted and all(counted.values())
+
+
+def test_a_lines_columns_taken_at_once_keep_what_the_loop_keeps():
+    """views.Axis.chosen (each column's stretch at once, numpy) against the point-by-point loop: ties, flags, commits
+    to keep, columns with no point, lines of every length around twice the columns."""
+    rng = random.Random(1)
+    for _ in range(300):
+        commits = [f"c{i}" for i in range(rng.randint(30, 400))]
+        place, at = {}, 0.0
+        for commit in commits:
+            at += rng.choice([0.0001, 1, 5, 60, 3600]) if rng.random() < 0.9 else 86_400
+            place[commit] = at
+        first = min(place.values())
+        axis = views.Axis(place, rng.randint(3, 12), first, max(max(place.values()) - first, 1e-9))
+        tflops = [rng.choice([1.0, 2.0, 3.0, rng.random()]) for _ in commits]
+        flagged = [rng.random() < 0.05 for _ in commits]
+        keep = {c for c in commits if rng.random() < 0.02}
+        columns = [min(int((place[c] - first) / axis.width * axis.columns), axis.columns - 1) for c in commits]
+        expected = (
+            views.Axis._chosen_one_by_one(commits, tflops, flagged, keep, columns)
+            if len(commits) > 2 * axis.columns
+            else None
+        )
+        assert axis.chosen(commits, tflops, flagged, keep) == expected

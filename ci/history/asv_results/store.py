@@ -260,6 +260,7 @@ class Store:
         self._text_ids: dict[str, int] = dict(self.db.execute(f"SELECT text, id FROM {TEXTS}").fetchall())
         self._texts: dict[int, str] = {i: t for t, i in self._text_ids.items()}
         self._flag_sets: dict[int, tuple[str, ...]] = {}  # a few distinct flag sets, each read once
+        self._files: dict[int, tuple[str, str, str]] | None = None  # file id -> (machine, name, commit), once read
 
     def _open(self) -> sqlite3.Connection:
         if self.path is None:
@@ -346,6 +347,7 @@ class Store:
         sidecar's size and modification time) is unchanged is not read; a changed or new one is summarized and its
         rows replaced; a gone one's rows deleted. Memory: one machine's stamps and one batch of files."""
         present = set()
+        self._files = None
         pool = concurrent.futures.ProcessPoolExecutor(self.workers) if self.workers > 1 else None
         try:
             for machine_dir in history_results.machine_dirs(results_dir):
@@ -533,35 +535,47 @@ class Store:
             found |= {self._texts[k] for (k,) in self.db.execute(f"SELECT DISTINCT key FROM {table}")}
         return found
 
+    def _file_map(self) -> dict[int, tuple[str, str, str]]:
+        """file id -> (machine, file name, commit) of every file with a commit: read once per update, so that a line
+        is read through its index alone (no join, no sort in the database)."""
+        if self._files is None:
+            self._files = {
+                file_id: (machine, stem, commit)
+                for file_id, machine, stem, commit in self.db.execute(
+                    f"SELECT id, machine, stem, commit_hash FROM {FILES} WHERE commit_hash IS NOT NULL"
+                )
+            }
+        return self._files
+
     def timed_machines(self, commits: dict[str, int]) -> dict[str, bool]:
-        """machine -> whether a GPU measured any of its GEMM points at ``commits`` (every machine with one)."""
-        out: dict[str, bool] = {}
-        for machine, device in self.db.execute(f"SELECT DISTINCT machine, device FROM {POINTS} ORDER BY machine"):
-            at = self.db.execute(
-                f"SELECT f.commit_hash FROM {POINTS} p JOIN {FILES} f ON f.id = p.file "
-                "WHERE p.machine = ? AND p.device = ?",
-                (machine, device),
-            )
-            if any(commit in commits for (commit,) in at):
-                name = self._texts[machine]
-                out[name] = out.get(name, False) or self._texts[device] != "cpu"
+        """machine -> whether a GPU measured any of its GEMM points at ``commits`` (every machine with one): a line's
+        device is the CPU or a GPU by its benchmark (bench_gemm.GemmOnCpu or GemmOnGpu), so its first point at
+        ``commits`` tells."""
+        files, out = self._file_map(), dict[str, bool]()
+        for machine, key in self.line_keys():
+            for file_id, device in self.db.execute(
+                f"SELECT file, device FROM {POINTS} WHERE machine = ? AND key = ?",
+                (self._text_ids[machine], self._text_ids[key]),
+            ):
+                if file_id in files and files[file_id][2] in commits:
+                    out[machine] = out.get(machine, False) or self._texts[device] != "cpu"
+                    break
         return out
 
     def newest_missing(self, commits: dict[str, int], used: set[str]) -> list[Missing]:
         """Per (machine, kernel config, shape) with a point missing at one of ``used`` (of ``commits``, commit ->
-        order): its newest Missing, the later row winning a tie (what a page says of a line with no number, as it
-        reads a History's), read row by row."""
-        text, newest = self._texts, {}  # type: tuple[dict[int, str], dict[tuple[str, tuple[str, str]], Missing]]
-        for machine, commit, key, why in self.db.execute(
-            f"SELECT f.machine, f.commit_hash, m.key, m.why FROM {MISSING} m JOIN {FILES} f ON f.id = m.file "
-            "ORDER BY f.machine, f.stem, m.rowid"
-        ):
+        order): its newest Missing, of two at one commit the later file and row (what a page says of a line with no
+        number, as it reads a History's), read row by row."""
+        files, text = self._file_map(), self._texts
+        newest: dict[tuple[str, tuple[str, str]], tuple[tuple[int, str, int], Missing]] = {}
+        for rowid, file_id, key, why in self.db.execute(f"SELECT rowid, file, key, why FROM {MISSING}"):
+            machine, stem, commit = files.get(file_id, ("", "", ""))
             split = split_key(text[key])
             if split is not None and commit in used and commit in commits:
-                order = commits[commit]
-                if (machine, split) not in newest or newest[(machine, split)].order <= order:
-                    newest[(machine, split)] = Missing(machine, *split, commit, order, text[why])
-        return list(newest.values())
+                rank = (commits[commit], stem, rowid)
+                if (machine, split) not in newest or newest[(machine, split)][0] <= rank:
+                    newest[(machine, split)] = (rank, Missing(machine, *split, commit, commits[commit], text[why]))
+        return [missing for _, missing in newest.values()]
 
     def no_gpu(self, commits: dict[str, int]) -> str:
         """Where no GPU measured, when no GEMM point at ``commits`` was a GPU's (as the kernel pages say it); ""
@@ -586,18 +600,18 @@ class Store:
         the flags): a line of 50,000 commits without 50,000 objects."""
         if machine not in self._text_ids or key not in self._text_ids or split_key(key) is None:
             return []
-        rows = [
-            (commits[row[0]], *row)
-            for row in self.db.execute(
-                f"SELECT f.commit_hash, p.tflops, p.median_s, p.level, p.error, p.iqr, p.device, p.flags, p.clocks, "
-                f"p.copied FROM {POINTS} p JOIN {FILES} f ON f.id = p.file WHERE p.machine = ? AND p.key = ? "
-                "ORDER BY f.machine, f.stem, p.rowid",
-                (self._text_ids[machine], self._text_ids[key]),
-            )
-            if row[0] in commits
-        ]
-        rows.sort(key=lambda row: (row[0], row[1]))
-        return rows
+        files = self._file_map()
+        ranked = []
+        for rowid, file_id, *row in self.db.execute(
+            f"SELECT rowid, file, tflops, median_s, level, error, iqr, device, flags, clocks, copied FROM {POINTS} "
+            "WHERE machine = ? AND key = ?",
+            (self._text_ids[machine], self._text_ids[key]),
+        ):
+            _, stem, commit = files.get(file_id, ("", "", ""))
+            if commit in commits:
+                ranked.append(((commits[commit], commit, stem, rowid), (commits[commit], commit, *row)))
+        ranked.sort(key=lambda item: item[0])  # commit order; of one commit's two files, by name (a History's order)
+        return [row for _, row in ranked]
 
     def point(self, machine: str, key: str, row: tuple) -> Point:
         """A row of :meth:`line_rows` as a Point."""
@@ -621,31 +635,32 @@ class Store:
         """One line's measured (not copied) commits in commit order, with each one's level and error: a series."""
         if machine not in self._text_ids or key not in self._text_ids:
             return [], [], []
-        rows = [
-            (commits[commit], commit, level, error)
-            for commit, level, error in self.db.execute(
-                f"SELECT f.commit_hash, p.level, p.error FROM {POINTS} p JOIN {FILES} f ON f.id = p.file "
-                "WHERE p.machine = ? AND p.key = ? AND p.copied IS NULL ORDER BY f.machine, f.stem, p.rowid",
-                (self._text_ids[machine], self._text_ids[key]),
-            )
-            if commit in commits
-        ]
-        rows.sort(key=lambda row: (row[0], row[1]))
-        return [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows]
+        files = self._file_map()
+        rows = []
+        for rowid, file_id, level, error in self.db.execute(
+            f"SELECT rowid, file, level, error FROM {POINTS} WHERE machine = ? AND key = ? AND copied IS NULL",
+            (self._text_ids[machine], self._text_ids[key]),
+        ):
+            _, stem, commit = files.get(file_id, ("", "", ""))
+            if commit in commits:
+                rows.append((commits[commit], commit, stem, rowid, level, error))
+        rows.sort()
+        return [r[1] for r in rows], [r[4] for r in rows], [r[5] for r in rows]
 
     def resource_counts(self, key: str, commits: dict[str, int]) -> list[tuple[int, str, float]]:
         """One compile-only count (its benchmark key)'s (order, commit, value) at ``commits``, as History keeps them."""
         if key not in self._text_ids:
             return []
-        return [
-            (commits[commit], commit, value)
-            for commit, value in self.db.execute(
-                f"SELECT f.commit_hash, r.value FROM {RESOURCES} r JOIN {FILES} f ON f.id = r.file WHERE r.key = ? "
-                "ORDER BY f.machine, f.stem, r.rowid",
-                (self._text_ids[key],),
-            )
-            if commit in commits
-        ]
+        files = self._file_map()
+        rows = []
+        for rowid, file_id, value in self.db.execute(
+            f"SELECT rowid, file, value FROM {RESOURCES} WHERE key = ?", (self._text_ids[key],)
+        ):
+            machine, stem, commit = files.get(file_id, ("", "", ""))
+            if commit in commits:
+                rows.append(((machine, stem, rowid), (commits[commit], commit, value)))
+        rows.sort(key=lambda item: item[0])
+        return [row for _, row in rows]
 
     def history(self, commits: dict[str, int], only: set[str] | None = None) -> History:
         """The History of ``commits`` (commit -> order; ``only``: of these commits only), as :func:`history` makes it

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ci.history.asv_results.store import History, Point, lines
 
 
@@ -67,19 +69,37 @@ class Axis:
 
     def chosen(self, commits: list[str], tflops: list[float], flagged: list[bool], keep: set[str]) -> list[int] | None:
         """Which of a line's points (its commits, TFLOPS and flags, in commit order) :meth:`thin` keeps, ascending;
-        None: all of them (a line no longer than twice the columns)."""
-        columns = self.columns
-        if len(commits) <= 2 * columns:
+        None: all of them (a line no longer than twice the columns). Per column the first lowest and the first highest:
+        where the columns run in order along the line (a date axis in commit order), each column's stretch at once."""
+        n, columns = len(commits), self.columns
+        if n <= 2 * columns:
             return None
+        place = np.fromiter((self.place[c] for c in commits), dtype=float, count=n)
+        column = np.minimum(((place - self.first) / self.width * columns).astype(np.int64), columns - 1)
+        values = np.asarray(tflops, dtype=float)
+        if np.any(np.diff(column) < 0):
+            return self._chosen_one_by_one(commits, tflops, flagged, keep, column.tolist())
+        starts = np.flatnonzero(np.r_[True, column[1:] != column[:-1]])
+        picked = [np.array([n - 1]), np.flatnonzero(flagged), np.flatnonzero([c in keep for c in commits])]
+        for reduce in (np.minimum, np.maximum):
+            extreme = np.repeat(reduce.reduceat(values, starts), np.diff(np.r_[starts, n]))
+            at = np.flatnonzero(values == extreme)
+            _, first = np.unique(np.searchsorted(starts, at, side="right"), return_index=True)
+            picked.append(at[first])
+        return np.unique(np.concatenate(picked)).tolist()
+
+    @staticmethod
+    def _chosen_one_by_one(
+        commits: list[str], tflops: list[float], flagged: list[bool], keep: set[str], column: list[int]
+    ) -> list[int]:
         chosen = {len(commits) - 1}
         lowest: dict[int, int] = {}
         highest: dict[int, int] = {}
-        for i, (commit, value) in enumerate(zip(commits, tflops)):
-            column = min(int((self.place[commit] - self.first) / self.width * columns), columns - 1)
-            if column not in lowest or value < tflops[lowest[column]]:
-                lowest[column] = i
-            if column not in highest or value > tflops[highest[column]]:
-                highest[column] = i
+        for i, (commit, value, where) in enumerate(zip(commits, tflops, column)):
+            if where not in lowest or value < tflops[lowest[where]]:
+                lowest[where] = i
+            if where not in highest or value > tflops[highest[where]]:
+                highest[where] = i
             if flagged[i] or commit in keep:
                 chosen.add(i)
         return sorted(chosen | set(lowest.values()) | set(highest.values()))

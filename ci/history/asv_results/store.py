@@ -261,6 +261,7 @@ class Store:
         self._texts: dict[int, str] = {i: t for t, i in self._text_ids.items()}
         self._flag_sets: dict[int, tuple[str, ...]] = {}  # a few distinct flag sets, each read once
         self._files: dict[int, tuple[str, str, str]] | None = None  # file id -> (machine, name, commit), once read
+        self._ranked: tuple[dict[str, int], dict[int, int]] | None = None  # (commits, file id -> place among them)
 
     def _open(self) -> sqlite3.Connection:
         if self.path is None:
@@ -347,7 +348,7 @@ class Store:
         sidecar's size and modification time) is unchanged is not read; a changed or new one is summarized and its
         rows replaced; a gone one's rows deleted. Memory: one machine's stamps and one batch of files."""
         present = set()
-        self._files = None
+        self._files = self._ranked = None
         pool = concurrent.futures.ProcessPoolExecutor(self.workers) if self.workers > 1 else None
         try:
             for machine_dir in history_results.machine_dirs(results_dir):
@@ -547,6 +548,15 @@ class Store:
             }
         return self._files
 
+    def _places(self, commits: dict[str, int]) -> dict[int, int]:
+        """file id -> its place among the files at ``commits`` in commit order (of one commit's files, by name): one
+        integer to sort a line's rows by; kept for the last ``commits`` asked about."""
+        if self._ranked is None or self._ranked[0] is not commits:
+            files = self._file_map()
+            at = sorted((commits[c], c, stem, i) for i, (_, stem, c) in files.items() if c in commits)
+            self._ranked = (commits, {entry[3]: place for place, entry in enumerate(at)})
+        return self._ranked[1]
+
     def timed_machines(self, commits: dict[str, int]) -> dict[str, bool]:
         """machine -> whether a GPU measured any of its GEMM points at ``commits`` (every machine with one): a line's
         device is the CPU or a GPU by its benchmark (bench_gemm.GemmOnCpu or GemmOnGpu), so its first point at
@@ -600,18 +610,18 @@ class Store:
         the flags): a line of 50,000 commits without 50,000 objects."""
         if machine not in self._text_ids or key not in self._text_ids or split_key(key) is None:
             return []
-        files = self._file_map()
-        ranked = []
-        for rowid, file_id, *row in self.db.execute(
-            f"SELECT rowid, file, tflops, median_s, level, error, iqr, device, flags, clocks, copied FROM {POINTS} "
-            "WHERE machine = ? AND key = ?",
-            (self._text_ids[machine], self._text_ids[key]),
-        ):
-            _, stem, commit = files.get(file_id, ("", "", ""))
-            if commit in commits:
-                ranked.append(((commits[commit], commit, stem, rowid), (commits[commit], commit, *row)))
-        ranked.sort(key=lambda item: item[0])  # commit order; of one commit's two files, by name (a History's order)
-        return [row for _, row in ranked]
+        files, places = self._file_map(), self._places(commits)
+        ranked = [
+            (places[row[1]], row[0], row)
+            for row in self.db.execute(
+                f"SELECT rowid, file, tflops, median_s, level, error, iqr, device, flags, clocks, copied FROM {POINTS} "
+                "WHERE machine = ? AND key = ?",
+                (self._text_ids[machine], self._text_ids[key]),
+            )
+            if row[1] in places
+        ]
+        ranked.sort(key=lambda item: (item[0], item[1]))  # commit order; of one commit's two files, by name
+        return [(commits[files[row[1]][2]], files[row[1]][2], *row[2:]) for _, _, row in ranked]
 
     def point(self, machine: str, key: str, row: tuple) -> Point:
         """A row of :meth:`line_rows` as a Point."""
@@ -635,17 +645,17 @@ class Store:
         """One line's measured (not copied) commits in commit order, with each one's level and error: a series."""
         if machine not in self._text_ids or key not in self._text_ids:
             return [], [], []
-        files = self._file_map()
-        rows = []
-        for rowid, file_id, level, error in self.db.execute(
-            f"SELECT rowid, file, level, error FROM {POINTS} WHERE machine = ? AND key = ? AND copied IS NULL",
-            (self._text_ids[machine], self._text_ids[key]),
-        ):
-            _, stem, commit = files.get(file_id, ("", "", ""))
-            if commit in commits:
-                rows.append((commits[commit], commit, stem, rowid, level, error))
-        rows.sort()
-        return [r[1] for r in rows], [r[4] for r in rows], [r[5] for r in rows]
+        files, places = self._file_map(), self._places(commits)
+        rows = [
+            (places[file_id], rowid, file_id, level, error)
+            for rowid, file_id, level, error in self.db.execute(
+                f"SELECT rowid, file, level, error FROM {POINTS} WHERE machine = ? AND key = ? AND copied IS NULL",
+                (self._text_ids[machine], self._text_ids[key]),
+            )
+            if file_id in places
+        ]
+        rows.sort(key=lambda row: (row[0], row[1]))
+        return [files[r[2]][2] for r in rows], [r[3] for r in rows], [r[4] for r in rows]
 
     def resource_counts(self, key: str, commits: dict[str, int]) -> list[tuple[int, str, float]]:
         """One compile-only count (its benchmark key)'s (order, commit, value) at ``commits``, as History keeps them."""

@@ -12,6 +12,10 @@ git), the newest commit held back. Then, each in a child process under /usr/bin/
 2. ``one new``: the held-back commit's files written; the same again (the database kept);
 3. ``nothing new``: the same again.
 
+``--build FOLDER --site SITE [--before]``: one build alone (what each step runs); ``--before`` with PYTHONPATH at an
+older checkout (main before the indexed store): its ``Store.summaries``, the whole History in memory, its
+``regressions.all_checks`` and ``kernel_page.publish_history``, for the same folder (its database ``before.sqlite``).
+
 Not in it: bringing the files from the asv-results branch into the mirror (git), asv's own pages (a window of fixed
 length). The database's size and the largest file written are kept per N.
 """
@@ -69,6 +73,41 @@ def build(results: Path, site: Path, workers: int) -> dict:
     }
 
 
+def build_before(results: Path, site: Path) -> dict:
+    """The same from an older checkout's store (run with PYTHONPATH at it): every summary read into memory, one
+    History, its checks and pages (``--before``; its database beside the folder as ``before.sqlite``)."""
+    from ci.history.asv_results import store
+    from ci.history.site import commit_info, kernel_page
+    from ci.history.trends import regressions
+
+    seconds, mark = {}, time.process_time()
+    kept = store.Store(results.with_name("before.sqlite"))
+    summaries = kept.summaries(results)
+    history = store.history(summaries)
+    seconds["update"] = round(time.process_time() - mark, 2)
+    mark = time.process_time()
+    checks = regressions.all_checks(history, kept)
+    seconds["checks"] = round(time.process_time() - mark, 2)
+    mark = time.process_time()
+    info = commit_info.from_summaries(summaries)
+    written = kernel_page.publish_history(site, history, checks, PAGE_WINDOW, "history_store.py", info)
+    seconds["pages"] = round(time.process_time() - mark, 2)
+    parsed, reused = kept.parsed, kept.reused
+    kept.close()
+    largest = max(written, key=lambda p: p.stat().st_size)
+    return {
+        "parsed": parsed,
+        "reused": reused,
+        "commits": len(history.commits),
+        "change_points": sum(len(m["change_points"]) for m in checks),
+        "process_cpu_s": seconds,
+        "self_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "largest_page_mb": round(largest.stat().st_size / 1e6, 2),
+        "largest_page": largest.name,
+        "database_mb": round(results.with_name("before.sqlite").stat().st_size / 1e6, 1),
+    }
+
+
 def timed(args: list[str], log: Path) -> dict:
     stats = log.with_suffix(".time")
     started = time.monotonic()
@@ -115,6 +154,33 @@ def one(commits: int, work: Path, workers: int) -> dict:
     return row
 
 
+def markdown(rows: list[dict]) -> str:
+    """One row per size and step: wall s, CPU s (with the workers'), the build's own CPU s per part, peak RSS, and
+    the growth per 1,000 commits against the size before."""
+    out = [
+        "| commits x 4 machines | step | wall s | CPU s | update / checks / pages CPU s | peak RSS MiB | files read "
+        "| database MB | largest page MB | CPU s per 1,000 commits (vs the size before) |",
+        "|---" * 10 + "|",
+    ]
+    before: dict | None = None
+    for row in rows:
+        for step in ("full", "one_new", "nothing_new"):
+            x = row[step]
+            parts = x.get("process_cpu_s") or {}
+            per = x["cpu_s"] / row["commits"] * 1000
+            grown = ""
+            if before is not None:
+                then = before[step]["cpu_s"] / before["commits"] * 1000
+                grown = f" (x{per / then:.2f})"
+            out.append(
+                f"| {row['commits']:,} | {step.replace('_', ' ')} | {x['wall_s']} | {x['cpu_s']} | "
+                f"{parts.get('update')} / {parts.get('checks')} / {parts.get('pages')} | {x['peak_rss_mib']} | "
+                f"{x.get('parsed')} | {x.get('database_mb')} | {x.get('largest_page_mb')} | {per:.2f}{grown} |"
+            )
+        before = row
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commits", type=int, nargs="+", default=[1000, 5000])
@@ -123,9 +189,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--build", type=Path, help=argparse.SUPPRESS)  # the child: one build of this results folder
     parser.add_argument("--site", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--before", action="store_true", help="with --build: the older store's way (build_before)")
+    parser.add_argument("--table", type=Path, metavar="JSON", help="print the Markdown table of a written file")
     args = parser.parse_args(argv)
+    if args.table:
+        print(markdown(json.loads(args.table.read_text())["rows"]))
+        return 0
     if args.build:
-        print(json.dumps(build(args.build, args.site, args.workers)))
+        done = build_before(args.build, args.site) if args.before else build(args.build, args.site, args.workers)
+        print(json.dumps(done))
         return 0
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     rows = [one(n, args.work, args.workers) for n in args.commits]

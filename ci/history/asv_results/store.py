@@ -6,208 +6,59 @@ ci.history.asv_results.folder (docs/HISTORY.md, "asv_results/store.py").
 
 from __future__ import annotations
 
-import ast
 import concurrent.futures
 import contextlib
-import functools
 import json
-import math
 import os
 import re
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from asv_bench import records
 from ci.history.asv_results import folder as history_results
+from ci.history.asv_results.line_reads import FILES, MISSING, POINTS, PRINTS, RESOURCES, SCHEMA, TEXTS, LineReads
+from ci.history.asv_results.summaries import (  # the store's names, as its readers have always imported them
+    COMPILE_MACHINE,
+    GEMM_KEY,
+    GEMM_PREFIX,
+    RESOURCES_PREFIX,
+    History,
+    Missing,
+    Point,
+    _summarize_file,
+    history,
+    lines,
+    read_commit,
+    split_key,
+    summarize,
+)
 
-GEMM_PREFIX = "bench_gemm.GemmOn"
-RESOURCES_PREFIX = "bench_resources.CompiledResources.track_"
-GEMM_KEY = re.compile(r"^bench_gemm\.(\w+)\.track_time\('([^']*)', '([^']*)'\)$")
-COMPILE_MACHINE = "compile-only"  # ci.history.measure.tracks.COMPILE_MACHINE (not imported: that pulls in asv driving)
-SCHEMA = 4  # of the kept rows: bump when they change, and every file is read again (the tables are named by it)
-FILES, TEXTS, POINTS = f"files_v{SCHEMA}", f"texts_v{SCHEMA}", f"points_v{SCHEMA}"
-MISSING, RESOURCES, PRINTS = f"missing_v{SCHEMA}", f"resources_v{SCHEMA}", f"prints_v{SCHEMA}"
-_SE_OF_MEDIAN = 1.2533
-
-
-@dataclass(frozen=True, slots=True)
-class Point:
-    """One measured GEMM: (machine, kernel config, shape) at one commit."""
-
-    machine: str
-    kernel_config: str
-    shape: str
-    benchmark: str  # asv's key: bench_gemm.GemmOnGpu.track_time('<config>', '<shape>')
-    commit: str
-    order: int
-    tflops: float  # the record's: 2*M*N*K / median time
-    median_s: float
-    level: float  # log of the median TFLOPS over every sample (change points work on it)
-    error: float  # that median's standard error, log units (0 with one sample)
-    relative_iqr: float
-    device: str  # the GPU's name as it reports it, or "cpu"
-    flags: tuple[str, ...]
-    clocks: str
-    copied_from: str | None  # identical code: this is another commit's measurement, copied (ci.history.measure.copies)
-
-    @property
-    def is_cpu(self) -> bool:
-        return self.device == "cpu"
-
-
-@dataclass(frozen=True, slots=True)
-class Missing:
-    """A (machine, kernel config, shape) with a record but no number at a commit: n/a or failed, and why."""
-
-    machine: str
-    kernel_config: str
-    shape: str
-    commit: str
-    order: int
-    why: str
-
-
-@dataclass
-class History:
-    points: list[Point] = field(default_factory=list)
-    missing: list[Missing] = field(default_factory=list)
-    # (kernel, arch, metric) -> [(order, commit, value)]
-    resources: dict[tuple[str, str, str], list[tuple[int, str, float]]] = field(default_factory=dict)
-    commits: dict[str, int] = field(default_factory=dict)  # every commit with results -> its order
-
-    def machines(self) -> list[str]:
-        return sorted({p.machine for p in self.points} | {m.machine for m in self.missing})
-
-    def kernels(self) -> list[str]:
-        names = {p.kernel_config.partition(":")[0] for p in self.points}
-        names |= {m.kernel_config.partition(":")[0] for m in self.missing}
-        return sorted(names | {kernel for kernel, _, _ in self.resources})
-
-    def commit_axis(self) -> list[str]:
-        return [c for c, _ in sorted(self.commits.items(), key=lambda item: (item[1], item[0]))]
-
-
-def lines(points: Iterable[Point]) -> dict[tuple[str, str, str], list[Point]]:
-    """(machine, kernel config, shape) -> its points in commit order: one line each, machines never mixed."""
-    grouped: dict[tuple[str, str, str], list[Point]] = {}
-    for point in sorted(points, key=lambda p: (p.order, p.commit)):
-        grouped.setdefault((point.machine, point.kernel_config, point.shape), []).append(point)
-    return grouped
-
-
-def read_commit(
-    results_dir: Path, machine: str, commit: str
-) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], dict | None]:
-    """(asv values by key, records by key, the results document or None) of one commit on ``machine``."""
-    values: dict[str, dict[str, Any]] = {}
-    recs: dict[str, dict[str, Any]] = {}
-    document = None
-    for _, document in history_results.commit_documents(results_dir, machine, commit):
-        values.update(history_results.values_by_key(document))
-    for _, entries in history_results.sidecars(results_dir, machine, commit[:8]):
-        recs.update(entries)
-    return values, recs, document
-
-
-def _tflops_samples(entry: dict[str, Any] | None, record: dict[str, Any]) -> list[float] | None:
-    flops = record.get("flops")
-    raw = (entry or {}).get("samples") or record.get("samples_s")
-    if isinstance(flops, (int, float)) and raw:
-        tflops = [flops / t / 1e12 for t in raw if isinstance(t, (int, float)) and t > 0]
-        if tflops:
-            return tflops
-    single = record.get("tflops")
-    if isinstance(single, (int, float)) and math.isfinite(single) and single > 0:
-        return [float(single)]
-    return None
-
-
-def _median(ordered: list[float]) -> float:
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
-
-def _level(samples: Sequence[float]) -> tuple[float, float]:
-    """The log of the samples' median TFLOPS, and that median's standard error (1.2533 x the MAD's SD over sqrt n).
-    Plain Python: numpy's per-call overhead was a third of summarizing a file (30 lines of ~10 samples)."""
-    logs = sorted(math.log(x) for x in samples)
-    centre = _median(logs)
-    if len(logs) < 2:
-        return centre, 0.0
-    spread = _median(sorted(abs(x - centre) for x in logs))
-    return centre, _SE_OF_MEDIAN * 1.4826 * spread / math.sqrt(len(logs))
-
-
-def summarize(document: dict[str, Any], recs: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """One commit's results document and records as a plain summary (what the database keeps)."""
-    values = history_results.values_by_key(document)
-    gemm, missing = {}, {}
-    for key, record in recs.items():
-        if not key.startswith(GEMM_PREFIX):
-            continue
-        if record.get("status") != "measured" or not record.get("tflops"):
-            missing[key] = records.describe(record)
-            continue
-        samples = _tflops_samples(values.get(key), record)
-        if samples is None:
-            continue
-        level, error = _level(samples)
-        before = record.get("gpu_before") or {}
-        device = "cpu" if ".GemmOnCpu." in key else (before.get("name") or "GPU")
-        gemm[key] = [
-            float(record["tflops"]),
-            float(record["median_s"]),
-            level,
-            error,
-            float(record.get("relative_iqr") or 0.0),
-            device,
-            list(record.get("flags") or ()),
-            _clocks(record),
-            record.get("identical_to"),
-        ]
-    stamped = {
-        k: r for k, r in recs.items() if r.get("status") == "measured" and isinstance(r.get("fingerprint"), dict)
-    }
-    fingerprints = {
-        "of": {k: r["fingerprint"] for k, r in stamped.items()},
-        "originals": sorted({r.get("identical_to") or document["commit_hash"] for r in stamped.values()}),
-        "at": max((float(r.get("fingerprint_at") or 0.0) for r in stamped.values()), default=0.0),
-    }
-    resources = {
-        key: float(entry["value"])
-        for key, entry in values.items()
-        if key.startswith(RESOURCES_PREFIX)
-        and isinstance(entry["value"], (int, float))
-        and math.isfinite(entry["value"])
-    }
-    return {
-        "commit": document["commit_hash"],
-        "date": document.get("date"),
-        "gemm": gemm,
-        "missing": missing,
-        "resources": resources,
-        "fingerprints": fingerprints,
-    }
-
-
-def _clocks(record: dict[str, Any]) -> str:
-    before = record.get("gpu_before") or {}
-    if before.get("sm_clock_mhz"):
-        after = record.get("gpu_after") or {}
-        after_mhz, max_mhz = after.get("sm_clock_mhz", "?"), before.get("max_sm_clock_mhz", "?")
-        return f"SM {before['sm_clock_mhz']} MHz before, {after_mhz} after, max {max_mhz}"
-    return str(record.get("clock") or "")
-
-
-def _summarize_file(path: Path, machine: str) -> dict[str, Any] | None:
-    try:
-        document = history_results.check_results_file(path, machine)
-    except history_results.InvalidFile:
-        return None  # ci.history.asv_results.folder.validate_tree quarantines it, saying why
-    return summarize(document, history_results.read_records(records.sidecar_for_results_file(path)))
+__all__ = [
+    "FILES",
+    "MISSING",
+    "POINTS",
+    "PRINTS",
+    "RESOURCES",
+    "SCHEMA",
+    "TEXTS",
+    "COMPILE_MACHINE",
+    "GEMM_KEY",
+    "GEMM_PREFIX",
+    "RESOURCES_PREFIX",
+    "History",
+    "Missing",
+    "Point",
+    "Store",
+    "default_path",
+    "history",
+    "lines",
+    "read_commit",
+    "read_history",
+    "split_key",
+    "summarize",
+]
 
 
 def default_path(results_dir: Path) -> Path:
@@ -246,7 +97,7 @@ def _summarize_at(job: tuple[str, str]) -> dict[str, Any] | None:
     return _summarize_file(Path(job[0]), job[1])
 
 
-class Store:
+class Store(LineReads):
     """Every results file's summary, kept between runs as indexed rows (a point, a missing point, a resource count a
     row), keyed by each file's size and mtime: derived data, set aside and rebuilt when damaged; ``path`` None keeps
     them in memory only. :meth:`update` brings it to the folder's state reading only what changed, one file at a time
@@ -524,154 +375,6 @@ class Store:
                 out.setdefault(commit, date)
         return out
 
-    def line_keys(self) -> list[tuple[str, str]]:
-        """Every (machine, benchmark key) with a GEMM point, sorted."""
-        text = self._texts
-        return sorted((text[m], text[k]) for m, k in self.db.execute(f"SELECT DISTINCT machine, key FROM {POINTS}"))
-
-    def keys(self) -> set[str]:
-        """Every benchmark key with a point, a missing point or a resource count."""
-        found = set()
-        for table in (POINTS, MISSING, RESOURCES):
-            found |= {self._texts[k] for (k,) in self.db.execute(f"SELECT DISTINCT key FROM {table}")}
-        return found
-
-    def _file_map(self) -> dict[int, tuple[str, str, str]]:
-        """file id -> (machine, file name, commit) of every file with a commit: read once per update, so that a line
-        is read through its index alone (no join, no sort in the database)."""
-        if self._files is None:
-            self._files = {
-                file_id: (machine, stem, commit)
-                for file_id, machine, stem, commit in self.db.execute(
-                    f"SELECT id, machine, stem, commit_hash FROM {FILES} WHERE commit_hash IS NOT NULL"
-                )
-            }
-        return self._files
-
-    def _places(self, commits: dict[str, int]) -> dict[int, int]:
-        """file id -> its place among the files at ``commits`` in commit order (of one commit's files, by name): one
-        integer to sort a line's rows by; kept for the last ``commits`` asked about."""
-        if self._ranked is None or self._ranked[0] is not commits:
-            files = self._file_map()
-            at = sorted((commits[c], c, stem, i) for i, (_, stem, c) in files.items() if c in commits)
-            self._ranked = (commits, {entry[3]: place for place, entry in enumerate(at)})
-        return self._ranked[1]
-
-    def timed_machines(self, commits: dict[str, int]) -> dict[str, bool]:
-        """machine -> whether a GPU measured any of its GEMM points at ``commits`` (every machine with one): a line's
-        device is the CPU or a GPU by its benchmark (bench_gemm.GemmOnCpu or GemmOnGpu), so its first point at
-        ``commits`` tells."""
-        files, out = self._file_map(), dict[str, bool]()
-        for machine, key in self.line_keys():
-            for file_id, device in self.db.execute(
-                f"SELECT file, device FROM {POINTS} WHERE machine = ? AND key = ?",
-                (self._text_ids[machine], self._text_ids[key]),
-            ):
-                if file_id in files and files[file_id][2] in commits:
-                    out[machine] = out.get(machine, False) or self._texts[device] != "cpu"
-                    break
-        return out
-
-    def newest_missing(self, commits: dict[str, int], used: set[str]) -> list[Missing]:
-        """Per (machine, kernel config, shape) with a point missing at one of ``used`` (of ``commits``, commit ->
-        order): its newest Missing, of two at one commit the later file and row (what a page says of a line with no
-        number, as it reads a History's), read row by row."""
-        files, text = self._file_map(), self._texts
-        newest: dict[tuple[str, tuple[str, str]], tuple[tuple[int, str, int], Missing]] = {}
-        for rowid, file_id, key, why in self.db.execute(f"SELECT rowid, file, key, why FROM {MISSING}"):
-            machine, stem, commit = files.get(file_id, ("", "", ""))
-            split = split_key(text[key])
-            if split is not None and commit in used and commit in commits:
-                rank = (commits[commit], stem, rowid)
-                if (machine, split) not in newest or newest[(machine, split)][0] <= rank:
-                    newest[(machine, split)] = (rank, Missing(machine, *split, commit, commits[commit], text[why]))
-        return [missing for _, missing in newest.values()]
-
-    def no_gpu(self, commits: dict[str, int]) -> str:
-        """Where no GPU measured, when no GEMM point at ``commits`` was a GPU's (as the kernel pages say it); ""
-        otherwise."""
-        timed = self.timed_machines(commits)
-        if any(timed.values()):
-            return ""
-        for machine, commit in self.db.execute(
-            f"SELECT DISTINCT f.machine, f.commit_hash FROM {MISSING} m JOIN {FILES} f ON f.id = m.file"
-        ):
-            if commit in commits:
-                timed.setdefault(machine, False)
-        return f"on {', '.join(sorted(timed))}" if timed else "in these results"
-
-    def line(self, machine: str, key: str, commits: dict[str, int]) -> list[Point]:
-        """The points of one line (machine, benchmark key) at ``commits`` (commit -> order), in commit order."""
-        return [self.point(machine, key, row) for row in self.line_rows(machine, key, commits)]
-
-    def line_rows(self, machine: str, key: str, commits: dict[str, int]) -> list[tuple]:
-        """One line's rows at ``commits``, in commit order: (order, commit, tflops, median s, level, error, IQR,
-        device, flags, clocks, copied from), the texts as ids (:meth:`point` makes a Point, :meth:`flagged` reads
-        the flags): a line of 50,000 commits without 50,000 objects."""
-        if machine not in self._text_ids or key not in self._text_ids or split_key(key) is None:
-            return []
-        files, places = self._file_map(), self._places(commits)
-        ranked = [
-            (places[row[1]], row[0], row)
-            for row in self.db.execute(
-                f"SELECT rowid, file, tflops, median_s, level, error, iqr, device, flags, clocks, copied FROM {POINTS} "
-                "WHERE machine = ? AND key = ?",
-                (self._text_ids[machine], self._text_ids[key]),
-            )
-            if row[1] in places
-        ]
-        ranked.sort(key=lambda item: (item[0], item[1]))  # commit order; of one commit's two files, by name
-        return [(commits[files[row[1]][2]], files[row[1]][2], *row[2:]) for _, _, row in ranked]
-
-    def point(self, machine: str, key: str, row: tuple) -> Point:
-        """A row of :meth:`line_rows` as a Point."""
-        order, commit, tflops, median_s, level, error, iqr, device, flags, clocks, copied = row
-        config, shape = split_key(key) or ("", "")
-        text = self._texts
-        numbers = (tflops, median_s, level, error, iqr, text[device])
-        return Point(machine, config, shape, key, commit, order, *numbers, self._flags(flags), text[clocks], copied)
-
-    def _flags(self, flags: int) -> tuple[str, ...]:
-        found = self._flag_sets.get(flags)
-        if found is None:
-            found = self._flag_sets[flags] = tuple(json.loads(self._texts[flags]))
-        return found
-
-    def flagged(self, flags: int) -> bool:
-        """Whether a row's flags (:meth:`line_rows`) name any flag."""
-        return bool(self._flags(flags))
-
-    def levels(self, machine: str, key: str, commits: dict[str, int]) -> tuple[list[str], list[float], list[float]]:
-        """One line's measured (not copied) commits in commit order, with each one's level and error: a series."""
-        if machine not in self._text_ids or key not in self._text_ids:
-            return [], [], []
-        files, places = self._file_map(), self._places(commits)
-        rows = [
-            (places[file_id], rowid, file_id, level, error)
-            for rowid, file_id, level, error in self.db.execute(
-                f"SELECT rowid, file, level, error FROM {POINTS} WHERE machine = ? AND key = ? AND copied IS NULL",
-                (self._text_ids[machine], self._text_ids[key]),
-            )
-            if file_id in places
-        ]
-        rows.sort(key=lambda row: (row[0], row[1]))
-        return [files[r[2]][2] for r in rows], [r[3] for r in rows], [r[4] for r in rows]
-
-    def resource_counts(self, key: str, commits: dict[str, int]) -> list[tuple[int, str, float]]:
-        """One compile-only count (its benchmark key)'s (order, commit, value) at ``commits``, as History keeps them."""
-        if key not in self._text_ids:
-            return []
-        files = self._file_map()
-        rows = []
-        for rowid, file_id, value in self.db.execute(
-            f"SELECT rowid, file, value FROM {RESOURCES} WHERE key = ?", (self._text_ids[key],)
-        ):
-            machine, stem, commit = files.get(file_id, ("", "", ""))
-            if commit in commits:
-                rows.append(((machine, stem, rowid), (commits[commit], commit, value)))
-        rows.sort(key=lambda item: item[0])
-        return [row for _, row in rows]
-
     def history(self, commits: dict[str, int], only: set[str] | None = None) -> History:
         """The History of ``commits`` (commit -> order; ``only``: of these commits only), as :func:`history` makes it
         from the summaries: every point in memory, so for a window of the newest commits, or a small history."""
@@ -687,52 +390,6 @@ class Store:
 
     def commit(self) -> None:
         self.db.commit()
-
-
-def history(summaries: dict[str, list[dict[str, Any]]], order: dict[str, int] | None = None) -> History:
-    """Every summary as one History; ``order`` (commit -> position, asv's revisions) limits and orders the commits,
-    else each results file's date does."""
-    out = History()
-    for machine, files in sorted(summaries.items()):
-        for summary in files:
-            commit = summary["commit"]
-            if order is None:
-                position = int(summary.get("date") or 0)
-            elif commit in order:
-                position = order[commit]
-            else:
-                continue
-            out.commits[commit] = position
-            _add(out, machine, commit, position, summary)
-    return out
-
-
-@functools.lru_cache(maxsize=4096)  # a few hundred distinct keys, repeated at every commit
-def split_key(key: str) -> tuple[str, str] | None:
-    _, _, params = key.partition("(")
-    try:
-        first, second = ast.literal_eval("(" + params)
-    except (ValueError, SyntaxError, TypeError):
-        return None
-    return str(first), str(second)
-
-
-def _add(out: History, machine: str, commit: str, order: int, summary: dict[str, Any]) -> None:
-    for key, row in summary["gemm"].items():
-        split = split_key(key)
-        if split is not None:
-            tflops, median_s, level, error, iqr, device, flags, clocks, copied = row
-            numbers = (tflops, median_s, level, error, iqr, device)
-            out.points.append(Point(machine, *split, key, commit, order, *numbers, tuple(flags), clocks, copied))
-    for key, why in summary["missing"].items():
-        split = split_key(key)
-        if split is not None:
-            out.missing.append(Missing(machine, split[0], split[1], commit, order, why))
-    for key, value in summary["resources"].items():
-        split = split_key(key)
-        if split is not None:
-            metric = key[len(RESOURCES_PREFIX) :].partition("(")[0]
-            out.resources.setdefault((split[0], split[1], metric), []).append((order, commit, value))
 
 
 def read_history(results_dir: Path, order: dict[str, int] | None = None, store: Store | None = None) -> History:

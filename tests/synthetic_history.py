@@ -9,6 +9,9 @@ in the past, gaps heavy-tailed (docs/HISTORY.md, "tests/synthetic_history.py").
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import itertools
 import json
 import math
 import subprocess
@@ -446,3 +449,79 @@ def _count_synthetic(repo: Path) -> int:
     except subprocess.CalledProcessError:
         return 0
     return int(text.split()[-1]) + 1
+
+
+# ---------------------------------------------------------------------------
+# a results folder without git (the history store's measurements and tests)
+# ---------------------------------------------------------------------------
+
+
+def results_folder_commits(
+    spec: Spec, gpu_machines: int = 3, repeat_share: float = 0.05
+) -> Iterator[tuple[str, dict[str, bytes]]]:
+    """Each commit (a made-up hash, oldest first) of ``spec``'s history with its results files as asv's results folder
+    holds them (paths relative to it): ``gpu_machines`` GPU-like machines (``<spec.gpu_machine>-<n>``, one seed each,
+    on the first one's commit dates: in the past, heavy-tailed gaps) and compile-only. An exact repeat (a share
+    ``repeat_share`` of commits after the first, drawn per GPU machine): the previous commit's measurement copied,
+    every number the same and each record ``identical_to`` the commit measured, as ci.history.measure.copies writes
+    it. No git: the commits are not a repository's (docs/data/history_store.py)."""
+    dates, measured = commit_dates(spec)
+    makers = []
+    for number in range(gpu_machines):
+        one = dataclasses.replace(spec, seed=spec.seed + number, gpu_machine=f"{spec.gpu_machine}-{number}")
+        rng, gpu, compile_files, _, levels, drift, noise = _draw(one)
+        makers.append((one, rng, gpu, compile_files if number == 0 else None, levels, drift, noise))
+    repeats = np.random.default_rng([spec.seed, 2])
+    previous: dict[str, tuple[str, dict[str, bytes]]] = {}
+    for index in range(spec.commits):
+        commit = hashlib.sha1(f"synthetic {spec.seed} {index}".encode()).hexdigest()  # asv names files by its first 8
+        date_ms, measured_ms = int(dates[index]) * 1000, int(measured[index]) * 1000
+        files: dict[str, bytes] = {}
+        for one, rng, gpu, compile_files, levels, drift, noise in makers:
+            if index == 0:
+                files[f"results/{one.gpu_machine}/machine.json"] = gpu.machine_json()
+            factors = {i: levels[i][index] * (1 + drift[index]) * (1 + noise[i][index]) for i in gpu.measured}
+            flagged = {i for i in gpu.measured if rng.random() < one.flagged_share}
+            mine = gpu.files(commit, date_ms, measured_ms, factors, flagged)
+            if index and repeats.random() < repeat_share:
+                mine = _repeated(previous[one.gpu_machine], commit, date_ms)
+            else:
+                previous[one.gpu_machine] = (commit, mine)
+            files |= mine
+            if compile_files is not None:
+                files |= compile_files.files(index, commit, date_ms, measured_ms)
+                if index == 0:
+                    files[f"results/{COMPILE_MACHINE}/machine.json"] = compile_files.machine_json()
+        if index == 0:
+            files["results/benchmarks.json"] = BENCHMARKS_JSON.read_bytes()
+        yield commit, {path.removeprefix("results/"): data for path, data in files.items()}
+
+
+def _repeated(source: tuple[str, dict[str, bytes]], commit: str, date_ms: int) -> dict[str, bytes]:
+    """``source``'s (commit, files) copied to ``commit``: the same numbers, the records ``identical_to`` it."""
+    original, files = source
+    out = {}
+    for path, data in files.items():
+        document = json.loads(data)
+        name = path.rsplit("/", 1)[1].replace(original[:8], commit[:8], 1)
+        if path.endswith(records.SUFFIX):
+            for record in document["records"].values():
+                if record.get("status") == "measured":
+                    record.update(identical_to=original, copied_by="synthetic", note=f"identical to {original[:12]}")
+        else:
+            document.update(commit_hash=commit, date=date_ms)
+        out[f"{path.rsplit('/', 1)[0]}/{name}"] = _dumps(document)
+    return out
+
+
+def write_results_folder(folder: Path, commits: Iterator[tuple[str, dict[str, bytes]]], count: int) -> list[str]:
+    """The next ``count`` commits of ``commits`` (:func:`results_folder_commits`) written into ``folder``; their
+    hashes."""
+    written = []
+    for commit, files in itertools.islice(commits, count):
+        for relative, data in files.items():
+            path = folder / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        written.append(commit)
+    return written

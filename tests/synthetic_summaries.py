@@ -9,7 +9,7 @@ import numpy as np
 import synthetic_history as synthetic
 
 from asv_bench import records
-from ci.history.asv_results import store
+from ci.history.asv_results import summaries as summaries_module
 
 
 def summaries(spec: synthetic.Spec) -> tuple[list[str], dict[str, list[dict[str, Any]]]]:
@@ -23,7 +23,7 @@ def summaries(spec: synthetic.Spec) -> tuple[list[str], dict[str, list[dict[str,
         key: records.describe(recs[key]) for i, key in enumerate(gpu.keys) if i not in gpu.measured and key in recs
     }
     devices = {i: (recs[gpu.keys[i]].get("gpu_before") or {}).get("name") or "GPU" for i in gpu.measured}
-    clocks = {i: store._clocks(recs[gpu.keys[i]]) for i in gpu.measured}
+    clocks = {i: summaries_module._clocks(recs[gpu.keys[i]]) for i in gpu.measured}
     commits = [f"{i + 1:040x}" for i in range(spec.commits)]
     out: dict[str, list[dict[str, Any]]] = {spec.gpu_machine: [], synthetic.COMPILE_MACHINE: []}
     for index, commit in enumerate(commits):
@@ -34,7 +34,7 @@ def summaries(spec: synthetic.Spec) -> tuple[list[str], dict[str, list[dict[str,
             drawn = median * (1 + rng.normal(0, spec.sample_noise, gpu.repeats[i]))
             flops, middle = recs[gpu.keys[i]]["flops"], float(np.median(drawn))
             q25, q75 = np.quantile(drawn, (0.25, 0.75))
-            level, error = store._level(flops / drawn / 1e12)
+            level, error = summaries_module._level(flops / drawn / 1e12)
             gemm[gpu.keys[i]] = [
                 flops / middle / 1e12,
                 middle,

@@ -1,4 +1,4 @@
-"""Every results file and its records, summarized once and kept (SQLite beside the folder), read as one History.
+"""Every results file and its records, summarized once and kept as indexed rows (SQLite beside the folder).
 
 Everything that looks at the history reads it through here; the files themselves are opened by
 ci.history.asv_results.folder (docs/HISTORY.md, "asv_results/store.py").
@@ -6,200 +6,59 @@ ci.history.asv_results.folder (docs/HISTORY.md, "asv_results/store.py").
 
 from __future__ import annotations
 
-import ast
+import concurrent.futures
 import contextlib
-import functools
 import json
-import math
 import os
 import re
 import sqlite3
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from asv_bench import records
 from ci.history.asv_results import folder as history_results
+from ci.history.asv_results.line_reads import FILES, MISSING, POINTS, PRINTS, RESOURCES, SCHEMA, TEXTS, LineReads
+from ci.history.asv_results.summaries import (  # the store's names, as its readers have always imported them
+    COMPILE_MACHINE,
+    GEMM_KEY,
+    GEMM_PREFIX,
+    RESOURCES_PREFIX,
+    History,
+    Missing,
+    Point,
+    _summarize_file,
+    history,
+    lines,
+    read_commit,
+    split_key,
+    summarize,
+)
 
-GEMM_PREFIX = "bench_gemm.GemmOn"
-RESOURCES_PREFIX = "bench_resources.CompiledResources.track_"
-GEMM_KEY = re.compile(r"^bench_gemm\.(\w+)\.track_time\('([^']*)', '([^']*)'\)$")
-COMPILE_MACHINE = "compile-only"  # ci.history.measure.tracks.COMPILE_MACHINE (not imported: that pulls in asv driving)
-SCHEMA = 3  # of a stored summary: bump when it changes, and every file is read again (the table is named by it)
-FILES = f"files_v{SCHEMA}"
-_SE_OF_MEDIAN = 1.2533
-
-
-@dataclass(frozen=True, slots=True)
-class Point:
-    """One measured GEMM: (machine, kernel config, shape) at one commit."""
-
-    machine: str
-    kernel_config: str
-    shape: str
-    benchmark: str  # asv's key: bench_gemm.GemmOnGpu.track_time('<config>', '<shape>')
-    commit: str
-    order: int
-    tflops: float  # the record's: 2*M*N*K / median time
-    median_s: float
-    level: float  # log of the median TFLOPS over every sample (change points work on it)
-    error: float  # that median's standard error, log units (0 with one sample)
-    relative_iqr: float
-    device: str  # the GPU's name as it reports it, or "cpu"
-    flags: tuple[str, ...]
-    clocks: str
-    copied_from: str | None  # identical code: this is another commit's measurement, copied (ci.history.measure.copies)
-
-    @property
-    def is_cpu(self) -> bool:
-        return self.device == "cpu"
-
-
-@dataclass(frozen=True, slots=True)
-class Missing:
-    """A (machine, kernel config, shape) with a record but no number at a commit: n/a or failed, and why."""
-
-    machine: str
-    kernel_config: str
-    shape: str
-    commit: str
-    order: int
-    why: str
-
-
-@dataclass
-class History:
-    points: list[Point] = field(default_factory=list)
-    missing: list[Missing] = field(default_factory=list)
-    # (kernel, arch, metric) -> [(order, commit, value)]
-    resources: dict[tuple[str, str, str], list[tuple[int, str, float]]] = field(default_factory=dict)
-    commits: dict[str, int] = field(default_factory=dict)  # every commit with results -> its order
-
-    def machines(self) -> list[str]:
-        return sorted({p.machine for p in self.points} | {m.machine for m in self.missing})
-
-    def kernels(self) -> list[str]:
-        names = {p.kernel_config.partition(":")[0] for p in self.points}
-        names |= {m.kernel_config.partition(":")[0] for m in self.missing}
-        return sorted(names | {kernel for kernel, _, _ in self.resources})
-
-    def commit_axis(self) -> list[str]:
-        return [c for c, _ in sorted(self.commits.items(), key=lambda item: (item[1], item[0]))]
-
-
-def lines(points: Iterable[Point]) -> dict[tuple[str, str, str], list[Point]]:
-    """(machine, kernel config, shape) -> its points in commit order: one line each, machines never mixed."""
-    grouped: dict[tuple[str, str, str], list[Point]] = {}
-    for point in sorted(points, key=lambda p: (p.order, p.commit)):
-        grouped.setdefault((point.machine, point.kernel_config, point.shape), []).append(point)
-    return grouped
-
-
-def read_commit(
-    results_dir: Path, machine: str, commit: str
-) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], dict | None]:
-    """(asv values by key, records by key, the results document or None) of one commit on ``machine``."""
-    values: dict[str, dict[str, Any]] = {}
-    recs: dict[str, dict[str, Any]] = {}
-    document = None
-    for _, document in history_results.commit_documents(results_dir, machine, commit):
-        values.update(history_results.values_by_key(document))
-    for _, entries in history_results.sidecars(results_dir, machine, commit[:8]):
-        recs.update(entries)
-    return values, recs, document
-
-
-def _tflops_samples(entry: dict[str, Any] | None, record: dict[str, Any]) -> np.ndarray | None:
-    flops = record.get("flops")
-    raw = (entry or {}).get("samples") or record.get("samples_s")
-    if isinstance(flops, (int, float)) and raw:
-        times = np.array([t for t in raw if isinstance(t, (int, float)) and t > 0], dtype=float)
-        if times.size:
-            return flops / times / 1e12
-    tflops = record.get("tflops")
-    if isinstance(tflops, (int, float)) and math.isfinite(tflops) and tflops > 0:
-        return np.array([float(tflops)])
-    return None
-
-
-def _level(samples: np.ndarray) -> tuple[float, float]:
-    logs = np.log(samples)
-    centre = float(np.median(logs))
-    if logs.size < 2:
-        return centre, 0.0
-    return centre, _SE_OF_MEDIAN * 1.4826 * float(np.median(np.abs(logs - centre))) / math.sqrt(logs.size)
-
-
-def summarize(document: dict[str, Any], recs: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """One commit's results document and records as a plain summary (what the database keeps)."""
-    values = history_results.values_by_key(document)
-    gemm, missing = {}, {}
-    for key, record in recs.items():
-        if not key.startswith(GEMM_PREFIX):
-            continue
-        if record.get("status") != "measured" or not record.get("tflops"):
-            missing[key] = records.describe(record)
-            continue
-        samples = _tflops_samples(values.get(key), record)
-        if samples is None:
-            continue
-        level, error = _level(samples)
-        before = record.get("gpu_before") or {}
-        device = "cpu" if ".GemmOnCpu." in key else (before.get("name") or "GPU")
-        gemm[key] = [
-            float(record["tflops"]),
-            float(record["median_s"]),
-            level,
-            error,
-            float(record.get("relative_iqr") or 0.0),
-            device,
-            list(record.get("flags") or ()),
-            _clocks(record),
-            record.get("identical_to"),
-        ]
-    stamped = {
-        k: r for k, r in recs.items() if r.get("status") == "measured" and isinstance(r.get("fingerprint"), dict)
-    }
-    fingerprints = {
-        "of": {k: r["fingerprint"] for k, r in stamped.items()},
-        "originals": sorted({r.get("identical_to") or document["commit_hash"] for r in stamped.values()}),
-        "at": max((float(r.get("fingerprint_at") or 0.0) for r in stamped.values()), default=0.0),
-    }
-    resources = {
-        key: float(entry["value"])
-        for key, entry in values.items()
-        if key.startswith(RESOURCES_PREFIX)
-        and isinstance(entry["value"], (int, float))
-        and math.isfinite(entry["value"])
-    }
-    return {
-        "commit": document["commit_hash"],
-        "date": document.get("date"),
-        "gemm": gemm,
-        "missing": missing,
-        "resources": resources,
-        "fingerprints": fingerprints,
-    }
-
-
-def _clocks(record: dict[str, Any]) -> str:
-    before = record.get("gpu_before") or {}
-    if before.get("sm_clock_mhz"):
-        after = record.get("gpu_after") or {}
-        after_mhz, max_mhz = after.get("sm_clock_mhz", "?"), before.get("max_sm_clock_mhz", "?")
-        return f"SM {before['sm_clock_mhz']} MHz before, {after_mhz} after, max {max_mhz}"
-    return str(record.get("clock") or "")
-
-
-def _summarize_file(path: Path, machine: str) -> dict[str, Any] | None:
-    try:
-        document = history_results.check_results_file(path, machine)
-    except history_results.InvalidFile:
-        return None  # ci.history.asv_results.folder.validate_tree quarantines it, saying why
-    return summarize(document, history_results.read_records(records.sidecar_for_results_file(path)))
+__all__ = [
+    "FILES",
+    "MISSING",
+    "POINTS",
+    "PRINTS",
+    "RESOURCES",
+    "SCHEMA",
+    "TEXTS",
+    "COMPILE_MACHINE",
+    "GEMM_KEY",
+    "GEMM_PREFIX",
+    "RESOURCES_PREFIX",
+    "History",
+    "Missing",
+    "Point",
+    "Store",
+    "default_path",
+    "history",
+    "lines",
+    "read_commit",
+    "read_history",
+    "split_key",
+    "summarize",
+]
 
 
 def default_path(results_dir: Path) -> Path:
@@ -208,14 +67,52 @@ def default_path(results_dir: Path) -> Path:
     return results_dir.with_name(results_dir.name + ".cache.sqlite")
 
 
-class Store:
-    """File summaries kept between runs, keyed by size and mtime: derived data, set aside and rebuilt when damaged;
-    ``path`` None keeps them in memory only."""
+_TABLES = (
+    # One row per results file (its stamp: size and mtime of it and its sidecar); commit NULL: a file asv cannot use.
+    f"CREATE TABLE IF NOT EXISTS {FILES} (id INTEGER PRIMARY KEY, machine TEXT NOT NULL, stem TEXT NOT NULL, "
+    "stamp TEXT NOT NULL, commit_hash TEXT, date INTEGER, fingerprints TEXT, UNIQUE (machine, stem))",
+    # Every repeated string once: benchmark keys, devices, clocks, flags (JSON), why a point is missing.
+    f"CREATE TABLE IF NOT EXISTS {TEXTS} (id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE)",
+    # A GEMM point of a file; machine and key are texts' ids, so that a line (machine, key) is one index range.
+    f"CREATE TABLE IF NOT EXISTS {POINTS} (file INTEGER NOT NULL, machine INTEGER NOT NULL, key INTEGER NOT NULL, "
+    "tflops REAL, median_s REAL, level REAL, error REAL, iqr REAL, device INTEGER, flags INTEGER, clocks INTEGER, "
+    "copied TEXT)",
+    f"CREATE INDEX IF NOT EXISTS {POINTS}_line ON {POINTS} (machine, key)",
+    f"CREATE INDEX IF NOT EXISTS {POINTS}_file ON {POINTS} (file)",
+    f"CREATE TABLE IF NOT EXISTS {MISSING} (file INTEGER NOT NULL, key INTEGER NOT NULL, why INTEGER NOT NULL)",
+    f"CREATE INDEX IF NOT EXISTS {MISSING}_file ON {MISSING} (file)",
+    f"CREATE TABLE IF NOT EXISTS {RESOURCES} (file INTEGER NOT NULL, key INTEGER NOT NULL, value REAL NOT NULL)",
+    f"CREATE INDEX IF NOT EXISTS {RESOURCES}_file ON {RESOURCES} (file)",
+    f"CREATE INDEX IF NOT EXISTS {RESOURCES}_key ON {RESOURCES} (key)",
+    # A record's fingerprint (ci.history.measure.identical), the text once: identical code has one at many commits.
+    f"CREATE TABLE IF NOT EXISTS {PRINTS} (file INTEGER NOT NULL, key INTEGER NOT NULL, print INTEGER NOT NULL)",
+    f"CREATE INDEX IF NOT EXISTS {PRINTS}_file ON {PRINTS} (file)",
+    "CREATE TABLE IF NOT EXISTS memos (name TEXT PRIMARY KEY, memo TEXT)",
+)
+_BATCH = 500  # results files summarized between two database commits (a killed rebuild keeps what it committed)
 
-    def __init__(self, path: Path | None, log: Callable[[str], None] = lambda message: None):
-        self.path, self.log = path, log
+
+def _summarize_at(job: tuple[str, str]) -> dict[str, Any] | None:
+    """:func:`_summarize_file` of (path, machine), as a worker process takes it."""
+    return _summarize_file(Path(job[0]), job[1])
+
+
+class Store(LineReads):
+    """Every results file's summary, kept between runs as indexed rows (a point, a missing point, a resource count a
+    row), keyed by each file's size and mtime: derived data, set aside and rebuilt when damaged; ``path`` None keeps
+    them in memory only. :meth:`update` brings it to the folder's state reading only what changed, one file at a time
+    (``workers`` > 1: files summarized in that many processes, written here in order); the readers query it by
+    line, by commit or whole (docs/HISTORY.md, "asv_results/store.py")."""
+
+    def __init__(self, path: Path | None, log: Callable[[str], None] = lambda message: None, workers: int = 1):
+        self.path, self.log, self.workers = path, log, workers
         self.parsed = self.reused = 0
         self.db = self._open()
+        self._text_ids: dict[str, int] = dict(self.db.execute(f"SELECT text, id FROM {TEXTS}").fetchall())
+        self._texts: dict[int, str] = {i: t for t, i in self._text_ids.items()}
+        self._flag_sets: dict[int, tuple[str, ...]] = {}  # a few distinct flag sets, each read once
+        self._files: dict[int, tuple[str, str, str]] | None = None  # file id -> (machine, name, commit), once read
+        self._ranked: tuple[dict[str, int], dict[int, int]] | None = None  # (commits, file id -> place among them)
 
     def _open(self) -> sqlite3.Connection:
         if self.path is None:
@@ -233,61 +130,121 @@ class Store:
 
     @staticmethod
     def _schema(db: sqlite3.Connection) -> sqlite3.Connection:
-        for legacy in ("files", *(f"files_v{v}" for v in range(1, SCHEMA))):  # summaries of an older schema: read again
-            db.execute(f"DROP TABLE IF EXISTS {legacy}")
-        # Fingerprints apart: only the main job's identical-code plan reads them, and they are most of a summary.
-        db.execute(
-            f"CREATE TABLE IF NOT EXISTS {FILES} (machine TEXT, stem TEXT, stamp TEXT, summary TEXT, "
-            "fingerprints TEXT, PRIMARY KEY (machine, stem))"
-        )
-        db.execute("CREATE TABLE IF NOT EXISTS memos (name TEXT PRIMARY KEY, memo TEXT)")
+        names = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        for legacy in names:  # an older schema's tables: every file is read again
+            if legacy == "files" or re.fullmatch(r"(files|texts|points|missing|resources|prints)_v\d+", legacy):
+                if not legacy.endswith(f"_v{SCHEMA}"):
+                    db.execute(f"DROP TABLE {legacy}")
+        for statement in _TABLES:
+            db.execute(statement)
         db.execute(f"SELECT count(*) FROM {FILES}").fetchone()  # a damaged file fails here, not later
+        db.commit()
         return db
 
     def close(self) -> None:
         self.db.close()
 
-    def summaries(
-        self, results_dir: Path, machines: tuple[str, ...] | None = None, fingerprints: bool = False
-    ) -> dict[str, list[dict[str, Any]]]:
-        """machine -> the summary of each of its results files (``machines``: of these only; ``fingerprints``: with
-        their records' fingerprints); a file is stamped by its and its sidecar's size and modification time."""
-        out: dict[str, list[dict[str, Any]]] = {}
-        columns = "machine, stem, stamp, summary" + (", fingerprints" if fingerprints else ", NULL")
-        kept = {
-            (m, s): (stamp, summary, prints)
-            for m, s, stamp, summary, prints in self.db.execute(f"SELECT {columns} FROM {FILES}")
-            if machines is None or m in machines
-        }
-        seen = set()
-        for machine_dir in history_results.machine_dirs(results_dir):
-            machine = machine_dir.name
-            if machines is not None and machine not in machines:
-                continue
-            for name in sorted(os.listdir(machine_dir)):
-                if not name.endswith(".json") or name == "machine.json":
-                    continue
-                stem = name.removesuffix(".json")
-                stamp = self._stamp(machine_dir, stem)
-                seen.add((machine, stem))
-                old = kept.get((machine, stem))
-                if old is not None and old[0] == stamp:
-                    summary, prints = json.loads(old[1]), old[2] and json.loads(old[2])
-                    self.reused += 1
-                else:
-                    summary = _summarize_file(machine_dir / name, machine)
-                    prints = None if summary is None else summary.pop("fingerprints")
-                    self.parsed += 1
-                    self.db.execute(
-                        f"INSERT OR REPLACE INTO {FILES} VALUES (?, ?, ?, ?, ?)",
-                        (machine, stem, stamp, json.dumps(summary), json.dumps(prints)),
-                    )
-                if summary is not None:
-                    out.setdefault(machine, []).append({**summary, "fingerprints": prints} if fingerprints else summary)
-        for gone in set(kept) - seen:
-            self.db.execute(f"DELETE FROM {FILES} WHERE machine = ? AND stem = ?", gone)
+    # -- writing -------------------------------------------------------------------------------------------------
+
+    def _id(self, text: str) -> int:
+        found = self._text_ids.get(text)
+        if found is None:
+            found = self.db.execute(f"INSERT INTO {TEXTS} (text) VALUES (?)", (text,)).lastrowid
+            assert found is not None
+            self._text_ids[text], self._texts[found] = found, text
+        return found
+
+    def _forget(self, file_ids: list[int]) -> None:
+        for table in (POINTS, MISSING, RESOURCES, PRINTS):
+            self.db.executemany(f"DELETE FROM {table} WHERE file = ?", [(i,) for i in file_ids])
+        self.db.executemany(f"DELETE FROM {FILES} WHERE id = ?", [(i,) for i in file_ids])
+
+    def _keep(self, machine: str, stem: str, stamp: str, summary: dict[str, Any] | None, old: int | None) -> None:
+        """``summary`` (None: a file asv cannot use) as the rows of (machine, stem), in place of ``old``'s."""
+        if old is not None:
+            self._forget([old])
+        stamped = {} if summary is None else summary["fingerprints"]
+        prints = None if summary is None else json.dumps({k: v for k, v in stamped.items() if k != "of"})
+        commit, date = (None, None) if summary is None else (summary["commit"], summary.get("date"))
+        file_id = self.db.execute(
+            f"INSERT INTO {FILES} (machine, stem, stamp, commit_hash, date, fingerprints) VALUES (?, ?, ?, ?, ?, ?)",
+            (machine, stem, stamp, commit, date, prints),
+        ).lastrowid
+        if summary is None:
+            return
+        where = self._id(machine)
+        self.db.executemany(
+            f"INSERT INTO {POINTS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (file_id, where, self._id(key), tflops, median_s, level, error, iqr, self._id(device))
+                + (self._id(json.dumps(flags)), self._id(clocks), copied)
+                for key, (tflops, median_s, level, error, iqr, device, flags, clocks, copied) in summary["gemm"].items()
+            ],
+        )
+        self.db.executemany(
+            f"INSERT INTO {MISSING} VALUES (?, ?, ?)",
+            [(file_id, self._id(key), self._id(why)) for key, why in summary["missing"].items()],
+        )
+        self.db.executemany(
+            f"INSERT INTO {RESOURCES} VALUES (?, ?, ?)",
+            [(file_id, self._id(key), value) for key, value in summary["resources"].items()],
+        )
+        self.db.executemany(
+            f"INSERT INTO {PRINTS} VALUES (?, ?, ?)",
+            [(file_id, self._id(key), self._id(json.dumps(value))) for key, value in stamped["of"].items()],
+        )
+
+    def update(self, results_dir: Path, machines: tuple[str, ...] | None = None) -> None:
+        """Bring the kept rows to ``results_dir``'s files (``machines``: of these only): a file whose stamp (its and its
+        sidecar's size and modification time) is unchanged is not read; a changed or new one is summarized and its
+        rows replaced; a gone one's rows deleted. Memory: one machine's stamps and one batch of files."""
+        present = set()
+        self._files = self._ranked = None
+        pool = concurrent.futures.ProcessPoolExecutor(self.workers) if self.workers > 1 else None
+        try:
+            for machine_dir in history_results.machine_dirs(results_dir):
+                machine = machine_dir.name
+                present.add(machine)
+                if machines is None or machine in machines:
+                    self._update_machine(machine_dir, pool)
+        finally:
+            if pool is not None:
+                pool.shutdown()
+        if machines is None:
+            known = [m for (m,) in self.db.execute(f"SELECT DISTINCT machine FROM {FILES}")]
+            for machine in set(known) - present:
+                self._forget([i for (i,) in self.db.execute(f"SELECT id FROM {FILES} WHERE machine = ?", (machine,))])
         self.db.commit()
-        return out
+
+    def _update_machine(self, machine_dir: Path, pool: concurrent.futures.Executor | None) -> None:
+        machine = machine_dir.name
+        kept = {
+            stem: (file_id, stamp)
+            for file_id, stem, stamp in self.db.execute(
+                f"SELECT id, stem, stamp FROM {FILES} WHERE machine = ?", (machine,)
+            )
+        }
+        todo: list[tuple[str, str]] = []
+        seen = set()
+        for name in sorted(os.listdir(machine_dir)):
+            if not name.endswith(".json") or name == "machine.json":
+                continue
+            stem = name.removesuffix(".json")
+            stamp = self._stamp(machine_dir, stem)
+            seen.add(stem)
+            if kept.get(stem, (None, None))[1] == stamp:
+                self.reused += 1
+            else:
+                todo.append((stem, stamp))
+        self._forget([kept[stem][0] for stem in set(kept) - seen])
+        for start in range(0, len(todo), _BATCH):
+            batch = todo[start : start + _BATCH]
+            jobs = [(str(machine_dir / f"{stem}.json"), machine) for stem, _ in batch]
+            done = pool.map(_summarize_at, jobs, chunksize=16) if pool is not None else map(_summarize_at, jobs)
+            for (stem, stamp), summary in zip(batch, done):
+                self._keep(machine, stem, stamp, summary, kept.get(stem, (None, None))[0])
+                self.parsed += 1
+            self.db.commit()
 
     @staticmethod
     def _stamp(machine_dir: Path, stem: str) -> str:
@@ -300,6 +257,130 @@ class Store:
 
         return f"{SCHEMA}|{of(stem + '.json')}|{of(stem + records.SUFFIX)}"
 
+    # -- reading -------------------------------------------------------------------------------------------------
+
+    def summaries(
+        self, results_dir: Path, machines: tuple[str, ...] | None = None, fingerprints: bool = False
+    ) -> dict[str, list[dict[str, Any]]]:
+        """machine -> the summary of each of its results files, by file name (``machines``: of these only;
+        ``fingerprints``: with their records' fingerprints), after :meth:`update`. Holds them all: the main job reads
+        its own machine so; the site build reads by line and by window instead."""
+        self.update(results_dir, machines)
+        return self._summaries(lambda machine, commit: machines is None or machine in machines, fingerprints)
+
+    def _summaries(
+        self, wanted: Callable[[str, str], bool], fingerprints: bool = False
+    ) -> dict[str, list[dict[str, Any]]]:
+        """machine -> the summaries of its files (machine, file name order) whose (machine, commit) is ``wanted``."""
+        text = self._texts
+        out: dict[str, list[dict[str, Any]]] = {}
+        by_id: dict[int, dict[str, Any]] = {}
+        for file_id, machine, commit, date, prints in self.db.execute(
+            f"SELECT id, machine, commit_hash, date, fingerprints FROM {FILES} WHERE commit_hash IS NOT NULL "
+            "ORDER BY machine, stem"
+        ):
+            if wanted(machine, commit):
+                summary = {"commit": commit, "date": date, "gemm": {}, "missing": {}, "resources": {}}
+                if fingerprints:
+                    summary["fingerprints"] = {"of": {}, **json.loads(prints)}
+                by_id[file_id] = summary
+                out.setdefault(machine, []).append(summary)
+        ids = sorted(by_id)
+        everything = len(ids) == self.db.execute(f"SELECT count(*) FROM {FILES}").fetchone()[0]
+        for start in range(0, len(ids), 1 if everything else 500):
+            chunk = [] if everything else ids[start : start + 500]
+            where = "" if everything else f" WHERE file IN ({','.join('?' * len(chunk))})"
+            for file_id, key, *row in self.db.execute(
+                "SELECT file, key, tflops, median_s, level, error, iqr, device, flags, clocks, copied "
+                f"FROM {POINTS}{where} ORDER BY rowid",
+                chunk,
+            ):
+                if file_id in by_id:
+                    tflops, median_s, level, error, iqr, device, flags, clocks, copied = row
+                    by_id[file_id]["gemm"][text[key]] = [
+                        tflops, median_s, level, error, iqr, text[device], json.loads(text[flags]), text[clocks], copied
+                    ]  # fmt: skip
+            for file_id, key, why in self.db.execute(
+                f"SELECT file, key, why FROM {MISSING}{where} ORDER BY rowid", chunk
+            ):
+                if file_id in by_id:
+                    by_id[file_id]["missing"][text[key]] = text[why]
+            for file_id, key, value in self.db.execute(
+                f"SELECT file, key, value FROM {RESOURCES}{where} ORDER BY rowid", chunk
+            ):
+                if file_id in by_id:
+                    by_id[file_id]["resources"][text[key]] = value
+            if fingerprints:
+                for file_id, key, value in self.db.execute(
+                    f"SELECT file, key, print FROM {PRINTS}{where} ORDER BY rowid", chunk
+                ):
+                    if file_id in by_id:
+                        by_id[file_id]["fingerprints"]["of"][text[key]] = json.loads(text[value])
+            if everything:
+                break
+        return out
+
+    def fingerprints(self, results_dir: Path, machine: str) -> list[tuple[str, dict[str, Any]]]:
+        """(commit, its records' fingerprints) of each of ``machine``'s results files, by file name, after
+        :meth:`update` of that machine: what the main job's identical-code plan reads (no point is read)."""
+        self.update(results_dir, (machine,))
+        files: dict[int, tuple[str, dict[str, Any]]] = {}
+        for file_id, commit, prints in self.db.execute(
+            f"SELECT id, commit_hash, fingerprints FROM {FILES} WHERE machine = ? AND commit_hash IS NOT NULL "
+            "ORDER BY stem",
+            (machine,),
+        ):
+            files[file_id] = (commit, {"of": {}, **json.loads(prints)})
+        for file_id, key, value in self.db.execute(
+            f"SELECT p.file, p.key, p.print FROM {PRINTS} p JOIN {FILES} f ON f.id = p.file WHERE f.machine = ? "
+            "ORDER BY p.rowid",
+            (machine,),
+        ):
+            if file_id in files:
+                files[file_id][1]["of"][self._texts[key]] = json.loads(self._texts[value])
+        return list(files.values())
+
+    def resource_keys(self, results_dir: Path, machine: str) -> dict[str, set[str]]:
+        """commit -> the benchmark keys of its compile-only counts on ``machine``, after :meth:`update` of it."""
+        self.update(results_dir, (machine,))
+        out: dict[str, set[str]] = {}
+        for commit, key in self.db.execute(
+            f"SELECT DISTINCT f.commit_hash, r.key FROM {RESOURCES} r JOIN {FILES} f ON f.id = r.file "
+            "WHERE f.machine = ?",
+            (machine,),
+        ):
+            out.setdefault(commit, set()).add(self._texts[key])
+        return out
+
+    def commits(self, order: dict[str, int] | None = None) -> dict[str, int]:
+        """Every commit with results -> its position: in ``order`` (asv's revisions; a commit not in it left out), else
+        its results file's date (as :func:`history` places them)."""
+        out: dict[str, int] = {}
+        for commit, date in self.db.execute(
+            f"SELECT commit_hash, date FROM {FILES} WHERE commit_hash IS NOT NULL ORDER BY machine, stem"
+        ):
+            if order is None:
+                out[commit] = int(date or 0)
+            elif commit in order:
+                out[commit] = order[commit]
+        return out
+
+    def dates(self) -> dict[str, float]:
+        """commit -> its results file's date (asv's ``date``, ms since the epoch), by machine and file name first."""
+        out: dict[str, float] = {}
+        for commit, date in self.db.execute(
+            f"SELECT commit_hash, date FROM {FILES} WHERE commit_hash IS NOT NULL ORDER BY machine, stem"
+        ):
+            if isinstance(date, (int, float)):
+                out.setdefault(commit, date)
+        return out
+
+    def history(self, commits: dict[str, int], only: set[str] | None = None) -> History:
+        """The History of ``commits`` (commit -> order; ``only``: of these commits only), as :func:`history` makes it
+        from the summaries: every point in memory, so for a window of the newest commits, or a small history."""
+        wanted = commits if only is None else {c: o for c, o in commits.items() if c in only}
+        return history(self._summaries(lambda machine, commit: commit in wanted), wanted)
+
     def memo(self, name: str) -> dict[str, Any] | None:
         row = self.db.execute("SELECT memo FROM memos WHERE name = ?", (name,)).fetchone()
         return None if row is None else json.loads(row[0])
@@ -311,55 +392,10 @@ class Store:
         self.db.commit()
 
 
-def history(summaries: dict[str, list[dict[str, Any]]], order: dict[str, int] | None = None) -> History:
-    """Every summary as one History; ``order`` (commit -> position, asv's revisions) limits and orders the commits,
-    else each results file's date does."""
-    out = History()
-    for machine, files in sorted(summaries.items()):
-        for summary in files:
-            commit = summary["commit"]
-            if order is None:
-                position = int(summary.get("date") or 0)
-            elif commit in order:
-                position = order[commit]
-            else:
-                continue
-            out.commits[commit] = position
-            _add(out, machine, commit, position, summary)
-    return out
-
-
-@functools.lru_cache(maxsize=4096)  # a few hundred distinct keys, repeated at every commit
-def _split(key: str) -> tuple[str, str] | None:
-    _, _, params = key.partition("(")
-    try:
-        first, second = ast.literal_eval("(" + params)
-    except (ValueError, SyntaxError, TypeError):
-        return None
-    return str(first), str(second)
-
-
-def _add(out: History, machine: str, commit: str, order: int, summary: dict[str, Any]) -> None:
-    for key, row in summary["gemm"].items():
-        split = _split(key)
-        if split is not None:
-            tflops, median_s, level, error, iqr, device, flags, clocks, copied = row
-            numbers = (tflops, median_s, level, error, iqr, device)
-            out.points.append(Point(machine, *split, key, commit, order, *numbers, tuple(flags), clocks, copied))
-    for key, why in summary["missing"].items():
-        split = _split(key)
-        if split is not None:
-            out.missing.append(Missing(machine, split[0], split[1], commit, order, why))
-    for key, value in summary["resources"].items():
-        split = _split(key)
-        if split is not None:
-            metric = key[len(RESOURCES_PREFIX) :].partition("(")[0]
-            out.resources.setdefault((split[0], split[1], metric), []).append((order, commit, value))
-
-
 def read_history(results_dir: Path, order: dict[str, int] | None = None, store: Store | None = None) -> History:
     """The whole history under ``results_dir`` (through ``store``'s kept summaries when given)."""
     if store is not None:
-        return history(store.summaries(results_dir), order)
+        store.update(results_dir)
+        return store.history(store.commits(order))
     with contextlib.closing(Store(None)) as own:
         return history(own.summaries(results_dir), order)

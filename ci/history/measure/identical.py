@@ -57,12 +57,11 @@ def recorded(results_dir: Path, machine: str, kept: store.Store | None = None) -
     """commit -> its fingerprinted measurements, read from the machine's records beside asv's results (through
     ``kept``, the history store's summaries, when given: only new files are read)."""
     with contextlib.closing(store.Store(None)) if kept is None else contextlib.nullcontext(kept) as source:
-        summaries = source.summaries(results_dir, machines=(machine,), fingerprints=True).get(machine, [])
+        stamped = source.fingerprints(results_dir, machine)
     merged: dict[str, dict[str, Any]] = {}
-    for summary in summaries:  # a commit can have one results file per asv environment: their fingerprints together
-        prints = summary["fingerprints"]
+    for commit, prints in stamped:  # a commit can have one results file per asv environment: fingerprints together
         if prints["of"]:
-            into = merged.setdefault(summary["commit"], {"of": {}, "originals": set(), "at": 0.0})
+            into = merged.setdefault(commit, {"of": {}, "originals": set(), "at": 0.0})
             into["of"].update(prints["of"])
             into["originals"].update(prints["originals"])
             into["at"] = max(into["at"], prints["at"])

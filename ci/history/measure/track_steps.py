@@ -57,8 +57,8 @@ def _without_counts(results_dir: Path, machine: str, commits: Sequence[str], ben
     """The commits with no compile-only count of the track's benchmarks (``bench``, asv's -b regex) recorded on
     ``machine`` yet (the counts are the compiler's: a commit compiled once has them for good)."""
     with contextlib.closing(store.Store(store.default_path(results_dir))) as kept:
-        summaries = kept.summaries(results_dir, machines=(machine,)).get(machine, [])
-    counted = {s["commit"] for s in summaries if any(re.search(bench, key) for key in s["resources"])}
+        counts = kept.resource_keys(results_dir, machine)
+    counted = {commit for commit, keys in counts.items() if any(re.search(bench, key) for key in keys)}
     return [c for c in commits if c not in counted]
 
 

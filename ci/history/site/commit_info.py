@@ -42,18 +42,27 @@ def from_git(repo_root: Path, wanted: Iterable[str]) -> dict[str, CommitInfo]:
 
 def from_summaries(summaries: dict[str, list[dict[str, Any]]]) -> dict[str, CommitInfo]:
     """Each commit's date as its results files say it (asv's ``date``, ms since the epoch); no subject."""
-    out = {}
+    dates: dict[str, float] = {}
     for files in summaries.values():
         for summary in files:
             date = summary.get("date")
-            if isinstance(date, (int, float)) and summary["commit"] not in out:
-                out[summary["commit"]] = CommitInfo(iso(date / 1000), "")
-    return out
+            if isinstance(date, (int, float)):
+                dates.setdefault(summary["commit"], date)
+    return from_dates(dates)
+
+
+def from_dates(dates: dict[str, float]) -> dict[str, CommitInfo]:
+    """commit -> its results file's date (ms since the epoch; store.Store.dates) as CommitInfo, no subject."""
+    return {commit: CommitInfo(iso(date / 1000), "") for commit, date in dates.items()}
 
 
 def read(repo_root: Path | None, summaries: dict[str, list[dict[str, Any]]]) -> dict[str, CommitInfo]:
     """git's date and subject where it knows the commit, the results files' date elsewhere."""
-    found = from_summaries(summaries)
+    return with_git(repo_root, from_summaries(summaries))
+
+
+def with_git(repo_root: Path | None, found: dict[str, CommitInfo]) -> dict[str, CommitInfo]:
+    """``found`` with git's date and subject where ``repo_root``'s git knows the commit."""
     if repo_root is not None:
         found |= from_git(repo_root, found)
     return found

@@ -279,13 +279,14 @@ def _range_buttons(
         # newest marker is not clipped (the traces' cliponaxis is off).
         pad = max(newest - start, 60.0) * 0.01
         layout = {"xaxis.range": [iso(start - pad, ms=True), iso(newest, ms=True)]}
+        since = iso(start)  # once, not once a point (at 10,000 commits it was 730,000 calls)
         for number in (number for name, number in row.items() if name == "cpu" or name.startswith("gpu")):
             values = [
                 y
                 for t in traces
                 if t.get("yaxis") == f"y{_suffix(number)}" and t.get("meta")
                 for x, y in zip(t["x"], t["y"])
-                if x >= iso(start)
+                if x >= since
             ]
             if values:
                 low, high = min(values), max(values)

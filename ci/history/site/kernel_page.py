@@ -60,15 +60,101 @@ _TEMPLATE = jinja2.Environment(
 def publish(
     html_dir: Path, results_dir: Path, revisions: dict[str, int] | None = None, window: int = WINDOW
 ) -> list[Path]:
-    """Write the kernel pages of ``results_dir``'s whole history under ``html_dir``/kernels (a plain asv publish)."""
+    """Write the kernel pages of ``results_dir``'s whole history under ``html_dir``/kernels (a plain asv publish),
+    read from the history store line by line."""
     kept = store.Store(store.default_path(results_dir))
     try:
-        summaries = kept.summaries(results_dir)
-        history = store.history(summaries, revisions)
-        checks = regressions.all_checks(history, kept)
+        kept.update(results_dir)
+        commits = kept.commits(revisions)
+        checks = regressions.store_checks(kept, commits)
+        info = commit_info.with_git(REPO_ROOT, commit_info.from_dates(kept.dates()))
+        when = commit_info.axis_seconds(commit_axis(commits), info)
+        data = page_data_from_store(kept, commits, page_changes.from_checks(checks), window, when)
     finally:
         kept.close()
-    return publish_history(html_dir, history, checks, window, info=commit_info.read(REPO_ROOT, summaries))
+    return publish_pages(html_dir, data, checks, info=info)
+
+
+@dataclass
+class PageData:
+    """What the kernel pages are drawn from, cut from the whole history (:func:`page_data`) or read from the store
+    line by line (:func:`page_data_from_store`): the same pages either way."""
+
+    commits: dict[str, int]  # every commit of the history -> its order
+    recent: History  # the newest ``window`` commits, every point
+    whole: History | None  # every line thinned (views.thinned); None: the history is no longer than the window
+    line_commits: dict  # each line with a change point -> its commits over the whole history (page_changes.spans)
+    kernels: list[str]
+    best: dict[str, store.Point]  # kernel -> its highest TFLOPS over the whole history
+    no_gpu: str  # _no_gpu of the whole history
+
+
+def commit_axis(commits: dict[str, int]) -> list[str]:
+    return [c for c, _ in sorted(commits.items(), key=lambda item: (item[1], item[0]))]
+
+
+def _kept_commits(changes: dict) -> set[str]:
+    return {c for found in changes.values() for change in found for c in (change.last_before, change.first_after)}
+
+
+def _best(best: dict[str, store.Point], points: list[store.Point]) -> None:
+    for p in points:
+        kernel = p.kernel_config.partition(":")[0]
+        if kernel not in best or p.tflops > best[kernel].tflops:
+            best[kernel] = p
+
+
+def page_data(history: History, changes: dict, window: int, when: dict[str, float]) -> PageData:
+    recent = views.newest(history, window)
+    longer = len(history.commits) > len(recent.commits)
+    whole = views.thinned(history, ALL_COLUMNS, _kept_commits(changes), when) if longer else None
+    by_line = {line: [p.commit for p in points] for line, points in lines(history.points).items() if line in changes}
+    best: dict[str, store.Point] = {}
+    _best(best, history.points)
+    return PageData(history.commits, recent, whole, by_line, history.kernels(), best, _no_gpu(history))
+
+
+def page_data_from_store(
+    kept: store.Store, commits: dict[str, int], changes: dict, window: int, when: dict[str, float]
+) -> PageData:
+    """:func:`page_data` of the history ``kept`` holds at ``commits``, read a line at a time (the newest ``window``
+    commits whole): memory bounded by one line and the page's own data, not the history."""
+    axis = commit_axis(commits)
+    recent = kept.history(commits, only=set(axis[-window:]))
+    longer = len(commits) > len(recent.commits)
+    keep = _kept_commits(changes)
+    columns = views.Axis.of(commits, ALL_COLUMNS, when)
+    points: list[store.Point] = []
+    by_line: dict = {}
+    best: dict[str, store.Point] = {}
+    for machine, key in kept.line_keys():
+        rows = kept.line_rows(machine, key, commits)  # a line read as rows; Points made only of what is kept
+        if not rows:
+            continue
+        shas, values = [row[1] for row in rows], [row[2] for row in rows]
+        _best(best, [kept.point(machine, key, rows[values.index(max(values))])])
+        name = (machine, *(store.split_key(key) or ("", "")))
+        if name in changes:
+            by_line[name] = shas
+        if longer:
+            chosen = columns.chosen(shas, values, [kept.flagged(row[8]) for row in rows], keep)
+            points += [kept.point(machine, key, rows[i]) for i in (range(len(rows)) if chosen is None else chosen)]
+    kernels = sorted({split[0].partition(":")[0] for key in kept.keys() if (split := store.split_key(key))})
+    whole = None
+    if longer:
+        resources = {}
+        for key in sorted(k for k in kept.keys() if k.startswith(store.RESOURCES_PREFIX)):
+            split = store.split_key(key)
+            if split is not None and (values := kept.resource_counts(key, commits)):
+                resources[(*split, key[len(store.RESOURCES_PREFIX) :].partition("(")[0])] = views.changed_counts(values)
+        used = {p.commit for p in points} | {v[1] for values in resources.values() for v in values} | keep
+        whole = History(
+            points=points,
+            missing=kept.newest_missing(commits, used),
+            resources=resources,
+            commits={c: o for c, o in commits.items() if c in used},
+        )
+    return PageData(commits, recent, whole, by_line, kernels, best, kept.no_gpu(commits))
 
 
 def publish_history(
@@ -85,32 +171,42 @@ def publish_history(
     ``issues``: each change point's regression issue (ci.history.site.issue_links.for_site); None: nothing said of
     issues (a plain asv publish); a record that could not be read: its note, and no issue column."""
     info = info or {}
+    when = commit_info.axis_seconds(history.commit_axis(), info)
+    data = page_data(history, page_changes.from_checks(checks), window, when)
+    return publish_pages(html_dir, data, checks, stamp, info, issues)
+
+
+def publish_pages(
+    html_dir: Path,
+    data: PageData,
+    checks: list[dict],
+    stamp: str = "",
+    info: dict[str, commit_info.CommitInfo] | None = None,
+    issues: issue_links.Issues | None = None,
+) -> list[Path]:
+    """:func:`publish_history`'s pages from ``data`` (:func:`page_data` or :func:`page_data_from_store`)."""
+    info = info or {}
     changes = page_changes.from_checks(checks)
     drifts = page_changes.drift_by_line(checks)
-    when = commit_info.axis_seconds(history.commit_axis(), info)
+    when = commit_info.axis_seconds(commit_axis(data.commits), info)
     subjects = {c: i.subject for c, i in info.items()}
     everything = [(line, c) for line, found in changes.items() for c in found]
-    spans = page_changes.spans(
-        everything, {line: [p.commit for p in points] for line, points in lines(history.points).items()}
-    )
+    spans = page_changes.spans(everything, data.line_commits)
     folder = html_dir / PAGES_DIR
     folder.mkdir(parents=True, exist_ok=True)
     written = [offline_html.copy_locked(offline_html.kernel_page_assets()[PLOTLY_JS], folder / PLOTLY_JS)]
-    recent = views.newest(history, window)
-    longer = len(history.commits) > len(recent.commits)
-    keep = {c for found in changes.values() for change in found for c in (change.last_before, change.first_after)}
-    whole = views.thinned(history, ALL_COLUMNS, keep, when) if longer else None
-    context = PageContext(drifts, spans, when, subjects, stamp, len(history.commits) if longer else 0, issues)
-    for kernel in history.kernels():
+    longer = data.whole is not None
+    context = PageContext(drifts, spans, when, subjects, stamp, len(data.commits) if longer else 0, issues)
+    for kernel in data.kernels:
         mine = page_changes.for_kernel(changes, kernel)
         page = folder / f"{kernel}.html"
-        write_text_atomic(page, kernel_page(kernel, recent, mine, context))
+        write_text_atomic(page, kernel_page(kernel, data.recent, mine, context))
         written.append(page)
-        if whole is not None:
+        if data.whole is not None:
             page = folder / f"{kernel}-all.html"
-            write_text_atomic(page, kernel_page(kernel, whole, mine, context, whole=True))
+            write_text_atomic(page, kernel_page(kernel, data.whole, mine, context, whole=True))
             written.append(page)
-    write_text_atomic(folder / "index.html", index_page(history, stamp, changes, longer, info))
+    write_text_atomic(folder / "index.html", index_page(data, stamp, changes, longer, info))
     written.append(folder / "index.html")
     write_json_atomic(folder / CHANGE_POINTS_JSON, change_points_json(everything, spans, info, longer, issues))
     written.append(folder / CHANGE_POINTS_JSON)
@@ -340,18 +436,12 @@ def _no_gpu(history: History) -> str:
     return f"on {', '.join(timed)}" if timed else "in these results"
 
 
-def index_page(
-    history: History, stamp: str, changes: dict, whole: bool, info: dict[str, commit_info.CommitInfo]
-) -> str:
+def index_page(data: PageData, stamp: str, changes: dict, whole: bool, info: dict[str, commit_info.CommitInfo]) -> str:
     """One row per kernel: its best TFLOPS, its change points over the whole history and the newest of them, links to
     its pages (``whole``: a whole-history page exists too)."""
     kernels = []
-    for kernel in history.kernels():
-        best = max(
-            (p for p in history.points if p.kernel_config.partition(":")[0] == kernel),
-            key=lambda p: p.tflops,
-            default=None,
-        )
+    for kernel in data.kernels:
+        best = data.best.get(kernel)
         found = page_changes.for_kernel(changes, kernel)
         line, newest = max(
             found,
@@ -374,4 +464,4 @@ def index_page(
                 "date": info[newest.first_after].date if newest and newest.first_after in info else "",
             }
         )
-    return _TEMPLATE.render(index=True, whole=whole, stamp=stamp, total=0, no_gpu=_no_gpu(history), kernels=kernels)
+    return _TEMPLATE.render(index=True, whole=whole, stamp=stamp, total=0, no_gpu=data.no_gpu, kernels=kernels)

@@ -11,6 +11,7 @@ file by file; what the checks found goes to ``--json`` (``mxfp4-history-changes/
 from __future__ import annotations
 
 import datetime
+import os
 import shutil
 import subprocess
 import time
@@ -25,7 +26,7 @@ from ci.history.branch.results_branch import BRANCH, BranchError, ResultsBranch,
 from ci.history.measure import asv_driver
 from ci.history.messages import HarnessError, log, log_detail, log_to
 from ci.history.options import SiteOptions
-from ci.history.site import asv_window, commit_info, issue_links, kernel_page
+from ci.history.site import asv_window, commit_info, issue_links, kernel_page, page_changes
 from ci.history.trends import machine_spread, regressions
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -106,26 +107,33 @@ def build(options: SiteOptions) -> dict[str, Any]:
 
     tip = _bring_results(options) if options.from_branch else None
     mark = step("results", started)
-    kept = store.Store(store.default_path(options.results_dir), log)
+    kept = store.Store(store.default_path(options.results_dir), log, workers=os.cpu_count() or 1)
     try:
-        summaries = kept.summaries(options.results_dir)
-        history = store.history(summaries, commit_order(REPO_ROOT))
-        info = commit_info.read(REPO_ROOT, summaries)  # dates and subjects for the kernel pages' date axis and hover
+        kept.update(options.results_dir)
+        commits = kept.commits(commit_order(REPO_ROOT))
+        # dates and subjects for the kernel pages' date axis and hover
+        info = commit_info.with_git(REPO_ROOT, commit_info.from_dates(kept.dates()))
         mark = step("summaries", mark)
-        checks = regressions.all_checks(history, kept)
-        spread = machine_spread.spread(options.results_dir, history)
+        checks = regressions.store_checks(kept, commits)
+        newest = kept.history(commits, only=set(kernel_page.commit_axis(commits)[-regressions.HISTORY_COMMITS :]))
+        spread = machine_spread.spread(options.results_dir, newest)
         mark = step("checks", mark)
+        when = commit_info.axis_seconds(kernel_page.commit_axis(commits), info)
+        pages_data = kernel_page.page_data_from_store(
+            kept, commits, page_changes.from_checks(checks), options.page_window, when
+        )
+        mark = step("kernel pages' data", mark)
     finally:
         parsed, reused = kept.parsed, kept.reused
         kept.close()
-    if not history.commits:
+    if not commits:
         raise HarnessError(f"no results of a commit of this clone in {options.results_dir}: nothing to publish")
     built_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     source = f"asv-results {tip[:12]}" if tip else f"the local results in {options.results_dir}"
     machines = [d.name for d in folder.machine_dirs(options.results_dir) if (d / "machine.json").is_file()]
-    stamp = f"Built {built_at} from {source}: {len(history.commits)} commits, {len(machines)} machines"
-    commits = history.commit_axis()
-    window = commits[-options.asv_window :] if options.asv_window else commits
+    stamp = f"Built {built_at} from {source}: {len(commits)} commits, {len(machines)} machines"
+    axis = kernel_page.commit_axis(commits)
+    window = axis[-options.asv_window :] if options.asv_window else axis
     scratch = options.out.with_name(f".{options.out.name}.building")
     view = options.results_dir.with_name(options.results_dir.name + "-asv-view")
     if asv_window.publish(options.results_dir, view, scratch, window, REPO_ROOT, stamp) != 0:
@@ -133,13 +141,13 @@ def build(options: SiteOptions) -> dict[str, Any]:
     mark = step("asv pages", mark)
     issues = issue_links.for_site(options.issues, checks)
     log(issues.note if issues.known or options.issues is None else f"warning: {issues.note}")  # none given: a note
-    pages = kernel_page.publish_history(scratch, history, checks, options.page_window, stamp, info, issues)
+    pages = kernel_page.publish_pages(scratch, pages_data, checks, stamp, info, issues)
     mark = step("kernel pages", mark)
     site = {
         "results_commit": tip,
         "built_at": built_at,
         "stamp": stamp,
-        "commits": len(history.commits),
+        "commits": len(commits),
         "machine_names": machines,
         "asv_window": len(window),
         "page_window": options.page_window,

@@ -11,7 +11,7 @@ Defaults ``k = 3``, ``floor = 2%``, ``window = 10``; why: docs/CHANGE_POINTS.md 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -106,13 +106,13 @@ class CommitChange:
         )
 
 
-def _suspected(history: History, line: Series, change: changepoints.ChangePoint) -> list[int] | None:
+def _suspected(orders: dict[str, int], line: Series, change: changepoints.ChangePoint) -> list[int] | None:
     """The commit-order range (x, y] the change's location confidence set allows the culprit in (issue 47: the issue
     filer groups change points whose sets overlap)."""
     if change.location is None:
         return None
     first, last = change.location
-    return [history.commits[line.commits[first - 1]], history.commits[line.commits[last]]]
+    return [orders[line.commits[first - 1]], orders[line.commits[last]]]
 
 
 def change_points(series: Series, memo: dict[str, Any] | None = None) -> tuple[list[CommitChange], dict[str, Any]]:
@@ -233,24 +233,40 @@ def history_checks(
     newest HISTORY_COMMITS measured commits (what a job on main reports as new). ``kept``: the store whose
     memos let each series recompute only its tail.
     """
-    series = series_of(history, machine) if timed_on_gpu else {}
-    changes, recent, suspected = [], [], []
-    for key, line in series.items():
-        name = f"change-points|{machine}|{key}"
+    series = series_of(history, machine).values() if timed_on_gpu else ()
+    return machine_checks(machine, series, history.commits, timed_on_gpu=timed_on_gpu, kept=kept)
+
+
+def machine_checks(
+    machine: str,
+    series: Iterable[Series],
+    orders: dict[str, int],
+    *,
+    timed_on_gpu: bool,
+    kept: store.Store | None = None,
+) -> dict[str, Any]:
+    """:func:`history_checks` of ``series`` (one machine's, by benchmark key), taken one at a time: what is kept of a
+    series is its change points and drift (``orders``: commit -> its position in the history's commit order)."""
+    changes, recent, suspected, drifts, measured, benchmarks = [], [], [], [], set(), 0
+    for line in series:
+        benchmarks += 1
+        measured.update(line.commits)
+        name = f"change-points|{machine}|{line.benchmark}"
         found, memo = change_points(line, kept.memo(name) if kept else None)
         if kept is not None:
             kept.keep_memo(name, memo)
         newest = set(line.commits[-HISTORY_COMMITS:])
         changes += found
         recent += [c.first_after in newest for c in found]
-        suspected += [_suspected(history, line, c.change) for c in found]
+        suspected += [_suspected(orders, line, c.change) for c in found]
+        if len(line.commits) >= DRIFT_MIN_COMMITS and (d := drift(line)) is not None:
+            drifts.append((d, failing_streak(line, d)))
     if kept is not None:
         kept.commit()
-    drifts = [d for s in series.values() if len(s.commits) >= DRIFT_MIN_COMMITS and (d := drift(s)) is not None]
     return {
         "machine": machine,
-        "commits": len({c for s in series.values() for c in s.commits}),
-        "benchmarks": len(series),
+        "commits": len(measured),
+        "benchmarks": benchmarks,
         "not_checked": None if timed_on_gpu else CPU_NOT_CHECKED,
         # orders (here and in drift): the commits' positions in the history's commit order, so that the issue filer
         # can tell how far apart two changes are across benchmarks and runs (ci.notify.regression_issues.matching)
@@ -258,7 +274,7 @@ def history_checks(
             {
                 **c.to_json(),
                 "recent": r,
-                "orders": [history.commits[c.last_before], history.commits[c.first_after]],
+                "orders": [orders[c.last_before], orders[c.first_after]],
                 "suspected": w,
             }
             for c, r, w in zip(changes, recent, suspected)
@@ -267,14 +283,9 @@ def history_checks(
         # streak: how many of the newest commits in a row fail, each against the median of the commits before it (stray
         # high commits make no streak: failing_streak)
         "drift": [
-            {
-                **d.to_json(),
-                "orders": [history.commits[d.best], history.commits[d.newest]],
-                "streak": failing_streak(series[d.benchmark], d),
-            }
-            for d in drifts
+            {**d.to_json(), "orders": [orders[d.best], orders[d.newest]], "streak": streak} for d, streak in drifts
         ],
-        "drift_failed": [d.line() for d in drifts if d.failed],
+        "drift_failed": [d.line() for d, _ in drifts if d.failed],
     }
 
 
@@ -284,6 +295,25 @@ def all_checks(history: History, kept: store.Store | None = None) -> list[dict[s
     for point in history.points:
         timed[point.machine] = timed.get(point.machine, False) or not point.is_cpu
     return [history_checks(history, machine, timed_on_gpu=gpu, kept=kept) for machine, gpu in sorted(timed.items())]
+
+
+def store_checks(kept: store.Store, commits: dict[str, int]) -> list[dict[str, Any]]:
+    """:func:`all_checks` of the history ``kept`` holds at ``commits`` (commit -> order), read one series at a time
+    from the store's index: memory bounded by one series, not the history."""
+    out = []
+    for machine, gpu in sorted(kept.timed_machines(commits).items()):
+        keys = [key for m, key in kept.line_keys() if m == machine and GEMM_KEY.match(key)] if gpu else []
+        out.append(
+            machine_checks(machine, _store_series(kept, machine, keys, commits), commits, timed_on_gpu=gpu, kept=kept)
+        )
+    return out
+
+
+def _store_series(kept: store.Store, machine: str, keys: list[str], commits: dict[str, int]) -> Iterator[Series]:
+    for key in keys:
+        measured, levels, errors = kept.levels(machine, key, commits)
+        if measured:
+            yield Series(machine, key, measured, np.array(levels), np.array(errors))
 
 
 def history_markdown(checks: dict[str, Any]) -> list[str]:

@@ -280,3 +280,25 @@ def test_every_python_m_the_docs_spell_is_a_front():
         for module in re.findall(r"-m (ci(?:\.[a-z_]+)+)", path.read_text())
     }
     assert spelled and not {(path, module) for path, module in spelled if module not in runnable}
+
+
+def test_an_interrupt_keeps_an_earlier_runs_record(tmp_path):
+    """Issue 49, item 3: a run stopped before it has anything never replaces an earlier run's record with less; an
+    earlier error record is replaced as before (check_signal's own test)."""
+    out = tmp_path / "ci.budget.json"
+    earlier = {"schema": "mxfp4-budget-gate/1", "verdict": "pass", "exit_code": 0, "targets": ["kept"]}
+    out.write_text(json.dumps(earlier))
+    args = PARSES.get("ci.budget", [])
+    command = [sys.executable, "-c", WRAPPER, "wait", "ci.budget", *args, "--json", str(out)]
+    proc = subprocess.Popen(
+        command, cwd=tmp_path, env=_env(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout.readline() == "running\n", proc.communicate()[1][-2000:]
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, stderr[-2000:]
+    assert f"the earlier record at {out} is kept (this run wrote none)" in _last_line(stderr), stderr
+    assert json.loads(out.read_text()) == earlier

@@ -6,6 +6,7 @@ declares its options, its checked options object and ``run(options) -> int``; :m
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 import traceback
@@ -116,10 +117,13 @@ class Command:
             interrupts.ignore()  # a second Ctrl-C must not cut the line and the record short
         if args.traceback and code == 2 and sys.exc_info()[0] is not None:
             traceback.print_exc()
+        json_path = getattr(args, "json", None)
+        if json_path and code >= 128 and _holds_a_result(json_path):
+            # An interrupt never replaces an earlier run's record with less (issue 49): it is kept, and said so.
+            message, keep_json = f"{message}; the earlier record at {json_path} is kept (this run wrote none)", True
         print(f"{self.prog}: {' '.join(message.split())}", file=sys.stderr, flush=True)
         record = {**(self.error_fields or {}), **(fields or {})}
         record.update(verdict="error", exit_code=code, error=message)
-        json_path = getattr(args, "json", None)
         if json_path and self.error_fields is not None and not keep_json:
             from harness.report import write_json_atomic
 
@@ -130,6 +134,17 @@ class Command:
         if self.on_error is not None:
             self.on_error(args, record)
         return code
+
+
+def _holds_a_result(path: Any) -> bool:
+    """Whether ``path`` holds an earlier run's record that is not an error record (what an interrupt must not replace);
+    an unreadable or malformed file holds nothing worth keeping."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and data.get("verdict") not in (None, "error")
 
 
 # The seam where tests/test_command_shape.py injects its faults.

@@ -215,10 +215,8 @@ def one_commit_repo(tmp_path):
     return repo
 
 
-def _calibrate(tmp_path, repo, engine):
-    from ci.speed.modes.calibration import run_calibrate
-
-    options = SpeedOptions(
+def _options(tmp_path, repo, **given):
+    base = dict(
         mode=Mode.CALIBRATE,
         repo=repo,
         working_tree=True,
@@ -229,7 +227,13 @@ def _calibrate(tmp_path, repo, engine):
         max_minutes=None,
         json=tmp_path / "cal.json",
     )
-    code = run_calibrate(options, open_engine=lambda sides, opts, stop_at: engine)
+    return SpeedOptions(**{**base, **given})
+
+
+def _calibrate(tmp_path, repo, engine):
+    from ci.speed.modes.calibration import run_calibrate
+
+    code = run_calibrate(_options(tmp_path, repo), open_engine=lambda sides, opts, stop_at: engine)
     return code, json.loads((tmp_path / "model.json").read_text()), json.loads((tmp_path / "cal.json").read_text())
 
 
@@ -347,21 +351,6 @@ class InterruptedEngine(FakeEngine):
 
             raise Interrupted(signal.SIGTERM)
         return super().measure_round(order, benchmarks, round_index=round_index, after_pair=after_pair)
-
-
-def _options(tmp_path, repo, **given):
-    base = dict(
-        mode=Mode.CALIBRATE,
-        repo=repo,
-        working_tree=True,
-        thresholds=Thresholds(0.01, (), "test"),
-        noise=tmp_path / "model.json",
-        write=True,
-        plan_keys=(("rounds", 8), ("restart_every", 2)),
-        max_minutes=None,
-        json=tmp_path / "cal.json",
-    )
-    return SpeedOptions(**{**base, **given})
 
 
 def test_an_interrupted_calibration_keeps_its_rounds_and_they_refit(tmp_path, one_commit_repo, capsys):

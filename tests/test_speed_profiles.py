@@ -102,15 +102,12 @@ def test_the_judge_takes_the_records_runners_files():
     assert judge_files({"gpu": "NVIDIA H100 80GB HBM3"}) == (root / "speed_thresholds.json", None)
 
 
-def test_an_unknown_runner_says_so_on_the_summarys_first_line_and_in_the_record(tmp_path, capsys):
+def _gate_record(path: Path, gpu: str, extra: dict) -> dict:
+    """A gate's record with nothing measured, written as the gate writes it, for a runner named ``gpu``."""
     from ci.speed.decide.exclusion import ExclusionRule
-    from ci.speed.decide.noise_file import ModelChoice
-    from ci.speed.modes.measure import runner_record
     from ci.speed.report.write import Context, finish
     from harness.paired.plan import ZONE_WARM_PLAN
 
-    unknown = runner_profile("NVIDIA H100 80GB HBM3")
-    extra = runner_record(unknown, ModelChoice(None))
     context = Context(
         mode="gate",
         plan=ZONE_WARM_PLAN,
@@ -118,16 +115,24 @@ def test_an_unknown_runner_says_so_on_the_summarys_first_line_and_in_the_record(
         thresholds=Thresholds(0.01, (), "ci/speed_thresholds.json"),
         base={"ref": "main", "sha": "a" * 40},
         head={"ref": "HEAD", "sha": "b" * 40},
-        environment={"gpu": unknown.gpu},
+        environment={"gpu": gpu},
         device="cuda",
         extra=extra,
     )
-    finish(context, [], [], [], fail_on_inconclusive=False, json_path=tmp_path / "r.json", plot_path=None, command=())
+    finish(context, [], [], [], fail_on_inconclusive=False, json_path=path, plot_path=None, command=())
+    return json.loads(path.read_text())
+
+
+def test_an_unknown_runner_says_so_on_the_summarys_first_line_and_in_the_record(tmp_path, capsys):
+    from ci.speed.decide.noise_file import ModelChoice
+    from ci.speed.modes.measure import runner_record
+
+    unknown = runner_profile("NVIDIA H100 80GB HBM3")
+    record = _gate_record(tmp_path / "r.json", unknown.gpu, runner_record(unknown, ModelChoice(None)))
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith(
         "**Unknown runner NVIDIA H100 80GB HBM3**: no noise model; the gate decides on this run's own rounds"
     )
-    record = json.loads((tmp_path / "r.json").read_text())
     assert record["runner_profile"]["known"] is False and record["runner_profile"]["first_line"] == first
     # A known runner adds no line.
     assert runner_record(runner_profile("NVIDIA H200"), ModelChoice(None))["runner_profile"]["first_line"] is None
@@ -139,35 +144,18 @@ def test_the_pr_comment_names_an_unknown_runner_on_its_first_line(tmp_path, caps
     own record as the comment job reads it."""
     from ci.notify.comment import Inputs, Links, render
     from ci.notify.records import speed_record
-    from ci.speed.decide.exclusion import ExclusionRule
     from ci.speed.decide.noise_file import ModelChoice
     from ci.speed.modes.measure import runner_record
-    from ci.speed.report.write import Context, finish
-    from harness.paired.plan import ZONE_WARM_PLAN
 
     unknown = runner_profile("NVIDIA H100 80GB HBM3`](x)")  # a hostile name stays text
     model = load_noise_model(PROJECT / runner_profile("NVIDIA H200").noise) if has_model else None
-    context = Context(
-        mode="gate",
-        plan=ZONE_WARM_PLAN,
-        rule=ExclusionRule(),
-        thresholds=Thresholds(0.01, (), "ci/speed_thresholds.json"),
-        base={"ref": "main", "sha": "a" * 40},
-        head={"ref": "HEAD", "sha": "b" * 40},
-        environment={"gpu": unknown.gpu},
-        device="cuda",
-        extra=runner_record(unknown, ModelChoice(model)),
-    )
-    finish(context, [], [], [], fail_on_inconclusive=False, json_path=tmp_path / "r.json", plot_path=None, command=())
+    record = speed_record(_gate_record(tmp_path / "r.json", unknown.gpu, runner_record(unknown, ModelChoice(model))))
     capsys.readouterr()
-    record = speed_record(json.loads((tmp_path / "r.json").read_text()))
     first = render(Inputs(record, None, None, None), Links("https://example.invalid/run")).splitlines()[0]
     assert first.startswith("**Unknown runner** ``NVIDIA H100 80GB HBM3`](x)``: no profile in")
     assert ("with its calibrated noise model" in first) is has_model
     assert ("on this run's own rounds" in first) is not has_model
     # A known runner's comment starts with its verdict.
     known = runner_record(runner_profile("NVIDIA H200"), ModelChoice(None))
-    context = Context(**{**context.__dict__, "extra": known, "environment": {"gpu": "NVIDIA H200"}})
-    finish(context, [], [], [], fail_on_inconclusive=False, json_path=tmp_path / "k.json", plot_path=None, command=())
-    record = speed_record(json.loads((tmp_path / "k.json").read_text()))
+    record = speed_record(_gate_record(tmp_path / "k.json", "NVIDIA H200", known))
     assert render(Inputs(record, None, None, None), Links("https://example.invalid/run")).startswith("### ")

@@ -65,7 +65,10 @@ def install() -> None:
 
 def ignore() -> None:
     """From now on both signals are ignored: a second Ctrl-C must not break a clean-up into a traceback. Only where
-    :func:`install` put this module's handlers (a command's run): a caller with its own (a test) keeps them."""
+    :func:`install` put this module's handlers (a command's run), from the main thread: a caller with its own (a test)
+    keeps them."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        return
     for signum in (signal.SIGTERM, signal.SIGINT):
         if signal.getsignal(signum) is _handler:
             signal.signal(signum, signal.SIG_IGN)

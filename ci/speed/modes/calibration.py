@@ -5,12 +5,11 @@ Its steps and why: docs/SPEED_GATE.md, "Calibrating a new runner".
 
 from __future__ import annotations
 
-import json
 import math
 import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -52,7 +51,7 @@ from ci.speed.report.write import Context, record_json
 from harness import paired
 from harness.paired.noise_fit import MIN_GENERATIONS
 from harness.paired.sequential import SequentialPlan
-from harness.report import fallback_path, markdown_table
+from harness.report import fallback_path, json_text, markdown_table
 
 MAX_CALIBRATION_ROUNDS = 16  # at most; --max-minutes usually ends it first on a GPU
 
@@ -196,8 +195,7 @@ def measure_aa(
             )
         except RoundsInterrupted as stop:  # the complete rounds go to the record (run_calibrate), not to a model
             rounds, results, interrupted = stop.rounds, stop.results, signal.Signals(stop.signum).name
-        with suppress(ValueError):  # the rounds are over: a signal now would only lose them (not the main thread: no)
-            interrupts.ignore()
+        interrupts.ignore()  # the rounds are over: a signal now would only lose them
     return AARun(thresholds, sha, survey["environment"], survey["device"], correctness, rounds, results, interrupted)
 
 
@@ -391,7 +389,7 @@ def run_calibrate(
 def _write_rounds(path: Path | None, record: dict[str, Any]) -> Path:
     """The record (every measured round) at ``path``, or where harness.report's fallback put it when ``path`` refused
     it (a full disk) or there is none; never lost (issue 49)."""
-    data = (json.dumps(record, indent=1) + "\n").encode("utf-8")
+    data = json_text(record).encode("utf-8")
     target = path if path is not None else fallback_path("calibration.json", "calibration rounds")
     return write_or_fallback(target, data, "--json" if path is not None else "the calibration's rounds", log)
 

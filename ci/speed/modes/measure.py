@@ -8,7 +8,7 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Mapping
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -223,8 +223,7 @@ def measure(
             interrupted = signal.Signals(stop.signum).name
         # The rounds are over: what is left (the workers' exit, the report, the record) takes seconds, and a signal
         # now would only lose the record (an H100 lease's timeout landed while the workers were ending).
-        with suppress(ValueError):  # not the main thread (a test's): the caller's handlers stay
-            interrupts.ignore()
+        interrupts.ignore()
     return Measured(
         selection,
         plan,

@@ -7,7 +7,6 @@ import math
 import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -249,8 +248,7 @@ def run_rounds(
                 )
             active = still
     except KeyboardInterrupt as exc:  # ci.common.interrupts.Interrupted too (SIGTERM); its children are stopped
-        with suppress(ValueError):  # not the main thread (a test's): the caller's handlers stay
-            interrupts.ignore()  # a second signal must not cut the record short
+        interrupts.ignore()  # a second signal must not cut the record short
         interrupted, ran_out = exc, Stop.INTERRUPTED
         log(f"speed_gate: interrupted after {len(rounds)} complete round(s): those are decided and recorded")
     entries = [

@@ -478,13 +478,63 @@ def test_after_pair_sees_each_pair_in_order_and_can_stop_the_round(sides):
         assert sorted(_records(cut, side)) == sorted([benches[0].id, benches[1].id])  # the third: not measured
 
 
-def test_a_workers_first_timing_on_a_gpu_warms_up_longer_and_only_that_one():
+def test_a_gpu_timing_warms_up_by_what_the_device_just_ran():
+    """The H100's records (2026-12-07): a one-launch warm-up right after a different benchmark left the first side of
+    a pair 0.11-0.54% slower than its partner; so only a pair's second side, which follows its own launches, is
+    settled."""
     from asv_bench.common import CPU_BUDGET, GPU_BUDGET
-    from ci.speed.engine.worker import FIRST_GPU_WARMUP_MS, first_timing_budget
+    from ci.speed.engine.worker import FIRST_GPU_WARMUP_MS, warmup_for
 
-    first = first_timing_budget(GPU_BUDGET, "cuda", first=True)
-    assert first.warmup_ms == FIRST_GPU_WARMUP_MS > GPU_BUDGET.warmup_ms and first.max_warmup_ms > first.warmup_ms
-    assert first_timing_budget(GPU_BUDGET, "cuda:1", first=False) is GPU_BUDGET  # later timings: the suite's budget
-    assert first_timing_budget(CPU_BUDGET, "cpu", first=True) is CPU_BUDGET  # a CPU keeps its own warm-up rule
+    idle = warmup_for(GPU_BUDGET, "cuda", device_warm=False, follows_itself=False)
+    assert idle.budget.warmup_ms == FIRST_GPU_WARMUP_MS > GPU_BUDGET.warmup_ms and not idle.settled
+    assert idle.budget.max_warmup_ms > idle.budget.warmup_ms and idle.why == "after idle"
+    # "Follows itself" from a device that has cooled is not trusted: the long warm-up still runs.
+    assert warmup_for(GPU_BUDGET, "cuda", device_warm=False, follows_itself=True) == idle
+    other = warmup_for(GPU_BUDGET, "cuda:1", device_warm=True, follows_itself=False)
+    assert other.budget is GPU_BUDGET and not other.settled and other.why == "after our timing"
+    same = warmup_for(GPU_BUDGET, "cuda", device_warm=True, follows_itself=True)
+    assert same.budget is GPU_BUDGET and same.settled and same.why == "follows itself"
+    for warm, follows in ((False, False), (True, True)):  # a CPU keeps its own rule, whatever ran before
+        cpu = warmup_for(CPU_BUDGET, "cpu", device_warm=warm, follows_itself=follows)
+        assert cpu.budget is CPU_BUDGET and not cpu.settled
     longer = replace(GPU_BUDGET, warmup_ms=5000.0, max_warmup_ms=9000.0)
-    assert first_timing_budget(longer, "cuda", first=True) is longer  # never shortened
+    assert warmup_for(longer, "cuda", device_warm=False, follows_itself=False).budget is longer  # never shortened
+
+
+class _AnsweringWorker:
+    """Stands in for a WorkerProcess: notes each measure request and answers a timing, or an error record for the
+    benchmarks in ``failing``."""
+
+    def __init__(self, pid: int, asked: list[dict], failing: frozenset[str]):
+        self.pid, self.asked, self.failing = pid, asked, failing
+
+    def request(self, request: dict, **_: object) -> dict:
+        self.asked.append(request)
+        if request["benchmark"] in self.failing:
+            return {"record": {"error": "RuntimeError: injected", "busy": False}, "measure_s": 0.01}
+        return {"record": {"samples_s": [0.001] * 3}, "measure_s": 0.01}
+
+
+@pytest.mark.parametrize("failing", [frozenset(), frozenset({"k[c]/1"})])
+def test_each_timing_tells_the_worker_whether_the_device_just_ran_it(sides, failing, monkeypatch):
+    """The engine's side of the warm-up rule, without processes: a pair's first side never follows itself (it follows
+    the previous benchmark or an idle device); its second side does, unless the first side's timing failed."""
+    from ci.speed.engine import warm_engine
+    from ci.speed.engine.device_state import Device
+
+    monkeypatch.setattr(warm_engine, "WARM_DEVICE_S", 600.0)  # a loaded CPU's gaps between requests do not matter
+    asked: list[dict] = []
+    engine = WarmEngine(sides, device="cpu", budget=BUDGET, spares=False)
+    dev = Device(0)
+    dev.workers = {"base": _AnsweringWorker(1, asked, failing), "head": _AnsweringWorker(2, asked, failing)}
+    benches = [Benchmark("k", "c", str(i), 8, 8, 32) for i in range(3)]
+    for b in benches:
+        for side in ("head", "base"):
+            engine._measure(dev, side, b, 0, {"base": 0.0, "head": 0.0})
+    flags = [(r["benchmark"], r["device_warm"], r["follows_itself"]) for r in asked]
+    ok = [b.id not in failing for b in benches]
+    assert flags[0] == (benches[0].id, False, False)  # the first timing: the device idled before it
+    assert [f[2] for f in flags[::2]] == [False] * 3  # a pair's first side: after another benchmark
+    assert [f[2] for f in flags[1::2]] == ok  # its second side: after its own launches, when they ran
+    assert [f[1] for f in flags[2::2]] == ok[:2]  # after a failed pair the device is not taken to be warm
+    engine.close()

@@ -22,10 +22,12 @@ class Device:
     workers: dict[str, WorkerProcess] = field(default_factory=dict)
     spares: dict[str, Spare] = field(default_factory=dict)  # side -> the next generation's process, preloading
     prespawned: dict[str, bool] = field(default_factory=dict)  # side -> this generation's worker was a spare
+    prepared_s: dict[str, dict[str, Any]] = field(default_factory=dict)  # side -> benchmark id -> its set-up seconds
     generation: int = -1
     started_round: int | None = None
     rounds_served: int = 0
-    last_work_end: float = 0.0
+    last_work_end: float = 0.0  # when our last work on the device ended: preparing or a timing
+    last_timing: tuple[str, float] = ("", 0.0)  # the benchmark of our last timing on the device, and when it ended
     failure: str | None = None
     budget: dict[str, Any] | None = None  # the timing budget the workers resolved at their start
     carried: DevicePart | None = None  # the survey's start-up, counted in the first round (see WarmEngine.survey)
@@ -104,6 +106,8 @@ def summarize(dev: Device, part: DevicePart) -> None:
             "measure_s": round(part.measure[side], 3),
             "benchmarks": [b.id for b in part.benches],
             **({"phases": part.phases[side]} if side in part.phases else {}),
+            # The generation's set-up seconds per benchmark, in the round it started (an older one's are not repeated).
+            **({"prepare_s": dev.prepared_s.pop(side)} if side in dev.prepared_s else {}),
             **({"spare_failed": part.spare_failed[side]} if side in part.spare_failed else {}),
         }
     part.summary = {

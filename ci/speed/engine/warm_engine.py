@@ -28,6 +28,9 @@ GATE_RESTART_EVERY = 1
 # NVML averages utilization over at most a second: within this long after our own work, a
 # utilization above the idle bound is ours (ci.speed.engine.worker's idle check then ignores it).
 AFTER_OWN_WORK_S = 2.0
+# A GPU that ended a timing of ours this recently has not idled: the next timing needs no long warm-up, and none at all
+# when it times the same launches (the pair's other side; ci.speed.engine.worker.warmup_for).
+WARM_DEVICE_S = 2.0
 START_TIMEOUT_S = 300.0  # imports and the device context
 SETUP_TIMEOUT_S = 1800.0  # operands and compilation of one device's benchmarks (a cold Triton cache)
 RETIRE_EXIT_S = 1.0  # a replaced worker that answered "quit" and has not exited yet is killed after this long
@@ -348,10 +351,12 @@ class WarmEngine:
 
         def prepare(side: str) -> None:
             began = time.time()
-            dev.workers[side].request(
+            answer = dev.workers[side].request(
                 request, timeout_s=self.timeouts["setup"], what=f"preparing {[b.id for b in benches]}"
             )
             startup[side] += time.time() - began
+            # Where a generation's start-up goes (its share of a round is the cadence's cost): kept for the record.
+            dev.prepared_s[side] = {i: p.get("prepare_s") for i, p in (answer.get("prepared") or {}).items()}
 
         each(list(dev.workers), prepare)
         dev.last_work_end = time.time()  # preparing ran every launch once
@@ -360,17 +365,23 @@ class WarmEngine:
         self, dev: Device, side: str, bench: Benchmark, round_index: int, measure: dict[str, float]
     ) -> dict[str, Any]:
         worker = dev.workers[side]
+        last_bench, last_end = dev.last_timing
+        device_warm = time.time() - last_end < WARM_DEVICE_S
         answer = worker.request(
             {
                 "op": "measure",
                 "benchmark": bench.id,
                 "own_pids": [w.pid for w in dev.workers.values()],
                 "after_own_work": time.time() - dev.last_work_end < AFTER_OWN_WORK_S,
+                "device_warm": device_warm,
+                "follows_itself": device_warm and last_bench == bench.id,
             },
             timeout_s=self.timeouts["measure"],
             what=f"measuring {bench.id} in round {round_index + 1}",
         )
         dev.last_work_end = time.time()
+        # Only a timing that ran its launches warms the device for the next (an error or a busy GPU did not).
+        dev.last_timing = (bench.id, dev.last_work_end) if "samples_s" in answer["record"] else ("", 0.0)
         measure[side] += answer["measure_s"]
         return {
             **answer["record"],

@@ -18,18 +18,43 @@ from ci.speed.engine.survey import device_environment, log, resolve_device, setu
 
 PROTOCOL = "mxfp4-speed-worker/1"
 OPS = ("measure", "preload", "prepare", "quit", "start", "survey")  # the requests, each a method of Worker
-# A repeat timing on a GPU skips priming and warms up one launch; a worker's first timing on a GPU warms up for at
-# least this long (why, and the H200 runs that set it: docs/SPEED_GATE.md, "Warm workers", "Repeat timings").
+# How a timing on a GPU warms up depends on what the device just ran, not on the worker's history (issue 46, H100
+# records: a one-launch warm-up right after a *different* benchmark left the first side of a pair 0.11-0.54% slower
+# than its partner, which inflated the tracked config's within SD to 0.23%; docs/SPEED_GATE.md, "Warm-up by the
+# device's state"):
+# - the device just timed these very launches (the pair's other side): one launch, the samples checked for steadiness;
+# - it just timed something else of ours: the suite's full warm-up;
+# - it idled (a round's start, after preparing, between rounds): at least FIRST_GPU_WARMUP_MS (the H200 runs that set
+#   it: docs/SPEED_GATE.md, "Warm workers", "Repeat timings").
 FIRST_GPU_WARMUP_MS = 2000.0
+WAIT_COOLS_S = 1.0  # a wait for the GPU to be idle this long or longer: the device is taken to have cooled
 
 
-def first_timing_budget(budget: Any, device: str, first: bool) -> Any:
-    """The budget of a timing: a worker's first on a GPU warms up for at least FIRST_GPU_WARMUP_MS."""
-    if not first or device == "cpu" or budget.warmup_ms >= FIRST_GPU_WARMUP_MS:
-        return budget
-    return replace(
+@dataclass(frozen=True)
+class Warmup:
+    """How one timing warms up: its budget, and whether it is ``settled`` (harness.timing.benchmark)."""
+
+    budget: Any
+    settled: bool
+    why: str  # for the record: "follows itself", "after our timing", "after idle" or "cpu"
+
+
+def warmup_for(budget: Any, device: str, *, device_warm: bool, follows_itself: bool) -> Warmup:
+    """The warm-up of a timing on ``device``: ``device_warm``, a timing of ours ended on it moments ago;
+    ``follows_itself``, that timing was of this same benchmark. A CPU keeps its own rule (a full warm-up, retried
+    until steady: its timed cores are shared with whatever else runs)."""
+    if device == "cpu":
+        return Warmup(budget, False, "cpu")
+    if device_warm and follows_itself:
+        return Warmup(budget, True, "follows itself")
+    if device_warm:
+        return Warmup(budget, False, "after our timing")
+    if budget.warmup_ms >= FIRST_GPU_WARMUP_MS:
+        return Warmup(budget, False, "after idle")
+    longer = replace(
         budget, warmup_ms=FIRST_GPU_WARMUP_MS, max_warmup_ms=max(budget.max_warmup_ms, FIRST_GPU_WARMUP_MS + 1000.0)
     )
+    return Warmup(longer, False, "after idle")
 
 
 def timing_budget(device: str, overrides: dict[str, Any] | None) -> Any:
@@ -72,7 +97,6 @@ class Worker:
     seed: int = 0
     budget: Any = None
     prepared: dict[str, Prepared] = field(default_factory=dict)
-    timed: set[str] = field(default_factory=set)  # benchmarks timed at least once by this worker
     monitor: Any = None
     monitor_problem: str | None = None
 
@@ -121,7 +145,6 @@ class Worker:
         released = [i for i in self.prepared if i not in wanted]
         for bench_id in released:
             del self.prepared[bench_id]
-            self.timed.discard(bench_id)
         if released:
             import gc
 
@@ -154,20 +177,24 @@ class Worker:
         label = f"{bench_id} [{self.side}]"
         try:
             idle = self._wait_idle(frozenset(request.get("own_pids", ())), bool(request.get("after_own_work")))
-            again = bench_id in self.timed
-            budget = first_timing_budget(self.budget, self.device, first=not self.timed)
+            warmup = warmup_for(
+                self.budget,
+                self.device,
+                # An idle wait of its own (another process on the GPU) lets the device cool like any gap.
+                device_warm=bool(request.get("device_warm")) and idle.waited_s < WAIT_COOLS_S,
+                follows_itself=bool(request.get("follows_itself")),
+            )
             result = timing.benchmark(
                 prepared.launches,
                 flops=timing.gemm_flops(bench["m"], bench["n"], bench["k"]),
                 device=self.device,
-                budget=budget,
+                budget=warmup.budget,
                 monitor=self.monitor,
                 inputs_cold=prepared.inputs_cold,
                 label=label,
-                primed=again,
-                settled=again and self.device != "cpu",
+                primed=True,  # preparing ran every launch once (compilation, first-touch allocations)
+                settled=warmup.settled,
             )
-            self.timed.add(bench_id)
         except gpu_state.GpuBusyError as exc:  # the parent excludes the round: the GPU was not ours
             record = {"error": str(exc), "error_type": type(exc).__name__, "busy": True}
             log(f"{label}: GPU busy: {exc}")
@@ -176,7 +203,7 @@ class Worker:
             log(f"{label}: FAILED: {record['error']}")
         else:
             result = replace(result, idle=idle.to_json())
-            record = {**result.to_json(), "output_check": prepared.output_check}
+            record = {**result.to_json(), "output_check": prepared.output_check, "warmup_rule": warmup.why}
             log(result.summary())
         record["measured_at"] = measured_at
         return {"record": record, "measure_s": round(time.perf_counter() - began, 4)}

@@ -53,6 +53,7 @@ def _inject_sabotage():
                 if action == "exit":
                     _os._exit(3)
                 if action == "hang":
+                    open(path + ".hanging", "w").close()  # the test knows the launch itself hangs
                     _time.sleep(3600)
 
         return sabotaged_launch
@@ -369,10 +370,13 @@ def test_closing_the_engine_kills_a_worker_busy_timing_at_once(sides, sabotage):
             daemon=True,
         )
         measuring.start()
+        # The base has measured and the head's timing hangs (a busy head alone may still be preparing: the base's
+        # measuring would then meet the closed engine).
+        hanging = Path(f"{sabotage}.hanging")
         deadline = time.monotonic() + 120
-        while not head.busy and time.monotonic() < deadline:  # the base has measured; the head's timing hangs
+        while not hanging.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert head.busy, "the head worker never started its timing"
+        assert hanging.exists() and head.busy, "the head worker never started its timing"
         began = time.monotonic()
     finally:
         engine.close()

@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # Shared by the H200 experiment scripts (sourced, not run): a time budget, timed steps, the device's set-up.
 # The caller sets BUDGET_S (seconds the whole call may take), LOGS (what comes back), before h200_setup WORK (the
-# clone to run in) and WHL (the carried wheels, .dev/whl), and before gate GATE_ARGS (the gate's model and thresholds).
+# clone to run in), ROOT (the carried working tree; used when BUNDLE, a bundle of main, is absent) and WHL (the carried
+# wheels, .dev/whl), and before gate GATE_ARGS (the gate's model and thresholds).
 T0=${T0:-$(date +%s)}
 
 left() { echo $(( BUDGET_S - ($(date +%s) - T0) )); }
@@ -22,8 +23,14 @@ h200_setup() {  # the wheels into $SITE, a clone of the bundled main (or $BRANCH
     | tee "$LOGS/gpu_before.csv"
   step install 90 python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$WHL"/*.whl \
     > "$LOGS/install.log" 2>&1 || exit 2
-  rm -rf "$WORK" && git clone -q -b "${BRANCH:-main}" "$BUNDLE" "$WORK" && cd "$WORK" || exit 2
-  git config user.email exp@example.invalid && git config user.name exp
+  if [ -f "$BUNDLE" ]; then
+    rm -rf "$WORK" && git clone -q -b "${BRANCH:-main}" "$BUNDLE" "$WORK" && cd "$WORK" || exit 2
+    git config user.email exp@example.invalid && git config user.name exp
+  else  # no bundle carried (the tree and a bundle of it may not fit the carry limit together): the tree copied, as main
+    rm -rf "$WORK" && mkdir -p "$WORK" && tar -C "$ROOT" --exclude=./.dev --exclude=./.git -cf - . | tar -C "$WORK" -xf - \
+      && cd "$WORK" && git init -q -b main && git config user.email exp@example.invalid && git config user.name exp \
+      && git add -A && git commit -qm "the working tree carried to the device" || exit 2
+  fi
   [ "${BRANCH:-main}" = main ] || git checkout -q -B main  # the experiment branches grow from main: the branch cloned
   python3 docs/data/make_experiment_branches.py || exit 2
   export PYTHONPATH=$WORK:$SITE

@@ -60,6 +60,38 @@ def test_no_between_variance_planted_gives_a_small_ratio_not_a_constant():
     assert np.median(found) < 0.15
 
 
+def test_a_runner_with_no_between_worker_variance_gets_a_model_that_decides():
+    """The H100's second calibration (2026-12-07, 8 rounds, 4 generations, 26 benchmarks): the pool put the ratio at
+    its floor and every benchmark's posterior at 0, and a zero came out as "unknown" (between df 0): a model with no
+    prediction of a generation's mean, every benchmark "cannot be decided". A zero the pool knows keeps its df."""
+    from harness.paired.noise import LookNoise, Spread
+    from harness.paired.plan import ZONE_PLAN
+    from harness.paired.zone import model_prediction, planned_rounds
+
+    recorded = json.loads((PROJECT / "docs/data/gpu_day_one_h100b/calibrate/model.json").read_text())["runs"][0]
+    fitted = fit(
+        {
+            b: [RunRounds("h100", tuple(r["log_ratios"]), tuple(r["generations"]))]
+            for b, r in recorded["benchmarks"].items()
+        }
+    )
+    entries = list(fitted.benchmarks.values())
+    assert fitted.pool is not None and fitted.pool.ratio < 1e-3 and len(entries) == 26
+    zeros = [e for e in entries if e.between_sd == 0.0]
+    assert zeros, "the planted no-between case must reach the pool's zero"
+    assert all(e.between_df == pytest.approx(fitted.pool.df) for e in zeros)
+    spread = Spread()
+    for e in entries:
+        look = LookNoise(e, spread, cadence=2)
+        assert model_prediction(2, [0, 1], look, 12.0).usable
+        # A benchmark 20x quieter than its threshold's half-zone is decided in a few rounds, not "cannot".
+        quiet = LookNoise(BenchmarkNoise(0.0002, e.within_df, e.between_sd, e.between_df), spread, cadence=2)
+        assert planned_rounds(quiet, 0.007, ZONE_PLAN, 1) is not None
+    # Without a pool (no benchmark with two generations) nothing is known of tau: still no prediction.
+    lone = shrink(BetweenParts(1.0, 3.0, 0.0, 0.0, 1.0), None)
+    assert lone.between_df == 0.0 and lone.between_var == 0.0
+
+
 def test_the_effective_between_df_grows_with_the_number_of_benchmarks():
     def median_df(benches):
         return np.median(

@@ -315,3 +315,22 @@ def test_a_settled_timing_that_was_not_steady_warms_up_fully_and_times_again(mon
         assert clock.timed_from == [1, 3]  # each timing goes on from where its own warm-up left the rotation
     else:
         assert t.samples_s == (1.0,) * 6 and t.warmup_launches == 1 and clock.used == 7
+
+
+def test_free_memory_counts_the_blocks_torchs_allocator_holds_unused(monkeypatch):
+    """An H100 calibration worker (2026-12-07) saw 1.06 GiB free after the torch_dequant references' temporaries, which
+    its caching allocator still held: two input sets of 0.7 GiB could not be made, though the allocator would have
+    handed those blocks back. Free is the driver's free plus those blocks."""
+    from harness.timing import inputs
+
+    gib = 1 << 30
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (int(1.06 * gib), 80 * gib))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 9 * gib)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 2 * gib)
+    free = inputs._free_memory_bytes(torch.device("cuda", 0))
+    assert free == int(1.06 * gib) + 7 * gib
+    sets, _ = inputs.input_set_count(int(0.71 * gib), 50 << 20, free)  # the benchmark the calibration lost
+    assert sets >= 2
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 9 * gib)  # nothing cached: the driver's
+    assert inputs._free_memory_bytes(torch.device("cuda", 0)) == int(1.06 * gib)
+    assert inputs._free_memory_bytes(torch.device("cpu")) > 0  # the CPU path is untouched

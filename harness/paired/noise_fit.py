@@ -114,7 +114,7 @@ def _pooled_fit(sums: Mapping[str, _Sums]) -> tuple[dict[str, BenchmarkNoise], P
             math.sqrt(s.ss_w / s.df_w),
             s.df_w,
             math.sqrt(shrunk.between_var),
-            float(f"{shrunk.between_df:.4g}") if shrunk.between_var > 0 else 0.0,
+            float(f"{shrunk.between_df:.4g}"),
             s.rounds,
             s.runs,
             s.generations,

@@ -170,6 +170,10 @@ def test_warm_workers_alternate_measure_many_times_and_restart(sides, capsys):
     assert all(s > 0.5 for s in startup[0] + startup[2]) and all(s < 0.5 for s in startup[1])
     cost = cost_summary(rounds)
     assert cost["processes_started"] == 4 and cost["measure_s"] > 0
+    # A new generation's record has its set-up seconds per benchmark; a round it did not start does not repeat them.
+    prepared = [[sorted(w.get("prepare_s", {})) for p in r["processes"] for w in p["workers"]] for r in rounds]
+    ids = sorted(b.id for b in benches)
+    assert prepared == [[ids, ids], [[], []], [ids, ids]]
 
     with capsys.disabled():
         print(

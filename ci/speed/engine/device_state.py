@@ -92,6 +92,7 @@ def summarize(dev: Device, part: DevicePart) -> None:
                         **({"died_measuring": True} if bench.id == part.measuring else {}),
                     },
                 )
+    prepared, dev.prepared_s = dev.prepared_s, {}
     for side in part.order:
         worker = dev.workers.get(side)
         part.workers[side] = {
@@ -106,8 +107,9 @@ def summarize(dev: Device, part: DevicePart) -> None:
             "measure_s": round(part.measure[side], 3),
             "benchmarks": [b.id for b in part.benches],
             **({"phases": part.phases[side]} if side in part.phases else {}),
-            # The generation's set-up seconds per benchmark, in the round it started (an older one's are not repeated).
-            **({"prepare_s": dev.prepared_s.pop(side)} if side in dev.prepared_s else {}),
+            # The generation's set-up seconds per benchmark, in the round it started (a later round's prepare answers
+            # the same seconds again: not repeated).
+            **({"prepare_s": prepared[side]} if side in prepared and side in part.phases else {}),
             **({"spare_failed": part.spare_failed[side]} if side in part.spare_failed else {}),
         }
     part.summary = {

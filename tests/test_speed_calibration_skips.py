@@ -207,6 +207,10 @@ class FakeEngine:
 
 @pytest.fixture
 def one_commit_repo(tmp_path):
+    return make_one_commit_repo(tmp_path)
+
+
+def make_one_commit_repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     repo.mkdir()
     commit = ["-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "x"]

@@ -259,7 +259,8 @@ def test_publish_speaks_as_publish_not_as_the_main_job(tmp_path, monkeypatch, ca
     from ci.history import messages, publish
     from ci.history.site import site_build
 
-    monkeypatch.setattr(messages, "_prefix", messages._prefix)  # put back after the test
+    # Put back after the test (speak_as sets it for the process); the code before issue 49 had no such name.
+    monkeypatch.setattr(messages, "_prefix", getattr(messages, "_prefix", "main_job"), raising=False)
     monkeypatch.setattr(site_build, "run", lambda options: messages.log("a line of the build") or 0)
     assert publish.main(["--local", "--out", str(tmp_path / "site")]) == 0
     assert capsys.readouterr().err.splitlines() == ["publish: a line of the build"]

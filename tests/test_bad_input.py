@@ -17,10 +17,10 @@ import pytest
 from test_asv_suite import git
 
 from ci.common.errors import HarnessError
-from ci.common.json_file import MAX_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
 NESTED = "[" * 100_000 + "]" * 100_000  # json.loads: RecursionError, caught by nothing before issue 49
+CAP = 64 << 20  # ci.common.json_file.MAX_BYTES, as docs/RELIABILITY.md states it (checked after the fronts ran)
 
 
 def _front(module: str, *argv: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -111,9 +111,12 @@ def test_a_json_file_over_the_cap_is_not_read(tmp_path, module, argv):
     """ci.notify caps its input at 2 MB; the tools' own files (a calibration's every round: 2 MB) at 64 MiB."""
     huge = tmp_path / "huge.json"
     with open(huge, "wb") as f:
-        f.truncate(MAX_BYTES + 1)  # sparse
+        f.truncate(CAP + 1)  # sparse
     done = _front(module, *argv, str(huge), cwd=ROOT)
-    assert_one_line(done, module, f"{argv[-1]} {huge}: over {MAX_BYTES >> 20} MiB: not read")
+    assert_one_line(done, module, f"{argv[-1]} {huge}: over {CAP >> 20} MiB: not read")
+    from ci.common.json_file import MAX_BYTES  # here: the front's behaviour is checked first, on any code
+
+    assert MAX_BYTES == CAP
 
 
 def test_a_malformed_noise_model_is_refused_before_any_work(tmp_path, capsys):
@@ -127,7 +130,10 @@ def test_a_malformed_noise_model_is_refused_before_any_work(tmp_path, capsys):
     assert line.startswith(f"python -m ci.speed: error: --noise {bad}: ") and "missing" in line, line
 
 
-# Every front that checks an output file before its work, and the argv that reaches that check.
+RUN_URL = "https://github.com/o/n/actions/runs/1"
+NOTIFY_HEAD = ["--head-repo", "o/n", "--head-branch", "b", "--head-sha", "0" * 40]
+# Every front that checks an output file before its work, and the argv that reaches that check ({tmp}: a folder
+# that exists).
 OUTPUTS = [
     ("ci.speed.gate", "GATE", ["--json", "{out}"]),
     ("ci.speed.gate", "GATE", ["--plot", "{out}"]),
@@ -138,10 +144,29 @@ OUTPUTS = [
     ("ci.bisect.options", "COMMAND", ["--good", "HEAD~1", "--bad", "HEAD", "--benchmark", "k[c]/s", "--json", "{out}"]),
     ("ci.history.main_job", "COMMAND", ["--json", "{out}"]),
     ("ci.history.publish", "COMMAND", ["--json", "{out}"]),
+    ("ci.notify.front", "COMMAND", ["judge", "--artifacts", "{tmp}", "--out", "{out}"]),
+    ("ci.notify.front", "COMMAND", ["comment", "--artifacts", "{tmp}", "--run-url", RUN_URL, "--out", "{out}"]),
+    (
+        "ci.notify.front",
+        "COMMAND",
+        ["comment", "--artifacts", "{tmp}", "--run-url", RUN_URL, "--out", "{tmp}/c.md", "--status-out", "{out}"],
+    ),
+    ("ci.notify.front", "COMMAND", ["pr-files", *NOTIFY_HEAD, "--github-repo", "o/n", "--out", "{out}"]),
+    (
+        "ci.notify.front",
+        "COMMAND",
+        ["regression-issues", "--github-repo", "o/n", "--changes", "tests/data/history_changes.json"]
+        + ["--run-url", RUN_URL, "--json", "{out}"],
+    ),
 ]
 
 
-@pytest.mark.parametrize("module, name, argv", OUTPUTS, ids=[f"{m} {a[-2]}" for m, _, a in OUTPUTS])
+def _output_id(module: str, argv: list[str]) -> str:
+    subcommand = [] if argv[0].startswith("-") else [argv[0]]  # ci.notify's
+    return " ".join([module, *subcommand, argv[-2]])
+
+
+@pytest.mark.parametrize("module, name, argv", OUTPUTS, ids=[_output_id(m, a) for m, _, a in OUTPUTS])
 def test_an_output_into_a_missing_folder_is_refused_not_created(tmp_path, monkeypatch, module, name, argv):
     """Found in issue 49: as root, --json /nonexistent/dir/v.json created /nonexistent/dir."""
     monkeypatch.chdir(ROOT)
@@ -150,7 +175,7 @@ def test_an_output_into_a_missing_folder_is_refused_not_created(tmp_path, monkey
     out = missing / "out.json"
     command = getattr(importlib.import_module(module), name)
     with pytest.raises(HarnessError) as refused:
-        command.checked([a.format(out=out) for a in argv])
+        command.checked([a.format(out=out, tmp=tmp_path) for a in argv])
     assert f"{argv[-2]} {out}: cannot write there (the folder {missing} does not exist; create it first)" in str(
         refused.value
     )

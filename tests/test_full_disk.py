@@ -420,3 +420,53 @@ def test_the_resources_record_on_a_full_disk_is_exit_2(tmp_path):
         assert_not_a_compile_failure(done)
         assert files(out) == {"resources.json": b'{"an": "earlier record"}\n'}
         no_temporary_files(out)
+
+
+# ---------------------------------------------------------------------------
+# the calibration's noise model (python -m ci.speed.calibrate --write, issue 49, item 2)
+# ---------------------------------------------------------------------------
+# In process, with test_speed_calibration_skips' engine of simulated A/A rounds (no GPU here); the model's folder is a
+# real full tmpfs, so the model's write meets the kernel's own ENOSPC.
+
+
+@pytest.mark.parametrize("json_given", [True, False], ids=["--json", "no --json"])
+def test_the_calibrations_model_on_a_full_disk_keeps_the_rounds(tmp_path, monkeypatch, json_given):
+    """A calibration's rounds (~8 minutes of a GPU runner) outlive a model that cannot be written: they go to --json,
+    or to a named file in the temp dir; the earlier model is left whole; the one line names the model and the refit."""
+    import tempfile
+
+    # Imported here: the other tests of this file also run on code from before the calibration's engine hook.
+    import test_speed_calibration_skips as calibration_skips
+
+    from ci.common.errors import WriteError
+    from ci.speed.engine.rounds import Benchmark
+    from ci.speed.modes.calibration import run_calibrate
+
+    FakeEngine, _options = calibration_skips.FakeEngine, calibration_skips._options
+    one_commit_repo = calibration_skips.make_one_commit_repo(tmp_path)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    spare = tmp_path / "temp"  # where a fallback file goes: tempfile.gettempdir()
+    spare.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spare))
+    benches = [Benchmark("triton_upcast", "m128_n128_k64_w8_s3", f"s{i}", 256, 256, 256) for i in range(2)]
+    models = tmp_path / "models"
+    models.mkdir()
+    model = models / "model.json"
+    first = _options(tmp_path, one_commit_repo, noise=model, json=None)  # this runner's earlier model
+    assert run_calibrate(first, open_engine=lambda *a: FakeEngine(benches, seed=1)) == 0
+    assert not list(spare.iterdir())
+    before = files(models)
+    record = tmp_path / "cal.json" if json_given else None
+    with full(models):
+        again = _options(tmp_path, one_commit_repo, noise=model, json=record)
+        with pytest.raises(WriteError) as refused:
+            run_calibrate(again, open_engine=lambda *a: FakeEngine(benches, seed=2))
+        assert files(models) == before
+        no_temporary_files(models)
+    line = str(refused.value)
+    assert f"cannot write {model}" in line and "No space left on device" in line and "kept: " in line, line
+    fallbacks = list(spare.iterdir())
+    assert len(fallbacks) == (0 if record is not None else 1), (fallbacks, line)  # no --json: one named file
+    kept = record if record is not None else fallbacks[0]
+    assert f"the rounds are kept in {kept}: `python -m ci.speed.calibrate --refit --aa-records {kept}" in line, line
+    assert len(json.loads(kept.read_text())["rounds"]) == 8

@@ -309,6 +309,7 @@ def test_an_interrupted_gate_records_its_complete_rounds_and_replays_them(fault_
     rest = stderr.rest()
     assert code == 143, "".join(stderr.seen) + rest
     data = json.loads(record.read_text())
+    assert "rounds" in data, f"the record kept no rounds: {data.get('error')}"  # before issue 49: an error record
     kept = len(data["rounds"])  # round 4 had started: 3 complete, unless it ended before the signal landed
     assert kept in (3, 4) and f"interrupted after {kept} complete round(s)" in rest and "Traceback" not in rest, rest
     assert data["interrupted"] == "SIGTERM" and data["exit_code"] == 143

@@ -103,7 +103,7 @@ def run_publisher(
     exit code by its step's name.
     """
     workflow = yaml.safe_load(WORKFLOW.read_text())
-    uploads: dict[str, Path] = {}
+    uploads: dict[str, list[Path]] = {}
     codes: dict[str, int] = {}
     for job_id, job in workflow["jobs"].items():
         job_temp = temp / job_id  # each job on its own runner
@@ -118,15 +118,17 @@ def run_publisher(
                         if fnmatch.fnmatch(folder.name, args["pattern"]):
                             shutil.copytree(folder, dest / folder.name)
                 elif args["name"] in uploads:
-                    src = uploads[args["name"]]
-                    shutil.copytree(src, dest, dirs_exist_ok=True) if src.is_dir() else (
-                        dest.mkdir(parents=True, exist_ok=True),
-                        shutil.copy(src, dest / src.name),
-                    )
+                    for src in uploads[args["name"]]:
+                        shutil.copytree(src, dest, dirs_exist_ok=True) if src.is_dir() else (
+                            dest.mkdir(parents=True, exist_ok=True),
+                            shutil.copy(src, dest / src.name),
+                        )
                 continue
             if uses.startswith("actions/upload-artifact@"):
-                if Path(args["path"]).exists():
-                    uploads[args["name"]] = Path(args["path"])
+                # One path, or several files of one folder (a line each): the artifact holds them at its root.
+                kept = [Path(p.strip()) for p in args["path"].splitlines() if p.strip() and Path(p.strip()).exists()]
+                if kept:
+                    uploads[args["name"]] = kept
                 continue
             env = {
                 **server.env(dict(os.environ)),
@@ -376,7 +378,7 @@ def test_a_pr_files_failure_says_the_gate_change_is_not_known(tmp_path):
 
 def test_no_speed_record_is_nothing_to_judge(tmp_path):
     # A docs-only PR: the GPU job never ran, the judge's download found no artifact (and made no folder).
-    out = tmp_path / "judged" / "judged.json"
+    out = tmp_path / "judged.json"
     done = subprocess.run(
         [sys.executable, "-m", "ci.notify", "judge", "--artifacts", str(tmp_path / "pr-artifacts"), "--out", str(out)],
         cwd=PROJECT,

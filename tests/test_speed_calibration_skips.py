@@ -207,6 +207,10 @@ class FakeEngine:
 
 @pytest.fixture
 def one_commit_repo(tmp_path):
+    return make_one_commit_repo(tmp_path)
+
+
+def make_one_commit_repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     repo.mkdir()
     commit = ["-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "x"]
@@ -360,7 +364,10 @@ def test_an_interrupted_calibration_keeps_its_rounds_and_they_refit(tmp_path, on
 
     benches = [Benchmark("triton_upcast", "m128_n128_k64_w8_s3", f"s{i}", 256, 256, 256) for i in range(2)]
     engine = InterruptedEngine(benches, at=5)
-    code = run_calibrate(_options(tmp_path, one_commit_repo), open_engine=lambda sides, opts, stop_at: engine)
+    try:
+        code = run_calibrate(_options(tmp_path, one_commit_repo), open_engine=lambda sides, opts, stop_at: engine)
+    except KeyboardInterrupt as escaped:  # before issue 49: the interrupt left the calibration, its rounds unwritten
+        pytest.fail(f"the interrupt escaped the calibration, nothing kept: {escaped!r}")
     assert code == 143 and not (tmp_path / "model.json").exists()
     record = json.loads((tmp_path / "cal.json").read_text())
     assert record["interrupted"] == "SIGTERM" and record["exit_code"] == 143 and len(record["rounds"]) == 5

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ci.common.command import Command
-from ci.common.options import OptionsError
+from ci.common.options import OptionsError, output_value
 from ci.notify.post import BOT_LOGIN
 from ci.notify.untrusted import SAFE_URL
 
@@ -185,6 +185,10 @@ def options_from(args: argparse.Namespace) -> Options:
         path = getattr(options, flag[2:].replace("-", "_"))
         if path is not None and not path.is_file():
             raise OptionsError(f"{flag} {path}: no such file")
+    # Outputs as every front checks them: writable before any GitHub call, and a folder that is not there is an
+    # error, not made (a typo must not create folders; the workflows make theirs first).
+    for flag in ("--out", "--status-out", "--json"):
+        output_value(getattr(options, flag[2:].replace("-", "_")), flag)
     return options
 
 

@@ -7,6 +7,8 @@
 #   bash docs/data/gpu_day_one.sh model      # with that model: three A/A PRs
 #   bash docs/data/gpu_day_one.sh rest       # with it: the one-pass PR and the mixed tuning PR (--all-verdicts)
 #   bash docs/data/gpu_day_one.sh none       # with no model (--plan noise=off): an A/A PR and the one-pass PR
+#   bash docs/data/gpu_day_one.sh each       # when the lease has one call left: one A/A and the one-pass PR with the
+#                                            # model, then both with none
 # Every gate runs under its own --max-minutes (it then writes its record, undecided benchmarks inconclusive), with an
 # outer timeout only as a safety net: a SIGTERM'd gate keeps no rounds (issue 49, item 3).
 # The model written by the first call is kept at /tmp/day_one/model.json on the machine and comes back in the
@@ -17,8 +19,8 @@
 # GPU job's. Everything comes back as $OUT/day_one_<part>.tar.gz (each step's JSON record, Markdown, log).
 set -u -o pipefail
 export PYTHONUNBUFFERED=1
-PART=${1:?a part: calibrate, model, rest or none}
-case $PART in calibrate|model|rest|none) ;; *) echo "unknown part: $PART (calibrate, model, rest or none)" >&2; exit 2 ;; esac
+PART=${1:?a part: calibrate, model, rest, none or each}
+case $PART in calibrate|model|rest|none|each) ;; *) echo "unknown part: $PART (calibrate, model, rest, none or each)" >&2; exit 2 ;; esac
 BUDGET_S=${BUDGET_S:-585}
 ROOT=$(pwd)
 SITE=/tmp/site WORK=/tmp/r46 LOGS=/tmp/day_one_$PART OUT=${OUT:-/tmp/out} KEEP=/tmp/day_one
@@ -62,6 +64,11 @@ if [ "$PART" = model ]; then
 elif [ "$PART" = rest ]; then
   gate one_pass_model 130 main exp/slow "${WITH[@]}" --max-minutes 1.2
   gate mixed_model 230 main exp/mixed "${WITH[@]}" --all-verdicts --max-minutes 2.9
+elif [ "$PART" = each ]; then  # each under its bar's time and a little more, to see where it ends
+  gate aa_model_1 130 main exp/neutral-1 "${WITH[@]}" --max-minutes 1.8
+  gate one_pass_model 110 main exp/slow "${WITH[@]}" --max-minutes 1.4
+  gate aa_none 190 main exp/neutral-2 --plan noise=off --max-minutes 2.7
+  gate one_pass_none 130 main exp/slow --plan noise=off --max-minutes 1.8
 else  # each under its bar's time (A/A 150 s, one-pass 100 s) and a little more, to see where it ends
   gate aa_none 230 main exp/neutral-1 --plan noise=off --max-minutes 3.0
   gate one_pass_none 150 main exp/slow --plan noise=off --max-minutes 2.0

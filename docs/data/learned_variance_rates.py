@@ -13,7 +13,10 @@ departs from the gate's model, row by row:
 - heavy tails: ``e`` and ``g`` Student-t with 3 df (scaled to the same SD);
 - a run-level shift: the run's variances 2.5x what its model says (both parts), as a runner on a bad day;
 - the model (where there is one): the truth ("right"), ``tau`` fitted as ~0 from 3 generations ("tau 0"), ``tau``
-  3x the truth's ("tau 3x"), or none at all (the no-model rule).
+  3x the truth's ("tau 3x"), ``tau`` exactly 0 as a calibration where no benchmark's generations differ writes it:
+  with the benchmark's own generation means' 3 df ("known 0", the committed rule) or with the pool's 78 df ("pool 0",
+  the rule tried first and rejected on these cells: the H100's second calibration), or none at all (the no-model
+  rule).
 
 Each trial goes through harness.paired.sequential.sequential_decision (the gate's code) over 40 rounds; the whole
 record and a growing prefix give the same decision. Counted: at 0 and -t/2 any "regression" (a false alarm); at -t
@@ -43,7 +46,10 @@ THRESHOLD, WITHIN, ROUNDS, GATED = 0.007, 0.0005, 40, 20
 CALIBRATION_CADENCE = 2  # the model's generations (python -m ci.speed.calibrate restarts every 2)
 SPREAD = Spread(40.0, 17.0, True)
 RATIOS = (0.0, 1.0, 3.0)
-MODELS = ("none", "right", "tau 0", "tau 3x")
+MODELS = ("none", "right", "tau 0", "tau 3x", "known 0", "pool 0")
+ADDED = ("known 0", "pool 0")  # models added after the first table: their own seeds
+# The H100's second calibration: 4 generations a benchmark (3 between df), 26 benchmarks (the pool's 78).
+ZERO_DF = {"known 0": 3.0, "pool 0": 78.0}
 DEPARTURES = ("normal", "t3 tails", "run x2.5")
 EFFECTS = (0.0, -THRESHOLD / 2, -THRESHOLD)
 
@@ -52,6 +58,8 @@ def model_of(kind: str, tau: float) -> BenchmarkNoise | None:
     """The model the gate is given: 30 within df, 12 between df (a short calibration's pooled figure)."""
     if kind == "none":
         return None
+    if kind in ZERO_DF:
+        return BenchmarkNoise(WITHIN, 30, 0.0, ZERO_DF[kind])
     fitted = {"right": tau, "tau 0": 1e-4 * WITHIN, "tau 3x": 3 * max(tau, WITHIN)}[kind]
     return BenchmarkNoise(WITHIN, 30, fitted, 12 if kind != "tau 0" else 2)
 
@@ -141,18 +149,24 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=2000)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--restart-every", type=int, default=1, help="the gate's cadence (1: the gate's since issue 46)")
+    ap.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS), help="only these models' cells")
     args = ap.parse_args()
     if args.tables:
         print(tables(json.loads(args.tables.read_text())))
         return 0
     tasks = []
-    seed = 46
+    seed, added = 46, 100046  # a model added later draws its own seeds: the earlier cells keep theirs
     for ratio in RATIOS:
         for departure in DEPARTURES:
             for model in MODELS:
                 for effect in EFFECTS:
-                    seed += 1
-                    tasks.append((ratio, model, departure, effect, args.trials, seed, args.restart_every))
+                    if model in ADDED:
+                        added += 1
+                    else:
+                        seed += 1
+                    if model in args.models:
+                        task_seed = added if model in ADDED else seed
+                        tasks.append((ratio, model, departure, effect, args.trials, task_seed, args.restart_every))
     t0 = time.process_time()
     with ProcessPoolExecutor(args.workers) as pool:
         cells = list(pool.map(cell, tasks))

@@ -70,6 +70,6 @@ elif [ "$PART" = each ]; then  # each under its bar's time and a little more, to
   gate aa_none 190 main exp/neutral-2 --plan noise=off --max-minutes 2.7
   gate one_pass_none 130 main exp/slow --plan noise=off --max-minutes 1.8
 else  # each under its bar's time (A/A 150 s, one-pass 100 s) and a little more, to see where it ends
-  gate aa_none 230 main exp/neutral-1 --plan noise=off --max-minutes 3.0
-  gate one_pass_none 150 main exp/slow --plan noise=off --max-minutes 2.0
+  gate aa_none 230 main exp/neutral-1 --plan noise=off --max-minutes "${AA_MINUTES:-3.0}"
+  gate one_pass_none 150 main exp/slow --plan noise=off --max-minutes "${ONE_PASS_MINUTES:-2.0}"
 fi

@@ -7,12 +7,20 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
+from pathlib import Path
 
+import numpy as np
+
+from ci.history.asv_results import line_cache
 from ci.history.asv_results.summaries import Missing, Point, split_key
 
-SCHEMA = 4  # of the kept rows: bump when they change, and every file is read again (the tables are named by it)
+# Of the kept rows: bump when they change, and every file is read again (the tables are named by it). 5: file ids
+# never given twice (the line cache trusts them).
+SCHEMA = 5
 FILES, TEXTS, POINTS = f"files_v{SCHEMA}", f"texts_v{SCHEMA}", f"points_v{SCHEMA}"
 MISSING, RESOURCES, PRINTS = f"missing_v{SCHEMA}", f"resources_v{SCHEMA}", f"prints_v{SCHEMA}"
+IDENTITY = f"identity|{FILES}"  # memos' name of this database's identity (line_cache.py: a new database, new ids)
 
 
 class LineReads:
@@ -24,18 +32,110 @@ class LineReads:
     _flag_sets: dict[int, tuple[str, ...]]
     _files: dict[int, tuple[str, str, str]] | None
     _ranked: tuple[dict[str, int], dict[int, int]] | None
+    _line_keys: list[tuple[str, str]] | None
+    _key_set: set[str] | None
+    log: Callable[[str], None]
+    line_cache_path: Path | None
+    line_cache_done: str
+    _line_cache: line_cache.Lines | None
+    _line_cache_loaded: bool
+    # (commits, the axis: file ids in commit order, each one's commit, each one's (order, commit) group)
+    _axis: tuple[dict[str, int], np.ndarray, np.ndarray, np.ndarray] | None
 
     def line_keys(self) -> list[tuple[str, str]]:
-        """Every (machine, benchmark key) with a GEMM point, sorted."""
-        text = self._texts
-        return sorted((text[m], text[k]) for m, k in self.db.execute(f"SELECT DISTINCT machine, key FROM {POINTS}"))
+        """Every (machine, benchmark key) with a GEMM point, sorted (read once per update: the checks ask per
+        machine, and a scan of every point's index entry costs ~1 s at 50,000 commits)."""
+        if self._line_keys is None:
+            text = self._texts
+            self._line_keys = sorted(
+                (text[m], text[k]) for m, k in self.db.execute(f"SELECT DISTINCT machine, key FROM {POINTS}")
+            )
+        return self._line_keys
 
     def keys(self) -> set[str]:
-        """Every benchmark key with a point, a missing point or a resource count."""
-        found = set()
-        for table in (POINTS, MISSING, RESOURCES):
-            found |= {self._texts[k] for (k,) in self.db.execute(f"SELECT DISTINCT key FROM {table}")}
-        return found
+        """Every benchmark key with a point, a missing point or a resource count (read once per update)."""
+        if self._key_set is None:
+            found = set()
+            for table in (POINTS, MISSING, RESOURCES):
+                found |= {self._texts[k] for (k,) in self.db.execute(f"SELECT DISTINCT key FROM {table}")}
+            self._key_set = found
+        return set(self._key_set)
+
+    # -- the line cache (line_cache.py): every line as arrays over the axis of every file in commit order --------
+
+    def _axis_of(self, commits: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(file ids in commit order, each one's commit, each one's (order, commit) group number) at ``commits``."""
+        if self._axis is None or self._axis[0] is not commits:
+            places, files = self._places(commits), self._file_map()
+            ids = sorted(places, key=places.__getitem__)
+            shas = np.array([files[i][2] for i in ids], dtype=object)
+            orders = [commits[c] for c in shas.tolist()]
+            changed = [True] + [a != b or x != y for a, b, x, y in zip(orders, orders[1:], shas, shas[1:])]
+            groups = np.cumsum(np.array(changed[: len(ids)], dtype=np.int64)) - 1
+            self._axis = (commits, np.array(ids, dtype=np.int64), shas, groups)
+        return self._axis[1], self._axis[2], self._axis[3]
+
+    def _lines(self, commits: dict[str, int]) -> line_cache.Lines:
+        """Every line over ``commits``' axis: the kept cache where still valid, grown by new files, or read anew;
+        saved beside the database when it changed."""
+        axis, _, _ = self._axis_of(commits)
+        if self._line_cache is not None and self._line_cache.axis is axis:
+            return self._line_cache  # checked against this axis already (the axis is made anew after an update)
+        if not self._line_cache_loaded and self.line_cache_path is not None:
+            self._line_cache = line_cache.load(self.line_cache_path, self.log)
+        self._line_cache_loaded = True
+        identity = json.loads(self.db.execute("SELECT memo FROM memos WHERE name = ?", (IDENTITY,)).fetchone()[0])
+        flagged = {i for i, t in self._texts.items() if t.startswith("[") and self._flags(i)}
+        lines, done = line_cache.current(self.db, (POINTS, RESOURCES), identity, axis, flagged, self._line_cache)
+        if lines is not self._line_cache and self.line_cache_path is not None:
+            line_cache.save(self.line_cache_path, lines)
+        lines.axis = axis
+        self._line_cache = lines
+        self.line_cache_done = done
+        return lines
+
+    def line_arrays(self, machine: str, key: str, commits: dict[str, int]) -> tuple[line_cache.Line, np.ndarray] | None:
+        """One line (machine, benchmark key) at ``commits`` as arrays, oldest first, with each row's commit; None:
+        no point there."""
+        if machine not in self._text_ids or key not in self._text_ids:
+            return None
+        found = self._lines(commits).lines.get((self._text_ids[machine], self._text_ids[key]))
+        if found is None or not len(found.at):
+            return None
+        return found, self._axis_of(commits)[1][found.at]
+
+    def rows_at(self, rowids: list[int], commits: dict[str, int]) -> list[tuple]:
+        """The points' rows ``rowids`` as :meth:`line_rows` gives them, in that order."""
+        files, by_rowid = self._file_map(), {}
+        for start in range(0, len(rowids), 500):
+            chunk = rowids[start : start + 500]
+            for rowid, file_id, *rest in self.db.execute(
+                f"SELECT rowid, file, tflops, median_s, level, error, iqr, device, flags, clocks, copied FROM {POINTS} "
+                f"WHERE rowid IN ({','.join('?' * len(chunk))})",
+                chunk,
+            ):
+                commit = files[file_id][2]
+                by_rowid[rowid] = (commits[commit], commit, *rest)
+        return [by_rowid[r] for r in rowids]
+
+    def changed_counts(self, key: str, commits: dict[str, int]) -> list[tuple[int, str, float]]:
+        """views.changed_counts(:meth:`resource_counts`): one count's (order, commit, value) where it changes, and
+        its first and newest, from the cached arrays (a sort of 50,000 tuples per count was seconds per page build)."""
+        if key not in self._text_ids:
+            return []
+        found = self._lines(commits).counts.get(self._text_ids[key])
+        if found is None or not len(found.at):
+            return []
+        _, shas, groups = self._axis_of(commits)
+        ordered = np.lexsort((found.value, groups[found.at]))  # (order, commit, value), as the tuples sort
+        values = found.value[ordered]
+        n = len(values)
+        kept = np.zeros(n, dtype=bool)
+        kept[[0, n - 1]] = True
+        kept[1:] |= values[1:] != values[:-1]
+        kept[:-1] |= values[:-1] != values[1:]
+        at = found.at[ordered][kept]
+        return [(commits[c], c, v) for c, v in zip(shas[at].tolist(), values[kept].tolist())]
 
     def _file_map(self) -> dict[int, tuple[str, str, str]]:
         """file id -> (machine, file name, commit) of every file with a commit: read once per update, so that a line
@@ -143,7 +243,19 @@ class LineReads:
         return bool(self._flags(flags))
 
     def levels(self, machine: str, key: str, commits: dict[str, int]) -> tuple[list[str], list[float], list[float]]:
-        """One line's measured (not copied) commits in commit order, with each one's level and error: a series."""
+        """One line's measured (not copied) commits in commit order, with each one's level and error: a series (from
+        the line cache)."""
+        found = self.line_arrays(machine, key, commits)
+        if found is None:
+            return [], [], []
+        line, shas = found
+        measured = ~line.copied
+        return shas[measured].tolist(), line.level[measured].tolist(), line.error[measured].tolist()
+
+    def levels_read(
+        self, machine: str, key: str, commits: dict[str, int]
+    ) -> tuple[list[str], list[float], list[float]]:
+        """:meth:`levels` read from the database itself (what the cache is checked against)."""
         if machine not in self._text_ids or key not in self._text_ids:
             return [], [], []
         files, places = self._file_map(), self._places(commits)

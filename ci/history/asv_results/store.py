@@ -12,13 +12,27 @@ import json
 import os
 import re
 import sqlite3
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from asv_bench import records
 from ci.history.asv_results import folder as history_results
-from ci.history.asv_results.line_reads import FILES, MISSING, POINTS, PRINTS, RESOURCES, SCHEMA, TEXTS, LineReads
+from ci.history.asv_results import line_cache
+from ci.history.asv_results.line_reads import (
+    FILES,
+    IDENTITY,
+    MISSING,
+    POINTS,
+    PRINTS,
+    RESOURCES,
+    SCHEMA,
+    TEXTS,
+    LineReads,
+)
 from ci.history.asv_results.summaries import (  # the store's names, as its readers have always imported them
     COMPILE_MACHINE,
     GEMM_KEY,
@@ -69,8 +83,10 @@ def default_path(results_dir: Path) -> Path:
 
 _TABLES = (
     # One row per results file (its stamp: size and mtime of it and its sidecar); commit NULL: a file asv cannot use.
-    f"CREATE TABLE IF NOT EXISTS {FILES} (id INTEGER PRIMARY KEY, machine TEXT NOT NULL, stem TEXT NOT NULL, "
-    "stamp TEXT NOT NULL, commit_hash TEXT, date INTEGER, fingerprints TEXT, UNIQUE (machine, stem))",
+    # AUTOINCREMENT: an id is never given twice, so that the line cache (line_cache.py) can trust a kept file id.
+    f"CREATE TABLE IF NOT EXISTS {FILES} (id INTEGER PRIMARY KEY AUTOINCREMENT, machine TEXT NOT NULL, "
+    "stem TEXT NOT NULL, stamp TEXT NOT NULL, commit_hash TEXT, date INTEGER, fingerprints TEXT, "
+    "UNIQUE (machine, stem))",
     # Every repeated string once: benchmark keys, devices, clocks, flags (JSON), why a point is missing.
     f"CREATE TABLE IF NOT EXISTS {TEXTS} (id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE)",
     # A GEMM point of a file; machine and key are texts' ids, so that a line (machine, key) is one index range.
@@ -113,6 +129,14 @@ class Store(LineReads):
         self._flag_sets: dict[int, tuple[str, ...]] = {}  # a few distinct flag sets, each read once
         self._files: dict[int, tuple[str, str, str]] | None = None  # file id -> (machine, name, commit), once read
         self._ranked: tuple[dict[str, int], dict[int, int]] | None = None  # (commits, file id -> place among them)
+        self._line_keys: list[tuple[str, str]] | None = None  # line_keys(), once per update
+        self._key_set: set[str] | None = None  # keys(), once per update
+        # The line cache (line_cache.py): beside the database, or in memory only with it.
+        self.line_cache_path = None if path is None else path.with_name(path.name + ".lines.npz")
+        self.line_cache_done = ""  # what the last read of the lines did: "kept", "grown" or "read"
+        self._line_cache: line_cache.Lines | None = None
+        self._line_cache_loaded = False
+        self._axis: tuple[dict[str, int], np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def _open(self) -> sqlite3.Connection:
         if self.path is None:
@@ -135,9 +159,13 @@ class Store(LineReads):
             if legacy == "files" or re.fullmatch(r"(files|texts|points|missing|resources|prints)_v\d+", legacy):
                 if not legacy.endswith(f"_v{SCHEMA}"):
                     db.execute(f"DROP TABLE {legacy}")
+        fresh = FILES not in names
         for statement in _TABLES:
             db.execute(statement)
         db.execute(f"SELECT count(*) FROM {FILES}").fetchone()  # a damaged file fails here, not later
+        if fresh or db.execute("SELECT memo FROM memos WHERE name = ?", (IDENTITY,)).fetchone() is None:
+            # New file tables start their ids again: a line cache of another database must not be taken for this one's.
+            db.execute("INSERT OR REPLACE INTO memos VALUES (?, ?)", (IDENTITY, json.dumps(uuid.uuid4().hex)))
         db.commit()
         return db
 
@@ -199,7 +227,8 @@ class Store(LineReads):
         sidecar's size and modification time) is unchanged is not read; a changed or new one is summarized and its
         rows replaced; a gone one's rows deleted. Memory: one machine's stamps and one batch of files."""
         present = set()
-        self._files = self._ranked = None
+        self._files = self._ranked = self._axis = None
+        self._line_keys = self._key_set = None
         pool = concurrent.futures.ProcessPoolExecutor(self.workers) if self.workers > 1 else None
         try:
             for machine_dir in history_results.machine_dirs(results_dir):

@@ -1,0 +1,238 @@
+"""Every line's rows in commit order as arrays, kept beside the history store and grown by the newest files only.
+
+Reading a line of 50,000 commits out of SQLite makes 50,000 Python tuples and sorts them; the checks and the kernel
+pages did that for every line at every publish (at 50,000 commits x 4 machines, 20 of the 22 CPU s of the checks and
+most of the pages' 59 s). Here each line is numpy arrays over one axis: every results file at the publish's commits,
+in commit order (of one commit's files, by name; file id last, as the store's line reads order them).
+
+Valid when the axis it was built on is the start of today's axis: file ids are never reused (the store's files table
+is AUTOINCREMENT) and a file's rows never change under its id (a changed file is deleted and inserted anew), so an
+edited or removed file, a commit placed in the middle of the history, or another commit order makes the old axis no
+longer a prefix and everything is read again; a new commit at the end adds only its own files' rows. The cache names
+the store it was built from (``identity``: a new database restarts its ids) and its own VERSION (bump it when what
+it keeps or how changes). Written whole and atomically (a temporary file renamed over it); unreadable: read again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+VERSION = 1
+_CHUNK = 500  # file ids per IN (...) query: below SQLite's variable limit
+
+
+@dataclass
+class Line:
+    """One line's rows, oldest first: ``at`` their files' places on the axis, ``rowid`` their points' rows (to read a
+    whole row for what a page shows), their TFLOPS, level and error, whether flagged, whether copied."""
+
+    at: np.ndarray
+    rowid: np.ndarray
+    tflops: np.ndarray
+    level: np.ndarray
+    error: np.ndarray
+    flagged: np.ndarray
+    copied: np.ndarray
+
+
+_LINE_FIELDS = ("at", "rowid", "tflops", "level", "error", "flagged", "copied")
+_LINE_TYPES = (np.int64, np.int64, np.float64, np.float64, np.float64, np.bool_, np.bool_)
+
+
+@dataclass
+class Counts:
+    """One compile-only count's rows (any machine), in axis order: places, rows, values."""
+
+    at: np.ndarray
+    rowid: np.ndarray
+    value: np.ndarray
+
+
+_COUNT_FIELDS = ("at", "rowid", "value")
+_COUNT_TYPES = (np.int64, np.int64, np.float64)
+
+
+@dataclass
+class Lines:
+    """Every line (machine id, key id) and count (key id) over ``axis`` (file ids in commit order)."""
+
+    identity: str
+    axis: np.ndarray
+    lines: dict[tuple[int, int], Line]
+    counts: dict[int, Counts]
+
+
+def _line(columns: list[list]) -> Line:
+    arrays: list[np.ndarray] = [np.asarray(c, dtype=t) for c, t in zip(columns, _LINE_TYPES)]
+    order = np.lexsort((arrays[1], arrays[0]))  # by place, then row: the store's line order
+    return Line(*(a[order] for a in arrays))
+
+
+def _counts(columns: list[list]) -> Counts:
+    arrays: list[np.ndarray] = [np.asarray(c, dtype=t) for c, t in zip(columns, _COUNT_TYPES)]
+    order = np.lexsort((arrays[1], arrays[0]))
+    return Counts(*(a[order] for a in arrays))
+
+
+def _joined(old, new, fields):
+    return type(old)(*(np.concatenate([getattr(old, f), getattr(new, f)]) for f in fields))
+
+
+def _rows_of_files(
+    db: sqlite3.Connection, points: str, resources: str, files: np.ndarray, first: int, flagged: set[int]
+) -> tuple[dict[tuple[int, int], list[list]], dict[int, list[list]]]:
+    """The point and count rows of ``files`` (their places start at ``first``), by line and by count key."""
+    place = {int(f): first + i for i, f in enumerate(files)}
+    lines: dict[tuple[int, int], list[list]] = {}
+    counts: dict[int, list[list]] = {}
+    for start in range(0, len(files), _CHUNK):
+        chunk = [int(f) for f in files[start : start + _CHUNK]]
+        marks = ",".join("?" * len(chunk))
+        for rowid, file_id, machine, key, tflops, level, error, flags, copied in db.execute(
+            f"SELECT rowid, file, machine, key, tflops, level, error, flags, copied IS NOT NULL FROM {points} "
+            f"WHERE file IN ({marks})",
+            chunk,
+        ):
+            columns = lines.setdefault((machine, key), [[] for _ in _LINE_FIELDS])
+            for column, value in zip(
+                columns, (place[file_id], rowid, tflops, level, error, flags in flagged, bool(copied))
+            ):
+                column.append(value)
+        for rowid, file_id, key, value in db.execute(
+            f"SELECT rowid, file, key, value FROM {resources} WHERE file IN ({marks})", chunk
+        ):
+            columns = counts.setdefault(key, [[] for _ in _COUNT_FIELDS])
+            for column, item in zip(columns, (place[file_id], rowid, value)):
+                column.append(item)
+    return lines, counts
+
+
+def _read_all(
+    db: sqlite3.Connection, points: str, resources: str, identity: str, axis: np.ndarray, flagged: set[int]
+) -> Lines:
+    """Every line read anew, a line at a time through the store's (machine, key) index: memory of one line's tuples."""
+    place = {int(f): i for i, f in enumerate(axis)}
+    lines: dict[tuple[int, int], Line] = {}
+    for machine, key in db.execute(f"SELECT DISTINCT machine, key FROM {points}").fetchall():
+        columns: list[list] = [[] for _ in _LINE_FIELDS]
+        for rowid, file_id, tflops, level, error, flags, copied in db.execute(
+            f"SELECT rowid, file, tflops, level, error, flags, copied IS NOT NULL FROM {points} "
+            "WHERE machine = ? AND key = ?",
+            (machine, key),
+        ):
+            at = place.get(file_id)
+            if at is not None:
+                for column, value in zip(columns, (at, rowid, tflops, level, error, flags in flagged, bool(copied))):
+                    column.append(value)
+        if columns[0]:
+            lines[(machine, key)] = _line(columns)
+    counts: dict[int, Counts] = {}
+    for (key,) in db.execute(f"SELECT DISTINCT key FROM {resources}").fetchall():
+        found: list[list] = [[] for _ in _COUNT_FIELDS]
+        for rowid, file_id, value in db.execute(f"SELECT rowid, file, value FROM {resources} WHERE key = ?", (key,)):
+            at = place.get(file_id)
+            if at is not None:
+                for column, item in zip(found, (at, rowid, value)):
+                    column.append(item)
+        if found[0]:
+            counts[key] = _counts(found)
+    return Lines(identity, axis, lines, counts)
+
+
+def _grown(
+    db: sqlite3.Connection, points: str, resources: str, kept: Lines, axis: np.ndarray, flagged: set[int]
+) -> Lines:
+    """``kept`` with the rows of the files ``axis`` has after ``kept.axis`` (which is its start)."""
+    first = len(kept.axis)
+    new_lines, new_counts = _rows_of_files(db, points, resources, axis[first:], first, flagged)
+    lines, counts = dict(kept.lines), dict(kept.counts)
+    for name, columns in new_lines.items():
+        added = _line(columns)
+        lines[name] = _joined(lines[name], added, _LINE_FIELDS) if name in lines else added
+    for key, columns in new_counts.items():
+        added_counts = _counts(columns)
+        counts[key] = _joined(counts[key], added_counts, _COUNT_FIELDS) if key in counts else added_counts
+    return Lines(kept.identity, axis, lines, counts)
+
+
+def current(
+    db: sqlite3.Connection,
+    tables: tuple[str, str],
+    identity: str,
+    axis: np.ndarray,
+    flagged: set[int],
+    kept: Lines | None,
+) -> tuple[Lines, str]:
+    """The lines over ``axis`` (file ids in commit order), from ``kept`` where it is valid; and what was done:
+    "kept", "grown" or "read" (every line read anew)."""
+    points, resources = tables
+    if kept is not None and kept.identity == identity and len(kept.axis) <= len(axis):
+        if np.array_equal(kept.axis, axis[: len(kept.axis)]):
+            if len(kept.axis) == len(axis):
+                return kept, "kept"
+            return _grown(db, points, resources, kept, axis, flagged), "grown"
+    return _read_all(db, points, resources, identity, axis, flagged), "read"
+
+
+# -- on disk ------------------------------------------------------------------------------------------------------
+
+
+def save(path: Path, lines: Lines) -> None:
+    """``lines`` as one .npz file, written to a temporary file beside ``path`` and renamed over it."""
+    names = sorted(lines.lines)
+    keys = sorted(lines.counts)
+    arrays: dict[str, np.ndarray] = {"axis": lines.axis}
+    for prefix, items, fields in (
+        ("line", [lines.lines[n] for n in names], _LINE_FIELDS),
+        ("count", [lines.counts[k] for k in keys], _COUNT_FIELDS),
+    ):
+        arrays[f"{prefix}_sizes"] = np.array([len(item.at) for item in items], dtype=np.int64)
+        for f in fields:
+            arrays[f"{prefix}_{f}"] = np.concatenate([getattr(item, f) for item in items]) if items else np.zeros(0)
+    meta = {"version": VERSION, "identity": lines.identity, "lines": names, "counts": keys}
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            np.savez(out, **arrays)  # type: ignore[arg-type]  # numpy's stub reads ** as its allow_pickle
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def load(path: Path, log: Callable[[str], None] = lambda message: None) -> Lines | None:
+    """What :func:`save` wrote; None when there is none, it is of another VERSION, or it cannot be read (said)."""
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path) as found:
+            meta = json.loads(found["meta"].tobytes())
+            if meta.get("version") != VERSION:
+                return None
+            lines = dict(
+                zip(
+                    [tuple(n) for n in meta["lines"]],
+                    _split(found, "line", _LINE_FIELDS, _LINE_TYPES, Line),
+                )
+            )
+            counts = dict(zip(meta["counts"], _split(found, "count", _COUNT_FIELDS, _COUNT_TYPES, Counts)))
+            return Lines(str(meta["identity"]), found["axis"].astype(np.int64), lines, counts)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log(f"history line cache {path} unreadable ({exc}): every line is read again")
+        return None
+
+
+def _split(found, prefix: str, fields: tuple[str, ...], types: tuple, kind) -> list:
+    bounds = np.r_[0, np.cumsum(found[f"{prefix}_sizes"])].tolist()
+    columns = [found[f"{prefix}_{f}"].astype(t) for f, t in zip(fields, types)]
+    return [kind(*(c[a:b] for c in columns)) for a, b in zip(bounds, bounds[1:])]

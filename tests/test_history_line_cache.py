@@ -61,6 +61,8 @@ def reads(kept: store.Store, commits: dict[str, int]) -> dict:
             out[(machine, key, "rows")] = (shas.tolist(), line.tflops.tolist(), line.flagged.tolist())
     for key in sorted(k for k in kept.keys() if k.startswith(store.RESOURCES_PREFIX)):
         out[key] = kept.changed_counts(key, commits)
+    for share in (1, 3):  # every commit, and a thinned page's few
+        out[("missing", share)] = kept.newest_missing(commits, set(list(commits)[::share]))
     return out
 
 
@@ -81,6 +83,8 @@ def from_database(results: Path, order: dict[str, int] | None) -> dict:
                 )
         for key in sorted(k for k in fresh.keys() if k.startswith(store.RESOURCES_PREFIX)):
             out[key] = views.changed_counts(fresh.resource_counts(key, commits))
+        for share in (1, 3):
+            out[("missing", share)] = fresh.newest_missing_read(commits, set(list(commits)[::share]))
         return out
 
 

@@ -15,6 +15,7 @@ it keeps or how changes). Written whole and atomically (a temporary file renamed
 
 from __future__ import annotations
 
+import array
 import json
 import os
 import sqlite3
@@ -61,6 +62,19 @@ _COUNT_TYPES = (np.int64, np.int64, np.float64)
 
 
 @dataclass
+class Missed:
+    """One benchmark key's missing points (any machine), in axis order: places, rows, why (a text id)."""
+
+    at: np.ndarray
+    rowid: np.ndarray
+    why: np.ndarray
+
+
+_MISSED_FIELDS = ("at", "rowid", "why")
+_MISSED_TYPES = (np.int64, np.int64, np.int64)
+
+
+@dataclass
 class Lines:
     """Every line (machine id, key id) and count (key id) over ``axis`` (file ids in commit order)."""
 
@@ -68,6 +82,7 @@ class Lines:
     axis: np.ndarray
     lines: dict[tuple[int, int], Line]
     counts: dict[int, Counts]
+    missed: dict[int, Missed]
 
 
 def _line(columns: list[list]) -> Line:
@@ -76,10 +91,15 @@ def _line(columns: list[list]) -> Line:
     return Line(*(a[order] for a in arrays))
 
 
-def _counts(columns: list[list]) -> Counts:
-    arrays: list[np.ndarray] = [np.asarray(c, dtype=t) for c, t in zip(columns, _COUNT_TYPES)]
+def _counts(columns: list, kind=None, types: tuple = _COUNT_TYPES):
+    """Rows of one key (places, rows, one more column) in axis order, then row order."""
+    arrays: list[np.ndarray] = [np.asarray(c, dtype=t) for c, t in zip(columns, types)]
     order = np.lexsort((arrays[1], arrays[0]))
-    return Counts(*(a[order] for a in arrays))
+    return (kind or Counts)(*(a[order] for a in arrays))
+
+
+def _missed(columns: list) -> Missed:
+    return _counts(columns, Missed, _MISSED_TYPES)
 
 
 def _joined(old, new, fields):
@@ -87,12 +107,14 @@ def _joined(old, new, fields):
 
 
 def _rows_of_files(
-    db: sqlite3.Connection, points: str, resources: str, files: np.ndarray, first: int, flagged: set[int]
-) -> tuple[dict[tuple[int, int], list[list]], dict[int, list[list]]]:
-    """The point and count rows of ``files`` (their places start at ``first``), by line and by count key."""
+    db: sqlite3.Connection, tables: tuple[str, str, str], files: np.ndarray, first: int, flagged: set[int]
+) -> tuple[dict[tuple[int, int], list[list]], dict[int, list[list]], dict[int, list[list]]]:
+    """The point, count and missing rows of ``files`` (their places start at ``first``), by line and by key."""
+    points, resources, missing = tables
     place = {int(f): first + i for i, f in enumerate(files)}
     lines: dict[tuple[int, int], list[list]] = {}
     counts: dict[int, list[list]] = {}
+    missed: dict[int, list[list]] = {}
     for start in range(0, len(files), _CHUNK):
         chunk = [int(f) for f in files[start : start + _CHUNK]]
         marks = ",".join("?" * len(chunk))
@@ -112,13 +134,21 @@ def _rows_of_files(
             columns = counts.setdefault(key, [[] for _ in _COUNT_FIELDS])
             for column, item in zip(columns, (place[file_id], rowid, value)):
                 column.append(item)
-    return lines, counts
+        for rowid, file_id, key, why in db.execute(
+            f"SELECT rowid, file, key, why FROM {missing} WHERE file IN ({marks})", chunk
+        ):
+            columns = missed.setdefault(key, [[] for _ in _MISSED_FIELDS])
+            for column, item in zip(columns, (place[file_id], rowid, why)):
+                column.append(item)
+    return lines, counts, missed
 
 
 def _read_all(
-    db: sqlite3.Connection, points: str, resources: str, identity: str, axis: np.ndarray, flagged: set[int]
+    db: sqlite3.Connection, tables: tuple[str, str, str], identity: str, axis: np.ndarray, flagged: set[int]
 ) -> Lines:
-    """Every line read anew, a line at a time through the store's (machine, key) index: memory of one line's tuples."""
+    """Every line read anew, a line at a time through the store's (machine, key) index: memory of one line's tuples
+    (the missing points, with no index by key, in one pass into compact arrays)."""
+    points, resources, missing = tables
     place = {int(f): i for i, f in enumerate(axis)}
     lines: dict[tuple[int, int], Line] = {}
     for machine, key in db.execute(f"SELECT DISTINCT machine, key FROM {points}").fetchall():
@@ -144,28 +174,39 @@ def _read_all(
                     column.append(item)
         if found[0]:
             counts[key] = _counts(found)
-    return Lines(identity, axis, lines, counts)
+    missed: dict[int, list[array.array]] = {}
+    for rowid, file_id, key, why in db.execute(f"SELECT rowid, file, key, why FROM {missing}"):
+        at = place.get(file_id)
+        if at is not None:
+            compact = missed.setdefault(key, [array.array("q") for _ in _MISSED_FIELDS])
+            compact[0].append(at)
+            compact[1].append(rowid)
+            compact[2].append(why)
+    return Lines(identity, axis, lines, counts, {key: _missed(compact) for key, compact in missed.items()})
 
 
 def _grown(
-    db: sqlite3.Connection, points: str, resources: str, kept: Lines, axis: np.ndarray, flagged: set[int]
+    db: sqlite3.Connection, tables: tuple[str, str, str], kept: Lines, axis: np.ndarray, flagged: set[int]
 ) -> Lines:
     """``kept`` with the rows of the files ``axis`` has after ``kept.axis`` (which is its start)."""
     first = len(kept.axis)
-    new_lines, new_counts = _rows_of_files(db, points, resources, axis[first:], first, flagged)
-    lines, counts = dict(kept.lines), dict(kept.counts)
+    new_lines, new_counts, new_missed = _rows_of_files(db, tables, axis[first:], first, flagged)
+    lines, counts, missed = dict(kept.lines), dict(kept.counts), dict(kept.missed)
     for name, columns in new_lines.items():
         added = _line(columns)
         lines[name] = _joined(lines[name], added, _LINE_FIELDS) if name in lines else added
     for key, columns in new_counts.items():
         added_counts = _counts(columns)
         counts[key] = _joined(counts[key], added_counts, _COUNT_FIELDS) if key in counts else added_counts
-    return Lines(kept.identity, axis, lines, counts)
+    for key, columns in new_missed.items():
+        added_missed = _missed(columns)
+        missed[key] = _joined(missed[key], added_missed, _MISSED_FIELDS) if key in missed else added_missed
+    return Lines(kept.identity, axis, lines, counts, missed)
 
 
 def current(
     db: sqlite3.Connection,
-    tables: tuple[str, str],
+    tables: tuple[str, str, str],
     identity: str,
     axis: np.ndarray,
     flagged: set[int],
@@ -173,13 +214,12 @@ def current(
 ) -> tuple[Lines, str]:
     """The lines over ``axis`` (file ids in commit order), from ``kept`` where it is valid; and what was done:
     "kept", "grown" or "read" (every line read anew)."""
-    points, resources = tables
     if kept is not None and kept.identity == identity and len(kept.axis) <= len(axis):
         if np.array_equal(kept.axis, axis[: len(kept.axis)]):
             if len(kept.axis) == len(axis):
                 return kept, "kept"
-            return _grown(db, points, resources, kept, axis, flagged), "grown"
-    return _read_all(db, points, resources, identity, axis, flagged), "read"
+            return _grown(db, tables, kept, axis, flagged), "grown"
+    return _read_all(db, tables, identity, axis, flagged), "read"
 
 
 # -- on disk ------------------------------------------------------------------------------------------------------
@@ -189,15 +229,17 @@ def save(path: Path, lines: Lines) -> None:
     """``lines`` as one .npz file, written to a temporary file beside ``path`` and renamed over it."""
     names = sorted(lines.lines)
     keys = sorted(lines.counts)
+    missed = sorted(lines.missed)
     arrays: dict[str, np.ndarray] = {"axis": lines.axis}
     for prefix, items, fields in (
         ("line", [lines.lines[n] for n in names], _LINE_FIELDS),
         ("count", [lines.counts[k] for k in keys], _COUNT_FIELDS),
+        ("missed", [lines.missed[k] for k in missed], _MISSED_FIELDS),
     ):
         arrays[f"{prefix}_sizes"] = np.array([len(item.at) for item in items], dtype=np.int64)
         for f in fields:
             arrays[f"{prefix}_{f}"] = np.concatenate([getattr(item, f) for item in items]) if items else np.zeros(0)
-    meta = {"version": VERSION, "identity": lines.identity, "lines": names, "counts": keys}
+    meta = {"version": VERSION, "identity": lines.identity, "lines": names, "counts": keys, "missed": missed}
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
@@ -226,7 +268,8 @@ def load(path: Path, log: Callable[[str], None] = lambda message: None) -> Lines
                 )
             )
             counts = dict(zip(meta["counts"], _split(found, "count", _COUNT_FIELDS, _COUNT_TYPES, Counts)))
-            return Lines(str(meta["identity"]), found["axis"].astype(np.int64), lines, counts)
+            missed = dict(zip(meta["missed"], _split(found, "missed", _MISSED_FIELDS, _MISSED_TYPES, Missed)))
+            return Lines(str(meta["identity"]), found["axis"].astype(np.int64), lines, counts, missed)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log(f"history line cache {path} unreadable ({exc}): every line is read again")
         return None

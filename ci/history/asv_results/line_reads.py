@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,21 @@ SCHEMA = 5
 FILES, TEXTS, POINTS = f"files_v{SCHEMA}", f"texts_v{SCHEMA}", f"points_v{SCHEMA}"
 MISSING, RESOURCES, PRINTS = f"missing_v{SCHEMA}", f"resources_v{SCHEMA}", f"prints_v{SCHEMA}"
 IDENTITY = f"identity|{FILES}"  # memos' name of this database's identity (line_cache.py: a new database, new ids)
+
+
+@dataclass(frozen=True)
+class FileAxis:
+    """Every results file at ``commits`` in commit order (of one commit's files, by name): ids, commits, orders,
+    (order, commit) group numbers, machines (as numbers into ``machine_names``) and names."""
+
+    commits: dict[str, int]
+    ids: np.ndarray
+    shas: np.ndarray
+    orders: np.ndarray
+    groups: np.ndarray
+    machines: np.ndarray
+    machine_names: list[str]
+    stems: list[str]
 
 
 class LineReads:
@@ -39,8 +55,7 @@ class LineReads:
     line_cache_done: str
     _line_cache: line_cache.Lines | None
     _line_cache_loaded: bool
-    # (commits, the axis: file ids in commit order, each one's commit, each one's (order, commit) group)
-    _axis: tuple[dict[str, int], np.ndarray, np.ndarray, np.ndarray] | None
+    _axis: FileAxis | None
 
     def line_keys(self) -> list[tuple[str, str]]:
         """Every (machine, benchmark key) with a GEMM point, sorted (read once per update: the checks ask per
@@ -63,22 +78,32 @@ class LineReads:
 
     # -- the line cache (line_cache.py): every line as arrays over the axis of every file in commit order --------
 
-    def _axis_of(self, commits: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(file ids in commit order, each one's commit, each one's (order, commit) group number) at ``commits``."""
-        if self._axis is None or self._axis[0] is not commits:
+    def _axis_of(self, commits: dict[str, int]) -> FileAxis:
+        """The :class:`FileAxis` of ``commits`` (made once per update and commit order)."""
+        if self._axis is None or self._axis.commits is not commits:
             places, files = self._places(commits), self._file_map()
             ids = sorted(places, key=places.__getitem__)
-            shas = np.array([files[i][2] for i in ids], dtype=object)
-            orders = [commits[c] for c in shas.tolist()]
+            shas = [files[i][2] for i in ids]
+            orders = [commits[c] for c in shas]
             changed = [True] + [a != b or x != y for a, b, x, y in zip(orders, orders[1:], shas, shas[1:])]
-            groups = np.cumsum(np.array(changed[: len(ids)], dtype=np.int64)) - 1
-            self._axis = (commits, np.array(ids, dtype=np.int64), shas, groups)
-        return self._axis[1], self._axis[2], self._axis[3]
+            names = sorted({files[i][0] for i in ids})
+            code = {name: n for n, name in enumerate(names)}
+            self._axis = FileAxis(
+                commits,
+                np.array(ids, dtype=np.int64),
+                np.array(shas, dtype=object),
+                np.array(orders, dtype=np.int64),
+                np.cumsum(np.array(changed[: len(ids)], dtype=np.int64)) - 1,
+                np.array([code[files[i][0]] for i in ids], dtype=np.int64),
+                names,
+                [files[i][1] for i in ids],
+            )
+        return self._axis
 
     def _lines(self, commits: dict[str, int]) -> line_cache.Lines:
         """Every line over ``commits``' axis: the kept cache where still valid, grown by new files, or read anew;
         saved beside the database when it changed."""
-        axis, _, _ = self._axis_of(commits)
+        axis = self._axis_of(commits).ids
         if self._line_cache is not None and self._line_cache.axis is axis:
             return self._line_cache  # checked against this axis already (the axis is made anew after an update)
         if not self._line_cache_loaded and self.line_cache_path is not None:
@@ -86,7 +111,9 @@ class LineReads:
         self._line_cache_loaded = True
         identity = json.loads(self.db.execute("SELECT memo FROM memos WHERE name = ?", (IDENTITY,)).fetchone()[0])
         flagged = {i for i, t in self._texts.items() if t.startswith("[") and self._flags(i)}
-        lines, done = line_cache.current(self.db, (POINTS, RESOURCES), identity, axis, flagged, self._line_cache)
+        lines, done = line_cache.current(
+            self.db, (POINTS, RESOURCES, MISSING), identity, axis, flagged, self._line_cache
+        )
         if lines is not self._line_cache and self.line_cache_path is not None:
             line_cache.save(self.line_cache_path, lines)
         lines.axis = axis
@@ -102,7 +129,7 @@ class LineReads:
         found = self._lines(commits).lines.get((self._text_ids[machine], self._text_ids[key]))
         if found is None or not len(found.at):
             return None
-        return found, self._axis_of(commits)[1][found.at]
+        return found, self._axis_of(commits).shas[found.at]
 
     def rows_at(self, rowids: list[int], commits: dict[str, int]) -> list[tuple]:
         """The points' rows ``rowids`` as :meth:`line_rows` gives them, in that order."""
@@ -126,7 +153,7 @@ class LineReads:
         found = self._lines(commits).counts.get(self._text_ids[key])
         if found is None or not len(found.at):
             return []
-        _, shas, groups = self._axis_of(commits)
+        shas, groups = self._axis_of(commits).shas, self._axis_of(commits).groups
         ordered = np.lexsort((found.value, groups[found.at]))  # (order, commit, value), as the tuples sort
         values = found.value[ordered]
         n = len(values)
@@ -174,6 +201,38 @@ class LineReads:
         return out
 
     def newest_missing(self, commits: dict[str, int], used: set[str]) -> list[Missing]:
+        """:meth:`newest_missing_read` from the line cache: per key and machine, the rows at ``used`` commits with the
+        highest order (numpy), then of those the highest (file name, row); in the order the database's rows first name
+        each (machine, kernel config, shape), as the rows read in turn do."""
+        axis, text = self._axis_of(commits), self._texts
+        in_used = np.fromiter((c in used for c in axis.shas.tolist()), dtype=bool, count=len(axis.shas))
+        newest: dict[tuple[str, tuple[str, str]], tuple[int, tuple[int, str, int], Missing]] = {}
+        for key, missed in self._lines(commits).missed.items():
+            split = split_key(text[key])
+            if split is None:
+                continue
+            eligible = in_used[missed.at]
+            at, rowid, why = missed.at[eligible], missed.rowid[eligible], missed.why[eligible]
+            machines = axis.machines[at]
+            for code in np.unique(machines).tolist():
+                mine = machines == code
+                orders = axis.orders[at[mine]]
+                top = np.flatnonzero(mine)[orders == orders.max()]
+                rank, i = max(((int(axis.orders[at[j]]), axis.stems[at[j]], int(rowid[j])), j) for j in top.tolist())
+                machine = axis.machine_names[code]
+                first = int(rowid[mine].min())
+                found = Missing(machine, *split, str(axis.shas[at[i]]), rank[0], text[int(why[i])])
+                before = newest.get((machine, split))
+                if before is None:
+                    newest[(machine, split)] = (first, rank, found)
+                else:  # two keys of one (config, shape): GemmOnGpu's and GemmOnCpu's
+                    newest[(machine, split)] = (
+                        min(first, before[0]),
+                        *(max((rank, found), (before[1], before[2]), key=lambda item: item[0])),
+                    )
+        return [found for _, _, found in sorted(newest.values(), key=lambda item: item[0])]
+
+    def newest_missing_read(self, commits: dict[str, int], used: set[str]) -> list[Missing]:
         """Per (machine, kernel config, shape) with a point missing at one of ``used`` (of ``commits``, commit ->
         order): its newest Missing, of two at one commit the later file and row (what a page says of a line with no
         number, as it reads a History's), read row by row."""

@@ -17,8 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from asv_bench import records
 from ci.history.asv_results import folder as history_results
 from ci.history.asv_results import line_cache
@@ -31,6 +29,7 @@ from ci.history.asv_results.line_reads import (
     RESOURCES,
     SCHEMA,
     TEXTS,
+    FileAxis,
     LineReads,
 )
 from ci.history.asv_results.summaries import (  # the store's names, as its readers have always imported them
@@ -127,6 +126,7 @@ class Store(LineReads):
         self._text_ids: dict[str, int] = dict(self.db.execute(f"SELECT text, id FROM {TEXTS}").fetchall())
         self._texts: dict[int, str] = {i: t for t, i in self._text_ids.items()}
         self._flag_sets: dict[int, tuple[str, ...]] = {}  # a few distinct flag sets, each read once
+        self._flag_ids: dict[tuple[str, ...], int] = {}  # and each written once
         self._files: dict[int, tuple[str, str, str]] | None = None  # file id -> (machine, name, commit), once read
         self._ranked: tuple[dict[str, int], dict[int, int]] | None = None  # (commits, file id -> place among them)
         self._line_keys: list[tuple[str, str]] | None = None  # line_keys(), once per update
@@ -136,7 +136,7 @@ class Store(LineReads):
         self.line_cache_done = ""  # what the last read of the lines did: "kept", "grown" or "read"
         self._line_cache: line_cache.Lines | None = None
         self._line_cache_loaded = False
-        self._axis: tuple[dict[str, int], np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._axis: FileAxis | None = None
 
     def _open(self) -> sqlite3.Connection:
         if self.path is None:
@@ -182,6 +182,13 @@ class Store(LineReads):
             self._text_ids[text], self._texts[found] = found, text
         return found
 
+    def _flags_id(self, flags: list[str]) -> int:
+        """The text id of a point's flags (JSON): a few distinct lists, each dumped once rather than once a point."""
+        found = self._flag_ids.get(tuple(flags))
+        if found is None:
+            found = self._flag_ids[tuple(flags)] = self._id(json.dumps(flags))
+        return found
+
     def _forget(self, file_ids: list[int]) -> None:
         for table in (POINTS, MISSING, RESOURCES, PRINTS):
             self.db.executemany(f"DELETE FROM {table} WHERE file = ?", [(i,) for i in file_ids])
@@ -205,7 +212,7 @@ class Store(LineReads):
             f"INSERT INTO {POINTS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (file_id, where, self._id(key), tflops, median_s, level, error, iqr, self._id(device))
-                + (self._id(json.dumps(flags)), self._id(clocks), copied)
+                + (self._flags_id(flags), self._id(clocks), copied)
                 for key, (tflops, median_s, level, error, iqr, device, flags, clocks, copied) in summary["gemm"].items()
             ],
         )
@@ -277,9 +284,11 @@ class Store(LineReads):
 
     @staticmethod
     def _stamp(machine_dir: Path, stem: str) -> str:
+        folder = str(machine_dir)  # os.stat of a string: pathlib's objects were 3/4 of stamping 200,000 files
+
         def of(name: str) -> str:
             try:
-                stat = (machine_dir / name).stat()
+                stat = os.stat(os.path.join(folder, name))
             except FileNotFoundError:
                 return "-"
             return f"{stat.st_size}:{stat.st_mtime_ns}"

@@ -307,15 +307,18 @@ class Store(LineReads):
         return self._summaries(lambda machine, commit: machines is None or machine in machines, fingerprints)
 
     def _summaries(
-        self, wanted: Callable[[str, str], bool], fingerprints: bool = False
+        self, wanted: Callable[[str, str], bool], fingerprints: bool = False, among: list[str] | None = None
     ) -> dict[str, list[dict[str, Any]]]:
-        """machine -> the summaries of its files (machine, file name order) whose (machine, commit) is ``wanted``."""
+        """machine -> the summaries of its files (machine, file name order) whose (machine, commit) is ``wanted``
+        (``among``: of these commits only, chosen by the database: a window's few hundred of 200,000 files)."""
         text = self._texts
         out: dict[str, list[dict[str, Any]]] = {}
         by_id: dict[int, dict[str, Any]] = {}
+        chosen = "" if among is None else f" AND commit_hash IN ({','.join('?' * len(among))})"
         for file_id, machine, commit, date, prints in self.db.execute(
-            f"SELECT id, machine, commit_hash, date, fingerprints FROM {FILES} WHERE commit_hash IS NOT NULL "
-            "ORDER BY machine, stem"
+            f"SELECT id, machine, commit_hash, date, fingerprints FROM {FILES} WHERE commit_hash IS NOT NULL{chosen} "
+            "ORDER BY machine, stem",
+            among or [],
         ):
             if wanted(machine, commit):
                 summary = {"commit": commit, "date": date, "gemm": {}, "missing": {}, "resources": {}}
@@ -417,7 +420,8 @@ class Store(LineReads):
         """The History of ``commits`` (commit -> order; ``only``: of these commits only), as :func:`history` makes it
         from the summaries: every point in memory, so for a window of the newest commits, or a small history."""
         wanted = commits if only is None else {c: o for c, o in commits.items() if c in only}
-        return history(self._summaries(lambda machine, commit: commit in wanted), wanted)
+        among = None if only is None or len(wanted) > 900 else sorted(wanted)  # below SQLite's variable limit
+        return history(self._summaries(lambda machine, commit: commit in wanted, among=among), wanted)
 
     def memo(self, name: str) -> dict[str, Any] | None:
         row = self.db.execute("SELECT memo FROM memos WHERE name = ?", (name,)).fetchone()

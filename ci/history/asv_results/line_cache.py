@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-VERSION = 1
+VERSION = 2  # 2: an array a member of the file (1: each field of every line concatenated)
 _CHUNK = 500  # file ids per IN (...) query: below SQLite's variable limit
 
 
@@ -260,7 +260,8 @@ def current(
 
 
 def save(path: Path, lines: Lines) -> None:
-    """``lines`` as one .npz file, written to a temporary file beside ``path`` and renamed over it."""
+    """``lines`` as one .npz file (an array a member), written to a temporary file beside ``path`` and renamed over
+    it."""
     names = sorted(lines.lines)
     keys = sorted(lines.counts)
     missed = sorted(lines.missed)
@@ -270,9 +271,9 @@ def save(path: Path, lines: Lines) -> None:
         ("count", [lines.counts[k] for k in keys], _COUNT_FIELDS),
         ("missed", [lines.missed[k] for k in missed], _MISSED_FIELDS),
     ):
-        arrays[f"{prefix}_sizes"] = np.array([len(item.at) for item in items], dtype=np.int64)
-        for f in fields:
-            arrays[f"{prefix}_{f}"] = np.concatenate([getattr(item, f) for item in items]) if items else np.zeros(0)
+        for n, item in enumerate(items):  # each array its own member: no concatenated copy of the history in memory
+            for f in fields:
+                arrays[f"{prefix}{n}_{f}"] = getattr(item, f)
     meta = {"version": VERSION, "identity": lines.identity, "lines": names, "counts": keys, "missed": missed}
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -298,18 +299,22 @@ def load(path: Path, log: Callable[[str], None] = lambda message: None) -> Lines
             lines = dict(
                 zip(
                     [tuple(n) for n in meta["lines"]],
-                    _split(found, "line", _LINE_FIELDS, _LINE_TYPES, Line),
+                    _split(found, "line", _LINE_FIELDS, _LINE_TYPES, Line, len(meta["lines"])),
                 )
             )
-            counts = dict(zip(meta["counts"], _split(found, "count", _COUNT_FIELDS, _COUNT_TYPES, Counts)))
-            missed = dict(zip(meta["missed"], _split(found, "missed", _MISSED_FIELDS, _MISSED_TYPES, Missed)))
+            counts = dict(
+                zip(meta["counts"], _split(found, "count", _COUNT_FIELDS, _COUNT_TYPES, Counts, len(meta["counts"])))
+            )
+            missed = dict(
+                zip(meta["missed"], _split(found, "missed", _MISSED_FIELDS, _MISSED_TYPES, Missed, len(meta["missed"])))
+            )
             return Lines(str(meta["identity"]), found["axis"].astype(np.int64), lines, counts, missed)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log(f"history line cache {path} unreadable ({exc}): every line is read again")
         return None
 
 
-def _split(found, prefix: str, fields: tuple[str, ...], types: tuple, kind) -> list:
-    bounds = np.r_[0, np.cumsum(found[f"{prefix}_sizes"])].tolist()
-    columns = [found[f"{prefix}_{f}"].astype(t) for f, t in zip(fields, types)]
-    return [kind(*(c[a:b] for c in columns)) for a, b in zip(bounds, bounds[1:])]
+def _split(found, prefix: str, fields: tuple[str, ...], types: tuple, kind, count: int) -> list:
+    return [
+        kind(*(found[f"{prefix}{n}_{f}"].astype(t, copy=False) for f, t in zip(fields, types))) for n in range(count)
+    ]

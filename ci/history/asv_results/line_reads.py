@@ -7,12 +7,36 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
+import numpy as np
+
+from ci.history.asv_results import line_cache
 from ci.history.asv_results.summaries import Missing, Point, split_key
 
-SCHEMA = 4  # of the kept rows: bump when they change, and every file is read again (the tables are named by it)
+# Of the kept rows: bump when they change, and every file is read again (the tables are named by it). 5: file ids
+# never given twice (the line cache trusts them).
+SCHEMA = 5
 FILES, TEXTS, POINTS = f"files_v{SCHEMA}", f"texts_v{SCHEMA}", f"points_v{SCHEMA}"
 MISSING, RESOURCES, PRINTS = f"missing_v{SCHEMA}", f"resources_v{SCHEMA}", f"prints_v{SCHEMA}"
+IDENTITY = f"identity|{FILES}"  # memos' name of this database's identity (line_cache.py: a new database, new ids)
+
+
+@dataclass(frozen=True)
+class FileAxis:
+    """Every results file at ``commits`` in commit order (of one commit's files, by name): ids, commits, orders,
+    (order, commit) group numbers, machines (as numbers into ``machine_names``) and names."""
+
+    commits: dict[str, int]
+    ids: np.ndarray
+    shas: np.ndarray
+    orders: np.ndarray
+    groups: np.ndarray
+    machines: np.ndarray
+    machine_names: list[str]
+    stems: list[str]
 
 
 class LineReads:
@@ -24,18 +48,121 @@ class LineReads:
     _flag_sets: dict[int, tuple[str, ...]]
     _files: dict[int, tuple[str, str, str]] | None
     _ranked: tuple[dict[str, int], dict[int, int]] | None
+    _line_keys: list[tuple[str, str]] | None
+    _key_set: set[str] | None
+    log: Callable[[str], None]
+    line_cache_path: Path | None
+    line_cache_done: str
+    _line_cache: line_cache.Lines | None
+    _line_cache_loaded: bool
+    _axis: FileAxis | None
 
     def line_keys(self) -> list[tuple[str, str]]:
-        """Every (machine, benchmark key) with a GEMM point, sorted."""
-        text = self._texts
-        return sorted((text[m], text[k]) for m, k in self.db.execute(f"SELECT DISTINCT machine, key FROM {POINTS}"))
+        """Every (machine, benchmark key) with a GEMM point, sorted (read once per update: the checks ask per
+        machine, and a scan of every point's index entry costs ~1 s at 50,000 commits)."""
+        if self._line_keys is None:
+            text = self._texts
+            self._line_keys = sorted(
+                (text[m], text[k]) for m, k in self.db.execute(f"SELECT DISTINCT machine, key FROM {POINTS}")
+            )
+        return self._line_keys
 
     def keys(self) -> set[str]:
-        """Every benchmark key with a point, a missing point or a resource count."""
-        found = set()
-        for table in (POINTS, MISSING, RESOURCES):
-            found |= {self._texts[k] for (k,) in self.db.execute(f"SELECT DISTINCT key FROM {table}")}
-        return found
+        """Every benchmark key with a point, a missing point or a resource count (read once per update)."""
+        if self._key_set is None:
+            found = set()
+            for table in (POINTS, MISSING, RESOURCES):
+                found |= {self._texts[k] for (k,) in self.db.execute(f"SELECT DISTINCT key FROM {table}")}
+            self._key_set = found
+        return set(self._key_set)
+
+    # -- the line cache (line_cache.py): every line as arrays over the axis of every file in commit order --------
+
+    def _axis_of(self, commits: dict[str, int]) -> FileAxis:
+        """The :class:`FileAxis` of ``commits`` (made once per update and commit order)."""
+        if self._axis is None or self._axis.commits is not commits:
+            places, files = self._places(commits), self._file_map()
+            ids = sorted(places, key=places.__getitem__)
+            shas = [files[i][2] for i in ids]
+            orders = [commits[c] for c in shas]
+            changed = [True] + [a != b or x != y for a, b, x, y in zip(orders, orders[1:], shas, shas[1:])]
+            names = sorted({files[i][0] for i in ids})
+            code = {name: n for n, name in enumerate(names)}
+            self._axis = FileAxis(
+                commits,
+                np.array(ids, dtype=np.int64),
+                np.array(shas, dtype=object),
+                np.array(orders, dtype=np.int64),
+                np.cumsum(np.array(changed[: len(ids)], dtype=np.int64)) - 1,
+                np.array([code[files[i][0]] for i in ids], dtype=np.int64),
+                names,
+                [files[i][1] for i in ids],
+            )
+        return self._axis
+
+    def _lines(self, commits: dict[str, int]) -> line_cache.Lines:
+        """Every line over ``commits``' axis: the kept cache where still valid, grown by new files, or read anew;
+        saved beside the database when it changed."""
+        axis = self._axis_of(commits).ids
+        if self._line_cache is not None and self._line_cache.axis is axis:
+            return self._line_cache  # checked against this axis already (the axis is made anew after an update)
+        if not self._line_cache_loaded and self.line_cache_path is not None:
+            self._line_cache = line_cache.load(self.line_cache_path, self.log)
+        self._line_cache_loaded = True
+        identity = json.loads(self.db.execute("SELECT memo FROM memos WHERE name = ?", (IDENTITY,)).fetchone()[0])
+        flagged = {i for i, t in self._texts.items() if t.startswith("[") and self._flags(i)}
+        lines, done = line_cache.current(
+            self.db, (POINTS, RESOURCES, MISSING), identity, axis, flagged, self._line_cache
+        )
+        if lines is not self._line_cache and self.line_cache_path is not None:
+            line_cache.save(self.line_cache_path, lines)
+        lines.axis = axis
+        self._line_cache = lines
+        self.line_cache_done = done
+        return lines
+
+    def line_arrays(self, machine: str, key: str, commits: dict[str, int]) -> tuple[line_cache.Line, np.ndarray] | None:
+        """One line (machine, benchmark key) at ``commits`` as arrays, oldest first, with each row's commit; None:
+        no point there."""
+        if machine not in self._text_ids or key not in self._text_ids:
+            return None
+        found = self._lines(commits).lines.get((self._text_ids[machine], self._text_ids[key]))
+        if found is None or not len(found.at):
+            return None
+        return found, self._axis_of(commits).shas[found.at]
+
+    def rows_at(self, rowids: list[int], commits: dict[str, int]) -> list[tuple]:
+        """The points' rows ``rowids`` as :meth:`line_rows` gives them, in that order."""
+        files, by_rowid = self._file_map(), {}
+        for start in range(0, len(rowids), 500):
+            chunk = rowids[start : start + 500]
+            for rowid, file_id, *rest in self.db.execute(
+                f"SELECT rowid, file, tflops, median_s, level, error, iqr, device, flags, clocks, copied FROM {POINTS} "
+                f"WHERE rowid IN ({','.join('?' * len(chunk))})",
+                chunk,
+            ):
+                commit = files[file_id][2]
+                by_rowid[rowid] = (commits[commit], commit, *rest)
+        return [by_rowid[r] for r in rowids]
+
+    def changed_counts(self, key: str, commits: dict[str, int]) -> list[tuple[int, str, float]]:
+        """views.changed_counts(:meth:`resource_counts`): one count's (order, commit, value) where it changes, and
+        its first and newest, from the cached arrays (a sort of 50,000 tuples per count was seconds per page build)."""
+        if key not in self._text_ids:
+            return []
+        found = self._lines(commits).counts.get(self._text_ids[key])
+        if found is None or not len(found.at):
+            return []
+        shas, groups = self._axis_of(commits).shas, self._axis_of(commits).groups
+        ordered = np.lexsort((found.value, groups[found.at]))  # (order, commit, value), as the tuples sort
+        values = found.value[ordered]
+        n = len(values)
+        kept = np.zeros(n, dtype=bool)
+        kept[[0, n - 1]] = True
+        kept[1:] |= values[1:] != values[:-1]
+        kept[:-1] |= values[:-1] != values[1:]
+        at = found.at[ordered][kept]
+        return [(commits[c], c, v) for c, v in zip(shas[at].tolist(), values[kept].tolist())]
 
     def _file_map(self) -> dict[int, tuple[str, str, str]]:
         """file id -> (machine, file name, commit) of every file with a commit: read once per update, so that a line
@@ -74,6 +201,38 @@ class LineReads:
         return out
 
     def newest_missing(self, commits: dict[str, int], used: set[str]) -> list[Missing]:
+        """:meth:`newest_missing_read` from the line cache: per key and machine, the rows at ``used`` commits with the
+        highest order (numpy), then of those the highest (file name, row); in the order the database's rows first name
+        each (machine, kernel config, shape), as the rows read in turn do."""
+        axis, text = self._axis_of(commits), self._texts
+        in_used = np.fromiter((c in used for c in axis.shas.tolist()), dtype=bool, count=len(axis.shas))
+        newest: dict[tuple[str, tuple[str, str]], tuple[int, tuple[int, str, int], Missing]] = {}
+        for key, missed in self._lines(commits).missed.items():
+            split = split_key(text[key])
+            if split is None:
+                continue
+            eligible = in_used[missed.at]
+            at, rowid, why = missed.at[eligible], missed.rowid[eligible], missed.why[eligible]
+            machines = axis.machines[at]
+            for code in np.unique(machines).tolist():
+                mine = machines == code
+                orders = axis.orders[at[mine]]
+                top = np.flatnonzero(mine)[orders == orders.max()]
+                rank, i = max(((int(axis.orders[at[j]]), axis.stems[at[j]], int(rowid[j])), j) for j in top.tolist())
+                machine = axis.machine_names[code]
+                first = int(rowid[mine].min())
+                found = Missing(machine, *split, str(axis.shas[at[i]]), rank[0], text[int(why[i])])
+                before = newest.get((machine, split))
+                if before is None:
+                    newest[(machine, split)] = (first, rank, found)
+                else:  # two keys of one (config, shape): GemmOnGpu's and GemmOnCpu's
+                    newest[(machine, split)] = (
+                        min(first, before[0]),
+                        *(max((rank, found), (before[1], before[2]), key=lambda item: item[0])),
+                    )
+        return [found for _, _, found in sorted(newest.values(), key=lambda item: item[0])]
+
+    def newest_missing_read(self, commits: dict[str, int], used: set[str]) -> list[Missing]:
         """Per (machine, kernel config, shape) with a point missing at one of ``used`` (of ``commits``, commit ->
         order): its newest Missing, of two at one commit the later file and row (what a page says of a line with no
         number, as it reads a History's), read row by row."""
@@ -143,7 +302,19 @@ class LineReads:
         return bool(self._flags(flags))
 
     def levels(self, machine: str, key: str, commits: dict[str, int]) -> tuple[list[str], list[float], list[float]]:
-        """One line's measured (not copied) commits in commit order, with each one's level and error: a series."""
+        """One line's measured (not copied) commits in commit order, with each one's level and error: a series (from
+        the line cache)."""
+        found = self.line_arrays(machine, key, commits)
+        if found is None:
+            return [], [], []
+        line, shas = found
+        measured = ~line.copied
+        return shas[measured].tolist(), line.level[measured].tolist(), line.error[measured].tolist()
+
+    def levels_read(
+        self, machine: str, key: str, commits: dict[str, int]
+    ) -> tuple[list[str], list[float], list[float]]:
+        """:meth:`levels` read from the database itself (what the cache is checked against)."""
         if machine not in self._text_ids or key not in self._text_ids:
             return [], [], []
         files, places = self._file_map(), self._places(commits)

@@ -12,13 +12,26 @@ import json
 import os
 import re
 import sqlite3
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from asv_bench import records
 from ci.history.asv_results import folder as history_results
-from ci.history.asv_results.line_reads import FILES, MISSING, POINTS, PRINTS, RESOURCES, SCHEMA, TEXTS, LineReads
+from ci.history.asv_results import line_cache
+from ci.history.asv_results.line_reads import (
+    FILES,
+    IDENTITY,
+    MISSING,
+    POINTS,
+    PRINTS,
+    RESOURCES,
+    SCHEMA,
+    TEXTS,
+    FileAxis,
+    LineReads,
+)
 from ci.history.asv_results.summaries import (  # the store's names, as its readers have always imported them
     COMPILE_MACHINE,
     GEMM_KEY,
@@ -69,8 +82,10 @@ def default_path(results_dir: Path) -> Path:
 
 _TABLES = (
     # One row per results file (its stamp: size and mtime of it and its sidecar); commit NULL: a file asv cannot use.
-    f"CREATE TABLE IF NOT EXISTS {FILES} (id INTEGER PRIMARY KEY, machine TEXT NOT NULL, stem TEXT NOT NULL, "
-    "stamp TEXT NOT NULL, commit_hash TEXT, date INTEGER, fingerprints TEXT, UNIQUE (machine, stem))",
+    # AUTOINCREMENT: an id is never given twice, so that the line cache (line_cache.py) can trust a kept file id.
+    f"CREATE TABLE IF NOT EXISTS {FILES} (id INTEGER PRIMARY KEY AUTOINCREMENT, machine TEXT NOT NULL, "
+    "stem TEXT NOT NULL, stamp TEXT NOT NULL, commit_hash TEXT, date INTEGER, fingerprints TEXT, "
+    "UNIQUE (machine, stem))",
     # Every repeated string once: benchmark keys, devices, clocks, flags (JSON), why a point is missing.
     f"CREATE TABLE IF NOT EXISTS {TEXTS} (id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE)",
     # A GEMM point of a file; machine and key are texts' ids, so that a line (machine, key) is one index range.
@@ -111,8 +126,17 @@ class Store(LineReads):
         self._text_ids: dict[str, int] = dict(self.db.execute(f"SELECT text, id FROM {TEXTS}").fetchall())
         self._texts: dict[int, str] = {i: t for t, i in self._text_ids.items()}
         self._flag_sets: dict[int, tuple[str, ...]] = {}  # a few distinct flag sets, each read once
+        self._flag_ids: dict[tuple[str, ...], int] = {}  # and each written once
         self._files: dict[int, tuple[str, str, str]] | None = None  # file id -> (machine, name, commit), once read
         self._ranked: tuple[dict[str, int], dict[int, int]] | None = None  # (commits, file id -> place among them)
+        self._line_keys: list[tuple[str, str]] | None = None  # line_keys(), once per update
+        self._key_set: set[str] | None = None  # keys(), once per update
+        # The line cache (line_cache.py): beside the database, or in memory only with it.
+        self.line_cache_path = None if path is None else path.with_name(path.name + ".lines.npz")
+        self.line_cache_done = ""  # what the last read of the lines did: "kept", "grown" or "read"
+        self._line_cache: line_cache.Lines | None = None
+        self._line_cache_loaded = False
+        self._axis: FileAxis | None = None
 
     def _open(self) -> sqlite3.Connection:
         if self.path is None:
@@ -135,9 +159,13 @@ class Store(LineReads):
             if legacy == "files" or re.fullmatch(r"(files|texts|points|missing|resources|prints)_v\d+", legacy):
                 if not legacy.endswith(f"_v{SCHEMA}"):
                     db.execute(f"DROP TABLE {legacy}")
+        fresh = FILES not in names
         for statement in _TABLES:
             db.execute(statement)
         db.execute(f"SELECT count(*) FROM {FILES}").fetchone()  # a damaged file fails here, not later
+        if fresh or db.execute("SELECT memo FROM memos WHERE name = ?", (IDENTITY,)).fetchone() is None:
+            # New file tables start their ids again: a line cache of another database must not be taken for this one's.
+            db.execute("INSERT OR REPLACE INTO memos VALUES (?, ?)", (IDENTITY, json.dumps(uuid.uuid4().hex)))
         db.commit()
         return db
 
@@ -152,6 +180,13 @@ class Store(LineReads):
             found = self.db.execute(f"INSERT INTO {TEXTS} (text) VALUES (?)", (text,)).lastrowid
             assert found is not None
             self._text_ids[text], self._texts[found] = found, text
+        return found
+
+    def _flags_id(self, flags: list[str]) -> int:
+        """The text id of a point's flags (JSON): a few distinct lists, each dumped once rather than once a point."""
+        found = self._flag_ids.get(tuple(flags))
+        if found is None:
+            found = self._flag_ids[tuple(flags)] = self._id(json.dumps(flags))
         return found
 
     def _forget(self, file_ids: list[int]) -> None:
@@ -177,7 +212,7 @@ class Store(LineReads):
             f"INSERT INTO {POINTS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (file_id, where, self._id(key), tflops, median_s, level, error, iqr, self._id(device))
-                + (self._id(json.dumps(flags)), self._id(clocks), copied)
+                + (self._flags_id(flags), self._id(clocks), copied)
                 for key, (tflops, median_s, level, error, iqr, device, flags, clocks, copied) in summary["gemm"].items()
             ],
         )
@@ -199,7 +234,8 @@ class Store(LineReads):
         sidecar's size and modification time) is unchanged is not read; a changed or new one is summarized and its
         rows replaced; a gone one's rows deleted. Memory: one machine's stamps and one batch of files."""
         present = set()
-        self._files = self._ranked = None
+        self._files = self._ranked = self._axis = None
+        self._line_keys = self._key_set = None
         pool = concurrent.futures.ProcessPoolExecutor(self.workers) if self.workers > 1 else None
         try:
             for machine_dir in history_results.machine_dirs(results_dir):
@@ -248,9 +284,11 @@ class Store(LineReads):
 
     @staticmethod
     def _stamp(machine_dir: Path, stem: str) -> str:
+        folder = str(machine_dir)  # os.stat of a string: pathlib's objects were 3/4 of stamping 200,000 files
+
         def of(name: str) -> str:
             try:
-                stat = (machine_dir / name).stat()
+                stat = os.stat(os.path.join(folder, name))
             except FileNotFoundError:
                 return "-"
             return f"{stat.st_size}:{stat.st_mtime_ns}"
@@ -269,15 +307,18 @@ class Store(LineReads):
         return self._summaries(lambda machine, commit: machines is None or machine in machines, fingerprints)
 
     def _summaries(
-        self, wanted: Callable[[str, str], bool], fingerprints: bool = False
+        self, wanted: Callable[[str, str], bool], fingerprints: bool = False, among: list[str] | None = None
     ) -> dict[str, list[dict[str, Any]]]:
-        """machine -> the summaries of its files (machine, file name order) whose (machine, commit) is ``wanted``."""
+        """machine -> the summaries of its files (machine, file name order) whose (machine, commit) is ``wanted``
+        (``among``: of these commits only, chosen by the database: a window's few hundred of 200,000 files)."""
         text = self._texts
         out: dict[str, list[dict[str, Any]]] = {}
         by_id: dict[int, dict[str, Any]] = {}
+        chosen = "" if among is None else f" AND commit_hash IN ({','.join('?' * len(among))})"
         for file_id, machine, commit, date, prints in self.db.execute(
-            f"SELECT id, machine, commit_hash, date, fingerprints FROM {FILES} WHERE commit_hash IS NOT NULL "
-            "ORDER BY machine, stem"
+            f"SELECT id, machine, commit_hash, date, fingerprints FROM {FILES} WHERE commit_hash IS NOT NULL{chosen} "
+            "ORDER BY machine, stem",
+            among or [],
         ):
             if wanted(machine, commit):
                 summary = {"commit": commit, "date": date, "gemm": {}, "missing": {}, "resources": {}}
@@ -379,7 +420,8 @@ class Store(LineReads):
         """The History of ``commits`` (commit -> order; ``only``: of these commits only), as :func:`history` makes it
         from the summaries: every point in memory, so for a window of the newest commits, or a small history."""
         wanted = commits if only is None else {c: o for c, o in commits.items() if c in only}
-        return history(self._summaries(lambda machine, commit: commit in wanted), wanted)
+        among = None if only is None or len(wanted) > 900 else sorted(wanted)  # below SQLite's variable limit
+        return history(self._summaries(lambda machine, commit: commit in wanted, among=among), wanted)
 
     def memo(self, name: str) -> dict[str, Any] | None:
         row = self.db.execute("SELECT memo FROM memos WHERE name = ?", (name,)).fetchone()

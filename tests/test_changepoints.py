@@ -132,8 +132,8 @@ def test_an_edge_that_held_only_against_a_failed_candidate_is_no_change():
 
 def test_a_bump_with_ordinary_commits_among_its_strays_is_no_change_where_strays_are_common():
     """Issue 47: commits 238-243 at -4.4%, -0.3%, -3.1%, -3.1% (an exact repeat), -1.4%, -3.0%: four strays among six
-    commits. The stray rule counted a bump of L commits as L - 1 strays (chance L q^(L - 1), 6e-8 here) and kept it;
-    counted as it is (four of six, the binomial tail) it comes by chance about 1e-5 per commit, and is no change. The
+    commits. The stray rule counted a bump of L commits as L - 1 strays (chance L q^(L - 1), 2e-7 here) and kept it;
+    counted as it is (four of six, the binomial tail) it comes by chance 1.5e-5 per commit (> 1e-5): no change. The
     same six commits in 0.3% normal noise are a bump."""
     noisy = _outlier_history(55)
     assert np.count_nonzero(np.expm1(noisy[238:244]) < -0.025) == 4

@@ -9,7 +9,8 @@ interpreter in a process of its own: Otava is not a dependency of this project).
 noise (SD) unless said:
 
 * ``null``: no change; noise normal, Student's t with 5 or 3 degrees of freedom (scaled to SD 1%), and 5% of commits
-  off by +-4% (outlier commits). Reported: the share of series with any change point.
+  off by +-4% (outlier commits), and with t3 and outliers 5% of commits repeating the previous commit's value exactly
+  (``+ repeats``). Reported: the share of series with any change point.
 * ``staircase``: three lasting steps of 2-5% each, 12 commits apart, one direction, at a random commit; normal or t3
   noise. Reported: the share of steps with a change point within 5 commits (and within 2).
 * ``split``: one lasting -4% step at a random commit, t5 noise, with one outlier commit (-4%, towards the new level)
@@ -35,6 +36,7 @@ from harness.report import write_json_atomic
 SD = 0.01
 OUTLIER = 0.04
 NEAR = (5, 2)
+REPEATS = 0.05  # share of commits whose value repeats the previous commit's exactly ("+ repeats")
 # The runner given to Otava's interpreter: series (lists of positive values) on stdin, each series' indices on stdout.
 OTAVA_RUNNER = """
 import json, sys
@@ -54,8 +56,12 @@ def noise(rng: np.random.Generator, n: int, kind: str) -> np.ndarray:
         e = SD * rng.standard_t(3, n) / np.sqrt(3)
     else:
         e = rng.normal(0, SD, n)
-    if kind.endswith("+ outliers"):
+    if "+ outliers" in kind:
         e = e + (rng.random(n) < 0.05) * rng.choice((-1, 1), n) * OUTLIER
+    if kind.endswith("+ repeats"):  # identical code: the previous commit's result copied, a stray one included
+        for i in np.nonzero(rng.random(n) < REPEATS)[0]:
+            if i:
+                e[i] = e[i - 1]
     return e
 
 
@@ -89,6 +95,8 @@ ROWS = (
     ]
     + [("staircase", kind, n, trials) for kind in ("normal", "t3") for n, trials in ((50, 200), (1000, 100))]
     + [("split", "t5", 200, 200)]
+    # Added after the rows above (their seeds, by row number, are unchanged): exact repeats on top of the outliers.
+    + [("null", "t3 + outliers + repeats", n, trials) for n, trials in ((50, 400), (1000, 200))]
 )
 MAKE = {"null": null_series, "staircase": staircase_series, "split": split_series}
 
@@ -127,10 +135,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--otava", help="a Python interpreter that has apache-otava installed")
     parser.add_argument("--scale", type=float, default=1.0, help="trials per row, times this")
+    parser.add_argument("--seed", type=int, default=47, help="another seed: the same rows on other series")
+    parser.add_argument("--only", choices=sorted(MAKE), help="only the rows of this kind")
     args = parser.parse_args(argv)
     rows = []
     for number, (what, kind, n, trials) in enumerate(ROWS):
-        rng = np.random.default_rng((47, number))
+        if args.only and what != args.only:
+            continue
+        rng = np.random.default_rng((args.seed, number))
         made = [MAKE[what](rng, n, kind) for _ in range(max(1, round(trials * args.scale)))]
         series = [x for x, _ in made]  # log levels
         truths = [t for _, t in made]

@@ -21,9 +21,10 @@ CONFIRM_WINDOW = 100
 # with heavy tails three or four outlier commits in a row looked like one (docs/CHANGE_POINTS.md, step 6).
 BUMP_MIN = 5
 # A bump of a few commits is a segment only when so many commits that far from their baseline together by chance is
-# rare (issue 47): with a share q of commits straying at least STRAY_HEIGHT x the bump's height its way, L - 1 of L
-# such commits in a row come about L x q^(L - 1) per commit (5% of outlier commits: runs of three in 3% of 1000-commit
-# series).
+# rare (issue 47): with a share q of commits straying at least STRAY_HEIGHT x the bump's height its way, k or more of
+# L commits in a row stray so by chance at the binomial tail P(Bin(L, q) >= k) per commit, k the bump's own count (5%
+# of outlier commits: runs of three in 3% of 1000-commit series). Before, k was taken as L - 1 (L q^(L - 1)): a bump of
+# six with four strays and two commits at the old level, common in t3 noise, passed for a segment.
 STRAY_RATE = 1e-5  # per commit: 1% of 1000-commit series
 STRAY_HEIGHT = 0.6
 STRAY_BUMP_MAX = 8  # commits: a longer bump is a segment whatever the share (0.06^7 x 8 ~ 2e-8)
@@ -80,31 +81,64 @@ def confirm(
     inflation: dict[int, np.ndarray],
 ) -> list[Confirmed]:
     """The candidates that hold between their neighbours, at their best splits, and the steps the segments between
-    them hide (:func:`_within`). ``inflation``: scale -> per-position long-run inflation (scan.scale_scan's)."""
+    them hide (:func:`_within`). ``inflation``: scale -> per-position long-run inflation (scan.scale_scan's).
+
+    A candidate that held against a neighbouring candidate which did not is tested once more between the neighbours
+    that held (issue 47): a failed candidate is no change, and the few commits between it and the one that held are
+    no segment to compare with. Before, three or four stray commits in a row, each an edge candidate, made one edge
+    hold over them while the other failed -- a lone change point that no stray rule saw, as it was no bump (t3 noise
+    and 5% outlier commits: 4 of the 5 of 200 flagged 1000-commit series). As :func:`_bump` does for one failed edge,
+    a bump's edges stand together or not at all. One pass only: each answer stays local (incremental.REACH)."""
     n = len(levels)
     bounds = [0, *(c.position for c in found), n]
+    first = [
+        _confirm_one(levels, sigma, inflation, c, bounds[i], bounds[i + 2], threshold, min_change)
+        for i, c in enumerate(found)
+    ]
+    held = [i for i, kept in enumerate(first) if kept]
     out: dict[int, Confirmed] = {}
-    for i, candidate in enumerate(found):
-        low = max(bounds[i], candidate.position - CONFIRM_WINDOW)
-        high = min(bounds[i + 2], candidate.position + CONFIRM_WINDOW)
-        half = max(1, math.ceil(candidate.scale / 2))
-        # Near the newest commit the search runs to it: a step just after the candidate's window, with under
-        # MIN_SIDE commits after it yet, must make the candidate wait, not be reported a few commits early. Only
-        # splits that would wait are added (no wider search, whose best split would be a larger maximum).
-        last = candidate.position + half
-        if high == n and last + MIN_SIDE >= n:
-            last = n - 1
-        tested = _split(levels, sigma, inflation, low, high, candidate.position - half, last)
-        if tested is not None and _holds(levels, tested, low, high, threshold, min_change):
-            out.setdefault(tested.position, tested)
-        else:
-            for edge in _bump(levels, sigma, inflation, low, high, candidate.position, half, threshold, min_change):
-                out.setdefault(edge.position, edge)
+    for k, i in enumerate(held):
+        before = found[held[k - 1]].position if k else 0
+        after = found[held[k + 1]].position if k + 1 < len(held) else n
+        kept = first[i]
+        if (before, after) != (bounds[i], bounds[i + 2]):  # a neighbour it was tested against failed
+            kept = _confirm_one(levels, sigma, inflation, found[i], before, after, threshold, min_change)
+        for edge in kept:
+            out.setdefault(edge.position, edge)
     confirmed = sorted(out.values(), key=lambda c: c.position)
     edges = [0, *(c.position for c in confirmed), n]
     for low, high in zip(edges, edges[1:]):
         confirmed += _within(levels, sigma, inflation, low, high, threshold, min_change)
     return sorted(confirmed, key=lambda c: c.position)
+
+
+def _confirm_one(
+    levels: np.ndarray,
+    sigma: np.ndarray,
+    inflation: dict[int, np.ndarray],
+    candidate: Candidate,
+    before: int,
+    after: int,
+    threshold: float,
+    min_change: float,
+) -> list[Confirmed]:
+    """``candidate`` tested on the segment between ``before`` and ``after`` (neighbouring candidates or the ends), at
+    most CONFIRM_WINDOW a side: its best split when that holds, else the two edges of a bump (:func:`_bump`), else
+    nothing."""
+    n = len(levels)
+    low = max(before, candidate.position - CONFIRM_WINDOW)
+    high = min(after, candidate.position + CONFIRM_WINDOW)
+    half = max(1, math.ceil(candidate.scale / 2))
+    # Near the newest commit the search runs to it: a step just after the candidate's window, with under MIN_SIDE
+    # commits after it yet, must make the candidate wait, not be reported a few commits early. Only splits that would
+    # wait are added (no wider search, whose best split would be a larger maximum).
+    last = candidate.position + half
+    if high == n and last + MIN_SIDE >= n:
+        last = n - 1
+    tested = _split(levels, sigma, inflation, low, high, candidate.position - half, last)
+    if tested is not None and _holds(levels, tested, low, high, threshold, min_change):
+        return [tested]
+    return _bump(levels, sigma, inflation, low, high, candidate.position, half, threshold, min_change)
 
 
 def without_stray_bumps(levels: np.ndarray, confirmed: list[Confirmed]) -> list[Confirmed]:
@@ -129,9 +163,19 @@ def without_stray_bumps(levels: np.ndarray, confirmed: list[Confirmed]) -> list[
         length = high - low
         base = np.concatenate([levels[max(0, low - length) : low], levels[high : high + length]])
         height = float(np.median(levels[low:high]) - np.median(base))
-        if length * scan.stray_share(deviation, (low, high), STRAY_HEIGHT * height) ** (length - 1) > STRAY_RATE:
+        share = scan.stray_share(deviation, (low, high), STRAY_HEIGHT * height)
+        if _stray_chance(levels[low:high] - np.median(base), STRAY_HEIGHT * height, share) > STRAY_RATE:
             dropped.update({low, high} - {0, n})
     return [c for c in confirmed if c.position not in dropped]
+
+
+def _stray_chance(offsets: np.ndarray, height: float, share: float) -> float:
+    """The chance per commit that as many of ``len(offsets)`` commits in a row as here stray at least ``height`` (log
+    units; its sign: the direction) when each does with probability ``share``: the binomial tail at the number of
+    ``offsets`` (each commit's level minus the level around the run) that do, at most all but one (the split may take
+    one ordinary commit into the run, as L q^(L - 1) allowed before)."""
+    straying = int(np.count_nonzero(offsets * math.copysign(1.0, height) >= abs(height)))
+    return float(stats.binom.sf(min(straying, len(offsets) - 1) - 1, len(offsets), share))
 
 
 def _split(

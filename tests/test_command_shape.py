@@ -38,12 +38,15 @@ PARSES = {
 }
 # Runs the front as `python -m` would, with the runner's call of the tool replaced: "crash" raises, "wait" waits.
 WRAPPER = """
-import runpy, sys, time
+import faulthandler, runpy, sys, time
 import ci.common.command as command
 
 def injected(cmd, args):
     if FAULT == "crash":
         raise RuntimeError("injected crash")
+    # A run that has not ended 45 s after this line (the test's signal is sent at once) prints where every thread is
+    # and exits 1: a hang fails with its traceback, not as a bare timeout (one was seen once, on a loaded machine).
+    faulthandler.dump_traceback_later(45, exit=True)
     print("running", flush=True)
     time.sleep(120)
     return 0

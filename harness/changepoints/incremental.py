@@ -20,9 +20,10 @@ from harness.changepoints import scan, segments
 # CONFIRM_WINDOW further, decides whether it bounds its neighbour: segments.confirm's second pass), then the segments
 # between confirmed changes tested again (at most SEGMENT_MAX commits long).
 REACH = scan.REACH + 3 * segments.CONFIRM_WINDOW + 2 * max(scan.SCALES) + segments.SEGMENT_MAX
-VERSION = 5  # bump when the method changes: old memos are then recomputed (2: issue 38's noise floor and splits;
+VERSION = 6  # bump when the method changes: old memos are then recomputed (2: issue 38's noise floor and splits;
 # 3: published change points held, segments.hold; 4: issue 47's stray commits and segments searched again;
-# 5: an edge confirmed again between the candidates that held, strays counted as they are)
+# 5: an edge confirmed again between the candidates that held, strays counted as they are; 6: a run of exact repeats
+# counted as one measurement by the stray rules, scan.measured)
 
 
 @dataclass

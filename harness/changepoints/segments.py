@@ -148,6 +148,7 @@ def without_stray_bumps(levels: np.ndarray, confirmed: list[Confirmed]) -> list[
     like it comes by chance more often than STRAY_RATE per commit (issue 47)."""
     n = len(levels)
     deviation = scan.deviations(levels)
+    new = scan.measured(levels)  # a copied result is one measurement, however many commits carry it (fourth pass)
     edges = [0, *(c.position for c in confirmed), n]
     short = [
         (low, high)
@@ -163,8 +164,9 @@ def without_stray_bumps(levels: np.ndarray, confirmed: list[Confirmed]) -> list[
         length = high - low
         base = np.concatenate([levels[max(0, low - length) : low], levels[high : high + length]])
         height = float(np.median(levels[low:high]) - np.median(base))
-        share = scan.stray_share(deviation, (low, high), STRAY_HEIGHT * height)
-        if _stray_chance(levels[low:high] - np.median(base), STRAY_HEIGHT * height, share) > STRAY_RATE:
+        share = scan.stray_share(deviation, (low, high), STRAY_HEIGHT * height, new)
+        own = levels[low:high][np.r_[True, new[low + 1 : high]]]  # its measurements (its first: a change's commit)
+        if _stray_chance(own - np.median(base), STRAY_HEIGHT * height, share) > STRAY_RATE:
             dropped.update({low, high} - {0, n})
     return [c for c in confirmed if c.position not in dropped]
 
@@ -173,9 +175,9 @@ def _stray_chance(offsets: np.ndarray, height: float, share: float) -> float:
     """The chance per commit that as many of ``len(offsets)`` commits in a row as here stray at least ``height`` (log
     units; its sign: the direction) when each does with probability ``share``: the binomial tail at the number of
     ``offsets`` (each commit's level minus the level around the run) that do, at most all but one (the split may take
-    one ordinary commit into the run, as L q^(L - 1) allowed before)."""
+    one ordinary commit into the run, as L q^(L - 1) allowed before; a run of one measurement, copied, as itself)."""
     straying = int(np.count_nonzero(offsets * math.copysign(1.0, height) >= abs(height)))
-    return float(stats.binom.sf(min(straying, len(offsets) - 1) - 1, len(offsets), share))
+    return float(stats.binom.sf(min(straying, max(1, len(offsets) - 1)) - 1, len(offsets), share))
 
 
 def _split(

@@ -169,6 +169,30 @@ def test_sigterm_is_143_and_the_error_json_says_so(tmp_path):
     assert json.loads((tmp_path / "ci.budget.json").read_text())["error"].startswith("interrupted by SIGTERM")
 
 
+def test_a_command_started_with_its_signals_blocked_still_stops_on_them(tmp_path):
+    """A blocked signal mask is inherited across exec: started so (by a launcher that blocked SIGTERM in its thread), a
+    front would leave a cancel pending for its whole run. It unblocks both signals when it installs its handlers."""
+    out = tmp_path / "ci.budget.json"
+    command = [sys.executable, "-c", WRAPPER, "wait", "ci.budget", *PARSES.get("ci.budget", []), "--json", str(out)]
+    proc = subprocess.Popen(
+        command,
+        cwd=tmp_path,
+        env=_env(REPO),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT}),
+    )
+    try:
+        assert proc.stdout.readline() == "running\n", proc.communicate()[1][-2000:]
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, stderr[-2000:]
+    assert _last_line(stderr).startswith("python -m ci.budget: interrupted by SIGTERM: "), stderr
+
+
 def test_a_harness_error_is_one_line_and_its_json(tmp_path):
     """A HarnessError (here: a --repo that is no directory) is the message alone; the --json says the same."""
     out = tmp_path / "v.json"

@@ -58,9 +58,13 @@ def _handler(signum, frame):
 
 
 def install() -> None:
-    """SIGINT and SIGTERM: stop the tracked children, then raise Interrupted in the main thread."""
+    """SIGINT and SIGTERM: stop the tracked children, then raise Interrupted in the main thread. Both are unblocked
+    too: a blocked signal mask is inherited across exec, and a command started with them blocked (by a launcher that
+    blocked them in its own thread) would leave a cancel pending until SIGKILL."""
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _handler)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
 
 
 def ignore() -> None:

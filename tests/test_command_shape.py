@@ -16,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -45,10 +46,14 @@ def injected(cmd, args):
     if FAULT == "crash":
         raise RuntimeError("injected crash")
     # A run that has not ended 45 s after this line (the test's signal is sent at once) prints where every thread is
-    # and exits 1: a hang fails with its traceback, not as a bare timeout (one was seen once, on a loaded machine).
+    # and exits 1: a hang fails with its traceback, not as a bare timeout.
     faulthandler.dump_traceback_later(45, exit=True)
     print("running", flush=True)
-    time.sleep(120)
+    # Work in short steps, as a front's loops do: a signal that lands after the interpreter's last check and before a
+    # single long sleep's system call only runs its handler when that sleep ends (the hang this dump showed, 1 run in
+    # 6 of this file: the main thread in time.sleep(120) with SIGINT pending).
+    for _ in range(1200):
+        time.sleep(0.1)
     return 0
 
 FAULT, module = sys.argv[1], sys.argv[2]
@@ -116,24 +121,41 @@ def check_crash(front: str, cwd: Path, pythonpath: str | Path = REPO) -> None:
     assert _last_line(shown.stderr).startswith(f"python -m {front}: error: internal error (RuntimeError"), shown.stderr
 
 
-def check_signal(
-    front: str, cwd: Path, signum: int = signal.SIGINT, pythonpath: str | Path = REPO, takes_json: bool = True
-) -> None:
-    """Stopped while it runs: 128 + the signal, one line, and its --json (if it has one) absent or whole."""
-    args = PARSES.get(front, [])
-    out = cwd / f"{front}.json"
-    command = [sys.executable, "-c", WRAPPER, "wait", front, *args, *(["--json", str(out)] if takes_json else [])]
+def signalled(
+    front: str,
+    cwd: Path,
+    signum: int,
+    extra: Sequence[str] = (),
+    pythonpath: str | Path = REPO,
+    preexec_fn: Callable[[], object] | None = None,
+) -> tuple[int, str]:
+    """``front`` run under WRAPPER until it is working, then sent ``signum``: its exit code and stderr."""
+    command = [sys.executable, "-c", WRAPPER, "wait", front, *PARSES.get(front, []), *extra]
     proc = subprocess.Popen(
-        command, cwd=cwd, env=_env(pythonpath), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command,
+        cwd=cwd,
+        env=_env(pythonpath),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=preexec_fn,
     )
     try:
-        started = proc.stdout.readline()
-        assert started == "running\n", proc.communicate()[1][-2000:]
+        assert proc.stdout.readline() == "running\n", proc.communicate()[1][-2000:]
         proc.send_signal(signum)
         _, stderr = proc.communicate(timeout=60)
     finally:
         proc.kill()
-    assert proc.returncode == 128 + signum, stderr[-2000:]
+    return proc.returncode, stderr
+
+
+def check_signal(
+    front: str, cwd: Path, signum: int = signal.SIGINT, pythonpath: str | Path = REPO, takes_json: bool = True
+) -> None:
+    """Stopped while it runs: 128 + the signal, one line, and its --json (if it has one) absent or whole."""
+    out = cwd / f"{front}.json"
+    returncode, stderr = signalled(front, cwd, signum, ["--json", str(out)] if takes_json else [], pythonpath)
+    assert returncode == 128 + signum, stderr[-2000:]
     assert _last_line(stderr).startswith(f"python -m {front}: interrupted by {signal.Signals(signum).name}: "), stderr
     assert "Traceback" not in stderr
     if out.exists():  # written whole (atomically) or not at all
@@ -173,23 +195,14 @@ def test_a_command_started_with_its_signals_blocked_still_stops_on_them(tmp_path
     """A blocked signal mask is inherited across exec: started so (by a launcher that blocked SIGTERM in its thread), a
     front would leave a cancel pending for its whole run. It unblocks both signals when it installs its handlers."""
     out = tmp_path / "ci.budget.json"
-    command = [sys.executable, "-c", WRAPPER, "wait", "ci.budget", *PARSES.get("ci.budget", []), "--json", str(out)]
-    proc = subprocess.Popen(
-        command,
-        cwd=tmp_path,
-        env=_env(REPO),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    returncode, stderr = signalled(
+        "ci.budget",
+        tmp_path,
+        signal.SIGTERM,
+        ["--json", str(out)],
         preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT}),
     )
-    try:
-        assert proc.stdout.readline() == "running\n", proc.communicate()[1][-2000:]
-        proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 143, stderr[-2000:]
+    assert returncode == 143, stderr[-2000:]
     assert _last_line(stderr).startswith("python -m ci.budget: interrupted by SIGTERM: "), stderr
 
 
@@ -315,17 +328,7 @@ def test_an_interrupt_keeps_an_earlier_runs_record(tmp_path):
     out = tmp_path / "ci.budget.json"
     earlier = {"schema": "mxfp4-budget-gate/1", "verdict": "pass", "exit_code": 0, "targets": ["kept"]}
     out.write_text(json.dumps(earlier))
-    args = PARSES.get("ci.budget", [])
-    command = [sys.executable, "-c", WRAPPER, "wait", "ci.budget", *args, "--json", str(out)]
-    proc = subprocess.Popen(
-        command, cwd=tmp_path, env=_env(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout.readline() == "running\n", proc.communicate()[1][-2000:]
-        proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 143, stderr[-2000:]
+    returncode, stderr = signalled("ci.budget", tmp_path, signal.SIGTERM, ["--json", str(out)])
+    assert returncode == 143, stderr[-2000:]
     assert f"the earlier record at {out} is kept (this run wrote none)" in _last_line(stderr), stderr
     assert json.loads(out.read_text()) == earlier

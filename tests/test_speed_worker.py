@@ -197,9 +197,9 @@ def test_the_old_generation_has_exited_before_the_new_one_prepares(sides, monkey
         real_quit(self, *args, **kwargs)
         events.append(("exited", self.pid))
 
-    def prepare(self, dev, benches, startup):
+    def prepare(self, dev, part):
         events.append(("prepare", frozenset(w.pid for w in dev.workers.values())))
-        return real_prepare(self, dev, benches, startup)
+        return real_prepare(self, dev, part)
 
     monkeypatch.setattr(WorkerProcess, "quit", slow_quit)
     monkeypatch.setattr(WarmEngine, "_prepare", prepare)

@@ -22,7 +22,6 @@ class Device:
     workers: dict[str, WorkerProcess] = field(default_factory=dict)
     spares: dict[str, Spare] = field(default_factory=dict)  # side -> the next generation's process, preloading
     prespawned: dict[str, bool] = field(default_factory=dict)  # side -> this generation's worker was a spare
-    prepared_s: dict[str, dict[str, Any]] = field(default_factory=dict)  # side -> benchmark id -> its set-up seconds
     generation: int = -1
     started_round: int | None = None
     rounds_served: int = 0
@@ -48,6 +47,7 @@ class DevicePart:
     overlapped: dict[str, float] = field(default_factory=dict)  # side -> seconds of a spare's start-up during measuring
     spare_failed: dict[str, str] = field(default_factory=dict)  # side -> why its spare could not be promoted
     phases: dict[str, dict[str, float]] = field(default_factory=dict)  # side -> when its new worker passed each step
+    prepared_s: dict[str, dict[str, Any]] = field(default_factory=dict)  # side -> benchmark id -> its set-up seconds
     start_failed: dict[str, WorkerFailed] = field(default_factory=dict)  # side -> why it did not start (the survey's)
     carried_wall_s: float = 0.0  # the survey's wall time on this device, before this round began
     measure: dict[str, float] = field(default_factory=dict)
@@ -92,7 +92,6 @@ def summarize(dev: Device, part: DevicePart) -> None:
                         **({"died_measuring": True} if bench.id == part.measuring else {}),
                     },
                 )
-    prepared, dev.prepared_s = dev.prepared_s, {}
     for side in part.order:
         worker = dev.workers.get(side)
         part.workers[side] = {
@@ -109,7 +108,7 @@ def summarize(dev: Device, part: DevicePart) -> None:
             **({"phases": part.phases[side]} if side in part.phases else {}),
             # The generation's set-up seconds per benchmark, in the round it started (a later round's prepare answers
             # the same seconds again: not repeated).
-            **({"prepare_s": prepared[side]} if side in prepared and side in part.phases else {}),
+            **({"prepare_s": part.prepared_s[side]} if side in part.prepared_s and side in part.phases else {}),
             **({"spare_failed": part.spare_failed[side]} if side in part.spare_failed else {}),
         }
     part.summary = {

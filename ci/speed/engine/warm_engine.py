@@ -206,7 +206,7 @@ class WarmEngine:
             # The old generation is gone before the new one allocates its operands: both holding every benchmark's
             # inputs at once does not fit an 80 GB card (an H100's calibration ran out of memory at its first restart).
             self._retired(retiring, part)
-            self._prepare(dev, part.benches, part.startup)
+            self._prepare(dev, part)
         except WorkerFailed as exc:
             self._fail(dev, part, exc, round_index)
         finally:
@@ -345,8 +345,9 @@ class WarmEngine:
         dev.last_work_end = 0.0
         return started[0].get("budget") if started else None
 
-    def _prepare(self, dev: Device, benches: list[Benchmark], startup: dict[str, float]) -> None:
-        """Each worker holds exactly ``benches`` prepared (operands, compiled launches)."""
+    def _prepare(self, dev: Device, part: DevicePart) -> None:
+        """Each worker holds exactly ``part.benches`` prepared (operands, compiled launches)."""
+        benches = part.benches
         request = {"op": "prepare", "benchmarks": [b.to_json() for b in benches]}
 
         def prepare(side: str) -> None:
@@ -354,9 +355,9 @@ class WarmEngine:
             answer = dev.workers[side].request(
                 request, timeout_s=self.timeouts["setup"], what=f"preparing {[b.id for b in benches]}"
             )
-            startup[side] += time.time() - began
+            part.startup[side] += time.time() - began
             # Where a generation's start-up goes (its share of a round is the cadence's cost): kept for the record.
-            dev.prepared_s[side] = {i: p.get("prepare_s") for i, p in (answer.get("prepared") or {}).items()}
+            part.prepared_s[side] = {i: p.get("prepare_s") for i, p in (answer.get("prepared") or {}).items()}
 
         each(list(dev.workers), prepare)
         dev.last_work_end = time.time()  # preparing ran every launch once
@@ -366,13 +367,14 @@ class WarmEngine:
     ) -> dict[str, Any]:
         worker = dev.workers[side]
         last_bench, last_end = dev.last_timing
-        device_warm = time.time() - last_end < WARM_DEVICE_S
+        now = time.time()
+        device_warm = now - last_end < WARM_DEVICE_S
         answer = worker.request(
             {
                 "op": "measure",
                 "benchmark": bench.id,
                 "own_pids": [w.pid for w in dev.workers.values()],
-                "after_own_work": time.time() - dev.last_work_end < AFTER_OWN_WORK_S,
+                "after_own_work": now - dev.last_work_end < AFTER_OWN_WORK_S,
                 "device_warm": device_warm,
                 "follows_itself": device_warm and last_bench == bench.id,
             },

@@ -61,20 +61,7 @@ def build(results: Path, site: Path, workers: int) -> dict:
     data = kernel_page.page_data_from_store(kept, commits, page_changes.from_checks(checks), PAGE_WINDOW, when)
     written = kernel_page.publish_pages(site, data, checks, "history_store.py", info)
     seconds["pages"] = round(time.process_time() - mark, 2)
-    parsed, reused = kept.parsed, kept.reused
-    kept.close()
-    largest = max(written, key=lambda p: p.stat().st_size)
-    return {
-        "parsed": parsed,
-        "reused": reused,
-        "commits": len(commits),
-        "change_points": sum(len(m["change_points"]) for m in checks),
-        "process_cpu_s": seconds,
-        "self_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-        "largest_page_mb": round(largest.stat().st_size / 1e6, 2),
-        "largest_page": largest.name,
-        "database_mb": round(store.default_path(results).stat().st_size / 1e6, 1),
-    }
+    return measured(kept, len(commits), checks, written, seconds, store.default_path(results))
 
 
 def build_before(results: Path, site: Path) -> dict:
@@ -96,19 +83,24 @@ def build_before(results: Path, site: Path) -> dict:
     info = commit_info.from_summaries(summaries)
     written = kernel_page.publish_history(site, history, checks, PAGE_WINDOW, "history_store.py", info)
     seconds["pages"] = round(time.process_time() - mark, 2)
+    return measured(kept, len(history.commits), checks, written, seconds, results.with_name("before.sqlite"))
+
+
+def measured(kept, commits: int, checks: list, written: list[Path], seconds: dict, database: Path) -> dict:
+    """One build's row: what the store parsed and reused (it is closed here), the pages, the process's peak."""
     parsed, reused = kept.parsed, kept.reused
     kept.close()
     largest = max(written, key=lambda p: p.stat().st_size)
     return {
         "parsed": parsed,
         "reused": reused,
-        "commits": len(history.commits),
+        "commits": commits,
         "change_points": sum(len(m["change_points"]) for m in checks),
         "process_cpu_s": seconds,
         "self_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "largest_page_mb": round(largest.stat().st_size / 1e6, 2),
         "largest_page": largest.name,
-        "database_mb": round(results.with_name("before.sqlite").stat().st_size / 1e6, 1),
+        "database_mb": round(database.stat().st_size / 1e6, 1),
     }
 
 

@@ -174,6 +174,14 @@ def test_warm_workers_alternate_measure_many_times_and_restart(sides, capsys):
     prepared = [[sorted(w.get("prepare_s", {})) for p in r["processes"] for w in p["workers"]] for r in rounds]
     ids = sorted(b.id for b in benches)
     assert prepared == [[ids, ids], [[], []], [ids, ids]]
+    # ... and where they went, part by part, within the benchmark's set-up seconds.
+    for rnd in (rounds[0], rounds[2]):
+        for w in (w for p in rnd["processes"] for w in p["workers"]):
+            assert sorted(w["prepare_parts_s"]) == ids
+            for bench_id, parts in w["prepare_parts_s"].items():
+                assert sorted(parts) == ["first_launches", "inputs", "kernel", "output_check"]
+                assert all(v >= 0 for v in parts.values())
+                assert sum(parts.values()) <= w["prepare_s"][bench_id] + 1e-3
 
     with capsys.disabled():
         print(

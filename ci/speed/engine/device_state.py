@@ -48,6 +48,7 @@ class DevicePart:
     spare_failed: dict[str, str] = field(default_factory=dict)  # side -> why its spare could not be promoted
     phases: dict[str, dict[str, float]] = field(default_factory=dict)  # side -> when its new worker passed each step
     prepared_s: dict[str, dict[str, Any]] = field(default_factory=dict)  # side -> benchmark id -> its set-up seconds
+    prepared_parts_s: dict[str, dict[str, Any]] = field(default_factory=dict)  # ... -> where those seconds went
     start_failed: dict[str, WorkerFailed] = field(default_factory=dict)  # side -> why it did not start (the survey's)
     carried_wall_s: float = 0.0  # the survey's wall time on this device, before this round began
     measure: dict[str, float] = field(default_factory=dict)
@@ -109,6 +110,11 @@ def summarize(dev: Device, part: DevicePart) -> None:
             # The generation's set-up seconds per benchmark, in the round it started (a later round's prepare answers
             # the same seconds again: not repeated).
             **({"prepare_s": part.prepared_s[side]} if side in part.prepared_s and side in part.phases else {}),
+            **(
+                {"prepare_parts_s": part.prepared_parts_s[side]}
+                if side in part.prepared_parts_s and side in part.phases
+                else {}
+            ),
             **({"spare_failed": part.spare_failed[side]} if side in part.spare_failed else {}),
         }
     part.summary = {

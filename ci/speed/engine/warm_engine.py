@@ -357,7 +357,9 @@ class WarmEngine:
             )
             part.startup[side] += time.time() - began
             # Where a generation's start-up goes (its share of a round is the cadence's cost): kept for the record.
-            part.prepared_s[side] = {i: p.get("prepare_s") for i, p in (answer.get("prepared") or {}).items()}
+            prepared = (answer.get("prepared") or {}).items()
+            part.prepared_s[side] = {i: p.get("prepare_s") for i, p in prepared}
+            part.prepared_parts_s[side] = {i: p.get("parts_s") for i, p in prepared if p.get("parts_s")}
 
         each(list(dev.workers), prepare)
         dev.last_work_end = time.time()  # preparing ran every launch once

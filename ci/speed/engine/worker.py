@@ -84,6 +84,9 @@ class Prepared:
     launches: list[Callable[[], None]] = field(default_factory=list)
     inputs_cold: bool = True
     prepare_s: float = 0.0
+    # Where the set-up seconds went (kernel, inputs, first launches, output check): a new generation pays them every
+    # round at the gate's cadence, and which part dominates decides what could be moved off the critical path.
+    parts_s: dict[str, float] = field(default_factory=dict)
     error: dict[str, Any] | None = None  # the measurement record to answer when set-up failed or the output is wrong
     output_check: str = ""  # harness.output_check's summary of the first launch's output
 
@@ -158,7 +161,11 @@ class Worker:
                 self.prepared[bench_id] = self._prepare_one(bench)
         return {
             "prepared": {
-                i: {"prepare_s": round(p.prepare_s, 4), **({"error": p.error["error"]} if p.error else {})}
+                i: {
+                    "prepare_s": round(p.prepare_s, 4),
+                    "parts_s": {part: round(v, 4) for part, v in p.parts_s.items()},
+                    **({"error": p.error["error"]} if p.error else {}),
+                }
                 for i, p in self.prepared.items()
             }
         }
@@ -226,18 +233,32 @@ class Worker:
 
         began = time.perf_counter()
         prepared = Prepared(bench)
+        mark = began
+
+        def part_done(name: str) -> None:
+            nonlocal mark
+            now = time.perf_counter()
+            prepared.parts_s[name] = now - mark
+            mark = now
+
         try:
             kernel = common.registered_kernel(bench["kernel"])
             kept = KeptOutput(common.kernel_prepare(kernel, bench["config"]))
+            part_done("kernel")
             inputs = timing.gemm_inputs(bench["m"], bench["n"], bench["k"], device=self.device, seed=self.seed)
             prepared.launches = [kept(a, b, out) for a, b, out in inputs.sets]
             prepared.inputs_cold = inputs.cold
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+            part_done("inputs")
             for launch in prepared.launches:  # compile now: start-up, not measuring
                 launch()
             if self.device == "cuda":
                 torch.cuda.synchronize()
+            part_done("first_launches")
             # What is timed must be right at this shape: the first set's output, written by the launch just run.
             report = check_kept_output(kept, seed=self.seed)
+            part_done("output_check")
             prepared.output_check = report.summary()
             if not report.passed:
                 prepared.error = wrong_result_record(report)

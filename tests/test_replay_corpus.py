@@ -281,3 +281,21 @@ def test_the_departures_change_the_truth_as_named():
     assert 0.35 < lag1 < 0.6 and abs(np.mean([np.corrcoef(r[:-1], r[1:])[0, 1] for r in base])) < 0.1
     with pytest.raises(ValueError, match="departure"):
         M.draw_truth(np.random.default_rng(0), model, [BENCH], 4, 4, "gaussian")
+
+
+def test_a_version_7_replay_draws_generations_at_the_gates_cadence():
+    """Version 7 starts new workers every round: a simulated generation is one round, a recorded generation's first.
+    Whole recorded generations (2-4 rounds) would give the replayed gate fewer generations than the real one."""
+    from ci.speed.engine.warm_engine import GATE_RESTART_EVERY
+    from harness.paired.plan import ZONE_PLAN
+
+    setup = _setup([BENCH, OTHER], {BENCH: 0.007, OTHER: 0.007}, plan=ZONE_PLAN)
+    setup = L.Setup(setup.plan, setup.thresholds, setup.model, setup.costs, setup.order, L.restart_every(setup.plan))
+    assert setup.restart == GATE_RESTART_EVERY == 1
+    firsts = {b: {blk.log_ratios[0] for blk in v} for b, v in _blocks().items()}
+    truth = L.BlockResampler(_blocks()).draw(np.random.default_rng(4), [BENCH, OTHER], 40, L.generation_rounds(setup))
+    for b, (x, g) in truth.items():
+        assert list(g) == list(range(40))  # one round a generation
+        assert set(x.tolist()) <= firsts[b]
+    assert L.generation_rounds(_setup([BENCH], {BENCH: 0.007})) is None  # versions 5-6: whole generations, as tabled
+    assert L.restart_every(MODEL_PLAN) == 2

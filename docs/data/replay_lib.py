@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from ci.speed.decide.exclusion import ExclusionRule, paired_rounds  # noqa: E402
-from ci.speed.engine.warm_engine import DEFAULT_RESTART_EVERY  # noqa: E402
+from ci.speed.engine.warm_engine import DEFAULT_RESTART_EVERY, GATE_RESTART_EVERY  # noqa: E402
 from harness.paired.noise_guard import GuardState, PairEvent  # noqa: E402
 from harness.paired.rounds import Round  # noqa: E402
 from harness.paired.sequential import RoundsNoise, sequential_decision  # noqa: E402
@@ -172,9 +172,14 @@ class BlockResampler:
         self.keys = sorted({blk.key for v in self.blocks.values() for blk in v})
 
     def draw(
-        self, rng: np.random.Generator, order: Sequence[str], rounds: int
+        self, rng: np.random.Generator, order: Sequence[str], rounds: int, generation_rounds: int | None = None
     ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Per benchmark: ``rounds`` log ratios and their generation labels (0, 1, ...: one per drawn block)."""
+        """Per benchmark: ``rounds`` log ratios and their generation labels (0, 1, ...: one per drawn block).
+
+        ``generation_rounds``: a drawn generation keeps at most its first that many rounds -- the gate's cadence
+        when it is shorter than the recorded one (version 7 starts new workers every round: each of its generations
+        is one round, a worker generation's first). None: whole recorded generations.
+        """
         missing = [b for b in order if b not in self.blocks]
         if missing:
             raise CorpusError(f"no recorded generation for {missing}")
@@ -190,8 +195,9 @@ class BlockResampler:
                 if blk is None:
                     pool = self.blocks[b]
                     blk = pool[int(rng.integers(len(pool)))]
-                x.extend(blk.log_ratios)
-                g.extend([block_no] * len(blk.log_ratios))
+                taken = blk.log_ratios if generation_rounds is None else blk.log_ratios[:generation_rounds]
+                x.extend(taken)
+                g.extend([block_no] * len(taken))
             block_no += 1
         return {b: (np.asarray(x[:rounds]), np.asarray(g[:rounds])) for b, (x, g) in out.items()}
 
@@ -230,9 +236,19 @@ def gated_plan(plan: Any, gated: int, pr_alpha: float = PR_ALPHA) -> Any:
 
 
 def restart_every(plan: Any) -> int:
-    """Rounds per worker generation in the gate: the plan's if it says, else the gate's default."""
+    """Rounds per worker generation in the gate: the plan's if it says; version 7's (a plan that learns from its
+    generations) new workers every round, as the gate runs it; else the engine's default (versions 5-6)."""
     value = getattr(plan, "restart_every", None)
-    return int(value) if isinstance(value, int) and value > 0 else DEFAULT_RESTART_EVERY
+    if isinstance(value, int) and value > 0:
+        return value
+    return GATE_RESTART_EVERY if getattr(plan, "learn", False) else DEFAULT_RESTART_EVERY
+
+
+def generation_rounds(setup: Setup) -> int | None:
+    """How many rounds of a drawn recorded generation a simulated one keeps: the gate's cadence for version 7 (its
+    generations are shorter than the recorded 2-4 rounds); None, whole recorded generations, for versions 5-6 (their
+    tables were made so)."""
+    return setup.restart if getattr(setup.plan, "learn", False) else None
 
 
 def plan_summary(plan: Any) -> dict[str, Any]:

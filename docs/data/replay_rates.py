@@ -58,7 +58,7 @@ def chunk(task: tuple) -> dict[float, list[L.PrResult]]:
     rng = np.random.default_rng(seed)
     out: dict[float, list[L.PrResult]] = {s: [] for s in shifts}
     for i in range(max(n, m)):
-        truth = sampler.draw(rng, setup.order, int(setup.plan.max_rounds))
+        truth = sampler.draw(rng, setup.order, int(setup.plan.max_rounds), L.generation_rounds(setup))
         wanted = [s for s in shifts if (i < m if s >= 1.0 else i < n)]
         for s, r in L.run_shifts(truth, setup, wanted).items():
             out[s].append(r)

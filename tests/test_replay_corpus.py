@@ -284,8 +284,9 @@ def test_the_departures_change_the_truth_as_named():
 
 
 def test_a_version_7_replay_draws_generations_at_the_gates_cadence():
-    """Version 7 starts new workers every round: a simulated generation is one round, a recorded generation's first.
-    Whole recorded generations (2-4 rounds) would give the replayed gate fewer generations than the real one."""
+    """Version 7 starts new workers every round: a simulated generation is one round, a recorded generation's first,
+    and no generation is drawn twice before all are used. Whole recorded generations (2-4 rounds) would give the
+    replayed gate fewer generations than the real one; a repeated one-round generation, an exact tie no run has."""
     from ci.speed.engine.warm_engine import GATE_RESTART_EVERY
     from harness.paired.plan import ZONE_PLAN
 
@@ -297,5 +298,9 @@ def test_a_version_7_replay_draws_generations_at_the_gates_cadence():
     for b, (x, g) in truth.items():
         assert list(g) == list(range(40))  # one round a generation
         assert set(x.tolist()) <= firsts[b]
+        # A real run never measures one worker generation twice: each is drawn once before any repeats.
+        n = len(firsts[b])
+        for start in range(0, 40 - n + 1, n):
+            assert sorted(x[start : start + n].tolist()) == sorted(firsts[b])
     assert L.generation_rounds(_setup([BENCH], {BENCH: 0.007})) is None  # versions 5-6: whole generations, as tabled
     assert L.restart_every(MODEL_PLAN) == 2

@@ -178,12 +178,17 @@ class BlockResampler:
 
         ``generation_rounds``: a drawn generation keeps at most its first that many rounds -- the gate's cadence
         when it is shorter than the recorded one (version 7 starts new workers every round: each of its generations
-        is one round, a worker generation's first). None: whole recorded generations.
+        is one round, a worker generation's first) -- and a PR draws a benchmark's recorded generations without
+        replacement until it has used them all: a real run never measures one worker generation twice, and with one
+        round a generation a repeat is an exact tie the generations' variance would count as agreement (the
+        H200's torch_dequant benchmarks have 8 recorded generations: 1 PR in 8 repeated one by its second round).
+        None: whole recorded generations, with replacement (the tables of versions 5-6).
         """
         missing = [b for b in order if b not in self.blocks]
         if missing:
             raise CorpusError(f"no recorded generation for {missing}")
         out: dict[str, tuple[list[float], list[int]]] = {b: ([], []) for b in order}
+        pick = self._picker(rng, order) if generation_rounds is not None else None
         block_no = 0
         while any(len(out[b][0]) < rounds for b in order):
             key = self.keys[int(rng.integers(len(self.keys)))]
@@ -191,15 +196,36 @@ class BlockResampler:
                 x, g = out[b]
                 if len(x) >= rounds:
                     continue
-                blk = self.by_key[b].get(key)
-                if blk is None:
-                    pool = self.blocks[b]
-                    blk = pool[int(rng.integers(len(pool)))]
+                if pick is not None:
+                    blk = pick(b, key)
+                else:
+                    blk = self.by_key[b].get(key)
+                    if blk is None:
+                        pool = self.blocks[b]
+                        blk = pool[int(rng.integers(len(pool)))]
                 taken = blk.log_ratios if generation_rounds is None else blk.log_ratios[:generation_rounds]
                 x.extend(taken)
                 g.extend([block_no] * len(taken))
             block_no += 1
         return {b: (np.asarray(x[:rounds]), np.asarray(g[:rounds])) for b, (x, g) in out.items()}
+
+    def _picker(self, rng: np.random.Generator, order: Sequence[str]) -> Callable[[str, tuple[str, int]], Block]:
+        """One PR's draws without replacement: the keyed generation where the benchmark has it unused, else the next
+        of its own generations in a random order; once all are used, they may all be drawn again."""
+        unused = {b: list(rng.permutation(len(self.blocks[b]))) for b in order}
+
+        def pick(bench: str, key: tuple[str, int]) -> Block:
+            pool = self.blocks[bench]
+            if not unused[bench]:
+                unused[bench] = list(rng.permutation(len(pool)))
+            keyed = self.by_key[bench].get(key)
+            index = pool.index(keyed) if keyed is not None else None
+            if index is None or index not in unused[bench]:
+                index = unused[bench][0]
+            unused[bench].remove(index)
+            return pool[index]
+
+        return pick
 
 
 def shift_log(x: float) -> float:

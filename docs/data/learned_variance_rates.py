@@ -27,6 +27,7 @@ Clopper-Pearson.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -71,13 +72,15 @@ def draw(rng: np.random.Generator, n: int, heavy: bool) -> np.ndarray:
 
 
 def cell(task: tuple) -> dict:
-    ratio, model_kind, departure, effect, trials, seed, restart = task
+    ratio, model_kind, departure, effect, trials, seed, restart, conflict_level = task
     rng = np.random.default_rng(seed)
     tau = ratio * WITHIN
     scale = math.sqrt(2.5) if departure == "run x2.5" else 1.0
     heavy = departure == "t3 tails"
     model = model_of(model_kind, tau)
     plan = (ZONE_WARM_PLAN if model is None else ZONE_PLAN).with_alpha(0.01 / GATED)
+    if conflict_level is not None:
+        plan = dataclasses.replace(plan, conflict_level=conflict_level)
     gens = np.arange(ROUNDS) // restart
     labels = tuple(int(g) for g in gens)
     counts = {"regression": 0, "not regression": 0, "inconclusive": 0, "forced": 0, "no change": 0}
@@ -150,6 +153,11 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--restart-every", type=int, default=1, help="the gate's cadence (1: the gate's since issue 46)")
     ap.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS), help="only these models' cells")
+    ap.add_argument(
+        "--conflict-level",
+        type=float,
+        help="the prior-data conflict test's level instead of the plan's (0.01): a what-if, not the gate's rule",
+    )
     args = ap.parse_args()
     if args.tables:
         print(tables(json.loads(args.tables.read_text())))
@@ -166,7 +174,18 @@ def main() -> int:
                         seed += 1
                     if model in args.models:
                         task_seed = added if model in ADDED else seed
-                        tasks.append((ratio, model, departure, effect, args.trials, task_seed, args.restart_every))
+                        tasks.append(
+                            (
+                                ratio,
+                                model,
+                                departure,
+                                effect,
+                                args.trials,
+                                task_seed,
+                                args.restart_every,
+                                args.conflict_level,
+                            )
+                        )
     t0 = time.process_time()
     with ProcessPoolExecutor(args.workers) as pool:
         cells = list(pool.map(cell, tasks))
@@ -175,6 +194,7 @@ def main() -> int:
         "threshold": THRESHOLD,
         "within_sd": WITHIN,
         "restart_every": args.restart_every,
+        "conflict_level": args.conflict_level if args.conflict_level is not None else ZONE_PLAN.conflict_level,
         "model_cadence": CALIBRATION_CADENCE,
         "gated": GATED,
         "plans": {"model": ZONE_PLAN.to_json(), "none": ZONE_WARM_PLAN.to_json()},

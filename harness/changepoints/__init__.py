@@ -85,7 +85,7 @@ def find(
     cleaned = without_outliers(levels, sigma)
     found, inflation = candidates(cleaned, sigma, threshold)
     confirmed = confirm(cleaned, sigma, found, threshold, min_change, inflation)
-    confirmed = without_stray_bumps(levels, confirmed)
+    confirmed = without_stray_bumps(levels, cleaned, sigma, inflation, confirmed, threshold, min_change)
     if len(published):
         confirmed = hold(cleaned, sigma, inflation, confirmed, list(published), threshold, min_change)
     return confirmed

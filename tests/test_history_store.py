@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import filecmp
+import json
 import random
 import sqlite3
 from pathlib import Path
@@ -16,9 +17,11 @@ from pathlib import Path
 import pytest
 import synthetic_history as synthetic
 
-from ci.history.asv_results import store
+from ci.history.asv_results import folder as history_results
+from ci.history.asv_results import result_points, store
 from ci.history.site import commit_info, kernel_page, page_changes
 from ci.history.trends import regressions, views
+from harness import fast_json
 
 END = 1_796_000_000.0  # dated in the past, reproducible
 COMMITS = 60
@@ -122,6 +125,50 @@ def test_worker_processes_keep_the_same_rows(folder, tmp_path):
         kept.update(results)
         assert kept.parsed == COMMITS * 4
     assert rows(tmp_path / "one.sqlite") == rows(tmp_path / "two.sqlite")
+
+
+def test_the_standard_librarys_json_keeps_the_same_rows(folder, tmp_path, monkeypatch):
+    """orjson (harness/fast_json.py) where installed, the standard library's json without it: the same rows."""
+    pytest.importorskip("orjson")
+    results, _, _ = folder
+    with contextlib.closing(store.Store(tmp_path / "orjson.sqlite")) as kept:
+        kept.update(results)
+    monkeypatch.setattr(fast_json, "orjson", None)  # workers=1: summarized in this process, where it is patched
+    with contextlib.closing(store.Store(tmp_path / "json.sqlite")) as kept:
+        kept.update(results)
+    assert rows(tmp_path / "orjson.sqlite") == rows(tmp_path / "json.sqlite")
+
+
+def test_results_and_samples_are_what_the_points_say(folder):
+    """result_points.results_and_samples (the summary's two columns alone) against values_by_key (every column)."""
+    results, _, _ = folder
+    documents = [json.loads(path.read_text()) for path in sorted(results.glob("*/*-*.json"))]
+    columns = ["result", "params", "samples", "started_at"]
+    documents += [  # equal combos, rows shorter than their columns, a column that is not a list, no columns
+        {"result_columns": columns, "results": {"b": [[1, 2, 3], [["'x'", "'x'", "'y'"]], [[1], [2]], 7]}},
+        {"result_columns": columns, "results": {"b": [[1], [["'x'", "'y'"]]], "c": [None, [], None, 1]}},
+        {"result_columns": columns, "results": {"b": [5.0, [], 3.0, 1], "b()": [[1.0], [[]], [[2.0]], 2]}},
+        {"results": {"b": []}},
+    ]
+    for document in documents:
+        expected = {k: (v["value"], v["samples"]) for k, v in history_results.values_by_key(document).items()}
+        found = result_points.results_and_samples(document)
+        assert list(found.items()) == list(expected.items())
+
+
+def test_a_build_from_nothing_makes_the_row_indexes_at_its_end(folder, tmp_path):
+    """A build from nothing writes its rows without the row tables' indexes (faster), then makes them."""
+    results, _, _ = folder
+    path = tmp_path / "db.sqlite"
+
+    def indexes() -> set[str]:
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            return {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+
+    with contextlib.closing(store.Store(path)) as kept:
+        made = indexes()  # as the schema makes them
+        kept.update(results)
+    assert indexes() == made and {f"{store.POINTS}_line", f"{store.PRINTS}_file"} <= made
 
 
 def test_an_older_schemas_tables_are_dropped_and_every_file_read_again(folder, tmp_path):

@@ -111,7 +111,13 @@ def timed(args: list[str], log: Path) -> dict:
         ["/usr/bin/time", "-f", "%U %S %M", "-o", str(stats), sys.executable, __file__, *args],
         stdout=open(log, "w"),
         stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={
+            **os.environ,
+            # the checkout first, then what the caller's path adds (a package installed beside the venv)
+            "PYTHONPATH": os.pathsep.join(
+                [str(REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+            ),
+        },
     ).returncode
     user, system, rss_kib = stats.read_text().split()[-3:]
     out = {

@@ -16,6 +16,7 @@ from typing import Any
 
 from asv_bench import records
 from ci.history.asv_results import folder as history_results
+from ci.history.asv_results import result_points
 
 GEMM_PREFIX = "bench_gemm.GemmOn"
 RESOURCES_PREFIX = "bench_resources.CompiledResources.track_"
@@ -103,9 +104,9 @@ def read_commit(
     return values, recs, document
 
 
-def _tflops_samples(entry: dict[str, Any] | None, record: dict[str, Any]) -> list[float] | None:
+def _tflops_samples(asv_samples: Any, record: dict[str, Any]) -> list[float] | None:
     flops = record.get("flops")
-    raw = (entry or {}).get("samples") or record.get("samples_s")
+    raw = asv_samples or record.get("samples_s")
     if isinstance(flops, (int, float)) and raw:
         tflops = [flops / t / 1e12 for t in raw if isinstance(t, (int, float)) and t > 0]
         if tflops:
@@ -134,7 +135,7 @@ def _level(samples: Sequence[float]) -> tuple[float, float]:
 
 def summarize(document: dict[str, Any], recs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """One commit's results document and records as a plain summary (what the database keeps)."""
-    values = history_results.values_by_key(document)
+    values = result_points.results_and_samples(document)  # key -> (asv's result, its samples)
     gemm, missing = {}, {}
     for key, record in recs.items():
         if not key.startswith(GEMM_PREFIX):
@@ -142,7 +143,7 @@ def summarize(document: dict[str, Any], recs: dict[str, dict[str, Any]]) -> dict
         if record.get("status") != "measured" or not record.get("tflops"):
             missing[key] = records.describe(record)
             continue
-        samples = _tflops_samples(values.get(key), record)
+        samples = _tflops_samples(values.get(key, (None, None))[1], record)
         if samples is None:
             continue
         level, error = _level(samples)
@@ -168,11 +169,9 @@ def summarize(document: dict[str, Any], recs: dict[str, dict[str, Any]]) -> dict
         "at": max((float(r.get("fingerprint_at") or 0.0) for r in stamped.values()), default=0.0),
     }
     resources = {
-        key: float(entry["value"])
-        for key, entry in values.items()
-        if key.startswith(RESOURCES_PREFIX)
-        and isinstance(entry["value"], (int, float))
-        and math.isfinite(entry["value"])
+        key: float(value)
+        for key, (value, _) in values.items()
+        if key.startswith(RESOURCES_PREFIX) and isinstance(value, (int, float)) and math.isfinite(value)
     }
     return {
         "commit": document["commit_hash"],

@@ -7,13 +7,20 @@ machines); orjson decodes a sidecar ~3x faster. Imports nothing from kernels/ or
 
 from __future__ import annotations
 
+import importlib
 import json
+from types import ModuleType
 from typing import Any
 
-try:
-    import orjson
-except ImportError:  # a GPU runner's own environment, or a machine without the pinned CPU stack
-    orjson = None
+
+def _optional(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ImportError:  # a GPU runner's own environment, or a machine without the pinned CPU stack
+        return None
+
+
+orjson = _optional("orjson")
 
 
 # A run of 19 or more digits not after a ".": an integer token that may pass 64 bits, which orjson would read as a

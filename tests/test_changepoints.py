@@ -83,7 +83,7 @@ def test_one_or_two_stray_commits_are_not_a_change():
 def test_three_commits_in_a_row_are_strays_where_strays_are_common():
     """Issue 47: with a share q of commits straying as far, three in a row come by chance ~3 q^2 per commit; in a
     history where one commit in ten strays 15-20% (the stray commits of the test above), three more at -15% are no
-    change (segments.without_stray_bumps); the same three alone are (the test above)."""
+    change (strays.without_stray_bumps); the same three alone are (the test above)."""
     levels = [100.0] * 30
     levels[9] = 80.0
     levels[16] = levels[17] = 85.0
@@ -165,7 +165,7 @@ def test_a_change_left_beside_a_dropped_stray_bump_must_hold_without_it():
     """Issue 47, fifth pass: commits 748 and 749 at -4.1% (749's result copied to 750: two stray measurements) made a
     bump 747-751 that the stray rule dropped; the change at 764 (+5.5 z), confirmed on the segment from 747 whose
     commits included the strays, was left alone and reported as a lasting step. Tested again between the changes kept
-    beside it, with the stray bump at the level around it (segments._beside_strays), it is no change; a real 4% step
+    beside it, with the stray bump at the level around it (strays._beside_strays), it is no change; a real 4% step
     at 760, 764 or 770 in the same history is still found at its commit, and nowhere else."""
     noisy = _outlier_history(207)
     assert noisy[749] == noisy[750] and np.all(np.expm1(noisy[748:751]) < -0.04)

@@ -23,8 +23,8 @@ from harness.changepoints.segments import (
     confirm,
     describe,
     hold,
-    without_stray_bumps,
 )
+from harness.changepoints.strays import without_stray_bumps
 
 __all__ = [
     "ChangePoint",

@@ -13,19 +13,19 @@ from typing import Any
 
 import numpy as np
 
-from harness.changepoints import scan, segments
+from harness.changepoints import scan, segments, strays
 
 # A recomputed position needs every commit within its reach: candidates (scan.REACH), then the confirmation
 # between neighbouring candidates, each up to CONFIRM_WINDOW away and itself a candidate (whose own confirmation,
 # CONFIRM_WINDOW further, decides whether it bounds its neighbour: segments.confirm's second pass), then the segments
 # between confirmed changes tested again (at most SEGMENT_MAX commits long), then a change tested again without a stray
-# bump up to BESIDE_REACH away (segments._beside_strays).
-REACH = scan.REACH + 3 * segments.CONFIRM_WINDOW + 2 * max(scan.SCALES) + segments.SEGMENT_MAX + segments.BESIDE_REACH
+# bump up to BESIDE_REACH away (strays._beside_strays).
+REACH = scan.REACH + 3 * segments.CONFIRM_WINDOW + 2 * max(scan.SCALES) + segments.SEGMENT_MAX + strays.BESIDE_REACH
 VERSION = 7  # bump when the method changes: old memos are then recomputed (2: issue 38's noise floor and splits;
 # 3: published change points held, segments.hold; 4: issue 47's stray commits and segments searched again;
 # 5: an edge confirmed again between the candidates that held, strays counted as they are; 6: a run of exact repeats
 # counted as one measurement by the stray rules, scan.measured; 7: a change beside a stray bump tested again without
-# it, segments._beside_strays)
+# it, strays._beside_strays)
 
 
 @dataclass

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import functools
 import json
 import os
 import re
@@ -16,11 +15,12 @@ import sqlite3
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from asv_bench import records
 from ci.history.asv_results import folder as history_results
 from ci.history.asv_results import line_cache
+from ci.history.asv_results.file_rows import FileRows, summarized_rows
 from ci.history.asv_results.line_reads import (
     FILES,
     IDENTITY,
@@ -41,7 +41,6 @@ from ci.history.asv_results.summaries import (  # the store's names, as its read
     History,
     Missing,
     Point,
-    _summarize_file,
     history,
     lines,
     read_commit,
@@ -109,48 +108,6 @@ _TABLES = (
 # its end (one sort each, not 4.5 million B-tree insertions at 50,000 commits); a killed build's next open makes them.
 _ROW_INDEXES = tuple(s for s in _TABLES if s.startswith("CREATE INDEX") and f" ON {FILES} " not in s)
 _BATCH = 500  # results files summarized between two database commits (a killed rebuild keeps what it committed)
-
-
-class FileRows(NamedTuple):
-    """A results file's summary as the rows the store keeps, its texts still strings (:func:`_rows_of`)."""
-
-    commit: str
-    date: Any
-    fingerprints: str  # the file's fingerprints but its records' (JSON): its FILES row's
-    points: list[tuple]  # (key, tflops, median_s, level, error, iqr, device, flags as JSON, clocks, copied)
-    missing: list[tuple[str, str]]  # (key, why)
-    resources: list[tuple[str, float]]  # (key, value)
-    prints: list[tuple[str, str]]  # (key, its record's fingerprint as JSON)
-
-
-def _summarize_at(job: tuple[str, str]) -> FileRows | None:
-    """:func:`_summarize_file` of (path, machine) as its rows, made where the file is read (a worker process): the
-    writer only looks their texts up and inserts them, and flat tuples cross between processes cheaper than the
-    summary's dicts (unpickling them was ~0.2 ms a file in the writer)."""
-    summary = _summarize_file(Path(job[0]), job[1])
-    return None if summary is None else _rows_of(summary)
-
-
-def _rows_of(summary: dict[str, Any]) -> FileRows:
-    stamped = summary["fingerprints"]
-    points = [
-        (key, tflops, median_s, level, error, iqr, device, _flags_text(tuple(flags)), clocks, copied)
-        for key, (tflops, median_s, level, error, iqr, device, flags, clocks, copied) in summary["gemm"].items()
-    ]
-    return FileRows(
-        summary["commit"],
-        summary.get("date"),
-        json.dumps({k: v for k, v in stamped.items() if k != "of"}),
-        points,
-        list(summary["missing"].items()),
-        list(summary["resources"].items()),
-        [(key, json.dumps(value)) for key, value in stamped["of"].items()],
-    )
-
-
-@functools.lru_cache(maxsize=256)  # a few distinct flag lists, each dumped once rather than once a point
-def _flags_text(flags: tuple[str, ...]) -> str:
-    return json.dumps(list(flags))
 
 
 class _Pending:
@@ -332,7 +289,7 @@ class Store(LineReads):
         for start in range(0, len(todo), _BATCH):
             batch = todo[start : start + _BATCH]
             jobs = [(str(machine_dir / f"{stem}.json"), machine) for stem, _ in batch]
-            done = pool.map(_summarize_at, jobs, chunksize=16) if pool is not None else map(_summarize_at, jobs)
+            done = pool.map(summarized_rows, jobs, chunksize=16) if pool is not None else map(summarized_rows, jobs)
             pending = _Pending()
             for (stem, stamp), rows in zip(batch, done):
                 self._keep(machine, stem, stamp, rows, kept.get(stem, (None, None))[0], pending)

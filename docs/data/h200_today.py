@@ -29,6 +29,8 @@ from pathlib import Path
 
 from model_vs_none import MODELS, ROOT, decided, replay
 
+from ci.common.files import write_json_atomic
+
 HERE = Path(__file__).resolve().parent
 RECORDS = sorted((HERE / "h200_zone").rglob("*.json"))
 RESTART_S = 7.5  # a worker generation's cost on the H200 (docs/SPEED_GATE.md, "New workers every round")
@@ -115,9 +117,7 @@ def main() -> int:
     result = {"command": "docs/data/h200_today.py " + " ".join(sys.argv[1:]), "rows": rows}
     result["cpu_s"] = round(time.process_time() - t0, 1)
     if args.out:
-        tmp = args.out.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result, indent=1) + "\n")
-        tmp.replace(args.out)
+        write_json_atomic(args.out, result)
     print(table(rows))
     return 0
 

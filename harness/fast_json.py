@@ -29,17 +29,27 @@ _DIGITS_AND_POINTS = bytes.maketrans(
     b"123456789" + bytes(i for i in range(256) if i not in b"0123456789."), b"0" * 9 + b" " * 245
 )
 _LONG_INTEGER = b" " + b"0" * 19
+# Tokens orjson refuses and the standard library reads (asv writes NaN: every GPU machine's results file has it): a
+# text holding one goes to the standard library at once, not through a parse that fails first.
+_NON_FINITE = (b"NaN", b"Infinity")
 
 
 def loads(text: str | bytes) -> Any:
     """``json.loads(text)``: orjson's reading where it gives the same value, else the standard library's (its value or
-    its error): where orjson refuses the text (asv's bare ``NaN``, lone surrogates, anything invalid) or it may hold
-    an integer past 64 bits."""
+    its error): where the text holds ``NaN`` or ``Infinity`` (orjson refuses them), where orjson refuses it otherwise
+    (lone surrogates, anything invalid) or where it may hold an integer past 64 bits."""
     if orjson is not None:
         data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
-        if _LONG_INTEGER not in b" " + data.translate(_DIGITS_AND_POINTS):
+        if _orjson_may_read(data):
             try:
                 return orjson.loads(data)
             except orjson.JSONDecodeError:
                 pass
     return json.loads(text)
+
+
+def _orjson_may_read(data: bytes) -> bool:
+    """False where orjson would refuse the text (a non-finite number) or read it otherwise (an integer past 64 bits)."""
+    return not any(token in data for token in _NON_FINITE) and _LONG_INTEGER not in b" " + data.translate(
+        _DIGITS_AND_POINTS
+    )

@@ -40,3 +40,18 @@ def test_an_invalid_text_raises_the_standard_librarys_error(text):
     with pytest.raises(json.JSONDecodeError) as theirs:
         json.loads(text)
     assert str(ours.value) == str(theirs.value)
+
+
+def test_a_text_with_nan_or_infinity_is_not_parsed_by_orjson_first(monkeypatch):
+    """orjson refuses them: asv's NaN in every GPU results file cost a failed orjson parse before the standard one."""
+
+    class Refusing:
+        JSONDecodeError = json.JSONDecodeError
+
+        @staticmethod
+        def loads(data):
+            raise AssertionError(f"orjson was asked to parse {data!r}")
+
+    monkeypatch.setattr(fast_json, "orjson", Refusing)
+    for text in ("[NaN, 1]", '{"x": Infinity}', "[-Infinity]"):
+        assert repr(fast_json.loads(text)) == repr(json.loads(text))

@@ -10,7 +10,7 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -41,13 +41,14 @@ def _cells(columns: list[str], row: list[Any]) -> dict[str, Any]:
     return dict(itertools.zip_longest(columns, row[: len(columns)]))
 
 
-def _row_points(cells: dict[str, Any]) -> dict[tuple[str, ...], dict[str, Any]]:
-    """combo -> {per-point column: value} of one row (a whole-column None gives None everywhere)."""
+def _row_points(cells: dict[str, Any], only: Container[str] | None = None) -> dict[tuple[str, ...], dict[str, Any]]:
+    """combo -> {per-point column: value} of one row (a whole-column None gives None everywhere); ``only``: just these
+    columns."""
     params = cells.get("params") or []
     combos = list(itertools.product(*params)) if params else [()]
     out: dict[tuple[str, ...], dict[str, Any]] = {combo: {} for combo in combos}
     for column, values in cells.items():
-        if not _per_point(column):
+        if not _per_point(column) or (only is not None and column not in only):
             continue
         for i, combo in enumerate(combos):
             out[combo][column] = values[i] if isinstance(values, list) and i < len(values) else None
@@ -66,25 +67,13 @@ def points(data: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
 
 def results_and_samples(data: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """``benchmark(params)`` -> (its result, its samples) as :func:`points` gives them (None where a row has none),
-    without making the other columns' cells: what the history store summarizes, 200,000 files in a full publish."""
+    without the other columns' cells: what the history store summarizes, 200,000 files in a full publish."""
     columns = data.get("result_columns") or []
-    out: dict[str, tuple[Any, Any]] = {}
-    for name, row in (data.get("results") or {}).items():
-        cells = _cells(columns, row)
-        params = cells.get("params") or []
-        results, samples = _per_point_list(cells.get("result")), _per_point_list(cells.get("samples"))
-        for i, combo in enumerate(itertools.product(*params) if params else [()]):
-            # Of two equal combos the later one's cells, at the first one's place: as points' dict of combos.
-            out[_key(name, combo)] = (
-                results[i] if i < len(results) else None,
-                samples[i] if i < len(samples) else None,
-            )
-    return out
-
-
-def _per_point_list(values: Any) -> list[Any]:
-    """A per-point column's values; none where the column is not a list (each point's cell is then None)."""
-    return values if isinstance(values, list) else []
+    return {
+        _key(name, combo): (point.get("result"), point.get("samples"))
+        for name, row in (data.get("results") or {}).items()
+        for combo, point in _row_points(_cells(columns, row), _PER_POINT).items()
+    }
 
 
 def values(data: dict[str, Any]) -> dict[str, Any]:

@@ -277,9 +277,12 @@ def test_a_signal_stops_the_gate_removes_its_worktrees_and_says_so(fault_repo, t
     assert _leftovers(gate.pid) == [] and git(repo, "worktree", "list").count("\n") == 0
 
 
-def test_an_interrupted_gate_records_its_complete_rounds_and_replays_them(fault_repo, tmp_path):
+@pytest.mark.parametrize("to_group", [False, True], ids=["the gate", "its process group"])
+def test_an_interrupted_gate_records_its_complete_rounds_and_replays_them(fault_repo, tmp_path, to_group):
     """Issue 49, item 3: SIGTERM (a cancelled job, its timeout) after some rounds: exit 143, and the record holds every
-    complete round, marked interrupted, the benchmark inconclusive (stopped by the interrupt); --replay reads it."""
+    complete round, marked interrupted, the benchmark inconclusive (stopped by the interrupt); --replay reads it.
+    To the gate alone (a job's cancel), or to its whole process group at once, workers included, as GNU timeout sends
+    it (an H100 lease, 2026-12-07: the workers died first, and the gate wrote an error record over its rounds)."""
     repo, c0 = fault_repo
     git(repo, "checkout", "-q", "-B", "aa", c0)
     (repo / "kernels/torch_dequant.py").write_text((repo / "kernels/torch_dequant.py").read_text() + "\n# A/A\n")
@@ -292,16 +295,20 @@ def test_an_interrupted_gate_records_its_complete_rounds_and_replays_them(fault_
     args = [*SMALL[:6], *timing, "--measure-identical", "--plan", "rounds=40", "--plan", "restart_every=1"]
     args += ["--json", str(record)]
     gate = subprocess.Popen(
-        [sys.executable, "-m", "ci.speed", "--repo", str(repo), "--base", c0, "--head", "aa", *args],
+        [sys.executable, "-m", "ci.speed", "--repo", str(repo), "--base", c0, "--head", "aa", *args, "--traceback"],
         cwd=repo,
         env=env,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=to_group,
     )
     stderr = _Lines(gate.stderr)
     try:
         stderr.wait_for(lambda line: "speed_gate: round 4/40" in line, timeout_s=300)
-        gate.send_signal(signal.SIGTERM)
+        if to_group:
+            os.killpg(gate.pid, signal.SIGTERM)
+        else:
+            gate.send_signal(signal.SIGTERM)
         code = gate.wait(timeout=120)
     finally:
         if gate.poll() is None:

@@ -6,15 +6,18 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import git
 
 from ci.common.errors import HarnessError
 from ci.common.interrupts import sweep_stale, temp_dir
+
+T = TypeVar("T")
 
 DEFAULT_BASE_REFS = ("origin/main", "main")
 
@@ -60,12 +63,27 @@ def resolve_commit(repo: git.Repo, ref: str, option: str | None = None) -> str:
         raise GitError(f"{what} does not name a commit in {repo.working_tree_dir}{hint}") from None
 
 
+def _live(repo: git.Repo, read: Callable[[], T]) -> T:
+    """``read()``, once more after restarting GitPython's long-lived ``git cat-file`` helpers when they had died: a
+    signal to the whole process group (GNU timeout's, a cancelled job's) ends them with the gate's workers, and the
+    gate still reads files to write its record (an H100 lease, 2026-12-07: an error record over its rounds)."""
+    try:
+        return read()
+    except BrokenPipeError:
+        repo.git.clear_cache()
+        return read()
+
+
 def _commit(repo: git.Repo, ref: str) -> str:
     """``ref``'s sha, checked present: GitPython resolves ``HEAD~1`` from the parent's sha written in the commit,
     which a shallow clone lists but does not have (git merge-base then fails: a GitCommandError, not a GitError)."""
-    commit = repo.commit(ref)
-    repo.odb.info(commit.binsha)  # ValueError for an object this clone lacks
-    return commit.hexsha
+
+    def read() -> str:
+        commit = repo.commit(ref)
+        repo.odb.info(commit.binsha)  # ValueError for an object this clone lacks
+        return commit.hexsha
+
+    return _live(repo, read)
 
 
 def is_shallow(repo: git.Repo) -> bool:
@@ -178,11 +196,15 @@ def resolves(repo: git.Repo, ref: str) -> bool:
 
 def read_file(repo: git.Repo, sha: str, path: str) -> str | None:
     """The text of ``path`` at commit ``sha``, or None when the commit has no such file."""
-    try:
-        blob = repo.commit(sha).tree / path
-    except KeyError:
-        return None
-    return blob.data_stream.read().decode("utf-8")
+
+    def read() -> str | None:
+        try:
+            blob = repo.commit(sha).tree / path
+        except KeyError:
+            return None
+        return blob.data_stream.read().decode("utf-8")
+
+    return _live(repo, read)
 
 
 _swept: set[str] = set()  # repositories already swept by this process

@@ -159,3 +159,46 @@ def test_the_pr_comment_names_an_unknown_runner_on_its_first_line(tmp_path, caps
     known = runner_record(runner_profile("NVIDIA H200"), ModelChoice(None))
     record = speed_record(_gate_record(tmp_path / "k.json", "NVIDIA H200", known))
     assert render(Inputs(record, None, None, None), Links("https://example.invalid/run")).startswith("### ")
+
+
+def test_an_unknown_runners_first_line_names_the_model_and_thresholds_that_decided():
+    """An H100 lease, 2026-12-07: with --noise /tmp/day_one/model.json the first line named the profile's path
+    (ci/speed_noise_nvidia_h100_80gb_hbm3.json), a file that run never read; --thresholds was named "the default"."""
+    from dataclasses import replace
+
+    from ci.speed.decide.noise_file import ModelChoice
+    from ci.speed.modes.measure import runner_record
+
+    unknown = runner_profile("NVIDIA H100 80GB HBM3")
+    model = replace(load_noise_model(PROJECT / runner_profile("NVIDIA H200").noise), source="/tmp/day_one/model.json")
+    line = runner_record(unknown, ModelChoice(model), "ci/speed_thresholds_h200.json")["runner_profile"]["first_line"]
+    assert "`/tmp/day_one/model.json`" in line and "`ci/speed_thresholds_h200.json`" in line
+    assert unknown.noise not in line and "default" not in line
+    # Neither given: the profile's default thresholds, said to be the default; no model, said so.
+    for source in (None, f"{unknown.thresholds} of the head"):
+        line = runner_record(unknown, ModelChoice(None), source)["runner_profile"]["first_line"]
+        assert "no noise model" in line and f"the default thresholds `{unknown.thresholds}`" in line
+
+
+def test_the_summary_bolds_the_gpus_wall_not_a_sum_over_processes():
+    """An H100 A/A: 62.6 s measuring and 37.3 s of start-up summed over 4 processes, 82 s of wall. The bold figure
+    read "100 s" (the sum), over a wall of 82 s; it is the wall the GPU was held, the slowest GPU's."""
+    from ci.speed.decide.exclusion import ExclusionRule
+    from ci.speed.report.write import Context, header_lines
+    from harness.paired.plan import ZONE_WARM_PLAN
+
+    cost = {"measure_s": 62.6, "startup_s": 37.3, "overlapped_startup_s": 8.3, "processes_started": 4}
+    context = Context(
+        mode="gate",
+        plan=ZONE_WARM_PLAN,
+        rule=ExclusionRule(),
+        thresholds=Thresholds(0.01, (), "ci/speed_thresholds.json"),
+        base={"ref": "main", "sha": "a" * 40},
+        head={"ref": "HEAD", "sha": "b" * 40},
+        environment={"gpu": "NVIDIA H200"},
+        device="cuda",
+        extra={"cost": {**cost, "device_wall_s": {"0": 82.4, "1": 79.0}}},
+    )
+    (line,) = [x for x in header_lines(context, [{"processes": []}]) if x.startswith("GPU runner:")]
+    assert line.startswith("GPU runner: **82 s** of wall (per GPU: 0: 82 s, 1: 79 s)"), line
+    assert "62.6 s measuring, 37.3 s starting 4 process(es)" in line and "**100 s**" not in line

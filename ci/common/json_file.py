@@ -3,7 +3,9 @@ silently the last one (why, and which readers: docs/RELIABILITY.md, "JSON files 
 
 from __future__ import annotations
 
+import gzip
 import json
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +48,17 @@ def read_json(path: str | Path, where: str | None = None, limit: int = MAX_BYTES
 
 
 def read_text(path: str | Path, where: str, limit: int = MAX_BYTES) -> str:
-    """The UTF-8 text of ``path``, at most ``limit`` bytes read; :class:`JsonFileError` naming ``where`` otherwise."""
+    """The UTF-8 text of ``path`` (decompressed when its name ends in ``.gz``), at most ``limit`` bytes read;
+    :class:`JsonFileError` naming ``where`` otherwise."""
+    # A name ending in .gz is read through gzip, the limit counted on what it decompresses to (docs/data keeps the
+    # GPU leases' records compressed: the working tree the device tool carries is capped at 64 MiB).
     try:
-        with open(path, "rb") as f:
+        with gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb") as f:
             data = f.read(limit + 1)
-    except OSError as exc:
+    except OSError as exc:  # gzip.BadGzipFile too
         raise JsonFileError(f"{where}: cannot read ({exc.strerror or exc})") from None
+    except (EOFError, zlib.error) as exc:
+        raise JsonFileError(f"{where}: a cut or damaged gzip file ({exc})") from None
     if len(data) > limit:
         raise JsonFileError(f"{where}: over {limit >> 20} MiB: not read (no file of these tools is that large)")
     try:

@@ -45,19 +45,22 @@ class RunnerProfile:
         """False for a GPU no runner names (a CPU run is known: it has its entry)."""
         return self.name != UNKNOWN
 
-    def first_line(self, has_model: bool) -> str | None:
-        """The gate summary's first line for a runner it does not know; None for a known one."""
+    def first_line(self, model_source: str | None, thresholds_source: str | None = None) -> str | None:
+        """The gate summary's first line for a runner it does not know (None for a known one), naming the noise model
+        and the thresholds that decided: ``--noise`` and ``--thresholds`` may name other files than the profile's."""
         if self.known:
             return None
-        if has_model:
+        default = f"the default thresholds `{self.thresholds}`"
+        given = thresholds_source and not thresholds_source.startswith(self.thresholds)  # "... of the head": default
+        thresholds = f"the thresholds `{thresholds_source}`" if given else default
+        if model_source is not None:
             return (
-                f"**Unknown runner {self.gpu}**: no profile in `{RUNNERS_PATH}`; its calibrated noise model "
-                f"`{self.noise}` and the default thresholds `{self.thresholds}` decide"
+                f"**Unknown runner {self.gpu}**: no profile in `{RUNNERS_PATH}`; the noise model calibrated on it "
+                f"(`{model_source}`) and {thresholds} decide"
             )
         return (
             f"**Unknown runner {self.gpu}**: no noise model; the gate decides on this run's own rounds "
-            f"(thresholds: the default `{self.thresholds}`; add it to `{RUNNERS_PATH}` after "
-            "`python -m ci.speed.calibrate --write`)"
+            f"({thresholds}; add it to `{RUNNERS_PATH}` after `python -m ci.speed.calibrate --write`)"
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -274,7 +274,7 @@ def report(
             "engine": engine_options(measured.restart_every or options.restart_every, options.gpus),
             "cost": cost_summary(measured.rounds),
             **noise_record(measured.choice, measured.view, [b.id for b in measured.selection.gated]),
-            **runner_record(measured.profile, measured.choice),
+            **runner_record(measured.profile, measured.choice, measured.thresholds.source),
         },
         preface=unchanged.preface_lines(decision, narrowed_to, costs, dependency_changes),
         changes={
@@ -313,11 +313,14 @@ def noise_model_for(
     return ModelChoice(model if usable else None, notes)
 
 
-def runner_record(profile: RunnerProfile | None, choice: ModelChoice) -> dict[str, Any]:
+def runner_record(
+    profile: RunnerProfile | None, choice: ModelChoice, thresholds_source: str | None = None
+) -> dict[str, Any]:
     """The record's "runner_profile": which runner this was and where its files are; for a runner no profile names,
-    the summary's ``first_line`` (ci.speed.report.write puts it first; ci.notify may too)."""
+    the summary's ``first_line`` (ci.speed.report.write puts it first; ci.notify may too), naming the model and the
+    thresholds that decided."""
     if profile is None:
         return {}
     has_model = choice.model is not None
-    first_line = profile.first_line(has_model)
+    first_line = profile.first_line(choice.model.source if choice.model is not None else None, thresholds_source)
     return {"runner_profile": {**profile.to_json(), "has_model": has_model, "first_line": first_line}}

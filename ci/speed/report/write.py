@@ -156,17 +156,20 @@ def header_lines(context: Context, rounds: Sequence[Mapping[str, Any]]) -> list[
     lines += noise_lines(context.extra.get("noise"))
     cost = context.extra.get("cost")
     if cost:
+        # The bold figure is the wall the GPU was held (the slowest GPU's): a sum over processes exceeds it where
+        # start-up overlaps measuring (an H100 lease: "100 s" over a wall of 82 s).
+        walls = cost["device_wall_s"]
+        held = f"**{max(walls.values()):.0f} s** of wall" if walls else "no GPU wall recorded"
         lines.append(
-            f"GPU runner: **{cost['measure_s'] + cost['startup_s']:.0f} s**: "
-            f"{cost['measure_s']:.1f} s measuring, {cost['startup_s']:.1f} s starting "
-            f"{cost['processes_started']} process(es) (summed over processes"
+            f"GPU runner: {held} (per GPU: "
+            + (", ".join(f"{d}: {w:.0f} s" for d, w in walls.items()) or "none")
+            + f"); summed over processes: {cost['measure_s']:.1f} s measuring, {cost['startup_s']:.1f} s starting "
+            f"{cost['processes_started']} process(es)"
             + (
-                f"; {cost['overlapped_startup_s']:.1f} s more start-up overlapped measuring"
+                f" ({cost['overlapped_startup_s']:.1f} s more start-up overlapped measuring)"
                 if cost.get("overlapped_startup_s")
                 else ""
             )
-            + "); wall per GPU: "
-            + ", ".join(f"{d}: {w:.0f} s" for d, w in cost["device_wall_s"].items())
         )
     return lines
 

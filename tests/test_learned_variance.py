@@ -214,3 +214,61 @@ def test_version_7_plans_round_trip_and_version_6_records_keep_their_variance():
     old = ZONE_PLAN_V6.to_json()
     assert "learn" not in old and not plan_of(old).learn
     assert plan_of(old).to_json() == old
+
+
+def test_one_round_generations_a_quantized_timer_made_equal_are_floored_by_the_timings_own_variance():
+    """An H100's recorded rounds: two worker generations of one round gave log ratios equal to 1e-7 (CUDA events tick in
+    ~0.5 us), and at t/2 the generations' variance, near 0 on 1 df, called a regression at look 1 with an interval of
+    +-0.02%. Each round's variance from its timings' samples is the floor: the same rounds are then no regression at
+    look 1 -- undecided without a model; with one, the tie no longer "contradicts" its prior, and the pooled variance
+    says "not a regression" (-0.42%: inside the zone, where either answer is allowed)."""
+    from harness.paired.zone import sampling_floor
+
+    tied = math.log1p(-T / 2) - 0.00067  # both generations: t/2 plus a 0.07% draw, to 1e-7
+    sampling = 2 * (0.00017**2)  # both sides' medians known to ~0.017% (30 samples, IQR 0.1%)
+    bare = [Round(100.0, 100.0 * math.exp(tied)), Round(100.0, 100.0 * math.exp(tied + 1e-7))]
+    floored = [Round(r.base, r.head, sampling_var=sampling) for r in bare]
+    model = BenchmarkNoise(within_sd=0.0004, within_df=3, between_sd=0.0002, between_df=2.0, rounds=8, runs=1)
+    for plan, entry in ((NONE, None), (MODEL, model)):
+        assert decide(bare, (0, 1), plan, entry).verdict is Verdict.REGRESSION  # the defect, kept visible
+        d = decide(floored, (0, 1), plan, entry)
+        assert d.verdict is not Verdict.REGRESSION and (d.complete is (entry is not None))
+    assert sampling_floor([sampling, sampling]) == pytest.approx(sampling / 2)
+    assert sampling_floor([sampling, None]) == 0.0  # one round unknown: no floor
+    v = generation_variance(np.array([tied, tied + 1e-7]), [0, 1], sampling_floor([sampling, sampling]))
+    assert v.variance == pytest.approx(sampling / 2) and v.df == 1
+
+
+def test_a_timings_variance_is_its_medians():
+    """timing_variance: (pi/2) s^2 / n of normal samples (on the log scale), and the tick where half the samples repeat
+    (MAD 0)."""
+    from harness.paired.rounds import timing_variance
+
+    rng = np.random.default_rng(11)
+    sd, n = 0.001, 51
+    var = [timing_variance(list(0.01 * np.exp(rng.normal(0.0, sd, n)))) for _ in range(400)]
+    medians = [float(np.median(rng.normal(0.0, sd, n))) for _ in range(4000)]
+    assert np.mean(var) == pytest.approx(np.var(medians), rel=0.2)
+    tick = 5e-7
+    repeated = [0.0096] * 30 + [0.0096 + tick] * 10 + [0.0096 - tick] * 10
+    assert timing_variance(repeated) == pytest.approx((tick / 0.0096) ** 2 / 12, rel=0.01)
+    assert timing_variance([0.01, 0.01]) is None and timing_variance([0.01, -1.0, 0.02]) is None
+
+
+def test_a_gate_records_rounds_carry_their_timings_variance_into_the_decision():
+    """ci.speed.decide.exclusion reads each side's recorded samples (samples_s) into the round's sampling variance; a
+    record without samples (older records) gives none, and its decisions are as before (no floor)."""
+    from ci.speed.decide.exclusion import ExclusionRule, pair_sampling_var, paired_rounds
+    from harness.paired.rounds import timing_variance
+
+    rng = np.random.default_rng(3)
+    samples = [list(0.0096 * np.exp(rng.normal(0.0, 0.001, 40))) for _ in range(2)]
+    base, head = ({"tflops": 114.8, "samples_s": s} for s in samples)
+    assert pair_sampling_var(base, head) == pytest.approx(timing_variance(samples[0]) + timing_variance(samples[1]))
+    assert pair_sampling_var({"tflops": 114.8}, head) is None
+    record = {"index": 0, "order": ["base", "head"], "processes": []}
+    for side, rec in (("base", base), ("head", {**head, "worker_generation": 0})):
+        record["processes"].append({"side": side, "records": {"b": rec}})
+    (paired,) = paired_rounds([record], "b", "base", "head", ExclusionRule())
+    assert paired.round.sampling_var == pytest.approx(pair_sampling_var(base, head))
+    assert Round.from_json(paired.round.to_json()) == paired.round  # the record keeps it

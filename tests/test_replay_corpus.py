@@ -152,8 +152,8 @@ def test_the_resampler_hands_out_whole_generations_in_their_order():
     rng = np.random.default_rng(5)
     for _ in range(200):
         truth = sampler.draw(rng, [BENCH, OTHER], 40)
-        for b, (x, g) in truth.items():
-            assert len(x) == len(g) == 40
+        for b, (x, g, v) in truth.items():
+            assert len(x) == len(g) == len(v) == 40 and np.isnan(v).all()  # these blocks hold no sampling variance
             labels = sorted(set(g.tolist()))
             assert list(g) == sorted(g)  # a generation's rounds are adjacent
             for label in labels:
@@ -295,7 +295,7 @@ def test_a_version_7_replay_draws_generations_at_the_gates_cadence():
     assert setup.restart == GATE_RESTART_EVERY == 1
     firsts = {b: {blk.log_ratios[0] for blk in v} for b, v in _blocks().items()}
     truth = L.BlockResampler(_blocks()).draw(np.random.default_rng(4), [BENCH, OTHER], 40, L.generation_rounds(setup))
-    for b, (x, g) in truth.items():
+    for b, (x, g, _) in truth.items():
         assert list(g) == list(range(40))  # one round a generation
         assert set(x.tolist()) <= firsts[b]
         # A real run never measures one worker generation twice: each is drawn once before any repeats.

@@ -20,6 +20,7 @@ why is :data:`RECORDS` (each checked against its .md/.log, docs/SPEED_GATE.md an
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import sys
 import time
@@ -115,8 +116,9 @@ def build(sources: list[tuple[Path, str | None]]) -> dict:
     records, notes = [], {}
     for path, why in sources:
         try:
-            record = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
+            text = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_text()
+            record = json.loads(text)
+        except (OSError, EOFError, json.JSONDecodeError) as exc:
             raise CorpusError(f"{path}: cannot read ({exc})") from None
         name = relative(path)
         per_bench, record_notes = record_generations(record, name, why)

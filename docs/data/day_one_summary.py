@@ -2,7 +2,7 @@
 benchmark was decided at; per calibration its rounds, generations, skipped/stopped and weak entries; per step where a
 round's seconds went (measuring, the new generation's start-up, and its set-up by part where the record has
 ``prepare_parts_s``). Reads the step records under the folders given; prints Markdown (the tables in
-docs/SPEED_GATE.md) and, with --json, the numbers.
+docs/SPEED_GATE.md) and, with --json, the numbers. A record may be kept gzipped (NAME.json.gz).
 
     python3 docs/data/day_one_summary.py docs/data/gpu_day_one_h100/calibrate docs/data/gpu_day_one_h100/model ...
 """
@@ -10,6 +10,7 @@ docs/SPEED_GATE.md) and, with --json, the numbers.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import re
 from collections import Counter, defaultdict
@@ -81,11 +82,11 @@ def main() -> int:
     rows = []
     for folder in args.folders:
         walls = step_walls(folder)
-        for path in sorted(folder.glob("*.json")):
-            if path.name.endswith(".changes.json") or path.name.startswith("model"):
+        for path in sorted([*folder.glob("*.json"), *folder.glob("*.json.gz")]):
+            name = path.name.removesuffix(".gz").removesuffix(".json")
+            if name.endswith(".changes") or name.startswith("model"):
                 continue
-            record = json.loads(path.read_text())
-            name = path.stem
+            record = json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_text())
             if record.get("mode") == "calibrate":
                 name = "calibrate"
             row = gate_row(name, record, walls.get(name))

@@ -4,7 +4,8 @@
 
 Each gate record (schema mxfp4-speed-gate/1) under docs/data is replayed twice as the trusted judge does
 (``python -m ci.speed --replay RECORD --judge``: this checkout's plan and thresholds, the record's rounds only):
-with the noise model of the record's GPU (``--noise``: the H200's committed one, the H100's first calibration) and with
+with the noise model of the record's GPU (``--noise``: the H200's committed one; for an H100 record its own lease's
+calibration, the first lease's where that lease wrote none) and with
 ``--plan noise=off``. Per benchmark: the usable rounds each
 decision took, or "not decided" when the record ran out first (a recorded run stops once its own plan decided, so
 many benchmarks have fewer rounds than today's plan may want). Counted: benchmarks whose decision with the model took
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import io
 import json
 import sys
@@ -36,16 +38,28 @@ MODELS = {
 THRESHOLDS = ROOT / "ci" / "speed_thresholds_h200.json"
 
 
+def read(path: Path) -> object:
+    """A JSON file under docs/data, plain or gzipped (the later leases' records are kept as NAME.json.gz)."""
+    return json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_text())
+
+
 def records() -> list[Path]:
     found = []
-    for path in sorted(HERE.rglob("*.json")):
+    for path in sorted([*HERE.rglob("*.json"), *HERE.rglob("*.json.gz")]):
         try:
-            data = json.loads(path.read_text())
-        except (ValueError, UnicodeDecodeError):
+            data = read(path)
+        except (ValueError, UnicodeDecodeError, OSError, EOFError):
             continue
         if isinstance(data, dict) and data.get("schema") == "mxfp4-speed-gate/1" and data.get("rounds"):
             found.append(path)
     return found
+
+
+def model_for(path: Path, gpu: str) -> Path:
+    """An H100 record's own lease's calibration where that lease wrote one (docs/data/gpu_day_one_h100*/calibrate:
+    each H100 lease is a new runner's first day), else the GPU's model above."""
+    lease = HERE / path.relative_to(HERE).parts[0] / "calibrate" / "model.json"
+    return lease if gpu == "H100" and lease.exists() else MODELS[gpu]
 
 
 def gpu_of(data: dict) -> str | None:
@@ -80,11 +94,12 @@ def main() -> int:
     rows, totals = [], {"both": 0, "slower_with_model": 0, "faster_with_model": 0, "model_only": 0, "none_only": 0}
     by_gpu = {gpu: dict.fromkeys(totals, 0) for gpu in MODELS}
     for path in records():
-        data = json.loads(path.read_text())
+        data = read(path)
+        assert isinstance(data, dict)
         gpu = gpu_of(data)
-        if gpu is None or not MODELS[gpu].exists():
+        if gpu is None or not model_for(path, gpu).exists():
             continue
-        with_model = replay(path, "--noise", str(MODELS[gpu]))
+        with_model = replay(path, "--noise", str(model_for(path, gpu)))
         without = replay(path, "--plan", "noise=off")
         if with_model is None or without is None:
             rows.append({"record": str(path.relative_to(ROOT)), "error": "replay wrote no record"})

@@ -104,6 +104,7 @@ def record_generations(record: Mapping[str, Any], source: str, why_aa: str | Non
                         "log_ratios": [],
                         "base_tflops": [],
                         "head_tflops": [],
+                        "sampling_var": [],
                     }
                 )
             g = gens[-1]
@@ -111,6 +112,7 @@ def record_generations(record: Mapping[str, Any], source: str, why_aa: str | Non
             g["log_ratios"].append(round(math.log(paired.round.head / paired.round.base), 10))
             g["base_tflops"].append(paired.round.base)
             g["head_tflops"].append(paired.round.head)
+            g["sampling_var"].append(paired.round.sampling_var)  # the timings' own variance (None: no samples)
         if gens:
             out[bench["id"]] = {"generations": gens, "excluded": excluded}
         else:
@@ -125,6 +127,8 @@ class Block:
     run: str
     generation: int
     log_ratios: tuple[float, ...]
+    # Each round's variance from its timings' samples (harness.paired.rounds.timing_variance); NaN where unknown.
+    sampling: tuple[float, ...] = ()
 
     @property
     def key(self) -> tuple[str, int]:
@@ -141,7 +145,12 @@ def corpus_blocks(
         if benchmarks is not None and bench_id not in benchmarks:
             continue
         blocks = [
-            Block(run, int(g["generation"]), tuple(float(x) for x in g["log_ratios"]))
+            Block(
+                run,
+                int(g["generation"]),
+                tuple(float(x) for x in g["log_ratios"]),
+                tuple(math.nan if v is None else float(v) for v in g.get("sampling_var") or []),
+            )
             for run, data in per_run.items()
             if wanted is None or run in wanted
             for g in data["generations"]
@@ -173,8 +182,9 @@ class BlockResampler:
 
     def draw(
         self, rng: np.random.Generator, order: Sequence[str], rounds: int, generation_rounds: int | None = None
-    ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Per benchmark: ``rounds`` log ratios and their generation labels (0, 1, ...: one per drawn block).
+    ) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per benchmark: ``rounds`` log ratios, their generation labels (0, 1, ...: one per drawn block) and each
+        round's variance from its timings' samples (NaN where the corpus has none).
 
         ``generation_rounds``: a drawn generation keeps at most its first that many rounds -- the gate's cadence
         when it is shorter than the recorded one (version 7 starts new workers every round: each of its generations
@@ -187,13 +197,13 @@ class BlockResampler:
         missing = [b for b in order if b not in self.blocks]
         if missing:
             raise CorpusError(f"no recorded generation for {missing}")
-        out: dict[str, tuple[list[float], list[int]]] = {b: ([], []) for b in order}
+        out: dict[str, tuple[list[float], list[int], list[float]]] = {b: ([], [], []) for b in order}
         pick = self._picker(rng, order) if generation_rounds is not None else None
         block_no = 0
         while any(len(out[b][0]) < rounds for b in order):
             key = self.keys[int(rng.integers(len(self.keys)))]
             for b in order:
-                x, g = out[b]
+                x, g, v = out[b]
                 if len(x) >= rounds:
                     continue
                 if pick is not None:
@@ -204,10 +214,14 @@ class BlockResampler:
                         pool = self.blocks[b]
                         blk = pool[int(rng.integers(len(pool)))]
                 taken = blk.log_ratios if generation_rounds is None else blk.log_ratios[:generation_rounds]
+                sampling = blk.sampling if len(blk.sampling) == len(blk.log_ratios) else (math.nan,) * len(taken)
                 x.extend(taken)
                 g.extend([block_no] * len(taken))
+                v.extend(sampling[: len(taken)])
             block_no += 1
-        return {b: (np.asarray(x[:rounds]), np.asarray(g[:rounds])) for b, (x, g) in out.items()}
+        return {
+            b: (np.asarray(x[:rounds]), np.asarray(g[:rounds]), np.asarray(v[:rounds])) for b, (x, g, v) in out.items()
+        }
 
     def _picker(self, rng: np.random.Generator, order: Sequence[str]) -> Callable[[str, tuple[str, int]], Block]:
         """One PR's draws without replacement: the keyed generation where the benchmark has it unused, else the next
@@ -344,9 +358,10 @@ def run_pr(
         for b in active:
             first, rep = costs[b]
             wall += 2 * (first if r % restart == 0 else rep)
-            x, gens = truth[b]
+            x, gens, *sampled = truth[b]  # (log ratios, generations[, each round's timings' variance])
             i = len(rounds[b])
-            rounds[b].append(Round(100.0, 100.0 * math.exp(float(x[i]))))
+            v = float(sampled[0][i]) if sampled else math.nan
+            rounds[b].append(Round(100.0, 100.0 * math.exp(float(x[i])), sampling_var=v if math.isfinite(v) else None))
             gens_seen[b].append(int(gens[i]))
             if state is not None:
                 state.add(PairEvent(b, float(x[i]), int(gens[i])))
@@ -508,7 +523,7 @@ def run_shifts(
     """One drawn truth decided at each shift (the head slower by ``s * t`` per benchmark): common random numbers."""
     out = {}
     for s in shifts:
-        moved = {b: (x + shift_log(s * setup.thresholds[b]), g) for b, (x, g) in truth.items()}
+        moved = {b: (x + shift_log(s * setup.thresholds[b]), *rest) for b, (x, *rest) in truth.items()}
         out[s] = run_pr(
             moved,
             setup.order,

@@ -311,9 +311,10 @@ def zone_decision(
         taken = usable[:m]
         d = log_ratios([rnd.ratio for _, rnd in taken])
         gens = [gens_all[pos] for pos, _ in taken]
+        sampling = [rnd.sampling_var for _, rnd in taken]
         look = model.look(taken[-1][0]) if model is not None else None
         last = look_no == len(points) - 1
-        zl = zone_look(d, gens, look, edges, plan, look_no, last)
+        zl = zone_look(d, gens, look, edges, plan, look_no, last, sampling=sampling)
         if zl.answer is None and not last:
             continue
         end = taken[-1][0] + 1

@@ -126,12 +126,13 @@ def zone_variance(
     return LookVariance(*_combine(within, df, n, generations, tau2, tau_df, plan.between_floor), source)
 
 
-def generation_variance(d: np.ndarray, generations: Sequence[int]) -> LookVariance:
+def generation_variance(d: np.ndarray, generations: Sequence[int], floor: float = 0.0) -> LookVariance:
     """The variance of the mean of ``d`` from its worker generations' means alone, with generations - 1 df.
 
     Cluster-robust (CR1): ``G / (G - 1) * sum(n_g^2 (m_g - m)^2) / n^2``, unbiased for ``sigma_w^2 / n + tau^2 c``
     whatever ``tau / sigma_w`` is, with equal generations; a generation of one round counts like any other. Never
-    below the within-generation part ``s_w^2 / n``; needs two generations and some spread (else infinite, df 0).
+    below the within-generation part ``s_w^2 / n``, nor below ``floor`` (the timings' own sampling variance of the
+    mean, :func:`sampling_floor`: ``sigma_w^2`` is at least that); needs two generations (else infinite, df 0).
     """
     sizes = generation_sizes(generations)
     g, n = len(sizes), int(d.size)
@@ -146,6 +147,10 @@ def generation_variance(d: np.ndarray, generations: Sequence[int]) -> LookVarian
     ss, d_w = within_ss(d, generations)
     if d_w >= 1:
         variance = max(variance, ss / d_w / n)
+    # ... nor below what the timings themselves could resolve: with one round a generation there is no within part,
+    # and two generations a quantized timer made equal would claim a variance near 0 on 1 df (an H100's rounds: a
+    # "regression" at look 1 with an interval of +-0.02% around a mean 0.07% from its truth).
+    variance = max(variance, floor)
     if not variance > 0:  # every round the same: no spread to decide on
         return LookVariance(math.inf, 0.0, SOURCE_GENERATIONS)
     return LookVariance(variance, float(g - 1), SOURCE_GENERATIONS)
@@ -175,8 +180,20 @@ def model_prediction(n: int, generations: Sequence[int], look: LookNoise, cap: f
     return LookVariance(variance, df, SOURCE_MODEL)
 
 
+def sampling_floor(sampling: Sequence[float | None] | None) -> float:
+    """The variance of the mean of these rounds' log ratios from their timings' samples alone, ``sum(v_i) / n^2``
+    (independent timings); 0 when any round's is unknown (records before the timings' samples were kept)."""
+    if not sampling or any(v is None or not math.isfinite(v) for v in sampling):
+        return 0.0
+    return float(sum(v for v in sampling if v is not None)) / len(sampling) ** 2
+
+
 def learned_variances(
-    d: np.ndarray, generations: Sequence[int], look: LookNoise | None, plan: SequentialPlan
+    d: np.ndarray,
+    generations: Sequence[int],
+    look: LookNoise | None,
+    plan: SequentialPlan,
+    floor: float = 0.0,
 ) -> list[LookVariance]:
     """Version 7: the variances a look may decide on, each valid on its own -- the generations' own, and, with a
     model that the run has not contradicted, the model's prediction pooled with it (a prior of bounded df).
@@ -186,7 +203,7 @@ def learned_variances(
     when the generations' variance and the model's differ beyond ``plan.conflict_level`` (two-sided F test; with one
     generation, only a within-generation spread above the model's can show a conflict).
     """
-    own = generation_variance(d, generations)
+    own = generation_variance(d, generations, floor)
     if look is None:
         return [own]
     if look.fallback:
@@ -304,8 +321,10 @@ def zone_look(
     plan: SequentialPlan,
     look_no: int,
     last: bool,
+    sampling: Sequence[float | None] | None = None,
 ) -> ZoneLook:
-    """The zone's answer at look ``look_no`` (0-based) over the log ratios ``d``.
+    """The zone's answer at look ``look_no`` (0-based) over the log ratios ``d`` (``sampling``: each round's
+    variance from its timings' samples, the generations' variance's floor; None: unknown).
 
     With ``plan.first_round_level``, a look first asks whether each worker generation's first round differs
     from the rest (:func:`first_round_shift`); when it does, those rounds are left out of this look, and the
@@ -313,13 +332,18 @@ def zone_look(
     whose bounds decide answers (a regression before a non-regression); the last look's forced call takes the
     one whose call errs least.
     """
+    every = list(generations)
     d, generations, note = _leave_out_first_rounds(d, generations, look, plan)
+    if sampling is not None and note:  # the same rounds left out of the floor
+        sampling = [v for v, first in zip(sampling, first_rounds(every)) if not first]
     if d.size == 0:
         return ZoneLook(None, 0.0, math.inf, 0.0, SOURCE_ROUNDS + note, too_noisy=last)
     mean = float(np.mean(d))
     share = plan.shares()[look_no]
     candidates = (
-        learned_variances(d, generations, look, plan) if plan.learn else [zone_variance(d, generations, look, plan)]
+        learned_variances(d, generations, look, plan, sampling_floor(sampling))
+        if plan.learn
+        else [zone_variance(d, generations, look, plan)]
     )
     usable = [v for v in candidates if v.usable]
     if not usable:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ci.speed.decide.codes import Excluded, Exclusion
 from harness.gpu_state import SLOWDOWN_REASONS
-from harness.paired.rounds import Round
+from harness.paired.rounds import Round, timing_variance
 
 # nvbench's default --throttle-threshold: a clock under 75% of the GPU's default clock counts as
 # throttled. The max SM clock is the reference here, the one clock both NVML and amdsmi report.
@@ -115,6 +115,13 @@ class PairedRound:
         }
 
 
+def pair_sampling_var(base: Mapping[str, Any], head: Mapping[str, Any]) -> float | None:
+    """The variance of a round's log ratio from both timings' samples (harness.paired.rounds.timing_variance, summed);
+    None when either side's samples are not recorded."""
+    parts = [timing_variance(side.get("samples_s") or []) for side in (base, head)]
+    return None if any(p is None for p in parts) else sum(p for p in parts if p is not None)
+
+
 def paired_rounds(
     rounds: Sequence[Mapping[str, Any]], bench_id: str, base_side: str, head_side: str, rule: ExclusionRule
 ) -> list[PairedRound]:
@@ -131,7 +138,11 @@ def paired_rounds(
         records = {base_side: by_side[base_side].get(bench_id), head_side: by_side[head_side].get(bench_id)}
         reason, detail = exclusion(records, rule)
         if reason is None:
-            paired_round = Round(float(records[base_side]["tflops"]), float(records[head_side]["tflops"]))
+            paired_round = Round(
+                float(records[base_side]["tflops"]),
+                float(records[head_side]["tflops"]),
+                sampling_var=pair_sampling_var(records[base_side], records[head_side]),
+            )
         else:
             figures = [(r or {}).get("tflops") for r in (records[base_side], records[head_side])]
             base, head = (float(x) if isinstance(x, (int, float)) else float("nan") for x in figures)

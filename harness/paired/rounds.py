@@ -86,7 +86,7 @@ def timing_variance(samples: Sequence[float]) -> float | None:
     samples or a non-positive one.
 
     Why: timings are quantized (CUDA events tick in ~0.5 us), so two worker generations can give the same log ratio to
-    1e-7 (an H100's recorded rounds: 3 of 20 Triton benchmarks had such a pair in 27 generations), and a variance
+    5e-7 (an H100's recorded rounds: 6 of 20 Triton benchmarks had such a pair among 27 generations), and a variance
     estimated from two generation means then claims a precision no timing had. This is a floor under that estimate.
     """
     if len(samples) < 3 or min(samples) <= 0:

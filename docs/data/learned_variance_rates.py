@@ -12,6 +12,10 @@ departs from the gate's model, row by row:
 - ``tau / sigma_w`` of 0, 1 and 3 (the H200's own n256 configs are 1.2-3.2; version 6 assumed 0.5 everywhere);
 - heavy tails: ``e`` and ``g`` Student-t with 3 df (scaled to the same SD);
 - a run-level shift: the run's variances 2.5x what its model says (both parts), as a runner on a bad day;
+- a quantized timer (``--departures quantized ...``): each round's log ratio rounded to a grid of ``sigma_w / 4``
+  (plus 1e-8 of jitter: the recorded near-ties differ by ~1e-7), so that generations repeat a log ratio as the H100's
+  recorded rounds do; a round's sampling variance (``(0.6 sigma_w)^2``, the H100's ratio of sampling to round SD)
+  given to the gate ("quantized, floor": the gate's rule since the fourth H100 lease) or not ("quantized, no floor");
 - the model (where there is one): the truth ("right"), ``tau`` fitted as ~0 from 3 generations ("tau 0"), ``tau``
   3x the truth's ("tau 3x"), ``tau`` exactly 0 as a calibration where no benchmark's generations differ writes it:
   with the benchmark's own generation means' 3 df ("known 0", the committed rule) or with the pool's 78 df ("pool 0",
@@ -52,6 +56,8 @@ ADDED = ("known 0", "pool 0")  # models added after the first table: their own s
 # The H100's second calibration: 4 generations a benchmark (3 between df), 26 benchmarks (the pool's 78).
 ZERO_DF = {"known 0": 3.0, "pool 0": 78.0}
 DEPARTURES = ("normal", "t3 tails", "run x2.5")
+QUANTIZED = ("quantized, floor", "quantized, no floor")  # their own seeds, run with --departures
+GRID, SAMPLING_SD = WITHIN / 4, 0.6 * WITHIN
 EFFECTS = (0.0, -THRESHOLD / 2, -THRESHOLD)
 
 
@@ -89,7 +95,10 @@ def cell(task: tuple) -> dict:
         x = math.log1p(effect) + scale * (
             tau * draw(rng, int(gens[-1]) + 1, heavy)[gens] + WITHIN * draw(rng, ROUNDS, heavy)
         )
-        rounds = [Round(100.0, 100.0 * math.exp(v)) for v in x]
+        if departure in QUANTIZED:  # a timer's grid; the near-ties of the recorded rounds, not exact ones
+            x = np.round(x / GRID) * GRID + 1e-8 * rng.normal(0.0, 1.0, ROUNDS)
+        sampling = SAMPLING_SD**2 if departure == "quantized, floor" else None
+        rounds = [Round(100.0, 100.0 * math.exp(v), sampling_var=sampling) for v in x]
         d = sequential_decision(rounds, THRESHOLD, plan, RoundsNoise(model, SPREAD, labels, None, CALIBRATION_CADENCE))
         rounds_used += d.rounds_used
         if d.verdict is Verdict.REGRESSION:
@@ -134,7 +143,7 @@ def tables(data: dict) -> str:
     for r in rows:
         groups.setdefault(key(r), {})[r["effect"]] = r
     for (ratio, departure, model), by in sorted(
-        groups.items(), key=lambda kv: (kv[0][0], DEPARTURES.index(kv[0][1]), MODELS.index(kv[0][2]))
+        groups.items(), key=lambda kv: (kv[0][0], (DEPARTURES + QUANTIZED).index(kv[0][1]), MODELS.index(kv[0][2]))
     ):
         z, h, t = by[EFFECTS[0]], by[EFFECTS[1]], by[EFFECTS[2]]
         out.append(
@@ -154,6 +163,13 @@ def main() -> int:
     ap.add_argument("--restart-every", type=int, default=1, help="the gate's cadence (1: the gate's since issue 46)")
     ap.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS), help="only these models' cells")
     ap.add_argument(
+        "--departures",
+        nargs="+",
+        choices=DEPARTURES + QUANTIZED,
+        default=list(DEPARTURES),
+        help="only these departures' cells (the quantized ones draw seeds of their own)",
+    )
+    ap.add_argument(
         "--conflict-level",
         type=float,
         help="the prior-data conflict test's level instead of the plan's (0.01): a what-if, not the gate's rule",
@@ -164,15 +180,34 @@ def main() -> int:
         return 0
     tasks = []
     seed, added = 46, 100046  # a model added later draws its own seeds: the earlier cells keep theirs
+    quantized = 200046  # and so do the quantized departures
     for ratio in RATIOS:
-        for departure in DEPARTURES:
+        for departure in DEPARTURES + QUANTIZED:
+            if departure in QUANTIZED:
+                for model in MODELS:
+                    for effect in EFFECTS:
+                        quantized += 1
+                        if model in args.models and departure in args.departures:
+                            tasks.append(
+                                (
+                                    ratio,
+                                    model,
+                                    departure,
+                                    effect,
+                                    args.trials,
+                                    quantized,
+                                    args.restart_every,
+                                    args.conflict_level,
+                                )
+                            )
+                continue
             for model in MODELS:
                 for effect in EFFECTS:
                     if model in ADDED:
                         added += 1
                     else:
                         seed += 1
-                    if model in args.models:
+                    if model in args.models and departure in args.departures:
                         task_seed = added if model in ADDED else seed
                         tasks.append(
                             (

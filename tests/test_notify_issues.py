@@ -722,10 +722,13 @@ def test_a_short_history_files_no_noise_made_early_change_point_and_a_real_early
     were change points at the history's first commits, filed while the noise estimate rested on ~20 commits: five low
     commits at 17-21 (seed 4, benchmark 23 of machine 1), the drop back after three high ones at 20-22 (seed 5,
     benchmark 17 of machine 0). A change point whose new level starts in its series' first SHORT_HISTORY commits opens
-    an issue only when its interval is clear of -MIN_SIZE; a real early step still gets its one issue."""
+    an issue only when it exceeds MIN_SIZE by SHORT_Z standard errors; a real early step still gets its one issue."""
     from issue_growth import levels
 
     from ci.notify.regression_issues import matching
+    from harness.changepoints import DEFAULT_THRESHOLD
+
+    assert matching.SHORT_Z == DEFAULT_THRESHOLD  # the detector's bar, against the size an issue needs
 
     def people(seed: int) -> np.ndarray:  # docs/data/regression_issues_people.py's noise (its steps come later)
         return levels(Scenario(seed=seed, runs=80, benchmarks=36, machines=2, noise=0.01))

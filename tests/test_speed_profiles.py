@@ -102,13 +102,13 @@ def test_the_judge_takes_the_records_runners_files():
     assert judge_files({"gpu": "NVIDIA H100 80GB HBM3"}) == (root / "speed_thresholds.json", None)
 
 
-def _gate_record(path: Path, gpu: str, extra: dict) -> dict:
-    """A gate's record with nothing measured, written as the gate writes it, for a runner named ``gpu``."""
+def _context(gpu: str, extra: dict):
+    """A gate's report context with nothing measured, for a runner named ``gpu``."""
     from ci.speed.decide.exclusion import ExclusionRule
-    from ci.speed.report.write import Context, finish
+    from ci.speed.report.write import Context
     from harness.paired.plan import ZONE_WARM_PLAN
 
-    context = Context(
+    return Context(
         mode="gate",
         plan=ZONE_WARM_PLAN,
         rule=ExclusionRule(),
@@ -119,6 +119,13 @@ def _gate_record(path: Path, gpu: str, extra: dict) -> dict:
         device="cuda",
         extra=extra,
     )
+
+
+def _gate_record(path: Path, gpu: str, extra: dict) -> dict:
+    """A gate's record with nothing measured, written as the gate writes it, for a runner named ``gpu``."""
+    from ci.speed.report.write import finish
+
+    context = _context(gpu, extra)
     finish(context, [], [], [], fail_on_inconclusive=False, json_path=path, plot_path=None, command=())
     return json.loads(path.read_text())
 
@@ -183,22 +190,10 @@ def test_an_unknown_runners_first_line_names_the_model_and_thresholds_that_decid
 def test_the_summary_bolds_the_gpus_wall_not_a_sum_over_processes():
     """An H100 A/A: 62.6 s measuring and 37.3 s of start-up summed over 4 processes, 82 s of wall. The bold figure
     read "100 s" (the sum), over a wall of 82 s; it is the wall the GPU was held, the slowest GPU's."""
-    from ci.speed.decide.exclusion import ExclusionRule
-    from ci.speed.report.write import Context, header_lines
-    from harness.paired.plan import ZONE_WARM_PLAN
+    from ci.speed.report.write import header_lines
 
     cost = {"measure_s": 62.6, "startup_s": 37.3, "overlapped_startup_s": 8.3, "processes_started": 4}
-    context = Context(
-        mode="gate",
-        plan=ZONE_WARM_PLAN,
-        rule=ExclusionRule(),
-        thresholds=Thresholds(0.01, (), "ci/speed_thresholds.json"),
-        base={"ref": "main", "sha": "a" * 40},
-        head={"ref": "HEAD", "sha": "b" * 40},
-        environment={"gpu": "NVIDIA H200"},
-        device="cuda",
-        extra={"cost": {**cost, "device_wall_s": {"0": 82.4, "1": 79.0}}},
-    )
+    context = _context("NVIDIA H200", {"cost": {**cost, "device_wall_s": {"0": 82.4, "1": 79.0}}})
     (line,) = [x for x in header_lines(context, [{"processes": []}]) if x.startswith("GPU runner:")]
     assert line.startswith("GPU runner: **82 s** of wall (per GPU: 0: 82 s, 1: 79 s)"), line
     assert "62.6 s measuring, 37.3 s starting 4 process(es)" in line and "**100 s**" not in line

@@ -183,44 +183,20 @@ def main() -> int:
     quantized = 200046  # and so do the quantized departures
     for ratio in RATIOS:
         for departure in DEPARTURES + QUANTIZED:
-            if departure in QUANTIZED:
-                for model in MODELS:
-                    for effect in EFFECTS:
-                        quantized += 1
-                        if model in args.models and departure in args.departures:
-                            tasks.append(
-                                (
-                                    ratio,
-                                    model,
-                                    departure,
-                                    effect,
-                                    args.trials,
-                                    quantized,
-                                    args.restart_every,
-                                    args.conflict_level,
-                                )
-                            )
-                continue
             for model in MODELS:
                 for effect in EFFECTS:
-                    if model in ADDED:
+                    if departure in QUANTIZED:
+                        quantized += 1
+                        task_seed = quantized
+                    elif model in ADDED:
                         added += 1
+                        task_seed = added
                     else:
                         seed += 1
+                        task_seed = seed
                     if model in args.models and departure in args.departures:
-                        task_seed = added if model in ADDED else seed
-                        tasks.append(
-                            (
-                                ratio,
-                                model,
-                                departure,
-                                effect,
-                                args.trials,
-                                task_seed,
-                                args.restart_every,
-                                args.conflict_level,
-                            )
-                        )
+                        task = (ratio, model, departure, effect, args.trials, task_seed)
+                        tasks.append((*task, args.restart_every, args.conflict_level))
     t0 = time.process_time()
     with ProcessPoolExecutor(args.workers) as pool:
         cells = list(pool.map(cell, tasks))

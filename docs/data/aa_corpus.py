@@ -20,7 +20,6 @@ why is :data:`RECORDS` (each checked against its .md/.log, docs/SPEED_GATE.md an
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
 import time
@@ -31,6 +30,7 @@ sys.path.insert(0, str(HERE))
 
 from replay_lib import CORPUS_SCHEMA, ROOT, CorpusError, record_generations  # noqa: E402
 
+from ci.common.json_file import JsonFileError, read_json  # noqa: E402
 from harness.report import write_json_atomic  # noqa: E402
 
 DATA = HERE
@@ -116,9 +116,8 @@ def build(sources: list[tuple[Path, str | None]]) -> dict:
     records, notes = [], {}
     for path, why in sources:
         try:
-            text = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_text()
-            record = json.loads(text)
-        except (OSError, EOFError, json.JSONDecodeError) as exc:
+            record = read_json(path)  # plain or gzipped
+        except JsonFileError as exc:
             raise CorpusError(f"{path}: cannot read ({exc})") from None
         name = relative(path)
         per_bench, record_notes = record_generations(record, name, why)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gzip
 import io
 import json
 import sys
@@ -25,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ci.common.json_file import JsonFileError, read_json
 from ci.speed.gate import main as gate
 
 HERE = Path(__file__).resolve().parent
@@ -38,17 +38,12 @@ MODELS = {
 THRESHOLDS = ROOT / "ci" / "speed_thresholds_h200.json"
 
 
-def read(path: Path) -> object:
-    """A JSON file under docs/data, plain or gzipped (the later leases' records are kept as NAME.json.gz)."""
-    return json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_text())
-
-
 def records() -> list[Path]:
     found = []
     for path in sorted([*HERE.rglob("*.json"), *HERE.rglob("*.json.gz")]):
         try:
-            data = read(path)
-        except (ValueError, UnicodeDecodeError, OSError, EOFError):
+            data = read_json(path)  # plain or gzipped (the later leases' records are kept as NAME.json.gz)
+        except JsonFileError:
             continue
         if isinstance(data, dict) and data.get("schema") == "mxfp4-speed-gate/1" and data.get("rounds"):
             found.append(path)
@@ -94,8 +89,7 @@ def main() -> int:
     rows, totals = [], {"both": 0, "slower_with_model": 0, "faster_with_model": 0, "model_only": 0, "none_only": 0}
     by_gpu = {gpu: dict.fromkeys(totals, 0) for gpu in MODELS}
     for path in records():
-        data = read(path)
-        assert isinstance(data, dict)
+        data = read_json(path)
         gpu = gpu_of(data)
         if gpu is None or not model_for(path, gpu).exists():
             continue

@@ -293,12 +293,17 @@ class ZoneLook:
 
 
 def _leave_out_first_rounds(
-    d: np.ndarray, generations: Sequence[int], look: LookNoise | None, plan: SequentialPlan
-) -> tuple[np.ndarray, list[int], str]:
-    """With ``plan.first_round_level``: each generation's first round left out when they differ from the rest."""
+    d: np.ndarray,
+    generations: Sequence[int],
+    look: LookNoise | None,
+    plan: SequentialPlan,
+    sampling: Sequence[float | None] | None,
+) -> tuple[np.ndarray, list[int], Sequence[float | None] | None, str]:
+    """With ``plan.first_round_level``: each generation's first round left out (of ``d``, its labels and its rounds'
+    sampling variances) when they differ from the rest."""
     gens = list(generations)
     if plan.first_round_level is None or len(d) < 2:
-        return d, gens, ""
+        return d, gens, sampling, ""
     # Version 6 tests against the model's within variance (its null), else the rounds' own; version 7 always against
     # the rounds' own, so a model never changes which rounds the generations' own variance is computed from.
     if look is not None and not plan.learn:
@@ -307,10 +312,11 @@ def _leave_out_first_rounds(
         within, df = _own_within(*within_ss(d, gens))
     shift = first_round_shift(d, gens, within, df, plan.first_round_level)
     if shift is None:
-        return d, gens, ""
+        return d, gens, sampling, ""
     keep = [not f for f in first_rounds(gens)]
     note = f"; each worker generation's first round left out (it differs by {math.expm1(shift):+.2%})"
-    return d[np.asarray(keep)], [g for g, k in zip(gens, keep) if k], note
+    kept = None if sampling is None else [v for v, k in zip(sampling, keep) if k]
+    return d[np.asarray(keep)], [g for g, k in zip(gens, keep) if k], kept, note
 
 
 def zone_look(
@@ -332,10 +338,7 @@ def zone_look(
     whose bounds decide answers (a regression before a non-regression); the last look's forced call takes the
     one whose call errs least.
     """
-    every = list(generations)
-    d, generations, note = _leave_out_first_rounds(d, generations, look, plan)
-    if sampling is not None and note:  # the same rounds left out of the floor
-        sampling = [v for v, first in zip(sampling, first_rounds(every)) if not first]
+    d, generations, sampling, note = _leave_out_first_rounds(d, generations, look, plan, sampling)
     if d.size == 0:
         return ZoneLook(None, 0.0, math.inf, 0.0, SOURCE_ROUNDS + note, too_noisy=last)
     mean = float(np.mean(d))
